@@ -1,0 +1,106 @@
+# Ferry — build, install dependencies, test, demo, bench, fuzz.
+#   make            build bin/ferryd and bin/ferry
+#   make deps       install the Debian packages (apt-get; idempotent)
+#   make test       deps + build + unit and integration tests
+#   make demo       deps + build + embedded PostgreSQL + daemon + example pipeline
+#   make bench      dispatch benchmark (JSON lines)
+#   make fuzz       libFuzzer targets over the parsers (clang)
+#   SANITIZE=address,undefined  builds everything with sanitizers
+
+CC ?= cc
+PG_INC := $(shell pg_config --includedir 2>/dev/null || echo /usr/include/postgresql)
+WARN := -Wall -Wextra -Wshadow -Wstrict-prototypes -Wmissing-prototypes -Wformat=2 -Werror
+CFLAGS ?= -O2 -g
+CFLAGS += -std=c11 -D_GNU_SOURCE $(WARN) -Iorchestrator -Isteps -Iapi -Icli -I$(PG_INC) -MMD -MP
+LDLIBS := -lpq -lyaml -ljansson -lmicrohttpd -lcurl -lcrypto -lpthread -lm
+
+ifneq ($(SANITIZE),)
+CFLAGS += -fsanitize=$(SANITIZE) -fno-omit-frame-pointer -fno-sanitize-recover=all
+LDFLAGS += -fsanitize=$(SANITIZE)
+VARIANT := san
+else
+VARIANT := rel
+endif
+B := build/$(VARIANT)
+
+ENGINE_SRC := $(filter-out orchestrator/ferryd.c,$(wildcard orchestrator/*.c)) $(wildcard steps/*.c)
+API_SRC := $(wildcard api/*.c)
+CLI_SRC := $(wildcard cli/*.c)
+ENGINE_OBJ := $(ENGINE_SRC:%.c=$(B)/%.o) $(B)/db/migrations.o
+MIGRATIONS := $(sort $(wildcard db/migrations/*.sql))
+API_OBJ := $(API_SRC:%.c=$(B)/%.o)
+CLI_OBJ := $(CLI_SRC:%.c=$(B)/%.o)
+UNIT_SRC := $(wildcard tests/unit/test_*.c)
+UNIT_BIN := $(UNIT_SRC:tests/unit/%.c=$(B)/tests/%)
+
+DEB_BUILD := gcc make pkg-config libpq-dev libcurl4-openssl-dev libmicrohttpd-dev \
+	libyaml-dev libjansson-dev libssl-dev libcmocka-dev
+DEB_RUN := postgresql postgresql-client curl procps python3 python3-sklearn wrk
+
+.PHONY: all deps test unit integration demo bench fuzz clean variant
+
+all: bin/ferryd bin/ferry
+
+# Relink when switching between plain and sanitized builds.
+build/variant: variant
+	@mkdir -p build
+	@echo "$(VARIANT) $(CFLAGS)" | cmp -s - $@ || echo "$(VARIANT) $(CFLAGS)" > $@
+
+bin/ferryd: $(B)/orchestrator/ferryd.o $(API_OBJ) $(ENGINE_OBJ) build/variant
+	@mkdir -p bin
+	$(CC) $(LDFLAGS) -o $@ $(filter %.o,$^) $(LDLIBS)
+
+bin/ferry: $(CLI_OBJ) $(ENGINE_OBJ) build/variant
+	@mkdir -p bin
+	$(CC) $(LDFLAGS) -o $@ $(filter %.o,$^) $(LDLIBS)
+
+$(B)/db/migrations.c: $(MIGRATIONS) db/gen-migrations.sh
+	@mkdir -p $(dir $@)
+	db/gen-migrations.sh $(MIGRATIONS) > $@
+
+$(B)/db/migrations.o: $(B)/db/migrations.c
+	$(CC) $(CFLAGS) -c -o $@ $<
+
+$(B)/%.o: %.c
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -c -o $@ $<
+
+$(B)/tests/test_%: tests/unit/test_%.c $(ENGINE_OBJ) $(API_OBJ)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $< $(ENGINE_OBJ) $(API_OBJ) -lcmocka $(LDLIBS)
+
+deps:
+	@missing=$$(for p in $(DEB_BUILD) $(DEB_RUN); do \
+		dpkg-query -W -f='$${Status}\n' $$p 2>/dev/null | grep -q 'install ok installed' || echo $$p; done); \
+	if [ -n "$$missing" ]; then \
+		echo "deps: installing$$(echo $$missing | sed 's/^/ /')"; \
+		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $$missing; \
+	else echo "deps: all installed"; fi
+
+unit: all $(UNIT_BIN)
+	@tests/run-unit.sh $(UNIT_BIN)
+
+integration: all
+	@tests/integration/run.sh
+
+test: deps
+	@$(MAKE) --no-print-directory all
+	@$(MAKE) --no-print-directory unit
+	@$(MAKE) --no-print-directory integration
+
+demo: deps
+	@$(MAKE) --no-print-directory all
+	@deploy/demo.sh
+
+bench: deps
+	@$(MAKE) --no-print-directory all
+	@tests/bench/run.sh
+
+fuzz:
+	@$(MAKE) --no-print-directory deps DEB_RUN="clang libclang-rt-14-dev"
+	@tests/fuzz/run.sh
+
+clean:
+	rm -rf build bin
+
+-include $(shell find build -name '*.d' 2>/dev/null)

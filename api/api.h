@@ -1,0 +1,29 @@
+/*
+ * api — the REST server: libmicrohttpd with a small thread pool, bearer-token
+ * auth (constant-time compare), JSON in and out (jansson), a bounded pool of
+ * PostgreSQL connections, and JSON errors {"error":{"code","message",…}}.
+ */
+#ifndef FERRY_API_H
+#define FERRY_API_H
+
+struct api_opts {
+	const char *listen;   /* "127.0.0.1:8080", "[::1]:8080" */
+	const char *token;    /* required bearer token */
+	const char *conninfo; /* database */
+	int threads;          /* request threads */
+	int db_conns;         /* pooled connections */
+};
+
+struct api;
+
+/* Binds and starts serving; *out is the caller's (api_stop). */
+int api_start(struct api **out, const struct api_opts *opts);
+void api_stop(struct api *a);
+
+/*
+ * Resolves the API token: FERRY_API_TOKEN, else $home/api-token, created
+ * with a fresh random token (mode 0600) when missing. *out is the caller's.
+ */
+int api_token_load(char **out, const char *home);
+
+#endif

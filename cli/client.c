@@ -1,0 +1,431 @@
+/*
+ * client — HTTP + JSON for the `ferry` CLI. One libcurl easy handle per
+ * client, reused across requests so `ferry watch` polls over one kept-alive
+ * connection; options are reset and set again for every request. Every
+ * request carries the bearer token and the actor header and is bounded
+ * (connect 5 s, whole request 30 s, answers up to 64 MiB). Error answers are
+ * decoded into a message (ferry_error_last()), the HTTP status and the
+ * optional details list, so the caller only decides how to print them.
+ */
+#include "client.h"
+
+#include <ctype.h>
+#include <curl/curl.h>
+#include <pwd.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#define CONNECT_TIMEOUT_MS 5000L
+#define REQUEST_TIMEOUT_MS 30000L
+#define MAX_BODY (64u * 1024u * 1024u)
+
+struct ferry_client {
+	CURL *curl;
+	char *url;          /* base, no trailing slash */
+	char *auth_header;  /* "Authorization: Bearer …" or NULL */
+	char *actor_header; /* "X-Ferry-Actor: …" or NULL */
+	char *token_source; /* "FERRY_API_TOKEN" or a path; NULL when no token */
+	char *token_missing; /* why there is no token */
+	long status;        /* of the last request, 0 = no answer */
+	json_t *details;    /* of the last error answer, or NULL */
+	char errbuf[CURL_ERROR_SIZE];
+};
+
+/* The growing response body. */
+struct body {
+	char *data;
+	size_t len, cap;
+	int too_big;
+};
+
+static size_t body_write(char *ptr, size_t size, size_t nmemb, void *userdata)
+{
+	struct body *b = userdata;
+	size_t n = size * nmemb;
+
+	if (b->len + n > MAX_BODY) {
+		b->too_big = 1;
+		return 0; /* makes curl fail with CURLE_WRITE_ERROR */
+	}
+	if (b->len + n + 1 > b->cap) {
+		size_t cap = b->cap ? b->cap : 8192;
+		while (cap < b->len + n + 1)
+			cap *= 2;
+		b->data = xrealloc(b->data, cap);
+		b->cap = cap;
+	}
+	memcpy(b->data + b->len, ptr, n);
+	b->len += n;
+	b->data[b->len] = '\0';
+	return n;
+}
+
+/* Returns a copy of s without leading and trailing whitespace. */
+static char *trim_dup(const char *s)
+{
+	const char *end;
+
+	while (*s && isspace((unsigned char)*s))
+		s++;
+	end = s + strlen(s);
+	while (end > s && isspace((unsigned char)end[-1]))
+		end--;
+	return xstrndup(s, (size_t)(end - s));
+}
+
+/* A header value must not carry control characters (header injection). */
+static int header_value_ok(const char *s)
+{
+	for (; *s; s++)
+		if ((unsigned char)*s < 0x20 || *s == 0x7f)
+			return 0;
+	return 1;
+}
+
+/* Loads the token: FERRY_API_TOKEN, else $FERRY_HOME/api-token. */
+static int load_token(ferry_client *c)
+{
+	const char *env = getenv("FERRY_API_TOKEN");
+	const char *home = getenv("FERRY_HOME");
+	char *path = NULL, *text = NULL, *token = NULL;
+	int error = FERRY_OK;
+
+	if (env != NULL && *env != '\0') {
+		token = trim_dup(env);
+		c->token_source = xstrdup("FERRY_API_TOKEN");
+	} else {
+		if (home == NULL || *home == '\0')
+			home = "./.ferry";
+		path = xasprintf("%s/api-token", home);
+		if (file_read(&text, NULL, path) < 0) {
+			/* no token: the daemon will say 401 */
+			c->token_missing = xasprintf("FERRY_API_TOKEN is unset and %s",
+						     ferry_error_last());
+			goto out;
+		}
+		token = trim_dup(text);
+		c->token_source = xstrdup(path);
+	}
+	if (*token == '\0') {
+		c->token_missing = xasprintf("%s is empty", c->token_source);
+		free(c->token_source);
+		c->token_source = NULL;
+		goto out;
+	}
+	if (!header_value_ok(token)) {
+		ferry_error_set("the API token from %s contains control characters",
+				c->token_source);
+		error = FERRY_EINVALID;
+		goto out;
+	}
+	c->auth_header = xasprintf("Authorization: Bearer %s", token);
+out:
+	free(path);
+	free(text);
+	free(token);
+	return error;
+}
+
+/* The login name of the effective user, else $USER; NULL when neither. */
+static char *actor_name(void)
+{
+	struct passwd *pw = getpwuid(geteuid());
+	const char *user;
+
+	if (pw != NULL && pw->pw_name != NULL && *pw->pw_name != '\0')
+		return xstrdup(pw->pw_name);
+	user = getenv("USER");
+	if (user != NULL && *user != '\0' && header_value_ok(user))
+		return xstrdup(user);
+	return NULL;
+}
+
+int client_open(ferry_client **out)
+{
+	ferry_client *c = xcalloc(1, sizeof(*c));
+	const char *url = getenv("FERRY_URL");
+	char *actor = NULL;
+	size_t n;
+	int error = FERRY_OK;
+
+	*out = NULL;
+	if (curl_global_init(CURL_GLOBAL_DEFAULT) != CURLE_OK) {
+		ferry_error_set("cannot initialise libcurl");
+		free(c);
+		return FERRY_ERROR;
+	}
+	if (url == NULL || *url == '\0')
+		url = CLIENT_DEFAULT_URL;
+	if (!header_value_ok(url)) {
+		ferry_error_set("FERRY_URL contains control characters");
+		error = FERRY_EINVALID;
+		goto out;
+	}
+	c->url = xstrdup(url);
+	n = strlen(c->url);
+	while (n > 0 && c->url[n - 1] == '/')
+		c->url[--n] = '\0';
+	if ((error = load_token(c)) < 0)
+		goto out;
+	actor = actor_name();
+	if (actor != NULL)
+		c->actor_header = xasprintf("X-Ferry-Actor: %s", actor);
+	c->curl = curl_easy_init();
+	if (c->curl == NULL) {
+		ferry_error_set("cannot initialise libcurl");
+		error = FERRY_ERROR;
+		goto out;
+	}
+	*out = c;
+	c = NULL;
+out:
+	free(actor);
+	client_free(c);
+	return error;
+}
+
+void client_free(ferry_client *c)
+{
+	if (c == NULL)
+		return;
+	if (c->curl != NULL)
+		curl_easy_cleanup(c->curl);
+	free(c->url);
+	free(c->auth_header);
+	free(c->actor_header);
+	free(c->token_source);
+	free(c->token_missing);
+	json_decref(c->details);
+	free(c);
+	curl_global_cleanup();
+}
+
+const char *client_url(const ferry_client *c)
+{
+	return c->url;
+}
+
+const char *client_token_source(const ferry_client *c, const char **why)
+{
+	*why = c->token_missing;
+	return c->token_source;
+}
+
+long client_last_status(const ferry_client *c)
+{
+	return c->status;
+}
+
+const json_t *client_last_details(const ferry_client *c)
+{
+	return c->details;
+}
+
+char *client_escape(const char *s)
+{
+	static const char hex[] = "0123456789ABCDEF";
+	char *out = xmalloc(strlen(s) * 3 + 1), *p = out;
+
+	for (; *s; s++) {
+		unsigned char ch = (unsigned char)*s;
+		if (isalnum(ch) || ch == '-' || ch == '_' || ch == '.' || ch == '~') {
+			*p++ = (char)ch;
+		} else {
+			*p++ = '%';
+			*p++ = hex[ch >> 4];
+			*p++ = hex[ch & 15];
+		}
+	}
+	*p = '\0';
+	return out;
+}
+
+/* Maps an HTTP error status to the project's return codes. */
+static int code_for_status(long status)
+{
+	switch (status) {
+	case 400:
+	case 422:
+		return FERRY_EINVALID;
+	case 404:
+		return FERRY_ENOTFOUND;
+	case 409:
+		return FERRY_ECONFLICT;
+	default:
+		return FERRY_ERROR;
+	}
+}
+
+/* Sets the error message for a transport failure (no HTTP answer). */
+static void transport_error(const ferry_client *c, CURLcode rc, const struct body *b)
+{
+	const char *why = c->errbuf[0] ? c->errbuf : curl_easy_strerror(rc);
+
+	if (b->too_big) {
+		ferry_error_set("ferryd at %s sent an answer larger than %u MiB",
+				c->url, MAX_BODY / (1024u * 1024u));
+		return;
+	}
+	switch (rc) {
+	case CURLE_COULDNT_CONNECT:
+	case CURLE_COULDNT_RESOLVE_HOST:
+	case CURLE_COULDNT_RESOLVE_PROXY:
+		ferry_error_set("cannot reach ferryd at %s (%s); is the daemon running? "
+				"Set FERRY_URL to point elsewhere.", c->url, why);
+		break;
+	case CURLE_URL_MALFORMAT:
+	case CURLE_UNSUPPORTED_PROTOCOL:
+		ferry_error_set("FERRY_URL=%s is not a usable http:// or https:// address (%s)",
+				c->url, why);
+		break;
+	case CURLE_OPERATION_TIMEDOUT:
+		ferry_error_set("ferryd at %s did not answer in time (%s); "
+				"is it overloaded or stuck?", c->url, why);
+		break;
+	default:
+		ferry_error_set("request to ferryd at %s failed (%s)", c->url, why);
+		break;
+	}
+}
+
+/*
+ * Decodes an error answer: message (with the field when the message does not
+ * name it) into the error buffer, details kept on c.
+ */
+static void answer_error(ferry_client *c, const struct body *b)
+{
+	json_t *root = NULL, *err;
+	const char *message = NULL, *field = NULL;
+
+	if (b->len > 0)
+		root = json_loadb(b->data, b->len, 0, NULL);
+	err = json_object_get(root, "error");
+	if (json_is_object(err)) {
+		message = json_string_value(json_object_get(err, "message"));
+		field = json_string_value(json_object_get(err, "field"));
+		if (json_is_array(json_object_get(err, "details")))
+			c->details = json_incref(json_object_get(err, "details"));
+	}
+	if (message != NULL && *message != '\0') {
+		if (field != NULL && *field != '\0' && strstr(message, field) == NULL)
+			ferry_error_set("%s (field %s)", message, field);
+		else
+			ferry_error_set("%s", message);
+	} else if (c->status == 401) {
+		ferry_error_set("ferryd at %s refused the request: not authenticated", c->url);
+	} else {
+		ferry_error_set("ferryd at %s answered HTTP %ld", c->url, c->status);
+	}
+	json_decref(root);
+}
+
+/* Sets the per-request options on the (reset) easy handle. */
+static void set_options(ferry_client *c, const char *url, const char *method,
+			const char *payload, struct curl_slist *headers, struct body *b)
+{
+	curl_easy_setopt(c->curl, CURLOPT_URL, url);
+	curl_easy_setopt(c->curl, CURLOPT_NOSIGNAL, 1L);
+	curl_easy_setopt(c->curl, CURLOPT_CONNECTTIMEOUT_MS, CONNECT_TIMEOUT_MS);
+	curl_easy_setopt(c->curl, CURLOPT_TIMEOUT_MS, REQUEST_TIMEOUT_MS);
+#if LIBCURL_VERSION_NUM >= 0x075500
+	curl_easy_setopt(c->curl, CURLOPT_PROTOCOLS_STR, "http,https");
+#endif
+	curl_easy_setopt(c->curl, CURLOPT_USERAGENT, "ferry-cli/" FERRY_VERSION);
+	curl_easy_setopt(c->curl, CURLOPT_HTTPHEADER, headers);
+	curl_easy_setopt(c->curl, CURLOPT_ERRORBUFFER, c->errbuf);
+	curl_easy_setopt(c->curl, CURLOPT_WRITEFUNCTION, body_write);
+	curl_easy_setopt(c->curl, CURLOPT_WRITEDATA, b);
+	if (strcmp(method, "GET") == 0) {
+		curl_easy_setopt(c->curl, CURLOPT_HTTPGET, 1L);
+	} else {
+		curl_easy_setopt(c->curl, CURLOPT_POST, 1L);
+		curl_easy_setopt(c->curl, CURLOPT_POSTFIELDS, payload ? payload : "");
+		curl_easy_setopt(c->curl, CURLOPT_POSTFIELDSIZE_LARGE,
+				 (curl_off_t)(payload ? strlen(payload) : 0));
+		if (strcmp(method, "POST") != 0)
+			curl_easy_setopt(c->curl, CURLOPT_CUSTOMREQUEST, method);
+	}
+}
+
+int client_request(json_t **out, ferry_client *c, const char *method,
+		   const char *path, const json_t *body)
+{
+	struct curl_slist *headers = NULL;
+	struct body b = {0};
+	char *url = NULL, *payload = NULL;
+	json_t *root = NULL;
+	json_error_t jerr;
+	CURLcode rc;
+	int error = FERRY_OK;
+
+	if (out != NULL)
+		*out = NULL;
+	c->status = 0;
+	c->errbuf[0] = '\0';
+	json_decref(c->details);
+	c->details = NULL;
+
+	url = xasprintf("%s/api/v1%s", c->url, path);
+	if (body != NULL) {
+		payload = json_dumps(body, JSON_COMPACT);
+		if (payload == NULL) {
+			ferry_error_set("cannot encode the request body as JSON");
+			error = FERRY_ERROR;
+			goto out;
+		}
+		headers = curl_slist_append(headers, "Content-Type: application/json");
+	} else {
+		/* no body: drop the form content type curl would send for POST */
+		headers = curl_slist_append(headers, "Content-Type:");
+	}
+	headers = curl_slist_append(headers, "Accept: application/json");
+	headers = curl_slist_append(headers, "Expect:");
+	if (c->auth_header != NULL)
+		headers = curl_slist_append(headers, c->auth_header);
+	if (c->actor_header != NULL)
+		headers = curl_slist_append(headers, c->actor_header);
+	if (headers == NULL) {
+		ferry_error_set("out of memory building request headers");
+		error = FERRY_ERROR;
+		goto out;
+	}
+
+	curl_easy_reset(c->curl);
+	set_options(c, url, method, payload, headers, &b);
+	rc = curl_easy_perform(c->curl);
+	if (rc != CURLE_OK) {
+		transport_error(c, rc, &b);
+		error = FERRY_ERROR;
+		goto out;
+	}
+	curl_easy_getinfo(c->curl, CURLINFO_RESPONSE_CODE, &c->status);
+	if (c->status < 200 || c->status > 299) {
+		answer_error(c, &b);
+		error = code_for_status(c->status);
+		goto out;
+	}
+	if (out == NULL)
+		goto out;
+	if (b.len == 0) {
+		ferry_error_set("ferryd at %s sent an empty answer to %s %s",
+				c->url, method, path);
+		error = FERRY_ERROR;
+		goto out;
+	}
+	root = json_loadb(b.data, b.len, 0, &jerr);
+	if (root == NULL) {
+		ferry_error_set("ferryd at %s sent invalid JSON to %s %s: %s",
+				c->url, method, path, jerr.text);
+		error = FERRY_ERROR;
+		goto out;
+	}
+	*out = root;
+out:
+	curl_slist_free_all(headers);
+	free(payload);
+	free(url);
+	free(b.data);
+	return error;
+}

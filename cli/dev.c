@@ -1,0 +1,297 @@
+/*
+ * dev — `ferry dev run FILE [--only STEP | --from STEP | --to STEP] [-p k=v]…`
+ * runs a workflow on this machine without a daemon: the engine is linked in
+ * and works in-process on the embedded database (or FERRY_DATABASE_URL),
+ * claiming only this run's steps. It prints one line per step transition
+ * and streams each attempt's log as it is written, prefixed with the step
+ * name. Ctrl-C stops the run (its jobs get SIGTERM) and exits when stopped.
+ */
+#include "dev.h"
+
+#include <getopt.h>
+#include <jansson.h>
+#include <libgen.h>
+#include <limits.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "db.h"
+#include "engine.h"
+#include "store.h"
+#include "util.h"
+
+static volatile sig_atomic_t interrupted;
+static int dev_wake_fd = -1;
+
+static void on_interrupt(int sig)
+{
+	(void)sig;
+	interrupted = 1;
+	if (dev_wake_fd >= 0)
+		(void)!write(dev_wake_fd, "i", 1);
+}
+
+/* What was last printed for one step, and how far its log was streamed. */
+struct seen {
+	char *name, *state;
+	int attempts;
+	int log_attempt;
+	long log_off;
+};
+
+static void usage(FILE *f)
+{
+	fprintf(f, "usage: ferry dev run FILE [--only STEP | --from STEP | --to STEP] [-p NAME=VALUE]...\n\n"
+		   "Runs the workflow in-process on the embedded database, printing each step\n"
+		   "transition and streaming step logs. Exit status: 0 succeeded, 1 failed or\n"
+		   "stopped, 2 usage or validation error.\n\n"
+		   "examples:\n"
+		   "  ferry dev run workflows/hello.yaml\n"
+		   "  ferry dev run workflows/hello.yaml --only greet -p who=ferry\n"
+		   "  ferry dev run workflows/hello.yaml --from join\n");
+}
+
+static void now_hms(char *buf, size_t n)
+{
+	time_t t = time(NULL);
+	struct tm tm;
+	localtime_r(&t, &tm);
+	strftime(buf, n, "%H:%M:%S", &tm);
+}
+
+/* Prints new bytes of a log file, each line prefixed with the step name. */
+static void stream_log(struct seen *s, const char *path)
+{
+	FILE *f = fopen(path, "r");
+	char line[4096];
+
+	if (f == NULL)
+		return;
+	if (fseek(f, s->log_off, SEEK_SET) == 0) {
+		while (fgets(line, sizeof(line), f)) {
+			size_t n = strlen(line);
+			if (line[n - 1] != '\n' && !feof(f))
+				; /* long line: print the part we have */
+			else if (line[n - 1] != '\n')
+				break; /* a partial last line: wait for the rest */
+			printf("  %-12s| %s%s", s->name, line, line[n - 1] == '\n' ? "" : "\n");
+			s->log_off += (long)n;
+		}
+	}
+	fclose(f);
+	fflush(stdout);
+}
+
+/* Prints what changed since the last look; returns 1 once the run is over. */
+static int report(struct seen **seen, size_t *nseen, PGconn *conn, int64_t run_id, const char **final)
+{
+	char *txt = NULL, hms[16];
+	json_t *run, *steps, *st;
+	size_t i;
+	int over = 0;
+
+	if (store_run_json(&txt, conn, run_id) < 0)
+		return 0;
+	run = json_loads(txt, 0, NULL);
+	free(txt);
+	if (run == NULL)
+		return 0;
+	steps = json_object_get(run, "steps");
+	if (*seen == NULL) {
+		*nseen = json_array_size(steps);
+		*seen = xcalloc(*nseen + 1, sizeof(**seen));
+	}
+	now_hms(hms, sizeof(hms));
+	json_array_foreach(steps, i, st) {
+		struct seen *s = &(*seen)[i];
+		const char *state = json_string_value(json_object_get(st, "state"));
+		const char *reason = json_string_value(json_object_get(st, "reason"));
+		int attempts = (int)json_integer_value(json_object_get(st, "attempts"));
+		json_t *atts = json_object_get(st, "attempt_list");
+		json_t *last = json_array_get(atts, json_array_size(atts) - 1);
+		const char *log = json_string_value(json_object_get(last, "log"));
+
+		if (i >= *nseen)
+			break;
+		if (s->name == NULL)
+			s->name = xstrdup(json_string_value(json_object_get(st, "name")));
+		if (log && (int)json_integer_value(json_object_get(last, "attempt")) != s->log_attempt) {
+			/* finish the previous attempt's log first */
+			s->log_attempt = (int)json_integer_value(json_object_get(last, "attempt"));
+			s->log_off = 0;
+		}
+		if (log)
+			stream_log(s, log);
+		if (s->state == NULL || strcmp(s->state, state) != 0 || s->attempts != attempts) {
+			if (strcmp(state, "blocked") != 0 || s->state != NULL)
+				printf("%s  %-12s %-9s%s%.0d%s%s\n", hms, s->name, state,
+				       attempts ? "  attempt " : "", attempts, reason ? "  " : "",
+				       reason ? reason : "");
+			free(s->state);
+			s->state = xstrdup(state);
+			s->attempts = attempts;
+		}
+	}
+	{
+		const char *rs = json_string_value(json_object_get(run, "state"));
+		static char final_state[16];
+		if (strcmp(rs, "succeeded") == 0 || strcmp(rs, "failed") == 0 || strcmp(rs, "stopped") == 0) {
+			snprintf(final_state, sizeof(final_state), "%s", rs);
+			*final = final_state;
+			over = 1;
+		}
+	}
+	fflush(stdout);
+	json_decref(run);
+	return over;
+}
+
+int dev_main(int argc, char **argv)
+{
+	static const struct option longopts[] = {
+		{"only", required_argument, NULL, 'o'},
+		{"from", required_argument, NULL, 'f'},
+		{"to", required_argument, NULL, 't'},
+		{"param", required_argument, NULL, 'p'},
+		{"help", no_argument, NULL, 'h'},
+		{NULL, 0, NULL, 0},
+	};
+	struct store_run_new rn;
+	struct engine_opts eo;
+	struct engine *e = NULL;
+	struct seen *seen = NULL;
+	size_t nseen = 0;
+	cfg_errors errs = {0};
+	json_t *params = json_object();
+	char *yaml = NULL, *conninfo = NULL, *dir = NULL, *path_copy = NULL, absdir[PATH_MAX];
+	const char *final = NULL, *file;
+	PGconn *conn = NULL;
+	size_t len = 0;
+	int64_t run_id = 0, started;
+	int c, status = 2, subsets = 0, stop_sent = 0;
+	struct sigaction sa;
+
+	memset(&rn, 0, sizeof(rn));
+	if (argc < 1 || strcmp(argv[0], "run") != 0) {
+		if (argc >= 1 && (strcmp(argv[0], "--help") == 0 || strcmp(argv[0], "-h") == 0)) {
+			usage(stdout);
+			status = 0;
+		} else {
+			usage(stderr);
+		}
+		goto out;
+	}
+	optind = 1;
+	while ((c = getopt_long(argc, argv, "p:h", longopts, NULL)) != -1) {
+		switch (c) {
+		case 'o': rn.only = optarg; subsets++; break;
+		case 'f': rn.from = optarg; subsets++; break;
+		case 't': rn.to = optarg; subsets++; break;
+		case 'p': {
+			char *eq = strchr(optarg, '=');
+			if (eq == NULL || eq == optarg) {
+				fprintf(stderr, "ferry dev: -p takes NAME=VALUE, got \"%s\"\n", optarg);
+				goto out;
+			}
+			json_object_set_new(params, (*eq = '\0', optarg), json_string(eq + 1));
+			*eq = '=';
+			break;
+		}
+		case 'h':
+			usage(stdout);
+			status = 0;
+			goto out;
+		default:
+			usage(stderr);
+			goto out;
+		}
+	}
+	if (optind != argc - 1 || subsets > 1) {
+		fprintf(stderr, subsets > 1 ? "ferry dev: give at most one of --only, --from, --to\n"
+					    : "ferry dev: expected one workflow FILE\n");
+		usage(stderr);
+		goto out;
+	}
+	file = argv[optind];
+	if (file_read(&yaml, &len, file) < 0) {
+		fprintf(stderr, "ferry dev: %s\n", ferry_error_last());
+		goto out;
+	}
+	path_copy = xstrdup(file);
+	dir = dirname(path_copy);
+	if (realpath(dir, absdir) == NULL) {
+		fprintf(stderr, "ferry dev: cannot resolve %s\n", dir);
+		goto out;
+	}
+	engine_opts_default(&eo);
+	status = 1;
+	if (db_conninfo(&conninfo, eo.home) < 0 || db_connect(&conn, conninfo) < 0 || db_migrate(conn) < 0) {
+		fprintf(stderr, "ferry dev: database: %s\n", ferry_error_last());
+		goto out;
+	}
+	{
+		PGresult *r = PQexec(conn, "SET TIME ZONE 'UTC'");
+		PQclear(r);
+	}
+	rn.yaml = yaml;
+	rn.yaml_len = len;
+	rn.filename = file;
+	rn.params = params;
+	rn.trigger = "dev";
+	rn.actor = getenv("USER") ? getenv("USER") : "dev";
+	rn.workdir = absdir;
+	if (store_run_create(&run_id, conn, &rn, &errs) < 0) {
+		for (size_t i = 0; i < errs.len; i++)
+			fprintf(stderr, "%s\n", errs.items[i]);
+		if (errs.len == 0)
+			fprintf(stderr, "ferry dev: %s\n", ferry_error_last());
+		status = 2;
+		goto out;
+	}
+	printf("run %lld (dev) of %s\n", (long long)run_id, file);
+	eo.run_filter = run_id;
+	eo.poll_ms = 200;
+	if (engine_new(&e, &eo, conninfo) < 0) {
+		fprintf(stderr, "ferry dev: %s\n", ferry_error_last());
+		goto out;
+	}
+	dev_wake_fd = engine_wake_fd(e);
+	memset(&sa, 0, sizeof(sa));
+	sa.sa_handler = on_interrupt;
+	sigemptyset(&sa.sa_mask);
+	sigaction(SIGINT, &sa, NULL);
+	sigaction(SIGTERM, &sa, NULL);
+	started = clock_mono_ms();
+	while (!report(&seen, &nseen, conn, run_id, &final)) {
+		if (interrupted && !stop_sent) {
+			char *st = NULL;
+			printf("stopping run %lld…\n", (long long)run_id);
+			store_run_stop(&st, conn, run_id, rn.actor);
+			free(st);
+			stop_sent = 1;
+		}
+		engine_tick(e, 100);
+	}
+	printf("run %lld %s in %.1fs\n", (long long)run_id, final,
+	       (double)(clock_mono_ms() - started) / 1000.0);
+	status = strcmp(final, "succeeded") == 0 ? 0 : 1;
+out:
+	for (size_t i = 0; seen && i < nseen; i++) {
+		free(seen[i].name);
+		free(seen[i].state);
+	}
+	free(seen);
+	engine_free(e);
+	if (conn)
+		PQfinish(conn);
+	cfg_errors_dispose(&errs);
+	json_decref(params);
+	free(yaml);
+	free(conninfo);
+	free(path_copy);
+	return status;
+}

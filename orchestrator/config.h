@@ -1,0 +1,71 @@
+/*
+ * config — workflow YAML: parse with libyaml, validate everything, and turn
+ * it into a normalised JSON spec (jansson) that the store keeps per content
+ * hash. Every error carries FILE:LINE:COL and all errors are reported, not
+ * just the first.
+ *
+ * Normalised spec (what cfg_workflow_parse returns):
+ *   {"name":"hello", "description":"…"|null,
+ *    "params":{"who":{"default":"world"}, "n":{}},      // default kept as text
+ *    "steps":[{"name":"a", "kind":"run", "needs":["x"],
+ *              "command":["sh","-c","echo {{params.who}}"],
+ *              "env":{"K":"V"}, "image":"host", "workdir":null|"dir",
+ *              "timeout_ms":0, "retry":{"limit":0,"backoff_ms":1000,"max_backoff_ms":300000},
+ *              "line":5, "col":5}]}
+ */
+#ifndef FERRY_CONFIG_H
+#define FERRY_CONFIG_H
+
+#include <jansson.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "util.h"
+
+/* Largest workflow file accepted, in bytes. */
+#define CFG_MAX_YAML (1024 * 1024)
+
+/* A list of "FILE:LINE:COL: message" strings, in file order. */
+typedef struct {
+	char **items;
+	size_t len;
+	size_t cap;
+} cfg_errors;
+
+/* Frees the strings held by errs and empties it (errs itself is the caller's). */
+void cfg_errors_dispose(cfg_errors *errs);
+
+/*
+ * Parses and validates a workflow. On success returns 0, *out is the
+ * normalised spec (the caller json_decref()s it) and hash_out holds the
+ * lowercase hex sha256 of the YAML bytes. On invalid input returns
+ * FERRY_EINVALID, *out is NULL and errs holds every error found. filename is
+ * used only in messages ("<inline>" when NULL).
+ */
+int cfg_workflow_parse(json_t **out, char hash_out[65], const char *yaml,
+		       size_t len, const char *filename, cfg_errors *errs);
+
+/*
+ * Parses a duration: an integer followed by ms, s, m, h or d, possibly
+ * several ("1h30m"). Returns 0 and *out_ms, or FERRY_EINVALID with the
+ * reason in ferry_error_last().
+ */
+int cfg_duration_parse(const char *s, int64_t *out_ms);
+
+/*
+ * Resolves a run's parameters against spec["params"]: given is a JSON object
+ * (values string, number or boolean; NULL means none). Fills defaults,
+ * rejects unknown names and missing required ones (FERRY_EINVALID, message
+ * names the parameter). *out is a new object name -> string value.
+ */
+int cfg_params_resolve(json_t **out, const json_t *spec, const json_t *given);
+
+/*
+ * Renders {{params.NAME}} and {{run.id}} in tmpl (run_id may be NULL, then
+ * {{run.id}} stays as written); {{steps.…}} references are left as written
+ * for the engine. *out is newly allocated; the caller frees it.
+ */
+int cfg_template_render(char **out, const char *tmpl, const json_t *params,
+			const char *run_id);
+
+#endif

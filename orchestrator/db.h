@@ -1,0 +1,36 @@
+/*
+ * db — getting a PostgreSQL connection that is ready to use: the embedded
+ * cluster under $FERRY_HOME/pg (initialised once, started as an unprivileged
+ * user, reused when already up), or FERRY_DATABASE_URL; then the numbered
+ * migrations compiled into the binary, applied in order under an advisory
+ * lock, each in its own transaction, recorded in schema_migrations.
+ */
+#ifndef FERRY_DB_H
+#define FERRY_DB_H
+
+#include <libpq-fe.h>
+
+/*
+ * Resolves the connection string: FERRY_DATABASE_URL when set, else the
+ * embedded cluster under home (started if needed). *out is the caller's.
+ */
+int db_conninfo(char **out, const char *home);
+
+/* Connects (with a bounded timeout); *out is the caller's (PQfinish). */
+int db_connect(PGconn **out, const char *conninfo);
+
+/* Applies every migration not yet recorded; safe to call from many processes. */
+int db_migrate(PGconn *conn);
+
+/* Stops the embedded cluster under home if it runs. */
+int db_embedded_stop(const char *home);
+
+/* The embedded migrations (generated from db/migrations at build time). */
+struct db_migration {
+	const char *name;
+	const char *sql;
+};
+extern const struct db_migration db_migrations[];
+extern const int db_migrations_len;
+
+#endif

@@ -1,0 +1,637 @@
+/*
+ * engine — see engine.h. engine_tick() is the periodic function; every
+ * iteration it, in order:
+ *   - drains the wake pipe and reaps exited children (their DIR/status);
+ *   - polls adopted jobs (not our children) for exit;
+ *   - fires step timeouts (SIGTERM) and escalates to SIGKILL after the grace;
+ *   - closes finished attempts in one ferry_finish() call; when that made
+ *     steps ready, claims again at once instead of waiting for a poll;
+ *   - claims up to claim_batch ready steps while it has capacity and starts
+ *     them, recording pids in one statement;
+ *   - renews leases every lease/3, looks for orphaned attempts every lease/2
+ *     (and at start), and kills the jobs of stopping runs when told;
+ *   - waits on the database socket (LISTEN ferry_ready, ferry_stop) and the
+ *     wake pipe, never longer than the next thing due.
+ * Results that could not be written (database down) stay queued and are
+ * written after the reconnect; nothing is lost.
+ */
+#include "engine.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "db.h"
+#include "exec.h"
+#include "store.h"
+#include "util.h"
+
+struct done {
+	struct store_result r;
+	char *reason; /* owned; r.reason points here */
+};
+
+struct engine {
+	struct engine_opts o;
+	char *conninfo, *owner, *host, *home;
+	PGconn *conn;
+	int noop;
+	struct exec_job *jobs;
+	int njobs, capjobs;
+	struct done *done;
+	int ndone, capdone;
+	int claim_now, stop_check, draining;
+	int64_t next_poll, next_heartbeat, next_recover, next_adopt_check, next_reconnect;
+	int64_t retry_wall_ms; /* earliest known retry (wall clock), 0 none */
+	struct engine_stats stats;
+};
+
+static int wake_pipe[2] = {-1, -1};
+
+void engine_sigchld(void)
+{
+	int saved = errno;
+	if (wake_pipe[1] >= 0)
+		(void)!write(wake_pipe[1], "c", 1);
+	errno = saved;
+}
+
+static void on_sigchld(int sig)
+{
+	(void)sig;
+	engine_sigchld();
+}
+
+static int64_t env_int(const char *name, int64_t def)
+{
+	const char *v = getenv(name);
+	int64_t n;
+	return v && parse_int64(v, &n) == 0 && n >= 0 ? n : def;
+}
+
+void engine_opts_default(struct engine_opts *o)
+{
+	memset(o, 0, sizeof(*o));
+	o->home = getenv("FERRY_HOME") ? getenv("FERRY_HOME") : "./.ferry";
+	o->executor = getenv("FERRY_EXECUTOR") ? getenv("FERRY_EXECUTOR") : "local";
+	o->max_jobs = (int)env_int("FERRY_MAX_JOBS", 32);
+	o->claim_batch = (int)env_int("FERRY_CLAIM_BATCH", 100);
+	o->lease_ms = env_int("FERRY_LEASE_MS", 15000);
+	o->poll_ms = env_int("FERRY_POLL_MS", 1000);
+	o->kill_grace_ms = env_int("FERRY_KILL_GRACE_MS", 10000);
+	if (o->max_jobs < 1)
+		o->max_jobs = 1;
+	if (o->claim_batch < 1)
+		o->claim_batch = 1;
+	if (o->lease_ms < 300)
+		o->lease_ms = 300;
+}
+
+static int engine_connect(struct engine *e)
+{
+	PGresult *res;
+	int ok;
+
+	if (e->conn) {
+		PQfinish(e->conn);
+		e->conn = NULL;
+	}
+	if (db_connect(&e->conn, e->conninfo) < 0)
+		return FERRY_EDB;
+	res = PQexec(e->conn, "SET TIME ZONE 'UTC'; LISTEN ferry_ready; LISTEN ferry_stop");
+	ok = PQresultStatus(res) == PGRES_COMMAND_OK;
+	PQclear(res);
+	if (!ok) {
+		ferry_error_set("LISTEN: %s", PQerrorMessage(e->conn));
+		return FERRY_EDB;
+	}
+	e->claim_now = 1;
+	e->stop_check = 1;
+	e->next_recover = 0;
+	return FERRY_OK;
+}
+
+int engine_new(struct engine **out, const struct engine_opts *opts, const char *conninfo)
+{
+	struct engine *e = xcalloc(1, sizeof(*e));
+	struct sigaction sa;
+	char hostname[256] = "localhost";
+	int error;
+
+	*out = NULL;
+	e->o = *opts;
+	e->noop = opts->executor && strcmp(opts->executor, "noop") == 0;
+	if (!e->noop && opts->executor && strcmp(opts->executor, "local") != 0) {
+		ferry_error_set("unknown executor \"%s\" (known: local)", opts->executor);
+		free(e);
+		return FERRY_EINVALID;
+	}
+	e->conninfo = xstrdup(conninfo);
+	gethostname(hostname, sizeof(hostname) - 1);
+	e->host = xstrdup(hostname);
+	e->owner = xasprintf("%s/%d/%lld", hostname, (int)getpid(),
+			     (long long)exec_pid_start(getpid()));
+	if (mkdir_p(opts->home, 0755) < 0) {
+		error = FERRY_ERROR;
+		goto fail;
+	}
+	e->home = realpath(opts->home, NULL);
+	if (e->home == NULL) {
+		ferry_error_set("FERRY_HOME %s: %s", opts->home, strerror(errno));
+		error = FERRY_ERROR;
+		goto fail;
+	}
+	if (wake_pipe[0] < 0) {
+		if (pipe2(wake_pipe, O_CLOEXEC | O_NONBLOCK) < 0) {
+			ferry_error_set("pipe: %s", strerror(errno));
+			error = FERRY_ERROR;
+			goto fail;
+		}
+	}
+	memset(&sa, 0, sizeof(sa));
+	sa.sa_handler = on_sigchld;
+	sa.sa_flags = SA_RESTART | SA_NOCLDSTOP;
+	sigemptyset(&sa.sa_mask);
+	sigaction(SIGCHLD, &sa, NULL);
+	if ((error = engine_connect(e)) < 0)
+		goto fail;
+	*out = e;
+	return FERRY_OK;
+fail:
+	engine_free(e);
+	return error;
+}
+
+void engine_free(struct engine *e)
+{
+	if (e == NULL)
+		return;
+	for (int i = 0; i < e->njobs; i++)
+		exec_job_dispose(&e->jobs[i]);
+	for (int i = 0; i < e->ndone; i++)
+		free(e->done[i].reason);
+	free(e->jobs);
+	free(e->done);
+	if (e->conn)
+		PQfinish(e->conn);
+	free(e->conninfo), free(e->owner), free(e->host), free(e->home);
+	free(e);
+}
+
+int engine_wake_fd(struct engine *e)
+{
+	(void)e;
+	return wake_pipe[1];
+}
+
+const char *engine_owner(const struct engine *e)
+{
+	return e->owner;
+}
+
+int engine_jobs(const struct engine *e)
+{
+	return e->njobs;
+}
+
+void engine_drain(struct engine *e)
+{
+	e->draining = 1;
+}
+
+void engine_stats_get(const struct engine *e, struct engine_stats *out)
+{
+	*out = e->stats;
+}
+
+/* Queues how an attempt ended; written by the next flush. */
+static void push_done(struct engine *e, int64_t step_id, int attempt, const char *outcome,
+		      int exit_code, int sig, char *reason)
+{
+	struct done *d;
+
+	if (e->ndone == e->capdone) {
+		e->capdone = e->capdone ? e->capdone * 2 : 64;
+		e->done = xrealloc(e->done, (size_t)e->capdone * sizeof(*e->done));
+	}
+	d = &e->done[e->ndone++];
+	d->reason = reason;
+	d->r.step_id = step_id;
+	d->r.attempt = attempt;
+	d->r.outcome = outcome;
+	d->r.exit_code = exit_code;
+	d->r.signal = sig;
+	d->r.reason = reason;
+}
+
+/* Turns a finished job into a queued result and forgets it. */
+static void job_finished(struct engine *e, int idx)
+{
+	struct exec_job *j = &e->jobs[idx];
+	int code = -1, sig = 0, have = exec_read_status(j->dir, &code, &sig);
+	const char *outcome;
+	char *reason = NULL;
+
+	if (j->kill_outcome) {
+		outcome = j->kill_outcome;
+		reason = j->kill_reason ? xstrdup(j->kill_reason) : NULL;
+	} else if (!have) {
+		outcome = "lost";
+		reason = xstrdup("the job's supervisor exited without a status");
+	} else if (sig) {
+		outcome = "failed";
+		reason = xasprintf("killed by signal %d (%s)", sig, strsignal(sig));
+	} else if (code == 0) {
+		outcome = "succeeded";
+	} else {
+		outcome = "failed";
+		reason = xasprintf("exit code %d", code);
+	}
+	flog_debug("run %lld step %s attempt %d: %s", (long long)j->run_id, j->name, j->attempt, outcome);
+	push_done(e, j->step_id, j->attempt, outcome, have ? code : -1, have ? sig : 0, reason);
+	exec_job_dispose(j);
+	e->jobs[idx] = e->jobs[--e->njobs];
+}
+
+static int find_job_pid(const struct engine *e, pid_t pid)
+{
+	for (int i = 0; i < e->njobs; i++)
+		if (e->jobs[i].child && e->jobs[i].pid == pid)
+			return i;
+	return -1;
+}
+
+static void reap_children(struct engine *e)
+{
+	char buf[64];
+	pid_t pid;
+	int st;
+
+	while (read(wake_pipe[0], buf, sizeof(buf)) > 0)
+		;
+	while ((pid = waitpid(-1, &st, WNOHANG)) > 0) {
+		int i = find_job_pid(e, pid);
+		if (i >= 0)
+			job_finished(e, i);
+	}
+}
+
+static void check_adopted(struct engine *e, int64_t now)
+{
+	if (now < e->next_adopt_check)
+		return;
+	e->next_adopt_check = now + 200;
+	for (int i = 0; i < e->njobs;) {
+		struct exec_job *j = &e->jobs[i];
+		if (!j->child && !exec_pid_alive(j->pid, j->pid_start))
+			job_finished(e, i);
+		else
+			i++;
+	}
+}
+
+static void kill_job(struct engine *e, struct exec_job *j, const char *outcome, char *reason)
+{
+	if (j->kill_outcome) {
+		free(reason);
+		return;
+	}
+	flog_info("run %lld step %s attempt %d: %s, sending SIGTERM", (long long)j->run_id,
+		  j->name, j->attempt, reason);
+	j->kill_outcome = outcome;
+	j->kill_reason = reason;
+	j->kill_at_ms = clock_mono_ms() + e->o.kill_grace_ms;
+	exec_signal(j, SIGTERM);
+}
+
+static void check_timeouts(struct engine *e, int64_t now)
+{
+	for (int i = 0; i < e->njobs; i++) {
+		struct exec_job *j = &e->jobs[i];
+		if (j->kill_outcome == NULL && j->deadline_ms && now >= j->deadline_ms) {
+			kill_job(e, j, "failed", xasprintf("timed out after %lld ms (timeout)",
+							   (long long)j->timeout_ms));
+		} else if (j->kill_outcome && !j->killed_hard && now >= j->kill_at_ms) {
+			flog_warn("run %lld step %s attempt %d: still running %lld ms after SIGTERM, sending SIGKILL",
+				  (long long)j->run_id, j->name, j->attempt, (long long)e->o.kill_grace_ms);
+			exec_signal(j, SIGKILL);
+			j->killed_hard = 1;
+		}
+	}
+}
+
+static int db_failed(struct engine *e, int error)
+{
+	if (error == FERRY_EDB && PQstatus(e->conn) != CONNECTION_OK) {
+		flog_warn("database connection lost: %s", ferry_error_last());
+		e->next_reconnect = 0;
+	}
+	return error;
+}
+
+static int flush_done(struct engine *e)
+{
+	int ready = 0, error;
+	int64_t retry = 0;
+	struct store_result *v;
+
+	if (e->ndone == 0)
+		return FERRY_OK;
+	v = xmalloc((size_t)e->ndone * sizeof(*v));
+	for (int i = 0; i < e->ndone; i++)
+		v[i] = e->done[i].r;
+	error = store_finish(e->conn, e->owner, v, e->ndone, &ready, &retry);
+	free(v);
+	if (error < 0) {
+		flog_error("recording %d finished attempts: %s", e->ndone, ferry_error_last());
+		return db_failed(e, error);
+	}
+	e->stats.finish_calls++;
+	e->stats.finished += (uint64_t)e->ndone;
+	for (int i = 0; i < e->ndone; i++)
+		free(e->done[i].reason);
+	e->ndone = 0;
+	if (ready > 0)
+		e->claim_now = 1;
+	if (retry > 0 && (e->retry_wall_ms == 0 || retry < e->retry_wall_ms))
+		e->retry_wall_ms = retry;
+	return FERRY_OK;
+}
+
+static int claim(struct engine *e)
+{
+	struct store_claim *c = NULL;
+	struct store_started *st = NULL;
+	int n = 0, nst = 0, room, error;
+
+	room = e->noop ? e->o.claim_batch : e->o.max_jobs - e->njobs;
+	if (room <= 0 || e->draining)
+		return FERRY_OK;
+	if (room > e->o.claim_batch)
+		room = e->o.claim_batch;
+	error = store_claim(&c, &n, e->conn, e->owner, e->host, room, e->o.lease_ms, e->o.run_filter);
+	if (error < 0) {
+		flog_error("claiming ready steps: %s", ferry_error_last());
+		return db_failed(e, error);
+	}
+	e->stats.claim_calls++;
+	e->stats.claimed += (uint64_t)n;
+	/* a full batch means there may be more: come back without waiting */
+	e->claim_now = n == room;
+	if (n > 0 && !e->noop)
+		st = xcalloc((size_t)n, sizeof(*st));
+	for (int i = 0; i < n; i++) {
+		struct exec_job *j;
+		if (e->noop) {
+			push_done(e, c[i].step_id, c[i].attempt, "succeeded", 0, 0, NULL);
+			continue;
+		}
+		if (e->njobs == e->capjobs) {
+			e->capjobs = e->capjobs ? e->capjobs * 2 : 16;
+			e->jobs = xrealloc(e->jobs, (size_t)e->capjobs * sizeof(*e->jobs));
+		}
+		j = &e->jobs[e->njobs];
+		if (exec_local_start(j, &c[i], e->home) < 0) {
+			flog_error("run %lld step %s: cannot start: %s", (long long)c[i].run_id,
+				   c[i].name, ferry_error_last());
+			push_done(e, c[i].step_id, c[i].attempt, "failed", -1, 0,
+				  xasprintf("cannot start: %s", ferry_error_last()));
+			exec_job_dispose(j);
+			continue;
+		}
+		flog_debug("run %lld step %s attempt %d: started pid %d", (long long)j->run_id,
+			   j->name, j->attempt, (int)j->pid);
+		st[nst].step_id = j->step_id;
+		st[nst].attempt = j->attempt;
+		st[nst].pid = (int)j->pid;
+		st[nst].pid_start = j->pid_start;
+		st[nst].dir = j->dir;
+		nst++;
+		e->njobs++;
+	}
+	if (nst > 0 && (error = store_attempts_started(e->conn, e->owner, st, nst)) < 0)
+		flog_error("recording started attempts: %s", ferry_error_last());
+	free(st);
+	store_claims_free(c, n);
+	return error < 0 ? db_failed(e, error) : FERRY_OK;
+}
+
+static void stop_jobs(struct engine *e)
+{
+	int64_t *steps = NULL;
+	int *atts = NULL, n = 0;
+
+	if (store_stopping(&steps, &atts, &n, e->conn, e->owner) < 0) {
+		flog_error("looking for stopped runs: %s", ferry_error_last());
+		return;
+	}
+	e->stop_check = 0;
+	for (int k = 0; k < n; k++) {
+		for (int i = 0; i < e->njobs; i++) {
+			struct exec_job *j = &e->jobs[i];
+			if (j->step_id == steps[k] && j->attempt == atts[k])
+				kill_job(e, j, "stopped", xstrdup("run stopped"));
+		}
+	}
+	free(steps);
+	free(atts);
+}
+
+/* Whether another daemon on this host, named by owner "host/pid/start", lives. */
+static int owner_alive(const struct engine *e, const char *owner)
+{
+	const char *a = strchr(owner, '/'), *b;
+	int64_t pid, start;
+	char *tmp;
+	int alive;
+
+	if (a == NULL || (size_t)(a - owner) != strlen(e->host) || strncmp(owner, e->host, strlen(e->host)) != 0)
+		return 1; /* another host: trust its lease */
+	b = strchr(a + 1, '/');
+	if (b == NULL)
+		return 0;
+	tmp = xstrndup(a + 1, (size_t)(b - a - 1));
+	alive = parse_int64(tmp, &pid) == 0 && parse_int64(b + 1, &start) == 0 &&
+		exec_pid_alive((pid_t)pid, start);
+	free(tmp);
+	return alive;
+}
+
+static void recover(struct engine *e)
+{
+	struct store_orphan *o = NULL;
+	int n = 0;
+
+	if (store_orphans(&o, &n, e->conn, e->owner, e->host) < 0) {
+		flog_error("looking for orphaned attempts: %s", ferry_error_last());
+		return;
+	}
+	for (int i = 0; i < n; i++) {
+		int code, sig, taken;
+		if (e->o.run_filter && o[i].run_id != e->o.run_filter)
+			continue;
+		if (!o[i].expired && owner_alive(e, o[i].owner))
+			continue;
+		taken = store_adopt(e->conn, e->owner, &o[i], e->o.lease_ms);
+		if (taken <= 0)
+			continue;
+		if (strcmp(o[i].host, e->host) == 0 && o[i].dir && exec_read_status(o[i].dir, &code, &sig)) {
+			flog_info("run %lld step %s attempt %d finished while its owner %s was gone",
+				  (long long)o[i].run_id, o[i].name, o[i].attempt, o[i].owner);
+			push_done(e, o[i].step_id, o[i].attempt, sig || code ? "failed" : "succeeded", code, sig,
+				  sig ? xasprintf("killed by signal %d", sig) : code ? xasprintf("exit code %d", code) : NULL);
+		} else if (strcmp(o[i].host, e->host) == 0 && exec_pid_alive(o[i].pid, o[i].pid_start)) {
+			struct exec_job *j;
+			flog_info("run %lld step %s attempt %d: re-adopted pid %d from %s",
+				  (long long)o[i].run_id, o[i].name, o[i].attempt, o[i].pid, o[i].owner);
+			if (e->njobs == e->capjobs) {
+				e->capjobs = e->capjobs ? e->capjobs * 2 : 16;
+				e->jobs = xrealloc(e->jobs, (size_t)e->capjobs * sizeof(*e->jobs));
+			}
+			j = &e->jobs[e->njobs++];
+			memset(j, 0, sizeof(*j));
+			j->step_id = o[i].step_id;
+			j->run_id = o[i].run_id;
+			j->attempt = o[i].attempt;
+			j->name = xstrdup(o[i].name);
+			j->dir = xstrdup(o[i].dir);
+			j->pid = o[i].pid;
+			j->pid_start = o[i].pid_start;
+			j->timeout_ms = o[i].timeout_ms;
+			if (o[i].timeout_ms > 0)
+				j->deadline_ms = clock_mono_ms() +
+					(o[i].started_ms + o[i].timeout_ms - clock_wall_ms());
+		} else {
+			flog_warn("run %lld step %s attempt %d lost with its owner %s",
+				  (long long)o[i].run_id, o[i].name, o[i].attempt, o[i].owner);
+			push_done(e, o[i].step_id, o[i].attempt, "lost", -1, 0,
+				  xasprintf("lost: its daemon %s went away (daemon restarted)", o[i].owner));
+		}
+	}
+	store_orphans_free(o, n);
+	e->stop_check = 1;
+}
+
+static void drain_notifies(struct engine *e)
+{
+	PGnotify *nt;
+
+	if (PQconsumeInput(e->conn) == 0)
+		return;
+	while ((nt = PQnotifies(e->conn)) != NULL) {
+		if (strcmp(nt->relname, "ferry_ready") == 0)
+			e->claim_now = 1;
+		else if (strcmp(nt->relname, "ferry_stop") == 0)
+			e->stop_check = 1;
+		PQfreemem(nt);
+	}
+}
+
+static int64_t min64(int64_t a, int64_t b)
+{
+	return a < b ? a : b;
+}
+
+int engine_tick(struct engine *e, int64_t max_wait_ms)
+{
+	struct pollfd pfd[2];
+	int64_t now = clock_mono_ms(), wait;
+	int nfd = 1;
+
+	reap_children(e);
+	check_adopted(e, now);
+	check_timeouts(e, now);
+
+	if (PQstatus(e->conn) != CONNECTION_OK) {
+		if (now < e->next_reconnect) {
+			wait = min64(max_wait_ms, e->next_reconnect - now);
+			goto sleep;
+		}
+		e->next_reconnect = now + 1000;
+		if (engine_connect(e) < 0) {
+			flog_warn("database unreachable, retrying in 1 s: %s", ferry_error_last());
+			wait = min64(max_wait_ms, 1000);
+			goto sleep;
+		}
+		flog_info("database connection restored");
+	}
+	drain_notifies(e);
+	if (flush_done(e) < 0)
+		goto next;
+	if (e->retry_wall_ms && clock_wall_ms() >= e->retry_wall_ms) {
+		e->retry_wall_ms = 0;
+		e->claim_now = 1;
+	}
+	if (e->claim_now || now >= e->next_poll) {
+		e->next_poll = now + e->o.poll_ms;
+		if (claim(e) < 0)
+			goto next;
+		if (e->noop && flush_done(e) < 0)
+			goto next;
+	}
+	if (now >= e->next_heartbeat) {
+		e->next_heartbeat = now + e->o.lease_ms / 3;
+		if (e->njobs > 0 && store_heartbeat(e->conn, e->owner, e->o.lease_ms) < 0)
+			flog_error("renewing leases: %s", ferry_error_last());
+	}
+	if (now >= e->next_recover) {
+		e->next_recover = now + e->o.lease_ms / 2;
+		recover(e);
+	}
+	if (e->stop_check && e->njobs > 0)
+		stop_jobs(e);
+	else
+		e->stop_check = 0;
+next:
+	now = clock_mono_ms();
+	if (e->claim_now || e->ndone > 0) {
+		wait = 0;
+	} else {
+		wait = min64(max_wait_ms, e->next_poll - now);
+		wait = min64(wait, e->next_heartbeat - now);
+		wait = min64(wait, e->next_recover - now);
+		if (e->retry_wall_ms)
+			wait = min64(wait, e->retry_wall_ms - clock_wall_ms() + 1);
+		for (int i = 0; i < e->njobs; i++) {
+			const struct exec_job *j = &e->jobs[i];
+			if (!j->child)
+				wait = min64(wait, 200);
+			if (j->deadline_ms && !j->kill_outcome)
+				wait = min64(wait, j->deadline_ms - now);
+			if (j->kill_outcome && !j->killed_hard)
+				wait = min64(wait, j->kill_at_ms - now);
+		}
+	}
+	if (PQstatus(e->conn) == CONNECTION_OK) {
+		pfd[1].fd = PQsocket(e->conn);
+		pfd[1].events = POLLIN;
+		nfd = 2;
+	}
+sleep:
+	if (wait < 0)
+		wait = 0;
+	pfd[0].fd = wake_pipe[0];
+	pfd[0].events = POLLIN;
+	if (poll(pfd, (nfds_t)nfd, (int)wait) < 0 && errno != EINTR)
+		flog_error("poll: %s", strerror(errno));
+	if (nfd == 2 && (pfd[1].revents & (POLLIN | POLLERR | POLLHUP)))
+		drain_notifies(e);
+	return PQstatus(e->conn) == CONNECTION_OK ? FERRY_OK : FERRY_EDB;
+}
+
+void engine_release(struct engine *e)
+{
+	reap_children(e);
+	flush_done(e);
+	if (e->njobs > 0) {
+		flog_info("handing %d running job%s over through their leases", e->njobs,
+			  e->njobs == 1 ? "" : "s");
+		if (store_release(e->conn, e->owner) < 0)
+			flog_error("releasing leases: %s", ferry_error_last());
+	}
+}

@@ -1,0 +1,255 @@
+/*
+ * ferryd — the daemon: prepares the database (embedded cluster or
+ * FERRY_DATABASE_URL, then migrations), serves the REST API and runs the
+ * engine loop on the main thread until SIGTERM/SIGINT. On SIGTERM it stops
+ * claiming, lets running jobs finish for FERRY_SHUTDOWN_GRACE_MS, then hands
+ * any still running over through their leases (the jobs keep running and
+ * the next daemon re-adopts them). SIGHUP re-reads $FERRY_HOME/ferryd.conf
+ * (log_level = debug|info|warn|error).
+ *
+ *   ferryd [--log-format text|json] [--log-level LEVEL]
+ *   ferryd db start     start the embedded PostgreSQL of $FERRY_HOME, print its conninfo
+ *   ferryd db stop      stop it
+ */
+#include <getopt.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "api.h"
+#include "db.h"
+#include "engine.h"
+#include "util.h"
+
+#define FERRY_VERSION "0.1.0"
+
+static volatile sig_atomic_t terminate_flag, reload_flag;
+static int wake_fd = -1;
+
+static void on_signal(int sig)
+{
+	if (sig == SIGHUP)
+		reload_flag = 1;
+	else
+		terminate_flag = 1;
+	if (wake_fd >= 0)
+		(void)!write(wake_fd, "s", 1);
+}
+
+static int level_of(const char *s)
+{
+	static const char *names[] = {"debug", "info", "warn", "error"};
+	for (int i = 0; i < 4; i++)
+		if (s && strcmp(s, names[i]) == 0)
+			return i;
+	return -1;
+}
+
+/* Trims blanks at both ends of s in place. */
+static char *trim(char *s)
+{
+	char *end;
+
+	while (*s == ' ' || *s == '\t')
+		s++;
+	end = s + strlen(s);
+	while (end > s && (end[-1] == ' ' || end[-1] == '\t' || end[-1] == '\r'))
+		*--end = '\0';
+	return s;
+}
+
+/* Reads the reloadable settings of $FERRY_HOME/ferryd.conf ("key = value" lines). */
+static void reload_config(const char *home, int json_logs)
+{
+	char *path = xasprintf("%s/ferryd.conf", home), *buf = NULL, *line, *next;
+
+	if (file_read(&buf, NULL, path) == FERRY_OK) {
+		for (line = buf; line && *line; line = next) {
+			char *eq, *key, *val;
+			next = strchr(line, '\n');
+			if (next)
+				*next++ = '\0';
+			eq = strchr(line, '=');
+			if (line[0] == '#' || eq == NULL)
+				continue;
+			*eq = '\0';
+			key = trim(line);
+			val = trim(eq + 1);
+			if (strcmp(key, "log_level") == 0 && level_of(val) >= 0) {
+				flog_setup(level_of(val), json_logs);
+				flog_info("reloaded %s: log_level = %s", path, val);
+			} else {
+				flog_warn("%s: unknown or invalid setting \"%s\"", path, key);
+			}
+		}
+	}
+	free(buf);
+	free(path);
+}
+
+/* `ferryd db start|stop`: the embedded cluster alone (start prints its conninfo). */
+static int db_command(const char *verb, const char *home)
+{
+	char *conninfo = NULL;
+
+	if (strcmp(verb, "stop") == 0) {
+		if (db_embedded_stop(home) < 0) {
+			fprintf(stderr, "ferryd: %s\n", ferry_error_last());
+			return 1;
+		}
+		return 0;
+	}
+	if (strcmp(verb, "start") == 0) {
+		unsetenv("FERRY_DATABASE_URL");
+		if (db_conninfo(&conninfo, home) < 0) {
+			fprintf(stderr, "ferryd: %s\n", ferry_error_last());
+			return 1;
+		}
+		printf("%s\n", conninfo);
+		free(conninfo);
+		return 0;
+	}
+	fprintf(stderr, "ferryd: db takes start or stop\n");
+	return 2;
+}
+
+static void usage(FILE *f)
+{
+	fprintf(f, "usage: ferryd [--log-format text|json] [--log-level debug|info|warn|error]\n"
+		   "       ferryd db start|stop\n\n"
+		   "Runs Ferry's daemon: REST API on FERRY_LISTEN (default 127.0.0.1:8080), state in\n"
+		   "FERRY_HOME (default ./.ferry), database FERRY_DATABASE_URL or an embedded PostgreSQL.\n");
+}
+
+int main(int argc, char **argv)
+{
+	static const struct option longopts[] = {
+		{"log-format", required_argument, NULL, 'f'},
+		{"log-level", required_argument, NULL, 'l'},
+		{"help", no_argument, NULL, 'h'},
+		{"version", no_argument, NULL, 'V'},
+		{NULL, 0, NULL, 0},
+	};
+	const char *listen = getenv("FERRY_LISTEN") ? getenv("FERRY_LISTEN") : "127.0.0.1:8080";
+	struct engine_opts eo;
+	struct engine *e = NULL;
+	struct api *api = NULL;
+	struct api_opts ao;
+	struct sigaction sa;
+	char *conninfo = NULL, *token = NULL, *pidfile = NULL;
+	PGconn *conn = NULL;
+	int json_logs = 0, level = level_of(getenv("FERRY_LOG_LEVEL")), c, status = 1;
+	int64_t grace_ms = 30000, deadline;
+
+	while ((c = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
+		switch (c) {
+		case 'f':
+			if (strcmp(optarg, "json") != 0 && strcmp(optarg, "text") != 0) {
+				fprintf(stderr, "ferryd: --log-format must be text or json\n");
+				return 2;
+			}
+			json_logs = strcmp(optarg, "json") == 0;
+			break;
+		case 'l':
+			if ((level = level_of(optarg)) < 0) {
+				fprintf(stderr, "ferryd: --log-level must be debug, info, warn or error\n");
+				return 2;
+			}
+			break;
+		case 'h':
+			usage(stdout);
+			return 0;
+		case 'V':
+			printf("ferryd %s\n", FERRY_VERSION);
+			return 0;
+		default:
+			usage(stderr);
+			return 2;
+		}
+	}
+	flog_setup(level >= 0 ? level : FLOG_INFO, json_logs);
+	engine_opts_default(&eo);
+	if (optind < argc) {
+		if (argc - optind == 2 && strcmp(argv[optind], "db") == 0)
+			return db_command(argv[optind + 1], eo.home);
+		usage(stderr);
+		return 2;
+	}
+	if (getenv("FERRY_SHUTDOWN_GRACE_MS"))
+		parse_int64(getenv("FERRY_SHUTDOWN_GRACE_MS"), &grace_ms);
+
+	memset(&sa, 0, sizeof(sa));
+	sa.sa_handler = on_signal;
+	sigemptyset(&sa.sa_mask);
+	sigaction(SIGTERM, &sa, NULL);
+	sigaction(SIGINT, &sa, NULL);
+	sigaction(SIGHUP, &sa, NULL);
+	signal(SIGPIPE, SIG_IGN);
+
+	if (db_conninfo(&conninfo, eo.home) < 0 || db_connect(&conn, conninfo) < 0 || db_migrate(conn) < 0) {
+		flog_error("database: %s", ferry_error_last());
+		goto out;
+	}
+	PQfinish(conn);
+	conn = NULL;
+	if (api_token_load(&token, eo.home) < 0) {
+		flog_error("API token: %s", ferry_error_last());
+		goto out;
+	}
+	if (engine_new(&e, &eo, conninfo) < 0) {
+		flog_error("engine: %s", ferry_error_last());
+		goto out;
+	}
+	wake_fd = engine_wake_fd(e);
+	ao.listen = listen;
+	ao.token = token;
+	ao.conninfo = conninfo;
+	ao.threads = getenv("FERRY_API_THREADS") ? (int)strtol(getenv("FERRY_API_THREADS"), NULL, 10) : 4;
+	ao.db_conns = ao.threads;
+	if (api_start(&api, &ao) < 0) {
+		flog_error("API: %s", ferry_error_last());
+		goto out;
+	}
+	pidfile = xasprintf("%s/ferryd.pid", eo.home);
+	{
+		FILE *f = fopen(pidfile, "w");
+		if (f) {
+			fprintf(f, "%d\n", (int)getpid());
+			fclose(f);
+		}
+	}
+	reload_config(eo.home, json_logs);
+	flog_info("ferryd %s listening on http://%s (owner %s, executor %s)", FERRY_VERSION, listen,
+		  engine_owner(e), eo.executor);
+
+	while (!terminate_flag) {
+		engine_tick(e, 1000);
+		if (reload_flag) {
+			reload_flag = 0;
+			reload_config(eo.home, json_logs);
+		}
+	}
+	flog_info("shutting down: no new steps; waiting up to %lld ms for %d running job%s",
+		  (long long)grace_ms, engine_jobs(e), engine_jobs(e) == 1 ? "" : "s");
+	engine_drain(e);
+	terminate_flag = 0;
+	deadline = clock_mono_ms() + grace_ms;
+	while (engine_jobs(e) > 0 && clock_mono_ms() < deadline && !terminate_flag)
+		engine_tick(e, 200);
+	engine_release(e);
+	status = 0;
+out:
+	api_stop(api);
+	engine_free(e);
+	if (conn)
+		PQfinish(conn);
+	if (pidfile)
+		unlink(pidfile);
+	free(pidfile);
+	free(conninfo);
+	free(token);
+	flog_info("ferryd stopped");
+	return status;
+}

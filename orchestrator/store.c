@@ -1,0 +1,782 @@
+/*
+ * store — all of Ferry's SQL. Statements are parameterised (PQexecParams);
+ * arrays travel as PostgreSQL text-array literals built by sbuf_* below, and
+ * the multi-row transitions are single calls of the PL/pgSQL functions in
+ * db/migrations/0001_core.sql. SQLSTATEs map onto the error enum: P0002 is
+ * "not found", 55000 "not in the right state", a lost connection FERRY_EDB.
+ */
+#include "store.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "util.h"
+
+/* ---- small string builder for array literals ---- */
+
+struct sbuf {
+	char *p;
+	size_t len, cap;
+};
+
+static void sbuf_grow(struct sbuf *b, size_t n)
+{
+	if (b->len + n + 1 > b->cap) {
+		b->cap = (b->len + n + 1) * 2;
+		b->p = xrealloc(b->p, b->cap);
+	}
+}
+
+static void sbuf_add(struct sbuf *b, const char *s, size_t n)
+{
+	sbuf_grow(b, n);
+	memcpy(b->p + b->len, s, n);
+	b->len += n;
+	b->p[b->len] = '\0';
+}
+
+static void sbuf_str(struct sbuf *b, const char *s)
+{
+	sbuf_add(b, s, strlen(s));
+}
+
+static void sbuf_int(struct sbuf *b, int64_t v)
+{
+	char tmp[32];
+	int n = snprintf(tmp, sizeof(tmp), "%lld", (long long)v);
+	sbuf_add(b, tmp, (size_t)n);
+}
+
+/* Appends one element of a text array literal: quoted, or NULL. */
+static void sbuf_elem(struct sbuf *b, const char *s)
+{
+	if (s == NULL) {
+		sbuf_str(b, "NULL");
+		return;
+	}
+	sbuf_add(b, "\"", 1);
+	for (; *s; s++) {
+		if (*s == '"' || *s == '\\')
+			sbuf_add(b, "\\", 1);
+		sbuf_add(b, s, 1);
+	}
+	sbuf_add(b, "\"", 1);
+}
+
+static void sbuf_sep(struct sbuf *b, int i)
+{
+	sbuf_str(b, i == 0 ? "{" : ",");
+}
+
+static const char *sbuf_close(struct sbuf *b, int n)
+{
+	sbuf_str(b, n == 0 ? "{}" : "}");
+	return b->p;
+}
+
+/* ---- query helpers ---- */
+
+static int map_error(PGconn *conn, PGresult *res)
+{
+	const char *state = res ? PQresultErrorField(res, PG_DIAG_SQLSTATE) : NULL;
+	const char *msg = res ? PQresultErrorField(res, PG_DIAG_MESSAGE_PRIMARY) : NULL;
+
+	ferry_error_set("%s", msg ? msg : PQerrorMessage(conn));
+	if (PQstatus(conn) != CONNECTION_OK || state == NULL)
+		return FERRY_EDB;
+	if (strcmp(state, "P0002") == 0)
+		return FERRY_ENOTFOUND;
+	if (strcmp(state, "55000") == 0)
+		return FERRY_ECONFLICT;
+	if (strncmp(state, "22", 2) == 0)
+		return FERRY_EINVALID;
+	return FERRY_EDB;
+}
+
+/* Runs sql with text params; *out holds the result when it succeeded. */
+static int q(PGresult **out, PGconn *conn, const char *sql, int n, const char *const *params)
+{
+	PGresult *res = PQexecParams(conn, sql, n, NULL, params, NULL, NULL, 0);
+	ExecStatusType st = PQresultStatus(res);
+	int error;
+
+	if (st == PGRES_COMMAND_OK || st == PGRES_TUPLES_OK) {
+		if (out)
+			*out = res;
+		else
+			PQclear(res);
+		return FERRY_OK;
+	}
+	error = map_error(conn, res);
+	PQclear(res);
+	if (out)
+		*out = NULL;
+	return error;
+}
+
+static int tx(PGconn *conn, const char *cmd)
+{
+	return q(NULL, conn, cmd, 0, NULL);
+}
+
+static char *dupval(PGresult *res, int row, int col)
+{
+	return PQgetisnull(res, row, col) ? NULL : xstrdup(PQgetvalue(res, row, col));
+}
+
+static int64_t intval(PGresult *res, int row, int col)
+{
+	int64_t v = 0;
+	if (!PQgetisnull(res, row, col))
+		parse_int64(PQgetvalue(res, row, col), &v);
+	return v;
+}
+
+/* ---- engine side ---- */
+
+int store_claim(struct store_claim **out, int *n, PGconn *conn, const char *owner,
+		const char *host, int limit, int64_t lease_ms, int64_t run_filter)
+{
+	char lim[16], lease[32], run[32];
+	const char *params[5] = {owner, host, lim, lease, run_filter > 0 ? run : NULL};
+	PGresult *res = NULL;
+	struct store_claim *v;
+	int error, rows;
+
+	*out = NULL;
+	*n = 0;
+	snprintf(lim, sizeof(lim), "%d", limit);
+	snprintf(lease, sizeof(lease), "%lld", (long long)lease_ms);
+	snprintf(run, sizeof(run), "%lld", (long long)run_filter);
+	if ((error = q(&res, conn, "SELECT * FROM ferry_claim($1, $2, $3, $4, $5)", 5, params)) < 0)
+		return error;
+	rows = PQntuples(res);
+	v = rows ? xcalloc((size_t)rows, sizeof(*v)) : NULL;
+	for (int i = 0; i < rows; i++) {
+		json_error_t jerr;
+		v[i].step_id = intval(res, i, 0);
+		v[i].run_id = intval(res, i, 1);
+		v[i].name = dupval(res, i, 2);
+		v[i].attempt = (int)intval(res, i, 3);
+		v[i].kind = dupval(res, i, 4);
+		v[i].timeout_ms = intval(res, i, 5);
+		v[i].spec = json_loads(PQgetvalue(res, i, 6), 0, &jerr);
+		if (v[i].spec == NULL)
+			v[i].spec = json_object();
+		v[i].workdir = dupval(res, i, 7);
+	}
+	PQclear(res);
+	*out = v;
+	*n = rows;
+	return FERRY_OK;
+}
+
+void store_claims_free(struct store_claim *v, int n)
+{
+	for (int i = 0; v && i < n; i++) {
+		free(v[i].name);
+		free(v[i].kind);
+		free(v[i].workdir);
+		json_decref(v[i].spec);
+	}
+	free(v);
+}
+
+int store_attempts_started(PGconn *conn, const char *owner, const struct store_started *v, int n)
+{
+	struct sbuf ids = {0}, att = {0}, pid = {0}, start = {0}, dir = {0};
+	const char *params[6];
+	int error;
+
+	if (n == 0)
+		return FERRY_OK;
+	for (int i = 0; i < n; i++) {
+		sbuf_sep(&ids, i), sbuf_int(&ids, v[i].step_id);
+		sbuf_sep(&att, i), sbuf_int(&att, v[i].attempt);
+		sbuf_sep(&pid, i), sbuf_int(&pid, v[i].pid);
+		sbuf_sep(&start, i), sbuf_int(&start, v[i].pid_start);
+		sbuf_sep(&dir, i), sbuf_elem(&dir, v[i].dir);
+	}
+	params[0] = owner;
+	params[1] = sbuf_close(&ids, n);
+	params[2] = sbuf_close(&att, n);
+	params[3] = sbuf_close(&pid, n);
+	params[4] = sbuf_close(&start, n);
+	params[5] = sbuf_close(&dir, n);
+	error = q(NULL, conn,
+		  "UPDATE attempts a SET pid = t.pid, pid_start = t.pid_start, dir = t.dir "
+		  "FROM unnest($2::bigint[], $3::int[], $4::int[], $5::bigint[], $6::text[]) "
+		  "     AS t(step_id, attempt, pid, pid_start, dir) "
+		  "WHERE a.step_id = t.step_id AND a.attempt = t.attempt AND a.owner = $1 "
+		  "  AND a.state = 'running'", 6, params);
+	free(ids.p), free(att.p), free(pid.p), free(start.p), free(dir.p);
+	return error;
+}
+
+int store_finish(PGconn *conn, const char *owner, const struct store_result *v, int n,
+		 int *ready_now, int64_t *next_retry_ms)
+{
+	struct sbuf ids = {0}, att = {0}, out = {0}, code = {0}, sig = {0}, why = {0};
+	const char *params[7];
+	PGresult *res = NULL;
+	int error;
+
+	*ready_now = 0;
+	*next_retry_ms = 0;
+	if (n == 0)
+		return FERRY_OK;
+	for (int i = 0; i < n; i++) {
+		sbuf_sep(&ids, i), sbuf_int(&ids, v[i].step_id);
+		sbuf_sep(&att, i), sbuf_int(&att, v[i].attempt);
+		sbuf_sep(&out, i), sbuf_elem(&out, v[i].outcome);
+		sbuf_sep(&code, i);
+		if (v[i].exit_code < 0)
+			sbuf_str(&code, "NULL");
+		else
+			sbuf_int(&code, v[i].exit_code);
+		sbuf_sep(&sig, i);
+		if (v[i].signal == 0)
+			sbuf_str(&sig, "NULL");
+		else
+			sbuf_int(&sig, v[i].signal);
+		sbuf_sep(&why, i), sbuf_elem(&why, v[i].reason);
+	}
+	params[0] = owner;
+	params[1] = sbuf_close(&ids, n);
+	params[2] = sbuf_close(&att, n);
+	params[3] = sbuf_close(&out, n);
+	params[4] = sbuf_close(&code, n);
+	params[5] = sbuf_close(&sig, n);
+	params[6] = sbuf_close(&why, n);
+	error = q(&res, conn,
+		  "SELECT ready_now, (extract(epoch FROM next_retry) * 1000)::bigint "
+		  "FROM ferry_finish($1, $2::bigint[], $3::int[], $4::text[], $5::int[], $6::int[], $7::text[])",
+		  7, params);
+	if (error == FERRY_OK) {
+		*ready_now = (int)intval(res, 0, 0);
+		*next_retry_ms = intval(res, 0, 1);
+	}
+	PQclear(res);
+	free(ids.p), free(att.p), free(out.p), free(code.p), free(sig.p), free(why.p);
+	return error;
+}
+
+int store_heartbeat(PGconn *conn, const char *owner, int64_t lease_ms)
+{
+	char lease[32];
+	const char *params[2] = {owner, lease};
+
+	snprintf(lease, sizeof(lease), "%lld", (long long)lease_ms);
+	return q(NULL, conn,
+		 "UPDATE attempts SET lease_until = now() + $2::bigint * interval '1 millisecond' "
+		 "WHERE owner = $1 AND state = 'running'", 2, params);
+}
+
+int store_release(PGconn *conn, const char *owner)
+{
+	const char *params[1] = {owner};
+	return q(NULL, conn,
+		 "UPDATE attempts SET lease_until = now() WHERE owner = $1 AND state = 'running'",
+		 1, params);
+}
+
+int store_orphans(struct store_orphan **out, int *n, PGconn *conn, const char *owner,
+		  const char *host)
+{
+	const char *params[2] = {owner, host};
+	PGresult *res = NULL;
+	struct store_orphan *v;
+	int error, rows;
+
+	*out = NULL;
+	*n = 0;
+	if ((error = q(&res, conn,
+		       "SELECT a.step_id, s.run_id, a.attempt, a.pid, a.pid_start, s.timeout_ms, "
+		       "       (extract(epoch FROM a.started_at) * 1000)::bigint, a.owner, a.host, a.dir, "
+		       "       s.name, a.lease_until < now() "
+		       "FROM attempts a JOIN steps s ON s.id = a.step_id "
+		       "WHERE a.state = 'running' AND a.owner <> $1 "
+		       "  AND (a.lease_until < now() OR a.host = $2) "
+		       "ORDER BY a.step_id LIMIT 200", 2, params)) < 0)
+		return error;
+	rows = PQntuples(res);
+	v = rows ? xcalloc((size_t)rows, sizeof(*v)) : NULL;
+	for (int i = 0; i < rows; i++) {
+		v[i].step_id = intval(res, i, 0);
+		v[i].run_id = intval(res, i, 1);
+		v[i].attempt = (int)intval(res, i, 2);
+		v[i].pid = (int)intval(res, i, 3);
+		v[i].pid_start = intval(res, i, 4);
+		v[i].timeout_ms = intval(res, i, 5);
+		v[i].started_ms = intval(res, i, 6);
+		v[i].owner = dupval(res, i, 7);
+		v[i].host = dupval(res, i, 8);
+		v[i].dir = dupval(res, i, 9);
+		v[i].name = dupval(res, i, 10);
+		v[i].expired = PQgetvalue(res, i, 11)[0] == 't';
+	}
+	PQclear(res);
+	*out = v;
+	*n = rows;
+	return FERRY_OK;
+}
+
+void store_orphans_free(struct store_orphan *v, int n)
+{
+	for (int i = 0; v && i < n; i++) {
+		free(v[i].owner);
+		free(v[i].host);
+		free(v[i].dir);
+		free(v[i].name);
+	}
+	free(v);
+}
+
+int store_adopt(PGconn *conn, const char *owner, const struct store_orphan *o, int64_t lease_ms)
+{
+	char step[32], att[16], lease[32];
+	const char *params[5] = {owner, step, att, o->owner, lease};
+	PGresult *res = NULL;
+	int error, taken;
+
+	snprintf(step, sizeof(step), "%lld", (long long)o->step_id);
+	snprintf(att, sizeof(att), "%d", o->attempt);
+	snprintf(lease, sizeof(lease), "%lld", (long long)lease_ms);
+	if ((error = q(&res, conn,
+		       "WITH u AS (UPDATE attempts SET owner = $1, "
+		       "           lease_until = now() + $5::bigint * interval '1 millisecond' "
+		       "         WHERE step_id = $2 AND attempt = $3 AND owner = $4 AND state = 'running' "
+		       "         RETURNING step_id, attempt) "
+		       "INSERT INTO events (run_id, step, attempt, actor, kind, detail) "
+		       "SELECT s.run_id, s.name, u.attempt, $1, 'attempt.adopted', "
+		       "       jsonb_build_object('from', $4::text) "
+		       "FROM u JOIN steps s ON s.id = u.step_id RETURNING 1", 5, params)) < 0)
+		return error;
+	taken = PQntuples(res) > 0;
+	PQclear(res);
+	return taken;
+}
+
+int store_stopping(int64_t **steps, int **attempts, int *n, PGconn *conn, const char *owner)
+{
+	const char *params[1] = {owner};
+	PGresult *res = NULL;
+	int error, rows;
+
+	*steps = NULL;
+	*attempts = NULL;
+	*n = 0;
+	if ((error = q(&res, conn,
+		       "SELECT a.step_id, a.attempt FROM attempts a "
+		       "JOIN steps s ON s.id = a.step_id JOIN runs r ON r.id = s.run_id "
+		       "WHERE a.owner = $1 AND a.state = 'running' AND r.state = 'stopping'",
+		       1, params)) < 0)
+		return error;
+	rows = PQntuples(res);
+	if (rows > 0) {
+		*steps = xcalloc((size_t)rows, sizeof(int64_t));
+		*attempts = xcalloc((size_t)rows, sizeof(int));
+		for (int i = 0; i < rows; i++) {
+			(*steps)[i] = intval(res, i, 0);
+			(*attempts)[i] = (int)intval(res, i, 1);
+		}
+	}
+	*n = rows;
+	PQclear(res);
+	return FERRY_OK;
+}
+
+/* ---- API side ---- */
+
+/* Loads the newest registered version of a workflow by name. */
+static int workflow_latest(json_t **spec, char **hash, char **yaml, PGconn *conn, const char *name)
+{
+	const char *params[1] = {name};
+	PGresult *res = NULL;
+	json_error_t jerr;
+	int error;
+
+	if ((error = q(&res, conn,
+		       "SELECT hash, yaml, spec FROM workflows WHERE name = $1 "
+		       "ORDER BY created_at DESC LIMIT 1", 1, params)) < 0)
+		return error;
+	if (PQntuples(res) == 0) {
+		PQclear(res);
+		ferry_error_set("workflow \"%s\" is not registered (POST /api/v1/workflows first, "
+				"or send its YAML)", name);
+		return FERRY_ENOTFOUND;
+	}
+	*hash = xstrdup(PQgetvalue(res, 0, 0));
+	*yaml = xstrdup(PQgetvalue(res, 0, 1));
+	*spec = json_loads(PQgetvalue(res, 0, 2), 0, &jerr);
+	PQclear(res);
+	return *spec ? FERRY_OK : FERRY_ERROR;
+}
+
+static int step_index(const json_t *steps, const char *name)
+{
+	size_t i;
+	json_t *s;
+
+	json_array_foreach(steps, i, s) {
+		if (strcmp(json_string_value(json_object_get(s, "name")), name) == 0)
+			return (int)i;
+	}
+	return -1;
+}
+
+/*
+ * Marks in sel[] the steps a dev subset keeps: --only one step, --from a step
+ * and its descendants, --to a step and its ancestors (all when none given).
+ */
+static int select_steps(char *sel, const json_t *steps, const struct store_run_new *rn)
+{
+	size_t nsteps = json_array_size(steps), i;
+	const char *which = rn->only ? rn->only : rn->from ? rn->from : rn->to;
+	int start, changed;
+
+	memset(sel, which ? 0 : 1, nsteps);
+	if (which == NULL)
+		return FERRY_OK;
+	if ((start = step_index(steps, which)) < 0) {
+		ferry_error_set("the workflow has no step \"%s\"", which);
+		return FERRY_EINVALID;
+	}
+	sel[start] = 1;
+	if (rn->only)
+		return FERRY_OK;
+	do {
+		changed = 0;
+		for (i = 0; i < nsteps; i++) {
+			json_t *needs = json_object_get(json_array_get(steps, i), "needs"), *nd;
+			size_t k;
+			json_array_foreach(needs, k, nd) {
+				int j = step_index(steps, json_string_value(nd));
+				if (j < 0)
+					continue;
+				if (rn->from && sel[j] && !sel[i])
+					sel[i] = 1, changed = 1;
+				if (rn->to && sel[i] && !sel[j])
+					sel[j] = 1, changed = 1;
+			}
+		}
+	} while (changed);
+	return FERRY_OK;
+}
+
+/* Renders a string with the run's params; on error leaves the message set. */
+static int render(json_t **out, const char *s, const json_t *params, const char *run_id)
+{
+	char *r = NULL;
+	int error = cfg_template_render(&r, s, params, run_id);
+	if (error < 0)
+		return error;
+	*out = json_string(r);
+	free(r);
+	return FERRY_OK;
+}
+
+/* The resolved spec of one step: command, env and workdir rendered. */
+static int step_spec(json_t **out, const json_t *step, const json_t *params, const char *run_id)
+{
+	json_t *spec = json_object(), *cmd = json_array(), *env = json_object(), *v;
+	const char *key, *wd;
+	size_t i;
+	int error = FERRY_OK;
+
+	json_array_foreach(json_object_get(step, "command"), i, v) {
+		json_t *r = NULL;
+		if ((error = render(&r, json_string_value(v), params, run_id)) < 0)
+			goto out;
+		json_array_append_new(cmd, r);
+	}
+	json_object_foreach(json_object_get(step, "env"), key, v) {
+		json_t *r = NULL;
+		if ((error = render(&r, json_string_value(v), params, run_id)) < 0)
+			goto out;
+		json_object_set_new(env, key, r);
+	}
+	wd = json_string_value(json_object_get(step, "workdir"));
+	if (wd) {
+		json_t *r = NULL;
+		if ((error = render(&r, wd, params, run_id)) < 0)
+			goto out;
+		json_object_set_new(spec, "workdir", r);
+	}
+	json_object_set(spec, "image", json_object_get(step, "image"));
+out:
+	json_object_set_new(spec, "command", cmd);
+	json_object_set_new(spec, "env", env);
+	if (error < 0) {
+		json_decref(spec);
+		spec = NULL;
+	}
+	*out = spec;
+	return error;
+}
+
+int store_run_create(int64_t *out_id, PGconn *conn, const struct store_run_new *rn,
+		     cfg_errors *errs)
+{
+	json_t *spec = NULL, *params = NULL, *steps, *st;
+	char *hash = NULL, *yaml = NULL, *params_txt = NULL, *spec_txt = NULL, *sel = NULL;
+	char hashbuf[65], run_id[32];
+	struct sbuf names = {0}, idx = {0}, kinds = {0}, states = {0}, pend = {0}, lim = {0},
+		    back = {0}, maxb = {0}, tmo = {0}, specs = {0}, why = {0}, e_step = {0}, e_need = {0};
+	PGresult *res = NULL;
+	int error, in_tx = 0, nsteps, nedges = 0, any_ready = 0;
+	size_t i;
+
+	*out_id = 0;
+	if (rn->yaml) {
+		if ((error = cfg_workflow_parse(&spec, hashbuf, rn->yaml, rn->yaml_len,
+						rn->filename, errs)) < 0) {
+			ferry_error_set("invalid workflow: %zu error%s", errs->len,
+					errs->len == 1 ? "" : "s");
+			goto out;
+		}
+		hash = xstrdup(hashbuf);
+		yaml = xstrndup(rn->yaml, rn->yaml_len);
+	} else if ((error = workflow_latest(&spec, &hash, &yaml, conn, rn->workflow)) < 0) {
+		goto out;
+	}
+	if ((error = cfg_params_resolve(&params, spec, rn->params)) < 0)
+		goto out;
+	steps = json_object_get(spec, "steps");
+	nsteps = (int)json_array_size(steps);
+	sel = xmalloc((size_t)nsteps + 1);
+	if ((error = select_steps(sel, steps, rn)) < 0)
+		goto out;
+
+	if ((error = tx(conn, "BEGIN")) < 0)
+		goto out;
+	in_tx = 1;
+	spec_txt = json_dumps(spec, JSON_COMPACT);
+	{
+		const char *p[4] = {hash, json_string_value(json_object_get(spec, "name")), yaml, spec_txt};
+		if ((error = q(NULL, conn,
+			       "INSERT INTO workflows (hash, name, yaml, spec) VALUES ($1, $2, $3, $4) "
+			       "ON CONFLICT (hash) DO NOTHING", 4, p)) < 0)
+			goto out;
+	}
+	params_txt = json_dumps(params, JSON_COMPACT);
+	{
+		const char *p[6] = {hash, json_string_value(json_object_get(spec, "name")),
+				    params_txt, rn->trigger, rn->actor, rn->workdir};
+		if ((error = q(&res, conn,
+			       "INSERT INTO runs (workflow_hash, workflow_name, params, trigger, actor, workdir) "
+			       "VALUES ($1, $2, $3, $4, $5, $6) RETURNING id", 6, p)) < 0)
+			goto out;
+		*out_id = intval(res, 0, 0);
+		snprintf(run_id, sizeof(run_id), "%s", PQgetvalue(res, 0, 0));
+		PQclear(res);
+		res = NULL;
+	}
+	json_array_foreach(steps, i, st) {
+		json_t *needs = json_object_get(st, "needs"), *nd, *retry = json_object_get(st, "retry");
+		json_t *resolved = NULL;
+		char *txt;
+		int pending = 0;
+		size_t k;
+
+		json_array_foreach(needs, k, nd) {
+			int j = step_index(steps, json_string_value(nd));
+			if (j >= 0 && sel[j])
+				pending++;
+			sbuf_sep(&e_step, nedges), sbuf_elem(&e_step, json_string_value(json_object_get(st, "name")));
+			sbuf_sep(&e_need, nedges), sbuf_elem(&e_need, json_string_value(nd));
+			nedges++;
+		}
+		if ((error = step_spec(&resolved, st, params, run_id)) < 0) {
+			char msg[512];
+			snprintf(msg, sizeof(msg), "step \"%s\": %s",
+				 json_string_value(json_object_get(st, "name")), ferry_error_last());
+			ferry_error_set("%s", msg);
+			goto out;
+		}
+		txt = json_dumps(resolved, JSON_COMPACT);
+		json_decref(resolved);
+		sbuf_sep(&names, (int)i), sbuf_elem(&names, json_string_value(json_object_get(st, "name")));
+		sbuf_sep(&idx, (int)i), sbuf_int(&idx, (int64_t)i);
+		sbuf_sep(&kinds, (int)i), sbuf_elem(&kinds, json_string_value(json_object_get(st, "kind")));
+		sbuf_sep(&states, (int)i);
+		sbuf_elem(&states, !sel[i] ? "skipped" : pending == 0 ? "ready" : "blocked");
+		any_ready |= sel[i] && pending == 0;
+		sbuf_sep(&pend, (int)i), sbuf_int(&pend, pending);
+		sbuf_sep(&lim, (int)i), sbuf_int(&lim, json_integer_value(json_object_get(retry, "limit")));
+		sbuf_sep(&back, (int)i), sbuf_int(&back, json_integer_value(json_object_get(retry, "backoff_ms")));
+		sbuf_sep(&maxb, (int)i), sbuf_int(&maxb, json_integer_value(json_object_get(retry, "max_backoff_ms")));
+		sbuf_sep(&tmo, (int)i), sbuf_int(&tmo, json_integer_value(json_object_get(st, "timeout_ms")));
+		sbuf_sep(&specs, (int)i), sbuf_elem(&specs, txt);
+		sbuf_sep(&why, (int)i), sbuf_elem(&why, sel[i] ? NULL : "not selected for this dev run");
+		free(txt);
+	}
+	{
+		const char *p[13] = {run_id, sbuf_close(&names, nsteps), sbuf_close(&idx, nsteps),
+				     sbuf_close(&kinds, nsteps), sbuf_close(&states, nsteps),
+				     sbuf_close(&pend, nsteps), sbuf_close(&lim, nsteps),
+				     sbuf_close(&back, nsteps), sbuf_close(&maxb, nsteps),
+				     sbuf_close(&tmo, nsteps), sbuf_close(&specs, nsteps),
+				     sbuf_close(&why, nsteps), strcmp(rn->trigger, "dev") == 0 ? "t" : "f"};
+		if ((error = q(NULL, conn,
+			       "INSERT INTO steps (run_id, dev, name, idx, kind, state, deps_pending, retry_limit, "
+			       "                   backoff_ms, max_backoff_ms, timeout_ms, spec, reason) "
+			       "SELECT $1, $13, * FROM unnest($2::text[], $3::int[], $4::text[], $5::text[], $6::int[], "
+			       "       $7::int[], $8::bigint[], $9::bigint[], $10::bigint[], $11::jsonb[], $12::text[])",
+			       13, p)) < 0)
+			goto out;
+	}
+	if (nedges > 0) {
+		const char *p[3] = {run_id, sbuf_close(&e_step, nedges), sbuf_close(&e_need, nedges)};
+		if ((error = q(NULL, conn,
+			       "INSERT INTO step_deps (needs_id, step_id) "
+			       "SELECT n.id, s.id FROM unnest($2::text[], $3::text[]) AS e(step, needs) "
+			       "JOIN steps s ON s.run_id = $1 AND s.name = e.step "
+			       "JOIN steps n ON n.run_id = $1 AND n.name = e.needs", 3, p)) < 0)
+			goto out;
+	}
+	{
+		const char *p[4] = {run_id, rn->actor, rn->trigger, params_txt};
+		if ((error = q(NULL, conn,
+			       "INSERT INTO events (run_id, actor, kind, detail) VALUES ($1, $2, 'run.created', "
+			       "jsonb_build_object('trigger', $3::text, 'params', $4::jsonb))", 4, p)) < 0)
+			goto out;
+	}
+	if (any_ready && (error = tx(conn, "NOTIFY ferry_ready")) < 0)
+		goto out;
+	if ((error = tx(conn, "COMMIT")) < 0)
+		goto out;
+	in_tx = 0;
+out:
+	if (in_tx) {
+		char msg[1024];
+		snprintf(msg, sizeof(msg), "%s", ferry_error_last());
+		tx(conn, "ROLLBACK");
+		ferry_error_set("%s", msg);
+		*out_id = 0;
+	}
+	PQclear(res);
+	json_decref(spec);
+	json_decref(params);
+	free(hash), free(yaml), free(params_txt), free(spec_txt), free(sel);
+	free(names.p), free(idx.p), free(kinds.p), free(states.p), free(pend.p), free(lim.p);
+	free(back.p), free(maxb.p), free(tmo.p), free(specs.p), free(why.p), free(e_step.p), free(e_need.p);
+	return error;
+}
+
+int store_run_json(char **out, PGconn *conn, int64_t id)
+{
+	char idbuf[32];
+	const char *params[1] = {idbuf};
+	PGresult *res = NULL;
+	int error;
+
+	*out = NULL;
+	snprintf(idbuf, sizeof(idbuf), "%lld", (long long)id);
+	if ((error = q(&res, conn, "SELECT ferry_run_json($1)", 1, params)) < 0)
+		return error;
+	if (PQgetisnull(res, 0, 0)) {
+		PQclear(res);
+		ferry_error_set("run %lld not found", (long long)id);
+		return FERRY_ENOTFOUND;
+	}
+	*out = xstrdup(PQgetvalue(res, 0, 0));
+	PQclear(res);
+	return FERRY_OK;
+}
+
+int store_runs_list(char **out, PGconn *conn, const char *state, const char *workflow,
+		    const char *trigger, int limit, int64_t before)
+{
+	char lim[16], bef[32];
+	const char *params[5] = {state, workflow, trigger, lim, before > 0 ? bef : NULL};
+	PGresult *res = NULL;
+	int error;
+
+	*out = NULL;
+	snprintf(lim, sizeof(lim), "%d", limit);
+	snprintf(bef, sizeof(bef), "%lld", (long long)before);
+	if ((error = q(&res, conn,
+		       "WITH page AS ("
+		       "  SELECT * FROM runs WHERE ($1::text IS NULL OR state = $1) "
+		       "    AND ($2::text IS NULL OR workflow_name = $2) "
+		       "    AND ($3::text IS NULL OR trigger = $3) "
+		       "    AND ($5::bigint IS NULL OR id < $5) "
+		       "  ORDER BY id DESC LIMIT $4::int + 1) "
+		       "SELECT json_build_object('runs', coalesce((SELECT json_agg(json_build_object("
+		       "    'id', id, 'workflow', workflow_name, 'state', state, 'trigger', trigger, "
+		       "    'actor', actor, 'created_at', ferry_ts(created_at), "
+		       "    'started_at', ferry_ts(started_at), 'finished_at', ferry_ts(finished_at)) "
+		       "    ORDER BY id DESC) FROM (SELECT * FROM page ORDER BY id DESC LIMIT $4::int) p), '[]'), "
+		       "  'next_cursor', CASE WHEN (SELECT count(*) FROM page) > $4::int "
+		       "    THEN (SELECT min(id) FROM (SELECT id FROM page ORDER BY id DESC LIMIT $4::int) p)::text END)",
+		       5, params)) < 0)
+		return error;
+	*out = xstrdup(PQgetvalue(res, 0, 0));
+	PQclear(res);
+	return FERRY_OK;
+}
+
+int store_run_stop(char **state_out, PGconn *conn, int64_t id, const char *actor)
+{
+	char idbuf[32];
+	const char *params[2] = {idbuf, actor};
+	PGresult *res = NULL;
+	int error;
+
+	*state_out = NULL;
+	snprintf(idbuf, sizeof(idbuf), "%lld", (long long)id);
+	if ((error = q(&res, conn, "SELECT ferry_stop($1, $2)", 2, params)) < 0)
+		return error;
+	*state_out = xstrdup(PQgetvalue(res, 0, 0));
+	PQclear(res);
+	return FERRY_OK;
+}
+
+int store_run_retry(PGconn *conn, int64_t id, const char *from, const char *actor)
+{
+	char idbuf[32];
+	const char *params[3] = {idbuf, from, actor};
+
+	snprintf(idbuf, sizeof(idbuf), "%lld", (long long)id);
+	return q(NULL, conn, "SELECT ferry_retry($1, $2, $3)", 3, params);
+}
+
+int store_workflow_register(char **out, PGconn *conn, const char *yaml, size_t len,
+			    const char *filename, cfg_errors *errs)
+{
+	json_t *spec = NULL;
+	char hash[65], *spec_txt = NULL, *y = NULL;
+	PGresult *res = NULL;
+	int error;
+
+	*out = NULL;
+	if ((error = cfg_workflow_parse(&spec, hash, yaml, len, filename, errs)) < 0) {
+		ferry_error_set("invalid workflow: %zu error%s", errs->len, errs->len == 1 ? "" : "s");
+		return error;
+	}
+	spec_txt = json_dumps(spec, JSON_COMPACT);
+	y = xstrndup(yaml, len);
+	{
+		const char *p[4] = {hash, json_string_value(json_object_get(spec, "name")), y, spec_txt};
+		error = q(&res, conn,
+			  "WITH i AS (INSERT INTO workflows (hash, name, yaml, spec) VALUES ($1, $2, $3, $4) "
+			  "           ON CONFLICT (hash) DO NOTHING RETURNING created_at) "
+			  "SELECT json_build_object('name', $2::text, 'hash', $1::text, "
+			  "       'created', EXISTS (SELECT 1 FROM i), 'steps', jsonb_array_length($4::jsonb -> 'steps'))",
+			  4, p);
+	}
+	if (error == FERRY_OK)
+		*out = xstrdup(PQgetvalue(res, 0, 0));
+	PQclear(res);
+	json_decref(spec);
+	free(spec_txt);
+	free(y);
+	return error;
+}
+
+int store_ping(PGconn *conn)
+{
+	return q(NULL, conn, "SELECT 1", 0, NULL);
+}

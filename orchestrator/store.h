@@ -1,0 +1,129 @@
+/*
+ * store — every SQL statement Ferry runs, parameterised, one function per
+ * purpose. The state transitions themselves are PL/pgSQL functions in
+ * db/migrations (ferry_claim, ferry_finish, ferry_stop, ferry_retry) so each
+ * is one round trip and one transaction; this module marshals their inputs
+ * and outputs.
+ */
+#ifndef FERRY_STORE_H
+#define FERRY_STORE_H
+
+#include <jansson.h>
+#include <libpq-fe.h>
+#include <stdint.h>
+
+#include "config.h"
+
+/* ---- engine side ---- */
+
+/* A step claimed for execution; owned by the array from store_claim. */
+struct store_claim {
+	int64_t step_id, run_id;
+	int attempt;
+	char *name, *kind, *workdir; /* workdir: the run's, may be NULL */
+	int64_t timeout_ms;
+	json_t *spec;                /* resolved command, env, workdir */
+};
+
+/*
+ * Claims up to limit ready steps (of run_filter when > 0) for owner in one
+ * statement. *out (n entries) is the caller's: store_claims_free().
+ */
+int store_claim(struct store_claim **out, int *n, PGconn *conn, const char *owner,
+		const char *host, int limit, int64_t lease_ms, int64_t run_filter);
+void store_claims_free(struct store_claim *v, int n);
+
+/* Where a spawned attempt runs: recorded so another daemon can re-adopt it. */
+struct store_started {
+	int64_t step_id;
+	int attempt;
+	int pid;
+	int64_t pid_start;
+	const char *dir;
+};
+int store_attempts_started(PGconn *conn, const char *owner, const struct store_started *v, int n);
+
+/* How an attempt ended. outcome: succeeded, failed, stopped, lost. */
+struct store_result {
+	int64_t step_id;
+	int attempt;
+	const char *outcome;
+	int exit_code; /* -1 when none */
+	int signal;    /* 0 when none */
+	const char *reason; /* NULL when none */
+};
+
+/*
+ * Closes a batch of attempts in one transaction (fenced). *ready_now is how
+ * many steps became ready; *next_retry_ms the wall-clock time of the earliest
+ * scheduled retry (0 when none).
+ */
+int store_finish(PGconn *conn, const char *owner, const struct store_result *v, int n,
+		 int *ready_now, int64_t *next_retry_ms);
+
+/* Renews the leases of owner's running attempts. */
+int store_heartbeat(PGconn *conn, const char *owner, int64_t lease_ms);
+/* Expires owner's leases now, so another daemon takes the attempts over. */
+int store_release(PGconn *conn, const char *owner);
+
+/* A running attempt whose owner is gone or whose lease expired. */
+struct store_orphan {
+	int64_t step_id, run_id;
+	int attempt, pid;
+	int64_t pid_start, timeout_ms, started_ms;
+	char *owner, *host, *dir, *name;
+	int expired; /* lease expired (else: same host, owner to be checked) */
+};
+/* Lists candidates: expired leases anywhere, or any other owner on host. */
+int store_orphans(struct store_orphan **out, int *n, PGconn *conn, const char *owner,
+		  const char *host);
+void store_orphans_free(struct store_orphan *v, int n);
+/* Takes an attempt over from prev_owner; 1 if taken, 0 if someone else did. */
+int store_adopt(PGconn *conn, const char *owner, const struct store_orphan *o, int64_t lease_ms);
+
+/* owner's running attempts whose run is stopping: parallel arrays, caller frees. */
+int store_stopping(int64_t **steps, int **attempts, int *n, PGconn *conn, const char *owner);
+
+/* ---- API side ---- */
+
+struct store_run_new {
+	const char *yaml;     /* workflow text, or NULL with workflow set */
+	size_t yaml_len;
+	const char *filename; /* for messages */
+	const char *workflow; /* name of a registered workflow */
+	const json_t *params; /* object or NULL */
+	const char *trigger;  /* api, cli, dev, schedule, data, bench */
+	const char *actor;
+	const char *workdir;  /* directory commands run in, or NULL */
+	const char *only, *from, *to; /* dev subsets; NULL for all */
+};
+
+/*
+ * Validates and creates a run with its steps in one transaction. Invalid
+ * YAML: FERRY_EINVALID with errs filled; other bad input: FERRY_EINVALID or
+ * FERRY_ENOTFOUND with the message in ferry_error_last(); nothing stored.
+ */
+int store_run_create(int64_t *out_id, PGconn *conn, const struct store_run_new *rn,
+		     cfg_errors *errs);
+
+/* The run object as JSON text (*out is the caller's); FERRY_ENOTFOUND. */
+int store_run_json(char **out, PGconn *conn, int64_t id);
+
+/* {"runs":[…],"next_cursor":…} newest first; filters may be NULL. */
+int store_runs_list(char **out, PGconn *conn, const char *state, const char *workflow,
+		    const char *trigger, int limit, int64_t before);
+
+/* Stops a run; *state_out is the new state. FERRY_ENOTFOUND, FERRY_ECONFLICT. */
+int store_run_stop(char **state_out, PGconn *conn, int64_t id, const char *actor);
+
+/* Retries a run (from a step when from is set). FERRY_ENOTFOUND, FERRY_ECONFLICT. */
+int store_run_retry(PGconn *conn, int64_t id, const char *from, const char *actor);
+
+/* Stores a workflow version; *out is {"name","hash","created"} JSON text. */
+int store_workflow_register(char **out, PGconn *conn, const char *yaml, size_t len,
+			    const char *filename, cfg_errors *errs);
+
+/* Runs of a run's steps' state (name -> state) for progress displays. */
+int store_ping(PGconn *conn);
+
+#endif

@@ -1,0 +1,64 @@
+/*
+ * util — the few things every module needs: the error enum and the
+ * per-thread error message, checked allocation, levelled logging with
+ * millisecond timestamps, and clocks.
+ */
+#ifndef FERRY_UTIL_H
+#define FERRY_UTIL_H
+
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#define FERRY_PRINTF(a, b) __attribute__((format(printf, a, b)))
+
+/* Return codes of every fallible function: 0 or one of these. */
+enum {
+	FERRY_OK = 0,
+	FERRY_ERROR = -1,     /* generic failure; message says why */
+	FERRY_ENOTFOUND = -2, /* the named run, step, workflow does not exist */
+	FERRY_EINVALID = -3,  /* bad input from a user */
+	FERRY_ECONFLICT = -4, /* action not valid in the current state */
+	FERRY_EDB = -5,       /* the database failed or is unreachable */
+};
+
+/* Sets this thread's error message (printf format). */
+void ferry_error_set(const char *fmt, ...) FERRY_PRINTF(1, 2);
+/* This thread's last error message ("" when none); valid until the next set. */
+const char *ferry_error_last(void);
+void ferry_error_clear(void);
+
+/* Allocation that aborts on out-of-memory: callers never see NULL. */
+void *xmalloc(size_t n);
+void *xcalloc(size_t n, size_t size);
+void *xrealloc(void *p, size_t n);
+char *xstrdup(const char *s);
+char *xstrndup(const char *s, size_t n);
+/* Returns a newly allocated formatted string; the caller frees it. */
+char *xasprintf(const char *fmt, ...) FERRY_PRINTF(1, 2);
+
+/* Logging: one line per call, to stderr, text or JSON lines. */
+enum { FLOG_DEBUG = 0, FLOG_INFO, FLOG_WARN, FLOG_ERROR };
+extern int flog_level;
+void flog_setup(int level, int json);
+void flog_write(int level, const char *fmt, ...) FERRY_PRINTF(2, 3);
+#define flog_debug(...) do { if (flog_level <= FLOG_DEBUG) flog_write(FLOG_DEBUG, __VA_ARGS__); } while (0)
+#define flog_info(...)  do { if (flog_level <= FLOG_INFO)  flog_write(FLOG_INFO, __VA_ARGS__); } while (0)
+#define flog_warn(...)  do { if (flog_level <= FLOG_WARN)  flog_write(FLOG_WARN, __VA_ARGS__); } while (0)
+#define flog_error(...) do { if (flog_level <= FLOG_ERROR) flog_write(FLOG_ERROR, __VA_ARGS__); } while (0)
+
+/* Milliseconds on the monotonic clock, and wall-clock milliseconds. */
+int64_t clock_mono_ms(void);
+int64_t clock_mono_us(void);
+int64_t clock_wall_ms(void);
+
+/* Parses a base-10 integer; the whole string must be a number in range. */
+int parse_int64(const char *s, int64_t *out);
+
+/* Creates DIR and its parents (mode 0755 unless set); 0 or FERRY_ERROR. */
+int mkdir_p(const char *dir, unsigned mode);
+
+/* Reads a whole file into a NUL-terminated buffer the caller frees. */
+int file_read(char **out, size_t *len, const char *path);
+
+#endif

@@ -1,0 +1,170 @@
+# Core engine: the state machine end to end through a real daemon.
+
+test_hello_succeeds() {
+	start_daemon a
+	id=$(submit "$ROOT/workflows/hello.yaml" '{"who":"tests"}')
+	wait_run "$id" succeeded 30
+	assert_eq "$(step_col "$id" flaky attempts)" 2 "flaky step attempts"
+	assert_eq "$(sql "SELECT string_agg(a.state, ',' ORDER BY a.attempt) FROM attempts a JOIN steps s ON s.id = a.step_id WHERE s.run_id = $id AND s.name = 'flaky'")" "failed,succeeded" "flaky attempt states"
+	assert_eq "$(sql "SELECT count(*) FROM steps WHERE run_id = $id AND state = 'succeeded'")" 4 "succeeded steps"
+	# fan-in: join started only after both branches finished
+	assert_eq "$(sql "SELECT (SELECT started_at FROM steps WHERE run_id = $id AND name = 'join') >= (SELECT max(finished_at) FROM steps WHERE run_id = $id AND name IN ('count','flaky'))")" t "join after its needs"
+	grep -q "hello, tests" "$FERRY_HOME/runs/$id/greet/1/log" || fail "greet log lacks the parameter"
+	grep -q "hello, tests" "$FERRY_HOME/runs/$id/greet/1/out/greeting" || fail "FERRY_OUTPUT_DIR not used"
+	assert_eq "$(sql "SELECT count(*) FROM events WHERE run_id = $id AND kind = 'run.created' AND actor = 'tester'")" 1 "creation event with actor"
+	assert_eq "$(sql "SELECT count(*) FROM events WHERE run_id = $id AND kind = 'run.succeeded'")" 1 "run event"
+	api GET "/api/v1/runs/$id"
+	assert_eq "$CODE" 200 "GET run"
+	assert_eq "$(echo "$BODY" | json '[s["name"] for s in j["steps"]]')" '["greet", "count", "flaky", "join"]' "steps in file order"
+	assert_eq "$(echo "$BODY" | json 'j["steps"][2]["attempts"]')" 2 "attempts in API"
+	assert_eq "$(echo "$BODY" | json 'j["params"]["who"]')" tests "params in API"
+}
+
+test_failure_skips_downstream() {
+	start_daemon a
+	f=$(wf fail <<'Y'
+name: failing
+steps:
+  - {name: a, command: [sh, -c, "echo a"]}
+  - {name: b, needs: [a], command: [sh, -c, "echo boom >&2; exit 7"]}
+  - {name: c, needs: [b], command: [sh, -c, "echo never"]}
+  - {name: d, needs: [c], command: [sh, -c, "echo never"]}
+  - {name: side, needs: [a], command: [sh, -c, "sleep 0.5; echo independent"]}
+Y
+)
+	id=$(submit "$f")
+	wait_run "$id" failed 20
+	assert_eq "$(step_col "$id" b state)" failed "b"
+	assert_eq "$(step_col "$id" b exit_code)" 7 "b exit code"
+	assert_eq "$(step_col "$id" b reason)" "exit code 7" "b reason"
+	assert_eq "$(step_col "$id" c state)" skipped "c"
+	assert_eq "$(step_col "$id" d state)" skipped "d (transitively)"
+	assert_eq "$(step_col "$id" side state)" succeeded "independent branch still runs"
+	assert_eq "$(sql "SELECT count(*) FROM attempts a JOIN steps s ON s.id = a.step_id WHERE s.run_id = $id AND s.name IN ('c','d')")" 0 "skipped steps never ran"
+}
+
+test_retry_backoff() {
+	start_daemon a
+	f=$(wf backoff <<'Y'
+name: backoff
+steps:
+  - name: flaky
+    retry: {limit: 3, backoff: 1s, max_backoff: 1500ms}
+    command: [sh, -c, 'test "$FERRY_ATTEMPT" -ge 4']
+Y
+)
+	id=$(submit "$f")
+	wait_run "$id" succeeded 30
+	assert_eq "$(step_col "$id" flaky attempts)" 4 "attempts"
+	# gap between attempts: backoff 1s, 2s (capped 1.5s), 1.5s with jitter in [0.5, 1] of that
+	gaps=$(sql "SELECT string_agg(round(extract(epoch FROM b.started_at - a.finished_at)::numeric, 2)::text, ' ' ORDER BY a.attempt) FROM attempts a JOIN attempts b ON b.step_id = a.step_id AND b.attempt = a.attempt + 1 JOIN steps s ON s.id = a.step_id WHERE s.run_id = $id")
+	echo "gaps: $gaps"
+	set -- $gaps
+	awk -v g="$1" 'BEGIN { exit !(g >= 0.45 && g <= 1.6) }' || fail "first gap $1 not within backoff 1s (jitter 0.5–1)"
+	awk -v g="$2" 'BEGIN { exit !(g >= 0.7 && g <= 2.1) }' || fail "second gap $2 not within 1.5s cap (jitter 0.5–1)"
+	awk -v g="$3" 'BEGIN { exit !(g >= 0.7 && g <= 2.1) }' || fail "third gap $3 not within 1.5s cap"
+	assert_eq "$(sql "SELECT count(*) FROM events WHERE run_id = $id AND kind = 'step.retrying'")" 3 "retry events"
+}
+
+test_retry_limit_exhausted() {
+	start_daemon a
+	f=$(wf exhaust <<'Y'
+name: exhaust
+steps:
+  - {name: never, retry: {limit: 1, backoff: 100ms}, command: [sh, -c, "exit 1"]}
+Y
+)
+	id=$(submit "$f")
+	wait_run "$id" failed 20
+	assert_eq "$(step_col "$id" never attempts)" 2 "one try plus one retry"
+}
+
+test_timeout() {
+	start_daemon a
+	f=$(wf timeout <<'Y'
+name: slow
+steps:
+  - {name: sleepy, timeout: 1s, command: [sh, -c, "echo $$ > pid; exec sleep 30"]}
+Y
+)
+	id=$(submit "$f")
+	wait_run "$id" failed 15
+	assert_match "$(step_col "$id" sleepy reason)" "timed out" "reason"
+	dur=$(sql "SELECT extract(epoch FROM finished_at - started_at) FROM steps WHERE run_id = $id")
+	awk -v d="$dur" 'BEGIN { exit !(d >= 0.9 && d < 8) }' || fail "took $dur s to time out"
+	pid=$(cat "$FERRY_HOME/runs/$id/sleepy/1/pid")
+	kill -0 "$pid" 2>/dev/null && fail "the timed-out job (pid $pid) still runs"
+	true
+}
+
+test_stop_run() {
+	start_daemon a
+	f=$(wf stop <<'Y'
+name: stoppable
+steps:
+  - {name: long, command: [sh, -c, "echo $$ > pid; sleep 60"]}
+  - {name: after, needs: [long], command: [sh, -c, "echo never"]}
+Y
+)
+	id=$(submit "$f")
+	wait_step "$id" long running 10
+	sleep 0.3
+	pid=$(cat "$FERRY_HOME/runs/$id/long/1/pid")
+	api POST "/api/v1/runs/$id/stop"
+	assert_eq "$CODE" 200 "stop answered"
+	wait_run "$id" stopped 10
+	assert_eq "$(step_col "$id" long state)" stopped "running step"
+	assert_eq "$(step_col "$id" after state)" stopped "blocked step"
+	sleep 0.2
+	kill -0 "$pid" 2>/dev/null && fail "the job (pid $pid) was not killed"
+	assert_eq "$(sql "SELECT actor FROM events WHERE run_id = $id AND kind = 'run.stop'")" tester "stop actor"
+	api POST "/api/v1/runs/$id/stop"
+	assert_eq "$CODE" 409 "stopping a stopped run"
+	assert_match "$BODY" '"code":"conflict"' "conflict body"
+}
+
+test_retry_failed_run() {
+	start_daemon a FERRY_HOME_TEST="$FERRY_HOME"
+	f=$(wf rf <<'Y'
+name: retry-failed
+steps:
+  - {name: prep, command: [sh, -c, "echo prep >> $FERRY_HOME_TEST/calls"]}
+  - {name: fragile, needs: [prep], command: [sh, -c, "echo fragile >> $FERRY_HOME_TEST/calls; test -f $FERRY_HOME_TEST/fixed"]}
+  - {name: finish, needs: [fragile], command: [sh, -c, "echo finish >> $FERRY_HOME_TEST/calls"]}
+Y
+)
+	id=$(submit "$f")
+	wait_run "$id" failed 20
+	assert_eq "$(step_col "$id" finish state)" skipped "finish skipped"
+	touch "$FERRY_HOME/fixed"
+	api POST "/api/v1/runs/$id/retry" '{}'
+	assert_eq "$CODE" 200 "retry a failed run"
+	wait_run "$id" succeeded 20
+	assert_eq "$(step_col "$id" prep attempts)" 1 "prep not re-run"
+	assert_eq "$(step_col "$id" fragile attempts)" 2 "fragile re-run"
+	assert_eq "$(tr '\n' ' ' < "$FERRY_HOME/calls")" "prep fragile fragile finish " "calls"
+	assert_eq "$(sql "SELECT actor FROM events WHERE run_id = $id AND kind = 'run.retry'")" tester "retry actor"
+}
+
+test_retry_from_step() {
+	start_daemon a
+	f=$(wf from <<'Y'
+name: from
+steps:
+  - {name: one, command: [sh, -c, "true"]}
+  - {name: two, needs: [one], command: [sh, -c, "true"]}
+  - {name: three, needs: [two], command: [sh, -c, "true"]}
+  - {name: other, needs: [one], command: [sh, -c, "true"]}
+Y
+)
+	id=$(submit "$f")
+	wait_run "$id" succeeded 20
+	api POST "/api/v1/runs/$id/retry" '{}'
+	assert_eq "$CODE" 409 "plain retry of a succeeded run"
+	api POST "/api/v1/runs/$id/retry" '{"from":"nope"}'
+	assert_eq "$CODE" 404 "retry from unknown step"
+	api POST "/api/v1/runs/$id/retry" '{"from":"two"}'
+	assert_eq "$CODE" 200 "retry --from"
+	wait_run "$id" succeeded 20
+	assert_eq "$(sql "SELECT string_agg(name || '=' || attempts, ' ' ORDER BY idx) FROM steps WHERE run_id = $id")" "one=1 two=2 three=2 other=1" "only two and downstream re-ran"
+}

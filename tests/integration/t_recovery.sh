@@ -1,0 +1,120 @@
+# Crash safety: kill -9 of the daemon, restart, two daemons on one database.
+
+test_kill9_restart_readopts() {
+	start_daemon a
+	f=$(wf crash <<'Y'
+name: crash
+steps:
+  - {name: work, command: [sh, -c, 'echo start >> "$FERRY_OUTPUT_DIR/../../calls"; sleep 2; echo done >> "$FERRY_OUTPUT_DIR/../../calls"']}
+  - {name: after, needs: [work], command: [sh, -c, 'echo after >> "$FERRY_OUTPUT_DIR/../../calls"']}
+Y
+)
+	id=$(submit "$f")
+	wait_step "$id" work running 10
+	sleep 0.3
+	stop_daemon a KILL
+	sleep 0.5
+	start_daemon a
+	wait_run "$id" succeeded 30
+	assert_eq "$(tr '\n' ' ' < "$FERRY_HOME/runs/$id/work/calls")" "start done " "work ran once, to completion"
+	assert_eq "$(step_col "$id" work attempts)" 1 "no second attempt"
+	assert_eq "$(sql "SELECT count(*) FROM events WHERE run_id = $id AND kind = 'attempt.adopted'")" 1 "adoption recorded"
+	assert_eq "$(sql "SELECT count(*) FROM events WHERE run_id = $id AND kind = 'step.succeeded' AND step = 'work'")" 1 "completed once"
+}
+
+test_kill9_job_finished_while_down() {
+	start_daemon a
+	f=$(wf crash2 <<'Y'
+name: crash2
+steps:
+  - {name: quick, command: [sh, -c, 'sleep 0.8; echo ran >> "$FERRY_OUTPUT_DIR/../../calls"']}
+  - {name: after, needs: [quick], command: [sh, -c, 'true']}
+Y
+)
+	id=$(submit "$f")
+	wait_step "$id" quick running 10
+	stop_daemon a KILL
+	sleep 1.5   # the job finishes while no daemon watches it
+	start_daemon a
+	wait_run "$id" succeeded 30
+	assert_eq "$(cat "$FERRY_HOME/runs/$id/quick/calls" | wc -l)" 1 "quick ran once"
+	assert_eq "$(step_col "$id" quick attempts)" 1 "no second attempt"
+}
+
+test_lost_job_is_retried() {
+	start_daemon a
+	f=$(wf lost <<'Y'
+name: lost
+steps:
+  - {name: victim, command: [sh, -c, 'if [ "$FERRY_ATTEMPT" = 1 ]; then sleep 30; fi; echo ok']}
+Y
+)
+	id=$(submit "$f")
+	wait_step "$id" victim running 10
+	sleep 0.3
+	stop_daemon a KILL
+	# the whole job dies with the machine, so to speak: kill its process group
+	pid=$(sql "SELECT pid FROM attempts a JOIN steps s ON s.id = a.step_id WHERE s.run_id = $id")
+	kill -9 -- -"$pid"
+	start_daemon a
+	wait_run "$id" succeeded 30
+	assert_eq "$(sql "SELECT string_agg(a.state, ',' ORDER BY a.attempt) FROM attempts a JOIN steps s ON s.id = a.step_id WHERE s.run_id = $id")" "lost,succeeded" "lost then retried"
+	assert_match "$(sql "SELECT a.reason FROM attempts a JOIN steps s ON s.id = a.step_id WHERE s.run_id = $id AND attempt = 1")" "daemon restarted" "lost reason"
+}
+
+test_two_daemons_share_work() {
+	start_daemon a FERRY_MAX_JOBS=6
+	FERRY_LISTEN="127.0.0.1:$((FERRY_PORT + 1))" start_daemon_at b "$((FERRY_PORT + 1))" FERRY_MAX_JOBS=6
+	{
+		echo "name: wide"
+		echo "steps:"
+		echo "  - {name: root, command: [sh, -c, 'true']}"
+		for i in $(seq 1 30); do
+			echo "  - {name: s$i, needs: [root], command: [sh, -c, 'echo s$i >> \"\$FERRY_OUTPUT_DIR/../../../../shared\"; sleep 0.3']}"
+		done
+	} > "$FERRY_HOME/wide.yaml"
+	id=$(submit "$FERRY_HOME/wide.yaml")
+	id2=$(submit "$FERRY_HOME/wide.yaml")
+	wait_run "$id" succeeded 60
+	wait_run "$id2" succeeded 60
+	lines=$(wc -l < "$FERRY_HOME/runs/shared")
+	uniq=$(sort -u "$FERRY_HOME/runs/shared" | wc -l)
+	assert_eq "$lines" 60 "each of 2x30 steps ran exactly once"
+	assert_eq "$uniq" 30 "distinct step names"
+	assert_eq "$(sql "SELECT count(*) FROM attempts a JOIN steps s ON s.id = a.step_id WHERE s.run_id IN ($id, $id2)")" 62 "one attempt per step"
+	owners=$(sql "SELECT count(DISTINCT owner) FROM attempts")
+	echo "owners: $owners"
+	assert_eq "$owners" 2 "both daemons ran steps"
+}
+
+test_sigterm_hands_over() {
+	start_daemon a
+	f=$(wf handover <<'Y'
+name: handover
+steps:
+  - {name: long, command: [sh, -c, 'sleep 4; echo finished >> "$FERRY_OUTPUT_DIR/../../calls"']}
+Y
+)
+	id=$(submit "$f")
+	wait_step "$id" long running 10
+	stop_daemon a TERM     # grace is 2 s: the job outlives it
+	grep -q "handing 1 running job over" "$FERRY_HOME/ferryd-a.log" || fail "no hand-over logged"
+	start_daemon a
+	wait_run "$id" succeeded 30
+	assert_eq "$(cat "$FERRY_HOME/runs/$id/long/calls")" finished "ran once"
+	assert_eq "$(step_col "$id" long attempts)" 1 "same attempt"
+}
+
+test_concurrent_migrations() {
+	# two daemons start at the same moment on an empty database
+	ferryd >"$FERRY_HOME/ferryd-a.log" 2>&1 &
+	echo $! >"$FERRY_HOME/daemon.a.pid"
+	FERRY_LISTEN="127.0.0.1:$((FERRY_PORT + 1))" ferryd >"$FERRY_HOME/ferryd-b.log" 2>&1 &
+	echo $! >"$FERRY_HOME/daemon.b.pid"
+	for port in "$FERRY_PORT" "$((FERRY_PORT + 1))"; do
+		for _ in $(seq 1 100); do curl -fsS "http://127.0.0.1:$port/healthz" >/dev/null 2>&1 && break; sleep 0.1; done
+		curl -fsS "http://127.0.0.1:$port/healthz" >/dev/null || fail "daemon on $port not up"
+	done
+	assert_eq "$(sql "SELECT count(*) = count(DISTINCT name) AND count(*) > 0 FROM schema_migrations")" t "each migration once"
+	assert_eq "$(grep -c 'applied migration' "$FERRY_HOME"/ferryd-*.log | awk -F: '{s+=$2} END {print s}')" "$(sql "SELECT count(*) FROM schema_migrations")" "applied once in total"
+}
