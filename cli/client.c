@@ -290,34 +290,26 @@ static void transport_error(const ferry_client *c, CURLcode rc, const struct bod
 	}
 }
 
-/*
- * Decodes an error answer: message (with the field when the message does not
- * name it) into the error buffer, details kept on c.
- */
+/* Decodes an error answer: the message into the error buffer, details kept on c. */
 static void answer_error(ferry_client *c, const struct body *b)
 {
 	json_t *root = NULL, *err;
-	const char *message = NULL, *field = NULL;
+	const char *message = NULL;
 
 	if (b->len > 0)
 		root = json_loadb(b->data, b->len, 0, NULL);
 	err = json_object_get(root, "error");
 	if (json_is_object(err)) {
 		message = json_string_value(json_object_get(err, "message"));
-		field = json_string_value(json_object_get(err, "field"));
 		if (json_is_array(json_object_get(err, "details")))
 			c->details = json_incref(json_object_get(err, "details"));
 	}
-	if (message != NULL && *message != '\0') {
-		if (field != NULL && *field != '\0' && strstr(message, field) == NULL)
-			ferry_error_set("%s (field %s)", message, field);
-		else
-			ferry_error_set("%s", message);
-	} else if (c->status == 401) {
+	if (message != NULL && *message != '\0')
+		ferry_error_set("%s", message);
+	else if (c->status == 401)
 		ferry_error_set("ferryd at %s refused the request: not authenticated", c->url);
-	} else {
+	else
 		ferry_error_set("ferryd at %s answered HTTP %ld", c->url, c->status);
-	}
 	json_decref(root);
 }
 

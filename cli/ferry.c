@@ -285,7 +285,8 @@ static const json_t *last_attempt(const json_t *step)
 
 /*
  * Why a step is where it is, for people: its reason, else how its last
- * attempt ended ("exit 1", "signal 9"); "" when there is nothing to say.
+ * attempt ended ("exit 1", "signal 9"); for a step waiting to be retried,
+ * when. "" when there is nothing to say.
  */
 static void step_why(char *buf, size_t n, const json_t *step)
 {
@@ -294,17 +295,28 @@ static void step_why(char *buf, size_t n, const json_t *step)
 	const char *reason = jstr(step, "reason", NULL);
 	const json_t *sig = json_object_get(att, "signal");
 	const json_t *code = json_object_get(step, "exit_code");
+	bool running = strcmp(state, "running") == 0;
+	size_t len = 0;
+	int64_t t;
 
+	buf[0] = '\0';
+	if (strcmp(state, "ready") == 0 && jtime(step, "not_before", &t)) {
+		char when[32];
+		fmt_local(when, sizeof(when), t, false);
+		len = (size_t)snprintf(buf, n, "retry at %s", when);
+		if (len >= n)
+			return;
+	}
 	if (reason == NULL)
 		reason = jstr(att, "reason", NULL);
-	buf[0] = '\0';
 	if (reason != NULL && *reason != '\0')
-		snprintf(buf, n, "%s", reason);
-	else if (json_is_integer(sig) && strcmp(state, "running") != 0)
-		snprintf(buf, n, "signal %" JSON_INTEGER_FORMAT, json_integer_value(sig));
-	else if (json_is_integer(code) && json_integer_value(code) != 0 &&
-		 strcmp(state, "running") != 0)
-		snprintf(buf, n, "exit %" JSON_INTEGER_FORMAT, json_integer_value(code));
+		snprintf(buf + len, n - len, "%s%s", len ? "; " : "", reason);
+	else if (json_is_integer(sig) && !running)
+		snprintf(buf + len, n - len, "%ssignal %" JSON_INTEGER_FORMAT, len ? "; " : "",
+			 json_integer_value(sig));
+	else if (json_is_integer(code) && json_integer_value(code) != 0 && !running)
+		snprintf(buf + len, n - len, "%sexit %" JSON_INTEGER_FORMAT, len ? "; " : "",
+			 json_integer_value(code));
 }
 
 /* ---- aligned tables ---- */
@@ -473,6 +485,51 @@ static int parse_run_id(const struct ctx *x, const char *s, int64_t *id)
 	if (parse_int64(s, id) < 0 || *id <= 0)
 		return usage_error(x, "invalid run id '%s' (expected a number such as 12)", s);
 	return 0;
+}
+
+/* The single RUN operand left after the options: -1 to go on, else an exit status. */
+static int parse_run_operand(const struct ctx *x, int argc, char **argv, int64_t *id)
+{
+	if (argc - optind != 1)
+		return usage_error(x, argc == optind ? "missing RUN" : "expected one RUN");
+	if (parse_run_id(x, argv[optind], id) != 0)
+		return FX_USAGE;
+	return -1;
+}
+
+/*
+ * Parses the arguments of a verb that takes "RUN" plus -o FORMAT when json is
+ * not NULL. Returns -1 to go on, else the exit status to return now.
+ */
+static int parse_run_args(const struct ctx *x, int argc, char **argv, int64_t *id, bool *json)
+{
+	static const struct option longopts[] = {
+		{"output", required_argument, NULL, 'o'},
+		{"help", no_argument, NULL, 'h'},
+		{0},
+	};
+	static const struct option longopts_help_only[] = {
+		{"help", no_argument, NULL, 'h'},
+		{0},
+	};
+	const char *optstring = json != NULL ? ":o:h" : ":h";
+	int ch;
+
+	optind = 0;
+	while ((ch = getopt_long(argc, argv, optstring, json != NULL ? longopts : longopts_help_only,
+				 NULL)) != -1) {
+		switch (ch) {
+		case 'o':
+			if (parse_output(x, optarg, json) != 0)
+				return FX_USAGE;
+			break;
+		case 'h':
+			return print_help(x->cmd);
+		default:
+			return option_error(x, ch, argv);
+		}
+	}
+	return parse_run_operand(x, argc, argv, id);
 }
 
 /* Prints the failure of the last request; returns the exit status for it. */
@@ -854,24 +911,12 @@ out:
 
 static int cmd_watch(const struct ctx *x, int argc, char **argv)
 {
-	static const struct option longopts[] = {
-		{"help", no_argument, NULL, 'h'},
-		{0},
-	};
 	ferry_client *c = NULL;
 	int64_t id;
-	int ch, status;
+	int status;
 
-	optind = 0;
-	while ((ch = getopt_long(argc, argv, ":h", longopts, NULL)) != -1) {
-		if (ch == 'h')
-			return print_help(x->cmd);
-		return option_error(x, ch, argv);
-	}
-	if (argc - optind != 1)
-		return usage_error(x, argc == optind ? "missing RUN" : "expected one RUN");
-	if (parse_run_id(x, argv[optind], &id) != 0)
-		return FX_USAGE;
+	if ((status = parse_run_args(x, argc, argv, &id, NULL)) >= 0)
+		return status;
 	if ((status = open_client(&c)) != FX_OK)
 		return status;
 	status = watch_run(x->cli, c, id, false);
@@ -949,8 +994,8 @@ static int submit_body_from_file(json_t **out, const char *path, json_t *params)
 		goto out;
 	}
 	copy = xstrdup(path);
-	body = json_pack("{s:o, s:s, s:O, s:s}", "yaml", yaml, "filename", basename(copy),
-			 "params", params, "workdir", dir);
+	body = json_pack("{s:o, s:s, s:O, s:s, s:s}", "yaml", yaml, "filename", basename(copy),
+			 "params", params, "workdir", dir, "trigger", "cli");
 	if (body == NULL) {
 		fprintf(stderr, "ferry: cannot encode the request for %s\n", path);
 		status = FX_FAIL;
@@ -1018,7 +1063,8 @@ static int cmd_submit(const struct ctx *x, int argc, char **argv)
 		goto out;
 	}
 	if (workflow != NULL) {
-		body = json_pack("{s:s, s:O}", "workflow", workflow, "params", params);
+		body = json_pack("{s:s, s:O, s:s}", "workflow", workflow, "params", params,
+				 "trigger", "cli");
 		if (body == NULL) {
 			status = usage_error(x, "workflow name '%s' is not valid UTF-8", workflow);
 			goto out;
@@ -1130,35 +1176,15 @@ static void print_run(const struct cli *cli, const json_t *run, int64_t now)
 
 static int cmd_get(const struct ctx *x, int argc, char **argv)
 {
-	static const struct option longopts[] = {
-		{"output", required_argument, NULL, 'o'},
-		{"help", no_argument, NULL, 'h'},
-		{0},
-	};
 	ferry_client *c = NULL;
 	json_t *run = NULL;
 	char *path = NULL;
 	bool json = false;
 	int64_t id;
-	int ch, rc, status;
+	int rc, status;
 
-	optind = 0;
-	while ((ch = getopt_long(argc, argv, ":o:h", longopts, NULL)) != -1) {
-		switch (ch) {
-		case 'o':
-			if (parse_output(x, optarg, &json) != 0)
-				return FX_USAGE;
-			break;
-		case 'h':
-			return print_help(x->cmd);
-		default:
-			return option_error(x, ch, argv);
-		}
-	}
-	if (argc - optind != 1)
-		return usage_error(x, argc == optind ? "missing RUN" : "expected one RUN");
-	if (parse_run_id(x, argv[optind], &id) != 0)
-		return FX_USAGE;
+	if ((status = parse_run_args(x, argc, argv, &id, &json)) >= 0)
+		return status;
 	if ((status = open_client(&c)) != FX_OK)
 		return status;
 	path = xasprintf("/runs/%" PRId64, id);
@@ -1350,32 +1376,12 @@ out:
 
 static int cmd_stop(const struct ctx *x, int argc, char **argv)
 {
-	static const struct option longopts[] = {
-		{"output", required_argument, NULL, 'o'},
-		{"help", no_argument, NULL, 'h'},
-		{0},
-	};
 	bool json = false;
 	int64_t id;
-	int ch;
+	int status;
 
-	optind = 0;
-	while ((ch = getopt_long(argc, argv, ":o:h", longopts, NULL)) != -1) {
-		switch (ch) {
-		case 'o':
-			if (parse_output(x, optarg, &json) != 0)
-				return FX_USAGE;
-			break;
-		case 'h':
-			return print_help(x->cmd);
-		default:
-			return option_error(x, ch, argv);
-		}
-	}
-	if (argc - optind != 1)
-		return usage_error(x, argc == optind ? "missing RUN" : "expected one RUN");
-	if (parse_run_id(x, argv[optind], &id) != 0)
-		return FX_USAGE;
+	if ((status = parse_run_args(x, argc, argv, &id, &json)) >= 0)
+		return status;
 	return run_action(x, id, "stop", NULL, NULL, json, false);
 }
 
@@ -1413,10 +1419,8 @@ static int cmd_retry(const struct ctx *x, int argc, char **argv)
 			return option_error(x, ch, argv);
 		}
 	}
-	if (argc - optind != 1)
-		return usage_error(x, argc == optind ? "missing RUN" : "expected one RUN");
-	if (parse_run_id(x, argv[optind], &id) != 0)
-		return FX_USAGE;
+	if ((status = parse_run_operand(x, argc, argv, &id)) >= 0)
+		return status;
 	if (from != NULL && *from == '\0')
 		return usage_error(x, "--from needs a step name");
 	body = from != NULL ? json_pack("{s:s}", "from", from) : json_object();

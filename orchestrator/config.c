@@ -3,17 +3,17 @@
  * store keeps per content hash, or into a list of every problem found.
  *
  * The file is loaded whole with libyaml's document API, then checked in
- * passes that never recurse deeper than the schema: (1) duplicate keys, by a
+ * passes that never recurse deeper than the schema: (1) repeated keys, by a
  * linear walk over all nodes of the document; (2) the schema walk, which
  * builds the spec and queues {{steps.…}} template references; (3) the step
- * graph: needs are resolved, strongly connected components (iterative
- * Tarjan) give one error per cycle and the transitive upstream set of every
- * step, and the queued template references are checked against it. Errors
- * are collected with their position and sorted at the end.
+ * graph: needs are resolved, the transitive upstream set of every step is
+ * computed as a bitset, cycles are reported once per strongly connected
+ * group, and the queued template references are checked. Errors carry their
+ * position and are sorted at the end.
  *
  * A node reached through an alias is that same node (libyaml shares it).
- * Aliases could still multiply work (one big list used by 1000 steps), so the
- * schema walk is charged per node and per byte of text against a budget
+ * Aliases could still multiply work (one big list used by 1000 steps), so
+ * the schema walk is charged per node and per byte of text against a budget
  * proportional to the input, and stops with one error when it runs out.
  */
 #include "config.h"
@@ -31,6 +31,9 @@
 #define QMAX 60       /* bytes of a user value quoted in a message */
 #define QBUF (4 * QMAX + 16)
 #define NQBUF 6
+#define NAME_CHARS "abcdefghijklmnopqrstuvwxyz0123456789_.-"
+#define IDENT_CHARS "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_"
+#define NELEM(a) (sizeof(a) / sizeof((a)[0]))
 
 /* Step kinds. A new kind is a row here plus its checks in parse_step(). */
 static const struct step_kind {
@@ -42,12 +45,10 @@ static const struct step_kind {
 
 static const char *const top_keys[] = {"name", "description", "params", "steps"};
 enum { TK_NAME, TK_DESC, TK_PARAMS, TK_STEPS, TK_N };
-
 static const char *const step_keys[] = {"name", "kind", "needs", "command", "env",
 					"image", "workdir", "timeout", "retry"};
 enum { SK_NAME, SK_KIND, SK_NEEDS, SK_COMMAND, SK_ENV, SK_IMAGE, SK_WORKDIR,
        SK_TIMEOUT, SK_RETRY, SK_N };
-
 static const char *const param_keys[] = {"default", "description"};
 static const char *const retry_keys[] = {"limit", "backoff", "max_backoff"};
 
@@ -73,8 +74,7 @@ struct tref {
 };
 
 struct ctx {
-	const char *file;
-	const char *src;
+	const char *file, *src;
 	size_t len;
 	yaml_document_t *doc;
 	struct cerr *errs;
@@ -89,7 +89,7 @@ struct ctx {
 	json_t *byname; /* step name -> index of its first definition */
 	struct tref *trefs;
 	size_t ntrefs, captrefs;
-	uint64_t *up; /* nsteps bitsets of transitive upstream steps */
+	uint64_t *up; /* per step, a bitset of its transitive upstream steps */
 	size_t words;
 	char qbuf[NQBUF][QBUF];
 	unsigned qi;
@@ -100,17 +100,18 @@ struct sbuf {
 	size_t len, cap;
 };
 
-static void err_pos(struct ctx *c, int line, int col, const char *fmt, ...) FERRY_PRINTF(4, 5);
-static void err_node(struct ctx *c, const yaml_node_t *n, const char *fmt, ...) FERRY_PRINTF(3, 4);
+static void err_at(struct ctx *c, int line, int col, const char *fmt, ...) FERRY_PRINTF(4, 5);
+/* Records an error at node n (a yaml_node_t *). */
+#define err_node(c, n, ...) \
+	err_at(c, pos1((n)->start_mark.line), pos1((n)->start_mark.column), __VA_ARGS__)
 static void sb_addf(struct sbuf *b, const char *fmt, ...) FERRY_PRINTF(2, 3);
 
 /* ---- small helpers ---------------------------------------------------- */
 
 static void sb_addn(struct sbuf *b, const char *s, size_t n)
 {
-	if (b->cap - b->len < n + 1) {
-		while (b->cap - b->len < n + 1)
-			b->cap = b->cap ? b->cap * 2 : 64;
+	while (b->cap - b->len < n + 1) {
+		b->cap = b->cap ? b->cap * 2 : 64;
 		b->p = xrealloc(b->p, b->cap);
 	}
 	memcpy(b->p + b->len, s, n);
@@ -125,7 +126,7 @@ static void sb_adds(struct sbuf *b, const char *s)
 
 static void sb_addf(struct sbuf *b, const char *fmt, ...)
 {
-	char *s;
+	char *s = NULL;
 	va_list ap;
 	int n;
 
@@ -138,19 +139,10 @@ static void sb_addf(struct sbuf *b, const char *fmt, ...)
 	free(s);
 }
 
-/* Returns the buffer's text (the caller frees it) and empties b. */
-static char *sb_take(struct sbuf *b)
-{
-	char *p = b->p ? b->p : xstrdup("");
-
-	memset(b, 0, sizeof(*b));
-	return p;
-}
-
 /*
  * Writes s (n bytes) double-quoted into buf: escapes quotes, backslashes and
- * control characters, and clips at QMAX bytes on a UTF-8 boundary with "...".
- * Messages stay on one line and short whatever the input holds.
+ * control characters, and clips at QMAX bytes on a UTF-8 boundary with "...",
+ * so that messages stay short and on one line whatever the input holds.
  */
 static const char *quote_to(char *buf, size_t cap, const char *s, size_t n)
 {
@@ -164,14 +156,12 @@ static const char *quote_to(char *buf, size_t cap, const char *s, size_t n)
 	buf[o++] = '"';
 	for (i = 0; i < lim && o + 8 < cap; i++) {
 		unsigned char ch = (unsigned char)s[i];
-		if (ch == '"' || ch == '\\') {
+		if (ch == '"' || ch == '\\')
 			buf[o++] = '\\';
-			buf[o++] = (char)ch;
-		} else if (ch < 0x20 || ch == 0x7f) {
+		if (ch < 0x20 || ch == 0x7f)
 			o += (size_t)snprintf(buf + o, cap - o, "\\x%02x", ch);
-		} else {
+		else
 			buf[o++] = (char)ch;
-		}
 	}
 	if (i < n) {
 		memcpy(buf + o, "...", 3);
@@ -185,42 +175,28 @@ static const char *quote_to(char *buf, size_t cap, const char *s, size_t n)
 /* Quotes s for a message; the result lives until NQBUF more calls. */
 static const char *q(struct ctx *c, const char *s)
 {
-	char *b = c->qbuf[c->qi++ % NQBUF];
-
-	return quote_to(b, QBUF, s, strlen(s));
+	return quote_to(c->qbuf[c->qi++ % NQBUF], QBUF, s, strlen(s));
 }
 
+/* [a-z0-9][a-z0-9_.-]{0,62}: workflow and step names. */
 static bool name_ok(const char *s)
 {
-	size_t i, n = strlen(s);
+	size_t n = strlen(s);
 
-	if (n < 1 || n > 63)
-		return false;
-	for (i = 0; i < n; i++) {
-		char ch = s[i];
-		bool alnum = (ch >= 'a' && ch <= 'z') || (ch >= '0' && ch <= '9');
-		if (!alnum && (i == 0 || (ch != '_' && ch != '.' && ch != '-')))
-			return false;
-	}
-	return true;
+	return n >= 1 && n <= 63 && strchr("_.-", s[0]) == NULL && strspn(s, NAME_CHARS) == n;
 }
 
+/* [A-Za-z_][A-Za-z0-9_]*: parameter, env and output names. */
 static bool ident_ok(const char *s, size_t n)
 {
 	size_t i;
 
-	if (n == 0)
-		return false;
-	for (i = 0; i < n; i++) {
-		char ch = s[i];
-		bool alpha = (ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') || ch == '_';
-		if (!alpha && (i == 0 || ch < '0' || ch > '9'))
-			return false;
-	}
-	return true;
+	for (i = 0; i < n && strchr(IDENT_CHARS, s[i]) != NULL && s[i] != '\0'; i++)
+		;
+	return n > 0 && i == n && (s[0] < '0' || s[0] > '9');
 }
 
-/* Levenshtein distance of a (short) and b (a key from a table). */
+/* Levenshtein distance between two short strings (SIZE_MAX when long). */
 static size_t edit_distance(const char *a, const char *b)
 {
 	size_t la = strlen(a), lb = strlen(b), row[33], i, j;
@@ -247,50 +223,28 @@ static size_t edit_distance(const char *a, const char *b)
 
 /* ---- errors ----------------------------------------------------------- */
 
-static void err_vpos(struct ctx *c, int line, int col, const char *fmt, va_list ap)
+static int pos1(size_t zero_based)
 {
-	struct cerr *e;
-	char *msg = NULL;
+	return zero_based < 100000000 ? (int)zero_based + 1 : 100000000;
+}
 
-	if (vasprintf(&msg, fmt, ap) < 0)
+static void err_at(struct ctx *c, int line, int col, const char *fmt, ...)
+{
+	char *msg = NULL;
+	va_list ap;
+	int n;
+
+	va_start(ap, fmt);
+	n = vasprintf(&msg, fmt, ap);
+	va_end(ap);
+	if (n < 0)
 		abort();
 	if (c->nerrs == c->caperrs) {
 		c->caperrs = c->caperrs ? c->caperrs * 2 : 16;
 		c->errs = xrealloc(c->errs, c->caperrs * sizeof(*c->errs));
 	}
-	e = &c->errs[c->nerrs];
-	e->line = line;
-	e->col = col;
-	e->seq = c->nerrs++;
-	e->msg = msg;
-}
-
-static void err_pos(struct ctx *c, int line, int col, const char *fmt, ...)
-{
-	va_list ap;
-
-	va_start(ap, fmt);
-	err_vpos(c, line, col, fmt, ap);
-	va_end(ap);
-}
-
-static int mark_line(yaml_mark_t m)
-{
-	return m.line < 100000000 ? (int)m.line + 1 : 100000000;
-}
-
-static int mark_col(yaml_mark_t m)
-{
-	return m.column < 100000000 ? (int)m.column + 1 : 100000000;
-}
-
-static void err_node(struct ctx *c, const yaml_node_t *n, const char *fmt, ...)
-{
-	va_list ap;
-
-	va_start(ap, fmt);
-	err_vpos(c, mark_line(n->start_mark), mark_col(n->start_mark), fmt, ap);
-	va_end(ap);
+	c->errs[c->nerrs] = (struct cerr){line, col, c->nerrs, msg};
+	c->nerrs++;
 }
 
 static int cerr_cmp(const void *a, const void *b)
@@ -313,7 +267,7 @@ static void errs_push(cfg_errors *errs, char *s)
 	errs->items[errs->len++] = s;
 }
 
-/* Sorts the collected errors by position and hands them to errs. */
+/* Sorts the collected errors by position and appends them to errs. */
 static void errs_emit(struct ctx *c, cfg_errors *errs)
 {
 	size_t i;
@@ -342,7 +296,7 @@ void cfg_errors_dispose(cfg_errors *errs)
 	memset(errs, 0, sizeof(*errs));
 }
 
-/* ---- YAML node access ------------------------------------------------- */
+/* ---- YAML nodes ------------------------------------------------------- */
 
 static const char *sval(const yaml_node_t *n)
 {
@@ -351,30 +305,23 @@ static const char *sval(const yaml_node_t *n)
 
 static const char *ntype(const yaml_node_t *n)
 {
-	switch (n->type) {
-	case YAML_SCALAR_NODE:
-		return "string";
-	case YAML_SEQUENCE_NODE:
-		return "list";
-	case YAML_MAPPING_NODE:
-		return "mapping";
-	default:
-		return "empty node";
-	}
+	static const char *const names[] = {"empty node", "string", "list", "mapping"};
+
+	return (unsigned)n->type < NELEM(names) ? names[n->type] : names[0];
 }
 
 /* A plain empty, ~ or null scalar: an optional key given so is absent. */
 static bool is_null(const yaml_node_t *n)
 {
-	const char *v;
-	size_t l;
+	static const char *const nulls[] = {"", "~", "null", "Null", "NULL"};
+	size_t i;
 
 	if (n->type != YAML_SCALAR_NODE || n->data.scalar.style != YAML_PLAIN_SCALAR_STYLE)
 		return false;
-	v = sval(n);
-	l = n->data.scalar.length;
-	return l == 0 || (l == 1 && v[0] == '~') ||
-	       (l == 4 && (!memcmp(v, "null", 4) || !memcmp(v, "Null", 4) || !memcmp(v, "NULL", 4)));
+	for (i = 0; i < NELEM(nulls); i++)
+		if (n->data.scalar.length == strlen(nulls[i]) && strcmp(sval(n), nulls[i]) == 0)
+			return true;
+	return false;
 }
 
 static bool present(const yaml_node_t *n)
@@ -392,30 +339,7 @@ static size_t npairs(const yaml_node_t *n)
 	return (size_t)(n->data.mapping.pairs.top - n->data.mapping.pairs.start);
 }
 
-static const yaml_node_t *item(struct ctx *c, const yaml_node_t *seq, size_t k)
-{
-	return yaml_document_get_node(c->doc, seq->data.sequence.items.start[k]);
-}
-
-static const yaml_node_t *pair_key(struct ctx *c, const yaml_node_t *map, size_t k)
-{
-	return yaml_document_get_node(c->doc, map->data.mapping.pairs.start[k].key);
-}
-
-static const yaml_node_t *pair_val(struct ctx *c, const yaml_node_t *map, size_t k)
-{
-	return yaml_document_get_node(c->doc, map->data.mapping.pairs.start[k].value);
-}
-
-/* True when pair k of map repeats an earlier key (already reported). */
-static bool pair_dup(struct ctx *c, const yaml_node_t *map, size_t k)
-{
-	size_t idx = (size_t)(map - c->doc->nodes.start);
-
-	return c->dup[c->pair_base[idx] + k] != 0;
-}
-
-/* Charges n to the work budget; false (once reported) when it is spent. */
+/* Charges n to the work budget; false (reported once) when it is spent. */
 static bool visit(struct ctx *c, const yaml_node_t *n)
 {
 	if (c->over)
@@ -426,6 +350,40 @@ static bool visit(struct ctx *c, const yaml_node_t *n)
 	c->over = true;
 	err_node(c, n, "aliases expand this document too much; repeat less through anchors");
 	return false;
+}
+
+/*
+ * Steps through mapping n from pair *k, skipping repeated keys (already
+ * reported) and charging the budget. False at the end or when out of budget.
+ */
+static bool next_pair(struct ctx *c, const yaml_node_t *n, size_t *k,
+		      const yaml_node_t **key, const yaml_node_t **val)
+{
+	size_t base = c->pair_base[n - c->doc->nodes.start];
+
+	for (; *k < npairs(n); (*k)++) {
+		const yaml_node_pair_t *p = &n->data.mapping.pairs.start[*k];
+		*key = yaml_document_get_node(c->doc, p->key);
+		*val = yaml_document_get_node(c->doc, p->value);
+		if (c->dup[base + *k] || *key == NULL || *val == NULL)
+			continue;
+		(*k)++;
+		return visit(c, *key) && visit(c, *val);
+	}
+	return false;
+}
+
+/* Steps through sequence n, or yields n once when it is a scalar. */
+static bool next_item(struct ctx *c, const yaml_node_t *n, size_t *k, const yaml_node_t **it)
+{
+	if (n->type == YAML_SCALAR_NODE) {
+		*it = n;
+		return (*k)++ == 0;
+	}
+	if (*k >= nitems(n))
+		return false;
+	*it = yaml_document_get_node(c->doc, n->data.sequence.items.start[(*k)++]);
+	return *it != NULL && visit(c, *it);
 }
 
 /* The text of scalar n, or NULL after reporting why it is not usable. */
@@ -442,84 +400,49 @@ static const char *text(struct ctx *c, const yaml_node_t *n, const char *what)
 	return sval(n);
 }
 
-/* ---- duplicate keys --------------------------------------------------- */
+/* ---- repeated keys ---------------------------------------------------- */
 
-struct kent {
-	const yaml_node_t *key;
-	size_t pos;
-};
-
-static int key_cmp(const struct kent *x, const struct kent *y)
-{
-	bool xs = x->key->type == YAML_SCALAR_NODE, ys = y->key->type == YAML_SCALAR_NODE;
-	size_t lx, ly;
-	int r;
-
-	if (xs != ys)
-		return xs ? -1 : 1;
-	if (!xs)
-		return x->key == y->key ? 0 : (x->key < y->key ? -1 : 1);
-	lx = x->key->data.scalar.length;
-	ly = y->key->data.scalar.length;
-	r = memcmp(x->key->data.scalar.value, y->key->data.scalar.value, lx < ly ? lx : ly);
-	if (r != 0)
-		return r;
-	return lx == ly ? 0 : (lx < ly ? -1 : 1);
-}
-
-static int kent_cmp(const void *a, const void *b)
-{
-	const struct kent *x = a, *y = b;
-	int r = key_cmp(x, y);
-
-	if (r != 0)
-		return r;
-	return x->pos < y->pos ? -1 : x->pos > y->pos;
-}
-
-/* Reports every repeated key of every mapping and marks it in c->dup. */
+/*
+ * Reports every repeated string key of every mapping, at the repeat, and
+ * marks it in c->dup so that the schema walk skips it. Keys that are not
+ * strings are errors of their own in the schema walk.
+ */
 static void check_dup_keys(struct ctx *c)
 {
 	yaml_node_t *base = c->doc->nodes.start;
-	size_t nn = (size_t)(c->doc->nodes.top - base), total = 0, cap = 0, i, k, g, np;
-	struct kent *ke = NULL;
+	size_t nn = (size_t)(c->doc->nodes.top - base), total = 0, i, k;
 
 	c->pair_base = xcalloc(nn + 1, sizeof(*c->pair_base));
 	for (i = 0; i < nn; i++) {
 		c->pair_base[i] = total;
-		if (base[i].type == YAML_MAPPING_NODE)
-			total += npairs(&base[i]);
+		total += base[i].type == YAML_MAPPING_NODE ? npairs(&base[i]) : 0;
 	}
 	c->dup = xcalloc(total + 1, 1);
 	for (i = 0; i < nn; i++) {
-		if (base[i].type != YAML_MAPPING_NODE || (np = npairs(&base[i])) < 2)
+		json_t *seen; /* key -> line of its first use */
+
+		if (base[i].type != YAML_MAPPING_NODE || npairs(&base[i]) < 2)
 			continue;
-		if (np > cap) {
-			cap = np;
-			ke = xrealloc(ke, cap * sizeof(*ke));
-		}
-		for (g = 0, k = 0; k < np; k++) {
-			ke[g].key = pair_key(c, &base[i], k);
-			ke[g].pos = k;
-			g += ke[g].key != NULL;
-		}
-		np = g;
-		qsort(ke, np, sizeof(*ke), kent_cmp);
-		for (g = 0, k = 1; k < np; k++) {
-			if (key_cmp(&ke[g], &ke[k]) != 0) {
-				g = k;
+		seen = json_object();
+		for (k = 0; k < npairs(&base[i]); k++) {
+			const yaml_node_t *key = yaml_document_get_node(c->doc,
+						base[i].data.mapping.pairs.start[k].key);
+			json_t *first;
+
+			if (key == NULL || key->type != YAML_SCALAR_NODE)
+				continue;
+			first = json_object_getn(seen, sval(key), key->data.scalar.length);
+			if (first == NULL) {
+				json_object_setn_new(seen, sval(key), key->data.scalar.length,
+						     json_integer(pos1(key->start_mark.line)));
 				continue;
 			}
-			c->dup[c->pair_base[i] + ke[k].pos] = 1;
-			if (ke[k].key->type == YAML_SCALAR_NODE)
-				err_node(c, ke[k].key, "duplicate key %s (first defined at line %d)",
-					 q(c, sval(ke[k].key)), mark_line(ke[g].key->start_mark));
-			else
-				err_node(c, ke[k].key, "duplicate key (first defined at line %d)",
-					 mark_line(ke[g].key->start_mark));
+			c->dup[c->pair_base[i] + k] = 1;
+			err_node(c, key, "duplicate key %s (first defined at line %d)",
+				 q(c, sval(key)), (int)json_integer_value(first));
 		}
+		json_decref(seen);
 	}
-	free(ke);
 }
 
 /* ---- schema mappings -------------------------------------------------- */
@@ -532,27 +455,22 @@ static void check_dup_keys(struct ctx *c)
 static bool map_fields(struct ctx *c, const yaml_node_t *n, const char *what,
 		       const char *const *keys, size_t nkeys, const yaml_node_t **vals)
 {
-	size_t k, j;
+	const yaml_node_t *key, *val;
+	size_t k = 0, j;
 
 	if (n->type != YAML_MAPPING_NODE) {
 		err_node(c, n, "%s must be a mapping, not a %s", what, ntype(n));
 		return false;
 	}
-	for (k = 0; k < npairs(n); k++) {
-		const yaml_node_t *key = pair_key(c, n, k), *val = pair_val(c, n, k);
-		const char *s, *hint = NULL;
+	while (next_pair(c, n, &k, &key, &val)) {
+		const char *s = text(c, key, "a key"), *hint = NULL;
 		struct sbuf known = {0};
 
-		if (key == NULL || val == NULL || pair_dup(c, n, k))
-			continue;
-		if (!visit(c, key) || !visit(c, val))
-			return true;
-		if ((s = text(c, key, "a key")) == NULL)
-			continue;
-		for (j = 0; j < nkeys && strcmp(s, keys[j]) != 0; j++)
+		for (j = 0; s != NULL && j < nkeys && strcmp(s, keys[j]) != 0; j++)
 			;
-		if (j < nkeys) {
-			vals[j] = val;
+		if (s == NULL || j < nkeys) {
+			if (s != NULL)
+				vals[j] = val;
 			continue;
 		}
 		for (j = 0; j < nkeys; j++) {
@@ -606,75 +524,66 @@ static const char *tmpl_next(const char *s, const char **expr, size_t *elen, con
 }
 
 /* Classifies params.NAME, run.id and steps.STEP.outputs.KEY. */
-static void texpr_parse(const char *e, size_t n, struct texpr *t)
+static struct texpr texpr_parse(const char *e, size_t n)
 {
+	struct texpr t = {T_BAD, NULL, 0};
 	const char *key;
 
-	memset(t, 0, sizeof(*t));
 	if (n == 6 && memcmp(e, "run.id", 6) == 0) {
-		t->kind = T_RUNID;
+		t.kind = T_RUNID;
 	} else if (n > 7 && memcmp(e, "params.", 7) == 0 && ident_ok(e + 7, n - 7)) {
-		t->kind = T_PARAM;
-		t->a = e + 7;
-		t->alen = n - 7;
+		t = (struct texpr){T_PARAM, e + 7, n - 7};
 	} else if (n > 6 && memcmp(e, "steps.", 6) == 0) {
+		/* step names may hold dots: KEY is after the last one */
 		for (key = e + n; key > e && key[-1] != '.'; key--)
 			;
-		/* "steps." STEP ".outputs." KEY; step names may hold dots */
 		if (ident_ok(key, (size_t)(e + n - key)) && key - e > 6 + 9 &&
-		    memcmp(key - 9, ".outputs.", 9) == 0) {
-			t->kind = T_STEP;
-			t->a = e + 6;
-			t->alen = (size_t)(key - 9 - t->a);
-		}
+		    memcmp(key - 9, ".outputs.", 9) == 0)
+			t = (struct texpr){T_STEP, e + 6, (size_t)(key - 9 - (e + 6))};
 	}
+	return t;
 }
 
-static void list_params(const json_t *params, struct sbuf *b)
+/* Appends "a, b" (the keys of obj) or "none" to b. */
+static void list_keys(const json_t *obj, struct sbuf *b)
 {
-	const char *key;
-	json_t *v;
-	size_t n = 0;
+	void *it = json_object_iter((json_t *)obj);
 
-	json_object_foreach((json_t *)params, key, v) {
-		(void)v;
-		sb_addf(b, "%s%s", n++ ? ", " : "", key);
-	}
-	if (n == 0)
+	if (it == NULL)
 		sb_adds(b, "none");
+	for (; it != NULL; it = json_object_iter_next((json_t *)obj, it))
+		sb_addf(b, "%s%s", b->len ? ", " : "", json_object_iter_key(it));
 }
 
-/* Checks the templates in s (the text of node n, in step `step`). */
+/* Checks the templates in s, the text of node n in step `step`. */
 static void check_templates(struct ctx *c, const yaml_node_t *n, const char *s, size_t step)
 {
 	const char *p = s, *start, *expr = NULL, *end = NULL;
+	struct sbuf decl = {0};
 	size_t elen = 0;
-	struct texpr t;
 
 	while ((start = tmpl_next(p, &expr, &elen, &end)) != NULL) {
+		struct texpr t;
 		char *e;
+
 		if (end == NULL) {
 			err_node(c, n, "unclosed \"{{\" in %s; close it with \"}}\"", q(c, start));
 			return;
 		}
+		t = texpr_parse(expr, elen);
 		e = xstrndup(expr, elen);
-		texpr_parse(expr, elen, &t);
 		if (t.kind == T_PARAM && json_object_getn(c->params, t.a, t.alen) == NULL) {
-			struct sbuf decl = {0};
-			list_params(c->params, &decl);
+			list_keys(c->params, &decl);
 			err_node(c, n, "template refers to undeclared parameter %s; declared: %s",
 				 q(c, e + 7), decl.p);
 			free(decl.p);
+			decl = (struct sbuf){0};
 		} else if (t.kind == T_STEP) {
-			struct tref *r;
 			if (c->ntrefs == c->captrefs) {
 				c->captrefs = c->captrefs ? c->captrefs * 2 : 8;
 				c->trefs = xrealloc(c->trefs, c->captrefs * sizeof(*c->trefs));
 			}
-			r = &c->trefs[c->ntrefs++];
-			r->step = step;
-			r->node = n;
-			r->target = xstrndup(t.a, t.alen);
+			c->trefs[c->ntrefs++] = (struct tref){step, n, xstrndup(t.a, t.alen)};
 		} else if (t.kind == T_BAD) {
 			err_node(c, n, "unknown template expression %s; use params.NAME, run.id "
 				 "or steps.STEP.outputs.KEY", q(c, e));
@@ -688,23 +597,19 @@ static void check_templates(struct ctx *c, const yaml_node_t *n, const char *s, 
 
 static void parse_params(struct ctx *c, const yaml_node_t *n)
 {
-	size_t k;
+	const yaml_node_t *key, *val;
+	size_t k = 0;
 
 	if (n->type != YAML_MAPPING_NODE) {
 		err_node(c, n, "params must be a mapping of NAME: default, not a %s", ntype(n));
 		return;
 	}
-	for (k = 0; k < npairs(n); k++) {
-		const yaml_node_t *key = pair_key(c, n, k), *val = pair_val(c, n, k);
+	while (next_pair(c, n, &k, &key, &val)) {
 		const yaml_node_t *v[2] = {NULL, NULL}, *def = NULL;
-		const char *name, *d;
+		const char *name = text(c, key, "a parameter name"), *d;
 		json_t *p;
 
-		if (key == NULL || val == NULL || pair_dup(c, n, k))
-			continue;
-		if (!visit(c, key) || !visit(c, val))
-			return;
-		if ((name = text(c, key, "parameter name")) == NULL)
+		if (name == NULL)
 			continue;
 		if (!ident_ok(name, strlen(name))) {
 			err_node(c, key, "parameter name %s is not valid; use letters, digits "
@@ -714,10 +619,10 @@ static void parse_params(struct ctx *c, const yaml_node_t *n)
 		if (val->type == YAML_SCALAR_NODE) {
 			def = val;
 		} else if (val->type == YAML_MAPPING_NODE) {
-			if (map_fields(c, val, "parameter", param_keys, 2, v)) {
+			if (map_fields(c, val, "parameter", param_keys, NELEM(param_keys), v)) {
 				def = v[0];
 				if (present(v[1]))
-					(void)text(c, v[1], "parameter description");
+					(void)text(c, v[1], "a parameter description");
 			}
 		} else {
 			err_node(c, val, "parameter %s must be a default value or a mapping "
@@ -725,7 +630,7 @@ static void parse_params(struct ctx *c, const yaml_node_t *n)
 			continue;
 		}
 		p = json_object();
-		if (present(def) && (d = text(c, def, "parameter default")) != NULL)
+		if (present(def) && (d = text(c, def, "a parameter default")) != NULL)
 			json_object_set_new(p, "default", json_string(d));
 		json_object_set_new(c->params, name, p);
 	}
@@ -734,24 +639,18 @@ static void parse_params(struct ctx *c, const yaml_node_t *n)
 static json_t *parse_needs(struct ctx *c, struct step *st, const yaml_node_t *n)
 {
 	json_t *arr = json_array();
-	size_t k, cnt;
+	const yaml_node_t *it;
 	const char *s;
+	size_t k = 0;
 
 	if (!present(n))
 		return arr;
-	if (n->type == YAML_SCALAR_NODE) {
-		cnt = 1;
-	} else if (n->type == YAML_SEQUENCE_NODE) {
-		cnt = nitems(n);
-	} else {
+	if (n->type == YAML_MAPPING_NODE) {
 		err_node(c, n, "needs must be a step name or a list of step names, not a mapping");
 		return arr;
 	}
-	st->needs = xcalloc(cnt, sizeof(*st->needs));
-	for (k = 0; k < cnt; k++) {
-		const yaml_node_t *it = n->type == YAML_SCALAR_NODE ? n : item(c, n, k);
-		if (it == NULL || !visit(c, it))
-			break;
+	st->needs = xcalloc(n->type == YAML_SCALAR_NODE ? 1 : nitems(n) + 1, sizeof(*st->needs));
+	while (next_item(c, n, &k, &it)) {
 		if ((s = text(c, it, "a needs item")) == NULL)
 			continue;
 		st->needs[st->nneeds++] = it;
@@ -760,17 +659,13 @@ static json_t *parse_needs(struct ctx *c, struct step *st, const yaml_node_t *n)
 	return arr;
 }
 
-static bool blank(const char *s)
-{
-	return s[strspn(s, " \t\r\n")] == '\0';
-}
-
 static json_t *parse_command(struct ctx *c, size_t i, const yaml_node_t *n,
 			     const yaml_node_t *stepn, bool required)
 {
 	json_t *arr = json_array();
+	const yaml_node_t *it;
 	const char *s;
-	size_t k;
+	size_t k = 0;
 
 	if (!present(n)) {
 		if (required)
@@ -778,32 +673,28 @@ static json_t *parse_command(struct ctx *c, size_t i, const yaml_node_t *n,
 				 "like [python, train.py] or one shell string)");
 		return arr;
 	}
-	if (n->type == YAML_SCALAR_NODE) {
-		if ((s = text(c, n, "command")) == NULL)
-			return arr;
-		if (blank(s)) {
-			err_node(c, n, "command must not be empty");
-			return arr;
-		}
-		check_templates(c, n, s, i);
-		json_array_append_new(arr, json_string("/bin/sh"));
-		json_array_append_new(arr, json_string("-c"));
-		json_array_append_new(arr, json_string(s));
-		return arr;
-	}
-	if (n->type != YAML_SEQUENCE_NODE) {
+	if (n->type == YAML_MAPPING_NODE) {
 		err_node(c, n, "command must be a list of strings or one shell string, not a mapping");
 		return arr;
 	}
-	if (nitems(n) == 0)
+	if (n->type == YAML_SCALAR_NODE) {
+		if ((s = text(c, n, "command")) == NULL)
+			return arr;
+		if (s[strspn(s, " \t\r\n")] == '\0') {
+			err_node(c, n, "command must not be empty");
+			return arr;
+		}
+		/* one string is a shell command line */
+		json_array_append_new(arr, json_string("/bin/sh"));
+		json_array_append_new(arr, json_string("-c"));
+	} else if (nitems(n) == 0) {
 		err_node(c, n, "command must not be empty");
-	for (k = 0; k < nitems(n); k++) {
-		const yaml_node_t *it = item(c, n, k);
-		if (it == NULL || !visit(c, it))
-			break;
+		return arr;
+	}
+	while (next_item(c, n, &k, &it)) {
 		if ((s = text(c, it, "a command item")) == NULL)
 			continue;
-		if (k == 0 && *s == '\0')
+		if (k == 1 && *s == '\0')
 			err_node(c, it, "the first command item (the program) must not be empty");
 		check_templates(c, it, s, i);
 		json_array_append_new(arr, json_string(s));
@@ -814,8 +705,9 @@ static json_t *parse_command(struct ctx *c, size_t i, const yaml_node_t *n,
 static json_t *parse_env(struct ctx *c, size_t i, const yaml_node_t *n)
 {
 	json_t *obj = json_object();
+	const yaml_node_t *key, *val;
 	const char *name, *s;
-	size_t k;
+	size_t k = 0;
 
 	if (!present(n))
 		return obj;
@@ -823,23 +715,16 @@ static json_t *parse_env(struct ctx *c, size_t i, const yaml_node_t *n)
 		err_node(c, n, "env must be a mapping of NAME: value, not a %s", ntype(n));
 		return obj;
 	}
-	for (k = 0; k < npairs(n); k++) {
-		const yaml_node_t *key = pair_key(c, n, k), *val = pair_val(c, n, k);
-		if (key == NULL || val == NULL || pair_dup(c, n, k))
-			continue;
-		if (!visit(c, key) || !visit(c, val))
-			break;
+	while (next_pair(c, n, &k, &key, &val)) {
 		if ((name = text(c, key, "an env name")) == NULL)
 			continue;
 		if (!ident_ok(name, strlen(name))) {
 			err_node(c, key, "env name %s is not valid; use letters, digits and _, "
 				 "not starting with a digit", q(c, name));
-			continue;
+		} else if ((s = text(c, val, "an env value")) != NULL) {
+			check_templates(c, val, s, i);
+			json_object_set_new(obj, name, json_string(s));
 		}
-		if ((s = text(c, val, "an env value")) == NULL)
-			continue;
-		check_templates(c, val, s, i);
-		json_object_set_new(obj, name, json_string(s));
 	}
 	return obj;
 }
@@ -884,56 +769,62 @@ static json_t *parse_retry(struct ctx *c, const yaml_node_t *n)
 
 	if (present(n) && n->type == YAML_SCALAR_NODE) {
 		limit = retry_limit(c, n);
-	} else if (present(n) && map_fields(c, n, "retry", retry_keys, 3, v)) {
+	} else if (present(n) && map_fields(c, n, "retry", retry_keys, NELEM(retry_keys), v)) {
 		if (present(v[0]))
 			limit = retry_limit(c, v[0]);
 		backoff = duration_field(c, v[1], "retry backoff", backoff);
 		max_backoff = duration_field(c, v[2], "retry max_backoff", max_backoff);
 		if (backoff > max_backoff)
-			err_node(c, present(v[1]) ? v[1] : n, "retry backoff (%s) must not exceed "
-				 "max_backoff (%s)", present(v[1]) ? sval(v[1]) : "1s",
-				 present(v[2]) ? sval(v[2]) : "5m");
+			err_node(c, present(v[1]) ? v[1] : n, "retry backoff %s must not exceed "
+				 "max_backoff %s", present(v[1]) ? q(c, sval(v[1])) : "1s",
+				 present(v[2]) ? q(c, sval(v[2])) : "5m");
 	}
 	return json_pack("{s:I,s:I,s:I}", "limit", (json_int_t)limit, "backoff_ms",
 			 (json_int_t)backoff, "max_backoff_ms", (json_int_t)max_backoff);
 }
 
-static bool has_dotdot(const char *s)
+static json_t *parse_workdir(struct ctx *c, size_t i, const yaml_node_t *n)
 {
-	const char *p = s;
+	const char *s;
+	char *padded;
 
-	for (;;) {
-		size_t n = strcspn(p, "/");
-		if (n == 2 && p[0] == '.' && p[1] == '.')
-			return true;
-		if (p[n] == '\0')
-			return false;
-		p += n + 1;
-	}
+	if (!present(n) || (s = text(c, n, "workdir")) == NULL)
+		return json_null();
+	padded = xasprintf("/%s/", s);
+	if (*s == '\0')
+		err_node(c, n, "workdir must not be empty");
+	else if (s[0] != '/' && strstr(padded, "/../") != NULL)
+		err_node(c, n, "workdir %s must not contain \"..\"; use a path below the run "
+			 "directory or an absolute path", q(c, s));
+	free(padded);
+	check_templates(c, n, s, i);
+	return json_string(s);
 }
 
-/* Registers step i's name; reports a repeated one. */
-static void step_register(struct ctx *c, size_t i, const yaml_node_t *namen, const char *s)
+static const struct step_kind *parse_kind(struct ctx *c, const yaml_node_t *n, const char **name)
 {
-	json_t *prev = json_object_get(c->byname, s);
+	struct sbuf known = {0};
+	size_t k;
 
-	c->steps[i].name = s;
-	if (prev != NULL) {
-		const struct step *first = &c->steps[json_integer_value(prev)];
-		err_node(c, namen, "duplicate step name %s (first defined at line %d)", q(c, s),
-			 mark_line(first->node->start_mark));
-		return;
-	}
-	json_object_set_new(c->byname, s, json_integer((json_int_t)i));
+	*name = step_kinds[0].name;
+	if (!present(n) || (*name = text(c, n, "kind")) == NULL)
+		return &step_kinds[0];
+	for (k = 0; k < NELEM(step_kinds); k++)
+		if (strcmp(*name, step_kinds[k].name) == 0)
+			return &step_kinds[k];
+	for (k = 0; k < NELEM(step_kinds); k++)
+		sb_addf(&known, "%s%s", k ? ", " : "", step_kinds[k].name);
+	err_node(c, n, "unknown kind %s; known kinds: %s", q(c, *name), known.p);
+	free(known.p);
+	return NULL;
 }
 
 static json_t *parse_step(struct ctx *c, size_t i, const yaml_node_t *n)
 {
 	const yaml_node_t *v[SK_N] = {NULL};
-	const struct step_kind *kind = &step_kinds[0];
-	json_t *js = json_object();
-	const char *s = NULL, *kname = kind->name;
-	size_t k;
+	const struct step_kind *kind;
+	json_t *js = json_object(), *prev;
+	const char *s = NULL;
 
 	c->steps[i].node = n;
 	if (n->type != YAML_MAPPING_NODE) {
@@ -943,97 +834,81 @@ static json_t *parse_step(struct ctx *c, size_t i, const yaml_node_t *n)
 	}
 	if (!map_fields(c, n, "step", step_keys, SK_N, v) || c->over)
 		return js;
-
 	if (v[SK_NAME] == NULL)
 		err_node(c, n, "step is missing required key \"name\"");
 	else if ((s = text(c, v[SK_NAME], "step name")) != NULL && !name_ok(s))
 		err_node(c, v[SK_NAME], "step name %s is not valid; use 1-63 of a-z, 0-9, _, . "
 			 "and -, starting with a letter or digit", q(c, s));
-	if (s != NULL)
-		step_register(c, i, v[SK_NAME], s);
+	/* invalid names are registered too, so that needs of them do not cascade */
+	if (s != NULL && (prev = json_object_get(c->byname, s)) != NULL)
+		err_node(c, v[SK_NAME], "duplicate step name %s (first defined at line %d)", q(c, s),
+			 pos1(c->steps[json_integer_value(prev)].node->start_mark.line));
+	else if (s != NULL)
+		json_object_set_new(c->byname, s, json_integer((json_int_t)i));
+	c->steps[i].name = s;
 	json_object_set_new(js, "name", json_string(s ? s : ""));
-
-	if (present(v[SK_KIND]) && (kname = text(c, v[SK_KIND], "kind")) != NULL) {
-		struct sbuf known = {0};
-		kind = NULL;
-		for (k = 0; k < sizeof(step_kinds) / sizeof(step_kinds[0]); k++) {
-			if (strcmp(kname, step_kinds[k].name) == 0)
-				kind = &step_kinds[k];
-			sb_addf(&known, "%s%s", k ? ", " : "", step_kinds[k].name);
-		}
-		if (kind == NULL)
-			err_node(c, v[SK_KIND], "unknown kind %s; known kinds: %s", q(c, kname), known.p);
-		free(known.p);
-	}
-	json_object_set_new(js, "kind", json_string(kname ? kname : "run"));
+	kind = parse_kind(c, v[SK_KIND], &s);
+	json_object_set_new(js, "kind", json_string(s ? s : "run"));
 	json_object_set_new(js, "needs", parse_needs(c, &c->steps[i], v[SK_NEEDS]));
 	json_object_set_new(js, "command", parse_command(c, i, v[SK_COMMAND], n,
 							 kind == NULL || kind->needs_command));
 	json_object_set_new(js, "env", parse_env(c, i, v[SK_ENV]));
-
 	s = "host";
-	if (present(v[SK_IMAGE]) && (s = text(c, v[SK_IMAGE], "image")) != NULL && strcmp(s, "host") != 0)
+	if (present(v[SK_IMAGE]) && (s = text(c, v[SK_IMAGE], "image")) != NULL &&
+	    strcmp(s, "host") != 0)
 		err_node(c, v[SK_IMAGE], "image %s: only \"host\" is supported until the container "
 			 "executor lands", q(c, s));
-	json_object_set_new(js, "image", json_string(s ? s : "host"));
-
-	s = NULL;
-	if (present(v[SK_WORKDIR]) && (s = text(c, v[SK_WORKDIR], "workdir")) != NULL) {
-		if (*s == '\0')
-			err_node(c, v[SK_WORKDIR], "workdir must not be empty");
-		else if (s[0] != '/' && has_dotdot(s))
-			err_node(c, v[SK_WORKDIR], "workdir %s must not contain \"..\"; use a path "
-				 "below the run directory or an absolute path", q(c, s));
-		check_templates(c, v[SK_WORKDIR], s, i);
-	}
-	json_object_set_new(js, "workdir", s ? json_string(s) : json_null());
+	json_object_set_new(js, "image", json_string("host"));
+	json_object_set_new(js, "workdir", parse_workdir(c, i, v[SK_WORKDIR]));
 	json_object_set_new(js, "timeout_ms",
 			    json_integer(duration_field(c, v[SK_TIMEOUT], "timeout", 0)));
 	json_object_set_new(js, "retry", parse_retry(c, v[SK_RETRY]));
-	json_object_set_new(js, "line", json_integer(mark_line(n->start_mark)));
-	json_object_set_new(js, "col", json_integer(mark_col(n->start_mark)));
+	json_object_set_new(js, "line", json_integer(pos1(n->start_mark.line)));
+	json_object_set_new(js, "col", json_integer(pos1(n->start_mark.column)));
 	return js;
 }
 
 static void parse_steps(struct ctx *c, const yaml_node_t *root, const yaml_node_t *n, json_t *arr)
 {
-	size_t i, cnt;
+	const yaml_node_t *st;
+	size_t k = 0;
 
-	if (n == NULL) {
-		err_node(c, root, "missing required key \"steps\" (a list of steps)");
+	if (!present(n)) {
+		err_node(c, n ? n : root, "missing required key \"steps\" (a list of steps)");
 		return;
 	}
 	if (n->type != YAML_SEQUENCE_NODE) {
 		err_node(c, n, "steps must be a list of steps (\"- name: ...\"), not a %s", ntype(n));
 		return;
 	}
-	cnt = nitems(n);
-	if (cnt == 0) {
+	if (nitems(n) == 0) {
 		err_node(c, n, "steps must not be empty");
 		return;
 	}
-	if (cnt > MAX_STEPS) {
-		err_node(c, n, "too many steps (%zu); at most %d are allowed", cnt, MAX_STEPS);
+	if (nitems(n) > MAX_STEPS) {
+		err_node(c, n, "too many steps (%zu); at most %d are allowed", nitems(n), MAX_STEPS);
 		return;
 	}
-	c->steps = xcalloc(cnt, sizeof(*c->steps));
-	c->nsteps = cnt;
-	for (i = 0; i < cnt; i++) {
-		const yaml_node_t *st = item(c, n, i);
-		if (st == NULL || !visit(c, st))
-			break;
-		json_array_append_new(arr, parse_step(c, i, st));
-	}
+	c->steps = xcalloc(nitems(n), sizeof(*c->steps));
+	c->nsteps = nitems(n);
+	while (next_item(c, n, &k, &st))
+		json_array_append_new(arr, parse_step(c, k - 1, st));
 }
 
 /* ---- the step graph --------------------------------------------------- */
 
-static void sb_add_name(struct sbuf *b, const char *s)
+static bool has_up(const struct ctx *c, size_t i, size_t j)
+{
+	return (c->up[i * c->words + j / 64] >> (j % 64)) & 1;
+}
+
+/* Appends name, escaped and clipped but not quoted, to b. */
+static void sb_add_name(struct sbuf *b, const char *name)
 {
 	char buf[QBUF];
-	size_t n = strlen(quote_to(buf, sizeof(buf), s, strlen(s)));
+	size_t n = strlen(quote_to(buf, sizeof(buf), name, strlen(name)));
 
-	sb_addn(b, buf + 1, n - 2); /* without the quotes */
+	sb_addn(b, buf + 1, n - 2);
 }
 
 static void list_steps(struct ctx *c, struct sbuf *b, size_t except)
@@ -1041,34 +916,25 @@ static void list_steps(struct ctx *c, struct sbuf *b, size_t except)
 	size_t j, shown = 0, more = 0;
 
 	for (j = 0; j < c->nsteps; j++) {
-		if (j == except || c->steps[j].name == NULL)
+		json_t *jv = c->steps[j].name ? json_object_get(c->byname, c->steps[j].name) : NULL;
+		if (j == except || jv == NULL || (size_t)json_integer_value(jv) != j)
 			continue;
 		if (shown == MAX_LISTED) {
 			more++;
 			continue;
 		}
-		if (shown++)
-			sb_adds(b, ", ");
+		sb_adds(b, shown++ ? ", " : "");
 		sb_add_name(b, c->steps[j].name);
 	}
-	if (shown == 0)
-		sb_adds(b, "none");
-	if (more)
+	sb_adds(b, shown ? "" : "none");
+	if (more > 0)
 		sb_addf(b, " and %zu more", more);
 }
 
-/* "step "a"" or "step 3": how messages name step i. */
-static const char *slabel(struct ctx *c, size_t i)
+/* How messages name step i: its quoted name, or "" when it has none. */
+static const char *sname(struct ctx *c, size_t i)
 {
-	char *b = c->qbuf[c->qi++ % NQBUF];
-
-	if (c->steps[i].name == NULL) {
-		snprintf(b, QBUF, "step %zu", i + 1);
-		return b;
-	}
-	memcpy(b, "step ", 5);
-	quote_to(b + 5, QBUF - 5, c->steps[i].name, strlen(c->steps[i].name));
-	return b;
+	return q(c, c->steps[i].name ? c->steps[i].name : "");
 }
 
 static void resolve_needs(struct ctx *c)
@@ -1082,16 +948,18 @@ static void resolve_needs(struct ctx *c)
 			const yaml_node_t *it = st->needs[k];
 			json_t *jv = json_object_get(c->byname, sval(it));
 			size_t j = jv ? (size_t)json_integer_value(jv) : SIZE_MAX;
+			struct sbuf known = {0};
+
 			if (j == SIZE_MAX) {
-				struct sbuf known = {0};
 				list_steps(c, &known, i);
-				err_node(c, it, "%s needs unknown step %s; known steps: %s",
-					 slabel(c, i), q(c, sval(it)), known.p);
+				err_node(c, it, "step %s needs unknown step %s; known steps: %s",
+					 sname(c, i), q(c, sval(it)), known.p);
 				free(known.p);
 			} else if (j == i) {
-				err_node(c, it, "%s needs itself; remove it from needs", slabel(c, i));
+				err_node(c, it, "step %s needs itself; remove it from needs", sname(c, i));
 			} else if (mark[j] == i + 1) {
-				err_node(c, it, "%s lists %s in needs twice", slabel(c, i), q(c, sval(it)));
+				err_node(c, it, "step %s lists %s in needs twice", sname(c, i),
+					 q(c, sval(it)));
 			} else {
 				mark[j] = i + 1;
 				st->adj[st->nadj++] = j;
@@ -1102,153 +970,108 @@ static void resolve_needs(struct ctx *c)
 }
 
 /*
- * Reports one cycle of the strongly connected component comp, starting at
- * its first step s: the shortest way back to s along needs, printed in run
- * order ("a -> b" when b needs a).
+ * Fills c->up: for each step in file order, a walk along needs that reuses
+ * the finished sets of earlier steps. Cycles need no special case: a step on
+ * one simply ends up in its own set.
  */
-static void report_cycle(struct ctx *c, size_t s, const size_t *comp, size_t *parent, size_t *queue)
+static void compute_upstream(struct ctx *c)
 {
-	size_t head = 0, tail = 0, last = SIZE_MAX, v, k;
-	struct sbuf b = {0};
-
-	queue[tail++] = s;
-	while (head < tail && last == SIZE_MAX) {
-		v = queue[head++];
-		for (k = 0; k < c->steps[v].nadj; k++) {
-			size_t w = c->steps[v].adj[k];
-			if (comp[w] != comp[s])
-				continue;
-			if (w == s) {
-				last = v;
-				break;
-			}
-			if (parent[w] == SIZE_MAX) {
-				parent[w] = v;
-				queue[tail++] = w;
-			}
-		}
-	}
-	sb_adds(&b, "cycle: ");
-	sb_add_name(&b, c->steps[s].name);
-	for (v = last; v != s && v != SIZE_MAX; v = parent[v]) {
-		sb_adds(&b, " -> ");
-		sb_add_name(&b, c->steps[v].name);
-	}
-	sb_adds(&b, " -> ");
-	sb_add_name(&b, c->steps[s].name);
-	err_node(c, c->steps[s].node, "%s", b.p);
-	free(b.p);
-	for (k = 0; k < tail; k++)
-		parent[queue[k]] = SIZE_MAX;
-}
-
-/* Completes the component held in members[0..n): upstream sets, cycle. */
-static void scc_done(struct ctx *c, const size_t *members, size_t n, size_t id,
-		     size_t *comp, size_t *parent, size_t *queue)
-{
-	uint64_t *un = xcalloc(c->words, sizeof(uint64_t));
-	size_t i, k, w, first = SIZE_MAX;
-
-	for (i = 0; i < n; i++)
-		comp[members[i]] = id;
-	for (i = 0; i < n; i++) {
-		const struct step *st = &c->steps[members[i]];
-		for (k = 0; k < st->nadj; k++) {
-			size_t j = st->adj[k];
-			un[j / 64] |= (uint64_t)1 << (j % 64);
-			if (comp[j] != id)
-				for (w = 0; w < c->words; w++)
-					un[w] |= c->up[j * c->words + w];
-		}
-		if (members[i] < first)
-			first = members[i];
-	}
-	for (i = 0; i < n; i++)
-		memcpy(&c->up[members[i] * c->words], un, c->words * sizeof(uint64_t));
-	if (n > 1)
-		report_cycle(c, first, comp, parent, queue);
-	free(un);
-}
-
-/* Iterative Tarjan over needs edges: components come out upstream first. */
-static void check_cycles(struct ctx *c)
-{
-	size_t n = c->nsteps, counter = 0, ncomp = 0, ns = 0, ncs = 0, r, i;
-	size_t *idx = xmalloc(n * sizeof(size_t)), *low = xmalloc(n * sizeof(size_t));
-	size_t *comp = xmalloc(n * sizeof(size_t)), *parent = xmalloc(n * sizeof(size_t));
-	size_t *stk = xmalloc(n * sizeof(size_t)), *queue = xmalloc(n * sizeof(size_t));
-	struct frame { size_t v, e; } *cs = xmalloc(n * sizeof(*cs));
-	bool *on = xcalloc(n, sizeof(bool));
+	size_t n = c->nsteps, i, k, sp, w, *stack = xmalloc((n + 1) * sizeof(size_t));
 
 	c->words = (n + 63) / 64;
 	c->up = xcalloc(n * c->words, sizeof(uint64_t));
-	for (i = 0; i < n; i++)
-		idx[i] = comp[i] = parent[i] = SIZE_MAX;
-	for (r = 0; r < n; r++) {
-		if (idx[r] != SIZE_MAX)
-			continue;
-		idx[r] = low[r] = counter++;
-		stk[ns++] = r;
-		on[r] = true;
-		cs[ncs++] = (struct frame){r, 0};
-		while (ncs > 0) {
-			struct frame *f = &cs[ncs - 1];
-			size_t v = f->v, w;
-			if (f->e < c->steps[v].nadj) {
-				w = c->steps[v].adj[f->e++];
-				if (idx[w] == SIZE_MAX) {
-					idx[w] = low[w] = counter++;
-					stk[ns++] = w;
-					on[w] = true;
-					cs[ncs++] = (struct frame){w, 0};
-				} else if (on[w] && idx[w] < low[v]) {
-					low[v] = idx[w];
+	for (i = 0; i < n; i++) {
+		uint64_t *set = &c->up[i * c->words];
+		stack[0] = i;
+		for (sp = 1; sp > 0;) {
+			const struct step *st = &c->steps[stack[--sp]];
+			for (k = 0; k < st->nadj; k++) {
+				size_t j = st->adj[k];
+				if (has_up(c, i, j))
+					continue;
+				set[j / 64] |= (uint64_t)1 << (j % 64);
+				if (j >= i) {
+					stack[sp++] = j;
+					continue;
 				}
-				continue;
+				for (w = 0; w < c->words; w++)
+					set[w] |= c->up[j * c->words + w];
 			}
-			ncs--;
-			if (ncs > 0 && low[v] < low[cs[ncs - 1].v])
-				low[cs[ncs - 1].v] = low[v];
-			if (low[v] != idx[v])
-				continue;
-			for (i = ns; stk[i - 1] != v; i--)
-				;
-			for (w = i - 1; w < ns; w++)
-				on[stk[w]] = false;
-			scc_done(c, &stk[i - 1], ns - (i - 1), ncomp++, comp, parent, queue);
-			ns = i - 1;
 		}
 	}
-	free(idx);
-	free(low);
-	free(comp);
+	free(stack);
+}
+
+/* Steps i and j need each other, directly or not: they share a cycle. */
+static bool same_cycle(const struct ctx *c, size_t i, size_t j)
+{
+	return i == j ? has_up(c, i, i) : has_up(c, i, j) && has_up(c, j, i);
+}
+
+/*
+ * Reports one error per group of steps caught in cycles, at the group's first
+ * step s, naming the shortest cycle through s in run order: "a -> b" when b
+ * needs a.
+ */
+static void check_cycles(struct ctx *c)
+{
+	size_t n = c->nsteps, s, j, k, head, tail, last, v;
+	size_t *parent = xmalloc(n * sizeof(size_t)), *queue = xmalloc(n * sizeof(size_t));
+	bool *done = xcalloc(n, sizeof(bool));
+	struct sbuf b = {0};
+
+	for (s = 0; s < n; s++) {
+		if (done[s] || !has_up(c, s, s))
+			continue;
+		for (j = s; j < n; j++) {
+			done[j] = done[j] || same_cycle(c, s, j);
+			parent[j] = SIZE_MAX;
+		}
+		queue[0] = s;
+		for (head = 0, tail = 1, last = SIZE_MAX; head < tail && last == SIZE_MAX;) {
+			v = queue[head++];
+			for (k = 0; k < c->steps[v].nadj && last == SIZE_MAX; k++) {
+				size_t w = c->steps[v].adj[k];
+				if (w == s)
+					last = v;
+				else if (parent[w] == SIZE_MAX && w > s && same_cycle(c, s, w))
+					parent[queue[tail++] = w] = v;
+			}
+		}
+		sb_adds(&b, "cycle: ");
+		sb_add_name(&b, c->steps[s].name);
+		for (v = last; v != s && v != SIZE_MAX; v = parent[v]) {
+			sb_adds(&b, " -> ");
+			sb_add_name(&b, c->steps[v].name);
+		}
+		sb_adds(&b, " -> ");
+		sb_add_name(&b, c->steps[s].name);
+		err_node(c, c->steps[s].node, "%s", b.p);
+		b.len = 0;
+	}
+	free(b.p);
 	free(parent);
-	free(stk);
 	free(queue);
-	free(cs);
-	free(on);
+	free(done);
 }
 
 static void check_step_refs(struct ctx *c)
 {
-	size_t k;
+	size_t k, j;
 
 	for (k = 0; k < c->ntrefs; k++) {
 		const struct tref *r = &c->trefs[k];
 		json_t *jv = json_object_get(c->byname, r->target);
-		size_t j;
 
 		if (jv == NULL) {
 			err_node(c, r->node, "template refers to unknown step %s", q(c, r->target));
-			continue;
-		}
-		j = (size_t)json_integer_value(jv);
-		if (j == r->step)
-			err_node(c, r->node, "%s cannot use its own outputs", slabel(c, r->step));
-		else if (!(c->up[r->step * c->words + j / 64] & ((uint64_t)1 << (j % 64))))
-			err_node(c, r->node, "%s uses outputs of %s, which is not upstream of it; "
-				 "add %s to its needs", slabel(c, r->step), q(c, r->target),
+		} else if ((j = (size_t)json_integer_value(jv)) == r->step) {
+			err_node(c, r->node, "step %s cannot use its own outputs", sname(c, r->step));
+		} else if (!has_up(c, r->step, j)) {
+			err_node(c, r->node, "step %s uses outputs of %s, which is not upstream of it; "
+				 "add %s to its needs", sname(c, r->step), q(c, r->target),
 				 q(c, r->target));
+		}
 	}
 }
 
@@ -1284,6 +1107,7 @@ static json_t *check_workflow(struct ctx *c, const yaml_node_t *root)
 		parse_steps(c, root, v[TK_STEPS], steps);
 	if (c->nsteps > 0 && !c->over) {
 		resolve_needs(c);
+		compute_upstream(c);
 		check_cycles(c);
 		check_step_refs(c);
 	}
@@ -1294,7 +1118,6 @@ static json_t *check_workflow(struct ctx *c, const yaml_node_t *root)
 
 static int hash_hex(char out[65], const char *p, size_t n)
 {
-	static const char hex[] = "0123456789abcdef";
 	unsigned char md[EVP_MAX_MD_SIZE];
 	unsigned int mdlen = 0, i;
 
@@ -1303,11 +1126,8 @@ static int hash_hex(char out[65], const char *p, size_t n)
 		ferry_error_set("sha256 of the workflow failed");
 		return FERRY_ERROR;
 	}
-	for (i = 0; i < 32; i++) {
-		out[2 * i] = hex[md[i] >> 4];
-		out[2 * i + 1] = hex[md[i] & 15];
-	}
-	out[64] = '\0';
+	for (i = 0; i < 32; i++)
+		snprintf(out + 2 * i, 3, "%02x", md[i]);
 	return FERRY_OK;
 }
 
@@ -1318,8 +1138,9 @@ static void syntax_error(struct ctx *c, const yaml_parser_t *p)
 	size_t i;
 
 	if (p->error == YAML_MEMORY_ERROR) {
-		err_pos(c, 1, 1, "out of memory while reading YAML");
+		err_at(c, 1, 1, "out of memory while reading YAML");
 	} else if (p->error == YAML_READER_ERROR) {
+		/* the reader reports a byte offset, not a mark */
 		for (i = 0; i < p->problem_offset && i < c->len; i++) {
 			if (c->src[i] == '\n') {
 				line++;
@@ -1329,18 +1150,39 @@ static void syntax_error(struct ctx *c, const yaml_parser_t *p)
 			}
 		}
 		if (p->problem_value >= 0)
-			err_pos(c, line, col, "cannot read the file: %s (byte 0x%02x); save it as UTF-8 "
-				"text", problem, (unsigned)p->problem_value);
+			err_at(c, line, col, "cannot read the file: %s (byte 0x%02x)", problem,
+			       (unsigned)p->problem_value);
 		else
-			err_pos(c, line, col, "cannot read the file: %s", problem);
+			err_at(c, line, col, "cannot read the file: %s", problem);
 	} else if (p->context != NULL) {
-		err_pos(c, mark_line(p->problem_mark), mark_col(p->problem_mark),
-			"syntax error: %s (%s at line %d, column %d)", problem, p->context,
-			mark_line(p->context_mark), mark_col(p->context_mark));
+		err_at(c, pos1(p->problem_mark.line), pos1(p->problem_mark.column),
+		       "syntax error: %s (%s at line %d, column %d)", problem, p->context,
+		       pos1(p->context_mark.line), pos1(p->context_mark.column));
 	} else {
-		err_pos(c, mark_line(p->problem_mark), mark_col(p->problem_mark),
-			"syntax error: %s", problem);
+		err_at(c, pos1(p->problem_mark.line), pos1(p->problem_mark.column),
+		       "syntax error: %s", problem);
 	}
+}
+
+static void ctx_dispose(struct ctx *c)
+{
+	size_t i;
+
+	json_decref(c->byname);
+	for (i = 0; i < c->nerrs; i++)
+		free(c->errs[i].msg);
+	free(c->errs);
+	for (i = 0; i < c->nsteps; i++) {
+		free(c->steps[i].needs);
+		free(c->steps[i].adj);
+	}
+	free(c->steps);
+	for (i = 0; i < c->ntrefs; i++)
+		free(c->trefs[i].target);
+	free(c->trefs);
+	free(c->up);
+	free(c->pair_base);
+	free(c->dup);
 }
 
 int cfg_workflow_parse(json_t **out, char hash_out[65], const char *yaml, size_t len,
@@ -1352,21 +1194,18 @@ int cfg_workflow_parse(json_t **out, char hash_out[65], const char *yaml, size_t
 	bool have_parser = false, have_doc = false, have_doc2 = false;
 	const yaml_node_t *root;
 	json_t *spec = NULL;
-	size_t i;
 	int error = FERRY_OK;
 
 	*out = NULL;
 	memset(&c, 0, sizeof(c));
 	c.file = filename ? filename : "<inline>";
-	if (yaml == NULL)
-		len = 0;
 	c.src = yaml ? yaml : "";
-	c.len = len;
-	if (hash_out != NULL && (error = hash_hex(hash_out, c.src, len)) < 0)
+	c.len = yaml ? len : 0;
+	if (hash_out != NULL && (error = hash_hex(hash_out, c.src, c.len)) < 0)
 		goto out;
-	if (len > CFG_MAX_YAML) {
-		err_pos(&c, 1, 1, "the file is %zu bytes; workflows are limited to %d bytes", len,
-			CFG_MAX_YAML);
+	if (c.len > CFG_MAX_YAML) {
+		err_at(&c, 1, 1, "the file is %zu bytes; workflows are limited to %d bytes", c.len,
+		       CFG_MAX_YAML);
 		goto out;
 	}
 	if (!yaml_parser_initialize(&parser)) {
@@ -1375,7 +1214,7 @@ int cfg_workflow_parse(json_t **out, char hash_out[65], const char *yaml, size_t
 		goto out;
 	}
 	have_parser = true;
-	yaml_parser_set_input_string(&parser, (const unsigned char *)c.src, len);
+	yaml_parser_set_input_string(&parser, (const unsigned char *)c.src, c.len);
 	if (!yaml_parser_load(&parser, &doc)) {
 		syntax_error(&c, &parser);
 		goto out;
@@ -1384,20 +1223,18 @@ int cfg_workflow_parse(json_t **out, char hash_out[65], const char *yaml, size_t
 	c.doc = &doc;
 	root = yaml_document_get_root_node(&doc);
 	if (root == NULL || is_null(root)) {
-		err_pos(&c, root ? mark_line(root->start_mark) : 1, root ? mark_col(root->start_mark) : 1,
-			"empty document; a workflow needs at least name and steps");
+		err_at(&c, root ? pos1(root->start_mark.line) : 1, root ? pos1(root->start_mark.column) : 1,
+		       "empty document; a workflow needs at least name and steps");
 		goto out;
 	}
-	if (!yaml_parser_load(&parser, &doc2)) {
+	have_doc2 = yaml_parser_load(&parser, &doc2) != 0;
+	if (!have_doc2)
 		syntax_error(&c, &parser);
-	} else {
-		have_doc2 = true;
-		if (yaml_document_get_root_node(&doc2) != NULL)
-			err_pos(&c, mark_line(doc2.start_mark), mark_col(doc2.start_mark),
-				"more than one document; a workflow file holds exactly one "
-				"(remove the second \"---\")");
-	}
-	c.budget = 8 * (len + 16 * (size_t)(doc.nodes.top - doc.nodes.start)) + (1u << 20);
+	else if (yaml_document_get_root_node(&doc2) != NULL)
+		err_at(&c, pos1(doc2.start_mark.line), pos1(doc2.start_mark.column),
+		       "more than one document; a workflow file holds exactly one "
+		       "(remove the second \"---\")");
+	c.budget = 8 * (c.len + 16 * (size_t)(doc.nodes.top - doc.nodes.start)) + (1u << 20);
 	c.byname = json_object();
 	check_dup_keys(&c);
 	spec = check_workflow(&c, root);
@@ -1412,21 +1249,7 @@ out:
 		spec = NULL;
 	}
 	json_decref(spec);
-	json_decref(c.byname);
-	for (i = 0; i < c.nerrs; i++)
-		free(c.errs[i].msg);
-	free(c.errs);
-	for (i = 0; i < c.nsteps; i++) {
-		free(c.steps[i].needs);
-		free(c.steps[i].adj);
-	}
-	free(c.steps);
-	for (i = 0; i < c.ntrefs; i++)
-		free(c.trefs[i].target);
-	free(c.trefs);
-	free(c.up);
-	free(c.pair_base);
-	free(c.dup);
+	ctx_dispose(&c);
 	if (have_doc2)
 		yaml_document_delete(&doc2);
 	if (have_doc)
@@ -1441,53 +1264,42 @@ int cfg_duration_parse(const char *s, int64_t *out_ms)
 	static const struct { const char *name; int64_t ms; } units[] = {
 		{"ms", 1}, {"s", 1000}, {"m", 60000}, {"h", 3600000}, {"d", 86400000},
 	};
-	char qs[QBUF];
-	const char *p;
-	int64_t total = 0;
+	char qs[QBUF], qu[QBUF];
+	const char *p, *u;
+	int64_t total = 0, num, mult;
+	size_t k;
 
-	if (s == NULL)
-		s = "";
+	s = s ? s : "";
 	quote_to(qs, sizeof(qs), s, strlen(s));
-	if (*s == '\0') {
-		ferry_error_set("duration is empty; use e.g. 30s, 5m, 2h");
+	if (*s == '\0' || *s < '0' || *s > '9') {
+		ferry_error_set("duration %s: expected a number and a unit, e.g. 30s, 5m, 2h", qs);
 		return FERRY_EINVALID;
 	}
-	for (p = s; *p != '\0';) {
-		int64_t num = 0, mult = 0;
-		const char *u;
-		size_t k;
-
-		if (*p < '0' || *p > '9') {
-			ferry_error_set("duration %s: expected a number and a unit, e.g. 30s, 5m, 2h", qs);
-			return FERRY_EINVALID;
-		}
-		for (; *p >= '0' && *p <= '9'; p++) {
+	for (p = s; *p != '\0'; total += num * mult) {
+		for (num = 0; *p >= '0' && *p <= '9'; p++) {
 			if (num > (INT64_MAX - (*p - '0')) / 10)
 				goto overflow;
 			num = num * 10 + (*p - '0');
 		}
 		for (u = p; (*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z'); p++)
 			;
-		if (p == u && *p == '\0') {
-			ferry_error_set("duration %s: missing unit (use e.g. 30s, 5m, 2h)", qs);
-			return FERRY_EINVALID;
-		}
 		if (p == u) {
-			ferry_error_set("duration %s: use whole numbers with units, e.g. 90s or 1h30m", qs);
+			ferry_error_set(*p == '\0' ? "duration %s: missing unit (use e.g. 30s, 5m, 2h)"
+				       : "duration %s: use whole numbers with units, e.g. 90s or 1h30m",
+				       qs);
 			return FERRY_EINVALID;
 		}
-		for (k = 0; k < sizeof(units) / sizeof(units[0]); k++)
-			if (strlen(units[k].name) == (size_t)(p - u) && memcmp(u, units[k].name, (size_t)(p - u)) == 0)
+		for (mult = 0, k = 0; k < NELEM(units); k++)
+			if (strlen(units[k].name) == (size_t)(p - u) &&
+			    memcmp(u, units[k].name, (size_t)(p - u)) == 0)
 				mult = units[k].ms;
 		if (mult == 0) {
-			char qu[QBUF];
 			ferry_error_set("duration %s: unknown unit %s (use ms, s, m, h or d)", qs,
 					quote_to(qu, sizeof(qu), u, (size_t)(p - u)));
 			return FERRY_EINVALID;
 		}
 		if (num > INT64_MAX / mult || total > INT64_MAX - num * mult)
 			goto overflow;
-		total += num * mult;
 	}
 	if (total <= 0) {
 		ferry_error_set("duration %s must be greater than zero", qs);
@@ -1505,7 +1317,6 @@ static char *json_text(const json_t *v)
 {
 	char buf[64];
 	int prec;
-	double d;
 
 	switch (json_typeof(v)) {
 	case JSON_STRING:
@@ -1515,16 +1326,13 @@ static char *json_text(const json_t *v)
 	case JSON_INTEGER:
 		return xasprintf("%" JSON_INTEGER_FORMAT, json_integer_value(v));
 	case JSON_REAL:
-		/* the shortest text that reads back the same; 1 stays "1.0" */
-		d = json_real_value(v);
+		/* the shortest text that reads back the same; 1.0 stays "1.0" */
 		for (prec = 1; prec <= 17; prec++) {
-			snprintf(buf, sizeof(buf), "%.*g", prec, d);
-			if (strtod(buf, NULL) == d)
+			snprintf(buf, sizeof(buf), "%.*g", prec, json_real_value(v));
+			if (strtod(buf, NULL) == json_real_value(v))
 				break;
 		}
-		if (strpbrk(buf, ".eEn") == NULL)
-			return xasprintf("%s.0", buf);
-		return xstrdup(buf);
+		return strpbrk(buf, ".eEn") ? xstrdup(buf) : xasprintf("%s.0", buf);
 	case JSON_TRUE:
 		return xstrdup("true");
 	case JSON_FALSE:
@@ -1537,65 +1345,58 @@ static char *json_text(const json_t *v)
 int cfg_params_resolve(json_t **out, const json_t *spec, const json_t *given)
 {
 	const json_t *decl = spec ? json_object_get(spec, "params") : NULL;
-	json_t *res = json_object(), *d, *v;
+	json_t *res = json_object(), *v;
 	struct sbuf names = {0};
 	char qk[QBUF];
 	const char *key;
 	char *val = NULL;
 	void *it;
-	int error = FERRY_OK;
+	int error = FERRY_EINVALID;
 
 	*out = NULL;
-	if (!json_is_object(decl))
-		decl = NULL;
+	decl = json_is_object(decl) ? decl : NULL;
 	if (given != NULL && !json_is_object(given)) {
 		ferry_error_set("parameters must be a JSON object of name: value");
-		error = FERRY_EINVALID;
 		goto out;
 	}
 	for (it = json_object_iter((json_t *)given); it != NULL;
 	     it = json_object_iter_next((json_t *)given, it)) {
 		key = json_object_iter_key(it);
 		if (decl == NULL || json_object_get(decl, key) == NULL) {
-			if (decl != NULL)
-				list_params(decl, &names);
+			list_keys(decl, &names);
 			ferry_error_set("unknown parameter %s; declared: %s",
-					quote_to(qk, sizeof(qk), key, strlen(key)),
-					names.p ? names.p : "none");
-			error = FERRY_EINVALID;
+					quote_to(qk, sizeof(qk), key, strlen(key)), names.p);
 			goto out;
 		}
 	}
-	if (decl == NULL)
-		goto out;
-	json_object_foreach((json_t *)decl, key, d) {
+	for (it = json_object_iter((json_t *)decl); it != NULL;
+	     it = json_object_iter_next((json_t *)decl, it)) {
+		key = json_object_iter_key(it);
 		quote_to(qk, sizeof(qk), key, strlen(key));
-		v = given ? json_object_get(given, key) : NULL;
-		if (v != NULL) {
-			if ((val = json_text(v)) == NULL) {
+		v = json_object_get(json_object_iter_value(it), "default");
+		if (given != NULL && json_object_get(given, key) != NULL) {
+			if ((val = json_text(json_object_get(given, key))) == NULL) {
 				ferry_error_set("parameter %s must be a string, number or boolean", qk);
-				error = FERRY_EINVALID;
 				goto out;
 			}
-		} else if (json_is_string(json_object_get(d, "default"))) {
-			val = xstrdup(json_string_value(json_object_get(d, "default")));
+		} else if (json_is_string(v)) {
+			val = xstrdup(json_string_value(v));
 		} else {
-			ferry_error_set("parameter %s has no default and was not given (use -p %s=VALUE)",
-					qk, key);
-			error = FERRY_EINVALID;
+			ferry_error_set("parameter %s has no default and was not given "
+					"(use -p %s=VALUE)", qk, key);
 			goto out;
 		}
 		json_object_set_new(res, key, json_string(val));
 		free(val);
 		val = NULL;
 	}
+	error = FERRY_OK;
+	*out = res;
+	res = NULL;
 out:
 	free(names.p);
 	free(val);
-	if (error < 0)
-		json_decref(res);
-	else
-		*out = res;
+	json_decref(res);
 	return error;
 }
 
@@ -1604,9 +1405,8 @@ int cfg_template_render(char **out, const char *tmpl, const json_t *params, cons
 	struct sbuf b = {0};
 	const char *p = tmpl, *start, *expr = NULL, *end = NULL;
 	size_t elen = 0;
-	struct texpr t;
 	char *name = NULL, *val = NULL;
-	int error = FERRY_OK;
+	int error = FERRY_EINVALID;
 
 	*out = NULL;
 	if (tmpl == NULL) {
@@ -1614,17 +1414,17 @@ int cfg_template_render(char **out, const char *tmpl, const json_t *params, cons
 		return FERRY_EINVALID;
 	}
 	while ((start = tmpl_next(p, &expr, &elen, &end)) != NULL && end != NULL) {
+		struct texpr t = texpr_parse(expr, elen);
+		const json_t *v;
+
 		sb_addn(&b, p, (size_t)(start - p));
-		texpr_parse(expr, elen, &t);
 		if (t.kind == T_PARAM) {
-			const json_t *v;
 			name = xstrndup(t.a, t.alen);
 			v = params ? json_object_get(params, name) : NULL;
 			if (v == NULL || (val = json_text(v)) == NULL) {
 				ferry_error_set("template refers to parameter \"%s\", which has %s", name,
 						v ? "a value that is not a string, number or boolean"
 						  : "no value");
-				error = FERRY_EINVALID;
 				goto out;
 			}
 			sb_adds(&b, val);
@@ -1633,17 +1433,18 @@ int cfg_template_render(char **out, const char *tmpl, const json_t *params, cons
 			name = val = NULL;
 		} else if (t.kind == T_RUNID && run_id != NULL) {
 			sb_adds(&b, run_id);
-		} else {
+		} else { /* {{steps.…}} and anything else stay as written */
 			sb_addn(&b, start, (size_t)(end - start));
 		}
 		p = end;
 	}
 	sb_adds(&b, p);
-	*out = sb_take(&b);
+	*out = b.p;
+	b.p = NULL;
+	error = FERRY_OK;
 out:
 	free(name);
 	free(val);
-	if (error < 0)
-		free(b.p);
+	free(b.p);
 	return error;
 }

@@ -103,7 +103,7 @@ static int engine_connect(struct engine *e)
 	}
 	if (db_connect(&e->conn, e->conninfo) < 0)
 		return FERRY_EDB;
-	res = PQexec(e->conn, "SET TIME ZONE 'UTC'; LISTEN ferry_ready; LISTEN ferry_stop");
+	res = PQexec(e->conn, "SET TIME ZONE 'UTC'; SET plan_cache_mode = force_generic_plan; LISTEN ferry_ready; LISTEN ferry_stop");
 	ok = PQresultStatus(res) == PGRES_COMMAND_OK;
 	PQclear(res);
 	if (!ok) {
@@ -337,7 +337,7 @@ static int db_failed(struct engine *e, int error)
 static int flush_done(struct engine *e)
 {
 	int ready = 0, error;
-	int64_t retry = 0;
+	int64_t retry = 0, t0;
 	struct store_result *v;
 
 	if (e->ndone == 0)
@@ -345,7 +345,10 @@ static int flush_done(struct engine *e)
 	v = xmalloc((size_t)e->ndone * sizeof(*v));
 	for (int i = 0; i < e->ndone; i++)
 		v[i] = e->done[i].r;
+	t0 = clock_mono_us();
 	error = store_finish(e->conn, e->owner, v, e->ndone, &ready, &retry);
+	flog_debug("finished %d attempts in %lld us, %d steps ready", e->ndone,
+		   (long long)(clock_mono_us() - t0), ready);
 	free(v);
 	if (error < 0) {
 		flog_error("recording %d finished attempts: %s", e->ndone, ferry_error_last());
@@ -368,13 +371,16 @@ static int claim(struct engine *e)
 	struct store_claim *c = NULL;
 	struct store_started *st = NULL;
 	int n = 0, nst = 0, room, error;
+	int64_t t0;
 
 	room = e->noop ? e->o.claim_batch : e->o.max_jobs - e->njobs;
 	if (room <= 0 || e->draining)
 		return FERRY_OK;
 	if (room > e->o.claim_batch)
 		room = e->o.claim_batch;
+	t0 = clock_mono_us();
 	error = store_claim(&c, &n, e->conn, e->owner, e->host, room, e->o.lease_ms, e->o.run_filter);
+	flog_debug("claimed %d steps in %lld us", n, (long long)(clock_mono_us() - t0));
 	if (error < 0) {
 		flog_error("claiming ready steps: %s", ferry_error_last());
 		return db_failed(e, error);

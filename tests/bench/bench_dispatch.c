@@ -1,0 +1,248 @@
+/*
+ * bench_dispatch — measures orchestration itself: a real ferryd on a private
+ * embedded PostgreSQL (durable commits), with the benchmark-only noop
+ * executor (every job succeeds at once) or the local executor running
+ * /bin/true. Prints one JSON line:
+ *   steps_per_sec      a backlog of runs × steps (fan-out/fan-in), first
+ *                      claim to last completion, from the database's clocks
+ *   hop_p50/p99_ms     a 200-step sequential chain: a step's completion to
+ *                      the start of the next
+ *   ready_to_running   runs submitted while the daemon runs: when a step
+ *                      became ready (run created / last need finished) to
+ *                      when it was claimed
+ *   rss_mb             the daemon's peak resident set (VmHWM)
+ *
+ *   bench_dispatch [--executor noop|local] [--runs N] [--width W]
+ */
+#include <getopt.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "db.h"
+#include "store.h"
+#include "util.h"
+
+static PGconn *conn;
+
+/* p50 and p99 of the one-column query sql (milliseconds). */
+static void sql_percentiles(double *p50, double *p99, const char *sql)
+{
+	char *q = xasprintf("SELECT percentile_cont(0.5) WITHIN GROUP (ORDER BY v), "
+			    "percentile_cont(0.99) WITHIN GROUP (ORDER BY v) FROM (%s) x(v)", sql);
+	PGresult *r = PQexec(conn, q);
+
+	*p50 = *p99 = -1;
+	if (PQresultStatus(r) == PGRES_TUPLES_OK && PQntuples(r) == 1) {
+		*p50 = strtod(PQgetvalue(r, 0, 0), NULL);
+		*p99 = strtod(PQgetvalue(r, 0, 1), NULL);
+	} else {
+		fprintf(stderr, "bench: %s", PQerrorMessage(conn));
+	}
+	PQclear(r);
+	free(q);
+}
+
+static double sql_double(const char *sql)
+{
+	PGresult *r = PQexec(conn, sql);
+	double v = -1;
+	if (PQresultStatus(r) == PGRES_TUPLES_OK && PQntuples(r) == 1 && !PQgetisnull(r, 0, 0))
+		v = strtod(PQgetvalue(r, 0, 0), NULL);
+	else if (PQresultStatus(r) != PGRES_TUPLES_OK)
+		fprintf(stderr, "bench: %s: %s", sql, PQerrorMessage(conn));
+	PQclear(r);
+	return v;
+}
+
+/* A workflow: root -> width parallel steps -> join; or a chain of length. */
+static char *workflow_yaml(const char *name, int width, int chain, const char *cmd)
+{
+	size_t cap = 256 + (size_t)(width + chain) * 160, len = 0;
+	char *y = xmalloc(cap);
+
+	len += (size_t)snprintf(y + len, cap - len, "name: %s\nsteps:\n", name);
+	if (chain > 0) {
+		for (int i = 0; i < chain; i++) {
+			len += (size_t)snprintf(y + len, cap - len, "  - {name: c%d, command: [%s]", i, cmd);
+			if (i > 0)
+				len += (size_t)snprintf(y + len, cap - len, ", needs: [c%d]", i - 1);
+			len += (size_t)snprintf(y + len, cap - len, "}\n");
+		}
+		return y;
+	}
+	len += (size_t)snprintf(y + len, cap - len, "  - {name: root, command: [%s]}\n", cmd);
+	for (int i = 0; i < width; i++)
+		len += (size_t)snprintf(y + len, cap - len, "  - {name: w%d, needs: [root], command: [%s]}\n", i, cmd);
+	len += (size_t)snprintf(y + len, cap - len, "  - {name: join, needs: [");
+	for (int i = 0; i < width; i++)
+		len += (size_t)snprintf(y + len, cap - len, "%sw%d", i ? ", " : "", i);
+	snprintf(y + len, cap - len, "], command: [%s]}\n", cmd);
+	return y;
+}
+
+static int64_t create_run(const char *yaml)
+{
+	struct store_run_new rn;
+	cfg_errors errs = {0};
+	int64_t id = 0;
+
+	memset(&rn, 0, sizeof(rn));
+	rn.yaml = yaml;
+	rn.yaml_len = strlen(yaml);
+	rn.filename = "bench.yaml";
+	rn.trigger = "bench";
+	rn.actor = "bench";
+	if (store_run_create(&id, conn, &rn, &errs) < 0) {
+		fprintf(stderr, "bench: create run: %s\n", ferry_error_last());
+		for (size_t i = 0; i < errs.len; i++)
+			fprintf(stderr, "  %s\n", errs.items[i]);
+		exit(1);
+	}
+	cfg_errors_dispose(&errs);
+	return id;
+}
+
+static void wait_all_done(int timeout_s)
+{
+	for (int i = 0; i < timeout_s * 20; i++) {
+		if (sql_double("SELECT count(*) FROM runs WHERE state NOT IN ('succeeded','failed','stopped')") == 0)
+			return;
+		usleep(50 * 1000);
+	}
+	fprintf(stderr, "bench: runs did not finish in %d s\n", timeout_s);
+	exit(1);
+}
+
+static pid_t start_daemon(const char *home, const char *executor)
+{
+	pid_t pid = fork();
+	if (pid == 0) {
+		char *log = xasprintf("%s/ferryd.log", home);
+		FILE *f = freopen(log, "w", stderr);
+		(void)f;
+		setenv("FERRY_HOME", home, 1);
+		setenv("FERRY_EXECUTOR", executor, 1);
+		setenv("FERRY_LISTEN", "127.0.0.1:0", 1);
+		setenv("FERRY_API_TOKEN", "bench-token-0123456789", 1);
+		setenv("FERRY_LOG_LEVEL", getenv("BENCH_LOG_LEVEL") ? getenv("BENCH_LOG_LEVEL") : "warn", 1);
+		execl("bin/ferryd", "ferryd", (char *)NULL);
+		_exit(127);
+	}
+	return pid;
+}
+
+static double vm_hwm_mb(pid_t pid)
+{
+	char path[64], *buf = NULL, *p;
+	double mb = -1;
+
+	snprintf(path, sizeof(path), "/proc/%d/status", (int)pid);
+	if (file_read(&buf, NULL, path) == 0 && (p = strstr(buf, "VmHWM:")) != NULL)
+		mb = strtod(p + 6, NULL) / 1024.0;
+	free(buf);
+	return mb;
+}
+
+int main(int argc, char **argv)
+{
+	static const struct option longopts[] = {
+		{"executor", required_argument, NULL, 'e'},
+		{"runs", required_argument, NULL, 'r'},
+		{"width", required_argument, NULL, 'w'},
+		{NULL, 0, NULL, 0},
+	};
+	const char *executor = "noop", *cmd;
+	int runs = 200, width = 48, c;
+	char home[] = "/tmp/ferry-bench.XXXXXX", *conninfo = NULL, *yaml;
+	double sps, hop50, hop99, r2r50, r2r99, rss;
+	int64_t chain_id, first_c;
+	pid_t daemon;
+	char sql[1024];
+
+	while ((c = getopt_long(argc, argv, "", longopts, NULL)) != -1) {
+		if (c == 'e')
+			executor = optarg;
+		else if (c == 'r')
+			runs = (int)strtol(optarg, NULL, 10);
+		else if (c == 'w')
+			width = (int)strtol(optarg, NULL, 10);
+		else
+			return 2;
+	}
+	cmd = strcmp(executor, "noop") == 0 ? "noop" : "/bin/true";
+	flog_setup(FLOG_WARN, 0);
+	if (mkdtemp(home) == NULL || chmod(home, 0755) < 0)
+		return 1;
+	unsetenv("FERRY_DATABASE_URL");
+	if (db_conninfo(&conninfo, home) < 0 || db_connect(&conn, conninfo) < 0 || db_migrate(conn) < 0) {
+		fprintf(stderr, "bench: %s\n", ferry_error_last());
+		return 1;
+	}
+	PQclear(PQexec(conn, "SET TIME ZONE 'UTC'"));
+
+	daemon = start_daemon(home, executor);
+	usleep(500 * 1000);
+	/* phase 1: a 200-step chain on an idle daemon */
+	yaml = workflow_yaml("bench-chain", 0, 200, cmd);
+	chain_id = create_run(yaml);
+	free(yaml);
+	wait_all_done(120);
+	snprintf(sql, sizeof(sql),
+		 "SELECT extract(epoch FROM b.started_at - a.finished_at) * 1000 "
+		 "FROM steps a JOIN steps b ON b.run_id = a.run_id AND b.idx = a.idx + 1 WHERE a.run_id = %lld",
+		 (long long)chain_id);
+	sql_percentiles(&hop50, &hop99, sql);
+
+	/* phase 2: runs submitted one every 10 ms while the daemon works */
+	yaml = workflow_yaml("bench-live", 8, 0, cmd);
+	for (int i = 0; i < 100; i++) {
+		create_run(yaml);
+		usleep(10 * 1000);
+	}
+	free(yaml);
+	wait_all_done(120);
+	first_c = chain_id + 100;
+	snprintf(sql, sizeof(sql),
+		 "SELECT extract(epoch FROM s.started_at - greatest(ru.created_at, "
+		 "  (SELECT max(n.finished_at) FROM step_deps d JOIN steps n ON n.id = d.needs_id "
+		 "   WHERE d.step_id = s.id))) * 1000 "
+		 "FROM steps s JOIN runs ru ON ru.id = s.run_id WHERE s.run_id > %lld",
+		 (long long)chain_id);
+	sql_percentiles(&r2r50, &r2r99, sql);
+	/* phase 3: a backlog of runs queued while the daemon is paused, then drained */
+	kill(daemon, SIGSTOP);
+	yaml = workflow_yaml("bench-wide", width, 0, cmd);
+	for (int i = 0; i < runs; i++)
+		create_run(yaml);
+	free(yaml);
+	kill(daemon, SIGCONT);
+	wait_all_done(600);
+	snprintf(sql, sizeof(sql), "SELECT count(*) / extract(epoch FROM max(finished_at) - min(started_at)) "
+		 "FROM steps WHERE run_id > %lld", (long long)first_c);
+	sps = sql_double(sql);
+
+	rss = vm_hwm_mb(daemon);
+	kill(daemon, SIGTERM);
+	waitpid(daemon, NULL, 0);
+	printf("{\"bench\":\"dispatch%s\",\"executor\":\"%s\",\"steps\":%d,\"steps_per_sec\":%.0f,"
+	       "\"hop_p50_ms\":%.2f,\"hop_p99_ms\":%.2f,\"ready_to_running_p50_ms\":%.2f,"
+	       "\"ready_to_running_p99_ms\":%.2f,\"rss_mb\":%.1f}\n",
+	       strcmp(executor, "noop") == 0 ? "" : "_local", executor, runs * (width + 2),
+	       sps, hop50, hop99, r2r50, r2r99, rss);
+	PQfinish(conn);
+	free(conninfo);
+	db_embedded_stop(home);
+	if (getenv("BENCH_KEEP")) return 0;
+	{
+		char *rm = xasprintf("rm -rf %s", home);
+		if (system(rm) != 0)
+			fprintf(stderr, "bench: could not remove %s\n", home);
+		free(rm);
+	}
+	return 0;
+}

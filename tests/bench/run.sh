@@ -1,0 +1,8 @@
+#!/usr/bin/env bash
+# make bench: one JSON line per benchmark.
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+B=${B:-build/rel}
+make --no-print-directory "$B/tests/bench_dispatch" >/dev/null
+"$B/tests/bench_dispatch" --executor noop --runs 200 --width 48
+"$B/tests/bench_dispatch" --executor local --runs 40 --width 48

@@ -1,0 +1,683 @@
+/*
+ * Unit tests for config: workflow parsing and validation (every error with
+ * FILE:LINE:COL, all of them, in order), durations, parameter resolution and
+ * template rendering.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "config.h"
+
+/* Parses yaml as "w.yaml"; returns the code, *out and errs as produced. */
+static int parse(const char *yaml, json_t **out, cfg_errors *errs)
+{
+	char hash[65];
+
+	memset(errs, 0, sizeof(*errs));
+	return cfg_workflow_parse(out, hash, yaml, strlen(yaml), "w.yaml", errs);
+}
+
+/* Asserts that yaml is rejected with exactly the errors listed (NULL-ended). */
+static void expect_errors(const char *yaml, ...)
+{
+	const char *want[32];
+	json_t *spec = NULL;
+	cfg_errors errs;
+	size_t n = 0, i;
+	bool same;
+	va_list ap;
+	int rc = parse(yaml, &spec, &errs);
+
+	va_start(ap, yaml);
+	while (n < 32 && (want[n] = va_arg(ap, const char *)) != NULL)
+		n++;
+	va_end(ap);
+	same = n == errs.len;
+	for (i = 0; same && i < n; i++)
+		same = strcmp(want[i], errs.items[i]) == 0;
+	for (i = 0; !same && i < errs.len; i++) /* show what came back on failure */
+		print_message("  got: %s\n", errs.items[i]);
+	assert_int_equal(rc, FERRY_EINVALID);
+	assert_null(spec);
+	for (i = 0; i < n && i < errs.len; i++)
+		assert_string_equal(errs.items[i], want[i]);
+	assert_int_equal(errs.len, n);
+	cfg_errors_dispose(&errs);
+}
+
+/* Parses yaml that must be valid and returns its spec. */
+static json_t *parse_ok(const char *yaml)
+{
+	json_t *spec = NULL;
+	cfg_errors errs;
+	int rc = parse(yaml, &spec, &errs);
+
+	for (size_t k = 0; k < errs.len; k++)
+		print_message("  unexpected: %s\n", errs.items[k]);
+	assert_int_equal(rc, 0);
+	assert_int_equal(errs.len, 0);
+	assert_non_null(spec);
+	cfg_errors_dispose(&errs);
+	return spec;
+}
+
+static json_t *step_at(json_t *spec, size_t i)
+{
+	json_t *st = json_array_get(json_object_get(spec, "steps"), i);
+
+	assert_non_null(st);
+	return st;
+}
+
+static json_int_t int_at(json_t *obj, const char *key)
+{
+	json_t *v = json_object_get(obj, key);
+
+	assert_true(json_is_integer(v));
+	return json_integer_value(v);
+}
+
+static const char *str_at(json_t *obj, const char *key)
+{
+	json_t *v = json_object_get(obj, key);
+
+	assert_true(json_is_string(v));
+	return json_string_value(v);
+}
+
+static void test_config__valid_fan_out_fan_in(void **state)
+{
+	json_t *spec, *st, *retry;
+	char *dump;
+
+	(void)state;
+	spec = parse_ok("name: train.v2\n"
+			"description: fan out and in\n"
+			"params:\n"
+			"  who: world\n"
+			"  epochs: {default: 3, description: passes}\n"
+			"  seed:\n"
+			"steps:\n"
+			"  - name: prep\n"
+			"    command: echo {{ params.who }}\n"
+			"  - name: train-a\n"
+			"    needs: prep\n"
+			"    command: [python, train.py, \"--epochs={{params.epochs}}\"]\n"
+			"    env: {RUN: \"{{ run.id }}\", DATA: \"{{ steps.prep.outputs.path }}\"}\n"
+			"    timeout: 1h30m\n"
+			"  - name: train-b\n"
+			"    needs: [prep]\n"
+			"    command: [python, train.py, \"--seed={{ params.seed }}\"]\n"
+			"    workdir: models/b\n"
+			"  - name: eval\n"
+			"    needs: [train-a, train-b]\n"
+			"    command: [python, eval.py, \"{{ steps.prep.outputs.path }}\"]\n"
+			"    retry: {limit: 2, backoff: 10s, max_backoff: 1m}\n");
+	assert_string_equal(str_at(spec, "name"), "train.v2");
+	assert_string_equal(str_at(spec, "description"), "fan out and in");
+	dump = json_dumps(json_object_get(spec, "params"), JSON_COMPACT);
+	assert_string_equal(dump, "{\"who\":{\"default\":\"world\"},\"epochs\":{\"default\":\"3\"},"
+				  "\"seed\":{}}");
+	free(dump);
+	assert_int_equal(json_array_size(json_object_get(spec, "steps")), 4);
+
+	st = step_at(spec, 0);
+	assert_string_equal(str_at(st, "kind"), "run");
+	assert_string_equal(str_at(st, "image"), "host");
+	assert_true(json_is_null(json_object_get(st, "workdir")));
+	assert_int_equal(json_array_size(json_object_get(st, "needs")), 0);
+	assert_int_equal(int_at(st, "timeout_ms"), 0);
+	assert_int_equal(int_at(st, "line"), 8);
+	assert_int_equal(int_at(st, "col"), 5);
+	retry = json_object_get(st, "retry");
+	assert_int_equal(int_at(retry, "limit"), 0);
+	assert_int_equal(int_at(retry, "backoff_ms"), 1000);
+	assert_int_equal(int_at(retry, "max_backoff_ms"), 300000);
+
+	st = step_at(spec, 1);
+	dump = json_dumps(st, JSON_COMPACT);
+	assert_string_equal(dump,
+		"{\"name\":\"train-a\",\"kind\":\"run\",\"needs\":[\"prep\"],"
+		"\"command\":[\"python\",\"train.py\",\"--epochs={{params.epochs}}\"],"
+		"\"env\":{\"RUN\":\"{{ run.id }}\",\"DATA\":\"{{ steps.prep.outputs.path }}\"},"
+		"\"image\":\"host\",\"workdir\":null,\"timeout_ms\":5400000,"
+		"\"retry\":{\"limit\":0,\"backoff_ms\":1000,\"max_backoff_ms\":300000},"
+		"\"line\":10,\"col\":5}");
+	free(dump);
+
+	assert_string_equal(str_at(step_at(spec, 2), "workdir"), "models/b");
+	st = step_at(spec, 3);
+	assert_string_equal(json_string_value(json_array_get(json_object_get(st, "needs"), 1)),
+			    "train-b");
+	retry = json_object_get(st, "retry");
+	assert_int_equal(int_at(retry, "limit"), 2);
+	assert_int_equal(int_at(retry, "backoff_ms"), 10000);
+	assert_int_equal(int_at(retry, "max_backoff_ms"), 60000);
+	json_decref(spec);
+}
+
+static void test_config__syntax_error_line_col(void **state)
+{
+	(void)state;
+	expect_errors("name: x\n"
+		      "steps:\n"
+		      "  - name: a\n"
+		      "    command: [a, b\n"
+		      "  - name: b\n",
+		      "w.yaml:5:9: syntax error: did not find expected ',' or ']' "
+		      "(while parsing a flow sequence at line 4, column 14)", NULL);
+	expect_errors("name: x\n  bad: indent\n",
+		      "w.yaml:2:6: syntax error: mapping values are not allowed in this context",
+		      NULL);
+}
+
+static void test_config__document_count_and_size(void **state)
+{
+	json_t *spec = NULL;
+	cfg_errors errs;
+	char *big;
+
+	(void)state;
+	expect_errors("# nothing here\n",
+		      "w.yaml:1:1: empty document; a workflow needs at least name and steps", NULL);
+	expect_errors("",
+		      "w.yaml:1:1: empty document; a workflow needs at least name and steps", NULL);
+	expect_errors("name: x\nsteps: [{name: a, command: a}]\n---\nname: y\n",
+		      "w.yaml:3:1: more than one document; a workflow file holds exactly one "
+		      "(remove the second \"---\")", NULL);
+	big = malloc(CFG_MAX_YAML + 2);
+	memset(big, '#', CFG_MAX_YAML + 1);
+	big[CFG_MAX_YAML + 1] = '\0';
+	assert_int_equal(parse(big, &spec, &errs), FERRY_EINVALID);
+	assert_int_equal(errs.len, 1);
+	assert_non_null(strstr(errs.items[0], "w.yaml:1:1: the file is 1048577 bytes"));
+	cfg_errors_dispose(&errs);
+	free(big);
+}
+
+static void test_config__duplicate_key(void **state)
+{
+	(void)state;
+	expect_errors("name: x\n"
+		      "steps:\n"
+		      "  - name: a\n"
+		      "    command: one\n"
+		      "    command: two\n",
+		      "w.yaml:5:5: duplicate key \"command\" (first defined at line 4)", NULL);
+}
+
+static void test_config__unknown_top_level_key(void **state)
+{
+	(void)state;
+	expect_errors("name: x\n"
+		      "stpes:\n"
+		      "  - {name: a, command: a}\n",
+		      "w.yaml:1:1: missing required key \"steps\" (a list of steps)",
+		      "w.yaml:2:1: unknown top-level key \"stpes\" (did you mean \"steps\"?); "
+		      "known keys: name, description, params, steps", NULL);
+}
+
+static void test_config__unknown_kind(void **state)
+{
+	(void)state;
+	expect_errors("name: x\n"
+		      "steps:\n"
+		      "  - {name: a, kind: docker, command: a}\n",
+		      "w.yaml:3:21: unknown kind \"docker\"; known kinds: run", NULL);
+}
+
+static void test_config__unknown_step_key(void **state)
+{
+	(void)state;
+	expect_errors("name: x\n"
+		      "steps:\n"
+		      "  - {name: a, comand: a}\n",
+		      "w.yaml:3:5: step is missing required key \"command\" (a list like "
+		      "[python, train.py] or one shell string)",
+		      "w.yaml:3:15: unknown step key \"comand\" (did you mean \"command\"?); known "
+		      "keys: name, kind, needs, command, env, image, workdir, timeout, retry", NULL);
+}
+
+static void test_config__unknown_needs(void **state)
+{
+	(void)state;
+	expect_errors("name: x\n"
+		      "steps:\n"
+		      "  - {name: a, command: a}\n"
+		      "  - {name: b, command: b, needs: [a, x]}\n"
+		      "  - {name: c, command: c}\n",
+		      "w.yaml:4:38: step \"b\" needs unknown step \"x\"; known steps: a, c", NULL);
+}
+
+static void test_config__self_need(void **state)
+{
+	(void)state;
+	expect_errors("name: x\n"
+		      "steps:\n"
+		      "  - name: a\n"
+		      "    needs: a\n"
+		      "    command: a\n",
+		      "w.yaml:4:12: step \"a\" needs itself; remove it from needs", NULL);
+}
+
+static void test_config__cycle_named(void **state)
+{
+	(void)state;
+	/* b needs a, c needs b, a needs c: in run order a -> b -> c -> a */
+	expect_errors("name: x\n"
+		      "steps:\n"
+		      "  - {name: start, command: s}\n"
+		      "  - {name: a, command: a, needs: [start, c]}\n"
+		      "  - {name: b, command: b, needs: a}\n"
+		      "  - {name: c, command: c, needs: b}\n"
+		      "  - {name: d, command: d, needs: c}\n"
+		      "  - {name: e, command: e, needs: f}\n"
+		      "  - {name: f, command: f, needs: e}\n",
+		      "w.yaml:4:5: cycle: a -> b -> c -> a",
+		      "w.yaml:8:5: cycle: e -> f -> e", NULL);
+}
+
+static void test_config__duplicate_step_name(void **state)
+{
+	(void)state;
+	expect_errors("name: x\n"
+		      "steps:\n"
+		      "  - name: a\n"
+		      "    command: a\n"
+		      "  - name: a\n"
+		      "    command: b\n",
+		      "w.yaml:5:11: duplicate step name \"a\" (first defined at line 3)", NULL);
+}
+
+static void test_config__bad_durations(void **state)
+{
+	int64_t ms = -1;
+
+	(void)state;
+	assert_int_equal(cfg_duration_parse("30", &ms), FERRY_EINVALID);
+	assert_string_equal(ferry_error_last(),
+			    "duration \"30\": missing unit (use e.g. 30s, 5m, 2h)");
+	assert_int_equal(cfg_duration_parse("5x", &ms), FERRY_EINVALID);
+	assert_string_equal(ferry_error_last(),
+			    "duration \"5x\": unknown unit \"x\" (use ms, s, m, h or d)");
+	assert_int_equal(cfg_duration_parse("0s", &ms), FERRY_EINVALID);
+	assert_string_equal(ferry_error_last(), "duration \"0s\" must be greater than zero");
+	assert_int_equal(cfg_duration_parse("", &ms), FERRY_EINVALID);
+	assert_int_equal(cfg_duration_parse("-5s", &ms), FERRY_EINVALID);
+	assert_int_equal(cfg_duration_parse("1.5h", &ms), FERRY_EINVALID);
+	assert_int_equal(cfg_duration_parse("1h 30m", &ms), FERRY_EINVALID);
+	assert_int_equal(cfg_duration_parse("9223372036854775807d", &ms), FERRY_EINVALID);
+	assert_string_equal(ferry_error_last(), "duration \"9223372036854775807d\" is too large");
+	assert_int_equal(cfg_duration_parse("99999999999999999999s", &ms), FERRY_EINVALID);
+	assert_int_equal(ms, -1);
+
+	expect_errors("name: x\n"
+		      "steps:\n"
+		      "  - name: a\n"
+		      "    command: a\n"
+		      "    timeout: 30\n"
+		      "    retry: {backoff: 5x, max_backoff: 0s}\n",
+		      "w.yaml:5:14: timeout: duration \"30\": missing unit (use e.g. 30s, 5m, 2h)",
+		      "w.yaml:6:22: retry backoff: duration \"5x\": unknown unit \"x\" "
+		      "(use ms, s, m, h or d)",
+		      "w.yaml:6:39: retry max_backoff: duration \"0s\" must be greater than zero",
+		      NULL);
+}
+
+static void test_config__good_durations(void **state)
+{
+	int64_t ms = 0;
+
+	(void)state;
+	assert_int_equal(cfg_duration_parse("1h30m", &ms), 0);
+	assert_int_equal(ms, 5400000);
+	assert_int_equal(cfg_duration_parse("250ms", &ms), 0);
+	assert_int_equal(ms, 250);
+	assert_int_equal(cfg_duration_parse("2d", &ms), 0);
+	assert_int_equal(ms, 172800000);
+	assert_int_equal(cfg_duration_parse("1m5s10ms", &ms), 0);
+	assert_int_equal(ms, 65010);
+}
+
+static void test_config__retry_shorthand_and_mapping(void **state)
+{
+	json_t *spec, *retry;
+
+	(void)state;
+	spec = parse_ok("name: x\n"
+			"steps:\n"
+			"  - {name: a, command: a, retry: 3}\n"
+			"  - {name: b, command: b, retry: {limit: 5, backoff: 2s}}\n"
+			"  - {name: c, command: c, retry: {max_backoff: 1h}}\n");
+	retry = json_object_get(step_at(spec, 0), "retry");
+	assert_int_equal(int_at(retry, "limit"), 3);
+	assert_int_equal(int_at(retry, "backoff_ms"), 1000);
+	assert_int_equal(int_at(retry, "max_backoff_ms"), 300000);
+	retry = json_object_get(step_at(spec, 1), "retry");
+	assert_int_equal(int_at(retry, "limit"), 5);
+	assert_int_equal(int_at(retry, "backoff_ms"), 2000);
+	retry = json_object_get(step_at(spec, 2), "retry");
+	assert_int_equal(int_at(retry, "limit"), 0);
+	assert_int_equal(int_at(retry, "max_backoff_ms"), 3600000);
+	json_decref(spec);
+
+	expect_errors("name: x\n"
+		      "steps:\n"
+		      "  - {name: a, command: a, retry: 101}\n"
+		      "  - {name: b, command: b, retry: {limit: 1, backoff: 10m, max_backoff: 1m}}\n"
+		      "  - {name: c, command: c, retry: {limt: 1}}\n",
+		      "w.yaml:3:34: retry limit \"101\" must be a whole number from 0 to 100",
+		      "w.yaml:4:54: retry backoff \"10m\" must not exceed max_backoff \"1m\"",
+		      "w.yaml:5:35: unknown retry key \"limt\" (did you mean \"limit\"?); known keys: "
+		      "limit, backoff, max_backoff", NULL);
+}
+
+static void test_config__command_shorthand(void **state)
+{
+	json_t *spec;
+	char *dump;
+
+	(void)state;
+	spec = parse_ok("name: x\n"
+			"steps:\n"
+			"  - name: a\n"
+			"    command: echo hi | wc -c\n");
+	dump = json_dumps(json_object_get(step_at(spec, 0), "command"), JSON_COMPACT);
+	assert_string_equal(dump, "[\"/bin/sh\",\"-c\",\"echo hi | wc -c\"]");
+	free(dump);
+	json_decref(spec);
+	expect_errors("name: x\n"
+		      "steps:\n"
+		      "  - {name: a, command: \"\"}\n"
+		      "  - {name: b, command: []}\n"
+		      "  - {name: c, command: {a: b}}\n"
+		      "  - {name: d}\n",
+		      "w.yaml:3:24: command must not be empty",
+		      "w.yaml:4:24: command must not be empty",
+		      "w.yaml:5:24: command must be a list of strings or one shell string, "
+		      "not a mapping",
+		      "w.yaml:6:5: step is missing required key \"command\" (a list like "
+		      "[python, train.py] or one shell string)", NULL);
+}
+
+static void test_config__template_undeclared_param(void **state)
+{
+	(void)state;
+	expect_errors("name: x\n"
+		      "params: {a: 1, b: 2}\n"
+		      "steps:\n"
+		      "  - name: s\n"
+		      "    command: [echo, \"{{ params.a }}\", \"x{{params.c}}\"]\n"
+		      "    env: {K: \"{{ nope }}\"}\n"
+		      "    workdir: \"{{ params.b\"\n",
+		      "w.yaml:5:39: template refers to undeclared parameter \"c\"; declared: a, b",
+		      "w.yaml:6:14: unknown template expression \"nope\"; use params.NAME, run.id or "
+		      "steps.STEP.outputs.KEY",
+		      "w.yaml:7:14: unclosed \"{{\" in \"{{ params.b\"; close it with \"}}\"", NULL);
+}
+
+static void test_config__template_non_upstream_step(void **state)
+{
+	json_t *spec;
+
+	(void)state;
+	expect_errors("name: x\n"
+		      "steps:\n"
+		      "  - {name: a, command: a}\n"
+		      "  - {name: b, command: \"{{ steps.a.outputs.k }}\"}\n"
+		      "  - {name: c, command: \"{{ steps.c.outputs.k }} {{ steps.zz.outputs.k }}\"}\n",
+		      "w.yaml:4:24: step \"b\" uses outputs of \"a\", which is not upstream of it; "
+		      "add \"a\" to its needs",
+		      "w.yaml:5:24: step \"c\" cannot use its own outputs",
+		      "w.yaml:5:24: template refers to unknown step \"zz\"", NULL);
+	/* transitive upstream is fine, and step names may hold dots */
+	spec = parse_ok("name: x\n"
+			"steps:\n"
+			"  - {name: v1.prep, command: a}\n"
+			"  - {name: b, command: b, needs: v1.prep}\n"
+			"  - {name: c, command: \"{{steps.v1.prep.outputs.out_1}}\", needs: b}\n");
+	json_decref(spec);
+}
+
+static void test_config__multiple_errors_in_order(void **state)
+{
+	(void)state;
+	expect_errors("name: Bad Name\n"
+		      "params:\n"
+		      "  1p: x\n"
+		      "steps:\n"
+		      "  - name: a\n"
+		      "    command: a\n"
+		      "    image: ubuntu\n"
+		      "    env: {OK: 1, 9X: 2}\n"
+		      "  - name: b\n"
+		      "    needs: [nope]\n"
+		      "    workdir: ../up\n"
+		      "    timeout: 5\n"
+		      "    extra: 1\n",
+		      "w.yaml:1:7: workflow name \"Bad Name\" is not valid; use 1-63 of a-z, 0-9, _, "
+		      ". and -, starting with a letter or digit",
+		      "w.yaml:3:3: parameter name \"1p\" is not valid; use letters, digits and _, "
+		      "not starting with a digit",
+		      "w.yaml:7:12: image \"ubuntu\": only \"host\" is supported until the container "
+		      "executor lands",
+		      "w.yaml:8:18: env name \"9X\" is not valid; use letters, digits and _, not "
+		      "starting with a digit",
+		      "w.yaml:9:5: step is missing required key \"command\" (a list like "
+		      "[python, train.py] or one shell string)",
+		      "w.yaml:10:13: step \"b\" needs unknown step \"nope\"; known steps: a",
+		      "w.yaml:11:14: workdir \"../up\" must not contain \"..\"; use a path below the "
+		      "run directory or an absolute path",
+		      "w.yaml:12:14: timeout: duration \"5\": missing unit (use e.g. 30s, 5m, 2h)",
+		      "w.yaml:13:5: unknown step key \"extra\"; known keys: name, kind, needs, "
+		      "command, env, image, workdir, timeout, retry", NULL);
+}
+
+static void test_config__aliases(void **state)
+{
+	json_t *spec;
+	char *dump;
+
+	(void)state;
+	/* an aliased node is just that node */
+	spec = parse_ok("name: x\n"
+			"steps:\n"
+			"  - name: a\n"
+			"    command: &cmd [python, run.py]\n"
+			"    env: &env {A: \"1\"}\n"
+			"  - {name: b, command: *cmd, env: *env, needs: a}\n");
+	dump = json_dumps(json_object_get(step_at(spec, 1), "command"), JSON_COMPACT);
+	assert_string_equal(dump, "[\"python\",\"run.py\"]");
+	free(dump);
+	json_decref(spec);
+	/* a self-referencing anchor does not loop */
+	expect_errors("name: x\nsteps: &s [*s]\n",
+		      "w.yaml:2:8: a step must be a mapping with at least name and command, "
+		      "not a list", NULL);
+}
+
+static void test_config__alias_amplification_bounded(void **state)
+{
+	json_t *spec = NULL;
+	cfg_errors errs;
+	char *yaml = NULL, *p;
+	size_t cap = 64 * 1024, i;
+	int rc;
+
+	(void)state;
+	/* a 4000-item list reused by 1000 steps would be 4 million items */
+	yaml = malloc(cap);
+	p = yaml + sprintf(yaml, "name: x\nsteps:\n  - name: s0\n    command: &c [");
+	for (i = 0; i < 4000; i++)
+		p += sprintf(p, "%sa", i ? "," : "");
+	p += sprintf(p, "]\n");
+	for (i = 1; i < 1000; i++)
+		p += sprintf(p, "  - {name: s%zu, command: *c}\n", i);
+	assert_true((size_t)(p - yaml) < cap);
+	rc = parse(yaml, &spec, &errs);
+	assert_int_equal(rc, FERRY_EINVALID);
+	assert_int_equal(errs.len, 1);
+	assert_non_null(strstr(errs.items[0], "aliases expand this document too much"));
+	cfg_errors_dispose(&errs);
+	free(yaml);
+}
+
+static void test_config__hash_stability(void **state)
+{
+	const char *a = "name: x\nsteps: [{name: a, command: a}]\n";
+	const char *b = "name: x\nsteps: [{name: a, command: b}]\n";
+	char h1[65], h2[65], h3[65];
+	json_t *s1 = NULL, *s2 = NULL, *s3 = NULL;
+	cfg_errors errs = {0};
+
+	(void)state;
+	assert_int_equal(cfg_workflow_parse(&s1, h1, a, strlen(a), NULL, &errs), 0);
+	assert_int_equal(cfg_workflow_parse(&s2, h2, a, strlen(a), "other.yaml", &errs), 0);
+	assert_int_equal(cfg_workflow_parse(&s3, h3, b, strlen(b), NULL, &errs), 0);
+	assert_int_equal(strlen(h1), 64);
+	assert_int_equal(strspn(h1, "0123456789abcdef"), 64);
+	assert_string_equal(h1, h2);
+	assert_string_not_equal(h1, h3);
+	json_decref(s3);
+	/* sha256 of the empty input, a known value; errors do not skip the hash */
+	assert_int_equal(cfg_workflow_parse(&s3, h3, "", 0, NULL, &errs), FERRY_EINVALID);
+	assert_string_equal(h3, "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855");
+	json_decref(s1);
+	json_decref(s2);
+	cfg_errors_dispose(&errs);
+}
+
+static json_t *params_spec(void)
+{
+	return parse_ok("name: x\n"
+			"params:\n"
+			"  who: world\n"
+			"  lr: {default: 0.01}\n"
+			"  n: {description: required}\n"
+			"steps: [{name: a, command: a}]\n");
+}
+
+static void test_config__params_resolve_defaults(void **state)
+{
+	json_t *spec = params_spec(), *given = json_pack("{s:i}", "n", 7), *out = NULL;
+	char *dump;
+
+	(void)state;
+	assert_int_equal(cfg_params_resolve(&out, spec, given), 0);
+	dump = json_dumps(out, JSON_COMPACT);
+	assert_string_equal(dump, "{\"who\":\"world\",\"lr\":\"0.01\",\"n\":\"7\"}");
+	free(dump);
+	json_decref(out);
+	json_decref(given);
+	json_decref(spec);
+}
+
+static void test_config__params_resolve_unknown_and_missing(void **state)
+{
+	json_t *spec = params_spec(), *given, *out = NULL;
+
+	(void)state;
+	given = json_pack("{s:i,s:s}", "n", 1, "x", "y");
+	assert_int_equal(cfg_params_resolve(&out, spec, given), FERRY_EINVALID);
+	assert_null(out);
+	assert_string_equal(ferry_error_last(), "unknown parameter \"x\"; declared: who, lr, n");
+	json_decref(given);
+
+	assert_int_equal(cfg_params_resolve(&out, spec, NULL), FERRY_EINVALID);
+	assert_null(out);
+	assert_string_equal(ferry_error_last(), "parameter \"n\" has no default and was not given "
+						"(use -p n=VALUE)");
+
+	given = json_pack("{s:[]}", "n");
+	assert_int_equal(cfg_params_resolve(&out, spec, given), FERRY_EINVALID);
+	assert_string_equal(ferry_error_last(), "parameter \"n\" must be a string, number or boolean");
+	json_decref(given);
+	json_decref(spec);
+}
+
+static void test_config__params_resolve_conversion(void **state)
+{
+	json_t *spec = params_spec(), *given, *out = NULL;
+	char *dump;
+
+	(void)state;
+	given = json_pack("{s:f,s:b,s:f}", "n", 1.0, "who", 1, "lr", 0.5);
+	assert_int_equal(cfg_params_resolve(&out, spec, given), 0);
+	dump = json_dumps(out, JSON_COMPACT);
+	assert_string_equal(dump, "{\"who\":\"true\",\"lr\":\"0.5\",\"n\":\"1.0\"}");
+	free(dump);
+	json_decref(out);
+	json_decref(given);
+
+	given = json_pack("{s:f,s:I,s:f}", "n", 0.1, "who", (json_int_t)-12345678901LL, "lr", 1e-7);
+	assert_int_equal(cfg_params_resolve(&out, spec, given), 0);
+	assert_string_equal(json_string_value(json_object_get(out, "n")), "0.1");
+	assert_string_equal(json_string_value(json_object_get(out, "who")), "-12345678901");
+	assert_string_equal(json_string_value(json_object_get(out, "lr")), "1e-07");
+	json_decref(out);
+	json_decref(given);
+	json_decref(spec);
+}
+
+static void test_config__template_render(void **state)
+{
+	json_t *params = json_pack("{s:s,s:s}", "who", "world", "n", "3");
+	char *out = NULL;
+
+	(void)state;
+	assert_int_equal(cfg_template_render(&out, "hi {{ params.who }}/{{params.n}} "
+					     "{{run.id}} {{ steps.a.outputs.k }}", params, "r-42"), 0);
+	assert_string_equal(out, "hi world/3 r-42 {{ steps.a.outputs.k }}");
+	free(out);
+	assert_int_equal(cfg_template_render(&out, "{{ run.id }} ünï {{ bad", params, NULL), 0);
+	assert_string_equal(out, "{{ run.id }} ünï {{ bad");
+	free(out);
+	assert_int_equal(cfg_template_render(&out, "x {{ params.missing }}", params, NULL),
+			 FERRY_EINVALID);
+	assert_null(out);
+	assert_non_null(strstr(ferry_error_last(), "\"missing\""));
+	assert_int_equal(cfg_template_render(&out, "", NULL, NULL), 0);
+	assert_string_equal(out, "");
+	free(out);
+	json_decref(params);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_config__valid_fan_out_fan_in),
+		cmocka_unit_test(test_config__syntax_error_line_col),
+		cmocka_unit_test(test_config__document_count_and_size),
+		cmocka_unit_test(test_config__duplicate_key),
+		cmocka_unit_test(test_config__unknown_top_level_key),
+		cmocka_unit_test(test_config__unknown_kind),
+		cmocka_unit_test(test_config__unknown_step_key),
+		cmocka_unit_test(test_config__unknown_needs),
+		cmocka_unit_test(test_config__self_need),
+		cmocka_unit_test(test_config__cycle_named),
+		cmocka_unit_test(test_config__duplicate_step_name),
+		cmocka_unit_test(test_config__bad_durations),
+		cmocka_unit_test(test_config__good_durations),
+		cmocka_unit_test(test_config__retry_shorthand_and_mapping),
+		cmocka_unit_test(test_config__command_shorthand),
+		cmocka_unit_test(test_config__template_undeclared_param),
+		cmocka_unit_test(test_config__template_non_upstream_step),
+		cmocka_unit_test(test_config__multiple_errors_in_order),
+		cmocka_unit_test(test_config__aliases),
+		cmocka_unit_test(test_config__alias_amplification_bounded),
+		cmocka_unit_test(test_config__hash_stability),
+		cmocka_unit_test(test_config__params_resolve_defaults),
+		cmocka_unit_test(test_config__params_resolve_unknown_and_missing),
+		cmocka_unit_test(test_config__params_resolve_conversion),
+		cmocka_unit_test(test_config__template_render),
+	};
+
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
