@@ -562,11 +562,16 @@ int store_run_create(int64_t *out_id, PGconn *conn, const struct store_run_new *
 	}
 	params_txt = json_dumps(params, JSON_COMPACT);
 	{
-		const char *p[6] = {hash, json_string_value(json_object_get(spec, "name")),
-				    params_txt, rn->trigger, rn->actor, rn->workdir};
+		char open[16];
+		int nsel = 0;
+		for (int k = 0; k < nsteps; k++)
+			nsel += sel[k] != 0;
+		snprintf(open, sizeof(open), "%d", nsel);
+		const char *p[7] = {hash, json_string_value(json_object_get(spec, "name")),
+				    params_txt, rn->trigger, rn->actor, rn->workdir, open};
 		if ((error = q(&res, conn,
-			       "INSERT INTO runs (workflow_hash, workflow_name, params, trigger, actor, workdir) "
-			       "VALUES ($1, $2, $3, $4, $5, $6) RETURNING id", 6, p)) < 0)
+			       "INSERT INTO runs (workflow_hash, workflow_name, params, trigger, actor, workdir, open_steps) "
+			       "VALUES ($1, $2, $3, $4, $5, $6, $7) RETURNING id", 7, p)) < 0)
 			goto out;
 		*out_id = intval(res, 0, 0);
 		snprintf(run_id, sizeof(run_id), "%s", PQgetvalue(res, 0, 0));

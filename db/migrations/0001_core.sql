@@ -21,6 +21,7 @@ CREATE TABLE runs (
 	trigger        text NOT NULL CHECK (trigger IN ('api', 'cli', 'dev', 'schedule', 'data', 'bench')),
 	actor          text NOT NULL,
 	workdir        text,
+	open_steps     int NOT NULL DEFAULT 0,  -- steps blocked, ready, running or waiting
 	reason         text,
 	created_at     timestamptz NOT NULL DEFAULT now(),
 	started_at     timestamptz,
@@ -80,7 +81,6 @@ CREATE TABLE attempts (
 	PRIMARY KEY (step_id, attempt)
 );
 CREATE INDEX attempts_running ON attempts (lease_until) WHERE state = 'running';
-CREATE INDEX attempts_owner ON attempts (owner) WHERE state = 'running';
 
 CREATE TABLE events (
 	id       bigserial PRIMARY KEY,
@@ -146,7 +146,7 @@ LANGUAGE plpgsql AS $$
 DECLARE
 	v_ok bigint[];
 	v_failed bigint[];
-	v_runs bigint[];
+	v_closed bigint[];
 	v_retry timestamptz;
 	v_ready int := 0;
 	v_n int;
@@ -190,10 +190,10 @@ BEGIN
 	)
 	SELECT array_agg(s.id) FILTER (WHERE s.state = 'succeeded'),
 	       array_agg(s.id) FILTER (WHERE s.state IN ('failed', 'stopped')),
-	       array_agg(DISTINCT s.run_id),
+	       array_agg(s.run_id) FILTER (WHERE s.state <> 'ready'),
 	       min(s.not_before),
 	       count(*) FILTER (WHERE s.state = 'ready' AND s.not_before IS NULL)
-	INTO v_ok, v_failed, v_runs, v_retry, v_n
+	INTO v_ok, v_failed, v_closed, v_retry, v_n
 	FROM s;
 	v_ready := coalesce(v_n, 0);
 
@@ -219,25 +219,30 @@ BEGIN
 			UPDATE steps s SET state = 'skipped', reason = 'upstream step did not succeed', finished_at = now()
 			FROM down WHERE s.id = down.id AND s.state = 'blocked'
 			RETURNING s.run_id, s.name
+		), ev AS (
+			INSERT INTO events (run_id, step, actor, kind) SELECT u.run_id, u.name, p_owner, 'step.skipped' FROM u
 		)
-		INSERT INTO events (run_id, step, actor, kind) SELECT u.run_id, u.name, p_owner, 'step.skipped' FROM u;
+		SELECT v_closed || array_agg(u.run_id) INTO v_closed FROM u;
 	END IF;
 
-	IF v_runs IS NOT NULL THEN
-		WITH done AS (
-			UPDATE runs r SET
+	-- runs lose one open step per step closed; at zero they finish
+	IF v_closed IS NOT NULL THEN
+		WITH c AS (
+			SELECT x AS run_id, count(*)::int AS n FROM unnest(v_closed) AS x GROUP BY x
+		), done AS (
+			UPDATE runs r SET open_steps = r.open_steps - c.n,
 			       state = CASE
+			               WHEN r.open_steps - c.n > 0 OR r.state NOT IN ('pending', 'running', 'stopping') THEN r.state
 			               WHEN r.state = 'stopping' THEN 'stopped'
 			               WHEN EXISTS (SELECT 1 FROM steps x WHERE x.run_id = r.id AND x.state = 'failed') THEN 'failed'
 			               WHEN EXISTS (SELECT 1 FROM steps x WHERE x.run_id = r.id AND x.state = 'stopped') THEN 'stopped'
 			               ELSE 'succeeded' END,
-			       finished_at = now()
-			WHERE r.id = ANY (v_runs) AND r.state IN ('pending', 'running', 'stopping')
-			  AND NOT EXISTS (SELECT 1 FROM steps x WHERE x.run_id = r.id
-			                  AND x.state IN ('blocked', 'ready', 'running', 'waiting'))
-			RETURNING r.id, r.state
+			       finished_at = CASE WHEN r.open_steps - c.n > 0 THEN r.finished_at ELSE now() END
+			FROM c WHERE r.id = c.run_id
+			RETURNING r.id, r.state, r.open_steps
 		)
-		INSERT INTO events (run_id, actor, kind) SELECT done.id, p_owner, 'run.' || done.state FROM done;
+		INSERT INTO events (run_id, actor, kind)
+		SELECT done.id, p_owner, 'run.' || done.state FROM done WHERE done.open_steps = 0;
 	END IF;
 
 	IF v_ready > 0 THEN
@@ -287,6 +292,7 @@ CREATE FUNCTION ferry_stop(p_run bigint, p_actor text) RETURNS text
 LANGUAGE plpgsql AS $$
 DECLARE
 	v_state text;
+	v_n int;
 BEGIN
 	SELECT state INTO v_state FROM runs WHERE id = p_run FOR UPDATE;
 	IF NOT FOUND THEN
@@ -303,8 +309,11 @@ BEGIN
 		       reason = 'run stopped by ' || p_actor
 		WHERE run_id = p_run AND state IN ('blocked', 'ready', 'waiting')
 		RETURNING name
+	), ev AS (
+		INSERT INTO events (run_id, step, actor, kind) SELECT p_run, u.name, p_actor, 'step.stopped' FROM u
 	)
-	INSERT INTO events (run_id, step, actor, kind) SELECT p_run, u.name, p_actor, 'step.stopped' FROM u;
+	SELECT count(*) INTO v_n FROM u;
+	UPDATE runs SET open_steps = open_steps - v_n WHERE id = p_run;
 	IF EXISTS (SELECT 1 FROM steps WHERE run_id = p_run AND state = 'running') THEN
 		v_state := 'stopping';
 		UPDATE runs SET state = v_state, reason = 'stopped by ' || p_actor WHERE id = p_run;
@@ -363,7 +372,9 @@ BEGIN
 	       deps_pending = (SELECT count(*) FROM step_deps d WHERE d.step_id = s.id AND d.needs_id = ANY (v_set))
 	WHERE s.id = ANY (v_set);
 	UPDATE steps SET state = 'ready' WHERE id = ANY (v_set) AND deps_pending = 0;
-	UPDATE runs SET state = 'pending', finished_at = NULL, reason = NULL WHERE id = p_run;
+	UPDATE runs SET state = 'pending', finished_at = NULL, reason = NULL,
+	       open_steps = open_steps + coalesce(array_length(v_set, 1), 0)
+	WHERE id = p_run;
 	INSERT INTO events (run_id, actor, kind, detail)
 	VALUES (p_run, p_actor, 'run.retry', jsonb_strip_nulls(jsonb_build_object('from', p_from,
 	        'steps', (SELECT jsonb_agg(name ORDER BY idx) FROM steps WHERE id = ANY (v_set)))));
