@@ -97,7 +97,7 @@ static void reply_json(struct reply *r, unsigned status, char *body)
 static void reply_error(struct reply *r, unsigned status, const char *code, const char *field,
 			const char *message, const cfg_errors *details)
 {
-	json_t *err = json_pack("{s:s, s:s}", "code", code, "message", message);
+	json_t *err = json_pack("{s:s, s:s}", "code", code, "message", message), *root;
 
 	if (field)
 		json_object_set_new(err, "field", json_string(field));
@@ -107,8 +107,10 @@ static void reply_error(struct reply *r, unsigned status, const char *code, cons
 			json_array_append_new(arr, json_string(details->items[i]));
 		json_object_set_new(err, "details", arr);
 	}
+	root = json_pack("{s:o}", "error", err);
 	r->status = status;
-	r->body = json_dumps(json_pack("{s:o}", "error", err), JSON_COMPACT);
+	r->body = json_dumps(root, JSON_COMPACT);
+	json_decref(root);
 }
 
 /* Maps a store error onto a reply. */

@@ -19,6 +19,11 @@ run_one() {
 	"$t"
 	set +e
 	stop_daemons
+	# a sanitizer report in any daemon log fails the test (SANITIZE builds)
+	if grep -lE 'ERROR: (AddressSanitizer|LeakSanitizer)|runtime error:' "$FERRY_HOME"/ferryd-*.log 2>/dev/null; then
+		grep -hE -A30 'ERROR: (AddressSanitizer|LeakSanitizer)|runtime error:' "$FERRY_HOME"/ferryd-*.log | head -60
+		return 1
+	fi
 }
 
 new_port() {
