@@ -23,6 +23,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -158,6 +159,8 @@ int engine_new(struct engine **out, const struct engine_opts *opts, const char *
 	sa.sa_flags = SA_RESTART | SA_NOCLDSTOP;
 	sigemptyset(&sa.sa_mask);
 	sigaction(SIGCHLD, &sa, NULL);
+	/* processes a job leaves behind are reparented to us and reaped, not left as zombies */
+	prctl(PR_SET_CHILD_SUBREAPER, 1);
 	if ((error = engine_connect(e)) < 0)
 		goto fail;
 	*out = e;

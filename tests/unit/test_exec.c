@@ -1,0 +1,205 @@
+/* Unit tests of the local executor: real processes, real files. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "exec.h"
+#include "util.h"
+
+static char home[] = "/tmp/ferry-unit-exec.XXXXXX";
+
+static int setup(void **state)
+{
+	(void)state;
+	return mkdtemp(home) ? 0 : -1;
+}
+
+static int teardown(void **state)
+{
+	char *cmd = xasprintf("rm -rf %s", home);
+	(void)state;
+	if (system(cmd) != 0)
+		fprintf(stderr, "cannot remove %s\n", home);
+	free(cmd);
+	return 0;
+}
+
+/* Starts `sh -c SCRIPT` as step NAME, attempt 1. */
+static void start(struct exec_job *job, const char *name, const char *script, const char *env_k,
+		  const char *env_v)
+{
+	struct store_claim c;
+
+	memset(&c, 0, sizeof(c));
+	c.step_id = 1;
+	c.run_id = 7;
+	c.attempt = 1;
+	c.name = (char *)name;
+	c.spec = json_pack("{s:[s,s,s], s:{}}", "command", "sh", "-c", script, "env");
+	if (env_k)
+		json_object_set_new(json_object_get(c.spec, "env"), env_k, json_string(env_v));
+	assert_int_equal(exec_local_start(job, &c, home), 0);
+	json_decref(c.spec);
+}
+
+/* How many live (not zombie) processes are in process group pgid. */
+static int live_in_group(pid_t pgid)
+{
+	char cmd[160], buf[32] = "";
+	FILE *p;
+
+	snprintf(cmd, sizeof(cmd), "ps -e -o pgid=,stat= | awk '$1 == %d && $2 !~ /^Z/' | wc -l", (int)pgid);
+	p = popen(cmd, "r");
+	if (p == NULL)
+		return -1;
+	if (fgets(buf, sizeof(buf), p) == NULL)
+		buf[0] = '\0';
+	pclose(p);
+	return (int)strtol(buf, NULL, 10);
+}
+
+static void wait_job(struct exec_job *job)
+{
+	int st;
+	assert_int_equal(waitpid(job->pid, &st, 0), job->pid);
+}
+
+static void test_exec__exit_code_and_log(void **state)
+{
+	struct exec_job job;
+	int code, sig;
+	char *log = NULL, *path;
+
+	(void)state;
+	start(&job, "exitcode", "echo \"step=$FERRY_STEP run=$FERRY_RUN_ID attempt=$FERRY_ATTEMPT v=$V\"; echo err >&2; exit 3",
+	      "V", "42");
+	wait_job(&job);
+	assert_int_equal(exec_read_status(job.dir, &code, &sig), 1);
+	assert_int_equal(code, 3);
+	assert_int_equal(sig, 0);
+	path = xasprintf("%s/log", job.dir);
+	assert_int_equal(file_read(&log, NULL, path), 0);
+	assert_string_equal(log, "step=exitcode run=7 attempt=1 v=42\nerr\n");
+	free(log);
+	free(path);
+	exec_job_dispose(&job);
+}
+
+static void test_exec__output_dir_exists(void **state)
+{
+	struct exec_job job;
+	int code, sig;
+	char *path, *txt = NULL;
+
+	(void)state;
+	start(&job, "outdir", "echo hi > \"$FERRY_OUTPUT_DIR/a.txt\"", NULL, NULL);
+	wait_job(&job);
+	assert_int_equal(exec_read_status(job.dir, &code, &sig), 1);
+	assert_int_equal(code, 0);
+	path = xasprintf("%s/out/a.txt", job.dir);
+	assert_int_equal(file_read(&txt, NULL, path), 0);
+	assert_string_equal(txt, "hi\n");
+	free(txt);
+	free(path);
+	exec_job_dispose(&job);
+}
+
+static void test_exec__secrets_hidden(void **state)
+{
+	struct exec_job job;
+	int code, sig;
+
+	(void)state;
+	setenv("FERRY_API_TOKEN", "secret", 1);
+	start(&job, "secret", "test -z \"$FERRY_API_TOKEN\"", NULL, NULL);
+	unsetenv("FERRY_API_TOKEN");
+	wait_job(&job);
+	assert_int_equal(exec_read_status(job.dir, &code, &sig), 1);
+	assert_int_equal(code, 0);
+	exec_job_dispose(&job);
+}
+
+static void test_exec__signal_kills_group(void **state)
+{
+	struct exec_job job;
+	int code, sig;
+
+	(void)state;
+	/* a grandchild in the same group must die too */
+	start(&job, "group", "sleep 30 & sleep 30; wait", NULL, NULL);
+	usleep(200 * 1000);
+	assert_true(exec_pid_alive(job.pid, job.pid_start));
+	exec_signal(&job, SIGTERM);
+	wait_job(&job);
+	assert_int_equal(exec_read_status(job.dir, &code, &sig), 1);
+	assert_int_equal(sig, SIGTERM);
+	for (int i = 0; i < 50 && live_in_group(job.pid) > 0; i++)
+		usleep(20 * 1000);
+	assert_int_equal(live_in_group(job.pid), 0); /* the background sleep died too */
+	assert_false(exec_pid_alive(job.pid, job.pid_start));
+	exec_job_dispose(&job);
+}
+
+static void test_exec__missing_command(void **state)
+{
+	struct exec_job job;
+	struct store_claim c;
+	int code, sig;
+
+	(void)state;
+	memset(&c, 0, sizeof(c));
+	c.step_id = 2;
+	c.run_id = 7;
+	c.attempt = 1;
+	c.name = "nocmd";
+	c.spec = json_pack("{s:[s], s:{}}", "command", "/nonexistent/binary", "env");
+	assert_int_equal(exec_local_start(&job, &c, home), 0);
+	json_decref(c.spec);
+	wait_job(&job);
+	assert_int_equal(exec_read_status(job.dir, &code, &sig), 1);
+	assert_int_equal(code, 127);
+	exec_job_dispose(&job);
+}
+
+static void test_exec__pid_start_identifies_process(void **state)
+{
+	int64_t me = exec_pid_start(getpid());
+
+	(void)state;
+	assert_true(me > 0);
+	assert_true(exec_pid_alive(getpid(), me));
+	assert_false(exec_pid_alive(getpid(), me + 1)); /* same pid, other start: a reused pid */
+	assert_false(exec_pid_alive(0, 0));
+}
+
+static void test_exec__no_status_file(void **state)
+{
+	int code, sig;
+
+	(void)state;
+	assert_int_equal(exec_read_status("/nonexistent", &code, &sig), 0);
+	assert_int_equal(code, -1);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_exec__exit_code_and_log),
+		cmocka_unit_test(test_exec__output_dir_exists),
+		cmocka_unit_test(test_exec__secrets_hidden),
+		cmocka_unit_test(test_exec__signal_kills_group),
+		cmocka_unit_test(test_exec__missing_command),
+		cmocka_unit_test(test_exec__pid_start_identifies_process),
+		cmocka_unit_test(test_exec__no_status_file),
+	};
+	return cmocka_run_group_tests(tests, setup, teardown);
+}

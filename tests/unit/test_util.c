@@ -1,0 +1,90 @@
+/* Unit tests of util: number parsing, directories, files, errors. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "util.h"
+
+static void test_util__parse_int64(void **state)
+{
+	int64_t v = 0;
+
+	(void)state;
+	assert_int_equal(parse_int64("42", &v), 0);
+	assert_int_equal(v, 42);
+	assert_int_equal(parse_int64("-7", &v), 0);
+	assert_int_equal(v, -7);
+	assert_int_equal(parse_int64("", &v), FERRY_EINVALID);
+	assert_int_equal(parse_int64("12x", &v), FERRY_EINVALID);
+	assert_int_equal(parse_int64("99999999999999999999", &v), FERRY_EINVALID);
+	assert_int_equal(parse_int64(NULL, &v), FERRY_EINVALID);
+}
+
+static void test_util__mkdir_p_and_file_read(void **state)
+{
+	char base[] = "/tmp/ferry-unit-util.XXXXXX", *deep, *file, *buf = NULL, *cmd;
+	size_t len = 0;
+	struct stat st;
+	FILE *f;
+
+	(void)state;
+	assert_non_null(mkdtemp(base));
+	deep = xasprintf("%s/a/b/c", base);
+	assert_int_equal(mkdir_p(deep, 0755), 0);
+	assert_int_equal(mkdir_p(deep, 0755), 0); /* idempotent */
+	assert_int_equal(stat(deep, &st), 0);
+	assert_true(S_ISDIR(st.st_mode));
+	file = xasprintf("%s/x", deep);
+	f = fopen(file, "w");
+	assert_non_null(f);
+	fputs("hello\nworld", f);
+	fclose(f);
+	assert_int_equal(file_read(&buf, &len, file), 0);
+	assert_int_equal(len, 11);
+	assert_string_equal(buf, "hello\nworld");
+	free(buf);
+	assert_int_equal(file_read(&buf, &len, "/nonexistent/file"), FERRY_ENOTFOUND);
+	assert_non_null(strstr(ferry_error_last(), "/nonexistent/file"));
+	cmd = xasprintf("rm -rf %s", base);
+	assert_int_equal(system(cmd), 0);
+	free(cmd);
+	free(file);
+	free(deep);
+}
+
+static void test_util__error_buffer(void **state)
+{
+	(void)state;
+	ferry_error_set("step %s failed: %d", "train", 3);
+	assert_string_equal(ferry_error_last(), "step train failed: 3");
+	ferry_error_clear();
+	assert_string_equal(ferry_error_last(), "");
+}
+
+static void test_util__xasprintf(void **state)
+{
+	char *s = xasprintf("%s-%05d", "run", 42);
+
+	(void)state;
+	assert_string_equal(s, "run-00042");
+	free(s);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_util__parse_int64),
+		cmocka_unit_test(test_util__mkdir_p_and_file_read),
+		cmocka_unit_test(test_util__error_buffer),
+		cmocka_unit_test(test_util__xasprintf),
+	};
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
