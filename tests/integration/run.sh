@@ -37,7 +37,7 @@ for t in "${tests[@]}"; do
 	start=$(date +%s.%N)
 	( run_one "$t" ) > "$SUITE/$t.out" 2>&1
 	rc=$?
-	secs=$(echo "$(date +%s.%N) - $start" | bc 2>/dev/null || echo "?")
+	secs=$(awk -v a="$start" -v b="$(date +%s.%N)" 'BEGIN { printf "%.1f", b - a }')
 	if [ $rc -eq 0 ]; then
 		passed=$((passed + 1))
 		printf 'ok %d - %s (%.1fs)\n' "$n" "$t" "$secs"
