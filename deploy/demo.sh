@@ -8,16 +8,17 @@ export FERRY_LISTEN=${FERRY_LISTEN:-127.0.0.1:8080}
 export FERRY_URL=${FERRY_URL:-http://$FERRY_LISTEN}
 mkdir -p "$FERRY_HOME"
 if [ "$(id -u)" = 0 ]; then
-	# the embedded PostgreSQL runs as 'postgres': it must be able to reach FERRY_HOME
-	chmod o+x "$FERRY_HOME"
-	d=$(dirname "$FERRY_HOME")
-	while [ "$d" != / ]; do
-		if ! runuser -u postgres -- test -x "$d" 2>/dev/null; then
-			echo "demo: the postgres user cannot enter $d; set FERRY_HOME to a directory under /tmp or /var/lib" >&2
-			exit 1
-		fi
-		d=$(dirname "$d")
-	done
+	# the embedded PostgreSQL runs as 'postgres' and must be able to reach FERRY_HOME
+	if ! runuser -u postgres -- test -x "$FERRY_HOME" 2>/dev/null; then
+		chmod o+x "$FERRY_HOME" 2>/dev/null || true
+	fi
+	if ! runuser -u postgres -- test -x "$FERRY_HOME" 2>/dev/null; then
+		alt=/var/tmp/ferry-demo
+		echo "demo: the postgres user cannot enter $FERRY_HOME (a parent directory is private); using $alt"
+		export FERRY_HOME=$alt
+		mkdir -p "$FERRY_HOME"
+		chmod 755 "$FERRY_HOME"
+	fi
 fi
 
 say() { printf '\n\033[1m== %s\033[0m\n' "$*"; }
