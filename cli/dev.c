@@ -41,6 +41,7 @@ struct seen {
 	int attempts;
 	int log_attempt;
 	long log_off;
+	char *log_path;
 };
 
 static void usage(FILE *f)
@@ -121,6 +122,10 @@ static int report(struct seen **seen, size_t *nseen, PGconn *conn, int64_t run_i
 			s->name = xstrdup(json_string_value(json_object_get(st, "name")));
 		if (log && (int)json_integer_value(json_object_get(last, "attempt")) != s->log_attempt) {
 			/* finish the previous attempt's log first */
+			if (s->log_path)
+				stream_log(s, s->log_path);
+			free(s->log_path);
+			s->log_path = xstrdup(log);
 			s->log_attempt = (int)json_integer_value(json_object_get(last, "attempt"));
 			s->log_off = 0;
 		}
@@ -283,6 +288,7 @@ out:
 	for (size_t i = 0; seen && i < nseen; i++) {
 		free(seen[i].name);
 		free(seen[i].state);
+		free(seen[i].log_path);
 	}
 	free(seen);
 	engine_free(e);

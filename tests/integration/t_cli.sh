@@ -99,6 +99,8 @@ test_dev_run_whole_and_subsets() {
 	echo "$out"
 	assert_match "$out" 'greet +\| hello, dev' "streams step logs"
 	assert_match "$out" 'flaky +running' "transitions"
+	assert_match "$out" 'flaky +\| attempt 1: simulated failure' "first attempt's log"
+	assert_match "$out" 'flaky +\| attempt 2: ok' "second attempt's log"
 	assert_match "$(echo "$out" | tail -1)" 'succeeded' "final line"
 	out=$(ferry dev run "$ROOT/workflows/hello.yaml" --only greet)
 	id=$(echo "$out" | sed -n 's/^run \([0-9]*\) (dev).*/\1/p')
