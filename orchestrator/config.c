@@ -26,6 +26,8 @@
 #include <yaml.h>
 
 #define MAX_STEPS 1000
+#define MAX_DEPTH 64     /* nesting levels; the schema itself needs 5 */
+#define MAX_ANCHORS 256
 #define MAX_SHOWN_ERRORS 100
 #define MAX_LISTED 20 /* names listed in "known steps: …" */
 #define QMAX 60       /* bytes of a user value quoted in a message */
@@ -1164,6 +1166,50 @@ static void syntax_error(struct ctx *c, const yaml_parser_t *p)
 	}
 }
 
+/*
+ * A first pass over the events, before libyaml builds the document: its
+ * scanner slows down with every level of flow nesting and its loader looks
+ * each alias up among all anchors, so deep nesting or many anchors would
+ * take quadratic time. Returns false after reporting that, or a syntax error.
+ */
+static bool prescan(struct ctx *c)
+{
+	yaml_parser_t p;
+	yaml_event_t ev;
+	size_t depth = 0, anchors = 0;
+	bool ok = true, end = false;
+
+	if (!yaml_parser_initialize(&p))
+		abort();
+	yaml_parser_set_input_string(&p, (const unsigned char *)c->src, c->len);
+	while (ok && !end) {
+		if (!yaml_parser_parse(&p, &ev)) {
+			syntax_error(c, &p);
+			ok = false;
+			break;
+		}
+		if (ev.type == YAML_SEQUENCE_START_EVENT || ev.type == YAML_MAPPING_START_EVENT)
+			depth++;
+		else if (ev.type == YAML_SEQUENCE_END_EVENT || ev.type == YAML_MAPPING_END_EVENT)
+			depth--;
+		if ((ev.type == YAML_SCALAR_EVENT && ev.data.scalar.anchor != NULL) ||
+		    (ev.type == YAML_SEQUENCE_START_EVENT && ev.data.sequence_start.anchor != NULL) ||
+		    (ev.type == YAML_MAPPING_START_EVENT && ev.data.mapping_start.anchor != NULL))
+			anchors++;
+		if (depth > MAX_DEPTH || anchors > MAX_ANCHORS) {
+			err_at(c, pos1(ev.start_mark.line), pos1(ev.start_mark.column),
+			       depth > MAX_DEPTH ? "nested more than %d levels deep; a workflow needs "
+			       "far fewer" : "more than %d anchors (&name); a workflow needs far fewer",
+			       depth > MAX_DEPTH ? MAX_DEPTH : MAX_ANCHORS);
+			ok = false;
+		}
+		end = ev.type == YAML_STREAM_END_EVENT;
+		yaml_event_delete(&ev);
+	}
+	yaml_parser_delete(&p);
+	return ok;
+}
+
 static void ctx_dispose(struct ctx *c)
 {
 	size_t i;
@@ -1208,6 +1254,8 @@ int cfg_workflow_parse(json_t **out, char hash_out[65], const char *yaml, size_t
 		       CFG_MAX_YAML);
 		goto out;
 	}
+	if (!prescan(&c))
+		goto out;
 	if (!yaml_parser_initialize(&parser)) {
 		ferry_error_set("cannot initialise the YAML parser");
 		error = FERRY_ERROR;

@@ -529,6 +529,38 @@ static void test_config__alias_amplification_bounded(void **state)
 	free(yaml);
 }
 
+static void test_config__nesting_and_anchor_limits(void **state)
+{
+	json_t *spec = NULL;
+	cfg_errors errs;
+	char *yaml = malloc(64 * 1024), *p;
+	int i;
+
+	(void)state;
+	/* libyaml is quadratic in flow depth and in anchors: both are capped */
+	p = yaml + sprintf(yaml, "name: x\nsteps: ");
+	for (i = 0; i < 20000; i++)
+		*p++ = '[';
+	for (i = 0; i < 20000; i++)
+		*p++ = ']';
+	*p = '\0';
+	assert_int_equal(parse(yaml, &spec, &errs), FERRY_EINVALID);
+	assert_int_equal(errs.len, 1);
+	assert_string_equal(errs.items[0], "w.yaml:2:71: nested more than 64 levels deep; "
+					   "a workflow needs far fewer");
+	cfg_errors_dispose(&errs);
+
+	p = yaml + sprintf(yaml, "name: x\nsteps:\n");
+	for (i = 0; i < 300; i++)
+		p += sprintf(p, "  - &a%d {name: s%d, command: c}\n", i, i);
+	assert_int_equal(parse(yaml, &spec, &errs), FERRY_EINVALID);
+	assert_int_equal(errs.len, 1);
+	assert_string_equal(errs.items[0], "w.yaml:259:5: more than 256 anchors (&name); "
+					   "a workflow needs far fewer");
+	cfg_errors_dispose(&errs);
+	free(yaml);
+}
+
 static void test_config__hash_stability(void **state)
 {
 	const char *a = "name: x\nsteps: [{name: a, command: a}]\n";
@@ -672,6 +704,7 @@ int main(void)
 		cmocka_unit_test(test_config__multiple_errors_in_order),
 		cmocka_unit_test(test_config__aliases),
 		cmocka_unit_test(test_config__alias_amplification_bounded),
+		cmocka_unit_test(test_config__nesting_and_anchor_limits),
 		cmocka_unit_test(test_config__hash_stability),
 		cmocka_unit_test(test_config__params_resolve_defaults),
 		cmocka_unit_test(test_config__params_resolve_unknown_and_missing),
