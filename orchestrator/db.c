@@ -192,6 +192,7 @@ static int cluster_create(struct cluster *c)
 		   "unix_socket_permissions = 0700\n"
 		   "max_connections = 200\n"
 		   "synchronous_commit = on\n"
+		   "autovacuum_naptime = 1s\n"
 		   "logging_collector = off\n", c->sockdir);
 	fclose(f);
 out:

@@ -49,6 +49,7 @@ struct engine {
 	int claim_now, stop_check, draining;
 	int64_t next_poll, next_heartbeat, next_recover, next_adopt_check, next_reconnect;
 	int64_t retry_wall_ms; /* earliest known retry (wall clock), 0 none */
+	int64_t last_analyze;  /* monotonic ms of our last ANALYZE, 0 never */
 	struct engine_stats stats;
 };
 
@@ -81,7 +82,7 @@ void engine_opts_default(struct engine_opts *o)
 	o->home = getenv("FERRY_HOME") ? getenv("FERRY_HOME") : "./.ferry";
 	o->executor = getenv("FERRY_EXECUTOR") ? getenv("FERRY_EXECUTOR") : "local";
 	o->max_jobs = (int)env_int("FERRY_MAX_JOBS", 32);
-	o->claim_batch = (int)env_int("FERRY_CLAIM_BATCH", 100);
+	o->claim_batch = (int)env_int("FERRY_CLAIM_BATCH", 256);
 	o->lease_ms = env_int("FERRY_LEASE_MS", 15000);
 	o->poll_ms = env_int("FERRY_POLL_MS", 1000);
 	o->kill_grace_ms = env_int("FERRY_KILL_GRACE_MS", 10000);
@@ -369,6 +370,28 @@ static int flush_done(struct engine *e)
 	return FERRY_OK;
 }
 
+/*
+ * A backlog just appeared. The functions' plans are cached per connection
+ * and were likely made while the tables were small; autovacuum analyzes
+ * them only on its own schedule. Refresh the statistics now (at most once a
+ * minute) so the backlog is worked through with index plans.
+ */
+static void refresh_statistics(struct engine *e)
+{
+	int64_t now = clock_mono_ms();
+	PGresult *res;
+
+	if (e->last_analyze && now - e->last_analyze < 60000)
+		return;
+	e->last_analyze = now;
+	res = PQexec(e->conn, "ANALYZE steps, step_queue, step_deps, attempts, runs");
+	if (PQresultStatus(res) != PGRES_COMMAND_OK)
+		flog_warn("ANALYZE: %s", PQerrorMessage(e->conn));
+	else
+		flog_debug("backlog: refreshed statistics in %lld ms", (long long)(clock_mono_ms() - now));
+	PQclear(res);
+}
+
 static int claim(struct engine *e)
 {
 	struct store_claim *c = NULL;
@@ -392,6 +415,8 @@ static int claim(struct engine *e)
 	e->stats.claimed += (uint64_t)n;
 	/* a full batch means there may be more: come back without waiting */
 	e->claim_now = n == room;
+	if (n == room && n >= 50)
+		refresh_statistics(e);
 	if (n > 0 && !e->noop)
 		st = xcalloc((size_t)n, sizeof(*st));
 	for (int i = 0; i < n; i++) {

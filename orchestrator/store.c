@@ -625,10 +625,14 @@ int store_run_create(int64_t *out_id, PGconn *conn, const struct store_run_new *
 				     sbuf_close(&tmo, nsteps), sbuf_close(&specs, nsteps),
 				     sbuf_close(&why, nsteps), strcmp(rn->trigger, "dev") == 0 ? "t" : "f"};
 		if ((error = q(NULL, conn,
-			       "INSERT INTO steps (run_id, dev, name, idx, kind, state, deps_pending, retry_limit, "
-			       "                   backoff_ms, max_backoff_ms, timeout_ms, spec, reason) "
-			       "SELECT $1, $13, * FROM unnest($2::text[], $3::int[], $4::text[], $5::text[], $6::int[], "
-			       "       $7::int[], $8::bigint[], $9::bigint[], $10::bigint[], $11::jsonb[], $12::text[])",
+			       "WITH s AS ("
+			       "  INSERT INTO steps (run_id, dev, name, idx, kind, state, deps_pending, retry_limit, "
+			       "                     backoff_ms, max_backoff_ms, timeout_ms, spec, reason) "
+			       "  SELECT $1, $13, * FROM unnest($2::text[], $3::int[], $4::text[], $5::text[], $6::int[], "
+			       "         $7::int[], $8::bigint[], $9::bigint[], $10::bigint[], $11::jsonb[], $12::text[]) "
+			       "  RETURNING id, run_id, dev, state) "
+			       "INSERT INTO step_queue (step_id, run_id, dev) "
+			       "SELECT id, run_id, dev FROM s WHERE state = 'ready'",
 			       13, p)) < 0)
 			goto out;
 	}

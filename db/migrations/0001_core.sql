@@ -53,8 +53,19 @@ CREATE TABLE steps (
 	started_at      timestamptz,
 	finished_at     timestamptz,
 	UNIQUE (run_id, name)
+) WITH (fillfactor = 60);
+-- No index covers steps.state, so the many state changes of a step stay
+-- heap-only (HOT) updates; ready steps are found through step_queue instead.
+
+-- The ready steps, one row each, in claim order: a row exists exactly while
+-- its step is 'ready' (inserted by whatever makes a step ready, deleted by the
+-- claim or a stop).
+CREATE TABLE step_queue (
+	step_id     bigint PRIMARY KEY REFERENCES steps (id) ON DELETE CASCADE,
+	run_id      bigint NOT NULL,
+	dev         boolean NOT NULL,
+	not_before  timestamptz
 );
-CREATE INDEX steps_ready ON steps (id) WHERE state = 'ready';
 
 CREATE TABLE step_deps (
 	needs_id  bigint NOT NULL REFERENCES steps (id) ON DELETE CASCADE,
@@ -105,15 +116,17 @@ LANGUAGE plpgsql AS $$
 BEGIN
 	RETURN QUERY
 	WITH c AS (
-		SELECT s.id FROM steps s
-		WHERE s.state = 'ready' AND (s.not_before IS NULL OR s.not_before <= now())
-		  AND s.dev = (p_run IS NOT NULL) AND (p_run IS NULL OR s.run_id = p_run)
-		ORDER BY s.id LIMIT p_limit
+		SELECT q.step_id AS id FROM step_queue q
+		WHERE (q.not_before IS NULL OR q.not_before <= now())
+		  AND q.dev = (p_run IS NOT NULL) AND (p_run IS NULL OR q.run_id = p_run)
+		ORDER BY q.step_id LIMIT p_limit
 		FOR UPDATE SKIP LOCKED
+	), dq AS (
+		DELETE FROM step_queue q USING c WHERE q.step_id = c.id
 	), u AS (
 		UPDATE steps s SET state = 'running', attempts = s.attempts + 1, tries = s.tries + 1,
 		       started_at = now(), finished_at = NULL, not_before = NULL, exit_code = NULL, reason = NULL
-		FROM c WHERE s.id = c.id
+		FROM c WHERE s.id = c.id AND s.state = 'ready'
 		RETURNING s.id, s.run_id, s.name, s.attempts, s.kind, s.timeout_ms, s.spec
 	), a AS (
 		INSERT INTO attempts (step_id, attempt, state, owner, host, lease_until)
@@ -179,7 +192,10 @@ BEGIN
 		       finished_at = now()
 		FROM a, runs r
 		WHERE s.id = a.step_id AND s.attempts = a.attempt AND s.state = 'running' AND r.id = s.run_id
-		RETURNING s.id, s.run_id, s.name, s.state, s.not_before, a.attempt, a.reason, a.exit_code
+		RETURNING s.id, s.run_id, s.dev, s.name, s.state, s.not_before, a.attempt, a.reason, a.exit_code
+	), q AS (
+		INSERT INTO step_queue (step_id, run_id, dev, not_before)
+		SELECT s.id, s.run_id, s.dev, s.not_before FROM s WHERE s.state = 'ready'
 	), e AS (
 		INSERT INTO events (run_id, step, attempt, actor, kind, detail)
 		SELECT s.run_id, s.name, s.attempt, p_owner,
@@ -205,9 +221,13 @@ BEGIN
 			UPDATE steps s SET deps_pending = s.deps_pending - d.n,
 			       state = CASE WHEN s.deps_pending - d.n = 0 THEN 'ready' ELSE s.state END
 			FROM d WHERE s.id = d.step_id AND s.state = 'blocked'
-			RETURNING s.state
+			RETURNING s.id, s.run_id, s.dev, s.state
+		), q AS (
+			INSERT INTO step_queue (step_id, run_id, dev)
+			SELECT u.id, u.run_id, u.dev FROM u WHERE u.state = 'ready'
+			RETURNING 1
 		)
-		SELECT v_ready + count(*) FILTER (WHERE u.state = 'ready') INTO v_ready FROM u;
+		SELECT v_ready + count(*) INTO v_ready FROM q;
 	END IF;
 
 	IF v_failed IS NOT NULL THEN
@@ -308,7 +328,9 @@ BEGIN
 		UPDATE steps SET state = 'stopped', finished_at = now(), not_before = NULL,
 		       reason = 'run stopped by ' || p_actor
 		WHERE run_id = p_run AND state IN ('blocked', 'ready', 'waiting')
-		RETURNING name
+		RETURNING id, name
+	), dq AS (
+		DELETE FROM step_queue q USING u WHERE q.step_id = u.id
 	), ev AS (
 		INSERT INTO events (run_id, step, actor, kind) SELECT p_run, u.name, p_actor, 'step.stopped' FROM u
 	)
@@ -371,7 +393,11 @@ BEGIN
 	       reason = NULL, started_at = NULL, finished_at = NULL,
 	       deps_pending = (SELECT count(*) FROM step_deps d WHERE d.step_id = s.id AND d.needs_id = ANY (v_set))
 	WHERE s.id = ANY (v_set);
-	UPDATE steps SET state = 'ready' WHERE id = ANY (v_set) AND deps_pending = 0;
+	WITH u AS (
+		UPDATE steps SET state = 'ready' WHERE id = ANY (v_set) AND deps_pending = 0
+		RETURNING id, run_id, dev
+	)
+	INSERT INTO step_queue (step_id, run_id, dev) SELECT u.id, u.run_id, u.dev FROM u;
 	UPDATE runs SET state = 'pending', finished_at = NULL, reason = NULL,
 	       open_steps = open_steps + coalesce(array_length(v_set, 1), 0)
 	WHERE id = p_run;
@@ -382,3 +408,14 @@ BEGIN
 	RETURN 'pending';
 END;
 $$;
+
+-- The tables of the state machine grow and churn fast; their plans (cached
+-- per connection inside the functions above) are only as good as their
+-- statistics, so analyze them early and often rather than at 10% growth.
+ALTER TABLE steps SET (autovacuum_analyze_threshold = 500, autovacuum_analyze_scale_factor = 0.05,
+                       autovacuum_vacuum_threshold = 1000, autovacuum_vacuum_scale_factor = 0.05);
+ALTER TABLE step_queue SET (autovacuum_analyze_threshold = 500, autovacuum_analyze_scale_factor = 0.05,
+                            autovacuum_vacuum_threshold = 1000, autovacuum_vacuum_scale_factor = 0.05);
+ALTER TABLE step_deps SET (autovacuum_analyze_threshold = 500, autovacuum_analyze_scale_factor = 0.05);
+ALTER TABLE attempts SET (autovacuum_analyze_threshold = 500, autovacuum_analyze_scale_factor = 0.05);
+ALTER TABLE runs SET (autovacuum_analyze_threshold = 200, autovacuum_analyze_scale_factor = 0.05);
