@@ -88,9 +88,8 @@ integration: all
 	@tests/integration/run.sh
 
 test: deps
-	@$(MAKE) --no-print-directory all
-	@$(MAKE) --no-print-directory unit
-	@$(MAKE) --no-print-directory integration
+	@$(MAKE) --no-print-directory all $(UNIT_BIN)
+	@tests/run-all.sh $(UNIT_BIN)
 
 demo: deps
 	@$(MAKE) --no-print-directory all

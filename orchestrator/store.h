@@ -123,7 +123,7 @@ int store_run_retry(PGconn *conn, int64_t id, const char *from, const char *acto
 int store_workflow_register(char **out, PGconn *conn, const char *yaml, size_t len,
 			    const char *filename, cfg_errors *errs);
 
-/* Runs of a run's steps' state (name -> state) for progress displays. */
+/* A trivial round trip: 0 while the database answers. */
 int store_ping(PGconn *conn);
 
 #endif

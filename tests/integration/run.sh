@@ -3,7 +3,7 @@
 # whole run, a fresh database, FERRY_HOME and port per test, real ferryd
 # processes, real jobs, real HTTP. Every test is a function test_* in a
 # tests/integration/t_*.sh file; run one with: tests/integration/run.sh NAME…
-# Closing line: "N passed, N failed".
+# Closing line: "integration: N passed, N failed" (tests/run-all.sh adds the total).
 set -u
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
 export ROOT PATH="$ROOT/bin:$PATH"
@@ -22,7 +22,7 @@ cleanup() {
 trap cleanup EXIT
 
 PG_CONN=$(FERRY_HOME="$SUITE/pg" "$ROOT/bin/ferryd" db start 2>"$SUITE/pg-start.log") || {
-	cat "$SUITE/pg-start.log"; echo "integration: cannot start PostgreSQL"; echo "0 passed, 1 failed"; exit 1; }
+	cat "$SUITE/pg-start.log"; echo "integration: cannot start PostgreSQL"; echo "integration: 0 passed, 1 failed"; exit 1; }
 export PG_CONN
 
 . "$ROOT/tests/integration/lib.sh"
@@ -52,5 +52,4 @@ for t in "${tests[@]}"; do
 done
 [ $failed -eq 0 ] || echo "integration: failed: ${failed_names[*]}"
 echo "integration: $passed passed, $failed failed"
-echo "$passed passed, $failed failed"
 [ $failed -eq 0 ]

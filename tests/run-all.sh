@@ -1,0 +1,19 @@
+#!/usr/bin/env bash
+# make test: the unit tests (each binary given), then the integration suite;
+# the last line is the total for both: "N passed, N failed".
+set -u
+cd "$(dirname "$0")/.."
+out=$(mktemp)
+tests/run-unit.sh "$@" | tee "$out"
+unit=$(grep -E '^unit: [0-9]+ passed, [0-9]+ failed$' "$out" | tail -1)
+tests/integration/run.sh | tee "$out"
+integ=$(grep -E '^integration: [0-9]+ passed, [0-9]+ failed$' "$out" | tail -1)
+rm -f "$out"
+p=0 f=0
+for line in "$unit" "$integ"; do
+	if [ -z "$line" ]; then f=$((f + 1)); continue; fi   # a suite that did not report failed
+	set -- $line
+	p=$((p + $2)); f=$((f + $4))
+done
+echo "$p passed, $f failed"
+[ "$f" -eq 0 ]
