@@ -88,6 +88,7 @@ integration: all
 	@tests/integration/run.sh
 
 test: deps
+	@tests/check-banned.sh
 	@$(MAKE) --no-print-directory all $(UNIT_BIN)
 	@tests/run-all.sh $(UNIT_BIN)
 

@@ -503,6 +503,20 @@ static void test_config__aliases(void **state)
 		      "not a list", NULL);
 }
 
+/* Appends printf output at *p, never past end. */
+static void appendf(char **p, const char *end, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static void appendf(char **p, const char *end, const char *fmt, ...)
+{
+	va_list ap;
+	int n;
+
+	va_start(ap, fmt);
+	n = vsnprintf(*p, (size_t)(end - *p), fmt, ap);
+	va_end(ap);
+	assert_true(n >= 0 && n < end - *p);
+	*p += n;
+}
+
 static void test_config__alias_amplification_bounded(void **state)
 {
 	json_t *spec = NULL;
@@ -514,12 +528,13 @@ static void test_config__alias_amplification_bounded(void **state)
 	(void)state;
 	/* a 4000-item list reused by 1000 steps would be 4 million items */
 	yaml = malloc(cap);
-	p = yaml + sprintf(yaml, "name: x\nsteps:\n  - name: s0\n    command: &c [");
+	p = yaml;
+	appendf(&p, yaml + cap, "name: x\nsteps:\n  - name: s0\n    command: &c [");
 	for (i = 0; i < 4000; i++)
-		p += sprintf(p, "%sa", i ? "," : "");
-	p += sprintf(p, "]\n");
+		appendf(&p, yaml + cap, "%sa", i ? "," : "");
+	appendf(&p, yaml + cap, "]\n");
 	for (i = 1; i < 1000; i++)
-		p += sprintf(p, "  - {name: s%zu, command: *c}\n", i);
+		appendf(&p, yaml + cap, "  - {name: s%zu, command: *c}\n", i);
 	assert_true((size_t)(p - yaml) < cap);
 	rc = parse(yaml, &spec, &errs);
 	assert_int_equal(rc, FERRY_EINVALID);
@@ -538,7 +553,8 @@ static void test_config__nesting_and_anchor_limits(void **state)
 
 	(void)state;
 	/* libyaml is quadratic in flow depth and in anchors: both are capped */
-	p = yaml + sprintf(yaml, "name: x\nsteps: ");
+	p = yaml;
+	appendf(&p, yaml + 64 * 1024, "name: x\nsteps: ");
 	for (i = 0; i < 20000; i++)
 		*p++ = '[';
 	for (i = 0; i < 20000; i++)
@@ -550,9 +566,10 @@ static void test_config__nesting_and_anchor_limits(void **state)
 					   "a workflow needs far fewer");
 	cfg_errors_dispose(&errs);
 
-	p = yaml + sprintf(yaml, "name: x\nsteps:\n");
+	p = yaml;
+	appendf(&p, yaml + 64 * 1024, "name: x\nsteps:\n");
 	for (i = 0; i < 300; i++)
-		p += sprintf(p, "  - &a%d {name: s%d, command: c}\n", i, i);
+		appendf(&p, yaml + 64 * 1024, "  - &a%d {name: s%d, command: c}\n", i, i);
 	assert_int_equal(parse(yaml, &spec, &errs), FERRY_EINVALID);
 	assert_int_equal(errs.len, 1);
 	assert_string_equal(errs.items[0], "w.yaml:259:5: more than 256 anchors (&name); "
