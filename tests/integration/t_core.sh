@@ -60,9 +60,9 @@ Y
 	gaps=$(sql "SELECT string_agg(round(extract(epoch FROM b.started_at - a.finished_at)::numeric, 2)::text, ' ' ORDER BY a.attempt) FROM attempts a JOIN attempts b ON b.step_id = a.step_id AND b.attempt = a.attempt + 1 JOIN steps s ON s.id = a.step_id WHERE s.run_id = $id")
 	echo "gaps: $gaps"
 	set -- $gaps
-	awk -v g="$1" 'BEGIN { exit !(g >= 0.45 && g <= 1.6) }' || fail "first gap $1 not within backoff 1s (jitter 0.5–1)"
-	awk -v g="$2" 'BEGIN { exit !(g >= 0.7 && g <= 2.1) }' || fail "second gap $2 not within 1.5s cap (jitter 0.5–1)"
-	awk -v g="$3" 'BEGIN { exit !(g >= 0.7 && g <= 2.1) }' || fail "third gap $3 not within 1.5s cap"
+	awk -v g="$1" 'BEGIN { exit !(g >= 0.45 && g <= 2.0) }' || fail "first gap $1 not within backoff 1s (jitter 0.5–1)"
+	awk -v g="$2" 'BEGIN { exit !(g >= 0.7 && g <= 2.5) }' || fail "second gap $2 not within 1.5s cap (jitter 0.5–1)"
+	awk -v g="$3" 'BEGIN { exit !(g >= 0.7 && g <= 2.5) }' || fail "third gap $3 not within 1.5s cap"
 	assert_eq "$(sql "SELECT count(*) FROM events WHERE run_id = $id AND kind = 'step.retrying'")" 3 "retry events"
 }
 

@@ -5,7 +5,7 @@ test_kill9_restart_readopts() {
 	f=$(wf crash <<'Y'
 name: crash
 steps:
-  - {name: work, command: [sh, -c, 'echo start >> "$FERRY_OUTPUT_DIR/../../calls"; sleep 2; echo done >> "$FERRY_OUTPUT_DIR/../../calls"']}
+  - {name: work, command: [sh, -c, 'echo start >> "$FERRY_OUTPUT_DIR/../../calls"; sleep 4; echo done >> "$FERRY_OUTPUT_DIR/../../calls"']}
   - {name: after, needs: [work], command: [sh, -c, 'echo after >> "$FERRY_OUTPUT_DIR/../../calls"']}
 Y
 )
@@ -88,16 +88,16 @@ test_two_daemons_share_work() {
 }
 
 test_sigterm_hands_over() {
-	start_daemon a
+	start_daemon a FERRY_SHUTDOWN_GRACE_MS=500
 	f=$(wf handover <<'Y'
 name: handover
 steps:
-  - {name: long, command: [sh, -c, 'sleep 4; echo finished >> "$FERRY_OUTPUT_DIR/../../calls"']}
+  - {name: long, command: [sh, -c, 'sleep 5; echo finished >> "$FERRY_OUTPUT_DIR/../../calls"']}
 Y
 )
 	id=$(submit "$f")
 	wait_step "$id" long running 10
-	stop_daemon a TERM     # grace is 2 s: the job outlives it
+	stop_daemon a TERM     # grace is 0.5 s: the job outlives it
 	grep -q "handing 1 running job over" "$FERRY_HOME/ferryd-a.log" || fail "no hand-over logged"
 	start_daemon a
 	wait_run "$id" succeeded 30
