@@ -28,7 +28,7 @@ API_SRC := $(wildcard api/*.c)
 CLI_SRC := $(wildcard cli/*.c)
 ENGINE_OBJ := $(ENGINE_SRC:%.c=$(B)/%.o) $(B)/db/migrations.o
 MIGRATIONS := $(sort $(wildcard db/migrations/*.sql))
-API_OBJ := $(API_SRC:%.c=$(B)/%.o)
+API_OBJ := $(API_SRC:%.c=$(B)/%.o) $(B)/api/openapi.o
 CLI_OBJ := $(CLI_SRC:%.c=$(B)/%.o)
 UNIT_SRC := $(wildcard tests/unit/test_*.c)
 UNIT_BIN := $(UNIT_SRC:tests/unit/%.c=$(B)/tests/%)
@@ -57,6 +57,13 @@ bin/ferry: $(CLI_OBJ) $(ENGINE_OBJ) build/variant
 $(B)/db/migrations.c: $(MIGRATIONS) db/gen-migrations.sh
 	@mkdir -p $(dir $@)
 	db/gen-migrations.sh $(MIGRATIONS) > $@
+
+$(B)/api/openapi.c: api/openapi.json api/gen-openapi.sh
+	@mkdir -p $(dir $@)
+	api/gen-openapi.sh api/openapi.json > $@
+
+$(B)/api/openapi.o: $(B)/api/openapi.c
+	$(CC) $(CFLAGS) -c -o $@ $<
 
 $(B)/db/migrations.o: $(B)/db/migrations.c
 	$(CC) $(CFLAGS) -c -o $@ $<

@@ -13,15 +13,18 @@
 #include <jansson.h>
 #include <libpq-fe.h>
 #include <microhttpd.h>
+#include <openssl/evp.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/random.h>
 #include <sys/stat.h>
+#include <sys/types.h>
 #include <unistd.h>
 
 #include "db.h"
+#include "metrics.h"
 #include "store.h"
 #include "util.h"
 
@@ -42,12 +45,15 @@ struct req {
 	char *body;
 	size_t len;
 	int too_big;
+	int64_t started_us;
 };
 
 struct reply {
 	unsigned status;
-	char *body; /* JSON text, owned */
+	char *body; /* JSON text (or content_type), owned */
 	const char *allow;
+	const char *content_type; /* NULL: application/json */
+	int replayed;             /* an idempotent start answered from its key */
 };
 
 /* ---- connection pool ---- */
@@ -234,7 +240,7 @@ static void h_runs_create(struct reply *r, PGconn *db, struct MHD_Connection *co
 	cfg_errors errs = {0};
 	json_t *body = body_object(r, q), *params;
 	const char *trigger = NULL;
-	char *actor = NULL;
+	char *actor = NULL, idem_hash[65] = "";
 	int64_t id;
 	int error;
 
@@ -268,6 +274,19 @@ static void h_runs_create(struct reply *r, PGconn *db, struct MHD_Connection *co
 	rn.trigger = trigger ? trigger : "api";
 	actor = actor_of(conn);
 	rn.actor = actor;
+	rn.idem_key = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "Idempotency-Key");
+	if (rn.idem_key) {
+		unsigned char md[EVP_MAX_MD_SIZE];
+		unsigned int mdlen = 0;
+		if (strlen(rn.idem_key) == 0 || strlen(rn.idem_key) > 255) {
+			reply_error(r, 400, "invalid_field", "Idempotency-Key", "Idempotency-Key must be 1 to 255 characters", NULL);
+			goto out;
+		}
+		EVP_Digest(q->body ? q->body : "", q->len, md, &mdlen, EVP_sha256(), NULL);
+		for (unsigned int i = 0; i < mdlen && i < 32; i++)
+			snprintf(idem_hash + 2 * i, 3, "%02x", md[i]);
+		rn.idem_hash = idem_hash;
+	}
 	if (rn.filename == NULL)
 		rn.filename = "<inline>";
 	error = store_run_create(&id, db, &rn, &errs);
@@ -279,6 +298,7 @@ static void h_runs_create(struct reply *r, PGconn *db, struct MHD_Connection *co
 		reply_store_error(r, error);
 	else
 		run_reply(r, db, id, 201);
+	r->replayed = error == 1;
 out:
 	cfg_errors_dispose(&errs);
 	free(actor);
@@ -378,47 +398,240 @@ out:
 	json_decref(body);
 }
 
-/* ---- routing ---- */
+/* ---- handlers added with the full API ---- */
 
-enum route {
-	R_NONE, R_HEALTH, R_READY, R_RUNS, R_RUN, R_RUN_STOP, R_RUN_RETRY, R_WORKFLOWS
+static void h_run_events(struct reply *r, PGconn *db, struct MHD_Connection *conn, int64_t id)
+{
+	const char *after = MHD_lookup_connection_value(conn, MHD_GET_ARGUMENT_KIND, "after");
+	int64_t after_id = 0;
+	char *json = NULL;
+	int error;
+
+	if (after && (parse_int64(after, &after_id) < 0 || after_id < 0)) {
+		reply_error(r, 400, "invalid_field", "after", "after must be an event id", NULL);
+		return;
+	}
+	if ((error = store_run_events(&json, db, id, after_id)) < 0)
+		reply_store_error(r, error);
+	else
+		reply_json(r, 200, json);
+}
+
+static void h_step_continue(struct reply *r, PGconn *db, struct MHD_Connection *conn,
+			    const struct req *q, int64_t id, const char *step)
+{
+	json_t *body = body_object(r, q), *data;
+	char *actor = NULL, *data_txt = NULL;
+	int error;
+
+	if (body == NULL)
+		return;
+	data = json_object_get(body, "data");
+	if (data && !json_is_null(data))
+		data_txt = json_dumps(data, JSON_COMPACT | JSON_ENCODE_ANY);
+	actor = actor_of(conn);
+	if ((error = store_step_continue(db, id, step, actor, data_txt)) < 0)
+		reply_store_error(r, error);
+	else
+		run_reply(r, db, id, 200);
+	free(data_txt);
+	free(actor);
+	json_decref(body);
+}
+
+static void h_workflows_list(struct reply *r, PGconn *db)
+{
+	char *json = NULL;
+	int error = store_workflows_list(&json, db);
+
+	if (error < 0)
+		reply_store_error(r, error);
+	else
+		reply_json(r, 200, json);
+}
+
+static void h_metrics(struct reply *r, PGconn *db)
+{
+	char *buf = NULL;
+	size_t len = 0, cap = 0;
+
+	metrics_render(&buf, &len, &cap);
+	if (db == NULL || store_metrics(&buf, &len, &cap, db) < 0)
+		metrics_appendf(&buf, &len, &cap, "# database unavailable: %s\n", ferry_error_last());
+	r->status = 200;
+	r->body = buf;
+	r->content_type = "text/plain; version=0.0.4";
+}
+
+/* ---- step logs: a file, or a stream that follows it until the attempt ends ---- */
+
+struct log_stream {
+	struct api *api;
+	int fd;
+	char *dir;
+	int64_t run_id;
+	int attempt;
+	int64_t next_check; /* monotonic ms of the next look at whether it ended */
+	int ended;          /* the attempt is over: send what is left, then stop */
 };
 
-/* Matches url; *id gets the run id segment. Returns the route and its methods. */
-static enum route route_of(const char *url, const char **allow, const char **id_seg, char *idbuf, size_t idlen)
+static void log_stream_free(void *cls)
 {
-	const char *p;
-	size_t n;
+	struct log_stream *ls = cls;
 
-	*id_seg = NULL;
-	if (strcmp(url, "/healthz") == 0)
-		return *allow = "GET", R_HEALTH;
-	if (strcmp(url, "/readyz") == 0)
-		return *allow = "GET", R_READY;
-	if (strncmp(url, "/api/v1/", 8) != 0)
-		return R_NONE;
-	p = url + 8;
-	if (strcmp(p, "runs") == 0)
-		return *allow = "GET, POST", R_RUNS;
-	if (strcmp(p, "workflows") == 0)
-		return *allow = "POST", R_WORKFLOWS;
-	if (strncmp(p, "runs/", 5) != 0)
-		return R_NONE;
-	p += 5;
-	n = strcspn(p, "/");
-	if (n == 0 || n >= idlen)
-		return R_NONE;
-	memcpy(idbuf, p, n);
-	idbuf[n] = '\0';
-	*id_seg = idbuf;
-	p += n;
-	if (*p == '\0')
-		return *allow = "GET", R_RUN;
-	if (strcmp(p, "/stop") == 0)
-		return *allow = "POST", R_RUN_STOP;
-	if (strcmp(p, "/retry") == 0)
-		return *allow = "POST", R_RUN_RETRY;
-	return R_NONE;
+	if (ls->fd >= 0)
+		close(ls->fd);
+	free(ls->dir);
+	free(ls);
+}
+
+/* Whether the attempt is over: its supervisor wrote a status, or the store says so. */
+static int log_attempt_over(struct log_stream *ls)
+{
+	char *status = xasprintf("%s/status", ls->dir);
+	int over = access(status, F_OK) == 0;
+
+	free(status);
+	return over;
+}
+
+/* Runs in the connection's own thread (thread-per-connection), so it may wait. */
+static ssize_t log_stream_read(void *cls, uint64_t pos, char *buf, size_t max)
+{
+	struct log_stream *ls = cls;
+	ssize_t n;
+
+	(void)pos;
+	for (int waited = 0; waited < 600; waited++) { /* at most ~60 s per call */
+		n = read(ls->fd, buf, max);
+		if (n > 0)
+			return n;
+		if (n < 0 && errno != EINTR)
+			return MHD_CONTENT_READER_END_WITH_ERROR;
+		if (ls->ended)
+			return MHD_CONTENT_READER_END_OF_STREAM;
+		if (clock_mono_ms() >= ls->next_check) {
+			ls->next_check = clock_mono_ms() + 500;
+			if (log_attempt_over(ls)) {
+				ls->ended = 1; /* one more read drains what the job wrote last */
+				continue;
+			}
+		}
+		usleep(100 * 1000);
+	}
+	return 0;
+}
+
+static struct MHD_Response *h_step_logs(struct api *a, struct reply *r, PGconn *db,
+					struct MHD_Connection *conn, int64_t id, const char *step)
+{
+	const char *att_s = MHD_lookup_connection_value(conn, MHD_GET_ARGUMENT_KIND, "attempt");
+	const char *off_s = MHD_lookup_connection_value(conn, MHD_GET_ARGUMENT_KIND, "offset");
+	const char *follow = MHD_lookup_connection_value(conn, MHD_GET_ARGUMENT_KIND, "follow");
+	int64_t want = 0, offset = 0;
+	struct MHD_Response *resp = NULL;
+	struct log_stream *ls;
+	char *dir = NULL, *path = NULL, hdr[32];
+	int attempt = 0, running = 0, fd, error;
+	struct stat st;
+
+	if (att_s && (parse_int64(att_s, &want) < 0 || want < 1 || want > 1000000)) {
+		reply_error(r, 400, "invalid_field", "attempt", "attempt must be a positive integer", NULL);
+		return NULL;
+	}
+	if (off_s && (parse_int64(off_s, &offset) < 0 || offset < 0)) {
+		reply_error(r, 400, "invalid_field", "offset", "offset must be a byte count >= 0", NULL);
+		return NULL;
+	}
+	if ((error = store_step_log(&dir, &attempt, &running, db, id, step, (int)want)) < 0) {
+		reply_store_error(r, error);
+		return NULL;
+	}
+	path = xasprintf("%s/log", dir);
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	free(path);
+	if (fd < 0 || fstat(fd, &st) < 0) {
+		/* the attempt started but its job has not opened the log yet: an empty log */
+		if (fd >= 0)
+			close(fd);
+		fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
+		st.st_size = 0;
+	}
+	if (offset > 0 && lseek(fd, offset, SEEK_SET) < 0) {
+		close(fd);
+		free(dir);
+		reply_error(r, 400, "invalid_field", "offset", "offset is past what can be read", NULL);
+		return NULL;
+	}
+	snprintf(hdr, sizeof(hdr), "%d", attempt);
+	if (follow && strcmp(follow, "0") != 0 && strcmp(follow, "false") != 0) {
+		ls = xcalloc(1, sizeof(*ls));
+		ls->api = a;
+		ls->fd = fd;
+		ls->dir = dir;
+		ls->run_id = id;
+		ls->attempt = attempt;
+		ls->ended = !running;
+		resp = MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 64 * 1024, log_stream_read,
+							 ls, log_stream_free);
+	} else {
+		size_t left = st.st_size > offset ? (size_t)(st.st_size - offset) : 0;
+		resp = MHD_create_response_from_fd_at_offset64(left, fd, (uint64_t)offset);
+		free(dir);
+	}
+	MHD_add_response_header(resp, "Content-Type", "text/plain; charset=utf-8");
+	MHD_add_response_header(resp, "X-Ferry-Attempt", hdr);
+	r->status = 200;
+	return resp;
+}
+
+/* ---- routing ---- */
+
+enum route_id {
+	R_HEALTH, R_READY, R_METRICS, R_OPENAPI, R_RUNS, R_RUN, R_RUN_STOP, R_RUN_RETRY,
+	R_RUN_EVENTS, R_STEP_LOGS, R_STEP_CONTINUE, R_WORKFLOWS,
+};
+
+/* Every route: methods, path pattern ({x} is one segment), auth required. */
+const struct api_route api_routes[] = {
+	{R_HEALTH, "GET", "/healthz", 0},
+	{R_READY, "GET", "/readyz", 0},
+	{R_METRICS, "GET", "/metrics", 0},
+	{R_OPENAPI, "GET", "/api/v1/openapi.json", 0},
+	{R_RUNS, "GET, POST", "/api/v1/runs", 1},
+	{R_RUN, "GET", "/api/v1/runs/{id}", 1},
+	{R_RUN_STOP, "POST", "/api/v1/runs/{id}/stop", 1},
+	{R_RUN_RETRY, "POST", "/api/v1/runs/{id}/retry", 1},
+	{R_RUN_EVENTS, "GET", "/api/v1/runs/{id}/events", 1},
+	{R_STEP_LOGS, "GET", "/api/v1/runs/{id}/steps/{step}/logs", 1},
+	{R_STEP_CONTINUE, "POST", "/api/v1/runs/{id}/steps/{step}/continue", 1},
+	{R_WORKFLOWS, "GET, POST", "/api/v1/workflows", 1},
+	{-1, NULL, NULL, 0},
+};
+
+/*
+ * Matches url against pattern; up to two {x} segments are copied into
+ * caps[0], caps[1] (each < 128 bytes). 1 on a match.
+ */
+static int route_match(const char *pattern, const char *url, char caps[2][128])
+{
+	int ncap = 0;
+
+	while (*pattern && *url) {
+		if (*pattern == '{') {
+			size_t n = strcspn(url, "/");
+			if (n == 0 || n >= 128 || ncap >= 2)
+				return 0;
+			memcpy(caps[ncap], url, n);
+			caps[ncap++][n] = '\0';
+			url += n;
+			pattern = strchr(pattern, '}') + 1;
+			continue;
+		}
+		if (*pattern++ != *url++)
+			return 0;
+	}
+	return *pattern == '\0' && *url == '\0';
 }
 
 static int method_allowed(const char *allow, const char *method)
@@ -430,55 +643,65 @@ static int method_allowed(const char *allow, const char *method)
 	return 0;
 }
 
-static void dispatch(struct api *a, struct reply *r, struct MHD_Connection *conn,
-		     const char *url, const char *method, const struct req *q)
+static struct MHD_Response *dispatch(struct api *a, struct reply *r, struct MHD_Connection *conn,
+				     const char *url, const char *method, const struct req *q)
 {
-	const char *allow = NULL, *id_seg;
-	char idbuf[32];
-	enum route rt = route_of(url, &allow, &id_seg, idbuf, sizeof(idbuf));
+	const struct api_route *rt;
+	char caps[2][128];
+	struct MHD_Response *resp = NULL;
 	PGconn *db = NULL;
 	int64_t id = 0;
 
-	if (rt == R_NONE) {
+	for (rt = api_routes; rt->pattern; rt++)
+		if (route_match(rt->pattern, url, caps))
+			break;
+	if (rt->pattern == NULL) {
 		reply_error(r, 404, "not_found", NULL, "no such route; see GET /api/v1/openapi.json", NULL);
-		return;
+		return NULL;
 	}
-	if (!method_allowed(allow, method)) {
+	if (!method_allowed(rt->methods, method)) {
 		char msg[96];
-		snprintf(msg, sizeof(msg), "method %s not allowed here; allowed: %s", method, allow);
+		snprintf(msg, sizeof(msg), "method %s not allowed here; allowed: %s", method, rt->methods);
 		reply_error(r, 405, "method_not_allowed", NULL, msg, NULL);
-		r->allow = allow;
-		return;
+		r->allow = rt->methods;
+		return NULL;
 	}
-	if (rt == R_HEALTH) {
+	if (rt->id == R_HEALTH) {
 		reply_json(r, 200, xstrdup("{\"status\":\"ok\"}"));
-		return;
+		return NULL;
 	}
-	if (rt != R_READY && !token_ok(a, MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "Authorization"))) {
+	if (rt->id == R_OPENAPI) {
+		reply_json(r, 200, xstrdup(api_openapi_json));
+		return NULL;
+	}
+	if (rt->auth && !token_ok(a, MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "Authorization"))) {
 		reply_error(r, 401, "unauthorized", NULL,
 			    "missing or wrong bearer token (send Authorization: Bearer TOKEN; "
 			    "the token is FERRY_API_TOKEN or $FERRY_HOME/api-token)", NULL);
-		return;
+		return NULL;
 	}
-	if (id_seg && parse_id(&id, id_seg) < 0) {
+	if (strstr(rt->pattern, "{id}") && (parse_int64(caps[0], &id) < 0 || id <= 0)) {
 		reply_error(r, 404, "not_found", "id", "run ids are positive integers", NULL);
-		return;
+		return NULL;
 	}
 	if (q->too_big) {
 		reply_error(r, 413, "too_large", NULL, "request body over 1 MiB", NULL);
-		return;
+		return NULL;
 	}
 	db = pool_get(a);
-	if (db == NULL) {
+	if (db == NULL && rt->id != R_METRICS) {
 		reply_error(r, 503, "busy", NULL, "no database connection free; retry shortly", NULL);
-		return;
+		return NULL;
 	}
-	switch (rt) {
+	switch ((enum route_id)rt->id) {
 	case R_READY:
 		if (store_ping(db) < 0)
 			reply_error(r, 503, "database_unavailable", NULL, ferry_error_last(), NULL);
 		else
 			reply_json(r, 200, xstrdup("{\"status\":\"ready\"}"));
+		break;
+	case R_METRICS:
+		h_metrics(r, db);
 		break;
 	case R_RUNS:
 		if (strcmp(method, "POST") == 0)
@@ -495,13 +718,27 @@ static void dispatch(struct api *a, struct reply *r, struct MHD_Connection *conn
 	case R_RUN_RETRY:
 		h_run_retry(r, db, conn, q, id);
 		break;
+	case R_RUN_EVENTS:
+		h_run_events(r, db, conn, id);
+		break;
+	case R_STEP_LOGS:
+		resp = h_step_logs(a, r, db, conn, id, caps[1]);
+		break;
+	case R_STEP_CONTINUE:
+		h_step_continue(r, db, conn, q, id, caps[1]);
+		break;
 	case R_WORKFLOWS:
-		h_workflow_register(r, db, q);
+		if (strcmp(method, "POST") == 0)
+			h_workflow_register(r, db, q);
+		else
+			h_workflows_list(r, db);
 		break;
 	default:
 		reply_error(r, 404, "not_found", NULL, "no such route", NULL);
 	}
-	pool_put(a, db);
+	if (db)
+		pool_put(a, db);
+	return resp;
 }
 
 static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const char *url,
@@ -517,6 +754,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
 	(void)version;
 	if (q == NULL) {
 		q = xcalloc(1, sizeof(*q));
+		q->started_us = clock_mono_us();
 		*con_cls = q;
 		return MHD_YES;
 	}
@@ -532,15 +770,21 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
 		*data_size = 0;
 		return MHD_YES;
 	}
-	dispatch(a, &r, conn, url, method, q);
-	if (r.body == NULL)
-		reply_error(&r, 500, "internal", NULL, "no reply", NULL);
-	resp = MHD_create_response_from_buffer(strlen(r.body), r.body, MHD_RESPMEM_MUST_FREE);
-	MHD_add_response_header(resp, "Content-Type", "application/json");
-	if (r.allow)
-		MHD_add_response_header(resp, "Allow", r.allow);
+	resp = dispatch(a, &r, conn, url, method, q);
+	if (resp == NULL) {
+		if (r.body == NULL)
+			reply_error(&r, 500, "internal", NULL, "no reply", NULL);
+		resp = MHD_create_response_from_buffer(strlen(r.body), r.body, MHD_RESPMEM_MUST_FREE);
+		MHD_add_response_header(resp, "Content-Type", r.content_type ? r.content_type : "application/json");
+		if (r.allow)
+			MHD_add_response_header(resp, "Allow", r.allow);
+		if (r.replayed)
+			MHD_add_response_header(resp, "Idempotent-Replayed", "true");
+	}
 	ret = MHD_queue_response(conn, r.status, resp);
 	MHD_destroy_response(resp);
+	metrics_add(M_API_REQUESTS, 1);
+	metrics_observe(H_API_REQUEST, (double)(clock_mono_us() - q->started_us) / 1e6);
 	return ret;
 }
 
@@ -599,7 +843,8 @@ int api_start(struct api **out, const struct api_opts *o)
 {
 	struct api *a = xcalloc(1, sizeof(*a));
 	struct sockaddr_storage ss;
-	unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_EPOLL;
+	/* a thread per connection: log streams wait on files without pinning a shared worker */
+	unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_THREAD_PER_CONNECTION;
 	int family;
 
 	*out = NULL;
@@ -624,7 +869,6 @@ int api_start(struct api **out, const struct api_opts *o)
 	}
 	a->mhd = MHD_start_daemon(flags, 0, NULL, NULL, on_request, a,
 				  MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&ss,
-				  MHD_OPTION_THREAD_POOL_SIZE, (unsigned)(o->threads > 0 ? o->threads : 4),
 				  MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)30,
 				  MHD_OPTION_CONNECTION_LIMIT, (unsigned)1000,
 				  MHD_OPTION_NOTIFY_COMPLETED, on_completed, a,

@@ -43,6 +43,7 @@ static const struct step_kind {
 	bool needs_command;
 } step_kinds[] = {
 	{"run", true},
+	{"gate", false}, /* waits for a person: `ferry continue` or the API */
 };
 
 static const char *const top_keys[] = {"name", "description", "params", "steps"};
@@ -852,6 +853,9 @@ static json_t *parse_step(struct ctx *c, size_t i, const yaml_node_t *n)
 	kind = parse_kind(c, v[SK_KIND], &s);
 	json_object_set_new(js, "kind", json_string(s ? s : "run"));
 	json_object_set_new(js, "needs", parse_needs(c, &c->steps[i], v[SK_NEEDS]));
+	if (kind && !kind->needs_command && present(v[SK_COMMAND]))
+		err_node(c, v[SK_COMMAND], "a %s step waits for a person and runs no command; "
+			 "remove \"command\"", kind->name);
 	json_object_set_new(js, "command", parse_command(c, i, v[SK_COMMAND], n,
 							 kind == NULL || kind->needs_command));
 	json_object_set_new(js, "env", parse_env(c, i, v[SK_ENV]));

@@ -29,6 +29,7 @@
 
 #include "db.h"
 #include "exec.h"
+#include "metrics.h"
 #include "store.h"
 #include "util.h"
 
@@ -331,6 +332,7 @@ static void check_timeouts(struct engine *e, int64_t now)
 
 static int db_failed(struct engine *e, int error)
 {
+	metrics_add(M_DB_ERRORS, 1);
 	if (error == FERRY_EDB && PQstatus(e->conn) != CONNECTION_OK) {
 		flog_warn("database connection lost: %s", ferry_error_last());
 		e->next_reconnect = 0;
@@ -351,6 +353,7 @@ static int flush_done(struct engine *e)
 		v[i] = e->done[i].r;
 	t0 = clock_mono_us();
 	error = store_finish(e->conn, e->owner, v, e->ndone, &ready, &retry);
+	metrics_observe(H_FINISH, (double)(clock_mono_us() - t0) / 1e6);
 	flog_debug("finished %d attempts in %lld us, %d steps ready", e->ndone,
 		   (long long)(clock_mono_us() - t0), ready);
 	free(v);
@@ -360,6 +363,7 @@ static int flush_done(struct engine *e)
 	}
 	e->stats.finish_calls++;
 	e->stats.finished += (uint64_t)e->ndone;
+	metrics_add(M_STEPS_FINISHED, (uint64_t)e->ndone);
 	for (int i = 0; i < e->ndone; i++)
 		free(e->done[i].reason);
 	e->ndone = 0;
@@ -406,6 +410,7 @@ static int claim(struct engine *e)
 		room = e->o.claim_batch;
 	t0 = clock_mono_us();
 	error = store_claim(&c, &n, e->conn, e->owner, e->host, room, e->o.lease_ms, e->o.run_filter);
+	metrics_observe(H_CLAIM, (double)(clock_mono_us() - t0) / 1e6);
 	flog_debug("claimed %d steps in %lld us", n, (long long)(clock_mono_us() - t0));
 	if (error < 0) {
 		flog_error("claiming ready steps: %s", ferry_error_last());
@@ -413,6 +418,7 @@ static int claim(struct engine *e)
 	}
 	e->stats.claim_calls++;
 	e->stats.claimed += (uint64_t)n;
+	metrics_add(M_STEPS_DISPATCHED, (uint64_t)n);
 	/* a full batch means there may be more: come back without waiting */
 	e->claim_now = n == room;
 	if (n == room && n >= 50)

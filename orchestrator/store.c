@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "metrics.h"
 #include "util.h"
 
 /* ---- small string builder for array literals ---- */
@@ -552,6 +553,33 @@ int store_run_create(int64_t *out_id, PGconn *conn, const struct store_run_new *
 	if ((error = tx(conn, "BEGIN")) < 0)
 		goto out;
 	in_tx = 1;
+	if (rn->idem_key) {
+		/* a concurrent request with the same key waits here for ours */
+		const char *p[2] = {rn->idem_key, rn->idem_hash};
+		if ((error = q(&res, conn,
+			       "SELECT run_id, body_hash = $2 FROM idempotency_keys WHERE key = $1 FOR UPDATE",
+			       2, p)) < 0)
+			goto out;
+		if (PQntuples(res) > 0) {
+			int same = PQgetvalue(res, 0, 1)[0] == 't';
+			*out_id = intval(res, 0, 0);
+			PQclear(res);
+			res = NULL;
+			tx(conn, "ROLLBACK");
+			in_tx = 0;
+			if (!same) {
+				ferry_error_set("Idempotency-Key \"%s\" was used for run %lld with another body",
+						rn->idem_key, (long long)*out_id);
+				*out_id = 0;
+				error = FERRY_ECONFLICT;
+			} else {
+				error = 1;
+			}
+			goto out;
+		}
+		PQclear(res);
+		res = NULL;
+	}
 	spec_txt = json_dumps(spec, JSON_COMPACT);
 	{
 		const char *p[4] = {hash, json_string_value(json_object_get(spec, "name")), yaml, spec_txt};
@@ -606,8 +634,11 @@ int store_run_create(int64_t *out_id, PGconn *conn, const struct store_run_new *
 		sbuf_sep(&idx, (int)i), sbuf_int(&idx, (int64_t)i);
 		sbuf_sep(&kinds, (int)i), sbuf_elem(&kinds, json_string_value(json_object_get(st, "kind")));
 		sbuf_sep(&states, (int)i);
-		sbuf_elem(&states, !sel[i] ? "skipped" : pending == 0 ? "ready" : "blocked");
-		any_ready |= sel[i] && pending == 0;
+		{
+			int gate = strcmp(json_string_value(json_object_get(st, "kind")), "gate") == 0;
+			sbuf_elem(&states, !sel[i] ? "skipped" : pending > 0 ? "blocked" : gate ? "waiting" : "ready");
+			any_ready |= sel[i] && pending == 0 && !gate;
+		}
 		sbuf_sep(&pend, (int)i), sbuf_int(&pend, pending);
 		sbuf_sep(&lim, (int)i), sbuf_int(&lim, json_integer_value(json_object_get(retry, "limit")));
 		sbuf_sep(&back, (int)i), sbuf_int(&back, json_integer_value(json_object_get(retry, "backoff_ms")));
@@ -650,6 +681,13 @@ int store_run_create(int64_t *out_id, PGconn *conn, const struct store_run_new *
 		if ((error = q(NULL, conn,
 			       "INSERT INTO events (run_id, actor, kind, detail) VALUES ($1, $2, 'run.created', "
 			       "jsonb_build_object('trigger', $3::text, 'params', $4::jsonb))", 4, p)) < 0)
+			goto out;
+	}
+	if (rn->idem_key) {
+		const char *p[3] = {rn->idem_key, rn->idem_hash, run_id};
+		if ((error = q(NULL, conn,
+			       "INSERT INTO idempotency_keys (key, body_hash, run_id) VALUES ($1, $2, $3)",
+			       3, p)) < 0)
 			goto out;
 	}
 	if (any_ready && (error = tx(conn, "NOTIFY ferry_ready")) < 0)
@@ -783,6 +821,128 @@ int store_workflow_register(char **out, PGconn *conn, const char *yaml, size_t l
 	free(spec_txt);
 	free(y);
 	return error;
+}
+
+int store_run_events(char **out, PGconn *conn, int64_t id, int64_t after)
+{
+	char idbuf[32], afterbuf[32];
+	const char *params[2] = {idbuf, afterbuf};
+	PGresult *res = NULL;
+	int error;
+
+	*out = NULL;
+	snprintf(idbuf, sizeof(idbuf), "%lld", (long long)id);
+	snprintf(afterbuf, sizeof(afterbuf), "%lld", (long long)after);
+	if ((error = q(&res, conn,
+		       "SELECT CASE WHEN EXISTS (SELECT 1 FROM runs WHERE id = $1) THEN "
+		       "  json_build_object('events', coalesce((SELECT json_agg(json_build_object("
+		       "    'id', id, 'at', ferry_ts(at), 'actor', actor, 'kind', kind, 'step', step, "
+		       "    'attempt', attempt, 'detail', detail) ORDER BY id) "
+		       "  FROM events WHERE run_id = $1 AND id > $2), '[]')) END",
+		       2, params)) < 0)
+		return error;
+	if (PQgetisnull(res, 0, 0)) {
+		PQclear(res);
+		ferry_error_set("run %lld not found", (long long)id);
+		return FERRY_ENOTFOUND;
+	}
+	*out = xstrdup(PQgetvalue(res, 0, 0));
+	PQclear(res);
+	return FERRY_OK;
+}
+
+int store_step_log(char **dir, int *attempt, int *running, PGconn *conn, int64_t run,
+		   const char *step, int want_attempt)
+{
+	char runbuf[32], attbuf[16];
+	const char *params[3] = {runbuf, step, attbuf};
+	PGresult *res = NULL;
+	int error;
+
+	*dir = NULL;
+	snprintf(runbuf, sizeof(runbuf), "%lld", (long long)run);
+	snprintf(attbuf, sizeof(attbuf), "%d", want_attempt);
+	if ((error = q(&res, conn,
+		       "SELECT s.id IS NOT NULL, a.attempt, a.dir, a.state = 'running' "
+		       "FROM (SELECT 1) one "
+		       "LEFT JOIN steps s ON s.run_id = $1 AND s.name = $2 "
+		       "LEFT JOIN LATERAL (SELECT * FROM attempts a WHERE a.step_id = s.id "
+		       "  AND ($3::int = 0 OR a.attempt = $3::int) ORDER BY a.attempt DESC LIMIT 1) a ON true",
+		       3, params)) < 0)
+		return error;
+	if (PQgetvalue(res, 0, 0)[0] != 't') {
+		ferry_error_set("run %lld has no step \"%s\"", (long long)run, step);
+		error = FERRY_ENOTFOUND;
+	} else if (PQgetisnull(res, 0, 1) || PQgetisnull(res, 0, 2)) {
+		if (want_attempt)
+			ferry_error_set("step \"%s\" of run %lld has no attempt %d", step, (long long)run, want_attempt);
+		else
+			ferry_error_set("step \"%s\" of run %lld has not started yet", step, (long long)run);
+		error = FERRY_ENOTFOUND;
+	} else {
+		*attempt = (int)intval(res, 0, 1);
+		*dir = xstrdup(PQgetvalue(res, 0, 2));
+		*running = PQgetvalue(res, 0, 3)[0] == 't';
+	}
+	PQclear(res);
+	return error;
+}
+
+int store_step_continue(PGconn *conn, int64_t run, const char *step, const char *actor,
+			const char *data)
+{
+	char runbuf[32];
+	const char *params[4] = {runbuf, step, actor, data};
+
+	snprintf(runbuf, sizeof(runbuf), "%lld", (long long)run);
+	return q(NULL, conn, "SELECT ferry_continue($1, $2, $3, $4::jsonb)", 4, params);
+}
+
+int store_metrics(char **buf, size_t *len, size_t *cap, PGconn *conn)
+{
+	PGresult *res = NULL;
+	int error;
+	const char *last = "";
+
+	if ((error = q(&res, conn,
+		       "SELECT 'ferry_runs', state, count(*) FROM runs GROUP BY state "
+		       "UNION ALL SELECT 'ferry_open_steps', s.state, count(*) FROM steps s "
+		       "  JOIN runs r ON r.id = s.run_id WHERE r.state IN ('pending', 'running', 'stopping') "
+		       "  GROUP BY s.state "
+		       "UNION ALL SELECT 'ferry_queue_depth', NULL, count(*) FROM step_queue "
+		       "ORDER BY 1, 2", 0, NULL)) < 0)
+		return error;
+	for (int i = 0; i < PQntuples(res); i++) {
+		const char *name = PQgetvalue(res, i, 0);
+		if (strcmp(name, last) != 0) {
+			metrics_appendf(buf, len, cap, "# TYPE %s gauge\n", name);
+			last = name;
+		}
+		if (PQgetisnull(res, i, 1))
+			metrics_appendf(buf, len, cap, "%s %s\n", name, PQgetvalue(res, i, 2));
+		else
+			metrics_appendf(buf, len, cap, "%s{state=\"%s\"} %s\n", name,
+					PQgetvalue(res, i, 1), PQgetvalue(res, i, 2));
+	}
+	PQclear(res);
+	return FERRY_OK;
+}
+
+int store_workflows_list(char **out, PGconn *conn)
+{
+	PGresult *res = NULL;
+	int error;
+
+	*out = NULL;
+	if ((error = q(&res, conn,
+		       "SELECT json_build_object('workflows', coalesce(json_agg(json_build_object("
+		       "  'name', name, 'hash', hash, 'steps', jsonb_array_length(spec -> 'steps'), "
+		       "  'created_at', ferry_ts(created_at)) ORDER BY created_at DESC), '[]')) FROM workflows",
+		       0, NULL)) < 0)
+		return error;
+	*out = xstrdup(PQgetvalue(res, 0, 0));
+	PQclear(res);
+	return FERRY_OK;
 }
 
 int store_ping(PGconn *conn)

@@ -96,12 +96,16 @@ struct store_run_new {
 	const char *actor;
 	const char *workdir;  /* directory commands run in, or NULL */
 	const char *only, *from, *to; /* dev subsets; NULL for all */
+	const char *idem_key;  /* Idempotency-Key, or NULL */
+	const char *idem_hash; /* sha256 of the request body, with idem_key */
 };
 
 /*
  * Validates and creates a run with its steps in one transaction. Invalid
  * YAML: FERRY_EINVALID with errs filled; other bad input: FERRY_EINVALID or
  * FERRY_ENOTFOUND with the message in ferry_error_last(); nothing stored.
+ * With an idempotency key already used: *out_id is that run and the return
+ * is 1 (same body) or FERRY_ECONFLICT (another body).
  */
 int store_run_create(int64_t *out_id, PGconn *conn, const struct store_run_new *rn,
 		     cfg_errors *errs);
@@ -122,6 +126,24 @@ int store_run_retry(PGconn *conn, int64_t id, const char *from, const char *acto
 /* Stores a workflow version; *out is {"name","hash","created"} JSON text. */
 int store_workflow_register(char **out, PGconn *conn, const char *yaml, size_t len,
 			    const char *filename, cfg_errors *errs);
+
+/* {"events":[…]} of a run, oldest first, after event id after (0: all). */
+int store_run_events(char **out, PGconn *conn, int64_t id, int64_t after);
+
+/* Where an attempt's log is: attempt 0 means the latest. *dir is the caller's. */
+int store_step_log(char **dir, int *attempt, int *running, PGconn *conn, int64_t run,
+		   const char *step, int want_attempt);
+
+/* Continues a waiting step for actor with optional data (JSON text or NULL). */
+int store_step_continue(PGconn *conn, int64_t run, const char *step, const char *actor,
+			const char *data);
+
+/* Appends gauges (runs by state, open steps by state, queue depth) in the
+ * Prometheus text format to the growing buffer *buf. */
+int store_metrics(char **buf, size_t *len, size_t *cap, PGconn *conn);
+
+/* {"workflows":[{name, hash, steps, created_at}]} newest first. */
+int store_workflows_list(char **out, PGconn *conn);
 
 /* A trivial round trip: 0 while the database answers. */
 int store_ping(PGconn *conn);

@@ -46,6 +46,7 @@ CREATE TABLE steps (
 	max_backoff_ms  bigint NOT NULL DEFAULT 300000,
 	timeout_ms      bigint NOT NULL DEFAULT 0,
 	spec            jsonb NOT NULL,          -- resolved command, env, workdir
+	outputs         jsonb,                   -- what the step produced (a gate: its payload)
 	dev             boolean NOT NULL DEFAULT false, -- claimed only by its `ferry dev`
 	not_before      timestamptz,
 	exit_code       int,
@@ -144,6 +145,78 @@ BEGIN
 END;
 $$;
 
+-- What follows steps closing, shared by ferry_finish and ferry_continue: the
+-- successors of succeeded steps lose a pending dependency and, at zero,
+-- become ready (enqueued) or, for gates, waiting; the descendants of failed
+-- or stopped steps are skipped; each run loses one open step per closed
+-- step (p_closed holds one run id per closed step) and finishes at zero.
+-- Returns how many steps were enqueued.
+CREATE FUNCTION ferry_release(p_actor text, p_ok bigint[], p_failed bigint[], p_closed bigint[])
+RETURNS int
+LANGUAGE plpgsql AS $$
+DECLARE
+	v_ready int := 0;
+BEGIN
+	IF p_ok IS NOT NULL THEN
+		WITH d AS (
+			SELECT e.step_id, count(*)::int AS n FROM step_deps e
+			WHERE e.needs_id = ANY (p_ok) GROUP BY e.step_id
+		), u AS (
+			UPDATE steps s SET deps_pending = s.deps_pending - d.n,
+			       state = CASE WHEN s.deps_pending - d.n > 0 THEN s.state
+			                    WHEN s.kind = 'gate' THEN 'waiting' ELSE 'ready' END
+			FROM d WHERE s.id = d.step_id AND s.state = 'blocked'
+			RETURNING s.id, s.run_id, s.dev, s.state, s.name
+		), q AS (
+			INSERT INTO step_queue (step_id, run_id, dev)
+			SELECT u.id, u.run_id, u.dev FROM u WHERE u.state = 'ready'
+			RETURNING 1
+		), w AS (
+			INSERT INTO events (run_id, step, actor, kind)
+			SELECT u.run_id, u.name, p_actor, 'step.waiting' FROM u WHERE u.state = 'waiting'
+		)
+		SELECT count(*) INTO v_ready FROM q;
+	END IF;
+
+	IF p_failed IS NOT NULL THEN
+		WITH RECURSIVE down (id) AS (
+			SELECT e.step_id FROM step_deps e WHERE e.needs_id = ANY (p_failed)
+			UNION
+			SELECT e.step_id FROM step_deps e JOIN down ON e.needs_id = down.id
+		), u AS (
+			UPDATE steps s SET state = 'skipped', reason = 'upstream step did not succeed', finished_at = now()
+			FROM down WHERE s.id = down.id AND s.state = 'blocked'
+			RETURNING s.run_id, s.name
+		), ev AS (
+			INSERT INTO events (run_id, step, actor, kind) SELECT u.run_id, u.name, p_actor, 'step.skipped' FROM u
+		)
+		SELECT p_closed || array_agg(u.run_id) INTO p_closed FROM u;
+	END IF;
+
+	-- runs lose one open step per step closed; at zero they finish
+	IF p_closed IS NOT NULL THEN
+		WITH c AS (
+			SELECT x AS run_id, count(*)::int AS n FROM unnest(p_closed) AS x GROUP BY x
+		), done AS (
+			UPDATE runs r SET open_steps = r.open_steps - c.n,
+			       state = CASE
+			               WHEN r.open_steps - c.n > 0 OR r.state NOT IN ('pending', 'running', 'stopping') THEN r.state
+			               WHEN r.state = 'stopping' THEN 'stopped'
+			               WHEN EXISTS (SELECT 1 FROM steps x WHERE x.run_id = r.id AND x.state = 'failed') THEN 'failed'
+			               WHEN EXISTS (SELECT 1 FROM steps x WHERE x.run_id = r.id AND x.state = 'stopped') THEN 'stopped'
+			               ELSE 'succeeded' END,
+			       finished_at = CASE WHEN r.open_steps - c.n > 0 THEN r.finished_at ELSE now() END
+			FROM c WHERE r.id = c.run_id
+			RETURNING r.id, r.state, r.open_steps
+		)
+		INSERT INTO events (run_id, actor, kind)
+		SELECT done.id, p_actor, 'run.' || done.state FROM done WHERE done.open_steps = 0;
+	END IF;
+
+	RETURN v_ready;
+END;
+$$;
+
 -- Closes a batch of attempts in one transaction: each attempt is fenced on its
 -- number and on still running; its step becomes succeeded, ready again (retry
 -- with exponential backoff, equal jitter, capped), failed or stopped; the
@@ -213,57 +286,7 @@ BEGIN
 	FROM s;
 	v_ready := coalesce(v_n, 0);
 
-	IF v_ok IS NOT NULL THEN
-		WITH d AS (
-			SELECT e.step_id, count(*)::int AS n FROM step_deps e
-			WHERE e.needs_id = ANY (v_ok) GROUP BY e.step_id
-		), u AS (
-			UPDATE steps s SET deps_pending = s.deps_pending - d.n,
-			       state = CASE WHEN s.deps_pending - d.n = 0 THEN 'ready' ELSE s.state END
-			FROM d WHERE s.id = d.step_id AND s.state = 'blocked'
-			RETURNING s.id, s.run_id, s.dev, s.state
-		), q AS (
-			INSERT INTO step_queue (step_id, run_id, dev)
-			SELECT u.id, u.run_id, u.dev FROM u WHERE u.state = 'ready'
-			RETURNING 1
-		)
-		SELECT v_ready + count(*) INTO v_ready FROM q;
-	END IF;
-
-	IF v_failed IS NOT NULL THEN
-		WITH RECURSIVE down (id) AS (
-			SELECT e.step_id FROM step_deps e WHERE e.needs_id = ANY (v_failed)
-			UNION
-			SELECT e.step_id FROM step_deps e JOIN down ON e.needs_id = down.id
-		), u AS (
-			UPDATE steps s SET state = 'skipped', reason = 'upstream step did not succeed', finished_at = now()
-			FROM down WHERE s.id = down.id AND s.state = 'blocked'
-			RETURNING s.run_id, s.name
-		), ev AS (
-			INSERT INTO events (run_id, step, actor, kind) SELECT u.run_id, u.name, p_owner, 'step.skipped' FROM u
-		)
-		SELECT v_closed || array_agg(u.run_id) INTO v_closed FROM u;
-	END IF;
-
-	-- runs lose one open step per step closed; at zero they finish
-	IF v_closed IS NOT NULL THEN
-		WITH c AS (
-			SELECT x AS run_id, count(*)::int AS n FROM unnest(v_closed) AS x GROUP BY x
-		), done AS (
-			UPDATE runs r SET open_steps = r.open_steps - c.n,
-			       state = CASE
-			               WHEN r.open_steps - c.n > 0 OR r.state NOT IN ('pending', 'running', 'stopping') THEN r.state
-			               WHEN r.state = 'stopping' THEN 'stopped'
-			               WHEN EXISTS (SELECT 1 FROM steps x WHERE x.run_id = r.id AND x.state = 'failed') THEN 'failed'
-			               WHEN EXISTS (SELECT 1 FROM steps x WHERE x.run_id = r.id AND x.state = 'stopped') THEN 'stopped'
-			               ELSE 'succeeded' END,
-			       finished_at = CASE WHEN r.open_steps - c.n > 0 THEN r.finished_at ELSE now() END
-			FROM c WHERE r.id = c.run_id
-			RETURNING r.id, r.state, r.open_steps
-		)
-		INSERT INTO events (run_id, actor, kind)
-		SELECT done.id, p_owner, 'run.' || done.state FROM done WHERE done.open_steps = 0;
-	END IF;
+	v_ready := v_ready + ferry_release(p_owner, v_ok, v_failed, v_closed);
 
 	IF v_ready > 0 THEN
 		PERFORM pg_notify('ferry_ready', '');
@@ -293,6 +316,7 @@ LANGUAGE sql STABLE AS $$
 				'needs', (SELECT coalesce(json_agg(n.name ORDER BY n.idx), '[]')
 				          FROM step_deps d JOIN steps n ON n.id = d.needs_id WHERE d.step_id = s.id),
 				'attempts', s.attempts, 'exit_code', s.exit_code, 'reason', s.reason,
+				'outputs', s.outputs,
 				'not_before', ferry_ts(s.not_before),
 				'started_at', ferry_ts(s.started_at), 'finished_at', ferry_ts(s.finished_at),
 				'attempt_list', (SELECT coalesce(json_agg(json_build_object(
@@ -394,10 +418,11 @@ BEGIN
 	       deps_pending = (SELECT count(*) FROM step_deps d WHERE d.step_id = s.id AND d.needs_id = ANY (v_set))
 	WHERE s.id = ANY (v_set);
 	WITH u AS (
-		UPDATE steps SET state = 'ready' WHERE id = ANY (v_set) AND deps_pending = 0
-		RETURNING id, run_id, dev
+		UPDATE steps SET state = CASE WHEN kind = 'gate' THEN 'waiting' ELSE 'ready' END
+		WHERE id = ANY (v_set) AND deps_pending = 0
+		RETURNING id, run_id, dev, state
 	)
-	INSERT INTO step_queue (step_id, run_id, dev) SELECT u.id, u.run_id, u.dev FROM u;
+	INSERT INTO step_queue (step_id, run_id, dev) SELECT u.id, u.run_id, u.dev FROM u WHERE u.state = 'ready';
 	UPDATE runs SET state = 'pending', finished_at = NULL, reason = NULL,
 	       open_steps = open_steps + coalesce(array_length(v_set, 1), 0)
 	WHERE id = p_run;
@@ -419,3 +444,47 @@ ALTER TABLE step_queue SET (autovacuum_analyze_threshold = 500, autovacuum_analy
 ALTER TABLE step_deps SET (autovacuum_analyze_threshold = 500, autovacuum_analyze_scale_factor = 0.05);
 ALTER TABLE attempts SET (autovacuum_analyze_threshold = 500, autovacuum_analyze_scale_factor = 0.05);
 ALTER TABLE runs SET (autovacuum_analyze_threshold = 200, autovacuum_analyze_scale_factor = 0.05);
+
+-- A person continues a waiting step (a gate), optionally with a payload that
+-- becomes the step's output; the step succeeds and its successors move on.
+CREATE FUNCTION ferry_continue(p_run bigint, p_step text, p_actor text, p_data jsonb) RETURNS text
+LANGUAGE plpgsql AS $$
+DECLARE
+	v_id bigint;
+	v_state text;
+	v_ready int;
+BEGIN
+	PERFORM 1 FROM runs WHERE id = p_run FOR UPDATE;
+	IF NOT FOUND THEN
+		RAISE EXCEPTION 'run % not found', p_run USING ERRCODE = 'P0002';
+	END IF;
+	SELECT id, state INTO v_id, v_state FROM steps WHERE run_id = p_run AND name = p_step FOR UPDATE;
+	IF NOT FOUND THEN
+		RAISE EXCEPTION 'run % has no step "%"', p_run, p_step USING ERRCODE = 'P0002';
+	END IF;
+	IF v_state <> 'waiting' THEN
+		RAISE EXCEPTION 'step "%" of run % is %, not waiting: only a waiting step can be continued', p_step, p_run, v_state
+		USING ERRCODE = '55000';
+	END IF;
+	UPDATE steps SET state = 'succeeded', outputs = p_data, started_at = coalesce(started_at, now()),
+	       finished_at = now(), reason = 'continued by ' || p_actor
+	WHERE id = v_id;
+	INSERT INTO events (run_id, step, actor, kind, detail)
+	VALUES (p_run, p_step, p_actor, 'step.continued', jsonb_strip_nulls(jsonb_build_object('data', p_data)));
+	UPDATE runs SET state = 'running', started_at = coalesce(started_at, now()) WHERE id = p_run AND state = 'pending';
+	v_ready := ferry_release(p_actor, ARRAY[v_id], NULL, ARRAY[p_run]);
+	IF v_ready > 0 THEN
+		PERFORM pg_notify('ferry_ready', '');
+	END IF;
+	RETURN 'succeeded';
+END;
+$$;
+
+-- POST /runs with an Idempotency-Key: the same key and body give the same
+-- run; the same key with another body is a conflict.
+CREATE TABLE idempotency_keys (
+	key         text PRIMARY KEY,
+	body_hash   text NOT NULL,
+	run_id      bigint NOT NULL REFERENCES runs (id) ON DELETE CASCADE,
+	created_at  timestamptz NOT NULL DEFAULT now()
+);

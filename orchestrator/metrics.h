@@ -1,0 +1,37 @@
+/*
+ * metrics — process-wide counters and latency histograms, updated lock-free
+ * from any thread (C11 atomics) and rendered in the Prometheus text format
+ * by GET /metrics.
+ */
+#ifndef FERRY_METRICS_H
+#define FERRY_METRICS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+enum metric_counter {
+	M_STEPS_DISPATCHED,  /* steps claimed and started */
+	M_STEPS_FINISHED,    /* attempts closed */
+	M_DB_ERRORS,         /* failed database calls (engine and API) */
+	M_API_REQUESTS,
+	M_COUNTERS
+};
+
+enum metric_histogram {
+	H_CLAIM,       /* one claim statement (dispatch latency) */
+	H_FINISH,      /* one batch of completions */
+	H_API_REQUEST, /* one API request */
+	H_HISTOGRAMS
+};
+
+void metrics_add(enum metric_counter c, uint64_t n);
+void metrics_observe(enum metric_histogram h, double seconds);
+
+/* Appends the exposition of every metric to *buf (realloc'd, NUL-terminated). */
+void metrics_render(char **buf, size_t *len, size_t *cap);
+
+/* Appends printf output to *buf (the same growing buffer). */
+void metrics_appendf(char **buf, size_t *len, size_t *cap, const char *fmt, ...)
+	__attribute__((format(printf, 4, 5)));
+
+#endif
