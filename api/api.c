@@ -870,7 +870,8 @@ int api_start(struct api **out, const struct api_opts *o)
 	a->mhd = MHD_start_daemon(flags, 0, NULL, NULL, on_request, a,
 				  MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&ss,
 				  MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)30,
-				  MHD_OPTION_CONNECTION_LIMIT, (unsigned)1000,
+				  MHD_OPTION_CONNECTION_LIMIT, (unsigned)512,
+				  MHD_OPTION_PER_IP_CONNECTION_LIMIT, (unsigned)256,
 				  MHD_OPTION_NOTIFY_COMPLETED, on_completed, a,
 				  MHD_OPTION_END);
 	if (a->mhd == NULL) {

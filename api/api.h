@@ -10,8 +10,8 @@ struct api_opts {
 	const char *listen;   /* "127.0.0.1:8080", "[::1]:8080" */
 	const char *token;    /* required bearer token */
 	const char *conninfo; /* database */
-	int threads;          /* request threads */
-	int db_conns;         /* pooled connections */
+	int threads;          /* unused: one thread serves each connection */
+	int db_conns;         /* pooled database connections (the bound on concurrent queries) */
 };
 
 struct api;
