@@ -230,7 +230,24 @@ static void test_config__unknown_kind(void **state)
 	expect_errors("name: x\n"
 		      "steps:\n"
 		      "  - {name: a, kind: docker, command: a}\n",
-		      "w.yaml:3:21: unknown kind \"docker\"; known kinds: run", NULL);
+		      "w.yaml:3:21: unknown kind \"docker\"; known kinds: run, gate", NULL);
+}
+
+static void test_config__gate_runs_no_command(void **state)
+{
+	json_t *spec = NULL;
+	cfg_errors errs;
+
+	(void)state;
+	expect_errors("name: x\n"
+		      "steps:\n"
+		      "  - {name: a, kind: gate, command: [echo]}\n",
+		      "w.yaml:3:36: a gate step waits for a person and runs no command; remove \"command\"", NULL);
+	assert_int_equal(parse("name: x\nsteps:\n  - {name: a, kind: gate}\n  - {name: b, needs: [a], command: c}\n",
+			       &spec, &errs), 0);
+	assert_string_equal(json_string_value(json_object_get(json_array_get(json_object_get(spec, "steps"), 0), "kind")),
+			    "gate");
+	json_decref(spec);
 }
 
 static void test_config__unknown_step_key(void **state)
@@ -707,6 +724,7 @@ int main(void)
 		cmocka_unit_test(test_config__duplicate_key),
 		cmocka_unit_test(test_config__unknown_top_level_key),
 		cmocka_unit_test(test_config__unknown_kind),
+		cmocka_unit_test(test_config__gate_runs_no_command),
 		cmocka_unit_test(test_config__unknown_step_key),
 		cmocka_unit_test(test_config__unknown_needs),
 		cmocka_unit_test(test_config__self_need),
