@@ -304,8 +304,10 @@ $$;
 -- The run object of the API: the run, its steps in file order, each with the
 -- names it needs and its attempts.
 CREATE FUNCTION ferry_run_json(p_run bigint) RETURNS json
-LANGUAGE sql STABLE AS $$
-	SELECT json_build_object(
+LANGUAGE plpgsql STABLE AS $$
+BEGIN
+	-- PL/pgSQL so the plan is cached per connection: this serves GET /runs/{id}
+	RETURN (SELECT json_build_object(
 		'id', r.id, 'workflow', r.workflow_name, 'workflow_hash', r.workflow_hash,
 		'state', r.state, 'trigger', r.trigger, 'actor', r.actor, 'params', r.params,
 		'reason', r.reason, 'created_at', ferry_ts(r.created_at),
@@ -326,7 +328,8 @@ LANGUAGE sql STABLE AS $$
 					'log', a.dir || '/log') ORDER BY a.attempt), '[]')
 				  FROM attempts a WHERE a.step_id = s.id)
 			) ORDER BY s.idx) FROM steps s WHERE s.run_id = r.id), '[]'))
-	FROM runs r WHERE r.id = p_run
+	FROM runs r WHERE r.id = p_run);
+END;
 $$;
 
 -- Stops a run for p_actor: steps not started yet stop at once; running ones
