@@ -136,6 +136,10 @@ static int report(struct seen **seen, size_t *nseen, PGconn *conn, int64_t run_i
 				printf("%s  %-12s %-9s%s%.0d%s%s\n", hms, s->name, state,
 				       attempts ? "  attempt " : "", attempts, reason ? "  " : "",
 				       reason ? reason : "");
+			if (strcmp(state, "waiting") == 0)
+				printf("%s  %-12s waits for a person: ferry continue %lld %s "
+				       "(through a ferryd on this FERRY_HOME)\n", hms, s->name,
+				       (long long)run_id, s->name);
 			free(s->state);
 			s->state = xstrdup(state);
 			s->attempts = attempts;
