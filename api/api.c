@@ -468,10 +468,10 @@ static void h_metrics(struct reply *r, PGconn *db)
 struct log_stream {
 	struct api *api;
 	int fd;
-	char *dir;
+	char *dir, *step;
 	int64_t run_id;
 	int attempt;
-	int64_t next_check; /* monotonic ms of the next look at whether it ended */
+	int64_t next_check, next_db_check; /* monotonic ms of the next looks at whether it ended */
 	int ended;          /* the attempt is over: send what is left, then stop */
 };
 
@@ -482,16 +482,32 @@ static void log_stream_free(void *cls)
 	if (ls->fd >= 0)
 		close(ls->fd);
 	free(ls->dir);
+	free(ls->step);
 	free(ls);
 }
 
-/* Whether the attempt is over: its supervisor wrote a status, or the store says so. */
+/*
+ * Whether the attempt is over: its supervisor wrote a status (checked every
+ * call), or, every 2 s, the store no longer has it running (a lost job
+ * never writes a status).
+ */
 static int log_attempt_over(struct log_stream *ls)
 {
-	char *status = xasprintf("%s/status", ls->dir);
-	int over = access(status, F_OK) == 0;
+	char *status = xasprintf("%s/status", ls->dir), *dir = NULL;
+	int over = access(status, F_OK) == 0, attempt = 0, running = 1;
+	PGconn *db;
 
 	free(status);
+	if (!over && clock_mono_ms() >= ls->next_db_check) {
+		ls->next_db_check = clock_mono_ms() + 2000;
+		db = pool_get(ls->api);
+		if (db) {
+			if (store_step_log(&dir, &attempt, &running, db, ls->run_id, ls->step, ls->attempt) == 0)
+				over = !running;
+			pool_put(ls->api, db);
+		}
+		free(dir);
+	}
 	return over;
 }
 
@@ -569,9 +585,11 @@ static struct MHD_Response *h_step_logs(struct api *a, struct reply *r, PGconn *
 		ls->api = a;
 		ls->fd = fd;
 		ls->dir = dir;
+		ls->step = xstrdup(step);
 		ls->run_id = id;
 		ls->attempt = attempt;
 		ls->ended = !running;
+		ls->next_db_check = clock_mono_ms() + 2000;
 		resp = MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 64 * 1024, log_stream_read,
 							 ls, log_stream_free);
 	} else {
