@@ -261,6 +261,7 @@ static void job_finished(struct engine *e, int idx)
 	push_done(e, j->step_id, j->attempt, outcome, have ? code : -1, have ? sig : 0, reason);
 	exec_job_dispose(j);
 	e->jobs[idx] = e->jobs[--e->njobs];
+	e->claim_now = 1; /* room for another job */
 }
 
 static int find_job_pid(const struct engine *e, pid_t pid)
@@ -404,8 +405,11 @@ static int claim(struct engine *e)
 	int64_t t0;
 
 	room = e->noop ? e->o.claim_batch : e->o.max_jobs - e->njobs;
-	if (room <= 0 || e->draining)
+	if (room <= 0 || e->draining) {
+		/* a job that finishes frees room and asks again (job_finished) */
+		e->claim_now = 0;
 		return FERRY_OK;
+	}
 	if (room > e->o.claim_batch)
 		room = e->o.claim_batch;
 	t0 = clock_mono_us();
