@@ -712,6 +712,21 @@ out:
 	return error;
 }
 
+/* Takes the one JSON value of res (freed here): NULL means run id does not exist. */
+static int run_json_result(char **out, PGresult *res, int64_t id)
+{
+	int error = FERRY_OK;
+
+	if (PQgetisnull(res, 0, 0)) {
+		ferry_error_set("run %lld not found", (long long)id);
+		error = FERRY_ENOTFOUND;
+	} else {
+		*out = xstrdup(PQgetvalue(res, 0, 0));
+	}
+	PQclear(res);
+	return error;
+}
+
 int store_run_json(char **out, PGconn *conn, int64_t id)
 {
 	char idbuf[32];
@@ -723,14 +738,7 @@ int store_run_json(char **out, PGconn *conn, int64_t id)
 	snprintf(idbuf, sizeof(idbuf), "%lld", (long long)id);
 	if ((error = q(&res, conn, "SELECT ferry_run_json($1)", 1, params)) < 0)
 		return error;
-	if (PQgetisnull(res, 0, 0)) {
-		PQclear(res);
-		ferry_error_set("run %lld not found", (long long)id);
-		return FERRY_ENOTFOUND;
-	}
-	*out = xstrdup(PQgetvalue(res, 0, 0));
-	PQclear(res);
-	return FERRY_OK;
+	return run_json_result(out, res, id);
 }
 
 int store_runs_list(char **out, PGconn *conn, const char *state, const char *workflow,
@@ -841,14 +849,7 @@ int store_run_events(char **out, PGconn *conn, int64_t id, int64_t after)
 		       "  FROM events WHERE run_id = $1 AND id > $2), '[]')) END",
 		       2, params)) < 0)
 		return error;
-	if (PQgetisnull(res, 0, 0)) {
-		PQclear(res);
-		ferry_error_set("run %lld not found", (long long)id);
-		return FERRY_ENOTFOUND;
-	}
-	*out = xstrdup(PQgetvalue(res, 0, 0));
-	PQclear(res);
-	return FERRY_OK;
+	return run_json_result(out, res, id);
 }
 
 int store_step_log(char **dir, int *attempt, int *running, PGconn *conn, int64_t run,
