@@ -3,15 +3,19 @@
  * client, reused across requests so `ferry watch` polls over one kept-alive
  * connection; options are reset and set again for every request. Every
  * request carries the bearer token and the actor header and is bounded
- * (connect 5 s, whole request 30 s, answers up to 64 MiB). Error answers are
- * decoded into a message (ferry_error_last()), the HTTP status and the
- * optional details list, so the caller only decides how to print them.
+ * (connect 5 s, whole request 30 s, answers up to 64 MiB). Logs are not
+ * JSON and may stream for as long as a job runs: client_stream() hands them
+ * to a callback as they arrive, bounded instead by a 30 s stall limit, or,
+ * when following, by TCP keep-alive alone. Error answers are decoded into a
+ * message (ferry_error_last()), the HTTP status and the optional details
+ * list, so the caller only decides how to print them.
  */
 #include "client.h"
 
 #include <ctype.h>
 #include <curl/curl.h>
 #include <pwd.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -20,6 +24,8 @@
 #define CONNECT_TIMEOUT_MS 5000L
 #define REQUEST_TIMEOUT_MS 30000L
 #define MAX_BODY (64u * 1024u * 1024u)
+#define STALL_LIMIT_S 30L      /* a plain stream that sends nothing this long is abandoned */
+#define KEEPALIVE_IDLE_S 30L   /* a followed stream probes a silent peer after this */
 
 struct ferry_client {
 	CURL *curl;
@@ -30,6 +36,7 @@ struct ferry_client {
 	char *token_missing; /* why there is no token */
 	long status;        /* of the last request, 0 = no answer */
 	json_t *details;    /* of the last error answer, or NULL */
+	json_t *headers;    /* of the last client_stream() answer: lowercase name -> value */
 	char errbuf[CURL_ERROR_SIZE];
 };
 
@@ -198,6 +205,7 @@ void client_free(ferry_client *c)
 	free(c->token_source);
 	free(c->token_missing);
 	json_decref(c->details);
+	json_decref(c->headers);
 	free(c);
 	curl_global_cleanup();
 }
@@ -221,6 +229,17 @@ long client_last_status(const ferry_client *c)
 const json_t *client_last_details(const ferry_client *c)
 {
 	return c->details;
+}
+
+const char *client_last_header(const ferry_client *c, const char *name)
+{
+	char key[128];
+	size_t i;
+
+	for (i = 0; name[i] != '\0' && i + 1 < sizeof(key); i++)
+		key[i] = (char)tolower((unsigned char)name[i]);
+	key[i] = '\0';
+	return json_string_value(json_object_get(c->headers, key));
 }
 
 char *client_escape(const char *s)
@@ -341,6 +360,47 @@ static void set_options(ferry_client *c, const char *url, const char *method,
 	}
 }
 
+/* Forgets what the previous request left behind. */
+static void reset_last(ferry_client *c)
+{
+	c->status = 0;
+	c->errbuf[0] = '\0';
+	json_decref(c->details);
+	c->details = NULL;
+	json_object_clear(c->headers);
+}
+
+/*
+ * The headers every request carries: content type (or none), accept, the
+ * token and the actor. NULL when out of memory (message set).
+ */
+static struct curl_slist *request_headers(const ferry_client *c, bool json_body,
+					  const char *accept)
+{
+	struct curl_slist *h = NULL, *next;
+	const char *lines[5];
+	size_t n = 0;
+
+	/* without a body, drop the form content type curl would send for POST */
+	lines[n++] = json_body ? "Content-Type: application/json" : "Content-Type:";
+	lines[n++] = accept;
+	lines[n++] = "Expect:";
+	if (c->auth_header != NULL)
+		lines[n++] = c->auth_header;
+	if (c->actor_header != NULL)
+		lines[n++] = c->actor_header;
+	for (size_t i = 0; i < n; i++) {
+		next = curl_slist_append(h, lines[i]);
+		if (next == NULL) {
+			curl_slist_free_all(h);
+			ferry_error_set("out of memory building request headers");
+			return NULL;
+		}
+		h = next;
+	}
+	return h;
+}
+
 int client_request(json_t **out, ferry_client *c, const char *method,
 		   const char *path, const json_t *body)
 {
@@ -354,10 +414,7 @@ int client_request(json_t **out, ferry_client *c, const char *method,
 
 	if (out != NULL)
 		*out = NULL;
-	c->status = 0;
-	c->errbuf[0] = '\0';
-	json_decref(c->details);
-	c->details = NULL;
+	reset_last(c);
 
 	url = xasprintf("%s/api/v1%s", c->url, path);
 	if (body != NULL) {
@@ -367,19 +424,9 @@ int client_request(json_t **out, ferry_client *c, const char *method,
 			error = FERRY_ERROR;
 			goto out;
 		}
-		headers = curl_slist_append(headers, "Content-Type: application/json");
-	} else {
-		/* no body: drop the form content type curl would send for POST */
-		headers = curl_slist_append(headers, "Content-Type:");
 	}
-	headers = curl_slist_append(headers, "Accept: application/json");
-	headers = curl_slist_append(headers, "Expect:");
-	if (c->auth_header != NULL)
-		headers = curl_slist_append(headers, c->auth_header);
-	if (c->actor_header != NULL)
-		headers = curl_slist_append(headers, c->actor_header);
+	headers = request_headers(c, body != NULL, "Accept: application/json");
 	if (headers == NULL) {
-		ferry_error_set("out of memory building request headers");
 		error = FERRY_ERROR;
 		goto out;
 	}
@@ -419,5 +466,148 @@ out:
 	free(payload);
 	free(url);
 	free(b.data);
+	return error;
+}
+
+/* ---- streamed answers ---- */
+
+/* Where one client_stream() transfer stands. */
+struct stream {
+	ferry_client *c;
+	const struct client_sink *sink;
+	struct body err;  /* the body of an error answer, for answer_error() */
+	bool ok;          /* the final answer is a 2xx */
+	bool begun;       /* sink->begin has been called */
+	bool aborted;     /* a callback asked to stop */
+};
+
+/* Calls sink->begin once; false when it asked to stop. */
+static bool stream_begin(struct stream *st)
+{
+	if (st->begun)
+		return true;
+	st->begun = true;
+	if (st->sink->begin != NULL && st->sink->begin(st->sink->arg, st->c) < 0) {
+		st->aborted = true;
+		return false;
+	}
+	return true;
+}
+
+/*
+ * One header line of the answer (CRLF included). A status line starts a new
+ * set (an interim 1xx answer comes first); the blank line ends it, and for a
+ * 2xx answer the sink begins there.
+ */
+static size_t stream_header(char *buf, size_t size, size_t nitems, void *userdata)
+{
+	struct stream *st = userdata;
+	size_t n = size * nitems, name_len, i;
+	const char *colon, *v, *end = buf + n;
+	char *name;
+	json_t *value;
+	long status = 0;
+
+	while (end > buf && (end[-1] == '\r' || end[-1] == '\n'))
+		end--;
+	if (end == buf) {
+		curl_easy_getinfo(st->c->curl, CURLINFO_RESPONSE_CODE, &status);
+		if (status >= 200) {
+			st->ok = status <= 299;
+			if (st->ok && !stream_begin(st))
+				return 0;
+		}
+		return n;
+	}
+	if (n >= 5 && memcmp(buf, "HTTP/", 5) == 0) {
+		json_object_clear(st->c->headers);
+		return n;
+	}
+	colon = memchr(buf, ':', (size_t)(end - buf));
+	if (colon == NULL || colon == buf)
+		return n;
+	name_len = (size_t)(colon - buf);
+	name = xstrndup(buf, name_len);
+	for (i = 0; i < name_len; i++)
+		name[i] = (char)tolower((unsigned char)name[i]);
+	for (v = colon + 1; v < end && (*v == ' ' || *v == '\t'); v++)
+		;
+	value = json_stringn(v, (size_t)(end - v)); /* NULL when not UTF-8: dropped */
+	if (value != NULL)
+		json_object_set_new(st->c->headers, name, value);
+	free(name);
+	return n;
+}
+
+static size_t stream_write(char *ptr, size_t size, size_t nmemb, void *userdata)
+{
+	struct stream *st = userdata;
+	size_t n = size * nmemb;
+
+	if (!st->ok)
+		return body_write(ptr, size, nmemb, &st->err);
+	if (!stream_begin(st))
+		return 0;
+	if (st->sink->data != NULL && st->sink->data(st->sink->arg, ptr, n) < 0) {
+		st->aborted = true;
+		return 0; /* makes curl fail with CURLE_WRITE_ERROR */
+	}
+	return n;
+}
+
+int client_stream(ferry_client *c, const char *path, int follow, const struct client_sink *sink)
+{
+	struct curl_slist *headers = NULL;
+	struct stream st = {.c = c, .sink = sink};
+	char *url = NULL;
+	CURLcode rc;
+	int error = FERRY_OK;
+
+	reset_last(c);
+	if (c->headers == NULL)
+		c->headers = json_object();
+	url = xasprintf("%s/api/v1%s", c->url, path);
+	headers = request_headers(c, false, "Accept: text/plain, application/json");
+	if (headers == NULL) {
+		error = FERRY_ERROR;
+		goto out;
+	}
+	curl_easy_reset(c->curl);
+	set_options(c, url, "GET", NULL, headers, &st.err);
+	curl_easy_setopt(c->curl, CURLOPT_WRITEFUNCTION, stream_write);
+	curl_easy_setopt(c->curl, CURLOPT_WRITEDATA, &st);
+	curl_easy_setopt(c->curl, CURLOPT_HEADERFUNCTION, stream_header);
+	curl_easy_setopt(c->curl, CURLOPT_HEADERDATA, &st);
+	curl_easy_setopt(c->curl, CURLOPT_TIMEOUT_MS, 0L);
+	if (follow) {
+		curl_easy_setopt(c->curl, CURLOPT_TCP_KEEPALIVE, 1L);
+		curl_easy_setopt(c->curl, CURLOPT_TCP_KEEPIDLE, KEEPALIVE_IDLE_S);
+		curl_easy_setopt(c->curl, CURLOPT_TCP_KEEPINTVL, 10L);
+	} else {
+		curl_easy_setopt(c->curl, CURLOPT_LOW_SPEED_LIMIT, 1L);
+		curl_easy_setopt(c->curl, CURLOPT_LOW_SPEED_TIME, STALL_LIMIT_S);
+	}
+	rc = curl_easy_perform(c->curl);
+	if (st.aborted) {
+		error = FERRY_ERROR; /* the callback set the message */
+		goto out;
+	}
+	if (rc != CURLE_OK) {
+		transport_error(c, rc, &st.err);
+		error = FERRY_ERROR;
+		goto out;
+	}
+	curl_easy_getinfo(c->curl, CURLINFO_RESPONSE_CODE, &c->status);
+	if (c->status < 200 || c->status > 299) {
+		answer_error(c, &st.err);
+		error = code_for_status(c->status);
+		goto out;
+	}
+	if (!stream_begin(&st)) /* an answer with no header block at all */
+		error = FERRY_ERROR;
+out:
+	curl_slist_free_all(headers);
+	free(st.err.data);
+	free(url);
 	return error;
 }

@@ -57,6 +57,36 @@ const char *client_token_source(const ferry_client *c, const char **why);
 int client_request(json_t **out, ferry_client *c, const char *method,
 		   const char *path, const json_t *body);
 
+/*
+ * What client_stream() hands the answer of a 2xx request to. begin, when not
+ * NULL, is called once the answer's headers are in (before any data; also
+ * when the body is empty), data for each piece of the body as it arrives.
+ * Either returns 0 to go on or -1 to abandon the transfer (client_stream()
+ * then returns FERRY_ERROR with the message the callback set).
+ */
+struct client_sink {
+	int (*begin)(void *arg, ferry_client *c);
+	int (*data)(void *arg, const char *buf, size_t len);
+	void *arg;
+};
+
+/*
+ * Sends GET base URL + "/api/v1" + path and streams the body of a 2xx answer
+ * to sink as it arrives, for answers that are not JSON (logs). With follow
+ * the transfer has no time limit (it lasts as long as the job it follows;
+ * TCP keep-alive notices a vanished daemon); without it, a transfer that
+ * stalls for 30 s is abandoned. Error answers are decoded and returned as
+ * client_request() does. The answer's headers stay readable with
+ * client_last_header() until the next request.
+ */
+int client_stream(ferry_client *c, const char *path, int follow, const struct client_sink *sink);
+
+/*
+ * The value of header name (case-insensitive) in the last client_stream()
+ * answer, or NULL. Borrowed: valid until the next request or client_free().
+ */
+const char *client_last_header(const ferry_client *c, const char *name);
+
 /* HTTP status of the last request; 0 when no answer was received. */
 long client_last_status(const ferry_client *c);
 

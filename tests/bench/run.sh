@@ -6,3 +6,4 @@ B=${B:-build/rel}
 make --no-print-directory "$B/tests/bench_dispatch" >/dev/null
 "$B/tests/bench_dispatch" --executor noop --runs 200 --width 48
 "$B/tests/bench_dispatch" --executor local --runs 40 --width 48
+tests/bench/api.sh

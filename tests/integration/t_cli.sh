@@ -131,3 +131,138 @@ Y
 	assert_match "$out" 'boom +\| about to fail' "log streamed"
 	assert_match "$out" 'exit code 4' "reason shown"
 }
+# candidate tests for t_cli.sh (ferry logs / ferry continue)
+
+test_cli_logs() {
+	start_daemon a
+	id=$(ferry submit "$ROOT/workflows/hello.yaml" -p who=logs | head -1)
+	# follow everything while it runs, in step order, with retries
+	ferry logs "$id" -f > "$FERRY_HOME/follow.out" 2>"$FERRY_HOME/follow.err"
+	cat "$FERRY_HOME/follow.out"; echo ---; cat "$FERRY_HOME/follow.err"; echo ---
+	wait_run "$id" succeeded
+	hdrs=$(grep '^==>' "$FERRY_HOME/follow.out" | tr '\n' '|')
+	assert_eq "$hdrs" "==> greet (attempt 1) <==|==> count (attempt 1) <==|==> flaky (attempt 1) <==|==> flaky (attempt 2) <==|==> join (attempt 1) <==|" "follow headers"
+	grep -q 'hello, logs' "$FERRY_HOME/follow.out" || fail "greet log"
+	grep -q 'tick 3' "$FERRY_HOME/follow.out" || fail "count log"
+	grep -q 'attempt 1: simulated failure' "$FERRY_HOME/follow.out" || fail "flaky attempt 1"
+	out=$(ferry logs "$id")
+	echo "$out"
+	assert_eq "$(echo "$out" | grep '^==>' | tr '\n' '|')" "==> greet (attempt 1) <==|==> count (attempt 1) <==|==> flaky (attempt 2) <==|==> join (attempt 1) <==|" "latest attempts"
+	assert_eq "$(ferry logs "$id" flaky)" "attempt 2: ok" "one step, latest"
+	assert_eq "$(ferry logs "$id" flaky --attempt 1)" "attempt 1: simulated failure" "--attempt"
+	assert_eq "$(ferry logs "$id" count -f | tr '\n' ' ')" "tick 1 tick 2 tick 3 " "follow finished attempt"
+	set +e
+	ferry logs "$id" ghost 2>"$FERRY_HOME/err"; rc=$?
+	assert_eq "$rc" 1 "unknown step"
+	cat "$FERRY_HOME/err"
+	ferry logs 9999 2>/dev/null; rc=$?
+	assert_eq "$rc" 1 "unknown run"
+	ferry logs "$id" flaky --attempt 7 2>/dev/null; rc=$?
+	assert_eq "$rc" 1 "unknown attempt"
+	ferry logs "$id" --attempt 1 2>/dev/null; rc=$?
+	assert_eq "$rc" 2 "--attempt without STEP"
+	ferry logs x 2>/dev/null; rc=$?
+	assert_eq "$rc" 2 "bad run id"
+	ferry logs 1 a b 2>/dev/null; rc=$?
+	assert_eq "$rc" 2 "too many operands"
+	set -e
+	ferry logs --help | grep -q 'ferry logs 12 train -f' || fail "help example"
+	ferry --help | grep -q '^  logs ' || fail "listed in ferry --help"
+}
+
+test_cli_logs_follow_live() {
+	start_daemon a
+	f=$(wf live <<'Y'
+name: live
+steps:
+  - name: slow
+    command: [sh, -c, 'for i in 1 2 3 4 5; do echo "line $i"; sleep 0.4; done; printf tail']
+Y
+)
+	id=$(ferry submit "$f" | head -1)
+	# lines must show up while the job still runs
+	( ferry logs "$id" slow -f | while IFS= read -r l; do echo "$(date +%s.%N) $l"; done ) > "$FERRY_HOME/live.out" 2>"$FERRY_HOME/live.err" &
+	p=$!
+	wait_step "$id" slow running
+	sleep 1
+	n=$(wc -l < "$FERRY_HOME/live.out")
+	[ "$n" -ge 1 ] || { cat "$FERRY_HOME/live.err"; fail "nothing streamed while running ($n)"; }
+	[ "$(step_col "$id" slow state)" = running ] || fail "step ended too soon"
+	wait $p
+	cat "$FERRY_HOME/live.out"
+	assert_eq "$(ferry logs "$id" slow -f | tail -c 4)" "tail" "last partial line"
+	assert_eq "$(grep -c line "$FERRY_HOME/live.out")" 5 "every line once"
+}
+
+test_cli_continue() {
+	start_daemon a
+	f=$(wf gated <<'Y'
+name: gated
+steps:
+  - name: approve
+    kind: gate
+  - name: after
+    needs: [approve]
+    command: [sh, -c, 'echo after']
+Y
+)
+	id=$(ferry submit "$f" | head -1)
+	wait_step "$id" approve waiting
+	set +e
+	ferry continue "$id" approve --data '{"ok": tru' 2>"$FERRY_HOME/err"; rc=$?
+	assert_eq "$rc" 2 "invalid --data"
+	cat "$FERRY_HOME/err"
+	ferry continue "$id" 2>/dev/null; rc=$?
+	assert_eq "$rc" 2 "missing STEP"
+	ferry continue "$id" after 2>"$FERRY_HOME/err"; rc=$?
+	assert_eq "$rc" 1 "not waiting"
+	cat "$FERRY_HOME/err"
+	assert_match "$(cat "$FERRY_HOME/err")" 'blocked' "names the state"
+	ferry continue "$id" ghost 2>/dev/null; rc=$?
+	assert_eq "$rc" 1 "unknown step"
+	set -e
+	# logs -f of a run waiting on a gate waits, then follows
+	ferry logs "$id" -f > "$FERRY_HOME/f.out" 2>"$FERRY_HOME/f.err" &
+	p=$!
+	sleep 0.6
+	out=$(ferry continue "$id" approve --data '{"ok": true, "by": "ana"}')
+	assert_eq "$out" "run $id step approve continued" "continue output"
+	wait_run "$id" succeeded
+	wait $p
+	cat "$FERRY_HOME/f.out" "$FERRY_HOME/f.err"
+	assert_eq "$(cat "$FERRY_HOME/f.out" | tr '\n' '|')" "==> after (attempt 1) <==|after|" "follow after gate"
+	grep -q "ferry continue $id approve" "$FERRY_HOME/f.err" || fail "hint"
+	set +e
+	ferry continue "$id" approve 2>"$FERRY_HOME/err"; rc=$?
+	set -e
+	assert_eq "$rc" 1 "already continued"
+	cat "$FERRY_HOME/err"
+	api GET "/api/v1/runs/$id/events"
+	echo "$BODY" | json '[e for e in j["events"] if e["kind"].startswith("step.cont")]'
+	ferry continue --help | grep -q -- '--data' || fail "help"
+}
+
+test_cli_logs_reconnect() {
+	start_daemon a
+	f=$(wf recon <<'Y'
+name: recon
+steps:
+  - name: ticks
+    command: [sh, -c, 'for i in $(seq 1 16); do echo "tick $i"; sleep 0.5; done']
+Y
+)
+	id=$(ferry submit "$f" | head -1)
+	wait_step "$id" ticks running
+	ferry logs "$id" ticks -f > "$FERRY_HOME/r.out" 2>"$FERRY_HOME/r.err" &
+	p=$!
+	sleep 2
+	stop_daemon a KILL
+	sleep 2
+	start_daemon a
+	wait $p; rc=$?
+	cat "$FERRY_HOME/r.err"
+	assert_eq "$rc" 0 "exit"
+	assert_eq "$(grep -c tick "$FERRY_HOME/r.out")" 16 "every line"
+	assert_eq "$(sort -u "$FERRY_HOME/r.out" | wc -l)" 16 "no line twice"
+	assert_eq "$(tail -1 "$FERRY_HOME/r.out")" "tick 16" "to the end"
+}
