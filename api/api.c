@@ -14,7 +14,9 @@
 #include <libpq-fe.h>
 #include <microhttpd.h>
 #include <openssl/evp.h>
+#include <poll.h>
 #include <pthread.h>
+#include <sys/socket.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -32,6 +34,7 @@
 
 struct api {
 	struct MHD_Daemon *mhd;
+	volatile int stopping; /* set before MHD_stop_daemon: log streams end */
 	char *token;
 	char *conninfo;
 	pthread_mutex_t mu;
@@ -159,15 +162,42 @@ static int token_ok(const struct api *a, const char *header)
 	return diff == 0;
 }
 
+/* Whether s[0..n) is well-formed UTF-8 (no overlongs, no surrogates). */
+static int utf8_valid(const char *s, size_t n)
+{
+	const unsigned char *p = (const unsigned char *)s, *end = p + n;
+
+	while (p < end) {
+		unsigned c = *p++;
+		int more = c < 0x80 ? 0 : (c & 0xe0) == 0xc0 ? 1 : (c & 0xf0) == 0xe0 ? 2 : (c & 0xf8) == 0xf0 ? 3 : -1;
+		unsigned cp = more == 1 ? c & 0x1f : more == 2 ? c & 0x0f : c & 0x07;
+
+		if (more < 0 || end - p < more)
+			return 0;
+		for (int i = 0; i < more; i++) {
+			if ((p[i] & 0xc0) != 0x80)
+				return 0;
+			cp = (cp << 6) | (p[i] & 0x3f);
+		}
+		p += more;
+		if ((more == 1 && cp < 0x80) || (more == 2 && cp < 0x800) || (more == 3 && (cp < 0x10000 || cp > 0x10ffff)) ||
+		    (cp >= 0xd800 && cp <= 0xdfff) || c == 0)
+			return 0;
+	}
+	return 1;
+}
+
 /* A printable actor name from X-Ferry-Actor, or "api". */
 static char *actor_of(struct MHD_Connection *conn)
 {
 	const char *h = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "X-Ferry-Actor");
 	size_t n;
 
-	if (h == NULL || *h == '\0')
+	if (h == NULL || *h == '\0' || !utf8_valid(h, strlen(h)))
 		return xstrdup("api");
 	n = strnlen(h, 64);
+	while (n > 0 && n < strlen(h) && ((unsigned char)h[n] & 0xc0) == 0x80)
+		n--; /* never cut a character in two */
 	for (size_t i = 0; i < n; i++)
 		if ((unsigned char)h[i] < 0x20 || h[i] == 0x7f)
 			return xstrdup("api");
@@ -216,9 +246,18 @@ static int opt_string(const char **out, struct reply *r, json_t *body, const cha
 	return 0;
 }
 
+/* A run id: digits only, positive. */
 static int parse_id(int64_t *out, const char *s)
 {
+	if (s == NULL || strspn(s, "0123456789") != strlen(s))
+		return -1;
 	return parse_int64(s, out) == 0 && *out > 0 ? 0 : -1;
+}
+
+static int is_dir(const char *path)
+{
+	struct stat st;
+	return stat(path, &st) == 0 && S_ISDIR(st.st_mode) && access(path, X_OK) == 0;
 }
 
 /* ---- handlers ---- */
@@ -261,7 +300,7 @@ static void h_runs_create(struct reply *r, PGconn *db, struct MHD_Connection *co
 		reply_error(r, 400, "invalid_field", "params", "field \"params\" must be an object of name: value", NULL);
 		goto out;
 	}
-	if (rn.workdir && (rn.workdir[0] != '/' || strstr(rn.workdir, "/../") || access(rn.workdir, X_OK) < 0)) {
+	if (rn.workdir && (rn.workdir[0] != '/' || strstr(rn.workdir, "/../") || !is_dir(rn.workdir))) {
 		reply_error(r, 400, "invalid_field", "workdir", "field \"workdir\" must be an existing absolute directory", NULL);
 		goto out;
 	}
@@ -469,6 +508,7 @@ struct log_stream {
 	struct api *api;
 	int fd;
 	char *dir, *step;
+	int sock; /* the client's socket, to notice it leave */
 	int64_t run_id;
 	int attempt;
 	int64_t next_check, next_db_check; /* monotonic ms of the next looks at whether it ended */
@@ -511,6 +551,20 @@ static int log_attempt_over(struct log_stream *ls)
 	return over;
 }
 
+/* Whether the client closed its side of the connection while we wait for data. */
+static int client_gone(int sock)
+{
+	struct pollfd p = {.fd = sock, .events = POLLIN | POLLRDHUP};
+	char c;
+
+	if (sock < 0 || poll(&p, 1, 0) <= 0)
+		return 0;
+	if (p.revents & (POLLHUP | POLLERR | POLLRDHUP))
+		return 1;
+	/* readable: a pipelined request, or EOF */
+	return recv(sock, &c, 1, MSG_PEEK | MSG_DONTWAIT) == 0;
+}
+
 /* Runs in the connection's own thread (thread-per-connection), so it may wait. */
 static ssize_t log_stream_read(void *cls, uint64_t pos, char *buf, size_t max)
 {
@@ -526,6 +580,8 @@ static ssize_t log_stream_read(void *cls, uint64_t pos, char *buf, size_t max)
 			return MHD_CONTENT_READER_END_WITH_ERROR;
 		if (ls->ended)
 			return MHD_CONTENT_READER_END_OF_STREAM;
+		if (ls->api->stopping || client_gone(ls->sock))
+			return MHD_CONTENT_READER_END_WITH_ERROR;
 		if (clock_mono_ms() >= ls->next_check) {
 			ls->next_check = clock_mono_ms() + 500;
 			if (log_attempt_over(ls)) {
@@ -586,6 +642,11 @@ static struct MHD_Response *h_step_logs(struct api *a, struct reply *r, PGconn *
 		ls->fd = fd;
 		ls->dir = dir;
 		ls->step = xstrdup(step);
+		{
+			const union MHD_ConnectionInfo *ci =
+				MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CONNECTION_FD);
+			ls->sock = ci ? ci->connect_fd : -1;
+		}
 		ls->run_id = id;
 		ls->attempt = attempt;
 		ls->ended = !running;
@@ -652,6 +713,19 @@ static int route_match(const char *pattern, const char *url, char caps[2][128])
 	return *pattern == '\0' && *url == '\0';
 }
 
+/* MHD iterator: leaves in *cls the name of the first query argument that is not UTF-8. */
+static enum MHD_Result find_bad_utf8(void *cls, enum MHD_ValueKind kind, const char *key, const char *value)
+{
+	const char **bad = cls;
+
+	(void)kind;
+	if (!utf8_valid(key, strlen(key)) || (value && !utf8_valid(value, strlen(value)))) {
+		*bad = utf8_valid(key, strlen(key)) ? key : "query";
+		return MHD_NO;
+	}
+	return MHD_YES;
+}
+
 static int method_allowed(const char *allow, const char *method)
 {
 	size_t n = strlen(method);
@@ -698,13 +772,31 @@ static struct MHD_Response *dispatch(struct api *a, struct reply *r, struct MHD_
 			    "the token is FERRY_API_TOKEN or $FERRY_HOME/api-token)", NULL);
 		return NULL;
 	}
-	if (strstr(rt->pattern, "{id}") && (parse_int64(caps[0], &id) < 0 || id <= 0)) {
+	if (strstr(rt->pattern, "{id}") && parse_id(&id, caps[0]) < 0) {
 		reply_error(r, 404, "not_found", "id", "run ids are positive integers", NULL);
 		return NULL;
 	}
 	if (q->too_big) {
 		reply_error(r, 413, "too_large", NULL, "request body over 1 MiB", NULL);
 		return NULL;
+	}
+	{
+		const char *bad = NULL;
+		if (!utf8_valid(url, strlen(url)))
+			bad = "path";
+		else
+			MHD_get_connection_values(conn, MHD_GET_ARGUMENT_KIND, find_bad_utf8, &bad);
+		if (bad == NULL) {
+			const char *k = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "Idempotency-Key");
+			if (k && !utf8_valid(k, strlen(k)))
+				bad = "Idempotency-Key";
+		}
+		if (bad) {
+			char msg[160];
+			snprintf(msg, sizeof(msg), "%s is not valid UTF-8", bad);
+			reply_error(r, 400, "invalid_field", bad, msg, NULL);
+			return NULL;
+		}
 	}
 	db = pool_get(a);
 	if (db == NULL && rt->id != R_METRICS) {
@@ -907,6 +999,7 @@ void api_stop(struct api *a)
 {
 	if (a == NULL)
 		return;
+	a->stopping = 1;
 	if (a->mhd)
 		MHD_stop_daemon(a->mhd);
 	for (int i = 0; a->conns && i < a->nconns; i++)

@@ -116,3 +116,54 @@ test_list_pagination() {
 	api GET "/api/v1/runs?limit=0"
 	assert_eq "$CODE" 400 "bad limit"
 }
+
+test_api_input_edges() {
+	start_daemon a
+	id=$(submit "$ROOT/workflows/hello.yaml")
+	wait_run "$id" succeeded 30
+	long="$(printf 'a%.0s' $(seq 1 63))é"
+	code=$(curl -s -o /dev/null -w '%{http_code}' -X POST -H "Authorization: Bearer $FERRY_API_TOKEN" -H "X-Ferry-Actor: $long" \
+		-d '{"from":"join"}' "$FERRY_URL/api/v1/runs/$id/retry")
+	assert_eq "$code" 200 "a long UTF-8 actor is cut between characters"
+	assert_eq "$(sql "SELECT length(actor) FROM events WHERE run_id = $id AND kind = 'run.retry'")" 63 "actor cut at 63 characters"
+	api POST /api/v1/runs '{"yaml": "name: x\nsteps:\n  - {name: a, command: [true]}\n", "workdir": "/bin/sh"}'
+	assert_eq "$CODE" 400 "a file is no workdir"
+	api GET "/api/v1/runs/+$id"
+	assert_eq "$CODE" 404 "run ids are digits"
+	api GET "/api/v1/runs?state=%ff"
+	assert_eq "$CODE" 400 "invalid UTF-8 in a query value"
+	assert_match "$BODY" '"field":"state"' "the field is named"
+	api GET "/api/v1/runs/$id/steps/%ff/logs"
+	assert_eq "$CODE" 400 "invalid UTF-8 in the path"
+}
+
+test_follow_streams_end_with_client_and_daemon() {
+	start_daemon a
+	f=$(wf quiet <<'Y'
+name: quiet
+steps:
+  - {name: silent, command: [sleep, "60"]}
+Y
+)
+	id=$(submit "$f")
+	wait_step "$id" silent running 10
+	pid=$(daemon_pid a)
+	before=$(ls /proc/$pid/task | wc -l)
+	for i in 1 2 3 4 5; do
+		curl -sN -H "Authorization: Bearer $FERRY_API_TOKEN" "$FERRY_URL/api/v1/runs/$id/steps/silent/logs?follow=1" >/dev/null &
+		echo $! >> "$FERRY_HOME/curls"
+	done
+	sleep 1
+	kill $(cat "$FERRY_HOME/curls")
+	sleep 1.5
+	after=$(ls /proc/$pid/task | wc -l)
+	echo "threads before $before, after abandoned follows $after"
+	[ "$after" -le "$((before + 1))" ] || fail "abandoned follow streams keep $((after - before)) threads"
+	curl -sN -H "Authorization: Bearer $FERRY_API_TOKEN" "$FERRY_URL/api/v1/runs/$id/steps/silent/logs?follow=1" >/dev/null &
+	sleep 0.5
+	start=$(date +%s)
+	stop_daemon a TERM    # grace 2 s; an open follow must not hold the daemon
+	took=$(( $(date +%s) - start ))
+	echo "stopped in ${took}s"
+	[ "$took" -le 6 ] || fail "an open log stream held shutdown for ${took}s"
+}
