@@ -108,8 +108,12 @@ bench: deps
 	@tests/bench/run.sh
 
 fuzz:
-	@$(MAKE) --no-print-directory deps DEB_RUN="clang libclang-rt-14-dev"
+	@$(MAKE) --no-print-directory deps DEB_RUN="clang libclang-rt-14-dev $(DEB_RUN)"
 	@tests/fuzz/run.sh
+	@# the request fuzzer: generated hostile requests against a sanitized daemon
+	@$(MAKE) --no-print-directory SANITIZE=address,undefined all
+	@tests/integration/run.sh test_hostile_requests
+	@$(MAKE) --no-print-directory all
 
 clean:
 	rm -rf build bin
