@@ -246,8 +246,10 @@ static void job_finished(struct engine *e, int idx)
 		outcome = j->kill_outcome;
 		reason = j->kill_reason ? xstrdup(j->kill_reason) : NULL;
 	} else if (!have) {
-		outcome = "lost";
-		reason = xstrdup("the job's supervisor exited without a status");
+		/* counts as a try: a job that signals its own process group takes its supervisor with it */
+		outcome = "failed";
+		reason = xstrdup("the job's supervisor was killed before it could record the exit status "
+				 "(did the job signal its own process group?)");
 	} else if (sig) {
 		outcome = "failed";
 		reason = xasprintf("killed by signal %d (%s)", sig, strsignal(sig));

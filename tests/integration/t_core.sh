@@ -168,3 +168,17 @@ Y
 	wait_run "$id" succeeded 20
 	assert_eq "$(sql "SELECT string_agg(name || '=' || attempts, ' ' ORDER BY idx) FROM steps WHERE run_id = $id")" "one=1 two=2 three=2 other=1" "only two and downstream re-ran"
 }
+
+test_job_killing_its_group_fails_not_loops() {
+	start_daemon a
+	f=$(wf selfkill <<'Y'
+name: selfkill
+steps:
+  - {name: rogue, retry: {limit: 1, backoff: 100ms}, command: [sh, -c, "kill -9 0"]}
+Y
+)
+	id=$(submit "$f")
+	wait_run "$id" failed 20
+	assert_eq "$(step_col "$id" rogue attempts)" 2 "counted as tries, retried within its limit"
+	assert_match "$(step_col "$id" rogue reason)" "supervisor was killed" "reason"
+}
