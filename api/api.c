@@ -1,8 +1,8 @@
 /*
- * api — see api.h. Each request is handled on one of libmicrohttpd's pool
- * threads: the body is gathered (up to 1 MiB, else 413), the route is
- * matched, the token checked, and a pooled database connection used for the
- * length of one store call. Every error is JSON with a machine code, a
+ * api — see api.h. Each connection has its own libmicrohttpd thread (so a
+ * log stream may wait on its file): the body is gathered (up to 1 MiB, else
+ * 413), the route is matched in api_routes, the token checked, and one of a
+ * bounded pool of database connections used for the length of a store call. Every error is JSON with a machine code, a
  * message that says what to do, and the offending field when there is one.
  */
 #include "api.h"

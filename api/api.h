@@ -1,5 +1,5 @@
 /*
- * api — the REST server: libmicrohttpd with a small thread pool, bearer-token
+ * api — the REST server: libmicrohttpd, a thread per connection, bearer-token
  * auth (constant-time compare), JSON in and out (jansson), a bounded pool of
  * PostgreSQL connections, and JSON errors {"error":{"code","message",…}}.
  */
@@ -10,7 +10,6 @@ struct api_opts {
 	const char *listen;   /* "127.0.0.1:8080", "[::1]:8080" */
 	const char *token;    /* required bearer token */
 	const char *conninfo; /* database */
-	int threads;          /* unused: one thread serves each connection */
 	int db_conns;         /* pooled database connections (the bound on concurrent queries) */
 };
 

@@ -206,7 +206,6 @@ int main(int argc, char **argv)
 	ao.listen = listen;
 	ao.token = token;
 	ao.conninfo = conninfo;
-	ao.threads = 0;
 	ao.db_conns = getenv("FERRY_API_DB_CONNS") ? (int)strtol(getenv("FERRY_API_DB_CONNS"), NULL, 10) : 4;
 	if (api_start(&api, &ao) < 0) {
 		flog_error("API: %s", ferry_error_last());
