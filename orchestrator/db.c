@@ -163,12 +163,6 @@ out:
 	return error;
 }
 
-static int cluster_running(const struct cluster *c, char *conninfo)
-{
-	(void)c;
-	return PQping(conninfo) == PQPING_OK;
-}
-
 static int cluster_create(struct cluster *c)
 {
 	char *initdb = pg_tool("initdb"), *conf = NULL;
@@ -289,7 +283,7 @@ int db_conninfo(char **out, const char *home)
 		goto out;
 	ci = xasprintf("host=%s dbname=" EMBED_DB " user=" EMBED_USER " connect_timeout=10", c.sockdir);
 	pgv = xasprintf("%s/PG_VERSION", c.data);
-	if (stat(pgv, &st) == 0 && cluster_running(&c, ci)) {
+	if (stat(pgv, &st) == 0 && PQping(ci) == PQPING_OK) {
 		error = FERRY_OK;
 		goto out;
 	}

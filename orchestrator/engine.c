@@ -51,7 +51,6 @@ struct engine {
 	int64_t next_poll, next_heartbeat, next_recover, next_adopt_check, next_reconnect;
 	int64_t retry_wall_ms; /* earliest known retry (wall clock), 0 none */
 	int64_t last_analyze;  /* monotonic ms of our last ANALYZE, 0 never */
-	struct engine_stats stats;
 };
 
 static int wake_pipe[2] = {-1, -1};
@@ -209,11 +208,6 @@ void engine_drain(struct engine *e)
 	e->draining = 1;
 }
 
-void engine_stats_get(const struct engine *e, struct engine_stats *out)
-{
-	*out = e->stats;
-}
-
 /* Queues how an attempt ended; written by the next flush. */
 static void push_done(struct engine *e, int64_t step_id, int attempt, const char *outcome,
 		      int exit_code, int sig, char *reason)
@@ -364,8 +358,6 @@ static int flush_done(struct engine *e)
 		flog_error("recording %d finished attempts: %s", e->ndone, ferry_error_last());
 		return db_failed(e, error);
 	}
-	e->stats.finish_calls++;
-	e->stats.finished += (uint64_t)e->ndone;
 	metrics_add(M_STEPS_FINISHED, (uint64_t)e->ndone);
 	for (int i = 0; i < e->ndone; i++)
 		free(e->done[i].reason);
@@ -422,8 +414,6 @@ static int claim(struct engine *e)
 		flog_error("claiming ready steps: %s", ferry_error_last());
 		return db_failed(e, error);
 	}
-	e->stats.claim_calls++;
-	e->stats.claimed += (uint64_t)n;
 	metrics_add(M_STEPS_DISPATCHED, (uint64_t)n);
 	/* a full batch means there may be more: come back without waiting */
 	e->claim_now = n == room;

@@ -48,11 +48,6 @@ int engine_jobs(const struct engine *e);
 /* Gives the leases of running jobs up so another daemon adopts them. */
 void engine_release(struct engine *e);
 
-/* Counters for benchmarks and metrics. */
-struct engine_stats {
-	uint64_t claimed, finished, claim_calls, finish_calls;
-};
-void engine_stats_get(const struct engine *e, struct engine_stats *out);
 
 /* Our owner id: "host/pid/start". */
 const char *engine_owner(const struct engine *e);
