@@ -246,6 +246,24 @@ static int opt_string(const char **out, struct reply *r, json_t *body, const cha
 	return 0;
 }
 
+/* Fetches an optional boolean field (false when absent); 400 naming it when mistyped. */
+static int opt_bool(int *out, struct reply *r, json_t *body, const char *field)
+{
+	json_t *v = json_object_get(body, field);
+	char msg[160];
+
+	*out = 0;
+	if (v == NULL || json_is_null(v))
+		return 0;
+	if (!json_is_boolean(v)) {
+		snprintf(msg, sizeof(msg), "field \"%s\" must be true or false", field);
+		reply_error(r, 400, "invalid_field", field, msg, NULL);
+		return -1;
+	}
+	*out = json_is_true(v);
+	return 0;
+}
+
 /* A run id: digits only, positive. */
 static int parse_id(int64_t *out, const char *s)
 {
@@ -288,7 +306,7 @@ static void h_runs_create(struct reply *r, PGconn *db, struct MHD_Connection *co
 	memset(&rn, 0, sizeof(rn));
 	if (opt_string(&rn.yaml, r, body, "yaml") < 0 || opt_string(&rn.workflow, r, body, "workflow") < 0 ||
 	    opt_string(&rn.filename, r, body, "filename") < 0 || opt_string(&rn.workdir, r, body, "workdir") < 0 ||
-	    opt_string(&trigger, r, body, "trigger") < 0)
+	    opt_string(&trigger, r, body, "trigger") < 0 || opt_bool(&rn.no_cache, r, body, "no_cache") < 0)
 		goto out;
 	if ((rn.yaml == NULL) == (rn.workflow == NULL)) {
 		reply_error(r, 400, "invalid_field", rn.yaml ? "workflow" : "yaml",
@@ -391,14 +409,14 @@ static void h_run_retry(struct reply *r, PGconn *db, struct MHD_Connection *conn
 	json_t *body = body_object(r, q);
 	const char *from = NULL;
 	char *actor = NULL;
-	int error;
+	int error, no_cache = 0;
 
 	if (body == NULL)
 		return;
-	if (opt_string(&from, r, body, "from") < 0)
+	if (opt_string(&from, r, body, "from") < 0 || opt_bool(&no_cache, r, body, "no_cache") < 0)
 		goto out;
 	actor = actor_of(conn);
-	error = store_run_retry(db, id, from, actor);
+	error = store_run_retry(db, id, from, actor, no_cache);
 	if (error < 0)
 		reply_store_error(r, error);
 	else

@@ -30,12 +30,15 @@
 #include "db.h"
 #include "exec.h"
 #include "metrics.h"
+#include "steps.h"
 #include "store.h"
 #include "util.h"
 
 struct done {
 	struct store_result r;
-	char *reason; /* owned; r.reason points here */
+	char *reason;           /* owned; r.reason points here */
+	struct step_result res; /* owned: outputs, metrics, gate, cached_from */
+	char *cache_key;        /* owned */
 };
 
 struct engine {
@@ -47,8 +50,10 @@ struct engine {
 	int njobs, capjobs;
 	struct done *done;
 	int ndone, capdone;
+	char **dirs;           /* attempt directories of steps finished at claim (claim scratch) */
+	int ndirs, capdirs;
 	int claim_now, stop_check, draining;
-	int64_t next_poll, next_heartbeat, next_recover, next_adopt_check, next_reconnect;
+	int64_t next_poll, next_heartbeat, next_recover, next_adopt_check, next_reconnect, next_waits;
 	int64_t retry_wall_ms; /* earliest known retry (wall clock), 0 none */
 	int64_t last_analyze;  /* monotonic ms of our last ANALYZE, 0 never */
 };
@@ -177,10 +182,14 @@ void engine_free(struct engine *e)
 		return;
 	for (int i = 0; i < e->njobs; i++)
 		exec_job_dispose(&e->jobs[i]);
-	for (int i = 0; i < e->ndone; i++)
+	for (int i = 0; i < e->ndone; i++) {
 		free(e->done[i].reason);
+		step_result_dispose(&e->done[i].res);
+		free(e->done[i].cache_key);
+	}
 	free(e->jobs);
 	free(e->done);
+	free(e->dirs);
 	if (e->conn)
 		PQfinish(e->conn);
 	free(e->conninfo), free(e->owner), free(e->host), free(e->home);
@@ -219,6 +228,7 @@ static void push_done(struct engine *e, int64_t step_id, int attempt, const char
 		e->done = xrealloc(e->done, (size_t)e->capdone * sizeof(*e->done));
 	}
 	d = &e->done[e->ndone++];
+	memset(d, 0, sizeof(*d));
 	d->reason = reason;
 	d->r.step_id = step_id;
 	d->r.attempt = attempt;
@@ -226,6 +236,65 @@ static void push_done(struct engine *e, int64_t step_id, int attempt, const char
 	d->r.exit_code = exit_code;
 	d->r.signal = sig;
 	d->r.reason = reason;
+}
+
+/* Queues what a step handler decided; takes res's contents and cache_key. */
+static void push_result(struct engine *e, int64_t step_id, int attempt, struct step_result *res,
+			char *cache_key, int exit_code)
+{
+	struct done *d;
+	const char *outcome = res->outcome ? res->outcome : "failed";
+
+	push_done(e, step_id, attempt, outcome, exit_code, 0, res->reason);
+	d = &e->done[e->ndone - 1];
+	d->res = *res;
+	d->res.reason = NULL; /* d->reason owns it */
+	d->cache_key = strcmp(outcome, "succeeded") == 0 ? cache_key : (free(cache_key), NULL);
+	d->r.final = res->final;
+	d->r.outputs = res->outputs;
+	d->r.metrics = res->metrics;
+	d->r.gate = res->gate;
+	d->r.cached_from = res->cached_from;
+	d->r.cache_key = d->cache_key;
+	memset(res, 0, sizeof(*res));
+}
+
+/* The context a job's step handlers need later (steps_job_done). */
+static json_t *job_ctx(const char *kind, const json_t *spec, const char *workdir, const json_t *inputs,
+		       const json_t *run, const char *cache_key)
+{
+	return json_pack("{s:s, s:O, s:s?, s:O?, s:O?, s:s?}", "kind", kind, "spec", spec,
+			 "workdir", workdir, "inputs", inputs, "run", run, "cache_key", cache_key);
+}
+
+/* A succeeded job: its outputs, metrics and gate decide how the step ends. */
+static void job_succeeded(struct engine *e, int64_t step_id, int64_t run_id, int attempt,
+			  const char *name, const char *dir, const json_t *ctx)
+{
+	struct step_result res;
+	struct step_run sr = {
+		.conn = e->conn, .home = e->home, .host = e->host, .actor = e->owner,
+		.run_id = run_id, .step_id = step_id, .attempt = attempt, .name = name,
+		.kind = json_string_value(json_object_get(ctx, "kind")), .dir = dir,
+		.workdir = json_string_value(json_object_get(ctx, "workdir")),
+		.spec = json_object_get(ctx, "spec"), .inputs = json_object_get(ctx, "inputs"),
+		.run = json_object_get(ctx, "run"),
+	};
+	const char *key = json_string_value(json_object_get(ctx, "cache_key"));
+
+	if (sr.kind == NULL || sr.spec == NULL) {
+		push_done(e, step_id, attempt, "succeeded", 0, 0, NULL);
+		return;
+	}
+	if (steps_job_done(&sr, &res) < 0) {
+		step_result_dispose(&res);
+		res.outcome = "failed";
+		res.reason = xstrdup(ferry_error_last());
+	}
+	if (res.outcome && strcmp(res.outcome, "succeeded") != 0)
+		flog_info("run %lld step %s attempt %d: %s", (long long)run_id, name, attempt,
+			  res.reason ? res.reason : res.outcome);
+	push_result(e, step_id, attempt, &res, key ? xstrdup(key) : NULL, 0);
 }
 
 /* Turns a finished job into a queued result and forgets it. */
@@ -254,7 +323,10 @@ static void job_finished(struct engine *e, int idx)
 		reason = xasprintf("exit code %d", code);
 	}
 	flog_debug("run %lld step %s attempt %d: %s", (long long)j->run_id, j->name, j->attempt, outcome);
-	push_done(e, j->step_id, j->attempt, outcome, have ? code : -1, have ? sig : 0, reason);
+	if (strcmp(outcome, "succeeded") == 0)
+		job_succeeded(e, j->step_id, j->run_id, j->attempt, j->name, j->dir, j->ctx);
+	else
+		push_done(e, j->step_id, j->attempt, outcome, have ? code : -1, have ? sig : 0, reason);
 	exec_job_dispose(j);
 	e->jobs[idx] = e->jobs[--e->njobs];
 	e->claim_now = 1; /* room for another job */
@@ -359,8 +431,11 @@ static int flush_done(struct engine *e)
 		return db_failed(e, error);
 	}
 	metrics_add(M_STEPS_FINISHED, (uint64_t)e->ndone);
-	for (int i = 0; i < e->ndone; i++)
+	for (int i = 0; i < e->ndone; i++) {
 		free(e->done[i].reason);
+		step_result_dispose(&e->done[i].res);
+		free(e->done[i].cache_key);
+	}
 	e->ndone = 0;
 	if (ready > 0)
 		e->claim_now = 1;
@@ -389,6 +464,72 @@ static void refresh_statistics(struct engine *e)
 	else
 		flog_debug("backlog: refreshed statistics in %lld ms", (long long)(clock_mono_ms() - now));
 	PQclear(res);
+}
+
+/* Keeps dir until the end of this claim (the started-attempts record points at it). */
+static const char *keep_dir(struct engine *e, char *dir)
+{
+	if (e->ndirs == e->capdirs) {
+		e->capdirs = e->capdirs ? e->capdirs * 2 : 16;
+		e->dirs = xrealloc(e->dirs, (size_t)e->capdirs * sizeof(char *));
+	}
+	e->dirs[e->ndirs++] = dir;
+	return dir;
+}
+
+/*
+ * A claimed step whose kind or templates need its ancestors: the step
+ * handlers run here. Returns 1 when the step is finished (result queued),
+ * 0 when its job is to start: c->spec is then the rendered spec and *key
+ * the step-cache key to keep a success under (or NULL).
+ */
+static int prepare(struct engine *e, struct store_claim *c, const char *dir, char **key)
+{
+	struct step_result res;
+	json_t *rendered = NULL, *env = NULL;
+	struct step_run sr = {
+		.conn = e->conn, .home = e->home, .host = e->host, .actor = e->owner,
+		.run_id = c->run_id, .step_id = c->step_id, .attempt = c->attempt, .name = c->name,
+		.kind = c->kind, .dir = dir, .workdir = c->workdir, .spec = c->spec,
+		.inputs = c->inputs, .run = c->run,
+	};
+	char *out = xasprintf("%s/out", dir);
+	int rc;
+
+	*key = NULL;
+	if (mkdir_p(out, 0755) < 0) {
+		free(out);
+		push_done(e, c->step_id, c->attempt, "failed", -1, 0,
+			  xasprintf("cannot create %s: %s", dir, ferry_error_last()));
+		return 1;
+	}
+	free(out);
+	rc = steps_prepare(&rendered, &env, key, &res, &sr);
+	if (rc != 0) {
+		if (rc < 0) {
+			step_result_dispose(&res);
+			res.outcome = "failed";
+			res.reason = xstrdup(ferry_error_last());
+		}
+		flog_debug("run %lld step %s attempt %d: %s%s%s", (long long)c->run_id, c->name,
+			   c->attempt, res.outcome, res.reason ? ": " : "", res.reason ? res.reason : "");
+		push_result(e, c->step_id, c->attempt, &res, NULL, -1);
+		json_decref(rendered);
+		json_decref(env);
+		free(*key);
+		*key = NULL;
+		return 1;
+	}
+	if (env != NULL) {
+		json_t *jenv = json_object_get(rendered, "env");
+		if (!json_is_object(jenv))
+			json_object_set_new(rendered, "env", jenv = json_object());
+		json_object_update(jenv, env);
+		json_decref(env);
+	}
+	json_decref(c->spec);
+	c->spec = rendered;
+	return 0;
 }
 
 static int claim(struct engine *e)
@@ -421,11 +562,25 @@ static int claim(struct engine *e)
 		refresh_statistics(e);
 	if (n > 0 && !e->noop)
 		st = xcalloc((size_t)n, sizeof(*st));
+	e->ndirs = 0;
 	for (int i = 0; i < n; i++) {
 		struct exec_job *j;
+		char *key = NULL;
 		if (e->noop) {
 			push_done(e, c[i].step_id, c[i].attempt, "succeeded", 0, 0, NULL);
 			continue;
+		}
+		if (c[i].inputs != NULL) {
+			char *dir = xasprintf("%s/runs/%lld/%s/%d", e->home, (long long)c[i].run_id,
+					      c[i].name, c[i].attempt);
+			int done = prepare(e, &c[i], dir, &key);
+			if (done) {
+				/* the attempt's directory holds what the daemon wrote (a label task's log) */
+				st[nst++] = (struct store_started){c[i].step_id, c[i].attempt, 0, 0,
+								   keep_dir(e, dir)};
+				continue;
+			}
+			free(dir);
 		}
 		if (e->njobs == e->capjobs) {
 			e->capjobs = e->capjobs ? e->capjobs * 2 : 16;
@@ -438,8 +593,11 @@ static int claim(struct engine *e)
 			push_done(e, c[i].step_id, c[i].attempt, "failed", -1, 0,
 				  xasprintf("cannot start: %s", ferry_error_last()));
 			exec_job_dispose(j);
+			free(key);
 			continue;
 		}
+		j->ctx = job_ctx(c[i].kind, c[i].spec, c[i].workdir, c[i].inputs, c[i].run, key);
+		free(key);
 		flog_debug("run %lld step %s attempt %d: started pid %d", (long long)j->run_id,
 			   j->name, j->attempt, (int)j->pid);
 		st[nst].step_id = j->step_id;
@@ -453,6 +611,9 @@ static int claim(struct engine *e)
 	if (nst > 0 && (error = store_attempts_started(e->conn, e->owner, st, nst)) < 0)
 		flog_error("recording started attempts: %s", ferry_error_last());
 	free(st);
+	for (int i = 0; i < e->ndirs; i++)
+		free(e->dirs[i]);
+	e->ndirs = 0;
 	store_claims_free(c, n);
 	return error < 0 ? db_failed(e, error) : FERRY_OK;
 }
@@ -519,8 +680,14 @@ static void recover(struct engine *e)
 		if (strcmp(o[i].host, e->host) == 0 && o[i].dir && exec_read_status(o[i].dir, &code, &sig)) {
 			flog_info("run %lld step %s attempt %d finished while its owner %s was gone",
 				  (long long)o[i].run_id, o[i].name, o[i].attempt, o[i].owner);
-			push_done(e, o[i].step_id, o[i].attempt, sig || code ? "failed" : "succeeded", code, sig,
-				  sig ? xasprintf("killed by signal %d", sig) : code ? xasprintf("exit code %d", code) : NULL);
+			if (sig || code) {
+				push_done(e, o[i].step_id, o[i].attempt, "failed", code, sig,
+					  sig ? xasprintf("killed by signal %d", sig) : xasprintf("exit code %d", code));
+			} else {
+				json_t *ctx = job_ctx(o[i].kind, o[i].spec, o[i].workdir, NULL, NULL, NULL);
+				job_succeeded(e, o[i].step_id, o[i].run_id, o[i].attempt, o[i].name, o[i].dir, ctx);
+				json_decref(ctx);
+			}
 		} else if (strcmp(o[i].host, e->host) == 0 && exec_pid_alive(o[i].pid, o[i].pid_start)) {
 			struct exec_job *j;
 			flog_info("run %lld step %s attempt %d: re-adopted pid %d from %s",
@@ -539,6 +706,7 @@ static void recover(struct engine *e)
 			j->pid = o[i].pid;
 			j->pid_start = o[i].pid_start;
 			j->timeout_ms = o[i].timeout_ms;
+			j->ctx = job_ctx(o[i].kind, o[i].spec, o[i].workdir, NULL, NULL, NULL);
 			if (o[i].timeout_ms > 0)
 				j->deadline_ms = clock_mono_ms() +
 					(o[i].started_ms + o[i].timeout_ms - clock_wall_ms());
@@ -618,6 +786,14 @@ int engine_tick(struct engine *e, int64_t max_wait_ms)
 	if (now >= e->next_recover) {
 		e->next_recover = now + e->o.lease_ms / 2;
 		recover(e);
+	}
+	if (now >= e->next_waits && !e->noop) {
+		int ready = 0;
+		e->next_waits = now + 1000;
+		if (store_expire_waits(&ready, e->conn, e->owner) < 0)
+			flog_error("ending timed-out waits: %s", ferry_error_last());
+		else if (ready > 0)
+			e->claim_now = 1;
 	}
 	if (e->stop_check && e->njobs > 0)
 		stop_jobs(e);

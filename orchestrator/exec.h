@@ -11,6 +11,7 @@
 #ifndef FERRY_EXEC_H
 #define FERRY_EXEC_H
 
+#include <jansson.h>
 #include <stdint.h>
 #include <sys/types.h>
 
@@ -31,6 +32,7 @@ struct exec_job {
 	char *kill_reason;
 	int64_t kill_at_ms;       /* when SIGKILL follows SIGTERM */
 	int killed_hard;
+	json_t *ctx;        /* the engine's: {kind, spec, workdir, inputs, run, cache_key} */
 };
 
 /* Starts a claimed step under the local executor; fills job. */

@@ -33,7 +33,8 @@ static int env_hide(const char *entry)
 }
 
 /* Builds envp: the daemon's environment less secrets, Ferry's, then the step's. */
-static char **build_env(const struct store_claim *c, const char *dir, const char *out)
+static char **build_env(const struct store_claim *c, const char *dir, const char *out,
+			 const char *ckpt)
 {
 	json_t *env = json_object_get(c->spec, "env"), *v;
 	size_t n = 0, k = 0;
@@ -44,7 +45,9 @@ static char **build_env(const struct store_claim *c, const char *dir, const char
 		n++;
 	envp = xcalloc(n + json_object_size(env) + 8, sizeof(char *));
 	for (size_t i = 0; i < n; i++) {
-		if (env_hide(environ[i]) || strncmp(environ[i], "FERRY_OUTPUT_DIR=", 17) == 0)
+		if (env_hide(environ[i]) || strncmp(environ[i], "FERRY_OUTPUT_DIR=", 17) == 0 ||
+		    strncmp(environ[i], "FERRY_CHECKPOINT_DIR=", 21) == 0 ||
+		    strncmp(environ[i], "FERRY_CACHE_DIR=", 16) == 0)
 			continue;
 		envp[k++] = xstrdup(environ[i]);
 	}
@@ -53,6 +56,7 @@ static char **build_env(const struct store_claim *c, const char *dir, const char
 	envp[k++] = xasprintf("FERRY_ATTEMPT=%d", c->attempt);
 	envp[k++] = xasprintf("FERRY_OUTPUT_DIR=%s", out);
 	envp[k++] = xasprintf("FERRY_ATTEMPT_DIR=%s", dir);
+	envp[k++] = xasprintf("FERRY_CHECKPOINT_DIR=%s", ckpt);
 	json_object_foreach(env, key, v)
 		envp[k++] = xasprintf("%s=%s", key, json_string_value(v));
 	envp[k] = NULL;
@@ -174,6 +178,7 @@ int exec_local_start(struct exec_job *job, const struct store_claim *c, const ch
 	json_t *cmd = json_object_get(c->spec, "command"), *v;
 	const char *wd = json_string_value(json_object_get(c->spec, "workdir"));
 	char *dir = NULL, *out = NULL, *log = NULL, *status = NULL, *status_tmp = NULL, *cwd = NULL;
+	char *ckpt = NULL;
 	char **argv = NULL, **envp = NULL;
 	size_t i;
 	pid_t pid;
@@ -187,7 +192,9 @@ int exec_local_start(struct exec_job *job, const struct store_claim *c, const ch
 	job->timeout_ms = c->timeout_ms;
 	dir = xasprintf("%s/runs/%lld/%s/%d", home, (long long)c->run_id, c->name, c->attempt);
 	out = xasprintf("%s/out", dir);
-	if (mkdir_p(out, 0755) < 0)
+	/* one checkpoint directory for every attempt of the step: a retry resumes from it */
+	ckpt = xasprintf("%s/runs/%lld/%s/checkpoint", home, (long long)c->run_id, c->name);
+	if (mkdir_p(out, 0755) < 0 || mkdir_p(ckpt, 0755) < 0)
 		goto out;
 	log = xasprintf("%s/log", dir);
 	status = xasprintf("%s/status", dir);
@@ -208,7 +215,7 @@ int exec_local_start(struct exec_job *job, const struct store_claim *c, const ch
 	argv = xcalloc(json_array_size(cmd) + 1, sizeof(char *));
 	json_array_foreach(cmd, i, v)
 		argv[i] = xstrdup(json_string_value(v));
-	envp = build_env(c, dir, out);
+	envp = build_env(c, dir, out, ckpt);
 
 	pid = fork();
 	if (pid < 0) {
@@ -227,7 +234,7 @@ int exec_local_start(struct exec_job *job, const struct store_claim *c, const ch
 		job->deadline_ms = clock_mono_ms() + c->timeout_ms;
 	error = FERRY_OK;
 out:
-	free(dir), free(out), free(log), free(status), free(status_tmp), free(cwd);
+	free(dir), free(out), free(log), free(status), free(status_tmp), free(cwd), free(ckpt);
 	free_vec(argv);
 	free_vec(envp);
 	return error;
@@ -325,5 +332,6 @@ void exec_job_dispose(struct exec_job *job)
 	free(job->name);
 	free(job->dir);
 	free(job->kill_reason);
+	json_decref(job->ctx);
 	memset(job, 0, sizeof(*job));
 }

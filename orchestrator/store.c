@@ -134,6 +134,40 @@ static int64_t intval(PGresult *res, int row, int col)
 	return v;
 }
 
+/* A JSON column: NULL when SQL NULL (or, which cannot happen, not JSON). */
+static json_t *jsonval(PGresult *res, int row, int col)
+{
+	if (PQgetisnull(res, row, col))
+		return NULL;
+	return json_loads(PQgetvalue(res, row, col), JSON_DECODE_ANY, NULL);
+}
+
+/* Appends a JSON value (or NULL) as an element of a text array literal. */
+static void sbuf_json(struct sbuf *b, const json_t *v)
+{
+	char *txt = v ? json_dumps(v, JSON_COMPACT | JSON_ENCODE_ANY) : NULL;
+	sbuf_elem(b, txt);
+	free(txt);
+}
+
+/* The ancestors' inputs in the order of names (nearest first); takes in. */
+static json_t *ordered_inputs(json_t *in, const json_t *names)
+{
+	json_t *out, *nm;
+	size_t i;
+
+	if (in == NULL)
+		return NULL;
+	out = json_object();
+	json_array_foreach(names, i, nm) {
+		json_t *v = json_object_get(in, json_string_value(nm));
+		if (v)
+			json_object_set(out, json_string_value(nm), v);
+	}
+	json_decref(in);
+	return out;
+}
+
 /* ---- engine side ---- */
 
 int store_claim(struct store_claim **out, int *n, PGconn *conn, const char *owner,
@@ -166,6 +200,8 @@ int store_claim(struct store_claim **out, int *n, PGconn *conn, const char *owne
 		if (v[i].spec == NULL)
 			v[i].spec = json_object();
 		v[i].workdir = dupval(res, i, 7);
+		v[i].inputs = ordered_inputs(jsonval(res, i, 8), json_object_get(v[i].spec, "ancestors"));
+		v[i].run = jsonval(res, i, 9);
 	}
 	PQclear(res);
 	*out = v;
@@ -180,6 +216,8 @@ void store_claims_free(struct store_claim *v, int n)
 		free(v[i].kind);
 		free(v[i].workdir);
 		json_decref(v[i].spec);
+		json_decref(v[i].inputs);
+		json_decref(v[i].run);
 	}
 	free(v);
 }
@@ -218,8 +256,9 @@ int store_attempts_started(PGconn *conn, const char *owner, const struct store_s
 int store_finish(PGconn *conn, const char *owner, const struct store_result *v, int n,
 		 int *ready_now, int64_t *next_retry_ms)
 {
-	struct sbuf ids = {0}, att = {0}, out = {0}, code = {0}, sig = {0}, why = {0};
-	const char *params[7];
+	struct sbuf ids = {0}, att = {0}, out = {0}, code = {0}, sig = {0}, why = {0}, fin = {0},
+		    outs = {0}, mets = {0}, gates = {0}, keys = {0}, from = {0};
+	const char *params[13];
 	PGresult *res = NULL;
 	int error;
 
@@ -242,6 +281,12 @@ int store_finish(PGconn *conn, const char *owner, const struct store_result *v, 
 		else
 			sbuf_int(&sig, v[i].signal);
 		sbuf_sep(&why, i), sbuf_elem(&why, v[i].reason);
+		sbuf_sep(&fin, i), sbuf_str(&fin, v[i].final ? "t" : "f");
+		sbuf_sep(&outs, i), sbuf_json(&outs, v[i].outputs);
+		sbuf_sep(&mets, i), sbuf_json(&mets, v[i].metrics);
+		sbuf_sep(&gates, i), sbuf_json(&gates, v[i].gate);
+		sbuf_sep(&keys, i), sbuf_elem(&keys, v[i].cache_key);
+		sbuf_sep(&from, i), sbuf_json(&from, v[i].cached_from);
 	}
 	params[0] = owner;
 	params[1] = sbuf_close(&ids, n);
@@ -250,17 +295,64 @@ int store_finish(PGconn *conn, const char *owner, const struct store_result *v, 
 	params[4] = sbuf_close(&code, n);
 	params[5] = sbuf_close(&sig, n);
 	params[6] = sbuf_close(&why, n);
+	params[7] = sbuf_close(&fin, n);
+	params[8] = sbuf_close(&outs, n);
+	params[9] = sbuf_close(&mets, n);
+	params[10] = sbuf_close(&gates, n);
+	params[11] = sbuf_close(&keys, n);
+	params[12] = sbuf_close(&from, n);
 	error = q(&res, conn,
 		  "SELECT ready_now, (extract(epoch FROM next_retry) * 1000)::bigint "
-		  "FROM ferry_finish($1, $2::bigint[], $3::int[], $4::text[], $5::int[], $6::int[], $7::text[])",
-		  7, params);
+		  "FROM ferry_finish($1, $2::bigint[], $3::int[], $4::text[], $5::int[], $6::int[], $7::text[], "
+		  "                  $8::boolean[], $9::jsonb[], $10::jsonb[], $11::jsonb[], $12::text[], $13::jsonb[])",
+		  13, params);
 	if (error == FERRY_OK) {
 		*ready_now = (int)intval(res, 0, 0);
 		*next_retry_ms = intval(res, 0, 1);
 	}
 	PQclear(res);
-	free(ids.p), free(att.p), free(out.p), free(code.p), free(sig.p), free(why.p);
+	free(ids.p), free(att.p), free(out.p), free(code.p), free(sig.p), free(why.p), free(fin.p);
+	free(outs.p), free(mets.p), free(gates.p), free(keys.p), free(from.p);
 	return error;
+}
+
+int store_step_cache_get(json_t **outputs, json_t **metrics, json_t **gate, json_t **from,
+			 PGconn *conn, const char *key)
+{
+	const char *params[1] = {key};
+	PGresult *res = NULL;
+	int error;
+
+	*outputs = *metrics = *gate = *from = NULL;
+	if ((error = q(&res, conn,
+		       "UPDATE step_cache SET hits = hits + 1, last_hit_at = now() WHERE key = $1 "
+		       "RETURNING outputs, metrics, gate, "
+		       "          jsonb_build_object('run', run_id, 'step', step, 'attempt', attempt)",
+		       1, params)) < 0)
+		return error;
+	if (PQntuples(res) == 1) {
+		*outputs = jsonval(res, 0, 0);
+		*metrics = jsonval(res, 0, 1);
+		*gate = jsonval(res, 0, 2);
+		*from = jsonval(res, 0, 3);
+		error = 1;
+	}
+	PQclear(res);
+	return error;
+}
+
+int store_expire_waits(int *ready_now, PGconn *conn, const char *actor)
+{
+	const char *params[1] = {actor};
+	PGresult *res = NULL;
+	int error;
+
+	*ready_now = 0;
+	if ((error = q(&res, conn, "SELECT ferry_expire_waits($1)", 1, params)) < 0)
+		return error;
+	*ready_now = (int)intval(res, 0, 0);
+	PQclear(res);
+	return FERRY_OK;
 }
 
 int store_heartbeat(PGconn *conn, const char *owner, int64_t lease_ms)
@@ -295,8 +387,8 @@ int store_orphans(struct store_orphan **out, int *n, PGconn *conn, const char *o
 	if ((error = q(&res, conn,
 		       "SELECT a.step_id, s.run_id, a.attempt, a.pid, a.pid_start, s.timeout_ms, "
 		       "       (extract(epoch FROM a.started_at) * 1000)::bigint, a.owner, a.host, a.dir, "
-		       "       s.name, a.lease_until < now() "
-		       "FROM attempts a JOIN steps s ON s.id = a.step_id "
+		       "       s.name, a.lease_until < now(), s.kind, s.spec, r.workdir "
+		       "FROM attempts a JOIN steps s ON s.id = a.step_id JOIN runs r ON r.id = s.run_id "
 		       "WHERE a.state = 'running' AND a.owner <> $1 "
 		       "  AND (a.lease_until < now() OR a.host = $2) "
 		       "ORDER BY a.step_id LIMIT 200", 2, params)) < 0)
@@ -316,6 +408,9 @@ int store_orphans(struct store_orphan **out, int *n, PGconn *conn, const char *o
 		v[i].dir = dupval(res, i, 9);
 		v[i].name = dupval(res, i, 10);
 		v[i].expired = PQgetvalue(res, i, 11)[0] == 't';
+		v[i].kind = dupval(res, i, 12);
+		v[i].spec = jsonval(res, i, 13);
+		v[i].workdir = dupval(res, i, 14);
 	}
 	PQclear(res);
 	*out = v;
@@ -330,6 +425,9 @@ void store_orphans_free(struct store_orphan *v, int n)
 		free(v[i].host);
 		free(v[i].dir);
 		free(v[i].name);
+		free(v[i].kind);
+		free(v[i].workdir);
+		json_decref(v[i].spec);
 	}
 	free(v);
 }
@@ -478,7 +576,45 @@ static int render(json_t **out, const char *s, const json_t *params, const char 
 	return FERRY_OK;
 }
 
-/* The resolved spec of one step: command, env and workdir rendered. */
+/* The fields of the step kinds that travel into the resolved spec; the
+ * strings among them have their params rendered. */
+static const char *const kind_fields[] = {"model", "dataset", "labels", "webhook", "artifact",
+					  "on_timeout", "version", "aliases", "gate", "cache"};
+
+/*
+ * The names of step i's ancestors, nearest first (breadth-first along
+ * needs), and whether one of them is a cache step.
+ */
+static json_t *ancestors(const json_t *steps, size_t i, int *cache_up)
+{
+	json_t *out = json_array(), *nd;
+	size_t k, head = 0;
+
+	*cache_up = 0;
+	json_array_foreach(json_object_get(json_array_get(steps, i), "needs"), k, nd)
+		json_array_append(out, nd);
+	for (head = 0; head < json_array_size(out); head++) {
+		const char *name = json_string_value(json_array_get(out, head));
+		int j = step_index(steps, name);
+		const json_t *st = j >= 0 ? json_array_get(steps, (size_t)j) : NULL;
+
+		if (st == NULL)
+			continue;
+		if (strcmp(json_string_value(json_object_get(st, "kind")), "cache") == 0)
+			*cache_up = 1;
+		json_array_foreach(json_object_get(st, "needs"), k, nd) {
+			size_t m;
+			int seen = 0;
+			for (m = 0; m < json_array_size(out) && !seen; m++)
+				seen = json_equal(json_array_get(out, m), nd);
+			if (!seen)
+				json_array_append(out, nd);
+		}
+	}
+	return out;
+}
+
+/* The resolved spec of one step: command, env, workdir and the kind's fields rendered. */
 static int step_spec(json_t **out, const json_t *step, const json_t *params, const char *run_id)
 {
 	json_t *spec = json_object(), *cmd = json_array(), *env = json_object(), *v;
@@ -506,6 +642,18 @@ static int step_spec(json_t **out, const json_t *step, const json_t *params, con
 		json_object_set_new(spec, "workdir", r);
 	}
 	json_object_set(spec, "image", json_object_get(step, "image"));
+	for (i = 0; i < sizeof(kind_fields) / sizeof(kind_fields[0]); i++) {
+		json_t *f = json_object_get(step, kind_fields[i]), *r = NULL;
+		if (f == NULL || json_is_null(f))
+			continue;
+		if (!json_is_string(f)) {
+			json_object_set(spec, kind_fields[i], f);
+			continue;
+		}
+		if ((error = render(&r, json_string_value(f), params, run_id)) < 0)
+			goto out;
+		json_object_set_new(spec, kind_fields[i], r);
+	}
 out:
 	json_object_set_new(spec, "command", cmd);
 	json_object_set_new(spec, "env", env);
@@ -595,11 +743,13 @@ int store_run_create(int64_t *out_id, PGconn *conn, const struct store_run_new *
 		for (int k = 0; k < nsteps; k++)
 			nsel += sel[k] != 0;
 		snprintf(open, sizeof(open), "%d", nsel);
-		const char *p[7] = {hash, json_string_value(json_object_get(spec, "name")),
-				    params_txt, rn->trigger, rn->actor, rn->workdir, open};
+		const char *p[8] = {hash, json_string_value(json_object_get(spec, "name")),
+				    params_txt, rn->trigger, rn->actor, rn->workdir, open,
+				    rn->no_cache ? "t" : "f"};
 		if ((error = q(&res, conn,
-			       "INSERT INTO runs (workflow_hash, workflow_name, params, trigger, actor, workdir, open_steps) "
-			       "VALUES ($1, $2, $3, $4, $5, $6, $7) RETURNING id", 7, p)) < 0)
+			       "INSERT INTO runs (workflow_hash, workflow_name, params, trigger, actor, workdir, "
+			       "                  open_steps, no_cache) "
+			       "VALUES ($1, $2, $3, $4, $5, $6, $7, $8) RETURNING id", 8, p)) < 0)
 			goto out;
 		*out_id = intval(res, 0, 0);
 		snprintf(run_id, sizeof(run_id), "%s", PQgetvalue(res, 0, 0));
@@ -629,6 +779,20 @@ int store_run_create(int64_t *out_id, PGconn *conn, const struct store_run_new *
 			goto out;
 		}
 		txt = json_dumps(resolved, JSON_COMPACT);
+		{
+			/* steps that need their ancestors' outputs at claim time say which */
+			const char *kind = json_string_value(json_object_get(st, "kind"));
+			int cache_up = 0;
+			json_t *anc = ancestors(steps, i, &cache_up);
+			if (strcmp(kind, "gate") != 0 &&
+			    (strcmp(kind, "run") != 0 || cache_up || strstr(txt, "{{") != NULL ||
+			     json_is_true(json_object_get(st, "cache")))) {
+				json_object_set(resolved, "ancestors", anc);
+				free(txt);
+				txt = json_dumps(resolved, JSON_COMPACT);
+			}
+			json_decref(anc);
+		}
 		json_decref(resolved);
 		sbuf_sep(&names, (int)i), sbuf_elem(&names, json_string_value(json_object_get(st, "name")));
 		sbuf_sep(&idx, (int)i), sbuf_int(&idx, (int64_t)i);
@@ -661,9 +825,13 @@ int store_run_create(int64_t *out_id, PGconn *conn, const struct store_run_new *
 			       "                     backoff_ms, max_backoff_ms, timeout_ms, spec, reason) "
 			       "  SELECT $1, $13, * FROM unnest($2::text[], $3::int[], $4::text[], $5::text[], $6::int[], "
 			       "         $7::int[], $8::bigint[], $9::bigint[], $10::bigint[], $11::jsonb[], $12::text[]) "
-			       "  RETURNING id, run_id, dev, state) "
-			       "INSERT INTO step_queue (step_id, run_id, dev) "
-			       "SELECT id, run_id, dev FROM s WHERE state = 'ready'",
+			       "  RETURNING id, run_id, dev, state, timeout_ms, spec ->> 'on_timeout' AS on_timeout), "
+			       "q AS (INSERT INTO step_queue (step_id, run_id, dev) "
+			       "      SELECT id, run_id, dev FROM s WHERE state = 'ready') "
+			       "INSERT INTO step_waits (step_id, run_id, deadline, on_timeout) "
+			       "SELECT id, run_id, now() + timeout_ms * interval '1 millisecond', "
+			       "       coalesce(on_timeout, 'fail') "
+			       "FROM s WHERE state = 'waiting' AND timeout_ms > 0",
 			       13, p)) < 0)
 			goto out;
 	}
@@ -789,13 +957,13 @@ int store_run_stop(char **state_out, PGconn *conn, int64_t id, const char *actor
 	return FERRY_OK;
 }
 
-int store_run_retry(PGconn *conn, int64_t id, const char *from, const char *actor)
+int store_run_retry(PGconn *conn, int64_t id, const char *from, const char *actor, int no_cache)
 {
 	char idbuf[32];
-	const char *params[3] = {idbuf, from, actor};
+	const char *params[4] = {idbuf, from, actor, no_cache ? "t" : "f"};
 
 	snprintf(idbuf, sizeof(idbuf), "%lld", (long long)id);
-	return q(NULL, conn, "SELECT ferry_retry($1, $2, $3)", 3, params);
+	return q(NULL, conn, "SELECT ferry_retry($1, $2, $3, $4)", 4, params);
 }
 
 int store_workflow_register(char **out, PGconn *conn, const char *yaml, size_t len,

@@ -22,7 +22,10 @@ struct store_claim {
 	int attempt;
 	char *name, *kind, *workdir; /* workdir: the run's, may be NULL */
 	int64_t timeout_ms;
-	json_t *spec;                /* resolved command, env, workdir */
+	json_t *spec;                /* resolved command, env, workdir and the kind's fields */
+	json_t *inputs;              /* succeeded ancestors {"NAME":{kind,outputs,metrics}}, or
+	                              * NULL when the spec lists no "ancestors" */
+	json_t *run;                 /* {params, workflow, workflow_hash, no_cache} or NULL (ditto) */
 };
 
 /*
@@ -43,7 +46,10 @@ struct store_started {
 };
 int store_attempts_started(PGconn *conn, const char *owner, const struct store_started *v, int n);
 
-/* How an attempt ended. outcome: succeeded, failed, stopped, lost. */
+/*
+ * How an attempt ended. outcome: succeeded, failed, stopped, lost, or
+ * waiting (a label step that opened its task and now waits for a person).
+ */
 struct store_result {
 	int64_t step_id;
 	int attempt;
@@ -51,6 +57,10 @@ struct store_result {
 	int exit_code; /* -1 when none */
 	int signal;    /* 0 when none */
 	const char *reason; /* NULL when none */
+	int final;     /* failed for good: not retried (a gate, a bad metrics.json) */
+	const json_t *outputs, *metrics, *gate; /* NULL when none */
+	const char *cache_key;     /* step-cache key to keep this success under, or NULL */
+	const json_t *cached_from; /* {"run","step","attempt"} when it came from cache */
 };
 
 /*
@@ -60,6 +70,17 @@ struct store_result {
  */
 int store_finish(PGconn *conn, const char *owner, const struct store_result *v, int n,
 		 int *ready_now, int64_t *next_retry_ms);
+
+/*
+ * The step cache: a succeeded attempt kept under key. 1 with *outputs,
+ * *metrics, *gate (may be NULL) and *from ({"run","step","attempt"}), all the
+ * caller's, when there is one; 0 when not.
+ */
+int store_step_cache_get(json_t **outputs, json_t **metrics, json_t **gate, json_t **from,
+			 PGconn *conn, const char *key);
+
+/* Ends the waits of label and gate steps whose timeout passed; *ready_now as above. */
+int store_expire_waits(int *ready_now, PGconn *conn, const char *actor);
 
 /* Renews the leases of owner's running attempts. */
 int store_heartbeat(PGconn *conn, const char *owner, int64_t lease_ms);
@@ -71,7 +92,8 @@ struct store_orphan {
 	int64_t step_id, run_id;
 	int attempt, pid;
 	int64_t pid_start, timeout_ms, started_ms;
-	char *owner, *host, *dir, *name;
+	char *owner, *host, *dir, *name, *kind, *workdir;
+	json_t *spec;
 	int expired; /* lease expired (else: same host, owner to be checked) */
 };
 /* Lists candidates: expired leases anywhere, or any other owner on host. */
@@ -98,6 +120,7 @@ struct store_run_new {
 	const char *only, *from, *to; /* dev subsets; NULL for all */
 	const char *idem_key;  /* Idempotency-Key, or NULL */
 	const char *idem_hash; /* sha256 of the request body, with idem_key */
+	int no_cache;          /* no step of this run comes from the step cache */
 };
 
 /*
@@ -120,8 +143,11 @@ int store_runs_list(char **out, PGconn *conn, const char *state, const char *wor
 /* Stops a run; *state_out is the new state. FERRY_ENOTFOUND, FERRY_ECONFLICT. */
 int store_run_stop(char **state_out, PGconn *conn, int64_t id, const char *actor);
 
-/* Retries a run (from a step when from is set). FERRY_ENOTFOUND, FERRY_ECONFLICT. */
-int store_run_retry(PGconn *conn, int64_t id, const char *from, const char *actor);
+/*
+ * Retries a run (from a step when from is set; no step from cache when
+ * no_cache). FERRY_ENOTFOUND, FERRY_ECONFLICT.
+ */
+int store_run_retry(PGconn *conn, int64_t id, const char *from, const char *actor, int no_cache);
 
 /* Stores a workflow version; *out is {"name","hash","created"} JSON text. */
 int store_workflow_register(char **out, PGconn *conn, const char *yaml, size_t len,

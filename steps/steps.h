@@ -40,8 +40,27 @@ struct step_result {
 	json_t *outputs;        /* object or NULL */
 	json_t *metrics;        /* object or NULL */
 	json_t *gate;           /* array of gate results or NULL */
+	json_t *cached_from;    /* {"run","step","attempt"}: it came from the step cache */
 };
 
 void step_result_dispose(struct step_result *res);
+
+/*
+ * Called for every claimed step whose spec lists "ancestors" (r->inputs and
+ * r->run set). Returns 1 when the step is finished (res filled: from the
+ * step cache, a label task opened, a version registered, a dataset staged,
+ * or a failure), 0 when its job must run: *rendered is the spec with the
+ * step references rendered, *env extra environment for the job (or NULL),
+ * *cache_key the key to keep a success under (or NULL); all the caller's.
+ */
+int steps_prepare(json_t **rendered, json_t **env, char **cache_key, struct step_result *res,
+		  const struct step_run *r);
+
+/*
+ * Called when a job exited 0: outputs from r->dir/out (files by name less
+ * extension, outputs.json), metrics.json, the gate. res->outcome says
+ * whether the step succeeded after all.
+ */
+int steps_job_done(const struct step_run *r, struct step_result *res);
 
 #endif

@@ -1,0 +1,233 @@
+# ML steps through a real daemon: outputs passed by reference, checkpoints
+# kept across attempts, the step result cache, label steps (counting,
+# webhook, continue with a payload, timeouts).
+
+# count FILE: lines in FILE (0 when it does not exist)
+count() { [ -f "$1" ] && wc -l <"$1" | tr -d ' ' || echo 0; }
+
+test_outputs_by_reference() {
+	start_daemon a
+	f=$(wf refs <<'Y'
+name: refs
+steps:
+  - name: make
+    command: [sh, -c, 'echo weights >"$FERRY_OUTPUT_DIR/model.pkl"; echo "{\"n\": 3, \"tag\": \"v1\"}" >"$FERRY_OUTPUT_DIR/outputs.json"']
+  - name: use
+    needs: [make]
+    command: [sh, -c, 'cat "$1"; echo "n=$2 tag=$3"', x, "{{steps.make.outputs.model}}", "{{ steps.make.outputs.n }}", "{{steps.make.outputs.tag}}"]
+Y
+)
+	id=$(submit "$f")
+	wait_run "$id" succeeded 20
+	api GET "/api/v1/runs/$id"
+	model=$(echo "$BODY" | json '[s for s in j["steps"] if s["name"]=="make"][0]["outputs"]["model"]')
+	assert_eq "$model" "$FERRY_HOME/runs/$id/make/1/out/model.pkl" "a file in FERRY_OUTPUT_DIR is an output"
+	assert_eq "$(echo "$BODY" | json '[s for s in j["steps"] if s["name"]=="make"][0]["outputs"]["n"]')" 3 "outputs.json"
+	api GET "/api/v1/runs/$id/steps/use/logs"
+	assert_eq "$(printf "%s" "$BODY" | tr '\n' ' ')" "weights n=3 tag=v1 " "rendered references"
+}
+
+test_missing_output_fails_for_good() {
+	start_daemon a
+	f=$(wf missing <<'Y'
+name: missing
+steps:
+  - {name: make, command: [true]}
+  - name: use
+    needs: [make]
+    retry: {limit: 3, backoff: 100ms}
+    command: [echo, "{{steps.make.outputs.model}}"]
+Y
+)
+	id=$(submit "$f")
+	wait_run "$id" failed 20
+	assert_eq "$(step_col "$id" use attempts)" 1 "not retried: the reference cannot resolve"
+	assert_match "$(step_col "$id" use reason)" 'step make has no output "model"' "reason names it"
+}
+
+test_checkpoint_survives_retry() {
+	start_daemon a
+	f=$(wf ckpt <<'Y'
+name: ckpt
+steps:
+  - name: train
+    kind: train
+    retry: {limit: 1, backoff: 100ms}
+    command:
+      - sh
+      - -c
+      - |
+        if [ -f "$FERRY_CHECKPOINT_DIR/epoch" ]; then
+          echo "resuming from epoch $(cat "$FERRY_CHECKPOINT_DIR/epoch")"; echo w >"$FERRY_OUTPUT_DIR/model.bin"
+        else
+          echo 3 >"$FERRY_CHECKPOINT_DIR/epoch"; echo "crashed after epoch 3"; exit 1
+        fi
+Y
+)
+	id=$(submit "$f")
+	wait_run "$id" succeeded 20
+	assert_eq "$(step_col "$id" train attempts)" 2 "one retry"
+	api GET "/api/v1/runs/$id/steps/train/logs?attempt=2"
+	assert_eq "$BODY" "resuming from epoch 3" "the retry found the checkpoint"
+	assert_eq "$(cat "$FERRY_HOME/runs/$id/train/checkpoint/epoch")" 3 "one directory for all attempts"
+}
+
+test_step_cache_hit_and_no_cache() {
+	start_daemon a
+	export COUNTER="$FERRY_HOME/counter"
+	f=$(wf cached <<Y
+name: cached
+params:
+  lr: {default: "0.1"}
+steps:
+  - name: prep
+    command: [sh, -c, 'echo data >"\$FERRY_OUTPUT_DIR/data.csv"']
+  - name: train
+    kind: train
+    needs: [prep]
+    cache: true
+    command: [sh, -c, 'echo run >>$COUNTER; cat "\$1" >"\$FERRY_OUTPUT_DIR/model.bin"; echo "{\"accuracy\": 0.5}" >"\$FERRY_OUTPUT_DIR/metrics.json"', x, "{{steps.prep.outputs.data}}", "{{params.lr}}"]
+  - name: after
+    needs: [train]
+    command: [cat, "{{steps.train.outputs.model}}"]
+Y
+)
+	id1=$(submit "$f")
+	wait_run "$id1" succeeded 20
+	assert_eq "$(count "$COUNTER")" 1 "first run trains"
+	id2=$(submit "$f")
+	wait_run "$id2" succeeded 20
+	assert_eq "$(count "$COUNTER")" 1 "second run: train comes from cache (prep's output path differs, its content does not)"
+	api GET "/api/v1/runs/$id2"
+	train=$(echo "$BODY" | json '[s for s in j["steps"] if s["name"]=="train"][0]')
+	assert_eq "$(echo "$train" | json 'j["cached"]')" true "the run view says so"
+	assert_eq "$(echo "$train" | json 'j["cached_from"]["run"]')" "$id1" "and where from"
+	assert_eq "$(echo "$train" | json 'j["outputs"]["model"]')" "$FERRY_HOME/runs/$id1/train/1/out/model.bin" "with that attempt's outputs"
+	assert_eq "$(echo "$BODY" | json 'j["metrics"]["train"]["accuracy"]')" 0.5 "and metrics"
+	api GET "/api/v1/runs/$id2/steps/after/logs"
+	assert_eq "$BODY" data "downstream reads the cached artifact"
+	# another param value: another key
+	id3=$(submit "$f" '{"lr": "0.2"}')
+	wait_run "$id3" succeeded 20
+	assert_eq "$(count "$COUNTER")" 2 "a changed param misses"
+	# retry --from train: from cache, unless no_cache
+	api POST "/api/v1/runs/$id2/retry" '{"from": "train"}'
+	assert_eq "$CODE" 200 "retry"
+	wait_run "$id2" succeeded 20
+	assert_eq "$(count "$COUNTER")" 2 "retry --from takes the cache"
+	api POST "/api/v1/runs/$id2/retry" '{"from": "train", "no_cache": true}'
+	wait_run "$id2" succeeded 20
+	assert_eq "$(count "$COUNTER")" 3 "retry --no-cache runs it"
+	assert_eq "$(step_col "$id2" train 'cached_from IS NULL')" t "not from cache"
+	api POST "/api/v1/runs/$id2/retry" '{"from": "train", "no_cache": "yes"}'
+	assert_eq "$CODE" 400 "no_cache must be a boolean"
+	assert_match "$BODY" '"no_cache"' "names the field"
+	# cache: false (the default) never hits
+	assert_eq "$(sql "SELECT count(*) FROM step_cache WHERE step = 'prep'")" 0 "uncached steps are not kept"
+}
+
+# A dataset of 5 items, 2 labelled.
+make_dataset() {
+	mkdir -p "$1/sub"
+	for i in 1 2 3; do echo "img $i" >"$1/img$i.txt"; done
+	echo x >"$1/sub/img4.txt"; echo y >"$1/sub/img5.txt"; echo hidden >"$1/.hidden"
+	printf 'file,label\nimg1.txt,7\nsub/img4.txt,3\n' >"$1/labels.csv"
+}
+
+test_label_waits_and_continues() {
+	start_daemon a
+	make_dataset "$FERRY_HOME/ds"
+	f=$(wf label <<Y
+name: labelled
+steps:
+  - name: label
+    kind: label
+    dataset: $FERRY_HOME/ds
+  - name: train
+    kind: train
+    needs: [label]
+    command: [echo, "labels at {{steps.label.outputs.labels}} by {{steps.label.outputs.by}}"]
+Y
+)
+	id=$(submit "$f")
+	wait_step "$id" label waiting 10
+	api GET "/api/v1/runs/$id"
+	out=$(echo "$BODY" | json '[s for s in j["steps"] if s["name"]=="label"][0]["outputs"]')
+	assert_eq "$(echo "$out" | json 'j["items"]')" 5 "items: files less hidden ones and the labels file"
+	assert_eq "$(echo "$out" | json 'j["unlabelled"]')" 3 "unlabelled"
+	assert_eq "$(echo "$out" | json 'j["dataset"]')" "$FERRY_HOME/ds" "dataset"
+	api GET "/api/v1/runs/$id/steps/label/logs"
+	assert_match "$BODY" "3 of 5 items" "the log tells the person what to do"
+	assert_eq "$(step_col "$id" train state)" blocked "train waits"
+	api POST "/api/v1/runs/$id/steps/label/continue" '{"labels": "/data/full.csv", "by": "ann"}'
+	assert_eq "$CODE" 200 "continue"
+	wait_run "$id" succeeded 20
+	api GET "/api/v1/runs/$id/steps/train/logs"
+	assert_eq "$BODY" "labels at /data/full.csv by ann" "the payload is the step's output"
+	assert_eq "$(step_col "$id" label "outputs->>'items'")" 5 "merged over the task"
+	assert_eq "$(sql "SELECT actor FROM events WHERE run_id = $id AND kind = 'step.continued'")" tester "who continued it"
+	api POST "/api/v1/runs/$id/steps/label/continue" '{}'
+	assert_eq "$CODE" 409 "continue twice"
+}
+
+test_label_webhook_retried() {
+	start_daemon a
+	make_dataset "$FERRY_HOME/ds"
+	hport=$((FERRY_PORT + 1000))
+	cat >"$FERRY_HOME/hook.py" <<'P'
+import http.server, json, sys
+n = 0
+class H(http.server.BaseHTTPRequestHandler):
+    def do_POST(self):
+        global n
+        n += 1
+        body = self.rfile.read(int(self.headers["Content-Length"]))
+        open(sys.argv[2], "ab").write(body + b"\n")
+        code = 500 if n == 1 else 200
+        self.send_response(code); self.send_header("Content-Type", "application/json"); self.end_headers()
+        self.wfile.write(json.dumps({"task_id": 42}).encode())
+    def log_message(self, *a): pass
+http.server.HTTPServer(("127.0.0.1", int(sys.argv[1])), H).serve_forever()
+P
+	python3 "$FERRY_HOME/hook.py" "$hport" "$FERRY_HOME/posts" &
+	echo $! >"$FERRY_HOME/daemon.hook.pid"
+	sleep 0.5
+	f=$(wf hook <<Y
+name: hooked
+steps:
+  - name: label
+    kind: label
+    dataset: $FERRY_HOME/ds
+    webhook: http://127.0.0.1:$hport/tasks
+Y
+)
+	id=$(submit "$f")
+	wait_step "$id" label waiting 20
+	assert_eq "$(count "$FERRY_HOME/posts")" 2 "a 500 is retried"
+	post=$(tail -1 "$FERRY_HOME/posts")
+	assert_eq "$(echo "$post" | json 'j["unlabelled"]')" 3 "the task"
+	assert_eq "$(echo "$post" | json 'j["continue"]')" "/api/v1/runs/$id/steps/label/continue" "how to continue it"
+	assert_eq "$(step_col "$id" label "outputs->'task'->>'task_id'")" 42 "the hook's answer is kept"
+}
+
+test_label_timeout() {
+	start_daemon a
+	make_dataset "$FERRY_HOME/ds"
+	f=$(wf lt <<Y
+name: lt
+steps:
+  - {name: soft, kind: label, dataset: $FERRY_HOME/ds, timeout: 1s, on_timeout: continue}
+  - {name: hard, kind: label, dataset: $FERRY_HOME/ds, timeout: 1s}
+  - {name: after_soft, needs: [soft], command: [true]}
+  - {name: after_hard, needs: [hard], command: [true]}
+Y
+)
+	id=$(submit "$f")
+	wait_run "$id" failed 20
+	assert_eq "$(step_col "$id" soft state)" succeeded "on_timeout: continue"
+	assert_eq "$(step_col "$id" soft "outputs->>'timed_out'")" true "says it timed out"
+	assert_eq "$(step_col "$id" after_soft state)" succeeded "and the run goes on"
+	assert_eq "$(step_col "$id" hard state)" failed "on_timeout: fail (the default)"
+	assert_match "$(step_col "$id" hard reason)" "no one continued it within 1 s" "reason"
+	assert_eq "$(step_col "$id" after_hard state)" skipped "downstream skipped"
+}
