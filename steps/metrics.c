@@ -141,6 +141,13 @@ static const struct gate_op *find_op(const char *op)
 	return NULL;
 }
 
+bool metrics_name_ok(const char *name)
+{
+	size_t n = name ? strlen(name) : 0;
+
+	return n > 0 && n <= MAX_METRIC_NAME && strspn(name, METRIC_CHARS) == n;
+}
+
 /* ---- metrics.json ----------------------------------------------------- */
 
 int metrics_parse(json_t **out, const char *text, size_t len)
@@ -273,7 +280,7 @@ int gate_parse(json_t **out, const char *metric, const char *expr)
 
 	*out = NULL;
 	n = metric ? strlen(metric) : 0;
-	if (n == 0 || n > MAX_METRIC_NAME || strspn(metric, METRIC_CHARS) != n) {
+	if (!metrics_name_ok(metric)) {
 		ferry_error_set("gate metric name %s is not valid; use 1-%d letters, digits, "
 				"_ . - / or :", quote(qm, metric ? metric : "", n), MAX_METRIC_NAME);
 		goto out;

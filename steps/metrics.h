@@ -11,6 +11,7 @@
 #define FERRY_STEPS_METRICS_H
 
 #include <jansson.h>
+#include <stdbool.h>
 #include <stddef.h>
 
 /* Largest metrics.json accepted, in bytes. */
@@ -25,6 +26,9 @@
  * ferry_error_last() says what is wrong, starting with "metrics.json: ".
  */
 int metrics_parse(json_t **out, const char *text, size_t len);
+
+/* Whether name can be gated on: 1-64 of letters, digits, _ . - / and :. */
+bool metrics_name_ok(const char *name);
 
 /*
  * Parses the comparison of one gate entry, `metric: expr`, where expr is

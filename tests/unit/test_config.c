@@ -149,7 +149,9 @@ static void test_config__valid_fan_out_fan_in(void **state)
 		"\"env\":{\"RUN\":\"{{ run.id }}\",\"DATA\":\"{{ steps.prep.outputs.path }}\"},"
 		"\"image\":\"host\",\"workdir\":null,\"timeout_ms\":5400000,"
 		"\"retry\":{\"limit\":0,\"backoff_ms\":1000,\"max_backoff_ms\":300000},"
-		"\"line\":10,\"col\":5}");
+		"\"cache\":false,\"gate\":[],\"model\":null,\"dataset\":null,\"labels\":null,"
+		"\"webhook\":null,\"on_timeout\":\"fail\",\"artifact\":null,\"version\":\"patch\","
+		"\"aliases\":[],\"line\":10,\"col\":5}");
 	free(dump);
 
 	assert_string_equal(str_at(step_at(spec, 2), "workdir"), "models/b");
@@ -230,7 +232,8 @@ static void test_config__unknown_kind(void **state)
 	expect_errors("name: x\n"
 		      "steps:\n"
 		      "  - {name: a, kind: docker, command: a}\n",
-		      "w.yaml:3:21: unknown kind \"docker\"; known kinds: run, gate", NULL);
+		      "w.yaml:3:21: unknown kind \"docker\"; known kinds: run, train, evaluate, "
+		      "gate, label, register, cache", NULL);
 }
 
 static void test_config__gate_runs_no_command(void **state)
@@ -259,7 +262,9 @@ static void test_config__unknown_step_key(void **state)
 		      "w.yaml:3:5: step is missing required key \"command\" (a list like "
 		      "[python, train.py] or one shell string)",
 		      "w.yaml:3:15: unknown step key \"comand\" (did you mean \"command\"?); known "
-		      "keys: name, kind, needs, command, env, image, workdir, timeout, retry", NULL);
+		      "keys: name, kind, needs, command, env, image, workdir, timeout, retry, cache, "
+		      "gate, model, dataset, labels, webhook, on_timeout, artifact, version, alias",
+		      NULL);
 }
 
 static void test_config__unknown_needs(void **state)
@@ -494,7 +499,8 @@ static void test_config__multiple_errors_in_order(void **state)
 		      "run directory or an absolute path",
 		      "w.yaml:12:14: timeout: duration \"5\": missing unit (use e.g. 30s, 5m, 2h)",
 		      "w.yaml:13:5: unknown step key \"extra\"; known keys: name, kind, needs, "
-		      "command, env, image, workdir, timeout, retry", NULL);
+		      "command, env, image, workdir, timeout, retry, cache, gate, model, "
+		      "dataset, labels, webhook, on_timeout, artifact, version, alias", NULL);
 }
 
 static void test_config__aliases(void **state)
