@@ -5,11 +5,13 @@
  * The file is loaded whole with libyaml's document API, then checked in
  * passes that never recurse deeper than the schema: (1) repeated keys, by a
  * linear walk over all nodes of the document; (2) the schema walk, which
- * builds the spec and queues {{steps.…}} template references; (3) the step
- * graph: needs are resolved, the transitive upstream set of every step is
- * computed as a bitset, cycles are reported once per strongly connected
- * group, and the queued template references are checked. Errors carry their
- * position and are sorted at the end.
+ * builds the spec and queues {{steps.…}} template references (the keys only
+ * some step kinds take are parsed in config_kinds.c); (3) the step graph:
+ * needs are resolved, the transitive upstream set of every step is computed
+ * as a bitset, cycles are reported once per strongly connected group, the
+ * queued template references are checked and evaluate steps that compare
+ * against production get their model. Errors carry their position and are
+ * sorted at the end.
  *
  * A node reached through an alias is that same node (libyaml shares it).
  * Aliases could still multiply work (one big list used by 1000 steps), so

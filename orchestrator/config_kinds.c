@@ -91,21 +91,18 @@ static void kinds_taking(struct sbuf *b, int sk)
 /* A YAML boolean (plain true or false); false after an error. */
 static bool parse_bool(struct ctx *c, const yaml_node_t *n, const char *what)
 {
-	static const char *const yes[] = {"true", "True", "TRUE"}, *const no[] = {"false",
-										   "False", "FALSE"};
+	static const char *const words[] = {"false", "False", "FALSE", "true", "True", "TRUE"};
 	size_t k;
 
 	if (n->type != YAML_SCALAR_NODE) {
 		err_node(c, n, "%s must be true or false, not a %s", what, ntype(n));
 		return false;
 	}
-	for (k = 0; n->data.scalar.style == YAML_PLAIN_SCALAR_STYLE && k < NELEM(yes); k++) {
-		if (strcmp(sval(n), yes[k]) == 0)
-			return true;
-		if (strcmp(sval(n), no[k]) == 0)
-			return false;
-	}
-	if (n->data.scalar.style != YAML_PLAIN_SCALAR_STYLE)
+	for (k = 0; k < NELEM(words) && strcmp(sval(n), words[k]) != 0; k++)
+		;
+	if (k < NELEM(words) && n->data.scalar.style == YAML_PLAIN_SCALAR_STYLE)
+		return k >= 3;
+	if (k < NELEM(words))
 		err_node(c, n, "%s must be true or false, not the string %s; remove the quotes",
 			 what, cfg_q(c, sval(n)));
 	else
@@ -279,7 +276,7 @@ void cfg_kind_fields(struct ctx *c, size_t i, const struct cfg_kind *kind,
 	for (sk = SK_FIRST_KIND_KEY; sk < SK_N; sk++) {
 		struct sbuf which = {0};
 
-		if (kind == NULL || vals[sk] == NULL || (kind->keys & K(sk)) != 0) {
+		if (kind == NULL || !present(vals[sk]) || (kind->keys & K(sk)) != 0) {
 			v[sk] = vals[sk];
 			continue;
 		}
