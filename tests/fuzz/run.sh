@@ -38,6 +38,10 @@ write_dict() {
 			'"model"' '"dataset"' '"labels"' '"webhook"' '"on_timeout"' '"artifact"' \
 			'"version"' '"alias"' '"true"' '"continue"' '"minor"' '"production"' \
 			'">= "' '"< "' '"!="' '" + 0.01"' '"https://"' ;;
+	metrics)
+		printf '%s\n' '"accuracy"' '"precision"' '"recall"' '"f1"' '"mae"' '"mse"' '"rmse"' \
+			'"{"' '"}"' '":"' '","' '"1e-3"' '"-0.5"' '"NaN"' '"\x0a"' '">="' '"<="' \
+			'"=="' '"!="' '"production"' '" + "' '" - "' ;;
 	*) return 1 ;;
 	esac
 }
