@@ -293,6 +293,8 @@ void cfg_kind_fields(struct ctx *c, size_t i, const struct cfg_kind *kind,
 						      parse_bool(c, v[SK_CACHE], "cache")));
 	json_object_set_new(js, "gate", parse_gate(c, i, v[SK_GATE]));
 	json_object_set_new(js, "model", parse_name(c, v[SK_MODEL], "model"));
+	if (present(v[SK_MODEL])) /* named, even if wrongly: nothing to infer */
+		c->steps[i].prod_gate = NULL;
 	json_object_set_new(js, "dataset", parse_string(c, i, v[SK_DATASET], "dataset"));
 	json_object_set_new(js, "labels", label || present(v[SK_LABELS]) ?
 			    parse_labels(c, v[SK_LABELS]) : json_null());

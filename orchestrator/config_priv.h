@@ -50,7 +50,8 @@ struct step {
 	const char *name;             /* NULL when missing or not a string */
 	const struct cfg_kind *kind;  /* NULL when unknown */
 	json_t *spec;                 /* its normalised spec (borrowed) */
-	const yaml_node_t *prod_gate; /* first gate comparison against production */
+	const yaml_node_t *prod_gate; /* first gate comparison against production,
+	                               * when the step names no model */
 	const yaml_node_t **needs;    /* needs items that are strings */
 	size_t nneeds;
 	size_t *adj, nadj;            /* resolved needs, as step indexes */

@@ -1051,7 +1051,8 @@ static void test_config__production_model_inference(void **state)
 		      "  - {name: r1, kind: register, model: a, needs: e2}\n"
 		      "  - {name: r2, kind: register, model: b, needs: r1}\n"
 		      "  - {name: r3, kind: register, model: a, needs: e2}\n"
-		      "  - {name: t, kind: train, command: t, gate: {f1: '>= production'}}\n",
+		      "  - {name: t, kind: train, command: t, gate: {f1: '>= production'}}\n"
+		      "  - {name: e3, kind: evaluate, command: e, model: Bad, gate: {f1: '> production'}}\n",
 		      "w.yaml:3:54: step \"e\" compares against production, but no register step "
 		      "downstream of it names the model; add \"model: NAME\" to this step",
 		      "w.yaml:6:36: step \"e2\" compares against production, but the register steps "
@@ -1059,7 +1060,9 @@ static void test_config__production_model_inference(void **state)
 		      "to this step to say which",
 		      "w.yaml:10:51: step \"t\" compares against production, but no register step "
 		      "downstream of it names the model; compare in an evaluate step that has "
-		      "\"model: NAME\"", NULL);
+		      "\"model: NAME\"",
+		      "w.yaml:11:51: model name \"Bad\" is not valid; use 1-63 of a-z, 0-9, _, . and "
+		      "-, starting with a letter or digit", NULL);
 }
 
 int main(void)
