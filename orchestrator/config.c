@@ -5,18 +5,20 @@
  * The file is loaded whole with libyaml's document API, then checked in
  * passes that never recurse deeper than the schema: (1) repeated keys, by a
  * linear walk over all nodes of the document; (2) the schema walk, which
- * builds the spec and queues {{steps.…}} template references; (3) the step
- * graph: needs are resolved, the transitive upstream set of every step is
- * computed as a bitset, cycles are reported once per strongly connected
- * group, and the queued template references are checked. Errors carry their
- * position and are sorted at the end.
+ * builds the spec and queues {{steps.…}} template references (the keys only
+ * some step kinds take are parsed in config_kinds.c); (3) the step graph:
+ * needs are resolved, the transitive upstream set of every step is computed
+ * as a bitset, cycles are reported once per strongly connected group, the
+ * queued template references are checked and evaluate steps that compare
+ * against production get their model. Errors carry their position and are
+ * sorted at the end.
  *
  * A node reached through an alias is that same node (libyaml shares it).
  * Aliases could still multiply work (one big list used by 1000 steps), so
  * the schema walk is charged per node and per byte of text against a budget
  * proportional to the input, and stops with one error when it runs out.
  */
-#include "config.h"
+#include "config_priv.h"
 
 #include <openssl/evp.h>
 #include <stdbool.h>
@@ -30,84 +32,13 @@
 #define MAX_ANCHORS 256
 #define MAX_SHOWN_ERRORS 100
 #define MAX_LISTED 20 /* names listed in "known steps: …" */
-#define QMAX 60       /* bytes of a user value quoted in a message */
-#define QBUF (4 * QMAX + 16)
-#define NQBUF 6
 #define NAME_CHARS "abcdefghijklmnopqrstuvwxyz0123456789_.-"
 #define IDENT_CHARS "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_"
-#define NELEM(a) (sizeof(a) / sizeof((a)[0]))
-
-/* Step kinds. A new kind is a row here plus its checks in parse_step(). */
-static const struct step_kind {
-	const char *name;
-	bool needs_command;
-} step_kinds[] = {
-	{"run", true},
-	{"gate", false}, /* waits for a person: `ferry continue` or the API */
-};
 
 static const char *const top_keys[] = {"name", "description", "params", "steps"};
 enum { TK_NAME, TK_DESC, TK_PARAMS, TK_STEPS, TK_N };
-static const char *const step_keys[] = {"name", "kind", "needs", "command", "env",
-					"image", "workdir", "timeout", "retry"};
-enum { SK_NAME, SK_KIND, SK_NEEDS, SK_COMMAND, SK_ENV, SK_IMAGE, SK_WORKDIR,
-       SK_TIMEOUT, SK_RETRY, SK_N };
 static const char *const param_keys[] = {"default", "description"};
 static const char *const retry_keys[] = {"limit", "backoff", "max_backoff"};
-
-struct cerr {
-	int line, col;
-	size_t seq;
-	char *msg;
-};
-
-struct step {
-	const yaml_node_t *node;   /* the step's mapping */
-	const char *name;          /* NULL when missing or not a string */
-	const yaml_node_t **needs; /* needs items that are strings */
-	size_t nneeds;
-	size_t *adj, nadj;         /* resolved needs, as step indexes */
-};
-
-/* A {{steps.STEP.outputs.KEY}} reference, checked once the graph is known. */
-struct tref {
-	size_t step;
-	const yaml_node_t *node;
-	char *target;
-};
-
-struct ctx {
-	const char *file, *src;
-	size_t len;
-	yaml_document_t *doc;
-	struct cerr *errs;
-	size_t nerrs, caperrs;
-	size_t *pair_base;   /* per node: index of its first pair in dup[] */
-	unsigned char *dup;  /* per mapping pair: 1 when its key repeats */
-	size_t work, budget; /* alias amplification guard */
-	bool over;
-	json_t *params; /* the spec's params object (borrowed) */
-	struct step *steps;
-	size_t nsteps;
-	json_t *byname; /* step name -> index of its first definition */
-	struct tref *trefs;
-	size_t ntrefs, captrefs;
-	uint64_t *up; /* per step, a bitset of its transitive upstream steps */
-	size_t words;
-	char qbuf[NQBUF][QBUF];
-	unsigned qi;
-};
-
-struct sbuf {
-	char *p;
-	size_t len, cap;
-};
-
-static void err_at(struct ctx *c, int line, int col, const char *fmt, ...) FERRY_PRINTF(4, 5);
-/* Records an error at node n (a yaml_node_t *). */
-#define err_node(c, n, ...) \
-	err_at(c, pos1((n)->start_mark.line), pos1((n)->start_mark.column), __VA_ARGS__)
-static void sb_addf(struct sbuf *b, const char *fmt, ...) FERRY_PRINTF(2, 3);
 
 /* ---- small helpers ---------------------------------------------------- */
 
@@ -122,12 +53,12 @@ static void sb_addn(struct sbuf *b, const char *s, size_t n)
 	b->p[b->len] = '\0';
 }
 
-static void sb_adds(struct sbuf *b, const char *s)
+void cfg_sb_adds(struct sbuf *b, const char *s)
 {
 	sb_addn(b, s, strlen(s));
 }
 
-static void sb_addf(struct sbuf *b, const char *fmt, ...)
+void cfg_sb_addf(struct sbuf *b, const char *fmt, ...)
 {
 	char *s = NULL;
 	va_list ap;
@@ -176,13 +107,13 @@ static const char *quote_to(char *buf, size_t cap, const char *s, size_t n)
 }
 
 /* Quotes s for a message; the result lives until NQBUF more calls. */
-static const char *q(struct ctx *c, const char *s)
+const char *cfg_q(struct ctx *c, const char *s)
 {
 	return quote_to(c->qbuf[c->qi++ % NQBUF], QBUF, s, strlen(s));
 }
 
 /* [a-z0-9][a-z0-9_.-]{0,62}: workflow and step names. */
-static bool name_ok(const char *s)
+bool cfg_name_ok(const char *s)
 {
 	size_t n = strlen(s);
 
@@ -226,12 +157,7 @@ static size_t edit_distance(const char *a, const char *b)
 
 /* ---- errors ----------------------------------------------------------- */
 
-static int pos1(size_t zero_based)
-{
-	return zero_based < 100000000 ? (int)zero_based + 1 : 100000000;
-}
-
-static void err_at(struct ctx *c, int line, int col, const char *fmt, ...)
+void cfg_err_at(struct ctx *c, int line, int col, const char *fmt, ...)
 {
 	char *msg = NULL;
 	va_list ap;
@@ -301,47 +227,6 @@ void cfg_errors_dispose(cfg_errors *errs)
 
 /* ---- YAML nodes ------------------------------------------------------- */
 
-static const char *sval(const yaml_node_t *n)
-{
-	return (const char *)n->data.scalar.value;
-}
-
-static const char *ntype(const yaml_node_t *n)
-{
-	static const char *const names[] = {"empty node", "string", "list", "mapping"};
-
-	return (unsigned)n->type < NELEM(names) ? names[n->type] : names[0];
-}
-
-/* A plain empty, ~ or null scalar: an optional key given so is absent. */
-static bool is_null(const yaml_node_t *n)
-{
-	static const char *const nulls[] = {"", "~", "null", "Null", "NULL"};
-	size_t i;
-
-	if (n->type != YAML_SCALAR_NODE || n->data.scalar.style != YAML_PLAIN_SCALAR_STYLE)
-		return false;
-	for (i = 0; i < NELEM(nulls); i++)
-		if (n->data.scalar.length == strlen(nulls[i]) && strcmp(sval(n), nulls[i]) == 0)
-			return true;
-	return false;
-}
-
-static bool present(const yaml_node_t *n)
-{
-	return n != NULL && !is_null(n);
-}
-
-static size_t nitems(const yaml_node_t *n)
-{
-	return (size_t)(n->data.sequence.items.top - n->data.sequence.items.start);
-}
-
-static size_t npairs(const yaml_node_t *n)
-{
-	return (size_t)(n->data.mapping.pairs.top - n->data.mapping.pairs.start);
-}
-
 /* Charges n to the work budget; false (reported once) when it is spent. */
 static bool visit(struct ctx *c, const yaml_node_t *n)
 {
@@ -359,7 +244,7 @@ static bool visit(struct ctx *c, const yaml_node_t *n)
  * Steps through mapping n from pair *k, skipping repeated keys (already
  * reported) and charging the budget. False at the end or when out of budget.
  */
-static bool next_pair(struct ctx *c, const yaml_node_t *n, size_t *k,
+bool cfg_next_pair(struct ctx *c, const yaml_node_t *n, size_t *k,
 		      const yaml_node_t **key, const yaml_node_t **val)
 {
 	size_t base = c->pair_base[n - c->doc->nodes.start];
@@ -377,7 +262,7 @@ static bool next_pair(struct ctx *c, const yaml_node_t *n, size_t *k,
 }
 
 /* Steps through sequence n, or yields n once when it is a scalar. */
-static bool next_item(struct ctx *c, const yaml_node_t *n, size_t *k, const yaml_node_t **it)
+bool cfg_next_item(struct ctx *c, const yaml_node_t *n, size_t *k, const yaml_node_t **it)
 {
 	if (n->type == YAML_SCALAR_NODE) {
 		*it = n;
@@ -390,7 +275,7 @@ static bool next_item(struct ctx *c, const yaml_node_t *n, size_t *k, const yaml
 }
 
 /* The text of scalar n, or NULL after reporting why it is not usable. */
-static const char *text(struct ctx *c, const yaml_node_t *n, const char *what)
+const char *cfg_text(struct ctx *c, const yaml_node_t *n, const char *what)
 {
 	if (n->type != YAML_SCALAR_NODE) {
 		err_node(c, n, "%s must be a string, not a %s", what, ntype(n));
@@ -442,7 +327,7 @@ static void check_dup_keys(struct ctx *c)
 			}
 			c->dup[c->pair_base[i] + k] = 1;
 			err_node(c, key, "duplicate key %s (first defined at line %d)",
-				 q(c, sval(key)), (int)json_integer_value(first));
+				 cfg_q(c, sval(key)), (int)json_integer_value(first));
 		}
 		json_decref(seen);
 	}
@@ -452,11 +337,13 @@ static void check_dup_keys(struct ctx *c)
 
 /*
  * Looks up the known keys of mapping n: vals[i] is the value of keys[i] or
- * NULL. Reports keys that are not strings or not known (with a suggestion).
- * Returns false, after an error, when n is not a mapping.
+ * NULL, and so is keyn[i] (when keyn is not NULL) for the key node. Reports
+ * keys that are not strings or not known (with a suggestion). Returns false,
+ * after an error, when n is not a mapping.
  */
 static bool map_fields(struct ctx *c, const yaml_node_t *n, const char *what,
-		       const char *const *keys, size_t nkeys, const yaml_node_t **vals)
+		       const char *const *keys, size_t nkeys, const yaml_node_t **vals,
+		       const yaml_node_t **keyn)
 {
 	const yaml_node_t *key, *val;
 	size_t k = 0, j;
@@ -465,8 +352,8 @@ static bool map_fields(struct ctx *c, const yaml_node_t *n, const char *what,
 		err_node(c, n, "%s must be a mapping, not a %s", what, ntype(n));
 		return false;
 	}
-	while (next_pair(c, n, &k, &key, &val)) {
-		const char *s = text(c, key, "a key"), *hint = NULL;
+	while (cfg_next_pair(c, n, &k, &key, &val)) {
+		const char *s = cfg_text(c, key, "a key"), *hint = NULL;
 		struct sbuf known = {0};
 
 		for (j = 0; s != NULL && j < nkeys && strcmp(s, keys[j]) != 0; j++)
@@ -474,19 +361,21 @@ static bool map_fields(struct ctx *c, const yaml_node_t *n, const char *what,
 		if (s == NULL || j < nkeys) {
 			if (s != NULL)
 				vals[j] = val;
+			if (s != NULL && keyn != NULL)
+				keyn[j] = key;
 			continue;
 		}
 		for (j = 0; j < nkeys; j++) {
 			size_t d = edit_distance(s, keys[j]);
 			if (hint == NULL && d <= 2 && d < strlen(keys[j]))
 				hint = keys[j];
-			sb_addf(&known, "%s%s", j ? ", " : "", keys[j]);
+			cfg_sb_addf(&known, "%s%s", j ? ", " : "", keys[j]);
 		}
 		if (hint != NULL)
 			err_node(c, key, "unknown %s key %s (did you mean \"%s\"?); known keys: %s",
-				 what, q(c, s), hint, known.p);
+				 what, cfg_q(c, s), hint, known.p);
 		else
-			err_node(c, key, "unknown %s key %s; known keys: %s", what, q(c, s), known.p);
+			err_node(c, key, "unknown %s key %s; known keys: %s", what, cfg_q(c, s), known.p);
 		free(known.p);
 	}
 	return true;
@@ -553,13 +442,13 @@ static void list_keys(const json_t *obj, struct sbuf *b)
 	void *it = json_object_iter((json_t *)obj);
 
 	if (it == NULL)
-		sb_adds(b, "none");
+		cfg_sb_adds(b, "none");
 	for (; it != NULL; it = json_object_iter_next((json_t *)obj, it))
-		sb_addf(b, "%s%s", b->len ? ", " : "", json_object_iter_key(it));
+		cfg_sb_addf(b, "%s%s", b->len ? ", " : "", json_object_iter_key(it));
 }
 
 /* Checks the templates in s, the text of node n in step `step`. */
-static void check_templates(struct ctx *c, const yaml_node_t *n, const char *s, size_t step)
+void cfg_check_templates(struct ctx *c, const yaml_node_t *n, const char *s, size_t step)
 {
 	const char *p = s, *start, *expr = NULL, *end = NULL;
 	struct sbuf decl = {0};
@@ -570,7 +459,7 @@ static void check_templates(struct ctx *c, const yaml_node_t *n, const char *s, 
 		char *e;
 
 		if (end == NULL) {
-			err_node(c, n, "unclosed \"{{\" in %s; close it with \"}}\"", q(c, start));
+			err_node(c, n, "unclosed \"{{\" in %s; close it with \"}}\"", cfg_q(c, start));
 			return;
 		}
 		t = texpr_parse(expr, elen);
@@ -578,7 +467,7 @@ static void check_templates(struct ctx *c, const yaml_node_t *n, const char *s, 
 		if (t.kind == T_PARAM && json_object_getn(c->params, t.a, t.alen) == NULL) {
 			list_keys(c->params, &decl);
 			err_node(c, n, "template refers to undeclared parameter %s; declared: %s",
-				 q(c, e + 7), decl.p);
+				 cfg_q(c, e + 7), decl.p);
 			free(decl.p);
 			decl = (struct sbuf){0};
 		} else if (t.kind == T_STEP) {
@@ -589,7 +478,7 @@ static void check_templates(struct ctx *c, const yaml_node_t *n, const char *s, 
 			c->trefs[c->ntrefs++] = (struct tref){step, n, xstrndup(t.a, t.alen)};
 		} else if (t.kind == T_BAD) {
 			err_node(c, n, "unknown template expression %s; use params.NAME, run.id "
-				 "or steps.STEP.outputs.KEY", q(c, e));
+				 "or steps.STEP.outputs.KEY", cfg_q(c, e));
 		}
 		free(e);
 		p = end;
@@ -607,33 +496,33 @@ static void parse_params(struct ctx *c, const yaml_node_t *n)
 		err_node(c, n, "params must be a mapping of NAME: default, not a %s", ntype(n));
 		return;
 	}
-	while (next_pair(c, n, &k, &key, &val)) {
+	while (cfg_next_pair(c, n, &k, &key, &val)) {
 		const yaml_node_t *v[2] = {NULL, NULL}, *def = NULL;
-		const char *name = text(c, key, "a parameter name"), *d;
+		const char *name = cfg_text(c, key, "a parameter name"), *d;
 		json_t *p;
 
 		if (name == NULL)
 			continue;
 		if (!ident_ok(name, strlen(name))) {
 			err_node(c, key, "parameter name %s is not valid; use letters, digits "
-				 "and _, not starting with a digit", q(c, name));
+				 "and _, not starting with a digit", cfg_q(c, name));
 			continue;
 		}
 		if (val->type == YAML_SCALAR_NODE) {
 			def = val;
 		} else if (val->type == YAML_MAPPING_NODE) {
-			if (map_fields(c, val, "parameter", param_keys, NELEM(param_keys), v)) {
+			if (map_fields(c, val, "parameter", param_keys, NELEM(param_keys), v, NULL)) {
 				def = v[0];
 				if (present(v[1]))
-					(void)text(c, v[1], "a parameter description");
+					(void)cfg_text(c, v[1], "a parameter description");
 			}
 		} else {
 			err_node(c, val, "parameter %s must be a default value or a mapping "
-				 "with default and description, not a list", q(c, name));
+				 "with default and description, not a list", cfg_q(c, name));
 			continue;
 		}
 		p = json_object();
-		if (present(def) && (d = text(c, def, "a parameter default")) != NULL)
+		if (present(def) && (d = cfg_text(c, def, "a parameter default")) != NULL)
 			json_object_set_new(p, "default", json_string(d));
 		json_object_set_new(c->params, name, p);
 	}
@@ -653,8 +542,8 @@ static json_t *parse_needs(struct ctx *c, struct step *st, const yaml_node_t *n)
 		return arr;
 	}
 	st->needs = xcalloc(n->type == YAML_SCALAR_NODE ? 1 : nitems(n) + 1, sizeof(*st->needs));
-	while (next_item(c, n, &k, &it)) {
-		if ((s = text(c, it, "a needs item")) == NULL)
+	while (cfg_next_item(c, n, &k, &it)) {
+		if ((s = cfg_text(c, it, "a needs item")) == NULL)
 			continue;
 		st->needs[st->nneeds++] = it;
 		json_array_append_new(arr, json_string(s));
@@ -681,7 +570,7 @@ static json_t *parse_command(struct ctx *c, size_t i, const yaml_node_t *n,
 		return arr;
 	}
 	if (n->type == YAML_SCALAR_NODE) {
-		if ((s = text(c, n, "command")) == NULL)
+		if ((s = cfg_text(c, n, "command")) == NULL)
 			return arr;
 		if (s[strspn(s, " \t\r\n")] == '\0') {
 			err_node(c, n, "command must not be empty");
@@ -694,12 +583,12 @@ static json_t *parse_command(struct ctx *c, size_t i, const yaml_node_t *n,
 		err_node(c, n, "command must not be empty");
 		return arr;
 	}
-	while (next_item(c, n, &k, &it)) {
-		if ((s = text(c, it, "a command item")) == NULL)
+	while (cfg_next_item(c, n, &k, &it)) {
+		if ((s = cfg_text(c, it, "a command item")) == NULL)
 			continue;
 		if (k == 1 && *s == '\0')
 			err_node(c, it, "the first command item (the program) must not be empty");
-		check_templates(c, it, s, i);
+		cfg_check_templates(c, it, s, i);
 		json_array_append_new(arr, json_string(s));
 	}
 	return arr;
@@ -718,14 +607,14 @@ static json_t *parse_env(struct ctx *c, size_t i, const yaml_node_t *n)
 		err_node(c, n, "env must be a mapping of NAME: value, not a %s", ntype(n));
 		return obj;
 	}
-	while (next_pair(c, n, &k, &key, &val)) {
-		if ((name = text(c, key, "an env name")) == NULL)
+	while (cfg_next_pair(c, n, &k, &key, &val)) {
+		if ((name = cfg_text(c, key, "an env name")) == NULL)
 			continue;
 		if (!ident_ok(name, strlen(name))) {
 			err_node(c, key, "env name %s is not valid; use letters, digits and _, "
-				 "not starting with a digit", q(c, name));
-		} else if ((s = text(c, val, "an env value")) != NULL) {
-			check_templates(c, val, s, i);
+				 "not starting with a digit", cfg_q(c, name));
+		} else if ((s = cfg_text(c, val, "an env value")) != NULL) {
+			cfg_check_templates(c, val, s, i);
 			json_object_set_new(obj, name, json_string(s));
 		}
 	}
@@ -738,7 +627,7 @@ static int64_t duration_field(struct ctx *c, const yaml_node_t *n, const char *w
 	const char *s;
 	int64_t ms;
 
-	if (!present(n) || (s = text(c, n, what)) == NULL)
+	if (!present(n) || (s = cfg_text(c, n, what)) == NULL)
 		return dflt;
 	if (cfg_duration_parse(s, &ms) < 0) {
 		err_node(c, n, "%s: %s", what, ferry_error_last());
@@ -749,7 +638,7 @@ static int64_t duration_field(struct ctx *c, const yaml_node_t *n, const char *w
 
 static int64_t retry_limit(struct ctx *c, const yaml_node_t *n)
 {
-	const char *s = text(c, n, "retry limit");
+	const char *s = cfg_text(c, n, "retry limit");
 	size_t len, k;
 	int64_t v = 0;
 
@@ -759,7 +648,7 @@ static int64_t retry_limit(struct ctx *c, const yaml_node_t *n)
 	for (k = 0; k < len && len <= 3 && s[k] >= '0' && s[k] <= '9'; k++)
 		v = v * 10 + (s[k] - '0');
 	if (len == 0 || k < len || v > 100) {
-		err_node(c, n, "retry limit %s must be a whole number from 0 to 100", q(c, s));
+		err_node(c, n, "retry limit %s must be a whole number from 0 to 100", cfg_q(c, s));
 		return 0;
 	}
 	return v;
@@ -772,15 +661,15 @@ static json_t *parse_retry(struct ctx *c, const yaml_node_t *n)
 
 	if (present(n) && n->type == YAML_SCALAR_NODE) {
 		limit = retry_limit(c, n);
-	} else if (present(n) && map_fields(c, n, "retry", retry_keys, NELEM(retry_keys), v)) {
+	} else if (present(n) && map_fields(c, n, "retry", retry_keys, NELEM(retry_keys), v, NULL)) {
 		if (present(v[0]))
 			limit = retry_limit(c, v[0]);
 		backoff = duration_field(c, v[1], "retry backoff", backoff);
 		max_backoff = duration_field(c, v[2], "retry max_backoff", max_backoff);
 		if (backoff > max_backoff)
 			err_node(c, present(v[1]) ? v[1] : n, "retry backoff %s must not exceed "
-				 "max_backoff %s", present(v[1]) ? q(c, sval(v[1])) : "1s",
-				 present(v[2]) ? q(c, sval(v[2])) : "5m");
+				 "max_backoff %s", present(v[1]) ? cfg_q(c, sval(v[1])) : "1s",
+				 present(v[2]) ? cfg_q(c, sval(v[2])) : "5m");
 	}
 	return json_pack("{s:I,s:I,s:I}", "limit", (json_int_t)limit, "backoff_ms",
 			 (json_int_t)backoff, "max_backoff_ms", (json_int_t)max_backoff);
@@ -791,84 +680,68 @@ static json_t *parse_workdir(struct ctx *c, size_t i, const yaml_node_t *n)
 	const char *s;
 	char *padded;
 
-	if (!present(n) || (s = text(c, n, "workdir")) == NULL)
+	if (!present(n) || (s = cfg_text(c, n, "workdir")) == NULL)
 		return json_null();
 	padded = xasprintf("/%s/", s);
 	if (*s == '\0')
 		err_node(c, n, "workdir must not be empty");
 	else if (s[0] != '/' && strstr(padded, "/../") != NULL)
 		err_node(c, n, "workdir %s must not contain \"..\"; use a path below the run "
-			 "directory or an absolute path", q(c, s));
+			 "directory or an absolute path", cfg_q(c, s));
 	free(padded);
-	check_templates(c, n, s, i);
+	cfg_check_templates(c, n, s, i);
 	return json_string(s);
-}
-
-static const struct step_kind *parse_kind(struct ctx *c, const yaml_node_t *n, const char **name)
-{
-	struct sbuf known = {0};
-	size_t k;
-
-	*name = step_kinds[0].name;
-	if (!present(n) || (*name = text(c, n, "kind")) == NULL)
-		return &step_kinds[0];
-	for (k = 0; k < NELEM(step_kinds); k++)
-		if (strcmp(*name, step_kinds[k].name) == 0)
-			return &step_kinds[k];
-	for (k = 0; k < NELEM(step_kinds); k++)
-		sb_addf(&known, "%s%s", k ? ", " : "", step_kinds[k].name);
-	err_node(c, n, "unknown kind %s; known kinds: %s", q(c, *name), known.p);
-	free(known.p);
-	return NULL;
 }
 
 static json_t *parse_step(struct ctx *c, size_t i, const yaml_node_t *n)
 {
-	const yaml_node_t *v[SK_N] = {NULL};
-	const struct step_kind *kind;
+	const yaml_node_t *v[SK_N] = {NULL}, *keys[SK_N] = {NULL};
+	const struct cfg_kind *kind;
 	json_t *js = json_object(), *prev;
 	const char *s = NULL;
 
 	c->steps[i].node = n;
+	c->steps[i].spec = js;
 	if (n->type != YAML_MAPPING_NODE) {
 		err_node(c, n, "a step must be a mapping with at least name and command, not a %s",
 			 ntype(n));
 		return js;
 	}
-	if (!map_fields(c, n, "step", step_keys, SK_N, v) || c->over)
+	if (!map_fields(c, n, "step", cfg_step_keys, SK_N, v, keys) || c->over)
 		return js;
 	if (v[SK_NAME] == NULL)
 		err_node(c, n, "step is missing required key \"name\"");
-	else if ((s = text(c, v[SK_NAME], "step name")) != NULL && !name_ok(s))
+	else if ((s = cfg_text(c, v[SK_NAME], "step name")) != NULL && !cfg_name_ok(s))
 		err_node(c, v[SK_NAME], "step name %s is not valid; use 1-63 of a-z, 0-9, _, . "
-			 "and -, starting with a letter or digit", q(c, s));
+			 "and -, starting with a letter or digit", cfg_q(c, s));
 	/* invalid names are registered too, so that needs of them do not cascade */
 	if (s != NULL && (prev = json_object_get(c->byname, s)) != NULL)
-		err_node(c, v[SK_NAME], "duplicate step name %s (first defined at line %d)", q(c, s),
+		err_node(c, v[SK_NAME], "duplicate step name %s (first defined at line %d)", cfg_q(c, s),
 			 pos1(c->steps[json_integer_value(prev)].node->start_mark.line));
 	else if (s != NULL)
 		json_object_set_new(c->byname, s, json_integer((json_int_t)i));
 	c->steps[i].name = s;
 	json_object_set_new(js, "name", json_string(s ? s : ""));
-	kind = parse_kind(c, v[SK_KIND], &s);
+	kind = c->steps[i].kind = cfg_kind_parse(c, v[SK_KIND], &s);
 	json_object_set_new(js, "kind", json_string(s ? s : "run"));
 	json_object_set_new(js, "needs", parse_needs(c, &c->steps[i], v[SK_NEEDS]));
-	if (kind && !kind->needs_command && present(v[SK_COMMAND]))
-		err_node(c, v[SK_COMMAND], "a %s step waits for a person and runs no command; "
-			 "remove \"command\"", kind->name);
+	if (kind && kind->command == CMD_FORBIDDEN && present(v[SK_COMMAND]))
+		err_node(c, v[SK_COMMAND], "a %s step %s; remove \"command\"", kind->name,
+			 kind->no_command);
 	json_object_set_new(js, "command", parse_command(c, i, v[SK_COMMAND], n,
-							 kind == NULL || kind->needs_command));
+							 kind == NULL || kind->command == CMD_REQUIRED));
 	json_object_set_new(js, "env", parse_env(c, i, v[SK_ENV]));
 	s = "host";
-	if (present(v[SK_IMAGE]) && (s = text(c, v[SK_IMAGE], "image")) != NULL &&
+	if (present(v[SK_IMAGE]) && (s = cfg_text(c, v[SK_IMAGE], "image")) != NULL &&
 	    strcmp(s, "host") != 0)
 		err_node(c, v[SK_IMAGE], "image %s: only \"host\" is supported until the container "
-			 "executor lands", q(c, s));
+			 "executor lands", cfg_q(c, s));
 	json_object_set_new(js, "image", json_string("host"));
 	json_object_set_new(js, "workdir", parse_workdir(c, i, v[SK_WORKDIR]));
 	json_object_set_new(js, "timeout_ms",
 			    json_integer(duration_field(c, v[SK_TIMEOUT], "timeout", 0)));
 	json_object_set_new(js, "retry", parse_retry(c, v[SK_RETRY]));
+	cfg_kind_fields(c, i, kind, keys, v, js);
 	json_object_set_new(js, "line", json_integer(pos1(n->start_mark.line)));
 	json_object_set_new(js, "col", json_integer(pos1(n->start_mark.column)));
 	return js;
@@ -897,13 +770,13 @@ static void parse_steps(struct ctx *c, const yaml_node_t *root, const yaml_node_
 	}
 	c->steps = xcalloc(nitems(n), sizeof(*c->steps));
 	c->nsteps = nitems(n);
-	while (next_item(c, n, &k, &st))
+	while (cfg_next_item(c, n, &k, &st))
 		json_array_append_new(arr, parse_step(c, k - 1, st));
 }
 
 /* ---- the step graph --------------------------------------------------- */
 
-static bool has_up(const struct ctx *c, size_t i, size_t j)
+bool cfg_has_up(const struct ctx *c, size_t i, size_t j)
 {
 	return (c->up[i * c->words + j / 64] >> (j % 64)) & 1;
 }
@@ -929,18 +802,18 @@ static void list_steps(struct ctx *c, struct sbuf *b, size_t except)
 			more++;
 			continue;
 		}
-		sb_adds(b, shown++ ? ", " : "");
+		cfg_sb_adds(b, shown++ ? ", " : "");
 		sb_add_name(b, c->steps[j].name);
 	}
-	sb_adds(b, shown ? "" : "none");
+	cfg_sb_adds(b, shown ? "" : "none");
 	if (more > 0)
-		sb_addf(b, " and %zu more", more);
+		cfg_sb_addf(b, " and %zu more", more);
 }
 
 /* How messages name step i: its quoted name, or "" when it has none. */
-static const char *sname(struct ctx *c, size_t i)
+const char *cfg_sname(struct ctx *c, size_t i)
 {
-	return q(c, c->steps[i].name ? c->steps[i].name : "");
+	return cfg_q(c, c->steps[i].name ? c->steps[i].name : "");
 }
 
 static void resolve_needs(struct ctx *c)
@@ -959,13 +832,13 @@ static void resolve_needs(struct ctx *c)
 			if (j == SIZE_MAX) {
 				list_steps(c, &known, i);
 				err_node(c, it, "step %s needs unknown step %s; known steps: %s",
-					 sname(c, i), q(c, sval(it)), known.p);
+					 cfg_sname(c, i), cfg_q(c, sval(it)), known.p);
 				free(known.p);
 			} else if (j == i) {
-				err_node(c, it, "step %s needs itself; remove it from needs", sname(c, i));
+				err_node(c, it, "step %s needs itself; remove it from needs", cfg_sname(c, i));
 			} else if (mark[j] == i + 1) {
-				err_node(c, it, "step %s lists %s in needs twice", sname(c, i),
-					 q(c, sval(it)));
+				err_node(c, it, "step %s lists %s in needs twice", cfg_sname(c, i),
+					 cfg_q(c, sval(it)));
 			} else {
 				mark[j] = i + 1;
 				st->adj[st->nadj++] = j;
@@ -993,7 +866,7 @@ static void compute_upstream(struct ctx *c)
 			const struct step *st = &c->steps[stack[--sp]];
 			for (k = 0; k < st->nadj; k++) {
 				size_t j = st->adj[k];
-				if (has_up(c, i, j))
+				if (cfg_has_up(c, i, j))
 					continue;
 				set[j / 64] |= (uint64_t)1 << (j % 64);
 				if (j >= i) {
@@ -1011,7 +884,7 @@ static void compute_upstream(struct ctx *c)
 /* Steps i and j need each other, directly or not: they share a cycle. */
 static bool same_cycle(const struct ctx *c, size_t i, size_t j)
 {
-	return i == j ? has_up(c, i, i) : has_up(c, i, j) && has_up(c, j, i);
+	return i == j ? cfg_has_up(c, i, i) : cfg_has_up(c, i, j) && cfg_has_up(c, j, i);
 }
 
 /*
@@ -1027,7 +900,7 @@ static void check_cycles(struct ctx *c)
 	struct sbuf b = {0};
 
 	for (s = 0; s < n; s++) {
-		if (done[s] || !has_up(c, s, s))
+		if (done[s] || !cfg_has_up(c, s, s))
 			continue;
 		for (j = s; j < n; j++) {
 			done[j] = done[j] || same_cycle(c, s, j);
@@ -1044,13 +917,13 @@ static void check_cycles(struct ctx *c)
 					parent[queue[tail++] = w] = v;
 			}
 		}
-		sb_adds(&b, "cycle: ");
+		cfg_sb_adds(&b, "cycle: ");
 		sb_add_name(&b, c->steps[s].name);
 		for (v = last; v != s && v != SIZE_MAX; v = parent[v]) {
-			sb_adds(&b, " -> ");
+			cfg_sb_adds(&b, " -> ");
 			sb_add_name(&b, c->steps[v].name);
 		}
-		sb_adds(&b, " -> ");
+		cfg_sb_adds(&b, " -> ");
 		sb_add_name(&b, c->steps[s].name);
 		err_node(c, c->steps[s].node, "%s", b.p);
 		b.len = 0;
@@ -1070,13 +943,13 @@ static void check_step_refs(struct ctx *c)
 		json_t *jv = json_object_get(c->byname, r->target);
 
 		if (jv == NULL) {
-			err_node(c, r->node, "template refers to unknown step %s", q(c, r->target));
+			err_node(c, r->node, "template refers to unknown step %s", cfg_q(c, r->target));
 		} else if ((j = (size_t)json_integer_value(jv)) == r->step) {
-			err_node(c, r->node, "step %s cannot use its own outputs", sname(c, r->step));
-		} else if (!has_up(c, r->step, j)) {
+			err_node(c, r->node, "step %s cannot use its own outputs", cfg_sname(c, r->step));
+		} else if (!cfg_has_up(c, r->step, j)) {
 			err_node(c, r->node, "step %s uses outputs of %s, which is not upstream of it; "
-				 "add %s to its needs", sname(c, r->step), q(c, r->target),
-				 q(c, r->target));
+				 "add %s to its needs", cfg_sname(c, r->step), cfg_q(c, r->target),
+				 cfg_q(c, r->target));
 		}
 	}
 }
@@ -1097,15 +970,15 @@ static json_t *check_workflow(struct ctx *c, const yaml_node_t *root)
 			 ntype(root));
 		return spec;
 	}
-	map_fields(c, root, "top-level", top_keys, TK_N, v);
+	map_fields(c, root, "top-level", top_keys, TK_N, v, NULL);
 	if (v[TK_NAME] == NULL)
 		err_node(c, root, "missing required key \"name\"");
-	else if ((s = text(c, v[TK_NAME], "name")) != NULL && !name_ok(s))
+	else if ((s = cfg_text(c, v[TK_NAME], "name")) != NULL && !cfg_name_ok(s))
 		err_node(c, v[TK_NAME], "workflow name %s is not valid; use 1-63 of a-z, 0-9, _, . "
-			 "and -, starting with a letter or digit", q(c, s));
+			 "and -, starting with a letter or digit", cfg_q(c, s));
 	else if (s != NULL)
 		json_object_set_new(spec, "name", json_string(s));
-	if (present(v[TK_DESC]) && (s = text(c, v[TK_DESC], "description")) != NULL)
+	if (present(v[TK_DESC]) && (s = cfg_text(c, v[TK_DESC], "description")) != NULL)
 		json_object_set_new(spec, "description", json_string(s));
 	if (present(v[TK_PARAMS]) && !c->over)
 		parse_params(c, v[TK_PARAMS]);
@@ -1116,6 +989,7 @@ static json_t *check_workflow(struct ctx *c, const yaml_node_t *root)
 		compute_upstream(c);
 		check_cycles(c);
 		check_step_refs(c);
+		cfg_kind_models(c);
 	}
 	return spec;
 }
@@ -1144,7 +1018,7 @@ static void syntax_error(struct ctx *c, const yaml_parser_t *p)
 	size_t i;
 
 	if (p->error == YAML_MEMORY_ERROR) {
-		err_at(c, 1, 1, "out of memory while reading YAML");
+		cfg_err_at(c, 1, 1, "out of memory while reading YAML");
 	} else if (p->error == YAML_READER_ERROR) {
 		/* the reader reports a byte offset, not a mark */
 		for (i = 0; i < p->problem_offset && i < c->len; i++) {
@@ -1156,16 +1030,16 @@ static void syntax_error(struct ctx *c, const yaml_parser_t *p)
 			}
 		}
 		if (p->problem_value >= 0)
-			err_at(c, line, col, "cannot read the file: %s (byte 0x%02x)", problem,
+			cfg_err_at(c, line, col, "cannot read the file: %s (byte 0x%02x)", problem,
 			       (unsigned)p->problem_value);
 		else
-			err_at(c, line, col, "cannot read the file: %s", problem);
+			cfg_err_at(c, line, col, "cannot read the file: %s", problem);
 	} else if (p->context != NULL) {
-		err_at(c, pos1(p->problem_mark.line), pos1(p->problem_mark.column),
+		cfg_err_at(c, pos1(p->problem_mark.line), pos1(p->problem_mark.column),
 		       "syntax error: %s (%s at line %d, column %d)", problem, p->context,
 		       pos1(p->context_mark.line), pos1(p->context_mark.column));
 	} else {
-		err_at(c, pos1(p->problem_mark.line), pos1(p->problem_mark.column),
+		cfg_err_at(c, pos1(p->problem_mark.line), pos1(p->problem_mark.column),
 		       "syntax error: %s", problem);
 	}
 }
@@ -1201,7 +1075,7 @@ static bool prescan(struct ctx *c)
 		    (ev.type == YAML_MAPPING_START_EVENT && ev.data.mapping_start.anchor != NULL))
 			anchors++;
 		if (depth > MAX_DEPTH || anchors > MAX_ANCHORS) {
-			err_at(c, pos1(ev.start_mark.line), pos1(ev.start_mark.column),
+			cfg_err_at(c, pos1(ev.start_mark.line), pos1(ev.start_mark.column),
 			       depth > MAX_DEPTH ? "nested more than %d levels deep; a workflow needs "
 			       "far fewer" : "more than %d anchors (&name); a workflow needs far fewer",
 			       depth > MAX_DEPTH ? MAX_DEPTH : MAX_ANCHORS);
@@ -1254,7 +1128,7 @@ int cfg_workflow_parse(json_t **out, char hash_out[65], const char *yaml, size_t
 	if (hash_out != NULL && (error = hash_hex(hash_out, c.src, c.len)) < 0)
 		goto out;
 	if (c.len > CFG_MAX_YAML) {
-		err_at(&c, 1, 1, "the file is %zu bytes; workflows are limited to %d bytes", c.len,
+		cfg_err_at(&c, 1, 1, "the file is %zu bytes; workflows are limited to %d bytes", c.len,
 		       CFG_MAX_YAML);
 		goto out;
 	}
@@ -1275,7 +1149,7 @@ int cfg_workflow_parse(json_t **out, char hash_out[65], const char *yaml, size_t
 	c.doc = &doc;
 	root = yaml_document_get_root_node(&doc);
 	if (root == NULL || is_null(root)) {
-		err_at(&c, root ? pos1(root->start_mark.line) : 1, root ? pos1(root->start_mark.column) : 1,
+		cfg_err_at(&c, root ? pos1(root->start_mark.line) : 1, root ? pos1(root->start_mark.column) : 1,
 		       "empty document; a workflow needs at least name and steps");
 		goto out;
 	}
@@ -1283,7 +1157,7 @@ int cfg_workflow_parse(json_t **out, char hash_out[65], const char *yaml, size_t
 	if (!have_doc2)
 		syntax_error(&c, &parser);
 	else if (yaml_document_get_root_node(&doc2) != NULL)
-		err_at(&c, pos1(doc2.start_mark.line), pos1(doc2.start_mark.column),
+		cfg_err_at(&c, pos1(doc2.start_mark.line), pos1(doc2.start_mark.column),
 		       "more than one document; a workflow file holds exactly one "
 		       "(remove the second \"---\")");
 	c.budget = 8 * (c.len + 16 * (size_t)(doc.nodes.top - doc.nodes.start)) + (1u << 20);
@@ -1479,18 +1353,18 @@ int cfg_template_render(char **out, const char *tmpl, const json_t *params, cons
 						  : "no value");
 				goto out;
 			}
-			sb_adds(&b, val);
+			cfg_sb_adds(&b, val);
 			free(name);
 			free(val);
 			name = val = NULL;
 		} else if (t.kind == T_RUNID && run_id != NULL) {
-			sb_adds(&b, run_id);
+			cfg_sb_adds(&b, run_id);
 		} else { /* {{steps.…}} and anything else stay as written */
 			sb_addn(&b, start, (size_t)(end - start));
 		}
 		p = end;
 	}
-	sb_adds(&b, p);
+	cfg_sb_adds(&b, p);
 	*out = b.p;
 	b.p = NULL;
 	error = FERRY_OK;

@@ -8,10 +8,29 @@
  *   {"name":"hello", "description":"…"|null,
  *    "params":{"who":{"default":"world"}, "n":{}},      // default kept as text
  *    "steps":[{"name":"a", "kind":"run", "needs":["x"],
- *              "command":["sh","-c","echo {{params.who}}"],
+ *              "command":["sh","-c","echo {{params.who}}"],   // [] for kinds without one
  *              "env":{"K":"V"}, "image":"host", "workdir":null|"dir",
  *              "timeout_ms":0, "retry":{"limit":0,"backoff_ms":1000,"max_backoff_ms":300000},
+ *              "cache":false,
+ *              "gate":[{"metric":"accuracy","op":">=","value":0.9},
+ *                      {"metric":"f1","op":">=","production":true,"offset":0.01}],
+ *              "model":"digits"|null, "dataset":"data/x"|null,
+ *              "labels":"labels.csv"|null, "webhook":"https://…"|null,
+ *              "on_timeout":"fail"|"continue", "artifact":"{{steps.train.outputs.model}}"|null,
+ *              "version":"patch"|"minor"|"major", "aliases":["production"],
  *              "line":5, "col":5}]}
+ *
+ * Kinds (config_kinds.c): run, train, evaluate (command required), gate,
+ * label, register (no command), cache (command optional). Every step
+ * carries every field above; a kind that does not take a key has its
+ * default: cache false, gate [], model/dataset/webhook/artifact null,
+ * labels null ("labels.csv" for label steps), on_timeout "fail", version
+ * "patch", aliases []. Gate items are steps/metrics.h gate_parse() items in
+ * file order. An evaluate (or train) step whose gate compares against
+ * production and has no model gets the model of the register steps
+ * downstream of it. Templates ({{params.X}}, {{run.id}},
+ * {{steps.X.outputs.Y}} with X upstream) are checked in command, env,
+ * workdir, dataset and artifact, and kept as written.
  */
 #ifndef FERRY_CONFIG_H
 #define FERRY_CONFIG_H

@@ -2,8 +2,8 @@
  * libFuzzer target for the workflow parser: any bytes go through
  * cfg_workflow_parse, and everything it returns is freed, so ASan/LSan/UBSan
  * see crashes, leaks and undefined behaviour. Valid specs are also dumped,
- * their params resolved with the defaults and their commands rendered, to walk
- * the JSON the parser built the way the engine will.
+ * their params resolved with the defaults and their commands, dataset and
+ * artifact rendered, to walk the JSON the parser built the way the engine will.
  */
 #include <stdint.h>
 #include <stdlib.h>
@@ -15,6 +15,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
 	cfg_errors errs = {0};
+	static const char *const paths[] = {"dataset", "artifact"};
 	json_t *spec = NULL, *params = NULL, *step, *arg;
 	char hash[65], *text;
 	size_t i, j;
@@ -28,6 +29,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	json_array_foreach(json_object_get(spec, "steps"), i, step) {
 		json_array_foreach(json_object_get(step, "command"), j, arg) {
 			if (cfg_template_render(&text, json_string_value(arg), params, "run-1") == 0)
+				free(text);
+		}
+		for (j = 0; j < sizeof(paths) / sizeof(paths[0]); j++) {
+			arg = json_object_get(step, paths[j]);
+			if (json_is_string(arg) &&
+			    cfg_template_render(&text, json_string_value(arg), params, "run-1") == 0)
 				free(text);
 		}
 	}

@@ -17,7 +17,7 @@ FUZZ_CC=${FUZZ_CC:-clang}
 OUT=build/fuzz
 CFLAGS=(-g -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all
 	-fno-omit-frame-pointer -std=c11 -D_GNU_SOURCE -Iorchestrator)
-ENGINE_SRC=(orchestrator/config.c orchestrator/util.c)
+ENGINE_SRC=(orchestrator/config.c orchestrator/config_kinds.c orchestrator/util.c steps/metrics.c)
 LIBS=(-lyaml -ljansson -lcrypto)
 
 if ! command -v "$FUZZ_CC" >/dev/null; then
@@ -33,7 +33,15 @@ write_dict() {
 			'"needs"' '"command"' '"env"' '"image"' '"workdir"' '"timeout"' \
 			'"retry"' '"limit"' '"backoff"' '"max_backoff"' '"default"' '"run"' \
 			'"host"' '"{{"' '"}}"' '"params."' '"run.id"' '"steps."' '".outputs."' \
-			'": "' '"- "' '"---"' '"&a "' '"*a"' '"ms"' '"1h30m"' '"\x0a  - "' ;;
+			'": "' '"- "' '"---"' '"&a "' '"*a"' '"ms"' '"1h30m"' '"\x0a  - "' \
+			'"train"' '"evaluate"' '"gate"' '"label"' '"register"' '"cache"' \
+			'"model"' '"dataset"' '"labels"' '"webhook"' '"on_timeout"' '"artifact"' \
+			'"version"' '"alias"' '"true"' '"continue"' '"minor"' '"production"' \
+			'">= "' '"< "' '"!="' '" + 0.01"' '"https://"' ;;
+	metrics)
+		printf '%s\n' '"accuracy"' '"precision"' '"recall"' '"f1"' '"mae"' '"mse"' '"rmse"' \
+			'"{"' '"}"' '":"' '","' '"1e-3"' '"-0.5"' '"NaN"' '"\x0a"' '">="' '"<="' \
+			'"=="' '"!="' '"production"' '" + "' '" - "' ;;
 	*) return 1 ;;
 	esac
 }

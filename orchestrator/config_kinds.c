@@ -1,0 +1,363 @@
+/*
+ * config_kinds — the step kinds of a workflow and the keys that only some
+ * kinds take. config.c parses what every step has (name, needs, command,
+ * env, …) and calls cfg_kind_fields() for the rest: cache, gate, model,
+ * dataset, labels, webhook, on_timeout, artifact, version and alias, each
+ * checked for its type and values and for whether the step's kind takes it,
+ * and each written to the normalised spec with its default when absent.
+ * Once the step graph is known, cfg_kind_models() gives an evaluate step
+ * that compares against production the model of the register steps
+ * downstream of it.
+ *
+ * A new kind is a row in kinds[]; a new kind key is an SK_ value in
+ * config_priv.h, its name in cfg_step_keys[], its bit in the rows of the
+ * kinds that take it and its parsing in cfg_kind_fields().
+ */
+#include "config_priv.h"
+
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include "../steps/metrics.h"
+
+#define K(sk) (1u << (sk))
+
+const char *const cfg_step_keys[SK_N] = {
+	"name", "kind", "needs", "command", "env", "image", "workdir", "timeout", "retry",
+	"cache", "gate", "model", "dataset", "labels", "webhook", "on_timeout", "artifact",
+	"version", "alias",
+};
+
+static const struct cfg_kind kinds[] = {
+	{"run", CMD_REQUIRED, K(SK_CACHE), 0, NULL},
+	{"train", CMD_REQUIRED, K(SK_CACHE) | K(SK_GATE), 0, NULL},
+	{"evaluate", CMD_REQUIRED, K(SK_CACHE) | K(SK_GATE) | K(SK_MODEL), 0, NULL},
+	{"gate", CMD_FORBIDDEN, K(SK_ON_TIMEOUT), 0, "waits for a person and runs no command"},
+	{"label", CMD_FORBIDDEN, K(SK_DATASET) | K(SK_LABELS) | K(SK_WEBHOOK) | K(SK_ON_TIMEOUT),
+	 K(SK_DATASET), "waits for a person and runs no command"},
+	{"register", CMD_FORBIDDEN, K(SK_MODEL) | K(SK_ARTIFACT) | K(SK_VERSION) | K(SK_ALIAS),
+	 K(SK_MODEL), "registers an artifact and runs no command"},
+	{"cache", CMD_OPTIONAL, K(SK_DATASET), K(SK_DATASET), NULL},
+};
+
+static const char *const on_timeout_values[] = {"fail", "continue"};
+static const char *const version_values[] = {"patch", "minor", "major"};
+
+/* What a required kind key is for, in the message when it is missing. */
+static const char *required_hint(const struct cfg_kind *kind, int sk)
+{
+	if (sk == SK_MODEL)
+		return "the name of the model to register a version of";
+	return strcmp(kind->name, "label") == 0 ? "the directory or file of items to label"
+						: "the directory or file to stage";
+}
+
+const struct cfg_kind *cfg_kind_parse(struct ctx *c, const yaml_node_t *n, const char **name)
+{
+	struct sbuf known = {0};
+	size_t k;
+
+	*name = kinds[0].name;
+	if (!present(n) || (*name = cfg_text(c, n, "kind")) == NULL)
+		return &kinds[0];
+	for (k = 0; k < NELEM(kinds); k++)
+		if (strcmp(*name, kinds[k].name) == 0)
+			return &kinds[k];
+	for (k = 0; k < NELEM(kinds); k++)
+		cfg_sb_addf(&known, "%s%s", k ? ", " : "", kinds[k].name);
+	err_node(c, n, "unknown kind %s; known kinds: %s", cfg_q(c, *name), known.p);
+	free(known.p);
+	return NULL;
+}
+
+/* Appends "evaluate and register" (the kinds that take key sk) to b. */
+static void kinds_taking(struct sbuf *b, int sk)
+{
+	size_t k, n = 0, shown = 0;
+
+	for (k = 0; k < NELEM(kinds); k++)
+		n += (kinds[k].keys & K(sk)) != 0;
+	for (k = 0; k < NELEM(kinds); k++) {
+		if ((kinds[k].keys & K(sk)) == 0)
+			continue;
+		shown++;
+		cfg_sb_addf(b, "%s%s", shown == 1 ? "" : shown == n ? " and " : ", ", kinds[k].name);
+	}
+}
+
+/* ---- values ----------------------------------------------------------- */
+
+/* A YAML boolean (plain true or false); false after an error. */
+static bool parse_bool(struct ctx *c, const yaml_node_t *n, const char *what)
+{
+	static const char *const words[] = {"false", "False", "FALSE", "true", "True", "TRUE"};
+	size_t k;
+
+	if (n->type != YAML_SCALAR_NODE) {
+		err_node(c, n, "%s must be true or false, not a %s", what, ntype(n));
+		return false;
+	}
+	for (k = 0; k < NELEM(words) && strcmp(sval(n), words[k]) != 0; k++)
+		;
+	if (k < NELEM(words) && n->data.scalar.style == YAML_PLAIN_SCALAR_STYLE)
+		return k >= 3;
+	if (k < NELEM(words))
+		err_node(c, n, "%s must be true or false, not the string %s; remove the quotes",
+			 what, cfg_q(c, sval(n)));
+	else
+		err_node(c, n, "%s must be true or false, not %s", what, cfg_q(c, sval(n)));
+	return false;
+}
+
+/* One of choices (n of them, the first the default) as a JSON string. */
+static json_t *parse_choice(struct ctx *c, const yaml_node_t *n, const char *what,
+			    const char *const *choices, size_t nchoices)
+{
+	struct sbuf list = {0};
+	const char *s;
+	size_t k;
+
+	if (!present(n) || (s = cfg_text(c, n, what)) == NULL)
+		return json_string(choices[0]);
+	for (k = 0; k < nchoices; k++)
+		if (strcmp(s, choices[k]) == 0)
+			return json_string(s);
+	for (k = 0; k < nchoices; k++)
+		cfg_sb_addf(&list, "%s%s", k == 0 ? "" : k + 1 == nchoices ? " or " : ", ",
+			    choices[k]);
+	err_node(c, n, "%s %s is not valid; use %s", what, cfg_q(c, s), list.p);
+	free(list.p);
+	return json_string(choices[0]);
+}
+
+/* A non-empty string, its templates checked when step is not SIZE_MAX; or null. */
+static json_t *parse_string(struct ctx *c, size_t step, const yaml_node_t *n, const char *what)
+{
+	const char *s;
+
+	if (!present(n) || (s = cfg_text(c, n, what)) == NULL)
+		return json_null();
+	if (s[strspn(s, " \t\r\n")] == '\0') {
+		err_node(c, n, "%s must not be empty", what);
+		return json_null();
+	}
+	if (step != SIZE_MAX)
+		cfg_check_templates(c, n, s, step);
+	return json_string(s);
+}
+
+static json_t *parse_name(struct ctx *c, const yaml_node_t *n, const char *what)
+{
+	const char *s;
+
+	if (!present(n) || (s = cfg_text(c, n, what)) == NULL)
+		return json_null();
+	if (!cfg_name_ok(s)) {
+		err_node(c, n, "%s name %s is not valid; use 1-63 of a-z, 0-9, _, . and -, "
+			 "starting with a letter or digit", what, cfg_q(c, s));
+		return json_null();
+	}
+	return json_string(s);
+}
+
+/* labels: a path below the dataset directory; "labels.csv" when absent. */
+static json_t *parse_labels(struct ctx *c, const yaml_node_t *n)
+{
+	json_t *v = parse_string(c, SIZE_MAX, n, "labels");
+	const char *s = json_string_value(v);
+	char *padded;
+
+	if (s == NULL) {
+		json_decref(v);
+		return json_string("labels.csv");
+	}
+	padded = xasprintf("/%s/", s);
+	if (s[0] == '/')
+		err_node(c, n, "labels %s must be a path relative to the dataset directory",
+			 cfg_q(c, s));
+	else if (strstr(padded, "/../") != NULL)
+		err_node(c, n, "labels %s must not contain \"..\"; use a path below the dataset "
+			 "directory", cfg_q(c, s));
+	free(padded);
+	return v;
+}
+
+/* webhook: an http:// or https:// URL with a host, no blanks or controls. */
+static json_t *parse_webhook(struct ctx *c, const yaml_node_t *n)
+{
+	json_t *v = parse_string(c, SIZE_MAX, n, "webhook");
+	const char *s = json_string_value(v), *host;
+	size_t k;
+	bool ok;
+
+	if (s == NULL)
+		return v;
+	host = strncasecmp(s, "https://", 8) == 0 ? s + 8 :
+	       strncasecmp(s, "http://", 7) == 0 ? s + 7 : NULL;
+	ok = host != NULL && *host != '\0' && *host != '/';
+	for (k = 0; ok && s[k] != '\0'; k++)
+		ok = (unsigned char)s[k] > 0x20 && s[k] != 0x7f;
+	if (!ok)
+		err_node(c, n, "webhook %s must be an http:// or https:// URL, e.g. "
+			 "https://labels.example.com/tasks", cfg_q(c, s));
+	return v;
+}
+
+/* alias: one name or a list of names, as an array. */
+static json_t *parse_aliases(struct ctx *c, const yaml_node_t *n)
+{
+	json_t *arr = json_array(), *name;
+	const yaml_node_t *it;
+	size_t k = 0, j;
+
+	if (!present(n))
+		return arr;
+	if (n->type == YAML_MAPPING_NODE) {
+		err_node(c, n, "alias must be a name or a list of names, not a mapping");
+		return arr;
+	}
+	while (cfg_next_item(c, n, &k, &it)) {
+		if ((name = parse_name(c, it, "alias")) == NULL || json_is_null(name)) {
+			json_decref(name);
+			continue;
+		}
+		for (j = 0; j < json_array_size(arr); j++)
+			if (json_equal(json_array_get(arr, j), name))
+				break;
+		if (j < json_array_size(arr))
+			err_node(c, it, "alias %s is listed twice", cfg_q(c, json_string_value(name)));
+		else
+			json_array_append(arr, name);
+		json_decref(name);
+	}
+	return arr;
+}
+
+/* gate: METRIC: "OP VALUE" pairs, in file order, as gate_parse() items. */
+static json_t *parse_gate(struct ctx *c, size_t i, const yaml_node_t *n)
+{
+	json_t *arr = json_array(), *item;
+	const yaml_node_t *key, *val;
+	const char *metric, *expr;
+	size_t k = 0;
+
+	if (!present(n))
+		return arr;
+	if (n->type != YAML_MAPPING_NODE) {
+		err_node(c, n, "gate must be a mapping of METRIC: \"OP VALUE\" (e.g. accuracy: "
+			 "\">= 0.9\"), not a %s", ntype(n));
+		return arr;
+	}
+	while (cfg_next_pair(c, n, &k, &key, &val)) {
+		if ((metric = cfg_text(c, key, "a gate metric name")) == NULL ||
+		    (expr = cfg_text(c, val, "a gate comparison")) == NULL)
+			continue;
+		if (gate_parse(&item, metric, expr) < 0) {
+			err_node(c, metrics_name_ok(metric) ? val : key, "%s", ferry_error_last());
+			continue;
+		}
+		if (json_is_true(json_object_get(item, "production")) && c->steps[i].prod_gate == NULL)
+			c->steps[i].prod_gate = val;
+		json_array_append_new(arr, item);
+	}
+	return arr;
+}
+
+/* ---- per step --------------------------------------------------------- */
+
+void cfg_kind_fields(struct ctx *c, size_t i, const struct cfg_kind *kind,
+		     const yaml_node_t *const *keys, const yaml_node_t *const *vals, json_t *js)
+{
+	const yaml_node_t *v[SK_N] = {NULL};
+	bool label = kind != NULL && strcmp(kind->name, "label") == 0;
+	int sk;
+
+	for (sk = SK_FIRST_KIND_KEY; sk < SK_N; sk++) {
+		struct sbuf which = {0};
+
+		if (kind == NULL || !present(vals[sk]) || (kind->keys & K(sk)) != 0) {
+			v[sk] = vals[sk];
+			continue;
+		}
+		kinds_taking(&which, sk);
+		err_node(c, keys[sk], "\"%s\" applies to %s steps; remove it from this %s step",
+			 cfg_step_keys[sk], which.p, kind->name);
+		free(which.p);
+	}
+	for (sk = SK_FIRST_KIND_KEY; kind != NULL && sk < SK_N; sk++)
+		if ((kind->required & K(sk)) != 0 && !present(v[sk]))
+			err_node(c, c->steps[i].node, "a %s step needs \"%s\" (%s)", kind->name,
+				 cfg_step_keys[sk], required_hint(kind, sk));
+	json_object_set_new(js, "cache", json_boolean(present(v[SK_CACHE]) &&
+						      parse_bool(c, v[SK_CACHE], "cache")));
+	json_object_set_new(js, "gate", parse_gate(c, i, v[SK_GATE]));
+	json_object_set_new(js, "model", parse_name(c, v[SK_MODEL], "model"));
+	if (present(v[SK_MODEL])) /* named, even if wrongly: nothing to infer */
+		c->steps[i].prod_gate = NULL;
+	json_object_set_new(js, "dataset", parse_string(c, i, v[SK_DATASET], "dataset"));
+	json_object_set_new(js, "labels", label || present(v[SK_LABELS]) ?
+			    parse_labels(c, v[SK_LABELS]) : json_null());
+	json_object_set_new(js, "webhook", parse_webhook(c, v[SK_WEBHOOK]));
+	json_object_set_new(js, "on_timeout", parse_choice(c, v[SK_ON_TIMEOUT], "on_timeout",
+							   on_timeout_values,
+							   NELEM(on_timeout_values)));
+	json_object_set_new(js, "artifact", parse_string(c, i, v[SK_ARTIFACT], "artifact"));
+	json_object_set_new(js, "version", parse_choice(c, v[SK_VERSION], "version",
+							version_values, NELEM(version_values)));
+	json_object_set_new(js, "aliases", parse_aliases(c, v[SK_ALIAS]));
+}
+
+/* ---- after the graph -------------------------------------------------- */
+
+void cfg_kind_models(struct ctx *c)
+{
+	struct sbuf found = {0};
+	json_t *models;
+	size_t i, r, j;
+
+	for (i = 0; i < c->nsteps; i++) {
+		const struct step *st = &c->steps[i];
+
+		if (st->prod_gate == NULL || st->kind == NULL ||
+		    !json_is_null(json_object_get(st->spec, "model")))
+			continue;
+		models = json_array();
+		for (r = 0; r < c->nsteps; r++) {
+			const struct step *reg = &c->steps[r];
+			json_t *m = json_object_get(reg->spec, "model");
+
+			if (r == i || reg->kind == NULL || strcmp(reg->kind->name, "register") != 0 ||
+			    !json_is_string(m) || !cfg_has_up(c, r, i))
+				continue;
+			for (j = 0; j < json_array_size(models); j++)
+				if (json_equal(json_array_get(models, j), m))
+					break;
+			if (j == json_array_size(models))
+				json_array_append(models, m);
+		}
+		if (json_array_size(models) == 1) {
+			json_object_set(st->spec, "model", json_array_get(models, 0));
+			json_decref(models);
+			continue;
+		}
+		for (j = 0; j < json_array_size(models); j++)
+			cfg_sb_addf(&found, "%s%s", j ? ", " : "",
+				    cfg_q(c, json_string_value(json_array_get(models, j))));
+		if (json_array_size(models) == 0)
+			err_node(c, st->prod_gate, "step %s compares against production, but no "
+				 "register step downstream of it names the model; %s",
+				 cfg_sname(c, i), strcmp(st->kind->name, "evaluate") == 0 ?
+				 "add \"model: NAME\" to this step" :
+				 "compare in an evaluate step that has \"model: NAME\"");
+		else
+			err_node(c, st->prod_gate, "step %s compares against production, but the "
+				 "register steps downstream of it register different models (%s); %s",
+				 cfg_sname(c, i), found.p, strcmp(st->kind->name, "evaluate") == 0 ?
+				 "add \"model: NAME\" to this step to say which" :
+				 "compare in an evaluate step that has \"model: NAME\"");
+		found.len = 0;
+		json_decref(models);
+	}
+	free(found.p);
+}

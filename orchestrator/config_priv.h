@@ -1,0 +1,192 @@
+/*
+ * config_priv — what config.c (the document, common step keys and the step
+ * graph) and config_kinds.c (the step kinds and their own keys) share: the
+ * parse context, the YAML node helpers and error reporting. Private to those
+ * two files.
+ */
+#ifndef FERRY_CONFIG_PRIV_H
+#define FERRY_CONFIG_PRIV_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <string.h>
+#include <yaml.h>
+
+#include "config.h"
+
+#define QMAX 60 /* bytes of a user value quoted in a message */
+#define QBUF (4 * QMAX + 16)
+#define NQBUF 6
+#define NELEM(a) (sizeof(a) / sizeof((a)[0]))
+
+/* Every key a step may have; which kinds take the later ones is in config_kinds.c. */
+enum {
+	SK_NAME, SK_KIND, SK_NEEDS, SK_COMMAND, SK_ENV, SK_IMAGE, SK_WORKDIR, SK_TIMEOUT,
+	SK_RETRY,
+	SK_CACHE, SK_GATE, SK_MODEL, SK_DATASET, SK_LABELS, SK_WEBHOOK, SK_ON_TIMEOUT,
+	SK_ARTIFACT, SK_VERSION, SK_ALIAS,
+	SK_N,
+	SK_FIRST_KIND_KEY = SK_CACHE
+};
+extern const char *const cfg_step_keys[SK_N];
+
+/* A step kind: whether it runs a command, and which kind keys it takes. */
+struct cfg_kind {
+	const char *name;
+	enum { CMD_REQUIRED, CMD_OPTIONAL, CMD_FORBIDDEN } command;
+	unsigned keys;        /* bits 1 << SK_… of the kind keys it accepts */
+	unsigned required;    /* … and of those it must have */
+	const char *no_command; /* why it has no command ("waits for a person") */
+};
+
+struct cerr {
+	int line, col;
+	size_t seq;
+	char *msg;
+};
+
+struct step {
+	const yaml_node_t *node;      /* the step's mapping */
+	const char *name;             /* NULL when missing or not a string */
+	const struct cfg_kind *kind;  /* NULL when unknown */
+	json_t *spec;                 /* its normalised spec (borrowed) */
+	const yaml_node_t *prod_gate; /* first gate comparison against production,
+	                               * when the step names no model */
+	const yaml_node_t **needs;    /* needs items that are strings */
+	size_t nneeds;
+	size_t *adj, nadj;            /* resolved needs, as step indexes */
+};
+
+/* A {{steps.STEP.outputs.KEY}} reference, checked once the graph is known. */
+struct tref {
+	size_t step;
+	const yaml_node_t *node;
+	char *target;
+};
+
+struct ctx {
+	const char *file, *src;
+	size_t len;
+	yaml_document_t *doc;
+	struct cerr *errs;
+	size_t nerrs, caperrs;
+	size_t *pair_base;   /* per node: index of its first pair in dup[] */
+	unsigned char *dup;  /* per mapping pair: 1 when its key repeats */
+	size_t work, budget; /* alias amplification guard */
+	bool over;
+	json_t *params; /* the spec's params object (borrowed) */
+	struct step *steps;
+	size_t nsteps;
+	json_t *byname; /* step name -> index of its first definition */
+	struct tref *trefs;
+	size_t ntrefs, captrefs;
+	uint64_t *up; /* per step, a bitset of its transitive upstream steps */
+	size_t words;
+	char qbuf[NQBUF][QBUF];
+	unsigned qi;
+};
+
+struct sbuf {
+	char *p;
+	size_t len, cap;
+};
+
+/* ---- YAML nodes ------------------------------------------------------- */
+
+static inline int pos1(size_t zero_based)
+{
+	return zero_based < 100000000 ? (int)zero_based + 1 : 100000000;
+}
+
+static inline const char *sval(const yaml_node_t *n)
+{
+	return (const char *)n->data.scalar.value;
+}
+
+static inline const char *ntype(const yaml_node_t *n)
+{
+	static const char *const names[] = {"empty node", "string", "list", "mapping"};
+
+	return (unsigned)n->type < NELEM(names) ? names[n->type] : names[0];
+}
+
+/* A plain empty, ~ or null scalar: an optional key given so is absent. */
+static inline bool is_null(const yaml_node_t *n)
+{
+	static const char *const nulls[] = {"", "~", "null", "Null", "NULL"};
+	size_t i;
+
+	if (n->type != YAML_SCALAR_NODE || n->data.scalar.style != YAML_PLAIN_SCALAR_STYLE)
+		return false;
+	for (i = 0; i < NELEM(nulls); i++)
+		if (n->data.scalar.length == strlen(nulls[i]) && strcmp(sval(n), nulls[i]) == 0)
+			return true;
+	return false;
+}
+
+static inline bool present(const yaml_node_t *n)
+{
+	return n != NULL && !is_null(n);
+}
+
+static inline size_t nitems(const yaml_node_t *n)
+{
+	return (size_t)(n->data.sequence.items.top - n->data.sequence.items.start);
+}
+
+static inline size_t npairs(const yaml_node_t *n)
+{
+	return (size_t)(n->data.mapping.pairs.top - n->data.mapping.pairs.start);
+}
+
+/* ---- shared helpers (config.c) ---------------------------------------- */
+
+/* Records an error at line:col (1-based). */
+void cfg_err_at(struct ctx *c, int line, int col, const char *fmt, ...) FERRY_PRINTF(4, 5);
+/* Records an error at node n (a yaml_node_t *). */
+#define err_node(c, n, ...) \
+	cfg_err_at(c, pos1((n)->start_mark.line), pos1((n)->start_mark.column), __VA_ARGS__)
+
+/* s quoted for a message (escaped, clipped); lives until NQBUF more calls. */
+const char *cfg_q(struct ctx *c, const char *s);
+/* The text of scalar n, or NULL after reporting why it is not usable. */
+const char *cfg_text(struct ctx *c, const yaml_node_t *n, const char *what);
+/* Steps through mapping n from pair *k (repeated keys skipped); false at the end. */
+bool cfg_next_pair(struct ctx *c, const yaml_node_t *n, size_t *k, const yaml_node_t **key,
+		   const yaml_node_t **val);
+/* Steps through sequence n, or yields n once when it is a scalar. */
+bool cfg_next_item(struct ctx *c, const yaml_node_t *n, size_t *k, const yaml_node_t **it);
+/* Checks the {{…}} templates in s, the text of node n in step `step`. */
+void cfg_check_templates(struct ctx *c, const yaml_node_t *n, const char *s, size_t step);
+/* [a-z0-9][a-z0-9_.-]{0,62}: workflow, step, model and alias names. */
+bool cfg_name_ok(const char *s);
+/* Step j is upstream of step i (valid once the graph is computed). */
+bool cfg_has_up(const struct ctx *c, size_t i, size_t j);
+/* How messages name step i: its quoted name. */
+const char *cfg_sname(struct ctx *c, size_t i);
+void cfg_sb_adds(struct sbuf *b, const char *s);
+void cfg_sb_addf(struct sbuf *b, const char *fmt, ...) FERRY_PRINTF(2, 3);
+
+/* ---- step kinds (config_kinds.c) -------------------------------------- */
+
+/* The kind named by node n ("run" when absent); NULL after reporting an unknown one. */
+const struct cfg_kind *cfg_kind_parse(struct ctx *c, const yaml_node_t *n, const char **name);
+
+/*
+ * Parses the kind keys of step i (keys[k] and vals[k] are the key and value
+ * nodes of cfg_step_keys[k], or NULL) into its spec js: cache, gate, model,
+ * dataset, labels, webhook, on_timeout, artifact, version, aliases, each
+ * with its default when absent. kind NULL (unknown) skips the checks of
+ * which kind takes what.
+ */
+void cfg_kind_fields(struct ctx *c, size_t i, const struct cfg_kind *kind,
+		     const yaml_node_t *const *keys, const yaml_node_t *const *vals, json_t *js);
+
+/*
+ * Once the graph is known: an evaluate or train step comparing against
+ * production without `model` takes the model of the register steps
+ * downstream of it, or gets an error asking for `model:`.
+ */
+void cfg_kind_models(struct ctx *c);
+
+#endif

@@ -1,0 +1,68 @@
+/*
+ * metrics (steps) — what an evaluate or train step reports: metrics.json
+ * validated into an object of numbers, and the step's gate (comparisons
+ * against fixed thresholds or the model's production version) parsed and
+ * evaluated. Pure functions over jansson values: no database, no files.
+ *
+ * Not to be confused with orchestrator/metrics.h (the daemon's Prometheus
+ * counters): from orchestrator/ include this one as "../steps/metrics.h".
+ */
+#ifndef FERRY_STEPS_METRICS_H
+#define FERRY_STEPS_METRICS_H
+
+#include <jansson.h>
+#include <stdbool.h>
+#include <stddef.h>
+
+/* Largest metrics.json accepted, in bytes. */
+#define METRICS_MAX_BYTES (1024 * 1024)
+
+/*
+ * Validates the text of a metrics.json (len bytes, need not be
+ * NUL-terminated): a JSON object whose values are finite numbers, with the
+ * known metrics in range (accuracy, precision, recall, f1 in [0,1]; mae,
+ * mse, rmse >= 0). On success *out is a new object name -> real (the
+ * caller's); otherwise returns FERRY_EINVALID, *out is NULL and
+ * ferry_error_last() says what is wrong, starting with "metrics.json: ".
+ */
+int metrics_parse(json_t **out, const char *text, size_t len);
+
+/* Whether name can be gated on: 1-64 of letters, digits, _ . - / and :. */
+bool metrics_name_ok(const char *name);
+
+/*
+ * Parses the comparison of one gate entry, `metric: expr`, where expr is
+ * "OP VALUE", "OP production", "OP production + N" or "OP production - N"
+ * (blanks anywhere between the parts; OP one of >= > <= < == !=). Fixed
+ * thresholds of known metrics must be in the metric's range. *out is a new
+ * item, the caller's:
+ *   {"metric":"accuracy","op":">=","value":0.9}
+ *   {"metric":"f1","op":">=","production":true,"offset":0.01}   (offset 0 when none)
+ * On a bad entry returns FERRY_EINVALID with a message naming the metric.
+ */
+int gate_parse(json_t **out, const char *metric, const char *expr);
+
+/*
+ * Evaluates every item of gate (an array of gate_parse items) against
+ * metrics (an object of numbers). production is the metrics object of the
+ * model's production version, or NULL when there is none; prod_label names
+ * that version in messages ("digits 0.0.2"; may be NULL).
+ *
+ * *results (the caller's) is an array, one object per item:
+ *   {"metric","op","threshold":N|null,"value":N|null,"passed":bool}
+ * plus, for items against production, "against":"production digits 0.0.2",
+ * "production":N|null and "offset":N, and "note" where there is something
+ * to say ("no production version yet", "accuracy missing from metrics.json").
+ * Comparisons against production pass when there is no production version,
+ * or when it has no such metric; a metric missing from metrics fails.
+ *
+ * Returns 1 when every item passes (*reason NULL), 0 when any fails, with
+ * *reason (the caller frees it) like
+ *   "gate failed: accuracy 0.82 < 0.9; f1 0.91 < production 0.93 (digits 0.0.2)"
+ * or a negative FERRY_E* code when gate or metrics are malformed (nothing
+ * returned).
+ */
+int gate_eval(json_t **results, char **reason, const json_t *gate, const json_t *metrics,
+	      const json_t *production, const char *prod_label);
+
+#endif
