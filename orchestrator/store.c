@@ -145,7 +145,8 @@ static json_t *jsonval(PGresult *res, int row, int col)
 /* Appends a JSON value (or NULL) as an element of a text array literal. */
 static void sbuf_json(struct sbuf *b, const json_t *v)
 {
-	char *txt = v ? json_dumps(v, JSON_COMPACT | JSON_ENCODE_ANY) : NULL;
+	/* 15 digits: 0.82 is stored as 0.82, not 0.81999999999999995 */
+	char *txt = v ? json_dumps(v, JSON_COMPACT | JSON_ENCODE_ANY | JSON_REAL_PRECISION(15)) : NULL;
 	sbuf_elem(b, txt);
 	free(txt);
 }

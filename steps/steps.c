@@ -19,6 +19,7 @@
 #include <unistd.h>
 
 #include "label.h"
+#include "metrics.h" /* steps/metrics.h: metrics.json and gates */
 #include "store.h"
 #include "util.h"
 
@@ -30,9 +31,6 @@ int registry_step(const struct step_run *r, struct step_result *res) __attribute
 int datacache_claimed(const struct step_run *r, struct step_result *res, json_t **env) __attribute__((weak));
 int datacache_job_done(const struct step_run *r, struct step_result *res) __attribute__((weak));
 int datacache_fingerprint(char out[65], const char *dir) __attribute__((weak));
-int metrics_parse(json_t **out, const char *text, size_t len) __attribute__((weak));
-int gate_eval(json_t **results, char **reason, const json_t *gate, const json_t *metrics,
-	      const json_t *production, const char *prod_label) __attribute__((weak));
 int store_model_alias_get(char **version, json_t **metrics, PGconn *conn, const char *model,
 			  const char *alias) __attribute__((weak));
 
@@ -463,10 +461,6 @@ static void check_gate(struct step_result *res, const struct step_run *r, const 
 	}
 	json_array_foreach(gate, i, item)
 		needs_prod |= json_is_true(json_object_get(item, "production"));
-	if (gate_eval == NULL) {
-		fail_final(res, "gates are not supported by this build");
-		return;
-	}
 	if (needs_prod && model && store_model_alias_get) {
 		rc = store_model_alias_get(&version, &prod, r->conn, model, "production");
 		if (rc == FERRY_OK)
@@ -506,7 +500,7 @@ int steps_job_done(const struct step_run *r, struct step_result *res)
 		goto out;
 	mpath = xasprintf("%s/metrics.json", outdir);
 	error = file_read(&text, &len, mpath);
-	if (error == FERRY_OK && metrics_parse) {
+	if (error == FERRY_OK) {
 		if (metrics_parse(&res->metrics, text, len) < 0) {
 			fail_final(res, "%s", ferry_error_last());
 			goto out;

@@ -68,7 +68,7 @@ Y
 	wait_run "$id" succeeded 20
 	assert_eq "$(step_col "$id" train attempts)" 2 "one retry"
 	api GET "/api/v1/runs/$id/steps/train/logs?attempt=2"
-	assert_eq "$BODY" "resuming from epoch 3" "the retry found the checkpoint"
+	assert_eq "$(printf %s "$BODY" | head -1)" "resuming from epoch 3" "the retry found the checkpoint"
 	assert_eq "$(cat "$FERRY_HOME/runs/$id/train/checkpoint/epoch")" 3 "one directory for all attempts"
 }
 
@@ -105,7 +105,7 @@ Y
 	assert_eq "$(echo "$train" | json 'j["outputs"]["model"]')" "$FERRY_HOME/runs/$id1/train/1/out/model.bin" "with that attempt's outputs"
 	assert_eq "$(echo "$BODY" | json 'j["metrics"]["train"]["accuracy"]')" 0.5 "and metrics"
 	api GET "/api/v1/runs/$id2/steps/after/logs"
-	assert_eq "$BODY" data "downstream reads the cached artifact"
+	assert_eq "$(printf %s "$BODY" | head -1)" data "downstream reads the cached artifact"
 	# another param value: another key
 	id3=$(submit "$f" '{"lr": "0.2"}')
 	wait_run "$id3" succeeded 20
@@ -159,11 +159,11 @@ Y
 	api GET "/api/v1/runs/$id/steps/label/logs"
 	assert_match "$BODY" "3 of 5 items" "the log tells the person what to do"
 	assert_eq "$(step_col "$id" train state)" blocked "train waits"
-	api POST "/api/v1/runs/$id/steps/label/continue" '{"labels": "/data/full.csv", "by": "ann"}'
+	api POST "/api/v1/runs/$id/steps/label/continue" '{"data": {"labels": "/data/full.csv", "by": "ann"}}'
 	assert_eq "$CODE" 200 "continue"
 	wait_run "$id" succeeded 20
 	api GET "/api/v1/runs/$id/steps/train/logs"
-	assert_eq "$BODY" "labels at /data/full.csv by ann" "the payload is the step's output"
+	assert_eq "$(printf %s "$BODY" | head -1)" "labels at /data/full.csv by ann" "the payload is the step's output"
 	assert_eq "$(step_col "$id" label "outputs->>'items'")" 5 "merged over the task"
 	assert_eq "$(sql "SELECT actor FROM events WHERE run_id = $id AND kind = 'step.continued'")" tester "who continued it"
 	api POST "/api/v1/runs/$id/steps/label/continue" '{}'
@@ -230,4 +230,62 @@ Y
 	assert_eq "$(step_col "$id" hard state)" failed "on_timeout: fail (the default)"
 	assert_match "$(step_col "$id" hard reason)" "no one continued it within 1 s" "reason"
 	assert_eq "$(step_col "$id" after_hard state)" skipped "downstream skipped"
+}
+
+test_metric_gates() {
+	start_daemon a
+	f=$(wf gates <<'Y'
+name: gates
+params:
+  acc: {default: "0.95"}
+steps:
+  - name: evaluate
+    kind: evaluate
+    retry: {limit: 2, backoff: 100ms}
+    command: [sh, -c, 'echo "{\"accuracy\": {{params.acc}}, \"f1\": 0.9, \"rmse\": 2.5, \"epochs\": 7}" >"$FERRY_OUTPUT_DIR/metrics.json"']
+    gate: {accuracy: ">= 0.9", rmse: "< 3.5"}
+  - {name: ship, needs: [evaluate], command: [true]}
+Y
+)
+	id=$(submit "$f")
+	wait_run "$id" succeeded 20
+	api GET "/api/v1/runs/$id"
+	assert_eq "$(echo "$BODY" | json 'j["metrics"]["evaluate"]["epochs"]')" 7.0 "other numeric metrics are kept"
+	ev=$(echo "$BODY" | json '[s for s in j["steps"] if s["name"]=="evaluate"][0]')
+	assert_eq "$(echo "$ev" | json '[g["passed"] for g in j["gate"]]')" "[true, true]" "gate results stored"
+	id=$(submit "$f" '{"acc": "0.82"}')
+	wait_run "$id" failed 20
+	assert_eq "$(step_col "$id" evaluate reason)" "gate failed: accuracy 0.82 < 0.9" "the reason shows the numbers"
+	assert_eq "$(step_col "$id" evaluate attempts)" 1 "a failed gate is not retried"
+	assert_eq "$(step_col "$id" ship state)" skipped "what depends on it is skipped"
+	assert_eq "$(step_col "$id" evaluate "metrics->>'accuracy'")" 0.82 "metrics kept on the failed step"
+}
+
+test_malformed_metrics_fail_the_step() {
+	start_daemon a
+	f=$(wf badm <<'Y'
+name: badm
+params:
+  m: {default: "{}"}
+steps:
+  - name: evaluate
+    kind: evaluate
+    retry: {limit: 2, backoff: 100ms}
+    command: [sh, -c, 'printf "%s" "$1" >"$FERRY_OUTPUT_DIR/metrics.json"', x, "{{params.m}}"]
+    gate: {accuracy: ">= 0.5"}
+  - {name: ship, needs: [evaluate], command: [true]}
+Y
+)
+	id=$(submit "$f" '{"m": "{\"accuracy\": 1.7}"}')
+	wait_run "$id" failed 20
+	assert_eq "$(step_col "$id" evaluate reason)" 'metrics.json: "accuracy" is 1.7; accuracy is between 0 and 1' "range"
+	assert_eq "$(step_col "$id" evaluate attempts)" 1 "not retried"
+	assert_eq "$(step_col "$id" ship state)" skipped "nothing downstream runs"
+	id=$(submit "$f" '{"m": "{\"accuracy\": 0.9,"}')
+	wait_run "$id" failed 20
+	assert_match "$(step_col "$id" evaluate reason)" '^metrics.json: invalid JSON at line 1' "invalid JSON"
+	id=$(submit "$f" '{"m": "{\"f1\": 0.9}"}')
+	wait_run "$id" failed 20
+	assert_match "$(step_col "$id" evaluate reason)" 'accuracy missing from metrics.json' "a gated metric must be there"
+	assert_eq "$(sql "SELECT count(*) FROM runs WHERE metrics IS NOT NULL AND id = $id")" 1 "what was valid is kept"
 }
