@@ -675,7 +675,7 @@ int store_run_create(int64_t *out_id, PGconn *conn, const struct store_run_new *
 	struct sbuf names = {0}, idx = {0}, kinds = {0}, states = {0}, pend = {0}, lim = {0},
 		    back = {0}, maxb = {0}, tmo = {0}, specs = {0}, why = {0}, e_step = {0}, e_need = {0};
 	PGresult *res = NULL;
-	int error, in_tx = 0, nsteps, nedges = 0, any_ready = 0;
+	int error, in_tx = 0, nsteps, nedges = 0, any_ready = 0, any_waiting = 0;
 	size_t i;
 
 	*out_id = 0;
@@ -803,6 +803,7 @@ int store_run_create(int64_t *out_id, PGconn *conn, const struct store_run_new *
 			int gate = strcmp(json_string_value(json_object_get(st, "kind")), "gate") == 0;
 			sbuf_elem(&states, !sel[i] ? "skipped" : pending > 0 ? "blocked" : gate ? "waiting" : "ready");
 			any_ready |= sel[i] && pending == 0 && !gate;
+			any_waiting |= sel[i] && pending == 0 && gate;
 		}
 		sbuf_sep(&pend, (int)i), sbuf_int(&pend, pending);
 		sbuf_sep(&lim, (int)i), sbuf_int(&lim, json_integer_value(json_object_get(retry, "limit")));
@@ -834,6 +835,13 @@ int store_run_create(int64_t *out_id, PGconn *conn, const struct store_run_new *
 			       "       coalesce(on_timeout, 'fail') "
 			       "FROM s WHERE state = 'waiting' AND timeout_ms > 0",
 			       13, p)) < 0)
+			goto out;
+	}
+	if (any_waiting) {
+		/* a gate at the start: the run is under way, waiting for a person */
+		const char *p[1] = {run_id};
+		if ((error = q(NULL, conn, "UPDATE runs SET state = 'running', started_at = now() WHERE id = $1",
+			       1, p)) < 0)
 			goto out;
 	}
 	if (nedges > 0) {

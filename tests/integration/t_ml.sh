@@ -289,3 +289,19 @@ Y
 	assert_match "$(step_col "$id" evaluate reason)" 'accuracy missing from metrics.json' "a gated metric must be there"
 	assert_eq "$(sql "SELECT count(*) FROM runs WHERE metrics IS NOT NULL AND id = $id")" 1 "what was valid is kept"
 }
+
+test_gate_first_step_and_gate_timeout() {
+	start_daemon a
+	f=$(wf g1 <<'Y'
+name: g1
+steps:
+  - {name: approve, kind: gate, timeout: 1s, on_timeout: continue}
+  - {name: ship, needs: [approve], command: [true]}
+Y
+)
+	id=$(submit "$f")
+	assert_eq "$(sql "SELECT state FROM runs WHERE id = $id")" running "a run that starts at a gate is running, not pending"
+	wait_run "$id" succeeded 20
+	assert_eq "$(step_col "$id" approve "outputs->>'timed_out'")" true "the gate's timeout continued it"
+	assert_eq "$(sql "SELECT count(*) FROM events WHERE run_id = $id AND kind = 'step.timed_out'")" 1 "event"
+}
