@@ -211,10 +211,10 @@ static int webhook_post(json_t **answer, const char *url, const json_t *task)
 		else
 			ferry_error_set("webhook %s answered HTTP %ld (try %d of %d)", url, code, t, WEBHOOK_TRIES);
 		flog_warn("%s", ferry_error_last());
-		if (t < WEBHOOK_TRIES || (code >= 400 && code < 500 && code != 429))
-			usleep((useconds_t)(250000 << (t - 1)));
 		if (code >= 400 && code < 500 && code != 429 && code != 408)
 			break; /* the hook refuses the task: trying again will not help */
+		if (t < WEBHOOK_TRIES)
+			usleep((useconds_t)(250000 << (t - 1)));
 	}
 	curl_slist_free_all(hdr);
 	free(payload);
