@@ -2,8 +2,12 @@
  * api — see api.h. Each connection has its own libmicrohttpd thread (so a
  * log stream may wait on its file): the body is gathered (up to 1 MiB, else
  * 413), the route is matched in api_routes, the token checked, and one of a
- * bounded pool of database connections used for the length of a store call. Every error is JSON with a machine code, a
- * message that says what to do, and the offending field when there is one.
+ * bounded pool of database connections used for the length of a store call.
+ * GET /runs/{id} of a finished run is answered from the run cache
+ * (runcache.h) without a database connection. HEAD is answered wherever GET
+ * is, with the GET reply (MHD leaves the body out). Every error is JSON with
+ * a machine code, a message that says what to do, and the offending field
+ * when there is one.
  */
 #include "api.h"
 
@@ -27,6 +31,7 @@
 
 #include "db.h"
 #include "metrics.h"
+#include "runcache.h"
 #include "store.h"
 #include "util.h"
 
@@ -42,6 +47,7 @@ struct api {
 	PGconn **conns;
 	int nconns, free_top;
 	PGconn **free_list;
+	struct runcache *cache; /* finished runs' JSON; NULL when turned off */
 };
 
 struct req {
@@ -55,6 +61,7 @@ struct reply {
 	unsigned status;
 	char *body; /* JSON text (or content_type), owned */
 	const char *allow;
+	char allow_buf[48];
 	const char *content_type; /* NULL: application/json */
 	int replayed;             /* an idempotent start answered from its key */
 };
@@ -262,6 +269,44 @@ static int is_dir(const char *path)
 
 /* ---- handlers ---- */
 
+/* Whether the run JSON text is of a finished run (one the run cache may keep). */
+static int run_finished(const char *json)
+{
+	json_t *root = json_loads(json, 0, NULL);
+	const char *state = json_string_value(json_object_get(root, "state"));
+	int done = state && (strcmp(state, "succeeded") == 0 || strcmp(state, "failed") == 0 ||
+			     strcmp(state, "stopped") == 0);
+
+	json_decref(root);
+	return done;
+}
+
+/*
+ * GET /runs/{id} past the cache: the epoch is read before the fetch, so the
+ * JSON of a run that a retry changed meanwhile is not kept (runcache.h).
+ */
+static void run_get(struct api *a, struct reply *r, PGconn *db, int64_t id)
+{
+	uint64_t epoch = a->cache ? runcache_epoch(a->cache) : 0;
+	char *json = NULL;
+	int error = store_run_json(&json, db, id);
+
+	if (error < 0) {
+		reply_store_error(r, error);
+		return;
+	}
+	if (a->cache && run_finished(json))
+		runcache_put(a->cache, id, json, strlen(json), epoch);
+	reply_json(r, 200, json);
+}
+
+/* A run this daemon just changed: forget it now rather than when the notification comes. */
+static void run_changed(struct api *a, int64_t id)
+{
+	if (a->cache)
+		runcache_invalidate(a->cache, id);
+}
+
 static void run_reply(struct reply *r, PGconn *db, int64_t id, unsigned status)
 {
 	char *json = NULL;
@@ -372,11 +417,12 @@ static void h_runs_list(struct reply *r, PGconn *db, struct MHD_Connection *conn
 		reply_json(r, 200, json);
 }
 
-static void h_run_stop(struct reply *r, PGconn *db, struct MHD_Connection *conn, int64_t id)
+static void h_run_stop(struct api *a, struct reply *r, PGconn *db, struct MHD_Connection *conn, int64_t id)
 {
 	char *actor = actor_of(conn), *state = NULL;
 	int error = store_run_stop(&state, db, id, actor);
 
+	run_changed(a, id);
 	if (error < 0)
 		reply_store_error(r, error);
 	else
@@ -385,7 +431,7 @@ static void h_run_stop(struct reply *r, PGconn *db, struct MHD_Connection *conn,
 	free(actor);
 }
 
-static void h_run_retry(struct reply *r, PGconn *db, struct MHD_Connection *conn,
+static void h_run_retry(struct api *a, struct reply *r, PGconn *db, struct MHD_Connection *conn,
 			const struct req *q, int64_t id)
 {
 	json_t *body = body_object(r, q);
@@ -399,6 +445,7 @@ static void h_run_retry(struct reply *r, PGconn *db, struct MHD_Connection *conn
 		goto out;
 	actor = actor_of(conn);
 	error = store_run_retry(db, id, from, actor);
+	run_changed(a, id);
 	if (error < 0)
 		reply_store_error(r, error);
 	else
@@ -456,7 +503,7 @@ static void h_run_events(struct reply *r, PGconn *db, struct MHD_Connection *con
 		reply_json(r, 200, json);
 }
 
-static void h_step_continue(struct reply *r, PGconn *db, struct MHD_Connection *conn,
+static void h_step_continue(struct api *a, struct reply *r, PGconn *db, struct MHD_Connection *conn,
 			    const struct req *q, int64_t id, const char *step)
 {
 	json_t *body = body_object(r, q), *data;
@@ -469,7 +516,9 @@ static void h_step_continue(struct reply *r, PGconn *db, struct MHD_Connection *
 	if (data && !json_is_null(data))
 		data_txt = json_dumps(data, JSON_COMPACT | JSON_ENCODE_ANY);
 	actor = actor_of(conn);
-	if ((error = store_step_continue(db, id, step, actor, data_txt)) < 0)
+	error = store_step_continue(db, id, step, actor, data_txt);
+	run_changed(a, id);
+	if (error < 0)
 		reply_store_error(r, error);
 	else
 		run_reply(r, db, id, 200);
@@ -489,12 +538,35 @@ static void h_workflows_list(struct reply *r, PGconn *db)
 		reply_json(r, 200, json);
 }
 
-static void h_metrics(struct reply *r, PGconn *db)
+static void h_metrics(struct api *a, struct reply *r, PGconn *db)
 {
 	char *buf = NULL;
 	size_t len = 0, cap = 0;
 
 	metrics_render(&buf, &len, &cap);
+	if (a->cache) {
+		struct runcache_stats st;
+		runcache_stats(a->cache, &st);
+		metrics_appendf(&buf, &len, &cap,
+				"# HELP ferry_api_run_cache_hits_total GET /runs/{id} answered from the cache of finished runs.\n"
+				"# TYPE ferry_api_run_cache_hits_total counter\nferry_api_run_cache_hits_total %llu\n"
+				"# HELP ferry_api_run_cache_misses_total GET /runs/{id} that read the database.\n"
+				"# TYPE ferry_api_run_cache_misses_total counter\nferry_api_run_cache_misses_total %llu\n"
+				"# HELP ferry_api_run_cache_invalidations_total Finished runs dropped because they changed.\n"
+				"# TYPE ferry_api_run_cache_invalidations_total counter\n"
+				"ferry_api_run_cache_invalidations_total %llu\n"
+				"# HELP ferry_api_run_cache_flushes_total Times the cache was emptied (listener connection lost).\n"
+				"# TYPE ferry_api_run_cache_flushes_total counter\nferry_api_run_cache_flushes_total %llu\n"
+				"# HELP ferry_api_run_cache_entries Finished runs in the cache.\n"
+				"# TYPE ferry_api_run_cache_entries gauge\nferry_api_run_cache_entries %zu\n"
+				"# HELP ferry_api_run_cache_bytes JSON bytes in the cache.\n"
+				"# TYPE ferry_api_run_cache_bytes gauge\nferry_api_run_cache_bytes %zu\n"
+				"# HELP ferry_api_run_cache_enabled 1 while the cache listens for changes and may serve.\n"
+				"# TYPE ferry_api_run_cache_enabled gauge\nferry_api_run_cache_enabled %d\n",
+				(unsigned long long)st.hits, (unsigned long long)st.misses,
+				(unsigned long long)st.invalidations, (unsigned long long)st.flushes, st.entries,
+				st.bytes, st.enabled);
+	}
 	if (db == NULL || store_metrics(&buf, &len, &cap, db) < 0)
 		metrics_appendf(&buf, &len, &cap, "# database unavailable: %s\n", ferry_error_last());
 	r->status = 200;
@@ -595,7 +667,7 @@ static ssize_t log_stream_read(void *cls, uint64_t pos, char *buf, size_t max)
 }
 
 static struct MHD_Response *h_step_logs(struct api *a, struct reply *r, PGconn *db,
-					struct MHD_Connection *conn, int64_t id, const char *step)
+					struct MHD_Connection *conn, int64_t id, const char *step, int head)
 {
 	const char *att_s = MHD_lookup_connection_value(conn, MHD_GET_ARGUMENT_KIND, "attempt");
 	const char *off_s = MHD_lookup_connection_value(conn, MHD_GET_ARGUMENT_KIND, "offset");
@@ -636,7 +708,7 @@ static struct MHD_Response *h_step_logs(struct api *a, struct reply *r, PGconn *
 		return NULL;
 	}
 	snprintf(hdr, sizeof(hdr), "%d", attempt);
-	if (follow && strcmp(follow, "0") != 0 && strcmp(follow, "false") != 0) {
+	if (!head && follow && strcmp(follow, "0") != 0 && strcmp(follow, "false") != 0) {
 		ls = xcalloc(1, sizeof(*ls));
 		ls->api = a;
 		ls->fd = fd;
@@ -726,13 +798,61 @@ static enum MHD_Result find_bad_utf8(void *cls, enum MHD_ValueKind kind, const c
 	return MHD_YES;
 }
 
-static int method_allowed(const char *allow, const char *method)
+static int method_listed(const char *allow, const char *method)
 {
 	size_t n = strlen(method);
 	for (const char *p = allow; (p = strstr(p, method)) != NULL; p += n)
 		if ((p == allow || p[-1] == ' ') && (p[n] == '\0' || p[n] == ','))
 			return 1;
 	return 0;
+}
+
+/* HEAD is allowed wherever GET is (MHD sends the headers of the GET reply, no body). */
+static int method_allowed(const char *allow, const char *method)
+{
+	return method_listed(allow, strcmp(method, "HEAD") == 0 ? "GET" : method);
+}
+
+/* The Allow header: the route's methods, with HEAD after GET. */
+static void allow_with_head(char *out, size_t n, const char *methods)
+{
+	size_t len = 0;
+
+	out[0] = '\0';
+	for (const char *m = methods; *m;) {
+		size_t w = strcspn(m, ", ");
+		len += (size_t)snprintf(out + len, len < n ? n - len : 0, "%s%.*s%s", len ? ", " : "", (int)w, m,
+					w == 3 && strncmp(m, "GET", 3) == 0 ? ", HEAD" : "");
+		if (len >= n)
+			break;
+		m += w;
+		m += strspn(m, ", ");
+	}
+}
+
+/* Frees a cached run's reference once MHD is done with its reply. */
+static void cached_release(void *cls)
+{
+	runcache_json_release(cls);
+}
+
+/* The reply to GET /runs/{id} from the run cache, or NULL on a miss. */
+static struct MHD_Response *run_cached(struct api *a, struct reply *r, int64_t id)
+{
+	const struct runcache_json *j = a->cache ? runcache_get(a->cache, id) : NULL;
+	struct MHD_Response *resp;
+
+	if (j == NULL)
+		return NULL;
+	resp = MHD_create_response_from_buffer_with_free_callback_cls(j->len, (void *)j->data, cached_release,
+								      (void *)j);
+	if (resp == NULL) {
+		runcache_json_release(j);
+		return NULL;
+	}
+	MHD_add_response_header(resp, "Content-Type", "application/json");
+	r->status = 200;
+	return resp;
 }
 
 static struct MHD_Response *dispatch(struct api *a, struct reply *r, struct MHD_Connection *conn,
@@ -743,6 +863,7 @@ static struct MHD_Response *dispatch(struct api *a, struct reply *r, struct MHD_
 	struct MHD_Response *resp = NULL;
 	PGconn *db = NULL;
 	int64_t id = 0;
+	int head;
 
 	for (rt = api_routes; rt->pattern; rt++)
 		if (route_match(rt->pattern, url, caps))
@@ -752,12 +873,16 @@ static struct MHD_Response *dispatch(struct api *a, struct reply *r, struct MHD_
 		return NULL;
 	}
 	if (!method_allowed(rt->methods, method)) {
-		char msg[96];
-		snprintf(msg, sizeof(msg), "method %s not allowed here; allowed: %s", method, rt->methods);
+		char msg[160];
+		allow_with_head(r->allow_buf, sizeof(r->allow_buf), rt->methods);
+		snprintf(msg, sizeof(msg), "method %.32s not allowed here; allowed: %s", method, r->allow_buf);
 		reply_error(r, 405, "method_not_allowed", NULL, msg, NULL);
-		r->allow = rt->methods;
+		r->allow = r->allow_buf;
 		return NULL;
 	}
+	head = strcmp(method, "HEAD") == 0;
+	if (head)
+		method = "GET";
 	if (rt->id == R_HEALTH) {
 		reply_json(r, 200, xstrdup("{\"status\":\"ok\"}"));
 		return NULL;
@@ -798,6 +923,8 @@ static struct MHD_Response *dispatch(struct api *a, struct reply *r, struct MHD_
 			return NULL;
 		}
 	}
+	if (rt->id == R_RUN && (resp = run_cached(a, r, id)) != NULL)
+		return resp;
 	db = pool_get(a);
 	if (db == NULL && rt->id != R_METRICS) {
 		reply_error(r, 503, "busy", NULL, "no database connection free; retry shortly", NULL);
@@ -811,7 +938,7 @@ static struct MHD_Response *dispatch(struct api *a, struct reply *r, struct MHD_
 			reply_json(r, 200, xstrdup("{\"status\":\"ready\"}"));
 		break;
 	case R_METRICS:
-		h_metrics(r, db);
+		h_metrics(a, r, db);
 		break;
 	case R_RUNS:
 		if (strcmp(method, "POST") == 0)
@@ -820,22 +947,22 @@ static struct MHD_Response *dispatch(struct api *a, struct reply *r, struct MHD_
 			h_runs_list(r, db, conn);
 		break;
 	case R_RUN:
-		run_reply(r, db, id, 200);
+		run_get(a, r, db, id);
 		break;
 	case R_RUN_STOP:
-		h_run_stop(r, db, conn, id);
+		h_run_stop(a, r, db, conn, id);
 		break;
 	case R_RUN_RETRY:
-		h_run_retry(r, db, conn, q, id);
+		h_run_retry(a, r, db, conn, q, id);
 		break;
 	case R_RUN_EVENTS:
 		h_run_events(r, db, conn, id);
 		break;
 	case R_STEP_LOGS:
-		resp = h_step_logs(a, r, db, conn, id, caps[1]);
+		resp = h_step_logs(a, r, db, conn, id, caps[1], head);
 		break;
 	case R_STEP_CONTINUE:
-		h_step_continue(r, db, conn, q, id, caps[1]);
+		h_step_continue(a, r, db, conn, q, id, caps[1]);
 		break;
 	case R_WORKFLOWS:
 		if (strcmp(method, "POST") == 0)
@@ -977,6 +1104,11 @@ int api_start(struct api **out, const struct api_opts *o)
 		PQclear(res);
 		a->free_list[a->free_top++] = a->conns[i];
 	}
+	if (o->cache_entries > 0 && o->cache_bytes > 0) {
+		runcache_new(&a->cache, o->cache_entries, o->cache_bytes);
+		if (runcache_listen_start(a->cache, o->conninfo) < 0)
+			goto fail;
+	}
 	a->mhd = MHD_start_daemon(flags, 0, NULL, NULL, on_request, a,
 				  MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&ss,
 				  MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)30,
@@ -1002,6 +1134,7 @@ void api_stop(struct api *a)
 	a->stopping = 1;
 	if (a->mhd)
 		MHD_stop_daemon(a->mhd);
+	runcache_free(a->cache);
 	for (int i = 0; a->conns && i < a->nconns; i++)
 		if (a->conns[i])
 			PQfinish(a->conns[i]);
