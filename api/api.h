@@ -1,5 +1,5 @@
 /*
- * api — the REST server: libmicrohttpd, a thread per connection, bearer-token
+ * api — the REST server: libmicrohttpd (a pool of epoll workers), bearer-token
  * auth (constant-time compare), JSON in and out (jansson), a bounded pool of
  * PostgreSQL connections, and JSON errors {"error":{"code","message",…}}.
  */

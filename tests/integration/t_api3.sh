@@ -1,7 +1,8 @@
-# The cache of finished runs behind GET /runs/{id} (api/runcache.c): never
-# stale after a retry, whether the retry came through this daemon, the CLI
-# or the database itself (NOTIFY ferry_run), and not while its listener
-# connection is down. And HEAD, answered like GET without a body.
+# API, third part: the cache of finished runs behind GET /runs/{id}
+# (api/runcache.c), never stale after a retry, whether the retry came through
+# this daemon, the CLI or the database itself (NOTIFY ferry_run), and not
+# while its listener connection is down; HEAD, answered like GET without a
+# body; followed logs that do not hold the API's workers.
 
 # cache_metric NAME: the value of ferry_api_run_cache_NAME in /metrics.
 cache_metric() {
@@ -171,4 +172,36 @@ test_api_head() {
 	assert_eq "$(echo "$hdr" | sed -n 's/^Allow: //Ip')" POST "Allow of a POST route"
 	hdr=$(curl -sS -D - -o /dev/null -X DELETE -H "Authorization: Bearer $FERRY_API_TOKEN" "$FERRY_URL/api/v1/runs/$id" | tr -d '\r')
 	assert_eq "$(echo "$hdr" | sed -n 's/^Allow: //Ip')" "GET, HEAD" "Allow of a GET route"
+}
+
+# Followed logs park their connections instead of holding an API worker: with
+# more streams open than workers, other requests are still answered at once.
+test_follow_streams_leave_workers_free() {
+	start_daemon a
+	f=$(wf quiet <<'Y'
+name: quiet
+steps:
+  - {name: q, command: [sh, -c, 'sleep 4; echo done']}
+Y
+)
+	id=$(submit "$f")
+	wait_step "$id" q running 10
+	pids=()
+	for i in $(seq 1 12); do
+		curl -sS -N --max-time 20 -H "Authorization: Bearer $FERRY_API_TOKEN" \
+			"$FERRY_URL/api/v1/runs/$id/steps/q/logs?follow=1" >"$FERRY_HOME/follow.$i" &
+		pids+=($!)
+	done
+	sleep 0.5
+	start=$(date +%s%N)
+	for i in $(seq 1 20); do
+		api GET "/api/v1/runs/$id"
+		assert_eq "$CODE" 200 "GET while 12 logs are followed"
+	done
+	ms=$(( ($(date +%s%N) - start) / 1000000 ))
+	[ "$ms" -lt 3000 ] || fail "20 GETs took $ms ms while logs were followed"
+	for p in "${pids[@]}"; do wait "$p" || fail "a follow stream failed"; done
+	for i in $(seq 1 12); do
+		assert_eq "$(cat "$FERRY_HOME/follow.$i")" done "stream $i got the whole log"
+	done
 }
