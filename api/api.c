@@ -1,7 +1,6 @@
 /*
- * api — see api.h. A pool of libmicrohttpd epoll workers (as many as pooled
- * database connections) serves every connection: the body is gathered (up
- * to 1 MiB, else 413), the route is matched in api_routes, the token
+ * api — see api.h. A pool of libmicrohttpd epoll workers (one per core)
+ * serves every connection: the body is gathered (up to 1 MiB, else 413), the route is matched in api_routes, the token
  * checked, and one of a bounded pool of database connections used for the
  * length of a store call. The MHD workers never wait: a request that needs
  * the database is suspended and queued for one of the database workers (one
