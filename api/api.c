@@ -1,14 +1,15 @@
 /*
  * api — see api.h. A pool of libmicrohttpd epoll workers (one per core)
- * serves every connection: the body is gathered (up to 1 MiB, else 413), the route is matched in api_routes, the token
- * checked, and one of a bounded pool of database connections used for the
- * length of a store call. The MHD workers never wait: a request that needs
- * the database is suspended and queued for one of the database workers (one
- * per pooled connection), which prepares the response and resumes it; a
- * followed log with nothing new suspends its connection ("parks" it) and a
- * ticker thread resumes it 100 ms later. So a slow query or fsync never holds
- * up the requests answered from memory, and a flood of reads runs on at most
- * one MHD worker per core, leaving CPU to the engine and PostgreSQL.
+ * serves every connection: the body is gathered (up to 1 MiB, else 413),
+ * the route is matched in api_routes, the token checked, and one of a
+ * bounded pool of database connections used for the length of a store
+ * call. The MHD workers never wait: a request that needs the database is
+ * suspended and queued for one of the database workers (one per pooled
+ * connection), which prepares the response and resumes it; a followed log
+ * with nothing new suspends its connection ("parks" it) and a ticker thread
+ * resumes it 100 ms later. So a slow query or fsync never holds up the
+ * requests answered from memory, and a flood of reads runs on at most one
+ * MHD worker per core, leaving CPU to the engine and PostgreSQL.
  * GET /runs/{id} of a finished run is answered from the run cache
  * (runcache.h) without a database connection. HEAD is answered wherever GET
  * is, with the GET reply (MHD leaves the body out). Every error is JSON with
