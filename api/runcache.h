@@ -11,6 +11,11 @@
  * listener is not connected, nothing is cached and the cache is empty: it is
  * flushed on every disconnect and re-enabled only once LISTEN is in place.
  *
+ * Whatever changes a finished run's steps or attempts without updating its
+ * runs row must update the row too (or NOTIFY ferry_run with its id), or the
+ * cache keeps the old JSON; today nothing does (a finished run has no open
+ * step, and a retry updates the row).
+ *
  * The read race (a reader fetches a finished run, a retry commits and its
  * notification is processed, then the reader inserts the stale JSON) is
  * closed by an epoch: every invalidation bumps it; a reader takes it with
