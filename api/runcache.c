@@ -301,6 +301,23 @@ void runcache_stats(struct runcache *c, struct runcache_stats *out)
 
 /* ---- the listener ---- */
 
+/* Sets the error message from libpq's text, on one line (its messages end in newlines). */
+static void set_pq_error(const char *msg)
+{
+	char line[512];
+	size_t n = 0;
+
+	for (; *msg && n < sizeof(line) - 1; msg++) {
+		char ch = *msg == '\n' || *msg == '\t' ? ' ' : *msg;
+		if (ch != ' ' || (n > 0 && line[n - 1] != ' '))
+			line[n++] = ch;
+	}
+	while (n > 0 && line[n - 1] == ' ')
+		n--;
+	line[n] = '\0';
+	ferry_error_set("%s", line);
+}
+
 /*
  * Waits until fd is ready for events (or the stop pipe is written) at most
  * until deadline (monotonic ms). 1 ready, 0 timed out, -1 stopping.
@@ -363,12 +380,12 @@ static PGconn *listener_connect(struct runcache *c)
 		st = PQconnectPoll(conn);
 	}
 	if (PQstatus(conn) != CONNECTION_OK) {
-		ferry_error_set("%s", PQerrorMessage(conn));
+		set_pq_error(PQerrorMessage(conn));
 		PQfinish(conn);
 		return NULL;
 	}
 	if (PQsetnonblocking(conn, 1) != 0) {
-		ferry_error_set("%s", PQerrorMessage(conn));
+		set_pq_error(PQerrorMessage(conn));
 		PQfinish(conn);
 		return NULL;
 	}
@@ -382,7 +399,7 @@ static int listener_query(struct runcache *c, PGconn *conn, const char *sql)
 	int error = 0, flushed = 0;
 
 	if (!PQsendQuery(conn, sql)) {
-		ferry_error_set("%s", PQerrorMessage(conn));
+		set_pq_error(PQerrorMessage(conn));
 		return -1;
 	}
 	for (;;) {
@@ -390,13 +407,13 @@ static int listener_query(struct runcache *c, PGconn *conn, const char *sql)
 		int f;
 		if (!flushed) {
 			if ((f = PQflush(conn)) < 0) {
-				ferry_error_set("%s", PQerrorMessage(conn));
+				set_pq_error(PQerrorMessage(conn));
 				return -1;
 			}
 			flushed = f == 0;
 		}
 		if (!PQconsumeInput(conn)) {
-			ferry_error_set("%s", PQerrorMessage(conn));
+			set_pq_error(PQerrorMessage(conn));
 			return -1;
 		}
 		drain_notifies(c, conn);
@@ -404,7 +421,7 @@ static int listener_query(struct runcache *c, PGconn *conn, const char *sql)
 			if ((res = PQgetResult(conn)) == NULL)
 				return error;
 			if (PQresultStatus(res) != PGRES_COMMAND_OK && PQresultStatus(res) != PGRES_TUPLES_OK) {
-				ferry_error_set("%s", PQresultErrorMessage(res));
+				set_pq_error(PQresultErrorMessage(res));
 				error = -1;
 			}
 			PQclear(res);
@@ -431,13 +448,13 @@ static void listener_serve(struct runcache *c, PGconn *conn)
 			return;
 		if (r > 0) {
 			if (!PQconsumeInput(conn)) {
-				ferry_error_set("%s", PQerrorMessage(conn));
+				set_pq_error(PQerrorMessage(conn));
 				return;
 			}
 			drain_notifies(c, conn);
 		}
 		if (PQstatus(conn) != CONNECTION_OK) {
-			ferry_error_set("%s", PQerrorMessage(conn));
+			set_pq_error(PQerrorMessage(conn));
 			return;
 		}
 		if (clock_mono_ms() >= quiet_until) {
