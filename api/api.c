@@ -27,6 +27,7 @@
 #include <openssl/evp.h>
 #include <poll.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <sys/socket.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -47,7 +48,7 @@
 
 struct api {
 	struct MHD_Daemon *mhd;
-	volatile int stopping; /* set before MHD_stop_daemon: log streams end */
+	atomic_int stopping; /* set before MHD_stop_daemon: log streams end */
 	char *token;
 	char *conninfo;
 	pthread_mutex_t mu;
