@@ -1,9 +1,20 @@
 /*
- * api — see api.h. Each connection has its own libmicrohttpd thread (so a
- * log stream may wait on its file): the body is gathered (up to 1 MiB, else
- * 413), the route is matched in api_routes, the token checked, and one of a
- * bounded pool of database connections used for the length of a store call. Every error is JSON with a machine code, a
- * message that says what to do, and the offending field when there is one.
+ * api — see api.h. A pool of libmicrohttpd epoll workers (one per core)
+ * serves every connection: the body is gathered (up to 1 MiB, else 413),
+ * the route is matched in api_routes, the token checked, and one of a
+ * bounded pool of database connections used for the length of a store
+ * call. The MHD workers never wait: a request that needs the database is
+ * suspended and queued for one of the database workers (one per pooled
+ * connection), which prepares the response and resumes it; a followed log
+ * with nothing new suspends its connection ("parks" it) and a ticker thread
+ * resumes it 100 ms later. So a slow query or fsync never holds up the
+ * requests answered from memory, and a flood of reads runs on at most one
+ * MHD worker per core, leaving CPU to the engine and PostgreSQL.
+ * GET /runs/{id} of a finished run is answered from the run cache
+ * (runcache.h) without a database connection. HEAD is answered wherever GET
+ * is, with the GET reply (MHD leaves the body out). Every error is JSON with
+ * a machine code, a message that says what to do, and the offending field
+ * when there is one.
  */
 #include "api.h"
 
@@ -16,6 +27,7 @@
 #include <openssl/evp.h>
 #include <poll.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <sys/socket.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -27,14 +39,16 @@
 
 #include "db.h"
 #include "metrics.h"
+#include "runcache.h"
 #include "store.h"
 #include "util.h"
 
 #define MAX_BODY (1024 * 1024)
+#define PARK_MS 100 /* how often a followed log that did not grow is looked at again */
 
 struct api {
 	struct MHD_Daemon *mhd;
-	volatile int stopping; /* set before MHD_stop_daemon: log streams end */
+	atomic_int stopping; /* set before MHD_stop_daemon: log streams end */
 	char *token;
 	char *conninfo;
 	pthread_mutex_t mu;
@@ -42,6 +56,23 @@ struct api {
 	PGconn **conns;
 	int nconns, free_top;
 	PGconn **free_list;
+	struct runcache *cache; /* finished runs' JSON; NULL when turned off */
+
+	/* log streams waiting for their file to grow: parked (suspended) until the next tick */
+	pthread_mutex_t park_mu;
+	struct MHD_Connection **parked;
+	int nparked, parked_cap;
+	pthread_t ticker;
+	int ticker_started;
+	int wake[2]; /* api_stop writes to wake[1] to end the ticker */
+
+	/* requests that need the database: suspended, queued, served by db workers */
+	pthread_mutex_t q_mu;
+	pthread_cond_t q_cv;
+	struct req *q_head, *q_tail;
+	int q_closed; /* api_stop: no more requests queued; workers drain and end */
+	pthread_t *db_workers;
+	int ndb_workers;
 };
 
 struct req {
@@ -49,17 +80,32 @@ struct req {
 	size_t len;
 	int too_big;
 	int64_t started_us;
+
+	/* what the database phase needs, set by the fast phase (dispatch) */
+	struct MHD_Connection *conn;
+	const struct api_route *rt;
+	char caps[2][128];
+	int64_t id;
+	int head, post;
+	struct req *next; /* in the database workers' queue */
+
+	/* the reply a database worker prepared; queued when MHD calls again */
+	struct MHD_Response *resp;
+	unsigned status;
 };
 
 struct reply {
 	unsigned status;
 	char *body; /* JSON text (or content_type), owned */
 	const char *allow;
+	char allow_buf[48];
 	const char *content_type; /* NULL: application/json */
 	int replayed;             /* an idempotent start answered from its key */
 };
 
 /* ---- connection pool ---- */
+
+static void pool_put(struct api *a, PGconn *c);
 
 static PGconn *pool_get(struct api *a)
 {
@@ -83,6 +129,22 @@ static PGconn *pool_get(struct api *a)
 			PGresult *r = PQexec(c, "SET TIME ZONE 'UTC'");
 			PQclear(r);
 		}
+	}
+	return c;
+}
+
+/* A free connection at once, or NULL: for work that may skip a turn (log streams). */
+static PGconn *pool_try_get(struct api *a)
+{
+	PGconn *c = NULL;
+
+	pthread_mutex_lock(&a->mu);
+	if (a->free_top > 0)
+		c = a->free_list[--a->free_top];
+	pthread_mutex_unlock(&a->mu);
+	if (c && PQstatus(c) != CONNECTION_OK) {
+		pool_put(a, c);
+		return NULL;
 	}
 	return c;
 }
@@ -280,6 +342,44 @@ static int is_dir(const char *path)
 
 /* ---- handlers ---- */
 
+/* Whether the run JSON text is of a finished run (one the run cache may keep). */
+static int run_finished(const char *json)
+{
+	json_t *root = json_loads(json, 0, NULL);
+	const char *state = json_string_value(json_object_get(root, "state"));
+	int done = state && (strcmp(state, "succeeded") == 0 || strcmp(state, "failed") == 0 ||
+			     strcmp(state, "stopped") == 0);
+
+	json_decref(root);
+	return done;
+}
+
+/*
+ * GET /runs/{id} past the cache: the epoch is read before the fetch, so the
+ * JSON of a run that a retry changed meanwhile is not kept (runcache.h).
+ */
+static void run_get(struct api *a, struct reply *r, PGconn *db, int64_t id)
+{
+	uint64_t epoch = a->cache ? runcache_epoch(a->cache) : 0;
+	char *json = NULL;
+	int error = store_run_json(&json, db, id);
+
+	if (error < 0) {
+		reply_store_error(r, error);
+		return;
+	}
+	if (a->cache && run_finished(json))
+		runcache_put(a->cache, id, json, strlen(json), epoch);
+	reply_json(r, 200, json);
+}
+
+/* A run this daemon just changed: forget it now rather than when the notification comes. */
+static void run_changed(struct api *a, int64_t id)
+{
+	if (a->cache)
+		runcache_invalidate(a->cache, id);
+}
+
 static void run_reply(struct reply *r, PGconn *db, int64_t id, unsigned status)
 {
 	char *json = NULL;
@@ -390,11 +490,12 @@ static void h_runs_list(struct reply *r, PGconn *db, struct MHD_Connection *conn
 		reply_json(r, 200, json);
 }
 
-static void h_run_stop(struct reply *r, PGconn *db, struct MHD_Connection *conn, int64_t id)
+static void h_run_stop(struct api *a, struct reply *r, PGconn *db, struct MHD_Connection *conn, int64_t id)
 {
 	char *actor = actor_of(conn), *state = NULL;
 	int error = store_run_stop(&state, db, id, actor);
 
+	run_changed(a, id);
 	if (error < 0)
 		reply_store_error(r, error);
 	else
@@ -403,7 +504,7 @@ static void h_run_stop(struct reply *r, PGconn *db, struct MHD_Connection *conn,
 	free(actor);
 }
 
-static void h_run_retry(struct reply *r, PGconn *db, struct MHD_Connection *conn,
+static void h_run_retry(struct api *a, struct reply *r, PGconn *db, struct MHD_Connection *conn,
 			const struct req *q, int64_t id)
 {
 	json_t *body = body_object(r, q);
@@ -417,6 +518,7 @@ static void h_run_retry(struct reply *r, PGconn *db, struct MHD_Connection *conn
 		goto out;
 	actor = actor_of(conn);
 	error = store_run_retry(db, id, from, actor, no_cache);
+	run_changed(a, id);
 	if (error < 0)
 		reply_store_error(r, error);
 	else
@@ -474,7 +576,7 @@ static void h_run_events(struct reply *r, PGconn *db, struct MHD_Connection *con
 		reply_json(r, 200, json);
 }
 
-static void h_step_continue(struct reply *r, PGconn *db, struct MHD_Connection *conn,
+static void h_step_continue(struct api *a, struct reply *r, PGconn *db, struct MHD_Connection *conn,
 			    const struct req *q, int64_t id, const char *step)
 {
 	json_t *body = body_object(r, q), *data;
@@ -487,7 +589,9 @@ static void h_step_continue(struct reply *r, PGconn *db, struct MHD_Connection *
 	if (data && !json_is_null(data))
 		data_txt = json_dumps(data, JSON_COMPACT | JSON_ENCODE_ANY);
 	actor = actor_of(conn);
-	if ((error = store_step_continue(db, id, step, actor, data_txt)) < 0)
+	error = store_step_continue(db, id, step, actor, data_txt);
+	run_changed(a, id);
+	if (error < 0)
 		reply_store_error(r, error);
 	else
 		run_reply(r, db, id, 200);
@@ -507,12 +611,35 @@ static void h_workflows_list(struct reply *r, PGconn *db)
 		reply_json(r, 200, json);
 }
 
-static void h_metrics(struct reply *r, PGconn *db)
+static void h_metrics(struct api *a, struct reply *r, PGconn *db)
 {
 	char *buf = NULL;
 	size_t len = 0, cap = 0;
 
 	metrics_render(&buf, &len, &cap);
+	if (a->cache) {
+		struct runcache_stats st;
+		runcache_stats(a->cache, &st);
+		metrics_appendf(&buf, &len, &cap,
+				"# HELP ferry_api_run_cache_hits_total GET /runs/{id} answered from the cache of finished runs.\n"
+				"# TYPE ferry_api_run_cache_hits_total counter\nferry_api_run_cache_hits_total %llu\n"
+				"# HELP ferry_api_run_cache_misses_total GET /runs/{id} that read the database.\n"
+				"# TYPE ferry_api_run_cache_misses_total counter\nferry_api_run_cache_misses_total %llu\n"
+				"# HELP ferry_api_run_cache_invalidations_total Finished runs dropped because they changed.\n"
+				"# TYPE ferry_api_run_cache_invalidations_total counter\n"
+				"ferry_api_run_cache_invalidations_total %llu\n"
+				"# HELP ferry_api_run_cache_flushes_total Times the cache was emptied (listener connection lost).\n"
+				"# TYPE ferry_api_run_cache_flushes_total counter\nferry_api_run_cache_flushes_total %llu\n"
+				"# HELP ferry_api_run_cache_entries Finished runs in the cache.\n"
+				"# TYPE ferry_api_run_cache_entries gauge\nferry_api_run_cache_entries %zu\n"
+				"# HELP ferry_api_run_cache_bytes JSON bytes in the cache.\n"
+				"# TYPE ferry_api_run_cache_bytes gauge\nferry_api_run_cache_bytes %zu\n"
+				"# HELP ferry_api_run_cache_enabled 1 while the cache listens for changes and may serve.\n"
+				"# TYPE ferry_api_run_cache_enabled gauge\nferry_api_run_cache_enabled %d\n",
+				(unsigned long long)st.hits, (unsigned long long)st.misses,
+				(unsigned long long)st.invalidations, (unsigned long long)st.flushes, st.entries,
+				st.bytes, st.enabled);
+	}
 	if (db == NULL || store_metrics(&buf, &len, &cap, db) < 0)
 		metrics_appendf(&buf, &len, &cap, "# database unavailable: %s\n", ferry_error_last());
 	r->status = 200;
@@ -527,6 +654,7 @@ struct log_stream {
 	int fd;
 	char *dir, *step;
 	int sock; /* the client's socket, to notice it leave */
+	struct MHD_Connection *conn;
 	int64_t run_id;
 	int attempt;
 	int64_t next_check, next_db_check; /* monotonic ms of the next looks at whether it ended */
@@ -558,7 +686,7 @@ static int log_attempt_over(struct log_stream *ls)
 	free(status);
 	if (!over && clock_mono_ms() >= ls->next_db_check) {
 		ls->next_db_check = clock_mono_ms() + 2000;
-		db = pool_get(ls->api);
+		db = pool_try_get(ls->api); /* none free: look again next time */
 		if (db) {
 			if (store_step_log(&dir, &attempt, &running, db, ls->run_id, ls->step, ls->attempt) == 0)
 				over = !running;
@@ -583,18 +711,69 @@ static int client_gone(int sock)
 	return recv(sock, &c, 1, MSG_PEEK | MSG_DONTWAIT) == 0;
 }
 
-/* Runs in the connection's own thread (thread-per-connection), so it may wait. */
+/*
+ * Suspends conn until the ticker's next round (PARK_MS) resumes it. 0 when
+ * the API is stopping (nothing may be suspended then).
+ */
+static int park(struct api *a, struct MHD_Connection *conn)
+{
+	pthread_mutex_lock(&a->park_mu);
+	if (a->stopping) {
+		pthread_mutex_unlock(&a->park_mu);
+		return 0;
+	}
+	if (a->nparked == a->parked_cap) {
+		a->parked_cap = a->parked_cap ? 2 * a->parked_cap : 16;
+		a->parked = xrealloc(a->parked, (size_t)a->parked_cap * sizeof(*a->parked));
+	}
+	MHD_suspend_connection(conn);
+	a->parked[a->nparked++] = conn;
+	pthread_mutex_unlock(&a->park_mu);
+	return 1;
+}
+
+/* Resumes every parked connection. */
+static void unpark_all(struct api *a)
+{
+	pthread_mutex_lock(&a->park_mu);
+	for (int i = 0; i < a->nparked; i++)
+		MHD_resume_connection(a->parked[i]);
+	a->nparked = 0;
+	pthread_mutex_unlock(&a->park_mu);
+}
+
+/* The ticker thread: every PARK_MS, parked log streams look at their files again. */
+static void *ticker_main(void *arg)
+{
+	struct api *a = arg;
+	struct pollfd p = {.fd = a->wake[0], .events = POLLIN};
+
+	for (;;) {
+		int n = poll(&p, 1, PARK_MS);
+		unpark_all(a);
+		if (n > 0 || a->stopping)
+			return NULL;
+	}
+}
+
+/*
+ * Called by the MHD worker that serves the connection; it must not wait. With
+ * nothing new in the file and the attempt not over, the connection is parked
+ * (suspended) and this returns 0; the ticker resumes it PARK_MS later.
+ */
 static ssize_t log_stream_read(void *cls, uint64_t pos, char *buf, size_t max)
 {
 	struct log_stream *ls = cls;
 	ssize_t n;
 
 	(void)pos;
-	for (int waited = 0; waited < 600; waited++) { /* at most ~60 s per call */
+	for (;;) {
 		n = read(ls->fd, buf, max);
 		if (n > 0)
 			return n;
-		if (n < 0 && errno != EINTR)
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0)
 			return MHD_CONTENT_READER_END_WITH_ERROR;
 		if (ls->ended)
 			return MHD_CONTENT_READER_END_OF_STREAM;
@@ -607,13 +786,14 @@ static ssize_t log_stream_read(void *cls, uint64_t pos, char *buf, size_t max)
 				continue;
 			}
 		}
-		usleep(100 * 1000);
+		if (!park(ls->api, ls->conn))
+			return MHD_CONTENT_READER_END_WITH_ERROR;
+		return 0;
 	}
-	return 0;
 }
 
 static struct MHD_Response *h_step_logs(struct api *a, struct reply *r, PGconn *db,
-					struct MHD_Connection *conn, int64_t id, const char *step)
+					struct MHD_Connection *conn, int64_t id, const char *step, int head)
 {
 	const char *att_s = MHD_lookup_connection_value(conn, MHD_GET_ARGUMENT_KIND, "attempt");
 	const char *off_s = MHD_lookup_connection_value(conn, MHD_GET_ARGUMENT_KIND, "offset");
@@ -654,7 +834,7 @@ static struct MHD_Response *h_step_logs(struct api *a, struct reply *r, PGconn *
 		return NULL;
 	}
 	snprintf(hdr, sizeof(hdr), "%d", attempt);
-	if (follow && strcmp(follow, "0") != 0 && strcmp(follow, "false") != 0) {
+	if (!head && follow && strcmp(follow, "0") != 0 && strcmp(follow, "false") != 0) {
 		ls = xcalloc(1, sizeof(*ls));
 		ls->api = a;
 		ls->fd = fd;
@@ -665,6 +845,7 @@ static struct MHD_Response *h_step_logs(struct api *a, struct reply *r, PGconn *
 				MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CONNECTION_FD);
 			ls->sock = ci ? ci->connect_fd : -1;
 		}
+		ls->conn = conn;
 		ls->run_id = id;
 		ls->attempt = attempt;
 		ls->ended = !running;
@@ -744,7 +925,7 @@ static enum MHD_Result find_bad_utf8(void *cls, enum MHD_ValueKind kind, const c
 	return MHD_YES;
 }
 
-static int method_allowed(const char *allow, const char *method)
+static int method_listed(const char *allow, const char *method)
 {
 	size_t n = strlen(method);
 	for (const char *p = allow; (p = strstr(p, method)) != NULL; p += n)
@@ -753,50 +934,109 @@ static int method_allowed(const char *allow, const char *method)
 	return 0;
 }
 
-static struct MHD_Response *dispatch(struct api *a, struct reply *r, struct MHD_Connection *conn,
-				     const char *url, const char *method, const struct req *q)
+/* HEAD is allowed wherever GET is (MHD sends the headers of the GET reply, no body). */
+static int method_allowed(const char *allow, const char *method)
+{
+	return method_listed(allow, strcmp(method, "HEAD") == 0 ? "GET" : method);
+}
+
+/* The Allow header: the route's methods, with HEAD after GET. */
+static void allow_with_head(char *out, size_t n, const char *methods)
+{
+	size_t len = 0;
+
+	out[0] = '\0';
+	for (const char *m = methods; *m;) {
+		size_t w = strcspn(m, ", ");
+		len += (size_t)snprintf(out + len, len < n ? n - len : 0, "%s%.*s%s", len ? ", " : "", (int)w, m,
+					w == 3 && strncmp(m, "GET", 3) == 0 ? ", HEAD" : "");
+		if (len >= n)
+			break;
+		m += w;
+		m += strspn(m, ", ");
+	}
+}
+
+/* Frees a cached run's reference once MHD is done with its reply. */
+static void cached_release(void *cls)
+{
+	runcache_json_release(cls);
+}
+
+/* The reply to GET /runs/{id} from the run cache, or NULL on a miss. */
+static struct MHD_Response *run_cached(struct api *a, struct reply *r, int64_t id)
+{
+	const struct runcache_json *j = a->cache ? runcache_get(a->cache, id) : NULL;
+	struct MHD_Response *resp;
+
+	if (j == NULL)
+		return NULL;
+	resp = MHD_create_response_from_buffer_with_free_callback_cls(j->len, (void *)j->data, cached_release,
+								      (void *)j);
+	if (resp == NULL) {
+		runcache_json_release(j);
+		return NULL;
+	}
+	MHD_add_response_header(resp, "Content-Type", "application/json");
+	r->status = 200;
+	return resp;
+}
+
+/*
+ * The fast phase of a request, on the MHD worker: routing, method, token,
+ * ids, limits, UTF-8, and whatever needs no database (health, the OpenAPI
+ * document, a cached run). Returns 1 when r (or *resp) is the answer, 0 when
+ * q is set up for the database phase (db_phase).
+ */
+static int dispatch(struct MHD_Response **resp, struct api *a, struct reply *r, struct MHD_Connection *conn,
+		    const char *url, const char *method, struct req *q)
 {
 	const struct api_route *rt;
-	char caps[2][128];
-	struct MHD_Response *resp = NULL;
-	PGconn *db = NULL;
+	char (*caps)[128] = q->caps;
 	int64_t id = 0;
+	int head;
+
+	*resp = NULL;
 
 	for (rt = api_routes; rt->pattern; rt++)
 		if (route_match(rt->pattern, url, caps))
 			break;
 	if (rt->pattern == NULL) {
 		reply_error(r, 404, "not_found", NULL, "no such route; see GET /api/v1/openapi.json", NULL);
-		return NULL;
+		return 1;
 	}
 	if (!method_allowed(rt->methods, method)) {
-		char msg[96];
-		snprintf(msg, sizeof(msg), "method %s not allowed here; allowed: %s", method, rt->methods);
+		char msg[160];
+		allow_with_head(r->allow_buf, sizeof(r->allow_buf), rt->methods);
+		snprintf(msg, sizeof(msg), "method %.32s not allowed here; allowed: %s", method, r->allow_buf);
 		reply_error(r, 405, "method_not_allowed", NULL, msg, NULL);
-		r->allow = rt->methods;
-		return NULL;
+		r->allow = r->allow_buf;
+		return 1;
 	}
+	head = strcmp(method, "HEAD") == 0;
+	if (head)
+		method = "GET";
 	if (rt->id == R_HEALTH) {
 		reply_json(r, 200, xstrdup("{\"status\":\"ok\"}"));
-		return NULL;
+		return 1;
 	}
 	if (rt->id == R_OPENAPI) {
 		reply_json(r, 200, xstrdup(api_openapi_json));
-		return NULL;
+		return 1;
 	}
 	if (rt->auth && !token_ok(a, MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "Authorization"))) {
 		reply_error(r, 401, "unauthorized", NULL,
 			    "missing or wrong bearer token (send Authorization: Bearer TOKEN; "
 			    "the token is FERRY_API_TOKEN or $FERRY_HOME/api-token)", NULL);
-		return NULL;
+		return 1;
 	}
 	if (strstr(rt->pattern, "{id}") && parse_id(&id, caps[0]) < 0) {
 		reply_error(r, 404, "not_found", "id", "run ids are positive integers", NULL);
-		return NULL;
+		return 1;
 	}
 	if (q->too_big) {
 		reply_error(r, 413, "too_large", NULL, "request body over 1 MiB", NULL);
-		return NULL;
+		return 1;
 	}
 	{
 		const char *bad = NULL;
@@ -813,9 +1053,34 @@ static struct MHD_Response *dispatch(struct api *a, struct reply *r, struct MHD_
 			char msg[160];
 			snprintf(msg, sizeof(msg), "%s is not valid UTF-8", bad);
 			reply_error(r, 400, "invalid_field", bad, msg, NULL);
-			return NULL;
+			return 1;
 		}
 	}
+	if (rt->id == R_RUN && (*resp = run_cached(a, r, id)) != NULL)
+		return 1;
+	q->conn = conn;
+	q->rt = rt;
+	q->id = id;
+	q->head = head;
+	q->post = strcmp(method, "POST") == 0;
+	return 0;
+}
+
+/*
+ * The database phase, on a database worker: the handler of q's route with
+ * one pooled connection. Returns the reply as a response, or NULL with r set.
+ */
+static struct MHD_Response *db_phase(struct api *a, struct reply *r, struct req *q)
+{
+	struct MHD_Connection *conn = q->conn;
+	const struct api_route *rt = q->rt;
+	const char *method = q->post ? "POST" : "GET";
+	char (*caps)[128] = q->caps;
+	struct MHD_Response *resp = NULL;
+	PGconn *db;
+	int64_t id = q->id;
+	int head = q->head;
+
 	db = pool_get(a);
 	if (db == NULL && rt->id != R_METRICS) {
 		reply_error(r, 503, "busy", NULL, "no database connection free; retry shortly", NULL);
@@ -829,7 +1094,7 @@ static struct MHD_Response *dispatch(struct api *a, struct reply *r, struct MHD_
 			reply_json(r, 200, xstrdup("{\"status\":\"ready\"}"));
 		break;
 	case R_METRICS:
-		h_metrics(r, db);
+		h_metrics(a, r, db);
 		break;
 	case R_RUNS:
 		if (strcmp(method, "POST") == 0)
@@ -838,22 +1103,22 @@ static struct MHD_Response *dispatch(struct api *a, struct reply *r, struct MHD_
 			h_runs_list(r, db, conn);
 		break;
 	case R_RUN:
-		run_reply(r, db, id, 200);
+		run_get(a, r, db, id);
 		break;
 	case R_RUN_STOP:
-		h_run_stop(r, db, conn, id);
+		h_run_stop(a, r, db, conn, id);
 		break;
 	case R_RUN_RETRY:
-		h_run_retry(r, db, conn, q, id);
+		h_run_retry(a, r, db, conn, q, id);
 		break;
 	case R_RUN_EVENTS:
 		h_run_events(r, db, conn, id);
 		break;
 	case R_STEP_LOGS:
-		resp = h_step_logs(a, r, db, conn, id, caps[1]);
+		resp = h_step_logs(a, r, db, conn, id, caps[1], head);
 		break;
 	case R_STEP_CONTINUE:
-		h_step_continue(r, db, conn, q, id, caps[1]);
+		h_step_continue(a, r, db, conn, q, id, caps[1]);
 		break;
 	case R_WORKFLOWS:
 		if (strcmp(method, "POST") == 0)
@@ -867,6 +1132,75 @@ static struct MHD_Response *dispatch(struct api *a, struct reply *r, struct MHD_
 	if (db)
 		pool_put(a, db);
 	return resp;
+}
+
+/* The response for a reply built by a handler (r->body is taken over). */
+static struct MHD_Response *reply_response(struct reply *r)
+{
+	struct MHD_Response *resp;
+
+	if (r->body == NULL)
+		reply_error(r, 500, "internal", NULL, "no reply", NULL);
+	resp = MHD_create_response_from_buffer(strlen(r->body), r->body, MHD_RESPMEM_MUST_FREE);
+	MHD_add_response_header(resp, "Content-Type", r->content_type ? r->content_type : "application/json");
+	if (r->allow)
+		MHD_add_response_header(resp, "Allow", r->allow);
+	if (r->replayed)
+		MHD_add_response_header(resp, "Idempotent-Replayed", "true");
+	return resp;
+}
+
+/*
+ * Hands q to the database workers: the connection is suspended until a
+ * worker has its response ready and resumes it. 0 when the API is stopping.
+ */
+static int db_enqueue(struct api *a, struct req *q)
+{
+	pthread_mutex_lock(&a->q_mu);
+	if (a->q_closed) {
+		pthread_mutex_unlock(&a->q_mu);
+		return 0;
+	}
+	MHD_suspend_connection(q->conn);
+	q->next = NULL;
+	if (a->q_tail)
+		a->q_tail->next = q;
+	else
+		a->q_head = q;
+	a->q_tail = q;
+	pthread_cond_signal(&a->q_cv);
+	pthread_mutex_unlock(&a->q_mu);
+	return 1;
+}
+
+/* A database worker: serves queued requests until api_stop closes the queue and it is empty. */
+static void *db_worker_main(void *arg)
+{
+	struct api *a = arg;
+
+	for (;;) {
+		struct reply r = {0};
+		struct req *q;
+
+		pthread_mutex_lock(&a->q_mu);
+		while (a->q_head == NULL && !a->q_closed)
+			pthread_cond_wait(&a->q_cv, &a->q_mu);
+		q = a->q_head;
+		if (q == NULL) {
+			pthread_mutex_unlock(&a->q_mu);
+			return NULL;
+		}
+		a->q_head = q->next;
+		if (a->q_head == NULL)
+			a->q_tail = NULL;
+		pthread_mutex_unlock(&a->q_mu);
+
+		q->resp = db_phase(a, &r, q);
+		if (q->resp == NULL)
+			q->resp = reply_response(&r);
+		q->status = r.status;
+		MHD_resume_connection(q->conn); /* MHD calls on_request again, which queues q->resp */
+	}
 }
 
 static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const char *url,
@@ -898,17 +1232,18 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
 		*data_size = 0;
 		return MHD_YES;
 	}
-	resp = dispatch(a, &r, conn, url, method, q);
-	if (resp == NULL) {
-		if (r.body == NULL)
-			reply_error(&r, 500, "internal", NULL, "no reply", NULL);
-		resp = MHD_create_response_from_buffer(strlen(r.body), r.body, MHD_RESPMEM_MUST_FREE);
-		MHD_add_response_header(resp, "Content-Type", r.content_type ? r.content_type : "application/json");
-		if (r.allow)
-			MHD_add_response_header(resp, "Allow", r.allow);
-		if (r.replayed)
-			MHD_add_response_header(resp, "Idempotent-Replayed", "true");
+	if (q->resp) {
+		/* back from a database worker */
+		resp = q->resp;
+		q->resp = NULL;
+		r.status = q->status;
+	} else if (dispatch(&resp, a, &r, conn, url, method, q) == 0) {
+		if (db_enqueue(a, q))
+			return MHD_YES;
+		reply_error(&r, 503, "shutting_down", NULL, "ferryd is shutting down; retry against another replica or later", NULL);
 	}
+	if (resp == NULL)
+		resp = reply_response(&r);
 	ret = MHD_queue_response(conn, r.status, resp);
 	MHD_destroy_response(resp);
 	metrics_add(M_API_REQUESTS, 1);
@@ -923,6 +1258,8 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
 
 	(void)cls, (void)conn, (void)toe;
 	if (q) {
+		if (q->resp)
+			MHD_destroy_response(q->resp);
 		free(q->body);
 		free(q);
 		*con_cls = NULL;
@@ -971,11 +1308,21 @@ int api_start(struct api **out, const struct api_opts *o)
 {
 	struct api *a = xcalloc(1, sizeof(*a));
 	struct sockaddr_storage ss;
-	/* a thread per connection: log streams wait on files without pinning a shared worker */
-	unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_THREAD_PER_CONNECTION;
-	int family;
+	/*
+	 * A few epoll workers serve every connection; nothing in a request waits
+	 * long (a followed log parks its connection instead), and a flood of
+	 * reads does not take the CPUs from the engine and PostgreSQL.
+	 */
+	unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_EPOLL | MHD_ALLOW_SUSPEND_RESUME;
+	unsigned workers;
+	long ncpu;
+	int family, error;
 
 	*out = NULL;
+	a->wake[0] = a->wake[1] = -1;
+	pthread_mutex_init(&a->park_mu, NULL);
+	pthread_mutex_init(&a->q_mu, NULL);
+	pthread_cond_init(&a->q_cv, NULL);
 	if ((family = parse_listen(&ss, o->listen)) < 0)
 		goto fail;
 	if (family == AF_INET6)
@@ -995,7 +1342,32 @@ int api_start(struct api **out, const struct api_opts *o)
 		PQclear(res);
 		a->free_list[a->free_top++] = a->conns[i];
 	}
+	if (o->cache_entries > 0 && o->cache_bytes > 0) {
+		runcache_new(&a->cache, o->cache_entries, o->cache_bytes);
+		if (runcache_listen_start(a->cache, o->conninfo) < 0)
+			goto fail;
+	}
+	if (pipe2(a->wake, O_CLOEXEC) < 0) {
+		ferry_error_set("pipe: %s", strerror(errno));
+		goto fail;
+	}
+	if ((error = pthread_create(&a->ticker, NULL, ticker_main, a)) != 0) {
+		ferry_error_set("cannot start a thread: %s", strerror(error));
+		goto fail;
+	}
+	a->ticker_started = 1;
+	/* one database worker per pooled connection: none ever waits for one */
+	a->db_workers = xcalloc((size_t)a->nconns, sizeof(pthread_t));
+	for (; a->ndb_workers < a->nconns; a->ndb_workers++)
+		if ((error = pthread_create(&a->db_workers[a->ndb_workers], NULL, db_worker_main, a)) != 0) {
+			ferry_error_set("cannot start a thread: %s", strerror(error));
+			goto fail;
+		}
+	/* the MHD workers only parse, route, send and answer from memory: one per core */
+	ncpu = sysconf(_SC_NPROCESSORS_ONLN);
+	workers = (unsigned)(ncpu < 2 ? 2 : ncpu > 8 ? 8 : ncpu);
 	a->mhd = MHD_start_daemon(flags, 0, NULL, NULL, on_request, a,
+				  MHD_OPTION_THREAD_POOL_SIZE, workers,
 				  MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&ss,
 				  MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)30,
 				  MHD_OPTION_CONNECTION_LIMIT, (unsigned)512,
@@ -1017,9 +1389,34 @@ void api_stop(struct api *a)
 {
 	if (a == NULL)
 		return;
+	/* no connection may stay suspended into MHD_stop_daemon: stop parking, resume them all */
+	pthread_mutex_lock(&a->park_mu);
 	a->stopping = 1;
+	pthread_mutex_unlock(&a->park_mu);
+	if (a->ticker_started) {
+		(void)!write(a->wake[1], "s", 1);
+		pthread_join(a->ticker, NULL);
+	}
+	unpark_all(a);
+	/* the database workers answer what is queued, resume those connections, and end */
+	pthread_mutex_lock(&a->q_mu);
+	a->q_closed = 1;
+	pthread_cond_broadcast(&a->q_cv);
+	pthread_mutex_unlock(&a->q_mu);
+	for (int i = 0; i < a->ndb_workers; i++)
+		pthread_join(a->db_workers[i], NULL);
+	free(a->db_workers);
 	if (a->mhd)
 		MHD_stop_daemon(a->mhd);
+	pthread_mutex_destroy(&a->q_mu);
+	pthread_cond_destroy(&a->q_cv);
+	if (a->wake[0] >= 0)
+		close(a->wake[0]);
+	if (a->wake[1] >= 0)
+		close(a->wake[1]);
+	free(a->parked);
+	pthread_mutex_destroy(&a->park_mu);
+	runcache_free(a->cache);
 	for (int i = 0; a->conns && i < a->nconns; i++)
 		if (a->conns[i])
 			PQfinish(a->conns[i]);

@@ -1,16 +1,20 @@
 /*
- * api — the REST server: libmicrohttpd, a thread per connection, bearer-token
+ * api — the REST server: libmicrohttpd (a pool of epoll workers), bearer-token
  * auth (constant-time compare), JSON in and out (jansson), a bounded pool of
  * PostgreSQL connections, and JSON errors {"error":{"code","message",…}}.
  */
 #ifndef FERRY_API_H
 #define FERRY_API_H
 
+#include <stddef.h>
+
 struct api_opts {
 	const char *listen;   /* "127.0.0.1:8080", "[::1]:8080" */
 	const char *token;    /* required bearer token */
 	const char *conninfo; /* database */
 	int db_conns;         /* pooled database connections (the bound on concurrent queries) */
+	size_t cache_entries; /* finished runs kept in memory (runcache.h); 0: no cache */
+	size_t cache_bytes;   /* and their JSON bytes at most */
 };
 
 struct api;

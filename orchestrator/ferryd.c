@@ -207,6 +207,16 @@ int main(int argc, char **argv)
 	ao.token = token;
 	ao.conninfo = conninfo;
 	ao.db_conns = getenv("FERRY_API_DB_CONNS") ? (int)strtol(getenv("FERRY_API_DB_CONNS"), NULL, 10) : 4;
+	{
+		/* FERRY_API_RUN_CACHE_MB: memory for finished runs' JSON (default 64; 0 turns the cache off) */
+		int64_t mb = 64;
+		if (getenv("FERRY_API_RUN_CACHE_MB") && (parse_int64(getenv("FERRY_API_RUN_CACHE_MB"), &mb) < 0 || mb < 0)) {
+			flog_error("FERRY_API_RUN_CACHE_MB must be a number of MiB >= 0");
+			goto out;
+		}
+		ao.cache_bytes = (size_t)mb << 20;
+		ao.cache_entries = mb > 0 ? 10000 : 0;
+	}
 	if (api_start(&api, &ao) < 0) {
 		flog_error("API: %s", ferry_error_last());
 		goto out;

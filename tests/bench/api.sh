@@ -7,10 +7,12 @@
 # through the API every 50 ms (at most LOAD_MAX runs or LOAD_SECS seconds),
 # runs `wrk -t2 -c32 -d10s --latency` against that run's GET. Prints one
 # JSON line:
-#   {"bench":"api","requests_per_sec":…,"p50_ms":…,"p99_ms":…,"errors":…,"background_runs":…}
+#   {"bench":"api","requests_per_sec":…,"p50_ms":…,"p99_ms":…,"errors":…,"background_runs":…,"load1":…}
 # errors counts wrk's socket errors (connect, read, write, timeout) and its
 # non-2xx/3xx answers; background_runs the runs the loop started (201s)
-# while wrk ran. Everything it started is stopped and its directory removed.
+# while wrk ran; load1 the machine's 1-minute load average when wrk ended
+# (on 2 cores, anything much above 3 means other work shared the CPUs). A
+# finished run is served from the daemon's run cache (api/runcache.h). Everything it started is stopped and its directory removed.
 # Environment: BENCH_DURATION (wrk -d, default 10s), BENCH_KEEP=1 keeps the
 # directory (logs), BENCH_LOG_LEVEL (ferryd, default warn).
 set -euo pipefail
@@ -125,7 +127,8 @@ wait "$load" 2>/dev/null || true
 load=""
 kill -0 "$daemon" 2>/dev/null || die "ferryd died under load"
 
-python3 - "$DIR/wrk.out" "$(wc -l <"$DIR/bg.started")" <<'PY'
+load1=$(cut -d' ' -f1 /proc/loadavg)
+python3 - "$DIR/wrk.out" "$(wc -l <"$DIR/bg.started")" "$load1" <<'PY'
 import json, re, sys
 
 text = open(sys.argv[1]).read()
@@ -150,6 +153,7 @@ if non2xx:
     errors += int(non2xx.group(1))
 print(json.dumps({"bench": "api", "requests_per_sec": round(float(rps.group(1))),
                   "p50_ms": round(ms(50), 3), "p99_ms": round(ms(99), 3),
-                  "errors": errors, "background_runs": int(sys.argv[2])},
+                  "errors": errors, "background_runs": int(sys.argv[2]),
+                  "load1": float(sys.argv[3])},
                  separators=(",", ":")))
 PY

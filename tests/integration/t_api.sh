@@ -15,7 +15,7 @@ test_api_auth_and_routes() {
 	api DELETE /api/v1/runs
 	assert_eq "$CODE" 405 "wrong method"
 	allow=$(curl -s -D - -o /dev/null -X DELETE -H "Authorization: Bearer $FERRY_API_TOKEN" "$FERRY_URL/api/v1/runs" | tr -d '\r' | sed -n 's/^Allow: //Ip')
-	assert_eq "$allow" "GET, POST" "Allow header"
+	assert_eq "$allow" "GET, HEAD, POST" "Allow header"
 	api GET /api/v1/runs/999
 	assert_eq "$CODE" 404 "unknown run"
 	api GET /api/v1/runs/abc
