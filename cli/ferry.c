@@ -237,6 +237,7 @@ static int cmd_submit(const struct ctx *x, int argc, char **argv)
 		{"param", required_argument, NULL, 'p'},
 		{"watch", no_argument, NULL, 'w'},
 		{"workflow", required_argument, NULL, OPT_WORKFLOW},
+		{"no-cache", no_argument, NULL, OPT_NO_CACHE},
 		{"output", required_argument, NULL, 'o'},
 		{"help", no_argument, NULL, 'h'},
 		{0},
@@ -244,7 +245,7 @@ static int cmd_submit(const struct ctx *x, int argc, char **argv)
 	ferry_client *c = NULL;
 	json_t *params = json_object(), *body = NULL, *run = NULL;
 	const char *workflow = NULL;
-	bool json = false, watch = false;
+	bool json = false, watch = false, no_cache = false;
 	char id[32];
 	int64_t run_id;
 	int ch, rc, status = FX_USAGE;
@@ -261,6 +262,9 @@ static int cmd_submit(const struct ctx *x, int argc, char **argv)
 			break;
 		case OPT_WORKFLOW:
 			workflow = optarg;
+			break;
+		case OPT_NO_CACHE:
+			no_cache = true;
 			break;
 		case 'o':
 			if (parse_output(x, optarg, &json) != 0)
@@ -293,6 +297,8 @@ static int cmd_submit(const struct ctx *x, int argc, char **argv)
 		goto out;
 	}
 
+	if (no_cache)
+		json_object_set_new(body, "no_cache", json_true());
 	if ((status = open_client(&c)) != FX_OK)
 		goto out;
 	rc = client_request(&run, c, "POST", "/runs", body);
@@ -351,6 +357,58 @@ static void print_params(const json_t *params)
 	fputc('\n', stdout);
 }
 
+/* Metrics and gate results of the steps that have them, one line per step. */
+static void print_results(const struct cli *cli, const json_t *steps)
+{
+	static const char *const known[] = {"accuracy", "precision", "recall", "f1", "mae", "mse", "rmse"};
+	const json_t *step, *v, *g;
+	const char *key;
+	bool head = false;
+	size_t i, k;
+
+	json_array_foreach(steps, i, step) {
+		const json_t *m = json_object_get(step, "metrics");
+		if (!json_is_object(m) || json_object_size(m) == 0)
+			continue;
+		if (!head)
+			printf("Metrics:\n");
+		head = true;
+		printf("  %-14s", jstr(step, "name", "?"));
+		/* the metrics Ferry knows first, in their usual order, then the others */
+		for (k = 0; k < sizeof(known) / sizeof(known[0]); k++)
+			if ((v = json_object_get(m, known[k])) != NULL)
+				printf(" %s=%.4g", known[k], json_number_value(v));
+		json_object_foreach((json_t *)m, key, v) {
+			bool seen = false;
+			for (size_t j = 0; j < sizeof(known) / sizeof(known[0]) && !seen; j++)
+				seen = strcmp(key, known[j]) == 0;
+			if (!seen)
+				printf(" %s=%.4g", key, json_number_value(v));
+		}
+		fputc('\n', stdout);
+	}
+	head = false;
+	json_array_foreach(steps, i, step) {
+		const json_t *gate = json_object_get(step, "gate");
+		if (json_array_size(gate) == 0)
+			continue;
+		if (!head)
+			printf("Gates:\n");
+		head = true;
+		printf("  %-14s", jstr(step, "name", "?"));
+		json_array_foreach(gate, k, g) {
+			bool ok = json_is_true(json_object_get(g, "passed"));
+			const char *against = jstr(g, "against", NULL);
+			printf("%s %s %s %.4g %s %.4g%s%s%s", k ? " " : "",
+			       state_marker(cli, ok ? "succeeded" : "failed"), jstr(g, "metric", "?"),
+			       json_number_value(json_object_get(g, "value")), jstr(g, "op", "?"),
+			       json_number_value(json_object_get(g, "threshold")),
+			       against ? " (" : "", against ? against : "", against ? ")" : "");
+		}
+		fputc('\n', stdout);
+	}
+}
+
 static void print_run(const struct cli *cli, const json_t *run, int64_t now)
 {
 	const char *hash = jstr(run, "workflow_hash", NULL);
@@ -392,6 +450,7 @@ static void print_run(const struct cli *cli, const json_t *run, int64_t now)
 	table_add_steps(&tab, cli, steps, now);
 	table_print(&tab, stdout, "  ");
 	table_dispose(&tab);
+	print_results(cli, steps);
 }
 
 static int cmd_get(const struct ctx *x, int argc, char **argv)
@@ -609,6 +668,7 @@ static int cmd_retry(const struct ctx *x, int argc, char **argv)
 {
 	static const struct option longopts[] = {
 		{"from", required_argument, NULL, OPT_FROM},
+		{"no-cache", no_argument, NULL, OPT_NO_CACHE},
 		{"watch", no_argument, NULL, 'w'},
 		{"output", required_argument, NULL, 'o'},
 		{"help", no_argument, NULL, 'h'},
@@ -616,7 +676,7 @@ static int cmd_retry(const struct ctx *x, int argc, char **argv)
 	};
 	const char *from = NULL;
 	json_t *body = NULL;
-	bool json = false, watch = false;
+	bool json = false, watch = false, no_cache = false;
 	int64_t id;
 	int ch, status;
 
@@ -625,6 +685,9 @@ static int cmd_retry(const struct ctx *x, int argc, char **argv)
 		switch (ch) {
 		case OPT_FROM:
 			from = optarg;
+			break;
+		case OPT_NO_CACHE:
+			no_cache = true;
 			break;
 		case 'w':
 			watch = true;
@@ -646,6 +709,8 @@ static int cmd_retry(const struct ctx *x, int argc, char **argv)
 	body = from != NULL ? json_pack("{s:s}", "from", from) : json_object();
 	if (body == NULL)
 		return usage_error(x, "step name '%s' is not valid UTF-8", from);
+	if (no_cache)
+		json_object_set_new(body, "no_cache", json_true());
 	status = run_action(x, id, "retry", body, from, json, watch);
 	json_decref(body);
 	return status;
@@ -783,6 +848,7 @@ static const struct command commands[] = {
 	 "  -p, --param NAME=VALUE  set a workflow parameter (repeatable; sent as a string)\n"
 	 "  -w, --watch             follow the run until it ends; exit 1 if it fails\n"
 	 "      --workflow NAME     run a workflow registered with the daemon instead of FILE\n"
+	 "      --no-cache          no step of this run comes from the step result cache\n"
 	 "  -o, --output FORMAT     text (default: the run id alone) or json (the run object;\n"
 	 "                          with --watch, the final run object)\n"
 	 "\nExample:\n  ferry submit workflows/digits.yaml -p C=0.5 --watch\n",
@@ -831,12 +897,13 @@ static const struct command commands[] = {
 	 "\nExample:\n  ferry stop 12\n",
 	 cmd_stop},
 	{"retry", "Retry a failed or stopped run, or rerun a finished one from a step.",
-	 "ferry retry RUN [--from STEP] [--watch] [-o json]",
+	 "ferry retry RUN [--from STEP] [--no-cache] [--watch] [-o json]",
 	 "Options:\n"
 	 "      --from STEP       rerun STEP and everything after it (any finished run)\n"
+	 "      --no-cache        run steps with `cache: true` even when a cached result fits\n"
 	 "  -w, --watch           follow the run until it ends; exit 1 if it fails\n"
 	 "  -o, --output FORMAT   text (default) or json (the run object)\n"
-	 "\nExample:\n  ferry retry 12 --from train\n",
+	 "\nExamples:\n  ferry retry 12 --from train\n  ferry retry 12 --from train --no-cache\n",
 	 cmd_retry},
 	{"continue", "Let a waiting step (a gate) go on, optionally handing it data.",
 	 "ferry continue RUN STEP [--data JSON] [-o json]",

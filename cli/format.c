@@ -260,6 +260,12 @@ static void step_why(char *buf, size_t n, const json_t *step)
 		if (len >= n)
 			return;
 	}
+	if (json_is_true(json_object_get(step, "cached"))) {
+		const json_t *from = json_object_get(step, "cached_from");
+		len = (size_t)snprintf(buf, n, "from cache (run %" JSON_INTEGER_FORMAT ")",
+				       json_integer_value(json_object_get(from, "run")));
+		return;
+	}
 	if (reason == NULL)
 		reason = jstr(att, "reason", NULL);
 	if (reason != NULL && *reason != '\0')

@@ -66,7 +66,7 @@ test_run_cache_retry_not_stale() {
 	assert_eq "$(run_state "$id")" succeeded "cached again"
 
 	# a retry this daemon did not see (another replica, psql): NOTIFY ferry_run drops it
-	sql "SELECT ferry_retry($id, 'a', 'elsewhere')" >/dev/null
+	sql "SELECT ferry_retry($id, 'a', 'elsewhere', false)" >/dev/null
 	for _ in $(seq 1 20); do
 		s=$(run_state "$id")
 		[ "$s" != succeeded ] && break
@@ -105,7 +105,7 @@ test_run_cache_listener_reconnect() {
 	n=$(sql "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity
 		WHERE application_name = 'ferryd-run-cache' AND datname = current_database()")
 	assert_eq "$n" 1 "one listener connection terminated"
-	sql "SELECT ferry_retry($id, 'a', 'elsewhere')" >/dev/null
+	sql "SELECT ferry_retry($id, 'a', 'elsewhere', false)" >/dev/null
 	for _ in $(seq 1 20); do
 		s=$(run_state "$id")
 		[ "$s" != succeeded ] && break
@@ -122,7 +122,7 @@ test_run_cache_listener_reconnect() {
 	assert_eq "$(run_state "$id")" succeeded "read after reconnecting"
 	assert_eq "$(run_state "$id")" succeeded "read again"
 	[ "$(cache_metric hits_total)" -gt "$hits0" ] || fail "no cache hits after the reconnect"
-	sql "SELECT ferry_retry($id, 'a', 'elsewhere')" >/dev/null
+	sql "SELECT ferry_retry($id, 'a', 'elsewhere', false)" >/dev/null
 	for _ in $(seq 1 20); do
 		s=$(run_state "$id")
 		[ "$s" != succeeded ] && break

@@ -115,10 +115,16 @@ Y
 	assert_eq "$CODE" 200 "retry"
 	wait_run "$id2" succeeded 20
 	assert_eq "$(count "$COUNTER")" 2 "retry --from takes the cache"
-	api POST "/api/v1/runs/$id2/retry" '{"from": "train", "no_cache": true}'
+	ferry retry "$id2" --from train --no-cache >/dev/null
 	wait_run "$id2" succeeded 20
 	assert_eq "$(count "$COUNTER")" 3 "retry --no-cache runs it"
 	assert_eq "$(step_col "$id2" train 'cached_from IS NULL')" t "not from cache"
+	ferry retry "$id2" --from train >/dev/null
+	wait_run "$id2" succeeded 20
+	assert_match "$(ferry get "$id2")" "train +succeeded .*from cache \\(run $id2\\)" "ferry get says where from"
+	id4=$(ferry submit "$f" --no-cache)
+	wait_run "$id4" succeeded 20
+	assert_eq "$(count "$COUNTER")" 4 "submit --no-cache runs it"
 	api POST "/api/v1/runs/$id2/retry" '{"from": "train", "no_cache": "yes"}'
 	assert_eq "$CODE" 400 "no_cache must be a boolean"
 	assert_match "$BODY" '"no_cache"' "names the field"
@@ -253,6 +259,9 @@ Y
 	assert_eq "$(echo "$BODY" | json 'j["metrics"]["evaluate"]["epochs"]')" 7.0 "other numeric metrics are kept"
 	ev=$(echo "$BODY" | json '[s for s in j["steps"] if s["name"]=="evaluate"][0]')
 	assert_eq "$(echo "$ev" | json '[g["passed"] for g in j["gate"]]')" "[true, true]" "gate results stored"
+	out=$(ferry get "$id")
+	assert_match "$out" "evaluate +accuracy=0.95 f1=0.9 rmse=2.5 epochs=7" "ferry get shows metrics, known ones first"
+	assert_match "$out" "accuracy 0.95 >= 0.9" "and gate results"
 	id=$(submit "$f" '{"acc": "0.82"}')
 	wait_run "$id" failed 20
 	assert_eq "$(step_col "$id" evaluate reason)" "gate failed: accuracy 0.82 < 0.9" "the reason shows the numbers"
