@@ -17,6 +17,7 @@
  * when there is one.
  */
 #include "api.h"
+#include "api_priv.h"
 
 #include <arpa/inet.h>
 #include <errno.h>
@@ -75,33 +76,7 @@ struct api {
 	int ndb_workers;
 };
 
-struct req {
-	char *body;
-	size_t len;
-	int too_big;
-	int64_t started_us;
 
-	/* what the database phase needs, set by the fast phase (dispatch) */
-	struct MHD_Connection *conn;
-	const struct api_route *rt;
-	char caps[2][128];
-	int64_t id;
-	int head, post;
-	struct req *next; /* in the database workers' queue */
-
-	/* the reply a database worker prepared; queued when MHD calls again */
-	struct MHD_Response *resp;
-	unsigned status;
-};
-
-struct reply {
-	unsigned status;
-	char *body; /* JSON text (or content_type), owned */
-	const char *allow;
-	char allow_buf[48];
-	const char *content_type; /* NULL: application/json */
-	int replayed;             /* an idempotent start answered from its key */
-};
 
 /* ---- connection pool ---- */
 
@@ -159,13 +134,13 @@ static void pool_put(struct api *a, PGconn *c)
 
 /* ---- replies ---- */
 
-static void reply_json(struct reply *r, unsigned status, char *body)
+void reply_json(struct reply *r, unsigned status, char *body)
 {
 	r->status = status;
 	r->body = body;
 }
 
-static void reply_error(struct reply *r, unsigned status, const char *code, const char *field,
+void reply_error(struct reply *r, unsigned status, const char *code, const char *field,
 			const char *message, const cfg_errors *details)
 {
 	json_t *err = json_pack("{s:s, s:s}", "code", code, "message", message), *root;
@@ -185,7 +160,7 @@ static void reply_error(struct reply *r, unsigned status, const char *code, cons
 }
 
 /* Maps a store error onto a reply. */
-static void reply_store_error(struct reply *r, int error)
+void reply_store_error(struct reply *r, int error)
 {
 	switch (error) {
 	case FERRY_ENOTFOUND:
@@ -225,7 +200,7 @@ static int token_ok(const struct api *a, const char *header)
 }
 
 /* Whether s[0..n) is well-formed UTF-8 (no overlongs, no surrogates). */
-static int utf8_valid(const char *s, size_t n)
+int utf8_valid(const char *s, size_t n)
 {
 	const unsigned char *p = (const unsigned char *)s, *end = p + n;
 
@@ -250,7 +225,7 @@ static int utf8_valid(const char *s, size_t n)
 }
 
 /* A printable actor name from X-Ferry-Actor, or "api". */
-static char *actor_of(struct MHD_Connection *conn)
+char *actor_of(struct MHD_Connection *conn)
 {
 	const char *h = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "X-Ferry-Actor");
 	size_t n;
@@ -267,7 +242,7 @@ static char *actor_of(struct MHD_Connection *conn)
 }
 
 /* Parses the request body as a JSON object, or replies 400. */
-static json_t *body_object(struct reply *r, const struct req *q)
+json_t *body_object(struct reply *r, const struct req *q)
 {
 	json_error_t jerr;
 	json_t *body;
@@ -291,7 +266,7 @@ static json_t *body_object(struct reply *r, const struct req *q)
 }
 
 /* Fetches an optional string field; replies 400 naming it when mistyped. */
-static int opt_string(const char **out, struct reply *r, json_t *body, const char *field)
+int opt_string(const char **out, struct reply *r, json_t *body, const char *field)
 {
 	json_t *v = json_object_get(body, field);
 	char msg[160];
@@ -309,7 +284,7 @@ static int opt_string(const char **out, struct reply *r, json_t *body, const cha
 }
 
 /* Fetches an optional boolean field (false when absent); 400 naming it when mistyped. */
-static int opt_bool(int *out, struct reply *r, json_t *body, const char *field)
+int opt_bool(int *out, struct reply *r, json_t *body, const char *field)
 {
 	json_t *v = json_object_get(body, field);
 	char msg[160];
