@@ -842,7 +842,8 @@ static struct MHD_Response *h_step_logs(struct api *a, struct reply *r, PGconn *
 
 enum route_id {
 	R_HEALTH, R_READY, R_METRICS, R_OPENAPI, R_RUNS, R_RUN, R_RUN_STOP, R_RUN_RETRY,
-	R_RUN_EVENTS, R_STEP_LOGS, R_STEP_CONTINUE, R_WORKFLOWS,
+	R_RUN_EVENTS, R_STEP_LOGS, R_STEP_CONTINUE, R_WORKFLOWS, R_MODELS, R_MODEL, R_MODEL_VERSIONS,
+	R_MODEL_VERSION, R_MODEL_ALIAS,
 };
 
 /* Every route: methods, path pattern ({x} is one segment), auth required. */
@@ -859,6 +860,11 @@ const struct api_route api_routes[] = {
 	{R_STEP_LOGS, "GET", "/api/v1/runs/{id}/steps/{step}/logs", 1},
 	{R_STEP_CONTINUE, "POST", "/api/v1/runs/{id}/steps/{step}/continue", 1},
 	{R_WORKFLOWS, "GET, POST", "/api/v1/workflows", 1},
+	{R_MODELS, "GET", "/api/v1/models", 1},
+	{R_MODEL, "GET", "/api/v1/models/{name}", 1},
+	{R_MODEL_VERSIONS, "GET", "/api/v1/models/{name}/versions", 1},
+	{R_MODEL_VERSION, "GET", "/api/v1/models/{name}/versions/{version}", 1},
+	{R_MODEL_ALIAS, "PUT", "/api/v1/models/{name}/aliases/{alias}", 1},
 	{-1, NULL, NULL, 0},
 };
 
@@ -1038,6 +1044,7 @@ static int dispatch(struct MHD_Response **resp, struct api *a, struct reply *r, 
 	q->id = id;
 	q->head = head;
 	q->post = strcmp(method, "POST") == 0;
+	q->method = q->post ? "POST" : strcmp(method, "PUT") == 0 ? "PUT" : strcmp(method, "DELETE") == 0 ? "DELETE" : "GET";
 	return 0;
 }
 
@@ -1100,6 +1107,21 @@ static struct MHD_Response *db_phase(struct api *a, struct reply *r, struct req 
 			h_workflow_register(r, db, q);
 		else
 			h_workflows_list(r, db);
+		break;
+	case R_MODELS:
+		api_models_list(r, db);
+		break;
+	case R_MODEL:
+		api_model_get(r, db, caps[0]);
+		break;
+	case R_MODEL_VERSIONS:
+		api_model_versions(r, db, caps[0]);
+		break;
+	case R_MODEL_VERSION:
+		api_model_version(r, db, caps[0], caps[1]);
+		break;
+	case R_MODEL_ALIAS:
+		api_model_alias_put(r, db, conn, q, caps[0], caps[1]);
 		break;
 	default:
 		reply_error(r, 404, "not_found", NULL, "no such route", NULL);

@@ -28,6 +28,7 @@ struct req {
 	char caps[2][128];
 	int64_t id;
 	int head, post;
+	const char *method; /* GET (also for HEAD), POST, PUT, DELETE */
 	struct req *next; /* in the database workers' queue */
 
 	/* the reply a database worker prepared; queued when MHD calls again */
@@ -60,5 +61,13 @@ json_t *body_object(struct reply *r, const struct req *q);
 /* Optional string / boolean fields; -1 with a 400 naming the field when mistyped. */
 int opt_string(const char **out, struct reply *r, json_t *body, const char *field);
 int opt_bool(int *out, struct reply *r, json_t *body, const char *field);
+
+/* The registry's routes (api_models.c). */
+void api_models_list(struct reply *r, PGconn *db);
+void api_model_get(struct reply *r, PGconn *db, const char *name);
+void api_model_versions(struct reply *r, PGconn *db, const char *name);
+void api_model_version(struct reply *r, PGconn *db, const char *name, const char *version);
+void api_model_alias_put(struct reply *r, PGconn *db, struct MHD_Connection *conn, const struct req *q,
+			 const char *name, const char *alias);
 
 #endif

@@ -917,6 +917,24 @@ static const struct command commands[] = {
 	 "  ferry continue 12 label\n"
 	 "  ferry continue 12 approve --data '{\"approved_by\": \"ana\", \"ok\": true}'\n",
 	 cmd_continue},
+	{"models", "The model registry: models, versions, lineage, aliases.",
+	 "ferry models list [-o json]\n"
+	 "       ferry models versions NAME [-o json]\n"
+	 "       ferry models get NAME VERSION|ALIAS [-o json]\n"
+	 "       ferry models alias NAME ALIAS VERSION [-o json]",
+	 "Subcommands:\n"
+	 "  list        models with their number of versions, latest version and aliases\n"
+	 "  versions    a model's versions, newest first, with aliases, run and metrics\n"
+	 "  get         one version (by number or alias): artifact, metrics, params, lineage\n"
+	 "  alias       point ALIAS (production, canary, any name) at VERSION; the move is\n"
+	 "              recorded with who made it\n"
+	 "\nOptions:\n"
+	 "  -o, --output FORMAT   text (default) or json (the server's answer)\n"
+	 "\nExamples:\n"
+	 "  ferry models versions digits\n"
+	 "  ferry models get digits production\n"
+	 "  ferry models alias digits production 0.0.1     # roll back\n",
+	 cmd_models},
 	{"dev", "Run a workflow in-process on this machine, for debugging.",
 	 "ferry dev run FILE [--only STEP | --from STEP | --to STEP] [-p NAME=VALUE]...",
 	 "Runs the engine inside the ferry process on the embedded database; no daemon\n"

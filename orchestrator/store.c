@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "metrics.h"
+#include "store_priv.h"
 #include "util.h"
 
 /* ---- small string builder for array literals ---- */
@@ -114,6 +115,11 @@ static int q(PGresult **out, PGconn *conn, const char *sql, int n, const char *c
 	if (out)
 		*out = NULL;
 	return error;
+}
+
+int store_q(PGresult **out, PGconn *conn, const char *sql, int n, const char *const *params)
+{
+	return q(out, conn, sql, n, params);
 }
 
 static int tx(PGconn *conn, const char *cmd)

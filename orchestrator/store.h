@@ -174,4 +174,46 @@ int store_workflows_list(char **out, PGconn *conn);
 /* A trivial round trip: 0 while the database answers. */
 int store_ping(PGconn *conn);
 
+/* ---- model registry (store_models.c) ---- */
+
+/* A version to register: the artifact is already in the blob store. */
+struct store_model_reg {
+	const char *model;
+	const char *bump;             /* patch, minor or major */
+	const char *sha256, *kind;    /* the blob (kind "file") or manifest ("tree") */
+	int64_t bytes;
+	const char *path;             /* where the blob is, under $FERRY_HOME/artifacts */
+	const char *name, *source;    /* the file name it came as, and from where */
+	const json_t *metrics, *params; /* NULL when none */
+	int64_t run_id;               /* 0 when not from a run */
+	const char *step, *data_fingerprint; /* NULL when none */
+	const json_t *aliases;        /* array of names to point at the new version, or NULL */
+	const char *actor;
+};
+
+/*
+ * Registers a version in one transaction (model created on first use,
+ * number from the latest by bump, aliases moved, events written). The same
+ * run, step and bytes again: *created 0 and the version registered before.
+ * *version and *version_json are the caller's.
+ */
+int store_model_register(char **version, int *created, json_t **version_json, PGconn *conn,
+			 const struct store_model_reg *m);
+
+/* The version alias points at and its metrics (both the caller's); FERRY_ENOTFOUND. */
+int store_model_alias_get(char **version, json_t **metrics, PGconn *conn, const char *model,
+			  const char *alias);
+
+/* JSON text (*out the caller's): {"models":[{name, versions, latest, aliases:{A:V}, …}]}. */
+int store_models_list(char **out, PGconn *conn);
+/* One model with its aliases and its history of events; FERRY_ENOTFOUND. */
+int store_model_get(char **out, PGconn *conn, const char *name);
+/* {"model":NAME,"versions":[…]} newest first; FERRY_ENOTFOUND. */
+int store_model_versions(char **out, PGconn *conn, const char *name);
+/* One version, named by its number or by an alias; FERRY_ENOTFOUND. */
+int store_model_version(char **out, PGconn *conn, const char *name, const char *version);
+/* Points alias at version (one event when it moves); the version's JSON. */
+int store_model_alias_set(char **out, PGconn *conn, const char *name, const char *alias,
+			  const char *version, const char *actor);
+
 #endif

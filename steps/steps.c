@@ -20,19 +20,17 @@
 
 #include "label.h"
 #include "metrics.h" /* steps/metrics.h: metrics.json and gates */
+#include "registry.h"
 #include "store.h"
 #include "util.h"
 
 /*
- * Provided by the registry, data cache and metrics modules (declared weak
+ * Provided by the data cache module (declared weak
  * until they land, so the engine builds without them).
  */
-int registry_step(const struct step_run *r, struct step_result *res) __attribute__((weak));
 int datacache_claimed(const struct step_run *r, struct step_result *res, json_t **env) __attribute__((weak));
 int datacache_job_done(const struct step_run *r, struct step_result *res) __attribute__((weak));
 int datacache_fingerprint(char out[65], const char *dir) __attribute__((weak));
-int store_model_alias_get(char **version, json_t **metrics, PGconn *conn, const char *model,
-			  const char *alias) __attribute__((weak));
 
 void step_result_dispose(struct step_result *res)
 {
@@ -379,11 +377,11 @@ int steps_prepare(json_t **rendered, json_t **env, char **key_out, struct step_r
 	rr.spec = *rendered;
 	if (strcmp(r->kind, "label") == 0)
 		error = label_step(&rr, res);
-	else if (strcmp(r->kind, "register") == 0 && registry_step)
+	else if (strcmp(r->kind, "register") == 0)
 		error = registry_step(&rr, res);
 	else if (strcmp(r->kind, "cache") == 0 && datacache_claimed)
 		error = datacache_claimed(&rr, res, env);
-	else if (strcmp(r->kind, "register") == 0 || strcmp(r->kind, "cache") == 0)
+	else if (strcmp(r->kind, "cache") == 0)
 		error = (ferry_error_set("%s steps are not supported by this build", r->kind), FERRY_ERROR);
 	else
 		return cache_env(env, r->inputs);
@@ -461,7 +459,7 @@ static void check_gate(struct step_result *res, const struct step_run *r, const 
 	}
 	json_array_foreach(gate, i, item)
 		needs_prod |= json_is_true(json_object_get(item, "production"));
-	if (needs_prod && model && store_model_alias_get) {
+	if (needs_prod && model) {
 		rc = store_model_alias_get(&version, &prod, r->conn, model, "production");
 		if (rc == FERRY_OK)
 			label = xasprintf("%s %s", model, version);

@@ -1,0 +1,420 @@
+/*
+ * registry — the `register` step kind and the artifact store behind the
+ * model registry. A register step takes its artifact (a file or a
+ * directory: the step's `artifact`, else the `model` output of an upstream
+ * train step), stores it content-addressed under $FERRY_HOME/artifacts,
+ * and registers a new version of its model with the lineage that produced
+ * it: run, step, workflow hash, params, the metrics of the steps above it
+ * and the data fingerprint (a cache step's, an upstream `data_fingerprint`
+ * output, or the fingerprint of a label step's dataset).
+ *
+ * Blob store layout: artifacts/sha256/AB/ABCDEF… (read-only files). A file
+ * is written once: it is copied to a temporary name while hashed, then
+ * renamed into place unless that blob already exists, so the same bytes
+ * registered twice are stored once. A directory becomes a manifest (JSON:
+ * each regular file's relative path, sha256 and size, sorted by path),
+ * itself stored as a blob; its files are stored as blobs too. Symbolic
+ * links are not followed.
+ */
+#include "registry.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <openssl/evp.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "store.h"
+#include "util.h"
+
+int datacache_fingerprint(char out[65], const char *dir) __attribute__((weak));
+
+#define TREE_MAX_FILES 100000
+
+static void hex_of(char out[65], const unsigned char *md, unsigned int n)
+{
+	static const char digits[] = "0123456789abcdef";
+
+	for (unsigned int i = 0; i < n && i < 32; i++) {
+		out[2 * i] = digits[md[i] >> 4];
+		out[2 * i + 1] = digits[md[i] & 15];
+	}
+	out[64] = '\0';
+}
+
+/* Where the blob hex lives: HOME/artifacts/sha256/AB/HEX. The caller frees it. */
+static char *blob_path(const char *home, const char *hex)
+{
+	return xasprintf("%s/artifacts/sha256/%.2s/%s", home, hex, hex);
+}
+
+/*
+ * Moves the finished temporary file tmp to the blob named hex, or removes
+ * it when that blob is already there. *path is the blob's, the caller's.
+ */
+static int blob_commit(char **path, const char *home, const char *tmp, const char *hex)
+{
+	char *dir = xasprintf("%s/artifacts/sha256/%.2s", home, hex);
+	char *dst = blob_path(home, hex);
+	int error = FERRY_OK;
+
+	if (mkdir_p(dir, 0755) < 0) {
+		error = FERRY_ERROR;
+	} else if (access(dst, F_OK) == 0) {
+		unlink(tmp); /* stored before: keep one copy */
+	} else if (chmod(tmp, 0444) < 0 || rename(tmp, dst) < 0) {
+		ferry_error_set("storing artifact %s: %s", dst, strerror(errno));
+		unlink(tmp);
+		error = FERRY_ERROR;
+	}
+	free(dir);
+	if (error < 0)
+		free(dst);
+	else
+		*path = dst;
+	return error;
+}
+
+/* A temporary file in HOME/artifacts/tmp; fd and *tmp (the caller's) on success. */
+static int blob_tmp(char **tmp, const char *home)
+{
+	char *dir = xasprintf("%s/artifacts/tmp", home);
+	int fd = -1;
+
+	*tmp = NULL;
+	if (mkdir_p(dir, 0755) == 0) {
+		*tmp = xasprintf("%s/blob.XXXXXX", dir);
+		fd = mkostemp(*tmp, O_CLOEXEC);
+		if (fd < 0) {
+			ferry_error_set("creating a file in %s: %s", dir, strerror(errno));
+			free(*tmp);
+			*tmp = NULL;
+		}
+	}
+	free(dir);
+	return fd;
+}
+
+static int write_all(int fd, const void *buf, size_t n)
+{
+	const char *p = buf;
+
+	while (n > 0) {
+		ssize_t w = write(fd, p, n);
+		if (w < 0 && errno == EINTR)
+			continue;
+		if (w < 0)
+			return -1;
+		p += w;
+		n -= (size_t)w;
+	}
+	return 0;
+}
+
+/* Stores a buffer as a blob: hex, *path (the caller's). */
+static int blob_put_bytes(char hex[65], char **path, const char *home, const char *data, size_t len)
+{
+	unsigned char md[EVP_MAX_MD_SIZE];
+	unsigned int mdlen = 0;
+	char *tmp = NULL;
+	int fd, error = FERRY_ERROR;
+
+	EVP_Digest(data, len, md, &mdlen, EVP_sha256(), NULL);
+	hex_of(hex, md, mdlen);
+	if ((fd = blob_tmp(&tmp, home)) < 0)
+		return FERRY_ERROR;
+	if (write_all(fd, data, len) < 0 || fsync(fd) < 0) {
+		ferry_error_set("writing %s: %s", tmp, strerror(errno));
+		unlink(tmp);
+	} else {
+		error = blob_commit(path, home, tmp, hex);
+	}
+	close(fd);
+	free(tmp);
+	return error;
+}
+
+/* Stores the file src as a blob, hashing while it copies: hex, *bytes, *path (the caller's). */
+static int blob_put_file(char hex[65], int64_t *bytes, char **path, const char *home, const char *src)
+{
+	unsigned char buf[1 << 16], md[EVP_MAX_MD_SIZE];
+	unsigned int mdlen = 0;
+	EVP_MD_CTX *ctx = EVP_MD_CTX_new();
+	char *tmp = NULL;
+	int in = open(src, O_RDONLY | O_CLOEXEC | O_NOFOLLOW), out = -1, error = FERRY_ERROR;
+	ssize_t n;
+
+	*bytes = 0;
+	*path = NULL;
+	if (in < 0) {
+		ferry_error_set("artifact %s: %s", src, strerror(errno));
+		goto out;
+	}
+	if ((out = blob_tmp(&tmp, home)) < 0 || ctx == NULL || EVP_DigestInit_ex(ctx, EVP_sha256(), NULL) != 1)
+		goto out;
+	while ((n = read(in, buf, sizeof(buf))) != 0) {
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0 || write_all(out, buf, (size_t)n) < 0) {
+			ferry_error_set("copying artifact %s: %s", src, strerror(errno));
+			unlink(tmp);
+			goto out;
+		}
+		EVP_DigestUpdate(ctx, buf, (size_t)n);
+		*bytes += n;
+	}
+	if (fsync(out) < 0 || EVP_DigestFinal_ex(ctx, md, &mdlen) != 1) {
+		ferry_error_set("copying artifact %s: %s", src, strerror(errno));
+		unlink(tmp);
+		goto out;
+	}
+	hex_of(hex, md, mdlen);
+	error = blob_commit(path, home, tmp, hex);
+out:
+	if (in >= 0)
+		close(in);
+	if (out >= 0)
+		close(out);
+	free(tmp);
+	EVP_MD_CTX_free(ctx);
+	return error;
+}
+
+/* Stores every regular file below dir (rel is its path in the tree) and lists it in files. */
+static int tree_walk(json_t *files, int64_t *bytes, const char *home, const char *dir, const char *rel)
+{
+	struct dirent **names = NULL;
+	int n = scandir(dir, &names, NULL, alphasort), error = FERRY_OK;
+
+	if (n < 0) {
+		ferry_error_set("artifact directory %s: %s", dir, strerror(errno));
+		return FERRY_ERROR;
+	}
+	for (int i = 0; i < n; i++) {
+		const char *f = names[i]->d_name;
+		char *path = xasprintf("%s/%s", dir, f);
+		char *sub = rel[0] ? xasprintf("%s/%s", rel, f) : xstrdup(f);
+		struct stat st;
+
+		if (error == 0 && strcmp(f, ".") != 0 && strcmp(f, "..") != 0 && lstat(path, &st) == 0) {
+			if (S_ISDIR(st.st_mode)) {
+				error = tree_walk(files, bytes, home, path, sub);
+			} else if (S_ISREG(st.st_mode)) {
+				char hex[65], *blob = NULL;
+				int64_t size = 0;
+				if (json_array_size(files) >= TREE_MAX_FILES) {
+					ferry_error_set("artifact directory has more than %d files", TREE_MAX_FILES);
+					error = FERRY_EINVALID;
+				} else if ((error = blob_put_file(hex, &size, &blob, home, path)) == 0) {
+					json_array_append_new(files, json_pack("{s:s, s:s, s:I}", "path", sub,
+									       "sha256", hex, "bytes", (json_int_t)size));
+					*bytes += size;
+				}
+				free(blob);
+			}
+		}
+		free(path), free(sub), free(names[i]);
+	}
+	free(names);
+	return error;
+}
+
+int registry_artifact_put(struct registry_artifact *out, const char *home, const char *src)
+{
+	struct stat st;
+	json_t *manifest = NULL;
+	char *text = NULL;
+	int error;
+
+	memset(out, 0, sizeof(*out));
+	if (stat(src, &st) < 0) {
+		ferry_error_set("artifact %s: %s", src, strerror(errno));
+		return errno == ENOENT ? FERRY_ENOTFOUND : FERRY_ERROR;
+	}
+	if (S_ISREG(st.st_mode)) {
+		out->kind = "file";
+		return blob_put_file(out->sha256, &out->bytes, &out->path, home, src);
+	}
+	if (!S_ISDIR(st.st_mode)) {
+		ferry_error_set("artifact %s is neither a file nor a directory", src);
+		return FERRY_EINVALID;
+	}
+	out->kind = "tree";
+	manifest = json_pack("{s:s, s:[]}", "format", "ferry-tree-1", "files");
+	if ((error = tree_walk(json_object_get(manifest, "files"), &out->bytes, home, src, "")) < 0)
+		goto out;
+	text = json_dumps(manifest, JSON_COMPACT | JSON_SORT_KEYS);
+	error = blob_put_bytes(out->sha256, &out->path, home, text, strlen(text));
+out:
+	free(text);
+	json_decref(manifest);
+	return error;
+}
+
+void registry_artifact_dispose(struct registry_artifact *a)
+{
+	if (a == NULL)
+		return;
+	free(a->path);
+	a->path = NULL;
+}
+
+/* ---- the register step ---------------------------------------------- */
+
+/*
+ * The artifact's absolute path: the spec's (relative to the run's
+ * directory, which it must not leave), else an upstream `model` output
+ * (a train step's first). *out is the caller's.
+ */
+static int artifact_source(char **out, const struct step_run *r)
+{
+	const char *given = json_string_value(json_object_get(r->spec, "artifact"));
+	const char *name, *found = NULL;
+	char real[PATH_MAX], base[PATH_MAX];
+	json_t *in;
+
+	*out = NULL;
+	if (given == NULL) {
+		json_object_foreach((json_t *)r->inputs, name, in) {
+			const char *m = json_string_value(json_object_get(json_object_get(in, "outputs"), "model"));
+			const char *kind = json_string_value(json_object_get(in, "kind"));
+			if (m && (found == NULL || (kind && strcmp(kind, "train") == 0)))
+				found = m;
+		}
+		if (found == NULL) {
+			ferry_error_set("nothing to register: no upstream step has a \"model\" output; write "
+					"model.* into the train step's FERRY_OUTPUT_DIR or set artifact: on this step");
+			return FERRY_EINVALID;
+		}
+		*out = xstrdup(found);
+		return FERRY_OK;
+	}
+	if (given[0] == '/') {
+		*out = xstrdup(given);
+		return FERRY_OK;
+	}
+	if (r->workdir == NULL || realpath(r->workdir, base) == NULL) {
+		ferry_error_set("artifact %s is relative but the run has no working directory; give an "
+				"absolute path or a {{steps.X.outputs.Y}} reference", given);
+		return FERRY_EINVALID;
+	}
+	{
+		char *joined = xasprintf("%s/%s", base, given);
+		char *rp = realpath(joined, real);
+		size_t n = strlen(base);
+		free(joined);
+		if (rp == NULL) {
+			ferry_error_set("artifact %s (in %s): %s", given, base, strerror(errno));
+			return FERRY_ENOTFOUND;
+		}
+		if (strncmp(real, base, n) != 0 || (real[n] != '/' && real[n] != '\0')) {
+			ferry_error_set("artifact %s leaves the run's directory %s; use a path below it", given, base);
+			return FERRY_EINVALID;
+		}
+	}
+	*out = xstrdup(real);
+	return FERRY_OK;
+}
+
+/* The metrics that led to this version: every upstream step's, evaluate steps' last (they win). */
+static json_t *lineage_metrics(const json_t *inputs)
+{
+	json_t *m = json_object(), *in;
+	const char *name;
+
+	for (int pass = 0; pass < 2; pass++)
+		json_object_foreach((json_t *)inputs, name, in) {
+			const json_t *mm = json_object_get(in, "metrics");
+			int eval = strcmp(json_string_value(json_object_get(in, "kind")) ?: "", "evaluate") == 0;
+			if (json_is_object(mm) && eval == pass)
+				json_object_update(m, (json_t *)mm);
+		}
+	if (json_object_size(m) == 0) {
+		json_decref(m);
+		return NULL;
+	}
+	return m;
+}
+
+/*
+ * The data fingerprint: a cache step's, else an upstream output named
+ * data_fingerprint, else the fingerprint of a label step's dataset. NULL
+ * when none (the caller frees it).
+ */
+static char *lineage_data(const json_t *inputs)
+{
+	const char *name, *fp = NULL, *dataset = NULL;
+	json_t *in;
+	char hex[65];
+
+	json_object_foreach((json_t *)inputs, name, in) {
+		const json_t *outs = json_object_get(in, "outputs");
+		const char *kind = json_string_value(json_object_get(in, "kind")) ?: "";
+		const char *f = json_string_value(json_object_get(outs, strcmp(kind, "cache") == 0 ? "fingerprint"
+												     : "data_fingerprint"));
+		if (f && (fp == NULL || strcmp(kind, "cache") == 0))
+			fp = f;
+		if (strcmp(kind, "label") == 0 && json_string_value(json_object_get(outs, "dataset")))
+			dataset = json_string_value(json_object_get(outs, "dataset"));
+	}
+	if (fp)
+		return xstrdup(fp);
+	if (dataset && datacache_fingerprint && datacache_fingerprint(hex, dataset) == FERRY_OK)
+		return xasprintf("sha256:%s", hex);
+	return NULL;
+}
+
+int registry_step(const struct step_run *r, struct step_result *res)
+{
+	struct registry_artifact art = {0};
+	struct store_model_reg reg = {0};
+	const char *model = json_string_value(json_object_get(r->spec, "model"));
+	const char *bump = json_string_value(json_object_get(r->spec, "version"));
+	const char *base;
+	char *src = NULL, *version = NULL, *data_fp = NULL;
+	json_t *metrics = NULL, *vjson = NULL;
+	int created = 0, error;
+
+	if (model == NULL) {
+		ferry_error_set("register step has no model: set model: NAME");
+		return FERRY_EINVALID;
+	}
+	if ((error = artifact_source(&src, r)) < 0)
+		goto out;
+	if ((error = registry_artifact_put(&art, r->home, src)) < 0)
+		goto out;
+	metrics = lineage_metrics(r->inputs);
+	data_fp = lineage_data(r->inputs);
+	base = strrchr(src, '/') ? strrchr(src, '/') + 1 : src;
+	reg = (struct store_model_reg){
+		.model = model, .bump = bump ? bump : "patch", .sha256 = art.sha256, .kind = art.kind,
+		.bytes = art.bytes, .path = art.path, .name = base, .source = src, .metrics = metrics,
+		.params = json_object_get(r->run, "params"), .run_id = r->run_id, .step = r->name,
+		.data_fingerprint = data_fp, .aliases = json_object_get(r->spec, "aliases"), .actor = r->actor,
+	};
+	if ((error = store_model_register(&version, &created, &vjson, r->conn, &reg)) < 0) {
+		char *msg = xasprintf("registering %s: %s", model, ferry_error_last());
+		ferry_error_set("%s", msg);
+		free(msg);
+		goto out;
+	}
+	res->outcome = "succeeded";
+	res->outputs = json_pack("{s:s, s:s, s:s, s:s, s:I, s:s, s:b}", "model", model, "version", version,
+				 "sha256", art.sha256, "artifact", art.path, "bytes", (json_int_t)art.bytes,
+				 "kind", art.kind, "created", created);
+	res->reason = xasprintf(created ? "registered %s %s (sha256 %.12s…)"
+					: "%s %s was registered by this step before (sha256 %.12s…)",
+				model, version, art.sha256);
+	flog_info("run %lld step %s: %s", (long long)r->run_id, r->name, res->reason);
+out:
+	registry_artifact_dispose(&art);
+	free(src), free(version), free(data_fp);
+	json_decref(metrics);
+	json_decref(vjson);
+	return error;
+}
