@@ -399,6 +399,13 @@ static void print_results(const struct cli *cli, const json_t *steps)
 		json_array_foreach(gate, k, g) {
 			bool ok = json_is_true(json_object_get(g, "passed"));
 			const char *against = jstr(g, "against", NULL);
+			if (!json_is_number(json_object_get(g, "threshold"))) {
+				/* nothing to compare with (no production version yet) */
+				printf("%s %s %s %.4g (%s)", k ? " " : "", state_marker(cli, ok ? "succeeded" : "failed"),
+				       jstr(g, "metric", "?"), json_number_value(json_object_get(g, "value")),
+				       jstr(g, "note", "not compared"));
+				continue;
+			}
 			printf("%s %s %s %.4g %s %.4g%s%s%s", k ? " " : "",
 			       state_marker(cli, ok ? "succeeded" : "failed"), jstr(g, "metric", "?"),
 			       json_number_value(json_object_get(g, "value")), jstr(g, "op", "?"),

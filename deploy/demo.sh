@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
-# make demo: start the embedded PostgreSQL and ferryd, run the example
-# pipeline through the daemon with the CLI, show the result, then stop both.
+# make demo: start the embedded PostgreSQL and ferryd, run the digits
+# pipeline (label → train → evaluate → register) twice through the daemon
+# with the CLI: the person's step is continued from the CLI, the second run
+# reuses the cached training and registers the next version. Then stop both.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export FERRY_HOME=${FERRY_HOME:-$PWD/.ferry}
@@ -44,28 +46,66 @@ for _ in $(seq 1 300); do
 done
 grep -E 'PostgreSQL|listening' "$FERRY_HOME/ferryd.log" || true
 
-say "ferry validate workflows/hello.yaml"
-bin/ferry validate workflows/hello.yaml
+# step_state RUN STEP: the step's state, from `ferry get -o json`
+step_state() {
+	bin/ferry get "$1" -o json | /usr/bin/python3 -c '
+import json, sys
+run = json.load(sys.stdin)
+print(next((s["state"] for s in run["steps"] if s["name"] == sys.argv[1]), "?"))' "$2"
+}
 
-say "ferry submit workflows/hello.yaml -p who=demo --watch"
-out=$(mktemp)
-set +e
-bin/ferry submit workflows/hello.yaml -p who=demo --watch | tee "$out"
-rc=${PIPESTATUS[0]}
-set -e
-id=$(head -1 "$out"); rm -f "$out"
+# one_run N: submit the digits pipeline, do the person's part (continue the
+# label step), follow it to the end and show what it produced.
+one_run() {
+	local id i
+	say "run $1: ferry submit workflows/digits.yaml"
+	id=$(bin/ferry submit workflows/digits.yaml | head -1)
+	echo "run $id started"
+	for i in $(seq 1 100); do
+		[ "$(step_state "$id" label)" = waiting ] && break
+		sleep 0.1
+	done
+	bin/ferry get "$id"
 
-say "ferry get $id"
-bin/ferry get "$id"
+	say "run $1: the label step waits for a person; its task:"
+	bin/ferry logs "$id" label
 
-say "ferry list"
-bin/ferry list --limit 5
+	say "run $1: ferry continue $id label --data '{\"reviewed_by\": \"demo\", \"approved\": true}'"
+	bin/ferry continue "$id" label --data '{"reviewed_by": "demo", "approved": true}'
 
-say "logs of the retried step (attempt 1 failed on purpose, attempt 2 succeeded)"
-for f in "$FERRY_HOME"/runs/"$id"/flaky/*/log; do echo "--- $f"; cat "$f"; done
+	say "run $1: ferry watch $id"
+	set +e
+	bin/ferry watch "$id"
+	rc=$?
+	set -e
+	say "run $1: ferry get $id"
+	bin/ferry get "$id"
+	if [ "$rc" -ne 0 ]; then
+		echo "demo: run $id did not succeed; its logs:" >&2
+		bin/ferry logs "$id" >&2 || true
+		exit 1
+	fi
+	RUN_ID=$id
+}
 
-if [ "$rc" -ne 0 ]; then
-	echo "demo: run $id did not succeed" >&2
-	exit 1
-fi
-say "demo finished: run $id succeeded. Try: bin/ferryd & then bin/ferry dev run workflows/hello.yaml"
+say "ferry validate workflows/digits.yaml"
+bin/ferry validate workflows/digits.yaml
+
+one_run 1
+first=$RUN_ID
+say "ferry logs $first evaluate   (scored on the held-out images)"
+bin/ferry logs "$first" evaluate
+
+one_run 2
+second=$RUN_ID
+
+say "ferry models versions digits"
+bin/ferry models versions digits
+say "ferry models get digits production"
+bin/ferry models get digits production
+
+blobs=$(find "$FERRY_HOME/artifacts/sha256" -type f | wc -l)
+say "demo finished"
+echo "run $first and run $second succeeded; run $second's train step came from the step cache"
+echo "(nothing changed), so both versions share one stored artifact: $blobs blob(s) in $FERRY_HOME/artifacts."
+echo "Try: bin/ferryd &  then  bin/ferry submit workflows/digits.yaml -p C=1 --watch"

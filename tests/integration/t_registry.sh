@@ -1,0 +1,321 @@
+# The model registry through a real daemon: register steps, version numbers,
+# lineage, the content-addressed artifact store, aliases and their events,
+# gates against the production version, the /models API and `ferry models`,
+# and the digits example end to end with real scikit-learn jobs.
+
+# blobs: how many artifact blobs the store holds
+blobs() { find "$FERRY_HOME/artifacts/sha256" -type f 2>/dev/null | wc -l | tr -d ' '; }
+
+test_registry_versions_lineage_and_store_once() {
+	start_daemon a
+	f=$(wf reg <<'Y'
+name: reg
+params:
+  weights: {default: "A"}
+steps:
+  - name: train
+    kind: train
+    command: [sh, -c, 'echo "{{params.weights}}" >"$FERRY_OUTPUT_DIR/model.bin"; echo "{\"data_fingerprint\": \"sha256:feed\"}" >"$FERRY_OUTPUT_DIR/outputs.json"']
+  - name: evaluate
+    kind: evaluate
+    needs: [train]
+    command: [sh, -c, 'echo "{\"accuracy\": 0.91, \"f1\": 0.9}" >"$FERRY_OUTPUT_DIR/metrics.json"']
+  - name: register
+    kind: register
+    needs: [evaluate]
+    model: m
+    alias: [production, latest]
+Y
+)
+	id1=$(submit "$f")
+	wait_run "$id1" succeeded 20
+	id2=$(submit "$f")
+	wait_run "$id2" succeeded 20
+	id3=$(submit "$f" '{"weights": "B"}')
+	wait_run "$id3" succeeded 20
+	assert_eq "$(sql "SELECT string_agg(version, ',' ORDER BY id) FROM model_versions")" "0.0.1,0.0.2,0.0.3" "versions increment per model"
+	assert_eq "$(step_col "$id2" register "outputs->>'version'")" 0.0.2 "the version is the step's output"
+	assert_eq "$(blobs)" 2 "the same bytes twice are stored once (A twice, B once)"
+	assert_eq "$(sql "SELECT count(*) FROM artifacts")" 2 "one artifact row per content"
+	assert_eq "$(sql "SELECT count(DISTINCT artifact) FROM model_versions WHERE run_id IN ($id1, $id2)")" 1 "0.0.1 and 0.0.2 share their artifact"
+	blob=$(step_col "$id1" register "outputs->>'artifact'")
+	assert_eq "$(cat "$blob")" A "the blob holds the bytes"
+	assert_eq "$(sha256sum <"$blob" | cut -d' ' -f1)" "$(step_col "$id1" register "outputs->>'sha256'")" "content-addressed by sha256"
+	assert_eq "$(stat -c %a "$blob")" 444 "blobs are read-only"
+
+	api GET /api/v1/models/m/versions/0.0.2
+	assert_eq "$CODE" 200 "GET a version"
+	assert_eq "$(echo "$BODY" | json 'j["lineage"]["run"]')" "$id2" "lineage: run"
+	assert_eq "$(echo "$BODY" | json 'j["lineage"]["step"]')" register "lineage: step"
+	assert_eq "$(echo "$BODY" | json 'j["lineage"]["workflow_hash"]')" "$(sql "SELECT workflow_hash FROM runs WHERE id = $id2")" "lineage: workflow hash"
+	assert_eq "$(echo "$BODY" | json 'j["lineage"]["data_fingerprint"]')" "sha256:feed" "lineage: data fingerprint"
+	assert_eq "$(echo "$BODY" | json 'j["params"]["weights"]')" A "lineage: params"
+	assert_eq "$(echo "$BODY" | json 'j["metrics"]["accuracy"]')" 0.91 "the metrics that led to it"
+	assert_eq "$(echo "$BODY" | json 'j["artifact"]["name"]')" model.bin "the artifact's name"
+
+	api GET /api/v1/models/m/versions/production
+	assert_eq "$(echo "$BODY" | json 'j["version"]')" 0.0.3 "an alias names a version; the newest registered holds it"
+	api GET /api/v1/models/m/versions
+	assert_eq "$(echo "$BODY" | json '[v["version"] for v in j["versions"]]')" '["0.0.3", "0.0.2", "0.0.1"]' "versions newest first"
+	assert_eq "$(echo "$BODY" | json 'j["versions"][0]["aliases"]')" '["latest", "production"]' "aliases on the version"
+	api GET /api/v1/models
+	assert_eq "$(echo "$BODY" | json '[(x["name"], x["versions"], x["latest"], x["aliases"]["production"]) for x in j["models"]]')" \
+		'[["m", 3, "0.0.3", "0.0.3"]]' "GET /models"
+	api GET /api/v1/models/m
+	assert_eq "$(echo "$BODY" | json '[e["kind"] for e in j["events"] if e["alias"] == "production"]')" \
+		'["alias.set", "alias.moved", "alias.moved"]' "each move of an alias is an event"
+	assert_eq "$(echo "$BODY" | json '[e["detail"]["from"] for e in j["events"] if e["kind"] == "alias.moved" and e["alias"] == "production"]')" \
+		'["0.0.1", "0.0.2"]' "the event says where from"
+	api GET "/api/v1/runs/$id3/events"
+	assert_eq "$(echo "$BODY" | json '[[e["kind"], e["detail"].get("version")] for e in j["events"] if e["kind"].startswith("model.")][0]')" \
+		'["model.registered", "0.0.3"]' "the run's audit trail has the registration"
+
+	# the increment rule: minor, then patch again
+	g=$(wf regminor <<'Y'
+name: regminor
+steps:
+  - name: train
+    command: [sh, -c, 'echo C >"$FERRY_OUTPUT_DIR/model.bin"']
+  - name: register
+    kind: register
+    needs: [train]
+    model: m
+    version: minor
+Y
+)
+	id=$(submit "$g")
+	wait_run "$id" succeeded 20
+	assert_eq "$(step_col "$id" register "outputs->>'version'")" 0.1.0 "version: minor"
+	id=$(submit "$f" '{"weights": "D"}')
+	wait_run "$id" succeeded 20
+	assert_eq "$(step_col "$id" register "outputs->>'version'")" 0.1.1 "patch after minor"
+
+	# retrying the register step of a run registers nothing new (same run, step, bytes)
+	n=$(sql "SELECT count(*) FROM model_versions")
+	api POST "/api/v1/runs/$id/retry" '{"from": "register"}'
+	assert_eq "$CODE" 200 "retry --from register"
+	wait_run "$id" succeeded 20
+	assert_eq "$(sql "SELECT count(*) FROM model_versions")" "$n" "no second version for the same run and bytes"
+	assert_eq "$(step_col "$id" register "outputs->>'created'")" false "the step says it found the version"
+	assert_eq "$(step_col "$id" register "outputs->>'version'")" 0.1.1 "and which"
+}
+
+test_gate_against_production() {
+	start_daemon a
+	f=$(wf prod <<'Y'
+name: prod
+params:
+  f1: {default: "0.8"}
+  w: {default: "w1"}
+steps:
+  - name: train
+    kind: train
+    command: [sh, -c, 'echo "{{params.w}}" >"$FERRY_OUTPUT_DIR/model.bin"']
+  - name: evaluate
+    kind: evaluate
+    needs: [train]
+    command: [sh, -c, 'echo "{\"f1\": {{params.f1}}, \"accuracy\": 0.9}" >"$FERRY_OUTPUT_DIR/metrics.json"']
+    gate: {f1: ">= production + 0.01", accuracy: ">= production"}
+  - name: register
+    kind: register
+    needs: [evaluate]
+    model: p
+    alias: production
+Y
+)
+	id=$(submit "$f")
+	wait_run "$id" succeeded 20
+	ev=$(sql "SELECT gate FROM steps WHERE run_id = $id AND name = 'evaluate'")
+	assert_match "$ev" 'no production version yet' "the first version has nothing to compare with and passes"
+	assert_eq "$(step_col "$id" register "outputs->>'version'")" 0.0.1 "registered as production"
+
+	id=$(submit "$f" '{"f1": "0.805", "w": "w2"}')
+	wait_run "$id" failed 20
+	assert_eq "$(step_col "$id" evaluate reason)" "gate failed: f1 0.805 < production 0.8 + 0.01 = 0.81 (p 0.0.1)" "the reason shows the numbers"
+	assert_eq "$(step_col "$id" register state)" skipped "nothing registered after a failed gate"
+	assert_eq "$(sql "SELECT count(*) FROM model_versions")" 1 "still one version"
+
+	id=$(submit "$f" '{"f1": "0.85", "w": "w3"}')
+	wait_run "$id" succeeded 20
+	assert_eq "$(step_col "$id" register "outputs->>'version'")" 0.0.2 "a better model is registered"
+	assert_match "$(sql "SELECT gate FROM steps WHERE run_id = $id AND name = 'evaluate'")" '"against": "production p 0.0.1' "compared with production"
+
+	# production rolled back by a person: the gate compares with what production is now
+	api PUT /api/v1/models/p/aliases/production '{"version": "0.0.1"}'
+	assert_eq "$CODE" 200 "roll back"
+	id=$(submit "$f" '{"f1": "0.82", "w": "w4"}')
+	wait_run "$id" succeeded 20
+	assert_eq "$(step_col "$id" register "outputs->>'version'")" 0.0.3 "0.82 >= 0.8 + 0.01 against the rolled-back production"
+}
+
+test_model_alias_api_and_cli() {
+	start_daemon a
+	f=$(wf al <<'Y'
+name: al
+params:
+  w: {default: "x"}
+steps:
+  - name: train
+    command: [sh, -c, 'echo "{{params.w}}" >"$FERRY_OUTPUT_DIR/model.bin"']
+  - {name: register, kind: register, needs: [train], model: al}
+Y
+)
+	id=$(submit "$f")
+	wait_run "$id" succeeded 20
+	id=$(submit "$f" '{"w": "y"}')
+	wait_run "$id" succeeded 20
+
+	api PUT /api/v1/models/al/aliases/canary '{"version": "0.0.2"}'
+	assert_eq "$CODE" 200 "set an alias"
+	assert_eq "$(echo "$BODY" | json 'j["aliases"]')" '["canary"]' "answered with the version"
+	api PUT /api/v1/models/al/aliases/canary '{"version": "0.0.2"}'
+	assert_eq "$CODE" 200 "the same again"
+	assert_eq "$(sql "SELECT count(*) FROM model_events WHERE alias = 'canary'")" 1 "no event when nothing moved"
+	assert_eq "$(sql "SELECT actor FROM model_events WHERE alias = 'canary'")" tester "the actor is recorded"
+
+	api PUT /api/v1/models/al/aliases/canary '{"version": "9.9.9"}'
+	assert_eq "$CODE" 404 "unknown version"
+	assert_match "$BODY" 'has no version \\"9.9.9\\"' "named"
+	api PUT /api/v1/models/nope/aliases/canary '{"version": "0.0.1"}'
+	assert_eq "$CODE" 404 "unknown model"
+	api PUT /api/v1/models/al/aliases/canary '{}'
+	assert_eq "$CODE" 400 "version missing"
+	assert_eq "$(echo "$BODY" | json 'j["error"]["field"]')" version "the field is named"
+	api PUT /api/v1/models/al/aliases/canary '{"version": 2}'
+	assert_eq "$(echo "$BODY" | json 'j["error"]["field"]')" version "wrong type named"
+	api PUT /api/v1/models/al/aliases/canary '{"version": '
+	assert_eq "$CODE" 400 "malformed JSON"
+	api PUT "/api/v1/models/al/aliases/9bad" '{"version": "0.0.1"}'
+	assert_eq "$CODE" 400 "an alias is a name"
+	assert_eq "$(echo "$BODY" | json 'j["error"]["field"]')" alias "the field is named"
+	api GET /api/v1/models/al/aliases/canary
+	assert_eq "$CODE" 405 "aliases are PUT"
+	api GET /api/v1/models/nope/versions
+	assert_eq "$CODE" 404 "versions of an unknown model"
+	api GET /api/v1/models/al/versions/0.0.7
+	assert_eq "$CODE" 404 "an unknown version"
+	api GET "/api/v1/models/al/versions/x'%20OR%201=1--"
+	assert_eq "$CODE" 404 "input reaches SQL only as a parameter"
+	assert_eq "$(curl -s -o /dev/null -w '%{http_code}' "$FERRY_URL/api/v1/models")" 401 "the token is required"
+
+	out=$(ferry models list)
+	assert_match "$out" '^MODEL +VERSIONS +LATEST +ALIASES' "ferry models list: a table"
+	assert_match "$out" 'al +2 +0.0.2 +canary→0.0.2' "with the model"
+	out=$(ferry models versions al)
+	assert_match "$(echo "$out" | sed -n 2p)" '^0.0.2 +canary' "ferry models versions: newest first"
+	out=$(ferry models get al canary)
+	assert_match "$out" 'Version: +0.0.2' "ferry models get by alias"
+	assert_match "$out" "run: +$id \\(step register\\)" "shows the lineage"
+	out=$(ferry models alias al canary 0.0.1)
+	assert_eq "$out" "al canary: canary now points at 0.0.1" "ferry models alias"
+	assert_eq "$(ferry models get al canary -o json | json 'j["version"]')" 0.0.1 "-o json"
+	assert_eq "$(sql "SELECT actor FROM model_events WHERE alias = 'canary' ORDER BY id DESC LIMIT 1")" "$(id -un)" "the CLI's actor"
+	set +e
+	ferry models get al 0.0.9 2>/dev/null
+	rc=$?
+	ferry models frob 2>/dev/null
+	rc2=$?
+	set -e
+	assert_eq "$rc" 1 "an unknown version exits 1"
+	assert_eq "$rc2" 2 "an unknown subcommand is a usage error"
+	assert_match "$(ferry models --help)" 'ferry models alias digits production 0.0.1' "--help has examples"
+}
+
+test_register_failures_leave_nothing() {
+	start_daemon a
+	mkdir -p "$FERRY_HOME/wd"
+	f=$(wf regbad <<'Y'
+name: regbad
+params:
+  m: {default: "{\"accuracy\": 1.5}"}
+steps:
+  - name: train
+    command: [sh, -c, 'echo w >"$FERRY_OUTPUT_DIR/model.bin"']
+  - name: evaluate
+    kind: evaluate
+    needs: [train]
+    command: [sh, -c, 'printf "%s" "$1" >"$FERRY_OUTPUT_DIR/metrics.json"', x, "{{params.m}}"]
+  - {name: register, kind: register, needs: [evaluate], model: bad}
+Y
+)
+	id=$(submit "$f")
+	wait_run "$id" failed 20
+	assert_match "$(step_col "$id" evaluate reason)" 'accuracy is between 0 and 1' "malformed metrics.json fails the step"
+	assert_eq "$(step_col "$id" register state)" skipped "register does not run"
+	assert_eq "$(sql "SELECT count(*) FROM models") $(sql "SELECT count(*) FROM model_versions") $(blobs)" "0 0 0" "nothing registered, nothing stored"
+
+	# no model output anywhere upstream
+	g=$(wf nomodel <<'Y'
+name: nomodel
+steps:
+  - {name: train, command: [true]}
+  - {name: register, kind: register, needs: [train], model: bad}
+Y
+)
+	id=$(submit "$g")
+	wait_run "$id" failed 20
+	assert_match "$(step_col "$id" register reason)" 'nothing to register: no upstream step has a "model" output' "says what to do"
+	# an artifact path that leaves the run's directory
+	body=$(python3 -c 'import json; print(json.dumps({"yaml": "name: esc\nsteps:\n  - {name: register, kind: register, model: bad, artifact: ../../../../etc/passwd}\n", "workdir": __import__("sys").argv[1]}))' "$FERRY_HOME/wd")
+	api POST /api/v1/runs "$body"
+	assert_eq "$CODE" 201 "started"
+	id=$(echo "$BODY" | json 'j["id"]')
+	wait_run "$id" failed 20
+	assert_match "$(step_col "$id" register reason)" "leaves the run's directory" "paths never escape the run's directory"
+	assert_eq "$(sql "SELECT count(*) FROM model_versions") $(blobs)" "0 0" "still nothing registered"
+}
+
+test_register_directory_artifact() {
+	start_daemon a
+	f=$(wf tree <<'Y'
+name: tree
+steps:
+  - name: train
+    kind: train
+    command: [sh, -c, 'd="$FERRY_OUTPUT_DIR/model"; mkdir -p "$d/variables"; echo graph >"$d/saved_model.pb"; echo w1 >"$d/variables/v.data"; ln -s /etc/passwd "$d/link"']
+  - {name: register, kind: register, needs: [train], model: tf}
+Y
+)
+	id=$(submit "$f")
+	wait_run "$id" succeeded 20
+	assert_eq "$(step_col "$id" register "outputs->>'kind'")" tree "a directory is stored as a tree"
+	manifest=$(cat "$(step_col "$id" register "outputs->>'artifact'")")
+	assert_eq "$(echo "$manifest" | json '[(x["path"], x["bytes"]) for x in j["files"]]')" \
+		'[["saved_model.pb", 6], ["variables/v.data", 3]]' "the manifest lists each file (links are not followed)"
+	assert_eq "$(blobs)" 3 "two files and the manifest"
+	id2=$(submit "$f")
+	wait_run "$id2" succeeded 20
+	assert_eq "$(step_col "$id2" register "outputs->>'sha256'")" "$(step_col "$id" register "outputs->>'sha256'")" "same tree, same sha256"
+	assert_eq "$(blobs)" 3 "stored once"
+	assert_eq "$(step_col "$id2" register "outputs->>'version'")" 0.0.2 "yet a new version"
+}
+
+# The example users copy, with real scikit-learn jobs: label (continued from
+# the CLI), train, evaluate with its gate, register; twice.
+test_digits_example() {
+	[ -x /usr/bin/python3 ] && /usr/bin/python3 -c 'import sklearn' 2>/dev/null || fail "python3-sklearn is not installed (make deps)"
+	start_daemon a
+	id=$(ferry submit "$ROOT/workflows/digits.yaml")
+	wait_step "$id" label waiting 20
+	assert_match "$(ferry logs "$id" label)" 'labelling task: 1 of 1 items' "the label step counts the unlabelled items"
+	ferry continue "$id" label --data '{"reviewed_by": "ana"}' >/dev/null
+	wait_run "$id" succeeded 120
+	acc=$(step_col "$id" evaluate "metrics->>'accuracy'")
+	python3 -c "import sys; sys.exit(0 if 0.95 <= float(sys.argv[1]) <= 1 else 1)" "$acc" || fail "held-out accuracy $acc"
+	for m in precision recall f1; do
+		[ -n "$(step_col "$id" evaluate "metrics->>'$m'")" ] || fail "evaluate reports $m"
+	done
+	assert_eq "$(step_col "$id" register "outputs->>'version'")" 0.0.1 "first version"
+	assert_eq "$(sql "SELECT actor FROM events WHERE run_id = $id AND kind = 'step.continued'")" "$(id -un)" "who continued the label step"
+
+	id2=$(ferry submit "$ROOT/workflows/digits.yaml")
+	wait_step "$id2" label waiting 20
+	ferry continue "$id2" label --data '{"reviewed_by": "ana"}' >/dev/null
+	wait_run "$id2" succeeded 120
+	assert_eq "$(step_col "$id2" train "cached_from->>'run'")" "$id" "the second train comes from cache"
+	assert_eq "$(step_col "$id2" register "outputs->>'version'")" 0.0.2 "second version"
+	assert_eq "$(step_col "$id2" register "outputs->>'sha256'")" "$(step_col "$id" register "outputs->>'sha256'")" "same model bytes"
+	assert_eq "$(blobs)" 1 "stored once"
+	assert_match "$(sql "SELECT data_fingerprint FROM model_versions WHERE version = '0.0.2'")" '^sha256:[0-9a-f]{64}$' "data lineage"
+	assert_match "$(ferry models get digits production)" 'Version: +0.0.2' "0.0.2 is production"
+}
