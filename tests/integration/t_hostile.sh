@@ -210,6 +210,7 @@ for name, raw in [("invalid utf-8", b'{"yaml":"\xff\xfe"}'), ("overlong", b'{"ya
     check("runs " + name, post("/api/v1/runs", raw))
     check("retry " + name, post("/api/v1/runs/%s/retry" % RUN, raw))
     check("continue " + name, post("/api/v1/runs/%s/steps/gate/continue" % GATE, raw))
+    check("alias " + name, request("PUT", "/api/v1/models/m/aliases/production", raw))
 
 for i in range(20):
     junk = bytes(rnd.randrange(256) for _ in range(rnd.randrange(1, 3000)))
@@ -225,6 +226,18 @@ for i in range(8):
     cut = rnd.randrange(1, 12)
     check("retry truncated %d" % i, post("/api/v1/runs/%s/retry" % RUN, '{"from": "a"}'[:cut]), expect={400})
 check("retry unknown field", post("/api/v1/runs/%s/retry" % RUN, '{"frm": 1, "from": null}'))
+
+# ---- the model registry: mistyped versions, hostile names ----
+
+for v in WRONG + ["0.0.1", "9.9.9", "\u00e9\u2603", "a" * 100000, "1' OR '1'='1"]:
+    check("alias version=%.30r" % (v,), request("PUT", "/api/v1/models/m/aliases/canary", json.dumps({"version": v})))
+for p in ["/api/v1/models/%ff", "/api/v1/models/%00/versions", "/api/v1/models/..%2f..%2fetc%2fpasswd/versions",
+          "/api/v1/models/m/versions/..", "/api/v1/models/m/versions/%27%20OR%201%3D1--",
+          "/api/v1/models/" + "m" * 200 + "/versions", "/api/v1/models/m/versions/production/x",
+          "/api/v1/models//versions", "/api/v1/models/m/aliases/"]:
+    check("model path " + p[:50], request("GET", p))
+for a in ["%ff", "..", "a%00b", "x" * 100, "%27", "-x", "a b"]:
+    check("alias name " + a[:20], request("PUT", "/api/v1/models/m/aliases/" + a, '{"version": "0.0.1"}'))
 
 # ---- query strings ----
 
