@@ -15,6 +15,7 @@
  */
 #include "config_priv.h"
 
+#include <ctype.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
@@ -219,6 +220,12 @@ static json_t *parse_aliases(struct ctx *c, const yaml_node_t *n)
 	}
 	while (cfg_next_item(c, n, &k, &it)) {
 		if ((name = parse_name(c, it, "alias")) == NULL || json_is_null(name)) {
+			json_decref(name);
+			continue;
+		}
+		if (!isalpha((unsigned char)json_string_value(name)[0])) {
+			err_node(c, it, "alias %s must start with a letter, so that it never looks like a "
+				 "version number", cfg_q(c, json_string_value(name)));
 			json_decref(name);
 			continue;
 		}

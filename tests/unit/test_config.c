@@ -947,7 +947,8 @@ static void test_config__kind_key_bad_values(void **state)
 		      "  - {name: e, kind: register, model: Digits, version: huge}\n"
 		      "  - {name: f, kind: register, model: [m], artifact: ''}\n"
 		      "  - {name: g, kind: register, model: m, alias: [prod, Bad!, prod]}\n"
-		      "  - {name: h, kind: register, model: m, alias: {a: b}}\n",
+		      "  - {name: h, kind: register, model: m, alias: {a: b}}\n"
+		      "  - {name: i, kind: register, model: m, alias: 1prod}\n",
 		      "w.yaml:3:34: cache must be true or false, not \"yes\"",
 		      "w.yaml:4:34: cache must be true or false, not the string \"true\"; remove the "
 		      "quotes",
@@ -961,7 +962,9 @@ static void test_config__kind_key_bad_values(void **state)
 		      "w.yaml:9:55: alias name \"Bad!\" is not valid; use 1-63 of a-z, 0-9, _, . and "
 		      "-, starting with a letter or digit",
 		      "w.yaml:9:61: alias \"prod\" is listed twice",
-		      "w.yaml:10:48: alias must be a name or a list of names, not a mapping", NULL);
+		      "w.yaml:10:48: alias must be a name or a list of names, not a mapping",
+		      "w.yaml:11:48: alias \"1prod\" must start with a letter, so that it never looks "
+		      "like a version number", NULL);
 }
 
 static void test_config__label_paths_and_webhook(void **state)
