@@ -17,6 +17,7 @@
  * when there is one.
  */
 #include "api.h"
+#include "api_cache.h"
 #include "api_priv.h"
 
 #include <arpa/inet.h>
@@ -842,7 +843,7 @@ static struct MHD_Response *h_step_logs(struct api *a, struct reply *r, PGconn *
 
 enum route_id {
 	R_HEALTH, R_READY, R_METRICS, R_OPENAPI, R_RUNS, R_RUN, R_RUN_STOP, R_RUN_RETRY,
-	R_RUN_EVENTS, R_STEP_LOGS, R_STEP_CONTINUE, R_WORKFLOWS,
+	R_RUN_EVENTS, R_STEP_LOGS, R_STEP_CONTINUE, R_WORKFLOWS, R_CACHE,
 };
 
 /* Every route: methods, path pattern ({x} is one segment), auth required. */
@@ -859,6 +860,7 @@ const struct api_route api_routes[] = {
 	{R_STEP_LOGS, "GET", "/api/v1/runs/{id}/steps/{step}/logs", 1},
 	{R_STEP_CONTINUE, "POST", "/api/v1/runs/{id}/steps/{step}/continue", 1},
 	{R_WORKFLOWS, "GET, POST", "/api/v1/workflows", 1},
+	{R_CACHE, "GET", "/api/v1/cache", 1},
 	{-1, NULL, NULL, 0},
 };
 
@@ -1100,6 +1102,9 @@ static struct MHD_Response *db_phase(struct api *a, struct reply *r, struct req 
 			h_workflow_register(r, db, q);
 		else
 			h_workflows_list(r, db);
+		break;
+	case R_CACHE:
+		api_cache_get(r, db, conn);
 		break;
 	default:
 		reply_error(r, 404, "not_found", NULL, "no such route", NULL);
