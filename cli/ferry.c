@@ -917,6 +917,13 @@ static const struct command commands[] = {
 	 "  ferry continue 12 label\n"
 	 "  ferry continue 12 approve --data '{\"approved_by\": \"ana\", \"ok\": true}'\n",
 	 cmd_continue},
+	{"cache", "Show the data cache of cache steps: entries, sessions, hit/miss totals.",
+	 "ferry cache [--host NAME] [-o json]",
+	 "Options:\n"
+	 "      --host NAME       only the cache of that machine\n"
+	 "  -o, --output FORMAT   text (default) or json (GET /api/v1/cache)\n"
+	 "\nExample:\n  ferry cache\n",
+	 cmd_cache},
 	{"dev", "Run a workflow in-process on this machine, for debugging.",
 	 "ferry dev run FILE [--only STEP | --from STEP | --to STEP] [-p NAME=VALUE]...",
 	 "Runs the engine inside the ferry process on the embedded database; no daemon\n"

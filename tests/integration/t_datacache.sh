@@ -85,6 +85,12 @@ Y
 	assert_match "$m" 'ferry_cache_misses_total 1' "misses in /metrics"
 	assert_match "$m" 'ferry_cache_bytes 8' "bytes in /metrics"
 	assert_match "$m" 'ferry_cache_open_sessions 0' "sessions in /metrics"
+	out=$(ferry cache)
+	assert_match "$out" "^HOST +FINGERPRINT +SIZE +HITS" "ferry cache: a table"
+	assert_match "$out" " ${fp:0:12} +8 B +1 " "the entry"
+	assert_match "$out" '1 entry, 8 B; 1 hits, 1 misses \(hit ratio 0.50\); 0 evictions; 0 open sessions' "the totals"
+	assert_eq "$(ferry cache -o json | json 'j["stats"]["misses"]')" 1 "ferry cache -o json"
+	assert_eq "$(ferry cache --host nosuchhost -o json | json 'j["entries"]')" "[]" "--host narrows it"
 
 	# changed data: another fingerprint, a miss, and the train step runs again
 	echo "3,4" >>"$W/data/sub/b.csv"
