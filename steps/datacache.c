@@ -686,7 +686,7 @@ int datacache_claimed(const struct step_run *r, struct step_result *res, json_t 
 	const char *ds = json_string_value(json_object_get(r->spec, "dataset"));
 	const json_t *cmd = json_object_get(r->spec, "command");
 	char *dataset = NULL, *root = NULL, *final = NULL, *tmp = NULL, *session = NULL, *path = NULL;
-	char *state = NULL, fp[65], key[65];
+	char *state = NULL, *entries = NULL, fp[65], key[65];
 	const char *file_name = NULL;
 	struct tree t = {0};
 	struct stat st, fst;
@@ -751,10 +751,9 @@ int datacache_claimed(const struct step_run *r, struct step_result *res, json_t 
 	if ((error = store_cache_miss(r->conn, r->host)) < 0)
 		goto out;
 
-	tmp = xasprintf("%s/entries", root);
-	if ((error = mkdir_p(tmp, 0755)) < 0)
+	entries = xasprintf("%s/entries", root);
+	if ((error = mkdir_p(entries, 0755)) < 0)
 		goto out;
-	free(tmp);
 	tmp = xasprintf("%s/tmp/%s.%lld.%lld", root, key, (long long)r->run_id, (long long)r->step_id);
 	rm_tree(tmp); /* an earlier attempt's leftovers */
 	if (json_array_size(cmd) > 0) {
@@ -824,6 +823,7 @@ out:
 		close(rootfd);
 	tree_dispose(&t);
 	free(dataset), free(root), free(final), free(tmp), free(session), free(path), free(state);
+	free(entries);
 	return error;
 }
 

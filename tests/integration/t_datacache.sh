@@ -81,10 +81,10 @@ Y
 	assert_eq "$(echo "$BODY" | json 'j["entries"][0]["sessions"]')" "[]" "no open session: both runs ended"
 	assert_match "$(echo "$BODY" | json 'j["entries"][0]["last_used_at"]')" '^20[0-9]{2}-' "last_used_at"
 	m=$(curl -fsS "$FERRY_URL/metrics")
-	assert_match "$m" $'ferry_cache_hits_total 1\n' "hits in /metrics"
-	assert_match "$m" 'ferry_cache_misses_total 1' "misses in /metrics"
-	assert_match "$m" 'ferry_cache_bytes 8' "bytes in /metrics"
-	assert_match "$m" 'ferry_cache_open_sessions 0' "sessions in /metrics"
+	assert_match "$m" '^ferry_cache_hits_total 1$' "hits in /metrics"
+	assert_match "$m" '^ferry_cache_misses_total 1$' "misses in /metrics"
+	assert_match "$m" '^ferry_cache_bytes 8$' "bytes in /metrics"
+	assert_match "$m" '^ferry_cache_open_sessions 0$' "sessions in /metrics"
 	out=$(ferry cache)
 	assert_match "$out" "^HOST +FINGERPRINT +SIZE +HITS" "ferry cache: a table"
 	assert_match "$out" " ${fp:0:12} +8 B +1 " "the entry"
@@ -237,7 +237,7 @@ Y
 	assert_eq "$(echo "$BODY" | json 'j["stats"]["evictions"]')" 1 "one eviction"
 	assert_eq "$(echo "$BODY" | json 'j["stats"]["entries"]')" 2 "two entries"
 	assert_eq "$(echo "$BODY" | json 'j["stats"]["bytes"]')" 800000 "within the cap"
-	assert_match "$(curl -fsS "$FERRY_URL/metrics")" 'ferry_cache_evictions_total 1' "/metrics"
+	assert_match "$(curl -fsS "$FERRY_URL/metrics")" '^ferry_cache_evictions_total 1$' "/metrics"
 	# A is released now; C was used after A was staged, so D evicts A (the oldest unused)
 	touch "$GO"
 	wait_run "$idA" succeeded 20
