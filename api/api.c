@@ -17,6 +17,7 @@
  * when there is one.
  */
 #include "api.h"
+#include "api_cache.h"
 #include "api_priv.h"
 
 #include <arpa/inet.h>
@@ -843,7 +844,7 @@ static struct MHD_Response *h_step_logs(struct api *a, struct reply *r, PGconn *
 enum route_id {
 	R_HEALTH, R_READY, R_METRICS, R_OPENAPI, R_RUNS, R_RUN, R_RUN_STOP, R_RUN_RETRY,
 	R_RUN_EVENTS, R_STEP_LOGS, R_STEP_CONTINUE, R_WORKFLOWS, R_MODELS, R_MODEL, R_MODEL_VERSIONS,
-	R_MODEL_VERSION, R_MODEL_ALIAS,
+	R_MODEL_VERSION, R_MODEL_ALIAS, R_CACHE,
 };
 
 /* Every route: methods, path pattern ({x} is one segment), auth required. */
@@ -865,6 +866,7 @@ const struct api_route api_routes[] = {
 	{R_MODEL_VERSIONS, "GET", "/api/v1/models/{name}/versions", 1},
 	{R_MODEL_VERSION, "GET", "/api/v1/models/{name}/versions/{version}", 1},
 	{R_MODEL_ALIAS, "PUT", "/api/v1/models/{name}/aliases/{alias}", 1},
+	{R_CACHE, "GET", "/api/v1/cache", 1},
 	{-1, NULL, NULL, 0},
 };
 
@@ -1122,6 +1124,9 @@ static struct MHD_Response *db_phase(struct api *a, struct reply *r, struct req 
 		break;
 	case R_MODEL_ALIAS:
 		api_model_alias_put(r, db, conn, q, caps[0], caps[1]);
+		break;
+	case R_CACHE:
+		api_cache_get(r, db, conn);
 		break;
 	default:
 		reply_error(r, 404, "not_found", NULL, "no such route", NULL);

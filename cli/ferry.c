@@ -942,6 +942,13 @@ static const struct command commands[] = {
 	 "  ferry models get digits production\n"
 	 "  ferry models alias digits production 0.0.1     # roll back\n",
 	 cmd_models},
+	{"cache", "Show the data cache of cache steps: entries, sessions, hit/miss totals.",
+	 "ferry cache [--host NAME] [-o json]",
+	 "Options:\n"
+	 "      --host NAME       only the cache of that machine\n"
+	 "  -o, --output FORMAT   text (default) or json (GET /api/v1/cache)\n"
+	 "\nExample:\n  ferry cache\n",
+	 cmd_cache},
 	{"dev", "Run a workflow in-process on this machine, for debugging.",
 	 "ferry dev run FILE [--only STEP | --from STEP | --to STEP] [-p NAME=VALUE]...",
 	 "Runs the engine inside the ferry process on the embedded database; no daemon\n"

@@ -1109,7 +1109,7 @@ int store_metrics(char **buf, size_t *len, size_t *cap, PGconn *conn)
 					PQgetvalue(res, i, 1), PQgetvalue(res, i, 2));
 	}
 	PQclear(res);
-	return FERRY_OK;
+	return store_cache_metrics(buf, len, cap, conn);
 }
 
 int store_workflows_list(char **out, PGconn *conn)

@@ -215,5 +215,45 @@ int store_model_version(char **out, PGconn *conn, const char *name, const char *
 /* Points alias at version (one event when it moves); the version's JSON. */
 int store_model_alias_set(char **out, PGconn *conn, const char *name, const char *alias,
 			  const char *version, const char *actor);
+/* ---- data cache (store_cache.c; steps/datacache.c is the user) ---- */
+
+/* A complete entry to record; nothing here is taken over. */
+struct store_cache_entry {
+	const char *host, *key, *fingerprint;
+	const char *path;     /* the entry's directory */
+	const char *dataset;  /* where it was staged from */
+	const json_t *command; /* the preprocessing command, or NULL: a plain copy */
+	int64_t bytes;
+};
+
+/*
+ * Looks key up on host; on a hit marks it used, counts the hit and opens
+ * (or re-opens) the session of (run, step). 1 with *session, *path (the
+ * caller's) and *bytes; 0 when there is no such entry (nothing counted).
+ */
+int store_cache_hit(char **session, char **path, int64_t *bytes, PGconn *conn, const char *host,
+		    const char *key, int64_t run, int64_t step, int attempt);
+/* Counts a miss on host. */
+int store_cache_miss(PGconn *conn, const char *host);
+/* Drops the row of an entry whose directory is gone. */
+int store_cache_forget(PGconn *conn, const char *host, const char *key);
+/*
+ * Deletes least-recently-used unpinned entries of host (key excepted) until
+ * bytes more fit under cap; *paths (n entries, NULL-terminated, the
+ * caller's: free each and the array) are the directories to remove.
+ */
+int store_cache_evict(char ***paths, int *n, PGconn *conn, const char *host, const char *key,
+		      int64_t bytes, int64_t cap);
+/* Bytes held by host's entries. */
+int store_cache_used(int64_t *used, PGconn *conn, const char *host);
+/* Records a complete entry and opens the session of (run, step) on it; *session is the caller's. */
+int store_cache_commit(char **session, PGconn *conn, const struct store_cache_entry *e, int64_t run,
+		       int64_t step, int attempt);
+/* GET /api/v1/cache: {"entries":[…],"stats":{…}} of host (NULL: all hosts); *out is the caller's. */
+int store_cache_json(char **out, PGconn *conn, const char *host);
+/* Appends the cache counters and gauges (Prometheus text) to *buf. */
+int store_cache_metrics(char **buf, size_t *len, size_t *cap, PGconn *conn);
+
+/* ---- end of data cache ---- */
 
 #endif

@@ -29,10 +29,9 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "datacache.h"
 #include "store.h"
 #include "util.h"
-
-int datacache_fingerprint(char out[65], const char *dir) __attribute__((weak));
 
 #define TREE_MAX_FILES 100000
 
@@ -364,7 +363,7 @@ static char *lineage_data(const json_t *inputs)
 	}
 	if (fp)
 		return xstrdup(fp);
-	if (dataset && datacache_fingerprint && datacache_fingerprint(hex, dataset) == FERRY_OK)
+	if (dataset && datacache_fingerprint(hex, dataset) == FERRY_OK)
 		return xasprintf("sha256:%s", hex);
 	return NULL;
 }

@@ -18,19 +18,12 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "datacache.h"
 #include "label.h"
 #include "metrics.h" /* steps/metrics.h: metrics.json and gates */
 #include "registry.h"
 #include "store.h"
 #include "util.h"
-
-/*
- * Provided by the data cache module (declared weak
- * until they land, so the engine builds without them).
- */
-int datacache_claimed(const struct step_run *r, struct step_result *res, json_t **env) __attribute__((weak));
-int datacache_job_done(const struct step_run *r, struct step_result *res) __attribute__((weak));
-int datacache_fingerprint(char out[65], const char *dir) __attribute__((weak));
 
 void step_result_dispose(struct step_result *res)
 {
@@ -237,12 +230,16 @@ static json_t *canon_value(json_t *v)
 		return json_incref(v);
 	if (S_ISREG(st.st_mode) && file_sha256(hex, s) == FERRY_OK)
 		return json_sprintf("sha256:%s", hex);
-	if (S_ISDIR(st.st_mode) && datacache_fingerprint && datacache_fingerprint(hex, s) == FERRY_OK)
+	if (S_ISDIR(st.st_mode) && datacache_fingerprint(hex, s) == FERRY_OK)
 		return json_sprintf("tree-sha256:%s", hex);
 	return json_incref(v);
 }
 
-/* What an ancestor contributes: its outputs by content; a cache step only its fingerprint. */
+/*
+ * What an ancestor contributes: its outputs by content; a cache step only
+ * its dataset fingerprint and entry key (the key differs when the cache
+ * step preprocesses: another command, other staged data).
+ */
 static json_t *canon_input(const json_t *in)
 {
 	const json_t *outs = json_object_get(in, "outputs");
@@ -251,6 +248,8 @@ static json_t *canon_input(const json_t *in)
 
 	if (strcmp(json_string_value(json_object_get(in, "kind")) ?: "", "cache") == 0) {
 		json_object_set(c, "fingerprint", json_object_get(outs, "fingerprint"));
+		if (json_object_get(outs, "key"))
+			json_object_set(c, "key", json_object_get(outs, "key"));
 		return c;
 	}
 	if (!json_is_object(outs)) {
@@ -330,7 +329,11 @@ static int cache_lookup(struct step_result *res, const struct step_run *r, const
 
 /* ---- entry points ------------------------------------------------------ */
 
-/* A job below a cache step finds the staged dataset through FERRY_CACHE_DIR (the nearest). */
+/*
+ * A job below a cache step finds the staged dataset through FERRY_CACHE_DIR
+ * (the nearest). FERRY_ENOTFOUND when the entry is gone (evicted after its
+ * session ended, or staged on another host).
+ */
 static int cache_env(json_t **env, const json_t *inputs)
 {
 	const char *name;
@@ -342,6 +345,12 @@ static int cache_env(json_t **env, const json_t *inputs)
 		const char *session = json_string_value(json_object_get(outs, "session"));
 		if (strcmp(json_string_value(json_object_get(in, "kind")) ?: "", "cache") != 0 || dir == NULL)
 			continue;
+		if (access(dir, F_OK) != 0) {
+			ferry_error_set("the data cache entry %s staged by step %s is gone from this host "
+					"(evicted after its run ended, or staged on another host): retry "
+					"the run from step %s", dir, name, name);
+			return FERRY_ENOTFOUND;
+		}
 		*env = json_pack("{s:s, s:s?}", "FERRY_CACHE_DIR", dir, "FERRY_CACHE_SESSION", session);
 		break;
 	}
@@ -379,12 +388,10 @@ int steps_prepare(json_t **rendered, json_t **env, char **key_out, struct step_r
 		error = label_step(&rr, res);
 	else if (strcmp(r->kind, "register") == 0)
 		error = registry_step(&rr, res);
-	else if (strcmp(r->kind, "cache") == 0 && datacache_claimed)
-		error = datacache_claimed(&rr, res, env);
 	else if (strcmp(r->kind, "cache") == 0)
-		error = (ferry_error_set("%s steps are not supported by this build", r->kind), FERRY_ERROR);
-	else
-		return cache_env(env, r->inputs);
+		error = datacache_claimed(&rr, res, env);
+	else if ((error = cache_env(env, r->inputs)) == 0)
+		return 0;
 	if (error < 0) {
 		step_result_dispose(res);
 		res->outcome = "failed";
@@ -490,7 +497,7 @@ int steps_job_done(const struct step_run *r, struct step_result *res)
 
 	memset(res, 0, sizeof(*res));
 	res->outcome = "succeeded";
-	if (strcmp(r->kind, "cache") == 0 && datacache_job_done) {
+	if (strcmp(r->kind, "cache") == 0) {
 		error = datacache_job_done(r, res);
 		goto out;
 	}
