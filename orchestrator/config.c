@@ -999,15 +999,14 @@ static json_t *check_workflow(struct ctx *c, const yaml_node_t *root)
 static int hash_hex(char out[65], const char *p, size_t n)
 {
 	unsigned char md[EVP_MAX_MD_SIZE];
-	unsigned int mdlen = 0, i;
+	unsigned int mdlen = 0;
 
 	if (EVP_Digest(p, n, md, &mdlen, EVP_sha256(), NULL) != 1 || mdlen != 32) {
 		out[0] = '\0';
 		ferry_error_set("sha256 of the workflow failed");
 		return FERRY_ERROR;
 	}
-	for (i = 0; i < 32; i++)
-		snprintf(out + 2 * i, 3, "%02x", md[i]);
+	hex_encode(out, md, mdlen);
 	return FERRY_OK;
 }
 

@@ -241,3 +241,14 @@ int file_read(char **out, size_t *len, const char *path)
 		*len = n;
 	return FERRY_OK;
 }
+
+void hex_encode(char *out, const unsigned char *p, size_t n)
+{
+	static const char digits[] = "0123456789abcdef";
+
+	for (size_t i = 0; i < n; i++) {
+		out[2 * i] = digits[p[i] >> 4];
+		out[2 * i + 1] = digits[p[i] & 15];
+	}
+	out[2 * n] = '\0';
+}

@@ -58,6 +58,9 @@ int parse_int64(const char *s, int64_t *out);
 /* Creates DIR and its parents (mode 0755 unless set); 0 or FERRY_ERROR. */
 int mkdir_p(const char *dir, unsigned mode);
 
+/* Writes the n bytes of p as 2n lowercase hex digits and a NUL into out. */
+void hex_encode(char *out, const unsigned char *p, size_t n);
+
 /* Reads a whole file into a NUL-terminated buffer the caller frees. */
 int file_read(char **out, size_t *len, const char *path);
 

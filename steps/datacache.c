@@ -190,17 +190,6 @@ static int tree_load(struct tree *t, int *rootfd, const char *dir)
 
 /* ---- fingerprints ---- */
 
-static void hex(char out[65], const unsigned char *md, unsigned int n)
-{
-	static const char digits[] = "0123456789abcdef";
-
-	for (unsigned int i = 0; i < n && i < 32; i++) {
-		out[2 * i] = digits[md[i] >> 4];
-		out[2 * i + 1] = digits[md[i] & 15];
-	}
-	out[64] = '\0';
-}
-
 /* Feeds the bytes of fd (closed here) into ctx; FERRY_ERROR when unreadable. */
 static int digest_fd(EVP_MD_CTX *ctx, int fd, const char *what)
 {
@@ -257,7 +246,7 @@ static int tree_fingerprint(char out[65], const struct tree *t, int rootfd, cons
 		}
 	}
 	EVP_DigestFinal_ex(ctx, md, &mdlen);
-	hex(out, md, mdlen);
+	hex_encode(out, md, mdlen);
 out:
 	EVP_MD_CTX_free(ctx);
 	return error;
@@ -279,7 +268,7 @@ static int file_fingerprint(char out[65], const char *path)
 	}
 	if ((error = digest_fd(ctx, fd, path)) == FERRY_OK) {
 		EVP_DigestFinal_ex(ctx, md, &mdlen);
-		hex(out, md, mdlen);
+		hex_encode(out, md, mdlen);
 	}
 	EVP_MD_CTX_free(ctx);
 	return error;
@@ -550,7 +539,7 @@ static void sha256_text(char out[65], const char *text)
 	unsigned int mdlen = 0;
 
 	EVP_Digest(text, strlen(text), md, &mdlen, EVP_sha256(), NULL);
-	hex(out, md, mdlen);
+	hex_encode(out, md, mdlen);
 }
 
 /*

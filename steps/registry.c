@@ -35,17 +35,6 @@
 
 #define TREE_MAX_FILES 100000
 
-static void hex_of(char out[65], const unsigned char *md, unsigned int n)
-{
-	static const char digits[] = "0123456789abcdef";
-
-	for (unsigned int i = 0; i < n && i < 32; i++) {
-		out[2 * i] = digits[md[i] >> 4];
-		out[2 * i + 1] = digits[md[i] & 15];
-	}
-	out[64] = '\0';
-}
-
 /* Where the blob hex lives: HOME/artifacts/sha256/AB/HEX. The caller frees it. */
 static char *blob_path(const char *home, const char *hex)
 {
@@ -124,7 +113,7 @@ static int blob_put_bytes(char hex[65], char **path, const char *home, const cha
 	int fd, error = FERRY_ERROR;
 
 	EVP_Digest(data, len, md, &mdlen, EVP_sha256(), NULL);
-	hex_of(hex, md, mdlen);
+	hex_encode(hex, md, mdlen);
 	if ((fd = blob_tmp(&tmp, home)) < 0)
 		return FERRY_ERROR;
 	if (write_all(fd, data, len) < 0 || fsync(fd) < 0) {
@@ -172,7 +161,7 @@ static int blob_put_file(char hex[65], int64_t *bytes, char **path, const char *
 		unlink(tmp);
 		goto out;
 	}
-	hex_of(hex, md, mdlen);
+	hex_encode(hex, md, mdlen);
 	error = blob_commit(path, home, tmp, hex);
 out:
 	if (in >= 0)

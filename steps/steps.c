@@ -195,8 +195,7 @@ static int file_sha256(char out[65], const char *path)
 		EVP_DigestUpdate(ctx, buf, n);
 	if (ferror(f) || EVP_DigestFinal_ex(ctx, md, &mdlen) != 1)
 		goto out;
-	for (unsigned int i = 0; i < mdlen; i++)
-		snprintf(out + 2 * i, 3, "%02x", md[i]);
+	hex_encode(out, md, mdlen);
 	error = FERRY_OK;
 out:
 	if (f)
@@ -211,8 +210,7 @@ static void text_sha256(char out[65], const char *text)
 	unsigned int mdlen = 0;
 
 	EVP_Digest(text, strlen(text), md, &mdlen, EVP_sha256(), NULL);
-	for (unsigned int i = 0; i < mdlen; i++)
-		snprintf(out + 2 * i, 3, "%02x", md[i]);
+	hex_encode(out, md, mdlen);
 }
 
 /*

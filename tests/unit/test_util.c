@@ -78,6 +78,19 @@ static void test_util__xasprintf(void **state)
 	free(s);
 }
 
+static void test_util__hex_encode(void **state)
+{
+	const unsigned char bytes[] = {0x00, 0x0f, 0xa5, 0xff};
+	char out[2 * sizeof(bytes) + 1];
+
+	(void)state;
+	memset(out, 'x', sizeof(out));
+	hex_encode(out, bytes, sizeof(bytes));
+	assert_string_equal(out, "000fa5ff");
+	hex_encode(out, bytes, 0);
+	assert_string_equal(out, "");
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -85,6 +98,7 @@ int main(void)
 		cmocka_unit_test(test_util__mkdir_p_and_file_read),
 		cmocka_unit_test(test_util__error_buffer),
 		cmocka_unit_test(test_util__xasprintf),
+		cmocka_unit_test(test_util__hex_encode),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
