@@ -15,6 +15,7 @@ struct api_opts {
 	int db_conns;         /* pooled database connections (the bound on concurrent queries) */
 	size_t cache_entries; /* finished runs kept in memory (runcache.h); 0: no cache */
 	size_t cache_bytes;   /* and their JSON bytes at most */
+	int workers;          /* MHD epoll workers; 0: one per two cores (at least 1, at most 8) */
 };
 
 struct api;

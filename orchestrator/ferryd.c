@@ -217,6 +217,16 @@ int main(int argc, char **argv)
 		ao.cache_bytes = (size_t)mb << 20;
 		ao.cache_entries = mb > 0 ? 10000 : 0;
 	}
+	{
+		/* FERRY_API_WORKERS: epoll workers serving HTTP (default: one per two cores) */
+		int64_t w = 0;
+		if (getenv("FERRY_API_WORKERS") &&
+		    (parse_int64(getenv("FERRY_API_WORKERS"), &w) < 0 || w < 1 || w > 64)) {
+			flog_error("FERRY_API_WORKERS must be a number of threads from 1 to 64");
+			goto out;
+		}
+		ao.workers = (int)w;
+	}
 	if (api_start(&api, &ao) < 0) {
 		flog_error("API: %s", ferry_error_last());
 		goto out;
