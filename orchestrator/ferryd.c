@@ -179,6 +179,16 @@ int main(int argc, char **argv)
 	}
 	if (getenv("FERRY_SHUTDOWN_GRACE_MS"))
 		parse_int64(getenv("FERRY_SHUTDOWN_GRACE_MS"), &grace_ms);
+	{
+		/* FERRY_LABEL_WEBHOOK: where label steps that name no webhook post their tasks */
+		const char *hook = getenv("FERRY_LABEL_WEBHOOK");
+		if (hook && *hook && ((strncmp(hook, "http://", 7) != 0 && strncmp(hook, "https://", 8) != 0) ||
+				      strpbrk(hook, " \t\r\n") != NULL)) {
+			flog_error("FERRY_LABEL_WEBHOOK \"%s\" must be an http:// or https:// URL, e.g. "
+				   "https://labels.example.com/tasks", hook);
+			return 2;
+		}
+	}
 
 	memset(&sa, 0, sizeof(sa));
 	sa.sa_handler = on_signal;

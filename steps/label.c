@@ -246,6 +246,8 @@ int label_step(const struct step_run *r, struct step_result *res)
 	int error = FERRY_OK;
 
 	memset(res, 0, sizeof(*res));
+	if (hook == NULL && getenv("FERRY_LABEL_WEBHOOK") && *getenv("FERRY_LABEL_WEBHOOK"))
+		hook = getenv("FERRY_LABEL_WEBHOOK"); /* the daemon's default labelling service */
 	if (ds == NULL) {
 		ferry_error_set("a label step needs \"dataset\"");
 		return FERRY_EINVALID;

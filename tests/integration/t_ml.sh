@@ -176,10 +176,9 @@ Y
 	assert_eq "$CODE" 409 "continue twice"
 }
 
-test_label_webhook_retried() {
-	start_daemon a
-	make_dataset "$FERRY_HOME/ds"
-	hport=$((FERRY_PORT + 1000))
+# start_hook PORT: a labelling service on PORT that answers the first POST
+# with 500 and later ones with {"task_id": 42}; bodies go to $FERRY_HOME/posts.
+start_hook() {
 	cat >"$FERRY_HOME/hook.py" <<'P'
 import http.server, json, sys
 n = 0
@@ -188,16 +187,27 @@ class H(http.server.BaseHTTPRequestHandler):
         global n
         n += 1
         body = self.rfile.read(int(self.headers["Content-Length"]))
-        open(sys.argv[2], "ab").write(body + b"\n")
+        open(sys.argv[2], "ab").write(self.path.encode() + b" " + body + b"\n")
         code = 500 if n == 1 else 200
         self.send_response(code); self.send_header("Content-Type", "application/json"); self.end_headers()
         self.wfile.write(json.dumps({"task_id": 42}).encode())
     def log_message(self, *a): pass
 http.server.HTTPServer(("127.0.0.1", int(sys.argv[1])), H).serve_forever()
 P
-	python3 "$FERRY_HOME/hook.py" "$hport" "$FERRY_HOME/posts" &
+	python3 "$FERRY_HOME/hook.py" "$1" "$FERRY_HOME/posts" &
 	echo $! >"$FERRY_HOME/daemon.hook.pid"
-	sleep 0.5
+	for _ in $(seq 1 50); do
+		curl -s -o /dev/null "http://127.0.0.1:$1/" && return 0
+		sleep 0.1
+	done
+	fail "the labelling service did not start"
+}
+
+test_label_webhook_retried() {
+	start_daemon a
+	make_dataset "$FERRY_HOME/ds"
+	hport=$((FERRY_PORT + 1000))
+	start_hook "$hport"
 	f=$(wf hook <<Y
 name: hooked
 steps:
@@ -210,10 +220,39 @@ Y
 	id=$(submit "$f")
 	wait_step "$id" label waiting 20
 	assert_eq "$(count "$FERRY_HOME/posts")" 2 "a 500 is retried"
-	post=$(tail -1 "$FERRY_HOME/posts")
+	post=$(tail -1 "$FERRY_HOME/posts" | cut -d' ' -f2-)
+	assert_eq "$(tail -1 "$FERRY_HOME/posts" | cut -d' ' -f1)" /tasks "to the workflow's URL"
 	assert_eq "$(echo "$post" | json 'j["unlabelled"]')" 3 "the task"
 	assert_eq "$(echo "$post" | json 'j["continue"]')" "/api/v1/runs/$id/steps/label/continue" "how to continue it"
 	assert_eq "$(step_col "$id" label "outputs->'task'->>'task_id'")" 42 "the hook's answer is kept"
+}
+
+# FERRY_LABEL_WEBHOOK: the daemon's labelling service for label steps that name none
+test_label_webhook_from_config() {
+	hport=$((FERRY_PORT + 1000))
+	start_hook "$hport"
+	start_daemon a FERRY_LABEL_WEBHOOK="http://127.0.0.1:$hport/default"
+	make_dataset "$FERRY_HOME/ds"
+	f=$(wf hook <<Y
+name: hooked
+steps:
+  - {name: label, kind: label, dataset: $FERRY_HOME/ds}
+  - {name: own, kind: label, dataset: $FERRY_HOME/ds, webhook: "http://127.0.0.1:$hport/own", needs: [label]}
+Y
+)
+	id=$(submit "$f")
+	wait_step "$id" label waiting 20
+	assert_eq "$(tail -1 "$FERRY_HOME/posts" | cut -d' ' -f1)" /default "posted to the configured URL"
+	api POST "/api/v1/runs/$id/steps/label/continue" '{}'
+	wait_step "$id" own waiting 20
+	assert_eq "$(tail -1 "$FERRY_HOME/posts" | cut -d' ' -f1)" /own "a workflow's webhook wins"
+	stop_daemon a
+	set +e
+	FERRY_LABEL_WEBHOOK=ftp://x ferryd >"$FERRY_HOME/bad.log" 2>&1
+	rc=$?
+	set -e
+	[ "$rc" != 0 ] || fail "a bad FERRY_LABEL_WEBHOOK is refused"
+	assert_match "$(cat "$FERRY_HOME/bad.log")" 'FERRY_LABEL_WEBHOOK "ftp://x" must be an http:// or https:// URL' "and says why"
 }
 
 test_label_timeout() {
