@@ -20,7 +20,6 @@
  */
 #include "config_priv.h"
 
-#include <openssl/evp.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -996,20 +995,6 @@ static json_t *check_workflow(struct ctx *c, const yaml_node_t *root)
 
 /* ---- entry points ----------------------------------------------------- */
 
-static int hash_hex(char out[65], const char *p, size_t n)
-{
-	unsigned char md[EVP_MAX_MD_SIZE];
-	unsigned int mdlen = 0;
-
-	if (EVP_Digest(p, n, md, &mdlen, EVP_sha256(), NULL) != 1 || mdlen != 32) {
-		out[0] = '\0';
-		ferry_error_set("sha256 of the workflow failed");
-		return FERRY_ERROR;
-	}
-	hex_encode(out, md, mdlen);
-	return FERRY_OK;
-}
-
 static void syntax_error(struct ctx *c, const yaml_parser_t *p)
 {
 	const char *problem = p->problem ? p->problem : "unknown error";
@@ -1124,8 +1109,8 @@ int cfg_workflow_parse(json_t **out, char hash_out[65], const char *yaml, size_t
 	c.file = filename ? filename : "<inline>";
 	c.src = yaml ? yaml : "";
 	c.len = yaml ? len : 0;
-	if (hash_out != NULL && (error = hash_hex(hash_out, c.src, c.len)) < 0)
-		goto out;
+	if (hash_out != NULL)
+		sha256_hex(hash_out, c.src, c.len);
 	if (c.len > CFG_MAX_YAML) {
 		cfg_err_at(&c, 1, 1, "the file is %zu bytes; workflows are limited to %d bytes", c.len,
 		       CFG_MAX_YAML);

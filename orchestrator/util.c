@@ -8,6 +8,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <openssl/evp.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -251,4 +252,14 @@ void hex_encode(char *out, const unsigned char *p, size_t n)
 		out[2 * i + 1] = digits[p[i] & 15];
 	}
 	out[2 * n] = '\0';
+}
+
+void sha256_hex(char out[65], const void *p, size_t n)
+{
+	unsigned char md[EVP_MAX_MD_SIZE];
+	unsigned int mdlen = 0;
+
+	if (EVP_Digest(p, n, md, &mdlen, EVP_sha256(), NULL) != 1 || mdlen != 32)
+		abort(); /* only out of memory makes a digest of a buffer fail */
+	hex_encode(out, md, mdlen);
 }

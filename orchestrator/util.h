@@ -61,6 +61,9 @@ int mkdir_p(const char *dir, unsigned mode);
 /* Writes the n bytes of p as 2n lowercase hex digits and a NUL into out. */
 void hex_encode(char *out, const unsigned char *p, size_t n);
 
+/* The sha256 of n bytes at p as 64 lowercase hex digits and a NUL. */
+void sha256_hex(char out[65], const void *p, size_t n);
+
 /* Reads a whole file into a NUL-terminated buffer the caller frees. */
 int file_read(char **out, size_t *len, const char *path);
 

@@ -533,15 +533,6 @@ static int resolve_dataset(char **out, struct step_result *res, const struct ste
 	return FERRY_OK;
 }
 
-static void sha256_text(char out[65], const char *text)
-{
-	unsigned char md[EVP_MAX_MD_SIZE];
-	unsigned int mdlen = 0;
-
-	EVP_Digest(text, strlen(text), md, &mdlen, EVP_sha256(), NULL);
-	hex_encode(out, md, mdlen);
-}
-
 /*
  * The entry key: the fingerprint alone for a plain copy of a directory;
  * otherwise sha256 of it with what else shapes the entry (the file's name,
@@ -564,7 +555,7 @@ static void entry_key(char out[65], const char *fp, const char *file_name, const
 		json_object_set(k, "image", json_object_get(spec, "image") ?: json_null());
 	}
 	txt = json_dumps(k, JSON_COMPACT | JSON_SORT_KEYS);
-	sha256_text(out, txt);
+	sha256_hex(out, txt, strlen(txt));
 	free(txt);
 	json_decref(k);
 }

@@ -107,13 +107,10 @@ static int write_all(int fd, const void *buf, size_t n)
 /* Stores a buffer as a blob: hex, *path (the caller's). */
 static int blob_put_bytes(char hex[65], char **path, const char *home, const char *data, size_t len)
 {
-	unsigned char md[EVP_MAX_MD_SIZE];
-	unsigned int mdlen = 0;
 	char *tmp = NULL;
 	int fd, error = FERRY_ERROR;
 
-	EVP_Digest(data, len, md, &mdlen, EVP_sha256(), NULL);
-	hex_encode(hex, md, mdlen);
+	sha256_hex(hex, data, len);
 	if ((fd = blob_tmp(&tmp, home)) < 0)
 		return FERRY_ERROR;
 	if (write_all(fd, data, len) < 0 || fsync(fd) < 0) {

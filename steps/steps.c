@@ -204,15 +204,6 @@ out:
 	return error;
 }
 
-static void text_sha256(char out[65], const char *text)
-{
-	unsigned char md[EVP_MAX_MD_SIZE];
-	unsigned int mdlen = 0;
-
-	EVP_Digest(text, strlen(text), md, &mdlen, EVP_sha256(), NULL);
-	hex_encode(out, md, mdlen);
-}
-
 /*
  * What an input value contributes to a cache key: an absolute path of a file
  * or directory stands for its content, anything else for itself. A new
@@ -281,7 +272,7 @@ static void cache_key(char out[65], const struct step_run *r)
 		json_object_set_new(ins, name, canon_input(in));
 	json_object_set_new(k, "inputs", ins);
 	txt = json_dumps(k, JSON_COMPACT | JSON_SORT_KEYS);
-	text_sha256(out, txt);
+	sha256_hex(out, txt, strlen(txt));
 	free(txt);
 	json_decref(k);
 }

@@ -91,6 +91,17 @@ static void test_util__hex_encode(void **state)
 	assert_string_equal(out, "");
 }
 
+static void test_util__sha256_hex(void **state)
+{
+	char out[65];
+
+	(void)state;
+	sha256_hex(out, "abc", 3); /* FIPS 180-2, appendix B.1 */
+	assert_string_equal(out, "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad");
+	sha256_hex(out, "", 0);
+	assert_string_equal(out, "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855");
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -99,6 +110,7 @@ int main(void)
 		cmocka_unit_test(test_util__error_buffer),
 		cmocka_unit_test(test_util__xasprintf),
 		cmocka_unit_test(test_util__hex_encode),
+		cmocka_unit_test(test_util__sha256_hex),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
