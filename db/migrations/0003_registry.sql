@@ -131,7 +131,8 @@ $$;
 -- the artifact row (once per sha256), the version numbered from the latest
 -- by p_bump (patch: 0.0.1 → 0.0.2, minor: → 0.1.0, major: → 1.0.0; the
 -- first version is 0.0.1, 0.1.0 or 1.0.0), its aliases, the events (the
--- model's and the run's). Registering again from the same run and step with
+-- model's and the run's), on behalf of the run's actor (the daemon that did
+-- it is in the event's detail). Registering again from the same run and step with
 -- the same bytes returns the version already registered (p_created false).
 CREATE FUNCTION ferry_model_register(p_model text, p_bump text, p_sha text, p_kind text, p_bytes bigint,
                                      p_path text, p_name text, p_source text, p_metrics jsonb, p_params jsonb,
@@ -148,6 +149,7 @@ DECLARE
 	v_version text;
 	v_wf text;
 	v_wf_hash text;
+	v_actor text := p_actor;
 	v_alias text;
 BEGIN
 	IF p_bump NOT IN ('patch', 'minor', 'major') THEN
@@ -166,7 +168,9 @@ BEGIN
 			RETURN QUERY SELECT v_version, false, ferry_model_version_json(v_vid);
 			RETURN;
 		END IF;
-		SELECT workflow_name, workflow_hash INTO v_wf, v_wf_hash FROM runs WHERE id = p_run;
+		-- a version from a run is registered on behalf of whoever started the run
+		SELECT workflow_name, workflow_hash, actor INTO v_wf, v_wf_hash, v_actor FROM runs WHERE id = p_run;
+		v_actor := coalesce(v_actor, p_actor);
 	END IF;
 
 	SELECT v.major, v.minor, v.patch INTO v_maj, v_min, v_pat FROM model_versions v
@@ -185,19 +189,20 @@ BEGIN
 	INSERT INTO model_versions (model_id, major, minor, patch, artifact, artifact_name, source, metrics,
 	                            params, run_id, step, workflow, workflow_hash, data_fingerprint, actor)
 	VALUES (v_model, v_maj, v_min, v_pat, p_sha, p_name, p_source, p_metrics, p_params, p_run, p_step,
-	        v_wf, v_wf_hash, p_data_fp, p_actor)
+	        v_wf, v_wf_hash, p_data_fp, v_actor)
 	RETURNING id, model_versions.version INTO v_vid, v_version;
 	UPDATE models SET updated_at = now() WHERE id = v_model;
 	INSERT INTO model_events (model_id, version, actor, kind, detail)
-	VALUES (v_model, v_version, p_actor, 'version.registered',
-	        jsonb_strip_nulls(jsonb_build_object('run', p_run, 'step', p_step, 'artifact', p_sha)));
+	VALUES (v_model, v_version, v_actor, 'version.registered',
+	        jsonb_strip_nulls(jsonb_build_object('run', p_run, 'step', p_step, 'artifact', p_sha,
+	                                             'daemon', p_actor)));
 	IF p_run IS NOT NULL THEN
 		INSERT INTO events (run_id, step, actor, kind, detail)
 		VALUES (p_run, p_step, p_actor, 'model.registered',
 		        jsonb_build_object('model', p_model, 'version', v_version, 'artifact', p_sha));
 	END IF;
 	FOREACH v_alias IN ARRAY coalesce(p_aliases, '{}') LOOP
-		PERFORM ferry_model_alias_set(p_model, v_alias, v_version, p_actor);
+		PERFORM ferry_model_alias_set(p_model, v_alias, v_version, v_actor);
 		IF p_run IS NOT NULL THEN
 			INSERT INTO events (run_id, step, actor, kind, detail)
 			VALUES (p_run, p_step, p_actor, 'model.alias',

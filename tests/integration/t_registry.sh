@@ -52,6 +52,8 @@ Y
 	assert_eq "$(echo "$BODY" | json 'j["params"]["weights"]')" A "lineage: params"
 	assert_eq "$(echo "$BODY" | json 'j["metrics"]["accuracy"]')" 0.91 "the metrics that led to it"
 	assert_eq "$(echo "$BODY" | json 'j["artifact"]["name"]')" model.bin "the artifact's name"
+	assert_eq "$(echo "$BODY" | json 'j["actor"]')" "$(sql "SELECT actor FROM runs WHERE id = $id2")" "registered for whoever started the run"
+	assert_eq "$(sql "SELECT actor FROM runs WHERE id = $id2")" tester "(the API's X-Ferry-Actor)"
 
 	api GET /api/v1/models/m/versions/production
 	assert_eq "$(echo "$BODY" | json 'j["version"]')" 0.0.3 "an alias names a version; the newest registered holds it"
@@ -317,5 +319,7 @@ test_digits_example() {
 	assert_eq "$(step_col "$id2" register "outputs->>'sha256'")" "$(step_col "$id" register "outputs->>'sha256'")" "same model bytes"
 	assert_eq "$(blobs)" 1 "stored once"
 	assert_match "$(sql "SELECT data_fingerprint FROM model_versions WHERE version = '0.0.2'")" '^sha256:[0-9a-f]{64}$' "data lineage"
-	assert_match "$(ferry models get digits production)" 'Version: +0.0.2' "0.0.2 is production"
+	out=$(ferry models get digits production)
+	assert_match "$out" 'Version: +0.0.2' "0.0.2 is production"
+	assert_match "$out" "Created: .* by $(id -un)\$" "registered for the person who submitted the run"
 }
