@@ -80,6 +80,10 @@ $(B)/tests/bench_dispatch: tests/bench/bench_dispatch.c $(ENGINE_OBJ)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $< $(ENGINE_OBJ) $(LDLIBS)
 
+$(B)/tests/bench_fingerprint: tests/bench/bench_fingerprint.c $(ENGINE_OBJ)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $< $(ENGINE_OBJ) $(LDLIBS)
+
 deps:
 	@missing=$$(for p in $(DEB_BUILD) $(DEB_RUN); do \
 		dpkg-query -W -f='$${Status}\n' $$p 2>/dev/null | grep -q 'install ok installed' || echo $$p; done); \

@@ -29,11 +29,18 @@ static const struct {
 	{"ferry_attempts_finished_total", "Attempts this daemon closed."},
 	{"ferry_db_errors_total", "Failed database calls."},
 	{"ferry_api_requests_total", "API requests served."},
+	{"ferry_fingerprint_memo_hits_total", "Dataset fingerprints known from unchanged file metadata (no bytes read)."},
+	{"ferry_fingerprint_reads_total", "Dataset fingerprints computed by reading every byte."},
 }, histogram_info[H_HISTOGRAMS] = {
 	{"ferry_dispatch_claim_seconds", "Duration of one claim of ready steps."},
 	{"ferry_dispatch_finish_seconds", "Duration of closing one batch of attempts."},
 	{"ferry_api_request_duration_seconds", "Duration of API requests."},
 };
+
+uint64_t metrics_get(enum metric_counter c)
+{
+	return atomic_load_explicit(&counters[c], memory_order_relaxed);
+}
 
 void metrics_add(enum metric_counter c, uint64_t n)
 {

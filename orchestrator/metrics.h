@@ -14,6 +14,8 @@ enum metric_counter {
 	M_STEPS_FINISHED,    /* attempts closed */
 	M_DB_ERRORS,         /* failed database calls (engine and API) */
 	M_API_REQUESTS,
+	M_FP_MEMO_HITS,      /* dataset fingerprints answered from the stat memo (no bytes read) */
+	M_FP_READS,          /* dataset fingerprints computed by reading every byte */
 	M_COUNTERS
 };
 
@@ -25,6 +27,8 @@ enum metric_histogram {
 };
 
 void metrics_add(enum metric_counter c, uint64_t n);
+/* The counter's value now. */
+uint64_t metrics_get(enum metric_counter c);
 void metrics_observe(enum metric_histogram h, double seconds);
 
 /* Appends the exposition of every metric to *buf (realloc'd, NUL-terminated). */

@@ -27,12 +27,15 @@
 #include <ftw.h>
 #include <limits.h>
 #include <openssl/evp.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
+#include "../orchestrator/metrics.h" /* counters; steps/metrics.h is metrics.json */
 #include "store.h"
 #include "util.h"
 
@@ -48,6 +51,9 @@ struct tree_ent {
 	mode_t mode;
 	int64_t size;
 	char *link; /* a link's target text */
+	/* what the stat memo compares (see fingerprint_memo below) */
+	uint64_t dev, ino;
+	int64_t mtime_ns, ctime_ns;
 };
 
 struct tree {
@@ -80,6 +86,10 @@ static struct tree_ent *tree_add(struct tree *t, char *rel, char type, const str
 	e->rel = rel;
 	e->type = type;
 	e->mode = st->st_mode & 07777;
+	e->dev = (uint64_t)st->st_dev;
+	e->ino = (uint64_t)st->st_ino;
+	e->mtime_ns = (int64_t)st->st_mtim.tv_sec * 1000000000 + st->st_mtim.tv_nsec;
+	e->ctime_ns = (int64_t)st->st_ctim.tv_sec * 1000000000 + st->st_ctim.tv_nsec;
 	if (type == 'f') {
 		e->size = (int64_t)st->st_size;
 		t->bytes += e->size;
@@ -274,26 +284,142 @@ static int file_fingerprint(char out[65], const char *path)
 	return error;
 }
 
+/*
+ * The stat memo. Reading every byte of a large dataset on every claim of a
+ * cache step (and of every step below one whose result is cached) would
+ * make a hit cost as much as a copy, so a fingerprint is remembered with a
+ * signature of the metadata it was computed from: each entry's path, type,
+ * size, device, inode, mtime and ctime (and the link's target). A write to
+ * a file changes its ctime, which nobody can set back, so an unchanged
+ * signature means unchanged bytes — unless a write landed within the
+ * timestamp granularity of the read (the kernel stamps with a coarse clock).
+ * Fingerprints of trees with an entry changed less than FP_RACY_NS before
+ * the walk began are therefore not remembered ("racily clean", as git calls
+ * it). The memo lives in this process, FP_MEMO_N paths, least recently
+ * used replaced first.
+ */
+#define FP_MEMO_N 64
+#define FP_RACY_NS 2000000000LL
+
+static struct {
+	char *path;
+	char sig[65], fp[65];
+	uint64_t used;
+} fp_memo[FP_MEMO_N];
+static uint64_t fp_memo_clock;
+static pthread_mutex_t fp_memo_mu = PTHREAD_MUTEX_INITIALIZER;
+
+static void sig_add_ent(EVP_MD_CTX *ctx, char type, const char *rel, const char *link, int64_t size,
+			uint64_t dev, uint64_t ino, int64_t mtime_ns, int64_t ctime_ns)
+{
+	char num[128];
+	int n = snprintf(num, sizeof(num), "%lld %llu %llu %lld %lld", (long long)size, (unsigned long long)dev,
+			 (unsigned long long)ino, (long long)mtime_ns, (long long)ctime_ns);
+
+	EVP_DigestUpdate(ctx, &type, 1);
+	EVP_DigestUpdate(ctx, rel, strlen(rel) + 1);
+	EVP_DigestUpdate(ctx, link ? link : "", link ? strlen(link) + 1 : 1);
+	EVP_DigestUpdate(ctx, num, (size_t)n + 1);
+}
+
+/* The metadata signature of a tree (or, t NULL, of the file st); 0 when racy. */
+static int fp_signature(char out[65], const struct tree *t, const struct stat *st, int64_t since_ns)
+{
+	EVP_MD_CTX *ctx = EVP_MD_CTX_new();
+	unsigned char md[EVP_MAX_MD_SIZE];
+	unsigned int mdlen = 0;
+	int64_t m = (int64_t)st->st_mtim.tv_sec * 1000000000 + st->st_mtim.tv_nsec;
+	int64_t c = (int64_t)st->st_ctim.tv_sec * 1000000000 + st->st_ctim.tv_nsec;
+	int clean = t != NULL || (m < since_ns - FP_RACY_NS && c < since_ns - FP_RACY_NS);
+
+	if (ctx == NULL || EVP_DigestInit_ex(ctx, EVP_sha256(), NULL) != 1)
+		abort();
+	sig_add_ent(ctx, t ? 'D' : 'F', "", NULL, (int64_t)st->st_size, (uint64_t)st->st_dev,
+		    (uint64_t)st->st_ino, t ? 0 : m, t ? 0 : c);
+	for (size_t i = 0; t && i < t->n; i++) {
+		const struct tree_ent *e = &t->v[i];
+		sig_add_ent(ctx, e->type, e->rel, e->link, e->size, e->dev, e->ino, e->mtime_ns, e->ctime_ns);
+		if (e->mtime_ns >= since_ns - FP_RACY_NS || e->ctime_ns >= since_ns - FP_RACY_NS)
+			clean = 0;
+	}
+	EVP_DigestFinal_ex(ctx, md, &mdlen);
+	EVP_MD_CTX_free(ctx);
+	hex_encode(out, md, mdlen);
+	return clean;
+}
+
+/* 1 with out filled when path's fingerprint is known for this signature. */
+static int fp_memo_get(char out[65], const char *path, const char *sig)
+{
+	int found = 0;
+
+	pthread_mutex_lock(&fp_memo_mu);
+	for (int i = 0; i < FP_MEMO_N && !found; i++)
+		if (fp_memo[i].path && strcmp(fp_memo[i].path, path) == 0 && strcmp(fp_memo[i].sig, sig) == 0) {
+			memcpy(out, fp_memo[i].fp, 65);
+			fp_memo[i].used = ++fp_memo_clock;
+			found = 1;
+		}
+	pthread_mutex_unlock(&fp_memo_mu);
+	if (found)
+		metrics_add(M_FP_MEMO_HITS, 1);
+	return found;
+}
+
+static void fp_memo_put(const char *path, const char *sig, const char *fp)
+{
+	int slot = 0;
+
+	pthread_mutex_lock(&fp_memo_mu);
+	for (int i = 0; i < FP_MEMO_N; i++) {
+		if (fp_memo[i].path && strcmp(fp_memo[i].path, path) == 0) {
+			slot = i; /* the path's old signature is of no more use */
+			break;
+		}
+		if (fp_memo[i].used < fp_memo[slot].used)
+			slot = i;
+	}
+	free(fp_memo[slot].path);
+	fp_memo[slot].path = xstrdup(path);
+	memcpy(fp_memo[slot].sig, sig, 65);
+	memcpy(fp_memo[slot].fp, fp, 65);
+	fp_memo[slot].used = ++fp_memo_clock;
+	pthread_mutex_unlock(&fp_memo_mu);
+}
+
 int datacache_fingerprint(char out[65], const char *path)
 {
-	struct tree t;
+	struct tree t = {0};
 	struct stat st;
-	int rootfd = -1, error;
+	struct timespec now;
+	char sig[65];
+	int rootfd = -1, error, clean;
+	int64_t since;
 
+	clock_gettime(CLOCK_REALTIME, &now); /* before anything is read: see FP_RACY_NS */
+	since = (int64_t)now.tv_sec * 1000000000 + now.tv_nsec;
 	if (stat(path, &st) != 0) {
 		ferry_error_set("cannot read %s: %s", path, strerror(errno));
 		return errno == ENOENT ? FERRY_ENOTFOUND : FERRY_ERROR;
 	}
-	if (S_ISREG(st.st_mode))
-		return file_fingerprint(out, path);
-	if (!S_ISDIR(st.st_mode)) {
+	if (!S_ISREG(st.st_mode) && !S_ISDIR(st.st_mode)) {
 		ferry_error_set("%s is neither a file nor a directory", path);
 		return FERRY_ERROR;
 	}
-	if ((error = tree_load(&t, &rootfd, path)) < 0)
+	if (S_ISDIR(st.st_mode) && (error = tree_load(&t, &rootfd, path)) < 0)
 		return error;
-	error = tree_fingerprint(out, &t, rootfd, path);
-	close(rootfd);
+	clean = fp_signature(sig, S_ISDIR(st.st_mode) ? &t : NULL, &st, since);
+	if (fp_memo_get(out, path, sig)) {
+		error = FERRY_OK;
+		goto out;
+	}
+	metrics_add(M_FP_READS, 1);
+	error = S_ISDIR(st.st_mode) ? tree_fingerprint(out, &t, rootfd, path) : file_fingerprint(out, path);
+	if (error == FERRY_OK && clean)
+		fp_memo_put(path, sig, out);
+out:
+	if (rootfd >= 0)
+		close(rootfd);
 	tree_dispose(&t);
 	return error;
 }

@@ -39,7 +39,10 @@ int datacache_job_done(const struct step_run *r, struct step_result *res);
  * bytewise, so readdir order does not matter), its type, and a file's size
  * and bytes, a symbolic link's target text (links are never followed),
  * a directory's name; other file types are ignored. FERRY_ENOTFOUND when
- * path does not exist, FERRY_ERROR when it cannot be read.
+ * path does not exist, FERRY_ERROR when it cannot be read. A path whose
+ * files' metadata (size, inode, mtime, ctime) is unchanged since its last
+ * fingerprint in this process is not read again (see the stat memo in
+ * datacache.c).
  */
 int datacache_fingerprint(char out[65], const char *path);
 

@@ -3,7 +3,8 @@
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 B=${B:-build/rel}
-make --no-print-directory "$B/tests/bench_dispatch" >/dev/null
+make --no-print-directory "$B/tests/bench_dispatch" "$B/tests/bench_fingerprint" >/dev/null
 "$B/tests/bench_dispatch" --executor noop --runs 200 --width 48
 "$B/tests/bench_dispatch" --executor local --runs 40 --width 48
 tests/bench/api.sh
+"$B/tests/bench_fingerprint" --mb 256 --files 2000

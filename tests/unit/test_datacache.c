@@ -8,9 +8,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "../orchestrator/metrics.h"
 #include "datacache.h"
 #include "util.h"
 
@@ -156,6 +158,57 @@ static void test_datacache__links_not_followed(void **state)
 	rm_rf(d), rm_rf(o);
 }
 
+/*
+ * The stat memo: an unchanged tree is not read again; a write is seen even
+ * when size and mtime are put back (ctime moves); a tree written just now
+ * is never remembered (its timestamps may not show a write that follows).
+ */
+static void test_datacache__memo_reads_unchanged_trees_once(void **state)
+{
+	char tmpl[] = "/tmp/ferry-dc-memo-XXXXXX", *dir = mkdtemp(tmpl), *path;
+	char *a, *b, *c, *d;
+	uint64_t reads, hits;
+	struct stat st;
+	struct timespec times[2];
+	FILE *f;
+
+	(void)state;
+	assert_non_null(dir);
+	mk(dir, "sub");
+	put(dir, "x.csv", "1,2,3\n");
+	put(dir, "sub/y.csv", "4,5,6\n");
+	sleep(3); /* past the racy window */
+
+	reads = metrics_get(M_FP_READS), hits = metrics_get(M_FP_MEMO_HITS);
+	a = fp_of(dir);
+	assert_int_equal(metrics_get(M_FP_READS), reads + 1);
+	b = fp_of(dir);
+	assert_string_equal(a, b);
+	assert_int_equal(metrics_get(M_FP_READS), reads + 1);
+	assert_int_equal(metrics_get(M_FP_MEMO_HITS), hits + 1);
+
+	/* same size, mtime put back: only ctime tells */
+	path = xasprintf("%s/sub/y.csv", dir);
+	assert_int_equal(stat(path, &st), 0);
+	f = fopen(path, "r+");
+	assert_non_null(f);
+	fputs("7,8,9\n", f);
+	fclose(f);
+	times[0] = st.st_atim;
+	times[1] = st.st_mtim;
+	assert_int_equal(utimensat(AT_FDCWD, path, times, 0), 0);
+	c = fp_of(dir);
+	assert_string_not_equal(a, c);
+	assert_int_equal(metrics_get(M_FP_READS), reads + 2);
+	/* just written: read again, not remembered */
+	d = fp_of(dir);
+	assert_string_equal(c, d);
+	assert_int_equal(metrics_get(M_FP_READS), reads + 3);
+
+	free(a), free(b), free(c), free(d), free(path);
+	rm_rf(dir);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -163,6 +216,7 @@ int main(void)
 		cmocka_unit_test(test_datacache__tree_independent_of_readdir_order),
 		cmocka_unit_test(test_datacache__tree_changes_with_content_names_and_shape),
 		cmocka_unit_test(test_datacache__links_not_followed),
+		cmocka_unit_test(test_datacache__memo_reads_unchanged_trees_once),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
