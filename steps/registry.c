@@ -392,9 +392,15 @@ int registry_step(const struct step_run *r, struct step_result *res)
 	res->outputs = json_pack("{s:s, s:s, s:s, s:s, s:I, s:s, s:b}", "model", model, "version", version,
 				 "sha256", art.sha256, "artifact", art.path, "bytes", (json_int_t)art.bytes,
 				 "kind", art.kind, "created", created);
-	res->reason = xasprintf(created ? "registered %s %s (sha256 %.12s…)"
-					: "%s %s was registered by this step before (sha256 %.12s…)",
-				model, version, art.sha256);
+	{
+		const json_t *want = json_object_get(r->spec, "aliases");
+		size_t got = json_array_size(json_object_get(vjson, "aliases"));
+		res->reason = xasprintf(created ? "registered %s %s (sha256 %.12s…)%s"
+						: "%s %s was registered by this step before (sha256 %.12s…)%s",
+					model, version, art.sha256,
+					created && json_array_size(want) > 0 && got == 0
+						? "; aliases not moved: dev runs never move them" : "");
+	}
 	flog_info("run %lld step %s: %s", (long long)r->run_id, r->name, res->reason);
 out:
 	registry_artifact_dispose(&art);

@@ -150,6 +150,7 @@ DECLARE
 	v_wf text;
 	v_wf_hash text;
 	v_actor text := p_actor;
+	v_trigger text;
 	v_alias text;
 BEGIN
 	IF p_bump NOT IN ('patch', 'minor', 'major') THEN
@@ -169,7 +170,8 @@ BEGIN
 			RETURN;
 		END IF;
 		-- a version from a run is registered on behalf of whoever started the run
-		SELECT workflow_name, workflow_hash, actor INTO v_wf, v_wf_hash, v_actor FROM runs WHERE id = p_run;
+		SELECT workflow_name, workflow_hash, actor, trigger INTO v_wf, v_wf_hash, v_actor, v_trigger
+		FROM runs WHERE id = p_run;
 		v_actor := coalesce(v_actor, p_actor);
 	END IF;
 
@@ -201,7 +203,9 @@ BEGIN
 		VALUES (p_run, p_step, p_actor, 'model.registered',
 		        jsonb_build_object('model', p_model, 'version', v_version, 'artifact', p_sha));
 	END IF;
-	FOREACH v_alias IN ARRAY coalesce(p_aliases, '{}') LOOP
+	-- a `ferry dev run` (debugging on one machine) registers its version but
+	-- never moves an alias: production changes only through real runs or people
+	FOREACH v_alias IN ARRAY CASE WHEN v_trigger = 'dev' THEN '{}' ELSE coalesce(p_aliases, '{}') END LOOP
 		PERFORM ferry_model_alias_set(p_model, v_alias, v_version, v_actor);
 		IF p_run IS NOT NULL THEN
 			INSERT INTO events (run_id, step, actor, kind, detail)

@@ -323,3 +323,26 @@ test_digits_example() {
 	assert_match "$out" 'Version: +0.0.2' "0.0.2 is production"
 	assert_match "$out" "Created: .* by $(id -un)\$" "registered for the person who submitted the run"
 }
+
+# `ferry dev run` registers what it produced but never moves an alias
+test_dev_run_registers_without_moving_aliases() {
+	start_daemon a
+	f=$(wf devreg <<'Y'
+name: devreg
+params:
+  w: {default: "real"}
+steps:
+  - name: train
+    command: [sh, -c, 'echo "{{params.w}}" >"$FERRY_OUTPUT_DIR/model.bin"']
+  - {name: register, kind: register, needs: [train], model: dr, alias: production}
+Y
+)
+	id=$(submit "$f")
+	wait_run "$id" succeeded 20
+	out=$(ferry dev run "$f" -p w=debug)
+	assert_match "$out" 'registered dr 0.0.2 .*aliases not moved: dev runs never move them' "the dev run says so"
+	assert_eq "$(sql "SELECT string_agg(version, ',' ORDER BY id) FROM model_versions")" "0.0.1,0.0.2" "its version is registered"
+	api GET /api/v1/models/dr/versions/production
+	assert_eq "$(echo "$BODY" | json 'j["version"]')" 0.0.1 "production stays where the real run put it"
+	assert_eq "$(sql "SELECT count(*) FROM model_events WHERE alias IS NOT NULL")" 1 "no alias event from the dev run"
+}
