@@ -51,7 +51,7 @@ static int blob_commit(char **path, const char *home, const char *tmp, const cha
 	char *dst = blob_path(home, hex);
 	int error = FERRY_OK;
 
-	if (mkdir_p(dir, 0755) < 0) {
+	if (mkdir_p(dir, 0750) < 0) {
 		error = FERRY_ERROR;
 	} else if (access(dst, F_OK) == 0) {
 		unlink(tmp); /* stored before: keep one copy */
@@ -75,7 +75,7 @@ static int blob_tmp(char **tmp, const char *home)
 	int fd = -1;
 
 	*tmp = NULL;
-	if (mkdir_p(dir, 0755) == 0) {
+	if (mkdir_p(dir, 0750) == 0) {
 		*tmp = xasprintf("%s/blob.XXXXXX", dir);
 		fd = mkostemp(*tmp, O_CLOEXEC);
 		if (fd < 0) {
@@ -251,17 +251,33 @@ void registry_artifact_dispose(struct registry_artifact *a)
 
 /* ---- the register step ---------------------------------------------- */
 
+/* Whether the resolved path real is dir or below it (dir resolved too; NULL: no). */
+static int below(const char *real, const char *dir)
+{
+	char base[PATH_MAX];
+	size_t n;
+
+	if (dir == NULL || realpath(dir, base) == NULL)
+		return 0;
+	n = strlen(base);
+	return strncmp(real, base, n) == 0 && (real[n] == '/' || real[n] == '\0' || n == 1);
+}
+
 /*
- * The artifact's absolute path: the spec's (relative to the run's
- * directory, which it must not leave), else an upstream `model` output
- * (a train step's first). *out is the caller's.
+ * The artifact's absolute, resolved path: the spec's (relative to the run's
+ * directory), else an upstream `model` output (a train step's first). It
+ * must lie below the run's directory or below $FERRY_HOME/runs (what steps
+ * wrote, this run's or, for a step from cache, an earlier one's): a
+ * workflow does not register files from anywhere on the machine. *out is
+ * the caller's.
  */
 static int artifact_source(char **out, const struct step_run *r)
 {
 	const char *given = json_string_value(json_object_get(r->spec, "artifact"));
 	const char *name, *found = NULL;
-	char real[PATH_MAX], base[PATH_MAX];
+	char real[PATH_MAX], *path, *runs;
 	json_t *in;
+	int ok;
 
 	*out = NULL;
 	if (given == NULL) {
@@ -276,32 +292,30 @@ static int artifact_source(char **out, const struct step_run *r)
 					"model.* into the train step's FERRY_OUTPUT_DIR or set artifact: on this step");
 			return FERRY_EINVALID;
 		}
-		*out = xstrdup(found);
-		return FERRY_OK;
+		given = found;
 	}
-	if (given[0] == '/') {
-		*out = xstrdup(given);
-		return FERRY_OK;
-	}
-	if (r->workdir == NULL || realpath(r->workdir, base) == NULL) {
+	if (given[0] != '/' && r->workdir == NULL) {
 		ferry_error_set("artifact %s is relative but the run has no working directory; give an "
 				"absolute path or a {{steps.X.outputs.Y}} reference", given);
 		return FERRY_EINVALID;
 	}
-	{
-		char *joined = xasprintf("%s/%s", base, given);
-		char *rp = realpath(joined, real);
-		size_t n = strlen(base);
-		free(joined);
-		if (rp == NULL) {
-			ferry_error_set("artifact %s (in %s): %s", given, base, strerror(errno));
-			return FERRY_ENOTFOUND;
-		}
-		if (strncmp(real, base, n) != 0 || (real[n] != '/' && real[n] != '\0')) {
-			ferry_error_set("artifact %s leaves the run's directory %s; use a path below it", given, base);
-			return FERRY_EINVALID;
-		}
+	path = given[0] == '/' ? xstrdup(given) : xasprintf("%s/%s", r->workdir, given);
+	if (realpath(path, real) == NULL) {
+		ferry_error_set("artifact %s: %s", path, strerror(errno));
+		free(path);
+		return errno == ENOENT ? FERRY_ENOTFOUND : FERRY_ERROR;
 	}
+	runs = xasprintf("%s/runs", r->home);
+	ok = below(real, r->workdir) || below(real, runs);
+	if (!ok)
+		ferry_error_set("artifact %s resolves to %s, which leaves the run's directory%s%s and "
+				"Ferry's run outputs (%s); register a file a step wrote or one below "
+				"the run's directory", path, real, r->workdir ? " " : "",
+				r->workdir ? r->workdir : "", runs);
+	free(path);
+	free(runs);
+	if (!ok)
+		return FERRY_EINVALID;
 	*out = xstrdup(real);
 	return FERRY_OK;
 }

@@ -264,6 +264,26 @@ Y
 	id=$(echo "$BODY" | json 'j["id"]')
 	wait_run "$id" failed 20
 	assert_match "$(step_col "$id" register reason)" "leaves the run's directory" "paths never escape the run's directory"
+	# an absolute path, and a model output pointing out of Ferry's run outputs
+	h=$(wf abs <<'Y'
+name: abs
+steps:
+  - {name: register, kind: register, model: bad, artifact: /etc/passwd}
+Y
+)
+	id=$(submit "$h")
+	wait_run "$id" failed 20
+	assert_match "$(step_col "$id" register reason)" "/etc/passwd, which leaves the run's directory" "absolute paths too"
+	k=$(wf outs <<'Y'
+name: outs
+steps:
+  - {name: train, command: [sh, -c, 'echo "{\"model\": \"/etc/passwd\"}" >"$FERRY_OUTPUT_DIR/outputs.json"']}
+  - {name: register, kind: register, needs: [train], model: bad}
+Y
+)
+	id=$(submit "$k")
+	wait_run "$id" failed 20
+	assert_match "$(step_col "$id" register reason)" "leaves the run's directory" "and a step's model output"
 	assert_eq "$(sql "SELECT count(*) FROM model_versions") $(blobs)" "0 0" "still nothing registered"
 }
 
