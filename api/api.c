@@ -17,7 +17,6 @@
  * when there is one.
  */
 #include "api.h"
-#include "api_cache.h"
 #include "api_priv.h"
 
 #include <arpa/inet.h>
@@ -76,8 +75,6 @@ struct api {
 	pthread_t *db_workers;
 	int ndb_workers;
 };
-
-
 
 /* ---- connection pool ---- */
 
@@ -142,7 +139,7 @@ void reply_json(struct reply *r, unsigned status, char *body)
 }
 
 void reply_error(struct reply *r, unsigned status, const char *code, const char *field,
-			const char *message, const cfg_errors *details)
+		 const char *message, const cfg_errors *details)
 {
 	json_t *err = json_pack("{s:s, s:s}", "code", code, "message", message), *root;
 
@@ -1046,7 +1043,6 @@ static int dispatch(struct MHD_Response **resp, struct api *a, struct reply *r, 
 	q->id = id;
 	q->head = head;
 	q->post = strcmp(method, "POST") == 0;
-	q->method = q->post ? "POST" : strcmp(method, "PUT") == 0 ? "PUT" : strcmp(method, "DELETE") == 0 ? "DELETE" : "GET";
 	return 0;
 }
 

@@ -7,7 +7,7 @@
  */
 #include <string.h>
 
-#include "api_cache.h"
+#include "api_priv.h"
 #include "store.h"
 #include "util.h"
 

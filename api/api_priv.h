@@ -1,5 +1,5 @@
 /*
- * api_priv — what the handler files of the API (api.c, api_models.c, …)
+ * api_priv — what the handler files of the API (api.c, api_models.c, api_cache.c)
  * share: the request being served, the reply a handler fills, and the
  * helpers that build JSON replies and read JSON bodies. Not for use outside
  * api/.
@@ -28,7 +28,6 @@ struct req {
 	char caps[2][128];
 	int64_t id;
 	int head, post;
-	const char *method; /* GET (also for HEAD), POST, PUT, DELETE */
 	struct req *next; /* in the database workers' queue */
 
 	/* the reply a database worker prepared; queued when MHD calls again */
@@ -69,5 +68,8 @@ void api_model_versions(struct reply *r, PGconn *db, const char *name);
 void api_model_version(struct reply *r, PGconn *db, const char *name, const char *version);
 void api_model_alias_put(struct reply *r, PGconn *db, struct MHD_Connection *conn, const struct req *q,
 			 const char *name, const char *alias);
+
+/* GET /cache (api_cache.c): {"entries":[…],"stats":{…}} of the host in ?host= or of every host. */
+void api_cache_get(struct reply *r, PGconn *db, struct MHD_Connection *conn);
 
 #endif

@@ -89,19 +89,6 @@ static size_t fmt_int(char *buf, long v)
 	return len;
 }
 
-static void write_all(int fd, const char *s, size_t n)
-{
-	while (n > 0) {
-		ssize_t w = write(fd, s, n);
-		if (w < 0 && errno == EINTR)
-			continue;
-		if (w <= 0)
-			return;
-		s += w;
-		n -= (size_t)w;
-	}
-}
-
 /* The shim: runs in the forked child, never returns. */
 static void shim(char **argv, char **envp, const char *cwd, const char *log,
 		 const char *status, const char *status_tmp)
@@ -132,16 +119,16 @@ static void shim(char **argv, char **envp, const char *cwd, const char *log,
 		close_range(3, ~0U, 0);
 		if (chdir(cwd) < 0) {
 			static const char msg[] = "ferry: cannot enter the working directory\n";
-			write_all(2, msg, sizeof(msg) - 1);
+			(void)fd_write_all(2, msg, sizeof(msg) - 1);
 			_exit(126);
 		}
 		execvpe(argv[0], argv, envp);
 		{
 			static const char msg1[] = "ferry: cannot execute ";
 			static const char msg2[] = ": command not found or not executable\n";
-			write_all(2, msg1, sizeof(msg1) - 1);
-			write_all(2, argv[0], strlen(argv[0]));
-			write_all(2, msg2, sizeof(msg2) - 1);
+			(void)fd_write_all(2, msg1, sizeof(msg1) - 1);
+			(void)fd_write_all(2, argv[0], strlen(argv[0]));
+			(void)fd_write_all(2, msg2, sizeof(msg2) - 1);
 		}
 		_exit(127);
 	}
@@ -166,7 +153,7 @@ static void shim(char **argv, char **envp, const char *cwd, const char *log,
 	buf[n++] = '\n';
 	fd = open(status_tmp, O_WRONLY | O_CREAT | O_TRUNC, 0644);
 	if (fd >= 0) {
-		write_all(fd, buf, n);
+		(void)fd_write_all(fd, buf, n);
 		close(fd);
 		rename(status_tmp, status);
 	}

@@ -8,6 +8,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <openssl/evp.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -262,4 +263,35 @@ void sha256_hex(char out[65], const void *p, size_t n)
 	if (EVP_Digest(p, n, md, &mdlen, EVP_sha256(), NULL) != 1 || mdlen != 32)
 		abort(); /* only out of memory makes a digest of a buffer fail */
 	hex_encode(out, md, mdlen);
+}
+
+int fd_write_all(int fd, const void *buf, size_t n)
+{
+	const char *p = buf;
+
+	while (n > 0) {
+		ssize_t w = write(fd, p, n);
+		if (w < 0 && errno == EINTR)
+			continue;
+		if (w < 0)
+			return -1;
+		if (w == 0) {
+			errno = EIO;
+			return -1;
+		}
+		p += w;
+		n -= (size_t)w;
+	}
+	return 0;
+}
+
+int path_within(const char *real, const char *dir)
+{
+	char base[PATH_MAX];
+	size_t n;
+
+	if (dir == NULL || realpath(dir, base) == NULL)
+		return 0;
+	n = strlen(base);
+	return strncmp(real, base, n) == 0 && (real[n] == '/' || real[n] == '\0' || n == 1);
 }

@@ -64,6 +64,15 @@ void hex_encode(char *out, const unsigned char *p, size_t n);
 /* The sha256 of n bytes at p as 64 lowercase hex digits and a NUL. */
 void sha256_hex(char out[65], const void *p, size_t n);
 
+/*
+ * Writes all n bytes (through EINTR and short writes); 0, or -1 with errno
+ * set. Only write(2) is called: safe between fork and exec.
+ */
+int fd_write_all(int fd, const void *buf, size_t n);
+
+/* Whether the resolved path real is dir (resolved here) or below it; 0 when dir is NULL or unresolvable. */
+int path_within(const char *real, const char *dir);
+
 /* Reads a whole file into a NUL-terminated buffer the caller frees. */
 int file_read(char **out, size_t *len, const char *path);
 

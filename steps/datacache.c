@@ -387,17 +387,42 @@ static void fp_memo_put(const char *path, const char *sig, const char *fp)
 	pthread_mutex_unlock(&fp_memo_mu);
 }
 
+/* The wall clock in nanoseconds: taken before anything is read (see FP_RACY_NS). */
+static int64_t wall_ns(void)
+{
+	struct timespec now;
+
+	clock_gettime(CLOCK_REALTIME, &now);
+	return (int64_t)now.tv_sec * 1000000000 + now.tv_nsec;
+}
+
+/*
+ * The fingerprint of path through the stat memo: st is its stat and, for a
+ * directory, t its loaded tree below rootfd; since is wall_ns() from before
+ * either was taken.
+ */
+static int fingerprint_of(char out[65], const char *path, const struct stat *st, const struct tree *t,
+			  int rootfd, int64_t since)
+{
+	char sig[65];
+	int dir = S_ISDIR(st->st_mode), clean = fp_signature(sig, dir ? t : NULL, st, since), error;
+
+	if (fp_memo_get(out, path, sig))
+		return FERRY_OK;
+	metrics_add(M_FP_READS, 1);
+	error = dir ? tree_fingerprint(out, t, rootfd, path) : file_fingerprint(out, path);
+	if (error == FERRY_OK && clean)
+		fp_memo_put(path, sig, out);
+	return error;
+}
+
 int datacache_fingerprint(char out[65], const char *path)
 {
 	struct tree t = {0};
 	struct stat st;
-	struct timespec now;
-	char sig[65];
-	int rootfd = -1, error, clean;
-	int64_t since;
+	int64_t since = wall_ns();
+	int rootfd = -1, error;
 
-	clock_gettime(CLOCK_REALTIME, &now); /* before anything is read: see FP_RACY_NS */
-	since = (int64_t)now.tv_sec * 1000000000 + now.tv_nsec;
 	if (stat(path, &st) != 0) {
 		ferry_error_set("cannot read %s: %s", path, strerror(errno));
 		return errno == ENOENT ? FERRY_ENOTFOUND : FERRY_ERROR;
@@ -408,16 +433,7 @@ int datacache_fingerprint(char out[65], const char *path)
 	}
 	if (S_ISDIR(st.st_mode) && (error = tree_load(&t, &rootfd, path)) < 0)
 		return error;
-	clean = fp_signature(sig, S_ISDIR(st.st_mode) ? &t : NULL, &st, since);
-	if (fp_memo_get(out, path, sig)) {
-		error = FERRY_OK;
-		goto out;
-	}
-	metrics_add(M_FP_READS, 1);
-	error = S_ISDIR(st.st_mode) ? tree_fingerprint(out, &t, rootfd, path) : file_fingerprint(out, path);
-	if (error == FERRY_OK && clean)
-		fp_memo_put(path, sig, out);
-out:
+	error = fingerprint_of(out, path, &st, &t, rootfd, since);
 	if (rootfd >= 0)
 		close(rootfd);
 	tree_dispose(&t);
@@ -477,7 +493,6 @@ static int copy_fd(int in, int out, const char *what)
 	int error = FERRY_OK;
 
 	while ((n = read(in, buf, IO_CHUNK)) != 0) {
-		ssize_t off = 0;
 		if (n < 0) {
 			if (errno == EINTR)
 				continue;
@@ -485,19 +500,12 @@ static int copy_fd(int in, int out, const char *what)
 			error = FERRY_ERROR;
 			break;
 		}
-		while (off < n) {
-			ssize_t w = write(out, buf + off, (size_t)(n - off));
-			if (w < 0 && errno == EINTR)
-				continue;
-			if (w < 0) {
-				ferry_error_set("cannot write the copy of %s: %s", what, strerror(errno));
-				error = FERRY_ERROR;
-				goto out;
-			}
-			off += w;
+		if (fd_write_all(out, buf, (size_t)n) < 0) {
+			ferry_error_set("cannot write the copy of %s: %s", what, strerror(errno));
+			error = FERRY_ERROR;
+			break;
 		}
 	}
-out:
 	free(buf);
 	return error;
 }
@@ -606,8 +614,7 @@ static int has_dotdot(const char *rel)
  */
 static int resolve_dataset(char **out, struct step_result *res, const struct step_run *r, const char *ds)
 {
-	char *joined = NULL, *real = NULL, *base = NULL;
-	size_t bl;
+	char *joined = NULL, *real = NULL;
 
 	*out = NULL;
 	if (ds == NULL || ds[0] == '\0') {
@@ -641,20 +648,16 @@ static int resolve_dataset(char **out, struct step_result *res, const struct ste
 		free(joined);
 		return FERRY_ENOTFOUND;
 	}
-	if (ds[0] != '/') {
-		base = realpath(r->workdir, NULL);
-		bl = base ? strlen(base) : 0;
-		if (base == NULL || strncmp(real, base, bl) != 0 || (real[bl] != '/' && real[bl] != '\0')) {
-			res->outcome = "failed";
-			res->final = 1;
-			res->reason = xasprintf("dataset \"%s\" resolves to %s, outside the run's working "
-						"directory %s (through a symbolic link): name a path inside "
-						"it, or an absolute path", ds, real, r->workdir);
-			free(joined), free(real), free(base);
-			return 1;
-		}
+	if (ds[0] != '/' && !path_within(real, r->workdir)) {
+		res->outcome = "failed";
+		res->final = 1;
+		res->reason = xasprintf("dataset \"%s\" resolves to %s, outside the run's working "
+					"directory %s (through a symbolic link): name a path inside "
+					"it, or an absolute path", ds, real, r->workdir);
+		free(joined), free(real);
+		return 1;
 	}
-	free(joined), free(base);
+	free(joined);
 	*out = real;
 	return FERRY_OK;
 }
@@ -684,23 +687,6 @@ static void entry_key(char out[65], const char *fp, const char *file_name, const
 	sha256_hex(out, txt, strlen(txt));
 	free(txt);
 	json_decref(k);
-}
-
-static void log_line(const struct step_run *r, const char *fmt, ...) FERRY_PRINTF(2, 3);
-static void log_line(const struct step_run *r, const char *fmt, ...)
-{
-	char *path = xasprintf("%s/log", r->dir);
-	FILE *f = fopen(path, "a");
-	va_list ap;
-
-	if (f) {
-		va_start(ap, fmt);
-		vfprintf(f, fmt, ap);
-		va_end(ap);
-		fputc('\n', f);
-		fclose(f);
-	}
-	free(path);
 }
 
 static json_t *outputs(const char *dir, const char *session, const char *fp, const char *key, int hit,
@@ -755,7 +741,7 @@ static int commit_entry(struct step_result *res, const struct step_run *r, const
 	if ((error = store_cache_evict(&gone, &n, r->conn, r->host, key, bytes, cap)) < 0)
 		goto out;
 	for (int i = 0; i < n; i++) {
-		log_line(r, "evicted %s (least recently used)", gone[i]);
+		steps_log(r, "evicted %s (least recently used)", gone[i]);
 		flog_info("data cache: evicted %s to make room for %lld bytes", gone[i], (long long)bytes);
 		rm_tree(gone[i]);
 	}
@@ -776,7 +762,7 @@ commit:
 		goto out;
 	res->outcome = "succeeded";
 	res->outputs = outputs(final, session, fp, key, 0, bytes);
-	log_line(r, "cache miss: staged %lld bytes into %s (session %s)", (long long)bytes, final, session);
+	steps_log(r, "cache miss: staged %lld bytes into %s (session %s)", (long long)bytes, final, session);
 out:
 	for (int i = 0; i < n; i++)
 		free(gone[i]);
@@ -796,7 +782,7 @@ int datacache_claimed(const struct step_run *r, struct step_result *res, json_t 
 	const char *file_name = NULL;
 	struct tree t = {0};
 	struct stat st, fst;
-	int64_t bytes = 0, t0 = clock_mono_ms();
+	int64_t bytes = 0, t0 = clock_mono_ms(), since = wall_ns();
 	int rootfd = -1, error, rc;
 
 	*env = NULL;
@@ -808,15 +794,14 @@ int datacache_claimed(const struct step_run *r, struct step_result *res, json_t 
 		error = FERRY_EINVALID;
 		goto out;
 	}
+	if (S_ISDIR(st.st_mode) && (error = tree_load(&t, &rootfd, dataset)) < 0)
+		goto out;
+	if ((error = fingerprint_of(fp, dataset, &st, &t, rootfd, since)) < 0)
+		goto out;
 	if (S_ISREG(st.st_mode)) {
 		file_name = strrchr(dataset, '/') + 1;
-		if ((error = file_fingerprint(fp, dataset)) < 0)
-			goto out;
 		bytes = (int64_t)st.st_size;
 	} else {
-		if ((error = tree_load(&t, &rootfd, dataset)) < 0 ||
-		    (error = tree_fingerprint(fp, &t, rootfd, dataset)) < 0)
-			goto out;
 		bytes = t.bytes;
 	}
 	entry_key(key, fp, file_name, r->spec);
@@ -835,7 +820,7 @@ int datacache_claimed(const struct step_run *r, struct step_result *res, json_t 
 		if (rc == 1) {
 			res->outcome = "succeeded";
 			res->outputs = outputs(final, session, fp, key, 1, b);
-			log_line(r, "cache hit: %s is staged in %s (session %s, %lld ms)", dataset, final,
+			steps_log(r, "cache hit: %s is staged in %s (session %s, %lld ms)", dataset, final,
 				 session, (long long)(clock_mono_ms() - t0));
 			error = 1;
 			goto out;
@@ -879,7 +864,7 @@ int datacache_claimed(const struct step_run *r, struct step_result *res, json_t 
 			error = FERRY_ERROR;
 			goto out;
 		}
-		log_line(r, "cache miss: preprocessing %s into %s", dataset, tmp);
+		steps_log(r, "cache miss: preprocessing %s into %s", dataset, tmp);
 		*env = json_pack("{s:s, s:s}", "FERRY_CACHE_DIR", tmp, "FERRY_DATASET", dataset);
 		error = 0;
 		goto out;
@@ -921,7 +906,7 @@ int datacache_claimed(const struct step_run *r, struct step_result *res, json_t 
 	if ((error = commit_entry(res, r, tmp, final, key, fp, dataset, NULL, bytes)) < 0)
 		goto out;
 	if (res->outputs)
-		log_line(r, "copied %lld files in %lld ms", (long long)(file_name ? 1 : t.files),
+		steps_log(r, "copied %lld files in %lld ms", (long long)(file_name ? 1 : t.files),
 			 (long long)(clock_mono_ms() - t0));
 	error = 1;
 out:

@@ -222,18 +222,6 @@ static int webhook_post(json_t **answer, const char *url, const json_t *task)
 }
 
 /* Appends a line to the attempt's log so `ferry logs` shows what the step did. */
-static void log_line(const struct step_run *r, const char *msg)
-{
-	char *path = xasprintf("%s/log", r->dir);
-	FILE *f = fopen(path, "a");
-
-	if (f) {
-		fprintf(f, "%s\n", msg);
-		fclose(f);
-	}
-	free(path);
-}
-
 int label_step(const struct step_run *r, struct step_result *res)
 {
 	const char *ds = json_string_value(json_object_get(r->spec, "dataset"));
@@ -269,7 +257,7 @@ int label_step(const struct step_run *r, struct step_result *res)
 	msg = xasprintf("labelling task: %lld of %lld items in %s have no label in %s; waiting for "
 			"`ferry continue %lld %s [--data JSON]`", (long long)unlabelled, (long long)items,
 			dataset, labels, (long long)r->run_id, r->name);
-	log_line(r, msg);
+	steps_log(r, "%s", msg);
 	if (hook) {
 		json_t *post = json_deep_copy(task);
 		json_object_set_new(post, "run", json_integer(r->run_id));
@@ -283,11 +271,11 @@ int label_step(const struct step_run *r, struct step_result *res)
 			/* not final: the step's retry policy decides */
 			res->outcome = "failed";
 			res->reason = xstrdup(ferry_error_last());
-			log_line(r, res->reason);
+			steps_log(r, "%s", res->reason);
 			error = FERRY_OK;
 			goto out;
 		}
-		log_line(r, "webhook accepted the task");
+		steps_log(r, "webhook accepted the task");
 	}
 	json_object_set_new(task, "task", answer ? answer : json_null());
 	res->outcome = "waiting";

@@ -88,22 +88,6 @@ static int blob_tmp(char **tmp, const char *home)
 	return fd;
 }
 
-static int write_all(int fd, const void *buf, size_t n)
-{
-	const char *p = buf;
-
-	while (n > 0) {
-		ssize_t w = write(fd, p, n);
-		if (w < 0 && errno == EINTR)
-			continue;
-		if (w < 0)
-			return -1;
-		p += w;
-		n -= (size_t)w;
-	}
-	return 0;
-}
-
 /* Stores a buffer as a blob: hex, *path (the caller's). */
 static int blob_put_bytes(char hex[65], char **path, const char *home, const char *data, size_t len)
 {
@@ -113,7 +97,7 @@ static int blob_put_bytes(char hex[65], char **path, const char *home, const cha
 	sha256_hex(hex, data, len);
 	if ((fd = blob_tmp(&tmp, home)) < 0)
 		return FERRY_ERROR;
-	if (write_all(fd, data, len) < 0 || fsync(fd) < 0) {
+	if (fd_write_all(fd, data, len) < 0 || fsync(fd) < 0) {
 		ferry_error_set("writing %s: %s", tmp, strerror(errno));
 		unlink(tmp);
 	} else {
@@ -145,7 +129,7 @@ static int blob_put_file(char hex[65], int64_t *bytes, char **path, const char *
 	while ((n = read(in, buf, sizeof(buf))) != 0) {
 		if (n < 0 && errno == EINTR)
 			continue;
-		if (n < 0 || write_all(out, buf, (size_t)n) < 0) {
+		if (n < 0 || fd_write_all(out, buf, (size_t)n) < 0) {
 			ferry_error_set("copying artifact %s: %s", src, strerror(errno));
 			unlink(tmp);
 			goto out;
@@ -251,18 +235,6 @@ void registry_artifact_dispose(struct registry_artifact *a)
 
 /* ---- the register step ---------------------------------------------- */
 
-/* Whether the resolved path real is dir or below it (dir resolved too; NULL: no). */
-static int below(const char *real, const char *dir)
-{
-	char base[PATH_MAX];
-	size_t n;
-
-	if (dir == NULL || realpath(dir, base) == NULL)
-		return 0;
-	n = strlen(base);
-	return strncmp(real, base, n) == 0 && (real[n] == '/' || real[n] == '\0' || n == 1);
-}
-
 /*
  * The artifact's absolute, resolved path: the spec's (relative to the run's
  * directory), else an upstream `model` output (a train step's first). It
@@ -306,7 +278,7 @@ static int artifact_source(char **out, const struct step_run *r)
 		return errno == ENOENT ? FERRY_ENOTFOUND : FERRY_ERROR;
 	}
 	runs = xasprintf("%s/runs", r->home);
-	ok = below(real, r->workdir) || below(real, runs);
+	ok = path_within(real, r->workdir) || path_within(real, runs);
 	if (!ok)
 		ferry_error_set("artifact %s resolves to %s, which leaves the run's directory%s%s and "
 				"Ferry's run outputs (%s); register a file a step wrote or one below "

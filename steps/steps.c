@@ -11,7 +11,6 @@
 
 #include <dirent.h>
 #include <errno.h>
-#include <openssl/evp.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -35,6 +34,22 @@ void step_result_dispose(struct step_result *res)
 	json_decref(res->metrics);
 	json_decref(res->gate);
 	memset(res, 0, sizeof(*res));
+}
+
+void steps_log(const struct step_run *r, const char *fmt, ...)
+{
+	char *path = xasprintf("%s/log", r->dir);
+	FILE *f = fopen(path, "a");
+	va_list ap;
+
+	if (f) {
+		va_start(ap, fmt);
+		vfprintf(f, fmt, ap);
+		va_end(ap);
+		fputc('\n', f);
+		fclose(f);
+	}
+	free(path);
 }
 
 /* Fails res for good with a formatted reason. */
@@ -179,31 +194,6 @@ out:
 
 /* ---- the step result cache -------------------------------------------- */
 
-/* Lowercase hex sha256 of a file's bytes; FERRY_ERROR when unreadable. */
-static int file_sha256(char out[65], const char *path)
-{
-	unsigned char buf[65536], md[EVP_MAX_MD_SIZE];
-	unsigned int mdlen = 0;
-	EVP_MD_CTX *ctx = EVP_MD_CTX_new();
-	FILE *f = fopen(path, "rb");
-	size_t n;
-	int error = FERRY_ERROR;
-
-	if (f == NULL || ctx == NULL || EVP_DigestInit_ex(ctx, EVP_sha256(), NULL) != 1)
-		goto out;
-	while ((n = fread(buf, 1, sizeof(buf), f)) > 0)
-		EVP_DigestUpdate(ctx, buf, n);
-	if (ferror(f) || EVP_DigestFinal_ex(ctx, md, &mdlen) != 1)
-		goto out;
-	hex_encode(out, md, mdlen);
-	error = FERRY_OK;
-out:
-	if (f)
-		fclose(f);
-	EVP_MD_CTX_free(ctx);
-	return error;
-}
-
 /*
  * What an input value contributes to a cache key: an absolute path of a file
  * or directory stands for its content, anything else for itself. A new
@@ -217,10 +207,9 @@ static json_t *canon_value(json_t *v)
 
 	if (s == NULL || s[0] != '/' || stat(s, &st) != 0)
 		return json_incref(v);
-	if (S_ISREG(st.st_mode) && file_sha256(hex, s) == FERRY_OK)
-		return json_sprintf("sha256:%s", hex);
-	if (S_ISDIR(st.st_mode) && datacache_fingerprint(hex, s) == FERRY_OK)
-		return json_sprintf("tree-sha256:%s", hex);
+	/* a file's fingerprint is the sha256 of its bytes; both are remembered while unchanged */
+	if ((S_ISREG(st.st_mode) || S_ISDIR(st.st_mode)) && datacache_fingerprint(hex, s) == FERRY_OK)
+		return json_sprintf("%s:%s", S_ISREG(st.st_mode) ? "sha256" : "tree-sha256", hex);
 	return json_incref(v);
 }
 

@@ -45,6 +45,9 @@ struct step_result {
 
 void step_result_dispose(struct step_result *res);
 
+/* Appends one line (printf format) to the attempt's log, r->dir/log, for ferry logs. */
+void steps_log(const struct step_run *r, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
 /*
  * Called for every claimed step whose spec lists "ancestors" (r->inputs and
  * r->run set). Returns 1 when the step is finished (res filled: from the

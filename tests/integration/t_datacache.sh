@@ -302,3 +302,43 @@ Y
 	wait_run "$id" failed 20
 	assert_match "$(step_col "$id" stage reason)" "the run has no working directory" "no workdir"
 }
+
+# metric NAME: the value of an unlabelled counter in GET /metrics
+dc_metric() {
+	curl -fsS "$FERRY_URL/metrics" | awk -v n="$1" '$1 == n {print $2}'
+}
+
+# A hit on unchanged data reads no byte of it: the fingerprint comes from the
+# stat memo. Data written just before a run is read in full (racily clean).
+test_datacache_hit_reads_metadata_only() {
+	start_daemon a
+	W="$FERRY_HOME/work"
+	mkdir -p "$W/data"
+	echo "1,2,3" >"$W/data/a.csv"
+	f=$(wf dcm <<'Y'
+name: dcm
+steps:
+  - {name: stage, kind: cache, dataset: data}
+Y
+)
+	id=$(dc_submit "$W" "$f")
+	wait_run "$id" succeeded 20
+	assert_eq "$(dc_metric ferry_fingerprint_reads_total)" 1 "data written just now: read in full"
+	id=$(dc_submit "$W" "$f")
+	wait_run "$id" succeeded 20
+	assert_eq "$(dc_metric ferry_fingerprint_reads_total)" 2 "and not remembered while it may still change"
+	sleep 2.5 # the data is now older than the racy window
+	id=$(dc_submit "$W" "$f")
+	wait_run "$id" succeeded 20
+	assert_eq "$(dc_metric ferry_fingerprint_reads_total)" 3 "read once more, now remembered"
+	id=$(dc_submit "$W" "$f")
+	wait_run "$id" succeeded 20
+	assert_eq "$(dc_out "$id" stage hit)" true "a hit"
+	assert_eq "$(dc_metric ferry_fingerprint_reads_total)" 3 "without reading the data"
+	assert_eq "$(dc_metric ferry_fingerprint_memo_hits_total)" 1 "the memo answered"
+	echo "4,5,6" >"$W/data/a.csv"
+	id=$(dc_submit "$W" "$f")
+	wait_run "$id" succeeded 20
+	assert_eq "$(dc_out "$id" stage hit)" false "changed data is seen"
+	assert_eq "$(dc_metric ferry_fingerprint_reads_total)" 4 "and read"
+}

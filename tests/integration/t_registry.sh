@@ -129,6 +129,7 @@ Y
 	wait_run "$id" succeeded 20
 	ev=$(sql "SELECT gate FROM steps WHERE run_id = $id AND name = 'evaluate'")
 	assert_match "$ev" 'no production version yet' "the first version has nothing to compare with and passes"
+	assert_match "$(ferry get "$id")" 'f1 0.8 \(no production version yet\)' "ferry get says so"
 	assert_eq "$(step_col "$id" register "outputs->>'version'")" 0.0.1 "registered as production"
 
 	id=$(submit "$f" '{"f1": "0.805", "w": "w2"}')
