@@ -1,19 +1,26 @@
 /*
  * engine — see engine.h. engine_tick() is the periodic function; every
  * iteration it, in order:
- *   - drains the wake pipe and reaps exited children (their DIR/status);
- *   - polls adopted jobs (not our children) for exit;
+ *   - drains the wake pipe, polls the jobs whose end may have come (on
+ *     SIGCHLD those that are our children, every 200 ms the others) through
+ *     their executor type, and lets the types reap strays;
  *   - fires step timeouts (SIGTERM) and escalates to SIGKILL after the grace;
- *   - closes finished attempts in one ferry_finish() call; when that made
- *     steps ready, claims again at once instead of waiting for a poll;
+ *   - reconnects when the database went away (at most once a second);
+ *   - writes the handles of started jobs that are not recorded yet (a failed
+ *     record is retried here, never only logged), then closes finished
+ *     attempts in one ferry_finish() call; when that made steps ready,
+ *     claims again at once instead of waiting for a poll;
+ *   - runs the periodic tasks that are due (tasks[] below: the polling
+ *     fallback, lease renewal, leader election, adoption of this host's
+ *     orphans, the leader's reaper of lost attempts, expired waits);
  *   - claims up to claim_batch ready steps while it has capacity and starts
- *     them, recording pids in one statement;
- *   - renews leases every lease/3, looks for orphaned attempts every lease/2
- *     (and at start), and kills the jobs of stopping runs when told;
+ *     them through the executor type, recording their handles in one
+ *     statement; kills the jobs of stopping runs when told;
  *   - waits on the database socket (LISTEN ferry_ready, ferry_stop) and the
  *     wake pipe, never longer than the next thing due.
  * Results that could not be written (database down) stay queued and are
- * written after the reconnect; nothing is lost.
+ * written after the reconnect; nothing is lost. orchestrator/README.md says
+ * how the three tables (executor types, step kinds, periodic tasks) plug in.
  */
 #include "engine.h"
 
@@ -41,28 +48,45 @@ struct done {
 	char *cache_key;        /* owned */
 };
 
+/* A started job's handle (or a finished-at-claim attempt's directory) to record. */
+struct record {
+	int64_t step_id;
+	int attempt;
+	const char *executor; /* a type's name (static) or NULL */
+	char *handle;         /* JSON text or NULL; owned */
+	char *dir;            /* owned, or NULL */
+};
+
+struct engine_task;
+
 struct engine {
 	struct engine_opts o;
 	char *conninfo, *owner, *host, *home;
 	PGconn *conn;
-	int noop;
+	PGconn *lead;          /* the election's own session: holds the leader lock when leading */
+	int leading;
+	const struct exec_type *type; /* the executor of this daemon's jobs */
 	struct exec_job *jobs;
 	int njobs, capjobs;
 	struct done *done;
 	int ndone, capdone;
-	char **dirs;           /* attempt directories of steps finished at claim (claim scratch) */
-	int ndirs, capdirs;
+	struct record *recs;   /* handles not yet in the database */
+	int nrecs, caprecs;
 	int claim_now, stop_check, draining;
-	int64_t next_poll, next_heartbeat, next_recover, next_adopt_check, next_reconnect, next_waits;
+	int64_t next_reconnect, next_adopted_poll;
+	int64_t *task_next;    /* per periodic task: monotonic ms it is due */
+	int *task_slot;        /* … and its counter in /metrics */
 	int64_t retry_wall_ms; /* earliest known retry (wall clock), 0 none */
 	int64_t last_analyze;  /* monotonic ms of our last ANALYZE, 0 never */
 };
 
 static int wake_pipe[2] = {-1, -1};
+static volatile sig_atomic_t sigchld_flag = 1;
 
 void engine_sigchld(void)
 {
 	int saved = errno;
+	sigchld_flag = 1;
 	if (wake_pipe[1] >= 0)
 		(void)!write(wake_pipe[1], "c", 1);
 	errno = saved;
@@ -99,6 +123,8 @@ void engine_opts_default(struct engine_opts *o)
 		o->lease_ms = 300;
 }
 
+static void engine_task_due_now(struct engine *e, const char *name);
+
 static int engine_connect(struct engine *e)
 {
 	PGresult *res;
@@ -119,9 +145,11 @@ static int engine_connect(struct engine *e)
 	}
 	e->claim_now = 1;
 	e->stop_check = 1;
-	e->next_recover = 0;
+	engine_task_due_now(e, "recover");
 	return FERRY_OK;
 }
+
+static void engine_tasks_init(struct engine *e);
 
 int engine_new(struct engine **out, const struct engine_opts *opts, const char *conninfo)
 {
@@ -132,12 +160,15 @@ int engine_new(struct engine **out, const struct engine_opts *opts, const char *
 
 	*out = NULL;
 	e->o = *opts;
-	e->noop = opts->executor && strcmp(opts->executor, "noop") == 0;
-	if (!e->noop && opts->executor && strcmp(opts->executor, "local") != 0) {
-		ferry_error_set("unknown executor \"%s\" (known: local)", opts->executor);
+	e->type = exec_type_find(opts->executor ? opts->executor : "local");
+	if (e->type == NULL) {
+		char *known = exec_type_names();
+		ferry_error_set("unknown executor \"%s\" (known: %s)", opts->executor, known);
+		free(known);
 		free(e);
 		return FERRY_EINVALID;
 	}
+	engine_tasks_init(e);
 	e->conninfo = xstrdup(conninfo);
 	gethostname(hostname, sizeof(hostname) - 1);
 	e->host = xstrdup(hostname);
@@ -187,9 +218,17 @@ void engine_free(struct engine *e)
 		step_result_dispose(&e->done[i].res);
 		free(e->done[i].cache_key);
 	}
+	for (int i = 0; i < e->nrecs; i++) {
+		free(e->recs[i].handle);
+		free(e->recs[i].dir);
+	}
 	free(e->jobs);
 	free(e->done);
-	free(e->dirs);
+	free(e->recs);
+	free(e->task_next);
+	free(e->task_slot);
+	if (e->lead)
+		PQfinish(e->lead);
 	if (e->conn)
 		PQfinish(e->conn);
 	free(e->conninfo), free(e->owner), free(e->host), free(e->home);
@@ -297,76 +336,68 @@ static void job_succeeded(struct engine *e, int64_t step_id, int64_t run_id, int
 	push_result(e, step_id, attempt, &res, key ? xstrdup(key) : NULL, 0);
 }
 
-/* Turns a finished job into a queued result and forgets it. */
-static void job_finished(struct engine *e, int idx)
+/* Turns a job that ended (as st says) into a queued result and forgets it. */
+static void job_finished(struct engine *e, int idx, const struct exec_status *st)
 {
 	struct exec_job *j = &e->jobs[idx];
-	int code = -1, sig = 0, have = exec_read_status(j->dir, &code, &sig);
 	const char *outcome;
 	char *reason = NULL;
 
 	if (j->kill_outcome) {
 		outcome = j->kill_outcome;
 		reason = j->kill_reason ? xstrdup(j->kill_reason) : NULL;
-	} else if (!have) {
-		/* counts as a try: a job that signals its own process group takes its supervisor with it */
+	} else if (st->reason) {
 		outcome = "failed";
-		reason = xstrdup("the job's supervisor was killed before it could record the exit status "
-				 "(did the job signal its own process group?)");
-	} else if (sig) {
+		reason = xstrdup(st->reason);
+	} else if (st->signal) {
 		outcome = "failed";
-		reason = xasprintf("killed by signal %d (%s)", sig, strsignal(sig));
-	} else if (code == 0) {
+		reason = xasprintf("killed by signal %d (%s)", st->signal, strsignal(st->signal));
+	} else if (st->exit_code == 0) {
 		outcome = "succeeded";
 	} else {
 		outcome = "failed";
-		reason = xasprintf("exit code %d", code);
+		reason = xasprintf("exit code %d", st->exit_code);
 	}
 	flog_debug("run %lld step %s attempt %d: %s", (long long)j->run_id, j->name, j->attempt, outcome);
 	if (strcmp(outcome, "succeeded") == 0)
 		job_succeeded(e, j->step_id, j->run_id, j->attempt, j->name, j->dir, j->ctx);
 	else
-		push_done(e, j->step_id, j->attempt, outcome, have ? code : -1, have ? sig : 0, reason);
+		push_done(e, j->step_id, j->attempt, outcome, st->exit_code, st->signal, reason);
+	if (j->type->cleanup)
+		j->type->cleanup(j);
 	exec_job_dispose(j);
 	e->jobs[idx] = e->jobs[--e->njobs];
 	e->claim_now = 1; /* room for another job */
 }
 
-static int find_job_pid(const struct engine *e, pid_t pid)
-{
-	for (int i = 0; i < e->njobs; i++)
-		if (e->jobs[i].child && e->jobs[i].pid == pid)
-			return i;
-	return -1;
-}
-
-static void reap_children(struct engine *e)
+/*
+ * Asks the executor whether jobs ended: our children when a SIGCHLD came,
+ * the others (adopted from a dead owner, or not our processes) every 200 ms.
+ * Then the types reap what jobs left behind.
+ */
+static void poll_jobs(struct engine *e, int64_t now)
 {
 	char buf[64];
-	pid_t pid;
-	int st;
+	int chld, others = now >= e->next_adopted_poll;
 
 	while (read(wake_pipe[0], buf, sizeof(buf)) > 0)
 		;
-	while ((pid = waitpid(-1, &st, WNOHANG)) > 0) {
-		int i = find_job_pid(e, pid);
-		if (i >= 0)
-			job_finished(e, i);
-	}
-}
-
-static void check_adopted(struct engine *e, int64_t now)
-{
-	if (now < e->next_adopt_check)
-		return;
-	e->next_adopt_check = now + 200;
+	chld = sigchld_flag;
+	sigchld_flag = 0;
+	if (others)
+		e->next_adopted_poll = now + 200;
 	for (int i = 0; i < e->njobs;) {
 		struct exec_job *j = &e->jobs[i];
-		if (!j->child && !exec_pid_alive(j->pid, j->pid_start))
-			job_finished(e, i);
-		else
+		struct exec_status st;
+		if ((j->child ? chld : others) && j->type->poll && j->type->poll(j, &st) == 1) {
+			job_finished(e, i, &st);
+			exec_status_dispose(&st);
+		} else {
 			i++;
+		}
 	}
+	if (chld && e->type->tick)
+		e->type->tick();
 }
 
 static void kill_job(struct engine *e, struct exec_job *j, const char *outcome, char *reason)
@@ -466,17 +497,6 @@ static void refresh_statistics(struct engine *e)
 	PQclear(res);
 }
 
-/* Keeps dir until the end of this claim (the started-attempts record points at it). */
-static const char *keep_dir(struct engine *e, char *dir)
-{
-	if (e->ndirs == e->capdirs) {
-		e->capdirs = e->capdirs ? e->capdirs * 2 : 16;
-		e->dirs = xrealloc(e->dirs, (size_t)e->capdirs * sizeof(char *));
-	}
-	e->dirs[e->ndirs++] = dir;
-	return dir;
-}
-
 /*
  * A claimed step whose kind or templates need its ancestors: the step
  * handlers run here. Returns 1 when the step is finished (result queued),
@@ -532,14 +552,127 @@ static int prepare(struct engine *e, struct store_claim *c, const char *dir, cha
 	return 0;
 }
 
+/* Queues a record of a started attempt; takes handle and dir. */
+static void push_record(struct engine *e, int64_t step_id, int attempt, const char *executor,
+			char *handle, char *dir)
+{
+	struct record *r;
+
+	if (e->nrecs == e->caprecs) {
+		e->caprecs = e->caprecs ? e->caprecs * 2 : 64;
+		e->recs = xrealloc(e->recs, (size_t)e->caprecs * sizeof(*e->recs));
+	}
+	r = &e->recs[e->nrecs++];
+	r->step_id = step_id;
+	r->attempt = attempt;
+	r->executor = executor;
+	r->handle = handle;
+	r->dir = dir;
+}
+
+/*
+ * Writes the queued records in one statement. On failure they stay queued
+ * and the next tick (after a reconnect) writes them again: a handle is never
+ * only logged, and recovery can also find it in the attempt directory.
+ */
+static int flush_records(struct engine *e)
+{
+	struct store_started *st;
+	int error;
+
+	if (e->nrecs == 0)
+		return FERRY_OK;
+	st = xmalloc((size_t)e->nrecs * sizeof(*st));
+	for (int i = 0; i < e->nrecs; i++)
+		st[i] = (struct store_started){e->recs[i].step_id, e->recs[i].attempt, e->recs[i].executor,
+					       e->recs[i].handle, e->recs[i].dir};
+	if (EXEC_FAULT("record")) {
+		ferry_error_set("fault injected: recording started attempts failed");
+		error = FERRY_EDB;
+	} else {
+		error = store_attempts_started(e->conn, e->owner, st, e->nrecs);
+	}
+	free(st);
+	if (error < 0) {
+		flog_error("recording %d started attempts (kept, written again after the reconnect): %s",
+			   e->nrecs, ferry_error_last());
+		EXEC_FAULT("record-failed");
+		return db_failed(e, error);
+	}
+	for (int i = 0; i < e->nrecs; i++) {
+		free(e->recs[i].handle);
+		free(e->recs[i].dir);
+	}
+	e->nrecs = 0;
+	return FERRY_OK;
+}
+
+static struct exec_job *new_job(struct engine *e)
+{
+	if (e->njobs == e->capjobs) {
+		e->capjobs = e->capjobs ? e->capjobs * 2 : 16;
+		e->jobs = xrealloc(e->jobs, (size_t)e->capjobs * sizeof(*e->jobs));
+	}
+	memset(&e->jobs[e->njobs], 0, sizeof(e->jobs[0]));
+	return &e->jobs[e->njobs];
+}
+
+/* A job that ended as soon as it started (the noop executor's): queues its result. */
+static void ended_at_start(struct engine *e, const struct store_claim *c, const struct exec_status *st,
+			   const char *key)
+{
+	if (st->exit_code != 0 || st->signal) {
+		push_done(e, c->step_id, c->attempt, "failed", st->exit_code, st->signal,
+			  st->reason ? xstrdup(st->reason) : xasprintf("exit code %d", st->exit_code));
+	} else if ((e->type->flags & EXF_NO_DIR) || c->kind == NULL) {
+		push_done(e, c->step_id, c->attempt, "succeeded", 0, 0, NULL);
+	} else {
+		char *dir = exec_attempt_dir(e->home, c->run_id, c->name, c->attempt);
+		json_t *ctx = job_ctx(c->kind, c->spec, c->workdir, c->inputs, c->run, key);
+		job_succeeded(e, c->step_id, c->run_id, c->attempt, c->name, dir, ctx);
+		json_decref(ctx);
+		free(dir);
+	}
+}
+
+/* Starts claimed step c's job through the executor type. */
+static void start_job(struct engine *e, struct store_claim *c, char *key)
+{
+	struct exec_job *j = new_job(e);
+	struct exec_status st = {.exit_code = -1};
+	int rc = e->type->start(j, c, e->home, EXEC_ONESHOT, &st);
+
+	if (rc < 0) {
+		flog_error("run %lld step %s: cannot start: %s", (long long)c->run_id, c->name,
+			   ferry_error_last());
+		push_done(e, c->step_id, c->attempt, "failed", -1, 0,
+			  xasprintf("cannot start: %s", ferry_error_last()));
+		exec_job_dispose(j);
+	} else if (rc == 1) {
+		ended_at_start(e, c, &st, key);
+		exec_job_dispose(j);
+	} else {
+		j->type = e->type;
+		j->ctx = job_ctx(c->kind, c->spec, c->workdir, c->inputs, c->run, key);
+		flog_debug("run %lld step %s attempt %d: started pid %d", (long long)j->run_id,
+			   j->name, j->attempt, (int)j->pid);
+		push_record(e, j->step_id, j->attempt, e->type->name,
+			    j->handle ? json_dumps(j->handle, JSON_COMPACT) : NULL,
+			    j->dir ? xstrdup(j->dir) : NULL);
+		e->njobs++;
+		EXEC_FAULT("started");
+	}
+	exec_status_dispose(&st);
+	free(key);
+}
+
 static int claim(struct engine *e)
 {
 	struct store_claim *c = NULL;
-	struct store_started *st = NULL;
-	int n = 0, nst = 0, room, error;
+	int n = 0, room, error;
 	int64_t t0;
 
-	room = e->noop ? e->o.claim_batch : e->o.max_jobs - e->njobs;
+	room = (e->type->flags & EXF_NO_SLOTS) ? e->o.claim_batch : e->o.max_jobs - e->njobs;
 	if (room <= 0 || e->draining) {
 		/* a job that finishes frees room and asks again (job_finished) */
 		e->claim_now = 0;
@@ -560,62 +693,21 @@ static int claim(struct engine *e)
 	e->claim_now = n == room;
 	if (n == room && n >= 50)
 		refresh_statistics(e);
-	if (n > 0 && !e->noop)
-		st = xcalloc((size_t)n, sizeof(*st));
-	e->ndirs = 0;
 	for (int i = 0; i < n; i++) {
-		struct exec_job *j;
 		char *key = NULL;
-		if (e->noop) {
-			push_done(e, c[i].step_id, c[i].attempt, "succeeded", 0, 0, NULL);
-			continue;
-		}
 		if (c[i].inputs != NULL) {
-			char *dir = xasprintf("%s/runs/%lld/%s/%d", e->home, (long long)c[i].run_id,
-					      c[i].name, c[i].attempt);
-			int done = prepare(e, &c[i], dir, &key);
-			if (done) {
+			char *dir = exec_attempt_dir(e->home, c[i].run_id, c[i].name, c[i].attempt);
+			if (prepare(e, &c[i], dir, &key)) {
 				/* the attempt's directory holds what the daemon wrote (a label task's log) */
-				st[nst++] = (struct store_started){c[i].step_id, c[i].attempt, 0, 0,
-								   keep_dir(e, dir)};
+				push_record(e, c[i].step_id, c[i].attempt, NULL, NULL, dir);
 				continue;
 			}
 			free(dir);
 		}
-		if (e->njobs == e->capjobs) {
-			e->capjobs = e->capjobs ? e->capjobs * 2 : 16;
-			e->jobs = xrealloc(e->jobs, (size_t)e->capjobs * sizeof(*e->jobs));
-		}
-		j = &e->jobs[e->njobs];
-		if (exec_local_start(j, &c[i], e->home) < 0) {
-			flog_error("run %lld step %s: cannot start: %s", (long long)c[i].run_id,
-				   c[i].name, ferry_error_last());
-			push_done(e, c[i].step_id, c[i].attempt, "failed", -1, 0,
-				  xasprintf("cannot start: %s", ferry_error_last()));
-			exec_job_dispose(j);
-			free(key);
-			continue;
-		}
-		j->ctx = job_ctx(c[i].kind, c[i].spec, c[i].workdir, c[i].inputs, c[i].run, key);
-		free(key);
-		flog_debug("run %lld step %s attempt %d: started pid %d", (long long)j->run_id,
-			   j->name, j->attempt, (int)j->pid);
-		st[nst].step_id = j->step_id;
-		st[nst].attempt = j->attempt;
-		st[nst].pid = (int)j->pid;
-		st[nst].pid_start = j->pid_start;
-		st[nst].dir = j->dir;
-		nst++;
-		e->njobs++;
+		start_job(e, &c[i], key);
 	}
-	if (nst > 0 && (error = store_attempts_started(e->conn, e->owner, st, nst)) < 0)
-		flog_error("recording started attempts: %s", ferry_error_last());
-	free(st);
-	for (int i = 0; i < e->ndirs; i++)
-		free(e->dirs[i]);
-	e->ndirs = 0;
 	store_claims_free(c, n);
-	return error < 0 ? db_failed(e, error) : FERRY_OK;
+	return flush_records(e);
 }
 
 static void stop_jobs(struct engine *e)
@@ -659,7 +751,76 @@ static int owner_alive(const struct engine *e, const char *owner)
 	return alive;
 }
 
-static void recover(struct engine *e)
+/* Adds the job of orphan o, found running by its executor, to ours. */
+static void adopted(struct engine *e, const struct store_orphan *o, struct exec_job *j)
+{
+	flog_info("run %lld step %s attempt %d: re-adopted %s job %s from %s", (long long)o->run_id,
+		  o->name, o->attempt, j->type->name, o->handle ? "" : "(found in its directory)", o->owner);
+	j->timeout_ms = o->timeout_ms;
+	j->ctx = job_ctx(o->kind, o->spec, o->workdir, NULL, NULL, NULL);
+	if (o->timeout_ms > 0)
+		j->deadline_ms = clock_mono_ms() + (o->started_ms + o->timeout_ms - clock_wall_ms());
+	if (o->handle == NULL)
+		/* never recorded (its daemon died right after the fork): record it now */
+		push_record(e, j->step_id, j->attempt, j->type->name,
+			    j->handle ? json_dumps(j->handle, JSON_COMPACT) : NULL, xstrdup(j->dir));
+	e->njobs++;
+}
+
+/* Takes orphan o over and asks its executor what became of its job. */
+static void adopt_orphan(struct engine *e, struct store_orphan *o)
+{
+	const struct exec_type *t = o->executor ? exec_type_find(o->executor) : e->type;
+	struct exec_status st = {.exit_code = -1};
+	struct exec_job *j;
+	int rc = FERRY_ENOTFOUND;
+
+	if (store_adopt(e->conn, e->owner, o, e->o.lease_ms) <= 0)
+		return;
+	j = new_job(e);
+	if (t != NULL && t->adopt != NULL) {
+		j->type = t;
+		j->step_id = o->step_id;
+		j->run_id = o->run_id;
+		j->attempt = o->attempt;
+		j->name = xstrdup(o->name);
+		/* the directory is deterministic: found even when its daemon died before recording it */
+		j->dir = o->dir ? xstrdup(o->dir) : exec_attempt_dir(e->home, o->run_id, o->name, o->attempt);
+		j->handle = json_incref(o->handle);
+		rc = t->adopt(j, &st);
+	}
+	if (rc == 1) {
+		adopted(e, o, j);
+	} else if (rc == 0) {
+		flog_info("run %lld step %s attempt %d finished while its owner %s was gone",
+			  (long long)o->run_id, o->name, o->attempt, o->owner);
+		if (st.signal || st.exit_code) {
+			push_done(e, o->step_id, o->attempt, "failed", st.exit_code, st.signal,
+				  st.signal ? xasprintf("killed by signal %d", st.signal)
+					    : xasprintf("exit code %d", st.exit_code));
+		} else {
+			json_t *ctx = job_ctx(o->kind, o->spec, o->workdir, NULL, NULL, NULL);
+			job_succeeded(e, o->step_id, o->run_id, o->attempt, o->name, j->dir, ctx);
+			json_decref(ctx);
+		}
+		exec_job_dispose(j);
+	} else {
+		flog_warn("run %lld step %s attempt %d lost with its owner %s: %s", (long long)o->run_id,
+			  o->name, o->attempt, o->owner, t ? ferry_error_last() : "unknown executor");
+		push_done(e, o->step_id, o->attempt, "lost", -1, 0,
+			  xasprintf("lost: its daemon %s went away (daemon restarted)", o->owner));
+		exec_job_dispose(j);
+	}
+	exec_status_dispose(&st);
+}
+
+/*
+ * Orphans: running attempts whose owner is gone or whose lease expired.
+ * mine: those of this host (every replica adopts its own host's jobs); else
+ * those of other hosts whose lease expired (the leader's reaper: their jobs
+ * cannot be reached from here, so they are lost and retried).
+ */
+static void orphans(struct engine *e, int mine)
 {
 	struct store_orphan *o = NULL;
 	int n = 0;
@@ -669,56 +830,216 @@ static void recover(struct engine *e)
 		return;
 	}
 	for (int i = 0; i < n; i++) {
-		int code, sig, taken;
+		int here = strcmp(o[i].host, e->host) == 0;
 		if (e->o.run_filter && o[i].run_id != e->o.run_filter)
 			continue;
-		if (!o[i].expired && owner_alive(e, o[i].owner))
+		if (here != mine || (!o[i].expired && owner_alive(e, o[i].owner)))
 			continue;
-		taken = store_adopt(e->conn, e->owner, &o[i], e->o.lease_ms);
-		if (taken <= 0)
-			continue;
-		if (strcmp(o[i].host, e->host) == 0 && o[i].dir && exec_read_status(o[i].dir, &code, &sig)) {
-			flog_info("run %lld step %s attempt %d finished while its owner %s was gone",
-				  (long long)o[i].run_id, o[i].name, o[i].attempt, o[i].owner);
-			if (sig || code) {
-				push_done(e, o[i].step_id, o[i].attempt, "failed", code, sig,
-					  sig ? xasprintf("killed by signal %d", sig) : xasprintf("exit code %d", code));
-			} else {
-				json_t *ctx = job_ctx(o[i].kind, o[i].spec, o[i].workdir, NULL, NULL, NULL);
-				job_succeeded(e, o[i].step_id, o[i].run_id, o[i].attempt, o[i].name, o[i].dir, ctx);
-				json_decref(ctx);
-			}
-		} else if (strcmp(o[i].host, e->host) == 0 && exec_pid_alive(o[i].pid, o[i].pid_start)) {
-			struct exec_job *j;
-			flog_info("run %lld step %s attempt %d: re-adopted pid %d from %s",
-				  (long long)o[i].run_id, o[i].name, o[i].attempt, o[i].pid, o[i].owner);
-			if (e->njobs == e->capjobs) {
-				e->capjobs = e->capjobs ? e->capjobs * 2 : 16;
-				e->jobs = xrealloc(e->jobs, (size_t)e->capjobs * sizeof(*e->jobs));
-			}
-			j = &e->jobs[e->njobs++];
-			memset(j, 0, sizeof(*j));
-			j->step_id = o[i].step_id;
-			j->run_id = o[i].run_id;
-			j->attempt = o[i].attempt;
-			j->name = xstrdup(o[i].name);
-			j->dir = xstrdup(o[i].dir);
-			j->pid = o[i].pid;
-			j->pid_start = o[i].pid_start;
-			j->timeout_ms = o[i].timeout_ms;
-			j->ctx = job_ctx(o[i].kind, o[i].spec, o[i].workdir, NULL, NULL, NULL);
-			if (o[i].timeout_ms > 0)
-				j->deadline_ms = clock_mono_ms() +
-					(o[i].started_ms + o[i].timeout_ms - clock_wall_ms());
-		} else {
-			flog_warn("run %lld step %s attempt %d lost with its owner %s",
-				  (long long)o[i].run_id, o[i].name, o[i].attempt, o[i].owner);
+		if (here) {
+			adopt_orphan(e, &o[i]);
+		} else if (store_adopt(e->conn, e->owner, &o[i], e->o.lease_ms) > 0) {
+			flog_warn("run %lld step %s attempt %d lost with its owner %s on %s",
+				  (long long)o[i].run_id, o[i].name, o[i].attempt, o[i].owner, o[i].host);
 			push_done(e, o[i].step_id, o[i].attempt, "lost", -1, 0,
-				  xasprintf("lost: its daemon %s went away (daemon restarted)", o[i].owner));
+				  xasprintf("lost: its daemon %s went away (lease expired)", o[i].owner));
 		}
 	}
 	store_orphans_free(o, n);
 	e->stop_check = 1;
+}
+
+/* ---- periodic tasks ------------------------------------------------------ */
+
+/*
+ * The leader: one replica holds a session-level advisory lock on its own
+ * connection. Every replica tries to take it each lease/3; the leader checks
+ * its session each lease/3 and steps down when the check fails, so when the
+ * leader dies (its session ends, the lock is released) or loses the
+ * database, another replica leads within one lease. Dev sessions never lead.
+ */
+#define LEADER_LOCK_KEY 0x66657279 /* "ferry" */
+
+static void step_down(struct engine *e, const char *why)
+{
+	if (e->leading)
+		flog_warn("no longer the leader: %s", why);
+	e->leading = 0;
+	metrics_set_leader(0);
+	if (e->lead) {
+		PQfinish(e->lead);
+		e->lead = NULL;
+	}
+}
+
+static void task_elect(struct engine *e)
+{
+	PGresult *res;
+	int ok;
+
+	if (e->lead == NULL) {
+		if (db_connect(&e->lead, e->conninfo) < 0)
+			return;
+		/* a server that never hears from a vanished leader frees its lock within ~10 s */
+		res = PQexec(e->lead, "SET tcp_keepalives_idle = 5; SET tcp_keepalives_interval = 2; "
+				      "SET tcp_keepalives_count = 3");
+		PQclear(res);
+	}
+	if (e->leading) {
+		res = PQexec(e->lead, "SELECT 1");
+		ok = PQresultStatus(res) == PGRES_TUPLES_OK;
+		PQclear(res);
+		if (!ok)
+			step_down(e, PQerrorMessage(e->lead));
+		return;
+	}
+	{
+		char key[24];
+		const char *params[1] = {key};
+		snprintf(key, sizeof(key), "%d", LEADER_LOCK_KEY);
+		res = PQexecParams(e->lead, "SELECT pg_try_advisory_lock($1::bigint)", 1, NULL, params,
+				   NULL, NULL, 0);
+	}
+	if (PQresultStatus(res) != PGRES_TUPLES_OK) {
+		PQclear(res);
+		step_down(e, "");
+		return;
+	}
+	ok = PQgetvalue(res, 0, 0)[0] == 't';
+	PQclear(res);
+	if (ok) {
+		e->leading = 1;
+		metrics_set_leader(1);
+		flog_info("elected leader (owner %s)", e->owner);
+	}
+}
+
+static void task_poll(struct engine *e)
+{
+	e->claim_now = 1;
+}
+
+static void task_heartbeat(struct engine *e)
+{
+	if (e->njobs > 0 && store_heartbeat(e->conn, e->owner, e->o.lease_ms) < 0)
+		flog_error("renewing leases: %s", ferry_error_last());
+}
+
+static void task_recover(struct engine *e)
+{
+	orphans(e, 1);
+}
+
+static void task_reap(struct engine *e)
+{
+	orphans(e, 0);
+}
+
+static void task_expire_waits(struct engine *e)
+{
+	int ready = 0;
+
+	if (store_expire_waits(&ready, e->conn, e->owner) < 0)
+		flog_error("ending timed-out waits: %s", ferry_error_last());
+	else if (ready > 0)
+		e->claim_now = 1;
+}
+
+static int64_t every_poll(const struct engine_opts *o) { return o->poll_ms; }
+static int64_t every_third_lease(const struct engine_opts *o) { return o->lease_ms / 3; }
+static int64_t every_half_lease(const struct engine_opts *o) { return o->lease_ms / 2; }
+static int64_t every_second(const struct engine_opts *o) { (void)o; return 1000; }
+
+enum {
+	TASK_LEADER = 1u << 0, /* runs on the elected leader alone */
+	TASK_NO_DEV = 1u << 1, /* not in a dev session (run_filter set) */
+};
+
+/*
+ * The periodic tasks, run in this order when due. How to add one: a
+ * function void task_NAME(struct engine *) that does one bounded round of
+ * work (slow work goes to the worker pool), a period function, and a row
+ * here; TASK_LEADER when exactly one replica may do it at a time (cron,
+ * auto-stop, deployment reconcile). Each run is counted in /metrics as
+ * ferry_periodic_runs_total{task="NAME"}.
+ */
+struct engine_task {
+	const char *name;
+	unsigned flags;
+	int64_t (*period)(const struct engine_opts *o);
+	void (*run)(struct engine *e);
+};
+
+static const struct engine_task tasks[] = {
+	{"poll", 0, every_poll, task_poll},                 /* claim even when no NOTIFY came */
+	{"heartbeat", 0, every_third_lease, task_heartbeat}, /* renew our attempts' leases */
+	{"elect", TASK_NO_DEV, every_third_lease, task_elect},
+	{"recover", 0, every_half_lease, task_recover},     /* adopt this host's orphans */
+	{"reap", TASK_LEADER, every_half_lease, task_reap}, /* other hosts' expired attempts: lost */
+	{"expire-waits", 0, every_second, task_expire_waits},
+};
+#define NTASKS (sizeof(tasks) / sizeof(tasks[0]))
+
+static void engine_tasks_init(struct engine *e)
+{
+	e->task_next = xcalloc(NTASKS, sizeof(*e->task_next));
+	e->task_slot = xcalloc(NTASKS, sizeof(*e->task_slot));
+	for (size_t i = 0; i < NTASKS; i++)
+		e->task_slot[i] = metrics_task_slot(tasks[i].name);
+}
+
+static void engine_task_due_now(struct engine *e, const char *name)
+{
+	for (size_t i = 0; i < NTASKS; i++)
+		if (strcmp(tasks[i].name, name) == 0)
+			e->task_next[i] = 0;
+}
+
+/* A claim just happened: the polling fallback is due a full period from now. */
+static void engine_task_due_later(struct engine *e, const char *name, int64_t now)
+{
+	for (size_t i = 0; i < NTASKS; i++)
+		if (strcmp(tasks[i].name, name) == 0)
+			e->task_next[i] = now + tasks[i].period(&e->o);
+}
+
+static int task_applies(const struct engine *e, const struct engine_task *t)
+{
+	if ((t->flags & TASK_NO_DEV) && e->o.run_filter)
+		return 0;
+	return !(t->flags & TASK_LEADER) || e->leading;
+}
+
+/* Runs the tasks that are due; returns the monotonic ms the next one is. */
+static int64_t run_tasks(struct engine *e, int64_t now)
+{
+	int64_t next = INT64_MAX;
+
+	for (size_t i = 0; i < NTASKS; i++) {
+		if (!task_applies(e, &tasks[i]))
+			continue;
+		if (now >= e->task_next[i]) {
+			int64_t p = tasks[i].period(&e->o);
+			e->task_next[i] = now + (p > 0 ? p : 1);
+			tasks[i].run(e);
+			metrics_task_ran(e->task_slot[i]);
+			if (PQstatus(e->conn) != CONNECTION_OK)
+				break;
+		}
+		if (e->task_next[i] < next)
+			next = e->task_next[i];
+	}
+	return next;
+}
+
+/* The monotonic ms the next applicable task is due. */
+static int64_t next_task(const struct engine *e)
+{
+	int64_t next = INT64_MAX;
+
+	for (size_t i = 0; i < NTASKS; i++)
+		if (task_applies(e, &tasks[i]) && e->task_next[i] < next)
+			next = e->task_next[i];
+	return next;
 }
 
 static void drain_notifies(struct engine *e)
@@ -747,8 +1068,7 @@ int engine_tick(struct engine *e, int64_t max_wait_ms)
 	int64_t now = clock_mono_ms(), wait;
 	int nfd = 1;
 
-	reap_children(e);
-	check_adopted(e, now);
+	poll_jobs(e, now);
 	check_timeouts(e, now);
 
 	if (PQstatus(e->conn) != CONNECTION_OK) {
@@ -765,35 +1085,21 @@ int engine_tick(struct engine *e, int64_t max_wait_ms)
 		flog_info("database connection restored");
 	}
 	drain_notifies(e);
-	if (flush_done(e) < 0)
+	if (flush_records(e) < 0 || flush_done(e) < 0)
 		goto next;
 	if (e->retry_wall_ms && clock_wall_ms() >= e->retry_wall_ms) {
 		e->retry_wall_ms = 0;
 		e->claim_now = 1;
 	}
-	if (e->claim_now || now >= e->next_poll) {
-		e->next_poll = now + e->o.poll_ms;
+	run_tasks(e, now);
+	if (PQstatus(e->conn) != CONNECTION_OK)
+		goto next;
+	if (e->claim_now) {
+		engine_task_due_later(e, "poll", now);
 		if (claim(e) < 0)
 			goto next;
-		if (e->noop && flush_done(e) < 0)
+		if ((e->type->flags & EXF_NO_SLOTS) && flush_done(e) < 0)
 			goto next;
-	}
-	if (now >= e->next_heartbeat) {
-		e->next_heartbeat = now + e->o.lease_ms / 3;
-		if (e->njobs > 0 && store_heartbeat(e->conn, e->owner, e->o.lease_ms) < 0)
-			flog_error("renewing leases: %s", ferry_error_last());
-	}
-	if (now >= e->next_recover) {
-		e->next_recover = now + e->o.lease_ms / 2;
-		recover(e);
-	}
-	if (now >= e->next_waits && !e->noop) {
-		int ready = 0;
-		e->next_waits = now + 1000;
-		if (store_expire_waits(&ready, e->conn, e->owner) < 0)
-			flog_error("ending timed-out waits: %s", ferry_error_last());
-		else if (ready > 0)
-			e->claim_now = 1;
 	}
 	if (e->stop_check && e->njobs > 0)
 		stop_jobs(e);
@@ -804,15 +1110,13 @@ next:
 	if (e->claim_now || e->ndone > 0) {
 		wait = 0;
 	} else {
-		wait = min64(max_wait_ms, e->next_poll - now);
-		wait = min64(wait, e->next_heartbeat - now);
-		wait = min64(wait, e->next_recover - now);
+		wait = min64(max_wait_ms, next_task(e) - now);
 		if (e->retry_wall_ms)
 			wait = min64(wait, e->retry_wall_ms - clock_wall_ms() + 1);
 		for (int i = 0; i < e->njobs; i++) {
 			const struct exec_job *j = &e->jobs[i];
 			if (!j->child)
-				wait = min64(wait, 200);
+				wait = min64(wait, e->next_adopted_poll - now);
 			if (j->deadline_ms && !j->kill_outcome)
 				wait = min64(wait, j->deadline_ms - now);
 			if (j->kill_outcome && !j->killed_hard)
@@ -836,9 +1140,15 @@ sleep:
 	return PQstatus(e->conn) == CONNECTION_OK ? FERRY_OK : FERRY_EDB;
 }
 
+int engine_leading(const struct engine *e)
+{
+	return e->leading;
+}
+
 void engine_release(struct engine *e)
 {
-	reap_children(e);
+	poll_jobs(e, clock_mono_ms());
+	flush_records(e);
 	flush_done(e);
 	if (e->njobs > 0) {
 		flog_info("handing %d running job%s over through their leases", e->njobs,
@@ -846,4 +1156,5 @@ void engine_release(struct engine *e)
 		if (store_release(e->conn, e->owner) < 0)
 			flog_error("releasing leases: %s", ferry_error_last());
 	}
+	step_down(e, "shutting down");
 }

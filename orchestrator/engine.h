@@ -14,7 +14,8 @@
 
 struct engine_opts {
 	const char *home;      /* state directory: runs/ live here */
-	const char *executor;  /* "local" (default) or "noop" (benchmarks only) */
+	const char *executor;  /* an executor type's name (exec.h): "local" (default), "noop"
+	                        * (benchmarks only), … */
 	int max_jobs;          /* concurrent jobs of this daemon */
 	int claim_batch;       /* steps claimed per statement */
 	int64_t lease_ms;      /* attempt lease; renewed every lease/3 */
@@ -48,6 +49,9 @@ int engine_jobs(const struct engine *e);
 /* Gives the leases of running jobs up so another daemon adopts them. */
 void engine_release(struct engine *e);
 
+
+/* Whether this replica is the elected leader (runs the leader-only periodic tasks). */
+int engine_leading(const struct engine *e);
 
 /* Our owner id: "host/pid/start". */
 const char *engine_owner(const struct engine *e);

@@ -1,12 +1,17 @@
 /*
- * exec — executors run a claimed step's job. The local executor forks a
- * small shim per attempt: the shim starts a new session (so the job is one
- * process group the engine can signal), forks the command with stdout and
- * stderr appended to the attempt's log, waits for it and writes how it ended
- * to DIR/status. Because the shim outlives a killed daemon, a restarted
- * daemon re-adopts the job (same pid and start time) or reads its status.
- * The noop executor completes every job at once; it exists only for the
- * dispatch benchmark.
+ * exec — the table of executor types: how a claimed step's job is started,
+ * watched, signalled, adopted after a daemon restart, sampled and cleaned
+ * up. The engine knows executors only through struct exec_type; each type
+ * is one file (exec_local.c, exec_noop.c, and later podman, docker, slurm)
+ * and one row of exec_types[] in exec.c. A job may be one-shot (a step) or a
+ * service meant to keep running (a deployment's replica: EXEC_SERVICE).
+ *
+ * An attempt records its executor's name and an opaque handle (jsonb): for
+ * local jobs {"pid":…, "start":…} (the supervisor's pid and start time),
+ * later a container id or a Slurm job id. The handle is known before the
+ * job's command runs: the local supervisor writes it to DIR/pid before it
+ * forks the command, so a daemon killed between fork and the database record
+ * leaves a job that recovery still finds (see adopt).
  */
 #ifndef FERRY_EXEC_H
 #define FERRY_EXEC_H
@@ -17,14 +22,19 @@
 
 #include "store.h"
 
+struct exec_type;
+
 struct exec_job {
+	const struct exec_type *type;
 	int64_t step_id, run_id;
 	int attempt;
 	char *name;
 	char *dir;          /* attempt directory: log, status, out/ */
-	pid_t pid;          /* the shim: leader of the job's process group */
+	json_t *handle;     /* the type's handle (recorded in attempts.handle); owned */
+	/* the local executor's handle, also in handle: */
+	pid_t pid;          /* the supervisor: leader of the job's process group */
 	int64_t pid_start;  /* its start time in clock ticks since boot */
-	int child;          /* ours to reap (else adopted from a dead owner) */
+	int child;          /* ours to reap, its end signalled by SIGCHLD (else polled) */
 	int64_t deadline_ms; /* monotonic time the timeout fires; 0 = none */
 	int64_t timeout_ms;
 	/* set once the engine decided to kill it */
@@ -32,13 +42,95 @@ struct exec_job {
 	char *kill_reason;
 	int64_t kill_at_ms;       /* when SIGKILL follows SIGTERM */
 	int killed_hard;
+	int recorded;       /* its handle is in the database */
 	json_t *ctx;        /* the engine's: {kind, spec, workdir, inputs, run, cache_key} */
 };
 
-/* Starts a claimed step under the local executor; fills job. */
+/* How a job ended, as its executor saw it. */
+struct exec_status {
+	int exit_code;      /* -1 when none */
+	int signal;         /* 0 when none */
+	char *reason;       /* the executor's explanation (out of memory, …) or NULL; owned */
+};
+
+/* Resource use of a running job since it started (the monitor's input). */
+struct exec_sample {
+	int64_t rchar, wchar, read_bytes, write_bytes; /* IO counters, summed over the job */
+	int64_t cpu_ms;     /* user + system CPU time */
+	int have_gpu;       /* whether the next two are known */
+	double gpu_util;    /* percent, 0–100, averaged over the job's GPUs */
+	int64_t gpu_mem_mb;
+};
+
+/* What a type says about its jobs, as bits of exec_type.flags. */
+enum exec_type_flag {
+	EXF_NO_SLOTS = 1u << 0, /* its jobs take no slot of max_jobs (they end at once: noop) */
+	EXF_NO_DIR = 1u << 1,   /* it writes nothing under the attempt directory */
+};
+
+/* A job's kind of life. */
+enum exec_mode {
+	EXEC_ONESHOT = 0, /* a step: runs until its command exits */
+	EXEC_SERVICE = 1, /* meant to keep running until stopped (deploy replicas) */
+};
+
+/*
+ * One executor type. Every hook gets the job the engine keeps for the
+ * attempt; start fills it, the others read it (and may update handle).
+ * Hooks return 0 or a negative FERRY_E* code with the message set.
+ */
+struct exec_type {
+	const char *name;
+	unsigned flags;
+	/*
+	 * Starts the job of claimed step c with spec c->spec (command, env,
+	 * workdir, image, resources) in dir. Returns 0 with job filled (handle
+	 * set), or 1 when the job already ended (*st filled; noop).
+	 */
+	int (*start)(struct exec_job *job, const struct store_claim *c, const char *home,
+		     enum exec_mode mode, struct exec_status *st);
+	/* 1 when the job ended (*st filled), 0 while it runs. */
+	int (*poll)(struct exec_job *job, struct exec_status *st);
+	/* Sends sig (SIGTERM, SIGKILL) to every process of the job. */
+	void (*signal)(const struct exec_job *job, int sig);
+	/*
+	 * After a daemon restart: finds the job of an attempt from its recorded
+	 * handle, or when none was recorded from what the type left behind (the
+	 * attempt directory, a label on the container). 1: it runs, job is
+	 * filled and now ours; 0: it ended, *st filled; FERRY_ENOTFOUND: no
+	 * trace of it (it never started, or its host is another).
+	 */
+	int (*adopt)(struct exec_job *job, struct exec_status *st);
+	/* Resource use so far; FERRY_ENOTFOUND when the type cannot tell. */
+	int (*sample)(const struct exec_job *job, struct exec_sample *out);
+	/* Releases what the job held once its end is recorded (a container, a scratch dir). */
+	void (*cleanup)(struct exec_job *job);
+	/* Where the job's log is; the caller frees it. NULL when it keeps none. */
+	char *(*log_path)(const struct exec_job *job);
+	/* Called once per engine wake-up: reaps strays (processes jobs left behind). */
+	void (*tick)(void);
+};
+
+/* The type called name, or NULL. */
+const struct exec_type *exec_type_find(const char *name);
+
+/* Adds a type (tests, plug-ins); FERRY_ECONFLICT when the name is taken. */
+int exec_type_register(const struct exec_type *t);
+
+/* "local, noop": the known names, for messages; the caller frees it. */
+char *exec_type_names(void);
+
+/* The rows, defined in their own files. */
+extern const struct exec_type exec_local;
+extern const struct exec_type exec_noop;
+
+/* The attempt directory of a step's attempt under home; the caller frees it. */
+char *exec_attempt_dir(const char *home, int64_t run_id, const char *step, int attempt);
+
+/* Starts a claimed step under the local executor; fills job (kept for tests). */
 int exec_local_start(struct exec_job *job, const struct store_claim *c, const char *home);
 
-/* Sends sig to the job's process group. */
+/* Sends sig to the job through its type. */
 void exec_signal(const struct exec_job *job, int sig);
 
 /* Whether pid is alive and started at start (0 start: any). */
@@ -53,6 +145,15 @@ int64_t exec_pid_start(pid_t pid);
  */
 int exec_read_status(const char *dir, int *exit_code, int *signal);
 
+void exec_status_dispose(struct exec_status *st);
 void exec_job_dispose(struct exec_job *job);
+
+/*
+ * Fault injection for the crash tests: NULL in ferryd; a test build sets it
+ * (tests/fault/) and the engine calls it at named points ("started",
+ * "record"). A nonzero return at "record" makes the handle record fail.
+ */
+extern int (*exec_fault_hook)(const char *point);
+#define EXEC_FAULT(point) (exec_fault_hook ? exec_fault_hook(point) : 0)
 
 #endif

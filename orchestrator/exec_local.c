@@ -1,17 +1,30 @@
 /*
- * exec_local — the local process executor (see exec.h). The child side of
- * fork() runs in a possibly multi-threaded process, so between fork and exec
- * it only makes async-signal-safe calls on data prepared beforehand.
+ * exec_local — the local process executor, the `local` row of the executor
+ * table (see exec.h). It forks a small supervisor (the shim) per attempt:
+ * the shim starts a new session (so the job is one process group the engine
+ * can signal), writes its pid and start time to DIR/pid, forks the command
+ * with stdout and stderr appended to DIR/log, waits for it and writes how it
+ * ended to DIR/status. Because the shim outlives a killed daemon, and DIR/pid
+ * exists before the command runs, a restarted daemon re-adopts the job (same
+ * pid and start time) or reads its status even when the daemon died before
+ * it could record the handle in the database. The handle is
+ * {"pid": PID, "start": TICKS}.
+ *
+ * The child side of fork() runs in a possibly multi-threaded process, so
+ * between fork and exec it only makes async-signal-safe calls on data
+ * prepared beforehand.
  */
 #include "exec.h"
 
 #include <errno.h>
+#include <stddef.h>
 #include <fcntl.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <dirent.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -89,9 +102,62 @@ static size_t fmt_int(char *buf, long v)
 	return len;
 }
 
+/*
+ * Our start time (field 22 of /proc/self/stat) as decimal text into out
+ * (at least 24 bytes); its length, 0 when unknown. Async-signal-safe.
+ */
+static size_t self_start(char *out)
+{
+	char buf[1024];
+	ssize_t n;
+	int fd = open("/proc/self/stat", O_RDONLY | O_CLOEXEC), field = 2;
+	char *p = NULL;
+	size_t len = 0;
+
+	if (fd < 0)
+		return 0;
+	n = read(fd, buf, sizeof(buf) - 1);
+	close(fd);
+	if (n <= 0)
+		return 0;
+	buf[n] = '\0';
+	/* field 2 is "(comm)" and may hold spaces: start after the last ')' */
+	for (ssize_t i = n - 1; i >= 0; i--)
+		if (buf[i] == ')') {
+			p = buf + i;
+			break;
+		}
+	if (p == NULL)
+		return 0;
+	for (; *p && field < 22; p++)
+		if (*p == ' ')
+			field++;
+	while (*p >= '0' && *p <= '9' && len < 23)
+		out[len++] = *p++;
+	return len;
+}
+
+/* Writes "PID START\n" to path via tmp and rename, before the command runs. Async-signal-safe. */
+static void shim_write_pid(const char *path, const char *tmp)
+{
+	char buf[64];
+	size_t n = fmt_int(buf, (long)getpid());
+	int fd;
+
+	buf[n++] = ' ';
+	n += self_start(buf + n);
+	buf[n++] = '\n';
+	fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+	if (fd >= 0) {
+		(void)fd_write_all(fd, buf, n);
+		close(fd);
+		rename(tmp, path);
+	}
+}
+
 /* The shim: runs in the forked child, never returns. */
 static void shim(char **argv, char **envp, const char *cwd, const char *log,
-		 const char *status, const char *status_tmp)
+		 const char *status, const char *status_tmp, const char *pidf, const char *pidf_tmp)
 {
 	sigset_t none;
 	int logfd, nullfd, st = 0, fd;
@@ -108,6 +174,8 @@ static void shim(char **argv, char **envp, const char *cwd, const char *log,
 	close_range(3, ~0U, 0);
 	logfd = open(log, O_WRONLY | O_CREAT | O_APPEND, 0644);
 	nullfd = open("/dev/null", O_RDONLY);
+	/* the handle is on disk before the command can run (exec.h) */
+	shim_write_pid(pidf, pidf_tmp);
 	pid = fork();
 	if (pid == 0) {
 		if (nullfd >= 0)
@@ -165,19 +233,20 @@ int exec_local_start(struct exec_job *job, const struct store_claim *c, const ch
 	json_t *cmd = json_object_get(c->spec, "command"), *v;
 	const char *wd = json_string_value(json_object_get(c->spec, "workdir"));
 	char *dir = NULL, *out = NULL, *log = NULL, *status = NULL, *status_tmp = NULL, *cwd = NULL;
-	char *ckpt = NULL;
+	char *ckpt = NULL, *pidf = NULL, *pidf_tmp = NULL;
 	char **argv = NULL, **envp = NULL;
 	size_t i;
 	pid_t pid;
 	int error = FERRY_ERROR;
 
 	memset(job, 0, sizeof(*job));
+	job->type = &exec_local;
 	job->step_id = c->step_id;
 	job->run_id = c->run_id;
 	job->attempt = c->attempt;
 	job->name = xstrdup(c->name);
 	job->timeout_ms = c->timeout_ms;
-	dir = xasprintf("%s/runs/%lld/%s/%d", home, (long long)c->run_id, c->name, c->attempt);
+	dir = exec_attempt_dir(home, c->run_id, c->name, c->attempt);
 	out = xasprintf("%s/out", dir);
 	/* one checkpoint directory for every attempt of the step: a retry resumes from it */
 	ckpt = xasprintf("%s/runs/%lld/%s/checkpoint", home, (long long)c->run_id, c->name);
@@ -186,7 +255,10 @@ int exec_local_start(struct exec_job *job, const struct store_claim *c, const ch
 	log = xasprintf("%s/log", dir);
 	status = xasprintf("%s/status", dir);
 	status_tmp = xasprintf("%s/status.tmp", dir);
+	pidf = xasprintf("%s/pid", dir);
+	pidf_tmp = xasprintf("%s/pid.tmp", dir);
 	unlink(status);
+	unlink(pidf);
 	if (wd && wd[0] == '/')
 		cwd = xstrdup(wd);
 	else if (wd && c->workdir)
@@ -210,10 +282,11 @@ int exec_local_start(struct exec_job *job, const struct store_claim *c, const ch
 		goto out;
 	}
 	if (pid == 0)
-		shim(argv, envp, cwd, log, status, status_tmp);
+		shim(argv, envp, cwd, log, status, status_tmp, pidf, pidf_tmp);
 	setpgid(pid, pid); /* also done by the shim's setsid; closes the race for kill(-pid) */
 	job->pid = pid;
 	job->pid_start = exec_pid_start(pid);
+	job->handle = json_pack("{s:i, s:I}", "pid", (int)pid, "start", (json_int_t)job->pid_start);
 	job->child = 1;
 	job->dir = dir;
 	dir = NULL;
@@ -222,69 +295,262 @@ int exec_local_start(struct exec_job *job, const struct store_claim *c, const ch
 	error = FERRY_OK;
 out:
 	free(dir), free(out), free(log), free(status), free(status_tmp), free(cwd), free(ckpt);
+	free(pidf), free(pidf_tmp);
 	free_vec(argv);
 	free_vec(envp);
 	return error;
 }
 
-void exec_signal(const struct exec_job *job, int sig)
+static int local_start(struct exec_job *job, const struct store_claim *c, const char *home,
+		       enum exec_mode mode, struct exec_status *st)
+{
+	(void)mode, (void)st; /* a service is a process that keeps running: nothing differs */
+	return exec_local_start(job, c, home);
+}
+
+/* The job ended: how, from DIR/status. */
+static void local_ended(const struct exec_job *job, struct exec_status *st)
+{
+	memset(st, 0, sizeof(*st));
+	if (!exec_read_status(job->dir, &st->exit_code, &st->signal)) {
+		/* counts as a try: a job that signals its own process group takes its supervisor with it */
+		st->exit_code = -1;
+		st->reason = xstrdup("the job's supervisor was killed before it could record the exit "
+				     "status (did the job signal its own process group?)");
+	}
+}
+
+static int local_poll(struct exec_job *job, struct exec_status *st)
+{
+	if (job->child) {
+		int wst;
+		pid_t r = waitpid(job->pid, &wst, WNOHANG);
+		if (r == 0)
+			return 0;
+		if (r < 0 && errno != ECHILD)
+			return 0;
+		/* reaped now, or earlier by the strays' reaper: either way it is gone */
+		job->child = 0;
+	} else if (exec_pid_alive(job->pid, job->pid_start)) {
+		return 0;
+	}
+	local_ended(job, st);
+	return 1;
+}
+
+static void local_signal(const struct exec_job *job, int sig)
 {
 	if (job->pid > 0)
 		kill(-job->pid, sig);
 }
 
-int64_t exec_pid_start(pid_t pid)
+/* DIR/pid as the shim wrote it: 0 with *pid and *start, or FERRY_ENOTFOUND. */
+static int read_pid_file(pid_t *pid, int64_t *start, const char *dir)
 {
-	char path[64], buf[1024], *p;
-	int fd, field;
+	char *path = xasprintf("%s/pid", dir), *buf = NULL, *sp;
+	int64_t p = 0, t = 0;
+	int error = FERRY_ENOTFOUND;
+
+	if (file_read(&buf, NULL, path) == FERRY_OK && (sp = strchr(buf, ' ')) != NULL) {
+		char *nl = strchr(sp, '\n');
+		*sp = '\0';
+		if (nl)
+			*nl = '\0';
+		if (parse_int64(buf, &p) == 0 && p > 0 && parse_int64(sp + 1, &t) == 0) {
+			*pid = (pid_t)p;
+			*start = t;
+			error = FERRY_OK;
+		}
+	}
+	free(buf);
+	free(path);
+	return error;
+}
+
+static int local_adopt(struct exec_job *job, struct exec_status *st)
+{
+	json_t *h = job->handle;
+
+	job->child = 0;
+	if (json_integer_value(json_object_get(h, "pid")) > 0) {
+		job->pid = (pid_t)json_integer_value(json_object_get(h, "pid"));
+		job->pid_start = json_integer_value(json_object_get(h, "start"));
+	} else if (job->dir == NULL || read_pid_file(&job->pid, &job->pid_start, job->dir) < 0) {
+		ferry_error_set("no handle was recorded and the attempt directory holds no pid");
+		return FERRY_ENOTFOUND;
+	} else {
+		json_decref(job->handle);
+		job->handle = json_pack("{s:i, s:I}", "pid", (int)job->pid, "start",
+					(json_int_t)job->pid_start);
+	}
+	/* alive first, then the status: the shim writes the status before it exits */
+	if (exec_pid_alive(job->pid, job->pid_start))
+		return 1;
+	memset(st, 0, sizeof(*st));
+	if (job->dir && exec_read_status(job->dir, &st->exit_code, &st->signal))
+		return 0;
+	ferry_error_set("its supervisor (pid %d) is gone and left no exit status", (int)job->pid);
+	return FERRY_ENOTFOUND;
+}
+
+/*
+ * Field n (numbered as in proc(5): 1 is the pid) of a /proc/PID/stat line;
+ * 0 with *out, or -1. Field 2, "(comm)", may hold spaces: count after the last ')'.
+ */
+static int stat_field(const char *line, int n, long long *out)
+{
+	const char *p = strrchr(line, ')');
+	char *end;
+	int field = 2;
+
+	if (p == NULL || n < 3)
+		return -1;
+	for (p++; *p && field < n; p++)
+		if (*p == ' ')
+			field++;
+	if (field != n)
+		return -1;
+	*out = strtoll(p, &end, 10);
+	return end == p ? -1 : 0;
+}
+
+/* Reads /proc/PID/stat into buf; 0 or -1. */
+static int read_stat(char *buf, size_t len, pid_t pid)
+{
+	char path[64];
 	ssize_t n;
-	long long v = 0;
+	int fd;
 
 	snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
 	fd = open(path, O_RDONLY | O_CLOEXEC);
 	if (fd < 0)
-		return 0;
-	n = read(fd, buf, sizeof(buf) - 1);
+		return -1;
+	n = read(fd, buf, len - 1);
 	close(fd);
 	if (n <= 0)
-		return 0;
+		return -1;
 	buf[n] = '\0';
-	/* field 2 is "(comm)" and may hold spaces: start after the last ')' */
-	p = strrchr(buf, ')');
-	if (p == NULL)
-		return 0;
-	for (field = 2; *p && field < 22; p++) {
-		if (*p == ' ')
-			field++;
+	return 0;
+}
+
+/* Adds the IO counters and CPU time (its own and its reaped children's) of pid to out; 0 when readable. */
+static int add_process(struct exec_sample *out, pid_t pid, long ticks)
+{
+	static const struct {
+		const char *key;
+		size_t off;
+	} io[] = {
+		{"rchar: ", offsetof(struct exec_sample, rchar)},
+		{"wchar: ", offsetof(struct exec_sample, wchar)},
+		{"read_bytes: ", offsetof(struct exec_sample, read_bytes)},
+		{"write_bytes: ", offsetof(struct exec_sample, write_bytes)},
+	};
+	char path[64], buf[1024];
+	long long ut, st, cut, cst;
+	FILE *f;
+	int ok = 0;
+
+	snprintf(path, sizeof(path), "/proc/%d/io", (int)pid);
+	f = fopen(path, "re");
+	if (f) {
+		while (fgets(buf, sizeof(buf), f)) {
+			for (size_t k = 0; k < sizeof(io) / sizeof(io[0]); k++) {
+				size_t n = strlen(io[k].key);
+				if (strncmp(buf, io[k].key, n) == 0)
+					*(int64_t *)((char *)out + io[k].off) += strtoll(buf + n, NULL, 10);
+			}
+		}
+		fclose(f);
+		ok = 1;
 	}
-	v = strtoll(p, NULL, 10);
-	return v;
+	/* utime 14, stime 15, cutime 16, cstime 17 */
+	if (read_stat(buf, sizeof(buf), pid) == 0 && stat_field(buf, 14, &ut) == 0 &&
+	    stat_field(buf, 15, &st) == 0 && stat_field(buf, 16, &cut) == 0 &&
+	    stat_field(buf, 17, &cst) == 0)
+		out->cpu_ms += (ut + st + cut + cst) * 1000 / ticks;
+	return ok ? 0 : -1;
+}
+
+/* Whether process pid is in process group pgid (field 5 of /proc/PID/stat). */
+static int in_group(pid_t pid, pid_t pgid)
+{
+	char buf[1024];
+	long long pg;
+
+	return read_stat(buf, sizeof(buf), pid) == 0 && stat_field(buf, 5, &pg) == 0 && pg == pgid;
+}
+
+/* Sums every process of the job's process group (the shim leads it). */
+static int local_sample(const struct exec_job *job, struct exec_sample *out)
+{
+	long ticks = sysconf(_SC_CLK_TCK);
+	DIR *d;
+	struct dirent *de;
+	int found = 0;
+
+	memset(out, 0, sizeof(*out));
+	if (job->pid <= 0 || ticks <= 0 || (d = opendir("/proc")) == NULL)
+		return FERRY_ENOTFOUND;
+	while ((de = readdir(d)) != NULL) {
+		int64_t pid;
+		if (de->d_name[0] < '1' || de->d_name[0] > '9' || parse_int64(de->d_name, &pid) < 0)
+			continue;
+		if (in_group((pid_t)pid, job->pid) && add_process(out, (pid_t)pid, ticks) == 0)
+			found = 1;
+	}
+	closedir(d);
+	if (!found) {
+		ferry_error_set("no process of the job is left");
+		return FERRY_ENOTFOUND;
+	}
+	return FERRY_OK;
+}
+
+static char *local_log_path(const struct exec_job *job)
+{
+	return job->dir ? xasprintf("%s/log", job->dir) : NULL;
+}
+
+/* Reaps what jobs left behind: their orphans are reparented to us (a subreaper). */
+static void local_tick(void)
+{
+	int st;
+
+	while (waitpid(-1, &st, WNOHANG) > 0)
+		;
+}
+
+const struct exec_type exec_local = {
+	.name = "local",
+	.start = local_start,
+	.poll = local_poll,
+	.signal = local_signal,
+	.adopt = local_adopt,
+	.sample = local_sample,
+	.log_path = local_log_path,
+	.tick = local_tick,
+};
+
+int64_t exec_pid_start(pid_t pid)
+{
+	char buf[1024];
+	long long v;
+
+	return read_stat(buf, sizeof(buf), pid) == 0 && stat_field(buf, 22, &v) == 0 ? v : 0;
 }
 
 int exec_pid_alive(pid_t pid, int64_t start)
 {
-	char path[64], state = 0;
-	FILE *f;
-	int64_t s;
+	char buf[1024], *p;
+	long long s;
 
-	if (pid <= 0)
+	if (pid <= 0 || read_stat(buf, sizeof(buf), pid) < 0 || stat_field(buf, 22, &s) < 0)
 		return 0;
-	s = exec_pid_start(pid);
 	if (s == 0 || (start != 0 && s != start))
 		return 0;
-	/* a zombie is not alive */
-	snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
-	f = fopen(path, "r");
-	if (f) {
-		char buf[512];
-		if (fgets(buf, sizeof(buf), f)) {
-			char *p = strrchr(buf, ')');
-			if (p && p[1] == ' ')
-				state = p[2];
-		}
-		fclose(f);
-	}
-	return state != 'Z' && state != 'X';
+	/* a zombie is not alive: field 3 is the state letter */
+	p = strrchr(buf, ')');
+	return p && p[1] == ' ' && p[2] != 'Z' && p[2] != 'X';
 }
 
 int exec_read_status(const char *dir, int *exit_code, int *signal_out)
@@ -310,15 +576,4 @@ int exec_read_status(const char *dir, int *exit_code, int *signal_out)
 	free(buf);
 	free(path);
 	return found;
-}
-
-void exec_job_dispose(struct exec_job *job)
-{
-	if (job == NULL)
-		return;
-	free(job->name);
-	free(job->dir);
-	free(job->kill_reason);
-	json_decref(job->ctx);
-	memset(job, 0, sizeof(*job));
 }

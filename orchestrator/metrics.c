@@ -37,6 +37,43 @@ static const struct {
 	{"ferry_api_request_duration_seconds", "Duration of API requests."},
 };
 
+/* Periodic tasks by name (their table is the engine's), and whether this replica leads. */
+#define MAX_TASKS 16
+static const char *task_names[MAX_TASKS];
+static _Atomic uint64_t task_runs[MAX_TASKS];
+static _Atomic int ntasks;
+static _Atomic int leader;
+
+int metrics_task_slot(const char *name)
+{
+	int n = atomic_load(&ntasks);
+
+	for (int i = 0; i < n; i++)
+		if (strcmp(task_names[i], name) == 0)
+			return i;
+	if (n == MAX_TASKS)
+		return -1;
+	task_names[n] = name;
+	atomic_store(&ntasks, n + 1);
+	return n;
+}
+
+void metrics_task_ran(int slot)
+{
+	if (slot >= 0 && slot < MAX_TASKS)
+		atomic_fetch_add_explicit(&task_runs[slot], 1, memory_order_relaxed);
+}
+
+void metrics_set_leader(int is_leader)
+{
+	atomic_store(&leader, is_leader);
+}
+
+int metrics_leader(void)
+{
+	return atomic_load(&leader);
+}
+
 uint64_t metrics_get(enum metric_counter c)
 {
 	return atomic_load_explicit(&counters[c], memory_order_relaxed);
@@ -82,6 +119,15 @@ void metrics_render(char **buf, size_t *len, size_t *cap)
 				counter_info[c].name, counter_info[c].help, counter_info[c].name,
 				counter_info[c].name,
 				(unsigned long long)atomic_load_explicit(&counters[c], memory_order_relaxed));
+	metrics_appendf(buf, len, cap, "# HELP ferry_leader Whether this replica is the elected leader "
+			"(runs the leader-only periodic tasks).\n# TYPE ferry_leader gauge\nferry_leader %d\n",
+			atomic_load(&leader));
+	if (atomic_load(&ntasks) > 0)
+		metrics_appendf(buf, len, cap, "# HELP ferry_periodic_runs_total Runs of each periodic task "
+				"on this replica.\n# TYPE ferry_periodic_runs_total counter\n");
+	for (int i = 0; i < atomic_load(&ntasks); i++)
+		metrics_appendf(buf, len, cap, "ferry_periodic_runs_total{task=\"%s\"} %llu\n", task_names[i],
+				(unsigned long long)atomic_load(&task_runs[i]));
 	for (int h = 0; h < H_HISTOGRAMS; h++) {
 		const char *name = histogram_info[h].name;
 		metrics_appendf(buf, len, cap, "# HELP %s %s\n# TYPE %s histogram\n", name,

@@ -31,6 +31,17 @@ void metrics_add(enum metric_counter c, uint64_t n);
 uint64_t metrics_get(enum metric_counter c);
 void metrics_observe(enum metric_histogram h, double seconds);
 
+/*
+ * Periodic tasks: a slot per task name (registered once, from the engine's
+ * thread), counted each time the task runs: ferry_periodic_runs_total{task}.
+ */
+int metrics_task_slot(const char *name);
+void metrics_task_ran(int slot);
+
+/* Whether this replica leads (ferry_leader; also in /readyz). */
+void metrics_set_leader(int is_leader);
+int metrics_leader(void);
+
 /* Appends the exposition of every metric to *buf (realloc'd, NUL-terminated). */
 void metrics_render(char **buf, size_t *len, size_t *cap);
 

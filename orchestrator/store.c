@@ -231,7 +231,7 @@ void store_claims_free(struct store_claim *v, int n)
 
 int store_attempts_started(PGconn *conn, const char *owner, const struct store_started *v, int n)
 {
-	struct sbuf ids = {0}, att = {0}, pid = {0}, start = {0}, dir = {0};
+	struct sbuf ids = {0}, att = {0}, exe = {0}, handle = {0}, dir = {0};
 	const char *params[6];
 	int error;
 
@@ -240,23 +240,24 @@ int store_attempts_started(PGconn *conn, const char *owner, const struct store_s
 	for (int i = 0; i < n; i++) {
 		sbuf_sep(&ids, i), sbuf_int(&ids, v[i].step_id);
 		sbuf_sep(&att, i), sbuf_int(&att, v[i].attempt);
-		sbuf_sep(&pid, i), sbuf_int(&pid, v[i].pid);
-		sbuf_sep(&start, i), sbuf_int(&start, v[i].pid_start);
+		sbuf_sep(&exe, i), sbuf_elem(&exe, v[i].executor);
+		sbuf_sep(&handle, i), sbuf_elem(&handle, v[i].handle);
 		sbuf_sep(&dir, i), sbuf_elem(&dir, v[i].dir);
 	}
 	params[0] = owner;
 	params[1] = sbuf_close(&ids, n);
 	params[2] = sbuf_close(&att, n);
-	params[3] = sbuf_close(&pid, n);
-	params[4] = sbuf_close(&start, n);
+	params[3] = sbuf_close(&exe, n);
+	params[4] = sbuf_close(&handle, n);
 	params[5] = sbuf_close(&dir, n);
 	error = q(NULL, conn,
-		  "UPDATE attempts a SET pid = t.pid, pid_start = t.pid_start, dir = t.dir "
-		  "FROM unnest($2::bigint[], $3::int[], $4::int[], $5::bigint[], $6::text[]) "
-		  "     AS t(step_id, attempt, pid, pid_start, dir) "
+		  "UPDATE attempts a SET executor = coalesce(t.executor, a.executor), "
+		  "       handle = coalesce(t.handle, a.handle), dir = coalesce(t.dir, a.dir) "
+		  "FROM unnest($2::bigint[], $3::int[], $4::text[], $5::jsonb[], $6::text[]) "
+		  "     AS t(step_id, attempt, executor, handle, dir) "
 		  "WHERE a.step_id = t.step_id AND a.attempt = t.attempt AND a.owner = $1 "
 		  "  AND a.state = 'running'", 6, params);
-	free(ids.p), free(att.p), free(pid.p), free(start.p), free(dir.p);
+	free(ids.p), free(att.p), free(exe.p), free(handle.p), free(dir.p);
 	return error;
 }
 
@@ -392,7 +393,7 @@ int store_orphans(struct store_orphan **out, int *n, PGconn *conn, const char *o
 	*out = NULL;
 	*n = 0;
 	if ((error = q(&res, conn,
-		       "SELECT a.step_id, s.run_id, a.attempt, a.pid, a.pid_start, s.timeout_ms, "
+		       "SELECT a.step_id, s.run_id, a.attempt, a.executor, a.handle, s.timeout_ms, "
 		       "       (extract(epoch FROM a.started_at) * 1000)::bigint, a.owner, a.host, a.dir, "
 		       "       s.name, a.lease_until < now(), s.kind, s.spec, r.workdir "
 		       "FROM attempts a JOIN steps s ON s.id = a.step_id JOIN runs r ON r.id = s.run_id "
@@ -406,8 +407,8 @@ int store_orphans(struct store_orphan **out, int *n, PGconn *conn, const char *o
 		v[i].step_id = intval(res, i, 0);
 		v[i].run_id = intval(res, i, 1);
 		v[i].attempt = (int)intval(res, i, 2);
-		v[i].pid = (int)intval(res, i, 3);
-		v[i].pid_start = intval(res, i, 4);
+		v[i].executor = PQgetisnull(res, i, 3) ? NULL : dupval(res, i, 3);
+		v[i].handle = PQgetisnull(res, i, 4) ? NULL : jsonval(res, i, 4);
 		v[i].timeout_ms = intval(res, i, 5);
 		v[i].started_ms = intval(res, i, 6);
 		v[i].owner = dupval(res, i, 7);
@@ -430,6 +431,8 @@ void store_orphans_free(struct store_orphan *v, int n)
 	for (int i = 0; v && i < n; i++) {
 		free(v[i].owner);
 		free(v[i].host);
+		free(v[i].executor);
+		json_decref(v[i].handle);
 		free(v[i].dir);
 		free(v[i].name);
 		free(v[i].kind);

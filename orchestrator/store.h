@@ -36,12 +36,16 @@ int store_claim(struct store_claim **out, int *n, PGconn *conn, const char *owne
 		const char *host, int limit, int64_t lease_ms, int64_t run_filter);
 void store_claims_free(struct store_claim *v, int n);
 
-/* Where a spawned attempt runs: recorded so another daemon can re-adopt it. */
+/*
+ * Where a started attempt runs: its executor type and handle (JSON text),
+ * recorded so another daemon can re-adopt it, and its directory. NULL
+ * fields keep what is recorded.
+ */
 struct store_started {
 	int64_t step_id;
 	int attempt;
-	int pid;
-	int64_t pid_start;
+	const char *executor;
+	const char *handle;
 	const char *dir;
 };
 int store_attempts_started(PGconn *conn, const char *owner, const struct store_started *v, int n);
@@ -90,9 +94,11 @@ int store_release(PGconn *conn, const char *owner);
 /* A running attempt whose owner is gone or whose lease expired. */
 struct store_orphan {
 	int64_t step_id, run_id;
-	int attempt, pid;
-	int64_t pid_start, timeout_ms, started_ms;
+	int attempt;
+	int64_t timeout_ms, started_ms;
 	char *owner, *host, *dir, *name, *kind, *workdir;
+	char *executor;   /* NULL when no handle was recorded */
+	json_t *handle;   /* the executor's handle, or NULL */
 	json_t *spec;
 	int expired; /* lease expired (else: same host, owner to be checked) */
 };

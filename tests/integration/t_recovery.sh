@@ -54,7 +54,7 @@ Y
 	sleep 0.3
 	stop_daemon a KILL
 	# the whole job dies with the machine, so to speak: kill its process group
-	pid=$(sql "SELECT pid FROM attempts a JOIN steps s ON s.id = a.step_id WHERE s.run_id = $id")
+	pid=$(sql "SELECT handle->>'pid' FROM attempts a JOIN steps s ON s.id = a.step_id WHERE s.run_id = $id")
 	kill -9 -- -"$pid"
 	start_daemon a
 	wait_run "$id" succeeded 30
