@@ -50,6 +50,11 @@ bin/ferryd: $(B)/orchestrator/ferryd.o $(API_OBJ) $(ENGINE_OBJ) build/variant
 	@mkdir -p bin
 	$(CC) $(LDFLAGS) -o $@ $(filter %.o,$^) $(LDLIBS)
 
+# the crash tests' daemon: ferryd plus tests/fault (fault injection, the test executor type)
+bin/ferryd-test: $(B)/orchestrator/ferryd.o $(B)/tests/fault/fault.o $(API_OBJ) $(ENGINE_OBJ) build/variant
+	@mkdir -p bin
+	$(CC) $(LDFLAGS) -o $@ $(filter %.o,$^) $(LDLIBS)
+
 bin/ferry: $(CLI_OBJ) $(ENGINE_OBJ) build/variant
 	@mkdir -p bin
 	$(CC) $(LDFLAGS) -o $@ $(filter %.o,$^) $(LDLIBS)
@@ -95,12 +100,12 @@ deps:
 unit: all $(UNIT_BIN)
 	@tests/run-unit.sh $(UNIT_BIN)
 
-integration: all
+integration: all bin/ferryd-test
 	@tests/integration/run.sh
 
 test: deps
 	@tests/check-banned.sh
-	@$(MAKE) --no-print-directory all $(UNIT_BIN)
+	@$(MAKE) --no-print-directory all bin/ferryd-test $(UNIT_BIN)
 	@tests/run-all.sh $(UNIT_BIN)
 
 demo: deps
@@ -115,7 +120,7 @@ fuzz:
 	@$(MAKE) --no-print-directory deps DEB_RUN="clang libclang-rt-14-dev $(DEB_RUN)"
 	@tests/fuzz/run.sh
 	@# the request fuzzer: generated hostile requests against a sanitized daemon
-	@$(MAKE) --no-print-directory SANITIZE=address,undefined all
+	@$(MAKE) --no-print-directory SANITIZE=address,undefined all bin/ferryd-test
 	@tests/integration/run.sh test_hostile_requests
 	@$(MAKE) --no-print-directory all
 

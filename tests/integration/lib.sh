@@ -52,7 +52,7 @@ sql() {
 # start_daemon NAME [extra env assignments…]: ferryd in the background, ready.
 start_daemon() {
 	local name=${1:-a}; shift || true
-	env "$@" ferryd --log-level debug >"$FERRY_HOME/ferryd-$name.log" 2>&1 &
+	env "$@" "${FERRYD:-ferryd}" --log-level debug >"$FERRY_HOME/ferryd-$name.log" 2>&1 &
 	echo $! >"$FERRY_HOME/daemon.$name.pid"
 	for _ in $(seq 1 100); do
 		curl -fsS "$FERRY_URL/healthz" >/dev/null 2>&1 && return 0

@@ -67,6 +67,12 @@ static int live_in_group(pid_t pgid)
 	return (int)strtol(buf, NULL, 10);
 }
 
+static int file_write_empty(const char *path)
+{
+	FILE *f = fopen(path, "w");
+	return f ? fclose(f) : -1;
+}
+
 static void wait_job(struct exec_job *job)
 {
 	int st;
@@ -190,6 +196,126 @@ static void test_exec__no_status_file(void **state)
 	assert_int_equal(code, -1);
 }
 
+/* ---- the executor table --------------------------------------------- */
+
+static int fake_start(struct exec_job *job, const struct store_claim *c, const char *h,
+		      enum exec_mode mode, struct exec_status *st)
+{
+	(void)job, (void)c, (void)h, (void)mode, (void)st;
+	return FERRY_ERROR;
+}
+
+static void test_exec__type_table(void **state)
+{
+	static const struct exec_type fake = {.name = "fake", .start = fake_start};
+	static const struct exec_type dup = {.name = "local", .start = fake_start};
+	char *names;
+
+	(void)state;
+	assert_ptr_equal(exec_type_find("local"), &exec_local);
+	assert_ptr_equal(exec_type_find("noop"), &exec_noop);
+	assert_null(exec_type_find("podman"));
+	assert_null(exec_type_find(NULL));
+	assert_int_equal(exec_type_register(&fake), 0);
+	assert_ptr_equal(exec_type_find("fake"), &fake);
+	assert_int_equal(exec_type_register(&dup), FERRY_ECONFLICT);
+	assert_ptr_equal(exec_type_find("local"), &exec_local);
+	names = exec_type_names();
+	assert_string_equal(names, "local, noop, fake");
+	free(names);
+	/* every built-in row has what the engine calls unconditionally */
+	assert_non_null(exec_local.start);
+	assert_non_null(exec_local.poll);
+	assert_non_null(exec_local.adopt);
+	assert_non_null(exec_noop.start);
+}
+
+static void test_exec__noop_ends_at_start(void **state)
+{
+	struct exec_job job;
+	struct exec_status st;
+	struct store_claim c;
+
+	(void)state;
+	memset(&c, 0, sizeof(c));
+	c.step_id = 3, c.run_id = 7, c.attempt = 1, c.name = "n";
+	assert_int_equal(exec_noop.start(&job, &c, home, EXEC_ONESHOT, &st), 1);
+	assert_int_equal(st.exit_code, 0);
+	assert_int_equal(job.step_id, 3);
+	assert_true(exec_noop.flags & EXF_NO_SLOTS);
+}
+
+/* A job whose handle was never recorded is found through DIR/pid, running and then ended. */
+static void test_exec__adopt_from_directory(void **state)
+{
+	struct exec_job job, adopted;
+	struct exec_status st;
+	char *stop;
+	int i;
+
+	(void)state;
+	stop = xasprintf("%s/adopt-stop", home);
+	start(&job, "adoptme", "while [ ! -e \"$STOP\" ]; do sleep 0.05; done; exit 4", "STOP", stop);
+	memset(&adopted, 0, sizeof(adopted));
+	adopted.type = &exec_local;
+	adopted.dir = xstrdup(job.dir);
+	for (i = 0; i < 100 && exec_local.adopt(&adopted, &st) != 1; i++)
+		usleep(10 * 1000); /* the supervisor writes DIR/pid right after the fork */
+	assert_int_equal(exec_local.adopt(&adopted, &st), 1);
+	assert_int_equal(adopted.pid, job.pid);
+	assert_int_equal(adopted.pid_start, job.pid_start);
+	assert_int_equal(json_integer_value(json_object_get(adopted.handle, "pid")), job.pid);
+	assert_int_equal(exec_local.poll(&adopted, &st), 0); /* not our child: polled through /proc */
+	assert_int_equal(file_write_empty(stop), 0);
+	wait_job(&job);
+	assert_int_equal(exec_local.poll(&adopted, &st), 1);
+	assert_int_equal(st.exit_code, 4);
+	exec_status_dispose(&st);
+	/* adopting it again after the end: the status, not a lost job */
+	assert_int_equal(exec_local.adopt(&adopted, &st), 0);
+	assert_int_equal(st.exit_code, 4);
+	exec_job_dispose(&adopted);
+	exec_job_dispose(&job);
+	free(stop);
+}
+
+/* No handle and no pid file: no trace (the job never started). */
+static void test_exec__adopt_without_trace(void **state)
+{
+	struct exec_job job;
+	struct exec_status st;
+
+	(void)state;
+	memset(&job, 0, sizeof(job));
+	job.dir = xasprintf("%s/never-started", home);
+	assert_int_equal(exec_local.adopt(&job, &st), FERRY_ENOTFOUND);
+	exec_job_dispose(&job);
+}
+
+/* sample() sums the job's processes: CPU burnt and bytes written show. */
+static void test_exec__sample_counts_io_and_cpu(void **state)
+{
+	struct exec_job job;
+	struct exec_sample sm;
+	int i;
+
+	(void)state;
+	start(&job, "sample", "head -c 4000000 /dev/zero > \"$FERRY_OUTPUT_DIR/z\"; "
+			      "i=0; while [ $i -lt 300000 ]; do i=$((i+1)); done; sleep 5", NULL, NULL);
+	for (i = 0; i < 200; i++) {
+		assert_int_equal(exec_local.sample(&job, &sm), 0);
+		if (sm.wchar >= 4000000 && sm.cpu_ms >= 100)
+			break;
+		usleep(50 * 1000);
+	}
+	assert_true(sm.wchar >= 4000000);
+	assert_true(sm.cpu_ms >= 100);
+	assert_false(sm.have_gpu);
+	exec_signal(&job, SIGKILL);
+	wait_job(&job);
+	exec_job_dispose(&job);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -200,6 +326,11 @@ int main(void)
 		cmocka_unit_test(test_exec__missing_command),
 		cmocka_unit_test(test_exec__pid_start_identifies_process),
 		cmocka_unit_test(test_exec__no_status_file),
+		cmocka_unit_test(test_exec__type_table),
+		cmocka_unit_test(test_exec__noop_ends_at_start),
+		cmocka_unit_test(test_exec__adopt_from_directory),
+		cmocka_unit_test(test_exec__adopt_without_trace),
+		cmocka_unit_test(test_exec__sample_counts_io_and_cpu),
 	};
 	return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -1,0 +1,142 @@
+# The engine's seams: the executor table (a type registered only in the test
+# build runs a workflow), no job run twice when the daemon dies between the
+# fork and the handle's record or after a failed record (fault injection
+# through bin/ferryd-test), and one leader among replicas.
+
+# a step whose work is counted: one line per run of its command
+counted_wf() {
+	wf counted <<'Y'
+name: counted
+steps:
+  - {name: work, command: [sh, -c, 'echo "attempt $FERRY_ATTEMPT" >> "$FERRY_HOME/work.count"; sleep 2']}
+  - {name: after, needs: [work], command: [sh, -c, 'true']}
+Y
+}
+
+# waits until daemon NAME has exited (killed by an injected fault)
+wait_daemon_dead() {
+	local pid; pid=$(daemon_pid "$1")
+	for _ in $(seq 1 100); do kill -0 "$pid" 2>/dev/null || { rm -f "$FERRY_HOME/daemon.$1.pid"; return 0; }; sleep 0.1; done
+	fail "daemon $1 did not die at the injected fault"
+}
+
+# submit FILE while the daemon may die before it answers: prints the run id from the database
+submit_racing() {
+	local body
+	body=$(python3 -c 'import json,sys; print(json.dumps({"yaml": open(sys.argv[1]).read()}))' "$1")
+	api POST /api/v1/runs "$body" || true
+	for _ in $(seq 1 50); do
+		id=$(sql "SELECT max(id) FROM runs")
+		[ -n "$id" ] && { echo "$id"; return 0; }
+		sleep 0.1
+	done
+	fail "no run was created"
+}
+
+assert_ran_once() { # RUN
+	wait_run "$1" succeeded 30
+	assert_eq "$(cat "$FERRY_HOME/work.count")" "attempt 1" "the step's work ran exactly once"
+	assert_eq "$(sql "SELECT count(*) FROM attempts a JOIN steps s ON s.id = a.step_id WHERE s.run_id = $1 AND s.name = 'work'")" 1 "one attempt"
+	assert_match "$(sql "SELECT executor || ' ' || (handle->>'pid') FROM attempts a JOIN steps s ON s.id = a.step_id WHERE s.run_id = $1 AND s.name = 'work'")" '^local [0-9]+$' "the handle was recorded by the adopter"
+}
+
+test_fault_killed_after_fork_job_runs_once() {
+	FERRYD=ferryd-test start_daemon a FERRY_FAULT=kill:started
+	id=$(submit_racing "$(counted_wf)")
+	wait_daemon_dead a
+	assert_eq "$(sql "SELECT coalesce(handle::text, 'none') FROM attempts a JOIN steps s ON s.id = a.step_id WHERE s.run_id = $id AND s.name = 'work'")" none "killed before the handle was recorded"
+	[ -s "$FERRY_HOME/runs/$id/work/1/pid" ] || fail "the supervisor wrote no pid file"
+	start_daemon a
+	assert_ran_once "$id"
+	grep -q "re-adopted local job (found in its directory)" "$FERRY_HOME/ferryd-a.log" || fail "not adopted from the attempt directory"
+}
+
+test_fault_killed_after_failed_record_job_runs_once() {
+	FERRYD=ferryd-test start_daemon a "FERRY_FAULT=fail:record kill:record-failed"
+	id=$(submit_racing "$(counted_wf)")
+	wait_daemon_dead a
+	grep -q 'fault injected: failing "record"' "$FERRY_HOME/ferryd-a.log" || fail "the record did not fail"
+	start_daemon a
+	assert_ran_once "$id"
+}
+
+test_fault_failed_record_is_retried() {
+	FERRYD=ferryd-test start_daemon a FERRY_FAULT=fail:record FERRY_FAULT_TIMES=3
+	id=$(submit "$(counted_wf)")
+	wait_step "$id" work running 10
+	for _ in $(seq 1 30); do
+		h=$(sql "SELECT coalesce(handle->>'pid', '') FROM attempts a JOIN steps s ON s.id = a.step_id WHERE s.run_id = $id AND s.name = 'work'")
+		[ -n "$h" ] && break
+		sleep 0.1
+	done
+	[ -n "$h" ] || fail "the handle was never recorded after the failed records"
+	assert_eq "$(grep -c 'fault injected: failing "record"' "$FERRY_HOME/ferryd-a.log")" 3 "three failed records"
+	wait_run "$id" succeeded 30
+	assert_eq "$(cat "$FERRY_HOME/work.count")" "attempt 1" "ran once"
+}
+
+test_test_executor_type_runs_a_workflow() {
+	FERRYD=ferryd-test start_daemon a FERRY_EXECUTOR=test
+	f=$(wf chain <<'Y'
+name: chain
+steps:
+  - {name: one, command: [sh, -c, 'echo 1 > "$FERRY_OUTPUT_DIR/n"']}
+  - {name: two, needs: [one], command: [sh, -c, 'cat "{{steps.one.outputs.n}}"']}
+Y
+)
+	id=$(submit "$f")
+	wait_run "$id" succeeded 20
+	assert_eq "$(sql "SELECT string_agg(DISTINCT a.executor, ',') FROM attempts a JOIN steps s ON s.id = a.step_id WHERE s.run_id = $id")" test "attempts record the test executor"
+	assert_eq "$(grep -c "^start run=$id " "$FERRY_HOME/test-executor.log")" 2 "started through the table"
+	assert_eq "$(grep -c "^end run=$id " "$FERRY_HOME/test-executor.log")" 2 "ended through the table"
+	# ferryd itself does not know the test type
+	FERRY_EXECUTOR=test ferryd >"$FERRY_HOME/unknown.log" 2>&1 && fail "ferryd accepted the test-only executor"
+	grep -q 'unknown executor "test" (known: local, noop)' "$FERRY_HOME/unknown.log" || fail "no clear error: $(cat "$FERRY_HOME/unknown.log")"
+}
+
+# leader NAME PORT: 1 when the daemon at PORT leads
+leads() { curl -fsS "http://127.0.0.1:$1/metrics" | awk '$1 == "ferry_leader" {print $2}'; }
+reaps() { curl -fsS "http://127.0.0.1:$1/metrics" | awk '$1 == "ferry_periodic_runs_total{task=\"reap\"}" {print $2}'; }
+
+test_leader_elected_and_replaced() {
+	local ports=("$FERRY_PORT" "$((FERRY_PORT + 1))" "$((FERRY_PORT + 2))") names=(a b c)
+	start_daemon a
+	start_daemon_at b "${ports[1]}"
+	start_daemon_at c "${ports[2]}"
+	sleep 1.5
+	local leader=-1 n=0 before=() after=()
+	for i in 0 1 2; do
+		[ "$(leads "${ports[$i]}")" = 1 ] && { leader=$i; n=$((n + 1)); }
+		before[$i]=$(reaps "${ports[$i]}")
+	done
+	assert_eq "$n" 1 "exactly one leader"
+	sleep 2.5 # the reaper runs every lease/2 = 1 s
+	for i in 0 1 2; do after[$i]=$(reaps "${ports[$i]}"); done
+	for i in 0 1 2; do
+		if [ "$i" = "$leader" ]; then
+			[ "${after[$i]:-0}" -gt "${before[$i]:-0}" ] || fail "the leader's reaper did not run"
+		else
+			assert_eq "${after[$i]:-0}" "${before[$i]:-0}" "a follower's reaper ran"
+		fi
+	done
+	stop_daemon "${names[$leader]}" KILL
+	# another leads within one lease (2 s here)
+	local t0=$SECONDS new=-1
+	for _ in $(seq 1 30); do
+		n=0
+		for i in 0 1 2; do
+			[ "$i" = "$leader" ] && continue
+			[ "$(leads "${ports[$i]}")" = 1 ] && { new=$i; n=$((n + 1)); }
+		done
+		[ "$n" -ge 1 ] && break
+		sleep 0.1
+	done
+	assert_eq "$n" 1 "exactly one new leader"
+	[ $((SECONDS - t0)) -le 3 ] || fail "the new leader took $((SECONDS - t0)) s"
+	local b2; b2=$(reaps "${ports[$new]}")
+	local other=$((3 - leader - new)) o2; o2=$(reaps "${ports[$other]}")
+	sleep 2.5
+	[ "$(reaps "${ports[$new]}")" -gt "${b2:-0}" ] || fail "the new leader's reaper did not run"
+	assert_eq "$(reaps "${ports[$other]}")" "${o2:-0}" "the remaining follower's reaper ran"
+	grep -q "elected leader" "$FERRY_HOME/ferryd-${names[$new]}.log" || fail "no election logged"
+}
