@@ -37,9 +37,11 @@
 #include "db.h"
 #include "exec.h"
 #include "metrics.h"
+#include "kind.h"
 #include "steps.h"
 #include "store.h"
 #include "util.h"
+#include "workers.h"
 
 struct done {
 	struct store_result r;
@@ -72,6 +74,10 @@ struct engine {
 	int ndone, capdone;
 	struct record *recs;   /* handles not yet in the database */
 	int nrecs, caprecs;
+	struct workers *workers; /* the pool for slow step work, or NULL (done inline) */
+	int inflight;          /* items in the pool: claimed steps not yet started or finished */
+	struct work *deferred; /* items that found the database unreachable: submitted again */
+	int64_t next_deferred; /* … at most once a second */
 	int claim_now, stop_check, draining;
 	int64_t next_reconnect, next_adopted_poll;
 	int64_t *task_next;    /* per periodic task: monotonic ms it is due */
@@ -79,6 +85,35 @@ struct engine {
 	int64_t retry_wall_ms; /* earliest known retry (wall clock), 0 none */
 	int64_t last_analyze;  /* monotonic ms of our last ANALYZE, 0 never */
 };
+
+/*
+ * Step work done off the loop: PREPARE runs the step handlers of a claimed
+ * step (then its job starts, or it is finished); JOB_DONE turns a succeeded
+ * job of a kind the daemon finishes itself (a cache step's staging) into
+ * its result. Only the worker touches the item between submit and take.
+ */
+struct step_work {
+	struct work w;
+	enum { PREPARE, JOB_DONE } what;
+	const struct engine *e;  /* read only: home, host, owner */
+	struct store_claim *c;   /* PREPARE: the claim, moved here; owned */
+	char *dir;               /* owned */
+	/* JOB_DONE: the job */
+	int64_t step_id, run_id;
+	int attempt;
+	char *name;              /* owned */
+	json_t *ctx;             /* owned */
+	/* what the worker decided */
+	int nodb;                /* it could not reach the database: submitted again later */
+	int finished;
+	struct step_result res;
+	char *key;
+};
+
+static void step_work_run(struct work *w, PGconn *conn);
+static void step_work_free(struct work *w);
+static void job_done_with(struct step_result *res, PGconn *conn, const struct engine *e, int64_t step_id,
+			  int64_t run_id, int attempt, const char *name, const char *dir, const json_t *ctx);
 
 static int wake_pipe[2] = {-1, -1};
 static volatile sig_atomic_t sigchld_flag = 1;
@@ -115,6 +150,7 @@ void engine_opts_default(struct engine_opts *o)
 	o->lease_ms = env_int("FERRY_LEASE_MS", 15000);
 	o->poll_ms = env_int("FERRY_POLL_MS", 1000);
 	o->kill_grace_ms = env_int("FERRY_KILL_GRACE_MS", 10000);
+	o->workers = (int)env_int("FERRY_WORKERS", 2);
 	if (o->max_jobs < 1)
 		o->max_jobs = 1;
 	if (o->claim_batch < 1)
@@ -200,6 +236,8 @@ int engine_new(struct engine **out, const struct engine_opts *opts, const char *
 	prctl(PR_SET_CHILD_SUBREAPER, 1);
 	if ((error = engine_connect(e)) < 0)
 		goto fail;
+	if (opts->workers > 0 && (error = workers_new(&e->workers, opts->workers, conninfo, wake_pipe[1])) < 0)
+		goto fail;
 	*out = e;
 	return FERRY_OK;
 fail:
@@ -211,6 +249,12 @@ void engine_free(struct engine *e)
 {
 	if (e == NULL)
 		return;
+	workers_free(e->workers, step_work_free);
+	while (e->deferred) {
+		struct work *w = e->deferred;
+		e->deferred = w->next;
+		step_work_free(w);
+	}
 	for (int i = 0; i < e->njobs; i++)
 		exec_job_dispose(&e->jobs[i]);
 	for (int i = 0; i < e->ndone; i++) {
@@ -248,7 +292,7 @@ const char *engine_owner(const struct engine *e)
 
 int engine_jobs(const struct engine *e)
 {
-	return e->njobs;
+	return e->njobs + e->inflight;
 }
 
 void engine_drain(struct engine *e)
@@ -306,30 +350,40 @@ static json_t *job_ctx(const char *kind, const json_t *spec, const char *workdir
 			 "workdir", workdir, "inputs", inputs, "run", run, "cache_key", cache_key);
 }
 
-/* A succeeded job: its outputs, metrics and gate decide how the step ends. */
+static void submit_work(struct engine *e, struct step_work *w);
+
+/*
+ * A succeeded job: its outputs, metrics and gate decide how the step ends.
+ * A kind the daemon finishes itself (a cache step stages the job's output)
+ * does that on the worker pool.
+ */
 static void job_succeeded(struct engine *e, int64_t step_id, int64_t run_id, int attempt,
 			  const char *name, const char *dir, const json_t *ctx)
 {
-	struct step_result res;
-	struct step_run sr = {
-		.conn = e->conn, .home = e->home, .host = e->host, .actor = e->owner,
-		.run_id = run_id, .step_id = step_id, .attempt = attempt, .name = name,
-		.kind = json_string_value(json_object_get(ctx, "kind")), .dir = dir,
-		.workdir = json_string_value(json_object_get(ctx, "workdir")),
-		.spec = json_object_get(ctx, "spec"), .inputs = json_object_get(ctx, "inputs"),
-		.run = json_object_get(ctx, "run"),
-	};
+	const char *kind = json_string_value(json_object_get(ctx, "kind"));
+	const struct step_kind *k = kind ? step_kind_find(kind) : NULL;
 	const char *key = json_string_value(json_object_get(ctx, "cache_key"));
+	struct step_result res;
 
-	if (sr.kind == NULL || sr.spec == NULL) {
+	if (kind == NULL || json_object_get(ctx, "spec") == NULL) {
 		push_done(e, step_id, attempt, "succeeded", 0, 0, NULL);
 		return;
 	}
-	if (steps_job_done(&sr, &res) < 0) {
-		step_result_dispose(&res);
-		res.outcome = "failed";
-		res.reason = xstrdup(ferry_error_last());
+	if (k && (k->flags & SKF_DAEMON) && e->workers) {
+		struct step_work *w = xcalloc(1, sizeof(*w));
+		w->w.run = step_work_run;
+		w->what = JOB_DONE;
+		w->e = e;
+		w->step_id = step_id;
+		w->run_id = run_id;
+		w->attempt = attempt;
+		w->name = xstrdup(name);
+		w->dir = xstrdup(dir);
+		w->ctx = json_deep_copy(ctx);
+		submit_work(e, w);
+		return;
 	}
+	job_done_with(&res, e->conn, e, step_id, run_id, attempt, name, dir, ctx);
 	if (res.outcome && strcmp(res.outcome, "succeeded") != 0)
 		flog_info("run %lld step %s attempt %d: %s", (long long)run_id, name, attempt,
 			  res.reason ? res.reason : res.outcome);
@@ -499,16 +553,17 @@ static void refresh_statistics(struct engine *e)
 
 /*
  * A claimed step whose kind or templates need its ancestors: the step
- * handlers run here. Returns 1 when the step is finished (result queued),
- * 0 when its job is to start: c->spec is then the rendered spec and *key
- * the step-cache key to keep a success under (or NULL).
+ * handlers run here, with conn (the engine's, or a worker's). Returns 1 when
+ * the step is finished (*res filled), 0 when its job is to start: c->spec is
+ * then the rendered spec and *key the step-cache key to keep a success
+ * under (or NULL).
  */
-static int prepare(struct engine *e, struct store_claim *c, const char *dir, char **key)
+static int prepare_step(struct step_result *res, char **key, PGconn *conn, const struct engine *e,
+			struct store_claim *c, const char *dir)
 {
-	struct step_result res;
 	json_t *rendered = NULL, *env = NULL;
 	struct step_run sr = {
-		.conn = e->conn, .home = e->home, .host = e->host, .actor = e->owner,
+		.conn = conn, .home = e->home, .host = e->host, .actor = e->owner,
 		.run_id = c->run_id, .step_id = c->step_id, .attempt = c->attempt, .name = c->name,
 		.kind = c->kind, .dir = dir, .workdir = c->workdir, .spec = c->spec,
 		.inputs = c->inputs, .run = c->run,
@@ -517,23 +572,24 @@ static int prepare(struct engine *e, struct store_claim *c, const char *dir, cha
 	int rc;
 
 	*key = NULL;
-	if (mkdir_p(out, 0755) < 0) {
+	memset(res, 0, sizeof(*res));
+	if (conn == NULL || mkdir_p(out, 0755) < 0) {
+		res->outcome = "failed";
+		res->reason = conn ? xasprintf("cannot create %s: %s", dir, ferry_error_last())
+				   : xasprintf("the database is unreachable: %s", ferry_error_last());
 		free(out);
-		push_done(e, c->step_id, c->attempt, "failed", -1, 0,
-			  xasprintf("cannot create %s: %s", dir, ferry_error_last()));
 		return 1;
 	}
 	free(out);
-	rc = steps_prepare(&rendered, &env, key, &res, &sr);
+	rc = steps_prepare(&rendered, &env, key, res, &sr);
 	if (rc != 0) {
 		if (rc < 0) {
-			step_result_dispose(&res);
-			res.outcome = "failed";
-			res.reason = xstrdup(ferry_error_last());
+			step_result_dispose(res);
+			res->outcome = "failed";
+			res->reason = xstrdup(ferry_error_last());
 		}
 		flog_debug("run %lld step %s attempt %d: %s%s%s", (long long)c->run_id, c->name,
-			   c->attempt, res.outcome, res.reason ? ": " : "", res.reason ? res.reason : "");
-		push_result(e, c->step_id, c->attempt, &res, NULL, -1);
+			   c->attempt, res->outcome, res->reason ? ": " : "", res->reason ? res->reason : "");
 		json_decref(rendered);
 		json_decref(env);
 		free(*key);
@@ -635,6 +691,113 @@ static void ended_at_start(struct engine *e, const struct store_claim *c, const 
 	}
 }
 
+static void step_work_free(struct work *w)
+{
+	struct step_work *sw = (struct step_work *)w;
+
+	if (sw->c)
+		store_claims_free(sw->c, 1);
+	free(sw->dir);
+	free(sw->name);
+	json_decref(sw->ctx);
+	step_result_dispose(&sw->res);
+	free(sw->key);
+	free(sw);
+}
+
+/* The succeeded job's step_run and its result (job_succeeded's handler part). */
+static void job_done_with(struct step_result *res, PGconn *conn, const struct engine *e, int64_t step_id,
+			  int64_t run_id, int attempt, const char *name, const char *dir, const json_t *ctx)
+{
+	struct step_run sr = {
+		.conn = conn, .home = e->home, .host = e->host, .actor = e->owner,
+		.run_id = run_id, .step_id = step_id, .attempt = attempt, .name = name,
+		.kind = json_string_value(json_object_get(ctx, "kind")), .dir = dir,
+		.workdir = json_string_value(json_object_get(ctx, "workdir")),
+		.spec = json_object_get(ctx, "spec"), .inputs = json_object_get(ctx, "inputs"),
+		.run = json_object_get(ctx, "run"),
+	};
+
+	/* conn may be down (a plain job's end needs no database; a gate's lookup then fails) */
+	if (steps_job_done(&sr, res) < 0) {
+		step_result_dispose(res);
+		res->outcome = "failed";
+		res->reason = xstrdup(ferry_error_last());
+	}
+}
+
+/* On a worker thread. */
+static void step_work_run(struct work *w, PGconn *conn)
+{
+	struct step_work *sw = (struct step_work *)w;
+
+	sw->nodb = conn == NULL || PQstatus(conn) != CONNECTION_OK;
+	if (sw->nodb)
+		return;
+	if (sw->what == PREPARE)
+		sw->finished = prepare_step(&sw->res, &sw->key, conn, sw->e, sw->c, sw->dir);
+	else
+		job_done_with(&sw->res, conn, sw->e, sw->step_id, sw->run_id, sw->attempt, sw->name,
+			      sw->dir, sw->ctx);
+}
+
+static void start_job(struct engine *e, struct store_claim *c, char *key);
+
+/* Back on the loop: a worker's decision becomes a result or a job. */
+static void step_work_apply(struct engine *e, struct step_work *sw)
+{
+	if (sw->what == JOB_DONE) {
+		const char *key = json_string_value(json_object_get(sw->ctx, "cache_key"));
+		if (sw->res.outcome && strcmp(sw->res.outcome, "succeeded") != 0)
+			flog_info("run %lld step %s attempt %d: %s", (long long)sw->run_id, sw->name,
+				  sw->attempt, sw->res.reason ? sw->res.reason : sw->res.outcome);
+		push_result(e, sw->step_id, sw->attempt, &sw->res, key ? xstrdup(key) : NULL, 0);
+	} else if (sw->finished) {
+		push_result(e, sw->c->step_id, sw->c->attempt, &sw->res, NULL, -1);
+		/* the attempt's directory holds what the daemon wrote (a label task's log) */
+		push_record(e, sw->c->step_id, sw->c->attempt, NULL, NULL, sw->dir);
+		sw->dir = NULL;
+	} else {
+		start_job(e, sw->c, sw->key);
+		sw->key = NULL;
+		e->stop_check = 1; /* its run may have been stopped meanwhile */
+	}
+}
+
+/* Hands w to the pool, or does it now when the engine has none. */
+static void submit_work(struct engine *e, struct step_work *w)
+{
+	if (e->workers) {
+		workers_submit(e->workers, &w->w);
+		e->inflight++;
+		return;
+	}
+	step_work_run(&w->w, e->conn);
+	step_work_apply(e, w);
+	step_work_free(&w->w);
+}
+
+/* Takes the pool's finished items back. */
+static void take_work(struct engine *e)
+{
+	struct work *w, *next;
+
+	if (e->workers == NULL || e->inflight == 0)
+		return;
+	for (w = workers_take(e->workers); w; w = next) {
+		next = w->next;
+		if (((struct step_work *)w)->nodb) {
+			/* the attempt stays ours (leases renewed); the work waits for the database */
+			w->next = e->deferred;
+			e->deferred = w;
+			continue;
+		}
+		e->inflight--;
+		step_work_apply(e, (struct step_work *)w);
+		step_work_free(w);
+	}
+}
+
 /* Starts claimed step c's job through the executor type. */
 static void start_job(struct engine *e, struct store_claim *c, char *key)
 {
@@ -672,7 +835,7 @@ static int claim(struct engine *e)
 	int n = 0, room, error;
 	int64_t t0;
 
-	room = (e->type->flags & EXF_NO_SLOTS) ? e->o.claim_batch : e->o.max_jobs - e->njobs;
+	room = (e->type->flags & EXF_NO_SLOTS) ? e->o.claim_batch : e->o.max_jobs - e->njobs - e->inflight;
 	if (room <= 0 || e->draining) {
 		/* a job that finishes frees room and asks again (job_finished) */
 		e->claim_now = 0;
@@ -694,17 +857,20 @@ static int claim(struct engine *e)
 	if (n == room && n >= 50)
 		refresh_statistics(e);
 	for (int i = 0; i < n; i++) {
-		char *key = NULL;
-		if (c[i].inputs != NULL) {
-			char *dir = exec_attempt_dir(e->home, c[i].run_id, c[i].name, c[i].attempt);
-			if (prepare(e, &c[i], dir, &key)) {
-				/* the attempt's directory holds what the daemon wrote (a label task's log) */
-				push_record(e, c[i].step_id, c[i].attempt, NULL, NULL, dir);
-				continue;
-			}
-			free(dir);
+		struct step_work *w;
+		if (c[i].inputs == NULL) {
+			start_job(e, &c[i], NULL);
+			continue;
 		}
-		start_job(e, &c[i], key);
+		/* the step handlers may be slow (webhooks, copies, fingerprints): off the loop */
+		w = xcalloc(1, sizeof(*w));
+		w->w.run = step_work_run;
+		w->e = e;
+		w->c = xmalloc(sizeof(*w->c));
+		*w->c = c[i];
+		memset(&c[i], 0, sizeof(c[i])); /* moved */
+		w->dir = exec_attempt_dir(e->home, w->c->run_id, w->c->name, w->c->attempt);
+		submit_work(e, w);
 	}
 	store_claims_free(c, n);
 	return flush_records(e);
@@ -920,7 +1086,7 @@ static void task_poll(struct engine *e)
 
 static void task_heartbeat(struct engine *e)
 {
-	if (e->njobs > 0 && store_heartbeat(e->conn, e->owner, e->o.lease_ms) < 0)
+	if (e->njobs + e->inflight > 0 && store_heartbeat(e->conn, e->owner, e->o.lease_ms) < 0)
 		flog_error("renewing leases: %s", ferry_error_last());
 }
 
@@ -1069,6 +1235,7 @@ int engine_tick(struct engine *e, int64_t max_wait_ms)
 	int nfd = 1;
 
 	poll_jobs(e, now);
+	take_work(e);
 	check_timeouts(e, now);
 
 	if (PQstatus(e->conn) != CONNECTION_OK) {
@@ -1085,6 +1252,13 @@ int engine_tick(struct engine *e, int64_t max_wait_ms)
 		flog_info("database connection restored");
 	}
 	drain_notifies(e);
+	while (e->deferred && now >= e->next_deferred) {
+		struct work *w = e->deferred;
+		e->deferred = w->next;
+		workers_submit(e->workers, w); /* still counted in flight */
+		if (e->deferred == NULL)
+			e->next_deferred = now + 1000; /* a worker that cannot connect: not in a loop */
+	}
 	if (flush_records(e) < 0 || flush_done(e) < 0)
 		goto next;
 	if (e->retry_wall_ms && clock_wall_ms() >= e->retry_wall_ms) {
@@ -1113,6 +1287,8 @@ next:
 		wait = min64(max_wait_ms, next_task(e) - now);
 		if (e->retry_wall_ms)
 			wait = min64(wait, e->retry_wall_ms - clock_wall_ms() + 1);
+		if (e->deferred)
+			wait = min64(wait, e->next_deferred - now);
 		for (int i = 0; i < e->njobs; i++) {
 			const struct exec_job *j = &e->jobs[i];
 			if (!j->child)
@@ -1148,6 +1324,7 @@ int engine_leading(const struct engine *e)
 void engine_release(struct engine *e)
 {
 	poll_jobs(e, clock_mono_ms());
+	take_work(e);
 	flush_records(e);
 	flush_done(e);
 	if (e->njobs > 0) {

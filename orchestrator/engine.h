@@ -22,6 +22,7 @@ struct engine_opts {
 	int64_t poll_ms;       /* polling fallback */
 	int64_t kill_grace_ms; /* SIGTERM → SIGKILL */
 	int64_t run_filter;    /* only this run's steps (dev mode); 0 = all */
+	int workers;           /* threads for slow step work (FERRY_WORKERS); 0 = on the loop */
 };
 
 struct engine;

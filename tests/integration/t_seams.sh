@@ -140,3 +140,51 @@ test_leader_elected_and_replaced() {
 	assert_eq "$(reaps "${ports[$other]}")" "${o2:-0}" "the remaining follower's reaper ran"
 	grep -q "elected leader" "$FERRY_HOME/ferryd-${names[$new]}.log" || fail "no election logged"
 }
+
+# Slow work the daemon does itself (here a label step whose labelling service
+# takes 4 s to answer) runs on the worker pool: another run's chain of steps
+# is dispatched and finishes meanwhile.
+test_slow_daemon_work_does_not_stop_dispatch() {
+	start_daemon a
+	mkdir -p "$FERRY_HOME/ds" && echo x >"$FERRY_HOME/ds/a.txt"
+	cat >"$FERRY_HOME/slow.py" <<'P'
+import http.server, json, sys, time
+class H(http.server.BaseHTTPRequestHandler):
+    def do_POST(self):
+        self.rfile.read(int(self.headers["Content-Length"]))
+        open(sys.argv[1] + ".got", "w").write("1")
+        time.sleep(4)
+        self.send_response(200); self.send_header("Content-Type", "application/json"); self.end_headers()
+        self.wfile.write(json.dumps({"task_id": 7}).encode())
+    def log_message(self, *a): pass
+s = http.server.HTTPServer(("127.0.0.1", 0), H)
+open(sys.argv[1] + ".tmp", "w").write(str(s.server_address[1])); __import__("os").rename(sys.argv[1] + ".tmp", sys.argv[1])
+s.serve_forever()
+P
+	python3 "$FERRY_HOME/slow.py" "$FERRY_HOME/slow.port" &
+	echo $! >"$FERRY_HOME/daemon.slowhook.pid"
+	for _ in $(seq 1 50); do [ -s "$FERRY_HOME/slow.port" ] && break; sleep 0.1; done
+	hport=$(cat "$FERRY_HOME/slow.port")
+	slow=$(submit "$(wf slow <<Y
+name: slow
+steps:
+  - {name: label, kind: label, dataset: $FERRY_HOME/ds, webhook: "http://127.0.0.1:$hport/tasks"}
+Y
+)")
+	for _ in $(seq 1 50); do [ -e "$FERRY_HOME/slow.port.got" ] && break; sleep 0.1; done
+	[ -e "$FERRY_HOME/slow.port.got" ] || fail "the labelling service was never called"
+	chain=$(submit "$(wf chain <<'Y'
+name: chain
+steps:
+  - {name: s1, command: [true]}
+  - {name: s2, needs: [s1], command: [true]}
+  - {name: s3, needs: [s2], command: [true]}
+  - {name: s4, needs: [s3], command: [true]}
+  - {name: s5, needs: [s4], command: [true]}
+Y
+)")
+	wait_run "$chain" succeeded 3
+	assert_eq "$(step_col "$slow" label state)" running "the label step is still posting its task"
+	wait_step "$slow" label waiting 10
+	assert_eq "$(step_col "$slow" label "outputs->'task'->>'task_id'")" 7 "its result came back through the done queue"
+}
