@@ -20,7 +20,7 @@
 #include <string.h>
 #include <strings.h>
 
-#include "../steps/metrics.h"
+#include "gate.h"
 
 #define K(sk) (1u << (sk))
 

@@ -19,7 +19,7 @@
 
 #include "datacache.h"
 #include "label.h"
-#include "metrics.h" /* steps/metrics.h: metrics.json and gates */
+#include "gate.h"
 #include "registry.h"
 #include "store.h"
 #include "util.h"

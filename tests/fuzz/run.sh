@@ -17,7 +17,7 @@ FUZZ_CC=${FUZZ_CC:-clang}
 OUT=build/fuzz
 CFLAGS=(-g -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all
 	-fno-omit-frame-pointer -std=c11 -D_GNU_SOURCE -Iorchestrator)
-ENGINE_SRC=(orchestrator/config.c orchestrator/config_kinds.c orchestrator/util.c steps/metrics.c)
+ENGINE_SRC=(orchestrator/config.c orchestrator/config_kinds.c orchestrator/util.c orchestrator/gate.c)
 LIBS=(-lyaml -ljansson -lcrypto)
 
 if ! command -v "$FUZZ_CC" >/dev/null; then
