@@ -30,7 +30,7 @@
 #include "db.h"
 #include "exec.h"
 #include "metrics.h"
-#include "steps.h"
+#include "kind.h"
 #include "store.h"
 #include "util.h"
 
