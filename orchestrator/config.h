@@ -20,7 +20,8 @@
  *              "version":"patch"|"minor"|"major", "aliases":["production"],
  *              "line":5, "col":5}]}
  *
- * Kinds (config_kinds.c): run, train, evaluate (command required), gate,
+ * Kinds (the rows of the step-kind table, kind.h and steps/kind_*.c, checked
+ * by config_kinds.c): run, train, evaluate (command required), gate,
  * label, register (no command), cache (command optional). Every step
  * carries every field above; a kind that does not take a key has its
  * default: cache false, gate [], model/dataset/webhook/artifact null,
