@@ -695,7 +695,7 @@ static json_t *parse_workdir(struct ctx *c, size_t i, const yaml_node_t *n)
 static json_t *parse_step(struct ctx *c, size_t i, const yaml_node_t *n)
 {
 	const yaml_node_t *v[SK_N] = {NULL}, *keys[SK_N] = {NULL};
-	const struct cfg_kind *kind;
+	const struct step_kind *kind;
 	json_t *js = json_object(), *prev;
 	const char *s = NULL;
 
@@ -722,13 +722,13 @@ static json_t *parse_step(struct ctx *c, size_t i, const yaml_node_t *n)
 	c->steps[i].name = s;
 	json_object_set_new(js, "name", json_string(s ? s : ""));
 	kind = c->steps[i].kind = cfg_kind_parse(c, v[SK_KIND], &s);
-	json_object_set_new(js, "kind", json_string(s ? s : "run"));
+	json_object_set_new(js, "kind", json_string(s ? s : step_kind_default()->name));
 	json_object_set_new(js, "needs", parse_needs(c, &c->steps[i], v[SK_NEEDS]));
-	if (kind && kind->command == CMD_FORBIDDEN && present(v[SK_COMMAND]))
+	if (kind && kind->command == SKC_FORBIDDEN && present(v[SK_COMMAND]))
 		err_node(c, v[SK_COMMAND], "a %s step %s; remove \"command\"", kind->name,
 			 kind->no_command);
 	json_object_set_new(js, "command", parse_command(c, i, v[SK_COMMAND], n,
-							 kind == NULL || kind->command == CMD_REQUIRED));
+							 kind == NULL || kind->command == SKC_REQUIRED));
 	json_object_set_new(js, "env", parse_env(c, i, v[SK_ENV]));
 	s = "host";
 	if (present(v[SK_IMAGE]) && (s = cfg_text(c, v[SK_IMAGE], "image")) != NULL &&

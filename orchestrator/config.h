@@ -20,12 +20,13 @@
  *              "version":"patch"|"minor"|"major", "aliases":["production"],
  *              "line":5, "col":5}]}
  *
- * Kinds (config_kinds.c): run, train, evaluate (command required), gate,
+ * Kinds (the rows of the step-kind table, kind.h and steps/kind_*.c, checked
+ * by config_kinds.c): run, train, evaluate (command required), gate,
  * label, register (no command), cache (command optional). Every step
  * carries every field above; a kind that does not take a key has its
  * default: cache false, gate [], model/dataset/webhook/artifact null,
  * labels null ("labels.csv" for label steps), on_timeout "fail", version
- * "patch", aliases []. Gate items are steps/metrics.h gate_parse() items in
+ * "patch", aliases []. Gate items are gate.h gate_parse() items in
  * file order. An evaluate (or train) step whose gate compares against
  * production and has no model gets the model of the register steps
  * downstream of it. Templates ({{params.X}}, {{run.id}},

@@ -1,17 +1,19 @@
 /*
  * config_kinds — the step kinds of a workflow and the keys that only some
- * kinds take. config.c parses what every step has (name, needs, command,
- * env, …) and calls cfg_kind_fields() for the rest: cache, gate, model,
- * dataset, labels, webhook, on_timeout, artifact, version and alias, each
- * checked for its type and values and for whether the step's kind takes it,
- * and each written to the normalised spec with its default when absent.
- * Once the step graph is known, cfg_kind_models() gives an evaluate step
- * that compares against production the model of the register steps
- * downstream of it.
+ * kinds take. The kinds are the rows of the step-kind table (kind.h,
+ * steps/kinds.c): each row says whether the kind has a command, which kind
+ * keys it takes and which it needs. config.c parses what every step has
+ * (name, needs, command, env, …) and calls cfg_kind_fields() for the rest:
+ * cache, gate, model, dataset, labels, webhook, on_timeout, artifact,
+ * version and alias, each checked for its type and values and for whether
+ * the step's kind takes it, and each written to the normalised spec with
+ * its default when absent. Once the step graph is known, cfg_kind_models()
+ * gives an evaluate step that compares against production the model of the
+ * register steps downstream of it.
  *
- * A new kind is a row in kinds[]; a new kind key is an SK_ value in
- * config_priv.h, its name in cfg_step_keys[], its bit in the rows of the
- * kinds that take it and its parsing in cfg_kind_fields().
+ * A new kind is a row of the table (the recipe is in steps/kinds.c); a new
+ * kind key is an SK_ value in kind.h, its name in cfg_step_keys[], its bit
+ * in the rows of the kinds that take it and its parsing in cfg_kind_fields().
  */
 #include "config_priv.h"
 
@@ -20,9 +22,7 @@
 #include <string.h>
 #include <strings.h>
 
-#include "../steps/metrics.h"
-
-#define K(sk) (1u << (sk))
+#include "gate.h"
 
 const char *const cfg_step_keys[SK_N] = {
 	"name", "kind", "needs", "command", "env", "image", "workdir", "timeout", "retry",
@@ -30,43 +30,22 @@ const char *const cfg_step_keys[SK_N] = {
 	"version", "alias",
 };
 
-static const struct cfg_kind kinds[] = {
-	{"run", CMD_REQUIRED, K(SK_CACHE), 0, NULL},
-	{"train", CMD_REQUIRED, K(SK_CACHE) | K(SK_GATE), 0, NULL},
-	{"evaluate", CMD_REQUIRED, K(SK_CACHE) | K(SK_GATE) | K(SK_MODEL), 0, NULL},
-	{"gate", CMD_FORBIDDEN, K(SK_ON_TIMEOUT), 0, "waits for a person and runs no command"},
-	{"label", CMD_FORBIDDEN, K(SK_DATASET) | K(SK_LABELS) | K(SK_WEBHOOK) | K(SK_ON_TIMEOUT),
-	 K(SK_DATASET), "waits for a person and runs no command"},
-	{"register", CMD_FORBIDDEN, K(SK_MODEL) | K(SK_ARTIFACT) | K(SK_VERSION) | K(SK_ALIAS),
-	 K(SK_MODEL), "registers an artifact and runs no command"},
-	{"cache", CMD_OPTIONAL, K(SK_DATASET), K(SK_DATASET), NULL},
-};
-
 static const char *const on_timeout_values[] = {"fail", "continue"};
 static const char *const version_values[] = {"patch", "minor", "major"};
 
-/* What a required kind key is for, in the message when it is missing. */
-static const char *required_hint(const struct cfg_kind *kind, int sk)
+const struct step_kind *cfg_kind_parse(struct ctx *c, const yaml_node_t *n, const char **name)
 {
-	if (sk == SK_MODEL)
-		return "the name of the model to register a version of";
-	return strcmp(kind->name, "label") == 0 ? "the directory or file of items to label"
-						: "the directory or file to stage";
-}
-
-const struct cfg_kind *cfg_kind_parse(struct ctx *c, const yaml_node_t *n, const char **name)
-{
+	const struct step_kind *kind = step_kind_default();
 	struct sbuf known = {0};
 	size_t k;
 
-	*name = kinds[0].name;
+	*name = kind->name;
 	if (!present(n) || (*name = cfg_text(c, n, "kind")) == NULL)
-		return &kinds[0];
-	for (k = 0; k < NELEM(kinds); k++)
-		if (strcmp(*name, kinds[k].name) == 0)
-			return &kinds[k];
-	for (k = 0; k < NELEM(kinds); k++)
-		cfg_sb_addf(&known, "%s%s", k ? ", " : "", kinds[k].name);
+		return kind;
+	if ((kind = step_kind_find(*name)) != NULL)
+		return kind;
+	for (k = 0; (kind = step_kind_at(k)) != NULL; k++)
+		cfg_sb_addf(&known, "%s%s", k ? ", " : "", kind->name);
 	err_node(c, n, "unknown kind %s; known kinds: %s", cfg_q(c, *name), known.p);
 	free(known.p);
 	return NULL;
@@ -75,15 +54,16 @@ const struct cfg_kind *cfg_kind_parse(struct ctx *c, const yaml_node_t *n, const
 /* Appends "evaluate and register" (the kinds that take key sk) to b. */
 static void kinds_taking(struct sbuf *b, int sk)
 {
+	const struct step_kind *kind;
 	size_t k, n = 0, shown = 0;
 
-	for (k = 0; k < NELEM(kinds); k++)
-		n += (kinds[k].keys & K(sk)) != 0;
-	for (k = 0; k < NELEM(kinds); k++) {
-		if ((kinds[k].keys & K(sk)) == 0)
+	for (k = 0; (kind = step_kind_at(k)) != NULL; k++)
+		n += (kind->keys & SK_BIT(sk)) != 0;
+	for (k = 0; (kind = step_kind_at(k)) != NULL; k++) {
+		if ((kind->keys & SK_BIT(sk)) == 0)
 			continue;
 		shown++;
-		cfg_sb_addf(b, "%s%s", shown == 1 ? "" : shown == n ? " and " : ", ", kinds[k].name);
+		cfg_sb_addf(b, "%s%s", shown == 1 ? "" : shown == n ? " and " : ", ", kind->name);
 	}
 }
 
@@ -273,17 +253,18 @@ static json_t *parse_gate(struct ctx *c, size_t i, const yaml_node_t *n)
 
 /* ---- per step --------------------------------------------------------- */
 
-void cfg_kind_fields(struct ctx *c, size_t i, const struct cfg_kind *kind,
+void cfg_kind_fields(struct ctx *c, size_t i, const struct step_kind *kind,
 		     const yaml_node_t *const *keys, const yaml_node_t *const *vals, json_t *js)
 {
 	const yaml_node_t *v[SK_N] = {NULL};
-	bool label = kind != NULL && strcmp(kind->name, "label") == 0;
+	/* a kind that takes labels has them, by default in labels.csv */
+	bool labels = kind != NULL && (kind->keys & SK_BIT(SK_LABELS)) != 0;
 	int sk;
 
 	for (sk = SK_FIRST_KIND_KEY; sk < SK_N; sk++) {
 		struct sbuf which = {0};
 
-		if (kind == NULL || !present(vals[sk]) || (kind->keys & K(sk)) != 0) {
+		if (kind == NULL || !present(vals[sk]) || (kind->keys & SK_BIT(sk)) != 0) {
 			v[sk] = vals[sk];
 			continue;
 		}
@@ -293,9 +274,10 @@ void cfg_kind_fields(struct ctx *c, size_t i, const struct cfg_kind *kind,
 		free(which.p);
 	}
 	for (sk = SK_FIRST_KIND_KEY; kind != NULL && sk < SK_N; sk++)
-		if ((kind->required & K(sk)) != 0 && !present(v[sk]))
-			err_node(c, c->steps[i].node, "a %s step needs \"%s\" (%s)", kind->name,
-				 cfg_step_keys[sk], required_hint(kind, sk));
+		if ((kind->required & SK_BIT(sk)) != 0 && !present(v[sk]))
+			err_node(c, c->steps[i].node, "a %s step needs \"%s\"%s%s%s", kind->name,
+				 cfg_step_keys[sk], kind->key_hint[sk] ? " (" : "",
+				 kind->key_hint[sk] ? kind->key_hint[sk] : "", kind->key_hint[sk] ? ")" : "");
 	json_object_set_new(js, "cache", json_boolean(present(v[SK_CACHE]) &&
 						      parse_bool(c, v[SK_CACHE], "cache")));
 	json_object_set_new(js, "gate", parse_gate(c, i, v[SK_GATE]));
@@ -303,7 +285,7 @@ void cfg_kind_fields(struct ctx *c, size_t i, const struct cfg_kind *kind,
 	if (present(v[SK_MODEL])) /* named, even if wrongly: nothing to infer */
 		c->steps[i].prod_gate = NULL;
 	json_object_set_new(js, "dataset", parse_string(c, i, v[SK_DATASET], "dataset"));
-	json_object_set_new(js, "labels", label || present(v[SK_LABELS]) ?
+	json_object_set_new(js, "labels", labels || present(v[SK_LABELS]) ?
 			    parse_labels(c, v[SK_LABELS]) : json_null());
 	json_object_set_new(js, "webhook", parse_webhook(c, v[SK_WEBHOOK]));
 	json_object_set_new(js, "on_timeout", parse_choice(c, v[SK_ON_TIMEOUT], "on_timeout",
@@ -322,6 +304,7 @@ void cfg_kind_models(struct ctx *c)
 	struct sbuf found = {0};
 	json_t *models;
 	size_t i, r, j;
+	bool takes_model;
 
 	for (i = 0; i < c->nsteps; i++) {
 		const struct step *st = &c->steps[i];
@@ -329,12 +312,14 @@ void cfg_kind_models(struct ctx *c)
 		if (st->prod_gate == NULL || st->kind == NULL ||
 		    !json_is_null(json_object_get(st->spec, "model")))
 			continue;
+		/* the message asks for model: where the kind takes it, else for a kind that does */
+		takes_model = (st->kind->keys & SK_BIT(SK_MODEL)) != 0;
 		models = json_array();
 		for (r = 0; r < c->nsteps; r++) {
 			const struct step *reg = &c->steps[r];
 			json_t *m = json_object_get(reg->spec, "model");
 
-			if (r == i || reg->kind == NULL || strcmp(reg->kind->name, "register") != 0 ||
+			if (r == i || reg->kind == NULL || (reg->kind->flags & SKF_REGISTERS) == 0 ||
 			    !json_is_string(m) || !cfg_has_up(c, r, i))
 				continue;
 			for (j = 0; j < json_array_size(models); j++)
@@ -354,13 +339,13 @@ void cfg_kind_models(struct ctx *c)
 		if (json_array_size(models) == 0)
 			err_node(c, st->prod_gate, "step %s compares against production, but no "
 				 "register step downstream of it names the model; %s",
-				 cfg_sname(c, i), strcmp(st->kind->name, "evaluate") == 0 ?
+				 cfg_sname(c, i), takes_model ?
 				 "add \"model: NAME\" to this step" :
 				 "compare in an evaluate step that has \"model: NAME\"");
 		else
 			err_node(c, st->prod_gate, "step %s compares against production, but the "
 				 "register steps downstream of it register different models (%s); %s",
-				 cfg_sname(c, i), found.p, strcmp(st->kind->name, "evaluate") == 0 ?
+				 cfg_sname(c, i), found.p, takes_model ?
 				 "add \"model: NAME\" to this step to say which" :
 				 "compare in an evaluate step that has \"model: NAME\"");
 		found.len = 0;

@@ -13,31 +13,15 @@
 #include <yaml.h>
 
 #include "config.h"
+#include "kind.h"
 
 #define QMAX 60 /* bytes of a user value quoted in a message */
 #define QBUF (4 * QMAX + 16)
 #define NQBUF 6
 #define NELEM(a) (sizeof(a) / sizeof((a)[0]))
 
-/* Every key a step may have; which kinds take the later ones is in config_kinds.c. */
-enum {
-	SK_NAME, SK_KIND, SK_NEEDS, SK_COMMAND, SK_ENV, SK_IMAGE, SK_WORKDIR, SK_TIMEOUT,
-	SK_RETRY,
-	SK_CACHE, SK_GATE, SK_MODEL, SK_DATASET, SK_LABELS, SK_WEBHOOK, SK_ON_TIMEOUT,
-	SK_ARTIFACT, SK_VERSION, SK_ALIAS,
-	SK_N,
-	SK_FIRST_KIND_KEY = SK_CACHE
-};
+/* The names of the SK_ keys (kind.h), in their order. */
 extern const char *const cfg_step_keys[SK_N];
-
-/* A step kind: whether it runs a command, and which kind keys it takes. */
-struct cfg_kind {
-	const char *name;
-	enum { CMD_REQUIRED, CMD_OPTIONAL, CMD_FORBIDDEN } command;
-	unsigned keys;        /* bits 1 << SK_… of the kind keys it accepts */
-	unsigned required;    /* … and of those it must have */
-	const char *no_command; /* why it has no command ("waits for a person") */
-};
 
 struct cerr {
 	int line, col;
@@ -48,7 +32,7 @@ struct cerr {
 struct step {
 	const yaml_node_t *node;      /* the step's mapping */
 	const char *name;             /* NULL when missing or not a string */
-	const struct cfg_kind *kind;  /* NULL when unknown */
+	const struct step_kind *kind; /* NULL when unknown */
 	json_t *spec;                 /* its normalised spec (borrowed) */
 	const yaml_node_t *prod_gate; /* first gate comparison against production,
 	                               * when the step names no model */
@@ -170,7 +154,7 @@ void cfg_sb_addf(struct sbuf *b, const char *fmt, ...) FERRY_PRINTF(2, 3);
 /* ---- step kinds (config_kinds.c) -------------------------------------- */
 
 /* The kind named by node n ("run" when absent); NULL after reporting an unknown one. */
-const struct cfg_kind *cfg_kind_parse(struct ctx *c, const yaml_node_t *n, const char **name);
+const struct step_kind *cfg_kind_parse(struct ctx *c, const yaml_node_t *n, const char **name);
 
 /*
  * Parses the kind keys of step i (keys[k] and vals[k] are the key and value
@@ -179,13 +163,13 @@ const struct cfg_kind *cfg_kind_parse(struct ctx *c, const yaml_node_t *n, const
  * with its default when absent. kind NULL (unknown) skips the checks of
  * which kind takes what.
  */
-void cfg_kind_fields(struct ctx *c, size_t i, const struct cfg_kind *kind,
+void cfg_kind_fields(struct ctx *c, size_t i, const struct step_kind *kind,
 		     const yaml_node_t *const *keys, const yaml_node_t *const *vals, json_t *js);
 
 /*
  * Once the graph is known: an evaluate or train step comparing against
  * production without `model` takes the model of the register steps
- * downstream of it, or gets an error asking for `model:`.
+ * (SKF_REGISTERS) downstream of it, or gets an error asking for `model:`.
  */
 void cfg_kind_models(struct ctx *c);
 

@@ -38,7 +38,6 @@
 #include "exec.h"
 #include "metrics.h"
 #include "kind.h"
-#include "steps.h"
 #include "store.h"
 #include "util.h"
 #include "workers.h"

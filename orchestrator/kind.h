@@ -1,17 +1,27 @@
 /*
- * kind — the table of step kinds, as the engine, the planner and the store
- * see it. Each kind (run, train, evaluate, gate, label, register, cache, and
- * later deploy) is one row defined in its own file under steps/; this header
- * is the interface those files implement, so nothing in orchestrator/
- * includes steps/. No code outside a kind's row compares a kind's name:
- * callers look the row up once (step_kind_find) and test its flags.
+ * kind — the table of step kinds, as the config, the engine, the planner
+ * and the store see it. Each kind (run, train, evaluate, gate, label,
+ * register, cache, and later deploy) is one row, struct step_kind, defined
+ * in its own file under steps/ (steps/kind_*.c) and listed in steps/kinds.c;
+ * this header is the interface those files implement, so nothing in
+ * orchestrator/ includes steps/. A row says what the kind is (flags), which
+ * keys a step of it takes (checked by config_kinds.c) and what it does when
+ * claimed (prepare) and when its job is done (job_done). No code outside a
+ * kind's row compares a kind's name: callers look the row up once
+ * (step_kind_find) and test its flags and fields.
  *
- * PROVISIONAL (seams issue, phase 1): only name and flags are fixed here;
- * the step-kinds work extends struct step_kind with the config keys,
- * validation, prepare and job_done hooks and moves the rows into steps/.
+ * The engine's entry points into the kinds are declared here too:
+ * steps_prepare() and steps_job_done() (steps/steps.c) do what every kind
+ * shares (the step result cache, {{steps.X.outputs.Y}} references) and
+ * call the row's hooks.
  */
 #ifndef FERRY_KIND_H
 #define FERRY_KIND_H
+
+#include <jansson.h>
+#include <libpq-fe.h>
+#include <stddef.h>
+#include <stdint.h>
 
 /* What a kind is, as bits of step_kind.flags. */
 enum step_kind_flag {
@@ -23,14 +33,106 @@ enum step_kind_flag {
 	                        * (label, register, cache staging) */
 	SKF_SERVICE = 1u << 3, /* its job is meant to keep running (deploy replicas) */
 	SKF_STAGES = 1u << 4,  /* stages data for the steps below it (FERRY_CACHE_DIR); re-run
-	                        * when a step below it is retried (stored as steps.restage) */
+	                        * when a step below it is retried (stored as steps.restage).
+	                        * Its outputs cache_dir and session reach the jobs below it;
+	                        * its fingerprint (and key) stand for it in their cache keys
+	                        * and in the lineage of a model version registered below it */
 	SKF_INPUTS = 1u << 5,  /* needs its ancestors' outputs and the run at claim time even
 	                        * with no {{steps.…}} reference in its spec */
+	/* What a register step below it takes from a step of the kind (the lineage): */
+	SKF_TRAINS = 1u << 6,    /* its `model` output is the artifact, before any other step's */
+	SKF_EVALUATES = 1u << 7, /* its metrics win over the other steps' */
+	SKF_DATASET = 1u << 8,   /* its `dataset` output is the data, fingerprinted when no step
+	                          * above gives a fingerprint (a label step's) */
+	/* What the config infers from it: */
+	SKF_REGISTERS = 1u << 9, /* registers a version of its `model`: a step above it that
+	                          * compares against production without `model` takes that one */
+};
+
+/*
+ * Every key a step may have, in the order of the config's messages. The
+ * keys from SK_FIRST_KIND_KEY on are kind keys: a kind takes only those
+ * its row lists (step_kind.keys). The names are config_kinds.c's
+ * cfg_step_keys[].
+ */
+enum step_key {
+	SK_NAME, SK_KIND, SK_NEEDS, SK_COMMAND, SK_ENV, SK_IMAGE, SK_WORKDIR, SK_TIMEOUT,
+	SK_RETRY,
+	SK_CACHE, SK_GATE, SK_MODEL, SK_DATASET, SK_LABELS, SK_WEBHOOK, SK_ON_TIMEOUT,
+	SK_ARTIFACT, SK_VERSION, SK_ALIAS,
+	SK_N,
+	SK_FIRST_KIND_KEY = SK_CACHE
+};
+#define SK_BIT(sk) (1u << (sk))
+
+/* Whether a step of the kind has a command. */
+enum step_kind_command {
+	SKC_REQUIRED,  /* the command is its job */
+	SKC_OPTIONAL,  /* a command is an extra job (a cache step's preprocessing) */
+	SKC_FORBIDDEN, /* it runs nothing (step_kind.no_command says why) */
+};
+
+/* A claimed step, as a kind's hooks see it. Nothing here is the hook's to free. */
+struct step_run {
+	PGconn *conn;           /* the engine's connection (no transaction open) */
+	const char *home;       /* $FERRY_HOME */
+	const char *host;       /* this machine's name */
+	const char *actor;      /* the daemon's owner id, for events */
+	int64_t run_id, step_id;
+	int attempt;
+	const char *name, *kind;
+	const char *dir;        /* attempt directory (exists): log, out/ */
+	const char *workdir;    /* the run's working directory, or NULL */
+	const json_t *spec;     /* the step's resolved spec: command, env, workdir, image and
+	                         * the kind's fields (model, dataset, gate, …), templates
+	                         * {{steps.X.outputs.Y}} already rendered */
+	const json_t *inputs;   /* succeeded upstream steps (all ancestors):
+	                         * {"NAME":{"kind":"train","outputs":{…}|null,"metrics":{…}|null}} */
+	const json_t *run;      /* {"params":{…},"workflow":"digits","workflow_hash":"…","no_cache":false} */
+};
+
+/* What a hook decided. Owned by the engine after the call: step_result_dispose(). */
+struct step_result {
+	const char *outcome;    /* "succeeded", "failed" or "waiting" (label) */
+	int final;              /* a failure retrying cannot fix (gate, bad metrics.json) */
+	char *reason;           /* shown with the step; NULL when none */
+	json_t *outputs;        /* object or NULL */
+	json_t *metrics;        /* object or NULL */
+	json_t *gate;           /* array of gate results or NULL */
+	json_t *cached_from;    /* {"run","step","attempt"}: it came from the step cache */
 };
 
 struct step_kind {
 	const char *name;
-	unsigned flags;
+	unsigned flags;               /* SKF_… */
+
+	/* Its configuration, checked by config_kinds.c. */
+	enum step_kind_command command;
+	const char *no_command;       /* with SKC_FORBIDDEN: why ("waits for a person and
+	                               * runs no command"), after "a KIND step " */
+	unsigned keys;                /* SK_BIT(SK_…) of the kind keys it takes */
+	unsigned required;            /* … and of those, the ones it must have */
+	const char *key_hint[SK_N];   /* what each required key is for, in the message
+	                               * when it is missing ("the directory or file to stage") */
+
+	/*
+	 * Called by steps_prepare() when a step of the kind is claimed with
+	 * its inputs (r->spec rendered; the step result cache missed). Returns
+	 * 1 when the step is finished (res filled: done by the daemon, waiting,
+	 * or failed), 0 when its job must run (SKF_JOB kinds only; *env, the
+	 * caller's, is extra environment for it or NULL), or a negative
+	 * FERRY_E* code with the message set. NULL: the job runs as it is
+	 * (SKF_JOB), or the step fails (a kind that is never claimed).
+	 */
+	int (*prepare)(struct step_result *res, json_t **env, const struct step_run *r);
+
+	/*
+	 * Called by steps_job_done() when a step's job exited 0: what the job
+	 * wrote becomes the result; res->outcome says whether the step
+	 * succeeded after all. Negative with the message set on an error
+	 * (the step fails, may be retried). NULL for kinds without a job.
+	 */
+	int (*job_done)(struct step_result *res, const struct step_run *r);
 };
 
 /* The kind called name, or NULL. */
@@ -39,7 +141,44 @@ const struct step_kind *step_kind_find(const char *name);
 /* The default kind of a step that names none ("run"). */
 const struct step_kind *step_kind_default(void);
 
-/* Every kind, NULL-terminated (defined in steps/). */
+/* Every built-in kind, NULL-terminated (steps/kinds.c). */
 extern const struct step_kind *const step_kinds[];
+
+/*
+ * The i-th kind (the built-in ones, then those added by step_kind_register)
+ * or NULL past the last: how the config lists and searches them all.
+ */
+const struct step_kind *step_kind_at(size_t i);
+
+/*
+ * Adds kind k (not copied: it must outlive the process) after the built-in
+ * ones: a kind defined outside steps/, such as a test's. Call it before any
+ * thread parses a workflow or claims a step. FERRY_EINVALID when k has no
+ * name, FERRY_ECONFLICT when its name is taken, FERRY_ERROR when the table
+ * of added kinds is full.
+ */
+int step_kind_register(const struct step_kind *k);
+
+/* ---- the engine's entry points (steps/steps.c) -------------------------- */
+
+void step_result_dispose(struct step_result *res);
+
+/*
+ * Called for every claimed step whose spec lists "ancestors" (r->inputs and
+ * r->run set). Returns 1 when the step is finished (res filled: from the
+ * step cache, a label task opened, a version registered, a dataset staged,
+ * or a failure), 0 when its job must run: *rendered is the spec with the
+ * step references rendered, *env extra environment for the job (or NULL),
+ * *cache_key the key to keep a success under (or NULL); all the caller's.
+ */
+int steps_prepare(json_t **rendered, json_t **env, char **cache_key, struct step_result *res,
+		  const struct step_run *r);
+
+/*
+ * Called when a job exited 0: the kind's job_done hook turns what it wrote
+ * into the result (a job kind: outputs from r->dir/out, metrics.json, the
+ * gate). res->outcome says whether the step succeeded after all.
+ */
+int steps_job_done(const struct step_run *r, struct step_result *res);
 
 #endif

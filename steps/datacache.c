@@ -35,7 +35,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "../orchestrator/metrics.h" /* counters; steps/metrics.h is metrics.json */
+#include "metrics.h" /* the daemon's counters */
 #include "store.h"
 #include "util.h"
 

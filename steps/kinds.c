@@ -1,35 +1,90 @@
 /*
- * kinds — the table of step kinds (orchestrator/kind.h). PROVISIONAL: names
- * and flags only; the step-kinds work gives each kind its own file with its
- * config keys and hooks, and this file becomes the list of those rows.
+ * kinds — the table of step kinds (orchestrator/kind.h): the list of the
+ * built-in rows, each defined in its own file, and the look-ups. The order
+ * is the one users see: the config's "known kinds" and "applies to …"
+ * messages list kinds in it, and the first row is the default kind.
+ *
+ * How to add a kind, say `deploy`:
+ *   1. steps/kind_deploy.c: an opening comment on what the kind does, its
+ *      hooks (static) and its row,
+ *        const struct step_kind kind_deploy = {
+ *                .name = "deploy", .flags = SKF_DAEMON | SKF_SERVICE | SKF_INPUTS,
+ *                .command = SKC_FORBIDDEN, .no_command = "starts model servers and runs no command",
+ *                .keys = SK_BIT(SK_MODEL) | …, .required = SK_BIT(SK_MODEL),
+ *                .key_hint = {[SK_MODEL] = "the model whose version to deploy"},
+ *                .prepare = deploy_prepare,
+ *        };
+ *      flags say what the engine, the planner and the store do with its
+ *      steps (kind.h); prepare runs when a step of it is claimed, job_done
+ *      when its job exited 0 (either may be NULL, see kind.h).
+ *   2. Declare the row in steps.h and list it in step_kinds[] below.
+ *   3. A key only it takes: an SK_ value in kind.h (before SK_N), its name
+ *      in cfg_step_keys[] and its parsing into the spec in cfg_kind_fields()
+ *      (orchestrator/config_kinds.c); its bit in .keys (and .required with a
+ *      .key_hint when it must be given).
+ *   4. Tests: its row's invariants are checked for every row by
+ *      tests/unit/test_kinds.c; add its hooks' tests there or beside them,
+ *      and a workflow using it to the integration tests.
+ * Nothing else compares the kind's name: code that treats some kinds
+ * specially tests a flag (add one to kind.h when none says it).
+ *
+ * A kind defined outside steps/ (a test's) is added at start-up with
+ * step_kind_register() and is found like the built-in ones.
  */
-#include "kind.h"
+#include "steps.h"
 
 #include <stddef.h>
 #include <string.h>
 
-static const struct step_kind kind_run = {"run", SKF_JOB};
-static const struct step_kind kind_train = {"train", SKF_JOB | SKF_INPUTS};
-static const struct step_kind kind_evaluate = {"evaluate", SKF_JOB | SKF_INPUTS};
-static const struct step_kind kind_gate = {"gate", SKF_WAITS};
-static const struct step_kind kind_label = {"label", SKF_DAEMON | SKF_INPUTS};
-static const struct step_kind kind_register = {"register", SKF_DAEMON | SKF_INPUTS};
-static const struct step_kind kind_cache = {"cache", SKF_DAEMON | SKF_JOB | SKF_STAGES | SKF_INPUTS};
+#define MAX_ADDED 8
 
 const struct step_kind *const step_kinds[] = {
 	&kind_run, &kind_train, &kind_evaluate, &kind_gate, &kind_label, &kind_register, &kind_cache,
 	NULL,
 };
 
+#define NBUILTIN (sizeof(step_kinds) / sizeof(step_kinds[0]) - 1)
+
+/* Kinds added by step_kind_register(), before any thread reads the table. */
+static const struct step_kind *added[MAX_ADDED];
+static size_t nadded;
+
+const struct step_kind *step_kind_at(size_t i)
+{
+	if (i < NBUILTIN)
+		return step_kinds[i];
+	return i - NBUILTIN < nadded ? added[i - NBUILTIN] : NULL;
+}
+
 const struct step_kind *step_kind_find(const char *name)
 {
-	for (size_t i = 0; name && step_kinds[i]; i++)
-		if (strcmp(step_kinds[i]->name, name) == 0)
-			return step_kinds[i];
-	return NULL;
+	const struct step_kind *k = name ? step_kind_at(0) : NULL;
+
+	for (size_t i = 1; k != NULL && strcmp(k->name, name) != 0; i++)
+		k = step_kind_at(i);
+	return k;
 }
 
 const struct step_kind *step_kind_default(void)
 {
 	return step_kinds[0];
+}
+
+int step_kind_register(const struct step_kind *k)
+{
+	if (k == NULL || k->name == NULL || k->name[0] == '\0') {
+		ferry_error_set("a step kind needs a name");
+		return FERRY_EINVALID;
+	}
+	if (step_kind_find(k->name) != NULL) {
+		ferry_error_set("step kind \"%s\" exists already", k->name);
+		return FERRY_ECONFLICT;
+	}
+	if (nadded == MAX_ADDED) {
+		ferry_error_set("step kind \"%s\": no room for more than %d added kinds", k->name,
+				MAX_ADDED);
+		return FERRY_ERROR;
+	}
+	added[nadded++] = k;
+	return FERRY_OK;
 }

@@ -237,7 +237,7 @@ void registry_artifact_dispose(struct registry_artifact *a)
 
 /*
  * The artifact's absolute, resolved path: the spec's (relative to the run's
- * directory), else an upstream `model` output (a train step's first). It
+ * directory), else an upstream `model` output (a train step's first: SKF_TRAINS). It
  * must lie below the run's directory or below $FERRY_HOME/runs (what steps
  * wrote, this run's or, for a step from cache, an earlier one's): a
  * workflow does not register files from anywhere on the machine. *out is
@@ -255,8 +255,7 @@ static int artifact_source(char **out, const struct step_run *r)
 	if (given == NULL) {
 		json_object_foreach((json_t *)r->inputs, name, in) {
 			const char *m = json_string_value(json_object_get(json_object_get(in, "outputs"), "model"));
-			const char *kind = json_string_value(json_object_get(in, "kind"));
-			if (m && (found == NULL || (kind && strcmp(kind, "train") == 0)))
+			if (m && (found == NULL || steps_input_has(in, SKF_TRAINS)))
 				found = m;
 		}
 		if (found == NULL) {
@@ -292,7 +291,7 @@ static int artifact_source(char **out, const struct step_run *r)
 	return FERRY_OK;
 }
 
-/* The metrics that led to this version: every upstream step's, evaluate steps' last (they win). */
+/* The metrics that led to this version: every upstream step's, evaluate steps' (SKF_EVALUATES) last: they win. */
 static json_t *lineage_metrics(const json_t *inputs)
 {
 	json_t *m = json_object(), *in;
@@ -301,7 +300,7 @@ static json_t *lineage_metrics(const json_t *inputs)
 	for (int pass = 0; pass < 2; pass++)
 		json_object_foreach((json_t *)inputs, name, in) {
 			const json_t *mm = json_object_get(in, "metrics");
-			int eval = strcmp(json_string_value(json_object_get(in, "kind")) ?: "", "evaluate") == 0;
+			int eval = steps_input_has(in, SKF_EVALUATES);
 			if (json_is_object(mm) && eval == pass)
 				json_object_update(m, (json_t *)mm);
 		}
@@ -313,8 +312,9 @@ static json_t *lineage_metrics(const json_t *inputs)
 }
 
 /*
- * The data fingerprint: a cache step's, else an upstream output named
- * data_fingerprint, else the fingerprint of a label step's dataset. NULL
+ * The data fingerprint: a cache step's (SKF_STAGES), else an upstream output
+ * named data_fingerprint, else the fingerprint of a label step's dataset
+ * (SKF_DATASET). NULL
  * when none (the caller frees it).
  */
 static char *lineage_data(const json_t *inputs)
@@ -325,12 +325,11 @@ static char *lineage_data(const json_t *inputs)
 
 	json_object_foreach((json_t *)inputs, name, in) {
 		const json_t *outs = json_object_get(in, "outputs");
-		const char *kind = json_string_value(json_object_get(in, "kind")) ?: "";
-		const char *f = json_string_value(json_object_get(outs, strcmp(kind, "cache") == 0 ? "fingerprint"
-												     : "data_fingerprint"));
-		if (f && (fp == NULL || strcmp(kind, "cache") == 0))
+		int stages = steps_input_has(in, SKF_STAGES);
+		const char *f = json_string_value(json_object_get(outs, stages ? "fingerprint" : "data_fingerprint"));
+		if (f && (fp == NULL || stages))
 			fp = f;
-		if (strcmp(kind, "label") == 0 && json_string_value(json_object_get(outs, "dataset")))
+		if (steps_input_has(in, SKF_DATASET) && json_string_value(json_object_get(outs, "dataset")))
 			dataset = json_string_value(json_object_get(outs, "dataset"));
 	}
 	if (fp)

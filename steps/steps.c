@@ -1,16 +1,15 @@
 /*
- * steps — the engine's entry points into the step kinds. steps_prepare()
- * runs when a step is claimed: the step result cache is consulted (for
- * `cache: true` steps), {{steps.X.outputs.Y}} references are rendered from
- * the ancestors' outputs, and the kinds the daemon does itself (label,
- * register, cache) are done there. steps_job_done() runs when a job
- * succeeded: its output directory becomes outputs and metrics, and its
- * gate is evaluated.
+ * steps — the engine's entry points into the step kinds (orchestrator/kind.h)
+ * and what every kind shares. steps_prepare() runs when a step is claimed
+ * with its inputs: the step result cache is consulted (for `cache: true`
+ * steps of the kinds that take it), {{steps.X.outputs.Y}} references are
+ * rendered from the ancestors' outputs, and the kind's prepare hook decides
+ * whether the step is done (by the daemon: label, register, a staged
+ * dataset) or its job runs. steps_job_done() runs when a job exited 0 and
+ * calls the kind's job_done hook.
  */
 #include "steps.h"
 
-#include <dirent.h>
-#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -18,11 +17,7 @@
 #include <unistd.h>
 
 #include "datacache.h"
-#include "label.h"
-#include "metrics.h" /* steps/metrics.h: metrics.json and gates */
-#include "registry.h"
 #include "store.h"
-#include "util.h"
 
 void step_result_dispose(struct step_result *res)
 {
@@ -52,9 +47,7 @@ void steps_log(const struct step_run *r, const char *fmt, ...)
 	free(path);
 }
 
-/* Fails res for good with a formatted reason. */
-static void fail_final(struct step_result *res, const char *fmt, ...) FERRY_PRINTF(2, 3);
-static void fail_final(struct step_result *res, const char *fmt, ...)
+void step_result_fail_final(struct step_result *res, const char *fmt, ...)
 {
 	va_list ap;
 	char *msg = NULL;
@@ -67,6 +60,13 @@ static void fail_final(struct step_result *res, const char *fmt, ...)
 	res->reason = msg;
 	res->outcome = "failed";
 	res->final = 1;
+}
+
+int steps_input_has(const json_t *in, unsigned flags)
+{
+	const struct step_kind *k = step_kind_find(json_string_value(json_object_get(in, "kind")));
+
+	return k != NULL && (k->flags & flags) == flags;
 }
 
 /* ---- {{steps.X.outputs.Y}} ---------------------------------------------- */
@@ -214,9 +214,10 @@ static json_t *canon_value(json_t *v)
 }
 
 /*
- * What an ancestor contributes: its outputs by content; a cache step only
- * its dataset fingerprint and entry key (the key differs when the cache
- * step preprocesses: another command, other staged data).
+ * What an ancestor contributes: its outputs by content; a step that stages
+ * data (a cache step) only its dataset fingerprint and entry key (the key
+ * differs when the cache step preprocesses: another command, other staged
+ * data).
  */
 static json_t *canon_input(const json_t *in)
 {
@@ -224,7 +225,7 @@ static json_t *canon_input(const json_t *in)
 	json_t *c = json_object(), *v;
 	const char *key;
 
-	if (strcmp(json_string_value(json_object_get(in, "kind")) ?: "", "cache") == 0) {
+	if (steps_input_has(in, SKF_STAGES)) {
 		json_object_set(c, "fingerprint", json_object_get(outs, "fingerprint"));
 		if (json_object_get(outs, "key"))
 			json_object_set(c, "key", json_object_get(outs, "key"));
@@ -307,195 +308,72 @@ static int cache_lookup(struct step_result *res, const struct step_run *r, const
 
 /* ---- entry points ------------------------------------------------------ */
 
-/*
- * A job below a cache step finds the staged dataset through FERRY_CACHE_DIR
- * (the nearest). FERRY_ENOTFOUND when the entry is gone (evicted after its
- * session ended, or staged on another host).
- */
-static int cache_env(json_t **env, const json_t *inputs)
+/* Fails res with the last error's message (a retry may do). */
+static void fail_last(struct step_result *res)
 {
-	const char *name;
-	json_t *in;
-
-	json_object_foreach((json_t *)inputs, name, in) {
-		const json_t *outs = json_object_get(in, "outputs");
-		const char *dir = json_string_value(json_object_get(outs, "cache_dir"));
-		const char *session = json_string_value(json_object_get(outs, "session"));
-		if (strcmp(json_string_value(json_object_get(in, "kind")) ?: "", "cache") != 0 || dir == NULL)
-			continue;
-		if (access(dir, F_OK) != 0) {
-			ferry_error_set("the data cache entry %s staged by step %s is gone from this host "
-					"(evicted after its run ended, or staged on another host): retry "
-					"the run from step %s", dir, name, name);
-			return FERRY_ENOTFOUND;
-		}
-		*env = json_pack("{s:s, s:s?}", "FERRY_CACHE_DIR", dir, "FERRY_CACHE_SESSION", session);
-		break;
-	}
-	return 0;
-}
-
-static int is_job_kind(const char *kind)
-{
-	return strcmp(kind, "run") == 0 || strcmp(kind, "train") == 0 || strcmp(kind, "evaluate") == 0;
+	step_result_dispose(res);
+	res->outcome = "failed";
+	res->reason = xstrdup(ferry_error_last());
 }
 
 int steps_prepare(json_t **rendered, json_t **env, char **key_out, struct step_result *res,
 		  const struct step_run *r)
 {
+	const struct step_kind *kind = step_kind_find(r->kind);
 	struct step_run rr = *r;
 	char key[65];
-	int error;
+	int rc;
 
 	*rendered = NULL;
 	*env = NULL;
 	*key_out = NULL;
 	memset(res, 0, sizeof(*res));
-	if (is_job_kind(r->kind) && json_is_true(json_object_get(r->spec, "cache"))) {
+	if (kind == NULL) {
+		step_result_fail_final(res, "unknown step kind \"%s\"", r->kind ? r->kind : "");
+		return 1;
+	}
+	if ((kind->keys & SK_BIT(SK_CACHE)) != 0 && json_is_true(json_object_get(r->spec, "cache"))) {
 		cache_key(key, r);
 		if (!json_is_true(json_object_get(r->run, "no_cache")) && cache_lookup(res, r, key))
 			return 1;
 		*key_out = xstrdup(key);
 	}
-	if ((error = render_spec(rendered, r->spec, r->inputs)) < 0) {
-		fail_final(res, "%s", ferry_error_last());
+	if ((rc = render_spec(rendered, r->spec, r->inputs)) < 0) {
+		step_result_fail_final(res, "%s", ferry_error_last());
 		return 1;
 	}
 	rr.spec = *rendered;
-	if (strcmp(r->kind, "label") == 0)
-		error = label_step(&rr, res);
-	else if (strcmp(r->kind, "register") == 0)
-		error = registry_step(&rr, res);
-	else if (strcmp(r->kind, "cache") == 0)
-		error = datacache_claimed(&rr, res, env);
-	else if ((error = cache_env(env, r->inputs)) == 0)
-		return 0;
-	if (error < 0) {
-		step_result_dispose(res);
-		res->outcome = "failed";
-		res->reason = xstrdup(ferry_error_last());
+	if (kind->prepare != NULL)
+		rc = kind->prepare(res, env, &rr);
+	else if ((kind->flags & SKF_JOB) != 0)
+		rc = 0;
+	else {
+		ferry_error_set("a %s step is never claimed", kind->name);
+		rc = FERRY_ERROR;
+	}
+	if (rc == 0 && (kind->flags & SKF_JOB) == 0) {
+		ferry_error_set("a %s step runs no job", kind->name);
+		rc = FERRY_ERROR;
+	}
+	if (rc < 0)
+		fail_last(res);
+	if (rc != 0) {
+		json_decref(*env);
+		*env = NULL;
 		return 1;
 	}
-	/* a cache step returns 0 when its command must run */
-	return strcmp(r->kind, "cache") == 0 && error == 0 ? 0 : 1;
-}
-
-/* Outputs of a job: the files directly in out/ by name less extension, then outputs.json. */
-static int collect_outputs(json_t **out, struct step_result *res, const char *outdir)
-{
-	json_t *o = json_object(), *extra;
-	struct dirent **names = NULL;
-	char *path;
-	int n = scandir(outdir, &names, NULL, alphasort);
-
-	for (int i = 0; i < n; i++) {
-		const char *f = names[i]->d_name;
-		const char *dot = strrchr(f, '.');
-		struct stat st;
-		char *stem;
-
-		path = xasprintf("%s/%s", outdir, f);
-		if (f[0] != '.' && strcmp(f, "metrics.json") != 0 && strcmp(f, "outputs.json") != 0 &&
-		    stat(path, &st) == 0 && (S_ISREG(st.st_mode) || S_ISDIR(st.st_mode))) {
-			stem = dot && dot != f ? xstrndup(f, (size_t)(dot - f)) : xstrdup(f);
-			/* model.pkl and model.txt: both keep their full names */
-			if (json_object_get(o, stem) != NULL)
-				json_object_set_new(o, f, json_string(path));
-			else
-				json_object_set_new(o, stem, json_string(path));
-			free(stem);
-		}
-		free(path);
-		free(names[i]);
-	}
-	free(names);
-	path = xasprintf("%s/outputs.json", outdir);
-	if (access(path, F_OK) == 0) {
-		json_error_t jerr;
-		extra = json_load_file(path, 0, &jerr);
-		if (extra == NULL || !json_is_object(extra)) {
-			fail_final(res, "outputs.json: %s", extra ? "must be a JSON object of name: value"
-								   : jerr.text);
-			json_decref(extra);
-			json_decref(o);
-			free(path);
-			return FERRY_EINVALID;
-		}
-		json_object_update(o, extra);
-		json_decref(extra);
-	}
-	free(path);
-	*out = o;
-	return FERRY_OK;
-}
-
-/* Evaluates the gate of r against res->metrics; fails res (final) when it does not hold. */
-static void check_gate(struct step_result *res, const struct step_run *r, const json_t *gate)
-{
-	const char *model = json_string_value(json_object_get(r->spec, "model"));
-	json_t *prod = NULL, *item;
-	char *version = NULL, *label = NULL, *reason = NULL;
-	int needs_prod = 0, rc;
-	size_t i;
-
-	if (res->metrics == NULL) {
-		fail_final(res, "the step has a gate but wrote no metrics.json into its FERRY_OUTPUT_DIR");
-		return;
-	}
-	json_array_foreach(gate, i, item)
-		needs_prod |= json_is_true(json_object_get(item, "production"));
-	if (needs_prod && model) {
-		rc = store_model_alias_get(&version, &prod, r->conn, model, "production");
-		if (rc == FERRY_OK)
-			label = xasprintf("%s %s", model, version);
-		else if (rc != FERRY_ENOTFOUND) {
-			res->outcome = "failed"; /* the database, not the gate: a retry may do */
-			res->reason = xasprintf("reading the production version of %s: %s", model,
-						ferry_error_last());
-			goto out;
-		}
-	}
-	rc = gate_eval(&res->gate, &reason, gate, res->metrics, prod, label);
-	if (rc == 0) {
-		fail_final(res, "%s", reason);
-	} else if (rc < 0) {
-		fail_final(res, "gate: %s", ferry_error_last());
-	}
-out:
-	free(reason), free(version), free(label);
-	json_decref(prod);
+	return 0;
 }
 
 int steps_job_done(const struct step_run *r, struct step_result *res)
 {
-	const json_t *gate = json_object_get(r->spec, "gate");
-	char *outdir = xasprintf("%s/out", r->dir), *mpath = NULL, *text = NULL;
-	size_t len = 0;
-	int error = FERRY_OK;
+	const struct step_kind *kind = step_kind_find(r->kind);
 
 	memset(res, 0, sizeof(*res));
 	res->outcome = "succeeded";
-	if (strcmp(r->kind, "cache") == 0) {
-		error = datacache_job_done(r, res);
-		goto out;
+	if (kind == NULL || kind->job_done == NULL) {
+		ferry_error_set("a %s step runs no job", r->kind ? r->kind : "(no kind)");
+		return FERRY_ERROR;
 	}
-	if (collect_outputs(&res->outputs, res, outdir) < 0)
-		goto out;
-	mpath = xasprintf("%s/metrics.json", outdir);
-	error = file_read(&text, &len, mpath);
-	if (error == FERRY_OK) {
-		if (metrics_parse(&res->metrics, text, len) < 0) {
-			fail_final(res, "%s", ferry_error_last());
-			goto out;
-		}
-	} else if (error < 0 && error != FERRY_ENOTFOUND) {
-		fail_final(res, "metrics.json: %s", ferry_error_last());
-		goto out;
-	}
-	error = FERRY_OK;
-	if (json_array_size(gate) > 0)
-		check_gate(res, r, gate);
-out:
-	free(outdir), free(mpath), free(text);
-	return error;
+	return kind->job_done(res, r);
 }

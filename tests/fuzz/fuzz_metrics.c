@@ -1,5 +1,5 @@
 /*
- * libFuzzer target for steps/metrics: the bytes are a metrics.json for
+ * libFuzzer target for orchestrator/gate: the bytes are a metrics.json for
  * metrics_parse and, split at the first newline, a gate entry "metric\nexpr"
  * for gate_parse. Whatever parses is evaluated (the metrics against a fixed
  * gate and themselves as production; the gate item against fixed metrics),
@@ -10,7 +10,7 @@
 #include <string.h>
 
 #include "util.h"
-#include "../../steps/metrics.h"
+#include "gate.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

@@ -1,5 +1,5 @@
 /*
- * Unit tests for steps/metrics: metrics.json validation, gate comparisons
+ * Unit tests for orchestrator/gate: metrics.json validation, gate comparisons
  * parsed into their normalised items, and gate evaluation against fixed
  * thresholds and the production version (with and without one).
  */
@@ -14,7 +14,7 @@
 #include <string.h>
 
 #include "util.h"
-#include "../../steps/metrics.h" /* not orchestrator/metrics.h */
+#include "gate.h"
 
 /* Compact JSON with reals at 15 digits, so that 0.93 reads 0.93 (the caller frees). */
 static char *dump(const json_t *v)

@@ -1,14 +1,15 @@
 /*
- * metrics (steps) — what an evaluate or train step reports: metrics.json
- * validated into an object of numbers, and the step's gate (comparisons
- * against fixed thresholds or the model's production version) parsed and
- * evaluated. Pure functions over jansson values: no database, no files.
+ * gate — the metrics a train or evaluate step reports and the gates that
+ * judge them: a metrics.json validated into an object of numbers, and a
+ * step's gate (comparisons against fixed thresholds or the model's
+ * production version) parsed — by the workflow config, hence here below
+ * it — and evaluated — by the job kinds (steps/kind_job.c) when the job
+ * is done. Pure functions over jansson values: no database, no files.
  *
- * Not to be confused with orchestrator/metrics.h (the daemon's Prometheus
- * counters): from orchestrator/ include this one as "../steps/metrics.h".
+ * Not to be confused with metrics.h (the daemon's Prometheus counters).
  */
-#ifndef FERRY_STEPS_METRICS_H
-#define FERRY_STEPS_METRICS_H
+#ifndef FERRY_GATE_H
+#define FERRY_GATE_H
 
 #include <jansson.h>
 #include <stdbool.h>

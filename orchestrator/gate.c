@@ -1,5 +1,5 @@
 /*
- * metrics (steps) — metrics.json and gates. A job's metrics.json must be an
+ * gate — metrics.json and gates. A job's metrics.json must be an
  * object of finite numbers, the known classification and regression metrics
  * within their ranges; a gate is a list of comparisons, each against a fixed
  * threshold or against the same metric of the model's production version
@@ -8,7 +8,7 @@
  * "gate failed: accuracy 0.82 < 0.9". Numbers are printed in the shortest
  * form that reads back the same.
  */
-#include "metrics.h"
+#include "gate.h"
 
 #include <math.h>
 #include <stdbool.h>

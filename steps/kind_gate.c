@@ -1,0 +1,13 @@
+/*
+ * kind_gate — a manual gate: the step enters `waiting` when its needs are
+ * met and a person continues it (`ferry continue`, the API), or its
+ * `timeout` expires (`on_timeout: fail|continue`). The state machine does
+ * all of it (SKF_WAITS): a gate step is never claimed, so it has no hooks.
+ */
+#include "steps.h"
+
+const struct step_kind kind_gate = {
+	.name = "gate", .flags = SKF_WAITS,
+	.command = SKC_FORBIDDEN, .no_command = "waits for a person and runs no command",
+	.keys = SK_BIT(SK_ON_TIMEOUT),
+};

@@ -1,0 +1,183 @@
+/*
+ * kind_job — the kinds whose work is a command run as a job: `run` (any
+ * command), `train` (its `model` output is what a register step below it
+ * registers) and `evaluate` (its metrics judge the model and may compare it
+ * with the production version). Claimed with its inputs, a job below a
+ * cache step gets FERRY_CACHE_DIR; when the job exited 0, the files of its
+ * output directory become outputs, its metrics.json the step's metrics,
+ * and its gate (train and evaluate) is evaluated against them: a malformed
+ * metrics.json or a gate that does not hold fails the step for good.
+ */
+#include "steps.h"
+
+#include <dirent.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "gate.h"
+#include "store.h"
+
+/*
+ * A job below a cache step finds the staged dataset through FERRY_CACHE_DIR
+ * (the nearest). FERRY_ENOTFOUND when the entry is gone (evicted after its
+ * session ended, or staged on another host).
+ */
+static int job_prepare(struct step_result *res, json_t **env, const struct step_run *r)
+{
+	const char *name;
+	json_t *in;
+
+	(void)res;
+	json_object_foreach((json_t *)r->inputs, name, in) {
+		const json_t *outs = json_object_get(in, "outputs");
+		const char *dir = json_string_value(json_object_get(outs, "cache_dir"));
+		const char *session = json_string_value(json_object_get(outs, "session"));
+		if (!steps_input_has(in, SKF_STAGES) || dir == NULL)
+			continue;
+		if (access(dir, F_OK) != 0) {
+			ferry_error_set("the data cache entry %s staged by step %s is gone from this host "
+					"(evicted after its run ended, or staged on another host): retry "
+					"the run from step %s", dir, name, name);
+			return FERRY_ENOTFOUND;
+		}
+		*env = json_pack("{s:s, s:s?}", "FERRY_CACHE_DIR", dir, "FERRY_CACHE_SESSION", session);
+		break;
+	}
+	return 0;
+}
+
+/* Outputs of a job: the files directly in out/ by name less extension, then outputs.json. */
+static int collect_outputs(json_t **out, struct step_result *res, const char *outdir)
+{
+	json_t *o = json_object(), *extra;
+	struct dirent **names = NULL;
+	char *path;
+	int n = scandir(outdir, &names, NULL, alphasort);
+
+	for (int i = 0; i < n; i++) {
+		const char *f = names[i]->d_name;
+		const char *dot = strrchr(f, '.');
+		struct stat st;
+		char *stem;
+
+		path = xasprintf("%s/%s", outdir, f);
+		if (f[0] != '.' && strcmp(f, "metrics.json") != 0 && strcmp(f, "outputs.json") != 0 &&
+		    stat(path, &st) == 0 && (S_ISREG(st.st_mode) || S_ISDIR(st.st_mode))) {
+			stem = dot && dot != f ? xstrndup(f, (size_t)(dot - f)) : xstrdup(f);
+			/* model.pkl and model.txt: both keep their full names */
+			if (json_object_get(o, stem) != NULL)
+				json_object_set_new(o, f, json_string(path));
+			else
+				json_object_set_new(o, stem, json_string(path));
+			free(stem);
+		}
+		free(path);
+		free(names[i]);
+	}
+	free(names);
+	path = xasprintf("%s/outputs.json", outdir);
+	if (access(path, F_OK) == 0) {
+		json_error_t jerr;
+		extra = json_load_file(path, 0, &jerr);
+		if (extra == NULL || !json_is_object(extra)) {
+			step_result_fail_final(res, "outputs.json: %s",
+					       extra ? "must be a JSON object of name: value" : jerr.text);
+			json_decref(extra);
+			json_decref(o);
+			free(path);
+			return FERRY_EINVALID;
+		}
+		json_object_update(o, extra);
+		json_decref(extra);
+	}
+	free(path);
+	*out = o;
+	return FERRY_OK;
+}
+
+/* Evaluates the gate of r against res->metrics; fails res (final) when it does not hold. */
+static void check_gate(struct step_result *res, const struct step_run *r, const json_t *gate)
+{
+	const char *model = json_string_value(json_object_get(r->spec, "model"));
+	json_t *prod = NULL, *item;
+	char *version = NULL, *label = NULL, *reason = NULL;
+	int needs_prod = 0, rc;
+	size_t i;
+
+	if (res->metrics == NULL) {
+		step_result_fail_final(res, "the step has a gate but wrote no metrics.json into its "
+				       "FERRY_OUTPUT_DIR");
+		return;
+	}
+	json_array_foreach(gate, i, item)
+		needs_prod |= json_is_true(json_object_get(item, "production"));
+	if (needs_prod && model) {
+		rc = store_model_alias_get(&version, &prod, r->conn, model, "production");
+		if (rc == FERRY_OK)
+			label = xasprintf("%s %s", model, version);
+		else if (rc != FERRY_ENOTFOUND) {
+			res->outcome = "failed"; /* the database, not the gate: a retry may do */
+			res->reason = xasprintf("reading the production version of %s: %s", model,
+						ferry_error_last());
+			goto out;
+		}
+	}
+	rc = gate_eval(&res->gate, &reason, gate, res->metrics, prod, label);
+	if (rc == 0) {
+		step_result_fail_final(res, "%s", reason);
+	} else if (rc < 0) {
+		step_result_fail_final(res, "gate: %s", ferry_error_last());
+	}
+out:
+	free(reason), free(version), free(label);
+	json_decref(prod);
+}
+
+/* The job exited 0: outputs from r->dir/out (files by name less extension, outputs.json), metrics.json, the gate. */
+static int job_done(struct step_result *res, const struct step_run *r)
+{
+	const json_t *gate = json_object_get(r->spec, "gate");
+	char *outdir = xasprintf("%s/out", r->dir), *mpath = NULL, *text = NULL;
+	size_t len = 0;
+	int error;
+
+	if (collect_outputs(&res->outputs, res, outdir) < 0)
+		goto out;
+	mpath = xasprintf("%s/metrics.json", outdir);
+	error = file_read(&text, &len, mpath);
+	if (error == FERRY_OK) {
+		if (metrics_parse(&res->metrics, text, len) < 0) {
+			step_result_fail_final(res, "%s", ferry_error_last());
+			goto out;
+		}
+	} else if (error < 0 && error != FERRY_ENOTFOUND) {
+		step_result_fail_final(res, "metrics.json: %s", ferry_error_last());
+		goto out;
+	}
+	if (json_array_size(gate) > 0)
+		check_gate(res, r, gate);
+out:
+	free(outdir), free(mpath), free(text);
+	return FERRY_OK;
+}
+
+const struct step_kind kind_run = {
+	.name = "run", .flags = SKF_JOB,
+	.command = SKC_REQUIRED, .keys = SK_BIT(SK_CACHE),
+	.prepare = job_prepare, .job_done = job_done,
+};
+
+const struct step_kind kind_train = {
+	.name = "train", .flags = SKF_JOB | SKF_INPUTS | SKF_TRAINS,
+	.command = SKC_REQUIRED, .keys = SK_BIT(SK_CACHE) | SK_BIT(SK_GATE),
+	.prepare = job_prepare, .job_done = job_done,
+};
+
+const struct step_kind kind_evaluate = {
+	.name = "evaluate", .flags = SKF_JOB | SKF_INPUTS | SKF_EVALUATES,
+	.command = SKC_REQUIRED, .keys = SK_BIT(SK_CACHE) | SK_BIT(SK_GATE) | SK_BIT(SK_MODEL),
+	.prepare = job_prepare, .job_done = job_done,
+};
