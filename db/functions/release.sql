@@ -3,10 +3,11 @@
 --
 -- ferry_release: the successors of succeeded steps lose a pending
 -- dependency and, at zero, become ready (enqueued) or, for steps that wait
--- for a person (gates), waiting, with a deadline when they have a
--- timeout; the descendants of failed or stopped steps are skipped; each run
--- loses one open step per closed step (p_closed holds one run id per closed
--- step) and finishes at zero. Returns how many steps were enqueued.
+-- for a person (steps.waits: a gate), waiting, with a deadline when they
+-- have a timeout; the descendants of failed or stopped steps are skipped;
+-- each run loses one open step per closed step (p_closed holds one run id
+-- per closed step) and finishes at zero. Returns how many steps were
+-- enqueued.
 CREATE OR REPLACE FUNCTION ferry_release(p_actor text, p_ok bigint[], p_failed bigint[], p_closed bigint[])
 RETURNS int
 LANGUAGE plpgsql AS $$
@@ -20,8 +21,8 @@ BEGIN
 		), u AS (
 			UPDATE steps s SET deps_pending = s.deps_pending - d.n,
 			       state = CASE WHEN s.deps_pending - d.n > 0 THEN s.state
-			                    WHEN s.kind = 'gate' THEN 'waiting' ELSE 'ready' END,
-			       started_at = CASE WHEN s.deps_pending - d.n = 0 AND s.kind = 'gate' THEN now()
+			                    WHEN s.waits THEN 'waiting' ELSE 'ready' END,
+			       started_at = CASE WHEN s.deps_pending - d.n = 0 AND s.waits THEN now()
 			                         ELSE s.started_at END
 			FROM d WHERE s.id = d.step_id AND s.state = 'blocked'
 			RETURNING s.id, s.run_id, s.dev, s.state, s.name, s.timeout_ms, s.spec ->> 'on_timeout' AS on_timeout

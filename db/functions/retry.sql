@@ -4,7 +4,7 @@
 -- failed, stopped and skipped steps run again (a failed or stopped run
 -- only). With p_from: that step, everything downstream of it, and whatever
 -- did not succeed. The steps that stage data for the retried ones
--- (cache steps) run again with them: the entry they staged
+-- (steps.restage: cache steps) run again with them: the entry they staged
 -- may have been evicted since the run ended (its session was released),
 -- and the retried run needs a session of its own pinning it. Earlier
 -- attempts stay; what re-run steps produced before is cleared; their retry
@@ -45,9 +45,10 @@ BEGIN
 		UNION
 		SELECT id FROM steps WHERE run_id = p_run AND state IN ('failed', 'stopped', 'skipped')
 	) x;
-	-- 0004: the cache steps above the retried steps run again with them, so
-	-- the retried run re-opens its sessions (a hit when the entry is still
-	-- there; staged again when it was evicted after the run ended)
+	-- the steps above the retried ones that stage data for them (restage)
+	-- run again with them, so the retried run re-opens its cache sessions (a
+	-- hit when the entry is still there; staged again when it was evicted
+	-- after the run ended)
 	WITH RECURSIVE up (id) AS (
 		SELECT unnest(v_set)
 		UNION
@@ -56,7 +57,7 @@ BEGIN
 	SELECT array_agg(id) INTO v_set FROM (
 		SELECT unnest(v_set) AS id
 		UNION
-		SELECT s.id FROM up JOIN steps s ON s.id = up.id WHERE s.kind = 'cache' AND s.state = 'succeeded'
+		SELECT s.id FROM up JOIN steps s ON s.id = up.id WHERE s.restage AND s.state = 'succeeded'
 	) x;
 	UPDATE steps s SET state = 'blocked', tries = 0, not_before = NULL, exit_code = NULL,
 	       reason = NULL, started_at = NULL, finished_at = NULL,
@@ -64,8 +65,8 @@ BEGIN
 	       deps_pending = (SELECT count(*) FROM step_deps d WHERE d.step_id = s.id AND d.needs_id = ANY (v_set))
 	WHERE s.id = ANY (v_set);
 	WITH u AS (
-		UPDATE steps SET state = CASE WHEN kind = 'gate' THEN 'waiting' ELSE 'ready' END,
-		       started_at = CASE WHEN kind = 'gate' THEN now() END
+		UPDATE steps SET state = CASE WHEN waits THEN 'waiting' ELSE 'ready' END,
+		       started_at = CASE WHEN waits THEN now() END
 		WHERE id = ANY (v_set) AND deps_pending = 0
 		RETURNING id, run_id, dev, state, timeout_ms, spec ->> 'on_timeout' AS on_timeout
 	), q AS (
