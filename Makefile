@@ -26,8 +26,9 @@ B := build/$(VARIANT)
 ENGINE_SRC := $(filter-out orchestrator/ferryd.c,$(wildcard orchestrator/*.c)) $(wildcard steps/*.c)
 API_SRC := $(wildcard api/*.c)
 CLI_SRC := $(wildcard cli/*.c)
-ENGINE_OBJ := $(ENGINE_SRC:%.c=$(B)/%.o) $(B)/db/migrations.o
+ENGINE_OBJ := $(ENGINE_SRC:%.c=$(B)/%.o) $(B)/db/migrations.o $(B)/db/functions.o
 MIGRATIONS := $(sort $(wildcard db/migrations/*.sql))
+FUNCTIONS := $(sort $(wildcard db/functions/*.sql))
 API_OBJ := $(API_SRC:%.c=$(B)/%.o) $(B)/api/openapi.o
 CLI_OBJ := $(CLI_SRC:%.c=$(B)/%.o)
 UNIT_SRC := $(wildcard tests/unit/test_*.c)
@@ -59,9 +60,14 @@ bin/ferry: $(CLI_OBJ) $(ENGINE_OBJ) build/variant
 	@mkdir -p bin
 	$(CC) $(LDFLAGS) -o $@ $(filter %.o,$^) $(LDLIBS)
 
-$(B)/db/migrations.c: $(MIGRATIONS) db/gen-migrations.sh
+# The directories are prerequisites too, so adding or removing a file regenerates.
+$(B)/db/migrations.c: $(MIGRATIONS) db/migrations db/gen-sql.sh
 	@mkdir -p $(dir $@)
-	db/gen-migrations.sh $(MIGRATIONS) > $@
+	db/gen-sql.sh migration $(MIGRATIONS) > $@
+
+$(B)/db/functions.c: $(FUNCTIONS) db/functions db/gen-sql.sh
+	@mkdir -p $(dir $@)
+	db/gen-sql.sh function $(FUNCTIONS) > $@
 
 $(B)/api/openapi.c: api/openapi.json api/gen-openapi.sh
 	@mkdir -p $(dir $@)
@@ -70,7 +76,7 @@ $(B)/api/openapi.c: api/openapi.json api/gen-openapi.sh
 $(B)/api/openapi.o: $(B)/api/openapi.c
 	$(CC) $(CFLAGS) -c -o $@ $<
 
-$(B)/db/migrations.o: $(B)/db/migrations.c
+$(B)/db/migrations.o $(B)/db/functions.o: $(B)/db/%.o: $(B)/db/%.c
 	$(CC) $(CFLAGS) -c -o $@ $<
 
 $(B)/%.o: %.c

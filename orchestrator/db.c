@@ -5,8 +5,10 @@
  * long for a socket), the server log in pg/postgres.log. PostgreSQL refuses
  * to run as root, so as root the cluster belongs to the `postgres` system
  * user and initdb/pg_ctl run under that uid. A flock on $FERRY_HOME/pg.lock
- * serialises the daemon and `ferry dev` starting at once. Migrations are
- * compiled in (db/gen-migrations.sh) and applied under an advisory lock.
+ * serialises the daemon and `ferry dev` starting at once. Migrations and
+ * function files are compiled in (db/gen-sql.sh) and applied under an
+ * advisory lock: the migrations once each, the function files whenever
+ * their text differs from what the database last got.
  */
 #include "db.h"
 
@@ -378,10 +380,116 @@ static int exec_ok(PGconn *conn, const char *sql)
 	return ok ? FERRY_OK : FERRY_EDB;
 }
 
+/* Whether res (name, sha256 rows of schema_functions) records name with sha. */
+static int function_recorded(const PGresult *res, const char *name, const char *sha)
+{
+	for (int i = 0; i < PQntuples(res); i++)
+		if (strcmp(PQgetvalue(res, i, 0), name) == 0)
+			return strcmp(PQgetvalue(res, i, 1), sha) == 0;
+	return 0;
+}
+
+/*
+ * Applies the function files (db/functions) whose sha256 is not the one
+ * recorded in schema_functions, or all of them when force (a migration ran
+ * just now and may have dropped or replaced one), in one transaction, each
+ * with its CREATE OR REPLACE statements, and records their sha256. When every
+ * file is current nothing is written, so a restart does not replace functions
+ * that other daemons are running. Bodies are checked when first run, not
+ * here (check_function_bodies off, as pg_dump does), so files can refer to
+ * each other in any order. Called under the migration lock.
+ */
+static int functions_apply(PGconn *conn, int force)
+{
+	PGresult *res = NULL;
+	char (*sha)[65] = NULL;
+	char *stale = NULL;
+	int error = FERRY_EDB, nstale = 0, in_tx = 0;
+
+	if (db_functions_len == 0)
+		return FERRY_OK;
+	if (exec_ok(conn, "CREATE TABLE IF NOT EXISTS schema_functions ("
+			  "name text PRIMARY KEY, sha256 text NOT NULL, "
+			  "applied_at timestamptz NOT NULL DEFAULT now())") < 0)
+		goto out;
+	res = PQexec(conn, "SELECT name, sha256 FROM schema_functions");
+	if (PQresultStatus(res) != PGRES_TUPLES_OK) {
+		ferry_error_set("reading schema_functions: %s", PQerrorMessage(conn));
+		goto out;
+	}
+	sha = xcalloc((size_t)db_functions_len, sizeof(*sha));
+	stale = xcalloc((size_t)db_functions_len, 1);
+	for (int i = 0; i < db_functions_len; i++) {
+		const char *sql = db_functions[i].sql;
+		sha256_hex(sha[i], sql, strlen(sql));
+		stale[i] = force || !function_recorded(res, db_functions[i].name, sha[i]);
+		nstale += stale[i];
+	}
+	PQclear(res);
+	res = NULL;
+	if (nstale == 0) {
+		error = FERRY_OK;
+		goto out;
+	}
+	if (exec_ok(conn, "BEGIN") < 0)
+		goto out;
+	in_tx = 1;
+	if (exec_ok(conn, "SET LOCAL check_function_bodies = off") < 0)
+		goto out;
+	for (int i = 0; i < db_functions_len; i++) {
+		const char *params[2] = {db_functions[i].name, sha[i]};
+		int bad;
+
+		if (!stale[i])
+			continue;
+		if (exec_ok(conn, db_functions[i].sql) < 0) {
+			char msg[1024];
+			snprintf(msg, sizeof(msg), "db/functions/%s.sql failed: %s",
+				 db_functions[i].name, ferry_error_last());
+			ferry_error_set("%s", msg);
+			goto out;
+		}
+		res = PQexecParams(conn, "INSERT INTO schema_functions (name, sha256) VALUES ($1, $2) "
+				   "ON CONFLICT (name) DO UPDATE SET sha256 = excluded.sha256, applied_at = now()",
+				   2, NULL, params, NULL, NULL, 0);
+		bad = PQresultStatus(res) != PGRES_COMMAND_OK;
+		PQclear(res);
+		res = NULL;
+		if (bad) {
+			ferry_error_set("recording db/functions/%s.sql: %s", db_functions[i].name,
+					PQerrorMessage(conn));
+			goto out;
+		}
+	}
+	if (exec_ok(conn, "COMMIT") < 0)
+		goto out;
+	in_tx = 0;
+	if (flog_level <= FLOG_INFO) {
+		char names[1024] = "";
+		size_t len = 0;
+		for (int i = 0; i < db_functions_len && len < sizeof(names); i++)
+			if (stale[i])
+				len += (size_t)snprintf(names + len, sizeof(names) - len, " %s", db_functions[i].name);
+		flog_info("applied function files:%s", names);
+	}
+	error = FERRY_OK;
+out:
+	if (in_tx) {
+		char msg[1024];
+		snprintf(msg, sizeof(msg), "%s", ferry_error_last());
+		exec_ok(conn, "ROLLBACK");
+		ferry_error_set("%s", msg);
+	}
+	PQclear(res);
+	free(sha);
+	free(stale);
+	return error;
+}
+
 int db_migrate(PGconn *conn)
 {
 	char lock_sql[96];
-	int error = FERRY_EDB, locked = 0;
+	int error = FERRY_EDB, locked = 0, applied = 0;
 
 	snprintf(lock_sql, sizeof(lock_sql), "SELECT pg_advisory_lock(%d)", MIGRATE_LOCK_KEY);
 	if (exec_ok(conn, "SET client_min_messages = warning") < 0 || exec_ok(conn, lock_sql) < 0)
@@ -424,7 +532,10 @@ int db_migrate(PGconn *conn)
 			goto out;
 		}
 		flog_info("applied migration %s", name);
+		applied++;
 	}
+	if ((error = functions_apply(conn, applied > 0)) < 0)
+		goto out;
 	error = FERRY_OK;
 out:
 	if (locked) {

@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "kind.h"
 #include "metrics.h"
 #include "store_priv.h"
 #include "util.h"
@@ -682,7 +683,8 @@ int store_run_create(int64_t *out_id, PGconn *conn, const struct store_run_new *
 	char *hash = NULL, *yaml = NULL, *params_txt = NULL, *spec_txt = NULL, *sel = NULL;
 	char hashbuf[65], run_id[32];
 	struct sbuf names = {0}, idx = {0}, kinds = {0}, states = {0}, pend = {0}, lim = {0},
-		    back = {0}, maxb = {0}, tmo = {0}, specs = {0}, why = {0}, e_step = {0}, e_need = {0};
+		    back = {0}, maxb = {0}, tmo = {0}, specs = {0}, why = {0}, e_step = {0}, e_need = {0},
+		    waits = {0}, restage = {0};
 	PGresult *res = NULL;
 	int error, in_tx = 0, nsteps, nedges = 0, any_ready = 0, any_waiting = 0;
 	size_t i;
@@ -809,10 +811,14 @@ int store_run_create(int64_t *out_id, PGconn *conn, const struct store_run_new *
 		sbuf_sep(&kinds, (int)i), sbuf_elem(&kinds, json_string_value(json_object_get(st, "kind")));
 		sbuf_sep(&states, (int)i);
 		{
-			int gate = strcmp(json_string_value(json_object_get(st, "kind")), "gate") == 0;
+			/* the kind's flags are stored with the step for the state machine */
+			const struct step_kind *sk = step_kind_find(json_string_value(json_object_get(st, "kind")));
+			int gate = sk && (sk->flags & SKF_WAITS);
 			sbuf_elem(&states, !sel[i] ? "skipped" : pending > 0 ? "blocked" : gate ? "waiting" : "ready");
 			any_ready |= sel[i] && pending == 0 && !gate;
 			any_waiting |= sel[i] && pending == 0 && gate;
+			sbuf_sep(&waits, (int)i), sbuf_elem(&waits, gate ? "t" : "f");
+			sbuf_sep(&restage, (int)i), sbuf_elem(&restage, sk && (sk->flags & SKF_STAGES) ? "t" : "f");
 		}
 		sbuf_sep(&pend, (int)i), sbuf_int(&pend, pending);
 		sbuf_sep(&lim, (int)i), sbuf_int(&lim, json_integer_value(json_object_get(retry, "limit")));
@@ -824,18 +830,20 @@ int store_run_create(int64_t *out_id, PGconn *conn, const struct store_run_new *
 		free(txt);
 	}
 	{
-		const char *p[13] = {run_id, sbuf_close(&names, nsteps), sbuf_close(&idx, nsteps),
+		const char *p[15] = {run_id, sbuf_close(&names, nsteps), sbuf_close(&idx, nsteps),
 				     sbuf_close(&kinds, nsteps), sbuf_close(&states, nsteps),
 				     sbuf_close(&pend, nsteps), sbuf_close(&lim, nsteps),
 				     sbuf_close(&back, nsteps), sbuf_close(&maxb, nsteps),
 				     sbuf_close(&tmo, nsteps), sbuf_close(&specs, nsteps),
-				     sbuf_close(&why, nsteps), strcmp(rn->trigger, "dev") == 0 ? "t" : "f"};
+				     sbuf_close(&why, nsteps), strcmp(rn->trigger, "dev") == 0 ? "t" : "f",
+				     sbuf_close(&waits, nsteps), sbuf_close(&restage, nsteps)};
 		if ((error = q(NULL, conn,
 			       "WITH s AS ("
 			       "  INSERT INTO steps (run_id, dev, name, idx, kind, state, deps_pending, retry_limit, "
-			       "                     backoff_ms, max_backoff_ms, timeout_ms, spec, reason) "
+			       "                     backoff_ms, max_backoff_ms, timeout_ms, spec, reason, waits, restage) "
 			       "  SELECT $1, $13, * FROM unnest($2::text[], $3::int[], $4::text[], $5::text[], $6::int[], "
-			       "         $7::int[], $8::bigint[], $9::bigint[], $10::bigint[], $11::jsonb[], $12::text[]) "
+			       "         $7::int[], $8::bigint[], $9::bigint[], $10::bigint[], $11::jsonb[], $12::text[], "
+			       "         $14::boolean[], $15::boolean[]) "
 			       "  RETURNING id, run_id, dev, state, timeout_ms, spec ->> 'on_timeout' AS on_timeout), "
 			       "q AS (INSERT INTO step_queue (step_id, run_id, dev) "
 			       "      SELECT id, run_id, dev FROM s WHERE state = 'ready') "
@@ -843,7 +851,7 @@ int store_run_create(int64_t *out_id, PGconn *conn, const struct store_run_new *
 			       "SELECT id, run_id, now() + timeout_ms * interval '1 millisecond', "
 			       "       coalesce(on_timeout, 'fail') "
 			       "FROM s WHERE state = 'waiting' AND timeout_ms > 0",
-			       13, p)) < 0)
+			       15, p)) < 0)
 			goto out;
 	}
 	if (any_waiting) {
@@ -895,6 +903,7 @@ out:
 	free(hash), free(yaml), free(params_txt), free(spec_txt), free(sel);
 	free(names.p), free(idx.p), free(kinds.p), free(states.p), free(pend.p), free(lim.p);
 	free(back.p), free(maxb.p), free(tmo.p), free(specs.p), free(why.p), free(e_step.p), free(e_need.p);
+	free(waits.p), free(restage.p);
 	return error;
 }
 

@@ -1,7 +1,7 @@
 /*
  * store — every SQL statement Ferry runs, parameterised, one function per
  * purpose. The state transitions themselves are PL/pgSQL functions in
- * db/migrations (ferry_claim, ferry_finish, ferry_stop, ferry_retry) so each
+ * db/functions (ferry_claim, ferry_finish, ferry_stop, ferry_retry) so each
  * is one round trip and one transaction; this module marshals their inputs
  * and outputs.
  */

@@ -1,0 +1,112 @@
+-- Finishing attempts: the engine's one call that closes a batch of
+-- attempts and moves their steps and runs on.
+--
+-- ferry_finish closes the batch in one transaction: each attempt is fenced
+-- on its number and on still running; its step becomes succeeded, ready
+-- again (retry with exponential backoff, equal jitter, capped), waiting,
+-- failed or stopped; what follows is ferry_release's. One NOTIFY at most.
+-- Outcomes: succeeded, failed, stopped, lost (the owner vanished:
+-- re-dispatched without counting as a try), waiting (a label step that
+-- opened its task: the step waits for a person, with a deadline when it
+-- has a timeout). p_final: a failure retrying cannot fix (a failed gate, a
+-- malformed metrics.json): no retry. Also records what a step produced:
+-- outputs, metrics (merged into the run's too), gate results, the
+-- step-cache key of a job worth caching and, for a step finished from
+-- cache, where from. Returns how many steps became ready now and the
+-- earliest retry time.
+
+CREATE OR REPLACE FUNCTION ferry_finish(p_owner text, p_step bigint[], p_attempt int[], p_outcome text[],
+                             p_exit int[], p_signal int[], p_reason text[], p_final boolean[],
+                             p_outputs jsonb[], p_metrics jsonb[], p_gate jsonb[],
+                             p_cache_key text[], p_cached_from jsonb[])
+RETURNS TABLE (ready_now int, next_retry timestamptz)
+LANGUAGE plpgsql AS $$
+DECLARE
+	v_ok bigint[];
+	v_failed bigint[];
+	v_closed bigint[];
+	v_retry timestamptz;
+	v_ready int := 0;
+	v_n int;
+BEGIN
+	WITH inp AS (
+		SELECT * FROM unnest(p_step, p_attempt, p_outcome, p_exit, p_signal, p_reason, p_final,
+		                     p_outputs, p_metrics, p_gate, p_cache_key, p_cached_from)
+		       AS t(step_id, attempt, outcome, exit_code, signal, reason, final,
+		            outputs, metrics, gate, cache_key, cached_from)
+	), a AS (
+		UPDATE attempts a SET state = CASE WHEN inp.outcome IN ('succeeded', 'stopped', 'lost') THEN inp.outcome
+		                                   WHEN inp.outcome = 'waiting' THEN 'succeeded' ELSE 'failed' END,
+		       exit_code = inp.exit_code, signal = inp.signal, reason = inp.reason, finished_at = now()
+		FROM inp
+		WHERE a.step_id = inp.step_id AND a.attempt = inp.attempt AND a.state = 'running'
+		RETURNING a.step_id, a.attempt, inp.outcome, inp.exit_code, inp.reason, inp.final,
+		          inp.outputs, inp.metrics, inp.gate, inp.cache_key, inp.cached_from
+	), s AS (
+		UPDATE steps s SET
+		       state = CASE
+		               WHEN a.outcome = 'succeeded' THEN 'succeeded'
+		               WHEN r.state = 'stopping' OR a.outcome = 'stopped' THEN 'stopped'
+		               WHEN a.outcome = 'waiting' THEN 'waiting'
+		               WHEN a.outcome = 'lost' OR (NOT coalesce(a.final, false) AND s.tries <= s.retry_limit) THEN 'ready'
+		               ELSE 'failed' END,
+		       tries = CASE WHEN a.outcome = 'lost' THEN s.tries - 1 ELSE s.tries END,
+		       not_before = CASE
+		               WHEN a.outcome IN ('succeeded', 'stopped', 'lost', 'waiting') OR r.state = 'stopping'
+		                    OR coalesce(a.final, false) OR s.tries > s.retry_limit THEN NULL
+		               ELSE now() + least(s.max_backoff_ms::float8,
+		                                  s.backoff_ms * power(2, s.tries - 1))
+		                            * (0.5 + random() * 0.5) * interval '1 millisecond' END,
+		       exit_code = a.exit_code, reason = a.reason,
+		       outputs = a.outputs, metrics = a.metrics, gate = a.gate, cached_from = a.cached_from,
+		       finished_at = CASE WHEN a.outcome = 'waiting' AND r.state <> 'stopping' THEN NULL ELSE now() END
+		FROM a, runs r
+		WHERE s.id = a.step_id AND s.attempts = a.attempt AND s.state = 'running' AND r.id = s.run_id
+		RETURNING s.id, s.run_id, s.dev, s.name, s.state, s.not_before, s.timeout_ms, s.spec ->> 'on_timeout' AS on_timeout,
+		          a.attempt, a.reason, a.exit_code, a.outputs, a.metrics, a.gate, a.cache_key, a.cached_from
+	), q AS (
+		INSERT INTO step_queue (step_id, run_id, dev, not_before)
+		SELECT s.id, s.run_id, s.dev, s.not_before FROM s WHERE s.state = 'ready'
+	), w AS (
+		INSERT INTO step_waits (step_id, run_id, deadline, on_timeout)
+		SELECT s.id, s.run_id, now() + s.timeout_ms * interval '1 millisecond', coalesce(s.on_timeout, 'fail')
+		FROM s WHERE s.state = 'waiting' AND s.timeout_ms > 0
+		ON CONFLICT (step_id) DO UPDATE SET deadline = excluded.deadline
+	), sc AS (
+		INSERT INTO step_cache (key, run_id, step, attempt, outputs, metrics, gate)
+		SELECT s.cache_key, s.run_id, s.name, s.attempt, s.outputs, s.metrics, s.gate
+		FROM s WHERE s.state = 'succeeded' AND s.cache_key IS NOT NULL AND s.cached_from IS NULL
+		ON CONFLICT (key) DO UPDATE SET run_id = excluded.run_id, step = excluded.step,
+		       attempt = excluded.attempt, outputs = excluded.outputs, metrics = excluded.metrics,
+		       gate = excluded.gate, created_at = now()
+	), rm AS (
+		UPDATE runs r SET metrics = coalesce(r.metrics, '{}'::jsonb) || m.obj
+		FROM (SELECT s.run_id, jsonb_object_agg(s.name, s.metrics) AS obj FROM s
+		      WHERE s.metrics IS NOT NULL GROUP BY s.run_id) m
+		WHERE r.id = m.run_id
+	), e AS (
+		INSERT INTO events (run_id, step, attempt, actor, kind, detail)
+		SELECT s.run_id, s.name, s.attempt, p_owner,
+		       CASE WHEN s.state = 'ready' THEN 'step.retrying' ELSE 'step.' || s.state END,
+		       jsonb_strip_nulls(jsonb_build_object('exit_code', s.exit_code, 'reason', s.reason,
+		                                            'not_before', s.not_before, 'cached_from', s.cached_from,
+		                                            'outputs', CASE WHEN s.state = 'waiting' THEN s.outputs END))
+		FROM s
+	)
+	SELECT array_agg(s.id) FILTER (WHERE s.state = 'succeeded'),
+	       array_agg(s.id) FILTER (WHERE s.state IN ('failed', 'stopped')),
+	       array_agg(s.run_id) FILTER (WHERE s.state NOT IN ('ready', 'waiting')),
+	       min(s.not_before),
+	       count(*) FILTER (WHERE s.state = 'ready' AND s.not_before IS NULL)
+	INTO v_ok, v_failed, v_closed, v_retry, v_n
+	FROM s;
+	v_ready := coalesce(v_n, 0);
+
+	v_ready := v_ready + ferry_release(p_owner, v_ok, v_failed, v_closed);
+
+	IF v_ready > 0 THEN
+		PERFORM pg_notify('ferry_ready', '');
+	END IF;
+	RETURN QUERY SELECT v_ready, v_retry;
+END;
+$$;

@@ -1,0 +1,151 @@
+-- The model registry (steps/registry.c, GET /models): versions, aliases
+-- and their audit trail. Tables in db/migrations/0003_registry.sql.
+--
+-- ferry_model_version_json: the JSON of one version (as the API shows it).
+CREATE OR REPLACE FUNCTION ferry_model_version_json(p_id bigint) RETURNS json
+LANGUAGE sql STABLE AS $$
+	SELECT json_build_object(
+		'model', m.name, 'version', v.version,
+		'aliases', (SELECT coalesce(json_agg(a.alias ORDER BY a.alias), '[]')
+		            FROM model_aliases a WHERE a.version_id = v.id),
+		'artifact', json_build_object('sha256', v.artifact, 'kind', x.kind, 'bytes', x.bytes,
+		                              'path', x.path, 'name', v.artifact_name, 'source', v.source),
+		'metrics', v.metrics, 'params', v.params,
+		'lineage', json_build_object('run', v.run_id, 'step', v.step, 'workflow', v.workflow,
+		                             'workflow_hash', v.workflow_hash,
+		                             'data_fingerprint', v.data_fingerprint),
+		'actor', v.actor, 'created_at', ferry_ts(v.created_at))
+	FROM model_versions v JOIN models m ON m.id = v.model_id JOIN artifacts x ON x.sha256 = v.artifact
+	WHERE v.id = p_id
+$$;
+
+-- Points alias of model p_model at version p_version (a version string).
+-- One event per change; setting an alias to where it already points
+-- changes nothing and writes nothing. Returns the version's JSON.
+CREATE OR REPLACE FUNCTION ferry_model_alias_set(p_model text, p_alias text, p_version text, p_actor text)
+RETURNS json
+LANGUAGE plpgsql AS $$
+DECLARE
+	v_model bigint;
+	v_vid bigint;
+	v_old text;
+	v_old_id bigint;
+BEGIN
+	SELECT id INTO v_model FROM models WHERE name = p_model FOR UPDATE;
+	IF NOT FOUND THEN
+		RAISE EXCEPTION 'model "%" not found', p_model USING ERRCODE = 'P0002';
+	END IF;
+	SELECT id INTO v_vid FROM model_versions WHERE model_id = v_model AND version = p_version;
+	IF NOT FOUND THEN
+		RAISE EXCEPTION 'model "%" has no version "%"', p_model, p_version USING ERRCODE = 'P0002';
+	END IF;
+	IF p_alias !~ '^[A-Za-z][A-Za-z0-9_.-]{0,62}$' THEN
+		RAISE EXCEPTION 'alias "%" is not a name: a letter, then up to 62 letters, digits, _ . or -', p_alias
+		USING ERRCODE = '22023';
+	END IF;
+	SELECT a.version_id, v.version INTO v_old_id, v_old
+	FROM model_aliases a JOIN model_versions v ON v.id = a.version_id
+	WHERE a.model_id = v_model AND a.alias = p_alias;
+	IF v_old_id = v_vid THEN
+		RETURN ferry_model_version_json(v_vid);
+	END IF;
+	INSERT INTO model_aliases (model_id, alias, version_id, actor) VALUES (v_model, p_alias, v_vid, p_actor)
+	ON CONFLICT (model_id, alias) DO UPDATE SET version_id = excluded.version_id, actor = excluded.actor,
+	       updated_at = now();
+	UPDATE models SET updated_at = now() WHERE id = v_model;
+	INSERT INTO model_events (model_id, version, alias, actor, kind, detail)
+	VALUES (v_model, p_version, p_alias, p_actor, CASE WHEN v_old IS NULL THEN 'alias.set' ELSE 'alias.moved' END,
+	        jsonb_strip_nulls(jsonb_build_object('from', v_old, 'to', p_version)));
+	RETURN ferry_model_version_json(v_vid);
+END;
+$$;
+
+-- Registers a version of p_model (created on first use) in one transaction:
+-- the artifact row (once per sha256), the version numbered from the latest
+-- by p_bump (patch: 0.0.1 → 0.0.2, minor: → 0.1.0, major: → 1.0.0; the
+-- first version is 0.0.1, 0.1.0 or 1.0.0), its aliases, the events (the
+-- model's and the run's), on behalf of the run's actor (the daemon that did
+-- it is in the event's detail). Registering again from the same run and step with
+-- the same bytes returns the version already registered (p_created false).
+CREATE OR REPLACE FUNCTION ferry_model_register(p_model text, p_bump text, p_sha text, p_kind text, p_bytes bigint,
+                                     p_path text, p_name text, p_source text, p_metrics jsonb, p_params jsonb,
+                                     p_run bigint, p_step text, p_data_fp text, p_aliases text[], p_actor text)
+RETURNS TABLE (version text, created boolean, version_json json)
+LANGUAGE plpgsql AS $$
+#variable_conflict use_column
+DECLARE
+	v_model bigint;
+	v_vid bigint;
+	v_maj int;
+	v_min int;
+	v_pat int;
+	v_version text;
+	v_wf text;
+	v_wf_hash text;
+	v_actor text := p_actor;
+	v_trigger text;
+	v_alias text;
+BEGIN
+	IF p_bump NOT IN ('patch', 'minor', 'major') THEN
+		RAISE EXCEPTION 'version bump "%" is not patch, minor or major', p_bump USING ERRCODE = '22023';
+	END IF;
+	INSERT INTO models (name) VALUES (p_model) ON CONFLICT (name) DO NOTHING;
+	-- the model row is the lock that serialises version numbers
+	SELECT id INTO v_model FROM models WHERE name = p_model FOR UPDATE;
+	INSERT INTO artifacts (sha256, kind, bytes, path) VALUES (p_sha, p_kind, p_bytes, p_path)
+	ON CONFLICT (sha256) DO NOTHING;
+
+	IF p_run IS NOT NULL THEN
+		SELECT v.id, v.version INTO v_vid, v_version FROM model_versions v
+		WHERE v.model_id = v_model AND v.run_id = p_run AND v.step = p_step AND v.artifact = p_sha;
+		IF FOUND THEN
+			RETURN QUERY SELECT v_version, false, ferry_model_version_json(v_vid);
+			RETURN;
+		END IF;
+		-- a version from a run is registered on behalf of whoever started the run
+		SELECT workflow_name, workflow_hash, actor, trigger INTO v_wf, v_wf_hash, v_actor, v_trigger
+		FROM runs WHERE id = p_run;
+		v_actor := coalesce(v_actor, p_actor);
+	END IF;
+
+	SELECT v.major, v.minor, v.patch INTO v_maj, v_min, v_pat FROM model_versions v
+	WHERE v.model_id = v_model ORDER BY v.major DESC, v.minor DESC, v.patch DESC LIMIT 1;
+	IF NOT FOUND THEN
+		v_maj := 0; v_min := 0; v_pat := 0;
+	END IF;
+	IF p_bump = 'major' THEN
+		v_maj := v_maj + 1; v_min := 0; v_pat := 0;
+	ELSIF p_bump = 'minor' THEN
+		v_min := v_min + 1; v_pat := 0;
+	ELSE
+		v_pat := v_pat + 1;
+	END IF;
+
+	INSERT INTO model_versions (model_id, major, minor, patch, artifact, artifact_name, source, metrics,
+	                            params, run_id, step, workflow, workflow_hash, data_fingerprint, actor)
+	VALUES (v_model, v_maj, v_min, v_pat, p_sha, p_name, p_source, p_metrics, p_params, p_run, p_step,
+	        v_wf, v_wf_hash, p_data_fp, v_actor)
+	RETURNING id, model_versions.version INTO v_vid, v_version;
+	UPDATE models SET updated_at = now() WHERE id = v_model;
+	INSERT INTO model_events (model_id, version, actor, kind, detail)
+	VALUES (v_model, v_version, v_actor, 'version.registered',
+	        jsonb_strip_nulls(jsonb_build_object('run', p_run, 'step', p_step, 'artifact', p_sha,
+	                                             'daemon', p_actor)));
+	IF p_run IS NOT NULL THEN
+		INSERT INTO events (run_id, step, actor, kind, detail)
+		VALUES (p_run, p_step, p_actor, 'model.registered',
+		        jsonb_build_object('model', p_model, 'version', v_version, 'artifact', p_sha));
+	END IF;
+	-- a `ferry dev run` (debugging on one machine) registers its version but
+	-- never moves an alias: production changes only through real runs or people
+	FOREACH v_alias IN ARRAY CASE WHEN v_trigger = 'dev' THEN '{}' ELSE coalesce(p_aliases, '{}') END LOOP
+		PERFORM ferry_model_alias_set(p_model, v_alias, v_version, v_actor);
+		IF p_run IS NOT NULL THEN
+			INSERT INTO events (run_id, step, actor, kind, detail)
+			VALUES (p_run, p_step, p_actor, 'model.alias',
+			        jsonb_build_object('model', p_model, 'alias', v_alias, 'version', v_version));
+		END IF;
+	END LOOP;
+	RETURN QUERY SELECT v_version, true, ferry_model_version_json(v_vid);
+END;
+$$;

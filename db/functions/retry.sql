@@ -1,0 +1,91 @@
+-- Retrying a finished run (POST /runs/{id}/retry, ferry retry).
+--
+-- ferry_retry retries a finished run for p_actor. Without p_from: the
+-- failed, stopped and skipped steps run again (a failed or stopped run
+-- only). With p_from: that step, everything downstream of it, and whatever
+-- did not succeed. The steps that stage data for the retried ones
+-- (steps.restage: cache steps) run again with them: the entry they staged
+-- may have been evicted since the run ended (its session was released),
+-- and the retried run needs a session of its own pinning it. Earlier
+-- attempts stay; what re-run steps produced before is cleared; their retry
+-- budget starts afresh; with p_no_cache they do not come from the step
+-- cache.
+CREATE OR REPLACE FUNCTION ferry_retry(p_run bigint, p_from text, p_actor text, p_no_cache boolean) RETURNS text
+LANGUAGE plpgsql AS $$
+DECLARE
+	v_state text;
+	v_from bigint;
+	v_set bigint[];
+BEGIN
+	SELECT state INTO v_state FROM runs WHERE id = p_run FOR UPDATE;
+	IF NOT FOUND THEN
+		RAISE EXCEPTION 'run % not found', p_run USING ERRCODE = 'P0002';
+	END IF;
+	IF p_from IS NULL AND v_state NOT IN ('failed', 'stopped') THEN
+		RAISE EXCEPTION 'run % is %: only a failed or stopped run can be retried (use --from STEP to re-run a succeeded one)', p_run, v_state
+		USING ERRCODE = '55000';
+	END IF;
+	IF v_state NOT IN ('succeeded', 'failed', 'stopped') THEN
+		RAISE EXCEPTION 'run % is still %: stop it or wait for it to finish', p_run, v_state
+		USING ERRCODE = '55000';
+	END IF;
+	IF p_from IS NOT NULL THEN
+		SELECT id INTO v_from FROM steps WHERE run_id = p_run AND name = p_from;
+		IF NOT FOUND THEN
+			RAISE EXCEPTION 'run % has no step "%"', p_run, p_from USING ERRCODE = 'P0002';
+		END IF;
+	END IF;
+	WITH RECURSIVE down (id) AS (
+		SELECT v_from WHERE v_from IS NOT NULL
+		UNION
+		SELECT e.step_id FROM step_deps e JOIN down ON e.needs_id = down.id
+	)
+	SELECT array_agg(id) INTO v_set FROM (
+		SELECT id FROM down
+		UNION
+		SELECT id FROM steps WHERE run_id = p_run AND state IN ('failed', 'stopped', 'skipped')
+	) x;
+	-- the steps above the retried ones that stage data for them (restage)
+	-- run again with them, so the retried run re-opens its cache sessions (a
+	-- hit when the entry is still there; staged again when it was evicted
+	-- after the run ended)
+	WITH RECURSIVE up (id) AS (
+		SELECT unnest(v_set)
+		UNION
+		SELECT d.needs_id FROM step_deps d JOIN up ON d.step_id = up.id
+	)
+	SELECT array_agg(id) INTO v_set FROM (
+		SELECT unnest(v_set) AS id
+		UNION
+		SELECT s.id FROM up JOIN steps s ON s.id = up.id WHERE s.restage AND s.state = 'succeeded'
+	) x;
+	UPDATE steps s SET state = 'blocked', tries = 0, not_before = NULL, exit_code = NULL,
+	       reason = NULL, started_at = NULL, finished_at = NULL,
+	       outputs = NULL, metrics = NULL, gate = NULL, cached_from = NULL,
+	       deps_pending = (SELECT count(*) FROM step_deps d WHERE d.step_id = s.id AND d.needs_id = ANY (v_set))
+	WHERE s.id = ANY (v_set);
+	WITH u AS (
+		UPDATE steps SET state = CASE WHEN waits THEN 'waiting' ELSE 'ready' END,
+		       started_at = CASE WHEN waits THEN now() END
+		WHERE id = ANY (v_set) AND deps_pending = 0
+		RETURNING id, run_id, dev, state, timeout_ms, spec ->> 'on_timeout' AS on_timeout
+	), q AS (
+		INSERT INTO step_queue (step_id, run_id, dev) SELECT u.id, u.run_id, u.dev FROM u WHERE u.state = 'ready'
+	)
+	INSERT INTO step_waits (step_id, run_id, deadline, on_timeout)
+	SELECT u.id, u.run_id, now() + u.timeout_ms * interval '1 millisecond', coalesce(u.on_timeout, 'fail')
+	FROM u WHERE u.state = 'waiting' AND u.timeout_ms > 0
+	ON CONFLICT (step_id) DO UPDATE SET deadline = excluded.deadline;
+	UPDATE runs SET state = 'pending', finished_at = NULL, reason = NULL, no_cache = p_no_cache,
+	       metrics = (SELECT jsonb_object_agg(name, metrics) FROM steps
+	                  WHERE run_id = p_run AND metrics IS NOT NULL),
+	       open_steps = open_steps + coalesce(array_length(v_set, 1), 0)
+	WHERE id = p_run;
+	INSERT INTO events (run_id, actor, kind, detail)
+	VALUES (p_run, p_actor, 'run.retry', jsonb_strip_nulls(jsonb_build_object('from', p_from,
+	        'no_cache', CASE WHEN p_no_cache THEN true END,
+	        'steps', (SELECT jsonb_agg(name ORDER BY idx) FROM steps WHERE id = ANY (v_set)))));
+	PERFORM pg_notify('ferry_ready', '');
+	RETURN 'pending';
+END;
+$$;

@@ -1,0 +1,33 @@
+-- The run object of the API (GET /runs/{id}, ferry get -o json).
+--
+-- ferry_run_json: the run, its steps in file order, each with the names it
+-- needs, its attempts, metrics, gate results and whether it came from cache.
+CREATE OR REPLACE FUNCTION ferry_run_json(p_run bigint) RETURNS json
+LANGUAGE plpgsql STABLE AS $$
+BEGIN
+	RETURN (SELECT json_build_object(
+		'id', r.id, 'workflow', r.workflow_name, 'workflow_hash', r.workflow_hash,
+		'state', r.state, 'trigger', r.trigger, 'actor', r.actor, 'params', r.params,
+		'reason', r.reason, 'metrics', r.metrics, 'no_cache', r.no_cache,
+		'created_at', ferry_ts(r.created_at),
+		'started_at', ferry_ts(r.started_at), 'finished_at', ferry_ts(r.finished_at),
+		'steps', coalesce((
+			SELECT json_agg(json_build_object(
+				'name', s.name, 'kind', s.kind, 'state', s.state,
+				'needs', (SELECT coalesce(json_agg(n.name ORDER BY n.idx), '[]')
+				          FROM step_deps d JOIN steps n ON n.id = d.needs_id WHERE d.step_id = s.id),
+				'attempts', s.attempts, 'exit_code', s.exit_code, 'reason', s.reason,
+				'outputs', s.outputs, 'metrics', s.metrics, 'gate', s.gate,
+				'cached', s.cached_from IS NOT NULL, 'cached_from', s.cached_from,
+				'not_before', ferry_ts(s.not_before),
+				'started_at', ferry_ts(s.started_at), 'finished_at', ferry_ts(s.finished_at),
+				'attempt_list', (SELECT coalesce(json_agg(json_build_object(
+					'attempt', a.attempt, 'state', a.state, 'exit_code', a.exit_code,
+					'signal', a.signal, 'reason', a.reason, 'owner', a.owner,
+					'started_at', ferry_ts(a.started_at), 'finished_at', ferry_ts(a.finished_at),
+					'log', a.dir || '/log') ORDER BY a.attempt), '[]')
+				  FROM attempts a WHERE a.step_id = s.id)
+			) ORDER BY s.idx) FROM steps s WHERE s.run_id = r.id), '[]'))
+	FROM runs r WHERE r.id = p_run);
+END;
+$$;

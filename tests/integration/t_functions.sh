@@ -1,0 +1,171 @@
+# The state machine's functions (db/functions): applied after the migrations
+# with CREATE OR REPLACE, recorded by sha256 in schema_functions, re-applied
+# when a file's text differs from what the database last got (and after a
+# migration ran), never rewritten by a plain restart; steps carry their
+# kind's flags (steps.waits, steps.restage) and the functions act on those.
+
+# the function files of this checkout, and the sha256 of one
+fn_files() { ls "$ROOT"/db/functions/*.sql | wc -l | tr -d ' '; }
+fn_sha() { sha256sum "$ROOT/db/functions/$1.sql" | cut -d' ' -f1; }
+
+# ts_of: what ferry_ts makes of a fixed time
+ts_of() { sql "SELECT ferry_ts('2020-01-02 03:04:05.678+00')"; }
+
+test_functions_applied_once_and_when_changed() {
+	start_daemon a
+	assert_match "$(cat "$FERRY_HOME/ferryd-a.log")" 'applied function files: claim continue' "a fresh database gets every file"
+	assert_eq "$(sql "SELECT count(*) FROM schema_functions")" "$(fn_files)" "one row per file"
+	for f in "$ROOT"/db/functions/*.sql; do
+		n=$(basename "$f" .sql)
+		assert_eq "$(sql "SELECT sha256 FROM schema_functions WHERE name = '$n'")" "$(fn_sha "$n")" "sha256 of $n.sql"
+	done
+	for p in ferry_claim ferry_release ferry_finish ferry_retry ferry_stop ferry_continue ferry_expire_waits \
+		ferry_ts ferry_run_json ferry_model_version_json ferry_model_alias_set ferry_model_register \
+		ferry_cache_hit ferry_cache_open ferry_cache_commit ferry_cache_evict ferry_cache_release ferry_run_changed; do
+		assert_eq "$(sql "SELECT count(*) FROM pg_proc WHERE proname = '$p'")" 1 "one $p"
+	done
+	assert_eq "$(sql "SELECT pg_get_functiondef('ferry_release'::regproc) LIKE '%s.waits%'")" t "the current ferry_release is the file's"
+	assert_eq "$(ts_of)" "2020-01-02T03:04:05.678Z" "ferry_ts works"
+	stamps=$(sql "SELECT string_agg(name || '@' || applied_at, ',' ORDER BY name) FROM schema_functions")
+
+	# a plain restart rewrites nothing, even a function changed behind its back
+	sql "CREATE OR REPLACE FUNCTION ferry_ts(t timestamptz) RETURNS text LANGUAGE sql IMMUTABLE AS \$\$ SELECT 'tampered'::text \$\$" >/dev/null
+	stop_daemon a
+	start_daemon b
+	grep -q 'applied function files' "$FERRY_HOME/ferryd-b.log" && fail "a restart applied function files"
+	assert_eq "$(ts_of)" tampered "the recorded hash matches: not re-applied"
+	assert_eq "$(sql "SELECT string_agg(name || '@' || applied_at, ',' ORDER BY name) FROM schema_functions")" "$stamps" "nothing recorded"
+
+	# a file whose recorded hash differs (as after an upgrade) is applied again, alone
+	sql "UPDATE schema_functions SET sha256 = 'from-an-older-binary' WHERE name = 'ts'" >/dev/null
+	stop_daemon b
+	start_daemon c
+	assert_match "$(grep 'applied function files' "$FERRY_HOME/ferryd-c.log")" 'applied function files: ts$' "only ts.sql applied"
+	assert_eq "$(ts_of)" "2020-01-02T03:04:05.678Z" "the file's ferry_ts is back"
+	assert_eq "$(sql "SELECT sha256 FROM schema_functions WHERE name = 'ts'")" "$(fn_sha ts)" "its hash recorded"
+	assert_eq "$(sql "SELECT count(*) FROM schema_functions WHERE name <> 'ts' AND applied_at = (SELECT applied_at FROM schema_functions WHERE name = 'ts')")" 0 "the others untouched"
+
+	# a file not recorded yet (a new one) is applied
+	sql "DELETE FROM schema_functions WHERE name = 'stop'" >/dev/null
+	stop_daemon c
+	start_daemon d
+	assert_match "$(grep 'applied function files' "$FERRY_HOME/ferryd-d.log")" 'applied function files: stop$' "the new file applied"
+	assert_eq "$(sql "SELECT count(*) FROM schema_functions")" "$(fn_files)" "recorded again"
+	assert_eq "$(sql "SELECT count(*) FROM pg_proc WHERE proname = 'ferry_finish'")" 1 "still one ferry_finish"
+	assert_eq "$(sql "SELECT count(*) FROM pg_proc WHERE proname = 'ferry_retry'")" 1 "and one ferry_retry"
+}
+
+test_functions_two_daemons_apply_once() {
+	# two daemons at once: one applies, the other waits on the lock and finds nothing to do
+	start_daemon a &
+	a=$!
+	start_daemon_at b $((FERRY_PORT + 1))
+	wait "$a" || fail "daemon a did not start"
+	assert_eq "$(sql "SELECT count(*) FROM schema_functions")" "$(fn_files)" "one row per file"
+	assert_eq "$(cat "$FERRY_HOME"/ferryd-*.log | grep -c 'applied function files')" 1 "applied by one daemon"
+}
+
+test_functions_failed_file_rolls_back() {
+	start_daemon a
+	stop_daemon a
+	# ts.sql and stop.sql are due; stop.sql cannot apply (ferry_stop now
+	# returns int: a signature change that needed a DROP in a migration)
+	sql "UPDATE schema_functions SET sha256 = 'x' WHERE name IN ('ts', 'stop')" >/dev/null
+	sql "CREATE OR REPLACE FUNCTION ferry_ts(t timestamptz) RETURNS text LANGUAGE sql IMMUTABLE AS \$\$ SELECT 'old'::text \$\$" >/dev/null
+	sql "DROP FUNCTION ferry_stop(bigint, text)" >/dev/null
+	sql "CREATE FUNCTION ferry_stop(p_run bigint, p_actor text) RETURNS int LANGUAGE sql AS \$\$ SELECT 1 \$\$" >/dev/null
+	ferryd --log-level info >"$FERRY_HOME/ferryd-broken.log" 2>&1 &
+	pid=$!
+	for _ in $(seq 1 100); do
+		grep -q 'db/functions/stop.sql failed' "$FERRY_HOME/ferryd-broken.log" && break
+		kill -0 "$pid" 2>/dev/null || break
+		sleep 0.1
+	done
+	kill -9 "$pid" 2>/dev/null || true
+	wait "$pid" 2>/dev/null || true
+	assert_match "$(cat "$FERRY_HOME/ferryd-broken.log")" 'db/functions/stop.sql failed: .*cannot change return type' "the log names the file and why"
+	curl -fsS "$FERRY_URL/healthz" >/dev/null 2>&1 && fail "the daemon serves with a function file that failed"
+	assert_eq "$(ts_of)" old "one transaction: ts.sql rolled back with stop.sql"
+	assert_eq "$(sql "SELECT sha256 FROM schema_functions WHERE name = 'ts'")" x "nothing recorded"
+}
+
+test_functions_step_flags() {
+	start_daemon a
+	f=$(wf flags <<'Y'
+name: flags
+steps:
+  - {name: prep, command: [true]}
+  - {name: approve, kind: gate, needs: [prep]}
+  - {name: ship, needs: [approve], command: [true]}
+Y
+)
+	id=$(submit "$f")
+	wait_step "$id" approve waiting 10
+	assert_eq "$(sql "SELECT string_agg(name || ':' || waits::int || restage::int, ',' ORDER BY idx) FROM steps WHERE run_id = $id")" \
+		"prep:00,approve:10,ship:00" "the gate waits; nothing restages"
+	api POST "/api/v1/runs/$id/steps/approve/continue" '{}'
+	wait_run "$id" succeeded 10
+	# a retry from the gate: it waits again at once (deps met), then from prep: after prep
+	api POST "/api/v1/runs/$id/retry" '{"from": "approve"}'
+	assert_eq "$CODE" 200 "retry from the gate"
+	wait_step "$id" approve waiting 10
+	assert_eq "$(step_col "$id" prep attempts)" 1 "prep not re-run"
+	api POST "/api/v1/runs/$id/steps/approve/continue" '{}'
+	wait_run "$id" succeeded 10
+	api POST "/api/v1/runs/$id/retry" '{"from": "prep"}'
+	wait_step "$id" approve waiting 10
+	assert_eq "$(step_col "$id" prep attempts)" 2 "prep re-ran before the gate waited"
+	api POST "/api/v1/runs/$id/steps/approve/continue" '{}'
+	wait_run "$id" succeeded 10
+
+	# a cache step restages; one that merely needs it does not
+	W="$FERRY_HOME/work"
+	mkdir -p "$W/data"
+	echo hi >"$W/data/f.txt"
+	g=$(wf staged <<'Y'
+name: staged
+steps:
+  - {name: stage, kind: cache, dataset: data/f.txt}
+  - {name: use, needs: [stage], command: [sh, -c, 'cat "$FERRY_CACHE_DIR/f.txt"']}
+Y
+)
+	body=$(python3 -c 'import json,sys; print(json.dumps({"yaml": open(sys.argv[1]).read(), "workdir": sys.argv[2]}))' "$g" "$W")
+	api POST /api/v1/runs "$body"
+	assert_eq "$CODE" 201 "cache run"
+	id2=$(echo "$BODY" | json 'j["id"]')
+	wait_run "$id2" succeeded 20
+	assert_eq "$(sql "SELECT string_agg(name || ':' || waits::int || restage::int, ',' ORDER BY idx) FROM steps WHERE run_id = $id2")" \
+		"stage:01,use:00" "the cache step restages"
+	api POST "/api/v1/runs/$id2/retry" '{"from": "use"}'
+	wait_run "$id2" succeeded 20
+	assert_eq "$(step_col "$id2" stage attempts)" 2 "retrying the step below re-ran the cache step"
+}
+
+test_functions_flags_backfilled_by_migration() {
+	start_daemon a
+	f=$(wf old <<'Y'
+name: old
+steps:
+  - {name: prep, command: [true]}
+  - {name: approve, kind: gate, needs: [prep]}
+Y
+)
+	id=$(submit "$f")
+	wait_run "$id" running 10
+	wait_step "$id" approve waiting 10
+	stop_daemon a
+	# the database as a binary before 0006 left it: no flags, 0006 not recorded
+	sql "ALTER TABLE steps DROP COLUMN waits, DROP COLUMN restage" >/dev/null
+	sql "DELETE FROM schema_migrations WHERE name = '0006_step_flags'" >/dev/null
+	start_daemon b
+	assert_match "$(cat "$FERRY_HOME/ferryd-b.log")" 'applied migration 0006_step_flags' "0006 applied"
+	assert_match "$(grep 'applied function files' "$FERRY_HOME/ferryd-b.log")" 'claim continue' "and every function file after a migration"
+	assert_eq "$(step_col "$id" approve waits)" t "the gate's flag backfilled from its kind"
+	assert_eq "$(step_col "$id" prep waits)" f "the other's not"
+	api POST "/api/v1/runs/$id/retry" '{"from": "prep"}'
+	assert_eq "$CODE" 409 "the run is still running"
+	api POST "/api/v1/runs/$id/steps/approve/continue" '{}'
+	wait_run "$id" succeeded 10
+	api POST "/api/v1/runs/$id/retry" '{"from": "prep"}'
+	wait_step "$id" approve waiting 10
+}
