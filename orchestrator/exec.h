@@ -9,8 +9,8 @@
  * An attempt records its executor's name and an opaque handle (jsonb): for
  * local jobs {"pid":…, "start":…} (the supervisor's pid and start time),
  * later a container id or a Slurm job id. The handle is known before the
- * job's command runs: the local supervisor writes it to DIR/pid before it
- * forks the command, so a daemon killed between fork and the database record
+ * job's command runs: the local supervisor writes it to DIR/status before
+ * it starts the command, so a daemon killed between fork and the database record
  * leaves a job that recovery still finds (see adopt).
  */
 #ifndef FERRY_EXEC_H

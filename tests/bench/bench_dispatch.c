@@ -11,6 +11,10 @@
  *                      became ready (run created / last need finished) to
  *                      when it was claimed
  *   rss_mb             the daemon's peak resident set (VmHWM)
+ *   raw_spawn_per_sec  (local) how many times a second this process forks,
+ *                      execs /bin/true and waits for it, one after another,
+ *                      measured in the same run: the ceiling of a local job;
+ *                      vs_raw is steps_per_sec over it
  *
  *   bench_dispatch [--executor noop|local] [--runs N] [--width W]
  */
@@ -136,6 +140,26 @@ static pid_t start_daemon(const char *home, const char *executor)
 	return pid;
 }
 
+/* Sequential fork + exec /bin/true + wait, for about a second: spawns per second. */
+static double raw_spawn_rate(void)
+{
+	int64_t t0 = clock_mono_us(), t;
+	int n = 0;
+
+	do {
+		pid_t pid = fork();
+		if (pid == 0) {
+			execl("/bin/true", "true", (char *)NULL);
+			_exit(127);
+		}
+		if (pid < 0 || waitpid(pid, NULL, 0) < 0)
+			return -1;
+		n++;
+		t = clock_mono_us();
+	} while (t - t0 < 1000000);
+	return n / ((double)(t - t0) / 1e6);
+}
+
 static double vm_hwm_mb(pid_t pid)
 {
 	char path[64], *buf = NULL, *p;
@@ -231,9 +255,14 @@ int main(int argc, char **argv)
 	waitpid(daemon, NULL, 0);
 	printf("{\"bench\":\"dispatch%s\",\"executor\":\"%s\",\"steps\":%d,\"steps_per_sec\":%.0f,"
 	       "\"hop_p50_ms\":%.2f,\"hop_p99_ms\":%.2f,\"ready_to_running_p50_ms\":%.2f,"
-	       "\"ready_to_running_p99_ms\":%.2f,\"rss_mb\":%.1f}\n",
+	       "\"ready_to_running_p99_ms\":%.2f,\"rss_mb\":%.1f",
 	       strcmp(executor, "noop") == 0 ? "" : "_local", executor, runs * (width + 2),
 	       sps, hop50, hop99, r2r50, r2r99, rss);
+	if (strcmp(executor, "noop") != 0) {
+		double raw = raw_spawn_rate();
+		printf(",\"raw_spawn_per_sec\":%.0f,\"vs_raw\":%.2f", raw, raw > 0 ? sps / raw : 0);
+	}
+	printf("}\n");
 	PQfinish(conn);
 	free(conninfo);
 	db_embedded_stop(home);

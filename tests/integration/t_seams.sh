@@ -45,7 +45,7 @@ test_fault_killed_after_fork_job_runs_once() {
 	id=$(submit_racing "$(counted_wf)")
 	wait_daemon_dead a
 	assert_eq "$(sql "SELECT coalesce(handle::text, 'none') FROM attempts a JOIN steps s ON s.id = a.step_id WHERE s.run_id = $id AND s.name = 'work'")" none "killed before the handle was recorded"
-	[ -s "$FERRY_HOME/runs/$id/work/1/pid" ] || fail "the supervisor wrote no pid file"
+	grep -Eq '^pid [0-9]+ [0-9]+$' "$FERRY_HOME/runs/$id/work/1/status" || fail "the supervisor wrote no pid to its status file"
 	start_daemon a
 	assert_ran_once "$id"
 	grep -q "re-adopted local job (found in its directory)" "$FERRY_HOME/ferryd-a.log" || fail "not adopted from the attempt directory"

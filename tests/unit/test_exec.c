@@ -245,7 +245,7 @@ static void test_exec__noop_ends_at_start(void **state)
 	assert_true(exec_noop.flags & EXF_NO_SLOTS);
 }
 
-/* A job whose handle was never recorded is found through DIR/pid, running and then ended. */
+/* A job whose handle was never recorded is found through DIR/status, running and then ended. */
 static void test_exec__adopt_from_directory(void **state)
 {
 	struct exec_job job, adopted;
@@ -260,7 +260,7 @@ static void test_exec__adopt_from_directory(void **state)
 	adopted.type = &exec_local;
 	adopted.dir = xstrdup(job.dir);
 	for (i = 0; i < 100 && exec_local.adopt(&adopted, &st) != 1; i++)
-		usleep(10 * 1000); /* the supervisor writes DIR/pid right after the fork */
+		usleep(10 * 1000); /* the supervisor writes its pid to DIR/status right after the fork */
 	assert_int_equal(exec_local.adopt(&adopted, &st), 1);
 	assert_int_equal(adopted.pid, job.pid);
 	assert_int_equal(adopted.pid_start, job.pid_start);
