@@ -8,6 +8,7 @@
 
 #include <pthread.h>
 #include <stdlib.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include "db.h"
@@ -41,6 +42,13 @@ static void *worker_main(void *arg)
 	struct workers *p = arg;
 	PGconn *conn = NULL;
 
+	/*
+	 * Background work yields the CPU to the dispatcher: on Linux a nice value
+	 * is per thread, so a registry copy hashing a large artifact on one core
+	 * does not slow other runs' steps on a small machine (dispatch_slow_neighbour).
+	 */
+	if (setpriority(PRIO_PROCESS, (id_t)gettid(), 10) < 0)
+		flog_debug("worker: cannot lower its priority");
 	for (;;) {
 		struct work *w;
 		pthread_mutex_lock(&p->mu);

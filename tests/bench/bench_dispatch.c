@@ -17,6 +17,13 @@
  *                      vs_raw is steps_per_sec over it
  *
  *   bench_dispatch [--executor noop|local] [--runs N] [--width W]
+ *
+ * With --slow-neighbour (local executor) it prints dispatch_slow_neighbour
+ * instead: the hops of a 100-step chain on a quiet daemon, then again while
+ * another run registers a 1 GiB artifact (the registry copies and hashes it
+ * on the daemon's worker pool), and their ratio.
+ *
+ *   bench_dispatch --slow-neighbour [--artifact-mb MB]
  */
 #include <getopt.h>
 #include <signal.h>
@@ -160,6 +167,68 @@ static double raw_spawn_rate(void)
 	return n / ((double)(t - t0) / 1e6);
 }
 
+/* Runs a chain of len steps of cmd and waits for it; its hop p50/p99 (ms). */
+static int64_t chain_hops(double *p50, double *p99, int len, const char *cmd)
+{
+	char *yaml = workflow_yaml("bench-chain", 0, len, cmd), sql[512];
+	int64_t id = create_run(yaml);
+
+	free(yaml);
+	for (int i = 0; i < 120 * 20; i++) {
+		snprintf(sql, sizeof(sql), "SELECT count(*) FROM runs WHERE id = %lld AND state = 'succeeded'",
+			 (long long)id);
+		if (sql_double(sql) == 1)
+			break;
+		usleep(50 * 1000);
+	}
+	snprintf(sql, sizeof(sql),
+		 "SELECT extract(epoch FROM b.started_at - a.finished_at) * 1000 "
+		 "FROM steps a JOIN steps b ON b.run_id = a.run_id AND b.idx = a.idx + 1 WHERE a.run_id = %lld",
+		 (long long)id);
+	sql_percentiles(p50, p99, sql);
+	return id;
+}
+
+/* dispatch_slow_neighbour: see the header. */
+static void slow_neighbour(int mb)
+{
+	double q50, q99, h50, h99, reg_s;
+	char *yaml, sql[512];
+	int64_t big, chain;
+	int overlap;
+
+	chain_hops(&q50, &q99, 100, "/bin/true");
+	yaml = xasprintf("name: big\nsteps:\n"
+			 "  - {name: train, kind: train, command: [sh, -c, 'head -c %lld /dev/zero > "
+			 "\"$FERRY_OUTPUT_DIR/model.bin\"']}\n"
+			 "  - {name: register, kind: register, needs: [train], model: big}\n",
+			 (long long)mb << 20);
+	big = create_run(yaml);
+	free(yaml);
+	snprintf(sql, sizeof(sql), "SELECT count(*) FROM steps WHERE run_id = %lld AND name = 'register' "
+		 "AND state = 'running'", (long long)big);
+	for (int i = 0; i < 600 && sql_double(sql) != 1; i++)
+		usleep(10 * 1000);
+	chain = chain_hops(&h50, &h99, 100, "/bin/true");
+	/* the chain's last step ended before the registration did */
+	snprintf(sql, sizeof(sql),
+		 "SELECT count(*) FROM steps c, steps r WHERE c.run_id = %lld AND r.run_id = %lld "
+		 "AND r.name = 'register' AND (r.finished_at IS NULL OR r.finished_at > "
+		 "(SELECT max(finished_at) FROM steps WHERE run_id = %lld)) AND c.idx = 0",
+		 (long long)chain, (long long)big, (long long)chain);
+	overlap = sql_double(sql) == 1;
+	wait_all_done(600);
+	snprintf(sql, sizeof(sql), "SELECT extract(epoch FROM finished_at - started_at) FROM steps "
+		 "WHERE run_id = %lld AND name = 'register'", (long long)big);
+	reg_s = sql_double(sql);
+	printf("{\"bench\":\"dispatch_slow_neighbour\",\"executor\":\"local\",\"artifact_mb\":%d,"
+	       "\"register_s\":%.2f,\"chain_during_register\":%s,\"quiet_hop_p50_ms\":%.2f,"
+	       "\"quiet_hop_p99_ms\":%.2f,\"hop_p50_ms\":%.2f,\"hop_p99_ms\":%.2f,"
+	       "\"p50_ratio\":%.2f,\"p99_ratio\":%.2f}\n",
+	       mb, reg_s, overlap ? "true" : "false", q50, q99, h50, h99, q50 > 0 ? h50 / q50 : 0,
+	       q99 > 0 ? h99 / q99 : 0);
+}
+
 static double vm_hwm_mb(pid_t pid)
 {
 	char path[64], *buf = NULL, *p;
@@ -178,10 +247,12 @@ int main(int argc, char **argv)
 		{"executor", required_argument, NULL, 'e'},
 		{"runs", required_argument, NULL, 'r'},
 		{"width", required_argument, NULL, 'w'},
+		{"slow-neighbour", no_argument, NULL, 's'},
+		{"artifact-mb", required_argument, NULL, 'a'},
 		{NULL, 0, NULL, 0},
 	};
 	const char *executor = "noop", *cmd;
-	int runs = 200, width = 48, c;
+	int runs = 200, width = 48, c, slow = 0, artifact_mb = 1024;
 	char home[] = "/tmp/ferry-bench.XXXXXX", *conninfo = NULL, *yaml;
 	double sps, hop50, hop99, r2r50, r2r99, rss;
 	int64_t chain_id, first_c;
@@ -195,6 +266,10 @@ int main(int argc, char **argv)
 			runs = (int)strtol(optarg, NULL, 10);
 		else if (c == 'w')
 			width = (int)strtol(optarg, NULL, 10);
+		else if (c == 's')
+			slow = 1, executor = "local";
+		else if (c == 'a')
+			artifact_mb = (int)strtol(optarg, NULL, 10);
 		else
 			return 2;
 	}
@@ -211,6 +286,12 @@ int main(int argc, char **argv)
 
 	daemon = start_daemon(home, executor);
 	usleep(500 * 1000);
+	if (slow) {
+		slow_neighbour(artifact_mb);
+		kill(daemon, SIGTERM);
+		waitpid(daemon, NULL, 0);
+		goto out;
+	}
 	/* phase 1: a 200-step chain on an idle daemon */
 	yaml = workflow_yaml("bench-chain", 0, 200, cmd);
 	chain_id = create_run(yaml);
@@ -263,6 +344,7 @@ int main(int argc, char **argv)
 		printf(",\"raw_spawn_per_sec\":%.0f,\"vs_raw\":%.2f", raw, raw > 0 ? sps / raw : 0);
 	}
 	printf("}\n");
+out:
 	PQfinish(conn);
 	free(conninfo);
 	db_embedded_stop(home);

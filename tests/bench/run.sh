@@ -6,5 +6,6 @@ B=${B:-build/rel}
 make --no-print-directory "$B/tests/bench_dispatch" "$B/tests/bench_fingerprint" >/dev/null
 "$B/tests/bench_dispatch" --executor noop --runs 200 --width 48
 "$B/tests/bench_dispatch" --executor local --runs 40 --width 48
+"$B/tests/bench_dispatch" --slow-neighbour --artifact-mb 1024
 tests/bench/api.sh
 "$B/tests/bench_fingerprint" --mb 256 --files 2000
