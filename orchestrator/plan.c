@@ -1,0 +1,355 @@
+/*
+ * plan — turns a workflow, its params, a dev subset and a run id into the
+ * rows of a new run (plan.h), with no database in sight. The order of the
+ * work is the order of the checks a user sees: the YAML (every error with
+ * FILE:LINE:COL), then the params, then the subset, then each step's
+ * templates. What a step is comes from the step-kind table's flags, never
+ * from its kind's name.
+ */
+#include "plan.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "util.h"
+
+static const char *const state_names[] = {
+	[PLAN_SKIPPED] = "skipped",
+	[PLAN_BLOCKED] = "blocked",
+	[PLAN_READY] = "ready",
+	[PLAN_WAITING] = "waiting",
+};
+
+const char *run_plan_state_name(enum plan_state s)
+{
+	return (unsigned)s < sizeof(state_names) / sizeof(state_names[0]) ? state_names[s] : "?";
+}
+
+static const char *str_at(const json_t *obj, const char *key)
+{
+	return json_string_value(json_object_get(obj, key));
+}
+
+static int step_index(const json_t *steps, const char *name)
+{
+	size_t i;
+	json_t *s;
+
+	if (name == NULL)
+		return -1;
+	json_array_foreach(steps, i, s) {
+		const char *n = str_at(s, "name");
+		if (n && strcmp(n, name) == 0)
+			return (int)i;
+	}
+	return -1;
+}
+
+/*
+ * Marks in sel[] the steps a dev subset keeps: --only one step, --from a step
+ * and its descendants, --to a step and its ancestors (all when none given).
+ */
+static int select_steps(char *sel, const json_t *steps, const struct run_plan_in *in)
+{
+	size_t nsteps = json_array_size(steps), i;
+	const char *which = in->only ? in->only : in->from ? in->from : in->to;
+	int start, changed;
+
+	memset(sel, which ? 0 : 1, nsteps);
+	if (which == NULL)
+		return FERRY_OK;
+	if ((in->only != NULL) + (in->from != NULL) + (in->to != NULL) > 1) {
+		ferry_error_set("give at most one of --only, --from and --to");
+		return FERRY_EINVALID;
+	}
+	if ((start = step_index(steps, which)) < 0) {
+		ferry_error_set("the workflow has no step \"%s\"", which);
+		return FERRY_EINVALID;
+	}
+	sel[start] = 1;
+	if (in->only)
+		return FERRY_OK;
+	do {
+		changed = 0;
+		for (i = 0; i < nsteps; i++) {
+			json_t *needs = json_object_get(json_array_get(steps, i), "needs"), *nd;
+			size_t k;
+			json_array_foreach(needs, k, nd) {
+				int j = step_index(steps, json_string_value(nd));
+				if (j < 0)
+					continue;
+				if (in->from && sel[j] && !sel[i])
+					sel[i] = 1, changed = 1;
+				if (in->to && sel[i] && !sel[j])
+					sel[j] = 1, changed = 1;
+			}
+		}
+	} while (changed);
+	return FERRY_OK;
+}
+
+/* Renders a string with the run's params and id; on error leaves the message set. */
+static int render(json_t **out, const char *s, const json_t *params, const char *run_id)
+{
+	char *r = NULL;
+	int error = cfg_template_render(&r, s, params, run_id);
+
+	if (error < 0)
+		return error;
+	*out = json_string(r);
+	free(r);
+	return FERRY_OK;
+}
+
+/* The fields of the step kinds that travel into the resolved spec; the
+ * strings among them have their params rendered. */
+static const char *const kind_fields[] = {"model", "dataset", "labels", "webhook", "artifact",
+					  "on_timeout", "version", "aliases", "gate", "cache"};
+
+/*
+ * The names of step i's ancestors, nearest first (breadth-first along
+ * needs), and whether one of them stages data for the steps below it.
+ */
+static json_t *ancestors(const json_t *steps, const struct plan_step *ps, size_t i, int *stages_up)
+{
+	json_t *out = json_array(), *nd;
+	size_t k, head;
+
+	*stages_up = 0;
+	json_array_foreach(json_object_get(json_array_get(steps, i), "needs"), k, nd)
+		json_array_append(out, nd);
+	for (head = 0; head < json_array_size(out); head++) {
+		int j = step_index(steps, json_string_value(json_array_get(out, head)));
+
+		if (j < 0)
+			continue;
+		if (ps[j].kind->flags & SKF_STAGES)
+			*stages_up = 1;
+		json_array_foreach(json_object_get(json_array_get(steps, (size_t)j), "needs"), k, nd) {
+			size_t m;
+			int seen = 0;
+			for (m = 0; m < json_array_size(out) && !seen; m++)
+				seen = json_equal(json_array_get(out, m), nd);
+			if (!seen)
+				json_array_append(out, nd);
+		}
+	}
+	return out;
+}
+
+/* The resolved spec of one step: command, env, workdir and the kind's fields rendered. */
+static int step_spec(json_t **out, const json_t *step, const json_t *params, const char *run_id)
+{
+	json_t *spec = json_object(), *cmd = json_array(), *env = json_object(), *v;
+	const char *key, *wd;
+	size_t i;
+	int error = FERRY_OK;
+
+	json_array_foreach(json_object_get(step, "command"), i, v) {
+		json_t *r = NULL;
+		if ((error = render(&r, json_string_value(v), params, run_id)) < 0)
+			goto out;
+		json_array_append_new(cmd, r);
+	}
+	json_object_foreach(json_object_get(step, "env"), key, v) {
+		json_t *r = NULL;
+		if ((error = render(&r, json_string_value(v), params, run_id)) < 0)
+			goto out;
+		json_object_set_new(env, key, r);
+	}
+	wd = str_at(step, "workdir");
+	if (wd) {
+		json_t *r = NULL;
+		if ((error = render(&r, wd, params, run_id)) < 0)
+			goto out;
+		json_object_set_new(spec, "workdir", r);
+	}
+	json_object_set(spec, "image", json_object_get(step, "image"));
+	for (i = 0; i < sizeof(kind_fields) / sizeof(kind_fields[0]); i++) {
+		json_t *f = json_object_get(step, kind_fields[i]), *r = NULL;
+		if (f == NULL || json_is_null(f))
+			continue;
+		if (!json_is_string(f)) {
+			json_object_set(spec, kind_fields[i], f);
+			continue;
+		}
+		if ((error = render(&r, json_string_value(f), params, run_id)) < 0)
+			goto out;
+		json_object_set_new(spec, kind_fields[i], r);
+	}
+out:
+	json_object_set_new(spec, "command", cmd);
+	json_object_set_new(spec, "env", env);
+	if (error < 0) {
+		json_decref(spec);
+		spec = NULL;
+	}
+	*out = spec;
+	return error;
+}
+
+/*
+ * Whether a step is handed its ancestors' outputs and the run at claim time:
+ * never one that waits for a person; always a kind that takes inputs; any
+ * other (a plain job) when a step above it stages data, when it keeps its
+ * result in the step cache, or when its rendered spec still refers to
+ * something ({{steps.…}}).
+ */
+static int wants_ancestors(const struct plan_step *s, const json_t *step, int stages_up)
+{
+	char *txt;
+	int refers;
+
+	if (s->kind->flags & SKF_WAITS)
+		return 0;
+	if ((s->kind->flags & SKF_INPUTS) || stages_up || json_is_true(json_object_get(step, "cache")))
+		return 1;
+	txt = json_dumps(s->spec, JSON_COMPACT);
+	refers = txt != NULL && strstr(txt, "{{") != NULL;
+	free(txt);
+	return refers;
+}
+
+/* Takes the workflow from in: parsed here from YAML, or a copy of the registered one. */
+static int plan_workflow(struct run_plan *p, const struct run_plan_in *in, cfg_errors *errs)
+{
+	char hash[65];
+	int error;
+
+	if (in->yaml == NULL) {
+		if (in->spec == NULL || in->hash == NULL || in->spec_yaml == NULL) {
+			ferry_error_set("no workflow to plan: give its YAML or a registered version");
+			return FERRY_EINVALID;
+		}
+		p->spec = json_deep_copy(in->spec);
+		p->hash = xstrdup(in->hash);
+		p->yaml = xstrdup(in->spec_yaml);
+	} else {
+		if ((error = cfg_workflow_parse(&p->spec, hash, in->yaml, in->yaml_len,
+						in->filename ? in->filename : "<inline>", errs)) < 0) {
+			ferry_error_set("invalid workflow: %zu error%s", errs->len, errs->len == 1 ? "" : "s");
+			return error;
+		}
+		p->hash = xstrdup(hash);
+		p->yaml = xstrndup(in->yaml, in->yaml_len);
+	}
+	p->workflow = xstrdup(str_at(p->spec, "name") ? str_at(p->spec, "name") : "");
+	return FERRY_OK;
+}
+
+/* Fills step i's row but its spec, state and deps; FERRY_EINVALID for an unknown kind. */
+static int plan_step_init(struct plan_step *s, const json_t *st, size_t i)
+{
+	const char *kind = str_at(st, "kind");
+	const json_t *retry = json_object_get(st, "retry");
+
+	s->name = xstrdup(str_at(st, "name") ? str_at(st, "name") : "");
+	s->idx = (int)i;
+	s->kind = kind ? step_kind_find(kind) : step_kind_default();
+	if (s->kind == NULL) {
+		ferry_error_set("step \"%s\": unknown kind \"%s\"", s->name, kind);
+		return FERRY_EINVALID;
+	}
+	s->retry_limit = (int)json_integer_value(json_object_get(retry, "limit"));
+	s->backoff_ms = json_integer_value(json_object_get(retry, "backoff_ms"));
+	s->max_backoff_ms = json_integer_value(json_object_get(retry, "max_backoff_ms"));
+	s->timeout_ms = json_integer_value(json_object_get(st, "timeout_ms"));
+	s->waits = (s->kind->flags & SKF_WAITS) != 0;
+	s->restage = (s->kind->flags & SKF_STAGES) != 0;
+	return FERRY_OK;
+}
+
+int run_plan_make(struct run_plan **out, const struct run_plan_in *in, cfg_errors *errs)
+{
+	struct run_plan *p = xcalloc(1, sizeof(*p));
+	const json_t *steps;
+	char *sel = NULL, run_id[32];
+	size_t i, nedges = 0;
+	json_t *st;
+	int error;
+
+	*out = NULL;
+	p->run_id = in->run_id;
+	snprintf(run_id, sizeof(run_id), "%lld", (long long)in->run_id);
+	if ((error = plan_workflow(p, in, errs)) < 0)
+		goto out;
+	if ((error = cfg_params_resolve(&p->params, p->spec, in->params)) < 0)
+		goto out;
+	steps = json_object_get(p->spec, "steps");
+	p->nsteps = json_array_size(steps);
+	p->steps = xcalloc(p->nsteps + 1, sizeof(*p->steps));
+	sel = xmalloc(p->nsteps + 1);
+	if ((error = select_steps(sel, steps, in)) < 0)
+		goto out;
+	json_array_foreach(steps, i, st) {
+		if ((error = plan_step_init(&p->steps[i], st, i)) < 0)
+			goto out;
+		nedges += json_array_size(json_object_get(st, "needs"));
+	}
+	p->edges = xcalloc(nedges + 1, sizeof(*p->edges));
+
+	json_array_foreach(steps, i, st) {
+		struct plan_step *s = &p->steps[i];
+		json_t *nd;
+		size_t k;
+		int stages_up = 0;
+
+		json_array_foreach(json_object_get(st, "needs"), k, nd) {
+			int j = step_index(steps, json_string_value(nd));
+			if (j < 0)
+				continue;
+			s->deps_pending += sel[j] != 0;
+			p->edges[p->nedges].step = (int)i;
+			p->edges[p->nedges].needs = j;
+			p->nedges++;
+		}
+		if ((error = step_spec(&s->spec, st, p->params, run_id)) < 0) {
+			char msg[512];
+			snprintf(msg, sizeof(msg), "step \"%s\": %s", s->name, ferry_error_last());
+			ferry_error_set("%s", msg);
+			goto out;
+		}
+		{
+			json_t *anc = ancestors(steps, p->steps, i, &stages_up);
+			if (wants_ancestors(s, st, stages_up))
+				json_object_set(s->spec, "ancestors", anc);
+			json_decref(anc);
+		}
+		if (!sel[i]) {
+			s->state = PLAN_SKIPPED;
+			s->reason = "not selected for this dev run";
+			continue;
+		}
+		p->open_steps++;
+		s->state = s->deps_pending > 0 ? PLAN_BLOCKED : s->waits ? PLAN_WAITING : PLAN_READY;
+		p->any_ready |= s->state == PLAN_READY;
+		p->starts_running |= s->state == PLAN_WAITING;
+	}
+out:
+	free(sel);
+	if (error < 0) {
+		run_plan_free(p);
+		return error;
+	}
+	*out = p;
+	return FERRY_OK;
+}
+
+void run_plan_free(struct run_plan *p)
+{
+	if (p == NULL)
+		return;
+	for (size_t i = 0; p->steps && i < p->nsteps; i++) {
+		free(p->steps[i].name);
+		json_decref(p->steps[i].spec);
+	}
+	free(p->steps);
+	free(p->edges);
+	free(p->workflow);
+	free(p->hash);
+	free(p->yaml);
+	json_decref(p->spec);
+	json_decref(p->params);
+	free(p);
+}
