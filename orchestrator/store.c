@@ -13,6 +13,7 @@
 
 #include "kind.h"
 #include "metrics.h"
+#include "plan.h"
 #include "store_priv.h"
 #include "util.h"
 
@@ -524,323 +525,119 @@ static int workflow_latest(json_t **spec, char **hash, char **yaml, PGconn *conn
 	return *spec ? FERRY_OK : FERRY_ERROR;
 }
 
-static int step_index(const json_t *steps, const char *name)
-{
-	size_t i;
-	json_t *s;
-
-	json_array_foreach(steps, i, s) {
-		if (strcmp(json_string_value(json_object_get(s, "name")), name) == 0)
-			return (int)i;
-	}
-	return -1;
-}
-
 /*
- * Marks in sel[] the steps a dev subset keeps: --only one step, --from a step
- * and its descendants, --to a step and its ancestors (all when none given).
+ * Looks an Idempotency-Key up: 0 when it is unused; 1 with *out_id its run
+ * when it was used with the same body; FERRY_ECONFLICT (message set) when it
+ * was used with another body.
  */
-static int select_steps(char *sel, const json_t *steps, const struct store_run_new *rn)
+static int idem_lookup(int64_t *out_id, PGconn *conn, const char *key, const char *body_hash)
 {
-	size_t nsteps = json_array_size(steps), i;
-	const char *which = rn->only ? rn->only : rn->from ? rn->from : rn->to;
-	int start, changed;
-
-	memset(sel, which ? 0 : 1, nsteps);
-	if (which == NULL)
-		return FERRY_OK;
-	if ((start = step_index(steps, which)) < 0) {
-		ferry_error_set("the workflow has no step \"%s\"", which);
-		return FERRY_EINVALID;
-	}
-	sel[start] = 1;
-	if (rn->only)
-		return FERRY_OK;
-	do {
-		changed = 0;
-		for (i = 0; i < nsteps; i++) {
-			json_t *needs = json_object_get(json_array_get(steps, i), "needs"), *nd;
-			size_t k;
-			json_array_foreach(needs, k, nd) {
-				int j = step_index(steps, json_string_value(nd));
-				if (j < 0)
-					continue;
-				if (rn->from && sel[j] && !sel[i])
-					sel[i] = 1, changed = 1;
-				if (rn->to && sel[i] && !sel[j])
-					sel[j] = 1, changed = 1;
-			}
-		}
-	} while (changed);
-	return FERRY_OK;
-}
-
-/* Renders a string with the run's params; on error leaves the message set. */
-static int render(json_t **out, const char *s, const json_t *params, const char *run_id)
-{
-	char *r = NULL;
-	int error = cfg_template_render(&r, s, params, run_id);
-	if (error < 0)
-		return error;
-	*out = json_string(r);
-	free(r);
-	return FERRY_OK;
-}
-
-/* The fields of the step kinds that travel into the resolved spec; the
- * strings among them have their params rendered. */
-static const char *const kind_fields[] = {"model", "dataset", "labels", "webhook", "artifact",
-					  "on_timeout", "version", "aliases", "gate", "cache"};
-
-/*
- * The names of step i's ancestors, nearest first (breadth-first along
- * needs), and whether one of them is a cache step.
- */
-static json_t *ancestors(const json_t *steps, size_t i, int *cache_up)
-{
-	json_t *out = json_array(), *nd;
-	size_t k, head = 0;
-
-	*cache_up = 0;
-	json_array_foreach(json_object_get(json_array_get(steps, i), "needs"), k, nd)
-		json_array_append(out, nd);
-	for (head = 0; head < json_array_size(out); head++) {
-		const char *name = json_string_value(json_array_get(out, head));
-		int j = step_index(steps, name);
-		const json_t *st = j >= 0 ? json_array_get(steps, (size_t)j) : NULL;
-
-		if (st == NULL)
-			continue;
-		if (strcmp(json_string_value(json_object_get(st, "kind")), "cache") == 0)
-			*cache_up = 1;
-		json_array_foreach(json_object_get(st, "needs"), k, nd) {
-			size_t m;
-			int seen = 0;
-			for (m = 0; m < json_array_size(out) && !seen; m++)
-				seen = json_equal(json_array_get(out, m), nd);
-			if (!seen)
-				json_array_append(out, nd);
-		}
-	}
-	return out;
-}
-
-/* The resolved spec of one step: command, env, workdir and the kind's fields rendered. */
-static int step_spec(json_t **out, const json_t *step, const json_t *params, const char *run_id)
-{
-	json_t *spec = json_object(), *cmd = json_array(), *env = json_object(), *v;
-	const char *key, *wd;
-	size_t i;
-	int error = FERRY_OK;
-
-	json_array_foreach(json_object_get(step, "command"), i, v) {
-		json_t *r = NULL;
-		if ((error = render(&r, json_string_value(v), params, run_id)) < 0)
-			goto out;
-		json_array_append_new(cmd, r);
-	}
-	json_object_foreach(json_object_get(step, "env"), key, v) {
-		json_t *r = NULL;
-		if ((error = render(&r, json_string_value(v), params, run_id)) < 0)
-			goto out;
-		json_object_set_new(env, key, r);
-	}
-	wd = json_string_value(json_object_get(step, "workdir"));
-	if (wd) {
-		json_t *r = NULL;
-		if ((error = render(&r, wd, params, run_id)) < 0)
-			goto out;
-		json_object_set_new(spec, "workdir", r);
-	}
-	json_object_set(spec, "image", json_object_get(step, "image"));
-	for (i = 0; i < sizeof(kind_fields) / sizeof(kind_fields[0]); i++) {
-		json_t *f = json_object_get(step, kind_fields[i]), *r = NULL;
-		if (f == NULL || json_is_null(f))
-			continue;
-		if (!json_is_string(f)) {
-			json_object_set(spec, kind_fields[i], f);
-			continue;
-		}
-		if ((error = render(&r, json_string_value(f), params, run_id)) < 0)
-			goto out;
-		json_object_set_new(spec, kind_fields[i], r);
-	}
-out:
-	json_object_set_new(spec, "command", cmd);
-	json_object_set_new(spec, "env", env);
-	if (error < 0) {
-		json_decref(spec);
-		spec = NULL;
-	}
-	*out = spec;
-	return error;
-}
-
-int store_run_create(int64_t *out_id, PGconn *conn, const struct store_run_new *rn,
-		     cfg_errors *errs)
-{
-	json_t *spec = NULL, *params = NULL, *steps, *st;
-	char *hash = NULL, *yaml = NULL, *params_txt = NULL, *spec_txt = NULL, *sel = NULL;
-	char hashbuf[65], run_id[32];
-	struct sbuf names = {0}, idx = {0}, kinds = {0}, states = {0}, pend = {0}, lim = {0},
-		    back = {0}, maxb = {0}, tmo = {0}, specs = {0}, why = {0}, e_step = {0}, e_need = {0},
-		    waits = {0}, restage = {0};
+	const char *p[2] = {key, body_hash};
 	PGresult *res = NULL;
-	int error, in_tx = 0, nsteps, nedges = 0, any_ready = 0, any_waiting = 0;
-	size_t i;
+	int64_t id;
+	int error, same;
 
-	*out_id = 0;
-	if (rn->yaml) {
-		if ((error = cfg_workflow_parse(&spec, hashbuf, rn->yaml, rn->yaml_len,
-						rn->filename, errs)) < 0) {
-			ferry_error_set("invalid workflow: %zu error%s", errs->len,
-					errs->len == 1 ? "" : "s");
-			goto out;
-		}
-		hash = xstrdup(hashbuf);
-		yaml = xstrndup(rn->yaml, rn->yaml_len);
-	} else if ((error = workflow_latest(&spec, &hash, &yaml, conn, rn->workflow)) < 0) {
-		goto out;
-	}
-	if ((error = cfg_params_resolve(&params, spec, rn->params)) < 0)
-		goto out;
-	steps = json_object_get(spec, "steps");
-	nsteps = (int)json_array_size(steps);
-	sel = xmalloc((size_t)nsteps + 1);
-	if ((error = select_steps(sel, steps, rn)) < 0)
-		goto out;
-
-	if ((error = tx(conn, "BEGIN")) < 0)
-		goto out;
-	in_tx = 1;
-	if (rn->idem_key) {
-		/* a concurrent request with the same key waits here for ours */
-		const char *p[2] = {rn->idem_key, rn->idem_hash};
-		if ((error = q(&res, conn,
-			       "SELECT run_id, body_hash = $2 FROM idempotency_keys WHERE key = $1 FOR UPDATE",
-			       2, p)) < 0)
-			goto out;
-		if (PQntuples(res) > 0) {
-			int same = PQgetvalue(res, 0, 1)[0] == 't';
-			*out_id = intval(res, 0, 0);
-			PQclear(res);
-			res = NULL;
-			tx(conn, "ROLLBACK");
-			in_tx = 0;
-			if (!same) {
-				ferry_error_set("Idempotency-Key \"%s\" was used for run %lld with another body",
-						rn->idem_key, (long long)*out_id);
-				*out_id = 0;
-				error = FERRY_ECONFLICT;
-			} else {
-				error = 1;
-			}
-			goto out;
-		}
+	if ((error = q(&res, conn, "SELECT run_id, body_hash = $2 FROM idempotency_keys WHERE key = $1",
+		       2, p)) < 0)
+		return error;
+	if (PQntuples(res) == 0) {
 		PQclear(res);
-		res = NULL;
+		return 0;
 	}
-	spec_txt = json_dumps(spec, JSON_COMPACT);
+	id = intval(res, 0, 0);
+	same = PQgetvalue(res, 0, 1)[0] == 't';
+	PQclear(res);
+	if (!same) {
+		ferry_error_set("Idempotency-Key \"%s\" was used for run %lld with another body", key,
+				(long long)id);
+		return FERRY_ECONFLICT;
+	}
+	*out_id = id;
+	return 1;
+}
+
+/* Takes the next run id from the runs sequence, so the plan can render {{run.id}}. */
+static int run_id_reserve(int64_t *out, PGconn *conn)
+{
+	PGresult *res = NULL;
+	int error;
+
+	if ((error = q(&res, conn, "SELECT nextval(pg_get_serial_sequence('runs', 'id'))", 0, NULL)) < 0)
+		return error;
+	*out = intval(res, 0, 0);
+	PQclear(res);
+	return FERRY_OK;
+}
+
+/*
+ * Writes plan p as run p->run_id inside the caller's transaction: the
+ * workflow version (once per hash), the run (already running when a step
+ * waits at the start), its steps (ready ones queued, waiting ones with their
+ * deadline), their edges and the run.created event.
+ */
+static int run_write(PGconn *conn, const struct run_plan *p, const struct store_run_new *rn)
+{
+	struct sbuf names = {0}, idx = {0}, kinds = {0}, states = {0}, pend = {0}, lim = {0},
+		    back = {0}, maxb = {0}, tmo = {0}, specs = {0}, why = {0}, waits = {0},
+		    restage = {0}, e_step = {0}, e_need = {0};
+	char run_id[32], open[16], *spec_txt = NULL, *params_txt = NULL;
+	int error, n = (int)p->nsteps;
+
+	snprintf(run_id, sizeof(run_id), "%lld", (long long)p->run_id);
+	snprintf(open, sizeof(open), "%d", p->open_steps);
+	spec_txt = json_dumps(p->spec, JSON_COMPACT);
+	params_txt = json_dumps(p->params, JSON_COMPACT);
 	{
-		const char *p[4] = {hash, json_string_value(json_object_get(spec, "name")), yaml, spec_txt};
+		const char *prm[4] = {p->hash, p->workflow, p->yaml, spec_txt};
 		if ((error = q(NULL, conn,
 			       "INSERT INTO workflows (hash, name, yaml, spec) VALUES ($1, $2, $3, $4) "
-			       "ON CONFLICT (hash) DO NOTHING", 4, p)) < 0)
+			       "ON CONFLICT (hash) DO NOTHING", 4, prm)) < 0)
 			goto out;
 	}
-	params_txt = json_dumps(params, JSON_COMPACT);
 	{
-		char open[16];
-		int nsel = 0;
-		for (int k = 0; k < nsteps; k++)
-			nsel += sel[k] != 0;
-		snprintf(open, sizeof(open), "%d", nsel);
-		const char *p[8] = {hash, json_string_value(json_object_get(spec, "name")),
-				    params_txt, rn->trigger, rn->actor, rn->workdir, open,
-				    rn->no_cache ? "t" : "f"};
-		if ((error = q(&res, conn,
-			       "INSERT INTO runs (workflow_hash, workflow_name, params, trigger, actor, workdir, "
-			       "                  open_steps, no_cache) "
-			       "VALUES ($1, $2, $3, $4, $5, $6, $7, $8) RETURNING id", 8, p)) < 0)
+		const char *prm[10] = {run_id, p->hash, p->workflow, params_txt, rn->trigger, rn->actor,
+				       rn->workdir, open, rn->no_cache ? "t" : "f",
+				       p->starts_running ? "t" : "f"};
+		if ((error = q(NULL, conn,
+			       "INSERT INTO runs (id, workflow_hash, workflow_name, params, trigger, actor, "
+			       "                  workdir, open_steps, no_cache, state, started_at) "
+			       "VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, "
+			       "        CASE WHEN $10::boolean THEN 'running' ELSE 'pending' END, "
+			       "        CASE WHEN $10::boolean THEN now() END)", 10, prm)) < 0)
 			goto out;
-		*out_id = intval(res, 0, 0);
-		snprintf(run_id, sizeof(run_id), "%s", PQgetvalue(res, 0, 0));
-		PQclear(res);
-		res = NULL;
 	}
-	json_array_foreach(steps, i, st) {
-		json_t *needs = json_object_get(st, "needs"), *nd, *retry = json_object_get(st, "retry");
-		json_t *resolved = NULL;
-		char *txt;
-		int pending = 0;
-		size_t k;
+	for (int i = 0; i < n; i++) {
+		const struct plan_step *s = &p->steps[i];
+		char *txt = json_dumps(s->spec, JSON_COMPACT);
 
-		json_array_foreach(needs, k, nd) {
-			int j = step_index(steps, json_string_value(nd));
-			if (j >= 0 && sel[j])
-				pending++;
-			sbuf_sep(&e_step, nedges), sbuf_elem(&e_step, json_string_value(json_object_get(st, "name")));
-			sbuf_sep(&e_need, nedges), sbuf_elem(&e_need, json_string_value(nd));
-			nedges++;
-		}
-		if ((error = step_spec(&resolved, st, params, run_id)) < 0) {
-			char msg[512];
-			snprintf(msg, sizeof(msg), "step \"%s\": %s",
-				 json_string_value(json_object_get(st, "name")), ferry_error_last());
-			ferry_error_set("%s", msg);
-			goto out;
-		}
-		txt = json_dumps(resolved, JSON_COMPACT);
-		{
-			/* steps that need their ancestors' outputs at claim time say which */
-			const char *kind = json_string_value(json_object_get(st, "kind"));
-			int cache_up = 0;
-			json_t *anc = ancestors(steps, i, &cache_up);
-			if (strcmp(kind, "gate") != 0 &&
-			    (strcmp(kind, "run") != 0 || cache_up || strstr(txt, "{{") != NULL ||
-			     json_is_true(json_object_get(st, "cache")))) {
-				json_object_set(resolved, "ancestors", anc);
-				free(txt);
-				txt = json_dumps(resolved, JSON_COMPACT);
-			}
-			json_decref(anc);
-		}
-		json_decref(resolved);
-		sbuf_sep(&names, (int)i), sbuf_elem(&names, json_string_value(json_object_get(st, "name")));
-		sbuf_sep(&idx, (int)i), sbuf_int(&idx, (int64_t)i);
-		sbuf_sep(&kinds, (int)i), sbuf_elem(&kinds, json_string_value(json_object_get(st, "kind")));
-		sbuf_sep(&states, (int)i);
-		{
-			/* the kind's flags are stored with the step for the state machine */
-			const struct step_kind *sk = step_kind_find(json_string_value(json_object_get(st, "kind")));
-			int gate = sk && (sk->flags & SKF_WAITS);
-			sbuf_elem(&states, !sel[i] ? "skipped" : pending > 0 ? "blocked" : gate ? "waiting" : "ready");
-			any_ready |= sel[i] && pending == 0 && !gate;
-			any_waiting |= sel[i] && pending == 0 && gate;
-			sbuf_sep(&waits, (int)i), sbuf_elem(&waits, gate ? "t" : "f");
-			sbuf_sep(&restage, (int)i), sbuf_elem(&restage, sk && (sk->flags & SKF_STAGES) ? "t" : "f");
-		}
-		sbuf_sep(&pend, (int)i), sbuf_int(&pend, pending);
-		sbuf_sep(&lim, (int)i), sbuf_int(&lim, json_integer_value(json_object_get(retry, "limit")));
-		sbuf_sep(&back, (int)i), sbuf_int(&back, json_integer_value(json_object_get(retry, "backoff_ms")));
-		sbuf_sep(&maxb, (int)i), sbuf_int(&maxb, json_integer_value(json_object_get(retry, "max_backoff_ms")));
-		sbuf_sep(&tmo, (int)i), sbuf_int(&tmo, json_integer_value(json_object_get(st, "timeout_ms")));
-		sbuf_sep(&specs, (int)i), sbuf_elem(&specs, txt);
-		sbuf_sep(&why, (int)i), sbuf_elem(&why, sel[i] ? NULL : "not selected for this dev run");
+		sbuf_sep(&names, i), sbuf_elem(&names, s->name);
+		sbuf_sep(&idx, i), sbuf_int(&idx, s->idx);
+		sbuf_sep(&kinds, i), sbuf_elem(&kinds, s->kind->name);
+		sbuf_sep(&states, i), sbuf_elem(&states, run_plan_state_name(s->state));
+		sbuf_sep(&pend, i), sbuf_int(&pend, s->deps_pending);
+		sbuf_sep(&lim, i), sbuf_int(&lim, s->retry_limit);
+		sbuf_sep(&back, i), sbuf_int(&back, s->backoff_ms);
+		sbuf_sep(&maxb, i), sbuf_int(&maxb, s->max_backoff_ms);
+		sbuf_sep(&tmo, i), sbuf_int(&tmo, s->timeout_ms);
+		sbuf_sep(&specs, i), sbuf_elem(&specs, txt);
+		sbuf_sep(&why, i), sbuf_elem(&why, s->reason);
+		sbuf_sep(&waits, i), sbuf_str(&waits, s->waits ? "t" : "f");
+		sbuf_sep(&restage, i), sbuf_str(&restage, s->restage ? "t" : "f");
 		free(txt);
 	}
 	{
-		const char *p[15] = {run_id, sbuf_close(&names, nsteps), sbuf_close(&idx, nsteps),
-				     sbuf_close(&kinds, nsteps), sbuf_close(&states, nsteps),
-				     sbuf_close(&pend, nsteps), sbuf_close(&lim, nsteps),
-				     sbuf_close(&back, nsteps), sbuf_close(&maxb, nsteps),
-				     sbuf_close(&tmo, nsteps), sbuf_close(&specs, nsteps),
-				     sbuf_close(&why, nsteps), strcmp(rn->trigger, "dev") == 0 ? "t" : "f",
-				     sbuf_close(&waits, nsteps), sbuf_close(&restage, nsteps)};
+		const char *prm[15] = {run_id, sbuf_close(&names, n), sbuf_close(&idx, n),
+				       sbuf_close(&kinds, n), sbuf_close(&states, n),
+				       sbuf_close(&pend, n), sbuf_close(&lim, n),
+				       sbuf_close(&back, n), sbuf_close(&maxb, n),
+				       sbuf_close(&tmo, n), sbuf_close(&specs, n),
+				       sbuf_close(&why, n), strcmp(rn->trigger, "dev") == 0 ? "t" : "f",
+				       sbuf_close(&waits, n), sbuf_close(&restage, n)};
 		if ((error = q(NULL, conn,
 			       "WITH s AS ("
 			       "  INSERT INTO steps (run_id, dev, name, idx, kind, state, deps_pending, retry_limit, "
-			       "                     backoff_ms, max_backoff_ms, timeout_ms, spec, reason, waits, restage) "
+			       "                     backoff_ms, max_backoff_ms, timeout_ms, spec, reason, "
+			       "                     waits, restage) "
 			       "  SELECT $1, $13, * FROM unnest($2::text[], $3::int[], $4::text[], $5::text[], $6::int[], "
 			       "         $7::int[], $8::bigint[], $9::bigint[], $10::bigint[], $11::jsonb[], $12::text[], "
 			       "         $14::boolean[], $15::boolean[]) "
@@ -851,59 +648,128 @@ int store_run_create(int64_t *out_id, PGconn *conn, const struct store_run_new *
 			       "SELECT id, run_id, now() + timeout_ms * interval '1 millisecond', "
 			       "       coalesce(on_timeout, 'fail') "
 			       "FROM s WHERE state = 'waiting' AND timeout_ms > 0",
-			       15, p)) < 0)
+			       15, prm)) < 0)
 			goto out;
 	}
-	if (any_waiting) {
-		/* a gate at the start: the run is under way, waiting for a person */
-		const char *p[1] = {run_id};
-		if ((error = q(NULL, conn, "UPDATE runs SET state = 'running', started_at = now() WHERE id = $1",
-			       1, p)) < 0)
-			goto out;
+	for (size_t k = 0; k < p->nedges; k++) {
+		sbuf_sep(&e_step, (int)k), sbuf_elem(&e_step, p->steps[p->edges[k].step].name);
+		sbuf_sep(&e_need, (int)k), sbuf_elem(&e_need, p->steps[p->edges[k].needs].name);
 	}
-	if (nedges > 0) {
-		const char *p[3] = {run_id, sbuf_close(&e_step, nedges), sbuf_close(&e_need, nedges)};
+	if (p->nedges > 0) {
+		const char *prm[3] = {run_id, sbuf_close(&e_step, (int)p->nedges),
+				      sbuf_close(&e_need, (int)p->nedges)};
 		if ((error = q(NULL, conn,
 			       "INSERT INTO step_deps (needs_id, step_id) "
 			       "SELECT n.id, s.id FROM unnest($2::text[], $3::text[]) AS e(step, needs) "
 			       "JOIN steps s ON s.run_id = $1 AND s.name = e.step "
-			       "JOIN steps n ON n.run_id = $1 AND n.name = e.needs", 3, p)) < 0)
+			       "JOIN steps n ON n.run_id = $1 AND n.name = e.needs", 3, prm)) < 0)
 			goto out;
 	}
 	{
-		const char *p[4] = {run_id, rn->actor, rn->trigger, params_txt};
+		const char *prm[4] = {run_id, rn->actor, rn->trigger, params_txt};
 		if ((error = q(NULL, conn,
 			       "INSERT INTO events (run_id, actor, kind, detail) VALUES ($1, $2, 'run.created', "
-			       "jsonb_build_object('trigger', $3::text, 'params', $4::jsonb))", 4, p)) < 0)
+			       "jsonb_build_object('trigger', $3::text, 'params', $4::jsonb))", 4, prm)) < 0)
 			goto out;
 	}
-	if (rn->idem_key) {
-		const char *p[3] = {rn->idem_key, rn->idem_hash, run_id};
-		if ((error = q(NULL, conn,
-			       "INSERT INTO idempotency_keys (key, body_hash, run_id) VALUES ($1, $2, $3)",
-			       3, p)) < 0)
+out:
+	free(spec_txt), free(params_txt);
+	free(names.p), free(idx.p), free(kinds.p), free(states.p), free(pend.p), free(lim.p);
+	free(back.p), free(maxb.p), free(tmo.p), free(specs.p), free(why.p), free(waits.p);
+	free(restage.p), free(e_step.p), free(e_need.p);
+	return error;
+}
+
+/*
+ * Records the Idempotency-Key of the run being written: 0 when recorded; 1
+ * when a concurrent request with the same key committed first (this insert
+ * waited for it on the key's unique index).
+ */
+static int idem_record(PGconn *conn, const char *key, const char *body_hash, int64_t run)
+{
+	char id[32];
+	const char *p[3] = {key, body_hash, id};
+	PGresult *res = NULL;
+	int error, taken;
+
+	snprintf(id, sizeof(id), "%lld", (long long)run);
+	if ((error = q(&res, conn,
+		       "INSERT INTO idempotency_keys (key, body_hash, run_id) VALUES ($1, $2, $3) "
+		       "ON CONFLICT (key) DO NOTHING RETURNING run_id", 3, p)) < 0)
+		return error;
+	taken = PQntuples(res) == 0;
+	PQclear(res);
+	return taken;
+}
+
+int store_run_create(int64_t *out_id, PGconn *conn, const struct store_run_new *rn,
+		     cfg_errors *errs)
+{
+	struct run_plan_in in;
+	struct run_plan *plan = NULL;
+	json_t *spec = NULL;
+	char *hash = NULL, *yaml = NULL;
+	int64_t id = 0;
+	int error, in_tx = 0;
+
+	*out_id = 0;
+	if (rn->idem_key && (error = idem_lookup(out_id, conn, rn->idem_key, rn->idem_hash)) != 0)
+		goto out; /* 1: the run made with this key; or a conflict */
+	if (rn->yaml == NULL && (error = workflow_latest(&spec, &hash, &yaml, conn, rn->workflow)) < 0)
+		goto out;
+	if ((error = run_id_reserve(&id, conn)) < 0)
+		goto out;
+	memset(&in, 0, sizeof(in));
+	in.yaml = rn->yaml;
+	in.yaml_len = rn->yaml_len;
+	in.filename = rn->filename;
+	in.spec = spec;
+	in.hash = hash;
+	in.spec_yaml = yaml;
+	in.params = rn->params;
+	in.only = rn->only;
+	in.from = rn->from;
+	in.to = rn->to;
+	in.run_id = id;
+	if ((error = run_plan_make(&plan, &in, errs)) < 0)
+		goto out;
+
+	if ((error = tx(conn, "BEGIN")) < 0)
+		goto out;
+	in_tx = 1;
+	if ((error = run_write(conn, plan, rn)) < 0)
+		goto out;
+	if (rn->idem_key && (error = idem_record(conn, rn->idem_key, rn->idem_hash, id)) != 0) {
+		if (error < 0)
 			goto out;
+		/* a concurrent request with this key made its run first: answer with that one */
+		tx(conn, "ROLLBACK");
+		in_tx = 0;
+		if ((error = idem_lookup(out_id, conn, rn->idem_key, rn->idem_hash)) == 0) {
+			ferry_error_set("Idempotency-Key \"%s\" is in use by another request; try again",
+					rn->idem_key);
+			error = FERRY_ECONFLICT;
+		}
+		goto out;
 	}
-	if (any_ready && (error = tx(conn, "NOTIFY ferry_ready")) < 0)
+	if (plan->any_ready && (error = tx(conn, "NOTIFY ferry_ready")) < 0)
 		goto out;
 	if ((error = tx(conn, "COMMIT")) < 0)
 		goto out;
 	in_tx = 0;
+	*out_id = id;
 out:
 	if (in_tx) {
 		char msg[1024];
 		snprintf(msg, sizeof(msg), "%s", ferry_error_last());
 		tx(conn, "ROLLBACK");
 		ferry_error_set("%s", msg);
-		*out_id = 0;
 	}
-	PQclear(res);
+	if (error < 0)
+		*out_id = 0;
+	run_plan_free(plan);
 	json_decref(spec);
-	json_decref(params);
-	free(hash), free(yaml), free(params_txt), free(spec_txt), free(sel);
-	free(names.p), free(idx.p), free(kinds.p), free(states.p), free(pend.p), free(lim.p);
-	free(back.p), free(maxb.p), free(tmo.p), free(specs.p), free(why.p), free(e_step.p), free(e_need.p);
-	free(waits.p), free(restage.p);
+	free(hash), free(yaml);
 	return error;
 }
 

@@ -3,7 +3,8 @@
  * purpose. The state transitions themselves are PL/pgSQL functions in
  * db/functions (ferry_claim, ferry_finish, ferry_stop, ferry_retry) so each
  * is one round trip and one transaction; this module marshals their inputs
- * and outputs.
+ * and outputs. What a new run's rows hold is decided by the planner
+ * (plan.h), without SQL; the store only writes the plan.
  */
 #ifndef FERRY_STORE_H
 #define FERRY_STORE_H
@@ -114,27 +115,38 @@ int store_stopping(int64_t **steps, int **attempts, int *n, PGconn *conn, const 
 
 /* ---- API side ---- */
 
+/*
+ * A run to create: the workflow, params and dev subset go to the planner
+ * (plan.h); the rest says who starts it and how. Nothing here is taken over.
+ */
 struct store_run_new {
 	const char *yaml;     /* workflow text, or NULL with workflow set */
 	size_t yaml_len;
 	const char *filename; /* for messages */
-	const char *workflow; /* name of a registered workflow */
+	const char *workflow; /* name of a registered workflow (its newest version) */
 	const json_t *params; /* object or NULL */
 	const char *trigger;  /* api, cli, dev, schedule, data, bench */
 	const char *actor;
 	const char *workdir;  /* directory commands run in, or NULL */
-	const char *only, *from, *to; /* dev subsets; NULL for all */
+	const char *only, *from, *to; /* dev subset: at most one; NULL for all */
 	const char *idem_key;  /* Idempotency-Key, or NULL */
 	const char *idem_hash; /* sha256 of the request body, with idem_key */
 	int no_cache;          /* no step of this run comes from the step cache */
 };
 
 /*
- * Validates and creates a run with its steps in one transaction. Invalid
- * YAML: FERRY_EINVALID with errs filled; other bad input: FERRY_EINVALID or
- * FERRY_ENOTFOUND with the message in ferry_error_last(); nothing stored.
- * With an idempotency key already used: *out_id is that run and the return
- * is 1 (same body) or FERRY_ECONFLICT (another body).
+ * Creates a run: the one way runs are made (the API, the CLI, dev mode,
+ * schedules and triggers all come here). Reserves the run's id from the
+ * runs sequence, plans the run with it (run_plan_make: parse, validate,
+ * render, initial states; no SQL) and writes the plan in one transaction:
+ * workflow version, run, steps with their waits/restage flags, edges, the
+ * run.created event. Invalid YAML: FERRY_EINVALID with errs filled; other
+ * bad input: FERRY_EINVALID or FERRY_ENOTFOUND with the message in
+ * ferry_error_last(); nothing stored (an id may have been taken from the
+ * sequence). With an idempotency key already used (checked before
+ * planning, and again at commit for a concurrent request with the same
+ * key, which waits for the first): *out_id is that run and the return is 1
+ * (same body), or FERRY_ECONFLICT (another body).
  */
 int store_run_create(int64_t *out_id, PGconn *conn, const struct store_run_new *rn,
 		     cfg_errors *errs);
