@@ -14,18 +14,6 @@
 
 #include "util.h"
 
-static const char *const state_names[] = {
-	[PLAN_SKIPPED] = "skipped",
-	[PLAN_BLOCKED] = "blocked",
-	[PLAN_READY] = "ready",
-	[PLAN_WAITING] = "waiting",
-};
-
-const char *run_plan_state_name(enum plan_state s)
-{
-	return (unsigned)s < sizeof(state_names) / sizeof(state_names[0]) ? state_names[s] : "?";
-}
-
 static const char *str_at(const json_t *obj, const char *key)
 {
 	return json_string_value(json_object_get(obj, key));
@@ -317,14 +305,14 @@ int run_plan_make(struct run_plan **out, const struct run_plan_in *in, cfg_error
 			json_decref(anc);
 		}
 		if (!sel[i]) {
-			s->state = PLAN_SKIPPED;
+			s->state = STEP_SKIPPED;
 			s->reason = "not selected for this dev run";
 			continue;
 		}
 		p->open_steps++;
-		s->state = s->deps_pending > 0 ? PLAN_BLOCKED : s->waits ? PLAN_WAITING : PLAN_READY;
-		p->any_ready |= s->state == PLAN_READY;
-		p->starts_running |= s->state == PLAN_WAITING;
+		s->state = s->deps_pending > 0 ? STEP_BLOCKED : s->waits ? STEP_WAITING : STEP_READY;
+		p->any_ready |= s->state == STEP_READY;
+		p->starts_running |= s->state == STEP_WAITING;
 	}
 out:
 	free(sel);

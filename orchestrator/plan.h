@@ -22,14 +22,7 @@
 
 #include "config.h"
 #include "kind.h"
-
-/* A step's state when its run is created. */
-enum plan_state {
-	PLAN_SKIPPED, /* left out of a dev subset (reason says so) */
-	PLAN_BLOCKED, /* waits for deps_pending selected steps above it */
-	PLAN_READY,   /* claimable now */
-	PLAN_WAITING, /* a step that waits for a person (SKF_WAITS) with nothing above it */
-};
+#include "states.h"
 
 /* What to plan; nothing here is taken over. */
 struct run_plan_in {
@@ -51,7 +44,9 @@ struct plan_step {
 	char *name;
 	int idx;                      /* position in the workflow */
 	const struct step_kind *kind; /* a row of the kind table (static) */
-	enum plan_state state;
+	enum step_state state;        /* STEP_SKIPPED (left out of a dev subset), STEP_BLOCKED
+	                               * (deps_pending > 0), STEP_READY, or STEP_WAITING (a
+	                               * kind that waits for a person, nothing above it) */
 	const char *reason;           /* why it is skipped (static), or NULL */
 	int deps_pending;             /* selected steps it needs */
 	int retry_limit;
@@ -97,8 +92,5 @@ int run_plan_make(struct run_plan **out, const struct run_plan_in *in, cfg_error
 
 /* Frees a plan and everything in it; NULL is fine. */
 void run_plan_free(struct run_plan *p);
-
-/* The steps.state value of s: "skipped", "blocked", "ready" or "waiting" (static). */
-const char *run_plan_state_name(enum plan_state s);
 
 #endif

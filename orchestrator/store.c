@@ -613,7 +613,7 @@ static int run_write(PGconn *conn, const struct run_plan *p, const struct store_
 		sbuf_sep(&names, i), sbuf_elem(&names, s->name);
 		sbuf_sep(&idx, i), sbuf_int(&idx, s->idx);
 		sbuf_sep(&kinds, i), sbuf_elem(&kinds, s->kind->name);
-		sbuf_sep(&states, i), sbuf_elem(&states, run_plan_state_name(s->state));
+		sbuf_sep(&states, i), sbuf_elem(&states, step_state_name(s->state));
 		sbuf_sep(&pend, i), sbuf_int(&pend, s->deps_pending);
 		sbuf_sep(&lim, i), sbuf_int(&lim, s->retry_limit);
 		sbuf_sep(&back, i), sbuf_int(&back, s->backoff_ms);

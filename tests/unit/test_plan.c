@@ -80,7 +80,7 @@ static const struct plan_step *step(const struct run_plan *p, const char *name)
 
 static const char *state_of(const struct run_plan *p, const char *name)
 {
-	return run_plan_state_name(step(p, name)->state);
+	return step_state_name(step(p, name)->state);
 }
 
 /* The step's "ancestors" as compact JSON, or "-" when it has none. */
@@ -109,7 +109,7 @@ static char *plan_dump(const struct run_plan *p)
 		const struct plan_step *s = &p->steps[i];
 		json_array_append_new(steps, json_pack("{s:s,s:i,s:s,s:s,s:s?,s:i,s:i,s:I,s:I,s:I,s:O,s:b,s:b}",
 						       "name", s->name, "idx", s->idx, "kind", s->kind->name,
-						       "state", run_plan_state_name(s->state), "reason", s->reason,
+						       "state", step_state_name(s->state), "reason", s->reason,
 						       "pending", s->deps_pending, "limit", s->retry_limit,
 						       "backoff", (json_int_t)s->backoff_ms,
 						       "max", (json_int_t)s->max_backoff_ms,
