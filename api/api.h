@@ -20,15 +20,6 @@ struct api_opts {
 
 struct api;
 
-/* The routing table (for the OpenAPI check): ends with a NULL pattern. */
-struct api_route {
-	int id;
-	const char *methods; /* "GET" or "GET, POST" */
-	const char *pattern; /* "/api/v1/runs/{id}" */
-	int auth;
-};
-extern const struct api_route api_routes[];
-
 /* The OpenAPI 3 document served at /api/v1/openapi.json. */
 extern const char api_openapi_json[];
 
