@@ -110,7 +110,7 @@ static int engine_connect(struct engine *e)
 	}
 	if (db_connect(&e->conn, e->conninfo) < 0)
 		return FERRY_EDB;
-	res = PQexec(e->conn, "SET TIME ZONE 'UTC'; SET plan_cache_mode = force_generic_plan; LISTEN ferry_ready; LISTEN ferry_stop");
+	res = PQexec(e->conn, "SET plan_cache_mode = force_generic_plan; LISTEN ferry_ready; LISTEN ferry_stop");
 	ok = PQresultStatus(res) == PGRES_COMMAND_OK;
 	PQclear(res);
 	if (!ok) {
