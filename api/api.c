@@ -41,6 +41,7 @@
 #include <unistd.h>
 
 #include "db.h"
+#include "health.h"
 #include "metrics.h"
 #include "runcache.h"
 #include "store.h"
@@ -48,6 +49,8 @@
 
 #define MAX_BODY (1024 * 1024)
 #define PARK_MS 100 /* how often a followed log that did not grow is looked at again */
+#define POOL_WAIT_MS 10000 /* a request waits this long for a free database connection */
+#define READY_MS 3000      /* /readyz answers within about this, database or not */
 
 struct api {
 	struct MHD_Daemon *mhd;
@@ -56,9 +59,10 @@ struct api {
 	char *conninfo;
 	pthread_mutex_t mu;
 	pthread_cond_t cv;
-	PGconn **conns;
 	int nconns, free_top;
-	PGconn **free_list;
+	PGconn **free_list; /* free slots: a connection, or NULL until one is needed */
+	struct health *health; /* the daemon's flags (readyz, metrics); may be NULL */
+	char url[80];          /* where clients on this machine reach the API */
 	struct runcache *cache; /* finished runs' JSON; NULL when turned off */
 
 	/* log streams waiting for their file to grow: parked (suspended) until the next tick */
@@ -81,55 +85,89 @@ struct api {
 /* ---- connection pool ---- */
 
 static void pool_put(struct api *a, PGconn *c);
+static void pool_drop(struct api *a, PGconn *c);
 
-static PGconn *pool_get(struct api *a)
+/*
+ * The pool holds nconns slots; a slot's connection is made when a request
+ * first needs it (so the API serves, and says the database is not there,
+ * before it ever was), and made again when it was lost. A request waits up
+ * to wait_ms for a free slot (FERRY_ERROR: busy), then up to connect_ms
+ * (-1: db_connect's own bound) to connect it (FERRY_EDB). *out is put back
+ * with pool_put, or dropped with pool_drop when it must not be used again.
+ */
+static int pool_get(PGconn **out, struct api *a, int64_t wait_ms, int64_t connect_ms)
 {
 	PGconn *c;
 	struct timespec ts;
+	int error;
 
+	*out = NULL;
 	pthread_mutex_lock(&a->mu);
 	clock_gettime(CLOCK_REALTIME, &ts);
-	ts.tv_sec += 10;
+	ts.tv_sec += (time_t)(wait_ms / 1000);
+	ts.tv_nsec += (long)(wait_ms % 1000) * 1000000L;
+	if (ts.tv_nsec >= 1000000000L) {
+		ts.tv_sec++;
+		ts.tv_nsec -= 1000000000L;
+	}
 	while (a->free_top == 0) {
 		if (pthread_cond_timedwait(&a->cv, &a->mu, &ts) == ETIMEDOUT) {
 			pthread_mutex_unlock(&a->mu);
-			return NULL;
+			ferry_error_set("no database connection free; retry shortly");
+			return FERRY_ERROR;
 		}
 	}
 	c = a->free_list[--a->free_top];
 	pthread_mutex_unlock(&a->mu);
-	if (PQstatus(c) != CONNECTION_OK) {
-		PQreset(c);
-		if (PQstatus(c) == CONNECTION_OK) {
-			PGresult *r = PQexec(c, "SET TIME ZONE 'UTC'");
-			PQclear(r);
-		}
+	if (c && PQstatus(c) == CONNECTION_OK) {
+		*out = c;
+		return FERRY_OK;
 	}
-	return c;
+	if (c)
+		PQfinish(c);
+	c = NULL;
+	if ((error = db_connect_ex(&c, a->conninfo, connect_ms, 0)) < 0) {
+		pool_drop(a, NULL);
+		return error;
+	}
+	*out = c;
+	return FERRY_OK;
 }
 
-/* A free connection at once, or NULL: for work that may skip a turn (log streams). */
+/* A free, connected connection at once, or NULL: for work that may skip a turn (log streams). */
 static PGconn *pool_try_get(struct api *a)
 {
 	PGconn *c = NULL;
+	int got = 0;
 
 	pthread_mutex_lock(&a->mu);
-	if (a->free_top > 0)
+	if (a->free_top > 0) {
 		c = a->free_list[--a->free_top];
+		got = 1;
+	}
 	pthread_mutex_unlock(&a->mu);
-	if (c && PQstatus(c) != CONNECTION_OK) {
+	if (got && (c == NULL || PQstatus(c) != CONNECTION_OK)) {
 		pool_put(a, c);
 		return NULL;
 	}
 	return c;
 }
 
+/* Gives a slot back (c may be NULL: an empty slot). */
 static void pool_put(struct api *a, PGconn *c)
 {
 	pthread_mutex_lock(&a->mu);
 	a->free_list[a->free_top++] = c;
 	pthread_cond_signal(&a->cv);
 	pthread_mutex_unlock(&a->mu);
+}
+
+/* Gives a slot back empty, closing c: a connection in an unknown state (a query that timed out). */
+static void pool_drop(struct api *a, PGconn *c)
+{
+	if (c)
+		PQfinish(c);
+	pool_put(a, NULL);
 }
 
 /* ---- replies ---- */
@@ -626,6 +664,8 @@ static void h_metrics(struct api *a, struct reply *r, PGconn *db, struct req *q)
 				(unsigned long long)st.invalidations, (unsigned long long)st.flushes, st.entries,
 				st.bytes, st.enabled);
 	}
+	if (a->health)
+		health_render(a->health, &buf, &len, &cap);
 	if (db == NULL || store_metrics(&buf, &len, &cap, db) < 0)
 		metrics_appendf(&buf, &len, &cap, "# database unavailable: %s\n", ferry_error_last());
 	r->status = 200;
@@ -869,14 +909,42 @@ static int f_openapi(struct api *a, struct reply *r, struct req *q)
 	return 1;
 }
 
-/* GET /readyz: the database answers SELECT 1. */
+/* GET /readyz, fast: 503 at once while the daemon is not ready itself (waiting for the database at start). */
+static int f_ready(struct api *a, struct reply *r, struct req *q)
+{
+	char why[512];
+
+	(void)q;
+	if (a->health == NULL || health_ready(a->health, why, sizeof(why)))
+		return 0;
+	reply_error(r, 503, "not_ready", NULL, why, NULL);
+	return 1;
+}
+
+/*
+ * GET /readyz: the database answers SELECT 1, all within about READY_MS
+ * whatever the network does (a free slot, a connection, the answer, each
+ * bounded); a connection that did not answer is dropped, not pooled.
+ */
 static void h_ready(struct api *a, struct reply *r, PGconn *db, struct req *q)
 {
-	(void)a, (void)q;
-	if (store_ping(db) < 0)
+	int64_t deadline = clock_mono_ms() + READY_MS;
+	int error;
+
+	(void)q;
+	if (f_ready(a, r, q))
+		return;
+	if ((error = pool_get(&db, a, READY_MS / 3, READY_MS / 3)) < 0) {
+		reply_error(r, 503, error == FERRY_EDB ? "database_unavailable" : "busy", NULL, ferry_error_last(), NULL);
+		return;
+	}
+	if (db_ping(db, deadline - clock_mono_ms() > READY_MS / 3 ? deadline - clock_mono_ms() : READY_MS / 3) < 0) {
 		reply_error(r, 503, "database_unavailable", NULL, ferry_error_last(), NULL);
-	else
-		reply_json(r, 200, xstrdup("{\"status\":\"ready\"}"));
+		pool_drop(a, db);
+		return;
+	}
+	pool_put(a, db);
+	reply_json(r, 200, xstrdup("{\"status\":\"ready\"}"));
 }
 
 /* Frees a cached run's reference once MHD is done with its reply. */
@@ -910,7 +978,7 @@ static int f_run_cached(struct api *a, struct reply *r, struct req *q)
 /* Every route. The OpenAPI document lists each of them (tests/unit/test_api.c checks). */
 const struct api_route api_routes[] = {
 	{"GET", "/healthz", 0, f_health, NULL},
-	{"GET", "/readyz", 0, NULL, h_ready},
+	{"GET", "/readyz", ROUTE_OWN_DB, f_ready, h_ready},
 	{"GET", "/metrics", ROUTE_DB_OPTIONAL, NULL, h_metrics},
 	{"GET", "/api/v1/openapi.json", 0, f_openapi, NULL},
 	{"GET", "/api/v1/runs", AUTH, NULL, h_runs_list},
@@ -1075,13 +1143,12 @@ static void db_phase(struct api *a, struct reply *r, struct req *q)
 {
 	const struct api_route *rt = q->rt;
 	PGconn *db = NULL;
+	int error;
 
-	if (!(rt->flags & ROUTE_OWN_DB)) {
-		db = pool_get(a);
-		if (db == NULL && !(rt->flags & ROUTE_DB_OPTIONAL)) {
-			reply_error(r, 503, "busy", NULL, "no database connection free; retry shortly", NULL);
-			return;
-		}
+	if (!(rt->flags & ROUTE_OWN_DB) && (error = pool_get(&db, a, POOL_WAIT_MS, -1)) < 0 &&
+	    !(rt->flags & ROUTE_DB_OPTIONAL)) {
+		reply_error(r, 503, error == FERRY_EDB ? "database_unavailable" : "busy", NULL, ferry_error_last(), NULL);
+		return;
 	}
 	rt->handler(a, r, db, q);
 	if (db)
@@ -1264,6 +1331,39 @@ bad:
 	return -1;
 }
 
+/* The URL of the address mhd listens on (the port the kernel chose for port 0). */
+static int bound_url(char *out, size_t n, struct MHD_Daemon *mhd)
+{
+	const union MHD_DaemonInfo *di = MHD_get_daemon_info(mhd, MHD_DAEMON_INFO_LISTEN_FD);
+	struct sockaddr_storage ss;
+	socklen_t len = sizeof(ss);
+	char host[INET6_ADDRSTRLEN];
+
+	if (di == NULL || getsockname(di->listen_fd, (struct sockaddr *)&ss, &len) < 0) {
+		ferry_error_set("cannot read the address the API listens on: %s", di ? strerror(errno) : "no socket");
+		return FERRY_ERROR;
+	}
+	if (ss.ss_family == AF_INET6) {
+		struct sockaddr_in6 *s6 = (struct sockaddr_in6 *)&ss;
+		if (IN6_IS_ADDR_UNSPECIFIED(&s6->sin6_addr))
+			s6->sin6_addr = in6addr_loopback;
+		inet_ntop(AF_INET6, &s6->sin6_addr, host, sizeof(host));
+		snprintf(out, n, "http://[%s]:%u", host, (unsigned)ntohs(s6->sin6_port));
+	} else {
+		struct sockaddr_in *s4 = (struct sockaddr_in *)&ss;
+		if (s4->sin_addr.s_addr == htonl(INADDR_ANY))
+			s4->sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+		inet_ntop(AF_INET, &s4->sin_addr, host, sizeof(host));
+		snprintf(out, n, "http://%s:%u", host, (unsigned)ntohs(s4->sin_port));
+	}
+	return FERRY_OK;
+}
+
+const char *api_url(const struct api *a)
+{
+	return a->url;
+}
+
 int api_start(struct api **out, const struct api_opts *o)
 {
 	struct api *a = xcalloc(1, sizeof(*a));
@@ -1292,16 +1392,10 @@ int api_start(struct api **out, const struct api_opts *o)
 	pthread_mutex_init(&a->mu, NULL);
 	pthread_cond_init(&a->cv, NULL);
 	a->nconns = o->db_conns > 0 ? o->db_conns : 4;
-	a->conns = xcalloc((size_t)a->nconns, sizeof(PGconn *));
+	/* empty slots: each is connected when a request first needs it */
 	a->free_list = xcalloc((size_t)a->nconns, sizeof(PGconn *));
-	for (int i = 0; i < a->nconns; i++) {
-		PGresult *res;
-		if (db_connect(&a->conns[i], o->conninfo) < 0)
-			goto fail;
-		res = PQexec(a->conns[i], "SET TIME ZONE 'UTC'");
-		PQclear(res);
-		a->free_list[a->free_top++] = a->conns[i];
-	}
+	a->free_top = a->nconns;
+	a->health = o->health;
 	if (o->cache_entries > 0 && o->cache_bytes > 0) {
 		runcache_new(&a->cache, o->cache_entries, o->cache_bytes);
 		if (runcache_listen_start(a->cache, o->conninfo) < 0)
@@ -1344,6 +1438,8 @@ int api_start(struct api **out, const struct api_opts *o)
 		ferry_error_set("cannot listen on %s: %s", o->listen, strerror(errno));
 		goto fail;
 	}
+	if (bound_url(a->url, sizeof(a->url), a->mhd) < 0)
+		goto fail;
 	*out = a;
 	return FERRY_OK;
 fail:
@@ -1383,10 +1479,10 @@ void api_stop(struct api *a)
 	free(a->parked);
 	pthread_mutex_destroy(&a->park_mu);
 	runcache_free(a->cache);
-	for (int i = 0; a->conns && i < a->nconns; i++)
-		if (a->conns[i])
-			PQfinish(a->conns[i]);
-	free(a->conns);
+	/* every slot is back: the workers and MHD have stopped */
+	for (int i = 0; a->free_list && i < a->free_top; i++)
+		if (a->free_list[i])
+			PQfinish(a->free_list[i]);
 	free(a->free_list);
 	free(a->token);
 	free(a->conninfo);
