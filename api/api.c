@@ -5,7 +5,11 @@
  * handler, per method: GET, POST, PUT, PATCH, DELETE; a path known under
  * other methods is answered 405 with Allow), the token checked, and one of a
  * bounded pool of database connections used for the length of a store
- * call. The MHD workers never wait: a request that needs the database is
+ * call; a pooled connection is made when first needed and made again when
+ * lost, so the API answers (503 for what needs the database) before the
+ * database ever did. /readyz is bounded on the client's clock (a free slot,
+ * a connection, SELECT 1: about 3 s in all) so a silent network cannot
+ * hold it. The MHD workers never wait: a request that needs the database is
  * suspended and queued for one of the database workers (one per pooled
  * connection), which prepares the response and resumes it; a followed log
  * with nothing new suspends its connection ("parks" it) and a ticker thread
