@@ -31,6 +31,7 @@ struct ferry_client {
 	CURL *curl;
 	char *url;          /* base, no trailing slash */
 	char *url_source;   /* where url came from: "FERRY_URL", the address file's path, or "the default" */
+	bool url_published; /* url came from the address file: client_refresh_url may move it */
 	char *auth_header;  /* "Authorization: Bearer …" or NULL */
 	char *actor_header; /* "X-Ferry-Actor: …" or NULL */
 	char *token_source; /* "FERRY_API_TOKEN" or a path; NULL when no token */
@@ -200,6 +201,7 @@ int client_open(ferry_client **out)
 			goto out;
 		url = published ? published : CLIENT_DEFAULT_URL;
 		c->url_source = published ? xstrdup(path) : xstrdup("the default");
+		c->url_published = published != NULL;
 	}
 	if (!header_value_ok(url)) {
 		ferry_error_set("FERRY_URL contains control characters");
@@ -247,6 +249,29 @@ void client_free(ferry_client *c)
 	json_decref(c->headers);
 	free(c);
 	curl_global_cleanup();
+}
+
+bool client_refresh_url(ferry_client *c)
+{
+	char *url = NULL, *path = NULL;
+	size_t n;
+	bool moved = false;
+
+	if (!c->url_published || published_url(&url, &path) < 0 || url == NULL)
+		goto out;
+	n = strlen(url);
+	while (n > 0 && url[n - 1] == '/')
+		url[--n] = '\0';
+	if (strcmp(url, c->url) != 0) {
+		free(c->url);
+		c->url = url;
+		url = NULL;
+		moved = true;
+	}
+out:
+	free(url);
+	free(path);
+	return moved;
 }
 
 const char *client_url(const ferry_client *c)

@@ -10,6 +10,7 @@
 #define FERRY_CLIENT_H
 
 #include <jansson.h>
+#include <stdbool.h>
 
 #include "util.h"
 
@@ -37,6 +38,13 @@ void client_free(ferry_client *c);
 
 /* The daemon base URL in use (no trailing slash); owned by c. */
 const char *client_url(const ferry_client *c);
+
+/*
+ * When the URL came from the address file, reads it again: a daemon
+ * restarted on another port (FERRY_LISTEN=…:0) is found there. True when
+ * the URL changed. For the reconnect loops of follow and watch.
+ */
+bool client_refresh_url(ferry_client *c);
 
 /*
  * Where the token came from: "FERRY_API_TOKEN" or the token file's path; NULL
