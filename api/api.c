@@ -1147,10 +1147,12 @@ static void db_phase(struct api *a, struct reply *r, struct req *q)
 {
 	const struct api_route *rt = q->rt;
 	PGconn *db = NULL;
-	int error;
+	int optional = (rt->flags & ROUTE_DB_OPTIONAL) != 0, error;
 
-	if (!(rt->flags & ROUTE_OWN_DB) && (error = pool_get(&db, a, POOL_WAIT_MS, -1)) < 0 &&
-	    !(rt->flags & ROUTE_DB_OPTIONAL)) {
+	/* what can answer without the database does not wait long for it (a scrape of /metrics) */
+	if (!(rt->flags & ROUTE_OWN_DB) &&
+	    (error = pool_get(&db, a, optional ? READY_MS / 3 : POOL_WAIT_MS, optional ? READY_MS / 3 : -1)) < 0 &&
+	    !optional) {
 		reply_error(r, 503, error == FERRY_EDB ? "database_unavailable" : "busy", NULL, ferry_error_last(), NULL);
 		return;
 	}
