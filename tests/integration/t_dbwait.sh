@@ -246,3 +246,34 @@ PY
 	stop_daemon a
 	FERRY_HOME="$home" ferryd db stop
 }
+
+# statement_timeout (FERRY_DB_STATEMENT_TIMEOUT_MS) ends a query that waits
+# on a lock: the API answers 503 instead of hanging with it.
+test_statement_timeout_bounds_queries() {
+	set +e
+	FERRY_DB_STATEMENT_TIMEOUT_MS=soon ferryd >"$FERRY_HOME/bad.log" 2>&1
+	rc=$?
+	set -e
+	assert_eq "$rc" 2 "a malformed FERRY_DB_STATEMENT_TIMEOUT_MS is a usage error"
+	assert_match "$(cat "$FERRY_HOME/bad.log")" 'FERRY_DB_STATEMENT_TIMEOUT_MS "soon" must be a number of milliseconds' "and says so"
+
+	start_daemon a FERRY_DB_STATEMENT_TIMEOUT_MS=1000
+	api GET /api/v1/runs
+	assert_eq "$CODE" 200 "runs before the lock"
+	psql "$FERRY_DATABASE_URL" -qAt -c "BEGIN; LOCK TABLE runs IN ACCESS EXCLUSIVE MODE; SELECT pg_sleep(5); COMMIT" >/dev/null &
+	locker=$!
+	for _ in $(seq 1 50); do
+		[ "$(sql "SELECT count(*) FROM pg_locks l JOIN pg_class c ON c.oid = l.relation WHERE c.relname = 'runs' AND l.mode = 'AccessExclusiveLock' AND l.granted")" = 1 ] && break
+		sleep 0.1
+	done
+	start=$(date +%s.%N)
+	api GET /api/v1/runs
+	secs=$(awk -v a="$start" -v b="$(date +%s.%N)" 'BEGIN { printf "%.1f", b - a }')
+	assert_eq "$CODE" 503 "a query stuck behind the lock"
+	assert_match "$BODY" 'statement timeout' "ended by the statement timeout"
+	awk -v s="$secs" 'BEGIN { exit !(s < 3) }' || fail "took ${secs}s with a 1 s statement timeout"
+	wait "$locker"
+	api GET /api/v1/runs
+	assert_eq "$CODE" 200 "runs after the lock"
+	kill -0 "$(daemon_pid a)" || fail "ferryd exited"
+}
