@@ -185,7 +185,7 @@ static void sleep_unless_told(int64_t ms)
  * it takes: every failed attempt is logged and shown by /readyz through h.
  * 0 with *out set; 0 with *out NULL when SIGTERM came first; <0 for what no
  * wait can mend (a migration that fails on a working connection, a bad
- * setting), with the message set.
+ * engine setting), logged.
  */
 static int engine_start_when_ready(struct engine **out, const struct engine_opts *eo, const char *conninfo,
 				   int embedded, struct health *h)
@@ -204,8 +204,10 @@ static int engine_start_when_ready(struct engine **out, const struct engine_opts
 		/* migrations on a connection of their own, with no statement timeout */
 		if (error == 0 && (error = db_connect_ex(&conn, conninfo, -1, DB_NO_STATEMENT_TIMEOUT)) == 0 &&
 		    (error = db_migrate(conn)) < 0 && PQstatus(conn) == CONNECTION_OK) {
+			/* the server refused a migration: waiting will not change that */
+			flog_error("database: %s", ferry_error_last());
 			PQfinish(conn);
-			return error; /* the server refused a migration: waiting will not change that */
+			return error;
 		}
 		if (conn)
 			PQfinish(conn);
@@ -216,8 +218,10 @@ static int engine_start_when_ready(struct engine **out, const struct engine_opts
 					flog_info("database reached after %d attempts", attempt);
 				return FERRY_OK;
 			}
-			if (error != FERRY_EDB)
+			if (error != FERRY_EDB) {
+				flog_error("engine: %s", ferry_error_last());
 				return error;
+			}
 		}
 		health_waiting(h, "waiting for the database (attempt %d): %s", attempt, ferry_error_last());
 		flog_warn("database not ready (attempt %d): %s; retrying in %.1f s", attempt, ferry_error_last(),
@@ -375,10 +379,8 @@ int main(int argc, char **argv)
 		urlfile = NULL;
 		goto out;
 	}
-	if (engine_start_when_ready(&e, &eo, conninfo, embedded, &health) < 0) {
-		flog_error("database: %s", ferry_error_last());
+	if (engine_start_when_ready(&e, &eo, conninfo, embedded, &health) < 0)
 		goto out;
-	}
 	if (e == NULL) {
 		flog_info("stopped before the database was reached");
 		status = 0;
