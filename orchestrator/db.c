@@ -5,8 +5,12 @@
  * long for a socket), the server log in pg/postgres.log. PostgreSQL refuses
  * to run as root, so as root the cluster belongs to the `postgres` system
  * user and initdb/pg_ctl run under that uid. A flock on $FERRY_HOME/pg.lock
- * serialises the daemon and `ferry dev` starting at once. Migrations are
- * compiled in (db/gen-migrations.sh) and applied under an advisory lock.
+ * serialises the daemon and `ferry dev` starting at once; a cluster whose
+ * postmaster answers at all (even "starting up") or still lives is waited
+ * for, never started twice. Every connection is made by db_connect_ex,
+ * which bounds it (connect and TCP timeouts, statement_timeout) and sets
+ * the session's time zone. Migrations are compiled in
+ * (db/gen-migrations.sh) and applied under an advisory lock.
  */
 #include "db.h"
 
@@ -15,9 +19,9 @@
 #include <fcntl.h>
 #include <grp.h>
 #include <poll.h>
+#include <pwd.h>
 #include <signal.h>
 #include <stdint.h>
-#include <pwd.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
