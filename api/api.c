@@ -1,9 +1,15 @@
 /*
  * api — see api.h. A pool of libmicrohttpd epoll workers (one per core)
  * serves every connection: the body is gathered (up to 1 MiB, else 413),
- * the route is matched in api_routes, the token checked, and one of a
+ * the route is found in api_routes by method and path (one row, and one
+ * handler, per method: GET, POST, PUT, PATCH, DELETE; a path known under
+ * other methods is answered 405 with Allow), the token checked, and one of a
  * bounded pool of database connections used for the length of a store
- * call. The MHD workers never wait: a request that needs the database is
+ * call; a pooled connection is made when first needed and made again when
+ * lost, so the API answers (503 for what needs the database) before the
+ * database ever did. /readyz is bounded on the client's clock (a free slot,
+ * a connection, SELECT 1: about 3 s in all) so a silent network cannot
+ * hold it. The MHD workers never wait: a request that needs the database is
  * suspended and queued for one of the database workers (one per pooled
  * connection), which prepares the response and resumes it; a followed log
  * with nothing new suspends its connection ("parks" it) and a ticker thread
@@ -39,6 +45,7 @@
 #include <unistd.h>
 
 #include "db.h"
+#include "health.h"
 #include "metrics.h"
 #include "runcache.h"
 #include "store.h"
@@ -46,6 +53,8 @@
 
 #define MAX_BODY (1024 * 1024)
 #define PARK_MS 100 /* how often a followed log that did not grow is looked at again */
+#define POOL_WAIT_MS 10000 /* a request waits this long for a free database connection */
+#define READY_MS 3000      /* /readyz answers within about this, database or not */
 
 struct api {
 	struct MHD_Daemon *mhd;
@@ -54,9 +63,10 @@ struct api {
 	char *conninfo;
 	pthread_mutex_t mu;
 	pthread_cond_t cv;
-	PGconn **conns;
 	int nconns, free_top;
-	PGconn **free_list;
+	PGconn **free_list; /* free slots: a connection, or NULL until one is needed */
+	struct health *health; /* the daemon's flags (readyz, metrics); may be NULL */
+	char url[80];          /* where clients on this machine reach the API */
 	struct runcache *cache; /* finished runs' JSON; NULL when turned off */
 
 	/* log streams waiting for their file to grow: parked (suspended) until the next tick */
@@ -79,55 +89,89 @@ struct api {
 /* ---- connection pool ---- */
 
 static void pool_put(struct api *a, PGconn *c);
+static void pool_drop(struct api *a, PGconn *c);
 
-static PGconn *pool_get(struct api *a)
+/*
+ * The pool holds nconns slots; a slot's connection is made when a request
+ * first needs it (so the API serves, and says the database is not there,
+ * before it ever was), and made again when it was lost. A request waits up
+ * to wait_ms for a free slot (FERRY_ERROR: busy), then up to connect_ms
+ * (-1: db_connect's own bound) to connect it (FERRY_EDB). *out is put back
+ * with pool_put, or dropped with pool_drop when it must not be used again.
+ */
+static int pool_get(PGconn **out, struct api *a, int64_t wait_ms, int64_t connect_ms)
 {
 	PGconn *c;
 	struct timespec ts;
+	int error;
 
+	*out = NULL;
 	pthread_mutex_lock(&a->mu);
 	clock_gettime(CLOCK_REALTIME, &ts);
-	ts.tv_sec += 10;
+	ts.tv_sec += (time_t)(wait_ms / 1000);
+	ts.tv_nsec += (long)(wait_ms % 1000) * 1000000L;
+	if (ts.tv_nsec >= 1000000000L) {
+		ts.tv_sec++;
+		ts.tv_nsec -= 1000000000L;
+	}
 	while (a->free_top == 0) {
 		if (pthread_cond_timedwait(&a->cv, &a->mu, &ts) == ETIMEDOUT) {
 			pthread_mutex_unlock(&a->mu);
-			return NULL;
+			ferry_error_set("no database connection free; retry shortly");
+			return FERRY_ERROR;
 		}
 	}
 	c = a->free_list[--a->free_top];
 	pthread_mutex_unlock(&a->mu);
-	if (PQstatus(c) != CONNECTION_OK) {
-		PQreset(c);
-		if (PQstatus(c) == CONNECTION_OK) {
-			PGresult *r = PQexec(c, "SET TIME ZONE 'UTC'");
-			PQclear(r);
-		}
+	if (c && PQstatus(c) == CONNECTION_OK) {
+		*out = c;
+		return FERRY_OK;
 	}
-	return c;
+	if (c)
+		PQfinish(c);
+	c = NULL;
+	if ((error = db_connect_ex(&c, a->conninfo, connect_ms, 0)) < 0) {
+		pool_drop(a, NULL);
+		return error;
+	}
+	*out = c;
+	return FERRY_OK;
 }
 
-/* A free connection at once, or NULL: for work that may skip a turn (log streams). */
+/* A free, connected connection at once, or NULL: for work that may skip a turn (log streams). */
 static PGconn *pool_try_get(struct api *a)
 {
 	PGconn *c = NULL;
+	int got = 0;
 
 	pthread_mutex_lock(&a->mu);
-	if (a->free_top > 0)
+	if (a->free_top > 0) {
 		c = a->free_list[--a->free_top];
+		got = 1;
+	}
 	pthread_mutex_unlock(&a->mu);
-	if (c && PQstatus(c) != CONNECTION_OK) {
+	if (got && (c == NULL || PQstatus(c) != CONNECTION_OK)) {
 		pool_put(a, c);
 		return NULL;
 	}
 	return c;
 }
 
+/* Gives a slot back (c may be NULL: an empty slot). */
 static void pool_put(struct api *a, PGconn *c)
 {
 	pthread_mutex_lock(&a->mu);
 	a->free_list[a->free_top++] = c;
 	pthread_cond_signal(&a->cv);
 	pthread_mutex_unlock(&a->mu);
+}
+
+/* Gives a slot back empty, closing c: a connection in an unknown state (a query that timed out). */
+static void pool_drop(struct api *a, PGconn *c)
+{
+	if (c)
+		PQfinish(c);
+	pool_put(a, NULL);
 }
 
 /* ---- replies ---- */
@@ -331,9 +375,10 @@ static int run_finished(const char *json)
  * GET /runs/{id} past the cache: the epoch is read before the fetch, so the
  * JSON of a run that a retry changed meanwhile is not kept (runcache.h).
  */
-static void run_get(struct api *a, struct reply *r, PGconn *db, int64_t id)
+static void h_run_get(struct api *a, struct reply *r, PGconn *db, struct req *q)
 {
 	uint64_t epoch = a->cache ? runcache_epoch(a->cache) : 0;
+	int64_t id = q->id;
 	char *json = NULL;
 	int error = store_run_json(&json, db, id);
 
@@ -364,8 +409,9 @@ static void run_reply(struct reply *r, PGconn *db, int64_t id, unsigned status)
 		reply_json(r, status, json);
 }
 
-static void h_runs_create(struct reply *r, PGconn *db, struct MHD_Connection *conn, const struct req *q)
+static void h_runs_create(struct api *a, struct reply *r, PGconn *db, struct req *q)
 {
+	struct MHD_Connection *conn = q->conn;
 	struct store_run_new rn;
 	cfg_errors errs = {0};
 	json_t *body = body_object(r, q), *params;
@@ -374,6 +420,7 @@ static void h_runs_create(struct reply *r, PGconn *db, struct MHD_Connection *co
 	int64_t id;
 	int error;
 
+	(void)a;
 	if (body == NULL)
 		return;
 	memset(&rn, 0, sizeof(rn));
@@ -435,8 +482,9 @@ out:
 	json_decref(body);
 }
 
-static void h_runs_list(struct reply *r, PGconn *db, struct MHD_Connection *conn)
+static void h_runs_list(struct api *a, struct reply *r, PGconn *db, struct req *q)
 {
+	struct MHD_Connection *conn = q->conn;
 	const char *state = MHD_lookup_connection_value(conn, MHD_GET_ARGUMENT_KIND, "state");
 	const char *wf = MHD_lookup_connection_value(conn, MHD_GET_ARGUMENT_KIND, "workflow");
 	const char *trig = MHD_lookup_connection_value(conn, MHD_GET_ARGUMENT_KIND, "trigger");
@@ -446,6 +494,7 @@ static void h_runs_list(struct reply *r, PGconn *db, struct MHD_Connection *conn
 	char *json = NULL;
 	int error;
 
+	(void)a;
 	if (lim && (parse_int64(lim, &limit) < 0 || limit < 1)) {
 		reply_error(r, 400, "invalid_field", "limit", "limit must be a positive integer", NULL);
 		return;
@@ -463,9 +512,10 @@ static void h_runs_list(struct reply *r, PGconn *db, struct MHD_Connection *conn
 		reply_json(r, 200, json);
 }
 
-static void h_run_stop(struct api *a, struct reply *r, PGconn *db, struct MHD_Connection *conn, int64_t id)
+static void h_run_stop(struct api *a, struct reply *r, PGconn *db, struct req *q)
 {
-	char *actor = actor_of(conn), *state = NULL;
+	int64_t id = q->id;
+	char *actor = actor_of(q->conn), *state = NULL;
 	int error = store_run_stop(&state, db, id, actor);
 
 	run_changed(a, id);
@@ -477,9 +527,9 @@ static void h_run_stop(struct api *a, struct reply *r, PGconn *db, struct MHD_Co
 	free(actor);
 }
 
-static void h_run_retry(struct api *a, struct reply *r, PGconn *db, struct MHD_Connection *conn,
-			const struct req *q, int64_t id)
+static void h_run_retry(struct api *a, struct reply *r, PGconn *db, struct req *q)
 {
+	int64_t id = q->id;
 	json_t *body = body_object(r, q);
 	const char *from = NULL;
 	char *actor = NULL;
@@ -489,7 +539,7 @@ static void h_run_retry(struct api *a, struct reply *r, PGconn *db, struct MHD_C
 		return;
 	if (opt_string(&from, r, body, "from") < 0 || opt_bool(&no_cache, r, body, "no_cache") < 0)
 		goto out;
-	actor = actor_of(conn);
+	actor = actor_of(q->conn);
 	error = store_run_retry(db, id, from, actor, no_cache);
 	run_changed(a, id);
 	if (error < 0)
@@ -501,7 +551,7 @@ out:
 	json_decref(body);
 }
 
-static void h_workflow_register(struct reply *r, PGconn *db, const struct req *q)
+static void h_workflow_register(struct api *a, struct reply *r, PGconn *db, struct req *q)
 {
 	json_t *body = body_object(r, q);
 	const char *yaml = NULL, *filename = NULL;
@@ -509,6 +559,7 @@ static void h_workflow_register(struct reply *r, PGconn *db, const struct req *q
 	char *json = NULL;
 	int error;
 
+	(void)a;
 	if (body == NULL)
 		return;
 	if (opt_string(&yaml, r, body, "yaml") < 0 || opt_string(&filename, r, body, "filename") < 0)
@@ -532,26 +583,28 @@ out:
 
 /* ---- handlers added with the full API ---- */
 
-static void h_run_events(struct reply *r, PGconn *db, struct MHD_Connection *conn, int64_t id)
+static void h_run_events(struct api *a, struct reply *r, PGconn *db, struct req *q)
 {
-	const char *after = MHD_lookup_connection_value(conn, MHD_GET_ARGUMENT_KIND, "after");
+	const char *after = MHD_lookup_connection_value(q->conn, MHD_GET_ARGUMENT_KIND, "after");
 	int64_t after_id = 0;
 	char *json = NULL;
 	int error;
 
+	(void)a;
 	if (after && (parse_int64(after, &after_id) < 0 || after_id < 0)) {
 		reply_error(r, 400, "invalid_field", "after", "after must be an event id", NULL);
 		return;
 	}
-	if ((error = store_run_events(&json, db, id, after_id)) < 0)
+	if ((error = store_run_events(&json, db, q->id, after_id)) < 0)
 		reply_store_error(r, error);
 	else
 		reply_json(r, 200, json);
 }
 
-static void h_step_continue(struct api *a, struct reply *r, PGconn *db, struct MHD_Connection *conn,
-			    const struct req *q, int64_t id, const char *step)
+static void h_step_continue(struct api *a, struct reply *r, PGconn *db, struct req *q)
 {
+	int64_t id = q->id;
+	const char *step = q->caps[1];
 	json_t *body = body_object(r, q), *data;
 	char *actor = NULL, *data_txt = NULL;
 	int error;
@@ -561,7 +614,7 @@ static void h_step_continue(struct api *a, struct reply *r, PGconn *db, struct M
 	data = json_object_get(body, "data");
 	if (data && !json_is_null(data))
 		data_txt = json_dumps(data, JSON_COMPACT | JSON_ENCODE_ANY);
-	actor = actor_of(conn);
+	actor = actor_of(q->conn);
 	error = store_step_continue(db, id, step, actor, data_txt);
 	run_changed(a, id);
 	if (error < 0)
@@ -573,22 +626,24 @@ static void h_step_continue(struct api *a, struct reply *r, PGconn *db, struct M
 	json_decref(body);
 }
 
-static void h_workflows_list(struct reply *r, PGconn *db)
+static void h_workflows_list(struct api *a, struct reply *r, PGconn *db, struct req *q)
 {
 	char *json = NULL;
 	int error = store_workflows_list(&json, db);
 
+	(void)a, (void)q;
 	if (error < 0)
 		reply_store_error(r, error);
 	else
 		reply_json(r, 200, json);
 }
 
-static void h_metrics(struct api *a, struct reply *r, PGconn *db)
+static void h_metrics(struct api *a, struct reply *r, PGconn *db, struct req *q)
 {
 	char *buf = NULL;
 	size_t len = 0, cap = 0;
 
+	(void)q;
 	metrics_render(&buf, &len, &cap);
 	if (a->cache) {
 		struct runcache_stats st;
@@ -613,6 +668,8 @@ static void h_metrics(struct api *a, struct reply *r, PGconn *db)
 				(unsigned long long)st.invalidations, (unsigned long long)st.flushes, st.entries,
 				st.bytes, st.enabled);
 	}
+	if (a->health)
+		health_render(a->health, &buf, &len, &cap);
 	if (db == NULL || store_metrics(&buf, &len, &cap, db) < 0)
 		metrics_appendf(&buf, &len, &cap, "# database unavailable: %s\n", ferry_error_last());
 	r->status = 200;
@@ -765,9 +822,12 @@ static ssize_t log_stream_read(void *cls, uint64_t pos, char *buf, size_t max)
 	}
 }
 
-static struct MHD_Response *h_step_logs(struct api *a, struct reply *r, PGconn *db,
-					struct MHD_Connection *conn, int64_t id, const char *step, int head)
+static void h_step_logs(struct api *a, struct reply *r, PGconn *db, struct req *q)
 {
+	struct MHD_Connection *conn = q->conn;
+	int64_t id = q->id;
+	const char *step = q->caps[1];
+	int head = q->head;
 	const char *att_s = MHD_lookup_connection_value(conn, MHD_GET_ARGUMENT_KIND, "attempt");
 	const char *off_s = MHD_lookup_connection_value(conn, MHD_GET_ARGUMENT_KIND, "offset");
 	const char *follow = MHD_lookup_connection_value(conn, MHD_GET_ARGUMENT_KIND, "follow");
@@ -780,15 +840,15 @@ static struct MHD_Response *h_step_logs(struct api *a, struct reply *r, PGconn *
 
 	if (att_s && (parse_int64(att_s, &want) < 0 || want < 1 || want > 1000000)) {
 		reply_error(r, 400, "invalid_field", "attempt", "attempt must be a positive integer", NULL);
-		return NULL;
+		return;
 	}
 	if (off_s && (parse_int64(off_s, &offset) < 0 || offset < 0)) {
 		reply_error(r, 400, "invalid_field", "offset", "offset must be a byte count >= 0", NULL);
-		return NULL;
+		return;
 	}
 	if ((error = store_step_log(&dir, &attempt, &running, db, id, step, (int)want)) < 0) {
 		reply_store_error(r, error);
-		return NULL;
+		return;
 	}
 	path = xasprintf("%s/log", dir);
 	fd = open(path, O_RDONLY | O_CLOEXEC);
@@ -804,7 +864,7 @@ static struct MHD_Response *h_step_logs(struct api *a, struct reply *r, PGconn *
 		close(fd);
 		free(dir);
 		reply_error(r, 400, "invalid_field", "offset", "offset is past what can be read", NULL);
-		return NULL;
+		return;
 	}
 	snprintf(hdr, sizeof(hdr), "%d", attempt);
 	if (!head && follow && strcmp(follow, "0") != 0 && strcmp(follow, "false") != 0) {
@@ -833,39 +893,122 @@ static struct MHD_Response *h_step_logs(struct api *a, struct reply *r, PGconn *
 	MHD_add_response_header(resp, "Content-Type", "text/plain; charset=utf-8");
 	MHD_add_response_header(resp, "X-Ferry-Attempt", hdr);
 	r->status = 200;
-	return resp;
+	r->resp = resp;
 }
 
 /* ---- routing ---- */
 
-enum route_id {
-	R_HEALTH, R_READY, R_METRICS, R_OPENAPI, R_RUNS, R_RUN, R_RUN_STOP, R_RUN_RETRY,
-	R_RUN_EVENTS, R_STEP_LOGS, R_STEP_CONTINUE, R_WORKFLOWS, R_MODELS, R_MODEL, R_MODEL_VERSIONS,
-	R_MODEL_VERSION, R_MODEL_ALIAS, R_CACHE,
+/* GET /healthz: the process answers (nothing else is looked at). */
+static int f_health(struct api *a, struct reply *r, struct req *q)
+{
+	(void)a, (void)q;
+	reply_json(r, 200, xstrdup("{\"status\":\"ok\"}"));
+	return 1;
+}
+
+static int f_openapi(struct api *a, struct reply *r, struct req *q)
+{
+	(void)a, (void)q;
+	reply_json(r, 200, xstrdup(api_openapi_json));
+	return 1;
+}
+
+/* GET /readyz, fast: 503 at once while the daemon is not ready itself (waiting for the database at start). */
+static int f_ready(struct api *a, struct reply *r, struct req *q)
+{
+	char why[512];
+
+	(void)q;
+	if (a->health == NULL || health_ready(a->health, why, sizeof(why)))
+		return 0;
+	reply_error(r, 503, "not_ready", NULL, why, NULL);
+	return 1;
+}
+
+/*
+ * GET /readyz: the database answers SELECT 1, all within about READY_MS
+ * whatever the network does (a free slot, a connection, the answer, each
+ * bounded); a connection that did not answer is dropped, not pooled.
+ */
+static void h_ready(struct api *a, struct reply *r, PGconn *db, struct req *q)
+{
+	int64_t deadline = clock_mono_ms() + READY_MS;
+	int error;
+
+	(void)q;
+	if (f_ready(a, r, q))
+		return;
+	if ((error = pool_get(&db, a, READY_MS / 3, READY_MS / 3)) < 0) {
+		reply_error(r, 503, error == FERRY_EDB ? "database_unavailable" : "busy", NULL, ferry_error_last(), NULL);
+		return;
+	}
+	if (db_ping(db, deadline - clock_mono_ms() > READY_MS / 3 ? deadline - clock_mono_ms() : READY_MS / 3) < 0) {
+		reply_error(r, 503, "database_unavailable", NULL, ferry_error_last(), NULL);
+		pool_drop(a, db);
+		return;
+	}
+	pool_put(a, db);
+	if (a->health && atomic_load(&a->health->leader) >= 0)
+		reply_json(r, 200, xasprintf("{\"status\":\"ready\",\"leader\":%s}",
+					     atomic_load(&a->health->leader) ? "true" : "false"));
+	else
+		reply_json(r, 200, xstrdup("{\"status\":\"ready\"}"));
+}
+
+/* Frees a cached run's reference once MHD is done with its reply. */
+static void cached_release(void *cls)
+{
+	runcache_json_release(cls);
+}
+
+/* GET /runs/{id} from the run cache, on the MHD worker; 0 on a miss (the handler reads the database). */
+static int f_run_cached(struct api *a, struct reply *r, struct req *q)
+{
+	const struct runcache_json *j = a->cache ? runcache_get(a->cache, q->id) : NULL;
+	struct MHD_Response *resp;
+
+	if (j == NULL)
+		return 0;
+	resp = MHD_create_response_from_buffer_with_free_callback_cls(j->len, (void *)j->data, cached_release,
+								      (void *)j);
+	if (resp == NULL) {
+		runcache_json_release(j);
+		return 0;
+	}
+	MHD_add_response_header(resp, "Content-Type", "application/json");
+	r->status = 200;
+	r->resp = resp;
+	return 1;
+}
+
+#define AUTH ROUTE_AUTH
+
+/* Every route. The OpenAPI document lists each of them (tests/unit/test_api.c checks). */
+const struct api_route api_routes[] = {
+	{"GET", "/healthz", 0, f_health, NULL},
+	{"GET", "/readyz", ROUTE_OWN_DB, f_ready, h_ready},
+	{"GET", "/metrics", ROUTE_DB_OPTIONAL, NULL, h_metrics},
+	{"GET", "/api/v1/openapi.json", 0, f_openapi, NULL},
+	{"GET", "/api/v1/runs", AUTH, NULL, h_runs_list},
+	{"POST", "/api/v1/runs", AUTH, NULL, h_runs_create},
+	{"GET", "/api/v1/runs/{id}", AUTH, f_run_cached, h_run_get},
+	{"POST", "/api/v1/runs/{id}/stop", AUTH, NULL, h_run_stop},
+	{"POST", "/api/v1/runs/{id}/retry", AUTH, NULL, h_run_retry},
+	{"GET", "/api/v1/runs/{id}/events", AUTH, NULL, h_run_events},
+	{"GET", "/api/v1/runs/{id}/steps/{step}/logs", AUTH, NULL, h_step_logs},
+	{"POST", "/api/v1/runs/{id}/steps/{step}/continue", AUTH, NULL, h_step_continue},
+	{"GET", "/api/v1/workflows", AUTH, NULL, h_workflows_list},
+	{"POST", "/api/v1/workflows", AUTH, NULL, h_workflow_register},
+	{"GET", "/api/v1/models", AUTH, NULL, api_models_list},
+	{"GET", "/api/v1/models/{name}", AUTH, NULL, api_model_get},
+	{"GET", "/api/v1/models/{name}/versions", AUTH, NULL, api_model_versions},
+	{"GET", "/api/v1/models/{name}/versions/{version}", AUTH, NULL, api_model_version},
+	{"PUT", "/api/v1/models/{name}/aliases/{alias}", AUTH, NULL, api_model_alias_put},
+	{"GET", "/api/v1/cache", AUTH, NULL, api_cache_get},
+	{NULL, NULL, 0, NULL, NULL},
 };
 
-/* Every route: methods, path pattern ({x} is one segment), auth required. */
-const struct api_route api_routes[] = {
-	{R_HEALTH, "GET", "/healthz", 0},
-	{R_READY, "GET", "/readyz", 0},
-	{R_METRICS, "GET", "/metrics", 0},
-	{R_OPENAPI, "GET", "/api/v1/openapi.json", 0},
-	{R_RUNS, "GET, POST", "/api/v1/runs", 1},
-	{R_RUN, "GET", "/api/v1/runs/{id}", 1},
-	{R_RUN_STOP, "POST", "/api/v1/runs/{id}/stop", 1},
-	{R_RUN_RETRY, "POST", "/api/v1/runs/{id}/retry", 1},
-	{R_RUN_EVENTS, "GET", "/api/v1/runs/{id}/events", 1},
-	{R_STEP_LOGS, "GET", "/api/v1/runs/{id}/steps/{step}/logs", 1},
-	{R_STEP_CONTINUE, "POST", "/api/v1/runs/{id}/steps/{step}/continue", 1},
-	{R_WORKFLOWS, "GET, POST", "/api/v1/workflows", 1},
-	{R_MODELS, "GET", "/api/v1/models", 1},
-	{R_MODEL, "GET", "/api/v1/models/{name}", 1},
-	{R_MODEL_VERSIONS, "GET", "/api/v1/models/{name}/versions", 1},
-	{R_MODEL_VERSION, "GET", "/api/v1/models/{name}/versions/{version}", 1},
-	{R_MODEL_ALIAS, "PUT", "/api/v1/models/{name}/aliases/{alias}", 1},
-	{R_CACHE, "GET", "/api/v1/cache", 1},
-	{-1, NULL, NULL, 0},
-};
+#undef AUTH
 
 /*
  * Matches url against pattern; up to two {x} segments are copied into
@@ -892,6 +1035,36 @@ static int route_match(const char *pattern, const char *url, char caps[2][128])
 	return *pattern == '\0' && *url == '\0';
 }
 
+/* Appends method to the Allow list in out (once; HEAD right after GET). */
+static void allow_add(char *out, size_t n, const char *method)
+{
+	size_t len = strlen(out), m = strlen(method);
+
+	for (const char *p = out; (p = strstr(p, method)) != NULL; p += m)
+		if ((p == out || p[-1] == ' ') && (p[m] == '\0' || p[m] == ','))
+			return; /* listed already */
+	snprintf(out + len, n - len, "%s%s%s", len ? ", " : "", method, strcmp(method, "GET") == 0 ? ", HEAD" : "");
+}
+
+const struct api_route *api_route_find(const struct api_route *table, const char *method, const char *url,
+				       char caps[2][128], char *allow, size_t allow_len)
+{
+	const char *want = strcmp(method, "HEAD") == 0 ? "GET" : method;
+	char scratch[2][128];
+
+	allow[0] = '\0';
+	for (const struct api_route *rt = table; rt->pattern; rt++) {
+		if (!route_match(rt->pattern, url, scratch))
+			continue;
+		if (strcmp(rt->method, want) == 0) {
+			memcpy(caps, scratch, sizeof(scratch));
+			return rt;
+		}
+		allow_add(allow, allow_len, rt->method);
+	}
+	return NULL;
+}
+
 /* MHD iterator: leaves in *cls the name of the first query argument that is not UTF-8. */
 static enum MHD_Result find_bad_utf8(void *cls, enum MHD_ValueKind kind, const char *key, const char *value)
 {
@@ -905,112 +1078,43 @@ static enum MHD_Result find_bad_utf8(void *cls, enum MHD_ValueKind kind, const c
 	return MHD_YES;
 }
 
-static int method_listed(const char *allow, const char *method)
-{
-	size_t n = strlen(method);
-	for (const char *p = allow; (p = strstr(p, method)) != NULL; p += n)
-		if ((p == allow || p[-1] == ' ') && (p[n] == '\0' || p[n] == ','))
-			return 1;
-	return 0;
-}
-
-/* HEAD is allowed wherever GET is (MHD sends the headers of the GET reply, no body). */
-static int method_allowed(const char *allow, const char *method)
-{
-	return method_listed(allow, strcmp(method, "HEAD") == 0 ? "GET" : method);
-}
-
-/* The Allow header: the route's methods, with HEAD after GET. */
-static void allow_with_head(char *out, size_t n, const char *methods)
-{
-	size_t len = 0;
-
-	out[0] = '\0';
-	for (const char *m = methods; *m;) {
-		size_t w = strcspn(m, ", ");
-		len += (size_t)snprintf(out + len, len < n ? n - len : 0, "%s%.*s%s", len ? ", " : "", (int)w, m,
-					w == 3 && strncmp(m, "GET", 3) == 0 ? ", HEAD" : "");
-		if (len >= n)
-			break;
-		m += w;
-		m += strspn(m, ", ");
-	}
-}
-
-/* Frees a cached run's reference once MHD is done with its reply. */
-static void cached_release(void *cls)
-{
-	runcache_json_release(cls);
-}
-
-/* The reply to GET /runs/{id} from the run cache, or NULL on a miss. */
-static struct MHD_Response *run_cached(struct api *a, struct reply *r, int64_t id)
-{
-	const struct runcache_json *j = a->cache ? runcache_get(a->cache, id) : NULL;
-	struct MHD_Response *resp;
-
-	if (j == NULL)
-		return NULL;
-	resp = MHD_create_response_from_buffer_with_free_callback_cls(j->len, (void *)j->data, cached_release,
-								      (void *)j);
-	if (resp == NULL) {
-		runcache_json_release(j);
-		return NULL;
-	}
-	MHD_add_response_header(resp, "Content-Type", "application/json");
-	r->status = 200;
-	return resp;
-}
-
 /*
- * The fast phase of a request, on the MHD worker: routing, method, token,
- * ids, limits, UTF-8, and whatever needs no database (health, the OpenAPI
- * document, a cached run). Returns 1 when r (or *resp) is the answer, 0 when
- * q is set up for the database phase (db_phase).
+ * The fast phase of a request, on the MHD worker: routing by method and
+ * path, token, ids, limits, UTF-8, and the route's fast phase (health, the
+ * OpenAPI document, a cached run). Returns 1 when r is the answer, 0 when q
+ * is set up for its handler on a database worker (db_phase).
  */
-static int dispatch(struct MHD_Response **resp, struct api *a, struct reply *r, struct MHD_Connection *conn,
-		    const char *url, const char *method, struct req *q)
+static int dispatch(struct api *a, struct reply *r, struct MHD_Connection *conn, const char *url,
+		    const char *method, struct req *q)
 {
 	const struct api_route *rt;
 	char (*caps)[128] = q->caps;
-	int64_t id = 0;
-	int head;
 
-	*resp = NULL;
-
-	for (rt = api_routes; rt->pattern; rt++)
-		if (route_match(rt->pattern, url, caps))
-			break;
-	if (rt->pattern == NULL) {
+	rt = api_route_find(api_routes, method, url, caps, r->allow_buf, sizeof(r->allow_buf));
+	if (rt == NULL && r->allow_buf[0] == '\0') {
 		reply_error(r, 404, "not_found", NULL, "no such route; see GET /api/v1/openapi.json", NULL);
 		return 1;
 	}
-	if (!method_allowed(rt->methods, method)) {
+	if (rt == NULL) {
 		char msg[160];
-		allow_with_head(r->allow_buf, sizeof(r->allow_buf), rt->methods);
 		snprintf(msg, sizeof(msg), "method %.32s not allowed here; allowed: %s", method, r->allow_buf);
 		reply_error(r, 405, "method_not_allowed", NULL, msg, NULL);
 		r->allow = r->allow_buf;
 		return 1;
 	}
-	head = strcmp(method, "HEAD") == 0;
-	if (head)
-		method = "GET";
-	if (rt->id == R_HEALTH) {
-		reply_json(r, 200, xstrdup("{\"status\":\"ok\"}"));
-		return 1;
-	}
-	if (rt->id == R_OPENAPI) {
-		reply_json(r, 200, xstrdup(api_openapi_json));
-		return 1;
-	}
-	if (rt->auth && !token_ok(a, MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "Authorization"))) {
+	q->conn = conn;
+	q->rt = rt;
+	q->head = strcmp(method, "HEAD") == 0;
+	if (rt->handler == NULL)
+		return rt->fast(a, r, q); /* answered from memory alone, before any check (health) */
+	if ((rt->flags & ROUTE_AUTH) &&
+	    !token_ok(a, MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "Authorization"))) {
 		reply_error(r, 401, "unauthorized", NULL,
 			    "missing or wrong bearer token (send Authorization: Bearer TOKEN; "
 			    "the token is FERRY_API_TOKEN or $FERRY_HOME/api-token)", NULL);
 		return 1;
 	}
-	if (strstr(rt->pattern, "{id}") && parse_id(&id, caps[0]) < 0) {
+	if (strstr(rt->pattern, "{id}") && parse_id(&q->id, caps[0]) < 0) {
 		reply_error(r, 404, "not_found", "id", "run ids are positive integers", NULL);
 		return 1;
 	}
@@ -1036,107 +1140,41 @@ static int dispatch(struct MHD_Response **resp, struct api *a, struct reply *r, 
 			return 1;
 		}
 	}
-	if (rt->id == R_RUN && (*resp = run_cached(a, r, id)) != NULL)
-		return 1;
-	q->conn = conn;
-	q->rt = rt;
-	q->id = id;
-	q->head = head;
-	q->post = strcmp(method, "POST") == 0;
-	return 0;
+	return rt->fast ? rt->fast(a, r, q) : 0;
 }
 
 /*
  * The database phase, on a database worker: the handler of q's route with
- * one pooled connection. Returns the reply as a response, or NULL with r set.
+ * one pooled connection (or none, as its flags say); r holds the answer.
  */
-static struct MHD_Response *db_phase(struct api *a, struct reply *r, struct req *q)
+static void db_phase(struct api *a, struct reply *r, struct req *q)
 {
-	struct MHD_Connection *conn = q->conn;
 	const struct api_route *rt = q->rt;
-	const char *method = q->post ? "POST" : "GET";
-	char (*caps)[128] = q->caps;
-	struct MHD_Response *resp = NULL;
-	PGconn *db;
-	int64_t id = q->id;
-	int head = q->head;
+	PGconn *db = NULL;
+	int optional = (rt->flags & ROUTE_DB_OPTIONAL) != 0, error;
 
-	db = pool_get(a);
-	if (db == NULL && rt->id != R_METRICS) {
-		reply_error(r, 503, "busy", NULL, "no database connection free; retry shortly", NULL);
-		return NULL;
+	/* what can answer without the database does not wait long for it (a scrape of /metrics) */
+	if (!(rt->flags & ROUTE_OWN_DB) &&
+	    (error = pool_get(&db, a, optional ? READY_MS / 3 : POOL_WAIT_MS, optional ? READY_MS / 3 : -1)) < 0 &&
+	    !optional) {
+		reply_error(r, 503, error == FERRY_EDB ? "database_unavailable" : "busy", NULL, ferry_error_last(), NULL);
+		return;
 	}
-	switch ((enum route_id)rt->id) {
-	case R_READY:
-		if (store_ping(db) < 0)
-			reply_error(r, 503, "database_unavailable", NULL, ferry_error_last(), NULL);
-		else
-			reply_json(r, 200, xstrdup("{\"status\":\"ready\"}"));
-		break;
-	case R_METRICS:
-		h_metrics(a, r, db);
-		break;
-	case R_RUNS:
-		if (strcmp(method, "POST") == 0)
-			h_runs_create(r, db, conn, q);
-		else
-			h_runs_list(r, db, conn);
-		break;
-	case R_RUN:
-		run_get(a, r, db, id);
-		break;
-	case R_RUN_STOP:
-		h_run_stop(a, r, db, conn, id);
-		break;
-	case R_RUN_RETRY:
-		h_run_retry(a, r, db, conn, q, id);
-		break;
-	case R_RUN_EVENTS:
-		h_run_events(r, db, conn, id);
-		break;
-	case R_STEP_LOGS:
-		resp = h_step_logs(a, r, db, conn, id, caps[1], head);
-		break;
-	case R_STEP_CONTINUE:
-		h_step_continue(a, r, db, conn, q, id, caps[1]);
-		break;
-	case R_WORKFLOWS:
-		if (strcmp(method, "POST") == 0)
-			h_workflow_register(r, db, q);
-		else
-			h_workflows_list(r, db);
-		break;
-	case R_MODELS:
-		api_models_list(r, db);
-		break;
-	case R_MODEL:
-		api_model_get(r, db, caps[0]);
-		break;
-	case R_MODEL_VERSIONS:
-		api_model_versions(r, db, caps[0]);
-		break;
-	case R_MODEL_VERSION:
-		api_model_version(r, db, caps[0], caps[1]);
-		break;
-	case R_MODEL_ALIAS:
-		api_model_alias_put(r, db, conn, q, caps[0], caps[1]);
-		break;
-	case R_CACHE:
-		api_cache_get(r, db, conn);
-		break;
-	default:
-		reply_error(r, 404, "not_found", NULL, "no such route", NULL);
-	}
+	rt->handler(a, r, db, q);
 	if (db)
 		pool_put(a, db);
-	return resp;
 }
 
-/* The response for a reply built by a handler (r->body is taken over). */
+/* The response for a reply built by a handler (r->body or r->resp is taken over). */
 static struct MHD_Response *reply_response(struct reply *r)
 {
 	struct MHD_Response *resp;
 
+	if (r->resp) {
+		resp = r->resp;
+		r->resp = NULL;
+		return resp;
+	}
 	if (r->body == NULL)
 		reply_error(r, 500, "internal", NULL, "no reply", NULL);
 	resp = MHD_create_response_from_buffer(strlen(r->body), r->body, MHD_RESPMEM_MUST_FREE);
@@ -1193,9 +1231,8 @@ static void *db_worker_main(void *arg)
 			a->q_tail = NULL;
 		pthread_mutex_unlock(&a->q_mu);
 
-		q->resp = db_phase(a, &r, q);
-		if (q->resp == NULL)
-			q->resp = reply_response(&r);
+		db_phase(a, &r, q);
+		q->resp = reply_response(&r);
 		q->status = r.status;
 		MHD_resume_connection(q->conn); /* MHD calls on_request again, which queues q->resp */
 	}
@@ -1235,13 +1272,15 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
 		resp = q->resp;
 		q->resp = NULL;
 		r.status = q->status;
-	} else if (dispatch(&resp, a, &r, conn, url, method, q) == 0) {
-		if (db_enqueue(a, q))
-			return MHD_YES;
-		reply_error(&r, 503, "shutting_down", NULL, "ferryd is shutting down; retry against another replica or later", NULL);
-	}
-	if (resp == NULL)
+	} else {
+		if (dispatch(a, &r, conn, url, method, q) == 0) {
+			if (db_enqueue(a, q))
+				return MHD_YES;
+			reply_error(&r, 503, "shutting_down", NULL,
+				    "ferryd is shutting down; retry against another replica or later", NULL);
+		}
 		resp = reply_response(&r);
+	}
 	ret = MHD_queue_response(conn, r.status, resp);
 	MHD_destroy_response(resp);
 	metrics_add(M_API_REQUESTS, 1);
@@ -1302,6 +1341,39 @@ bad:
 	return -1;
 }
 
+/* The URL of the address mhd listens on (the port the kernel chose for port 0). */
+static int bound_url(char *out, size_t n, struct MHD_Daemon *mhd)
+{
+	const union MHD_DaemonInfo *di = MHD_get_daemon_info(mhd, MHD_DAEMON_INFO_LISTEN_FD);
+	struct sockaddr_storage ss;
+	socklen_t len = sizeof(ss);
+	char host[INET6_ADDRSTRLEN];
+
+	if (di == NULL || getsockname(di->listen_fd, (struct sockaddr *)&ss, &len) < 0) {
+		ferry_error_set("cannot read the address the API listens on: %s", di ? strerror(errno) : "no socket");
+		return FERRY_ERROR;
+	}
+	if (ss.ss_family == AF_INET6) {
+		struct sockaddr_in6 *s6 = (struct sockaddr_in6 *)&ss;
+		if (IN6_IS_ADDR_UNSPECIFIED(&s6->sin6_addr))
+			s6->sin6_addr = in6addr_loopback;
+		inet_ntop(AF_INET6, &s6->sin6_addr, host, sizeof(host));
+		snprintf(out, n, "http://[%s]:%u", host, (unsigned)ntohs(s6->sin6_port));
+	} else {
+		struct sockaddr_in *s4 = (struct sockaddr_in *)&ss;
+		if (s4->sin_addr.s_addr == htonl(INADDR_ANY))
+			s4->sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+		inet_ntop(AF_INET, &s4->sin_addr, host, sizeof(host));
+		snprintf(out, n, "http://%s:%u", host, (unsigned)ntohs(s4->sin_port));
+	}
+	return FERRY_OK;
+}
+
+const char *api_url(const struct api *a)
+{
+	return a->url;
+}
+
 int api_start(struct api **out, const struct api_opts *o)
 {
 	struct api *a = xcalloc(1, sizeof(*a));
@@ -1330,16 +1402,10 @@ int api_start(struct api **out, const struct api_opts *o)
 	pthread_mutex_init(&a->mu, NULL);
 	pthread_cond_init(&a->cv, NULL);
 	a->nconns = o->db_conns > 0 ? o->db_conns : 4;
-	a->conns = xcalloc((size_t)a->nconns, sizeof(PGconn *));
+	/* empty slots: each is connected when a request first needs it */
 	a->free_list = xcalloc((size_t)a->nconns, sizeof(PGconn *));
-	for (int i = 0; i < a->nconns; i++) {
-		PGresult *res;
-		if (db_connect(&a->conns[i], o->conninfo) < 0)
-			goto fail;
-		res = PQexec(a->conns[i], "SET TIME ZONE 'UTC'");
-		PQclear(res);
-		a->free_list[a->free_top++] = a->conns[i];
-	}
+	a->free_top = a->nconns;
+	a->health = o->health;
 	if (o->cache_entries > 0 && o->cache_bytes > 0) {
 		runcache_new(&a->cache, o->cache_entries, o->cache_bytes);
 		if (runcache_listen_start(a->cache, o->conninfo) < 0)
@@ -1382,6 +1448,8 @@ int api_start(struct api **out, const struct api_opts *o)
 		ferry_error_set("cannot listen on %s: %s", o->listen, strerror(errno));
 		goto fail;
 	}
+	if (bound_url(a->url, sizeof(a->url), a->mhd) < 0)
+		goto fail;
 	*out = a;
 	return FERRY_OK;
 fail:
@@ -1421,10 +1489,10 @@ void api_stop(struct api *a)
 	free(a->parked);
 	pthread_mutex_destroy(&a->park_mu);
 	runcache_free(a->cache);
-	for (int i = 0; a->conns && i < a->nconns; i++)
-		if (a->conns[i])
-			PQfinish(a->conns[i]);
-	free(a->conns);
+	/* every slot is back: the workers and MHD have stopped */
+	for (int i = 0; a->free_list && i < a->free_top; i++)
+		if (a->free_list[i])
+			PQfinish(a->free_list[i]);
 	free(a->free_list);
 	free(a->token);
 	free(a->conninfo);

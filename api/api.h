@@ -8,32 +8,37 @@
 
 #include <stddef.h>
 
+struct health;
+
 struct api_opts {
-	const char *listen;   /* "127.0.0.1:8080", "[::1]:8080" */
+	const char *listen;   /* "127.0.0.1:8080", "[::1]:8080"; port 0: a free one (api_url says which) */
 	const char *token;    /* required bearer token */
 	const char *conninfo; /* database */
 	int db_conns;         /* pooled database connections (the bound on concurrent queries) */
 	size_t cache_entries; /* finished runs kept in memory (runcache.h); 0: no cache */
 	size_t cache_bytes;   /* and their JSON bytes at most */
 	int workers;          /* MHD epoll workers; 0: one per two cores (at least 1, at most 8) */
+	struct health *health; /* the daemon's flags for /readyz and /metrics (outlives the API); NULL: none */
 };
 
 struct api;
 
-/* The routing table (for the OpenAPI check): ends with a NULL pattern. */
-struct api_route {
-	int id;
-	const char *methods; /* "GET" or "GET, POST" */
-	const char *pattern; /* "/api/v1/runs/{id}" */
-	int auth;
-};
-extern const struct api_route api_routes[];
-
 /* The OpenAPI 3 document served at /api/v1/openapi.json. */
 extern const char api_openapi_json[];
 
-/* Binds and starts serving; *out is the caller's (api_stop). */
+/*
+ * Binds and starts serving; *out is the caller's (api_stop). The database
+ * is not needed yet: each pooled connection is made when first used, and
+ * /readyz answers 503 until it answers.
+ */
 int api_start(struct api **out, const struct api_opts *opts);
+
+/*
+ * The address the API was bound to, as clients on this machine reach it:
+ * "http://127.0.0.1:43117" (a wildcard address becomes loopback; IPv6 in
+ * brackets). Owned by a.
+ */
+const char *api_url(const struct api *a);
 void api_stop(struct api *a);
 
 /*

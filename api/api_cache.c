@@ -11,12 +11,13 @@
 #include "store.h"
 #include "util.h"
 
-void api_cache_get(struct reply *r, PGconn *db, struct MHD_Connection *conn)
+void api_cache_get(struct api *a, struct reply *r, PGconn *db, struct req *q)
 {
-	const char *host = MHD_lookup_connection_value(conn, MHD_GET_ARGUMENT_KIND, "host");
+	const char *host = MHD_lookup_connection_value(q->conn, MHD_GET_ARGUMENT_KIND, "host");
 	char *json = NULL;
 	int error;
 
+	(void)a;
 	if (host != NULL && (host[0] == '\0' || strlen(host) > 255 || !utf8_valid(host, strlen(host)))) {
 		reply_error(r, 400, "invalid_field", "host", "parameter \"host\" must be a host name "
 			    "(1-255 bytes of UTF-8)", NULL);

@@ -21,46 +21,50 @@ static void reply_store(struct reply *r, int error, char *json)
 		reply_json(r, 200, json);
 }
 
-void api_models_list(struct reply *r, PGconn *db)
+void api_models_list(struct api *a, struct reply *r, PGconn *db, struct req *q)
 {
 	char *json = NULL;
 	int error = store_models_list(&json, db);
 
+	(void)a, (void)q;
 	reply_store(r, error, json);
 }
 
-void api_model_get(struct reply *r, PGconn *db, const char *name)
+void api_model_get(struct api *a, struct reply *r, PGconn *db, struct req *q)
 {
 	char *json = NULL;
-	int error = store_model_get(&json, db, name);
+	int error = store_model_get(&json, db, q->caps[0]);
 
+	(void)a;
 	reply_store(r, error, json);
 }
 
-void api_model_versions(struct reply *r, PGconn *db, const char *name)
+void api_model_versions(struct api *a, struct reply *r, PGconn *db, struct req *q)
 {
 	char *json = NULL;
-	int error = store_model_versions(&json, db, name);
+	int error = store_model_versions(&json, db, q->caps[0]);
 
+	(void)a;
 	reply_store(r, error, json);
 }
 
-void api_model_version(struct reply *r, PGconn *db, const char *name, const char *version)
+void api_model_version(struct api *a, struct reply *r, PGconn *db, struct req *q)
 {
 	char *json = NULL;
-	int error = store_model_version(&json, db, name, version);
+	int error = store_model_version(&json, db, q->caps[0], q->caps[1]);
 
+	(void)a;
 	reply_store(r, error, json);
 }
 
-void api_model_alias_put(struct reply *r, PGconn *db, struct MHD_Connection *conn, const struct req *q,
-			 const char *name, const char *alias)
+void api_model_alias_put(struct api *a, struct reply *r, PGconn *db, struct req *q)
 {
 	json_t *body = body_object(r, q);
-	const char *version = NULL;
+	const char *name = q->caps[0], *alias = q->caps[1], *version = NULL;
 	char *actor = NULL, *json = NULL;
 	int error;
 
+	(void)a;
 	if (body == NULL)
 		return;
 	if (opt_string(&version, r, body, "version") < 0)
@@ -71,7 +75,7 @@ void api_model_alias_put(struct reply *r, PGconn *db, struct MHD_Connection *con
 			    NULL);
 		goto out;
 	}
-	actor = actor_of(conn);
+	actor = actor_of(q->conn);
 	error = store_model_alias_set(&json, db, name, alias, version, actor);
 	if (error == FERRY_EINVALID)
 		reply_error(r, 400, "invalid_field", "alias", ferry_error_last(), NULL);

@@ -22,12 +22,12 @@ struct req {
 	int too_big;
 	int64_t started_us;
 
-	/* what the database phase needs, set by the fast phase (dispatch) */
+	/* what the handler needs, set by the fast phase (dispatch) */
 	struct MHD_Connection *conn;
 	const struct api_route *rt;
-	char caps[2][128];
-	int64_t id;
-	int head, post;
+	char caps[2][128]; /* the {x} segments of the path, in order */
+	int64_t id;        /* the {id} segment (a positive integer) when the pattern has one */
+	int head;          /* a HEAD served by the GET route: no body goes out */
 	struct req *next; /* in the database workers' queue */
 
 	/* the reply a database worker prepared; queued when MHD calls again */
@@ -38,11 +38,57 @@ struct req {
 struct reply {
 	unsigned status;
 	char *body; /* JSON text (or content_type), owned */
+	struct MHD_Response *resp; /* or a response made by the handler (a log file, a stream) */
 	const char *allow;
-	char allow_buf[48];
+	char allow_buf[64];
 	const char *content_type; /* NULL: application/json */
 	int replayed;             /* an idempotent start answered from its key */
 };
+
+struct api;
+
+/*
+ * A route's handler, on a database worker: fills r from q. db is a pooled
+ * connection, or NULL for a ROUTE_DB_OPTIONAL route when none could be had
+ * and for a ROUTE_OWN_DB route (which takes its own, with its own bounds).
+ */
+typedef void api_handler(struct api *a, struct reply *r, PGconn *db, struct req *q);
+
+/*
+ * A route's fast phase, on the MHD worker, before any database work; it must
+ * not wait. 1 when r (or r->resp) is the answer, 0 to go on to the handler.
+ */
+typedef int api_fast(struct api *a, struct reply *r, struct req *q);
+
+enum route_flags {
+	ROUTE_AUTH = 1 << 0,        /* the bearer token is required */
+	ROUTE_DB_OPTIONAL = 1 << 1, /* answers without the database when none is free */
+	ROUTE_OWN_DB = 1 << 2,      /* the handler takes (and bounds) its own connection */
+};
+
+/*
+ * The routing table: one row per method and path pattern ({x} is one path
+ * segment; {id} a positive integer). HEAD is served wherever GET is; a path
+ * whose pattern has no row for the method is answered 405 with an Allow
+ * header listing the methods the path takes. Ends with a NULL pattern.
+ */
+struct api_route {
+	const char *method;   /* GET, POST, PUT, PATCH or DELETE */
+	const char *pattern;  /* "/api/v1/runs/{id}" */
+	unsigned flags;       /* enum route_flags */
+	api_fast *fast;       /* NULL: none */
+	api_handler *handler; /* NULL: the fast phase always answers */
+};
+extern const struct api_route api_routes[];
+
+/*
+ * Finds in table (api_routes) the route of method (HEAD finds GET) and url,
+ * copying its {x} segments into caps. NULL when there is none, with allow
+ * set to the methods the path takes ("GET, HEAD, PATCH"; "" when no
+ * pattern matches it: 404, else 405).
+ */
+const struct api_route *api_route_find(const struct api_route *table, const char *method, const char *url,
+				       char caps[2][128], char *allow, size_t allow_len);
 
 /* Sets r to status with body (JSON text, taken over). */
 void reply_json(struct reply *r, unsigned status, char *body);
@@ -61,15 +107,10 @@ json_t *body_object(struct reply *r, const struct req *q);
 int opt_string(const char **out, struct reply *r, json_t *body, const char *field);
 int opt_bool(int *out, struct reply *r, json_t *body, const char *field);
 
-/* The registry's routes (api_models.c). */
-void api_models_list(struct reply *r, PGconn *db);
-void api_model_get(struct reply *r, PGconn *db, const char *name);
-void api_model_versions(struct reply *r, PGconn *db, const char *name);
-void api_model_version(struct reply *r, PGconn *db, const char *name, const char *version);
-void api_model_alias_put(struct reply *r, PGconn *db, struct MHD_Connection *conn, const struct req *q,
-			 const char *name, const char *alias);
+/* The registry's routes (api_models.c): the {name}, {version} and {alias} segments are in q->caps. */
+api_handler api_models_list, api_model_get, api_model_versions, api_model_version, api_model_alias_put;
 
 /* GET /cache (api_cache.c): {"entries":[…],"stats":{…}} of the host in ?host= or of every host. */
-void api_cache_get(struct reply *r, PGconn *db, struct MHD_Connection *conn);
+api_handler api_cache_get;
 
 #endif

@@ -30,6 +30,8 @@
 struct ferry_client {
 	CURL *curl;
 	char *url;          /* base, no trailing slash */
+	char *url_source;   /* where url came from: "FERRY_URL", the address file's path, or "the default" */
+	bool url_published; /* url came from the address file: client_refresh_url may move it */
 	char *auth_header;  /* "Authorization: Bearer …" or NULL */
 	char *actor_header; /* "X-Ferry-Actor: …" or NULL */
 	char *token_source; /* "FERRY_API_TOKEN" or a path; NULL when no token */
@@ -135,6 +137,34 @@ out:
 	return error;
 }
 
+/*
+ * The URL ferryd published in its address file (FERRY_ADDRESS_FILE, else
+ * $FERRY_HOME/ferryd.url): *out is its first line, or NULL when there is
+ * no file. FERRY_EINVALID when the file holds no http(s) URL.
+ */
+static int published_url(char **out, char **path)
+{
+	char *text = NULL;
+	int error = FERRY_OK;
+
+	*out = NULL;
+	*path = ferry_address_file();
+	if (file_read(&text, NULL, *path) < 0)
+		goto out; /* no daemon published one here */
+	text[strcspn(text, "\r\n")] = '\0';
+	if ((strncmp(text, "http://", 7) != 0 && strncmp(text, "https://", 8) != 0) || !header_value_ok(text)) {
+		ferry_error_set("%s does not hold ferryd's URL (e.g. http://127.0.0.1:8080); remove it, "
+				"or set FERRY_URL", *path);
+		error = FERRY_EINVALID;
+		goto out;
+	}
+	*out = text;
+	text = NULL;
+out:
+	free(text);
+	return error;
+}
+
 /* The login name of the effective user, else $USER; NULL when neither. */
 static char *actor_name(void)
 {
@@ -153,7 +183,7 @@ int client_open(ferry_client **out)
 {
 	ferry_client *c = xcalloc(1, sizeof(*c));
 	const char *url = getenv("FERRY_URL");
-	char *actor = NULL;
+	char *actor = NULL, *published = NULL, *path = NULL;
 	size_t n;
 	int error = FERRY_OK;
 
@@ -163,8 +193,16 @@ int client_open(ferry_client **out)
 		free(c);
 		return FERRY_ERROR;
 	}
-	if (url == NULL || *url == '\0')
-		url = CLIENT_DEFAULT_URL;
+	if (url != NULL && *url != '\0') {
+		c->url_source = xstrdup("FERRY_URL");
+	} else {
+		/* where a daemon of this FERRY_HOME says it listens, else the default */
+		if ((error = published_url(&published, &path)) < 0)
+			goto out;
+		url = published ? published : CLIENT_DEFAULT_URL;
+		c->url_source = published ? xstrdup(path) : xstrdup("the default");
+		c->url_published = published != NULL;
+	}
 	if (!header_value_ok(url)) {
 		ferry_error_set("FERRY_URL contains control characters");
 		error = FERRY_EINVALID;
@@ -189,6 +227,8 @@ int client_open(ferry_client **out)
 	c = NULL;
 out:
 	free(actor);
+	free(published);
+	free(path);
 	client_free(c);
 	return error;
 }
@@ -200,6 +240,7 @@ void client_free(ferry_client *c)
 	if (c->curl != NULL)
 		curl_easy_cleanup(c->curl);
 	free(c->url);
+	free(c->url_source);
 	free(c->auth_header);
 	free(c->actor_header);
 	free(c->token_source);
@@ -208,6 +249,29 @@ void client_free(ferry_client *c)
 	json_decref(c->headers);
 	free(c);
 	curl_global_cleanup();
+}
+
+bool client_refresh_url(ferry_client *c)
+{
+	char *url = NULL, *path = NULL;
+	size_t n;
+	bool moved = false;
+
+	if (!c->url_published || published_url(&url, &path) < 0 || url == NULL)
+		goto out;
+	n = strlen(url);
+	while (n > 0 && url[n - 1] == '/')
+		url[--n] = '\0';
+	if (strcmp(url, c->url) != 0) {
+		free(c->url);
+		c->url = url;
+		url = NULL;
+		moved = true;
+	}
+out:
+	free(url);
+	free(path);
+	return moved;
 }
 
 const char *client_url(const ferry_client *c)
@@ -291,8 +355,8 @@ static void transport_error(const ferry_client *c, CURLcode rc, const struct bod
 	case CURLE_COULDNT_CONNECT:
 	case CURLE_COULDNT_RESOLVE_HOST:
 	case CURLE_COULDNT_RESOLVE_PROXY:
-		ferry_error_set("cannot reach ferryd at %s (%s); is the daemon running? "
-				"Set FERRY_URL to point elsewhere.", c->url, why);
+		ferry_error_set("cannot reach ferryd at %s (%s; address from %s); is the daemon running? "
+				"Set FERRY_URL to point elsewhere.", c->url, why, c->url_source);
 		break;
 	case CURLE_URL_MALFORMAT:
 	case CURLE_UNSUPPORTED_PROTOCOL:

@@ -10,6 +10,7 @@
 #define FERRY_CLIENT_H
 
 #include <jansson.h>
+#include <stdbool.h>
 
 #include "util.h"
 
@@ -17,13 +18,15 @@
 #define FERRY_VERSION "0.1.0"
 #endif
 
-/* Default daemon address when FERRY_URL is unset. */
+/* Daemon address when FERRY_URL is unset and no daemon published one (ferry_address_file()). */
 #define CLIENT_DEFAULT_URL "http://127.0.0.1:8080"
 
 typedef struct ferry_client ferry_client;
 
 /*
- * Creates a client from the environment: FERRY_URL, FERRY_API_TOKEN (else
+ * Creates a client from the environment: FERRY_URL (else the URL ferryd
+ * published in FERRY_ADDRESS_FILE or $FERRY_HOME/ferryd.url, else
+ * CLIENT_DEFAULT_URL), FERRY_API_TOKEN (else
  * the file $FERRY_HOME/api-token, FERRY_HOME defaulting to ./.ferry), and
  * the effective user's login name. A missing token is not an error (the
  * daemon will answer 401). *out is the caller's: client_free().
@@ -35,6 +38,13 @@ void client_free(ferry_client *c);
 
 /* The daemon base URL in use (no trailing slash); owned by c. */
 const char *client_url(const ferry_client *c);
+
+/*
+ * When the URL came from the address file, reads it again: a daemon
+ * restarted on another port (FERRY_LISTEN=…:0) is found there. True when
+ * the URL changed. For the reconnect loops of follow and watch.
+ */
+bool client_refresh_url(ferry_client *c);
 
 /*
  * Where the token came from: "FERRY_API_TOKEN" or the token file's path; NULL

@@ -238,13 +238,17 @@ int dev_main(int argc, char **argv)
 	}
 	engine_opts_default(&eo);
 	status = 1;
-	if (db_conninfo(&conninfo, eo.home) < 0 || db_connect(&conn, conninfo) < 0 || db_migrate(conn) < 0) {
+	/* migrations on a connection of their own, with no statement timeout */
+	if (db_conninfo(&conninfo, eo.home) < 0 || db_connect_ex(&conn, conninfo, -1, DB_NO_STATEMENT_TIMEOUT) < 0 ||
+	    db_migrate(conn) < 0) {
 		fprintf(stderr, "ferry dev: database: %s\n", ferry_error_last());
 		goto out;
 	}
-	{
-		PGresult *r = PQexec(conn, "SET TIME ZONE 'UTC'");
-		PQclear(r);
+	PQfinish(conn);
+	conn = NULL;
+	if (db_connect(&conn, conninfo) < 0) {
+		fprintf(stderr, "ferry dev: database: %s\n", ferry_error_last());
+		goto out;
 	}
 	rn.yaml = yaml;
 	rn.yaml_len = len;

@@ -116,6 +116,7 @@ static bool follow_retry(const struct logs *lg, int64_t *lost_since)
 	if (now - *lost_since >= LOGS_RECONNECT_MS)
 		return false;
 	sleep_ms(LOGS_POLL_MS * 5);
+	client_refresh_url(lg->c); /* restarted on another port? */
 	return true;
 }
 

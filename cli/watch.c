@@ -193,6 +193,7 @@ int watch_run(const struct cli *cli, ferry_client *c, int64_t id, bool json)
 			}
 			if (now - lost_since < WATCH_RECONNECT_MS) {
 				sleep_ms(WATCH_POLL_MS * 5);
+				client_refresh_url(c); /* restarted on another port? */
 				continue;
 			}
 		}

@@ -40,7 +40,8 @@ cleanup() {
 }
 trap cleanup EXIT
 for _ in $(seq 1 300); do
-	curl -fsS "$FERRY_URL/healthz" >/dev/null 2>&1 && break
+	# readyz: the API answers at once, the database (started, migrated) a moment later
+	curl -fsS "$FERRY_URL/readyz" >/dev/null 2>&1 && break
 	kill -0 "$pid" 2>/dev/null || { cat "$FERRY_HOME/ferryd.log"; exit 1; }
 	sleep 0.1
 done

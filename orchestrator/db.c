@@ -5,10 +5,14 @@
  * long for a socket), the server log in pg/postgres.log. PostgreSQL refuses
  * to run as root, so as root the cluster belongs to the `postgres` system
  * user and initdb/pg_ctl run under that uid. A flock on $FERRY_HOME/pg.lock
- * serialises the daemon and `ferry dev` starting at once. Migrations and
- * function files are compiled in (db/gen-sql.sh) and applied under an
- * advisory lock: the migrations once each, the function files whenever
- * their text differs from what the database last got.
+ * serialises the daemon and `ferry dev` starting at once; a cluster whose
+ * postmaster answers at all (even "starting up") or still lives is waited
+ * for, never started twice. Every connection is made by db_connect_ex,
+ * which bounds it (connect and TCP timeouts, statement_timeout) and sets
+ * the session's time zone. Migrations and function files are compiled in
+ * (db/gen-sql.sh) and applied under an advisory lock: the migrations once
+ * each, the function files whenever their text differs from what the
+ * database last got.
  */
 #include "db.h"
 
@@ -16,7 +20,10 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <grp.h>
+#include <poll.h>
 #include <pwd.h>
+#include <signal.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -200,7 +207,8 @@ out:
 static int cluster_start(struct cluster *c)
 {
 	char *pg_ctl = pg_tool("pg_ctl");
-	char *argv[] = {pg_ctl, "-D", c->data, "-l", c->log, "-w", "-t", "60", "start", NULL};
+	/* a short wait: a slow start (crash recovery) is waited for by the caller, who looks again */
+	char *argv[] = {pg_ctl, "-D", c->data, "-l", c->log, "-w", "-t", "5", "start", NULL};
 	int error;
 
 	if (mkdir_p(c->sockdir, 0700) < 0 || chown_to(c, c->sockdir) < 0) {
@@ -215,15 +223,14 @@ static int cluster_start(struct cluster *c)
 
 static int ensure_database(const char *sockdir)
 {
-	char *ci = xasprintf("host=%s dbname=postgres user=" EMBED_USER " connect_timeout=10", sockdir);
-	PGconn *conn = PQconnectdb(ci);
+	char *ci = xasprintf("host=%s dbname=postgres user=" EMBED_USER, sockdir);
+	PGconn *conn = NULL;
 	PGresult *res = NULL;
 	int error = FERRY_ERROR;
 
-	if (PQstatus(conn) != CONNECTION_OK) {
-		ferry_error_set("cannot connect to embedded PostgreSQL: %s", PQerrorMessage(conn));
+	if ((error = db_connect_ex(&conn, ci, -1, DB_NO_STATEMENT_TIMEOUT)) < 0)
 		goto out;
-	}
+	error = FERRY_ERROR;
 	res = PQexec(conn, "SELECT 1 FROM pg_database WHERE datname = '" EMBED_DB "'");
 	if (PQresultStatus(res) != PGRES_TUPLES_OK) {
 		ferry_error_set("%s", PQerrorMessage(conn));
@@ -266,43 +273,77 @@ static int lock_home(const char *home)
 	return -1;
 }
 
-int db_conninfo(char **out, const char *home)
+/*
+ * Whether the postmaster named in the cluster's postmaster.pid lives: a
+ * process with that pid that is a postgres (not a pid reused since). Then
+ * the cluster must not be started again, only waited for. 0 when the file
+ * is absent or stale, 1 when it lives (pid in *pid).
+ */
+static int postmaster_alive(const struct cluster *c, long *pid)
 {
-	const char *url = getenv("FERRY_DATABASE_URL");
-	struct cluster c;
-	char *ci = NULL, *pgv = NULL;
-	struct stat st;
-	int error = FERRY_ERROR, lockfd = -1;
+	char *path = xasprintf("%s/postmaster.pid", c->data), *text = NULL, *comm = NULL, *end;
+	int alive = 0;
 
-	*out = NULL;
-	if (url && *url) {
-		*out = xstrdup(url);
-		return FERRY_OK;
-	}
-	if (cluster_init(&c, home) < 0)
-		return FERRY_ERROR;
-	if ((lockfd = lock_home(c.home)) < 0)
+	*pid = 0;
+	if (file_read(&text, NULL, path) < 0)
 		goto out;
-	ci = xasprintf("host=%s dbname=" EMBED_DB " user=" EMBED_USER " connect_timeout=10", c.sockdir);
-	pgv = xasprintf("%s/PG_VERSION", c.data);
-	if (stat(pgv, &st) == 0 && PQping(ci) == PQPING_OK) {
-		error = FERRY_OK;
+	*pid = strtol(text, &end, 10);
+	if (end == text || *pid <= 0)
 		goto out;
+	if (kill((pid_t)*pid, 0) < 0 && errno != EPERM)
+		goto out;
+	free(path);
+	path = xasprintf("/proc/%ld/comm", *pid);
+	/* no /proc: trust the pid */
+	alive = file_read(&comm, NULL, path) < 0 || strncmp(comm, "postgres", 8) == 0 ||
+		strncmp(comm, "postmaster", 10) == 0;
+out:
+	free(path), free(text), free(comm);
+	return alive;
+}
+
+/*
+ * One look at the embedded cluster, starting it when no postmaster runs:
+ * 0 when it accepts connections (and the database exists), 1 when it is
+ * not ready yet (starting up, in crash recovery, shutting down: wait and
+ * look again; ferry_error_last() says which), <0 on failure. A postmaster
+ * that answers at all — PQping's REJECT included — or whose pid file names
+ * a live process is never started a second time.
+ */
+static int cluster_ensure(struct cluster *c, const char *ci)
+{
+	char *pgv = xasprintf("%s/PG_VERSION", c->data);
+	struct stat st;
+	long pid = 0;
+	int error = FERRY_ERROR;
+
+	switch (PQping(ci)) {
+	case PQPING_OK:
+		error = ensure_database(c->sockdir);
+		goto out;
+	case PQPING_REJECT:
+		ferry_error_set("embedded PostgreSQL is up but not accepting connections yet "
+				"(starting up, in crash recovery or shutting down; see %s)", c->log);
+		error = 1;
+		goto out;
+	case PQPING_NO_RESPONSE:
+	case PQPING_NO_ATTEMPT:
+		break;
 	}
 	if (stat(pgv, &st) < 0) {
-		if (c.as_other) {
+		if (c->as_other) {
 			/* the server user must be able to reach its directory */
-			char *probe = xasprintf("%s/pg", c.home);
-			pid_t pid = fork();
+			char *probe = xasprintf("%s/pg", c->home);
+			pid_t child = fork();
 			int status = 1;
-			if (pid == 0) {
-				if (setgroups(0, NULL) < 0 || setgid(c.gid) < 0 || setuid(c.uid) < 0)
+			if (child == 0) {
+				if (setgroups(0, NULL) < 0 || setgid(c->gid) < 0 || setuid(c->uid) < 0)
 					_exit(1);
 				_exit(access(probe, W_OK | X_OK) == 0 ? 0 : 1);
 			}
-			if (pid > 0)
-				waitpid(pid, &status, 0);
-			if (pid < 0 || !WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+			if (child > 0)
+				waitpid(child, &status, 0);
+			if (child < 0 || !WIFEXITED(status) || WEXITSTATUS(status) != 0) {
 				ferry_error_set("the postgres user cannot reach %s; choose a FERRY_HOME whose "
 						"parent directories are world-executable (e.g. under /var/lib "
 						"or /tmp), or set FERRY_DATABASE_URL", probe);
@@ -311,24 +352,91 @@ int db_conninfo(char **out, const char *home)
 			}
 			free(probe);
 		}
-		if (cluster_create(&c) < 0)
+		if (cluster_create(c) < 0)
 			goto out;
+	} else if (postmaster_alive(c, &pid)) {
+		ferry_error_set("embedded PostgreSQL (postmaster %ld) is running but not answering yet; "
+				"see %s", pid, c->log);
+		error = 1;
+		goto out;
 	}
-	if (cluster_start(&c) < 0)
+	if (cluster_start(c) < 0) {
+		/* pg_ctl gave up waiting, but a postmaster it started may still be on its way */
+		if (postmaster_alive(c, &pid)) {
+			ferry_error_set("embedded PostgreSQL (postmaster %ld) is starting; see %s", pid, c->log);
+			error = 1;
+		}
 		goto out;
-	if (ensure_database(c.sockdir) < 0)
-		goto out;
-	error = FERRY_OK;
+	}
+	error = PQping(ci) == PQPING_OK ? ensure_database(c->sockdir) : 1;
+	if (error == 1)
+		ferry_error_set("embedded PostgreSQL started but does not accept connections yet; see %s", c->log);
 out:
-	if (error == FERRY_OK) {
-		*out = ci;
-		ci = NULL;
-	}
-	if (lockfd >= 0)
-		close(lockfd);
-	free(ci);
 	free(pgv);
+	return error;
+}
+
+/* The conninfo of the embedded cluster c. */
+static char *cluster_conninfo(const struct cluster *c)
+{
+	return xasprintf("host=%s dbname=" EMBED_DB " user=" EMBED_USER, c->sockdir);
+}
+
+int db_conninfo_resolve(char **out, int *embedded, const char *home)
+{
+	const char *url = getenv("FERRY_DATABASE_URL");
+	struct cluster c;
+
+	*out = NULL;
+	*embedded = !(url && *url);
+	if (!*embedded) {
+		*out = xstrdup(url);
+		return FERRY_OK;
+	}
+	if (cluster_init(&c, home) < 0)
+		return FERRY_ERROR;
+	*out = cluster_conninfo(&c);
 	cluster_dispose(&c);
+	return FERRY_OK;
+}
+
+int db_embedded_ensure(const char *home)
+{
+	struct cluster c;
+	char *ci = NULL;
+	int error, lockfd;
+
+	if (cluster_init(&c, home) < 0)
+		return FERRY_ERROR;
+	ci = cluster_conninfo(&c);
+	if ((lockfd = lock_home(c.home)) < 0) {
+		error = FERRY_ERROR;
+		goto out;
+	}
+	error = cluster_ensure(&c, ci);
+	close(lockfd);
+out:
+	free(ci);
+	cluster_dispose(&c);
+	return error;
+}
+
+int db_conninfo(char **out, const char *home)
+{
+	int64_t deadline = clock_mono_ms() + 120000;
+	int embedded, error;
+
+	if ((error = db_conninfo_resolve(out, &embedded, home)) < 0 || !embedded)
+		return error;
+	/* a cluster starting up or recovering is waited for, as pg_ctl -w would */
+	while ((error = db_embedded_ensure(home)) == 1 && clock_mono_ms() < deadline)
+		usleep(200 * 1000);
+	if (error != 0) {
+		if (error == 1)
+			error = FERRY_EDB;
+		free(*out);
+		*out = NULL;
+	}
 	return error;
 }
 
@@ -353,19 +461,228 @@ int db_embedded_stop(const char *home)
 	return error;
 }
 
-int db_connect(PGconn **out, const char *conninfo)
+/*
+ * ---- Ferry's sessions ----
+ *
+ * Every connection Ferry makes goes through db_connect_ex: libpq's own
+ * keywords, never text spliced into the user's connection string. The
+ * user's string is passed as an expanded dbname between two groups of
+ * keywords: the bounds before it (connect_timeout, TCP keepalives,
+ * tcp_user_timeout) are defaults the string may override; the session
+ * settings after it (in "options", merged with the string's own options or
+ * PGOPTIONS) always apply, and survive a PQreset.
+ */
+
+#define CONNECT_TIMEOUT_S "5"       /* per address tried */
+#define KEEPALIVES_IDLE_S "5"       /* an idle connection whose peer vanished */
+#define KEEPALIVES_INTERVAL_S "2"   /*   is found dead after 5 + 3 × 2 s */
+#define KEEPALIVES_COUNT "3"
+#define TCP_USER_TIMEOUT_MS "10000" /* unacknowledged data for 10 s: the connection is dead */
+#define STATEMENT_TIMEOUT_MS 30000
+
+int db_statement_timeout_ms(int64_t *out)
 {
-	PGconn *conn;
+	const char *v = getenv("FERRY_DB_STATEMENT_TIMEOUT_MS");
+
+	*out = STATEMENT_TIMEOUT_MS;
+	if (v == NULL || *v == '\0')
+		return FERRY_OK;
+	if (parse_int64(v, out) < 0 || *out < 0 || *out > INT32_MAX) {
+		ferry_error_set("FERRY_DB_STATEMENT_TIMEOUT_MS \"%s\" must be a number of milliseconds "
+				"(0 for no limit), e.g. 30000", v);
+		*out = STATEMENT_TIMEOUT_MS;
+		return FERRY_EINVALID;
+	}
+	return FERRY_OK;
+}
+
+/*
+ * The "options" of a Ferry session: the statement timeout first (the
+ * user's own options may set another), then theirs, then the time zone
+ * (always UTC: timestamps are rendered by the session). *out is the caller's.
+ */
+static int session_options(char **out, const char *conninfo, unsigned flags)
+{
+	PQconninfoOption *opts = NULL;
+	const char *theirs = NULL;
+	char *errmsg = NULL;
+	int64_t stmt_ms = 0;
+	int error;
 
 	*out = NULL;
-	conn = PQconnectdb(conninfo);
-	if (PQstatus(conn) != CONNECTION_OK) {
-		ferry_error_set("cannot connect to PostgreSQL: %s", PQerrorMessage(conn));
+	if (!(flags & DB_NO_STATEMENT_TIMEOUT) && (error = db_statement_timeout_ms(&stmt_ms)) < 0)
+		return error;
+	opts = PQconninfoParse(conninfo, &errmsg);
+	if (opts == NULL) {
+		size_t n = errmsg ? strlen(errmsg) : 0;
+		while (n > 0 && (errmsg[n - 1] == '\n' || errmsg[n - 1] == '.'))
+			errmsg[--n] = '\0';
+		ferry_error_set("the database connection string is not valid: %s", errmsg ? errmsg : "out of memory");
+		PQfreemem(errmsg);
+		return FERRY_EINVALID;
+	}
+	for (PQconninfoOption *o = opts; o->keyword; o++)
+		if (strcmp(o->keyword, "options") == 0 && o->val && *o->val)
+			theirs = o->val;
+	if (theirs == NULL)
+		theirs = getenv("PGOPTIONS");
+	*out = xasprintf("-c statement_timeout=%lld%s%s -c TimeZone=UTC", (long long)stmt_ms,
+			 theirs && *theirs ? " " : "", theirs ? theirs : "");
+	PQconninfoFree(opts);
+	return FERRY_OK;
+}
+
+/* Waits until fd is ready for events or deadline (monotonic ms) passes: 1 ready, 0 timed out, -1 error. */
+static int wait_fd_until(int fd, short events, int64_t deadline)
+{
+	for (;;) {
+		struct pollfd p = {.fd = fd, .events = events};
+		int64_t left = deadline - clock_mono_ms();
+		int n;
+
+		if (left <= 0)
+			return 0;
+		n = poll(&p, 1, left > 1000 ? 1000 : (int)left);
+		if (n > 0)
+			return 1;
+		if (n < 0 && errno != EINTR)
+			return -1;
+	}
+}
+
+/* Sets the error message from conn's, on one line (libpq's hint lines joined with a space). */
+static void set_conn_error(const char *prefix, PGconn *conn)
+{
+	const char *m = conn ? PQerrorMessage(conn) : "out of memory";
+	char line[1024];
+	size_t n = 0;
+
+	for (; *m && n < sizeof(line) - 1; m++) {
+		if (*m == '\n' || *m == '\t') {
+			if (n > 0 && line[n - 1] != ' ')
+				line[n++] = ' ';
+			continue;
+		}
+		line[n++] = *m;
+	}
+	while (n > 0 && line[n - 1] == ' ')
+		n--;
+	line[n] = '\0';
+	ferry_error_set("%s%s", prefix, line);
+}
+
+/* Drives a started connection to its end or the deadline: FERRY_OK or FERRY_EDB (conn stays the caller's). */
+static int connect_poll_until(PGconn *conn, int64_t deadline, int64_t timeout_ms)
+{
+	PostgresPollingStatusType st = PGRES_POLLING_WRITING;
+
+	while (st != PGRES_POLLING_OK) {
+		int r;
+
+		if (st == PGRES_POLLING_FAILED || PQstatus(conn) == CONNECTION_BAD) {
+			set_conn_error("cannot connect to PostgreSQL: ", conn);
+			return FERRY_EDB;
+		}
+		r = wait_fd_until(PQsocket(conn), st == PGRES_POLLING_READING ? POLLIN : POLLOUT, deadline);
+		if (r <= 0) {
+			ferry_error_set("cannot connect to PostgreSQL: no answer within %lld ms", (long long)timeout_ms);
+			return FERRY_EDB;
+		}
+		st = PQconnectPoll(conn);
+	}
+	return FERRY_OK;
+}
+
+int db_connect_ex(PGconn **out, const char *conninfo, int64_t timeout_ms, unsigned flags)
+{
+	const char *keys[] = {"connect_timeout", "keepalives", "keepalives_idle", "keepalives_interval",
+			      "keepalives_count", "tcp_user_timeout", "dbname", "options", NULL};
+	const char *vals[] = {CONNECT_TIMEOUT_S, "1", KEEPALIVES_IDLE_S, KEEPALIVES_INTERVAL_S,
+			      KEEPALIVES_COUNT, TCP_USER_TIMEOUT_MS, conninfo, NULL, NULL};
+	char *options = NULL;
+	PGconn *conn = NULL;
+	int error;
+
+	*out = NULL;
+	if ((error = session_options(&options, conninfo, flags)) < 0)
+		return error;
+	vals[7] = options;
+	if (timeout_ms < 0) {
+		/* blocking: libpq bounds each address tried by connect_timeout */
+		conn = PQconnectdbParams(keys, vals, 1);
+		error = FERRY_OK;
+		if (conn == NULL || PQstatus(conn) != CONNECTION_OK) {
+			set_conn_error("cannot connect to PostgreSQL: ", conn);
+			error = FERRY_EDB;
+		}
+	} else {
+		conn = PQconnectStartParams(keys, vals, 1);
+		if (conn == NULL) {
+			set_conn_error("cannot connect to PostgreSQL: ", conn);
+			error = FERRY_EDB;
+		} else {
+			error = connect_poll_until(conn, clock_mono_ms() + timeout_ms, timeout_ms);
+		}
+	}
+	free(options);
+	if (error < 0) {
 		PQfinish(conn);
-		return FERRY_EDB;
+		return error;
 	}
 	*out = conn;
 	return FERRY_OK;
+}
+
+int db_connect(PGconn **out, const char *conninfo)
+{
+	return db_connect_ex(out, conninfo, -1, 0);
+}
+
+int db_ping(PGconn *conn, int64_t timeout_ms)
+{
+	int64_t deadline = clock_mono_ms() + timeout_ms;
+	PGresult *res;
+	int error = FERRY_OK;
+
+	if (conn == NULL || PQstatus(conn) != CONNECTION_OK) {
+		if (conn)
+			set_conn_error("no connection to PostgreSQL: ", conn);
+		else
+			ferry_error_set("no connection to PostgreSQL");
+		return FERRY_EDB;
+	}
+	if (PQsetnonblocking(conn, 1) != 0 || !PQsendQuery(conn, "SELECT 1")) {
+		set_conn_error("PostgreSQL: ", conn);
+		error = FERRY_EDB;
+		goto out;
+	}
+	for (;;) {
+		int f = PQflush(conn);
+
+		if (f < 0 || !PQconsumeInput(conn)) {
+			set_conn_error("PostgreSQL: ", conn);
+			error = FERRY_EDB;
+			goto out;
+		}
+		while (!PQisBusy(conn)) {
+			if ((res = PQgetResult(conn)) == NULL)
+				goto out;
+			if (PQresultStatus(res) != PGRES_TUPLES_OK && error == FERRY_OK) {
+				ferry_error_set("PostgreSQL: %s", PQresultErrorMessage(res));
+				error = FERRY_EDB;
+			}
+			PQclear(res);
+		}
+		if (wait_fd_until(PQsocket(conn), f > 0 ? POLLIN | POLLOUT : POLLIN, deadline) <= 0) {
+			/* still busy: the caller must not use the connection again */
+			ferry_error_set("PostgreSQL did not answer within %lld ms", (long long)timeout_ms);
+			error = FERRY_EDB;
+			goto out;
+		}
+	}
+out:
+	PQsetnonblocking(conn, 0);
+	return error;
 }
 
 static int exec_ok(PGconn *conn, const char *sql)

@@ -11,15 +11,60 @@
 #define FERRY_DB_H
 
 #include <libpq-fe.h>
+#include <stdint.h>
 
 /*
  * Resolves the connection string: FERRY_DATABASE_URL when set, else the
- * embedded cluster under home (started if needed). *out is the caller's.
+ * embedded cluster under home, started if needed and waited for (up to two
+ * minutes) while it starts up or recovers. *out is the caller's.
  */
 int db_conninfo(char **out, const char *home);
 
-/* Connects (with a bounded timeout); *out is the caller's (PQfinish). */
+/*
+ * The connection string alone, nothing started: FERRY_DATABASE_URL, or the
+ * embedded cluster's (*embedded = 1; db_embedded_ensure brings it up).
+ * *out is the caller's.
+ */
+int db_conninfo_resolve(char **out, int *embedded, const char *home);
+
+/*
+ * One look at the embedded cluster under home, started when no postmaster
+ * runs (never while one does: PQping's "starting up" or a live pid in
+ * postmaster.pid mean wait). 0 when it accepts connections, 1 when not yet
+ * (ferry_error_last() says why; look again shortly), <0 on failure.
+ */
+int db_embedded_ensure(const char *home);
+
+enum db_connect_flags {
+	DB_NO_STATEMENT_TIMEOUT = 1 << 0, /* for migrations and lock waits */
+};
+
+/*
+ * Connects with Ferry's bounds and session settings: connect_timeout 5 s,
+ * TCP keepalives (idle 5 s, then 3 probes 2 s apart) and tcp_user_timeout
+ * 10 s, each unless conninfo sets its own; statement_timeout from
+ * FERRY_DB_STATEMENT_TIMEOUT_MS (default 30 s; 0 none); time zone UTC.
+ * conninfo is a postgresql:// URL or a key=value string, passed to libpq
+ * as such. A PQreset keeps the settings. *out is the caller's (PQfinish).
+ */
 int db_connect(PGconn **out, const char *conninfo);
+
+/*
+ * db_connect with flags, and, when timeout_ms >= 0, bounded by it on the
+ * client's clock (libpq's connect_timeout is whole seconds, at least 2,
+ * per address). *out is the caller's.
+ */
+int db_connect_ex(PGconn **out, const char *conninfo, int64_t timeout_ms, unsigned flags);
+
+/*
+ * SELECT 1, waiting at most timeout_ms for the answer even when the server
+ * or the network says nothing: 0 or FERRY_EDB. After a failure the
+ * connection may still wait for its answer: drop it (PQfinish).
+ */
+int db_ping(PGconn *conn, int64_t timeout_ms);
+
+/* FERRY_DB_STATEMENT_TIMEOUT_MS (default 30000, 0 no limit); FERRY_EINVALID when malformed. */
+int db_statement_timeout_ms(int64_t *out);
 
 /*
  * Applies every migration not yet recorded, then every function file whose

@@ -36,6 +36,7 @@
 
 #include "db.h"
 #include "exec.h"
+#include "health.h"
 #include "metrics.h"
 #include "kind.h"
 #include "store.h"
@@ -171,7 +172,7 @@ static int engine_connect(struct engine *e)
 	}
 	if (db_connect(&e->conn, e->conninfo) < 0)
 		return FERRY_EDB;
-	res = PQexec(e->conn, "SET TIME ZONE 'UTC'; SET plan_cache_mode = force_generic_plan; LISTEN ferry_ready; LISTEN ferry_stop");
+	res = PQexec(e->conn, "SET plan_cache_mode = force_generic_plan; LISTEN ferry_ready; LISTEN ferry_stop");
 	ok = PQresultStatus(res) == PGRES_COMMAND_OK;
 	PQclear(res);
 	if (!ok) {
@@ -204,6 +205,8 @@ int engine_new(struct engine **out, const struct engine_opts *opts, const char *
 		return FERRY_EINVALID;
 	}
 	engine_tasks_init(e);
+	if (opts->health && !opts->run_filter)
+		health_set_leader(opts->health, 0); /* an election runs here: a follower until it wins */
 	e->conninfo = xstrdup(conninfo);
 	gethostname(hostname, sizeof(hostname) - 1);
 	e->host = xstrdup(hostname);
@@ -1029,7 +1032,8 @@ static void step_down(struct engine *e, const char *why)
 	if (e->leading)
 		flog_warn("no longer the leader: %s", why);
 	e->leading = 0;
-	metrics_set_leader(0);
+	if (e->o.health && !e->o.run_filter)
+		health_set_leader(e->o.health, 0);
 	if (e->lead) {
 		PQfinish(e->lead);
 		e->lead = NULL;
@@ -1073,7 +1077,8 @@ static void task_elect(struct engine *e)
 	PQclear(res);
 	if (ok) {
 		e->leading = 1;
-		metrics_set_leader(1);
+		if (e->o.health)
+			health_set_leader(e->o.health, 1);
 		flog_info("elected leader (owner %s)", e->owner);
 	}
 }

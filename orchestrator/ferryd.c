@@ -1,7 +1,12 @@
 /*
- * ferryd — the daemon: prepares the database (embedded cluster or
- * FERRY_DATABASE_URL, then migrations), serves the REST API and runs the
- * engine loop on the main thread until SIGTERM/SIGINT. On SIGTERM it stops
+ * ferryd — the daemon: serves the REST API, publishes the address it got
+ * (FERRY_LISTEN may name port 0) in its log and in the address file
+ * (FERRY_ADDRESS_FILE, default $FERRY_HOME/ferryd.url; removed on exit),
+ * prepares the database (embedded cluster or FERRY_DATABASE_URL, then
+ * migrations) and runs the engine loop on the main thread until
+ * SIGTERM/SIGINT. A database that is down, starting up or recovering is
+ * waited for, with backoff, each attempt logged and /readyz answering 503
+ * meanwhile (the API answers from the start). On SIGTERM it stops
  * claiming, lets running jobs finish for FERRY_SHUTDOWN_GRACE_MS, then hands
  * any still running over through their leases (the jobs keep running and
  * the next daemon re-adopts them). SIGHUP re-reads $FERRY_HOME/ferryd.conf
@@ -11,19 +16,25 @@
  *   ferryd db start     start the embedded PostgreSQL of $FERRY_HOME, print its conninfo
  *   ferryd db stop      stop it
  */
+#include <errno.h>
+#include <fcntl.h>
 #include <getopt.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "api.h"
 #include "db.h"
 #include "engine.h"
+#include "health.h"
 #include "util.h"
 
 #define FERRY_VERSION "0.1.0"
+#define DB_BACKOFF_MIN_MS 500  /* the first retry of an unreachable database */
+#define DB_BACKOFF_MAX_MS 5000 /* and the longest wait between two */
 
 static volatile sig_atomic_t terminate_flag, reload_flag;
 static int wake_fd = -1;
@@ -115,6 +126,112 @@ static int db_command(const char *verb, const char *home)
 	return 2;
 }
 
+/*
+ * Writes url to path atomically (a temporary file renamed over it), so a
+ * reader sees the old address or the new one, never half of one.
+ */
+static int url_publish(const char *path, const char *url)
+{
+	char *tmp = xasprintf("%s.%d.tmp", path, (int)getpid()), *line = xasprintf("%s\n", url);
+	int fd = -1, error = FERRY_ERROR;
+
+	fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+	if (fd < 0 || fd_write_all(fd, line, strlen(line)) < 0 || fsync(fd) < 0) {
+		ferry_error_set("cannot write %s: %s", tmp, strerror(errno));
+		goto out;
+	}
+	if (rename(tmp, path) < 0) {
+		ferry_error_set("cannot rename %s to %s: %s", tmp, path, strerror(errno));
+		goto out;
+	}
+	error = FERRY_OK;
+out:
+	if (fd >= 0)
+		close(fd);
+	if (error < 0)
+		unlink(tmp);
+	free(tmp), free(line);
+	return error;
+}
+
+/* Removes the address file if it still holds url (a daemon started since may have replaced it). */
+static void url_unpublish(const char *path, const char *url)
+{
+	char *text = NULL;
+
+	if (file_read(&text, NULL, path) == FERRY_OK) {
+		text[strcspn(text, "\r\n")] = '\0';
+		if (strcmp(text, url) == 0)
+			unlink(path);
+	}
+	free(text);
+}
+
+/* Sleeps ms, in slices short enough to notice SIGTERM. */
+static void sleep_unless_told(int64_t ms)
+{
+	int64_t until = clock_mono_ms() + ms;
+
+	while (!terminate_flag && clock_mono_ms() < until) {
+		struct timespec ts = {0, 100 * 1000000L};
+		nanosleep(&ts, NULL);
+	}
+}
+
+/*
+ * Brings up the database (the embedded cluster when there is no
+ * FERRY_DATABASE_URL), migrates it, and starts the engine, retrying with
+ * backoff (DB_BACKOFF_MIN_MS doubling to DB_BACKOFF_MAX_MS) for as long as
+ * it takes: every failed attempt is logged and shown by /readyz through h.
+ * 0 with *out set; 0 with *out NULL when SIGTERM came first; <0 for what no
+ * wait can mend (a migration that fails on a working connection, a bad
+ * engine setting), logged.
+ */
+static int engine_start_when_ready(struct engine **out, const struct engine_opts *eo, const char *conninfo,
+				   int embedded, struct health *h)
+{
+	int64_t backoff = DB_BACKOFF_MIN_MS;
+	int attempt = 0;
+
+	*out = NULL;
+	while (!terminate_flag) {
+		PGconn *conn = NULL;
+		int error = 0;
+
+		attempt++;
+		if (embedded)
+			error = db_embedded_ensure(eo->home);
+		/* migrations on a connection of their own, with no statement timeout */
+		if (error == 0 && (error = db_connect_ex(&conn, conninfo, -1, DB_NO_STATEMENT_TIMEOUT)) == 0 &&
+		    (error = db_migrate(conn)) < 0 && PQstatus(conn) == CONNECTION_OK) {
+			/* the server refused a migration: waiting will not change that */
+			flog_error("database: %s", ferry_error_last());
+			PQfinish(conn);
+			return error;
+		}
+		if (conn)
+			PQfinish(conn);
+		if (error == 0) {
+			error = engine_new(out, eo, conninfo);
+			if (error == 0) {
+				if (attempt > 1)
+					flog_info("database reached after %d attempts", attempt);
+				return FERRY_OK;
+			}
+			if (error != FERRY_EDB) {
+				flog_error("engine: %s", ferry_error_last());
+				return error;
+			}
+		}
+		health_waiting(h, "waiting for the database (attempt %d): %s", attempt, ferry_error_last());
+		flog_warn("database not ready (attempt %d): %s; retrying in %.1f s", attempt, ferry_error_last(),
+			  (double)backoff / 1000.0);
+		sleep_unless_told(backoff);
+		backoff = backoff * 2 > DB_BACKOFF_MAX_MS ? DB_BACKOFF_MAX_MS : backoff * 2;
+	}
+	return FERRY_OK;
+}
+
 static void usage(FILE *f)
 {
 	fprintf(f, "usage: ferryd [--log-format text|json] [--log-level debug|info|warn|error]\n"
@@ -137,11 +254,11 @@ int main(int argc, char **argv)
 	struct engine *e = NULL;
 	struct api *api = NULL;
 	struct api_opts ao;
+	struct health health;
 	struct sigaction sa;
-	char *conninfo = NULL, *token = NULL, *pidfile = NULL;
-	PGconn *conn = NULL;
-	int json_logs = 0, level = level_of(getenv("FERRY_LOG_LEVEL")), c, status = 1;
-	int64_t grace_ms = 30000, deadline;
+	char *conninfo = NULL, *token = NULL, *pidfile = NULL, *urlfile = NULL;
+	int json_logs = 0, level = level_of(getenv("FERRY_LOG_LEVEL")), c, status = 1, embedded = 0;
+	int64_t grace_ms = 30000, deadline, stmt_ms;
 
 	while ((c = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
 		switch (c) {
@@ -189,6 +306,10 @@ int main(int argc, char **argv)
 			return 2;
 		}
 	}
+	if (db_statement_timeout_ms(&stmt_ms) < 0) {
+		flog_error("%s", ferry_error_last());
+		return 2;
+	}
 
 	memset(&sa, 0, sizeof(sa));
 	sa.sa_handler = on_signal;
@@ -198,21 +319,22 @@ int main(int argc, char **argv)
 	sigaction(SIGHUP, &sa, NULL);
 	signal(SIGPIPE, SIG_IGN);
 
-	if (db_conninfo(&conninfo, eo.home) < 0 || db_connect(&conn, conninfo) < 0 || db_migrate(conn) < 0) {
+	health_init(&health);
+	eo.health = &health;
+	if (mkdir_p(eo.home, 0755) < 0) {
+		flog_error("FERRY_HOME: %s", ferry_error_last());
+		goto out;
+	}
+	if (db_conninfo_resolve(&conninfo, &embedded, eo.home) < 0) {
 		flog_error("database: %s", ferry_error_last());
 		goto out;
 	}
-	PQfinish(conn);
-	conn = NULL;
 	if (api_token_load(&token, eo.home) < 0) {
 		flog_error("API token: %s", ferry_error_last());
 		goto out;
 	}
-	if (engine_new(&e, &eo, conninfo) < 0) {
-		flog_error("engine: %s", ferry_error_last());
-		goto out;
-	}
-	wake_fd = engine_wake_fd(e);
+	memset(&ao, 0, sizeof(ao));
+	ao.health = &health;
 	ao.listen = listen;
 	ao.token = token;
 	ao.conninfo = conninfo;
@@ -250,8 +372,24 @@ int main(int argc, char **argv)
 		}
 	}
 	reload_config(eo.home, json_logs);
-	flog_info("ferryd %s listening on http://%s (owner %s, executor %s)", FERRY_VERSION, listen,
-		  engine_owner(e), eo.executor);
+	flog_info("ferryd %s listening on %s", FERRY_VERSION, api_url(api));
+	urlfile = ferry_address_file();
+	if (url_publish(urlfile, api_url(api)) < 0) {
+		flog_error("address file: %s", ferry_error_last());
+		free(urlfile);
+		urlfile = NULL;
+		goto out;
+	}
+	if (engine_start_when_ready(&e, &eo, conninfo, embedded, &health) < 0)
+		goto out;
+	if (e == NULL) {
+		flog_info("stopped before the database was reached");
+		status = 0;
+		goto out;
+	}
+	wake_fd = engine_wake_fd(e);
+	health_set_running(&health, 1);
+	flog_info("engine running (owner %s, executor %s)", engine_owner(e), eo.executor);
 
 	while (!terminate_flag) {
 		engine_tick(e, 1000);
@@ -262,6 +400,7 @@ int main(int argc, char **argv)
 	}
 	flog_info("shutting down: no new steps; waiting up to %lld ms for %d running job%s",
 		  (long long)grace_ms, engine_jobs(e), engine_jobs(e) == 1 ? "" : "s");
+	health_set_running(&health, 0);
 	engine_drain(e);
 	terminate_flag = 0;
 	deadline = clock_mono_ms() + grace_ms;
@@ -270,13 +409,15 @@ int main(int argc, char **argv)
 	engine_release(e);
 	status = 0;
 out:
+	if (urlfile)
+		url_unpublish(urlfile, api_url(api));
 	api_stop(api);
 	engine_free(e);
-	if (conn)
-		PQfinish(conn);
+	health_dispose(&health);
 	if (pidfile)
 		unlink(pidfile);
 	free(pidfile);
+	free(urlfile);
 	free(conninfo);
 	free(token);
 	flog_info("ferryd stopped");

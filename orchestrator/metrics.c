@@ -37,12 +37,11 @@ static const struct {
 	{"ferry_api_request_duration_seconds", "Duration of API requests."},
 };
 
-/* Periodic tasks by name (their table is the engine's), and whether this replica leads. */
+/* Periodic tasks by name (their table is the engine's). */
 #define MAX_TASKS 16
 static const char *task_names[MAX_TASKS];
 static _Atomic uint64_t task_runs[MAX_TASKS];
 static _Atomic int ntasks;
-static _Atomic int leader;
 
 int metrics_task_slot(const char *name)
 {
@@ -62,16 +61,6 @@ void metrics_task_ran(int slot)
 {
 	if (slot >= 0 && slot < MAX_TASKS)
 		atomic_fetch_add_explicit(&task_runs[slot], 1, memory_order_relaxed);
-}
-
-void metrics_set_leader(int is_leader)
-{
-	atomic_store(&leader, is_leader);
-}
-
-int metrics_leader(void)
-{
-	return atomic_load(&leader);
 }
 
 uint64_t metrics_get(enum metric_counter c)
@@ -119,9 +108,6 @@ void metrics_render(char **buf, size_t *len, size_t *cap)
 				counter_info[c].name, counter_info[c].help, counter_info[c].name,
 				counter_info[c].name,
 				(unsigned long long)atomic_load_explicit(&counters[c], memory_order_relaxed));
-	metrics_appendf(buf, len, cap, "# HELP ferry_leader Whether this replica is the elected leader "
-			"(runs the leader-only periodic tasks).\n# TYPE ferry_leader gauge\nferry_leader %d\n",
-			atomic_load(&leader));
 	if (atomic_load(&ntasks) > 0)
 		metrics_appendf(buf, len, cap, "# HELP ferry_periodic_runs_total Runs of each periodic task "
 				"on this replica.\n# TYPE ferry_periodic_runs_total counter\n");

@@ -38,10 +38,6 @@ void metrics_observe(enum metric_histogram h, double seconds);
 int metrics_task_slot(const char *name);
 void metrics_task_ran(int slot);
 
-/* Whether this replica leads (ferry_leader; also in /readyz). */
-void metrics_set_leader(int is_leader);
-int metrics_leader(void);
-
 /* Appends the exposition of every metric to *buf (realloc'd, NUL-terminated). */
 void metrics_render(char **buf, size_t *len, size_t *cap);
 

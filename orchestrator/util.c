@@ -295,3 +295,12 @@ int path_within(const char *real, const char *dir)
 	n = strlen(base);
 	return strncmp(real, base, n) == 0 && (real[n] == '/' || real[n] == '\0' || n == 1);
 }
+
+char *ferry_address_file(void)
+{
+	const char *file = getenv("FERRY_ADDRESS_FILE"), *home = getenv("FERRY_HOME");
+
+	if (file && *file)
+		return xstrdup(file);
+	return xasprintf("%s/ferryd.url", home && *home ? home : "./.ferry");
+}

@@ -76,4 +76,11 @@ int path_within(const char *real, const char *dir);
 /* Reads a whole file into a NUL-terminated buffer the caller frees. */
 int file_read(char **out, size_t *len, const char *path);
 
+/*
+ * Where ferryd publishes the URL of its API, and where the CLI looks for it
+ * when FERRY_URL is unset: FERRY_ADDRESS_FILE, else $FERRY_HOME/ferryd.url
+ * (FERRY_HOME defaults to ./.ferry). The caller frees it.
+ */
+char *ferry_address_file(void);
+
 #endif

@@ -64,19 +64,20 @@ trap cleanup EXIT
 trap 'exit 130' INT TERM
 
 conninfo=$(bin/ferryd db start 2>"$DIR/pg-start.log") || { cat "$DIR/pg-start.log" >&2; die "cannot start PostgreSQL"; }
-port=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1]); s.close()')
-URL="http://127.0.0.1:$port"
 AUTH="Authorization: Bearer $TOKEN"
 
-FERRY_DATABASE_URL=$conninfo FERRY_LISTEN="127.0.0.1:$port" FERRY_API_TOKEN=$TOKEN \
+# a free port: ferryd binds port 0 and publishes the address it got
+FERRY_DATABASE_URL=$conninfo FERRY_LISTEN=127.0.0.1:0 FERRY_ADDRESS_FILE="$DIR/ferryd.url" FERRY_API_TOKEN=$TOKEN \
 	FERRY_LOG_LEVEL=${BENCH_LOG_LEVEL:-warn} bin/ferryd >"$DIR/ferryd.log" 2>&1 &
 daemon=$!
+URL=""
 for _ in $(seq 1 200); do
-	curl -fsS -m 2 "$URL/healthz" >/dev/null 2>&1 && break
+	[ -z "$URL" ] && [ -s "$DIR/ferryd.url" ] && URL=$(head -1 "$DIR/ferryd.url")
+	[ -n "$URL" ] && curl -fsS -m 2 "$URL/readyz" >/dev/null 2>&1 && break
 	kill -0 "$daemon" 2>/dev/null || die "ferryd exited at start"
 	sleep 0.05
 done
-curl -fsS -m 2 "$URL/healthz" >/dev/null 2>&1 || die "ferryd does not answer on $URL"
+[ -n "$URL" ] && curl -fsS -m 2 "$URL/readyz" >/dev/null 2>&1 || die "ferryd is not ready (address: ${URL:-none})"
 
 # post_run FILE: POST /runs with the JSON body in FILE; prints the new run id.
 post_run() {

@@ -282,7 +282,6 @@ int main(int argc, char **argv)
 		fprintf(stderr, "bench: %s\n", ferry_error_last());
 		return 1;
 	}
-	PQclear(PQexec(conn, "SET TIME ZONE 'UTC'"));
 
 	daemon = start_daemon(home, executor);
 	usleep(500 * 1000);

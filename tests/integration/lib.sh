@@ -1,9 +1,13 @@
 # Helpers for the integration tests (sourced by run.sh).
+#
+# Ports: nothing here picks one. Every daemon listens on 127.0.0.1:0 (the
+# kernel gives it a free port) and publishes the address it got in its own
+# address file, $FERRY_HOME/ferryd-NAME.url (FERRY_ADDRESS_FILE: daemons of
+# one test share FERRY_HOME); the harness reads it from there. Helper
+# servers in tests (webhooks, relays) bind port 0 and write theirs to a file
+# the same way.
 
-PORT_BASE=$((20000 + $$ % 20000))
-PORT_NEXT=0
-
-# run_one NAME: a fresh FERRY_HOME, database and port, then the test.
+# run_one NAME: a fresh FERRY_HOME and database, then the test.
 run_one() {
 	local t=$1
 	export FERRY_HOME="$SUITE/$t"
@@ -14,7 +18,10 @@ run_one() {
 	export FERRY_DATABASE_URL="${PG_CONN/dbname=ferry/dbname=$db}"
 	export FERRY_API_TOKEN="test-token-$(date +%s%N)"
 	export FERRY_LEASE_MS=2000 FERRY_POLL_MS=200 FERRY_KILL_GRACE_MS=1000 FERRY_SHUTDOWN_GRACE_MS=2000
-	new_port
+	export FERRY_LISTEN=127.0.0.1:0
+	# until a daemon of this test starts, FERRY_URL leads nowhere (never to one on the default port)
+	export FERRY_URL=http://127.0.0.1:1
+	unset FERRY_PORT FERRY_ADDRESS_FILE
 	set -e
 	"$t"
 	set +e
@@ -24,12 +31,6 @@ run_one() {
 		grep -hE -A30 'ERROR: (AddressSanitizer|LeakSanitizer)|runtime error:' "$FERRY_HOME"/ferryd-*.log | head -60
 		return 1
 	fi
-}
-
-new_port() {
-	PORT_NEXT=$((PORT_NEXT + 1))
-	export FERRY_PORT=$((PORT_BASE + PORT_NEXT + RANDOM % 500))
-	export FERRY_LISTEN="127.0.0.1:$FERRY_PORT" FERRY_URL="http://127.0.0.1:$FERRY_PORT"
 }
 
 fail() {
@@ -49,17 +50,63 @@ sql() {
 	psql "$FERRY_DATABASE_URL" -qAt -v ON_ERROR_STOP=1 -c "$1"
 }
 
-# start_daemon NAME [extra env assignments…]: ferryd in the background, ready.
-start_daemon() {
+# spawn_daemon NAME [env assignments…]: ferryd NAME in the background, not
+# waited for; its options are FERRYD_ARGS (default --log-level debug).
+spawn_daemon() {
 	local name=${1:-a}; shift || true
-	env "$@" "${FERRYD:-ferryd}" --log-level debug >"$FERRY_HOME/ferryd-$name.log" 2>&1 &
+	rm -f "$FERRY_HOME/ferryd-$name.url"
+	# shellcheck disable=SC2086
+	env FERRY_ADDRESS_FILE="$FERRY_HOME/ferryd-$name.url" "$@" "${FERRYD:-ferryd}" ${FERRYD_ARGS:---log-level debug} \
+		>"$FERRY_HOME/ferryd-$name.log" 2>&1 &
 	echo $! >"$FERRY_HOME/daemon.$name.pid"
+}
+
+# daemon_url NAME: prints the URL daemon NAME published (waiting up to 10 s for it).
+daemon_url() {
+	local name=${1:-a}
 	for _ in $(seq 1 100); do
-		curl -fsS "$FERRY_URL/healthz" >/dev/null 2>&1 && return 0
-		kill -0 "$(cat "$FERRY_HOME/daemon.$name.pid")" 2>/dev/null || { cat "$FERRY_HOME/ferryd-$name.log"; fail "ferryd $name exited"; }
+		[ -s "$FERRY_HOME/ferryd-$name.url" ] && { head -1 "$FERRY_HOME/ferryd-$name.url"; return 0; }
+		kill -0 "$(daemon_pid "$name")" 2>/dev/null || break
 		sleep 0.1
 	done
-	fail "ferryd $name did not answer /healthz"
+	return 1
+}
+
+# await_daemon NAME [ENDPOINT]: waits until daemon NAME answers 200 on
+# ENDPOINT: readyz (the default: migrated, engine running) or healthz (the API alone).
+await_daemon() {
+	local name=${1:-a} what=${2:-readyz} url
+	url=$(daemon_url "$name") || { cat "$FERRY_HOME/ferryd-$name.log"; fail "ferryd $name published no address"; }
+	for _ in $(seq 1 150); do
+		curl -fsS -m 5 "$url/$what" >/dev/null 2>&1 && return 0
+		kill -0 "$(daemon_pid "$name")" 2>/dev/null || { cat "$FERRY_HOME/ferryd-$name.log"; fail "ferryd $name exited"; }
+		sleep 0.1
+	done
+	fail "ferryd $name did not answer /$what"
+}
+
+# use_daemon NAME: FERRY_URL and FERRY_PORT (curl, the CLI, api) lead to daemon NAME.
+use_daemon() {
+	local url
+	url=$(daemon_url "$1") || fail "ferryd $1 published no address"
+	export FERRY_URL=$url FERRY_PORT=${url##*:}
+}
+
+# start_daemon NAME [env assignments…]: ferryd in the background, ready, and
+# the daemon FERRY_URL leads to.
+start_daemon() {
+	local name=${1:-a}; shift || true
+	spawn_daemon "$name" "$@"
+	await_daemon "$name"
+	use_daemon "$name"
+}
+
+# start_another NAME [env assignments…]: one more daemon, ready; FERRY_URL
+# stays where it was (daemon_url NAME tells where NAME listens).
+start_another() {
+	local name=$1; shift
+	spawn_daemon "$name" "$@"
+	await_daemon "$name"
 }
 
 daemon_pid() { cat "$FERRY_HOME/daemon.${1:-a}.pid"; }
@@ -133,12 +180,4 @@ submit() {
 # json EXPR: evaluates a Python expression over the JSON on stdin (bound to j).
 json() {
 	python3 -c 'import json,sys; j=json.load(sys.stdin); r=eval(sys.argv[1]); print(r if not isinstance(r,(dict,list,bool)) and r is not None else json.dumps(r))' "$1"
-}
-
-# start_daemon_at NAME PORT [env…]: a second daemon on another port.
-start_daemon_at() {
-	local name=$1 port=$2; shift 2
-	local saved=$FERRY_URL
-	FERRY_URL="http://127.0.0.1:$port" FERRY_LISTEN="127.0.0.1:$port" start_daemon "$name" FERRY_LISTEN="127.0.0.1:$port" "$@"
-	FERRY_URL=$saved
 }

@@ -253,7 +253,9 @@ Y
 )
 	id=$(ferry submit "$f" | head -1)
 	wait_step "$id" ticks running
-	ferry logs "$id" ticks -f > "$FERRY_HOME/r.out" 2>"$FERRY_HOME/r.err" &
+	# the restarted daemon gets another port: the CLI finds it in the address file
+	env -u FERRY_URL FERRY_ADDRESS_FILE="$FERRY_HOME/ferryd-a.url" \
+		ferry logs "$id" ticks -f > "$FERRY_HOME/r.out" 2>"$FERRY_HOME/r.err" &
 	p=$!
 	sleep 2
 	stop_daemon a KILL

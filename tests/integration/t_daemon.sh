@@ -1,9 +1,7 @@
 # Daemon behaviour: reload, JSON logs, database restarts.
 
 test_sighup_reload_and_json_logs() {
-	ferryd --log-format json >"$FERRY_HOME/ferryd-a.log" 2>&1 &
-	echo $! >"$FERRY_HOME/daemon.a.pid"
-	for _ in $(seq 1 100); do curl -fsS "$FERRY_URL/healthz" >/dev/null 2>&1 && break; sleep 0.1; done
+	FERRYD_ARGS="--log-format json" start_daemon a
 	echo "log_level = debug" > "$FERRY_HOME/ferryd.conf"
 	kill -HUP "$(daemon_pid a)"
 	for _ in $(seq 1 50); do grep -q reloaded "$FERRY_HOME/ferryd-a.log" && break; sleep 0.1; done

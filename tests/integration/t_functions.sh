@@ -57,10 +57,10 @@ test_functions_applied_once_and_when_changed() {
 
 test_functions_two_daemons_apply_once() {
 	# two daemons at once: one applies, the other waits on the lock and finds nothing to do
-	start_daemon a &
-	a=$!
-	start_daemon_at b $((FERRY_PORT + 1))
-	wait "$a" || fail "daemon a did not start"
+	spawn_daemon a
+	spawn_daemon b
+	await_daemon a
+	await_daemon b
 	assert_eq "$(sql "SELECT count(*) FROM schema_functions")" "$(fn_files)" "one row per file"
 	assert_eq "$(cat "$FERRY_HOME"/ferryd-*.log | grep -c 'applied function files')" 1 "applied by one daemon"
 }

@@ -176,11 +176,12 @@ Y
 	assert_eq "$CODE" 409 "continue twice"
 }
 
-# start_hook PORT: a labelling service on PORT that answers the first POST
-# with 500 and later ones with {"task_id": 42}; bodies go to $FERRY_HOME/posts.
+# start_hook: a labelling service on a free port (HOOK_PORT) that answers the
+# first POST with 500 and later ones with {"task_id": 42}; bodies go to
+# $FERRY_HOME/posts.
 start_hook() {
 	cat >"$FERRY_HOME/hook.py" <<'P'
-import http.server, json, sys
+import http.server, json, os, sys
 n = 0
 class H(http.server.BaseHTTPRequestHandler):
     def do_POST(self):
@@ -192,12 +193,19 @@ class H(http.server.BaseHTTPRequestHandler):
         self.send_response(code); self.send_header("Content-Type", "application/json"); self.end_headers()
         self.wfile.write(json.dumps({"task_id": 42}).encode())
     def log_message(self, *a): pass
-http.server.HTTPServer(("127.0.0.1", int(sys.argv[1])), H).serve_forever()
+s = http.server.HTTPServer(("127.0.0.1", 0), H)  # a free port, written where the test reads it
+open(sys.argv[1] + ".tmp", "w").write("%d\n" % s.server_address[1])
+os.rename(sys.argv[1] + ".tmp", sys.argv[1])
+s.serve_forever()
 P
-	python3 "$FERRY_HOME/hook.py" "$1" "$FERRY_HOME/posts" &
+	rm -f "$FERRY_HOME/hook.port"
+	python3 "$FERRY_HOME/hook.py" "$FERRY_HOME/hook.port" "$FERRY_HOME/posts" &
 	echo $! >"$FERRY_HOME/daemon.hook.pid"
 	for _ in $(seq 1 50); do
-		curl -s -o /dev/null "http://127.0.0.1:$1/" && return 0
+		if [ -s "$FERRY_HOME/hook.port" ]; then
+			HOOK_PORT=$(cat "$FERRY_HOME/hook.port")
+			curl -s -o /dev/null "http://127.0.0.1:$HOOK_PORT/" && return 0
+		fi
 		sleep 0.1
 	done
 	fail "the labelling service did not start"
@@ -206,8 +214,8 @@ P
 test_label_webhook_retried() {
 	start_daemon a
 	make_dataset "$FERRY_HOME/ds"
-	hport=$((FERRY_PORT + 1000))
-	start_hook "$hport"
+	start_hook
+	hport=$HOOK_PORT
 	f=$(wf hook <<Y
 name: hooked
 steps:
@@ -229,8 +237,8 @@ Y
 
 # FERRY_LABEL_WEBHOOK: the daemon's labelling service for label steps that name none
 test_label_webhook_from_config() {
-	hport=$((FERRY_PORT + 1000))
-	start_hook "$hport"
+	start_hook
+	hport=$HOOK_PORT
 	start_daemon a FERRY_LABEL_WEBHOOK="http://127.0.0.1:$hport/default"
 	make_dataset "$FERRY_HOME/ds"
 	f=$(wf hook <<Y

@@ -64,7 +64,7 @@ Y
 
 test_two_daemons_share_work() {
 	start_daemon a FERRY_MAX_JOBS=6
-	FERRY_LISTEN="127.0.0.1:$((FERRY_PORT + 1))" start_daemon_at b "$((FERRY_PORT + 1))" FERRY_MAX_JOBS=6
+	start_another b FERRY_MAX_JOBS=6
 	{
 		echo "name: wide"
 		echo "steps:"
@@ -107,14 +107,10 @@ Y
 
 test_concurrent_migrations() {
 	# two daemons start at the same moment on an empty database
-	ferryd >"$FERRY_HOME/ferryd-a.log" 2>&1 &
-	echo $! >"$FERRY_HOME/daemon.a.pid"
-	FERRY_LISTEN="127.0.0.1:$((FERRY_PORT + 1))" ferryd >"$FERRY_HOME/ferryd-b.log" 2>&1 &
-	echo $! >"$FERRY_HOME/daemon.b.pid"
-	for port in "$FERRY_PORT" "$((FERRY_PORT + 1))"; do
-		for _ in $(seq 1 100); do curl -fsS "http://127.0.0.1:$port/healthz" >/dev/null 2>&1 && break; sleep 0.1; done
-		curl -fsS "http://127.0.0.1:$port/healthz" >/dev/null || fail "daemon on $port not up"
-	done
+	spawn_daemon a
+	spawn_daemon b
+	await_daemon a
+	await_daemon b
 	assert_eq "$(sql "SELECT count(*) = count(DISTINCT name) AND count(*) > 0 FROM schema_migrations")" t "each migration once"
 	assert_eq "$(grep -c 'applied migration' "$FERRY_HOME"/ferryd-*.log | awk -F: '{s+=$2} END {print s}')" "$(sql "SELECT count(*) FROM schema_migrations")" "applied once in total"
 }

@@ -94,24 +94,26 @@ Y
 	grep -q 'unknown executor "test" (known: local, noop)' "$FERRY_HOME/unknown.log" || fail "no clear error: $(cat "$FERRY_HOME/unknown.log")"
 }
 
-# leader NAME PORT: 1 when the daemon at PORT leads
-leads() { curl -fsS "http://127.0.0.1:$1/metrics" | awk '$1 == "ferry_leader" {print $2}'; }
-reaps() { curl -fsS "http://127.0.0.1:$1/metrics" | awk '$1 == "ferry_periodic_runs_total{task=\"reap\"}" {print $2}'; }
+# leads NAME: 1 when daemon NAME leads; reaps NAME: how often its reaper (a leader-only task) ran
+leads() { curl -fsS "$(daemon_url "$1")/metrics" | awk '$1 == "ferry_leader" {print $2}'; }
+reaps() { curl -fsS "$(daemon_url "$1")/metrics" | awk '$1 == "ferry_periodic_runs_total{task=\"reap\"}" {print $2}'; }
 
 test_leader_elected_and_replaced() {
-	local ports=("$FERRY_PORT" "$((FERRY_PORT + 1))" "$((FERRY_PORT + 2))") names=(a b c)
+	local names=(a b c)
 	start_daemon a
-	start_daemon_at b "${ports[1]}"
-	start_daemon_at c "${ports[2]}"
+	start_another b
+	start_another c
 	sleep 1.5
 	local leader=-1 n=0 before=() after=()
 	for i in 0 1 2; do
-		[ "$(leads "${ports[$i]}")" = 1 ] && { leader=$i; n=$((n + 1)); }
-		before[$i]=$(reaps "${ports[$i]}")
+		[ "$(leads "${names[$i]}")" = 1 ] && { leader=$i; n=$((n + 1)); }
+		before[$i]=$(reaps "${names[$i]}")
 	done
 	assert_eq "$n" 1 "exactly one leader"
+	api GET /readyz
+	assert_match "$BODY" '"leader":(true|false)' "/readyz says whether this replica leads"
 	sleep 2.5 # the reaper runs every lease/2 = 1 s
-	for i in 0 1 2; do after[$i]=$(reaps "${ports[$i]}"); done
+	for i in 0 1 2; do after[$i]=$(reaps "${names[$i]}"); done
 	for i in 0 1 2; do
 		if [ "$i" = "$leader" ]; then
 			[ "${after[$i]:-0}" -gt "${before[$i]:-0}" ] || fail "the leader's reaper did not run"
@@ -126,18 +128,19 @@ test_leader_elected_and_replaced() {
 		n=0
 		for i in 0 1 2; do
 			[ "$i" = "$leader" ] && continue
-			[ "$(leads "${ports[$i]}")" = 1 ] && { new=$i; n=$((n + 1)); }
+			[ "$(leads "${names[$i]}")" = 1 ] && { new=$i; n=$((n + 1)); }
 		done
 		[ "$n" -ge 1 ] && break
 		sleep 0.1
 	done
 	assert_eq "$n" 1 "exactly one new leader"
 	[ $((SECONDS - t0)) -le 3 ] || fail "the new leader took $((SECONDS - t0)) s"
-	local b2; b2=$(reaps "${ports[$new]}")
-	local other=$((3 - leader - new)) o2; o2=$(reaps "${ports[$other]}")
+	local other=$((3 - leader - new)) b2 o2
+	b2=$(reaps "${names[$new]}")
+	o2=$(reaps "${names[$other]}")
 	sleep 2.5
-	[ "$(reaps "${ports[$new]}")" -gt "${b2:-0}" ] || fail "the new leader's reaper did not run"
-	assert_eq "$(reaps "${ports[$other]}")" "${o2:-0}" "the remaining follower's reaper ran"
+	[ "$(reaps "${names[$new]}")" -gt "${b2:-0}" ] || fail "the new leader's reaper did not run"
+	assert_eq "$(reaps "${names[$other]}")" "${o2:-0}" "the remaining follower's reaper ran"
 	grep -q "elected leader" "$FERRY_HOME/ferryd-${names[$new]}.log" || fail "no election logged"
 }
 

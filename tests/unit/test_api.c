@@ -1,4 +1,8 @@
-/* Unit tests of the API module: every routed path and method is in the OpenAPI document. */
+/*
+ * Unit tests of the API module: every routed path and method is in the
+ * OpenAPI document, and requests are routed by method and path (HEAD where
+ * GET is, 405 with the path's methods, 404 for an unknown path).
+ */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -10,57 +14,150 @@
 #include <string.h>
 
 #include "api.h"
-
-/* Splits "GET, POST" in place: ends the word at m, returns the next one or NULL. */
-static char *next_word(char *m)
-{
-	char *p = m + strcspn(m, ", ");
-	if (*p == '\0')
-		return NULL;
-	*p++ = '\0';
-	while (*p == ',' || *p == ' ')
-		p++;
-	return *p ? p : NULL;
-}
+#include "api_priv.h"
 
 static void test_api__every_route_in_openapi(void **state)
 {
 	json_error_t jerr;
-	json_t *doc = json_loads(api_openapi_json, 0, &jerr), *paths;
-	int n = 0;
+	json_t *doc = json_loads(api_openapi_json, 0, &jerr), *paths, *seen = json_object();
 
 	(void)state;
 	assert_non_null(doc);
 	paths = json_object_get(doc, "paths");
 	assert_non_null(paths);
-	for (const struct api_route *r = api_routes; r->pattern; r++, n++) {
+	for (const struct api_route *r = api_routes; r->pattern; r++) {
 		json_t *item = json_object_get(paths, r->pattern);
-		char methods[32], *m, *next;
+		char lower[8];
+		size_t i;
 
 		if (item == NULL)
 			fail_msg("route %s is not in openapi.json", r->pattern);
-		snprintf(methods, sizeof(methods), "%s", r->methods);
-		for (m = methods; m && *m; m = next) {
-			char lower[8];
-			size_t i;
-
-			next = next_word(m);
-			for (i = 0; m[i] && i < sizeof(lower) - 1; i++)
-				lower[i] = (char)tolower((unsigned char)m[i]);
-			lower[i] = '\0';
-			if (json_object_get(item, lower) == NULL)
-				fail_msg("%s %s is not in openapi.json", m, r->pattern);
-		}
+		for (i = 0; r->method[i] && i < sizeof(lower) - 1; i++)
+			lower[i] = (char)tolower((unsigned char)r->method[i]);
+		lower[i] = '\0';
+		if (json_object_get(item, lower) == NULL)
+			fail_msg("%s %s is not in openapi.json", r->method, r->pattern);
+		json_object_set_new(seen, r->pattern, json_true());
 	}
 	/* and nothing documented that is not routed */
-	assert_int_equal(json_object_size(paths), n);
+	assert_int_equal(json_object_size(paths), json_object_size(seen));
+	json_decref(seen);
 	json_decref(doc);
+}
+
+/* Each method and pattern has one row: a second row would never be reached. */
+static void test_api__routes_unique(void **state)
+{
+	(void)state;
+	for (const struct api_route *r = api_routes; r->pattern; r++) {
+		assert_true(r->handler != NULL || r->fast != NULL);
+		for (const struct api_route *s = r + 1; s->pattern; s++)
+			if (strcmp(r->method, s->method) == 0 && strcmp(r->pattern, s->pattern) == 0)
+				fail_msg("%s %s is routed twice", r->method, r->pattern);
+	}
+}
+
+static void test_api__route_by_method(void **state)
+{
+	char caps[2][128], allow[64];
+	const struct api_route *get, *post, *rt;
+
+	(void)state;
+	get = api_route_find(api_routes, "GET", "/api/v1/runs", caps, allow, sizeof(allow));
+	post = api_route_find(api_routes, "POST", "/api/v1/runs", caps, allow, sizeof(allow));
+	assert_non_null(get);
+	assert_non_null(post);
+	assert_ptr_not_equal(get, post);
+	assert_ptr_not_equal(get->handler, post->handler);
+	assert_string_equal(get->method, "GET");
+	assert_string_equal(post->method, "POST");
+	/* HEAD is served by the GET route */
+	assert_ptr_equal(api_route_find(api_routes, "HEAD", "/api/v1/runs", caps, allow, sizeof(allow)), get);
+	/* PUT goes to its own handler, with the path's segments */
+	rt = api_route_find(api_routes, "PUT", "/api/v1/models/digits/aliases/production", caps, allow, sizeof(allow));
+	assert_non_null(rt);
+	assert_string_equal(rt->method, "PUT");
+	assert_string_equal(caps[0], "digits");
+	assert_string_equal(caps[1], "production");
+	assert_ptr_equal(rt->handler, api_model_alias_put);
+	rt = api_route_find(api_routes, "GET", "/api/v1/runs/42/steps/train/logs", caps, allow, sizeof(allow));
+	assert_non_null(rt);
+	assert_string_equal(caps[0], "42");
+	assert_string_equal(caps[1], "train");
+}
+
+static void test_api__405_lists_the_paths_methods(void **state)
+{
+	char caps[2][128], allow[64];
+
+	(void)state;
+	assert_null(api_route_find(api_routes, "DELETE", "/api/v1/runs", caps, allow, sizeof(allow)));
+	assert_string_equal(allow, "GET, HEAD, POST");
+	assert_null(api_route_find(api_routes, "HEAD", "/api/v1/runs/1/retry", caps, allow, sizeof(allow)));
+	assert_string_equal(allow, "POST");
+	assert_null(api_route_find(api_routes, "GET", "/api/v1/models/m/aliases/a", caps, allow, sizeof(allow)));
+	assert_string_equal(allow, "PUT");
+	assert_null(api_route_find(api_routes, "PATCH", "/api/v1/runs/7", caps, allow, sizeof(allow)));
+	assert_string_equal(allow, "GET, HEAD");
+	/* methods are case-sensitive (RFC 9110): "get" is not GET */
+	assert_null(api_route_find(api_routes, "get", "/healthz", caps, allow, sizeof(allow)));
+	assert_string_equal(allow, "GET, HEAD");
+	/* an unknown path: no methods, 404 */
+	assert_null(api_route_find(api_routes, "GET", "/api/v1/nope", caps, allow, sizeof(allow)));
+	assert_string_equal(allow, "");
+	assert_null(api_route_find(api_routes, "GET", "/api/v1/runs/", caps, allow, sizeof(allow)));
+	assert_string_equal(allow, "");
+}
+
+static void h_get(struct api *a, struct reply *r, PGconn *db, struct req *q) { (void)a, (void)r, (void)db, (void)q; }
+static void h_patch(struct api *a, struct reply *r, PGconn *db, struct req *q) { (void)a, (void)r, (void)db, (void)q; }
+static void h_put(struct api *a, struct reply *r, PGconn *db, struct req *q) { (void)a, (void)r, (void)db, (void)q; }
+static void h_delete(struct api *a, struct reply *r, PGconn *db, struct req *q) { (void)a, (void)r, (void)db, (void)q; }
+
+/* PATCH, PUT and DELETE reach their own handlers; the Allow list is the path's, in table order. */
+static void test_api__patch_put_delete(void **state)
+{
+	static const struct api_route table[] = {
+		{"GET", "/things/{id}", ROUTE_AUTH, NULL, h_get},
+		{"PATCH", "/things/{id}", ROUTE_AUTH, NULL, h_patch},
+		{"DELETE", "/things/{id}", ROUTE_AUTH, NULL, h_delete},
+		{"PUT", "/things/{id}/tags/{tag}", ROUTE_AUTH, NULL, h_put},
+		{NULL, NULL, 0, NULL, NULL},
+	};
+	char caps[2][128], allow[64];
+	const struct api_route *rt;
+
+	(void)state;
+	rt = api_route_find(table, "PATCH", "/things/7", caps, allow, sizeof(allow));
+	assert_non_null(rt);
+	assert_ptr_equal(rt->handler, h_patch);
+	assert_string_equal(caps[0], "7");
+	rt = api_route_find(table, "DELETE", "/things/8", caps, allow, sizeof(allow));
+	assert_non_null(rt);
+	assert_ptr_equal(rt->handler, h_delete);
+	assert_string_equal(caps[0], "8");
+	assert_ptr_equal(api_route_find(table, "GET", "/things/9", caps, allow, sizeof(allow))->handler, h_get);
+	assert_ptr_equal(api_route_find(table, "HEAD", "/things/9", caps, allow, sizeof(allow))->handler, h_get);
+	rt = api_route_find(table, "PUT", "/things/9/tags/red", caps, allow, sizeof(allow));
+	assert_non_null(rt);
+	assert_ptr_equal(rt->handler, h_put);
+	assert_string_equal(caps[1], "red");
+	assert_null(api_route_find(table, "POST", "/things/9", caps, allow, sizeof(allow)));
+	assert_string_equal(allow, "GET, HEAD, PATCH, DELETE");
+	assert_null(api_route_find(table, "PUT", "/things/9", caps, allow, sizeof(allow)));
+	assert_string_equal(allow, "GET, HEAD, PATCH, DELETE");
+	assert_null(api_route_find(table, "DELETE", "/things/9/tags/red", caps, allow, sizeof(allow)));
+	assert_string_equal(allow, "PUT");
 }
 
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_api__every_route_in_openapi),
+		cmocka_unit_test(test_api__routes_unique),
+		cmocka_unit_test(test_api__route_by_method),
+		cmocka_unit_test(test_api__405_lists_the_paths_methods),
+		cmocka_unit_test(test_api__patch_put_delete),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
