@@ -45,6 +45,7 @@
 #include <unistd.h>
 
 #include "db.h"
+#include "exec.h"
 #include "health.h"
 #include "metrics.h"
 #include "runcache.h"
@@ -703,17 +704,16 @@ static void log_stream_free(void *cls)
 }
 
 /*
- * Whether the attempt is over: its supervisor wrote a status (checked every
- * call), or, every 2 s, the store no longer has it running (a lost job
+ * Whether the attempt is over: its supervisor wrote how it ended to
+ * DIR/status (checked every call), or, every 2 s, the store no longer has it running (a lost job
  * never writes a status).
  */
 static int log_attempt_over(struct log_stream *ls)
 {
-	char *status = xasprintf("%s/status", ls->dir), *dir = NULL;
-	int over = access(status, F_OK) == 0, attempt = 0, running = 1;
+	char *dir = NULL;
+	int code, sig, over = exec_read_status(ls->dir, &code, &sig), attempt = 0, running = 1;
 	PGconn *db;
 
-	free(status);
 	if (!over && clock_mono_ms() >= ls->next_db_check) {
 		ls->next_db_check = clock_mono_ms() + 2000;
 		db = pool_try_get(ls->api); /* none free: look again next time */
