@@ -170,7 +170,8 @@ static int engine_connect(struct engine *e)
 		PQfinish(e->conn);
 		e->conn = NULL;
 	}
-	if (db_connect(&e->conn, e->conninfo) < 0)
+	/* bounded on our clock: a silent network never freezes the loop for more than a second */
+	if (db_connect_ex(&e->conn, e->conninfo, 1000, 0) < 0)
 		return FERRY_EDB;
 	res = PQexec(e->conn, "SET plan_cache_mode = force_generic_plan; LISTEN ferry_ready; LISTEN ferry_stop");
 	ok = PQresultStatus(res) == PGRES_COMMAND_OK;
@@ -1046,7 +1047,7 @@ static void task_elect(struct engine *e)
 	int ok;
 
 	if (e->lead == NULL) {
-		if (db_connect(&e->lead, e->conninfo) < 0)
+		if (db_connect_ex(&e->lead, e->conninfo, 1000, 0) < 0)
 			return;
 		/* a server that never hears from a vanished leader frees its lock within ~10 s */
 		res = PQexec(e->lead, "SET tcp_keepalives_idle = 5; SET tcp_keepalives_interval = 2; "
@@ -1054,11 +1055,9 @@ static void task_elect(struct engine *e)
 		PQclear(res);
 	}
 	if (e->leading) {
-		res = PQexec(e->lead, "SELECT 1");
-		ok = PQresultStatus(res) == PGRES_TUPLES_OK;
-		PQclear(res);
-		if (!ok)
-			step_down(e, PQerrorMessage(e->lead));
+		/* bounded on our clock: a leader cut off from its database steps down within the period */
+		if (db_ping(e->lead, 1000) < 0)
+			step_down(e, ferry_error_last());
 		return;
 	}
 	{
