@@ -38,6 +38,7 @@
 #include "exec.h"
 #include "health.h"
 #include "metrics.h"
+#include "states.h"
 #include "kind.h"
 #include "store.h"
 #include "util.h"
@@ -304,7 +305,7 @@ void engine_drain(struct engine *e)
 }
 
 /* Queues how an attempt ended; written by the next flush. */
-static void push_done(struct engine *e, int64_t step_id, int attempt, const char *outcome,
+static void push_done(struct engine *e, int64_t step_id, int attempt, enum attempt_outcome outcome,
 		      int exit_code, int sig, char *reason)
 {
 	struct done *d;
@@ -329,13 +330,15 @@ static void push_result(struct engine *e, int64_t step_id, int attempt, struct s
 			char *cache_key, int exit_code)
 {
 	struct done *d;
-	const char *outcome = res->outcome ? res->outcome : "failed";
+	/* the step handlers name their outcome; anything but a known one is a failure */
+	int o = attempt_outcome_parse(res->outcome);
+	enum attempt_outcome outcome = o < 0 ? OUTCOME_FAILED : (enum attempt_outcome)o;
 
 	push_done(e, step_id, attempt, outcome, exit_code, 0, res->reason);
 	d = &e->done[e->ndone - 1];
 	d->res = *res;
 	d->res.reason = NULL; /* d->reason owns it */
-	d->cache_key = strcmp(outcome, "succeeded") == 0 ? cache_key : (free(cache_key), NULL);
+	d->cache_key = outcome == OUTCOME_SUCCEEDED ? cache_key : (free(cache_key), NULL);
 	d->r.final = res->final;
 	d->r.outputs = res->outputs;
 	d->r.metrics = res->metrics;
@@ -369,7 +372,7 @@ static void job_succeeded(struct engine *e, int64_t step_id, int64_t run_id, int
 	struct step_result res;
 
 	if (kind == NULL || json_object_get(ctx, "spec") == NULL) {
-		push_done(e, step_id, attempt, "succeeded", 0, 0, NULL);
+		push_done(e, step_id, attempt, OUTCOME_SUCCEEDED, 0, 0, NULL);
 		return;
 	}
 	if (k && (k->flags & SKF_DAEMON) && e->workers) {
@@ -397,26 +400,27 @@ static void job_succeeded(struct engine *e, int64_t step_id, int64_t run_id, int
 static void job_finished(struct engine *e, int idx, const struct exec_status *st)
 {
 	struct exec_job *j = &e->jobs[idx];
-	const char *outcome;
+	enum attempt_outcome outcome;
 	char *reason = NULL;
 
-	if (j->kill_outcome) {
+	if (j->killing) {
 		outcome = j->kill_outcome;
 		reason = j->kill_reason ? xstrdup(j->kill_reason) : NULL;
 	} else if (st->reason) {
-		outcome = "failed";
+		outcome = OUTCOME_FAILED;
 		reason = xstrdup(st->reason);
 	} else if (st->signal) {
-		outcome = "failed";
+		outcome = OUTCOME_FAILED;
 		reason = xasprintf("killed by signal %d (%s)", st->signal, strsignal(st->signal));
 	} else if (st->exit_code == 0) {
-		outcome = "succeeded";
+		outcome = OUTCOME_SUCCEEDED;
 	} else {
-		outcome = "failed";
+		outcome = OUTCOME_FAILED;
 		reason = xasprintf("exit code %d", st->exit_code);
 	}
-	flog_debug("run %lld step %s attempt %d: %s", (long long)j->run_id, j->name, j->attempt, outcome);
-	if (strcmp(outcome, "succeeded") == 0)
+	flog_debug("run %lld step %s attempt %d: %s", (long long)j->run_id, j->name, j->attempt,
+		   attempt_outcome_name(outcome));
+	if (outcome == OUTCOME_SUCCEEDED)
 		job_succeeded(e, j->step_id, j->run_id, j->attempt, j->name, j->dir, j->ctx);
 	else
 		push_done(e, j->step_id, j->attempt, outcome, st->exit_code, st->signal, reason);
@@ -457,14 +461,15 @@ static void poll_jobs(struct engine *e, int64_t now)
 		e->type->tick();
 }
 
-static void kill_job(struct engine *e, struct exec_job *j, const char *outcome, char *reason)
+static void kill_job(struct engine *e, struct exec_job *j, enum attempt_outcome outcome, char *reason)
 {
-	if (j->kill_outcome) {
+	if (j->killing) {
 		free(reason);
 		return;
 	}
 	flog_info("run %lld step %s attempt %d: %s, sending SIGTERM", (long long)j->run_id,
 		  j->name, j->attempt, reason);
+	j->killing = 1;
 	j->kill_outcome = outcome;
 	j->kill_reason = reason;
 	j->kill_at_ms = clock_mono_ms() + e->o.kill_grace_ms;
@@ -475,10 +480,10 @@ static void check_timeouts(struct engine *e, int64_t now)
 {
 	for (int i = 0; i < e->njobs; i++) {
 		struct exec_job *j = &e->jobs[i];
-		if (j->kill_outcome == NULL && j->deadline_ms && now >= j->deadline_ms) {
-			kill_job(e, j, "failed", xasprintf("timed out after %lld ms (timeout)",
+		if (!j->killing && j->deadline_ms && now >= j->deadline_ms) {
+			kill_job(e, j, OUTCOME_FAILED, xasprintf("timed out after %lld ms (timeout)",
 							   (long long)j->timeout_ms));
-		} else if (j->kill_outcome && !j->killed_hard && now >= j->kill_at_ms) {
+		} else if (j->killing && !j->killed_hard && now >= j->kill_at_ms) {
 			flog_warn("run %lld step %s attempt %d: still running %lld ms after SIGTERM, sending SIGKILL",
 				  (long long)j->run_id, j->name, j->attempt, (long long)e->o.kill_grace_ms);
 			exec_signal(j, SIGKILL);
@@ -681,10 +686,10 @@ static void ended_at_start(struct engine *e, const struct store_claim *c, const 
 			   const char *key)
 {
 	if (st->exit_code != 0 || st->signal) {
-		push_done(e, c->step_id, c->attempt, "failed", st->exit_code, st->signal,
+		push_done(e, c->step_id, c->attempt, OUTCOME_FAILED, st->exit_code, st->signal,
 			  st->reason ? xstrdup(st->reason) : xasprintf("exit code %d", st->exit_code));
 	} else if ((e->type->flags & EXF_NO_DIR) || c->kind == NULL) {
-		push_done(e, c->step_id, c->attempt, "succeeded", 0, 0, NULL);
+		push_done(e, c->step_id, c->attempt, OUTCOME_SUCCEEDED, 0, 0, NULL);
 	} else {
 		char *dir = exec_attempt_dir(e->home, c->run_id, c->name, c->attempt);
 		json_t *ctx = job_ctx(c->kind, c->spec, c->workdir, c->inputs, c->run, key);
@@ -811,7 +816,7 @@ static void start_job(struct engine *e, struct store_claim *c, char *key)
 	if (rc < 0) {
 		flog_error("run %lld step %s: cannot start: %s", (long long)c->run_id, c->name,
 			   ferry_error_last());
-		push_done(e, c->step_id, c->attempt, "failed", -1, 0,
+		push_done(e, c->step_id, c->attempt, OUTCOME_FAILED, -1, 0,
 			  xasprintf("cannot start: %s", ferry_error_last()));
 		exec_job_dispose(j);
 	} else if (rc == 1) {
@@ -893,7 +898,7 @@ static void stop_jobs(struct engine *e)
 		for (int i = 0; i < e->njobs; i++) {
 			struct exec_job *j = &e->jobs[i];
 			if (j->step_id == steps[k] && j->attempt == atts[k])
-				kill_job(e, j, "stopped", xstrdup("run stopped"));
+				kill_job(e, j, OUTCOME_STOPPED, xstrdup("run stopped"));
 		}
 	}
 	free(steps);
@@ -964,7 +969,7 @@ static void adopt_orphan(struct engine *e, struct store_orphan *o)
 		flog_info("run %lld step %s attempt %d finished while its owner %s was gone",
 			  (long long)o->run_id, o->name, o->attempt, o->owner);
 		if (st.signal || st.exit_code) {
-			push_done(e, o->step_id, o->attempt, "failed", st.exit_code, st.signal,
+			push_done(e, o->step_id, o->attempt, OUTCOME_FAILED, st.exit_code, st.signal,
 				  st.signal ? xasprintf("killed by signal %d", st.signal)
 					    : xasprintf("exit code %d", st.exit_code));
 		} else {
@@ -976,7 +981,7 @@ static void adopt_orphan(struct engine *e, struct store_orphan *o)
 	} else {
 		flog_warn("run %lld step %s attempt %d lost with its owner %s: %s", (long long)o->run_id,
 			  o->name, o->attempt, o->owner, t ? ferry_error_last() : "unknown executor");
-		push_done(e, o->step_id, o->attempt, "lost", -1, 0,
+		push_done(e, o->step_id, o->attempt, OUTCOME_LOST, -1, 0,
 			  xasprintf("lost: its daemon %s went away (daemon restarted)", o->owner));
 		exec_job_dispose(j);
 	}
@@ -1009,7 +1014,7 @@ static void orphans(struct engine *e, int mine)
 		} else if (store_adopt(e->conn, e->owner, &o[i], e->o.lease_ms) > 0) {
 			flog_warn("run %lld step %s attempt %d lost with its owner %s on %s",
 				  (long long)o[i].run_id, o[i].name, o[i].attempt, o[i].owner, o[i].host);
-			push_done(e, o[i].step_id, o[i].attempt, "lost", -1, 0,
+			push_done(e, o[i].step_id, o[i].attempt, OUTCOME_LOST, -1, 0,
 				  xasprintf("lost: its daemon %s went away (lease expired)", o[i].owner));
 		}
 	}
@@ -1296,9 +1301,9 @@ next:
 			const struct exec_job *j = &e->jobs[i];
 			if (!j->child)
 				wait = min64(wait, e->next_adopted_poll - now);
-			if (j->deadline_ms && !j->kill_outcome)
+			if (j->deadline_ms && !j->killing)
 				wait = min64(wait, j->deadline_ms - now);
-			if (j->kill_outcome && !j->killed_hard)
+			if (j->killing && !j->killed_hard)
 				wait = min64(wait, j->kill_at_ms - now);
 		}
 	}

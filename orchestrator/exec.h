@@ -20,6 +20,7 @@
 #include <stdint.h>
 #include <sys/types.h>
 
+#include "states.h"
 #include "store.h"
 
 struct exec_type;
@@ -38,7 +39,8 @@ struct exec_job {
 	int64_t deadline_ms; /* monotonic time the timeout fires; 0 = none */
 	int64_t timeout_ms;
 	/* set once the engine decided to kill it */
-	const char *kill_outcome; /* failed (timeout) or stopped */
+	int killing;
+	enum attempt_outcome kill_outcome; /* OUTCOME_FAILED (timeout) or OUTCOME_STOPPED */
 	char *kill_reason;
 	int64_t kill_at_ms;       /* when SIGKILL follows SIGTERM */
 	int killed_hard;

@@ -279,7 +279,7 @@ int store_finish(PGconn *conn, const char *owner, const struct store_result *v, 
 	for (int i = 0; i < n; i++) {
 		sbuf_sep(&ids, i), sbuf_int(&ids, v[i].step_id);
 		sbuf_sep(&att, i), sbuf_int(&att, v[i].attempt);
-		sbuf_sep(&out, i), sbuf_elem(&out, v[i].outcome);
+		sbuf_sep(&out, i), sbuf_elem(&out, attempt_outcome_name(v[i].outcome));
 		sbuf_sep(&code, i);
 		if (v[i].exit_code < 0)
 			sbuf_str(&code, "NULL");

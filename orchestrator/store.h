@@ -14,6 +14,7 @@
 #include <stdint.h>
 
 #include "config.h"
+#include "states.h"
 
 /* ---- engine side ---- */
 
@@ -51,14 +52,11 @@ struct store_started {
 };
 int store_attempts_started(PGconn *conn, const char *owner, const struct store_started *v, int n);
 
-/*
- * How an attempt ended. outcome: succeeded, failed, stopped, lost, or
- * waiting (a label step that opened its task and now waits for a person).
- */
+/* How an attempt ended (states.h: waiting is a label step that opened its task). */
 struct store_result {
 	int64_t step_id;
 	int attempt;
-	const char *outcome;
+	enum attempt_outcome outcome;
 	int exit_code; /* -1 when none */
 	int signal;    /* 0 when none */
 	const char *reason; /* NULL when none */
