@@ -191,3 +191,32 @@ Y
 	wait_step "$slow" label waiting 10
 	assert_eq "$(step_col "$slow" label "outputs->'task'->>'task_id'")" 7 "its result came back through the done queue"
 }
+
+# A register step copying and hashing a large artifact (1 GiB) runs on the
+# worker pool: another run's chain is dispatched and finishes meanwhile.
+test_slow_register_does_not_stop_dispatch() {
+	start_daemon a
+	big=$(submit "$(wf big <<'Y'
+name: big
+steps:
+  - {name: train, kind: train, command: [sh, -c, 'head -c 1073741824 /dev/zero > "$FERRY_OUTPUT_DIR/model.bin"']}
+  - {name: register, kind: register, needs: [train], model: big}
+Y
+)")
+	wait_step "$big" register running 30
+	chain=$(submit "$(wf chain <<'Y'
+name: chain
+steps:
+  - {name: s1, command: [true]}
+  - {name: s2, needs: [s1], command: [true]}
+  - {name: s3, needs: [s2], command: [true]}
+  - {name: s4, needs: [s3], command: [true]}
+  - {name: s5, needs: [s4], command: [true]}
+Y
+)")
+	wait_run "$chain" succeeded 5
+	assert_eq "$(step_col "$big" register state)" running "the registration is still copying"
+	wait_run "$big" succeeded 60
+	assert_eq "$(sql "SELECT count(*) FROM runs r, steps s WHERE s.run_id = $big AND s.name = 'register' AND r.id = $chain AND r.finished_at < s.finished_at")" 1 "the chain finished first"
+	assert_match "$(sql "SELECT version FROM model_versions v JOIN models m ON m.id = v.model_id WHERE m.name = 'big'")" '^0\.0\.1$' "registered"
+}
