@@ -24,6 +24,7 @@
  */
 #include "engine.h"
 
+#include <curl/curl.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
@@ -240,6 +241,8 @@ int engine_new(struct engine **out, const struct engine_opts *opts, const char *
 	prctl(PR_SET_CHILD_SUBREAPER, 1);
 	if ((error = engine_connect(e)) < 0)
 		goto fail;
+	/* step handlers use libcurl (label webhooks) on worker threads: initialise it before any starts */
+	curl_global_init(CURL_GLOBAL_DEFAULT);
 	if (opts->workers > 0 && (error = workers_new(&e->workers, opts->workers, conninfo, wake_pipe[1])) < 0)
 		goto fail;
 	*out = e;
