@@ -880,6 +880,13 @@ static const struct command commands[] = {
 	 "Prints one line per step state change, or a live table on a terminal.\n"
 	 "\nExample:\n  ferry watch 12\n",
 	 cmd_watch},
+	{"events", "Show a run's audit trail: every transition and who did what.",
+	 "ferry events RUN [--after ID] [-o json]",
+	 "Options:\n"
+	 "      --after ID        only the events after event ID (for scripts that poll)\n"
+	 "  -o, --output FORMAT   text (default) or json (the server's answer)\n"
+	 "\nExample:\n  ferry events 12\n",
+	 cmd_events},
 	{"logs", "Print the log of a step, or of every step of a run.",
 	 "ferry logs RUN [STEP] [-f] [--attempt N]",
 	 "With STEP, prints the log of its latest attempt (or of attempt N). Without\n"

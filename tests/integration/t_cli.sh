@@ -268,3 +268,22 @@ Y
 	assert_eq "$(sort -u "$FERRY_HOME/r.out" | wc -l)" 16 "no line twice"
 	assert_eq "$(tail -1 "$FERRY_HOME/r.out")" "tick 16" "to the end"
 }
+
+test_cli_events() {
+	start_daemon a
+	id=$(ferry submit "$ROOT/workflows/hello.yaml" -p who=ev | head -1)
+	wait_run "$id" succeeded 30
+	out=$(ferry events "$id")
+	assert_match "$(echo "$out" | head -1)" '^ID +AT +ACTOR +EVENT +STEP +DETAIL' "a table"
+	echo "$out" | grep -Eq ' run\.(created|succeeded|finished)| step\.' || fail "transitions listed: $out"
+	n=$(ferry events "$id" -o json | json 'len(j["events"])')
+	[ "$n" -ge 3 ] || fail "events in JSON: $n"
+	last=$(ferry events "$id" -o json | json 'j["events"][-1]["id"]')
+	assert_eq "$(ferry events "$id" --after "$last" -o json | json 'len(j["events"])')" 0 "--after skips what was seen"
+	set +e
+	ferry events 999999 >/dev/null 2>&1; rc=$?
+	ferry events "$id" --after x >/dev/null 2>&1; rc2=$?
+	set -e
+	assert_eq "$rc" 1 "no such run"
+	assert_eq "$rc2" 2 "a bad --after is a usage error"
+}
