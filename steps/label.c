@@ -8,7 +8,6 @@
  */
 #include "label.h"
 
-#include <curl/curl.h>
 #include <dirent.h>
 #include <errno.h>
 #include <limits.h>
@@ -19,10 +18,9 @@
 #include <unistd.h>
 
 #include "util.h"
+#include "webhook.h"
 
 #define MAX_ITEMS 10000000 /* a walk stops there: the dataset is not a directory of items */
-#define WEBHOOK_TRIES 3
-#define WEBHOOK_BODY_MAX (64 * 1024)
 
 struct names {
 	char **v;
@@ -153,74 +151,6 @@ out:
 	return error;
 }
 
-static size_t body_write(char *p, size_t size, size_t n, void *ud)
-{
-	FILE *b = ud;
-	size_t len = size * n;
-
-	if (ftell(b) + (long)len > WEBHOOK_BODY_MAX)
-		return 0;
-	return fwrite(p, 1, len, b);
-}
-
-/* POSTs task to url; *answer is its JSON (or text) answer. Three tries with backoff. */
-static int webhook_post(json_t **answer, const char *url, const json_t *task)
-{
-	char *payload = json_dumps(task, JSON_COMPACT), err[CURL_ERROR_SIZE] = "";
-	struct curl_slist *hdr = curl_slist_append(NULL, "Content-Type: application/json");
-	long code = 0;
-	int error = FERRY_ERROR;
-
-	*answer = NULL;
-	for (int t = 1; t <= WEBHOOK_TRIES; t++) {
-		char *buf = NULL;
-		size_t blen = 0;
-		FILE *b = open_memstream(&buf, &blen);
-		CURL *c = curl_easy_init();
-		CURLcode rc;
-
-		if (b == NULL || c == NULL)
-			abort();
-		curl_easy_setopt(c, CURLOPT_URL, url);
-		curl_easy_setopt(c, CURLOPT_PROTOCOLS_STR, "http,https");
-		curl_easy_setopt(c, CURLOPT_POSTFIELDS, payload);
-		curl_easy_setopt(c, CURLOPT_HTTPHEADER, hdr);
-		curl_easy_setopt(c, CURLOPT_CONNECTTIMEOUT_MS, 2000L);
-		curl_easy_setopt(c, CURLOPT_TIMEOUT_MS, 5000L);
-		curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
-		curl_easy_setopt(c, CURLOPT_ERRORBUFFER, err);
-		curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, body_write);
-		curl_easy_setopt(c, CURLOPT_WRITEDATA, b);
-		curl_easy_setopt(c, CURLOPT_USERAGENT, "ferryd");
-		rc = curl_easy_perform(c);
-		curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &code);
-		curl_easy_cleanup(c);
-		fclose(b);
-		if (rc == CURLE_OK && code >= 200 && code < 300) {
-			*answer = blen ? json_loadb(buf, blen, JSON_DECODE_ANY, NULL) : NULL;
-			if (*answer == NULL && blen)
-				*answer = json_stringn(buf, blen);
-			free(buf);
-			error = FERRY_OK;
-			break;
-		}
-		free(buf);
-		if (rc != CURLE_OK)
-			ferry_error_set("webhook %s: %s (try %d of %d)", url, err[0] ? err : curl_easy_strerror(rc),
-					t, WEBHOOK_TRIES);
-		else
-			ferry_error_set("webhook %s answered HTTP %ld (try %d of %d)", url, code, t, WEBHOOK_TRIES);
-		flog_warn("%s", ferry_error_last());
-		if (code >= 400 && code < 500 && code != 429 && code != 408)
-			break; /* the hook refuses the task: trying again will not help */
-		if (t < WEBHOOK_TRIES)
-			usleep((useconds_t)(250000 << (t - 1)));
-	}
-	curl_slist_free_all(hdr);
-	free(payload);
-	return error;
-}
-
 /* Appends a line to the attempt's log so `ferry logs` shows what the step did. */
 int label_step(const struct step_run *r, struct step_result *res)
 {
@@ -265,7 +195,7 @@ int label_step(const struct step_run *r, struct step_result *res)
 		json_object_set_new(post, "workflow", json_incref(json_object_get(r->run, "workflow")));
 		json_object_set_new(post, "continue", json_sprintf("/api/v1/runs/%lld/steps/%s/continue",
 								   (long long)r->run_id, r->name));
-		error = webhook_post(&answer, hook, post);
+		error = webhook_post(&answer, hook, post, WEBHOOK_TRIES);
 		json_decref(post);
 		if (error < 0) {
 			/* not final: the step's retry policy decides */
