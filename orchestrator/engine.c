@@ -39,6 +39,7 @@
 #include "exec.h"
 #include "health.h"
 #include "metrics.h"
+#include "notify.h"
 #include "states.h"
 #include "kind.h"
 #include "store.h"
@@ -78,6 +79,7 @@ struct engine {
 	int nrecs, caprecs;
 	struct workers *workers; /* the pool for slow step work, or NULL (done inline) */
 	int inflight;          /* items in the pool: claimed steps not yet started or finished */
+	int notifying;         /* completion posts in the pool (notify.h) */
 	struct work *deferred; /* items that found the database unreachable: submitted again */
 	int64_t next_deferred; /* … at most once a second */
 	int claim_now, stop_check, draining;
@@ -105,8 +107,7 @@ struct step_work {
 	int attempt;
 	char *name;              /* owned */
 	json_t *ctx;             /* owned */
-	/* what the worker decided */
-	int nodb;                /* it could not reach the database: submitted again later */
+	/* what the worker decided (w.again: it could not reach the database) */
 	int finished;
 	struct step_result res;
 	char *key;
@@ -114,6 +115,7 @@ struct step_work {
 
 static void step_work_run(struct work *w, PGconn *conn);
 static void step_work_free(struct work *w);
+static void drop_work(struct work *w);
 static void job_done_with(struct step_result *res, PGconn *conn, const struct engine *e, int64_t step_id,
 			  int64_t run_id, int attempt, const char *name, const char *dir, const json_t *ctx);
 
@@ -256,11 +258,11 @@ void engine_free(struct engine *e)
 {
 	if (e == NULL)
 		return;
-	workers_free(e->workers, step_work_free);
+	workers_free(e->workers, drop_work);
 	while (e->deferred) {
 		struct work *w = e->deferred;
 		e->deferred = w->next;
-		step_work_free(w);
+		drop_work(w);
 	}
 	for (int i = 0; i < e->njobs; i++)
 		exec_job_dispose(&e->jobs[i]);
@@ -742,8 +744,8 @@ static void step_work_run(struct work *w, PGconn *conn)
 {
 	struct step_work *sw = (struct step_work *)w;
 
-	sw->nodb = conn == NULL || PQstatus(conn) != CONNECTION_OK;
-	if (sw->nodb)
+	sw->w.again = conn == NULL || PQstatus(conn) != CONNECTION_OK;
+	if (sw->w.again)
 		return;
 	if (sw->what == PREPARE)
 		sw->finished = prepare_step(&sw->res, &sw->key, conn, sw->e, sw->c, sw->dir);
@@ -775,9 +777,29 @@ static void step_work_apply(struct engine *e, struct step_work *sw)
 	}
 }
 
+/* Frees a pool item that is never taken back (shutdown), whatever it is. */
+static void drop_work(struct work *w)
+{
+	if (w->run == step_work_run)
+		step_work_free(w);
+	else
+		notify_work_free(w);
+}
+
+/* Back on the loop (the pool's done callback): applies a step's work and frees it. */
+static void step_work_done(struct work *w, void *ctx)
+{
+	struct engine *e = ctx;
+
+	e->inflight--;
+	step_work_apply(e, (struct step_work *)w);
+	step_work_free(w);
+}
+
 /* Hands w to the pool, or does it now when the engine has none. */
 static void submit_work(struct engine *e, struct step_work *w)
 {
+	w->w.done = step_work_done;
 	if (e->workers) {
 		workers_submit(e->workers, &w->w);
 		e->inflight++;
@@ -793,19 +815,18 @@ static void take_work(struct engine *e)
 {
 	struct work *w, *next;
 
-	if (e->workers == NULL || e->inflight == 0)
+	if (e->workers == NULL || (e->inflight == 0 && e->notifying == 0))
 		return;
 	for (w = workers_take(e->workers); w; w = next) {
 		next = w->next;
-		if (((struct step_work *)w)->nodb) {
-			/* the attempt stays ours (leases renewed); the work waits for the database */
+		if (w->again) {
+			/* a step's attempt stays ours (leases renewed); the work waits for the database */
+			w->again = 0;
 			w->next = e->deferred;
 			e->deferred = w;
 			continue;
 		}
-		e->inflight--;
-		step_work_apply(e, (struct step_work *)w);
-		step_work_free(w);
+		w->done(w, e);
 	}
 }
 
@@ -1121,6 +1142,37 @@ static void task_expire_waits(struct engine *e)
 		e->claim_now = 1;
 }
 
+/* A completion post came back (its worker recorded how it went). */
+static void notify_done(struct work *w, void *ctx)
+{
+	struct engine *e = ctx;
+
+	e->notifying--;
+	notify_work_free(w);
+}
+
+/* FERRY_NOTIFY_WEBHOOK: posts the runs that ended (notify.h), one round at a time. */
+static void task_notify(struct engine *e)
+{
+	const char *url = getenv("FERRY_NOTIFY_WEBHOOK");
+	json_t *runs = NULL, *run;
+	size_t i;
+
+	if (url == NULL || *url == '\0' || e->workers == NULL || e->notifying > 0)
+		return;
+	if (store_runs_to_notify(&runs, e->conn, 32) < 0) {
+		flog_error("runs to notify: %s", ferry_error_last());
+		return;
+	}
+	json_array_foreach(runs, i, run) {
+		struct work *w = notify_work_new(url, e->o.public_url, json_deep_copy(run));
+		w->done = notify_done;
+		workers_submit(e->workers, w);
+		e->notifying++;
+	}
+	json_decref(runs);
+}
+
 static int64_t every_poll(const struct engine_opts *o) { return o->poll_ms; }
 static int64_t every_third_lease(const struct engine_opts *o) { return o->lease_ms / 3; }
 static int64_t every_half_lease(const struct engine_opts *o) { return o->lease_ms / 2; }
@@ -1153,6 +1205,7 @@ static const struct engine_task tasks[] = {
 	{"recover", 0, every_half_lease, task_recover},     /* adopt this host's orphans */
 	{"reap", TASK_LEADER, every_half_lease, task_reap}, /* other hosts' expired attempts: lost */
 	{"expire-waits", 0, every_second, task_expire_waits},
+	{"notify", TASK_LEADER, every_second, task_notify},  /* FERRY_NOTIFY_WEBHOOK */
 };
 #define NTASKS (sizeof(tasks) / sizeof(tasks[0]))
 

@@ -24,6 +24,7 @@ struct engine_opts {
 	int64_t run_filter;    /* only this run's steps (dev mode); 0 = all */
 	int workers;           /* threads for slow step work (FERRY_WORKERS); 0 = on the loop */
 	struct health *health; /* where to say whether this replica leads (/readyz, /metrics); may be NULL */
+	const char *public_url; /* where the API answers (links in notifications); may be NULL */
 };
 
 struct engine;

@@ -380,6 +380,8 @@ int main(int argc, char **argv)
 		urlfile = NULL;
 		goto out;
 	}
+	eo.public_url = getenv("FERRY_PUBLIC_URL") && *getenv("FERRY_PUBLIC_URL") ? getenv("FERRY_PUBLIC_URL")
+										   : api_url(api);
 	if (engine_start_when_ready(&e, &eo, conninfo, embedded, &health) < 0)
 		goto out;
 	if (e == NULL) {

@@ -190,6 +190,17 @@ int store_workflows_list(char **out, PGconn *conn);
 /* A trivial round trip: 0 while the database answers. */
 int store_ping(PGconn *conn);
 
+/* ---- completion webhook (store_notify.c; orchestrator/notify.c is the user) ---- */
+
+/*
+ * Up to limit ended runs due for their completion post, oldest first, as a
+ * JSON array of {run, workflow, state, trigger, reason, finished_at} (*out,
+ * the caller's); runs that ended more than a day ago are marked instead.
+ */
+int store_runs_to_notify(json_t **out, PGconn *conn, int limit);
+/* How run's post went: NULL posted; else why not (tried again later, five times in all). */
+int store_run_notified(PGconn *conn, int64_t run, const char *failure);
+
 /* ---- model registry (store_models.c) ---- */
 
 /* A version to register: the artifact is already in the blob store. */

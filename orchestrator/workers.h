@@ -16,10 +16,19 @@
 
 #include <libpq-fe.h>
 
-/* One item. Embed it first in a struct of your own; run is called on a worker thread. */
+/*
+ * One item. Embed it first in a struct of your own. run is called on a
+ * worker thread; done, on the thread that takes the item back (the
+ * engine's), with the context it passes to workers_take's caller. An item
+ * whose run set again (the database was unreachable) is handed back to be
+ * submitted again later rather than done.
+ */
 struct work {
 	/* Does the work with the worker's connection (NULL when the database is unreachable). */
 	void (*run)(struct work *w, PGconn *conn);
+	/* Applies the result and frees the item. */
+	void (*done)(struct work *w, void *ctx);
+	int again;
 	struct work *next;
 };
 
