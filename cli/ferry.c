@@ -420,7 +420,7 @@ static void print_run(const struct cli *cli, const json_t *run, int64_t now)
 {
 	const char *hash = jstr(run, "workflow_hash", NULL);
 	const char *reason = jstr(run, "reason", NULL);
-	const char *state = jstr(run, "state", "?");
+	const char *state = run_display_state(run);
 	const json_t *steps = json_object_get(run, "steps");
 	char id[32], buf[64];
 	int64_t t;
@@ -454,7 +454,7 @@ static void print_run(const struct cli *cli, const json_t *run, int64_t now)
 	print_params(json_object_get(run, "params"));
 	printf("Steps:\n");
 	table_init(&tab, 5);
-	table_add_steps(&tab, cli, steps, now);
+	table_add_steps(&tab, cli, run, now);
 	table_print(&tab, stdout, "  ");
 	table_dispose(&tab);
 	print_results(cli, steps);
@@ -516,7 +516,7 @@ static void print_run_list(const json_t *runs, int64_t now)
 		fmt_span(dur, sizeof(dur), run, now);
 		row[0] = id;
 		row[1] = jstr(run, "workflow", "?");
-		row[2] = jstr(run, "state", "?");
+		row[2] = run_display_state(run);
 		row[3] = jstr(run, "trigger", "-");
 		row[4] = started;
 		row[5] = dur;

@@ -236,12 +236,62 @@ const json_t *last_attempt(const json_t *step)
 	return n > 0 ? json_array_get(list, n - 1) : NULL;
 }
 
+const char *run_display_state(const json_t *run)
+{
+	const char *state = jstr(run, "state", "?");
+
+	if (strcmp(state, "running") == 0 && json_array_size(json_object_get(run, "waiting")) > 0)
+		return "waiting";
+	return state;
+}
+
+/* The labelling task a label step's outputs hold: "labelling task: …; " or "". */
+static void label_task_text(char *buf, size_t n, const json_t *out)
+{
+	const json_t *task = json_object_get(out, "task");
+	size_t len;
+
+	buf[0] = '\0';
+	if (!json_is_object(out) || jstr(out, "dataset", NULL) == NULL)
+		return;
+	len = (size_t)snprintf(buf, n, "labelling task: %" JSON_INTEGER_FORMAT " of %"
+			       JSON_INTEGER_FORMAT " items in %s have no label in %s",
+			       jint(out, "unlabelled", 0), jint(out, "items", 0),
+			       jstr(out, "dataset", "?"), jstr(out, "labels", "?"));
+	if (len < n && task != NULL && !json_is_null(task)) {
+		/* the webhook's answer: its url when it has one, else the answer itself */
+		const char *url = json_is_string(task) ? json_string_value(task) : jstr(task, "url", NULL);
+		char *dump = url ? NULL : json_dumps(task, JSON_COMPACT);
+		len += (size_t)snprintf(buf + len, n - len, " (task %.200s)", url ? url : dump ? dump : "?");
+		free(dump);
+	}
+	if (len < n)
+		snprintf(buf + len, n - len, "; ");
+}
+
+void step_waiting_hint(char *buf, size_t n, const json_t *run, const json_t *step)
+{
+	char id[32];
+	size_t len;
+
+	buf[0] = '\0';
+	if (strcmp(jstr(step, "state", ""), "waiting") != 0)
+		return;
+	id_text(id, sizeof(id), run);
+	label_task_text(buf, n, json_object_get(step, "outputs"));
+	len = strlen(buf);
+	if (len < n)
+		snprintf(buf + len, n - len, "continue: ferry continue %s %s", id,
+			 jstr(step, "name", "?"));
+}
+
 /*
  * Why a step is where it is, for people: its reason, else how its last
  * attempt ended ("exit 1", "signal 9"); for a step waiting to be retried,
- * when. "" when there is nothing to say.
+ * when; for one waiting for a person, how to continue it. "" when there is
+ * nothing to say.
  */
-static void step_why(char *buf, size_t n, const json_t *step)
+static void step_why(char *buf, size_t n, const json_t *run, const json_t *step)
 {
 	const json_t *att = last_attempt(step);
 	const char *state = jstr(step, "state", "");
@@ -253,6 +303,10 @@ static void step_why(char *buf, size_t n, const json_t *step)
 	int64_t t;
 
 	buf[0] = '\0';
+	if (strcmp(state, "waiting") == 0) {
+		step_waiting_hint(buf, n, run, step);
+		return;
+	}
 	if (strcmp(state, "ready") == 0 && jtime(step, "not_before", &t)) {
 		char when[32];
 		fmt_local(when, sizeof(when), t, false);
@@ -348,16 +402,16 @@ void table_dispose(struct table *t)
 }
 
 /* One row per step: "marker name", state, attempts, duration, why. */
-void table_add_steps(struct table *t, const struct cli *cli,
-			    const json_t *steps, int64_t now)
+void table_add_steps(struct table *t, const struct cli *cli, const json_t *run, int64_t now)
 {
+	const json_t *steps = json_object_get(run, "steps");
 	const json_t *step;
 	size_t i;
 
 	json_array_foreach(steps, i, step) {
 		const char *state = jstr(step, "state", "?");
 		json_int_t attempts = jint(step, "attempts", 0);
-		char att[32], dur[32], why[512], *name;
+		char att[32], dur[32], why[1024], *name;
 		const char *row[5];
 
 		if (attempts > 0)
@@ -366,7 +420,7 @@ void table_add_steps(struct table *t, const struct cli *cli,
 		else
 			snprintf(att, sizeof(att), "-");
 		fmt_span(dur, sizeof(dur), step, now);
-		step_why(why, sizeof(why), step);
+		step_why(why, sizeof(why), run, step);
 		name = xasprintf("%s %s", state_marker(cli, state), jstr(step, "name", "?"));
 		row[0] = name;
 		row[1] = state;

@@ -72,7 +72,23 @@ void table_print(const struct table *t, FILE *f, const char *indent);
 
 void table_dispose(struct table *t);
 
-/* One row per step: "marker name", state, attempts, duration, why. */
-void table_add_steps(struct table *t, const struct cli *cli, const json_t *steps, int64_t now);
+/*
+ * One row per step of run: "marker name", state, attempts, duration, why
+ * (for a step waiting for a person, the command that continues it).
+ */
+void table_add_steps(struct table *t, const struct cli *cli, const json_t *run, int64_t now);
+
+/*
+ * The state to show for run: "waiting" while it runs but cannot go on until
+ * a person continues a step (run["waiting"] is not empty), else its state.
+ */
+const char *run_display_state(const json_t *run);
+
+/*
+ * For a step of run in state waiting, what a person does: "continue: ferry
+ * continue RUN STEP", after the labelling task of a label step ("labelling
+ * task: 3 of 5 items in DIR have no label in FILE; "). "" for other steps.
+ */
+void step_waiting_hint(char *buf, size_t n, const json_t *run, const json_t *step);
 
 #endif

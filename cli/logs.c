@@ -273,6 +273,30 @@ static int logs_follow_attempt(struct logs *lg, const char *step, int attempt,
 	}
 }
 
+/*
+ * After a step turned out to have no log: when it waits for a person (a
+ * gate runs nothing), says so and how to continue it in the error message
+ * instead of the daemon's "has not started yet". Returns rc, the error.
+ */
+static int logs_explain_missing(struct logs *lg, const char *name, int rc)
+{
+	json_t *run = NULL;
+	const json_t *step;
+
+	if (logs_fetch_run(&run, lg, false) < 0) {
+		json_decref(run);
+		return rc; /* the first error says enough */
+	}
+	step = run_step(run, name);
+	if (step != NULL && strcmp(jstr(step, "state", ""), "waiting") == 0)
+		ferry_error_set("step \"%s\" of run %" PRId64 " is waiting for a person "
+				"(kind %s) and has run nothing, so it has no log; continue it with: "
+				"ferry continue %" PRId64 " %s", name, lg->id,
+				jstr(step, "kind", "gate"), lg->id, name);
+	json_decref(run);
+	return rc;
+}
+
 /* `ferry logs RUN STEP [-f] [--attempt N]`. */
 static int logs_one(struct logs *lg, const char *step, int attempt, bool follow)
 {
@@ -291,7 +315,10 @@ static int logs_one(struct logs *lg, const char *step, int attempt, bool follow)
 			return rc;
 		return logs_follow_attempt(lg, step, 0, &lc);
 	}
-	return logs_copy(lg, step, attempt, follow, &lc);
+	rc = logs_copy(lg, step, attempt, follow, &lc);
+	if (rc == FERRY_ENOTFOUND && !lc.begun && attempt == 0)
+		rc = logs_explain_missing(lg, step, rc);
+	return rc;
 }
 
 /* `ferry logs RUN`: the latest attempt of every step that ran, in step order. */

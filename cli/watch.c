@@ -31,9 +31,10 @@ static int64_t step_event_ms(const json_t *step, int64_t now)
 
 /*
  * "attempt 2, exit 1" or "attempt 2, REASON" (the reason, when there is one,
- * says more than the exit status); "" when there is nothing to say.
+ * says more than the exit status); for a step waiting for a person, how to
+ * continue it; "" when there is nothing to say.
  */
-static void step_change_detail(char *buf, size_t n, const json_t *step)
+static void step_change_detail(char *buf, size_t n, const json_t *run, const json_t *step)
 {
 	const char *state = jstr(step, "state", "");
 	json_int_t attempts = jint(step, "attempts", 0);
@@ -45,6 +46,10 @@ static void step_change_detail(char *buf, size_t n, const json_t *step)
 	size_t len = 0;
 
 	buf[0] = '\0';
+	if (strcmp(state, "waiting") == 0) {
+		step_waiting_hint(buf, n, run, step);
+		return;
+	}
 	if (attempts > 0 && strcmp(state, "blocked") != 0 && strcmp(state, "skipped") != 0)
 		len += (size_t)snprintf(buf, n, "attempt %" JSON_INTEGER_FORMAT, attempts);
 	if (len >= n)
@@ -78,7 +83,7 @@ static void watch_print_changes(const json_t *run, json_t *seen, int64_t now)
 		const char *state = jstr(step, "state", "?");
 		const char *prev = json_string_value(json_object_get(seen, name));
 		char *key = xasprintf("%s#%" JSON_INTEGER_FORMAT, state, jint(step, "attempts", 0));
-		char when[32], detail[600];
+		char when[32], detail[1024];
 
 		if (prev != NULL && strcmp(prev, key) == 0)
 			goto next;
@@ -86,7 +91,7 @@ static void watch_print_changes(const json_t *run, json_t *seen, int64_t now)
 		if (prev == NULL && strcmp(state, "blocked") == 0)
 			goto next; /* the initial state is not news */
 		fmt_local(when, sizeof(when), step_event_ms(step, now), false);
-		step_change_detail(detail, sizeof(detail), step);
+		step_change_detail(detail, sizeof(detail), run, step);
 		if (detail[0] != '\0')
 			printf("%s  %s%*s  %-9s  (%s)\n", when, name,
 			       (int)(name_w - display_width(name)), "", state, detail);
@@ -127,9 +132,9 @@ static void watch_render_frame(FILE *f, const struct cli *cli, const json_t *run
 	id_text(id, sizeof(id), run);
 	fmt_span(dur, sizeof(dur), run, now);
 	fprintf(f, "run %s  %s  %s  %s\n", id, jstr(run, "workflow", "?"),
-		jstr(run, "state", "?"), dur);
+		run_display_state(run), dur);
 	table_init(&t, 5);
-	table_add_steps(&t, cli, json_object_get(run, "steps"), now);
+	table_add_steps(&t, cli, run, now);
 	table_print(&t, f, "  ");
 	table_dispose(&t);
 }

@@ -421,7 +421,7 @@ static void job_finished(struct engine *e, int idx, const struct exec_status *st
 		outcome = OUTCOME_SUCCEEDED;
 	} else {
 		outcome = OUTCOME_FAILED;
-		reason = xasprintf("exit code %d", st->exit_code);
+		reason = exec_exit_reason(j, st->exit_code);
 	}
 	flog_debug("run %lld step %s attempt %d: %s", (long long)j->run_id, j->name, j->attempt,
 		   attempt_outcome_name(outcome));
@@ -995,7 +995,7 @@ static void adopt_orphan(struct engine *e, struct store_orphan *o)
 		if (st.signal || st.exit_code) {
 			push_done(e, o->step_id, o->attempt, OUTCOME_FAILED, st.exit_code, st.signal,
 				  st.signal ? xasprintf("killed by signal %d", st.signal)
-					    : xasprintf("exit code %d", st.exit_code));
+					    : exec_exit_reason(j, st.exit_code));
 		} else {
 			json_t *ctx = job_ctx(o->kind, o->spec, o->workdir, NULL, NULL, NULL);
 			job_succeeded(e, o->step_id, o->run_id, o->attempt, o->name, j->dir, ctx);

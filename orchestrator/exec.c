@@ -12,8 +12,11 @@
  */
 #include "exec.h"
 
+#include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "util.h"
 
@@ -78,6 +81,104 @@ void exec_signal(const struct exec_job *job, int sig)
 {
 	if (job->type && job->type->signal)
 		job->type->signal(job, sig);
+}
+
+/*
+ * Copies the line [p, end) into a new string without control characters
+ * (a tab becomes a space) or terminal escape sequences, trimmed, cut at a
+ * UTF-8 boundary to EXEC_LINE_MAX bytes ("..." marks the cut). NULL when
+ * nothing printable is left.
+ */
+static char *clean_line(const char *p, const char *end)
+{
+	char *out = xmalloc(EXEC_LINE_MAX + 4);
+	size_t n = 0;
+	int cut = 0;
+
+	while (p < end) {
+		unsigned char ch = (unsigned char)*p++;
+		if (ch == 0x1b) { /* ESC [ params final: a colour or cursor sequence */
+			if (p < end && *p == '[')
+				for (p++; p < end && !(*p >= 0x40 && *p <= 0x7e); p++)
+					;
+			if (p < end)
+				p++;
+			continue;
+		}
+		if (ch == '\t')
+			ch = ' ';
+		if (ch < 0x20 || ch == 0x7f || (ch == ' ' && n == 0))
+			continue;
+		if (n == EXEC_LINE_MAX) {
+			cut = 1;
+			if ((ch & 0xc0) == 0x80) { /* inside a UTF-8 sequence: drop its start */
+				while (n > 0 && ((unsigned char)out[n - 1] & 0xc0) == 0x80)
+					n--;
+				if (n > 0)
+					n--;
+			}
+			break;
+		}
+		out[n++] = (char)ch;
+	}
+	while (n > 0 && out[n - 1] == ' ')
+		n--;
+	if (n == 0) {
+		free(out);
+		return NULL;
+	}
+	if (cut) {
+		memcpy(out + n, "...", 3);
+		n += 3;
+	}
+	out[n] = '\0';
+	return out;
+}
+
+char *exec_log_last_line(const struct exec_job *job)
+{
+	char *path = NULL, *line = NULL, buf[EXEC_TAIL_BYTES];
+	const char *end, *start;
+	struct stat sb;
+	ssize_t got;
+	off_t from;
+	int fd = -1;
+
+	if (job == NULL || job->type == NULL || job->type->log_path == NULL ||
+	    (path = job->type->log_path(job)) == NULL)
+		goto out;
+	if ((fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK)) < 0 || fstat(fd, &sb) < 0 ||
+	    !S_ISREG(sb.st_mode))
+		goto out;
+	from = sb.st_size > EXEC_TAIL_BYTES ? sb.st_size - EXEC_TAIL_BYTES : 0;
+	if ((got = pread(fd, buf, sizeof(buf), from)) <= 0)
+		goto out;
+	/* from the end: skip blank lines, then take the line that ends there */
+	end = buf + got;
+	while (end > buf && line == NULL) {
+		while (end > buf && (end[-1] == '\n' || end[-1] == '\r'))
+			end--;
+		start = end;
+		while (start > buf && start[-1] != '\n')
+			start--;
+		line = clean_line(start, end);
+		end = start;
+	}
+out:
+	if (fd >= 0)
+		close(fd);
+	free(path);
+	return line;
+}
+
+char *exec_exit_reason(const struct exec_job *job, int exit_code)
+{
+	char *line = exec_log_last_line(job), *reason;
+
+	reason = line ? xasprintf("exit code %d: %s", exit_code, line)
+		      : xasprintf("exit code %d", exit_code);
+	free(line);
+	return reason;
 }
 
 void exec_status_dispose(struct exec_status *st)

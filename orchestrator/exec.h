@@ -147,6 +147,23 @@ int64_t exec_pid_start(pid_t pid);
  */
 int exec_read_status(const char *dir, int *exit_code, int *signal);
 
+/*
+ * The last non-empty line of the job's log (through its type's log_path),
+ * read from the file's last EXEC_TAIL_BYTES, with control characters and
+ * terminal escapes removed and cut to EXEC_LINE_MAX bytes; NULL when the
+ * type keeps no log or it holds no text. The caller frees it.
+ */
+#define EXEC_TAIL_BYTES 4096
+#define EXEC_LINE_MAX 200
+char *exec_log_last_line(const struct exec_job *job);
+
+/*
+ * Why a job that exited with a non-zero code failed, for people:
+ * "exit code N: LAST LOG LINE", or "exit code N" when its log says nothing.
+ * The caller frees it.
+ */
+char *exec_exit_reason(const struct exec_job *job, int exit_code);
+
 void exec_status_dispose(struct exec_status *st);
 void exec_job_dispose(struct exec_job *job);
 

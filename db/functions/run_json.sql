@@ -1,7 +1,11 @@
 -- The run object of the API (GET /runs/{id}, ferry get -o json).
 --
 -- ferry_run_json: the run, its steps in file order, each with the names it
--- needs, its attempts, metrics, gate results and whether it came from cache.
+-- needs, its attempts, metrics, gate results and whether it came from cache;
+-- "waiting": the names of the steps that wait for a person (gate and label
+-- steps in state waiting, each continued with POST .../steps/{step}/continue),
+-- so a run that cannot go on by itself is told from one that is busy while
+-- its state stays what the engine says (running).
 CREATE OR REPLACE FUNCTION ferry_run_json(p_run bigint) RETURNS json
 LANGUAGE plpgsql STABLE AS $$
 BEGIN
@@ -9,6 +13,8 @@ BEGIN
 		'id', r.id, 'workflow', r.workflow_name, 'workflow_hash', r.workflow_hash,
 		'state', r.state, 'trigger', r.trigger, 'actor', r.actor, 'params', r.params,
 		'reason', r.reason, 'metrics', r.metrics, 'no_cache', r.no_cache,
+		'waiting', (SELECT coalesce(json_agg(w.name ORDER BY w.idx), '[]')
+		            FROM steps w WHERE w.run_id = r.id AND w.state = 'waiting'),
 		'created_at', ferry_ts(r.created_at),
 		'started_at', ferry_ts(r.started_at), 'finished_at', ferry_ts(r.finished_at),
 		'steps', coalesce((

@@ -36,7 +36,7 @@ Y
 	wait_run "$id" failed 20
 	assert_eq "$(step_col "$id" b state)" failed "b"
 	assert_eq "$(step_col "$id" b exit_code)" 7 "b exit code"
-	assert_eq "$(step_col "$id" b reason)" "exit code 7" "b reason"
+	assert_eq "$(step_col "$id" b reason)" "exit code 7: boom" "b reason: the last line it printed"
 	assert_eq "$(step_col "$id" c state)" skipped "c"
 	assert_eq "$(step_col "$id" d state)" skipped "d (transitively)"
 	assert_eq "$(step_col "$id" side state)" succeeded "independent branch still runs"

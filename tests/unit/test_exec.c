@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -316,6 +317,56 @@ static void test_exec__sample_counts_io_and_cpu(void **state)
 	exec_job_dispose(&job);
 }
 
+/* Writes text to DIR/log of a job under home (made for the test) and returns its last line. */
+static char *last_line_of(const char *text, size_t len)
+{
+	struct exec_job job;
+	char *path;
+	FILE *f;
+	char *line;
+
+	memset(&job, 0, sizeof(job));
+	job.type = &exec_local;
+	job.dir = xasprintf("%s/lastline", home);
+	mkdir(job.dir, 0755);
+	path = xasprintf("%s/log", job.dir);
+	f = fopen(path, "w");
+	assert_non_null(f);
+	assert_int_equal(fwrite(text, 1, len, f), len);
+	fclose(f);
+	line = exec_log_last_line(&job);
+	free(path);
+	exec_job_dispose(&job);
+	return line;
+}
+
+static void test_exec__log_last_line(void **state)
+{
+	char big[4000], *line, *reason;
+	struct exec_job none;
+
+	(void)state;
+	line = last_line_of("one\ntwo  \r\n\n  \n", 15);
+	assert_string_equal(line, "two");
+	free(line);
+	line = last_line_of("", 0);
+	assert_null(line);
+	/* a long last line is cut at EXEC_LINE_MAX, never inside a UTF-8 character */
+	memset(big, 'x', sizeof(big));
+	memcpy(big + 199, "\xc3\xa9", 2);
+	big[sizeof(big) - 1] = '\n';
+	line = last_line_of(big, sizeof(big));
+	assert_int_equal(strlen(line), 199 + 3);
+	assert_string_equal(line + 199, "...");
+	free(line);
+	/* no log: the bare exit code */
+	memset(&none, 0, sizeof(none));
+	none.type = &exec_noop;
+	reason = exec_exit_reason(&none, 2);
+	assert_string_equal(reason, "exit code 2");
+	free(reason);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -331,6 +382,7 @@ int main(void)
 		cmocka_unit_test(test_exec__adopt_from_directory),
 		cmocka_unit_test(test_exec__adopt_without_trace),
 		cmocka_unit_test(test_exec__sample_counts_io_and_cpu),
+		cmocka_unit_test(test_exec__log_last_line),
 	};
 	return cmocka_run_group_tests(tests, setup, teardown);
 }
