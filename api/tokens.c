@@ -21,6 +21,7 @@
 
 #define RELOAD_MS 1000         /* a created or revoked token takes effect within about this */
 #define CONNECT_MS 2000        /* the reloader's connection attempt is bounded by this */
+#define WARN_AFTER 5           /* failed reads in a row before a warning */
 
 struct named {
 	char hash[65];
@@ -149,7 +150,7 @@ static void *reloader_main(void *arg)
 {
 	struct tokens *t = arg;
 	PGconn *conn = NULL;
-	int logged = 0;
+	int failures = 0;
 
 	do {
 		struct store_token *v = NULL;
@@ -160,15 +161,17 @@ static void *reloader_main(void *arg)
 			continue;
 		}
 		if (store_token_live(&v, &n, conn) < 0) {
-			if (!logged)
+			/* quiet while the daemon migrates a fresh database; once when it lasts */
+			if (++failures == WARN_AFTER)
 				flog_warn("api tokens: cannot read the named tokens (the last ones read stay in force): %s",
 					  ferry_error_last());
-			logged = 1;
+			else
+				flog_debug("api tokens: cannot read the named tokens: %s", ferry_error_last());
 			PQfinish(conn);
 			conn = NULL;
 			continue;
 		}
-		logged = 0;
+		failures = 0;
 		tokens_set(t, v, n);
 		store_tokens_free(v, n);
 	} while (!stop_requested(t, RELOAD_MS));
