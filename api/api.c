@@ -50,6 +50,7 @@
 #include "metrics.h"
 #include "runcache.h"
 #include "store.h"
+#include "tokens.h"
 #include "util.h"
 
 #define MAX_BODY (1024 * 1024)
@@ -60,7 +61,7 @@
 struct api {
 	struct MHD_Daemon *mhd;
 	atomic_int stopping; /* set before MHD_stop_daemon: log streams end */
-	char *token;
+	struct tokens *tokens; /* who a bearer token is (tokens.h) */
 	char *conninfo;
 	pthread_mutex_t mu;
 	pthread_cond_t cv;
@@ -225,23 +226,6 @@ void reply_store_error(struct reply *r, int error)
 
 /* ---- helpers ---- */
 
-static int token_ok(const struct api *a, const char *header)
-{
-	const char *given;
-	size_t n, m;
-	unsigned char diff = 0;
-
-	if (header == NULL || strncmp(header, "Bearer ", 7) != 0)
-		return 0;
-	given = header + 7;
-	n = strlen(given);
-	m = strlen(a->token);
-	diff = (unsigned char)(n != m);
-	for (size_t i = 0; i < m; i++)
-		diff |= (unsigned char)(a->token[i] ^ (i < n ? given[i] : 0));
-	return diff == 0;
-}
-
 /* Whether s[0..n) is well-formed UTF-8 (no overlongs, no surrogates). */
 int utf8_valid(const char *s, size_t n)
 {
@@ -267,20 +251,27 @@ int utf8_valid(const char *s, size_t n)
 	return 1;
 }
 
-/* A printable actor name from X-Ferry-Actor, or "api". */
-char *actor_of(struct MHD_Connection *conn)
+/*
+ * Who did it: a named token's name; for the daemon's own token (admin, the
+ * one the CLI on the daemon's machine reads), a printable X-Ferry-Actor
+ * (the person at that CLI), cut at 63 bytes, or "admin".
+ */
+char *actor_of(const struct req *q)
 {
-	const char *h = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "X-Ferry-Actor");
+	const char *h;
 	size_t n;
 
+	if (!q->own_token)
+		return xstrdup(q->token_name);
+	h = MHD_lookup_connection_value(q->conn, MHD_HEADER_KIND, "X-Ferry-Actor");
 	if (h == NULL || *h == '\0' || !utf8_valid(h, strlen(h)))
-		return xstrdup("api");
+		return xstrdup(q->token_name);
 	n = strnlen(h, 64);
 	while (n > 0 && n < strlen(h) && ((unsigned char)h[n] & 0xc0) == 0x80)
 		n--; /* never cut a character in two */
 	for (size_t i = 0; i < n; i++)
 		if ((unsigned char)h[i] < 0x20 || h[i] == 0x7f)
-			return xstrdup("api");
+			return xstrdup(q->token_name);
 	return xstrndup(h, n);
 }
 
@@ -450,7 +441,7 @@ static void h_runs_create(struct api *a, struct reply *r, PGconn *db, struct req
 	rn.yaml_len = rn.yaml ? json_string_length(json_object_get(body, "yaml")) : 0;
 	rn.params = params && json_is_object(params) ? params : NULL;
 	rn.trigger = trigger ? trigger : "api";
-	actor = actor_of(conn);
+	actor = actor_of(q);
 	rn.actor = actor;
 	rn.idem_key = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "Idempotency-Key");
 	if (rn.idem_key) {
@@ -516,7 +507,7 @@ static void h_runs_list(struct api *a, struct reply *r, PGconn *db, struct req *
 static void h_run_stop(struct api *a, struct reply *r, PGconn *db, struct req *q)
 {
 	int64_t id = q->id;
-	char *actor = actor_of(q->conn), *state = NULL;
+	char *actor = actor_of(q), *state = NULL;
 	int error = store_run_stop(&state, db, id, actor);
 
 	run_changed(a, id);
@@ -540,7 +531,7 @@ static void h_run_retry(struct api *a, struct reply *r, PGconn *db, struct req *
 		return;
 	if (opt_string(&from, r, body, "from") < 0 || opt_bool(&no_cache, r, body, "no_cache") < 0)
 		goto out;
-	actor = actor_of(q->conn);
+	actor = actor_of(q);
 	error = store_run_retry(db, id, from, actor, no_cache);
 	run_changed(a, id);
 	if (error < 0)
@@ -615,7 +606,7 @@ static void h_step_continue(struct api *a, struct reply *r, PGconn *db, struct r
 	data = json_object_get(body, "data");
 	if (data && !json_is_null(data))
 		data_txt = json_dumps(data, JSON_COMPACT | JSON_ENCODE_ANY);
-	actor = actor_of(q->conn);
+	actor = actor_of(q);
 	error = store_step_continue(db, id, step, actor, data_txt);
 	run_changed(a, id);
 	if (error < 0)
@@ -1003,7 +994,7 @@ const struct api_route api_routes[] = {
 	{"GET", "/api/v1/models/{name}", AUTH, NULL, api_model_get},
 	{"GET", "/api/v1/models/{name}/versions", AUTH, NULL, api_model_versions},
 	{"GET", "/api/v1/models/{name}/versions/{version}", AUTH, NULL, api_model_version},
-	{"PUT", "/api/v1/models/{name}/aliases/{alias}", AUTH, NULL, api_model_alias_put},
+	{"PUT", "/api/v1/models/{name}/aliases/{alias}", AUTH | ROUTE_ADMIN, NULL, api_model_alias_put},
 	{"GET", "/api/v1/cache", AUTH, NULL, api_cache_get},
 	{NULL, NULL, 0, NULL, NULL},
 };
@@ -1078,6 +1069,16 @@ static enum MHD_Result find_bad_utf8(void *cls, enum MHD_ValueKind kind, const c
 	return MHD_YES;
 }
 
+/* The least role a route takes: a viewer reads, an operator acts on runs, an admin does the rest. */
+static enum token_role route_role(const struct api_route *rt)
+{
+	if (rt->flags & ROUTE_ADMIN)
+		return ROLE_ADMIN;
+	if (strcmp(rt->method, "GET") != 0)
+		return ROLE_OPERATOR;
+	return ROLE_VIEWER;
+}
+
 /*
  * The fast phase of a request, on the MHD worker: routing by method and
  * path, token, ids, limits, UTF-8, and the route's fast phase (health, the
@@ -1108,10 +1109,19 @@ static int dispatch(struct api *a, struct reply *r, struct MHD_Connection *conn,
 	if (rt->handler == NULL)
 		return rt->fast(a, r, q); /* answered from memory alone, before any check (health) */
 	if ((rt->flags & ROUTE_AUTH) &&
-	    !token_ok(a, MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "Authorization"))) {
+	    !tokens_check(a->tokens, MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "Authorization"), &q->role,
+			  q->token_name, &q->own_token)) {
 		reply_error(r, 401, "unauthorized", NULL,
-			    "missing or wrong bearer token (send Authorization: Bearer TOKEN; "
-			    "the token is FERRY_API_TOKEN or $FERRY_HOME/api-token)", NULL);
+			    "missing, wrong or revoked bearer token (send Authorization: Bearer TOKEN; the token is "
+			    "FERRY_API_TOKEN or $FERRY_HOME/api-token, or one made by ferryd token create)", NULL);
+		return 1;
+	}
+	if ((rt->flags & ROUTE_AUTH) && q->role < route_role(rt)) {
+		char msg[200];
+		snprintf(msg, sizeof(msg), "token \"%s\" has role %s; %s %s needs a token with role %s or above",
+			 q->token_name, token_role_name(q->role), rt->method, rt->pattern,
+			 token_role_name(route_role(rt)));
+		reply_error(r, 403, "forbidden", NULL, msg, NULL);
 		return 1;
 	}
 	if (strstr(rt->pattern, "{id}") && parse_id(&q->id, caps[0]) < 0) {
@@ -1397,8 +1407,9 @@ int api_start(struct api **out, const struct api_opts *o)
 		goto fail;
 	if (family == AF_INET6)
 		flags |= MHD_USE_IPv6;
-	a->token = xstrdup(o->token);
 	a->conninfo = xstrdup(o->conninfo);
+	if (tokens_new(&a->tokens, o->token, o->conninfo) < 0)
+		goto fail;
 	pthread_mutex_init(&a->mu, NULL);
 	pthread_cond_init(&a->cv, NULL);
 	a->nconns = o->db_conns > 0 ? o->db_conns : 4;
@@ -1494,7 +1505,7 @@ void api_stop(struct api *a)
 		if (a->free_list[i])
 			PQfinish(a->free_list[i]);
 	free(a->free_list);
-	free(a->token);
+	tokens_free(a->tokens);
 	free(a->conninfo);
 	if (a->nconns) {
 		pthread_mutex_destroy(&a->mu);

@@ -1,6 +1,7 @@
 /*
  * api — the REST server: libmicrohttpd (a pool of epoll workers), bearer-token
- * auth (constant-time compare), JSON in and out (jansson), a bounded pool of
+ * auth (the daemon's own token, compared in constant time, is `admin`; named
+ * tokens with roles from `ferryd token create`: tokens.h), JSON in and out (jansson), a bounded pool of
  * PostgreSQL connections, and JSON errors {"error":{"code","message",…}}.
  */
 #ifndef FERRY_API_H
@@ -12,7 +13,7 @@ struct health;
 
 struct api_opts {
 	const char *listen;   /* "127.0.0.1:8080", "[::1]:8080"; port 0: a free one (api_url says which) */
-	const char *token;    /* required bearer token */
+	const char *token;    /* the daemon's own bearer token: the built-in admin */
 	const char *conninfo; /* database */
 	int db_conns;         /* pooled database connections (the bound on concurrent queries) */
 	size_t cache_entries; /* finished runs kept in memory (runcache.h); 0: no cache */

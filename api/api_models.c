@@ -75,7 +75,7 @@ void api_model_alias_put(struct api *a, struct reply *r, PGconn *db, struct req 
 			    NULL);
 		goto out;
 	}
-	actor = actor_of(q->conn);
+	actor = actor_of(q);
 	error = store_model_alias_set(&json, db, name, alias, version, actor);
 	if (error == FERRY_EINVALID)
 		reply_error(r, 400, "invalid_field", "alias", ferry_error_last(), NULL);

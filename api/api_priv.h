@@ -15,6 +15,7 @@
 
 #include "api.h"
 #include "config.h"
+#include "tokens.h"
 
 struct req {
 	char *body;
@@ -28,6 +29,9 @@ struct req {
 	char caps[2][128]; /* the {x} segments of the path, in order */
 	int64_t id;        /* the {id} segment (a positive integer) when the pattern has one */
 	int head;          /* a HEAD served by the GET route: no body goes out */
+	enum token_role role;        /* of the bearer token (ROUTE_AUTH routes) */
+	char token_name[TOKEN_NAME_MAX]; /* "admin" for the daemon's own token */
+	int own_token;               /* the daemon's own token (FERRY_API_TOKEN, $FERRY_HOME/api-token) */
 	struct req *next; /* in the database workers' queue */
 
 	/* the reply a database worker prepared; queued when MHD calls again */
@@ -64,6 +68,7 @@ enum route_flags {
 	ROUTE_AUTH = 1 << 0,        /* the bearer token is required */
 	ROUTE_DB_OPTIONAL = 1 << 1, /* answers without the database when none is free */
 	ROUTE_OWN_DB = 1 << 2,      /* the handler takes (and bounds) its own connection */
+	ROUTE_ADMIN = 1 << 3,       /* only an admin token (else GET: viewer, other methods: operator) */
 };
 
 /*
@@ -99,8 +104,12 @@ void reply_error(struct reply *r, unsigned status, const char *code, const char 
 void reply_store_error(struct reply *r, int error);
 /* Whether s[0..n) is well-formed UTF-8. */
 int utf8_valid(const char *s, size_t n);
-/* A printable actor name from X-Ferry-Actor, or "api"; the caller frees it. */
-char *actor_of(struct MHD_Connection *conn);
+/*
+ * Who did it, recorded as the actor: the named token's name, or for the
+ * daemon's own token X-Ferry-Actor (printable, at most 63 bytes) or
+ * "admin". The caller frees it.
+ */
+char *actor_of(const struct req *q);
 /* The request body as a JSON object (empty body: {}), or NULL with a 400 in r. */
 json_t *body_object(struct reply *r, const struct req *q);
 /* Optional string / boolean fields; -1 with a 400 naming the field when mistyped. */

@@ -15,7 +15,12 @@
  *   ferryd [--log-format text|json] [--log-level LEVEL]
  *   ferryd db start     start the embedded PostgreSQL of $FERRY_HOME, print its conninfo
  *   ferryd db stop      stop it
+ *   ferryd token create NAME [--role viewer|operator|admin]
+ *                       store a named API token's hash, print the token once
+ *   ferryd token list   name, role, created, revoked (never a token)
+ *   ferryd token revoke NAME
  */
+#include <ctype.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <getopt.h>
@@ -23,6 +28,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/random.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -30,6 +36,8 @@
 #include "db.h"
 #include "engine.h"
 #include "health.h"
+#include "store.h"
+#include "tokens.h"
 #include "util.h"
 
 #define FERRY_VERSION "0.1.0"
@@ -124,6 +132,122 @@ static int db_command(const char *verb, const char *home)
 	}
 	fprintf(stderr, "ferryd: db takes start or stop\n");
 	return 2;
+}
+
+/* Whether name suits a token: 1-63 of [A-Za-z0-9._-], starting alphanumeric, and not the built-in admin. */
+static int token_name_ok(const char *name)
+{
+	size_t n = strlen(name);
+
+	if (n == 0 || n > 63 || !isalnum((unsigned char)name[0]) || strcmp(name, "admin") == 0)
+		return 0;
+	for (size_t i = 0; i < n; i++)
+		if (!isalnum((unsigned char)name[i]) && strchr("._-", name[i]) == NULL)
+			return 0;
+	return 1;
+}
+
+/* `ferryd token create NAME [--role R]`: stores the hash, prints the token once. */
+static int token_create(PGconn *db, int argc, char **argv)
+{
+	const char *name = NULL, *role = "operator";
+	unsigned char raw[24];
+	char token[49], hash[65];
+
+	for (int i = 0; i < argc; i++) {
+		if (strcmp(argv[i], "--role") == 0 && i + 1 < argc)
+			role = argv[++i];
+		else if (strncmp(argv[i], "--role=", 7) == 0)
+			role = argv[i] + 7;
+		else if (argv[i][0] != '-' && name == NULL)
+			name = argv[i];
+		else {
+			fprintf(stderr, "ferryd: token create: unexpected \"%s\"\n"
+					"usage: ferryd token create NAME [--role viewer|operator|admin]\n", argv[i]);
+			return 2;
+		}
+	}
+	if (name == NULL || !token_name_ok(name)) {
+		fprintf(stderr, "ferryd: token create: %s%s%s\n"
+				"Names are 1-63 letters, digits, '.', '_' or '-', starting with a letter or digit; "
+				"\"admin\" is the daemon's own token.\n",
+			name ? "invalid token name \"" : "a token name is required", name ? name : "", name ? "\"" : "");
+		return 2;
+	}
+	if (token_role_parse(role) == 0) {
+		fprintf(stderr, "ferryd: token create: invalid role \"%s\"; use viewer, operator or admin\n", role);
+		return 2;
+	}
+	if (getrandom(raw, sizeof(raw), 0) != (ssize_t)sizeof(raw)) {
+		fprintf(stderr, "ferryd: getrandom: %s\n", strerror(errno));
+		return 1;
+	}
+	hex_encode(token, raw, sizeof(raw));
+	sha256_hex(hash, token, strlen(token));
+	if (store_token_create(db, name, role, hash) < 0) {
+		fprintf(stderr, "ferryd: %s\n", ferry_error_last());
+		return 1;
+	}
+	printf("%s\n", token);
+	fprintf(stderr, "ferryd: token \"%s\" (%s) created; it is shown only now: keep it\n", name, role);
+	return 0;
+}
+
+/* `ferryd token list`: name, role, created, revoked; never a token or its hash. */
+static int token_list(PGconn *db)
+{
+	struct store_token *v = NULL;
+	int n = 0;
+
+	if (store_token_list(&v, &n, db) < 0) {
+		fprintf(stderr, "ferryd: %s\n", ferry_error_last());
+		return 1;
+	}
+	printf("%-24s %-9s %-21s %s\n", "NAME", "ROLE", "CREATED", "REVOKED");
+	printf("%-24s %-9s %-21s %s\n", "admin", "admin", "-", "- (FERRY_API_TOKEN or $FERRY_HOME/api-token)");
+	for (int i = 0; i < n; i++)
+		printf("%-24s %-9s %-21s %s\n", v[i].name, v[i].role, v[i].created_at ? v[i].created_at : "-",
+		       v[i].revoked_at ? v[i].revoked_at : "-");
+	store_tokens_free(v, n);
+	return 0;
+}
+
+/* `ferryd token create|list|revoke`: named API tokens, in the database. */
+static int token_command(int argc, char **argv, const char *home)
+{
+	char *conninfo = NULL;
+	PGconn *db = NULL;
+	int status = 1;
+
+	if (argc < 1 || (strcmp(argv[0], "create") != 0 && strcmp(argv[0], "list") != 0 &&
+			 strcmp(argv[0], "revoke") != 0)) {
+		fprintf(stderr, "usage: ferryd token create NAME [--role viewer|operator|admin]\n"
+				"       ferryd token list\n"
+				"       ferryd token revoke NAME\n");
+		return 2;
+	}
+	if ((strcmp(argv[0], "list") == 0 && argc != 1) || (strcmp(argv[0], "revoke") == 0 && argc != 2)) {
+		fprintf(stderr, "ferryd: token %s takes %s\n", argv[0], argv[0][0] == 'l' ? "no arguments" : "one NAME");
+		return 2;
+	}
+	if (db_conninfo(&conninfo, home) < 0 || db_connect(&db, conninfo) < 0 || db_migrate(db) < 0) {
+		fprintf(stderr, "ferryd: %s\n", ferry_error_last());
+		goto out;
+	}
+	if (strcmp(argv[0], "create") == 0)
+		status = token_create(db, argc - 1, argv + 1);
+	else if (strcmp(argv[0], "list") == 0)
+		status = token_list(db);
+	else if (store_token_revoke(db, argv[1]) < 0)
+		fprintf(stderr, "ferryd: %s\n", ferry_error_last());
+	else {
+		fprintf(stderr, "ferryd: token \"%s\" revoked; the API refuses it within seconds\n", argv[1]);
+		status = 0;
+	}
+out:
+	PQfinish(db);
+	free(conninfo);
+	return status;
 }
 
 /*
@@ -235,7 +359,8 @@ static int engine_start_when_ready(struct engine **out, const struct engine_opts
 static void usage(FILE *f)
 {
 	fprintf(f, "usage: ferryd [--log-format text|json] [--log-level debug|info|warn|error]\n"
-		   "       ferryd db start|stop\n\n"
+		   "       ferryd db start|stop\n"
+		   "       ferryd token create NAME [--role viewer|operator|admin] | list | revoke NAME\n\n"
 		   "Runs Ferry's daemon: REST API on FERRY_LISTEN (default 127.0.0.1:8080), state in\n"
 		   "FERRY_HOME (default ./.ferry), database FERRY_DATABASE_URL or an embedded PostgreSQL.\n");
 }
@@ -260,6 +385,12 @@ int main(int argc, char **argv)
 	int json_logs = 0, level = level_of(getenv("FERRY_LOG_LEVEL")), c, status = 1, embedded = 0;
 	int64_t grace_ms = 30000, deadline, stmt_ms;
 
+	if (argc >= 2 && strcmp(argv[1], "token") == 0) {
+		/* before getopt: token create takes its own --role */
+		flog_setup(level >= 0 ? level : FLOG_INFO, json_logs);
+		engine_opts_default(&eo);
+		return token_command(argc - 2, argv + 2, eo.home);
+	}
 	while ((c = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
 		switch (c) {
 		case 'f':

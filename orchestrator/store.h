@@ -283,4 +283,24 @@ int store_cache_metrics(char **buf, size_t *len, size_t *cap, PGconn *conn);
 
 /* ---- end of data cache ---- */
 
+/* ---- named API tokens (store_tokens.c) ---- */
+
+/* One named API token; a field not asked for is NULL. */
+struct store_token {
+	char *name, *role;        /* role: viewer, operator or admin */
+	char *hash;               /* sha256 of the token, 64 hex digits (store_token_live only) */
+	char *created_at, *revoked_at; /* UTC, ISO 8601 (store_token_list only; revoked_at NULL when live) */
+};
+
+/* Stores a token by its sha256 hex; FERRY_ECONFLICT when the name is taken (revoked ones included). */
+int store_token_create(PGconn *conn, const char *name, const char *role, const char *hash);
+/* Every token, revoked ones too, by name, without hashes. *out (n) is the caller's: store_tokens_free. */
+int store_token_list(struct store_token **out, int *n, PGconn *conn);
+/* The tokens not revoked, with name, role and hash, ordered by hash. *out (n) is the caller's. */
+int store_token_live(struct store_token **out, int *n, PGconn *conn);
+/* Revokes name: FERRY_ENOTFOUND when there is none, FERRY_ECONFLICT when it already was. */
+int store_token_revoke(PGconn *conn, const char *name);
+/* Frees n tokens from the functions above; accepts NULL. */
+void store_tokens_free(struct store_token *v, int n);
+
 #endif
