@@ -46,14 +46,19 @@ struct seen {
 
 static void usage(FILE *f)
 {
-	fprintf(f, "usage: ferry dev run FILE [--only STEP | --from STEP | --to STEP] [-p NAME=VALUE]...\n\n"
+	fprintf(f, "usage: ferry dev run FILE [--only STEP | --from STEP | --to STEP] [--reuse RUN]\n"
+		   "                      [-p NAME=VALUE]...\n\n"
 		   "Runs the workflow in-process on the embedded database, printing each step\n"
-		   "transition and streaming step logs. Exit status: 0 succeeded, 1 failed or\n"
-		   "stopped, 2 usage or validation error.\n\n"
+		   "transition and streaming step logs. With --only or --from, the steps above\n"
+		   "the selection are not run: their outputs, metrics and cache sessions come\n"
+		   "from run RUN (--reuse), or from the newest run of the workflow in which\n"
+		   "they succeeded. Exit status: 0 succeeded, 1 failed or stopped, 2 usage or\n"
+		   "validation error.\n\n"
 		   "examples:\n"
 		   "  ferry dev run workflows/hello.yaml\n"
 		   "  ferry dev run workflows/hello.yaml --only greet -p who=ferry\n"
-		   "  ferry dev run workflows/hello.yaml --from join\n");
+		   "  ferry dev run workflows/hello.yaml --from join\n"
+		   "  ferry dev run workflows/digits.yaml --only train --reuse 12\n");
 }
 
 static void now_hms(char *buf, size_t n)
@@ -132,7 +137,9 @@ static int report(struct seen **seen, size_t *nseen, PGconn *conn, int64_t run_i
 		if (log)
 			stream_log(s, log);
 		if (s->state == NULL || strcmp(s->state, state) != 0 || s->attempts != attempts) {
-			if (strcmp(state, "blocked") != 0 || s->state != NULL)
+			if (s->state == NULL && reason && strncmp(reason, "reused from run ", 16) == 0)
+				printf("%s  %-12s %s\n", hms, s->name, reason);
+			else if (strcmp(state, "blocked") != 0 || s->state != NULL)
 				printf("%s  %-12s %-9s%s%.0d%s%s\n", hms, s->name, state,
 				       attempts ? "  attempt " : "", attempts, reason ? "  " : "",
 				       reason ? reason : "");
@@ -165,6 +172,7 @@ int dev_main(int argc, char **argv)
 		{"only", required_argument, NULL, 'o'},
 		{"from", required_argument, NULL, 'f'},
 		{"to", required_argument, NULL, 't'},
+		{"reuse", required_argument, NULL, 'r'},
 		{"param", required_argument, NULL, 'p'},
 		{"help", no_argument, NULL, 'h'},
 		{NULL, 0, NULL, 0},
@@ -180,7 +188,7 @@ int dev_main(int argc, char **argv)
 	const char *final = NULL, *file;
 	PGconn *conn = NULL;
 	size_t len = 0;
-	int64_t run_id = 0, started;
+	int64_t run_id = 0, reused_from = 0, started;
 	int c, status = 2, subsets = 0, stop_sent = 0;
 	struct sigaction sa;
 
@@ -200,6 +208,12 @@ int dev_main(int argc, char **argv)
 		case 'o': rn.only = optarg; subsets++; break;
 		case 'f': rn.from = optarg; subsets++; break;
 		case 't': rn.to = optarg; subsets++; break;
+		case 'r':
+			if (parse_int64(optarg, &rn.reuse_run) < 0 || rn.reuse_run <= 0) {
+				fprintf(stderr, "ferry dev: --reuse takes a run id, got \"%s\"\n", optarg);
+				goto out;
+			}
+			break;
 		case 'p': {
 			char *eq = strchr(optarg, '=');
 			if (eq == NULL || eq == optarg) {
@@ -218,6 +232,11 @@ int dev_main(int argc, char **argv)
 			usage(stderr);
 			goto out;
 		}
+	}
+	if (rn.reuse_run > 0 && rn.only == NULL && rn.from == NULL) {
+		fprintf(stderr, "ferry dev: --reuse goes with --only or --from (the steps they skip "
+				"take their results from that run)\n");
+		goto out;
 	}
 	if (optind != argc - 1 || subsets > 1) {
 		fprintf(stderr, subsets > 1 ? "ferry dev: give at most one of --only, --from, --to\n"
@@ -257,6 +276,7 @@ int dev_main(int argc, char **argv)
 	rn.trigger = "dev";
 	rn.actor = getenv("USER") ? getenv("USER") : "dev";
 	rn.workdir = absdir;
+	rn.reused_from = &reused_from;
 	if (store_run_create(&run_id, conn, &rn, &errs) < 0) {
 		for (size_t i = 0; i < errs.len; i++)
 			fprintf(stderr, "%s\n", errs.items[i]);
@@ -265,7 +285,11 @@ int dev_main(int argc, char **argv)
 		status = 2;
 		goto out;
 	}
-	printf("run %lld (dev) of %s\n", (long long)run_id, file);
+	if (reused_from > 0)
+		printf("run %lld (dev) of %s, reusing the results of run %lld for the steps it skips\n",
+		       (long long)run_id, file, (long long)reused_from);
+	else
+		printf("run %lld (dev) of %s\n", (long long)run_id, file);
 	eo.run_filter = run_id;
 	eo.poll_ms = 200;
 	if (engine_new(&e, &eo, conninfo) < 0) {

@@ -130,6 +130,11 @@ struct store_run_new {
 	const char *idem_key;  /* Idempotency-Key, or NULL */
 	const char *idem_hash; /* sha256 of the request body, with idem_key */
 	int no_cache;          /* no step of this run comes from the step cache */
+	/* --only/--from dev subsets: the steps above the selection (plan.h's
+	 * reuse) take their results from run reuse_run, or, when 0, from the
+	 * newest run of the same workflow in which they all succeeded. */
+	int64_t reuse_run;
+	int64_t *reused_from;  /* where to write the run reused (0: none), or NULL */
 };
 
 /*

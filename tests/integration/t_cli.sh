@@ -107,14 +107,68 @@ test_dev_run_whole_and_subsets() {
 	assert_eq "$(sql "SELECT string_agg(name || '=' || state, ' ' ORDER BY idx) FROM steps WHERE run_id = $id")" "greet=succeeded count=skipped flaky=skipped join=skipped" "--only"
 	out=$(ferry dev run "$ROOT/workflows/hello.yaml" --to count)
 	id=$(echo "$out" | sed -n 's/^run \([0-9]*\) (dev).*/\1/p')
+	to=$id
 	assert_eq "$(sql "SELECT string_agg(name || '=' || state, ' ' ORDER BY idx) FROM steps WHERE run_id = $id")" "greet=succeeded count=succeeded flaky=skipped join=skipped" "--to"
 	out=$(ferry dev run "$ROOT/workflows/hello.yaml" --from flaky)
 	id=$(echo "$out" | sed -n 's/^run \([0-9]*\) (dev).*/\1/p')
-	assert_eq "$(sql "SELECT string_agg(name || '=' || state, ' ' ORDER BY idx) FROM steps WHERE run_id = $id")" "greet=skipped count=skipped flaky=succeeded join=succeeded" "--from"
+	assert_eq "$(sql "SELECT string_agg(name || '=' || state, ' ' ORDER BY idx) FROM steps WHERE run_id = $id")" "greet=succeeded count=succeeded flaky=succeeded join=succeeded" "--from"
+	assert_eq "$(sql "SELECT string_agg(name || ': ' || reason, ', ' ORDER BY idx) FROM steps WHERE run_id = $id AND attempts = 0")" \
+		"greet: reused from run $to, count: reused from run $to" "--from reuses the steps above it from the newest run where they succeeded"
 	set +e
 	ferry dev run "$ROOT/workflows/hello.yaml" --only nosuch >/dev/null 2>&1; rc=$?
 	set -e
 	assert_eq "$rc" 2 "unknown step"
+}
+
+# --only/--from take the outputs of the steps they skip from an earlier run
+# (--reuse RUN, or the newest one in which they succeeded), and say so
+test_dev_run_reuses_upstream_outputs() {
+	f=$(wf reuse <<'Y'
+name: reuse
+steps:
+  - name: prepare
+    command: [sh, -c, 'echo "data of run $FERRY_RUN_ID" >"$FERRY_OUTPUT_DIR/data"; echo "{\"rows\": 42}" >"$FERRY_OUTPUT_DIR/metrics.json"']
+  - name: train
+    needs: [prepare]
+    command: [sh, -c, 'cat "$1"; echo "model from $1" >"$FERRY_OUTPUT_DIR/model"', x, "{{steps.prepare.outputs.data}}"]
+  - name: evaluate
+    needs: [train]
+    command: [sh, -c, 'cat "$1"', x, "{{steps.train.outputs.model}}"]
+Y
+)
+	set +e
+	out=$(ferry dev run "$f" --only train 2>&1); rc=$?
+	set -e
+	assert_eq "$rc" 2 "nothing to reuse yet"
+	assert_match "$out" 'no earlier run of workflow "reuse" in which prepare succeeded' "says why"
+	assert_match "$out" "ferry dev run $f --to prepare" "shows the command that makes one"
+
+	out=$(ferry dev run "$f" --to prepare)
+	first=$(echo "$out" | sed -n 's/^run \([0-9]*\) (dev).*/\1/p')
+	ferry dev run "$f" --to prepare >/dev/null # a newer one: --reuse picks the older
+	out=$(ferry dev run "$f" --only train --reuse "$first")
+	echo "$out"
+	id=$(echo "$out" | sed -n 's/^run \([0-9]*\) (dev).*/\1/p')
+	assert_match "$(echo "$out" | head -1)" "^run $id \\(dev\\) of .*reusing the results of run $first" "the first line says where inputs come from"
+	assert_match "$out" "prepare +reused from run $first" "progress"
+	assert_match "$out" "train +\\| data of run $first" "train read the earlier run's output"
+	assert_eq "$(sql "SELECT string_agg(name || '=' || state, ' ' ORDER BY idx) FROM steps WHERE run_id = $id")" \
+		"prepare=succeeded train=succeeded evaluate=skipped" "--only train --reuse"
+	assert_eq "$(sql "SELECT detail->'reused_from'->>'run' FROM events WHERE run_id = $id AND kind = 'step.reused' AND step = 'prepare'")" "$first" "where from, in the events"
+	assert_eq "$(sql "SELECT (metrics->'prepare'->>'rows')::numeric = 42 FROM runs WHERE id = $id")" t "the reused metrics are the run's"
+
+	out=$(ferry dev run "$f" --from evaluate)
+	echo "$out"
+	id2=$(echo "$out" | sed -n 's/^run \([0-9]*\) (dev).*/\1/p')
+	assert_match "$(echo "$out" | head -1)" "reusing the results of run $id" "the newest run in which prepare and train succeeded"
+	assert_match "$out" "evaluate +\\| model from $FERRY_HOME/runs/$first/prepare/1/out/data" "evaluate read the earlier model"
+	assert_eq "$(sql "SELECT state FROM runs WHERE id = $id2")" succeeded "--from evaluate"
+
+	set +e
+	out=$(ferry dev run "$f" --from evaluate --reuse "$first" 2>&1); rc=$?
+	set -e
+	assert_eq "$rc" 2 "train never succeeded in that run"
+	assert_match "$out" "run $first is not a run of workflow \"reuse\" in which prepare, train succeeded" "--reuse of a run without them"
 }
 
 test_dev_run_failure_exit_code() {
@@ -267,4 +321,37 @@ Y
 	assert_eq "$(grep -c tick "$FERRY_HOME/r.out")" 16 "every line"
 	assert_eq "$(sort -u "$FERRY_HOME/r.out" | wc -l)" 16 "no line twice"
 	assert_eq "$(tail -1 "$FERRY_HOME/r.out")" "tick 16" "to the end"
+}
+
+# the digits example debugged one step at a time: --only train and --from
+# evaluate take the label and the model of an earlier run
+test_dev_run_digits_reuse() {
+	[ -x /usr/bin/python3 ] && /usr/bin/python3 -c 'import sklearn' 2>/dev/null || fail "python3-sklearn is not installed (make deps)"
+	start_daemon a
+	id=$(ferry submit "$ROOT/workflows/digits.yaml")
+	wait_step "$id" label waiting 20
+	ferry continue "$id" label --data '{"reviewed_by": "ana"}' >/dev/null
+	wait_run "$id" succeeded 120
+	model=$(step_col "$id" train "outputs->>'model'")
+
+	out=$(ferry dev run "$ROOT/workflows/digits.yaml" --only train --reuse "$id")
+	echo "$out"
+	only=$(echo "$out" | sed -n 's/^run \([0-9]*\) (dev).*/\1/p')
+	assert_match "$(echo "$out" | head -1)" "reusing the results of run $id" "first line"
+	assert_match "$out" "label +reused from run $id" "progress"
+	assert_eq "$(sql "SELECT string_agg(name || '=' || state, ' ' ORDER BY idx) FROM steps WHERE run_id = $only")" \
+		"label=succeeded train=succeeded evaluate=skipped register=skipped" "--only train --reuse"
+	assert_match "$(ferry get "$only")" "reused from run $id" "ferry get says where label came from"
+
+	out=$(ferry dev run "$ROOT/workflows/digits.yaml" --from evaluate)
+	echo "$out"
+	from=$(echo "$out" | sed -n 's/^run \([0-9]*\) (dev).*/\1/p')
+	assert_match "$(echo "$out" | head -1)" "reusing the results of run $only" "the newest run where label and train succeeded"
+	assert_eq "$(sql "SELECT string_agg(name || '=' || state, ' ' ORDER BY idx) FROM steps WHERE run_id = $from")" \
+		"label=succeeded train=succeeded evaluate=succeeded register=succeeded" "--from evaluate"
+	assert_eq "$(step_col "$from" train "outputs->>'model'")" "$(step_col "$only" train "outputs->>'model'")" "the model reused"
+	assert_match "$(sql "SELECT spec::text FROM steps WHERE run_id = $from AND name = 'evaluate'")" "steps.train.outputs.model" "evaluate reads train's output"
+	[ -n "$(step_col "$from" evaluate "metrics->>'accuracy'")" ] || fail "evaluate scored the reused model"
+	assert_eq "$(sql "SELECT count(*) FROM attempts a JOIN steps s ON s.id = a.step_id WHERE s.run_id = $from AND s.name IN ('label', 'train')")" 0 "nothing above evaluate ran"
+	echo "model of run $id: $model"
 }
