@@ -277,6 +277,7 @@ int dev_main(int argc, char **argv)
 	rn.actor = getenv("USER") ? getenv("USER") : "dev";
 	rn.workdir = absdir;
 	rn.reused_from = &reused_from;
+	rn.dev_lease_ms = eo.lease_ms;
 	if (store_run_create(&run_id, conn, &rn, &errs) < 0) {
 		for (size_t i = 0; i < errs.len; i++)
 			fprintf(stderr, "%s\n", errs.items[i]);

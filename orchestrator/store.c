@@ -822,6 +822,36 @@ static int reuse_copy(PGconn *conn, const struct run_plan *p, int64_t src, const
 	return error;
 }
 
+int store_dev_lease_renew(PGconn *conn, int64_t run_id, int64_t lease_ms)
+{
+	char id[32], ms[32];
+	const char *prm[2] = {id, ms};
+
+	snprintf(id, sizeof(id), "%lld", (long long)run_id);
+	snprintf(ms, sizeof(ms), "%lld", (long long)lease_ms);
+	return q(NULL, conn,
+		 "UPDATE runs SET dev_lease_until = now() + $2::bigint * interval '1 millisecond' "
+		 "WHERE id = $1::bigint AND trigger = 'dev'", 2, prm);
+}
+
+int store_dev_expire(int *stopped, PGconn *conn, const char *actor)
+{
+	const char *prm[1] = {actor};
+	PGresult *res = NULL;
+	int error;
+
+	*stopped = 0;
+	if ((error = q(&res, conn, "SELECT ferry_dev_expire($1)", 1, prm)) < 0)
+		return error;
+	{
+		int64_t n = 0;
+		if (parse_int64(PQgetvalue(res, 0, 0), &n) == 0)
+			*stopped = (int)n;
+	}
+	PQclear(res);
+	return FERRY_OK;
+}
+
 int store_run_create(int64_t *out_id, PGconn *conn, const struct store_run_new *rn,
 		     cfg_errors *errs)
 {
@@ -861,6 +891,8 @@ int store_run_create(int64_t *out_id, PGconn *conn, const struct store_run_new *
 		goto out;
 	if (plan->nreuse > 0 && ((error = reuse_source(&src, conn, plan, rn)) < 0 ||
 				 (error = reuse_copy(conn, plan, src, rn->actor)) < 0))
+		goto out;
+	if (rn->dev_lease_ms > 0 && (error = store_dev_lease_renew(conn, id, rn->dev_lease_ms)) < 0)
 		goto out;
 	if (rn->idem_key && (error = idem_record(conn, rn->idem_key, rn->idem_hash, id)) != 0) {
 		if (error < 0)

@@ -355,3 +355,40 @@ test_dev_run_digits_reuse() {
 	assert_eq "$(sql "SELECT count(*) FROM attempts a JOIN steps s ON s.id = a.step_id WHERE s.run_id = $from AND s.name IN ('label', 'train')")" 0 "nothing above evaluate ran"
 	echo "model of run $id: $model"
 }
+
+# a `ferry dev run` killed with -9 holds a lease on its run: when it
+# expires, the daemon's leader stops the run ("dev session ended") and
+# its jobs are killed, instead of the run staying running forever
+test_dev_run_killed_session_ends() {
+	start_daemon a
+	f=$(wf devkill <<'Y'
+name: devkill
+steps:
+  - name: long
+    command: [sh, -c, 'echo $$ >"$FERRY_OUTPUT_DIR/../../pid"; sleep 300']
+  - {name: after, needs: [long], command: [true]}
+Y
+)
+	ferry dev run "$f" >"$FERRY_HOME/dev.out" 2>&1 &
+	dev=$!
+	for _ in $(seq 1 100); do [ -s "$FERRY_HOME/runs/1/long/pid" ] && break; sleep 0.1; done
+	[ -s "$FERRY_HOME/runs/1/long/pid" ] || { cat "$FERRY_HOME/dev.out"; fail "the dev run's step never started"; }
+	job=$(cat "$FERRY_HOME/runs/1/long/pid")
+	assert_eq "$(sql "SELECT dev_lease_until > now() FROM runs WHERE id = 1")" t "the session holds a lease"
+	assert_match "$(ferry list)" "devkill +running +dev" "ferry list marks the run dev"
+	sleep 2.5 # longer than one lease: the session renews it while it lives
+	assert_eq "$(sql "SELECT state FROM runs WHERE id = 1")" running "a live session keeps its run"
+	kill -9 "$dev"
+	wait "$dev" 2>/dev/null || true
+	start=$(date +%s%N)
+	wait_run 1 stopped 6
+	ms=$(( ($(date +%s%N) - start) / 1000000 ))
+	echo "stopped ${ms} ms after the kill"
+	[ "$ms" -le 5000 ] || fail "stopped ${ms} ms after the kill (lease 2000 ms)"
+	assert_eq "$(sql "SELECT reason FROM runs WHERE id = 1")" "dev session ended" "run reason"
+	assert_eq "$(sql "SELECT string_agg(name || '=' || state || ':' || coalesce(reason, ''), ' ' ORDER BY idx) FROM steps WHERE run_id = 1")" \
+		"long=stopped:run stopped after=stopped:dev session ended" "steps: the running one killed"
+	for _ in $(seq 1 30); do kill -0 "$job" 2>/dev/null || break; sleep 0.1; done
+	kill -0 "$job" 2>/dev/null && fail "the dev run's job $job still runs"
+	assert_eq "$(sql "SELECT count(*) FROM events WHERE run_id = 1 AND kind = 'run.dev_session_ended'")" 1 "event"
+}
