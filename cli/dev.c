@@ -5,6 +5,9 @@
  * claiming only this run's steps. It prints one line per step transition
  * and streams each attempt's log as it is written, prefixed with the step
  * name. Ctrl-C stops the run (its jobs get SIGTERM) and exits when stopped.
+ * While it lives the session renews a lease on its run (a ferryd's leader
+ * stops the run when it expires: the process died); an embedded PostgreSQL
+ * it started is stopped when it exits.
  */
 #include "dev.h"
 
@@ -166,6 +169,28 @@ static int report(struct seen **seen, size_t *nseen, PGconn *conn, int64_t run_i
 	return over;
 }
 
+/*
+ * This session started the embedded PostgreSQL: stops it, unless another
+ * client (a ferryd, another `ferry dev`) has come to use it meanwhile.
+ * *conn (ours, may be NULL) is not counted; it is closed when the server
+ * is stopped (and *conn set to NULL).
+ */
+static void embedded_done(PGconn **conn, const char *home)
+{
+	int others = 0;
+
+	if (*conn && db_other_sessions(&others, *conn) == 0 && others > 0) {
+		fprintf(stderr, "ferry dev: leaving the embedded PostgreSQL running: %d other session%s use it\n",
+			others, others == 1 ? "" : "s");
+		return;
+	}
+	if (*conn)
+		PQfinish(*conn);
+	*conn = NULL;
+	if (db_embedded_stop(home) < 0)
+		fprintf(stderr, "ferry dev: stopping the embedded PostgreSQL: %s\n", ferry_error_last());
+}
+
 int dev_main(int argc, char **argv)
 {
 	static const struct option longopts[] = {
@@ -189,7 +214,7 @@ int dev_main(int argc, char **argv)
 	PGconn *conn = NULL;
 	size_t len = 0;
 	int64_t run_id = 0, reused_from = 0, started;
-	int c, status = 2, subsets = 0, stop_sent = 0;
+	int c, status = 2, subsets = 0, stop_sent = 0, pg_started = 0;
 	struct sigaction sa;
 
 	memset(&rn, 0, sizeof(rn));
@@ -258,7 +283,7 @@ int dev_main(int argc, char **argv)
 	engine_opts_default(&eo);
 	status = 1;
 	/* migrations on a connection of their own, with no statement timeout */
-	if (db_conninfo(&conninfo, eo.home) < 0 || db_connect_ex(&conn, conninfo, -1, DB_NO_STATEMENT_TIMEOUT) < 0 ||
+	if (db_conninfo_ex(&conninfo, &pg_started, eo.home) < 0 || db_connect_ex(&conn, conninfo, -1, DB_NO_STATEMENT_TIMEOUT) < 0 ||
 	    db_migrate(conn) < 0) {
 		fprintf(stderr, "ferry dev: database: %s\n", ferry_error_last());
 		goto out;
@@ -325,6 +350,8 @@ out:
 	}
 	free(seen);
 	engine_free(e);
+	if (pg_started)
+		embedded_done(&conn, eo.home);
 	if (conn)
 		PQfinish(conn);
 	cfg_errors_dispose(&errs);

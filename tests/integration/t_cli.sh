@@ -392,3 +392,23 @@ Y
 	kill -0 "$job" 2>/dev/null && fail "the dev run's job $job still runs"
 	assert_eq "$(sql "SELECT count(*) FROM events WHERE run_id = 1 AND kind = 'run.dev_session_ended'")" 1 "event"
 }
+
+# the embedded PostgreSQL that `ferry dev` started is stopped when it
+# exits; one that was running already is left running
+test_dev_run_stops_the_postgres_it_started() {
+	unset FERRY_DATABASE_URL
+	export FERRY_HOME="$FERRY_HOME/emb"
+	mkdir -p "$FERRY_HOME" && chmod 755 "$FERRY_HOME"
+	pidfile="$FERRY_HOME/pg/data/postmaster.pid"
+	out=$(ferry dev run "$ROOT/workflows/hello.yaml" --only greet 2>&1) || { echo "$out"; fail "dev run on the embedded database"; }
+	assert_match "$out" 'run 1 \(dev\)' "ran on the embedded cluster"
+	[ -f "$FERRY_HOME/pg/data/PG_VERSION" ] || fail "no embedded cluster was made"
+	[ ! -f "$pidfile" ] || fail "the PostgreSQL ferry dev started still runs"
+
+	ferryd db start >/dev/null
+	[ -f "$pidfile" ] || fail "ferryd db start"
+	out=$(ferry dev run "$ROOT/workflows/hello.yaml" --only greet 2>&1) || { echo "$out"; ferryd db stop; fail "second dev run"; }
+	assert_match "$out" 'run 2 \(dev\)' "the same cluster"
+	[ -f "$pidfile" ] || fail "a PostgreSQL that was already running was stopped"
+	ferryd db stop >/dev/null
+}
