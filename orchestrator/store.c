@@ -791,7 +791,9 @@ out:
  * metrics and gate results of the same steps of run src, records where
  * they came from (reason "reused from run N", a step.reused event with the
  * source attempt) and adds their metrics to the run's. cached_from stays
- * the step cache's.
+ * the step cache's. A reused step that staged data (a cache step) opens a
+ * session of its own on the source's entry, so the entry stays pinned while
+ * this run uses it (released when the run ends), and hands that session on.
  */
 static int reuse_copy(PGconn *conn, const struct run_plan *p, int64_t src, const char *actor)
 {
@@ -818,6 +820,19 @@ static int reuse_copy(PGconn *conn, const struct run_plan *p, int64_t src, const
 		  "INSERT INTO events (run_id, step, actor, kind, detail) "
 		  "SELECT $1::bigint, u.name, $4, 'step.reused', jsonb_build_object('reused_from', u.src) FROM u",
 		  4, prm);
+	if (error == FERRY_OK)
+		error = q(NULL, conn,
+			  "WITH n AS ("
+			  "  INSERT INTO cache_sessions (run_id, step_id, attempt, host, key, hit) "
+			  "  SELECT $1::bigint, d.id, 0, c.host, c.key, true "
+			  "  FROM steps d JOIN steps s ON s.run_id = $2::bigint AND s.name = d.name "
+			  "  JOIN cache_sessions c ON c.run_id = s.run_id AND c.step_id = s.id "
+			  "  JOIN cache_entries e ON e.host = c.host AND e.key = c.key "
+			  "  WHERE d.run_id = $1::bigint AND d.name = ANY ($3::text[]) AND d.restage "
+			  "  RETURNING id, step_id) "
+			  "UPDATE steps d SET outputs = coalesce(d.outputs, '{}'::jsonb) || "
+			  "       jsonb_build_object('session', n.id::text) "
+			  "FROM n WHERE d.id = n.step_id", 3, prm);
 	free(names.p);
 	return error;
 }

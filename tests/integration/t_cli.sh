@@ -412,3 +412,32 @@ test_dev_run_stops_the_postgres_it_started() {
 	[ -f "$pidfile" ] || fail "a PostgreSQL that was already running was stopped"
 	ferryd db stop >/dev/null
 }
+
+# a reused cache step: the dev run opens its own session on the staged
+# entry (pinned while it runs) and the step below reads the staged data
+test_dev_run_reuses_cache_session() {
+	mkdir -p "$FERRY_HOME/data"
+	echo "x,y" >"$FERRY_HOME/data/a.csv"
+	f=$(wf dcdev <<'Y'
+name: dcdev
+steps:
+  - name: stage
+    kind: cache
+    dataset: data
+  - name: use
+    needs: [stage]
+    command: [sh, -c, 'cat "$FERRY_CACHE_DIR/a.csv"; echo "session=$FERRY_CACHE_SESSION"']
+Y
+)
+	out=$(ferry dev run "$f")
+	first=$(echo "$out" | sed -n 's/^run \([0-9]*\) (dev).*/\1/p')
+	out=$(ferry dev run "$f" --only use)
+	echo "$out"
+	id=$(echo "$out" | sed -n 's/^run \([0-9]*\) (dev).*/\1/p')
+	assert_match "$out" "stage +reused from run $first" "the cache step is reused"
+	s=$(sql "SELECT id FROM cache_sessions WHERE run_id = $id")
+	[ -n "$s" ] || fail "no cache session for the dev run"
+	assert_match "$out" "use +\| x,y" "reads the staged data"
+	assert_match "$out" "use +\| session=$s" "the dev run's own session"
+	assert_eq "$(sql "SELECT released_at IS NOT NULL FROM cache_sessions WHERE run_id = $id")" t "released when the run ended"
+}
