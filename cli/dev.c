@@ -5,6 +5,9 @@
  * claiming only this run's steps. It prints one line per step transition
  * and streams each attempt's log as it is written, prefixed with the step
  * name. Ctrl-C stops the run (its jobs get SIGTERM) and exits when stopped.
+ * While it lives the session renews a lease on its run (a ferryd's leader
+ * stops the run when it expires: the process died); an embedded PostgreSQL
+ * it started is stopped when it exits.
  */
 #include "dev.h"
 
@@ -46,14 +49,19 @@ struct seen {
 
 static void usage(FILE *f)
 {
-	fprintf(f, "usage: ferry dev run FILE [--only STEP | --from STEP | --to STEP] [-p NAME=VALUE]...\n\n"
+	fprintf(f, "usage: ferry dev run FILE [--only STEP | --from STEP | --to STEP] [--reuse RUN]\n"
+		   "                      [-p NAME=VALUE]...\n\n"
 		   "Runs the workflow in-process on the embedded database, printing each step\n"
-		   "transition and streaming step logs. Exit status: 0 succeeded, 1 failed or\n"
-		   "stopped, 2 usage or validation error.\n\n"
+		   "transition and streaming step logs. With --only or --from, the steps above\n"
+		   "the selection are not run: their outputs, metrics and cache sessions come\n"
+		   "from run RUN (--reuse), or from the newest run of the workflow in which\n"
+		   "they succeeded. Exit status: 0 succeeded, 1 failed or stopped, 2 usage or\n"
+		   "validation error.\n\n"
 		   "examples:\n"
 		   "  ferry dev run workflows/hello.yaml\n"
 		   "  ferry dev run workflows/hello.yaml --only greet -p who=ferry\n"
-		   "  ferry dev run workflows/hello.yaml --from join\n");
+		   "  ferry dev run workflows/hello.yaml --from join\n"
+		   "  ferry dev run workflows/digits.yaml --only train --reuse 12\n");
 }
 
 static void now_hms(char *buf, size_t n)
@@ -132,7 +140,9 @@ static int report(struct seen **seen, size_t *nseen, PGconn *conn, int64_t run_i
 		if (log)
 			stream_log(s, log);
 		if (s->state == NULL || strcmp(s->state, state) != 0 || s->attempts != attempts) {
-			if (strcmp(state, "blocked") != 0 || s->state != NULL)
+			if (s->state == NULL && reason && strncmp(reason, "reused from run ", 16) == 0)
+				printf("%s  %-12s %s\n", hms, s->name, reason);
+			else if (strcmp(state, "blocked") != 0 || s->state != NULL)
 				printf("%s  %-12s %-9s%s%.0d%s%s\n", hms, s->name, state,
 				       attempts ? "  attempt " : "", attempts, reason ? "  " : "",
 				       reason ? reason : "");
@@ -159,12 +169,35 @@ static int report(struct seen **seen, size_t *nseen, PGconn *conn, int64_t run_i
 	return over;
 }
 
+/*
+ * This session started the embedded PostgreSQL: stops it, unless another
+ * client (a ferryd, another `ferry dev`) has come to use it meanwhile.
+ * *conn (ours, may be NULL) is not counted; it is closed when the server
+ * is stopped (and *conn set to NULL).
+ */
+static void embedded_done(PGconn **conn, const char *home)
+{
+	int others = 0;
+
+	if (*conn && db_other_sessions(&others, *conn) == 0 && others > 0) {
+		fprintf(stderr, "ferry dev: leaving the embedded PostgreSQL running: %d other session%s use it\n",
+			others, others == 1 ? "" : "s");
+		return;
+	}
+	if (*conn)
+		PQfinish(*conn);
+	*conn = NULL;
+	if (db_embedded_stop(home) < 0)
+		fprintf(stderr, "ferry dev: stopping the embedded PostgreSQL: %s\n", ferry_error_last());
+}
+
 int dev_main(int argc, char **argv)
 {
 	static const struct option longopts[] = {
 		{"only", required_argument, NULL, 'o'},
 		{"from", required_argument, NULL, 'f'},
 		{"to", required_argument, NULL, 't'},
+		{"reuse", required_argument, NULL, 'r'},
 		{"param", required_argument, NULL, 'p'},
 		{"help", no_argument, NULL, 'h'},
 		{NULL, 0, NULL, 0},
@@ -180,8 +213,8 @@ int dev_main(int argc, char **argv)
 	const char *final = NULL, *file;
 	PGconn *conn = NULL;
 	size_t len = 0;
-	int64_t run_id = 0, started;
-	int c, status = 2, subsets = 0, stop_sent = 0;
+	int64_t run_id = 0, reused_from = 0, started;
+	int c, status = 2, subsets = 0, stop_sent = 0, pg_started = 0;
 	struct sigaction sa;
 
 	memset(&rn, 0, sizeof(rn));
@@ -200,6 +233,12 @@ int dev_main(int argc, char **argv)
 		case 'o': rn.only = optarg; subsets++; break;
 		case 'f': rn.from = optarg; subsets++; break;
 		case 't': rn.to = optarg; subsets++; break;
+		case 'r':
+			if (parse_int64(optarg, &rn.reuse_run) < 0 || rn.reuse_run <= 0) {
+				fprintf(stderr, "ferry dev: --reuse takes a run id, got \"%s\"\n", optarg);
+				goto out;
+			}
+			break;
 		case 'p': {
 			char *eq = strchr(optarg, '=');
 			if (eq == NULL || eq == optarg) {
@@ -218,6 +257,11 @@ int dev_main(int argc, char **argv)
 			usage(stderr);
 			goto out;
 		}
+	}
+	if (rn.reuse_run > 0 && rn.only == NULL && rn.from == NULL) {
+		fprintf(stderr, "ferry dev: --reuse goes with --only or --from (the steps they skip "
+				"take their results from that run)\n");
+		goto out;
 	}
 	if (optind != argc - 1 || subsets > 1) {
 		fprintf(stderr, subsets > 1 ? "ferry dev: give at most one of --only, --from, --to\n"
@@ -239,7 +283,7 @@ int dev_main(int argc, char **argv)
 	engine_opts_default(&eo);
 	status = 1;
 	/* migrations on a connection of their own, with no statement timeout */
-	if (db_conninfo(&conninfo, eo.home) < 0 || db_connect_ex(&conn, conninfo, -1, DB_NO_STATEMENT_TIMEOUT) < 0 ||
+	if (db_conninfo_ex(&conninfo, &pg_started, eo.home) < 0 || db_connect_ex(&conn, conninfo, -1, DB_NO_STATEMENT_TIMEOUT) < 0 ||
 	    db_migrate(conn) < 0) {
 		fprintf(stderr, "ferry dev: database: %s\n", ferry_error_last());
 		goto out;
@@ -257,6 +301,8 @@ int dev_main(int argc, char **argv)
 	rn.trigger = "dev";
 	rn.actor = getenv("USER") ? getenv("USER") : "dev";
 	rn.workdir = absdir;
+	rn.reused_from = &reused_from;
+	rn.dev_lease_ms = eo.lease_ms;
 	if (store_run_create(&run_id, conn, &rn, &errs) < 0) {
 		for (size_t i = 0; i < errs.len; i++)
 			fprintf(stderr, "%s\n", errs.items[i]);
@@ -265,7 +311,11 @@ int dev_main(int argc, char **argv)
 		status = 2;
 		goto out;
 	}
-	printf("run %lld (dev) of %s\n", (long long)run_id, file);
+	if (reused_from > 0)
+		printf("run %lld (dev) of %s, reusing the results of run %lld for the steps it skips\n",
+		       (long long)run_id, file, (long long)reused_from);
+	else
+		printf("run %lld (dev) of %s\n", (long long)run_id, file);
 	eo.run_filter = run_id;
 	eo.poll_ms = 200;
 	if (engine_new(&e, &eo, conninfo) < 0) {
@@ -300,6 +350,8 @@ out:
 	}
 	free(seen);
 	engine_free(e);
+	if (pg_started)
+		embedded_done(&conn, eo.home);
 	if (conn)
 		PQfinish(conn);
 	cfg_errors_dispose(&errs);

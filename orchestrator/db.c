@@ -308,9 +308,10 @@ out:
  * not ready yet (starting up, in crash recovery, shutting down: wait and
  * look again; ferry_error_last() says which), <0 on failure. A postmaster
  * that answers at all — PQping's REJECT included — or whose pid file names
- * a live process is never started a second time.
+ * a live process is never started a second time. *started (when not NULL)
+ * becomes 1 when this call started the postmaster.
  */
-static int cluster_ensure(struct cluster *c, const char *ci)
+static int cluster_ensure(struct cluster *c, const char *ci, int *started)
 {
 	char *pgv = xasprintf("%s/PG_VERSION", c->data);
 	struct stat st;
@@ -365,9 +366,13 @@ static int cluster_ensure(struct cluster *c, const char *ci)
 		if (postmaster_alive(c, &pid)) {
 			ferry_error_set("embedded PostgreSQL (postmaster %ld) is starting; see %s", pid, c->log);
 			error = 1;
+			if (started)
+				*started = 1;
 		}
 		goto out;
 	}
+	if (started)
+		*started = 1;
 	error = PQping(ci) == PQPING_OK ? ensure_database(c->sockdir) : 1;
 	if (error == 1)
 		ferry_error_set("embedded PostgreSQL started but does not accept connections yet; see %s", c->log);
@@ -400,7 +405,8 @@ int db_conninfo_resolve(char **out, int *embedded, const char *home)
 	return FERRY_OK;
 }
 
-int db_embedded_ensure(const char *home)
+/* db_embedded_ensure, telling whether it started the postmaster (*started = 1). */
+static int embedded_ensure(const char *home, int *started)
 {
 	struct cluster c;
 	char *ci = NULL;
@@ -413,7 +419,7 @@ int db_embedded_ensure(const char *home)
 		error = FERRY_ERROR;
 		goto out;
 	}
-	error = cluster_ensure(&c, ci);
+	error = cluster_ensure(&c, ci, started);
 	close(lockfd);
 out:
 	free(ci);
@@ -421,15 +427,27 @@ out:
 	return error;
 }
 
+int db_embedded_ensure(const char *home)
+{
+	return embedded_ensure(home, NULL);
+}
+
 int db_conninfo(char **out, const char *home)
+{
+	return db_conninfo_ex(out, NULL, home);
+}
+
+int db_conninfo_ex(char **out, int *started, const char *home)
 {
 	int64_t deadline = clock_mono_ms() + 120000;
 	int embedded, error;
 
+	if (started)
+		*started = 0;
 	if ((error = db_conninfo_resolve(out, &embedded, home)) < 0 || !embedded)
 		return error;
 	/* a cluster starting up or recovering is waited for, as pg_ctl -w would */
-	while ((error = db_embedded_ensure(home)) == 1 && clock_mono_ms() < deadline)
+	while ((error = embedded_ensure(home, started)) == 1 && clock_mono_ms() < deadline)
 		usleep(200 * 1000);
 	if (error != 0) {
 		if (error == 1)
@@ -437,6 +455,23 @@ int db_conninfo(char **out, const char *home)
 		free(*out);
 		*out = NULL;
 	}
+	return error;
+}
+
+int db_other_sessions(int *out, PGconn *conn)
+{
+	PGresult *res = PQexec(conn, "SELECT count(*) FROM pg_stat_activity "
+				     "WHERE backend_type = 'client backend' AND pid <> pg_backend_pid()");
+	int error = FERRY_OK;
+
+	*out = 0;
+	if (PQresultStatus(res) != PGRES_TUPLES_OK || PQntuples(res) != 1) {
+		ferry_error_set("counting the database's sessions: %s", PQerrorMessage(conn));
+		error = FERRY_EDB;
+	} else {
+		*out = (int)strtol(PQgetvalue(res, 0, 0), NULL, 10);
+	}
+	PQclear(res);
 	return error;
 }
 

@@ -21,6 +21,13 @@
 int db_conninfo(char **out, const char *home);
 
 /*
+ * db_conninfo, and *started (when not NULL) is 1 when this call started the
+ * embedded cluster (it was not running), 0 when it was up already or
+ * FERRY_DATABASE_URL is set: whoever started it stops it (db_embedded_stop).
+ */
+int db_conninfo_ex(char **out, int *started, const char *home);
+
+/*
  * The connection string alone, nothing started: FERRY_DATABASE_URL, or the
  * embedded cluster's (*embedded = 1; db_embedded_ensure brings it up).
  * *out is the caller's.
@@ -72,6 +79,12 @@ int db_statement_timeout_ms(int64_t *out);
  * applied); safe to call from many processes.
  */
 int db_migrate(PGconn *conn);
+
+/*
+ * How many other client sessions the server of conn has (a daemon, another
+ * `ferry dev`, psql): *out. 0 or FERRY_EDB.
+ */
+int db_other_sessions(int *out, PGconn *conn);
 
 /* Stops the embedded cluster under home if it runs. */
 int db_embedded_stop(const char *home);

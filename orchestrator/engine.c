@@ -12,7 +12,8 @@
  *     claims again at once instead of waiting for a poll;
  *   - runs the periodic tasks that are due (tasks[] below: the polling
  *     fallback, lease renewal, leader election, adoption of this host's
- *     orphans, the leader's reaper of lost attempts, expired waits);
+ *     orphans, the leader's reaper of lost attempts, expired waits, a dev
+ *     session's lease on its run and the leader's end of dead sessions);
  *   - claims up to claim_batch ready steps while it has capacity and starts
  *     them through the executor type, recording their handles in one
  *     statement; kills the jobs of stopping runs when told;
@@ -1173,6 +1174,26 @@ static void task_notify(struct engine *e)
 	json_decref(runs);
 }
 
+/* A dev session renews the lease it holds on its run while it lives. */
+static void task_dev_lease(struct engine *e)
+{
+	if (e->o.run_filter > 0 && store_dev_lease_renew(e->conn, e->o.run_filter, e->o.lease_ms) < 0)
+		flog_error("renewing the dev session's lease: %s", ferry_error_last());
+}
+
+/* The leader stops dev runs whose `ferry dev` died (their lease expired). */
+static void task_dev_expire(struct engine *e)
+{
+	int n = 0;
+
+	if (store_dev_expire(&n, e->conn, e->owner) < 0)
+		flog_error("stopping dev runs whose session ended: %s", ferry_error_last());
+	else if (n > 0) {
+		flog_info("stopped %d dev run%s whose session ended", n, n == 1 ? "" : "s");
+		e->stop_check = 1;
+	}
+}
+
 static int64_t every_poll(const struct engine_opts *o) { return o->poll_ms; }
 static int64_t every_third_lease(const struct engine_opts *o) { return o->lease_ms / 3; }
 static int64_t every_half_lease(const struct engine_opts *o) { return o->lease_ms / 2; }
@@ -1206,6 +1227,8 @@ static const struct engine_task tasks[] = {
 	{"reap", TASK_LEADER, every_half_lease, task_reap}, /* other hosts' expired attempts: lost */
 	{"expire-waits", 0, every_second, task_expire_waits},
 	{"notify", TASK_LEADER, every_second, task_notify},  /* FERRY_NOTIFY_WEBHOOK */
+	{"dev-lease", 0, every_third_lease, task_dev_lease},   /* a dev session: renew its run's lease */
+	{"dev-expire", TASK_LEADER | TASK_NO_DEV, every_half_lease, task_dev_expire}, /* dead dev sessions */
 };
 #define NTASKS (sizeof(tasks) / sizeof(tasks[0]))
 

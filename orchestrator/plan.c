@@ -77,6 +77,38 @@ static int select_steps(char *sel, const json_t *steps, const struct run_plan_in
 	return FERRY_OK;
 }
 
+static json_t *ancestors(const json_t *steps, const struct plan_step *ps, size_t i, int *stages_up);
+
+/*
+ * Marks in reuse[] the steps an --only or --from subset leaves out but
+ * that a selected step reads from (its ancestors): their results come from
+ * an earlier run. Other subsets reuse nothing.
+ */
+static void reuse_steps(char *reuse, const json_t *steps, const struct plan_step *ps,
+			const char *sel, const struct run_plan_in *in)
+{
+	size_t nsteps = json_array_size(steps), i, k;
+	json_t *nd;
+
+	memset(reuse, 0, nsteps);
+	if (in->only == NULL && in->from == NULL)
+		return;
+	for (i = 0; i < nsteps; i++) {
+		json_t *anc;
+		int stages_up;
+
+		if (!sel[i])
+			continue;
+		anc = ancestors(steps, ps, i, &stages_up);
+		json_array_foreach(anc, k, nd) {
+			int j = step_index(steps, json_string_value(nd));
+			if (j >= 0 && !sel[j])
+				reuse[j] = 1;
+		}
+		json_decref(anc);
+	}
+}
+
 /* Renders a string with the run's params and id; on error leaves the message set. */
 static int render(json_t **out, const char *s, const json_t *params, const char *run_id)
 {
@@ -252,7 +284,7 @@ int run_plan_make(struct run_plan **out, const struct run_plan_in *in, cfg_error
 {
 	struct run_plan *p = xcalloc(1, sizeof(*p));
 	const json_t *steps;
-	char *sel = NULL, run_id[32];
+	char *sel = NULL, *reuse = NULL, run_id[32];
 	size_t i, nedges = 0;
 	json_t *st;
 	int error;
@@ -276,6 +308,8 @@ int run_plan_make(struct run_plan **out, const struct run_plan_in *in, cfg_error
 		nedges += json_array_size(json_object_get(st, "needs"));
 	}
 	p->edges = xcalloc(nedges + 1, sizeof(*p->edges));
+	reuse = xmalloc(p->nsteps + 1);
+	reuse_steps(reuse, steps, p->steps, sel, in);
 
 	json_array_foreach(steps, i, st) {
 		struct plan_step *s = &p->steps[i];
@@ -304,6 +338,13 @@ int run_plan_make(struct run_plan **out, const struct run_plan_in *in, cfg_error
 				json_object_set(s->spec, "ancestors", anc);
 			json_decref(anc);
 		}
+		if (!sel[i] && reuse[i]) {
+			s->state = STEP_SUCCEEDED;
+			s->reason = "reused from an earlier run";
+			s->reuse = 1;
+			p->nreuse++;
+			continue;
+		}
 		if (!sel[i]) {
 			s->state = STEP_SKIPPED;
 			s->reason = "not selected for this dev run";
@@ -316,6 +357,7 @@ int run_plan_make(struct run_plan **out, const struct run_plan_in *in, cfg_error
 	}
 out:
 	free(sel);
+	free(reuse);
 	if (error < 0) {
 		run_plan_free(p);
 		return error;

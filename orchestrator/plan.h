@@ -44,7 +44,8 @@ struct plan_step {
 	char *name;
 	int idx;                      /* position in the workflow */
 	const struct step_kind *kind; /* a row of the kind table (static) */
-	enum step_state state;        /* STEP_SKIPPED (left out of a dev subset), STEP_BLOCKED
+	enum step_state state;        /* STEP_SKIPPED (left out of a dev subset), STEP_SUCCEEDED
+	                               * (reused: see reuse), STEP_BLOCKED
 	                               * (deps_pending > 0), STEP_READY, or STEP_WAITING (a
 	                               * kind that waits for a person, nothing above it) */
 	const char *reason;           /* why it is skipped (static), or NULL */
@@ -56,6 +57,9 @@ struct plan_step {
 	                 * is handed its ancestors' outputs at claim time */
 	int waits;      /* the kind waits for a person (steps.waits) */
 	int restage;    /* the kind stages data for steps below (steps.restage) */
+	int reuse;      /* left out of an --only/--from dev subset but above a selected
+	                 * step: succeeded at once, its outputs, metrics and gate taken
+	                 * from an earlier run (the store picks which) */
 };
 
 /* step needs `needs` (indices into run_plan.steps), one per entry of needs:, in file order. */
@@ -75,7 +79,8 @@ struct run_plan {
 	size_t nsteps;
 	struct plan_edge *edges;
 	size_t nedges;
-	int open_steps;         /* steps not skipped */
+	int open_steps;         /* steps not skipped nor reused */
+	int nreuse;             /* steps with reuse set */
 	int any_ready;          /* a step is ready at once (wake the dispatchers) */
 	int starts_running;     /* a waiting step at the start: the run is under way at once */
 };

@@ -702,6 +702,171 @@ static int idem_record(PGconn *conn, const char *key, const char *body_hash, int
 	return taken;
 }
 
+/* The names of the plan's reused steps as a text[] literal (into b), and the
+ * one of them a selected step needs directly when there is exactly one. */
+static const char *reuse_names(struct sbuf *b, const char **frontier, const struct run_plan *p)
+{
+	int n = 0, nfront = 0;
+
+	*frontier = NULL;
+	for (size_t i = 0; i < p->nsteps; i++) {
+		if (!p->steps[i].reuse)
+			continue;
+		sbuf_sep(b, n), sbuf_elem(b, p->steps[i].name);
+		n++;
+	}
+	for (size_t i = 0; i < p->nsteps; i++) {
+		int needed = 0;
+		for (size_t k = 0; k < p->nedges; k++)
+			needed |= p->edges[k].needs == (int)i && p->steps[p->edges[k].step].state != STEP_SKIPPED &&
+				  !p->steps[p->edges[k].step].reuse;
+		if (p->steps[i].reuse && needed) {
+			*frontier = p->steps[i].name;
+			nfront++;
+		}
+	}
+	if (nfront != 1)
+		*frontier = NULL;
+	return sbuf_close(b, n);
+}
+
+/*
+ * The run whose results the plan's reused steps take: rn->reuse_run when it
+ * is a run of the same workflow in which they all succeeded, else the
+ * newest such run. FERRY_ENOTFOUND, with a message showing the command that
+ * makes one, when there is none.
+ */
+static int reuse_source(int64_t *out, PGconn *conn, const struct run_plan *p,
+			const struct store_run_new *rn)
+{
+	struct sbuf names = {0};
+	const char *frontier = NULL, *arr = reuse_names(&names, &frontier, p);
+	char self[32], want[32], list[512];
+	const char *prm[4] = {p->workflow, self, rn->reuse_run > 0 ? want : NULL, arr};
+	PGresult *res = NULL;
+	size_t len = 0;
+	int error;
+
+	*out = 0;
+	snprintf(self, sizeof(self), "%lld", (long long)p->run_id);
+	snprintf(want, sizeof(want), "%lld", (long long)rn->reuse_run);
+	if ((error = q(&res, conn,
+		       "SELECT r.id FROM runs r "
+		       "WHERE r.workflow_name = $1 AND r.id <> $2::bigint "
+		       "  AND ($3::bigint IS NULL OR r.id = $3::bigint) "
+		       "  AND (SELECT count(*) FROM steps s WHERE s.run_id = r.id AND s.state = 'succeeded' "
+		       "       AND s.name = ANY ($4::text[])) = cardinality($4::text[]) "
+		       "ORDER BY r.id DESC LIMIT 1", 4, prm)) < 0)
+		goto out;
+	if (PQntuples(res) == 1) {
+		error = parse_int64(PQgetvalue(res, 0, 0), out) < 0 ? FERRY_ERROR : FERRY_OK;
+		goto out;
+	}
+	list[0] = '\0';
+	for (size_t i = 0; i < p->nsteps && len < sizeof(list); i++) {
+		if (p->steps[i].reuse)
+			len += (size_t)snprintf(list + len, sizeof(list) - len, "%s%s", len ? ", " : "",
+						p->steps[i].name);
+	}
+	if (rn->reuse_run > 0)
+		ferry_error_set("run %lld is not a run of workflow \"%s\" in which %s succeeded, so "
+				"their outputs cannot be reused; leave out --reuse to take the newest "
+				"such run, or make one with: ferry dev run %s%s%s",
+				(long long)rn->reuse_run, p->workflow, list, rn->filename ? rn->filename : "FILE",
+				frontier ? " --to " : "", frontier ? frontier : "");
+	else
+		ferry_error_set("no earlier run of workflow \"%s\" in which %s succeeded, so there are no "
+				"outputs to reuse; make one with: ferry dev run %s%s%s",
+				p->workflow, list, rn->filename ? rn->filename : "FILE",
+				frontier ? " --to " : "", frontier ? frontier : "");
+	error = FERRY_ENOTFOUND;
+out:
+	PQclear(res);
+	free(names.p);
+	return error;
+}
+
+/*
+ * Fills the plan's reused steps (written as succeeded) with the outputs,
+ * metrics and gate results of the same steps of run src, records where
+ * they came from (reason "reused from run N", a step.reused event with the
+ * source attempt) and adds their metrics to the run's. cached_from stays
+ * the step cache's. A reused step that staged data (a cache step) opens a
+ * session of its own on the source's entry, so the entry stays pinned while
+ * this run uses it (released when the run ends), and hands that session on.
+ */
+static int reuse_copy(PGconn *conn, const struct run_plan *p, int64_t src, const char *actor)
+{
+	struct sbuf names = {0};
+	const char *frontier = NULL;
+	char self[32], from[32];
+	const char *prm[4] = {self, from, reuse_names(&names, &frontier, p), actor};
+	int error;
+
+	snprintf(self, sizeof(self), "%lld", (long long)p->run_id);
+	snprintf(from, sizeof(from), "%lld", (long long)src);
+	error = q(NULL, conn,
+		  "WITH u AS ("
+		  "  UPDATE steps d SET outputs = s.outputs, metrics = s.metrics, gate = s.gate, "
+		  "         reason = 'reused from run ' || s.run_id, started_at = now(), finished_at = now() "
+		  "  FROM steps s "
+		  "  WHERE d.run_id = $1::bigint AND d.name = ANY ($3::text[]) "
+		  "    AND s.run_id = $2::bigint AND s.name = d.name "
+		  "  RETURNING d.name, d.metrics, "
+		  "            jsonb_build_object('run', s.run_id, 'step', s.name, 'attempt', s.attempts) AS src), "
+		  "m AS (UPDATE runs SET metrics = coalesce(runs.metrics, '{}'::jsonb) || "
+		  "        (SELECT coalesce(jsonb_object_agg(u.name, u.metrics) FILTER (WHERE u.metrics IS NOT NULL), '{}') FROM u) "
+		  "      WHERE runs.id = $1::bigint) "
+		  "INSERT INTO events (run_id, step, actor, kind, detail) "
+		  "SELECT $1::bigint, u.name, $4, 'step.reused', jsonb_build_object('reused_from', u.src) FROM u",
+		  4, prm);
+	if (error == FERRY_OK)
+		error = q(NULL, conn,
+			  "WITH n AS ("
+			  "  INSERT INTO cache_sessions (run_id, step_id, attempt, host, key, hit) "
+			  "  SELECT $1::bigint, d.id, 0, c.host, c.key, true "
+			  "  FROM steps d JOIN steps s ON s.run_id = $2::bigint AND s.name = d.name "
+			  "  JOIN cache_sessions c ON c.run_id = s.run_id AND c.step_id = s.id "
+			  "  JOIN cache_entries e ON e.host = c.host AND e.key = c.key "
+			  "  WHERE d.run_id = $1::bigint AND d.name = ANY ($3::text[]) AND d.restage "
+			  "  RETURNING id, step_id) "
+			  "UPDATE steps d SET outputs = coalesce(d.outputs, '{}'::jsonb) || "
+			  "       jsonb_build_object('session', n.id::text) "
+			  "FROM n WHERE d.id = n.step_id", 3, prm);
+	free(names.p);
+	return error;
+}
+
+int store_dev_lease_renew(PGconn *conn, int64_t run_id, int64_t lease_ms)
+{
+	char id[32], ms[32];
+	const char *prm[2] = {id, ms};
+
+	snprintf(id, sizeof(id), "%lld", (long long)run_id);
+	snprintf(ms, sizeof(ms), "%lld", (long long)lease_ms);
+	return q(NULL, conn,
+		 "UPDATE runs SET dev_lease_until = now() + $2::bigint * interval '1 millisecond' "
+		 "WHERE id = $1::bigint AND trigger = 'dev'", 2, prm);
+}
+
+int store_dev_expire(int *stopped, PGconn *conn, const char *actor)
+{
+	const char *prm[1] = {actor};
+	PGresult *res = NULL;
+	int error;
+
+	*stopped = 0;
+	if ((error = q(&res, conn, "SELECT ferry_dev_expire($1)", 1, prm)) < 0)
+		return error;
+	{
+		int64_t n = 0;
+		if (parse_int64(PQgetvalue(res, 0, 0), &n) == 0)
+			*stopped = (int)n;
+	}
+	PQclear(res);
+	return FERRY_OK;
+}
+
 int store_run_create(int64_t *out_id, PGconn *conn, const struct store_run_new *rn,
 		     cfg_errors *errs)
 {
@@ -709,7 +874,7 @@ int store_run_create(int64_t *out_id, PGconn *conn, const struct store_run_new *
 	struct run_plan *plan = NULL;
 	json_t *spec = NULL;
 	char *hash = NULL, *yaml = NULL;
-	int64_t id = 0;
+	int64_t id = 0, src = 0;
 	int error, in_tx = 0;
 
 	*out_id = 0;
@@ -739,6 +904,11 @@ int store_run_create(int64_t *out_id, PGconn *conn, const struct store_run_new *
 	in_tx = 1;
 	if ((error = run_write(conn, plan, rn)) < 0)
 		goto out;
+	if (plan->nreuse > 0 && ((error = reuse_source(&src, conn, plan, rn)) < 0 ||
+				 (error = reuse_copy(conn, plan, src, rn->actor)) < 0))
+		goto out;
+	if (rn->dev_lease_ms > 0 && (error = store_dev_lease_renew(conn, id, rn->dev_lease_ms)) < 0)
+		goto out;
 	if (rn->idem_key && (error = idem_record(conn, rn->idem_key, rn->idem_hash, id)) != 0) {
 		if (error < 0)
 			goto out;
@@ -758,6 +928,8 @@ int store_run_create(int64_t *out_id, PGconn *conn, const struct store_run_new *
 		goto out;
 	in_tx = 0;
 	*out_id = id;
+	if (rn->reused_from)
+		*rn->reused_from = src;
 out:
 	if (in_tx) {
 		char msg[1024];

@@ -130,6 +130,13 @@ struct store_run_new {
 	const char *idem_key;  /* Idempotency-Key, or NULL */
 	const char *idem_hash; /* sha256 of the request body, with idem_key */
 	int no_cache;          /* no step of this run comes from the step cache */
+	/* --only/--from dev subsets: the steps above the selection (plan.h's
+	 * reuse) take their results from run reuse_run, or, when 0, from the
+	 * newest run of the same workflow in which they all succeeded. */
+	int64_t reuse_run;
+	int64_t *reused_from;  /* where to write the run reused (0: none), or NULL */
+	int64_t dev_lease_ms;  /* > 0: a dev session's lease on the run, renewed by
+	                        * store_dev_lease_renew (dev runs only) */
 };
 
 /*
@@ -148,6 +155,20 @@ struct store_run_new {
  */
 int store_run_create(int64_t *out_id, PGconn *conn, const struct store_run_new *rn,
 		     cfg_errors *errs);
+
+/*
+ * A `ferry dev` session renews the lease it holds on its run (runs.
+ * dev_lease_until) for lease_ms more.
+ */
+int store_dev_lease_renew(PGconn *conn, int64_t run_id, int64_t lease_ms);
+
+/*
+ * The leader stops the unfinished dev runs whose session's lease expired
+ * (their `ferry dev` process died) with the reason "dev session ended";
+ * their running jobs are killed by whoever holds them. *stopped is how
+ * many runs it stopped.
+ */
+int store_dev_expire(int *stopped, PGconn *conn, const char *actor);
 
 /* The run object as JSON text (*out is the caller's); FERRY_ENOTFOUND. */
 int store_run_json(char **out, PGconn *conn, int64_t id);

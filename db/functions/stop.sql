@@ -45,3 +45,31 @@ BEGIN
 	RETURN v_state;
 END;
 $$;
+
+-- ferry_dev_expire stops, for p_actor (the leader), every unfinished dev run
+-- whose session's lease (runs.dev_lease_until, renewed by its `ferry dev`
+-- process) expired: its `ferry dev` died. Steps not started stop at once;
+-- running ones are killed by whoever holds their jobs now (NOTIFY
+-- ferry_stop). The run's and those steps' reason is "dev session ended".
+-- Returns how many runs it stopped.
+CREATE OR REPLACE FUNCTION ferry_dev_expire(p_actor text) RETURNS int
+LANGUAGE plpgsql AS $$
+DECLARE
+	v_run bigint;
+	v_n int := 0;
+BEGIN
+	FOR v_run IN SELECT id FROM runs
+	             WHERE dev_lease_until < now() AND state IN ('pending', 'running')
+	             ORDER BY id FOR UPDATE SKIP LOCKED
+	LOOP
+		PERFORM ferry_stop(v_run, p_actor);
+		UPDATE runs SET reason = 'dev session ended', dev_lease_until = NULL WHERE id = v_run;
+		UPDATE steps SET reason = 'dev session ended'
+		WHERE run_id = v_run AND state = 'stopped' AND reason = 'run stopped by ' || p_actor;
+		INSERT INTO events (run_id, actor, kind, detail)
+		VALUES (v_run, p_actor, 'run.dev_session_ended', jsonb_build_object('reason', 'dev session ended'));
+		v_n := v_n + 1;
+	END LOOP;
+	RETURN v_n;
+END;
+$$;

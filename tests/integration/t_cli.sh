@@ -107,10 +107,13 @@ test_dev_run_whole_and_subsets() {
 	assert_eq "$(sql "SELECT string_agg(name || '=' || state, ' ' ORDER BY idx) FROM steps WHERE run_id = $id")" "greet=succeeded count=skipped flaky=skipped join=skipped" "--only"
 	out=$(ferry dev run "$ROOT/workflows/hello.yaml" --to count)
 	id=$(echo "$out" | sed -n 's/^run \([0-9]*\) (dev).*/\1/p')
+	to=$id
 	assert_eq "$(sql "SELECT string_agg(name || '=' || state, ' ' ORDER BY idx) FROM steps WHERE run_id = $id")" "greet=succeeded count=succeeded flaky=skipped join=skipped" "--to"
 	out=$(ferry dev run "$ROOT/workflows/hello.yaml" --from flaky)
 	id=$(echo "$out" | sed -n 's/^run \([0-9]*\) (dev).*/\1/p')
-	assert_eq "$(sql "SELECT string_agg(name || '=' || state, ' ' ORDER BY idx) FROM steps WHERE run_id = $id")" "greet=skipped count=skipped flaky=succeeded join=succeeded" "--from"
+	assert_eq "$(sql "SELECT string_agg(name || '=' || state, ' ' ORDER BY idx) FROM steps WHERE run_id = $id")" "greet=succeeded count=succeeded flaky=succeeded join=succeeded" "--from"
+	assert_eq "$(sql "SELECT string_agg(name || ': ' || reason, ', ' ORDER BY idx) FROM steps WHERE run_id = $id AND attempts = 0")" \
+		"greet: reused from run $to, count: reused from run $to" "--from reuses the steps above it from the newest run where they succeeded"
 	set +e
 	ferry dev run "$ROOT/workflows/hello.yaml" --only nosuch >/dev/null 2>&1; rc=$?
 	set -e

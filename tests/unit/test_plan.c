@@ -242,8 +242,10 @@ static void test_plan__dev_subsets(void **state)
 
 	(void)state;
 	p = plan_sub(wf, NULL, "b", NULL, NULL);
-	assert_string_equal(state_of(p, "a"), "skipped");
-	assert_string_equal(step(p, "a")->reason, "not selected for this dev run");
+	/* above the selection: succeeded at once, results from an earlier run (the store's) */
+	assert_string_equal(state_of(p, "a"), "succeeded");
+	assert_int_equal(step(p, "a")->reuse, 1);
+	assert_int_equal(p->nreuse, 1);
 	assert_string_equal(state_of(p, "b"), "ready");
 	assert_null(step(p, "b")->reason);
 	assert_int_equal(step(p, "b")->deps_pending, 0);
@@ -254,11 +256,14 @@ static void test_plan__dev_subsets(void **state)
 	run_plan_free(p);
 
 	p = plan_sub(wf, NULL, NULL, "b", NULL);
-	assert_string_equal(state_of(p, "a"), "skipped");
+	assert_string_equal(state_of(p, "a"), "succeeded");
+	assert_int_equal(step(p, "a")->reuse, 1);
 	assert_string_equal(state_of(p, "b"), "ready");
 	assert_string_equal(state_of(p, "c"), "blocked");
 	assert_int_equal(step(p, "c")->deps_pending, 1);
 	assert_string_equal(state_of(p, "d"), "skipped");
+	assert_string_equal(step(p, "d")->reason, "not selected for this dev run");
+	assert_int_equal(step(p, "d")->reuse, 0);
 	assert_int_equal(p->open_steps, 2);
 	run_plan_free(p);
 
@@ -269,6 +274,7 @@ static void test_plan__dev_subsets(void **state)
 	assert_string_equal(step(p, "c")->reason, "not selected for this dev run");
 	assert_string_equal(state_of(p, "d"), "skipped");
 	assert_int_equal(p->open_steps, 2);
+	assert_int_equal(p->nreuse, 0); /* --to runs everything it needs */
 	run_plan_free(p);
 
 	assert_string_equal(plan_fails(wf, NULL, "zz", NULL, NULL), "the workflow has no step \"zz\"");

@@ -1,0 +1,174 @@
+# Dev mode (`ferry dev run`): --only/--from reuse the results of the steps
+# they skip from an earlier run, the session's lease on its run, and the
+# embedded PostgreSQL it starts. test_dev_run_whole_and_subsets and
+# test_dev_run_failure_exit_code are in t_cli.sh.
+
+# --only/--from take the outputs of the steps they skip from an earlier run
+# (--reuse RUN, or the newest one in which they succeeded), and say so
+test_dev_run_reuses_upstream_outputs() {
+	f=$(wf reuse <<'Y'
+name: reuse
+steps:
+  - name: prepare
+    command: [sh, -c, 'echo "data of run $FERRY_RUN_ID" >"$FERRY_OUTPUT_DIR/data"; echo "{\"rows\": 42}" >"$FERRY_OUTPUT_DIR/metrics.json"']
+  - name: train
+    needs: [prepare]
+    command: [sh, -c, 'cat "$1"; echo "model from $1" >"$FERRY_OUTPUT_DIR/model"', x, "{{steps.prepare.outputs.data}}"]
+  - name: evaluate
+    needs: [train]
+    command: [sh, -c, 'cat "$1"', x, "{{steps.train.outputs.model}}"]
+Y
+)
+	set +e
+	out=$(ferry dev run "$f" --only train 2>&1); rc=$?
+	set -e
+	assert_eq "$rc" 2 "nothing to reuse yet"
+	assert_match "$out" 'no earlier run of workflow "reuse" in which prepare succeeded' "says why"
+	assert_match "$out" "ferry dev run $f --to prepare" "shows the command that makes one"
+
+	out=$(ferry dev run "$f" --to prepare)
+	first=$(echo "$out" | sed -n 's/^run \([0-9]*\) (dev).*/\1/p')
+	ferry dev run "$f" --to prepare >/dev/null # a newer one: --reuse picks the older
+	out=$(ferry dev run "$f" --only train --reuse "$first")
+	echo "$out"
+	id=$(echo "$out" | sed -n 's/^run \([0-9]*\) (dev).*/\1/p')
+	assert_match "$(echo "$out" | head -1)" "^run $id \\(dev\\) of .*reusing the results of run $first" "the first line says where inputs come from"
+	assert_match "$out" "prepare +reused from run $first" "progress"
+	assert_match "$out" "train +\\| data of run $first" "train read the earlier run's output"
+	assert_eq "$(sql "SELECT string_agg(name || '=' || state, ' ' ORDER BY idx) FROM steps WHERE run_id = $id")" \
+		"prepare=succeeded train=succeeded evaluate=skipped" "--only train --reuse"
+	assert_eq "$(sql "SELECT detail->'reused_from'->>'run' FROM events WHERE run_id = $id AND kind = 'step.reused' AND step = 'prepare'")" "$first" "where from, in the events"
+	assert_eq "$(sql "SELECT (metrics->'prepare'->>'rows')::numeric = 42 FROM runs WHERE id = $id")" t "the reused metrics are the run's"
+
+	out=$(ferry dev run "$f" --from evaluate)
+	echo "$out"
+	id2=$(echo "$out" | sed -n 's/^run \([0-9]*\) (dev).*/\1/p')
+	assert_match "$(echo "$out" | head -1)" "reusing the results of run $id" "the newest run in which prepare and train succeeded"
+	assert_match "$out" "evaluate +\\| model from $FERRY_HOME/runs/$first/prepare/1/out/data" "evaluate read the earlier model"
+	assert_eq "$(sql "SELECT state FROM runs WHERE id = $id2")" succeeded "--from evaluate"
+
+	set +e
+	out=$(ferry dev run "$f" --from evaluate --reuse "$first" 2>&1); rc=$?
+	set -e
+	assert_eq "$rc" 2 "train never succeeded in that run"
+	assert_match "$out" "run $first is not a run of workflow \"reuse\" in which prepare, train succeeded" "--reuse of a run without them"
+}
+
+# the digits example debugged one step at a time: --only train and --from
+# evaluate take the label and the model of an earlier run
+test_dev_run_digits_reuse() {
+	[ -x /usr/bin/python3 ] && /usr/bin/python3 -c 'import sklearn' 2>/dev/null || fail "python3-sklearn is not installed (make deps)"
+	start_daemon a
+	id=$(ferry submit "$ROOT/workflows/digits.yaml")
+	wait_step "$id" label waiting 20
+	ferry continue "$id" label --data '{"reviewed_by": "ana"}' >/dev/null
+	wait_run "$id" succeeded 120
+	model=$(step_col "$id" train "outputs->>'model'")
+
+	out=$(ferry dev run "$ROOT/workflows/digits.yaml" --only train --reuse "$id")
+	echo "$out"
+	only=$(echo "$out" | sed -n 's/^run \([0-9]*\) (dev).*/\1/p')
+	assert_match "$(echo "$out" | head -1)" "reusing the results of run $id" "first line"
+	assert_match "$out" "label +reused from run $id" "progress"
+	assert_eq "$(sql "SELECT string_agg(name || '=' || state, ' ' ORDER BY idx) FROM steps WHERE run_id = $only")" \
+		"label=succeeded train=succeeded evaluate=skipped register=skipped" "--only train --reuse"
+	assert_match "$(ferry get "$only")" "reused from run $id" "ferry get says where label came from"
+
+	out=$(ferry dev run "$ROOT/workflows/digits.yaml" --from evaluate)
+	echo "$out"
+	from=$(echo "$out" | sed -n 's/^run \([0-9]*\) (dev).*/\1/p')
+	assert_match "$(echo "$out" | head -1)" "reusing the results of run $only" "the newest run where label and train succeeded"
+	assert_eq "$(sql "SELECT string_agg(name || '=' || state, ' ' ORDER BY idx) FROM steps WHERE run_id = $from")" \
+		"label=succeeded train=succeeded evaluate=succeeded register=succeeded" "--from evaluate"
+	assert_eq "$(step_col "$from" train "outputs->>'model'")" "$(step_col "$only" train "outputs->>'model'")" "the model reused"
+	assert_match "$(sql "SELECT spec::text FROM steps WHERE run_id = $from AND name = 'evaluate'")" "steps.train.outputs.model" "evaluate reads train's output"
+	[ -n "$(step_col "$from" evaluate "metrics->>'accuracy'")" ] || fail "evaluate scored the reused model"
+	assert_eq "$(sql "SELECT count(*) FROM attempts a JOIN steps s ON s.id = a.step_id WHERE s.run_id = $from AND s.name IN ('label', 'train')")" 0 "nothing above evaluate ran"
+	echo "model of run $id: $model"
+}
+
+# a `ferry dev run` killed with -9 holds a lease on its run: when it
+# expires, the daemon's leader stops the run ("dev session ended") and
+# its jobs are killed, instead of the run staying running forever
+test_dev_run_killed_session_ends() {
+	start_daemon a
+	f=$(wf devkill <<'Y'
+name: devkill
+steps:
+  - name: long
+    command: [sh, -c, 'echo $$ >"$FERRY_OUTPUT_DIR/../../pid"; sleep 300']
+  - {name: after, needs: [long], command: [true]}
+Y
+)
+	ferry dev run "$f" >"$FERRY_HOME/dev.out" 2>&1 &
+	dev=$!
+	for _ in $(seq 1 100); do [ -s "$FERRY_HOME/runs/1/long/pid" ] && break; sleep 0.1; done
+	[ -s "$FERRY_HOME/runs/1/long/pid" ] || { cat "$FERRY_HOME/dev.out"; fail "the dev run's step never started"; }
+	job=$(cat "$FERRY_HOME/runs/1/long/pid")
+	assert_eq "$(sql "SELECT dev_lease_until > now() FROM runs WHERE id = 1")" t "the session holds a lease"
+	assert_match "$(ferry list)" "devkill +running +dev" "ferry list marks the run dev"
+	sleep 2.5 # longer than one lease: the session renews it while it lives
+	assert_eq "$(sql "SELECT state FROM runs WHERE id = 1")" running "a live session keeps its run"
+	kill -9 "$dev"
+	wait "$dev" 2>/dev/null || true
+	start=$(date +%s%N)
+	wait_run 1 stopped 6
+	ms=$(( ($(date +%s%N) - start) / 1000000 ))
+	echo "stopped ${ms} ms after the kill"
+	[ "$ms" -le 5000 ] || fail "stopped ${ms} ms after the kill (lease 2000 ms)"
+	assert_eq "$(sql "SELECT reason FROM runs WHERE id = 1")" "dev session ended" "run reason"
+	assert_eq "$(sql "SELECT string_agg(name || '=' || state || ':' || coalesce(reason, ''), ' ' ORDER BY idx) FROM steps WHERE run_id = 1")" \
+		"long=stopped:run stopped after=stopped:dev session ended" "steps: the running one killed"
+	for _ in $(seq 1 30); do kill -0 "$job" 2>/dev/null || break; sleep 0.1; done
+	kill -0 "$job" 2>/dev/null && fail "the dev run's job $job still runs"
+	assert_eq "$(sql "SELECT count(*) FROM events WHERE run_id = 1 AND kind = 'run.dev_session_ended'")" 1 "event"
+}
+
+# the embedded PostgreSQL that `ferry dev` started is stopped when it
+# exits; one that was running already is left running
+test_dev_run_stops_the_postgres_it_started() {
+	unset FERRY_DATABASE_URL
+	export FERRY_HOME="$FERRY_HOME/emb"
+	mkdir -p "$FERRY_HOME" && chmod 755 "$FERRY_HOME"
+	pidfile="$FERRY_HOME/pg/data/postmaster.pid"
+	out=$(ferry dev run "$ROOT/workflows/hello.yaml" --only greet 2>&1) || { echo "$out"; fail "dev run on the embedded database"; }
+	assert_match "$out" 'run 1 \(dev\)' "ran on the embedded cluster"
+	[ -f "$FERRY_HOME/pg/data/PG_VERSION" ] || fail "no embedded cluster was made"
+	[ ! -f "$pidfile" ] || fail "the PostgreSQL ferry dev started still runs"
+
+	ferryd db start >/dev/null
+	[ -f "$pidfile" ] || fail "ferryd db start"
+	out=$(ferry dev run "$ROOT/workflows/hello.yaml" --only greet 2>&1) || { echo "$out"; ferryd db stop; fail "second dev run"; }
+	assert_match "$out" 'run 2 \(dev\)' "the same cluster"
+	[ -f "$pidfile" ] || fail "a PostgreSQL that was already running was stopped"
+	ferryd db stop >/dev/null
+}
+
+# a reused cache step: the dev run opens its own session on the staged
+# entry (pinned while it runs) and the step below reads the staged data
+test_dev_run_reuses_cache_session() {
+	mkdir -p "$FERRY_HOME/data"
+	echo "x,y" >"$FERRY_HOME/data/a.csv"
+	f=$(wf dcdev <<'Y'
+name: dcdev
+steps:
+  - name: stage
+    kind: cache
+    dataset: data
+  - name: use
+    needs: [stage]
+    command: [sh, -c, 'cat "$FERRY_CACHE_DIR/a.csv"; echo "session=$FERRY_CACHE_SESSION"']
+Y
+)
+	out=$(ferry dev run "$f")
+	first=$(echo "$out" | sed -n 's/^run \([0-9]*\) (dev).*/\1/p')
+	out=$(ferry dev run "$f" --only use)
+	echo "$out"
+	id=$(echo "$out" | sed -n 's/^run \([0-9]*\) (dev).*/\1/p')
+	assert_match "$out" "stage +reused from run $first" "the cache step is reused"
+	s=$(sql "SELECT id FROM cache_sessions WHERE run_id = $id")
+	[ -n "$s" ] || fail "no cache session for the dev run"
+	assert_match "$out" "use +\| x,y" "reads the staged data"
+	assert_match "$out" "use +\| session=$s" "the dev run's own session"
+	assert_eq "$(sql "SELECT released_at IS NOT NULL FROM cache_sessions WHERE run_id = $id")" t "released when the run ended"
+}
