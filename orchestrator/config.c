@@ -1352,10 +1352,17 @@ static int render(char **out, const char *tmpl, const json_t *params, const char
 						  : "no value");
 				goto out;
 			}
-			if (sh != NULL)
-				cfg_shq_quote(&b, sh, val);
-			else
+			if (sh != NULL && cfg_shq_quote(&b, sh, val) < 0) {
+				char *env = cfg_param_env_name(name);
+
+				ferry_error_set("{{params.%s}} sits inside `…` or ${…} within \"…\" in "
+						"a shell script, where it cannot be quoted safely; use "
+						"\"$%s\" there instead", name, env);
+				free(env);
+				goto out;
+			} else if (sh == NULL) {
 				cfg_sb_adds(&b, val);
+			}
 			free(name);
 			free(val);
 			name = val = NULL;

@@ -8,11 +8,14 @@
  * literal word and never code.
  *
  * Quoting follows the script's own quoting at the place of the template: a
- * small scanner tracks whether that place is bare, inside '…', "…", $'…',
- * a comment, a $(…) or a `…`, and the value is written so that it closes the
- * quote it is in, appears single-quoted ('\'' for each '), and reopens the
- * quote. Here-documents are not tracked: `ferry validate` warns about every
- * such use and shows the "$FERRY_PARAM_X" form, which is always safe.
+ * small scanner keeps a stack of where that place is (bare, '…', "…",
+ * $'…', a comment, $(…), `…`, ${…}), and the value is written so that it
+ * closes the quote it is in, appears single-quoted ('\'' for each '), and
+ * reopens the quote; inside `…` its backslashes, backquotes and dollars are
+ * escaped once more per level. `…` and ${…} inside "…" have quoting rules
+ * of their own that differ between shells: a template there is refused.
+ * Here-documents are not tracked. `ferry validate` warns about every such
+ * use and shows the "$FERRY_PARAM_X" form, which is always safe.
  */
 #include "config_priv.h"
 
@@ -262,6 +265,16 @@ int cfg_shell_script_index(const json_t *command)
 	return -1;
 }
 
+/* How many `…` substitutions the place q is in sits inside. */
+static int bq_depth(const struct cfg_shq *q)
+{
+	int i, n = 0;
+
+	for (i = 1; i <= q->top; i++)
+		n += q->st[i] == SHQ_BQ;
+	return n;
+}
+
 /* Whether c ends a word for the purpose of a following '#'. */
 static bool word_break(char c)
 {
@@ -275,7 +288,19 @@ void cfg_shq_scan(struct cfg_shq *q, const char *s, size_t n)
 	for (i = 0; i < n; i++) {
 		char ch = s[i], nx = i + 1 < n ? s[i + 1] : '\0';
 		unsigned char *st = &q->st[q->top];
+		bool bs = q->rawbs;
 
+		q->rawbs = ch == '\\' && !bs;
+		/* the shell finds the end of `…` before it parses what is inside:
+		 * the first unescaped ` closes it, in quotes or a comment alike */
+		if (ch == '`' && !bs && bq_depth(q) > 0) {
+			while (q->st[q->top] != SHQ_BQ)
+				q->top--;
+			q->top--;
+			q->esc = false;
+			q->prev = ch;
+			continue;
+		}
 		if (q->esc) {
 			q->esc = false;
 			q->prev = 'x';
@@ -301,13 +326,20 @@ void cfg_shq_scan(struct cfg_shq *q, const char *s, size_t n)
 				q->esc = true;
 			else if (ch == '"')
 				q->top--;
-			else if ((ch == '$' && nx == '(') || ch == '`')
+			else if ((ch == '$' && (nx == '(' || nx == '{')) || ch == '`')
 				goto open_sub;
 			break;
-		default: /* SHQ_PLAIN, SHQ_SUB, SHQ_BQ */
+		default: /* SHQ_PLAIN, SHQ_SUB, SHQ_BQ, SHQ_BRACE */
 			if (ch == '\\') {
 				q->esc = true;
-			} else if (ch == '#' && word_break(q->prev)) {
+			} else if (*st == SHQ_BRACE && (ch == '{' || ch == '}')) {
+				if (ch == '{')
+					q->paren[q->top]++;
+				else if (q->paren[q->top] > 0)
+					q->paren[q->top]--;
+				else
+					q->top--;
+			} else if (ch == '#' && *st != SHQ_BRACE && word_break(q->prev)) {
 				if (q->top + 1 < SHQ_DEPTH)
 					q->st[++q->top] = SHQ_COMMENT;
 			} else if (ch == '\'' || ch == '"') {
@@ -319,7 +351,7 @@ void cfg_shq_scan(struct cfg_shq *q, const char *s, size_t n)
 				i++;
 			} else if (ch == '`' && *st == SHQ_BQ) {
 				q->top--;
-			} else if ((ch == '$' && nx == '(') || ch == '`') {
+			} else if ((ch == '$' && (nx == '(' || nx == '{')) || ch == '`') {
 				goto open_sub;
 			} else if (ch == '(') {
 				q->paren[q->top]++;
@@ -335,7 +367,7 @@ void cfg_shq_scan(struct cfg_shq *q, const char *s, size_t n)
 open_sub:
 		if (q->top + 1 < SHQ_DEPTH) {
 			q->top++;
-			q->st[q->top] = ch == '`' ? SHQ_BQ : SHQ_SUB;
+			q->st[q->top] = ch == '`' ? SHQ_BQ : nx == '{' ? SHQ_BRACE : SHQ_SUB;
 			q->paren[q->top] = 0;
 		}
 		if (ch == '$')
@@ -344,30 +376,58 @@ open_sub:
 	}
 }
 
-void cfg_shq_quote(struct sbuf *b, struct cfg_shq *q, const char *v)
+int cfg_shq_quote(struct sbuf *b, struct cfg_shq *q, const char *v)
 {
 	static const char *const close[] = {[SHQ_SQ] = "'", [SHQ_DQ] = "\"", [SHQ_ANSI] = "'"};
 	static const char *const reopen[] = {[SHQ_SQ] = "'", [SHQ_DQ] = "\"", [SHQ_ANSI] = "$'"};
 	unsigned st = q->st[q->top];
+	struct sbuf w = {0}, t;
 	const char *p;
+	int level, i;
+	bool dq = false;
 
+	/* `…` and ${…} inside "…" take quotes of their own ways: not modelled, refused */
+	for (i = 1; i <= q->top; i++) {
+		if (dq && (q->st[i] == SHQ_BQ || q->st[i] == SHQ_BRACE)) {
+			ferry_error_set("this place (inside `…` or ${…} within \"…\") cannot be "
+					"quoted safely");
+			return FERRY_EINVALID;
+		}
+		if (q->st[i] == SHQ_DQ)
+			dq = true;
+	}
+
+	/* a backslash just before the template escapes a backslash of ours, not the quote */
+	if (q->esc && st != SHQ_SQ && st != SHQ_COMMENT)
+		cfg_sb_adds(b, "\\");
+	cfg_sb_adds(&w, "");
 	if (st == SHQ_COMMENT) {
 		for (p = v; *p; p++)
-			cfg_sb_adds(b, *p == '\n' || *p == '\r' ? " " : (char[2]){*p, '\0'});
-		q->prev = 'x';
-		return;
+			cfg_sb_adds(&w, *p == '\n' || *p == '\r' ? " " : (char[2]){*p, '\0'});
+	} else {
+		if (st < NELEM(close) && close[st] != NULL)
+			cfg_sb_adds(&w, close[st]);
+		cfg_sb_adds(&w, "'");
+		for (p = v; *p; p++)
+			cfg_sb_adds(&w, *p == '\'' ? "'\\''" : (char[2]){*p, '\0'});
+		cfg_sb_adds(&w, "'");
+		if (st < NELEM(reopen) && reopen[st] != NULL)
+			cfg_sb_adds(&w, reopen[st]);
 	}
-	/* a backslash just before the template escapes a backslash of ours, not the quote */
-	if (q->esc && st != SHQ_SQ)
-		cfg_sb_adds(b, "\\");
-	if (st < NELEM(close) && close[st] != NULL)
-		cfg_sb_adds(b, close[st]);
-	cfg_sb_adds(b, "'");
-	for (p = v; *p; p++)
-		cfg_sb_adds(b, *p == '\'' ? "'\\''" : (char[2]){*p, '\0'});
-	cfg_sb_adds(b, "'");
-	if (st < NELEM(reopen) && reopen[st] != NULL)
-		cfg_sb_adds(b, reopen[st]);
+	/* inside `…` the shell first takes \\, \` and \$ as escapes: once per level */
+	for (level = bq_depth(q); level > 0; level--) {
+		t = (struct sbuf){0};
+		cfg_sb_adds(&t, "");
+		for (p = w.p; *p; p++)
+			cfg_sb_adds(&t, strchr("\\`$", *p) ? (char[3]){'\\', *p, '\0'}
+							     : (char[2]){*p, '\0'});
+		free(w.p);
+		w = t;
+	}
+	cfg_sb_adds(b, w.p);
+	free(w.p);
 	q->esc = false;
+	q->rawbs = false;
 	q->prev = 'x';
+	return FERRY_OK;
 }

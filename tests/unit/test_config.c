@@ -854,7 +854,8 @@ static void assert_shell(const char *script, const char *v, const char *want)
 static void test_config__template_render_shell(void **state)
 {
 	static const char evil[] = "x\"; echo INJECTED; echo \"";
-	json_t *cmd;
+	json_t *cmd, *params;
+	char *out = NULL;
 
 	(void)state;
 	assert_shell("echo {{params.who}}", "a b", "echo 'a b'");
@@ -865,11 +866,27 @@ static void test_config__template_render_shell(void **state)
 	assert_shell("echo $'{{params.who}}'", "a", "echo $'''a'$''");
 	assert_shell("echo \"$(echo {{params.who}})\"", "$(id)", "echo \"$(echo '$(id)')\"");
 	assert_shell("echo `echo {{params.who}}`", ";id", "echo `echo ';id'`");
+	/* inside `…` the shell takes \\, \` and \$ first: escaped once more */
+	assert_shell("echo `echo {{params.who}}`", "`id`$", "echo `echo '\\`id\\`\\$'`");
+	/* `…` ends at the first unescaped `, even in a comment */
+	assert_shell("echo `true # x` {{params.who}}", "a b", "echo `true # x` 'a b'");
+	assert_shell("echo ${x:-{{params.who}}} \"${#x}\" {{params.who}}", "a}", "echo ${x:-'a}'} \"${#x}\" 'a}'");
 	assert_shell("# note {{params.who}}\necho {{params.who}}", "a\nid",
 		     "# note a id\necho 'a\nid'");
 	assert_shell("echo \\{{params.who}}", "a", "echo \\\\'a'");
 	assert_shell("echo \"{{run.id}}\" '{{steps.a.outputs.k}}' {{params.who}}", "a",
 		     "echo \"7\" '{{steps.a.outputs.k}}' 'a'");
+	/* `…` or ${…} inside "…": refused, with the way out */
+	params = json_pack("{s:s}", "who", "a");
+	assert_int_equal(cfg_template_render_shell(&out, "echo \"`echo {{params.who}}`\"", params, "7"),
+			 FERRY_EINVALID);
+	assert_null(out);
+	assert_string_equal(ferry_error_last(), "{{params.who}} sits inside `…` or ${…} within \"…\" "
+						"in a shell script, where it cannot be quoted safely; use "
+						"\"$FERRY_PARAM_WHO\" there instead");
+	assert_int_equal(cfg_template_render_shell(&out, "echo \"${x:-{{params.who}}}\"", params, "7"),
+			 FERRY_EINVALID);
+	json_decref(params);
 
 	cmd = json_pack("[s,s,s]", "sh", "-c", "x");
 	assert_int_equal(cfg_shell_script_index(cmd), 2);
