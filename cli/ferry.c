@@ -79,6 +79,31 @@ static void workflow_file_report(const struct workflow_file *wf)
 
 /* ---- validate ---- */
 
+/*
+ * Warns (to stderr) about each {{params.X}} inside a shell script: Ferry
+ * quotes it as one word, but the environment form is the one that reads
+ * right in any quoting. Returns the warnings as a JSON array of strings.
+ */
+static json_t *shell_param_warnings(const char *path, const json_t *spec, bool print)
+{
+	json_t *uses = NULL, *u, *out = json_array();
+	size_t i;
+
+	cfg_shell_param_uses(&uses, spec);
+	json_array_foreach(uses, i, u) {
+		char *w = xasprintf("step \"%s\" puts {{params.%s}} in a shell script; Ferry "
+				    "renders it shell-quoted, but reading it from the environment "
+				    "is safer and clearer: \"$%s\"",
+				    jstr(u, "step", "?"), jstr(u, "param", "?"), jstr(u, "env", "?"));
+		if (print)
+			fprintf(stderr, "%s: warning: %s\n", path, w);
+		json_array_append_new(out, json_string(w));
+		free(w);
+	}
+	json_decref(uses);
+	return out;
+}
+
 static int cmd_validate(const struct ctx *x, int argc, char **argv)
 {
 	static const struct option longopts[] = {
@@ -89,7 +114,7 @@ static int cmd_validate(const struct ctx *x, int argc, char **argv)
 	struct workflow_file wf = {0};
 	bool json = false;
 	const char *path;
-	json_t *report = NULL, *errors;
+	json_t *report = NULL, *errors, *warnings = NULL;
 	size_t nsteps = 0;
 	int ch, rc, status;
 
@@ -115,23 +140,28 @@ static int cmd_validate(const struct ctx *x, int argc, char **argv)
 	if (rc == 0)
 		nsteps = json_array_size(json_object_get(wf.spec, "steps"));
 	if (!json) {
-		if (rc == 0)
+		if (rc == 0) {
 			printf("%s: ok %s workflow %s, %zu step%s, hash %.12s\n", path, dash(x->cli),
 			       jstr(wf.spec, "name", "?"), nsteps, nsteps == 1 ? "" : "s", wf.hash);
-		else
+			fflush(stdout);
+			warnings = shell_param_warnings(path, wf.spec, true);
+		} else
 			workflow_file_report(&wf);
 		goto out;
 	}
+	if (rc == 0)
+		warnings = shell_param_warnings(path, wf.spec, false);
 	errors = json_array();
 	if (rc != 0 && wf.errs.len == 0)
 		json_array_append_new(errors, json_string(ferry_error_last()));
 	for (size_t i = 0; i < wf.errs.len; i++)
 		json_array_append_new(errors, json_string(wf.errs.items[i]));
-	report = json_pack("{s:s?, s:b, s:s?, s:o, s:s?, s:o}",
+	report = json_pack("{s:s?, s:b, s:s?, s:o, s:s?, s:o, s:O}",
 			   "file", path, "valid", rc == 0,
 			   "name", rc == 0 ? jstr(wf.spec, "name", NULL) : NULL,
 			   "steps", rc == 0 ? json_integer((json_int_t)nsteps) : json_null(),
-			   "hash", rc == 0 ? wf.hash : NULL, "errors", errors);
+			   "hash", rc == 0 ? wf.hash : NULL, "errors", errors,
+			   "warnings", warnings ? warnings : json_array());
 	if (report == NULL) {
 		fprintf(stderr, "ferry: cannot encode the report as JSON\n");
 		status = FX_FAIL;
@@ -140,6 +170,7 @@ static int cmd_validate(const struct ctx *x, int argc, char **argv)
 	print_json(report);
 out:
 	json_decref(report);
+	json_decref(warnings);
 	workflow_file_dispose(&wf);
 	return status;
 }

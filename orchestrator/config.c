@@ -36,7 +36,8 @@
 
 static const char *const top_keys[] = {"name", "description", "params", "steps"};
 enum { TK_NAME, TK_DESC, TK_PARAMS, TK_STEPS, TK_N };
-static const char *const param_keys[] = {"default", "description"};
+static const char *const param_keys[] = {"default", "description", "type", "values",
+					 "pattern", "min", "max"};
 static const char *const retry_keys[] = {"limit", "backoff", "max_backoff"};
 
 /* ---- small helpers ---------------------------------------------------- */
@@ -103,6 +104,11 @@ static const char *quote_to(char *buf, size_t cap, const char *s, size_t n)
 	buf[o++] = '"';
 	buf[o] = '\0';
 	return buf;
+}
+
+const char *cfg_quote_to(char *buf, size_t cap, const char *s, size_t n)
+{
+	return quote_to(buf, cap, s, n);
 }
 
 /* Quotes s for a message; the result lives until NQBUF more calls. */
@@ -496,7 +502,7 @@ static void parse_params(struct ctx *c, const yaml_node_t *n)
 		return;
 	}
 	while (cfg_next_pair(c, n, &k, &key, &val)) {
-		const yaml_node_t *v[2] = {NULL, NULL}, *def = NULL;
+		const yaml_node_t *v[PK_N] = {NULL}, *def = NULL;
 		const char *name = cfg_text(c, key, "a parameter name"), *d;
 		json_t *p;
 
@@ -511,9 +517,9 @@ static void parse_params(struct ctx *c, const yaml_node_t *n)
 			def = val;
 		} else if (val->type == YAML_MAPPING_NODE) {
 			if (map_fields(c, val, "parameter", param_keys, NELEM(param_keys), v, NULL)) {
-				def = v[0];
-				if (present(v[1]))
-					(void)cfg_text(c, v[1], "a parameter description");
+				def = v[PK_DEFAULT];
+				if (present(v[PK_DESC]))
+					(void)cfg_text(c, v[PK_DESC], "a parameter description");
 			}
 		} else {
 			err_node(c, val, "parameter %s must be a default value or a mapping "
@@ -523,6 +529,7 @@ static void parse_params(struct ctx *c, const yaml_node_t *n)
 		p = json_object();
 		if (present(def) && (d = cfg_text(c, def, "a parameter default")) != NULL)
 			json_object_set_new(p, "default", json_string(d));
+		cfg_param_decl(c, name, v, def, p);
 		json_object_set_new(c->params, name, p);
 	}
 }
@@ -1296,6 +1303,10 @@ int cfg_params_resolve(json_t **out, const json_t *spec, const json_t *given)
 					"(use -p %s=VALUE)", qk, key);
 			goto out;
 		}
+		if (cfg_param_check(json_object_iter_value(it), val, &names) < 0) {
+			ferry_error_set("parameter %s %s", qk, names.p);
+			goto out;
+		}
 		json_object_set_new(res, key, json_string(val));
 		free(val);
 		val = NULL;
@@ -1310,7 +1321,9 @@ out:
 	return error;
 }
 
-int cfg_template_render(char **out, const char *tmpl, const json_t *params, const char *run_id)
+/* Renders tmpl; with sh, a shell script whose params are written shell-quoted. */
+static int render(char **out, const char *tmpl, const json_t *params, const char *run_id,
+		  struct cfg_shq *sh)
 {
 	struct sbuf b = {0};
 	const char *p = tmpl, *start, *expr = NULL, *end = NULL;
@@ -1328,6 +1341,8 @@ int cfg_template_render(char **out, const char *tmpl, const json_t *params, cons
 		const json_t *v;
 
 		sb_addn(&b, p, (size_t)(start - p));
+		if (sh != NULL)
+			cfg_shq_scan(sh, p, (size_t)(start - p));
 		if (t.kind == T_PARAM) {
 			name = xstrndup(t.a, t.alen);
 			v = params ? json_object_get(params, name) : NULL;
@@ -1337,7 +1352,17 @@ int cfg_template_render(char **out, const char *tmpl, const json_t *params, cons
 						  : "no value");
 				goto out;
 			}
-			cfg_sb_adds(&b, val);
+			if (sh != NULL && cfg_shq_quote(&b, sh, val) < 0) {
+				char *env = cfg_param_env_name(name);
+
+				ferry_error_set("{{params.%s}} sits inside `…` or ${…} within \"…\" in "
+						"a shell script, where it cannot be quoted safely; use "
+						"\"$%s\" there instead", name, env);
+				free(env);
+				goto out;
+			} else if (sh == NULL) {
+				cfg_sb_adds(&b, val);
+			}
 			free(name);
 			free(val);
 			name = val = NULL;
@@ -1345,6 +1370,8 @@ int cfg_template_render(char **out, const char *tmpl, const json_t *params, cons
 			cfg_sb_adds(&b, run_id);
 		} else { /* {{steps.…}} and anything else stay as written */
 			sb_addn(&b, start, (size_t)(end - start));
+			if (sh != NULL)
+				cfg_shq_scan(sh, start, (size_t)(end - start));
 		}
 		p = end;
 	}
@@ -1357,4 +1384,60 @@ out:
 	free(val);
 	free(b.p);
 	return error;
+}
+
+int cfg_template_render(char **out, const char *tmpl, const json_t *params, const char *run_id)
+{
+	return render(out, tmpl, params, run_id, NULL);
+}
+
+int cfg_template_render_shell(char **out, const char *script, const json_t *params,
+			      const char *run_id)
+{
+	struct cfg_shq sh = {0};
+
+	return render(out, script, params, run_id, &sh);
+}
+
+char *cfg_param_env_name(const char *name)
+{
+	char *env = xasprintf("FERRY_PARAM_%s", name), *p;
+
+	for (p = env + 12; *p; p++) {
+		if (*p >= 'a' && *p <= 'z')
+			*p = (char)(*p - 'a' + 'A');
+		else if (!((*p >= 'A' && *p <= 'Z') || (*p >= '0' && *p <= '9')))
+			*p = '_';
+	}
+	return env;
+}
+
+void cfg_shell_param_uses(json_t **out, const json_t *spec)
+{
+	json_t *uses = json_array(), *step;
+	size_t i;
+
+	json_array_foreach(json_object_get(spec, "steps"), i, step) {
+		const json_t *cmd = json_object_get(step, "command");
+		int k = cfg_shell_script_index(cmd);
+		const char *p, *start, *expr = NULL, *end = NULL;
+		size_t elen = 0;
+
+		p = k < 0 ? NULL : json_string_value(json_array_get(cmd, (size_t)k));
+		while (p != NULL && (start = tmpl_next(p, &expr, &elen, &end)) != NULL && end != NULL) {
+			struct texpr t = texpr_parse(expr, elen);
+
+			if (t.kind == T_PARAM) {
+				char *name = xstrndup(t.a, t.alen), *env = cfg_param_env_name(name);
+
+				json_array_append_new(uses, json_pack("{s:s?, s:s, s:s}", "step",
+					json_string_value(json_object_get(step, "name")),
+					"param", name, "env", env));
+				free(name);
+				free(env);
+			}
+			p = end;
+		}
+	}
+	*out = uses;
 }

@@ -88,4 +88,34 @@ int cfg_params_resolve(json_t **out, const json_t *spec, const json_t *given);
 int cfg_template_render(char **out, const char *tmpl, const json_t *params,
 			const char *run_id);
 
+/*
+ * The same for the script argument of a shell command (see
+ * cfg_shell_script_index): each {{params.NAME}} is written shell-quoted for
+ * the place it sits in the script, so that the value is one literal string
+ * and can never run as code. *out is newly allocated; the caller frees it.
+ */
+int cfg_template_render_shell(char **out, const char *script, const json_t *params,
+			      const char *run_id);
+
+/*
+ * The index of the script argument in a command array (the argument after
+ * -c, or after an option cluster holding c, when argv[0] is sh, bash, dash
+ * or zsh, or a path ending in one), or -1 when the command has none.
+ */
+int cfg_shell_script_index(const json_t *command);
+
+/*
+ * The environment variable that carries parameter name to the job:
+ * FERRY_PARAM_ and the name upper-cased, other than letters and digits
+ * turned into _. *out is newly allocated; the caller frees it.
+ */
+char *cfg_param_env_name(const char *name);
+
+/*
+ * The {{params.NAME}} uses inside shell script arguments of spec's steps:
+ * *out is a new array of {"step", "param", "env"} objects (the caller
+ * json_decref()s it), empty when there are none. For `ferry validate`.
+ */
+void cfg_shell_param_uses(json_t **out, const json_t *spec);
+
 #endif

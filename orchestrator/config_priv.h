@@ -151,6 +151,49 @@ const char *cfg_sname(struct ctx *c, size_t i);
 void cfg_sb_adds(struct sbuf *b, const char *s);
 void cfg_sb_addf(struct sbuf *b, const char *fmt, ...) FERRY_PRINTF(2, 3);
 
+/* s[0..n) quoted for a message into buf (escaped, clipped); returns buf. */
+const char *cfg_quote_to(char *buf, size_t cap, const char *s, size_t n);
+
+/* ---- params (config_params.c) ----------------------------------------- */
+
+/* The keys of a parameter's mapping, in their order. */
+enum { PK_DEFAULT, PK_DESC, PK_TYPE, PK_VALUES, PK_PATTERN, PK_MIN, PK_MAX, PK_N };
+
+/*
+ * Parses the rules of parameter `name` (vals[PK_…] are its key nodes'
+ * values, NULL when absent) into its spec p, which already holds its
+ * "default" (from node def), and reports a default that breaks them.
+ */
+void cfg_param_decl(struct ctx *c, const char *name, const yaml_node_t *const *vals,
+		    const yaml_node_t *def, json_t *p);
+
+/*
+ * Checks value against the declaration p (its type, values, pattern, min,
+ * max). Returns 0, or FERRY_EINVALID with the broken rule appended to why
+ * ("must be an integer, not \"ten\"").
+ */
+int cfg_param_check(const json_t *p, const char *value, struct sbuf *why);
+
+/* Where a place in a shell script is: the quoting it sits in (a stack). */
+enum { SHQ_PLAIN, SHQ_SQ, SHQ_DQ, SHQ_ANSI, SHQ_COMMENT, SHQ_SUB, SHQ_BQ, SHQ_BRACE };
+#define SHQ_DEPTH 32
+struct cfg_shq {
+	unsigned char st[SHQ_DEPTH];
+	unsigned paren[SHQ_DEPTH];
+	int top;
+	bool esc;   /* the last character was an unquoted or "…" backslash */
+	bool rawbs; /* the last character was a backslash not itself escaped */
+	char prev; /* the last character scanned ('\0' at the start) */
+};
+
+/* Moves q past the n bytes of script text s. */
+void cfg_shq_scan(struct cfg_shq *q, const char *s, size_t n);
+/*
+ * Appends v to b so that, at q's place in a script, it is one literal
+ * string. FERRY_EINVALID (message set) at a place it cannot quote safely.
+ */
+int cfg_shq_quote(struct sbuf *b, struct cfg_shq *q, const char *v);
+
 /* ---- step kinds (config_kinds.c) -------------------------------------- */
 
 /* The kind named by node n ("run" when absent); NULL after reporting an unknown one. */

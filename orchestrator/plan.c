@@ -158,19 +158,37 @@ static json_t *ancestors(const json_t *steps, const struct plan_step *ps, size_t
 	return out;
 }
 
-/* The resolved spec of one step: command, env, workdir and the kind's fields rendered. */
+/*
+ * The resolved spec of one step: command, env, workdir and the kind's fields
+ * rendered. The script of a shell command (sh -c SCRIPT) gets its params
+ * shell-quoted; every param is also in the env as FERRY_PARAM_NAME, under
+ * the step's own env.
+ */
 static int step_spec(json_t **out, const json_t *step, const json_t *params, const char *run_id)
 {
 	json_t *spec = json_object(), *cmd = json_array(), *env = json_object(), *v;
 	const char *key, *wd;
+	int script = cfg_shell_script_index(json_object_get(step, "command"));
 	size_t i;
 	int error = FERRY_OK;
 
 	json_array_foreach(json_object_get(step, "command"), i, v) {
 		json_t *r = NULL;
-		if ((error = render(&r, json_string_value(v), params, run_id)) < 0)
+		char *s = NULL;
+		if ((int)i == script) {
+			if ((error = cfg_template_render_shell(&s, json_string_value(v), params, run_id)) < 0)
+				goto out;
+			r = json_string(s);
+			free(s);
+		} else if ((error = render(&r, json_string_value(v), params, run_id)) < 0) {
 			goto out;
+		}
 		json_array_append_new(cmd, r);
+	}
+	json_object_foreach((json_t *)params, key, v) {
+		char *name = cfg_param_env_name(key);
+		json_object_set(env, name, v);
+		free(name);
 	}
 	json_object_foreach(json_object_get(step, "env"), key, v) {
 		json_t *r = NULL;

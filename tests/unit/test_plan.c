@@ -308,7 +308,8 @@ static void test_plan__params_and_templates(void **state)
 	assert_string_equal(dump, "[\"echo\",\"hello world\",\"7\",\"run-42\"]");
 	free(dump);
 	dump = json_dumps(json_object_get(spec, "env"), JSON_COMPACT);
-	assert_string_equal(dump, "{\"N\":\"7\",\"R\":\"42\"}");
+	assert_string_equal(dump, "{\"FERRY_PARAM_WHO\":\"world\",\"FERRY_PARAM_N\":\"7\","
+				  "\"N\":\"7\",\"R\":\"42\"}");
 	free(dump);
 	assert_string_equal(json_string_value(json_object_get(spec, "workdir")), "w/world");
 	assert_null(json_object_get(spec, "ancestors")); /* {{run.id}} is rendered: nothing to hand */
@@ -329,6 +330,49 @@ static void test_plan__params_and_templates(void **state)
 	json_decref(given);
 	assert_string_equal(plan_fails(with_params, NULL, NULL, NULL, NULL),
 			    "parameter \"n\" has no default and was not given (use -p n=VALUE)");
+}
+
+static void test_plan__shell_params_quoted_and_in_env(void **state)
+{
+	static const char wf[] = "name: q\n"
+				 "params: {who: world, Max_len: {type: integer, default: 3}}\n"
+				 "steps:\n"
+				 "  - name: a\n"
+				 "    command: [sh, -c, 'echo \"hi {{params.who}}\" {{params.who}}', '{{params.who}}']\n"
+				 "    env: {FERRY_PARAM_WHO: mine}\n"
+				 "  - {name: b, command: 'echo {{params.Max_len}}'}\n"
+				 "  - {name: c, command: [echo, '{{params.who}}']}\n";
+	json_t *given = json_pack("{s:s}", "who", "x'; id; '"), *spec;
+	struct run_plan *p;
+	char *dump;
+
+	(void)state;
+	p = plan_sub(wf, given, NULL, NULL, NULL);
+	spec = step(p, "a")->spec;
+	assert_string_equal(json_string_value(json_array_get(json_object_get(spec, "command"), 2)),
+			    "echo \"hi \"'x'\\''; id; '\\'''\"\" 'x'\\''; id; '\\'''");
+	assert_string_equal(json_string_value(json_array_get(json_object_get(spec, "command"), 3)),
+			    "x'; id; '");
+	/* the step's own env wins over the param's */
+	dump = json_dumps(json_object_get(spec, "env"), JSON_COMPACT);
+	assert_string_equal(dump, "{\"FERRY_PARAM_WHO\":\"mine\",\"FERRY_PARAM_MAX_LEN\":\"3\"}");
+	free(dump);
+	dump = json_dumps(json_object_get(step(p, "b")->spec, "command"), JSON_COMPACT);
+	assert_string_equal(dump, "[\"/bin/sh\",\"-c\",\"echo '3'\"]");
+	free(dump);
+	dump = json_dumps(json_object_get(step(p, "c")->spec, "command"), JSON_COMPACT);
+	assert_string_equal(dump, "[\"echo\",\"x'; id; '\"]");
+	free(dump);
+	dump = json_dumps(json_object_get(step(p, "c")->spec, "env"), JSON_COMPACT);
+	assert_string_equal(dump, "{\"FERRY_PARAM_WHO\":\"x'; id; '\",\"FERRY_PARAM_MAX_LEN\":\"3\"}");
+	free(dump);
+	run_plan_free(p);
+	json_decref(given);
+
+	given = json_pack("{s:s}", "Max_len", "many");
+	assert_string_equal(plan_fails(wf, given, NULL, NULL, NULL),
+			    "parameter \"Max_len\" must be an integer, not \"many\"");
+	json_decref(given);
 }
 
 static void test_plan__ancestors(void **state)
@@ -450,6 +494,7 @@ int main(void)
 		cmocka_unit_test(test_plan__gate_first),
 		cmocka_unit_test(test_plan__dev_subsets),
 		cmocka_unit_test(test_plan__params_and_templates),
+		cmocka_unit_test(test_plan__shell_params_quoted_and_in_env),
 		cmocka_unit_test(test_plan__ancestors),
 		cmocka_unit_test(test_plan__bad_yaml),
 		cmocka_unit_test(test_plan__deterministic_and_registered),

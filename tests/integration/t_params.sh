@@ -1,0 +1,101 @@
+# Params are data, not code: typed declarations checked at submit (API and
+# CLI), FERRY_PARAM_<NAME> in the job's environment, and {{params.X}} in a
+# shell script rendered shell-quoted.
+
+test_params_no_injection() {
+	start_daemon a
+	evil='x"; echo INJECTED; echo "'
+	id=$(ferry submit "$ROOT/workflows/hello.yaml" -p "who=$evil" | head -1)
+	wait_run "$id" succeeded 60
+	log=$(ferry logs "$id" greet)
+	if echo "$log" | grep -qx 'INJECTED'; then fail "the value ran as a command: $log"; fi
+	assert_eq "$log" "hello, $evil" "greet log holds the literal value"
+	g=$(find "$FERRY_HOME" -type f -name greeting | head -1)
+	[ -n "$g" ] || fail "no greeting file under $FERRY_HOME"
+	assert_eq "$(cat "$g")" "hello, $evil" "greeting file holds the literal value"
+	assert_eq "$(ferry logs "$id" join)" "both branches done for $evil" "join log"
+	# quotes of both kinds, $(…), backquotes and a newline stay data too
+	evil2="a'b \$(echo INJECTED) \`echo INJECTED\`
+echo INJECTED"
+	id=$(submit "$ROOT/workflows/hello.yaml" "$(python3 -c 'import json,sys; print(json.dumps({"who": sys.argv[1]}))' "$evil2")")
+	wait_run "$id" succeeded 60
+	log=$(ferry logs "$id" greet)
+	if echo "$log" | grep -qx 'INJECTED'; then fail "the value ran as a command: $log"; fi
+	assert_eq "$log" "hello, $evil2" "greet log holds the literal value (API)"
+}
+
+test_params_typed_rejected() {
+	start_daemon a
+	f=$(wf typed <<'Y'
+name: typed
+params:
+  epochs: {type: integer, default: 3, min: 1, max: 100}
+  mode: {type: enum, values: [fast, slow], default: fast}
+  tag: {pattern: '[a-z]+', default: v}
+  dry: {type: boolean, default: false}
+steps:
+  - {name: a, command: [sh, -c, 'echo "$FERRY_PARAM_EPOCHS $FERRY_PARAM_MODE"']}
+Y
+)
+	api POST /api/v1/runs "$(python3 -c 'import json,sys; print(json.dumps({"yaml": open(sys.argv[1]).read(), "params": {"epochs": 0}}))' "$f")"
+	assert_eq "$CODE" 400 "API: below min"
+	assert_eq "$(echo "$BODY" | json 'j["error"]["field"]')" params "API: the field"
+	assert_match "$(echo "$BODY" | json 'j["error"]["message"]')" '^parameter "epochs" must be at least 1 \(min\), not 0$' "API: param and rule named"
+	api POST /api/v1/runs "$(python3 -c 'import json,sys; print(json.dumps({"yaml": open(sys.argv[1]).read(), "params": {"mode": "medium"}}))' "$f")"
+	assert_eq "$CODE" 400 "API: not in enum"
+	assert_match "$(echo "$BODY" | json 'j["error"]["message"]')" 'parameter "mode" must be one of fast, slow' "API: enum"
+	assert_eq "$(sql 'SELECT count(*) FROM runs')" 0 "no run was created"
+
+	set +e
+	err=$(ferry submit "$f" -p epochs=ten 2>&1 >/dev/null); rc=$?
+	err2=$(ferry submit "$f" -p tag='a;b' 2>&1 >/dev/null); rc2=$?
+	err3=$(ferry submit "$f" -p dry=maybe 2>&1 >/dev/null); rc3=$?
+	set -e
+	assert_eq "$rc" 2 "CLI: bad integer is a usage error"
+	assert_match "$err" 'parameter "epochs" must be an integer, not "ten"' "CLI: param and rule named"
+	assert_eq "$rc2" 2 "CLI: pattern"
+	assert_match "$err2" 'parameter "tag" must match the pattern \[a-z\]\+' "CLI: pattern named"
+	assert_eq "$rc3" 2 "CLI: boolean"
+	assert_match "$err3" 'parameter "dry" must be true or false' "CLI: boolean named"
+
+	# a default that breaks its own declaration is a workflow error with its position
+	bad=$(wf badtyped <<'Y'
+name: badtyped
+params:
+  epochs: {type: integer, default: 0, min: 1}
+steps:
+  - {name: a, command: [true]}
+Y
+)
+	set +e
+	err=$(ferry validate "$bad" 2>&1 >/dev/null); rc=$?
+	set -e
+	assert_eq "$rc" 2 "validate: bad default"
+	assert_match "$err" 'badtyped.yaml:3:[0-9]+: default of parameter "epochs" must be at least 1' "validate: position and rule"
+}
+
+test_params_env_and_validate_warning() {
+	start_daemon a
+	f=$(wf envp <<'Y'
+name: envp
+params:
+  who: {default: world}
+  max_len: {type: integer, default: 5}
+steps:
+  - {name: a, command: [sh, -c, 'echo "who=$FERRY_PARAM_WHO n=$FERRY_PARAM_MAX_LEN"']}
+  - {name: b, command: [env]}
+Y
+)
+	id=$(ferry submit "$f" -p 'who=a b' -p max_len=7 | head -1)
+	wait_run "$id" succeeded 30
+	assert_eq "$(ferry logs "$id" a)" "who=a b n=7" "FERRY_PARAM_ in a script"
+	ferry logs "$id" b | grep -qx 'FERRY_PARAM_WHO=a b' || fail "FERRY_PARAM_WHO in env"
+	ferry logs "$id" b | grep -qx 'FERRY_PARAM_MAX_LEN=7' || fail "FERRY_PARAM_MAX_LEN in env"
+
+	out=$(ferry validate "$ROOT/workflows/hello.yaml" 2>&1)
+	assert_match "$out" 'warning: step "greet" puts \{\{params.who\}\} in a shell script' "validate warns"
+	assert_match "$out" '"\$FERRY_PARAM_WHO"' "validate shows the env form"
+	assert_eq "$(ferry validate "$ROOT/workflows/hello.yaml" -o json 2>/dev/null | json 'len(j["warnings"])')" 2 "warnings in JSON"
+	out=$(ferry validate "$f" 2>&1)
+	if echo "$out" | grep -q 'warning:'; then fail "no warning when params come from the env: $out"; fi
+}
