@@ -60,9 +60,10 @@ fi
 
 mkdir -p "$OUT/obj"
 echo "fuzz: building the engine into $OUT/obj"
-db/gen-migrations.sh $(ls db/migrations/*.sql | sort) > "$OUT/migrations.c"
+db/gen-sql.sh migration $(ls db/migrations/*.sql | sort) > "$OUT/migrations.c"
+db/gen-sql.sh function $(ls db/functions/*.sql | sort) > "$OUT/functions.c"
 objs=()
-for src in "${ENGINE_SRC[@]}" "$OUT/migrations.c"; do
+for src in "${ENGINE_SRC[@]}" "$OUT/migrations.c" "$OUT/functions.c"; do
 	obj=$OUT/obj/$(echo "${src%.c}" | tr / _).o
 	"$FUZZ_CC" "${CFLAGS[@]}" -fsanitize=fuzzer-no-link,$SAN -c -o "$obj" "$src"
 	objs+=("$obj")
