@@ -1,8 +1,8 @@
 /*
  * api_priv — what the handler files of the API (api.c, api_models.c, api_cache.c)
  * share: the request being served, the reply a handler fills, and the
- * helpers that build JSON replies and read JSON bodies. Not for use outside
- * api/.
+ * helpers that build JSON replies and read JSON bodies (api_reply.c). Not
+ * for use outside api/.
  */
 #ifndef FERRY_API_PRIV_H
 #define FERRY_API_PRIV_H

@@ -1,0 +1,173 @@
+/*
+ * api_reply — what every handler file uses to answer and to read a request
+ * (declared in api_priv.h): JSON replies and errors in the one error shape,
+ * store errors mapped onto statuses, the actor of a request, and the JSON
+ * body and its optional fields checked with the field named.
+ */
+#include "api_priv.h"
+
+#include <jansson.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "util.h"
+
+/* ---- replies ---- */
+
+void reply_json(struct reply *r, unsigned status, char *body)
+{
+	r->status = status;
+	r->body = body;
+}
+
+void reply_error(struct reply *r, unsigned status, const char *code, const char *field,
+		 const char *message, const cfg_errors *details)
+{
+	json_t *err = json_pack("{s:s, s:s}", "code", code, "message", message), *root;
+
+	if (field)
+		json_object_set_new(err, "field", json_string(field));
+	if (details && details->len > 0) {
+		json_t *arr = json_array();
+		for (size_t i = 0; i < details->len; i++)
+			json_array_append_new(arr, json_string(details->items[i]));
+		json_object_set_new(err, "details", arr);
+	}
+	root = json_pack("{s:o}", "error", err);
+	r->status = status;
+	r->body = json_dumps(root, JSON_COMPACT);
+	json_decref(root);
+}
+
+/* Maps a store error onto a reply. */
+void reply_store_error(struct reply *r, int error)
+{
+	switch (error) {
+	case FERRY_ENOTFOUND:
+		reply_error(r, 404, "not_found", NULL, ferry_error_last(), NULL);
+		break;
+	case FERRY_ECONFLICT:
+		reply_error(r, 409, "conflict", NULL, ferry_error_last(), NULL);
+		break;
+	case FERRY_EINVALID:
+		reply_error(r, 400, "invalid", NULL, ferry_error_last(), NULL);
+		break;
+	case FERRY_EDB:
+		reply_error(r, 503, "database_unavailable", NULL, ferry_error_last(), NULL);
+		break;
+	default:
+		reply_error(r, 500, "internal", NULL, ferry_error_last(), NULL);
+	}
+}
+
+/* ---- helpers ---- */
+
+/* Whether s[0..n) is well-formed UTF-8 (no overlongs, no surrogates). */
+int utf8_valid(const char *s, size_t n)
+{
+	const unsigned char *p = (const unsigned char *)s, *end = p + n;
+
+	while (p < end) {
+		unsigned c = *p++;
+		int more = c < 0x80 ? 0 : (c & 0xe0) == 0xc0 ? 1 : (c & 0xf0) == 0xe0 ? 2 : (c & 0xf8) == 0xf0 ? 3 : -1;
+		unsigned cp = more == 1 ? c & 0x1f : more == 2 ? c & 0x0f : c & 0x07;
+
+		if (more < 0 || end - p < more)
+			return 0;
+		for (int i = 0; i < more; i++) {
+			if ((p[i] & 0xc0) != 0x80)
+				return 0;
+			cp = (cp << 6) | (p[i] & 0x3f);
+		}
+		p += more;
+		if ((more == 1 && cp < 0x80) || (more == 2 && cp < 0x800) || (more == 3 && (cp < 0x10000 || cp > 0x10ffff)) ||
+		    (cp >= 0xd800 && cp <= 0xdfff) || c == 0)
+			return 0;
+	}
+	return 1;
+}
+
+/*
+ * Who did it: a named token's name; for the daemon's own token (admin, the
+ * one the CLI on the daemon's machine reads), a printable X-Ferry-Actor
+ * (the person at that CLI), cut at 63 bytes, or "admin".
+ */
+char *actor_of(const struct req *q)
+{
+	const char *h;
+	size_t n;
+
+	if (!q->own_token)
+		return xstrdup(q->token_name);
+	h = MHD_lookup_connection_value(q->conn, MHD_HEADER_KIND, "X-Ferry-Actor");
+	if (h == NULL || *h == '\0' || !utf8_valid(h, strlen(h)))
+		return xstrdup(q->token_name);
+	n = strnlen(h, 64);
+	while (n > 0 && n < strlen(h) && ((unsigned char)h[n] & 0xc0) == 0x80)
+		n--; /* never cut a character in two */
+	for (size_t i = 0; i < n; i++)
+		if ((unsigned char)h[i] < 0x20 || h[i] == 0x7f)
+			return xstrdup(q->token_name);
+	return xstrndup(h, n);
+}
+
+/* Parses the request body as a JSON object, or replies 400. */
+json_t *body_object(struct reply *r, const struct req *q)
+{
+	json_error_t jerr;
+	json_t *body;
+
+	if (q->len == 0)
+		return json_object();
+	body = json_loadb(q->body, q->len, 0, &jerr);
+	if (body == NULL) {
+		char msg[300];
+		snprintf(msg, sizeof(msg), "malformed JSON at line %d column %d (byte %d): %s",
+			 jerr.line, jerr.column, jerr.position, jerr.text);
+		reply_error(r, 400, "malformed_json", NULL, msg, NULL);
+		return NULL;
+	}
+	if (!json_is_object(body)) {
+		json_decref(body);
+		reply_error(r, 400, "invalid", NULL, "the request body must be a JSON object", NULL);
+		return NULL;
+	}
+	return body;
+}
+
+/* Fetches an optional string field; replies 400 naming it when mistyped. */
+int opt_string(const char **out, struct reply *r, json_t *body, const char *field)
+{
+	json_t *v = json_object_get(body, field);
+	char msg[160];
+
+	*out = NULL;
+	if (v == NULL || json_is_null(v))
+		return 0;
+	if (!json_is_string(v)) {
+		snprintf(msg, sizeof(msg), "field \"%s\" must be a string", field);
+		reply_error(r, 400, "invalid_field", field, msg, NULL);
+		return -1;
+	}
+	*out = json_string_value(v);
+	return 0;
+}
+
+/* Fetches an optional boolean field (false when absent); 400 naming it when mistyped. */
+int opt_bool(int *out, struct reply *r, json_t *body, const char *field)
+{
+	json_t *v = json_object_get(body, field);
+	char msg[160];
+
+	*out = 0;
+	if (v == NULL || json_is_null(v))
+		return 0;
+	if (!json_is_boolean(v)) {
+		snprintf(msg, sizeof(msg), "field \"%s\" must be true or false", field);
+		reply_error(r, 400, "invalid_field", field, msg, NULL);
+		return -1;
+	}
+	*out = json_is_true(v);
+	return 0;
+}
