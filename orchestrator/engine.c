@@ -164,7 +164,9 @@ void engine_opts_default(struct engine_opts *o)
 		o->lease_ms = 300;
 }
 
-static void engine_task_due_now(struct engine *e, const char *name);
+/* The periodic tasks the loop itself makes due (their rows in tasks[] below). */
+enum { T_POLL = 0, T_RECOVER = 3 };
+static void engine_task_due_now(struct engine *e, int task);
 
 static int engine_connect(struct engine *e)
 {
@@ -187,7 +189,7 @@ static int engine_connect(struct engine *e)
 	}
 	e->claim_now = 1;
 	e->stop_check = 1;
-	engine_task_due_now(e, "recover");
+	engine_task_due_now(e, T_RECOVER);
 	return FERRY_OK;
 }
 
@@ -953,8 +955,8 @@ static int owner_alive(const struct engine *e, const char *owner)
 /* Adds the job of orphan o, found running by its executor, to ours. */
 static void adopted(struct engine *e, const struct store_orphan *o, struct exec_job *j)
 {
-	flog_info("run %lld step %s attempt %d: re-adopted %s job %s from %s", (long long)o->run_id,
-		  o->name, o->attempt, j->type->name, o->handle ? "" : "(found in its directory)", o->owner);
+	flog_info("run %lld step %s attempt %d: re-adopted %s job %sfrom %s", (long long)o->run_id,
+		  o->name, o->attempt, j->type->name, o->handle ? "" : "(found in its directory) ", o->owner);
 	j->timeout_ms = o->timeout_ms;
 	j->ctx = job_ctx(o->kind, o->spec, o->workdir, NULL, NULL, NULL);
 	if (o->timeout_ms > 0)
@@ -1220,10 +1222,10 @@ struct engine_task {
 };
 
 static const struct engine_task tasks[] = {
-	{"poll", 0, every_poll, task_poll},                 /* claim even when no NOTIFY came */
+	[T_POLL] = {"poll", 0, every_poll, task_poll},      /* claim even when no NOTIFY came */
 	{"heartbeat", 0, every_third_lease, task_heartbeat}, /* renew our attempts' leases */
 	{"elect", TASK_NO_DEV, every_third_lease, task_elect},
-	{"recover", 0, every_half_lease, task_recover},     /* adopt this host's orphans */
+	[T_RECOVER] = {"recover", 0, every_half_lease, task_recover}, /* adopt this host's orphans */
 	{"reap", TASK_LEADER, every_half_lease, task_reap}, /* other hosts' expired attempts: lost */
 	{"expire-waits", 0, every_second, task_expire_waits},
 	{"notify", TASK_LEADER, every_second, task_notify},  /* FERRY_NOTIFY_WEBHOOK */
@@ -1234,25 +1236,24 @@ static const struct engine_task tasks[] = {
 
 static void engine_tasks_init(struct engine *e)
 {
+	/* the rows the loop names stay where their names say (reordering tasks[] must keep them) */
+	if (tasks[T_POLL].run != task_poll || tasks[T_RECOVER].run != task_recover)
+		abort();
 	e->task_next = xcalloc(NTASKS, sizeof(*e->task_next));
 	e->task_slot = xcalloc(NTASKS, sizeof(*e->task_slot));
 	for (size_t i = 0; i < NTASKS; i++)
 		e->task_slot[i] = metrics_task_slot(tasks[i].name);
 }
 
-static void engine_task_due_now(struct engine *e, const char *name)
+static void engine_task_due_now(struct engine *e, int task)
 {
-	for (size_t i = 0; i < NTASKS; i++)
-		if (strcmp(tasks[i].name, name) == 0)
-			e->task_next[i] = 0;
+	e->task_next[task] = 0;
 }
 
 /* A claim just happened: the polling fallback is due a full period from now. */
-static void engine_task_due_later(struct engine *e, const char *name, int64_t now)
+static void engine_task_due_later(struct engine *e, int task, int64_t now)
 {
-	for (size_t i = 0; i < NTASKS; i++)
-		if (strcmp(tasks[i].name, name) == 0)
-			e->task_next[i] = now + tasks[i].period(&e->o);
+	e->task_next[task] = now + tasks[task].period(&e->o);
 }
 
 static int task_applies(const struct engine *e, const struct engine_task *t)
@@ -1356,7 +1357,7 @@ int engine_tick(struct engine *e, int64_t max_wait_ms)
 	if (PQstatus(e->conn) != CONNECTION_OK)
 		goto next;
 	if (e->claim_now) {
-		engine_task_due_later(e, "poll", now);
+		engine_task_due_later(e, T_POLL, now);
 		if (claim(e) < 0)
 			goto next;
 		if ((e->type->flags & EXF_NO_SLOTS) && flush_done(e) < 0)
@@ -1401,11 +1402,6 @@ sleep:
 	if (nfd == 2 && (pfd[1].revents & (POLLIN | POLLERR | POLLHUP)))
 		drain_notifies(e);
 	return PQstatus(e->conn) == CONNECTION_OK ? FERRY_OK : FERRY_EDB;
-}
-
-int engine_leading(const struct engine *e)
-{
-	return e->leading;
 }
 
 void engine_release(struct engine *e)

@@ -53,9 +53,6 @@ int engine_jobs(const struct engine *e);
 void engine_release(struct engine *e);
 
 
-/* Whether this replica is the elected leader (runs the leader-only periodic tasks). */
-int engine_leading(const struct engine *e);
-
 /* Our owner id: "host/pid/start". */
 const char *engine_owner(const struct engine *e);
 
