@@ -179,7 +179,13 @@ static void embedded_done(PGconn **conn, const char *home)
 {
 	int others = 0;
 
-	if (*conn && db_other_sessions(&others, *conn) == 0 && others > 0) {
+	/* the sessions this process just closed (the engine's) take a moment to go */
+	for (int i = 0; i < 20; i++) {
+		if (*conn == NULL || db_other_sessions(&others, *conn) < 0 || others == 0)
+			break;
+		usleep(50 * 1000);
+	}
+	if (*conn && others > 0) {
 		fprintf(stderr, "ferry dev: leaving the embedded PostgreSQL running: %d other session%s use it\n",
 			others, others == 1 ? "" : "s");
 		return;
@@ -189,6 +195,33 @@ static void embedded_done(PGconn **conn, const char *home)
 	*conn = NULL;
 	if (db_embedded_stop(home) < 0)
 		fprintf(stderr, "ferry dev: stopping the embedded PostgreSQL: %s\n", ferry_error_last());
+}
+
+int dev_db_open(char **conninfo, PGconn **conn, int *pg_started, const char *home)
+{
+	*conn = NULL;
+	/* migrations on a connection of their own, with no statement timeout */
+	if (db_conninfo_ex(conninfo, pg_started, home) < 0 ||
+	    db_connect_ex(conn, *conninfo, -1, DB_NO_STATEMENT_TIMEOUT) < 0 || db_migrate(*conn) < 0) {
+		fprintf(stderr, "ferry dev: database: %s\n", ferry_error_last());
+		return FERRY_EDB;
+	}
+	PQfinish(*conn);
+	*conn = NULL;
+	if (db_connect(conn, *conninfo) < 0) {
+		fprintf(stderr, "ferry dev: database: %s\n", ferry_error_last());
+		return FERRY_EDB;
+	}
+	return FERRY_OK;
+}
+
+void dev_db_close(PGconn **conn, int pg_started, const char *home)
+{
+	if (pg_started)
+		embedded_done(conn, home);
+	if (*conn)
+		PQfinish(*conn);
+	*conn = NULL;
 }
 
 int dev_main(int argc, char **argv)
@@ -218,6 +251,8 @@ int dev_main(int argc, char **argv)
 	struct sigaction sa;
 
 	memset(&rn, 0, sizeof(rn));
+	if (argc >= 1 && strcmp(argv[0], "step") == 0)
+		return dev_step_main(argc, argv);
 	if (argc < 1 || strcmp(argv[0], "run") != 0) {
 		if (argc >= 1 && (strcmp(argv[0], "--help") == 0 || strcmp(argv[0], "-h") == 0)) {
 			usage(stdout);
@@ -282,18 +317,8 @@ int dev_main(int argc, char **argv)
 	}
 	engine_opts_default(&eo);
 	status = 1;
-	/* migrations on a connection of their own, with no statement timeout */
-	if (db_conninfo_ex(&conninfo, &pg_started, eo.home) < 0 || db_connect_ex(&conn, conninfo, -1, DB_NO_STATEMENT_TIMEOUT) < 0 ||
-	    db_migrate(conn) < 0) {
-		fprintf(stderr, "ferry dev: database: %s\n", ferry_error_last());
+	if (dev_db_open(&conninfo, &conn, &pg_started, eo.home) < 0)
 		goto out;
-	}
-	PQfinish(conn);
-	conn = NULL;
-	if (db_connect(&conn, conninfo) < 0) {
-		fprintf(stderr, "ferry dev: database: %s\n", ferry_error_last());
-		goto out;
-	}
 	rn.yaml = yaml;
 	rn.yaml_len = len;
 	rn.filename = file;
@@ -350,10 +375,7 @@ out:
 	}
 	free(seen);
 	engine_free(e);
-	if (pg_started)
-		embedded_done(&conn, eo.home);
-	if (conn)
-		PQfinish(conn);
+	dev_db_close(&conn, pg_started, eo.home);
 	cfg_errors_dispose(&errs);
 	json_decref(params);
 	free(yaml);

@@ -988,10 +988,13 @@ static const struct command commands[] = {
 	 "\nExample:\n  ferry cache\n",
 	 cmd_cache},
 	{"dev", "Run a workflow in-process on this machine, for debugging.",
-	 "ferry dev run FILE [--only STEP | --from STEP | --to STEP] [-p NAME=VALUE]...",
-	 "Runs the engine inside the ferry process on the embedded database; no daemon\n"
-	 "needed. See 'ferry dev run --help'.\n"
-	 "\nExample:\n  ferry dev run workflows/hello.yaml --only greet\n",
+	 "ferry dev run FILE [--only STEP | --from STEP | --to STEP] [-p NAME=VALUE]...\n"
+	 "       ferry dev step RUN STEP [-- COMMAND...]",
+	 "dev run: runs the engine inside the ferry process on the embedded database; no\n"
+	 "daemon needed. dev step: runs one step of an existing run again on this machine,\n"
+	 "as it ran. See 'ferry dev run --help' and 'ferry dev step --help'.\n"
+	 "\nExamples:\n  ferry dev run workflows/hello.yaml --only greet\n"
+	 "  ferry dev step 12 train -- python3 -m pdb train.py\n",
 	 cmd_dev},
 	{"help", "Show help for ferry or one of its commands.",
 	 "ferry help [COMMAND]",

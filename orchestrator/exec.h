@@ -132,6 +132,22 @@ char *exec_attempt_dir(const char *home, int64_t run_id, const char *step, int a
 /* Starts a claimed step under the local executor; fills job (kept for tests). */
 int exec_local_start(struct exec_job *job, const struct store_claim *c, const char *home);
 
+/*
+ * What a local job runs, as exec_local_start runs it: argv (the rendered
+ * command), envp (the daemon's environment less its secrets, FERRY_* for
+ * the attempt with its directory dir, out/ and the checkpoint directory
+ * ckpt, then the step's env) and cwd (the step's workdir: below the run's,
+ * else the run's, else dir). `ferry dev step` runs a step again from it.
+ * FERRY_EINVALID when the step has no command; dispose it either way.
+ */
+struct exec_local_cmd {
+	char **argv, **envp;
+	char *cwd;
+};
+int exec_local_cmd_make(struct exec_local_cmd *x, const struct store_claim *c, const char *dir,
+			const char *out, const char *ckpt);
+void exec_local_cmd_dispose(struct exec_local_cmd *x);
+
 /* Sends sig to the job through its type. */
 void exec_signal(const struct exec_job *job, int sig);
 

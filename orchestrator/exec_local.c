@@ -32,20 +32,19 @@
 
 extern char **environ;
 
-/* Environment variables of the daemon a job must not see. */
-static const char *const env_hidden[] = {"FERRY_API_TOKEN", "FERRY_DATABASE_URL", NULL};
-
+/*
+ * The daemon's own FERRY_* variables (its settings and secrets: the API
+ * token, the database URL, the listen address, …) are not the job's: a job
+ * sees the FERRY_* variables Ferry sets for it and nothing else of that
+ * name, so it reads the same values under any daemon, and under `ferry dev
+ * step` (which runs a job again from the shell's environment).
+ */
 static int env_hide(const char *entry)
 {
-	for (int i = 0; env_hidden[i]; i++) {
-		size_t n = strlen(env_hidden[i]);
-		if (strncmp(entry, env_hidden[i], n) == 0 && entry[n] == '=')
-			return 1;
-	}
-	return 0;
+	return strncmp(entry, "FERRY_", 6) == 0;
 }
 
-/* Builds envp: the daemon's environment less secrets, Ferry's, then the step's. */
+/* Builds envp: the daemon's environment less its FERRY_* settings, Ferry's, then the step's. */
 static char **build_env(const struct store_claim *c, const char *dir, const char *out,
 			 const char *ckpt)
 {
@@ -58,9 +57,7 @@ static char **build_env(const struct store_claim *c, const char *dir, const char
 		n++;
 	envp = xcalloc(n + json_object_size(env) + 8, sizeof(char *));
 	for (size_t i = 0; i < n; i++) {
-		if (env_hide(environ[i]) || strncmp(environ[i], "FERRY_OUTPUT_DIR=", 17) == 0 ||
-		    strncmp(environ[i], "FERRY_CHECKPOINT_DIR=", 21) == 0 ||
-		    strncmp(environ[i], "FERRY_CACHE_DIR=", 16) == 0)
+		if (env_hide(environ[i]))
 			continue;
 		envp[k++] = xstrdup(environ[i]);
 	}
@@ -229,13 +226,45 @@ static void shim(char **argv, char **envp, const char *cwd, const char *log, con
 	_exit(0);
 }
 
-int exec_local_start(struct exec_job *job, const struct store_claim *c, const char *home)
+int exec_local_cmd_make(struct exec_local_cmd *x, const struct store_claim *c, const char *dir,
+			const char *out, const char *ckpt)
 {
 	json_t *cmd = json_object_get(c->spec, "command"), *v;
 	const char *wd = json_string_value(json_object_get(c->spec, "workdir"));
-	char *dir = NULL, *out = NULL, *log = NULL, *status = NULL, *cwd = NULL, *ckpt = NULL;
-	char **argv = NULL, **envp = NULL;
 	size_t i;
+
+	memset(x, 0, sizeof(*x));
+	if (json_array_size(cmd) == 0) {
+		ferry_error_set("step %s has no command", c->name);
+		return FERRY_EINVALID;
+	}
+	if (wd && wd[0] == '/')
+		x->cwd = xstrdup(wd);
+	else if (wd && c->workdir)
+		x->cwd = xasprintf("%s/%s", c->workdir, wd);
+	else if (wd)
+		x->cwd = xasprintf("%s/%s", dir, wd);
+	else
+		x->cwd = xstrdup(c->workdir ? c->workdir : dir);
+	x->argv = xcalloc(json_array_size(cmd) + 1, sizeof(char *));
+	json_array_foreach(cmd, i, v)
+		x->argv[i] = xstrdup(json_string_value(v));
+	x->envp = build_env(c, dir, out, ckpt);
+	return FERRY_OK;
+}
+
+void exec_local_cmd_dispose(struct exec_local_cmd *x)
+{
+	free_vec(x->argv);
+	free_vec(x->envp);
+	free(x->cwd);
+	memset(x, 0, sizeof(*x));
+}
+
+int exec_local_start(struct exec_job *job, const struct store_claim *c, const char *home)
+{
+	struct exec_local_cmd x = {0};
+	char *dir = NULL, *out = NULL, *log = NULL, *status = NULL, *ckpt = NULL;
 	pid_t pid;
 	int error = FERRY_ERROR;
 
@@ -255,22 +284,9 @@ int exec_local_start(struct exec_job *job, const struct store_claim *c, const ch
 	log = xasprintf("%s/log", dir);
 	status = xasprintf("%s/status", dir);
 
-	if (wd && wd[0] == '/')
-		cwd = xstrdup(wd);
-	else if (wd && c->workdir)
-		cwd = xasprintf("%s/%s", c->workdir, wd);
-	else if (wd)
-		cwd = xasprintf("%s/%s", dir, wd);
-	else
-		cwd = xstrdup(c->workdir ? c->workdir : dir);
-	if (json_array_size(cmd) == 0) {
-		ferry_error_set("step %s has no command", c->name);
+	if ((error = exec_local_cmd_make(&x, c, dir, out, ckpt)) < 0)
 		goto out;
-	}
-	argv = xcalloc(json_array_size(cmd) + 1, sizeof(char *));
-	json_array_foreach(cmd, i, v)
-		argv[i] = xstrdup(json_string_value(v));
-	envp = build_env(c, dir, out, ckpt);
+	error = FERRY_ERROR;
 
 	pid = fork();
 	if (pid < 0) {
@@ -278,7 +294,7 @@ int exec_local_start(struct exec_job *job, const struct store_claim *c, const ch
 		goto out;
 	}
 	if (pid == 0)
-		shim(argv, envp, cwd, log, status);
+		shim(x.argv, x.envp, x.cwd, log, status);
 	setpgid(pid, pid); /* also done by the shim's setsid; closes the race for kill(-pid) */
 	job->pid = pid;
 	job->pid_start = exec_pid_start(pid);
@@ -290,9 +306,8 @@ int exec_local_start(struct exec_job *job, const struct store_claim *c, const ch
 		job->deadline_ms = clock_mono_ms() + c->timeout_ms;
 	error = FERRY_OK;
 out:
-	free(dir), free(out), free(log), free(status), free(cwd), free(ckpt);
-	free_vec(argv);
-	free_vec(envp);
+	free(dir), free(out), free(log), free(status), free(ckpt);
+	exec_local_cmd_dispose(&x);
 	return error;
 }
 

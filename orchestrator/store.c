@@ -179,6 +179,25 @@ static json_t *ordered_inputs(json_t *in, const json_t *names)
 
 /* ---- engine side ---- */
 
+/* One row of ferry_claim's shape (step_id, run_id, name, attempt, kind, timeout_ms, spec, workdir, inputs, run). */
+static void claim_row(struct store_claim *c, PGresult *res, int i)
+{
+	json_error_t jerr;
+
+	c->step_id = intval(res, i, 0);
+	c->run_id = intval(res, i, 1);
+	c->name = dupval(res, i, 2);
+	c->attempt = (int)intval(res, i, 3);
+	c->kind = dupval(res, i, 4);
+	c->timeout_ms = intval(res, i, 5);
+	c->spec = json_loads(PQgetvalue(res, i, 6), 0, &jerr);
+	if (c->spec == NULL)
+		c->spec = json_object();
+	c->workdir = dupval(res, i, 7);
+	c->inputs = ordered_inputs(jsonval(res, i, 8), json_object_get(c->spec, "ancestors"));
+	c->run = jsonval(res, i, 9);
+}
+
 int store_claim(struct store_claim **out, int *n, PGconn *conn, const char *owner,
 		const char *host, int limit, int64_t lease_ms, int64_t run_filter)
 {
@@ -197,21 +216,8 @@ int store_claim(struct store_claim **out, int *n, PGconn *conn, const char *owne
 		return error;
 	rows = PQntuples(res);
 	v = rows ? xcalloc((size_t)rows, sizeof(*v)) : NULL;
-	for (int i = 0; i < rows; i++) {
-		json_error_t jerr;
-		v[i].step_id = intval(res, i, 0);
-		v[i].run_id = intval(res, i, 1);
-		v[i].name = dupval(res, i, 2);
-		v[i].attempt = (int)intval(res, i, 3);
-		v[i].kind = dupval(res, i, 4);
-		v[i].timeout_ms = intval(res, i, 5);
-		v[i].spec = json_loads(PQgetvalue(res, i, 6), 0, &jerr);
-		if (v[i].spec == NULL)
-			v[i].spec = json_object();
-		v[i].workdir = dupval(res, i, 7);
-		v[i].inputs = ordered_inputs(jsonval(res, i, 8), json_object_get(v[i].spec, "ancestors"));
-		v[i].run = jsonval(res, i, 9);
-	}
+	for (int i = 0; i < rows; i++)
+		claim_row(&v[i], res, i);
 	PQclear(res);
 	*out = v;
 	*n = rows;
@@ -229,6 +235,61 @@ void store_claims_free(struct store_claim *v, int n)
 		json_decref(v[i].run);
 	}
 	free(v);
+}
+
+int store_step_view(struct store_claim *out, struct store_step_last *last, PGconn *conn, int64_t run_id,
+		    const char *step)
+{
+	char run[32];
+	const char *params[2] = {run, step};
+	PGresult *res = NULL;
+	int error;
+
+	memset(out, 0, sizeof(*out));
+	memset(last, 0, sizeof(*last));
+	snprintf(run, sizeof(run), "%lld", (long long)run_id);
+	/* the claim's columns as ferry_claim hands them out, but the inputs always and nothing locked */
+	error = q(&res, conn,
+		  "SELECT s.id, s.run_id, s.name, s.attempts, s.kind, s.timeout_ms, s.spec, r.workdir, "
+		  "       coalesce((SELECT jsonb_object_agg(x.name, jsonb_build_object('kind', x.kind, "
+		  "                    'outputs', x.outputs, 'metrics', x.metrics)) "
+		  "                 FROM steps x WHERE x.run_id = s.run_id AND x.state = 'succeeded' "
+		  "                   AND x.name IN (SELECT jsonb_array_elements_text(s.spec -> 'ancestors'))), '{}'), "
+		  "       jsonb_build_object('params', r.params, 'workflow', r.workflow_name, "
+		  "                          'workflow_hash', r.workflow_hash, 'no_cache', r.no_cache), "
+		  "       s.state, s.exit_code, s.reason, "
+		  "       (SELECT a.dir FROM attempts a WHERE a.step_id = s.id ORDER BY a.attempt DESC LIMIT 1) "
+		  "FROM runs r LEFT JOIN steps s ON s.run_id = r.id AND s.name = $2 WHERE r.id = $1::bigint",
+		  2, params);
+	if (error < 0)
+		return error;
+	if (PQntuples(res) == 0) {
+		PQclear(res);
+		ferry_error_set("run %lld not found", (long long)run_id);
+		return FERRY_ENOTFOUND;
+	}
+	if (PQgetisnull(res, 0, 0)) {
+		PQclear(res);
+		ferry_error_set("run %lld has no step \"%s\"", (long long)run_id, step);
+		return FERRY_ENOTFOUND;
+	}
+	claim_row(out, res, 0);
+	if (out->inputs == NULL)
+		out->inputs = json_object();
+	last->state = dupval(res, 0, 10);
+	last->exit_code = PQgetisnull(res, 0, 11) ? -1 : (int)intval(res, 0, 11);
+	last->reason = dupval(res, 0, 12);
+	last->dir = dupval(res, 0, 13);
+	PQclear(res);
+	return FERRY_OK;
+}
+
+void store_step_last_dispose(struct store_step_last *last)
+{
+	free(last->state);
+	free(last->reason);
+	free(last->dir);
+	memset(last, 0, sizeof(*last));
 }
 
 int store_attempts_started(PGconn *conn, const char *owner, const struct store_started *v, int n)

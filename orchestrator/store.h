@@ -39,6 +39,25 @@ int store_claim(struct store_claim **out, int *n, PGconn *conn, const char *owne
 void store_claims_free(struct store_claim *v, int n);
 
 /*
+ * `ferry dev step` and `ferry dev run --step`: a step of a run as the engine
+ * would claim it (spec, run workdir, the succeeded ancestors' outputs and
+ * metrics, the run's context; c->attempt is the attempts so far), read
+ * without claiming or changing anything, and how its last attempt went.
+ * FERRY_ENOTFOUND when the run or the step does not exist. Both are the
+ * caller's: store_claims_free(c, 1) or free the fields, and
+ * store_step_last_dispose.
+ */
+struct store_step_last {
+	char *state;    /* the step's state */
+	int exit_code;  /* of its last attempt, -1 when none */
+	char *reason;   /* may be NULL */
+	char *dir;      /* its last attempt's directory, NULL when it never ran */
+};
+int store_step_view(struct store_claim *c, struct store_step_last *last, PGconn *conn, int64_t run_id,
+		    const char *step);
+void store_step_last_dispose(struct store_step_last *last);
+
+/*
  * Where a started attempt runs: its executor type and handle (JSON text),
  * recorded so another daemon can re-adopt it, and its directory. NULL
  * fields keep what is recorded.

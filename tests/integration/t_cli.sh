@@ -44,11 +44,11 @@ test_cli_submit_get_list() {
 }
 
 test_cli_stop_retry_exit_codes() {
-	start_daemon a FERRY_HOME_TEST="$FERRY_HOME"
+	start_daemon a TEST_HOME="$FERRY_HOME"
 	f=$(wf cli <<'Y'
 name: cli-fail
 steps:
-  - {name: gate, command: [sh, -c, 'test -f "$FERRY_HOME_TEST/ok"']}
+  - {name: gate, command: [sh, -c, 'test -f "$TEST_HOME/ok"']}
   - {name: after, needs: [gate], command: [true]}
 Y
 )

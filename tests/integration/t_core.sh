@@ -124,13 +124,13 @@ Y
 }
 
 test_retry_failed_run() {
-	start_daemon a FERRY_HOME_TEST="$FERRY_HOME"
+	start_daemon a TEST_HOME="$FERRY_HOME"
 	f=$(wf rf <<'Y'
 name: retry-failed
 steps:
-  - {name: prep, command: [sh, -c, "echo prep >> $FERRY_HOME_TEST/calls"]}
-  - {name: fragile, needs: [prep], command: [sh, -c, "echo fragile >> $FERRY_HOME_TEST/calls; test -f $FERRY_HOME_TEST/fixed"]}
-  - {name: finish, needs: [fragile], command: [sh, -c, "echo finish >> $FERRY_HOME_TEST/calls"]}
+  - {name: prep, command: [sh, -c, "echo prep >> $TEST_HOME/calls"]}
+  - {name: fragile, needs: [prep], command: [sh, -c, "echo fragile >> $TEST_HOME/calls; test -f $TEST_HOME/fixed"]}
+  - {name: finish, needs: [fragile], command: [sh, -c, "echo finish >> $TEST_HOME/calls"]}
 Y
 )
 	id=$(submit "$f")

@@ -172,3 +172,58 @@ Y
 	assert_match "$out" "use +\| session=$s" "the dev run's own session"
 	assert_eq "$(sql "SELECT released_at IS NOT NULL FROM cache_sessions WHERE run_id = $id")" t "released when the run ended"
 }
+
+# `ferry dev step RUN STEP` runs a failed step of a daemon's run again here:
+# the same rendered command, FERRY_* values, params and upstream outputs,
+# the same exit code, in a fresh directory; `-- COMMAND` runs in its place
+# with the same environment; the run itself does not change
+test_dev_step_reproduces_a_failed_step() {
+	start_daemon a
+	f=$(wf dstep <<'Y'
+name: dstep
+params:
+  lr: {default: "0.5"}
+steps:
+  - name: prepare
+    command: [sh, -c, 'echo "rows of run $FERRY_RUN_ID" >"$FERRY_OUTPUT_DIR/data"']
+  - name: train
+    needs: [prepare]
+    env: {SEED: "7"}
+    command: [sh, -c, 'env | grep -E "^(FERRY_|SEED=)" | grep -vE "^FERRY_(OUTPUT|ATTEMPT|CHECKPOINT)_DIR=" | sort >"$FERRY_OUTPUT_DIR/env"; cat "$1"; echo "lr {{params.lr}}"; echo "diverged" >&2; exit 3', x, "{{steps.prepare.outputs.data}}"]
+Y
+)
+	id=$(ferry submit "$f" -p lr=0.25)
+	wait_run "$id" failed 20
+	before=$(sql "SELECT string_agg(s.name || ':' || s.state || ':' || s.attempts, ' ' ORDER BY s.idx) || ' ' || (SELECT count(*) FROM events WHERE run_id = $id) FROM steps s WHERE s.run_id = $id")
+	orig_env=$(cat "$FERRY_HOME/runs/$id/train/1/out/env")
+	assert_match "$orig_env" "FERRY_PARAM_LR=0.25" "the step wrote its environment"
+	assert_eq "$(echo "$orig_env" | grep -c '^FERRY_URL=')" 0 "the daemon's settings are not the job's"
+
+	set +e
+	out=$(ferry dev step "$id" train 2>&1); rc=$?
+	set -e
+	echo "$out"
+	assert_eq "$rc" 3 "the step's exit code"
+	assert_match "$out" "run $id step train \\(failed, attempt 1: exit code 3: diverged\\)" "how it went before"
+	assert_match "$out" "rows of run $id" "read the run's upstream output"
+	assert_match "$out" "lr 0.25" "the run's params"
+	dir=$(echo "$out" | sed -n 's/.* again in \(.*\)$/\1/p')
+	assert_eq "$dir" "$FERRY_HOME/dev/run-$id/train/1" "a fresh attempt directory"
+	assert_eq "$(cat "$dir/out/env")" "$orig_env" "the same FERRY_* values and env"
+	assert_match "$(cat "$dir/log")" "diverged" "the log is kept in the new directory"
+
+	out=$(ferry dev step "$id" train -- sh -c 'env' 2>&1)
+	assert_eq "$(echo "$out" | grep -E '^(FERRY_|SEED=)' | grep -vE '^FERRY_(OUTPUT|ATTEMPT|CHECKPOINT)_DIR=' | sort)" \
+		"$orig_env" "-- sh -c env: the same FERRY_* values"
+	assert_match "$out" "FERRY_OUTPUT_DIR=$FERRY_HOME/dev/run-$id/train/2/out" "its own output directory"
+	echo 'input' | ferry dev step "$id" train -- sh -c 'read x; echo "got $x"' 2>&1 | grep -q "got input" || fail "the command gets this terminal's stdin"
+
+	after=$(sql "SELECT string_agg(s.name || ':' || s.state || ':' || s.attempts, ' ' ORDER BY s.idx) || ' ' || (SELECT count(*) FROM events WHERE run_id = $id) FROM steps s WHERE s.run_id = $id")
+	assert_eq "$after" "$before" "the run is unchanged"
+
+	set +e
+	out=$(ferry dev step "$id" nope 2>&1); rc=$?
+	set -e
+	assert_eq "$rc" 2 "an unknown step"
+	assert_match "$out" "run $id has no step \"nope\"" "says so"
+}

@@ -127,8 +127,16 @@ static void test_exec__secrets_hidden(void **state)
 
 	(void)state;
 	setenv("FERRY_API_TOKEN", "secret", 1);
-	start(&job, "secret", "test -z \"$FERRY_API_TOKEN\"", NULL, NULL);
+	setenv("FERRY_LISTEN", "127.0.0.1:1", 1);
+	setenv("FERRY_TEST_KEPT", "no", 1);
+	setenv("OTHER_KEPT", "yes", 1);
+	/* the daemon's FERRY_* settings are not the job's; anything else is */
+	start(&job, "secret", "test -z \"$FERRY_API_TOKEN$FERRY_LISTEN$FERRY_TEST_KEPT\" && test \"$OTHER_KEPT\" = yes "
+			      "&& test -n \"$FERRY_OUTPUT_DIR\"", NULL, NULL);
 	unsetenv("FERRY_API_TOKEN");
+	unsetenv("FERRY_LISTEN");
+	unsetenv("FERRY_TEST_KEPT");
+	unsetenv("OTHER_KEPT");
 	wait_job(&job);
 	assert_int_equal(exec_read_status(job.dir, &code, &sig), 1);
 	assert_int_equal(code, 0);
