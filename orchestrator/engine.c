@@ -84,6 +84,8 @@ struct engine {
 	struct work *deferred; /* items that found the database unreachable: submitted again */
 	int64_t next_deferred; /* … at most once a second */
 	int claim_now, stop_check, draining;
+	int claim_held;        /* engine_claim_hold: claim nothing… */
+	int64_t claim_step;    /* … but this step (> 0), once (ferry dev run --step) */
 	int64_t next_reconnect, next_adopted_poll;
 	int64_t *task_next;    /* per periodic task: monotonic ms it is due */
 	int *task_slot;        /* … and its counter in /metrics */
@@ -305,6 +307,18 @@ const char *engine_owner(const struct engine *e)
 int engine_jobs(const struct engine *e)
 {
 	return e->njobs + e->inflight;
+}
+
+void engine_claim_hold(struct engine *e, int hold)
+{
+	e->claim_held = hold;
+	e->claim_step = 0;
+}
+
+void engine_claim_one(struct engine *e, int64_t step_id)
+{
+	e->claim_step = step_id;
+	e->claim_now = 1;
 }
 
 void engine_drain(struct engine *e)
@@ -871,7 +885,7 @@ static int claim(struct engine *e)
 	int64_t t0;
 
 	room = (e->type->flags & EXF_NO_SLOTS) ? e->o.claim_batch : e->o.max_jobs - e->njobs - e->inflight;
-	if (room <= 0 || e->draining) {
+	if (room <= 0 || e->draining || (e->claim_held && e->claim_step == 0)) {
 		/* a job that finishes frees room and asks again (job_finished) */
 		e->claim_now = 0;
 		return FERRY_OK;
@@ -879,7 +893,10 @@ static int claim(struct engine *e)
 	if (room > e->o.claim_batch)
 		room = e->o.claim_batch;
 	t0 = clock_mono_us();
-	error = store_claim(&c, &n, e->conn, e->owner, e->host, room, e->o.lease_ms, e->o.run_filter);
+	error = store_claim(&c, &n, e->conn, e->owner, e->host, room, e->o.lease_ms, e->o.run_filter,
+			    e->claim_held ? e->claim_step : 0);
+	if (error == FERRY_OK && n > 0 && e->claim_held)
+		e->claim_step = 0; /* let go: held again */
 	metrics_observe(H_CLAIM, (double)(clock_mono_us() - t0) / 1e6);
 	flog_debug("claimed %d steps in %lld us", n, (long long)(clock_mono_us() - t0));
 	if (error < 0) {

@@ -45,6 +45,14 @@ int engine_wake_fd(struct engine *e);
  */
 int engine_tick(struct engine *e, int64_t max_wait_ms);
 
+/*
+ * Stepping through a dev run: while held, the engine claims nothing, except
+ * the one step engine_claim_one() lets go (once it is claimed the engine is
+ * held again). Not held by default.
+ */
+void engine_claim_hold(struct engine *e, int hold);
+void engine_claim_one(struct engine *e, int64_t step_id);
+
 /* Stops claiming; engine_jobs() tells how many jobs are still running. */
 void engine_drain(struct engine *e);
 int engine_jobs(const struct engine *e);

@@ -199,10 +199,10 @@ static void claim_row(struct store_claim *c, PGresult *res, int i)
 }
 
 int store_claim(struct store_claim **out, int *n, PGconn *conn, const char *owner,
-		const char *host, int limit, int64_t lease_ms, int64_t run_filter)
+		const char *host, int limit, int64_t lease_ms, int64_t run_filter, int64_t step_filter)
 {
-	char lim[16], lease[32], run[32];
-	const char *params[5] = {owner, host, lim, lease, run_filter > 0 ? run : NULL};
+	char lim[16], lease[32], run[32], step[32];
+	const char *params[6] = {owner, host, lim, lease, run_filter > 0 ? run : NULL, step_filter > 0 ? step : NULL};
 	PGresult *res = NULL;
 	struct store_claim *v;
 	int error, rows;
@@ -212,7 +212,8 @@ int store_claim(struct store_claim **out, int *n, PGconn *conn, const char *owne
 	snprintf(lim, sizeof(lim), "%d", limit);
 	snprintf(lease, sizeof(lease), "%lld", (long long)lease_ms);
 	snprintf(run, sizeof(run), "%lld", (long long)run_filter);
-	if ((error = q(&res, conn, "SELECT * FROM ferry_claim($1, $2, $3, $4, $5)", 5, params)) < 0)
+	snprintf(step, sizeof(step), "%lld", (long long)step_filter);
+	if ((error = q(&res, conn, "SELECT * FROM ferry_claim($1, $2, $3, $4, $5, $6)", 6, params)) < 0)
 		return error;
 	rows = PQntuples(res);
 	v = rows ? xcalloc((size_t)rows, sizeof(*v)) : NULL;

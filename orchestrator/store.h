@@ -31,11 +31,12 @@ struct store_claim {
 };
 
 /*
- * Claims up to limit ready steps (of run_filter when > 0) for owner in one
- * statement. *out (n entries) is the caller's: store_claims_free().
+ * Claims up to limit ready steps (of run_filter when > 0; only step
+ * step_filter when > 0) for owner in one statement. *out (n entries) is
+ * the caller's: store_claims_free().
  */
 int store_claim(struct store_claim **out, int *n, PGconn *conn, const char *owner,
-		const char *host, int limit, int64_t lease_ms, int64_t run_filter);
+		const char *host, int limit, int64_t lease_ms, int64_t run_filter, int64_t step_filter);
 void store_claims_free(struct store_claim *v, int n);
 
 /*
@@ -188,6 +189,21 @@ int store_dev_lease_renew(PGconn *conn, int64_t run_id, int64_t lease_ms);
  * many runs it stopped.
  */
 int store_dev_expire(int *stopped, PGconn *conn, const char *actor);
+
+/*
+ * `ferry dev run --step` (store_dev.c). store_dev_next: the step of the run
+ * the engine would claim next (*step_id 0 and *name NULL when none is
+ * ready; *name is the caller's). store_dev_skip: the ready step step_id is
+ * done without running, with the outputs, metrics and gate of the same step
+ * in run reuse_run, or (0) the newest other run of the workflow in which it
+ * succeeded (*from_run); claimed for owner and finished as succeeded with
+ * the reason "reused from run N", so the steps below it go on.
+ * FERRY_ENOTFOUND (no such run, with a message), FERRY_ECONFLICT (the step
+ * is not ready any more).
+ */
+int store_dev_next(int64_t *step_id, char **name, PGconn *conn, int64_t run_id);
+int store_dev_skip(int64_t *from_run, PGconn *conn, const char *owner, const char *host, int64_t run_id,
+		   int64_t step_id, int64_t reuse_run, int64_t lease_ms);
 
 /* The run object as JSON text (*out is the caller's); FERRY_ENOTFOUND. */
 int store_run_json(char **out, PGconn *conn, int64_t id);

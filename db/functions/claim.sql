@@ -8,7 +8,11 @@
 -- hands out the succeeded ancestors' kinds, outputs and metrics and the
 -- run's context (params, workflow, no_cache).
 
-CREATE OR REPLACE FUNCTION ferry_claim(p_owner text, p_host text, p_limit int, p_lease_ms bigint, p_run bigint)
+-- p_step (not NULL) claims that step only: `ferry dev run --step` lets one
+-- step at a time go after the person said "run".
+DROP FUNCTION IF EXISTS ferry_claim(text, text, int, bigint, bigint);
+CREATE OR REPLACE FUNCTION ferry_claim(p_owner text, p_host text, p_limit int, p_lease_ms bigint, p_run bigint,
+                                       p_step bigint)
 RETURNS TABLE (step_id bigint, run_id bigint, name text, attempt int, kind text,
                timeout_ms bigint, spec jsonb, workdir text, inputs jsonb, run jsonb)
 LANGUAGE plpgsql AS $$
@@ -19,6 +23,7 @@ BEGIN
 		SELECT q.step_id AS id FROM step_queue q
 		WHERE (q.not_before IS NULL OR q.not_before <= now())
 		  AND q.dev = (p_run IS NOT NULL) AND (p_run IS NULL OR q.run_id = p_run)
+		  AND (p_step IS NULL OR q.step_id = p_step)
 		ORDER BY q.step_id LIMIT p_limit
 		FOR UPDATE SKIP LOCKED
 	), dq AS (
