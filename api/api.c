@@ -1365,6 +1365,13 @@ int api_token_load(char **out, const char *home)
 
 	*out = NULL;
 	if (env && *env) {
+		/* it travels in an Authorization header: a blank or control character could never match */
+		for (const unsigned char *p = (const unsigned char *)env; *p; p++)
+			if (*p <= ' ' || *p == 0x7f) {
+				ferry_error_set("FERRY_API_TOKEN contains a blank or control character; use printable "
+						"characters only (or unset it to have one generated into %s/api-token)", home);
+				return FERRY_EINVALID;
+			}
 		*out = xstrdup(env);
 		return FERRY_OK;
 	}

@@ -43,8 +43,9 @@ const char *api_url(const struct api *a);
 void api_stop(struct api *a);
 
 /*
- * Resolves the API token: FERRY_API_TOKEN, else $home/api-token, created
- * with a fresh random token (mode 0600) when missing. *out is the caller's.
+ * Resolves the API token: FERRY_API_TOKEN (FERRY_EINVALID when it holds a
+ * blank or control character), else $home/api-token, created with a fresh
+ * random token (mode 0600) when missing. *out is the caller's.
  */
 int api_token_load(char **out, const char *home);
 

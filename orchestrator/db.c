@@ -125,26 +125,33 @@ static int chown_to(const struct cluster *c, const char *path)
 	return FERRY_OK;
 }
 
-static int cluster_init(struct cluster *c, const char *home)
+/*
+ * Fills in c's paths for home and the uid the server runs as, creating
+ * nothing: `ferryd db status` and the daemon's configuration checks look
+ * without leaving a pg/ directory behind. A home that does not exist yet
+ * is taken as given (made absolute).
+ */
+static int cluster_locate(struct cluster *c, const char *home)
 {
-	char *abs = NULL, *pgdir = NULL;
-	int error = FERRY_ERROR;
+	char *abs = NULL;
 
 	memset(c, 0, sizeof(*c));
-	if (mkdir_p(home, 0755) < 0)
-		return FERRY_ERROR;
 	abs = realpath(home, NULL);
+	if (abs == NULL && errno == ENOENT) {
+		char cwd[4096];
+		if (home[0] == '/')
+			abs = xstrdup(home);
+		else if (getcwd(cwd, sizeof(cwd)) != NULL)
+			abs = xasprintf("%s/%s", cwd, home);
+	}
 	if (abs == NULL) {
 		ferry_error_set("FERRY_HOME %s: %s", home, strerror(errno));
 		return FERRY_ERROR;
 	}
 	c->home = abs;
-	pgdir = xasprintf("%s/pg", abs);
-	if (mkdir_p(pgdir, 0755) < 0)
-		goto out;
-	c->data = xasprintf("%s/data", pgdir);
-	c->log = xasprintf("%s/postgres.log", pgdir);
-	c->sockdir = xasprintf("%s/run", pgdir);
+	c->data = xasprintf("%s/pg/data", abs);
+	c->log = xasprintf("%s/pg/postgres.log", abs);
+	c->sockdir = xasprintf("%s/pg/run", abs);
 	if (strlen(c->sockdir) + sizeof("/.s.PGSQL.5432") > 100) {
 		/* too long for sun_path: a short per-home directory under /tmp */
 		unsigned long h = 5381;
@@ -158,13 +165,27 @@ static int cluster_init(struct cluster *c, const char *home)
 		if (pw == NULL) {
 			ferry_error_set("running as root, and there is no 'postgres' user to run the "
 					"embedded PostgreSQL (install the postgresql package: make deps)");
-			goto out;
+			cluster_dispose(c);
+			return FERRY_ERROR;
 		}
 		c->uid = pw->pw_uid;
 		c->gid = pw->pw_gid;
 		c->as_other = 1;
 	}
-	if (chown_to(c, pgdir) < 0)
+	return FERRY_OK;
+}
+
+/* cluster_locate, then home and home/pg made (pg owned by the server's user). */
+static int cluster_init(struct cluster *c, const char *home)
+{
+	char *pgdir = NULL;
+	int error = FERRY_ERROR;
+
+	memset(c, 0, sizeof(*c));
+	if (mkdir_p(home, 0755) < 0 || cluster_locate(c, home) < 0)
+		return FERRY_ERROR;
+	pgdir = xasprintf("%s/pg", c->home);
+	if (mkdir_p(pgdir, 0755) < 0 || chown_to(c, pgdir) < 0)
 		goto out;
 	error = FERRY_OK;
 out:
@@ -398,14 +419,15 @@ int db_conninfo_resolve(char **out, int *embedded, const char *home)
 		*out = xstrdup(url);
 		return FERRY_OK;
 	}
-	if (cluster_init(&c, home) < 0)
+	/* nothing made yet: the daemon resolves this before its configuration is known to be good */
+	if (cluster_locate(&c, home) < 0)
 		return FERRY_ERROR;
 	*out = cluster_conninfo(&c);
 	cluster_dispose(&c);
 	return FERRY_OK;
 }
 
-/* db_embedded_ensure, telling whether it started the postmaster (*started = 1). */
+/* db_embedded_ensure: one look, under the home's lock. */
 static int embedded_ensure(const char *home, int *started)
 {
 	struct cluster c;
@@ -427,9 +449,9 @@ out:
 	return error;
 }
 
-int db_embedded_ensure(const char *home)
+int db_embedded_ensure(const char *home, int *started)
 {
-	return embedded_ensure(home, NULL);
+	return embedded_ensure(home, started);
 }
 
 int db_conninfo(char **out, const char *home)
@@ -482,7 +504,7 @@ int db_embedded_stop(const char *home)
 	struct stat st;
 	int error = FERRY_OK;
 
-	if (cluster_init(&c, home) < 0)
+	if (cluster_locate(&c, home) < 0)
 		return FERRY_ERROR;
 	pid = xasprintf("%s/postmaster.pid", c.data);
 	if (stat(pid, &st) == 0) {
@@ -494,6 +516,87 @@ int db_embedded_stop(const char *home)
 	free(pid);
 	cluster_dispose(&c);
 	return error;
+}
+
+/* Line n (1-based) of text, less its newline and trailing blanks, into buf; "" when there is none. */
+static void line_of(char *buf, size_t size, const char *text, int n)
+{
+	size_t len;
+
+	for (int i = 1; text && i < n; i++) {
+		text = strchr(text, '\n');
+		if (text)
+			text++;
+	}
+	len = text ? strcspn(text, "\n") : 0;
+	if (len >= size)
+		len = size - 1;
+	memcpy(buf, text ? text : "", len);
+	while (len > 0 && (buf[len - 1] == ' ' || buf[len - 1] == '\r'))
+		len--;
+	buf[len] = '\0';
+}
+
+int db_embedded_status(struct db_embedded_status *out, const char *home)
+{
+	struct cluster c;
+	char *path = NULL, *text = NULL;
+	char line[256];
+	long pid = 0;
+
+	memset(out, 0, sizeof(*out));
+	if (cluster_locate(&c, home) < 0)
+		return FERRY_ERROR;
+	out->home = xstrdup(c.home);
+	out->data = xstrdup(c.data);
+	out->log = xstrdup(c.log);
+	out->sockdir = xstrdup(c.sockdir);
+	out->conninfo = cluster_conninfo(&c);
+	out->port = 5432;
+	path = xasprintf("%s/PG_VERSION", c.data);
+	if (file_read(&text, NULL, path) == FERRY_OK) {
+		out->initialised = 1;
+		text[strcspn(text, "\r\n")] = '\0';
+		out->version = xstrdup(text);
+	}
+	free(text), text = NULL;
+	if (out->initialised && postmaster_alive(&c, &pid)) {
+		/* postmaster.pid: pid, data dir, start time, port, socket dir, listen address, shmem key, status */
+		out->running = 1;
+		out->pid = pid;
+		free(path);
+		path = xasprintf("%s/postmaster.pid", c.data);
+		if (file_read(&text, NULL, path) == FERRY_OK) {
+			int64_t n;
+			line_of(line, sizeof(line), text, 3);
+			if (parse_int64(line, &n) == 0)
+				out->started_at = n;
+			line_of(line, sizeof(line), text, 4);
+			if (parse_int64(line, &n) == 0 && n > 0 && n < 65536)
+				out->port = (int)n;
+			line_of(line, sizeof(line), text, 8);
+			out->pm_status = xstrdup(*line ? line : "unknown");
+		}
+		out->accepting = PQping(out->conninfo) == PQPING_OK;
+	}
+	free(path);
+	free(text);
+	cluster_dispose(&c);
+	return FERRY_OK;
+}
+
+void db_embedded_status_dispose(struct db_embedded_status *st)
+{
+	if (st == NULL)
+		return;
+	free(st->home);
+	free(st->data);
+	free(st->log);
+	free(st->sockdir);
+	free(st->conninfo);
+	free(st->version);
+	free(st->pm_status);
+	memset(st, 0, sizeof(*st));
 }
 
 /*

@@ -39,8 +39,10 @@ int db_conninfo_resolve(char **out, int *embedded, const char *home);
  * runs (never while one does: PQping's "starting up" or a live pid in
  * postmaster.pid mean wait). 0 when it accepts connections, 1 when not yet
  * (ferry_error_last() says why; look again shortly), <0 on failure.
+ * *started (when not NULL) becomes 1 when this call started the postmaster
+ * (left as it was otherwise, so a caller looking many times can OR them).
  */
-int db_embedded_ensure(const char *home);
+int db_embedded_ensure(const char *home, int *started);
 
 enum db_connect_flags {
 	DB_NO_STATEMENT_TIMEOUT = 1 << 0, /* for migrations and lock waits */
@@ -88,6 +90,28 @@ int db_other_sessions(int *out, PGconn *conn);
 
 /* Stops the embedded cluster under home if it runs. */
 int db_embedded_stop(const char *home);
+
+/* What the embedded cluster under home is and does (`ferryd db status`). */
+struct db_embedded_status {
+	char *home, *data, *log, *sockdir;
+	char *conninfo;   /* to reach it (host=SOCKDIR dbname=ferry user=ferry) */
+	char *version;    /* PG_VERSION (the major version); NULL when not initialised */
+	char *pm_status;  /* postmaster.pid's status line (ready, starting, stopping); NULL when not running */
+	int initialised;  /* data/PG_VERSION exists */
+	int running;      /* a live postmaster owns the data directory */
+	int accepting;    /* and it answers PQping */
+	long pid;         /* the postmaster's */
+	int port;         /* the socket's port number (5432 unless configured) */
+	int64_t started_at; /* the postmaster's start, Unix seconds; 0 when unknown */
+};
+
+/*
+ * Looks at the embedded cluster under home without creating or starting
+ * anything: fills *out (the caller disposes of it with
+ * db_embedded_status_dispose). <0 only when home cannot be resolved.
+ */
+int db_embedded_status(struct db_embedded_status *out, const char *home);
+void db_embedded_status_dispose(struct db_embedded_status *st);
 
 /* One SQL file compiled in (db/gen-sql.sh): its name less .sql, its text. */
 struct db_sql {

@@ -12,18 +12,31 @@
  * the next daemon re-adopts them). SIGHUP re-reads $FERRY_HOME/ferryd.conf
  * (log_level = debug|info|warn|error).
  *
- *   ferryd [--log-format text|json] [--log-level LEVEL]
+ * Its own lifecycle: the configuration (home, token, listen address, port,
+ * executor) is checked and the port bound before PostgreSQL is touched, so
+ * a bad setting exits without a cluster made or started. An embedded
+ * PostgreSQL the daemon started itself is stopped when it exits, after
+ * SIGTERM or a start-up error alike, unless --keep-db was given or other
+ * sessions still use it; one that was running already, or a
+ * FERRY_DATABASE_URL, is left alone.
+ *
+ *   ferryd [--log-format text|json] [--log-level LEVEL] [--keep-db]
  *   ferryd db start     start the embedded PostgreSQL of $FERRY_HOME, print its conninfo
  *   ferryd db stop      stop it
+ *   ferryd db status [-o json]
+ *                       what runs where: data dir, pid, socket, conninfo, daemons
  *   ferryd token create NAME [--role viewer|operator|admin]
  *                       store a named API token's hash, print the token once
  *   ferryd token list   name, role, created, revoked (never a token)
  *   ferryd token revoke NAME
  */
 #include <ctype.h>
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <getopt.h>
+#include <jansson.h>
+#include <limits.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -35,6 +48,7 @@
 #include "api.h"
 #include "db.h"
 #include "engine.h"
+#include "exec.h"
 #include "health.h"
 #include "store.h"
 #include "tokens.h"
@@ -43,6 +57,8 @@
 #define FERRY_VERSION "0.1.0"
 #define DB_BACKOFF_MIN_MS 500  /* the first retry of an unreachable database */
 #define DB_BACKOFF_MAX_MS 5000 /* and the longest wait between two */
+#define DB_STATUS_NOT_RUNNING 3 /* `ferryd db status` exit code, as pg_ctl status */
+#define DB_RELEASE_WAIT_MS 2000 /* for our own closed sessions to leave pg_stat_activity */
 
 static volatile sig_atomic_t terminate_flag, reload_flag;
 static int wake_fd = -1;
@@ -108,11 +124,187 @@ static void reload_config(const char *home, int json_logs)
 	free(path);
 }
 
-/* `ferryd db start|stop`: the embedded cluster alone (start prints its conninfo). */
+/* Whether the process pid is a ferryd (not a pid reused since by something else). */
+static int is_ferryd(long pid)
+{
+	char *path = xasprintf("/proc/%ld/comm", pid), *comm = NULL;
+	int yes;
+
+	yes = file_read(&comm, NULL, path) == FERRY_OK && strncmp(comm, "ferryd", 6) == 0;
+	free(path), free(comm);
+	return yes;
+}
+
+/*
+ * The value of NAME in the NUL-separated environment env (len bytes), or
+ * NULL. Points into env.
+ */
+static const char *environ_get(const char *env, size_t len, const char *name)
+{
+	size_t n = strlen(name);
+
+	for (size_t i = 0; i < len; i += strlen(env + i) + 1)
+		if (strncmp(env + i, name, n) == 0 && env[i + n] == '=')
+			return env + i + n + 1;
+	return NULL;
+}
+
+/*
+ * The daemons that use the embedded cluster of home: every process named
+ * ferryd whose FERRY_HOME (made absolute against its working directory)
+ * is home and which has no FERRY_DATABASE_URL, serving (not `ferryd db` or
+ * `ferryd token`). Reading another user's environment needs their rights:
+ * those daemons are not seen. Returns a JSON array (the caller's) of
+ * {pid, url}: url is what its address file holds, or null.
+ */
+static json_t *daemons_of(const char *home)
+{
+	json_t *list = json_array();
+	DIR *d = opendir("/proc");
+	struct dirent *de;
+
+	while (d && (de = readdir(d)) != NULL) {
+		char *env = NULL, *cmd = NULL, *path = NULL, *url = NULL, *abs = NULL, *cwd = NULL;
+		const char *h, *dburl, *addr;
+		char *addrfile = NULL, *end;
+		size_t envlen = 0, cmdlen = 0;
+		long pid = strtol(de->d_name, &end, 10);
+		int serving = 1;
+
+		if (*end != '\0' || pid <= 0 || pid == (long)getpid() || !is_ferryd(pid))
+			continue;
+		path = xasprintf("/proc/%ld/environ", pid);
+		if (file_read(&env, &envlen, path) < 0)
+			goto next;
+		free(path);
+		path = xasprintf("/proc/%ld/cmdline", pid);
+		if (file_read(&cmd, &cmdlen, path) == FERRY_OK)
+			for (size_t i = 0; i < cmdlen; i += strlen(cmd + i) + 1)
+				if (strcmp(cmd + i, "db") == 0 || strcmp(cmd + i, "token") == 0)
+					serving = 0;
+		dburl = environ_get(env, envlen, "FERRY_DATABASE_URL");
+		if (!serving || (dburl && *dburl))
+			goto next;
+		h = environ_get(env, envlen, "FERRY_HOME");
+		if (h == NULL || *h == '\0')
+			h = "./.ferry";
+		free(path);
+		path = xasprintf("/proc/%ld/cwd", pid);
+		cwd = realpath(path, NULL);
+		free(path);
+		path = h[0] == '/' || cwd == NULL ? xstrdup(h) : xasprintf("%s/%s", cwd, h);
+		abs = realpath(path, NULL);
+		if (abs == NULL || strcmp(abs, home) != 0)
+			goto next;
+		addr = environ_get(env, envlen, "FERRY_ADDRESS_FILE");
+		if (addr && *addr)
+			addrfile = addr[0] == '/' || cwd == NULL ? xstrdup(addr) : xasprintf("%s/%s", cwd, addr);
+		else
+			addrfile = xasprintf("%s/ferryd.url", abs);
+		if (file_read(&url, NULL, addrfile) == FERRY_OK)
+			url[strcspn(url, "\r\n")] = '\0';
+		json_array_append_new(list, json_pack("{s:I, s:s?}", "pid", (json_int_t)pid, "url",
+						      url && *url ? url : NULL));
+	next:
+		free(env), free(cmd), free(path), free(url), free(abs), free(cwd), free(addrfile);
+	}
+	if (d)
+		closedir(d);
+	return list;
+}
+
+/*
+ * `ferryd db status [-o json]`: what is running where — the embedded
+ * cluster's data directory, whether it is initialised and running, its
+ * postmaster, socket, version and conninfo, and the daemons using it.
+ * Exit 0 when it runs, DB_STATUS_NOT_RUNNING when not (as pg_ctl status).
+ */
+static int db_status(int argc, char **argv, const char *home)
+{
+	struct db_embedded_status st;
+	const char *url = getenv("FERRY_DATABASE_URL");
+	json_t *daemons = NULL;
+	int json_out = 0, status;
+
+	for (int i = 0; i < argc; i++) {
+		if ((strcmp(argv[i], "-o") == 0 || strcmp(argv[i], "--output") == 0) && i + 1 < argc)
+			json_out = strcmp(argv[++i], "json") == 0 ? 1 : strcmp(argv[i], "text") == 0 ? 0 : -1;
+		else if (strcmp(argv[i], "-o=json") == 0 || strcmp(argv[i], "--output=json") == 0 ||
+			 strcmp(argv[i], "-ojson") == 0)
+			json_out = 1;
+		else
+			json_out = -1;
+		if (json_out < 0) {
+			fprintf(stderr, "ferryd: db status: unexpected \"%s\"\nusage: ferryd db status [-o json]\n",
+				argv[i]);
+			return 2;
+		}
+	}
+	if (db_embedded_status(&st, home) < 0) {
+		fprintf(stderr, "ferryd: %s\n", ferry_error_last());
+		return 1;
+	}
+	daemons = daemons_of(st.home);
+	status = st.running ? 0 : DB_STATUS_NOT_RUNNING;
+	if (json_out) {
+		json_t *j = json_pack("{s:s, s:s, s:b, s:b, s:b, s:s?, s:s?, s:s, s:i, s:s, s:s, s:b, s:O}",
+				      "home", st.home, "data_dir", st.data, "initialised", st.initialised,
+				      "running", st.running, "accepting", st.accepting, "version", st.version,
+				      "state", st.pm_status, "socket_dir", st.sockdir, "port", st.port,
+				      "log", st.log, "conninfo", st.conninfo, "database_url_set", url && *url,
+				      "daemons", daemons);
+		json_object_set_new(j, "pid", st.running ? json_integer((json_int_t)st.pid) : json_null());
+		json_object_set_new(j, "started_at", st.started_at > 0 ? json_integer(st.started_at) : json_null());
+		json_dumpf(j, stdout, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
+		printf("\n");
+		json_decref(j);
+		goto out;
+	}
+	if (url && *url)
+		printf("FERRY_DATABASE_URL is set: ferryd uses that database and neither starts nor stops it;\n"
+		       "the embedded cluster below is not in use by this configuration.\n");
+	printf("embedded PostgreSQL of %s\n", st.home);
+	printf("  data directory  %s (%s)\n", st.data,
+	       st.initialised ? "initialised" : "not initialised: the first ferryd or `ferryd db start` makes it");
+	if (st.initialised)
+		printf("  version         PostgreSQL %s\n", st.version);
+	if (st.running) {
+		char when[64] = "";
+		if (st.started_at > 0) {
+			time_t t = (time_t)st.started_at;
+			struct tm tm;
+			gmtime_r(&t, &tm);
+			strftime(when, sizeof(when), ", since %Y-%m-%dT%H:%M:%SZ", &tm);
+		}
+		printf("  state           running (postmaster pid %ld%s), %s\n", st.pid, when,
+		       st.accepting ? "accepting connections" : "not accepting connections yet");
+	} else {
+		printf("  state           not running\n");
+	}
+	printf("  socket          %s/.s.PGSQL.%d\n", st.sockdir, st.port);
+	printf("  conninfo        %s\n", st.conninfo);
+	printf("  log             %s\n", st.log);
+	if (json_array_size(daemons) == 0)
+		printf("  daemons         none\n");
+	for (size_t i = 0; i < json_array_size(daemons); i++) {
+		json_t *dm = json_array_get(daemons, i);
+		const char *u = json_string_value(json_object_get(dm, "url"));
+		printf("  %-15s ferryd pid %lld%s%s\n", i == 0 ? "daemons" : "",
+		       (long long)json_integer_value(json_object_get(dm, "pid")), u ? " on " : "", u ? u : "");
+	}
+out:
+	json_decref(daemons);
+	db_embedded_status_dispose(&st);
+	return status;
+}
+
+/* `ferryd db start|stop|status`: the embedded cluster alone (start prints its conninfo). */
 static int db_command(const char *verb, const char *home)
 {
 	char *conninfo = NULL;
 
+	if (strcmp(verb, "status") == 0)
+		return db_status(0, NULL, home);
 	if (strcmp(verb, "stop") == 0) {
 		if (db_embedded_stop(home) < 0) {
 			fprintf(stderr, "ferryd: %s\n", ferry_error_last());
@@ -130,7 +322,7 @@ static int db_command(const char *verb, const char *home)
 		free(conninfo);
 		return 0;
 	}
-	fprintf(stderr, "ferryd: db takes start or stop\n");
+	fprintf(stderr, "ferryd: db takes start, stop or status\n");
 	return 2;
 }
 
@@ -309,10 +501,11 @@ static void sleep_unless_told(int64_t ms)
  * it takes: every failed attempt is logged and shown by /readyz through h.
  * 0 with *out set; 0 with *out NULL when SIGTERM came first; <0 for what no
  * wait can mend (a migration that fails on a working connection, a bad
- * engine setting), logged.
+ * engine setting), logged. *pg_started becomes 1 once an attempt started
+ * the embedded postmaster, whatever the outcome: it is ours to stop.
  */
 static int engine_start_when_ready(struct engine **out, const struct engine_opts *eo, const char *conninfo,
-				   int embedded, struct health *h)
+				   int embedded, struct health *h, int *pg_started)
 {
 	int64_t backoff = DB_BACKOFF_MIN_MS;
 	int attempt = 0;
@@ -324,7 +517,7 @@ static int engine_start_when_ready(struct engine **out, const struct engine_opts
 
 		attempt++;
 		if (embedded)
-			error = db_embedded_ensure(eo->home);
+			error = db_embedded_ensure(eo->home, pg_started);
 		/* migrations on a connection of their own, with no statement timeout */
 		if (error == 0 && (error = db_connect_ex(&conn, conninfo, -1, DB_NO_STATEMENT_TIMEOUT)) == 0 &&
 		    (error = db_migrate(conn)) < 0 && PQstatus(conn) == CONNECTION_OK) {
@@ -356,13 +549,50 @@ static int engine_start_when_ready(struct engine **out, const struct engine_opts
 	return FERRY_OK;
 }
 
+/*
+ * At exit: the embedded PostgreSQL this daemon started is stopped, unless
+ * keep (--keep-db) or other sessions still use it (another daemon on this
+ * FERRY_HOME, a `ferry dev`, psql), as `ferry dev` does. Our own sessions
+ * are closed by now, but a backend takes a moment to leave
+ * pg_stat_activity: the count is looked at again for DB_RELEASE_WAIT_MS.
+ */
+static void embedded_release(const char *home, const char *conninfo, int keep)
+{
+	PGconn *conn = NULL;
+	int64_t deadline = clock_mono_ms() + DB_RELEASE_WAIT_MS;
+	int others = 0;
+
+	if (keep) {
+		flog_info("leaving the embedded PostgreSQL running (--keep-db); `ferryd db stop` stops it");
+		return;
+	}
+	if (db_connect_ex(&conn, conninfo, DB_RELEASE_WAIT_MS, 0) == 0) {
+		while (db_other_sessions(&others, conn) == 0 && others > 0 && clock_mono_ms() < deadline) {
+			struct timespec ts = {0, 100 * 1000000L};
+			nanosleep(&ts, NULL);
+		}
+	}
+	PQfinish(conn);
+	if (others > 0) {
+		flog_warn("leaving the embedded PostgreSQL running: %d other session%s use it "
+			  "(`ferryd db status` shows it; `ferryd db stop` stops it)", others, others == 1 ? "" : "s");
+		return;
+	}
+	flog_info("stopping the embedded PostgreSQL that ferryd started (--keep-db keeps it running)");
+	if (db_embedded_stop(home) < 0)
+		flog_error("stopping the embedded PostgreSQL: %s", ferry_error_last());
+}
+
 static void usage(FILE *f)
 {
-	fprintf(f, "usage: ferryd [--log-format text|json] [--log-level debug|info|warn|error]\n"
-		   "       ferryd db start|stop\n"
+	fprintf(f, "usage: ferryd [--log-format text|json] [--log-level debug|info|warn|error] [--keep-db]\n"
+		   "       ferryd db start|stop|status [-o json]\n"
 		   "       ferryd token create NAME [--role viewer|operator|admin] | list | revoke NAME\n\n"
 		   "Runs Ferry's daemon: REST API on FERRY_LISTEN (default 127.0.0.1:8080), state in\n"
-		   "FERRY_HOME (default ./.ferry), database FERRY_DATABASE_URL or an embedded PostgreSQL.\n");
+		   "FERRY_HOME (default ./.ferry), database FERRY_DATABASE_URL or an embedded PostgreSQL.\n"
+		   "An embedded PostgreSQL that ferryd starts is stopped when it exits, unless --keep-db\n"
+		   "is given or other sessions use it; one already running is left running.\n"
+		   "ferryd db status says what runs where (exit 0 running, 3 not running).\n");
 }
 
 int main(int argc, char **argv)
@@ -370,6 +600,7 @@ int main(int argc, char **argv)
 	static const struct option longopts[] = {
 		{"log-format", required_argument, NULL, 'f'},
 		{"log-level", required_argument, NULL, 'l'},
+		{"keep-db", no_argument, NULL, 'k'},
 		{"help", no_argument, NULL, 'h'},
 		{"version", no_argument, NULL, 'V'},
 		{NULL, 0, NULL, 0},
@@ -383,6 +614,7 @@ int main(int argc, char **argv)
 	struct sigaction sa;
 	char *conninfo = NULL, *token = NULL, *pidfile = NULL, *urlfile = NULL;
 	int json_logs = 0, level = level_of(getenv("FERRY_LOG_LEVEL")), c, status = 1, embedded = 0;
+	int keep_db = 0, pg_started = 0;
 	int64_t grace_ms = 30000, deadline, stmt_ms;
 
 	if (argc >= 2 && strcmp(argv[1], "token") == 0) {
@@ -390,6 +622,12 @@ int main(int argc, char **argv)
 		flog_setup(level >= 0 ? level : FLOG_INFO, json_logs);
 		engine_opts_default(&eo);
 		return token_command(argc - 2, argv + 2, eo.home);
+	}
+	if (argc >= 3 && strcmp(argv[1], "db") == 0 && strcmp(argv[2], "status") == 0) {
+		/* before getopt: db status takes its own -o */
+		flog_setup(level >= 0 ? level : FLOG_INFO, json_logs);
+		engine_opts_default(&eo);
+		return db_status(argc - 3, argv + 3, eo.home);
 	}
 	while ((c = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
 		switch (c) {
@@ -405,6 +643,9 @@ int main(int argc, char **argv)
 				fprintf(stderr, "ferryd: --log-level must be debug, info, warn or error\n");
 				return 2;
 			}
+			break;
+		case 'k':
+			keep_db = 1;
 			break;
 		case 'h':
 			usage(stdout);
@@ -441,6 +682,13 @@ int main(int argc, char **argv)
 		flog_error("%s", ferry_error_last());
 		return 2;
 	}
+	if (exec_type_find(eo.executor) == NULL) {
+		/* engine_new would say so too, but only once the database is up */
+		char *known = exec_type_names();
+		flog_error("FERRY_EXECUTOR \"%s\" is not an executor (known: %s)", eo.executor, known);
+		free(known);
+		return 2;
+	}
 
 	memset(&sa, 0, sizeof(sa));
 	sa.sa_handler = on_signal;
@@ -454,6 +702,11 @@ int main(int argc, char **argv)
 	eo.health = &health;
 	if (mkdir_p(eo.home, 0755) < 0) {
 		flog_error("FERRY_HOME: %s", ferry_error_last());
+		goto out;
+	}
+	if (access(eo.home, W_OK | X_OK) < 0) {
+		flog_error("FERRY_HOME %s is not writable: %s; choose a directory this user can write",
+			   eo.home, strerror(errno));
 		goto out;
 	}
 	if (db_conninfo_resolve(&conninfo, &embedded, eo.home) < 0) {
@@ -513,7 +766,7 @@ int main(int argc, char **argv)
 	}
 	eo.public_url = getenv("FERRY_PUBLIC_URL") && *getenv("FERRY_PUBLIC_URL") ? getenv("FERRY_PUBLIC_URL")
 										   : api_url(api);
-	if (engine_start_when_ready(&e, &eo, conninfo, embedded, &health) < 0)
+	if (engine_start_when_ready(&e, &eo, conninfo, embedded, &health, &pg_started) < 0)
 		goto out;
 	if (e == NULL) {
 		flog_info("stopped before the database was reached");
@@ -551,6 +804,11 @@ out:
 		unlink(pidfile);
 	free(pidfile);
 	free(urlfile);
+	/* last: every session of ours is closed, and the address is no longer published */
+	if (pg_started)
+		embedded_release(eo.home, conninfo, keep_db);
+	else if (embedded && conninfo)
+		flog_debug("leaving the embedded PostgreSQL as it was: it was running when ferryd started");
 	free(conninfo);
 	free(token);
 	flog_info("ferryd stopped");
