@@ -50,18 +50,25 @@ struct seen {
 static void usage(FILE *f)
 {
 	fprintf(f, "usage: ferry dev run FILE [--only STEP | --from STEP | --to STEP] [--reuse RUN]\n"
-		   "                      [-p NAME=VALUE]...\n\n"
+		   "                      [--step | --break STEP]... [-p NAME=VALUE]...\n\n"
 		   "Runs the workflow in-process on the embedded database, printing each step\n"
 		   "transition and streaming step logs. With --only or --from, the steps above\n"
 		   "the selection are not run: their outputs, metrics and cache sessions come\n"
 		   "from run RUN (--reuse), or from the newest run of the workflow in which\n"
 		   "they succeeded. Exit status: 0 succeeded, 1 failed or stopped, 2 usage or\n"
 		   "validation error.\n\n"
+		   "--step pauses before every step, --break STEP (repeatable, or NAME,NAME)\n"
+		   "before the named ones: it shows the step's rendered command, working\n"
+		   "directory, environment and the upstream outputs it reads, and reads an\n"
+		   "answer on stdin: r (run; also an empty line), s (skip: take its results\n"
+		   "from --reuse RUN or the newest run in which it succeeded), h (a shell in\n"
+		   "its working directory with its environment), q (quit: stop the run).\n\n"
 		   "examples:\n"
 		   "  ferry dev run workflows/hello.yaml\n"
 		   "  ferry dev run workflows/hello.yaml --only greet -p who=ferry\n"
 		   "  ferry dev run workflows/hello.yaml --from join\n"
-		   "  ferry dev run workflows/digits.yaml --only train --reuse 12\n");
+		   "  ferry dev run workflows/digits.yaml --only train --reuse 12\n"
+		   "  ferry dev run workflows/digits.yaml --break train\n");
 }
 
 static void now_hms(char *buf, size_t n)
@@ -197,6 +204,37 @@ static void embedded_done(PGconn **conn, const char *home)
 		fprintf(stderr, "ferry dev: stopping the embedded PostgreSQL: %s\n", ferry_error_last());
 }
 
+/* Every --break names a step of the workflow (a typo would never pause). */
+static int breaks_check(const struct dev_stepper *st, const char *yaml, size_t len, const char *file)
+{
+	cfg_errors errs = {0};
+	json_t *spec = NULL, *steps, *s;
+	char hash[65];
+	size_t i, bad = 0;
+
+	if (st->nbreaks == 0)
+		return FERRY_OK;
+	if (cfg_workflow_parse(&spec, hash, yaml, len, file, &errs) < 0) {
+		cfg_errors_dispose(&errs);
+		return FERRY_OK; /* store_run_create reports it */
+	}
+	steps = json_object_get(spec, "steps");
+	for (size_t b = 0; b < st->nbreaks; b++) {
+		int found = 0;
+		json_array_foreach(steps, i, s)
+			found |= strcmp(json_string_value(json_object_get(s, "name")), st->breaks[b]) == 0;
+		if (!found) {
+			fprintf(stderr, "ferry dev: --break %s: %s has no step of that name (steps:", st->breaks[b], file);
+			json_array_foreach(steps, i, s)
+				fprintf(stderr, " %s", json_string_value(json_object_get(s, "name")));
+			fprintf(stderr, ")\n");
+			bad++;
+		}
+	}
+	json_decref(spec);
+	return bad ? FERRY_EINVALID : FERRY_OK;
+}
+
 int dev_db_open(char **conninfo, PGconn **conn, int *pg_started, const char *home)
 {
 	*conn = NULL;
@@ -231,6 +269,8 @@ int dev_main(int argc, char **argv)
 		{"from", required_argument, NULL, 'f'},
 		{"to", required_argument, NULL, 't'},
 		{"reuse", required_argument, NULL, 'r'},
+		{"step", no_argument, NULL, 'S'},
+		{"break", required_argument, NULL, 'B'},
 		{"param", required_argument, NULL, 'p'},
 		{"help", no_argument, NULL, 'h'},
 		{NULL, 0, NULL, 0},
@@ -247,10 +287,12 @@ int dev_main(int argc, char **argv)
 	PGconn *conn = NULL;
 	size_t len = 0;
 	int64_t run_id = 0, reused_from = 0, started;
-	int c, status = 2, subsets = 0, stop_sent = 0, pg_started = 0;
+	int c, status = 2, subsets = 0, stop_sent = 0, pg_started = 0, stepping = 0;
 	struct sigaction sa;
+	struct dev_stepper stepper;
 
 	memset(&rn, 0, sizeof(rn));
+	memset(&stepper, 0, sizeof(stepper));
 	if (argc >= 1 && strcmp(argv[0], "step") == 0)
 		return dev_step_main(argc, argv);
 	if (argc < 1 || strcmp(argv[0], "run") != 0) {
@@ -271,6 +313,13 @@ int dev_main(int argc, char **argv)
 		case 'r':
 			if (parse_int64(optarg, &rn.reuse_run) < 0 || rn.reuse_run <= 0) {
 				fprintf(stderr, "ferry dev: --reuse takes a run id, got \"%s\"\n", optarg);
+				goto out;
+			}
+			break;
+		case 'S': stepper.all = 1; break;
+		case 'B':
+			if (dev_stepper_add_breaks(&stepper, optarg) < 0) {
+				fprintf(stderr, "ferry dev: --break takes a step name (or NAME,NAME…)\n");
 				goto out;
 			}
 			break;
@@ -319,6 +368,10 @@ int dev_main(int argc, char **argv)
 	status = 1;
 	if (dev_db_open(&conninfo, &conn, &pg_started, eo.home) < 0)
 		goto out;
+	if (breaks_check(&stepper, yaml, len, file) < 0) {
+		status = 2;
+		goto out;
+	}
 	rn.yaml = yaml;
 	rn.yaml_len = len;
 	rn.filename = file;
@@ -353,6 +406,12 @@ int dev_main(int argc, char **argv)
 	sigemptyset(&sa.sa_mask);
 	sigaction(SIGINT, &sa, NULL);
 	sigaction(SIGTERM, &sa, NULL);
+	stepping = stepper.all || stepper.nbreaks > 0;
+	stepper.reuse_run = rn.reuse_run;
+	stepper.on_interrupt = on_interrupt;
+	stepper.tty = isatty(0);
+	if (stepping)
+		engine_claim_hold(e, 1);
 	started = clock_mono_ms();
 	while (!report(&seen, &nseen, conn, run_id, &final)) {
 		if (interrupted && !stop_sent) {
@@ -363,6 +422,8 @@ int dev_main(int argc, char **argv)
 			stop_sent = 1;
 		}
 		engine_tick(e, 100);
+		if (stepping && !stop_sent && dev_stepper_turn(&stepper, e, conn, eo.home, run_id, eo.lease_ms))
+			interrupted = 1; /* quit: stopped on the next turn */
 	}
 	printf("run %lld %s in %.1fs\n", (long long)run_id, final,
 	       (double)(clock_mono_ms() - started) / 1000.0);
@@ -374,6 +435,7 @@ out:
 		free(seen[i].log_path);
 	}
 	free(seen);
+	dev_stepper_dispose(&stepper);
 	engine_free(e);
 	dev_db_close(&conn, pg_started, eo.home);
 	cfg_errors_dispose(&errs);

@@ -74,7 +74,7 @@ static char *fresh_dir(const char *home, int64_t run_id, const char *step)
 }
 
 int dev_job_make(struct dev_job *j, PGconn *conn, const char *home, int64_t run_id, const char *step,
-		 const char *dir)
+		 int next)
 {
 	const struct step_kind *kind;
 	struct step_result res;
@@ -97,13 +97,19 @@ int dev_job_make(struct dev_job *j, PGconn *conn, const char *home, int64_t run_
 	if (!json_is_object(j->c.run))
 		j->c.run = json_object();
 	json_object_set_new(j->c.run, "no_cache", json_true());
-	if (j->c.attempt < 1)
-		j->c.attempt = 1;
-	j->dir = dir ? xstrdup(dir) : fresh_dir(home, run_id, step);
-	if (j->dir == NULL)
-		return FERRY_ERROR;
+	if (next) {
+		/* the attempt the engine will start: its directory, the step's checkpoint directory */
+		j->c.attempt++;
+		j->dir = exec_attempt_dir(home, run_id, j->c.name, j->c.attempt);
+		ckpt = xasprintf("%s/runs/%lld/%s/checkpoint", home, (long long)run_id, j->c.name);
+	} else {
+		if (j->c.attempt < 1)
+			j->c.attempt = 1;
+		if ((j->dir = fresh_dir(home, run_id, step)) == NULL)
+			return FERRY_ERROR;
+		ckpt = xasprintf("%s/checkpoint", j->dir);
+	}
 	out = xasprintf("%s/out", j->dir);
-	ckpt = xasprintf("%s/checkpoint", j->dir);
 	if (mkdir_p(out, 0755) < 0 || mkdir_p(ckpt, 0755) < 0) {
 		error = FERRY_ERROR;
 		goto done;
@@ -322,7 +328,7 @@ int dev_step_main(int argc, char **argv)
 		status = 1;
 		goto out;
 	}
-	if (dev_job_make(&j, conn, eo.home, run_id, argv[2], NULL) < 0) {
+	if (dev_job_make(&j, conn, eo.home, run_id, argv[2], 0) < 0) {
 		fprintf(stderr, "ferry dev step: %s\n", ferry_error_last());
 		goto out;
 	}

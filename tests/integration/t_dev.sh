@@ -227,3 +227,57 @@ Y
 	assert_eq "$rc" 2 "an unknown step"
 	assert_match "$out" "run $id has no step \"nope\"" "says so"
 }
+
+# `ferry dev run --step` driven from a script: it pauses before each step
+# showing its rendered command, environment and inputs; "r" runs it, "s"
+# takes its results from the earlier run, "h" opens a shell in its working
+# directory with its environment (fed the following lines), "q" stops the
+# run. --break STEP pauses before the named step only.
+test_dev_run_step_through() {
+	f=$(wf stepper <<'Y'
+name: stepper
+steps:
+  - name: prepare
+    command: [sh, -c, 'echo "rows of run $FERRY_RUN_ID" >"$FERRY_OUTPUT_DIR/data"']
+  - name: train
+    needs: [prepare]
+    env: {SEED: "7"}
+    command: [sh, -c, 'cat "$1" >"$FERRY_OUTPUT_DIR/model"', x, "{{steps.prepare.outputs.data}}"]
+  - name: evaluate
+    needs: [train]
+    command: [sh, -c, 'cat "$1"', x, "{{steps.train.outputs.model}}"]
+Y
+)
+	first=$(ferry dev run "$f" | sed -n 's/^run \([0-9]*\) (dev).*/\1/p')
+	assert_eq "$(sql "SELECT state FROM runs WHERE id = $first")" succeeded "a run to reuse"
+
+	set +e
+	out=$(printf 'r\ns\nh\necho "in the shell: $FERRY_STEP $FERRY_ATTEMPT $(pwd)"\nexit\nq\n' |
+		SHELL=/bin/bash timeout 60 ferry dev run "$f" --step 2>&1); rc=$?
+	set -e
+	echo "$out"
+	id=$(echo "$out" | sed -n 's/^run \([0-9]*\) (dev).*/\1/p')
+	assert_eq "$rc" 1 "quit: the run is stopped"
+	assert_match "$out" "── before prepare" "paused before the first step"
+	assert_match "$out" "command  sh -c 'cat \"\\\$1\" >\"\\\$FERRY_OUTPUT_DIR/model\"' x $FERRY_HOME/runs/$id/prepare/1/out/data" "train's rendered command"
+	assert_match "$out" "env      SEED=7" "its environment"
+	assert_match "$out" "input    steps.prepare.outputs.data = $FERRY_HOME/runs/$id/prepare/1/out/data" "the upstream output it reads"
+	assert_match "$out" "skipped train: its results are run $first's" "skip"
+	assert_match "$out" "in the shell: evaluate 1 $(dirname "$f")" "the shell: the step's environment and working directory"
+	assert_eq "$(sql "SELECT string_agg(name || '=' || state || ':' || coalesce(reason, ''), ' ' ORDER BY idx) FROM steps WHERE run_id = $id")" \
+		"prepare=succeeded: train=succeeded:reused from run $first evaluate=stopped:run stopped by ${USER:-dev}" "ran, skipped, quit"
+	assert_eq "$(step_col "$id" train "outputs->>'model'")" "$(step_col "$first" train "outputs->>'model'")" "the skipped step's outputs are the earlier run's"
+
+	out=$(printf 'r\n' | timeout 60 ferry dev run "$f" --break evaluate 2>&1) || { echo "$out"; fail "--break evaluate"; }
+	echo "$out"
+	id=$(echo "$out" | sed -n 's/^run \([0-9]*\) (dev).*/\1/p')
+	assert_eq "$(echo "$out" | grep -c '── before')" 1 "paused once"
+	assert_match "$out" "── before evaluate" "before the named step"
+	assert_match "$out" "evaluate +\\| rows of run $id" "then ran it"
+
+	set +e
+	out=$(ferry dev run "$f" --break trian 2>&1); rc=$?
+	set -e
+	assert_eq "$rc" 2 "a --break that names no step"
+	assert_match "$out" "--break trian: .* has no step of that name \\(steps: prepare train evaluate\\)" "says which exist"
+}
