@@ -9,8 +9,8 @@
 -- run's context (params, workflow, no_cache).
 
 -- p_step (not NULL) claims that step only: `ferry dev run --step` lets one
--- step at a time go after the person said "run".
-DROP FUNCTION IF EXISTS ferry_claim(text, text, int, bigint, bigint);
+-- step at a time go after the person said "run" (migration 0013 dropped the
+-- five-argument form).
 CREATE OR REPLACE FUNCTION ferry_claim(p_owner text, p_host text, p_limit int, p_lease_ms bigint, p_run bigint,
                                        p_step bigint)
 RETURNS TABLE (step_id bigint, run_id bigint, name text, attempt int, kind text,
