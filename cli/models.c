@@ -111,6 +111,8 @@ static void print_versions(const struct ctx *x, const json_t *answer)
 		else
 			snprintf(run, sizeof(run), "%s", dash(x->cli));
 		snprintf(sha, sizeof(sha), "%.12s", jstr(art, "sha256", ""));
+		if (json_is_true(json_object_get(v, "dev")))
+			snprintf(run + strlen(run), sizeof(run) - strlen(run), " (dev)");
 		table_add(&t, (const char *const[]){jstr(v, "version", "?"), *al ? al : dash(x->cli), created, run,
 						     sha, *mt ? mt : dash(x->cli)});
 		free(al), free(mt);
@@ -131,7 +133,8 @@ static void print_version(const struct ctx *x, const json_t *v)
 	if (jtime(v, "created_at", &ms))
 		fmt_local(created, sizeof(created), ms, true);
 	printf("Model:     %s\n", jstr(v, "model", "?"));
-	printf("Version:   %s\n", jstr(v, "version", "?"));
+	printf("Version:   %s%s\n", jstr(v, "version", "?"),
+	       json_is_true(json_object_get(v, "dev")) ? " (dev: registered by a dev run; never takes an alias)" : "");
 	printf("Aliases:   %s\n", *al ? al : dash(x->cli));
 	printf("Created:   %s by %s\n", created, jstr(v, "actor", "?"));
 	printf("Artifact:  %s (%s, %lld bytes)\n", jstr(art, "name", "?"), jstr(art, "kind", "?"),

@@ -932,8 +932,9 @@ static void stop_jobs(struct engine *e)
 {
 	int64_t *steps = NULL;
 	int *atts = NULL, n = 0;
+	char **why = NULL;
 
-	if (store_stopping(&steps, &atts, &n, e->conn, e->owner) < 0) {
+	if (store_stopping(&steps, &atts, &why, &n, e->conn, e->owner) < 0) {
 		flog_error("looking for stopped runs: %s", ferry_error_last());
 		return;
 	}
@@ -942,11 +943,13 @@ static void stop_jobs(struct engine *e)
 		for (int i = 0; i < e->njobs; i++) {
 			struct exec_job *j = &e->jobs[i];
 			if (j->step_id == steps[k] && j->attempt == atts[k])
-				kill_job(e, j, OUTCOME_STOPPED, xstrdup("run stopped"));
+				kill_job(e, j, OUTCOME_STOPPED, xstrdup(why[k] ? why[k] : "run stopped"));
 		}
+		free(why[k]);
 	}
 	free(steps);
 	free(atts);
+	free(why);
 }
 
 /* Whether another daemon on this host, named by owner "host/pid/start", lives. */

@@ -531,7 +531,7 @@ int store_adopt(PGconn *conn, const char *owner, const struct store_orphan *o, i
 	return taken;
 }
 
-int store_stopping(int64_t **steps, int **attempts, int *n, PGconn *conn, const char *owner)
+int store_stopping(int64_t **steps, int **attempts, char ***reasons, int *n, PGconn *conn, const char *owner)
 {
 	const char *params[1] = {owner};
 	PGresult *res = NULL;
@@ -539,9 +539,14 @@ int store_stopping(int64_t **steps, int **attempts, int *n, PGconn *conn, const 
 
 	*steps = NULL;
 	*attempts = NULL;
+	*reasons = NULL;
 	*n = 0;
+	/* the step's reason says why its run stopped: "run stopped by ana", "dev session ended" */
 	if ((error = q(&res, conn,
-		       "SELECT a.step_id, a.attempt FROM attempts a "
+		       "SELECT a.step_id, a.attempt, "
+		       "       CASE WHEN r.reason LIKE 'stopped by %' THEN 'run ' || r.reason "
+		       "            ELSE coalesce(r.reason, 'run stopped') END "
+		       "FROM attempts a "
 		       "JOIN steps s ON s.id = a.step_id JOIN runs r ON r.id = s.run_id "
 		       "WHERE a.owner = $1 AND a.state = 'running' AND r.state = 'stopping'",
 		       1, params)) < 0)
@@ -550,9 +555,11 @@ int store_stopping(int64_t **steps, int **attempts, int *n, PGconn *conn, const 
 	if (rows > 0) {
 		*steps = xcalloc((size_t)rows, sizeof(int64_t));
 		*attempts = xcalloc((size_t)rows, sizeof(int));
+		*reasons = xcalloc((size_t)rows, sizeof(char *));
 		for (int i = 0; i < rows; i++) {
 			(*steps)[i] = intval(res, i, 0);
 			(*attempts)[i] = (int)intval(res, i, 1);
+			(*reasons)[i] = dupval(res, i, 2);
 		}
 	}
 	*n = rows;
@@ -1055,7 +1062,7 @@ int store_runs_list(char **out, PGconn *conn, const char *state, const char *wor
 		       "    AND ($5::bigint IS NULL OR id < $5) "
 		       "  ORDER BY id DESC LIMIT $4::int + 1) "
 		       "SELECT json_build_object('runs', coalesce((SELECT json_agg(json_build_object("
-		       "    'id', id, 'workflow', workflow_name, 'state', state, 'trigger', trigger, "
+		       "    'id', id, 'workflow', workflow_name, 'state', state, 'trigger', trigger, 'dev', trigger = 'dev', "
 		       "    'actor', actor, 'waiting', (SELECT coalesce(json_agg(w.name ORDER BY w.idx), '[]') "
 		       "      FROM steps w WHERE w.run_id = p.id AND w.state = 'waiting'), "
 		       "    'created_at', ferry_ts(created_at), "

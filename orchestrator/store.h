@@ -128,8 +128,12 @@ void store_orphans_free(struct store_orphan *v, int n);
 /* Takes an attempt over from prev_owner; 1 if taken, 0 if someone else did. */
 int store_adopt(PGconn *conn, const char *owner, const struct store_orphan *o, int64_t lease_ms);
 
-/* owner's running attempts whose run is stopping: parallel arrays, caller frees. */
-int store_stopping(int64_t **steps, int **attempts, int *n, PGconn *conn, const char *owner);
+/*
+ * owner's running attempts whose run is stopping, with the reason each
+ * killed step gets ("run stopped by ana", "dev session ended"): parallel
+ * arrays, the caller frees them (and each reason).
+ */
+int store_stopping(int64_t **steps, int **attempts, char ***reasons, int *n, PGconn *conn, const char *owner);
 
 /* ---- API side ---- */
 

@@ -14,7 +14,7 @@ LANGUAGE sql STABLE AS $$
 		'lineage', json_build_object('run', v.run_id, 'step', v.step, 'workflow', v.workflow,
 		                             'workflow_hash', v.workflow_hash,
 		                             'data_fingerprint', v.data_fingerprint),
-		'actor', v.actor, 'created_at', ferry_ts(v.created_at))
+		'dev', v.dev, 'actor', v.actor, 'created_at', ferry_ts(v.created_at))
 	FROM model_versions v JOIN models m ON m.id = v.model_id JOIN artifacts x ON x.sha256 = v.artifact
 	WHERE v.id = p_id
 $$;
@@ -30,14 +30,19 @@ DECLARE
 	v_vid bigint;
 	v_old text;
 	v_old_id bigint;
+	v_dev boolean;
 BEGIN
 	SELECT id INTO v_model FROM models WHERE name = p_model FOR UPDATE;
 	IF NOT FOUND THEN
 		RAISE EXCEPTION 'model "%" not found', p_model USING ERRCODE = 'P0002';
 	END IF;
-	SELECT id INTO v_vid FROM model_versions WHERE model_id = v_model AND version = p_version;
+	SELECT id, dev INTO v_vid, v_dev FROM model_versions WHERE model_id = v_model AND version = p_version;
 	IF NOT FOUND THEN
 		RAISE EXCEPTION 'model "%" has no version "%"', p_model, p_version USING ERRCODE = 'P0002';
+	END IF;
+	IF v_dev THEN
+		RAISE EXCEPTION 'version % of model "%" was registered by a dev run (ferry dev run): a dev version never takes an alias; register it from a real run',
+			p_version, p_model USING ERRCODE = '55000';
 	END IF;
 	IF p_alias !~ '^[A-Za-z][A-Za-z0-9_.-]{0,62}$' THEN
 		RAISE EXCEPTION 'alias "%" is not a name: a letter, then up to 62 letters, digits, _ . or -', p_alias
@@ -122,9 +127,9 @@ BEGIN
 	END IF;
 
 	INSERT INTO model_versions (model_id, major, minor, patch, artifact, artifact_name, source, metrics,
-	                            params, run_id, step, workflow, workflow_hash, data_fingerprint, actor)
+	                            params, run_id, step, workflow, workflow_hash, data_fingerprint, actor, dev)
 	VALUES (v_model, v_maj, v_min, v_pat, p_sha, p_name, p_source, p_metrics, p_params, p_run, p_step,
-	        v_wf, v_wf_hash, p_data_fp, v_actor)
+	        v_wf, v_wf_hash, p_data_fp, v_actor, coalesce(v_trigger = 'dev', false))
 	RETURNING id, model_versions.version INTO v_vid, v_version;
 	UPDATE models SET updated_at = now() WHERE id = v_model;
 	INSERT INTO model_events (model_id, version, actor, kind, detail)

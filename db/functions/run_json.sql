@@ -11,7 +11,7 @@ LANGUAGE plpgsql STABLE AS $$
 BEGIN
 	RETURN (SELECT json_build_object(
 		'id', r.id, 'workflow', r.workflow_name, 'workflow_hash', r.workflow_hash,
-		'state', r.state, 'trigger', r.trigger, 'actor', r.actor, 'params', r.params,
+		'state', r.state, 'trigger', r.trigger, 'dev', r.trigger = 'dev', 'actor', r.actor, 'params', r.params,
 		'reason', r.reason, 'metrics', r.metrics, 'no_cache', r.no_cache,
 		'waiting', (SELECT coalesce(json_agg(w.name ORDER BY w.idx), '[]')
 		            FROM steps w WHERE w.run_id = r.id AND w.state = 'waiting'),

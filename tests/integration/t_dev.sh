@@ -118,7 +118,7 @@ Y
 	[ "$ms" -le 5000 ] || fail "stopped ${ms} ms after the kill (lease 2000 ms)"
 	assert_eq "$(sql "SELECT reason FROM runs WHERE id = 1")" "dev session ended" "run reason"
 	assert_eq "$(sql "SELECT string_agg(name || '=' || state || ':' || coalesce(reason, ''), ' ' ORDER BY idx) FROM steps WHERE run_id = 1")" \
-		"long=stopped:run stopped after=stopped:dev session ended" "steps: the running one killed"
+		"long=stopped:dev session ended after=stopped:dev session ended" "steps: the running one killed"
 	for _ in $(seq 1 30); do kill -0 "$job" 2>/dev/null || break; sleep 0.1; done
 	kill -0 "$job" 2>/dev/null && fail "the dev run's job $job still runs"
 	assert_eq "$(sql "SELECT count(*) FROM events WHERE run_id = 1 AND kind = 'run.dev_session_ended'")" 1 "event"

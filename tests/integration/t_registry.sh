@@ -366,4 +366,20 @@ Y
 	api GET /api/v1/models/dr/versions/production
 	assert_eq "$(echo "$BODY" | json 'j["version"]')" 0.0.1 "production stays where the real run put it"
 	assert_eq "$(sql "SELECT count(*) FROM model_events WHERE alias IS NOT NULL")" 1 "no alias event from the dev run"
+	# marked dev everywhere, and it never takes an alias (so never the production baseline)
+	api GET /api/v1/models/dr/versions/0.0.2
+	assert_eq "$(echo "$BODY" | json 'j["dev"]')" true "the version is marked dev"
+	api GET /api/v1/models/dr/versions/0.0.1
+	assert_eq "$(echo "$BODY" | json 'j["dev"]')" false "a real run's is not"
+	assert_match "$(ferry models versions dr)" "0\.0\.2 .* [0-9]+ \(dev\)" "ferry models versions marks it"
+	api PUT /api/v1/models/dr/aliases/production '{"version": "0.0.2"}'
+	assert_eq "$CODE" 409 "a dev version takes no alias"
+	assert_match "$(echo "$BODY" | json 'j["error"]["message"]')" "version 0.0.2 of model \"dr\" was registered by a dev run" "says why"
+	dev=$(sql "SELECT run_id FROM model_versions WHERE version = '0.0.2'")
+	api GET "/api/v1/runs/$dev"
+	assert_eq "$(echo "$BODY" | json 'j["dev"]')" true "the run JSON says dev"
+	api GET "/api/v1/runs/$id"
+	assert_eq "$(echo "$BODY" | json 'j["dev"]')" false "a real run is not"
+	api GET "/api/v1/runs?trigger=dev"
+	assert_eq "$(echo "$BODY" | json '[r["dev"] for r in j["runs"]]')" "[true]" "the runs list too"
 }
