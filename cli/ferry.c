@@ -197,8 +197,7 @@ static int add_param(const struct ctx *x, json_t *params, const char *arg)
 	return 0;
 }
 
-/* The directory holding path, absolute; the caller frees it. */
-static char *abs_dir_of(const char *path)
+char *abs_dir_of(const char *path)
 {
 	char *real = realpath(path, NULL), *slash;
 
@@ -987,6 +986,20 @@ static const struct command commands[] = {
 	 "  -o, --output FORMAT   text (default) or json (GET /api/v1/cache)\n"
 	 "\nExample:\n  ferry cache\n",
 	 cmd_cache},
+	{"workflow", "Register a workflow with the daemon to run by name, or list them.",
+	 "ferry workflow register FILE [-o json]\n"
+	 "       ferry workflow list [-o json]",
+	 "Subcommands:\n"
+	 "  register    store FILE's version with ferryd, with FILE's directory as where\n"
+	 "              its runs run (ferry submit --workflow NAME, POST /runs\n"
+	 "              {\"workflow\": NAME}); registering it again from elsewhere moves it\n"
+	 "  list        registered versions, newest first, with their directories\n"
+	 "\nOptions:\n"
+	 "  -o, --output FORMAT   text (default) or json (the server's answer)\n"
+	 "\nExamples:\n"
+	 "  ferry workflow register workflows/digits.yaml\n"
+	 "  ferry submit --workflow digits --watch\n",
+	 cmd_workflow},
 	{"dev", "Run a workflow in-process on this machine, for debugging.",
 	 "ferry dev run FILE [--only STEP | --from STEP | --to STEP] [-p NAME=VALUE]...",
 	 "Runs the engine inside the ferry process on the embedded database; no daemon\n"
