@@ -430,8 +430,10 @@ static int looks_like_file(const char *w)
 /*
  * The relative file a command names (a word of cmd, not copied), or NULL:
  * argv[0] when it is a relative path, else an interpreter's script. An
- * option that takes code or a module (-c, -m, -e, -E, bundled like -ec,
- * --eval) means there is no script file; `--` ends the options.
+ * option that takes code or a module in one of the interpreters (-c, -m,
+ * -e, -E, bundled like -ec, --eval) ends the search, even where it means
+ * something else (bash -e): a file left unchecked fails later as it did,
+ * a file wrongly checked would refuse a good run. `--` ends the options.
  */
 static const char *command_file(const json_t *cmd)
 {
