@@ -248,7 +248,7 @@ static void h_runs_create(struct api *a, struct reply *r, PGconn *db, struct req
 	struct store_run_new rn;
 	cfg_errors errs = {0};
 	json_t *body = body_object(r, q), *params;
-	const char *trigger = NULL;
+	const char *trigger = NULL, *bad_field = NULL;
 	char *actor = NULL, idem_hash[65] = "";
 	int64_t id;
 	int error;
@@ -299,11 +299,12 @@ static void h_runs_create(struct api *a, struct reply *r, PGconn *db, struct req
 	}
 	if (rn.filename == NULL)
 		rn.filename = "<inline>";
+	rn.bad_field = &bad_field;
 	error = store_run_create(&id, db, &rn, &errs);
 	if (error == FERRY_EINVALID && errs.len > 0)
 		reply_error(r, 400, "invalid_workflow", "yaml", ferry_error_last(), &errs);
 	else if (error == FERRY_EINVALID)
-		reply_error(r, 400, "invalid_field", "params", ferry_error_last(), NULL);
+		reply_error(r, 400, "invalid_field", bad_field ? bad_field : "params", ferry_error_last(), NULL);
 	else if (error < 0)
 		reply_store_error(r, error);
 	else
@@ -384,10 +385,15 @@ out:
 	json_decref(body);
 }
 
+/*
+ * POST /workflows: {"yaml", "filename"?, "workdir"?}. workdir is where the
+ * workflow's files are (ferry workflow register sends the file's
+ * directory): runs of it by name run there.
+ */
 static void h_workflow_register(struct api *a, struct reply *r, PGconn *db, struct req *q)
 {
 	json_t *body = body_object(r, q);
-	const char *yaml = NULL, *filename = NULL;
+	const char *yaml = NULL, *filename = NULL, *workdir = NULL;
 	cfg_errors errs = {0};
 	char *json = NULL;
 	int error;
@@ -395,14 +401,19 @@ static void h_workflow_register(struct api *a, struct reply *r, PGconn *db, stru
 	(void)a;
 	if (body == NULL)
 		return;
-	if (opt_string(&yaml, r, body, "yaml") < 0 || opt_string(&filename, r, body, "filename") < 0)
+	if (opt_string(&yaml, r, body, "yaml") < 0 || opt_string(&filename, r, body, "filename") < 0 ||
+	    opt_string(&workdir, r, body, "workdir") < 0)
 		goto out;
 	if (yaml == NULL) {
 		reply_error(r, 400, "invalid_field", "yaml", "field \"yaml\" (the workflow text) is required", NULL);
 		goto out;
 	}
+	if (workdir && (workdir[0] != '/' || strstr(workdir, "/../") || !is_dir(workdir))) {
+		reply_error(r, 400, "invalid_field", "workdir", "field \"workdir\" must be an existing absolute directory", NULL);
+		goto out;
+	}
 	error = store_workflow_register(&json, db, yaml, json_string_length(json_object_get(body, "yaml")),
-					filename ? filename : "<inline>", &errs);
+					filename ? filename : "<inline>", workdir, &errs);
 	if (error == FERRY_EINVALID)
 		reply_error(r, 400, "invalid_workflow", "yaml", ferry_error_last(), &errs);
 	else if (error < 0)

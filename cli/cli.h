@@ -73,6 +73,10 @@ int report_request_error(const ferry_client *c, int rc);
 /* Opens the API client (*out is the caller's, client_free), or reports why not: FX_FAIL. */
 int open_client(ferry_client **out);
 
+/* The directory holding path, absolute and with links resolved; the caller frees it. NULL
+ * when path cannot be resolved. (ferry.c) */
+char *abs_dir_of(const char *path);
+
 /* Sleeps ms milliseconds, through signals. */
 void sleep_ms(int64_t ms);
 
@@ -89,5 +93,6 @@ int cmd_logs(const struct ctx *x, int argc, char **argv);  /* logs.c */
 int cmd_models(const struct ctx *x, int argc, char **argv); /* models.c */
 int cmd_cache(const struct ctx *x, int argc, char **argv); /* cache.c */
 int cmd_events(const struct ctx *x, int argc, char **argv); /* events.c */
+int cmd_workflow(const struct ctx *x, int argc, char **argv); /* workflow.c */
 
 #endif

@@ -197,8 +197,7 @@ static int add_param(const struct ctx *x, json_t *params, const char *arg)
 	return 0;
 }
 
-/* The directory holding path, absolute; the caller frees it. */
-static char *abs_dir_of(const char *path)
+char *abs_dir_of(const char *path)
 {
 	char *real = realpath(path, NULL), *slash;
 
@@ -885,7 +884,8 @@ static const struct command commands[] = {
 	 "Options:\n"
 	 "  -p, --param NAME=VALUE  set a workflow parameter (repeatable; sent as a string)\n"
 	 "  -w, --watch             follow the run until it ends; exit 1 if it fails\n"
-	 "      --workflow NAME     run a workflow registered with the daemon instead of FILE\n"
+	 "      --workflow NAME     run a workflow registered with the daemon instead of FILE,\n"
+	 "                          in the directory it was registered from (ferry workflow)\n"
 	 "      --no-cache          no step of this run comes from the step result cache\n"
 	 "  -o, --output FORMAT     text (default: the run id alone) or json (the run object;\n"
 	 "                          with --watch, the final run object)\n"
@@ -987,6 +987,20 @@ static const struct command commands[] = {
 	 "  -o, --output FORMAT   text (default) or json (GET /api/v1/cache)\n"
 	 "\nExample:\n  ferry cache\n",
 	 cmd_cache},
+	{"workflow", "Register a workflow with the daemon to run by name, or list them.",
+	 "ferry workflow register FILE [-o json]\n"
+	 "       ferry workflow list [-o json]",
+	 "Subcommands:\n"
+	 "  register    store FILE's version with ferryd, with FILE's directory as where\n"
+	 "              its runs run (ferry submit --workflow NAME, POST /runs\n"
+	 "              {\"workflow\": NAME}); registering it again from elsewhere moves it\n"
+	 "  list        registered versions, newest first, with their directories\n"
+	 "\nOptions:\n"
+	 "  -o, --output FORMAT   text (default) or json (the server's answer)\n"
+	 "\nExamples:\n"
+	 "  ferry workflow register workflows/digits.yaml\n"
+	 "  ferry submit --workflow digits --watch\n",
+	 cmd_workflow},
 	{"dev", "Run a workflow in-process on this machine, for debugging.",
 	 "ferry dev run FILE [--only STEP | --from STEP | --to STEP] [-p NAME=VALUE]...\n"
 	 "       ferry dev step RUN STEP [-- COMMAND...]",

@@ -8,9 +8,12 @@
  */
 #include "plan.h"
 
+#include <ctype.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "util.h"
 
@@ -381,6 +384,201 @@ out:
 		return error;
 	}
 	*out = p;
+	return FERRY_OK;
+}
+
+/* ---- the command files (run_plan_check_files) ---- */
+
+/* A word the plan could not settle: a template left for claim time, or a shell variable. */
+static int unsettled(const char *w)
+{
+	return strstr(w, "{{") != NULL || strchr(w, '$') != NULL;
+}
+
+/* Whether argv[0] is an interpreter whose first operand is a script file. */
+static int is_interpreter(const char *argv0)
+{
+	static const char *const names[] = {"sh", "bash", "python", "python3", "Rscript",
+					    "node", "perl", "ruby"};
+	const char *base = strrchr(argv0, '/') ? strrchr(argv0, '/') + 1 : argv0;
+	size_t i;
+
+	for (i = 0; i < sizeof(names) / sizeof(names[0]); i++)
+		if (strcmp(base, names[i]) == 0)
+			return 1;
+	/* python3.12 and the like */
+	if (strncmp(base, "python3.", 8) != 0 || base[8] == '\0')
+		return 0;
+	for (base += 8; *base; base++)
+		if (!isdigit((unsigned char)*base))
+			return 0;
+	return 1;
+}
+
+/* Whether an operand reads as a relative file: a '/' in it, or an extension (x.py, run.sh, a.R). */
+static int looks_like_file(const char *w)
+{
+	const char *dot = strrchr(w, '.');
+
+	if (w[0] == '\0' || w[0] == '/' || unsettled(w))
+		return 0;
+	if (strchr(w, '/'))
+		return 1;
+	return dot && dot != w && isalpha((unsigned char)dot[1]);
+}
+
+/*
+ * The relative file a command names (a word of cmd, not copied), or NULL:
+ * argv[0] when it is a relative path, else an interpreter's script. An
+ * option that takes code or a module in one of the interpreters (-c, -m,
+ * -e, -E, bundled like -ec, --eval) ends the search, even where it means
+ * something else (bash -e): a file left unchecked fails later as it did,
+ * a file wrongly checked would refuse a good run. `--` ends the options.
+ */
+static const char *command_file(const json_t *cmd)
+{
+	const char *a0 = json_string_value(json_array_get(cmd, 0)), *w = NULL;
+	size_t i, n = json_array_size(cmd);
+
+	if (a0 == NULL || unsettled(a0))
+		return NULL;
+	if (a0[0] != '/' && strchr(a0, '/'))
+		return a0;
+	if (!is_interpreter(a0))
+		return NULL;
+	for (i = 1; i < n; i++) {
+		w = json_string_value(json_array_get(cmd, i));
+		if (w == NULL)
+			return NULL;
+		if (strcmp(w, "--") == 0) {
+			w = json_string_value(json_array_get(cmd, i + 1));
+			break;
+		}
+		if (w[0] != '-' || w[1] == '\0')
+			break;
+		if (w[1] == '-') {
+			if (strncmp(w, "--eval", 6) == 0 || strncmp(w, "--print", 7) == 0 ||
+			    strncmp(w, "--command", 9) == 0)
+				return NULL;
+			continue;
+		}
+		if (strpbrk(w + 1, "cmeE"))
+			return NULL;
+	}
+	return i < n && w && looks_like_file(w) ? w : NULL;
+}
+
+/*
+ * The script of a one-string command (sh -c SCRIPT) as words, when it is one
+ * plain command line: nothing but words of letters, digits and _ . / = : , +
+ * - @ % between blanks, so it splits as the shell would. Else NULL.
+ */
+static json_t *plain_script_words(const json_t *cmd)
+{
+	int k = cfg_shell_script_index(cmd);
+	const char *script = k < 0 ? NULL : json_string_value(json_array_get(cmd, (size_t)k)), *c;
+	json_t *words;
+	size_t n;
+
+	if (script == NULL)
+		return NULL;
+	n = strlen(script);
+	while (n > 0 && strchr(" \t\n", script[n - 1]))
+		n--;
+	for (c = script; c < script + n; c++)
+		if (!isalnum((unsigned char)*c) && !strchr(" \t_./=:,+-@%", *c))
+			return NULL;
+	words = json_array();
+	for (c = script; c < script + n;) {
+		size_t len = strcspn(c, " \t");
+		if (c + len > script + n)
+			len = (size_t)(script + n - c);
+		if (len > 0)
+			json_array_append_new(words, json_stringn(c, len));
+		c += len;
+		c += strspn(c, " \t");
+	}
+	return words;
+}
+
+/* The relative file a step's command names, the caller's to free; or NULL. */
+static char *step_command_file(const json_t *cmd)
+{
+	const char *f = command_file(cmd);
+	json_t *words;
+	char *out;
+
+	if (f != NULL)
+		return xstrdup(f);
+	if ((words = plain_script_words(cmd)) == NULL)
+		return NULL;
+	f = command_file(words);
+	out = f ? xstrdup(f) : NULL;
+	json_decref(words);
+	return out;
+}
+
+int run_plan_check_files(const struct run_plan *p, const char *workdir)
+{
+	struct stat st;
+
+	/* a registered workflow's directory may have gone since it was registered */
+	if (workdir && (stat(workdir, &st) < 0 || !S_ISDIR(st.st_mode))) {
+		ferry_error_set("the run's working directory %s is not a directory on this machine; "
+				"register the workflow again from where its files are (ferry workflow "
+				"register FILE) or give \"workdir\"", workdir);
+		return FERRY_EINVALID;
+	}
+	for (size_t i = 0; i < p->nsteps; i++) {
+		const struct plan_step *s = &p->steps[i];
+		const char *wd = str_at(s->spec, "workdir"), *image = str_at(s->spec, "image");
+		char *dir, *path, *file;
+		int found;
+
+		if (!(s->kind->flags & SKF_JOB) || s->state == STEP_SKIPPED || s->reuse ||
+		    (image && strcmp(image, "host") != 0) || (wd && unsettled(wd)))
+			continue;
+		if ((file = step_command_file(json_object_get(s->spec, "command"))) == NULL)
+			continue;
+		if (wd == NULL && workdir == NULL) {
+			ferry_error_set("step \"%s\": command file %s is a relative path but the run has no "
+					"working directory (steps without one run in an empty attempt "
+					"directory); submit the workflow's file (ferry submit FILE), register "
+					"it from its directory (ferry workflow register FILE), give \"workdir\", "
+					"or set the step's workdir:", s->name, file);
+			free(file);
+			return FERRY_EINVALID;
+		}
+		if (wd && wd[0] != '/' && workdir == NULL) {
+			ferry_error_set("step \"%s\": command file %s is looked for under the step's "
+					"workdir: %s, which is relative, but the run has no working directory; "
+					"make the step's workdir: absolute, submit the workflow's file (ferry "
+					"submit FILE) or register it from its directory (ferry workflow "
+					"register FILE)", s->name, file, wd);
+			free(file);
+			return FERRY_EINVALID;
+		}
+		if (wd == NULL)
+			dir = xstrdup(workdir);
+		else if (wd[0] == '/')
+			dir = xstrdup(wd);
+		else
+			dir = xasprintf("%s/%s", workdir, wd);
+		path = xasprintf("%s/%s", dir, file);
+		found = access(path, F_OK) == 0;
+		if (!found && wd == NULL)
+			ferry_error_set("step \"%s\": command file %s not found in %s (the run's working "
+					"directory); set the step's workdir: or submit from the directory "
+					"that has it", s->name, file, dir);
+		else if (!found)
+			ferry_error_set("step \"%s\": command file %s not found in %s (the step's workdir: "
+					"%s); fix the step's workdir: or the command", s->name, file, dir, wd);
+		free(path);
+		free(dir);
+		free(file);
+		if (!found)
+			return FERRY_EINVALID;
+	}
 	return FERRY_OK;
 }
 

@@ -6,7 +6,8 @@
  * ({{params.X}}, {{run.id}}) and decides each step's initial state, so a
  * run is the same whoever creates it (the API, the CLI, dev mode, schedules,
  * triggers). It touches no database and no file: the store writes the plan
- * it is given (store_run_create), and unit tests exercise it alone.
+ * it is given (store_run_create), and unit tests exercise it alone. The one
+ * look at files, run_plan_check_files(), is separate and comes after.
  *
  * Kinds are looked up in the step-kind table (kind.h) and only their flags
  * are consulted: SKF_WAITS (enters waiting, never claimed), SKF_STAGES
@@ -94,6 +95,29 @@ struct run_plan {
  * On error *out is NULL. The same input always gives the same plan.
  */
 int run_plan_make(struct run_plan **out, const struct run_plan_in *in, cfg_errors *errs);
+
+/*
+ * Checks, on this machine, that the file each job step's command names is
+ * where the step will run, so a run that cannot start its commands is
+ * refused at submit rather than failing a step later. The directory is the
+ * one exec_local chooses: the step's workdir: (absolute, or under the
+ * run's), else the run's workdir; with neither it is the attempt
+ * directory, made empty at claim time, so no relative file can be there.
+ * The file is argv[0] when it is a relative path with a '/', or the script
+ * an interpreter (sh, bash, python, python3, python3.N, Rscript, node,
+ * perl, ruby) is given as its first operand when that looks like a file
+ * (a '/' or an extension); an option that takes code or a module (-c, -m,
+ * -e) ends the search. A one-string command (sh -c SCRIPT) is read the same
+ * way when SCRIPT is one plain command line (no quotes, variables,
+ * operators). Steps that will not run (skipped, reused), steps with an
+ * image other than "host" (their files are the image's) and words still
+ * holding a template or a shell variable are not checked. A workdir that
+ * is no directory here (a registered one since removed) is refused too;
+ * workdir may be NULL.
+ * Returns 0, or FERRY_EINVALID with a message naming the step, the path
+ * and what to do (the step's workdir:, where to submit from).
+ */
+int run_plan_check_files(const struct run_plan *p, const char *workdir);
 
 /* Frees a plan and everything in it; NULL is fine. */
 void run_plan_free(struct run_plan *p);

@@ -569,8 +569,12 @@ int store_stopping(int64_t **steps, int **attempts, char ***reasons, int *n, PGc
 
 /* ---- API side ---- */
 
-/* Loads the newest registered version of a workflow by name. */
-static int workflow_latest(json_t **spec, char **hash, char **yaml, PGconn *conn, const char *name)
+/*
+ * Loads the newest registered version of a workflow by name, and the
+ * directory it was registered from (*workdir NULL when none).
+ */
+static int workflow_latest(json_t **spec, char **hash, char **yaml, char **workdir, PGconn *conn,
+			   const char *name)
 {
 	const char *params[1] = {name};
 	PGresult *res = NULL;
@@ -578,18 +582,19 @@ static int workflow_latest(json_t **spec, char **hash, char **yaml, PGconn *conn
 	int error;
 
 	if ((error = q(&res, conn,
-		       "SELECT hash, yaml, spec FROM workflows WHERE name = $1 "
+		       "SELECT hash, yaml, spec, workdir FROM workflows WHERE name = $1 "
 		       "ORDER BY created_at DESC LIMIT 1", 1, params)) < 0)
 		return error;
 	if (PQntuples(res) == 0) {
 		PQclear(res);
-		ferry_error_set("workflow \"%s\" is not registered (POST /api/v1/workflows first, "
-				"or send its YAML)", name);
+		ferry_error_set("workflow \"%s\" is not registered (ferry workflow register FILE, or "
+				"POST /api/v1/workflows, first; or send its YAML)", name);
 		return FERRY_ENOTFOUND;
 	}
 	*hash = xstrdup(PQgetvalue(res, 0, 0));
 	*yaml = xstrdup(PQgetvalue(res, 0, 1));
 	*spec = json_loads(PQgetvalue(res, 0, 2), 0, &jerr);
+	*workdir = dupval(res, 0, 3);
 	PQclear(res);
 	return *spec ? FERRY_OK : FERRY_ERROR;
 }
@@ -936,21 +941,27 @@ int store_dev_expire(int *stopped, PGconn *conn, const char *actor)
 	return FERRY_OK;
 }
 
-int store_run_create(int64_t *out_id, PGconn *conn, const struct store_run_new *rn,
+int store_run_create(int64_t *out_id, PGconn *conn, const struct store_run_new *rn_in,
 		     cfg_errors *errs)
 {
+	struct store_run_new run = *rn_in;
+	const struct store_run_new *rn = &run;
 	struct run_plan_in in;
 	struct run_plan *plan = NULL;
 	json_t *spec = NULL;
-	char *hash = NULL, *yaml = NULL;
+	char *hash = NULL, *yaml = NULL, *reg_workdir = NULL;
 	int64_t id = 0, src = 0;
 	int error, in_tx = 0;
 
 	*out_id = 0;
 	if (rn->idem_key && (error = idem_lookup(out_id, conn, rn->idem_key, rn->idem_hash)) != 0)
 		goto out; /* 1: the run made with this key; or a conflict */
-	if (rn->yaml == NULL && (error = workflow_latest(&spec, &hash, &yaml, conn, rn->workflow)) < 0)
+	if (rn->yaml == NULL &&
+	    (error = workflow_latest(&spec, &hash, &yaml, &reg_workdir, conn, rn->workflow)) < 0)
 		goto out;
+	/* a run by name runs where the workflow was registered from, unless told otherwise */
+	if (run.workdir == NULL)
+		run.workdir = reg_workdir;
 	if ((error = run_id_reserve(&id, conn)) < 0)
 		goto out;
 	memset(&in, 0, sizeof(in));
@@ -967,6 +978,11 @@ int store_run_create(int64_t *out_id, PGconn *conn, const struct store_run_new *
 	in.run_id = id;
 	if ((error = run_plan_make(&plan, &in, errs)) < 0)
 		goto out;
+	if ((error = run_plan_check_files(plan, rn->workdir)) < 0) {
+		if (rn->bad_field)
+			*rn->bad_field = "workdir";
+		goto out;
+	}
 
 	if ((error = tx(conn, "BEGIN")) < 0)
 		goto out;
@@ -1010,7 +1026,7 @@ out:
 		*out_id = 0;
 	run_plan_free(plan);
 	json_decref(spec);
-	free(hash), free(yaml);
+	free(hash), free(yaml), free(reg_workdir);
 	return error;
 }
 
@@ -1103,7 +1119,7 @@ int store_run_retry(PGconn *conn, int64_t id, const char *from, const char *acto
 }
 
 int store_workflow_register(char **out, PGconn *conn, const char *yaml, size_t len,
-			    const char *filename, cfg_errors *errs)
+			    const char *filename, const char *workdir, cfg_errors *errs)
 {
 	json_t *spec = NULL;
 	char hash[65], *spec_txt = NULL, *y = NULL;
@@ -1118,13 +1134,19 @@ int store_workflow_register(char **out, PGconn *conn, const char *yaml, size_t l
 	spec_txt = json_dumps(spec, JSON_COMPACT);
 	y = xstrndup(yaml, len);
 	{
-		const char *p[4] = {hash, json_string_value(json_object_get(spec, "name")), y, spec_txt};
+		/* xmax = 0 tells a row just inserted from one the conflict updated */
+		const char *p[5] = {hash, json_string_value(json_object_get(spec, "name")), y, spec_txt,
+				    workdir};
 		error = q(&res, conn,
-			  "WITH i AS (INSERT INTO workflows (hash, name, yaml, spec) VALUES ($1, $2, $3, $4) "
-			  "           ON CONFLICT (hash) DO NOTHING RETURNING created_at) "
+			  "WITH i AS (INSERT INTO workflows (hash, name, yaml, spec, workdir) "
+			  "           VALUES ($1, $2, $3, $4, $5) "
+			  "           ON CONFLICT (hash) DO UPDATE SET workdir = EXCLUDED.workdir, "
+			  "                                            created_at = now() "
+			  "           RETURNING xmax = 0 AS inserted) "
 			  "SELECT json_build_object('name', $2::text, 'hash', $1::text, "
-			  "       'created', EXISTS (SELECT 1 FROM i), 'steps', jsonb_array_length($4::jsonb -> 'steps'))",
-			  4, p);
+			  "       'created', (SELECT inserted FROM i), 'workdir', $5::text, "
+			  "       'steps', jsonb_array_length($4::jsonb -> 'steps'))",
+			  5, p);
 	}
 	if (error == FERRY_OK)
 		*out = xstrdup(PQgetvalue(res, 0, 0));
@@ -1242,7 +1264,8 @@ int store_workflows_list(char **out, PGconn *conn)
 	if ((error = q(&res, conn,
 		       "SELECT json_build_object('workflows', coalesce(json_agg(json_build_object("
 		       "  'name', name, 'hash', hash, 'steps', jsonb_array_length(spec -> 'steps'), "
-		       "  'created_at', ferry_ts(created_at)) ORDER BY created_at DESC), '[]')) FROM workflows",
+		       "  'workdir', workdir, 'created_at', ferry_ts(created_at)) ORDER BY created_at DESC), "
+		       "  '[]')) FROM workflows",
 		       0, NULL)) < 0)
 		return error;
 	*out = xstrdup(PQgetvalue(res, 0, 0));

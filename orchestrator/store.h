@@ -145,7 +145,8 @@ struct store_run_new {
 	const char *yaml;     /* workflow text, or NULL with workflow set */
 	size_t yaml_len;
 	const char *filename; /* for messages */
-	const char *workflow; /* name of a registered workflow (its newest version) */
+	const char *workflow; /* name of a registered workflow (its newest version); the run
+	                       * runs in its registered directory when workdir is NULL */
 	const json_t *params; /* object or NULL */
 	const char *trigger;  /* api, cli, dev, schedule, data, bench */
 	const char *actor;
@@ -161,6 +162,9 @@ struct store_run_new {
 	int64_t *reused_from;  /* where to write the run reused (0: none), or NULL */
 	int64_t dev_lease_ms;  /* > 0: a dev session's lease on the run, renewed by
 	                        * store_dev_lease_renew (dev runs only) */
+	const char **bad_field; /* where to write the request field a FERRY_EINVALID is
+	                         * about when it is not the YAML nor the params
+	                         * ("workdir": a command's file is not there), or NULL */
 };
 
 /*
@@ -169,7 +173,10 @@ struct store_run_new {
  * runs sequence, plans the run with it (run_plan_make: parse, validate,
  * render, initial states; no SQL) and writes the plan in one transaction:
  * workflow version, run, steps with their waits/restage flags, edges, the
- * run.created event. Invalid YAML: FERRY_EINVALID with errs filled; other
+ * run.created event. Before writing, the files the steps' commands name
+ * are looked for where the steps will run (run_plan_check_files): one
+ * missing is FERRY_EINVALID with *bad_field "workdir". Invalid YAML:
+ * FERRY_EINVALID with errs filled; other
  * bad input: FERRY_EINVALID or FERRY_ENOTFOUND with the message in
  * ferry_error_last(); nothing stored (an id may have been taken from the
  * sequence). With an idempotency key already used (checked before
@@ -225,9 +232,15 @@ int store_run_stop(char **state_out, PGconn *conn, int64_t id, const char *actor
  */
 int store_run_retry(PGconn *conn, int64_t id, const char *from, const char *actor, int no_cache);
 
-/* Stores a workflow version; *out is {"name","hash","created"} JSON text. */
+/*
+ * Stores a workflow version registered from directory workdir (NULL: none)
+ * and makes it its name's newest: registering content already stored (from
+ * another directory, say) records this workdir and moves it to the front.
+ * *out is {"name","hash","created","steps","workdir"} JSON text, created
+ * false for such a re-registration.
+ */
 int store_workflow_register(char **out, PGconn *conn, const char *yaml, size_t len,
-			    const char *filename, cfg_errors *errs);
+			    const char *filename, const char *workdir, cfg_errors *errs);
 
 /* {"events":[…]} of a run, oldest first, after event id after (0: all). */
 int store_run_events(char **out, PGconn *conn, int64_t id, int64_t after);
@@ -244,7 +257,8 @@ int store_step_continue(PGconn *conn, int64_t run, const char *step, const char 
  * Prometheus text format to the growing buffer *buf. */
 int store_metrics(char **buf, size_t *len, size_t *cap, PGconn *conn);
 
-/* {"workflows":[{name, hash, steps, created_at}]} newest first. */
+/* {"workflows":[{name, hash, steps, workdir, created_at}]} newest first (created_at is
+ * when the version was last registered). */
 int store_workflows_list(char **out, PGconn *conn);
 
 /* A trivial round trip: 0 while the database answers. */

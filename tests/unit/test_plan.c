@@ -1,8 +1,9 @@
 /*
  * Unit tests for plan: a run planned without a database — initial states
  * (chain, diamond, a gate first), dev subsets, params, rendered templates,
- * which steps are handed their ancestors, the kind flags, bad YAML, and the
- * same plan every time (from YAML or from a registered spec).
+ * which steps are handed their ancestors, the kind flags, bad YAML, the
+ * same plan every time (from YAML or from a registered spec), and the
+ * submit-time look for the files commands name (run_plan_check_files).
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -14,7 +15,12 @@
 
 #include <cmocka.h>
 
+#include <limits.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include "plan.h"
+#include "util.h"
 
 /* Plans yaml as "w.yaml" for run 42; the plan must come out. */
 static struct run_plan *plan_sub(const char *yaml, const json_t *params, const char *only,
@@ -486,6 +492,169 @@ static void test_plan__deterministic_and_registered(void **state)
 	run_plan_free(p3);
 }
 
+static const char *const scratch_files[] = {"train.py", "bin/run.sh", "sub/prep.sh"};
+static const char *const scratch_dirs[] = {"bin", "sub"};
+
+/* A scratch directory with train.py, bin/run.sh and sub/prep.sh in it. */
+static char *files_dir(void)
+{
+	char *dir = xstrdup("/tmp/ferry-plan-XXXXXX"), *p;
+	size_t i;
+
+	assert_non_null(mkdtemp(dir));
+	for (i = 0; i < sizeof(scratch_dirs) / sizeof(scratch_dirs[0]); i++) {
+		p = xasprintf("%s/%s", dir, scratch_dirs[i]);
+		assert_int_equal(mkdir(p, 0755), 0);
+		free(p);
+	}
+	for (i = 0; i < sizeof(scratch_files) / sizeof(scratch_files[0]); i++) {
+		FILE *f;
+		p = xasprintf("%s/%s", dir, scratch_files[i]);
+		assert_non_null(f = fopen(p, "w"));
+		fclose(f);
+		free(p);
+	}
+	return dir;
+}
+
+static void files_dir_remove(char *dir)
+{
+	size_t i;
+
+	for (i = 0; i < sizeof(scratch_files) / sizeof(scratch_files[0]); i++) {
+		char *p = xasprintf("%s/%s", dir, scratch_files[i]);
+		unlink(p);
+		free(p);
+	}
+	for (i = 0; i < sizeof(scratch_dirs) / sizeof(scratch_dirs[0]); i++) {
+		char *p = xasprintf("%s/%s", dir, scratch_dirs[i]);
+		rmdir(p);
+		free(p);
+	}
+	rmdir(dir);
+	free(dir);
+}
+
+/* Plans a one-step workflow with the given step body and checks its files in workdir. */
+static int check_step(char **msg, const char *body, const char *workdir, const char *only)
+{
+	char *yaml = xasprintf("name: f\nsteps:\n  - {name: a, command: [echo]}\n"
+			       "  - {name: s, needs: [a], %s}\n", body);
+	struct run_plan *p = plan_sub(yaml, NULL, only, NULL, NULL);
+	int rc = run_plan_check_files(p, workdir);
+
+	*msg = xstrdup(rc < 0 ? ferry_error_last() : "");
+	run_plan_free(p);
+	free(yaml);
+	return rc;
+}
+
+static void assert_check_ok(const char *body, const char *workdir)
+{
+	char *msg = NULL;
+
+	if (check_step(&msg, body, workdir, NULL) != 0)
+		fail_msg("%s: unexpected: %s", body, msg);
+	free(msg);
+}
+
+/* The check fails for body; the message must hold each of the want strings. */
+static void assert_check_fails(const char *body, const char *workdir, const char *want1,
+			       const char *want2)
+{
+	char *msg = NULL;
+
+	if (check_step(&msg, body, workdir, NULL) != FERRY_EINVALID)
+		fail_msg("%s: passed the check", body);
+	if (strstr(msg, want1) == NULL || (want2 && strstr(msg, want2) == NULL))
+		fail_msg("%s: message \"%s\" lacks \"%s\" or \"%s\"", body, msg, want1,
+			 want2 ? want2 : "");
+	if (strstr(msg, "workdir") == NULL || strstr(msg, "step \"s\"") == NULL)
+		fail_msg("%s: message \"%s\" names neither the step nor workdir", body, msg);
+	free(msg);
+}
+
+static void test_plan__command_files(void **state)
+{
+	char *dir = files_dir(), *sub, *msg = NULL, *gone;
+
+	(void)state;
+	sub = xasprintf("%s/sub", dir);
+	/* the files are there: argv[0] paths, interpreter scripts, one-line shell strings */
+	assert_check_ok("command: [python3, train.py]", dir);
+	assert_check_ok("command: [python3, -u, train.py, --C, '0.5']", dir);
+	assert_check_ok("command: [/usr/bin/python3.11, ./train.py]", dir);
+	assert_check_ok("command: [./bin/run.sh, x]", dir);
+	assert_check_ok("command: [bin/run.sh]", dir);
+	assert_check_ok("command: 'python3 train.py --C 0.5'", dir);
+	assert_check_ok("command: [sh, prep.sh], workdir: sub", dir);
+	{
+		char *body = xasprintf("command: [sh, prep.sh], workdir: %s", sub);
+		assert_check_ok(body, dir);
+		assert_check_ok(body, NULL); /* an absolute step workdir needs no run workdir */
+		free(body);
+	}
+	/* nothing to look for: code, modules, plain programs, shell lines, unsettled words */
+	assert_check_ok("command: [python3, -c, 'import nope']", dir);
+	assert_check_ok("command: [python3, -m, nope.train]", dir);
+	assert_check_ok("command: [bash, -ec, 'nope.sh']", dir);
+	assert_check_ok("command: [perl, -e, 'print 1']", dir);
+	assert_check_ok("command: [node, --eval, 'x.js']", dir);
+	assert_check_ok("command: [echo, nope.py]", dir);
+	assert_check_ok("command: [python3, /abs/nope.py]", dir);
+	assert_check_ok("command: [python3, -W, ignore, nope.py]", dir);
+	assert_check_ok("command: 'python3 nope.py | tee log'", dir);
+	assert_check_ok("command: 'python3 \"$F\"'", dir);
+	assert_check_ok("command: [python3, '$HOME/nope.py']", dir);
+	assert_check_ok("command: [python3, '{{steps.a.outputs.x}}']", dir);
+	assert_check_ok("command: [python3, nope.py], workdir: '{{steps.a.outputs.d}}'", dir);
+	assert_check_ok("command: [echo, hi]", NULL);
+	assert_check_ok("command: [sh, -c, 'echo hi']", NULL);
+	/* a step left out of a dev subset is not looked at */
+	assert_int_equal(check_step(&msg, "command: [python3, nope.py]", dir, "a"), 0);
+	free(msg);
+
+	/* missing: the message names the step, the file, the directory and workdir: */
+	assert_check_fails("command: [python3, nope.py]", dir, "command file nope.py not found in ", dir);
+	assert_check_fails("command: [python3.12, -u, nope.py]", dir, "nope.py", "run's working directory");
+	assert_check_fails("command: [Rscript, nope.R]", dir, "nope.R", NULL);
+	assert_check_fails("command: [./bin/nope.sh]", dir, "./bin/nope.sh", NULL);
+	assert_check_fails("command: [python3, --, nope.py]", dir, "nope.py", NULL);
+	assert_check_fails("command: 'python3 nope.py --C 0.5'", dir, "nope.py", NULL);
+	assert_check_fails("command: [sh, train.py], workdir: sub", dir, sub, "step's workdir: sub");
+	assert_check_fails("command: [python3, train.py]", NULL, "train.py", "no working directory");
+	assert_check_fails("command: [sh, prep.sh], workdir: sub", NULL, "prep.sh", "no working directory");
+	/* a registered workflow's directory that has gone since */
+	gone = xasprintf("%s/gone", dir);
+	assert_int_equal(check_step(&msg, "command: [echo, hi]", gone, NULL), FERRY_EINVALID);
+	assert_non_null(strstr(msg, gone));
+	free(msg);
+	free(gone);
+	free(sub);
+	files_dir_remove(dir);
+}
+
+/* The shipped workflows pass the check from their own directory. */
+static void test_plan__command_files_of_shipped_workflows(void **state)
+{
+	static const char *const files[] = {"workflows/hello.yaml", "workflows/digits.yaml"};
+	char dir[PATH_MAX];
+
+	(void)state;
+	assert_non_null(realpath("workflows", dir));
+	for (size_t i = 0; i < sizeof(files) / sizeof(files[0]); i++) {
+		char *yaml = NULL;
+		struct run_plan *p;
+
+		assert_int_equal(file_read(&yaml, NULL, files[i]), 0);
+		p = plan_ok(yaml);
+		if (run_plan_check_files(p, dir) != 0)
+			fail_msg("%s: %s", files[i], ferry_error_last());
+		run_plan_free(p);
+		free(yaml);
+	}
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -498,6 +667,8 @@ int main(void)
 		cmocka_unit_test(test_plan__ancestors),
 		cmocka_unit_test(test_plan__bad_yaml),
 		cmocka_unit_test(test_plan__deterministic_and_registered),
+		cmocka_unit_test(test_plan__command_files),
+		cmocka_unit_test(test_plan__command_files_of_shipped_workflows),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
