@@ -346,9 +346,9 @@ static void check_dup_keys(struct ctx *c)
  * keys that are not strings or not known (with a suggestion). Returns false,
  * after an error, when n is not a mapping.
  */
-static bool map_fields(struct ctx *c, const yaml_node_t *n, const char *what,
-		       const char *const *keys, size_t nkeys, const yaml_node_t **vals,
-		       const yaml_node_t **keyn)
+bool cfg_map_fields(struct ctx *c, const yaml_node_t *n, const char *what,
+		    const char *const *keys, size_t nkeys, const yaml_node_t **vals,
+		    const yaml_node_t **keyn)
 {
 	const yaml_node_t *key, *val;
 	size_t k = 0, j;
@@ -360,6 +360,7 @@ static bool map_fields(struct ctx *c, const yaml_node_t *n, const char *what,
 	while (cfg_next_pair(c, n, &k, &key, &val)) {
 		const char *s = cfg_text(c, key, "a key"), *hint = NULL;
 		struct sbuf known = {0};
+		size_t best;
 
 		for (j = 0; s != NULL && j < nkeys && strcmp(s, keys[j]) != 0; j++)
 			;
@@ -370,10 +371,13 @@ static bool map_fields(struct ctx *c, const yaml_node_t *n, const char *what,
 				keyn[j] = key;
 			continue;
 		}
-		for (j = 0; j < nkeys; j++) {
+		for (j = 0, best = 3; j < nkeys; j++) {
 			size_t d = edit_distance(s, keys[j]);
-			if (hint == NULL && d <= 2 && d < strlen(keys[j]))
+			/* the nearest known key, if it is near: "gpu" is "gpus", not "cpus" */
+			if (d < best && d < strlen(keys[j])) {
 				hint = keys[j];
+				best = d;
+			}
 			cfg_sb_addf(&known, "%s%s", j ? ", " : "", keys[j]);
 		}
 		if (hint != NULL)
@@ -516,7 +520,7 @@ static void parse_params(struct ctx *c, const yaml_node_t *n)
 		if (val->type == YAML_SCALAR_NODE) {
 			def = val;
 		} else if (val->type == YAML_MAPPING_NODE) {
-			if (map_fields(c, val, "parameter", param_keys, NELEM(param_keys), v, NULL)) {
+			if (cfg_map_fields(c, val, "parameter", param_keys, NELEM(param_keys), v, NULL)) {
 				def = v[PK_DEFAULT];
 				if (present(v[PK_DESC]))
 					(void)cfg_text(c, v[PK_DESC], "a parameter description");
@@ -667,7 +671,7 @@ static json_t *parse_retry(struct ctx *c, const yaml_node_t *n)
 
 	if (present(n) && n->type == YAML_SCALAR_NODE) {
 		limit = retry_limit(c, n);
-	} else if (present(n) && map_fields(c, n, "retry", retry_keys, NELEM(retry_keys), v, NULL)) {
+	} else if (present(n) && cfg_map_fields(c, n, "retry", retry_keys, NELEM(retry_keys), v, NULL)) {
 		if (present(v[0]))
 			limit = retry_limit(c, v[0]);
 		backoff = duration_field(c, v[1], "retry backoff", backoff);
@@ -713,7 +717,7 @@ static json_t *parse_step(struct ctx *c, size_t i, const yaml_node_t *n)
 			 ntype(n));
 		return js;
 	}
-	if (!map_fields(c, n, "step", cfg_step_keys, SK_N, v, keys) || c->over)
+	if (!cfg_map_fields(c, n, "step", cfg_step_keys, SK_N, v, keys) || c->over)
 		return js;
 	if (v[SK_NAME] == NULL)
 		err_node(c, n, "step is missing required key \"name\"");
@@ -737,12 +741,7 @@ static json_t *parse_step(struct ctx *c, size_t i, const yaml_node_t *n)
 	json_object_set_new(js, "command", parse_command(c, i, v[SK_COMMAND], n,
 							 kind == NULL || kind->command == SKC_REQUIRED));
 	json_object_set_new(js, "env", parse_env(c, i, v[SK_ENV]));
-	s = "host";
-	if (present(v[SK_IMAGE]) && (s = cfg_text(c, v[SK_IMAGE], "image")) != NULL &&
-	    strcmp(s, "host") != 0)
-		err_node(c, v[SK_IMAGE], "image %s: only \"host\" is supported until the container "
-			 "executor lands", cfg_q(c, s));
-	json_object_set_new(js, "image", json_string("host"));
+	cfg_placement_fields(c, kind, v, js);
 	json_object_set_new(js, "workdir", parse_workdir(c, i, v[SK_WORKDIR]));
 	json_object_set_new(js, "timeout_ms",
 			    json_integer(duration_field(c, v[SK_TIMEOUT], "timeout", 0)));
@@ -976,7 +975,7 @@ static json_t *check_workflow(struct ctx *c, const yaml_node_t *root)
 			 ntype(root));
 		return spec;
 	}
-	map_fields(c, root, "top-level", top_keys, TK_N, v, NULL);
+	cfg_map_fields(c, root, "top-level", top_keys, TK_N, v, NULL);
 	if (v[TK_NAME] == NULL)
 		err_node(c, root, "missing required key \"name\"");
 	else if ((s = cfg_text(c, v[TK_NAME], "name")) != NULL && !cfg_name_ok(s))

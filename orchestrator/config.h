@@ -73,6 +73,13 @@ int cfg_workflow_parse(json_t **out, char hash_out[65], const char *yaml,
 int cfg_duration_parse(const char *s, int64_t *out_ms);
 
 /*
+ * A memory size ("512Mi", "2Gi", "1G", "1048576": a whole or decimal
+ * number and an optional unit K, Ki, M, Mi, G, Gi, T, Ti; none is bytes) in
+ * MiB, rounded up; -1 when malformed or out of range.
+ */
+int64_t cfg_memory_mb(const char *s);
+
+/*
  * Resolves a run's parameters against spec["params"]: given is a JSON object
  * (values string, number or boolean; NULL means none). Fills defaults,
  * rejects unknown names and missing required ones (FERRY_EINVALID, message

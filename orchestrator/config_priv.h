@@ -200,6 +200,23 @@ int cfg_shq_quote(struct sbuf *b, struct cfg_shq *q, const char *v);
 const struct step_kind *cfg_kind_parse(struct ctx *c, const yaml_node_t *n, const char **name);
 
 /*
+ * Looks up the known keys of mapping n: vals[i] is the value of keys[i] or
+ * NULL, and so is keyn[i] (when keyn is not NULL) for the key node. Reports
+ * keys that are not strings or not known (with a suggestion). Returns false,
+ * after an error, when n is not a mapping.
+ */
+bool cfg_map_fields(struct ctx *c, const yaml_node_t *n, const char *what,
+		    const char *const *keys, size_t nkeys, const yaml_node_t **vals,
+		    const yaml_node_t **keyn);
+
+/*
+ * Where and how a step's job runs (config_placement.c): executor, image,
+ * resources and network from vals (indexed by SK_) into its spec js.
+ */
+void cfg_placement_fields(struct ctx *c, const struct step_kind *kind, const yaml_node_t *const *vals,
+			  json_t *js);
+
+/*
  * Parses the kind keys of step i (keys[k] and vals[k] are the key and value
  * nodes of cfg_step_keys[k], or NULL) into its spec js: cache, gate, model,
  * dataset, labels, webhook, on_timeout, artifact, version, aliases, each

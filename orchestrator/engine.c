@@ -479,8 +479,8 @@ static void poll_jobs(struct engine *e, int64_t now)
 			i++;
 		}
 	}
-	if (chld && e->type->tick)
-		e->type->tick();
+	if (chld)
+		exec_tick_all();
 }
 
 static void kill_job(struct engine *e, struct exec_job *j, enum attempt_outcome outcome, char *reason)
@@ -852,7 +852,16 @@ static void start_job(struct engine *e, struct store_claim *c, char *key)
 {
 	struct exec_job *j = new_job(e);
 	struct exec_status st = {.exit_code = -1};
-	int rc = e->type->start(j, c, e->home, EXEC_ONESHOT, &st);
+	const struct exec_type *t = exec_type_for(c->spec, e->type);
+	const char *image = json_string_value(json_object_get(c->spec, "image"));
+	int rc;
+
+	if (t != NULL && image != NULL && strcmp(image, "host") != 0 && (t->flags & EXF_IMAGES) == 0) {
+		ferry_error_set("image \"%s\" needs an executor that runs images (executor: podman, "
+				"docker or slurm); this daemon's default is %s", image, t->name);
+		t = NULL;
+	}
+	rc = t ? t->start(j, c, e->home, EXEC_ONESHOT, &st) : FERRY_EINVALID;
 
 	if (rc < 0) {
 		flog_error("run %lld step %s: cannot start: %s", (long long)c->run_id, c->name,
@@ -864,11 +873,11 @@ static void start_job(struct engine *e, struct store_claim *c, char *key)
 		ended_at_start(e, c, &st, key);
 		exec_job_dispose(j);
 	} else {
-		j->type = e->type;
+		j->type = t;
 		j->ctx = job_ctx(c->kind, c->spec, c->workdir, c->inputs, c->run, key);
-		flog_debug("run %lld step %s attempt %d: started pid %d", (long long)j->run_id,
-			   j->name, j->attempt, (int)j->pid);
-		push_record(e, j->step_id, j->attempt, e->type->name,
+		flog_debug("run %lld step %s attempt %d: started on %s", (long long)j->run_id,
+			   j->name, j->attempt, t->name);
+		push_record(e, j->step_id, j->attempt, t->name,
 			    j->handle ? json_dumps(j->handle, JSON_COMPACT) : NULL,
 			    j->dir ? xstrdup(j->dir) : NULL);
 		e->njobs++;

@@ -41,6 +41,28 @@ const struct exec_type *exec_type_find(const char *name)
 	return NULL;
 }
 
+const struct exec_type *exec_type_for(const json_t *spec, const struct exec_type *dflt)
+{
+	const char *name = json_string_value(json_object_get(spec, "executor"));
+	const struct exec_type *t;
+
+	if (name == NULL)
+		return dflt;
+	if ((t = exec_type_find(name)) == NULL)
+		ferry_error_set("the step's executor \"%s\" is not known to this daemon", name);
+	return t;
+}
+
+void exec_tick_all(void)
+{
+	for (size_t i = 0; i < sizeof(builtin) / sizeof(builtin[0]); i++)
+		if (builtin[i]->tick)
+			builtin[i]->tick();
+	for (int i = 0; i < nextra; i++)
+		if (extra[i]->tick)
+			extra[i]->tick();
+}
+
 int exec_type_register(const struct exec_type *t)
 {
 	if (exec_type_find(t->name) != NULL) {

@@ -68,6 +68,7 @@ struct exec_sample {
 enum exec_type_flag {
 	EXF_NO_SLOTS = 1u << 0, /* its jobs take no slot of max_jobs (they end at once: noop) */
 	EXF_NO_DIR = 1u << 1,   /* it writes nothing under the attempt directory */
+	EXF_IMAGES = 1u << 2,   /* it runs a step's image (containers): image: other than host */
 };
 
 /* A job's kind of life. */
@@ -118,6 +119,16 @@ const struct exec_type *exec_type_find(const char *name);
 
 /* Adds a type (tests, plug-ins); FERRY_ECONFLICT when the name is taken. */
 int exec_type_register(const struct exec_type *t);
+
+/*
+ * The type that runs a step with spec: its "executor", else dflt (the
+ * daemon's default). NULL when the spec names a type that is not
+ * registered (the message set).
+ */
+const struct exec_type *exec_type_for(const json_t *spec, const struct exec_type *dflt);
+
+/* Calls every type's tick hook (strays of each kind of job). */
+void exec_tick_all(void);
 
 /* "local, noop": the known names, for messages; the caller frees it. */
 char *exec_type_names(void);

@@ -147,7 +147,8 @@ static void test_config__valid_fan_out_fan_in(void **state)
 		"{\"name\":\"train-a\",\"kind\":\"run\",\"needs\":[\"prep\"],"
 		"\"command\":[\"python\",\"train.py\",\"--epochs={{params.epochs}}\"],"
 		"\"env\":{\"RUN\":\"{{ run.id }}\",\"DATA\":\"{{ steps.prep.outputs.path }}\"},"
-		"\"image\":\"host\",\"workdir\":null,\"timeout_ms\":5400000,"
+		"\"executor\":null,\"image\":\"host\",\"resources\":null,\"network\":null,"
+		"\"workdir\":null,\"timeout_ms\":5400000,"
 		"\"retry\":{\"limit\":0,\"backoff_ms\":1000,\"max_backoff_ms\":300000},"
 		"\"cache\":false,\"gate\":[],\"model\":null,\"dataset\":null,\"labels\":null,"
 		"\"webhook\":null,\"on_timeout\":\"fail\",\"artifact\":null,\"version\":\"patch\","
@@ -262,8 +263,9 @@ static void test_config__unknown_step_key(void **state)
 		      "w.yaml:3:5: step is missing required key \"command\" (a list like "
 		      "[python, train.py] or one shell string)",
 		      "w.yaml:3:15: unknown step key \"comand\" (did you mean \"command\"?); known "
-		      "keys: name, kind, needs, command, env, image, workdir, timeout, retry, cache, "
-		      "gate, model, dataset, labels, webhook, on_timeout, artifact, version, alias",
+		      "keys: name, kind, needs, command, env, image, workdir, timeout, retry, executor, "
+		      "resources, network, cache, gate, model, dataset, labels, webhook, on_timeout, "
+		      "artifact, version, alias",
 		      NULL);
 }
 
@@ -468,6 +470,62 @@ static void test_config__template_non_upstream_step(void **state)
 	json_decref(spec);
 }
 
+/* executor, image, resources, network: where and how a job runs */
+static void test_config__placement(void **state)
+{
+	json_t *spec, *st;
+	char hash[65];
+	cfg_errors errs = {0};
+	const char *ok = "name: x\n"
+			 "steps:\n"
+			 "  - name: a\n"
+			 "    command: [true]\n"
+			 "    executor: local\n"
+			 "    resources: {cpus: 1.5, memory: 512Mi, gpus: 1}\n"
+			 "    network: host\n"
+			 "  - {name: b, command: [true], resources: {memory: 1G}}\n";
+
+	(void)state;
+	assert_int_equal(cfg_workflow_parse(&spec, hash, ok, strlen(ok), "w.yaml", &errs), 0);
+	st = json_array_get(json_object_get(spec, "steps"), 0);
+	assert_string_equal(json_string_value(json_object_get(st, "executor")), "local");
+	assert_string_equal(json_string_value(json_object_get(st, "network")), "host");
+	assert_true(json_real_value(json_object_get(json_object_get(st, "resources"), "cpus")) == 1.5);
+	assert_int_equal(json_integer_value(json_object_get(json_object_get(st, "resources"), "memory_mb")), 512);
+	assert_int_equal(json_integer_value(json_object_get(json_object_get(st, "resources"), "gpus")), 1);
+	st = json_array_get(json_object_get(spec, "steps"), 1);
+	assert_true(json_is_null(json_object_get(st, "executor")));
+	assert_int_equal(json_integer_value(json_object_get(json_object_get(st, "resources"), "memory_mb")), 954);
+	json_decref(spec);
+	cfg_errors_dispose(&errs);
+
+	expect_errors("name: x\n"
+		      "steps:\n"
+		      "  - name: a\n"
+		      "    command: [true]\n"
+		      "    executor: kubernetes\n"
+		      "    resources: {cpus: 0, memory: lots, gpu: 1}\n"
+		      "  - {name: b, command: [true], executor: local, image: 'debian:12'}\n"
+		      "  - {name: c, kind: gate, executor: local}\n"
+		      "  - {name: d, command: [true], image: '--privileged'}\n",
+		      "w.yaml:5:15: unknown executor \"kubernetes\"; known executors: local, noop",
+		      "w.yaml:6:23: resources cpus \"0\" must be a number from 0.01 to 1024",
+		      "w.yaml:6:34: resources memory \"lots\" must be a size such as 512Mi, 2Gi or 1G",
+		      "w.yaml:6:40: unknown resources key \"gpu\" (did you mean \"gpus\"?); known keys: cpus, memory, gpus",
+		      "w.yaml:7:56: image \"debian:12\": executor local runs commands on the host; an image "
+		      "needs an executor that runs images (podman, docker, slurm)",
+		      "w.yaml:8:37: a gate step runs no job; remove \"executor\"",
+		      "w.yaml:9:39: image \"--privileged\" is not an image name (letters, digits and . _ - / : @)",
+		      NULL);
+	assert_int_equal(cfg_memory_mb("512Mi"), 512);
+	assert_int_equal(cfg_memory_mb("2Gi"), 2048);
+	assert_int_equal(cfg_memory_mb("1048577"), 2);
+	assert_int_equal(cfg_memory_mb("1.5Gi"), 1536);
+	assert_int_equal(cfg_memory_mb("12X"), -1);
+	assert_int_equal(cfg_memory_mb("-1G"), -1);
+	assert_int_equal(cfg_memory_mb(""), -1);
+}
+
 static void test_config__multiple_errors_in_order(void **state)
 {
 	(void)state;
@@ -477,7 +535,7 @@ static void test_config__multiple_errors_in_order(void **state)
 		      "steps:\n"
 		      "  - name: a\n"
 		      "    command: a\n"
-		      "    image: ubuntu\n"
+		      "    network: wifi\n"
 		      "    env: {OK: 1, 9X: 2}\n"
 		      "  - name: b\n"
 		      "    needs: [nope]\n"
@@ -488,8 +546,7 @@ static void test_config__multiple_errors_in_order(void **state)
 		      ". and -, starting with a letter or digit",
 		      "w.yaml:3:3: parameter name \"1p\" is not valid; use letters, digits and _, "
 		      "not starting with a digit",
-		      "w.yaml:7:12: image \"ubuntu\": only \"host\" is supported until the container "
-		      "executor lands",
+		      "w.yaml:7:14: network \"wifi\" must be none or host",
 		      "w.yaml:8:18: env name \"9X\" is not valid; use letters, digits and _, not "
 		      "starting with a digit",
 		      "w.yaml:9:5: step is missing required key \"command\" (a list like "
@@ -499,7 +556,7 @@ static void test_config__multiple_errors_in_order(void **state)
 		      "run directory or an absolute path",
 		      "w.yaml:12:14: timeout: duration \"5\": missing unit (use e.g. 30s, 5m, 2h)",
 		      "w.yaml:13:5: unknown step key \"extra\"; known keys: name, kind, needs, "
-		      "command, env, image, workdir, timeout, retry, cache, gate, model, "
+		      "command, env, image, workdir, timeout, retry, executor, resources, network, cache, gate, model, "
 		      "dataset, labels, webhook, on_timeout, artifact, version, alias", NULL);
 }
 
@@ -1298,6 +1355,7 @@ int main(void)
 		cmocka_unit_test(test_config__template_undeclared_param),
 		cmocka_unit_test(test_config__template_non_upstream_step),
 		cmocka_unit_test(test_config__multiple_errors_in_order),
+		cmocka_unit_test(test_config__placement),
 		cmocka_unit_test(test_config__aliases),
 		cmocka_unit_test(test_config__alias_amplification_bounded),
 		cmocka_unit_test(test_config__nesting_and_anchor_limits),
