@@ -600,8 +600,9 @@ static int cmd_list(const struct ctx *x, int argc, char **argv)
 			query_add(&query, "workflow", optarg);
 			break;
 		case OPT_LIMIT:
-			if (parse_int64(optarg, &limit) < 0 || limit <= 0 || limit > 100000) {
-				usage_error(x, "--limit wants a positive number, not '%s'", optarg);
+			/* the API's cap: it answers 400 above it rather than a short page */
+			if (parse_int64(optarg, &limit) < 0 || limit <= 0 || limit > 500) {
+				usage_error(x, "--limit wants a number from 1 to 500, not '%s'", optarg);
 				goto out;
 			}
 			query_add(&query, "limit", optarg);
