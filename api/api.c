@@ -49,6 +49,7 @@
 #include "health.h"
 #include "metrics.h"
 #include "runcache.h"
+#include "states.h"
 #include "store.h"
 #include "tokens.h"
 #include "util.h"
@@ -316,6 +317,16 @@ out:
 	json_decref(body);
 }
 
+#define RUNS_LIMIT_MAX 500 /* the most runs one page of GET /runs holds */
+
+/* The values of runs.trigger (its CHECK in db/migrations/0001_core.sql). */
+static const char *const run_triggers[] = {"api", "cli", "dev", "schedule", "data", "bench", NULL};
+
+/*
+ * GET /runs: every filter is checked, so a misspelt state or trigger is a
+ * 400 listing the valid values rather than an empty page that looks like
+ * "no such runs".
+ */
 static void h_runs_list(struct api *a, struct reply *r, PGconn *db, struct req *q)
 {
 	struct MHD_Connection *conn = q->conn;
@@ -329,12 +340,40 @@ static void h_runs_list(struct api *a, struct reply *r, PGconn *db, struct req *
 	int error;
 
 	(void)a;
+	if (state && run_state_parse(state) < 0) {
+		const char *names[RUN_STATE_COUNT + 1];
+		for (int i = 0; i < RUN_STATE_COUNT; i++)
+			names[i] = run_state_name((enum run_state)i);
+		names[RUN_STATE_COUNT] = NULL;
+		reply_not_one_of(r, "state", state, names);
+		return;
+	}
+	if (trig) {
+		int i;
+		for (i = 0; run_triggers[i] && strcmp(run_triggers[i], trig) != 0; i++)
+			;
+		if (run_triggers[i] == NULL) {
+			reply_not_one_of(r, "trigger", trig, run_triggers);
+			return;
+		}
+	}
+	if (wf && !cfg_name_ok(wf)) {
+		reply_error(r, 400, "invalid_field", "workflow", "workflow must be a workflow name: 1-63 of a-z, "
+			    "0-9, _, . and -, starting with a letter or digit", NULL);
+		return;
+	}
 	if (lim && (parse_int64(lim, &limit) < 0 || limit < 1)) {
 		reply_error(r, 400, "invalid_field", "limit", "limit must be a positive integer", NULL);
 		return;
 	}
-	if (limit > 500)
-		limit = 500;
+	if (limit > RUNS_LIMIT_MAX) {
+		/* not clamped: a client that asked for more would take a short page for all there is */
+		char msg[120];
+		snprintf(msg, sizeof(msg), "limit must be at most %d; page with cursor (the next_cursor "
+			 "of a page) for more", RUNS_LIMIT_MAX);
+		reply_error(r, 400, "invalid_field", "limit", msg, NULL);
+		return;
+	}
 	if (cur && parse_id(&before, cur) < 0) {
 		reply_error(r, 400, "invalid_field", "cursor", "cursor must be a next_cursor value", NULL);
 		return;
@@ -349,9 +388,15 @@ static void h_runs_list(struct api *a, struct reply *r, PGconn *db, struct req *
 static void h_run_stop(struct api *a, struct reply *r, PGconn *db, struct req *q)
 {
 	int64_t id = q->id;
-	char *actor = actor_of(q), *state = NULL;
-	int error = store_run_stop(&state, db, id, actor);
+	json_t *body = body_object(r, q); /* none, or {}: it takes no fields */
+	char *actor = NULL, *state = NULL;
+	int error;
 
+	if (body == NULL)
+		return;
+	json_decref(body);
+	actor = actor_of(q);
+	error = store_run_stop(&state, db, id, actor);
 	run_changed(a, id);
 	if (error < 0)
 		reply_store_error(r, error);
@@ -689,6 +734,11 @@ static void h_step_logs(struct api *a, struct reply *r, PGconn *db, struct req *
 		reply_error(r, 400, "invalid_field", "offset", "offset must be a byte count >= 0", NULL);
 		return;
 	}
+	if (follow && strcmp(follow, "0") != 0 && strcmp(follow, "1") != 0 && strcmp(follow, "false") != 0 &&
+	    strcmp(follow, "true") != 0) {
+		reply_error(r, 400, "invalid_field", "follow", "follow must be 1 (or true) or 0 (or false)", NULL);
+		return;
+	}
 	if ((error = store_step_log(&dir, &attempt, &running, db, id, step, (int)want)) < 0) {
 		reply_store_error(r, error);
 		return;
@@ -828,27 +878,29 @@ static int f_run_cached(struct api *a, struct reply *r, struct req *q)
 
 /* Every route. The OpenAPI document lists each of them (tests/unit/test_api.c checks). */
 const struct api_route api_routes[] = {
-	{"GET", "/healthz", 0, f_health, NULL},
-	{"GET", "/readyz", ROUTE_OWN_DB, f_ready, h_ready},
-	{"GET", "/metrics", ROUTE_DB_OPTIONAL, NULL, h_metrics},
-	{"GET", "/api/v1/openapi.json", 0, f_openapi, NULL},
-	{"GET", "/api/v1/runs", AUTH, NULL, h_runs_list},
-	{"POST", "/api/v1/runs", AUTH, NULL, h_runs_create},
-	{"GET", "/api/v1/runs/{id}", AUTH, f_run_cached, h_run_get},
-	{"POST", "/api/v1/runs/{id}/stop", AUTH, NULL, h_run_stop},
-	{"POST", "/api/v1/runs/{id}/retry", AUTH, NULL, h_run_retry},
-	{"GET", "/api/v1/runs/{id}/events", AUTH, NULL, h_run_events},
-	{"GET", "/api/v1/runs/{id}/steps/{step}/logs", AUTH, NULL, h_step_logs},
-	{"POST", "/api/v1/runs/{id}/steps/{step}/continue", AUTH, NULL, h_step_continue},
-	{"GET", "/api/v1/workflows", AUTH, NULL, h_workflows_list},
-	{"POST", "/api/v1/workflows", AUTH, NULL, h_workflow_register},
-	{"GET", "/api/v1/models", AUTH, NULL, api_models_list},
-	{"GET", "/api/v1/models/{name}", AUTH, NULL, api_model_get},
-	{"GET", "/api/v1/models/{name}/versions", AUTH, NULL, api_model_versions},
-	{"GET", "/api/v1/models/{name}/versions/{version}", AUTH, NULL, api_model_version},
-	{"PUT", "/api/v1/models/{name}/aliases/{alias}", AUTH | ROUTE_ADMIN, NULL, api_model_alias_put},
-	{"GET", "/api/v1/cache", AUTH, NULL, api_cache_get},
-	{NULL, NULL, 0, NULL, NULL},
+	{"GET", "/healthz", 0, f_health, NULL, NULL, NULL},
+	{"GET", "/readyz", ROUTE_OWN_DB, f_ready, h_ready, NULL, NULL},
+	{"GET", "/metrics", ROUTE_DB_OPTIONAL, NULL, h_metrics, NULL, NULL},
+	{"GET", "/api/v1/openapi.json", 0, f_openapi, NULL, NULL, NULL},
+	{"GET", "/api/v1/runs", AUTH, NULL, h_runs_list, "state workflow trigger limit cursor", NULL},
+	{"POST", "/api/v1/runs", AUTH, NULL, h_runs_create, NULL,
+	 "yaml workflow filename params workdir trigger no_cache"},
+	{"GET", "/api/v1/runs/{id}", AUTH, f_run_cached, h_run_get, NULL, NULL},
+	{"POST", "/api/v1/runs/{id}/stop", AUTH, NULL, h_run_stop, NULL, NULL},
+	{"POST", "/api/v1/runs/{id}/retry", AUTH, NULL, h_run_retry, NULL, "from no_cache"},
+	{"GET", "/api/v1/runs/{id}/events", AUTH, NULL, h_run_events, "after", NULL},
+	{"GET", "/api/v1/runs/{id}/steps/{step}/logs", AUTH, NULL, h_step_logs, "attempt offset follow", NULL},
+	{"POST", "/api/v1/runs/{id}/steps/{step}/continue", AUTH, NULL, h_step_continue, NULL, "data"},
+	{"GET", "/api/v1/workflows", AUTH, NULL, h_workflows_list, NULL, NULL},
+	{"POST", "/api/v1/workflows", AUTH, NULL, h_workflow_register, NULL, "yaml filename workdir"},
+	{"GET", "/api/v1/models", AUTH, NULL, api_models_list, NULL, NULL},
+	{"GET", "/api/v1/models/{name}", AUTH, NULL, api_model_get, NULL, NULL},
+	{"GET", "/api/v1/models/{name}/versions", AUTH, NULL, api_model_versions, NULL, NULL},
+	{"GET", "/api/v1/models/{name}/versions/{version}", AUTH, NULL, api_model_version, NULL, NULL},
+	{"PUT", "/api/v1/models/{name}/aliases/{alias}", AUTH | ROUTE_ADMIN, NULL, api_model_alias_put, NULL,
+	 "version"},
+	{"GET", "/api/v1/cache", AUTH, NULL, api_cache_get, "host", NULL},
+	{NULL, NULL, 0, NULL, NULL, NULL, NULL},
 };
 
 #undef AUTH
@@ -1002,6 +1054,8 @@ static int dispatch(struct api *a, struct reply *r, struct MHD_Connection *conn,
 			return 1;
 		}
 	}
+	if ((rt->flags & ROUTE_AUTH) && query_check(r, q) < 0)
+		return 1;
 	return rt->fast ? rt->fast(a, r, q) : 0;
 }
 

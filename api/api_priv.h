@@ -83,6 +83,15 @@ struct api_route {
 	unsigned flags;       /* enum route_flags */
 	api_fast *fast;       /* NULL: none */
 	api_handler *handler; /* NULL: the fast phase always answers */
+	/*
+	 * What a request may carry, space-separated: the query parameters
+	 * ("state workflow limit") and the fields of the JSON body ("from
+	 * no_cache"); NULL: none. Anything else is a 400 naming it, so a
+	 * misspelt name is never silently ignored (query: checked in dispatch
+	 * for the /api/v1 routes; body: by body_object).
+	 */
+	const char *query;
+	const char *fields;
 };
 extern const struct api_route api_routes[];
 
@@ -110,8 +119,29 @@ int utf8_valid(const char *s, size_t n);
  * "admin". The caller frees it.
  */
 char *actor_of(const struct req *q);
-/* The request body as a JSON object (empty body: {}), or NULL with a 400 in r. */
+/*
+ * The request body as a JSON object (empty body: {}), or NULL with a 400 in
+ * r: malformed, not an object, or a field that q's route does not take
+ * (unknown_field, naming it and listing the route's fields).
+ */
 json_t *body_object(struct reply *r, const struct req *q);
+/*
+ * Where name is in list (space-separated, as api_route's query and fields):
+ * 1 for the first word, …; 0 when it is not there (or list is NULL).
+ */
+int name_listed(const char *list, const char *name);
+/*
+ * A 400 unknown_field naming name, a query parameter or (body) a body field,
+ * and listing the valid ones in list (api_route's query or fields).
+ */
+void reply_unknown(struct reply *r, const char *what, const char *name, const char *list);
+/* A 400 invalid_field: parameter name's value is not one of valid (NULL-terminated), which it lists. */
+void reply_not_one_of(struct reply *r, const char *name, const char *value, const char *const *valid);
+/*
+ * 0 when every query parameter of q is one its route takes (api_route's
+ * query), each once; else -1 with a 400 in r naming the first that is not.
+ */
+int query_check(struct reply *r, const struct req *q);
 /* Optional string / boolean fields; -1 with a 400 naming the field when mistyped. */
 int opt_string(const char **out, struct reply *r, json_t *body, const char *field);
 int opt_bool(int *out, struct reply *r, json_t *body, const char *field);

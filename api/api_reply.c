@@ -2,7 +2,10 @@
  * api_reply — what every handler file uses to answer and to read a request
  * (declared in api_priv.h): JSON replies and errors in the one error shape,
  * store errors mapped onto statuses, the actor of a request, and the JSON
- * body and its optional fields checked with the field named.
+ * body and its optional fields checked with the field named. Requests are
+ * read strictly: a body field or query parameter that the route does not
+ * declare (api_route's fields, query) is a 400 naming it and listing the
+ * valid ones, so a typo ("frm") is never silently ignored.
  */
 #include "api_priv.h"
 
@@ -112,11 +115,117 @@ char *actor_of(const struct req *q)
 	return xstrndup(h, n);
 }
 
+int name_listed(const char *list, const char *name)
+{
+	size_t n = strlen(name);
+	int i = 1;
+
+	if (list == NULL || n == 0)
+		return 0;
+	for (const char *p = list; *p; i++) {
+		size_t w = strcspn(p, " ");
+		if (w == n && memcmp(p, name, n) == 0)
+			return i;
+		p += w;
+		p += strspn(p, " ");
+	}
+	return 0;
+}
+
+void reply_unknown(struct reply *r, const char *what, const char *name, const char *list)
+{
+	char msg[512], valid[256] = "", shown[72];
+	size_t n = 0, m;
+
+	for (const char *p = list ? list : ""; *p && n < sizeof(valid);) {
+		size_t w = strcspn(p, " ");
+		n += (size_t)snprintf(valid + n, sizeof(valid) - n, "%s%.*s", n ? ", " : "", (int)w, p);
+		p += w;
+		p += strspn(p, " ");
+	}
+	/* the name is the client's: shown cut at 64 bytes (never inside a character) */
+	m = strlen(name);
+	if (m > 64) {
+		m = 64;
+		while (m > 0 && ((unsigned char)name[m] & 0xc0) == 0x80)
+			m--;
+	}
+	snprintf(shown, sizeof(shown), "%.*s%s", (int)m, name, m < strlen(name) ? "…" : "");
+	if (list == NULL || *list == '\0')
+		snprintf(msg, sizeof(msg), "unknown %s \"%s\"; this request takes no %ss", what, shown, what);
+	else
+		snprintf(msg, sizeof(msg), "unknown %s \"%s\"; valid %ss: %s", what, shown, what, valid);
+	reply_error(r, 400, "unknown_field", shown, msg, NULL);
+}
+
+/* A 400 invalid_field for parameter name, listing the valid values. */
+void reply_not_one_of(struct reply *r, const char *name, const char *value, const char *const *valid)
+{
+	char msg[400];
+	size_t n;
+
+	n = (size_t)snprintf(msg, sizeof(msg), "%s \"%.64s\" is not one of: ", name, value);
+	for (int i = 0; valid[i] && n < sizeof(msg); i++)
+		n += (size_t)snprintf(msg + n, sizeof(msg) - n, "%s%s", i ? ", " : "", valid[i]);
+	if (!utf8_valid(msg, strlen(msg))) /* cut inside a character */
+		snprintf(msg, sizeof(msg), "%s is not one of its valid values", name);
+	reply_error(r, 400, "invalid_field", name, msg, NULL);
+}
+
+/* What find_bad_query looks for: a query parameter the route does not take, or one given twice. */
+struct query_scan {
+	const char *list; /* the route's query */
+	const char *bad;  /* the first offending name */
+	int twice;        /* bad was given twice, not unknown */
+	unsigned seen;    /* bit i: the (i+1)th name of list was given */
+};
+
+/* MHD iterator: leaves in the query_scan at cls the first unknown or repeated parameter. */
+static enum MHD_Result find_bad_query(void *cls, enum MHD_ValueKind kind, const char *key, const char *value)
+{
+	struct query_scan *qc = cls;
+	int i = name_listed(qc->list, key);
+
+	(void)kind, (void)value;
+	if (i == 0) {
+		qc->bad = key;
+		return MHD_NO;
+	}
+	/* limit=1&limit=2: which one was meant is not ours to guess */
+	if (i <= 32 && (qc->seen & (1u << (i - 1)))) {
+		qc->bad = key;
+		qc->twice = 1;
+		return MHD_NO;
+	}
+	if (i <= 32)
+		qc->seen |= 1u << (i - 1);
+	return MHD_YES;
+}
+
+int query_check(struct reply *r, const struct req *q)
+{
+	struct query_scan qc = {.list = q->rt->query};
+	char msg[160];
+
+	MHD_get_connection_values(q->conn, MHD_GET_ARGUMENT_KIND, find_bad_query, &qc);
+	if (qc.bad && qc.twice) {
+		snprintf(msg, sizeof(msg), "query parameter \"%s\" given more than once; give it once", qc.bad);
+		reply_error(r, 400, "invalid_field", qc.bad, msg, NULL);
+		return -1;
+	}
+	if (qc.bad) {
+		reply_unknown(r, "query parameter", qc.bad, q->rt->query);
+		return -1;
+	}
+	return 0;
+}
+
 /* Parses the request body as a JSON object, or replies 400. */
 json_t *body_object(struct reply *r, const struct req *q)
 {
 	json_error_t jerr;
-	json_t *body;
+	json_t *body, *v;
+	const char *key;
 
 	if (q->len == 0)
 		return json_object();
@@ -132,6 +241,14 @@ json_t *body_object(struct reply *r, const struct req *q)
 		json_decref(body);
 		reply_error(r, 400, "invalid", NULL, "the request body must be a JSON object", NULL);
 		return NULL;
+	}
+	/* a misspelt field ("frm") would otherwise be ignored and the request done another way */
+	json_object_foreach(body, key, v) {
+		if (!name_listed(q->rt ? q->rt->fields : NULL, key)) {
+			reply_unknown(r, "field", key, q->rt ? q->rt->fields : NULL);
+			json_decref(body);
+			return NULL;
+		}
 	}
 	return body;
 }

@@ -229,6 +229,7 @@ static int submit_body_from_file(json_t **out, const char *path, json_t *params)
 	}
 	if (cfg_params_resolve(&resolved, wf.spec, params) < 0) {
 		fprintf(stderr, "ferry: %s: %s\n", path, ferry_error_last());
+		fprintf(stderr, "ferry: give parameters with -p NAME=VALUE\n");
 		goto out;
 	}
 	yaml = json_stringn(wf.text, wf.len);
@@ -599,8 +600,9 @@ static int cmd_list(const struct ctx *x, int argc, char **argv)
 			query_add(&query, "workflow", optarg);
 			break;
 		case OPT_LIMIT:
-			if (parse_int64(optarg, &limit) < 0 || limit <= 0 || limit > 100000) {
-				usage_error(x, "--limit wants a positive number, not '%s'", optarg);
+			/* the API's cap: it answers 400 above it rather than a short page */
+			if (parse_int64(optarg, &limit) < 0 || limit <= 0 || limit > 500) {
+				usage_error(x, "--limit wants a number from 1 to 500, not '%s'", optarg);
 				goto out;
 			}
 			query_add(&query, "limit", optarg);
@@ -667,6 +669,9 @@ static int run_action(const struct ctx *x, int64_t id, const char *verb, const j
 	rc = client_request(&run, c, "POST", path, body);
 	if (rc < 0) {
 		status = report_request_error(c, rc);
+		/* the API names its field ("from"); say how it is given here */
+		if (strcmp(verb, "retry") == 0 && from == NULL && client_last_status(c) == 409)
+			fprintf(stderr, "ferry: ferry retry %" PRId64 " --from STEP re-runs STEP and what follows it\n", id);
 		goto out;
 	}
 	state = jstr(run, "state", "?");

@@ -1298,8 +1298,8 @@ int cfg_params_resolve(json_t **out, const json_t *spec, const json_t *given)
 		} else if (json_is_string(v)) {
 			val = xstrdup(json_string_value(v));
 		} else {
-			ferry_error_set("parameter %s has no default and was not given "
-					"(use -p %s=VALUE)", qk, key);
+			/* no "-p": the API says this too; the CLI adds its own hint */
+			ferry_error_set("parameter %s has no default and was not given a value", qk);
 			goto out;
 		}
 		if (cfg_param_check(json_object_iter_value(it), val, &names) < 0) {

@@ -37,6 +37,7 @@
 #define FERRY_CONFIG_H
 
 #include <jansson.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -71,6 +72,9 @@ int cfg_workflow_parse(json_t **out, char hash_out[65], const char *yaml,
  * reason in ferry_error_last().
  */
 int cfg_duration_parse(const char *s, int64_t *out_ms);
+
+/* Whether s is a workflow, step, model or alias name: [a-z0-9][a-z0-9_.-]{0,62}. */
+bool cfg_name_ok(const char *s);
 
 /*
  * A memory size ("512Mi", "2Gi", "1G", "1048576": a whole or decimal

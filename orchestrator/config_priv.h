@@ -142,8 +142,6 @@ bool cfg_next_pair(struct ctx *c, const yaml_node_t *n, size_t *k, const yaml_no
 bool cfg_next_item(struct ctx *c, const yaml_node_t *n, size_t *k, const yaml_node_t **it);
 /* Checks the {{…}} templates in s, the text of node n in step `step`. */
 void cfg_check_templates(struct ctx *c, const yaml_node_t *n, const char *s, size_t step);
-/* [a-z0-9][a-z0-9_.-]{0,62}: workflow, step, model and alias names. */
-bool cfg_name_ok(const char *s);
 /* Step j is upstream of step i (valid once the graph is computed). */
 bool cfg_has_up(const struct ctx *c, size_t i, size_t j);
 /* How messages name step i: its quoted name. */

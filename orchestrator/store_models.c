@@ -3,7 +3,11 @@
  * of ferry_model_register, db/migrations/0003_registry.sql), moving aliases,
  * and the JSON the API shows for models, versions and their history. Like
  * the rest of the store, every statement is parameterised and the JSON is
- * built by PostgreSQL.
+ * built by PostgreSQL. Aliases have one shape wherever a model is shown
+ * (GET /models, /models/{name}): {"production": "0.0.2", …}, alias to
+ * version; a version shows the aliases pointing at it as a list of names
+ * (ferry_model_version_json). Who moved an alias, and when, is in the
+ * model's events.
  */
 #include "store.h"
 
@@ -100,7 +104,7 @@ int store_models_list(char **out, PGconn *conn)
 			     "  'versions', (SELECT count(*) FROM model_versions v WHERE v.model_id = m.id), "
 			     "  'latest', (SELECT v.version FROM model_versions v WHERE v.model_id = m.id "
 			     "             ORDER BY v.major DESC, v.minor DESC, v.patch DESC LIMIT 1), "
-			     "  'aliases', (SELECT coalesce(json_object_agg(a.alias, v.version), '{}') "
+			     "  'aliases', (SELECT coalesce(json_object_agg(a.alias, v.version ORDER BY a.alias), '{}') "
 			     "              FROM model_aliases a JOIN model_versions v ON v.id = a.version_id "
 			     "              WHERE a.model_id = m.id), "
 			     "  'created_at', ferry_ts(m.created_at), 'updated_at', ferry_ts(m.updated_at)"
@@ -121,9 +125,7 @@ int store_model_get(char **out, PGconn *conn, const char *name)
 			     "  'versions', (SELECT count(*) FROM model_versions v WHERE v.model_id = m.id), "
 			     "  'latest', (SELECT v.version FROM model_versions v WHERE v.model_id = m.id "
 			     "             ORDER BY v.major DESC, v.minor DESC, v.patch DESC LIMIT 1), "
-			     "  'aliases', (SELECT coalesce(json_agg(json_build_object('alias', a.alias, "
-			     "                 'version', v.version, 'actor', a.actor, 'updated_at', ferry_ts(a.updated_at)) "
-			     "                 ORDER BY a.alias), '[]') "
+			     "  'aliases', (SELECT coalesce(json_object_agg(a.alias, v.version ORDER BY a.alias), '{}') "
 			     "              FROM model_aliases a JOIN model_versions v ON v.id = a.version_id "
 			     "              WHERE a.model_id = m.id), "
 			     "  'events', (SELECT coalesce(json_agg(json_build_object('id', e.id, 'at', ferry_ts(e.at), "

@@ -22,7 +22,7 @@ BEGIN
 		RAISE EXCEPTION 'run % not found', p_run USING ERRCODE = 'P0002';
 	END IF;
 	IF p_from IS NULL AND v_state NOT IN ('failed', 'stopped') THEN
-		RAISE EXCEPTION 'run % is %: only a failed or stopped run can be retried (use --from STEP to re-run a succeeded one)', p_run, v_state
+		RAISE EXCEPTION 'run % is %: only a failed or stopped run can be retried; to re-run a succeeded one, retry it from a step ("from")', p_run, v_state
 		USING ERRCODE = '55000';
 	END IF;
 	IF v_state NOT IN ('succeeded', 'failed', 'stopped') THEN

@@ -25,7 +25,7 @@ Y
 	run=$(submit "$ROOT/workflows/hello.yaml")
 	gate=$(submit "$f")
 	# a slow upload beside the generated requests (curl --limit-rate: ~3 s)
-	python3 -c 'import json; print(json.dumps({"yaml": "#" * 12000, "from": 1}))' >"$FERRY_HOME/slow.json"
+	python3 -c 'import json; print(json.dumps({"yaml": "#" * 12000}))' >"$FERRY_HOME/slow.json"
 	curl -s -o "$FERRY_HOME/slow.out" -w '%{http_code}' --limit-rate 4k -X POST \
 		-H "Authorization: Bearer $FERRY_API_TOKEN" --data-binary @"$FERRY_HOME/slow.json" \
 		"$FERRY_URL/api/v1/runs" >"$FERRY_HOME/slow.code" &

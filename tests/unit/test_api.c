@@ -45,6 +45,85 @@ static void test_api__every_route_in_openapi(void **state)
 	json_decref(doc);
 }
 
+/* The words of a space-separated list (api_route's query, fields) as a JSON object of name: true. */
+static json_t *words(const char *list)
+{
+	json_t *o = json_object();
+
+	for (const char *p = list ? list : ""; *p;) {
+		size_t w = strcspn(p, " ");
+		char name[64];
+		snprintf(name, sizeof(name), "%.*s", (int)w, p);
+		json_object_set_new(o, name, json_true());
+		p += w;
+		p += strspn(p, " ");
+	}
+	return o;
+}
+
+/*
+ * What a route takes (its query parameters, its body's fields: anything else
+ * is a 400) is what openapi.json documents for it, and each documented body
+ * says so (additionalProperties: false).
+ */
+static void test_api__query_and_fields_match_openapi(void **state)
+{
+	json_error_t jerr;
+	json_t *doc = json_loads(api_openapi_json, 0, &jerr), *schemas;
+
+	(void)state;
+	assert_non_null(doc);
+	schemas = json_object_get(json_object_get(doc, "components"), "schemas");
+	for (const struct api_route *r = api_routes; r->pattern; r++) {
+		json_t *item = json_object_get(json_object_get(doc, "paths"), r->pattern), *op, *p, *schema, *k;
+		json_t *query = json_object(), *fields = json_object(), *want_q, *want_f;
+		const char *key;
+		char lower[8];
+		size_t i;
+
+		if (!(r->flags & ROUTE_AUTH))
+			continue;
+		for (i = 0; r->method[i] && i < sizeof(lower) - 1; i++)
+			lower[i] = (char)tolower((unsigned char)r->method[i]);
+		lower[i] = '\0';
+		op = json_object_get(item, lower);
+		json_array_foreach(json_object_get(op, "parameters"), i, p)
+			if (json_is_string(json_object_get(p, "in")) &&
+			    strcmp(json_string_value(json_object_get(p, "in")), "query") == 0)
+				json_object_set_new(query, json_string_value(json_object_get(p, "name")), json_true());
+		schema = json_object_get(json_object_get(json_object_get(json_object_get(op, "requestBody"), "content"),
+							 "application/json"), "schema");
+		if (json_is_string(json_object_get(schema, "$ref")))
+			schema = json_object_get(schemas, strrchr(json_string_value(json_object_get(schema, "$ref")), '/') + 1);
+		json_object_foreach(json_object_get(schema, "properties"), key, k)
+			json_object_set_new(fields, key, json_true());
+		if (schema != NULL && !json_is_false(json_object_get(schema, "additionalProperties")))
+			fail_msg("%s %s: its body schema does not say additionalProperties: false", r->method, r->pattern);
+		want_q = words(r->query);
+		want_f = words(r->fields);
+		if (!json_equal(query, want_q))
+			fail_msg("%s %s: the query parameters in openapi.json are not the route's (\"%s\")", r->method,
+				 r->pattern, r->query ? r->query : "");
+		if (!json_equal(fields, want_f))
+			fail_msg("%s %s: the body fields in openapi.json are not the route's (\"%s\")", r->method,
+				 r->pattern, r->fields ? r->fields : "");
+		json_decref(query), json_decref(fields), json_decref(want_q), json_decref(want_f);
+	}
+	json_decref(doc);
+}
+
+static void test_api__name_listed(void **state)
+{
+	(void)state;
+	assert_int_equal(name_listed("from no_cache", "from"), 1);
+	assert_int_equal(name_listed("from no_cache", "no_cache"), 2);
+	assert_int_equal(name_listed("from no_cache", "no"), 0);
+	assert_int_equal(name_listed("from no_cache", "no_cache2"), 0);
+	assert_int_equal(name_listed("from no_cache", "from no_cache"), 0);
+	assert_int_equal(name_listed("from no_cache", ""), 0);
+	assert_int_equal(name_listed(NULL, "from"), 0);
+}
+
 /* Each method and pattern has one row: a second row would never be reached. */
 static void test_api__routes_unique(void **state)
 {
@@ -118,11 +197,11 @@ static void h_delete(struct api *a, struct reply *r, PGconn *db, struct req *q) 
 static void test_api__patch_put_delete(void **state)
 {
 	static const struct api_route table[] = {
-		{"GET", "/things/{id}", ROUTE_AUTH, NULL, h_get},
-		{"PATCH", "/things/{id}", ROUTE_AUTH, NULL, h_patch},
-		{"DELETE", "/things/{id}", ROUTE_AUTH, NULL, h_delete},
-		{"PUT", "/things/{id}/tags/{tag}", ROUTE_AUTH, NULL, h_put},
-		{NULL, NULL, 0, NULL, NULL},
+		{"GET", "/things/{id}", ROUTE_AUTH, NULL, h_get, NULL, NULL},
+		{"PATCH", "/things/{id}", ROUTE_AUTH, NULL, h_patch, NULL, NULL},
+		{"DELETE", "/things/{id}", ROUTE_AUTH, NULL, h_delete, NULL, NULL},
+		{"PUT", "/things/{id}/tags/{tag}", ROUTE_AUTH, NULL, h_put, NULL, NULL},
+		{NULL, NULL, 0, NULL, NULL, NULL, NULL},
 	};
 	char caps[2][128], allow[64];
 	const struct api_route *rt;
@@ -155,6 +234,8 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_api__every_route_in_openapi),
 		cmocka_unit_test(test_api__routes_unique),
+		cmocka_unit_test(test_api__query_and_fields_match_openapi),
+		cmocka_unit_test(test_api__name_listed),
 		cmocka_unit_test(test_api__route_by_method),
 		cmocka_unit_test(test_api__405_lists_the_paths_methods),
 		cmocka_unit_test(test_api__patch_put_delete),

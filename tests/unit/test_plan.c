@@ -335,7 +335,7 @@ static void test_plan__params_and_templates(void **state)
 			    "unknown parameter \"other\"; declared: who, n");
 	json_decref(given);
 	assert_string_equal(plan_fails(with_params, NULL, NULL, NULL, NULL),
-			    "parameter \"n\" has no default and was not given (use -p n=VALUE)");
+			    "parameter \"n\" has no default and was not given a value");
 }
 
 static void test_plan__shell_params_quoted_and_in_env(void **state)
