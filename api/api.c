@@ -340,11 +340,13 @@ static void h_runs_list(struct api *a, struct reply *r, PGconn *db, struct req *
 	int error;
 
 	(void)a;
-	if (state && run_state_parse(state) < 0) {
-		const char *names[RUN_STATE_COUNT + 1];
+	/* waiting: running runs with a step waiting for a person (what `ferry list` shows as waiting) */
+	if (state && run_state_parse(state) < 0 && strcmp(state, "waiting") != 0) {
+		const char *names[RUN_STATE_COUNT + 2];
 		for (int i = 0; i < RUN_STATE_COUNT; i++)
 			names[i] = run_state_name((enum run_state)i);
-		names[RUN_STATE_COUNT] = NULL;
+		names[RUN_STATE_COUNT] = "waiting";
+		names[RUN_STATE_COUNT + 1] = NULL;
 		reply_not_one_of(r, "state", state, names);
 		return;
 	}

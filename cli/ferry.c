@@ -589,9 +589,10 @@ static int cmd_list(const struct ctx *x, int argc, char **argv)
 	while ((ch = getopt_long(argc, argv, ":o:h", longopts, NULL)) != -1) {
 		switch (ch) {
 		case OPT_STATE:
-			if (!run_state_known(optarg)) {
-				usage_error(x, "unknown state '%s' (one of pending, running, stopping, "
-					    "succeeded, failed, stopped)", optarg);
+			/* waiting: running with a step waiting for a person, as the list shows it */
+			if (!run_state_known(optarg) && strcmp(optarg, "waiting") != 0) {
+				usage_error(x, "unknown state '%s' (one of pending, running, waiting, "
+					    "stopping, succeeded, failed, stopped)", optarg);
 				goto out;
 			}
 			query_add(&query, "state", optarg);

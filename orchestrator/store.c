@@ -1072,7 +1072,9 @@ int store_runs_list(char **out, PGconn *conn, const char *state, const char *wor
 	snprintf(bef, sizeof(bef), "%lld", (long long)before);
 	if ((error = q(&res, conn,
 		       "WITH page AS ("
-		       "  SELECT * FROM runs WHERE ($1::text IS NULL OR state = $1) "
+		       "  SELECT * FROM runs WHERE ($1::text IS NULL OR state = $1 "
+		       "      OR ($1 = 'waiting' AND state = 'running' AND EXISTS "
+		       "          (SELECT 1 FROM steps w WHERE w.run_id = runs.id AND w.state = 'waiting'))) "
 		       "    AND ($2::text IS NULL OR workflow_name = $2) "
 		       "    AND ($3::text IS NULL OR trigger = $3) "
 		       "    AND ($5::bigint IS NULL OR id < $5) "

@@ -53,6 +53,10 @@ Y
 	assert_eq "$(echo "$BODY" | json '[r["waiting"] for r in j["runs"] if r["id"]=='"$id"'][0]')" '["approve"]' "API list: waiting steps"
 	# ferry list and ferry get
 	ferry list | grep -Eq "^$id +gated +waiting" || { ferry list; fail "list shows waiting"; }
+	# and filters on it: waiting is a running run with a step waiting for a person
+	assert_eq "$(ferry list --state waiting | awk 'NR > 1 { print $1 }')" "$id" "ferry list --state waiting"
+	api GET "/api/v1/runs?state=waiting"
+	assert_eq "$(echo "$BODY" | json '[r["id"] for r in j["runs"]]')" "[$id]" "API ?state=waiting"
 	out=$(ferry get "$id")
 	echo "$out"
 	assert_match "$out" 'State: .*waiting' "get: run state"
@@ -75,6 +79,7 @@ Y
 	api GET "/api/v1/runs/$id"
 	assert_eq "$(echo "$BODY" | json 'j["waiting"]')" '[]' "nothing waiting any more"
 	ferry list | grep -Eq "^$id +gated +succeeded" || fail "list after"
+	assert_eq "$(ferry list --state waiting | awk 'NR > 1 { print $1 }')" "" "no longer waiting"
 }
 
 # A label step shows its labelling task next to the continue command.
