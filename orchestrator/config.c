@@ -1322,7 +1322,7 @@ out:
 
 /* Renders tmpl; with sh, a shell script whose params are written shell-quoted. */
 static int render(char **out, const char *tmpl, const json_t *params, const char *run_id,
-		  struct cfg_shq *sh)
+		  struct cfg_shq *sh, cfg_ref_fn refs, void *refs_arg)
 {
 	struct sbuf b = {0};
 	const char *p = tmpl, *start, *expr = NULL, *end = NULL;
@@ -1367,6 +1367,19 @@ static int render(char **out, const char *tmpl, const json_t *params, const char
 			name = val = NULL;
 		} else if (t.kind == T_RUNID && run_id != NULL) {
 			cfg_sb_adds(&b, run_id);
+		} else if (t.kind == T_STEP && refs != NULL) {
+			if (refs(&val, expr, elen, refs_arg) < 0)
+				goto out;
+			if (sh != NULL && cfg_shq_quote(&b, sh, val) < 0) {
+				ferry_error_set("{{%.*s}} sits inside `…` or ${…} within \"…\" in a shell "
+						"script, where it cannot be quoted safely; pass it through the "
+						"step's env: and use \"$NAME\" there instead", (int)elen, expr);
+				goto out;
+			} else if (sh == NULL) {
+				cfg_sb_adds(&b, val);
+			}
+			free(val);
+			val = NULL;
 		} else { /* {{steps.…}} and anything else stay as written */
 			sb_addn(&b, start, (size_t)(end - start));
 			if (sh != NULL)
@@ -1387,7 +1400,7 @@ out:
 
 int cfg_template_render(char **out, const char *tmpl, const json_t *params, const char *run_id)
 {
-	return render(out, tmpl, params, run_id, NULL);
+	return render(out, tmpl, params, run_id, NULL, NULL, NULL);
 }
 
 int cfg_template_render_shell(char **out, const char *script, const json_t *params,
@@ -1395,7 +1408,14 @@ int cfg_template_render_shell(char **out, const char *script, const json_t *para
 {
 	struct cfg_shq sh = {0};
 
-	return render(out, script, params, run_id, &sh);
+	return render(out, script, params, run_id, &sh, NULL, NULL);
+}
+
+int cfg_template_render_shell_refs(char **out, const char *script, cfg_ref_fn refs, void *arg)
+{
+	struct cfg_shq sh = {0};
+
+	return render(out, script, NULL, NULL, &sh, refs, arg);
 }
 
 char *cfg_param_env_name(const char *name)

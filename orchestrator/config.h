@@ -109,6 +109,18 @@ int cfg_template_render_shell(char **out, const char *script, const json_t *para
 			      const char *run_id);
 
 /*
+ * At claim time, the {{steps.STEP.outputs.KEY}} references left in the
+ * script argument of a shell command: refs resolves each (expr is the text
+ * between the braces, "steps.…", trimmed; *val newly allocated, or a
+ * negative code with the message set) and the value is written
+ * shell-quoted for its place, like a param: an output (a file name a job
+ * chose, data a person handed a gate) is never code. *out is newly
+ * allocated; the caller frees it.
+ */
+typedef int (*cfg_ref_fn)(char **val, const char *expr, size_t len, void *arg);
+int cfg_template_render_shell_refs(char **out, const char *script, cfg_ref_fn refs, void *arg);
+
+/*
  * The index of the script argument in a command array (the argument after
  * -c, or after an option cluster holding c, when argv[0] is sh, bash, dash
  * or zsh, or a path ending in one), or -1 when the command has none.

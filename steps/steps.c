@@ -72,23 +72,75 @@ int steps_input_has(const json_t *in, unsigned flags)
 /* ---- {{steps.X.outputs.Y}} ---------------------------------------------- */
 
 /*
+ * The value of the reference e…end ("steps.X.outputs.K", trimmed) from
+ * inputs into *val (newly allocated). 1 when e…end is not a step reference
+ * (left as written), FERRY_EINVALID when the step or output is missing or
+ * not a string or number (the message names it).
+ */
+static int ref_value(char **val, const char *e, const char *end, const json_t *inputs)
+{
+	const char *key;
+	const json_t *in, *outs, *v;
+	char *step, *k;
+
+	*val = NULL;
+	for (key = end; key > e && key[-1] != '.'; key--)
+		;
+	if (end - e <= 6 || strncmp(e, "steps.", 6) != 0 || key - e < 6 + 9 ||
+	    strncmp(key - 9, ".outputs.", 9) != 0)
+		return 1;
+	step = xstrndup(e + 6, (size_t)(key - 9 - (e + 6)));
+	in = json_object_get(inputs, step);
+	outs = json_object_get(in, "outputs");
+	v = json_object_getn(outs, key, (size_t)(end - key));
+	if (json_is_string(v) || json_is_number(v) || json_is_boolean(v)) {
+		*val = json_is_string(v) ? xstrdup(json_string_value(v)) : json_dumps(v, JSON_ENCODE_ANY | JSON_COMPACT);
+		free(step);
+		return FERRY_OK;
+	}
+	k = xstrndup(key, (size_t)(end - key));
+	if (in == NULL)
+		ferry_error_set("{{steps.%s.outputs.%s}}: step %s has not succeeded in this run", step, k, step);
+	else if (v == NULL || json_is_null(v))
+		ferry_error_set("{{steps.%s.outputs.%s}}: step %s has no output \"%s\"; write the "
+				"file %s.* into its FERRY_OUTPUT_DIR or the key into outputs.json",
+				step, k, step, k, k);
+	else
+		ferry_error_set("{{steps.%s.outputs.%s}}: the output is not a string or number", step, k);
+	free(k);
+	free(step);
+	return FERRY_EINVALID;
+}
+
+/* cfg_ref_fn for the script of a shell command: inputs is arg. */
+static int shell_ref(char **val, const char *expr, size_t len, void *arg)
+{
+	int rc = ref_value(val, expr, expr + len, arg);
+
+	if (rc == 1) {
+		ferry_error_set("{{%.*s}} is not a step output reference", (int)len, expr);
+		return FERRY_EINVALID;
+	}
+	return rc;
+}
+
+/*
  * Renders the step references in s from inputs. *out is the caller's.
  * FERRY_EINVALID when a step or output is missing (the message names it).
  */
 static int render_refs(char **out, const char *s, const json_t *inputs)
 {
-	char *buf = NULL;
+	char *buf = NULL, *val = NULL;
 	size_t blen = 0;
 	FILE *b = open_memstream(&buf, &blen);
 	const char *p = s, *open;
+	int rc;
 
 	if (b == NULL)
 		abort();
 
 	while ((open = strstr(p, "{{")) != NULL) {
-		const char *close = strstr(open + 2, "}}"), *e = open + 2, *end, *key;
-		const json_t *in, *outs, *v;
-		char *step = NULL;
+		const char *close = strstr(open + 2, "}}"), *e = open + 2, *end;
 
 		fwrite(p, 1, (size_t)(open - p), b);
 		if (close == NULL)
@@ -98,44 +150,17 @@ static int render_refs(char **out, const char *s, const json_t *inputs)
 		end = close;
 		while (end > e && (end[-1] == ' ' || end[-1] == '\t'))
 			end--;
-		for (key = end; key > e && key[-1] != '.'; key--)
-			;
-		if (end - e <= 6 || strncmp(e, "steps.", 6) != 0 || key - e < 6 + 9 ||
-		    strncmp(key - 9, ".outputs.", 9) != 0) {
-			fwrite(open, 1, (size_t)(close + 2 - open), b); /* not ours: left as written */
-			p = close + 2;
-			continue;
-		}
-		step = xstrndup(e + 6, (size_t)(key - 9 - (e + 6)));
-		in = json_object_get(inputs, step);
-		outs = json_object_get(in, "outputs");
-		v = json_object_getn(outs, key, (size_t)(end - key));
-		if (in == NULL || v == NULL || json_is_null(v) || json_is_object(v) || json_is_array(v)) {
-			char *k = xstrndup(key, (size_t)(end - key));
-			if (in == NULL)
-				ferry_error_set("{{steps.%s.outputs.%s}}: step %s has not succeeded in this run",
-						step, k, step);
-			else if (v == NULL || json_is_null(v))
-				ferry_error_set("{{steps.%s.outputs.%s}}: step %s has no output \"%s\"; write the "
-						"file %s.* into its FERRY_OUTPUT_DIR or the key into outputs.json",
-						step, k, step, k, k);
-			else
-				ferry_error_set("{{steps.%s.outputs.%s}}: the output is not a string or number",
-						step, k);
-			free(k);
-			free(step);
+		if ((rc = ref_value(&val, e, end, inputs)) < 0) {
 			fclose(b);
 			free(buf);
-			return FERRY_EINVALID;
+			return rc;
 		}
-		if (json_is_string(v)) {
-			fputs(json_string_value(v), b);
-		} else {
-			char *txt = json_dumps(v, JSON_ENCODE_ANY | JSON_COMPACT);
-			fputs(txt, b);
-			free(txt);
-		}
-		free(step);
+		if (rc == 1)
+			fwrite(open, 1, (size_t)(close + 2 - open), b); /* not ours: left as written */
+		else
+			fputs(val, b);
+		free(val);
+		val = NULL;
 		p = close + 2;
 	}
 	fputs(p, b);
@@ -163,6 +188,7 @@ static int render_spec(json_t **out, const json_t *spec, const json_t *inputs)
 {
 	static const char *const fields[] = {"workdir", "dataset", "artifact", "labels", "webhook"};
 	json_t *s = json_deep_copy(spec), *cmd = json_object_get(s, "command"), *env, *v;
+	int script = cfg_shell_script_index(cmd);
 	const char *key;
 	size_t i;
 	int error = FERRY_OK;
@@ -171,7 +197,12 @@ static int render_spec(json_t **out, const json_t *spec, const json_t *inputs)
 		char *r = NULL;
 		if (!json_is_string(v) || strstr(json_string_value(v), "{{") == NULL)
 			continue;
-		if ((error = render_refs(&r, json_string_value(v), inputs)) < 0)
+		/* in a shell script an output is written quoted: it is data, never code */
+		if ((int)i == script)
+			error = cfg_template_render_shell_refs(&r, json_string_value(v), shell_ref, (void *)inputs);
+		else
+			error = render_refs(&r, json_string_value(v), inputs);
+		if (error < 0)
 			goto out;
 		json_array_set_new(cmd, i, json_string(r));
 		free(r);

@@ -99,3 +99,30 @@ Y
 	out=$(ferry validate "$f" 2>&1)
 	if echo "$out" | grep -q 'warning:'; then fail "no warning when params come from the env: $out"; fi
 }
+
+# Step outputs are data too: what a person hands a gate (continue --data)
+# or a job writes into outputs.json reaches a shell script below it quoted
+test_step_outputs_no_injection() {
+	start_daemon a
+	f=$(wf outinj <<'Y'
+name: outinj
+steps:
+  - name: make
+    command: [sh, -c, 'printf "{\"name\": \"m\\\";echo INJECTED;echo \\\"x\"}" >"$FERRY_OUTPUT_DIR/outputs.json"']
+  - {name: approve, kind: gate, needs: [make]}
+  - name: use
+    needs: [approve]
+    command: [sh, -c, 'echo "name={{steps.make.outputs.name}}"; echo note={{steps.approve.outputs.note}}']
+Y
+)
+	id=$(ferry submit "$f")
+	wait_step "$id" approve waiting 20
+	evil='$(echo INJECTED) `echo INJECTED`; echo INJECTED'
+	ferry continue "$id" approve --data "$(python3 -c 'import json,sys; print(json.dumps({"note": sys.argv[1]}))' "$evil")" >/dev/null
+	wait_run "$id" succeeded 20
+	log=$(ferry logs "$id" use)
+	echo "$log"
+	if echo "$log" | grep -qx 'INJECTED'; then fail "an output ran as a command: $log"; fi
+	assert_eq "$(echo "$log" | sed -n 1p)" 'name=m";echo INJECTED;echo "x' "a job's output stays one literal inside \"…\""
+	assert_eq "$(echo "$log" | sed -n 2p)" "note=$evil" "a person's data stays one literal, bare"
+}
