@@ -63,6 +63,7 @@ struct api {
 	atomic_int stopping; /* set before MHD_stop_daemon: log streams end */
 	struct tokens *tokens; /* who a bearer token is (tokens.h) */
 	char *conninfo;
+	char *home; /* FERRY_HOME, or NULL */
 	pthread_mutex_t mu;
 	pthread_cond_t cv;
 	int nconns, free_top;
@@ -382,6 +383,35 @@ static void h_run_retry(struct api *a, struct reply *r, PGconn *db, struct req *
 out:
 	free(actor);
 	json_decref(body);
+}
+
+/*
+ * DELETE /runs/{id}: a finished run's rows go in one transaction
+ * (store_run_delete), then, after the commit, its directory
+ * $FERRY_HOME/runs/ID (made from the id alone). The run cache forgets it
+ * here and through the trigger's NOTIFY on every other daemon.
+ */
+static void h_run_delete(struct api *a, struct reply *r, PGconn *db, struct req *q)
+{
+	int64_t id = q->id;
+	char *actor = NULL;
+	int error = store_run_delete(db, id), files = 1;
+
+	if (error < 0) {
+		reply_store_error(r, error);
+		return;
+	}
+	run_changed(a, id);
+	actor = actor_of(q);
+	if (a->home && run_dir_remove(a->home, id) < 0) {
+		flog_warn("run %lld deleted by %s; its files: %s", (long long)id, actor, ferry_error_last());
+		files = 0;
+	} else {
+		flog_info("run %lld deleted by %s", (long long)id, actor);
+	}
+	reply_json(r, 200, xasprintf("{\"id\":%lld,\"deleted\":true,\"files_removed\":%s}", (long long)id,
+				     files ? "true" : "false"));
+	free(actor);
 }
 
 static void h_workflow_register(struct api *a, struct reply *r, PGconn *db, struct req *q)
@@ -824,6 +854,7 @@ const struct api_route api_routes[] = {
 	{"GET", "/api/v1/runs", AUTH, NULL, h_runs_list},
 	{"POST", "/api/v1/runs", AUTH, NULL, h_runs_create},
 	{"GET", "/api/v1/runs/{id}", AUTH, f_run_cached, h_run_get},
+	{"DELETE", "/api/v1/runs/{id}", AUTH, NULL, h_run_delete},
 	{"POST", "/api/v1/runs/{id}/stop", AUTH, NULL, h_run_stop},
 	{"POST", "/api/v1/runs/{id}/retry", AUTH, NULL, h_run_retry},
 	{"GET", "/api/v1/runs/{id}/events", AUTH, NULL, h_run_events},
@@ -1249,6 +1280,10 @@ int api_start(struct api **out, const struct api_opts *o)
 	if (family == AF_INET6)
 		flags |= MHD_USE_IPv6;
 	a->conninfo = xstrdup(o->conninfo);
+	/* resolved once: run directories are removed below it whatever the working directory */
+	a->home = o->home ? realpath(o->home, NULL) : NULL;
+	if (o->home && a->home == NULL)
+		a->home = xstrdup(o->home);
 	if (tokens_new(&a->tokens, o->token, o->conninfo) < 0)
 		goto fail;
 	pthread_mutex_init(&a->mu, NULL);
@@ -1348,6 +1383,7 @@ void api_stop(struct api *a)
 	free(a->free_list);
 	tokens_free(a->tokens);
 	free(a->conninfo);
+	free(a->home);
 	if (a->nconns) {
 		pthread_mutex_destroy(&a->mu);
 		pthread_cond_destroy(&a->cv);
