@@ -684,6 +684,20 @@ static ssize_t log_stream_read(void *cls, uint64_t pos, char *buf, size_t max)
 	}
 }
 
+/* A finished attempt's log is missing: 410 when retention removed the run's logs (1), else 0. */
+static int logs_gone(struct reply *r, PGconn *db, int64_t id)
+{
+	char *at = NULL, msg[160];
+
+	if (store_run_logs_removed(&at, db, id) < 0 || at == NULL)
+		return 0;
+	snprintf(msg, sizeof(msg), "logs of run %lld were removed by retention on %.10s (FERRY_RETENTION_DAYS)",
+		 (long long)id, at);
+	reply_error(r, 410, "gone", NULL, msg, NULL);
+	free(at);
+	return 1;
+}
+
 static void h_step_logs(struct api *a, struct reply *r, PGconn *db, struct req *q)
 {
 	struct MHD_Connection *conn = q->conn;
@@ -715,6 +729,10 @@ static void h_step_logs(struct api *a, struct reply *r, PGconn *db, struct req *
 	path = xasprintf("%s/log", dir);
 	fd = open(path, O_RDONLY | O_CLOEXEC);
 	free(path);
+	if (fd < 0 && !running && logs_gone(r, db, id)) {
+		free(dir);
+		return;
+	}
 	if (fd < 0 || fstat(fd, &st) < 0) {
 		/* the attempt started but its job has not opened the log yet: an empty log */
 		if (fd >= 0)

@@ -481,6 +481,10 @@ static void print_run(const struct cli *cli, const json_t *run, int64_t now)
 	fmt_span(buf, sizeof(buf), run, now);
 	printf("Duration:  %s%s\n", buf,
 	       strcmp(buf, "-") != 0 && !jtime(run, "finished_at", &t) ? " (so far)" : "");
+	if (jtime(run, "logs_removed_at", &t)) {
+		fmt_local(buf, sizeof(buf), t, true);
+		printf("Logs:      removed by retention on %s (the run's record stays)\n", buf);
+	}
 	printf("Params:    ");
 	print_params(json_object_get(run, "params"));
 	printf("Steps:\n");

@@ -437,6 +437,10 @@ int main(int argc, char **argv)
 			return 2;
 		}
 	}
+	if (eo.retention_days < 0) {
+		flog_error("%s", ferry_error_last());
+		return 2;
+	}
 	if (db_statement_timeout_ms(&stmt_ms) < 0) {
 		flog_error("%s", ferry_error_last());
 		return 2;

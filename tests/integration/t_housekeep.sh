@@ -81,3 +81,49 @@ Y
 	ferry delete --help | grep -q "ferry delete RUN" || fail "ferry delete --help"
 	kill -0 "$(daemon_pid a)" || fail "ferryd died"
 }
+
+test_retention_removes_old_logs() {
+	# a bad setting stops the daemon at once
+	rc=0
+	FERRY_RETENTION_DAYS=soon ferryd >"$FERRY_HOME/bad.log" 2>&1 || rc=$?
+	assert_eq "$rc" 2 "FERRY_RETENTION_DAYS must be a number"
+	assert_match "$(cat "$FERRY_HOME/bad.log")" "FERRY_RETENTION_DAYS" "the error names the setting"
+
+	start_daemon a FERRY_RETENTION_DAYS=1 FERRY_RETENTION_PERIOD_MS=300
+	f=$(wf hi <<'Y'
+name: hi
+steps:
+  - {name: greet, command: [sh, -c, 'echo hello from greet']}
+Y
+)
+	old=$(submit "$f")
+	recent=$(submit "$f")
+	wait_run "$old" succeeded 20
+	wait_run "$recent" succeeded 20
+	assert_eq "$(ferry logs "$old" greet)" "hello from greet" "the log is there before"
+	sql "UPDATE runs SET finished_at = now() - interval '2 days' WHERE id = $old" >/dev/null
+	for _ in $(seq 1 100); do
+		[ -n "$(sql "SELECT logs_removed_at FROM runs WHERE id = $old")" ] && break
+		sleep 0.1
+	done
+	[ -n "$(sql "SELECT logs_removed_at FROM runs WHERE id = $old")" ] || fail "retention never marked the old run"
+	[ -e "$FERRY_HOME/runs/$old" ] && fail "the old run's directory is still there"
+	[ -d "$FERRY_HOME/runs/$recent/greet" ] || fail "the recent run's directory was removed"
+	assert_eq "$(sql "SELECT logs_removed_at IS NULL FROM runs WHERE id = $recent")" t "the recent run is not marked"
+	assert_eq "$(sql "SELECT count(*) FROM steps WHERE run_id = $old")" 1 "the old run's rows stay"
+
+	api GET "/api/v1/runs/$old"
+	assert_eq "$CODE" 200 "the old run is still there"
+	assert_match "$(echo "$BODY" | json 'j["logs_removed_at"]')" '^20[0-9-]+T' "the API shows when its logs went"
+	assert_eq "$(echo "$BODY" | json 'j["steps"][0]["state"]')" succeeded "with its steps"
+	api GET "/api/v1/runs/$old/steps/greet/logs"
+	assert_eq "$CODE" 410 "a removed log is gone, not empty"
+	today=$(date -u +%Y-%m-%d)
+	if out=$(ferry logs "$old" greet 2>&1); then fail "ferry logs of a removed log succeeded: $out"; fi
+	assert_match "$out" "logs of run $old were removed by retention on $today" "ferry logs says why"
+	if out=$(ferry logs "$old" 2>&1); then fail "ferry logs RUN of removed logs succeeded: $out"; fi
+	assert_match "$out" "logs of run $old were removed by retention" "ferry logs RUN says why"
+	assert_match "$(ferry get "$old")" "Logs: +removed by retention" "ferry get shows it"
+	assert_eq "$(ferry logs "$recent" greet)" "hello from greet" "the recent run's log stays"
+	assert_match "$(curl -s "$FERRY_URL/metrics")" 'ferry_periodic_runs_total\{task="retention"\} [1-9]' "the task runs"
+}
