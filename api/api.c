@@ -884,6 +884,7 @@ const struct api_route api_routes[] = {
 	{"GET", "/api/v1/models/{name}", AUTH, NULL, api_model_get},
 	{"GET", "/api/v1/models/{name}/versions", AUTH, NULL, api_model_versions},
 	{"GET", "/api/v1/models/{name}/versions/{version}", AUTH, NULL, api_model_version},
+	{"GET", "/api/v1/models/{name}/versions/{version}/artifact", AUTH, NULL, api_model_artifact},
 	{"PUT", "/api/v1/models/{name}/aliases/{alias}", AUTH | ROUTE_ADMIN, NULL, api_model_alias_put},
 	{"GET", "/api/v1/cache", AUTH, NULL, api_cache_get},
 	{NULL, NULL, 0, NULL, NULL},

@@ -1014,17 +1014,24 @@ static const struct command commands[] = {
 	 "ferry models list [-o json]\n"
 	 "       ferry models versions NAME [-o json]\n"
 	 "       ferry models get NAME VERSION|ALIAS [-o json]\n"
-	 "       ferry models alias NAME ALIAS VERSION [-o json]",
+	 "       ferry models alias NAME ALIAS VERSION [-o json]\n"
+	 "       ferry models download NAME VERSION|ALIAS DIR [--force]",
 	 "Subcommands:\n"
 	 "  list        models with their number of versions, latest version and aliases\n"
 	 "  versions    a model's versions, newest first, with aliases, run and metrics\n"
 	 "  get         one version (by number or alias): artifact, metrics, params, lineage\n"
 	 "  alias       point ALIAS (production, canary, any name) at VERSION; the move is\n"
 	 "              recorded with who made it\n"
+	 "  download    the version's artifact into DIR (created when missing): a file as\n"
+	 "              DIR/NAME, a directory rebuilt file by file from its manifest; each\n"
+	 "              file's sha256 is checked; a manifest path that is absolute or has\n"
+	 "              '..' is refused\n"
 	 "\nOptions:\n"
 	 "  -o, --output FORMAT   text (default) or json (the server's answer)\n"
+	 "  -f, --force           download: write into a DIR that is not empty\n"
 	 "\nExamples:\n"
 	 "  ferry models versions digits\n"
+	 "  ferry models download digits production ./model\n"
 	 "  ferry models get digits production\n"
 	 "  ferry models alias digits production 0.0.1     # roll back\n",
 	 cmd_models},

@@ -127,3 +127,93 @@ Y
 	assert_eq "$(ferry logs "$recent" greet)" "hello from greet" "the recent run's log stays"
 	assert_match "$(curl -s "$FERRY_URL/metrics")" 'ferry_periodic_runs_total\{task="retention"\} [1-9]' "the task runs"
 }
+
+# the sha256 of a file
+hk_sha() { sha256sum "$1" | cut -d' ' -f1; }
+
+test_models_download() {
+	start_daemon a
+	src="$FERRY_HOME/src"
+	mkdir -p "$src/model/variables/deep"
+	echo graph >"$src/model/saved_model.pb"
+	head -c 300000 /dev/urandom >"$src/model/variables/deep/v.data"
+	: >"$src/model/empty"
+	head -c 1000 /dev/urandom >"$src/single.bin"
+	f=$(wf dl <<Y
+name: dl
+steps:
+  - name: train
+    kind: train
+    command: [sh, -c, 'cp -r $src/model "\$FERRY_OUTPUT_DIR/model"']
+  - {name: register, kind: register, needs: [train], model: tree}
+  - name: one
+    kind: train
+    command: [sh, -c, 'cp $src/single.bin "\$FERRY_OUTPUT_DIR/model.bin"']
+  - {name: register1, kind: register, needs: [one], model: single}
+Y
+)
+	id=$(submit "$f")
+	wait_run "$id" succeeded 20
+	assert_eq "$(step_col "$id" register "outputs->>'kind'")" tree "a directory artifact"
+
+	out=$(ferry models download tree 0.0.1 "$FERRY_HOME/got") || fail "download of a tree: $out"
+	assert_match "$out" "3 files.*sha256 verified" "it says what it wrote"
+	diff -r "$src/model" "$FERRY_HOME/got" || fail "the downloaded tree differs from the original"
+	cmp "$src/model/variables/deep/v.data" "$FERRY_HOME/got/variables/deep/v.data" || fail "a file differs"
+
+	out=$(ferry models download single 0.0.1 "$FERRY_HOME/one") || fail "download of a file: $out"
+	cmp "$src/single.bin" "$FERRY_HOME/one/model.bin" || fail "the downloaded file differs"
+
+	# a DIR that is not empty needs --force
+	rc=0
+	out=$(ferry models download tree 0.0.1 "$FERRY_HOME/got" 2>&1) || rc=$?
+	assert_eq "$rc" 2 "a non-empty DIR is refused"
+	assert_match "$out" "not empty.*--force" "and says how to go on"
+	echo stale >"$FERRY_HOME/got/saved_model.pb"
+	ferry models download tree 0.0.1 "$FERRY_HOME/got" --force >/dev/null || fail "--force"
+	cmp "$src/model/saved_model.pb" "$FERRY_HOME/got/saved_model.pb" || fail "--force rewrote the file"
+
+	# the API serves only what the manifest lists, from the store
+	for p in ../../../api-token %2Fetc%2Fpasswd variables/../saved_model.pb ./saved_model.pb variables/ ""; do
+		api GET "/api/v1/models/tree/versions/0.0.1/artifact?path=$p"
+		assert_eq "$CODE" 400 "path '$p' is refused"
+	done
+	api GET "/api/v1/models/tree/versions/0.0.1/artifact?path=nope"
+	assert_eq "$CODE" 404 "a path the manifest does not list"
+	api GET "/api/v1/models/single/versions/0.0.1/artifact?path=x"
+	assert_eq "$CODE" 400 "a single file has no paths"
+	api GET "/api/v1/models/tree/versions/0.0.1/artifact?path=variables/deep/v.data"
+	assert_eq "$CODE" 200 "a listed file"
+	api GET /api/v1/models/nope/versions/0.0.1/artifact
+	assert_eq "$CODE" 404 "an unknown model"
+
+	# a blob whose bytes changed is caught and nothing is written
+	blob=$(step_col "$id" register1 "outputs->>'artifact'")
+	chmod u+w "$blob"
+	echo tampered >"$blob"
+	rc=0
+	out=$(ferry models download single 0.0.1 "$FERRY_HOME/bad" 2>&1) || rc=$?
+	assert_eq "$rc" 1 "a changed blob fails the download"
+	assert_match "$out" "sha256" "the hash check says so"
+	assert_eq "$(find "$FERRY_HOME/bad" -type f | wc -l)" 0 "nothing written"
+
+	# a manifest that names a path outside DIR is refused before anything is written
+	store="$FERRY_HOME/artifacts/sha256"
+	fsha=$(hk_sha "$src/single.bin")
+	printf '{"files":[{"bytes":1000,"path":"ok.bin","sha256":"%s"},{"bytes":1000,"path":"../evil","sha256":"%s"}],"format":"ferry-tree-1"}' \
+		"$fsha" "$fsha" >"$FERRY_HOME/evil.json"
+	msha=$(hk_sha "$FERRY_HOME/evil.json")
+	mkdir -p "$store/${msha:0:2}"
+	cp "$FERRY_HOME/evil.json" "$store/${msha:0:2}/$msha"
+	sql "INSERT INTO artifacts (sha256, kind, bytes, path) VALUES ('$msha', 'tree', 2000, '$store/${msha:0:2}/$msha');
+	     INSERT INTO model_versions (model_id, major, minor, patch, artifact, artifact_name, actor)
+	     SELECT id, 9, 0, 0, '$msha', 'evil', 'test' FROM models WHERE name = 'tree'" >/dev/null
+	mkdir -p "$FERRY_HOME/trap"
+	rc=0
+	out=$(ferry models download tree 9.0.0 "$FERRY_HOME/trap/in" 2>&1) || rc=$?
+	assert_eq "$rc" 1 "a manifest with '..' is refused"
+	assert_match "$out" "\.\./evil.*refusing" "the message names the path"
+	[ -e "$FERRY_HOME/trap/evil" ] && fail "a file was written outside DIR"
+	[ -e "$FERRY_HOME/trap/in/ok.bin" ] && fail "the safe file was written before the check"
+	true
+}
