@@ -83,9 +83,9 @@ Y
 }
 
 test_retention_removes_old_logs() {
-	# a bad setting stops the daemon at once
+	# a bad setting stops the daemon at once (bounded: a daemon that ignored it would run on)
 	rc=0
-	FERRY_RETENTION_DAYS=soon ferryd >"$FERRY_HOME/bad.log" 2>&1 || rc=$?
+	FERRY_RETENTION_DAYS=soon timeout 10 ferryd >"$FERRY_HOME/bad.log" 2>&1 || rc=$?
 	assert_eq "$rc" 2 "FERRY_RETENTION_DAYS must be a number"
 	assert_match "$(cat "$FERRY_HOME/bad.log")" "FERRY_RETENTION_DAYS" "the error names the setting"
 
