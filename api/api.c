@@ -64,6 +64,7 @@ struct api {
 	atomic_int stopping; /* set before MHD_stop_daemon: log streams end */
 	struct tokens *tokens; /* who a bearer token is (tokens.h) */
 	char *conninfo;
+	char *home; /* FERRY_HOME, or NULL */
 	pthread_mutex_t mu;
 	pthread_cond_t cv;
 	int nconns, free_top;
@@ -433,6 +434,35 @@ out:
 }
 
 /*
+ * DELETE /runs/{id}: a finished run's rows go in one transaction
+ * (store_run_delete), then, after the commit, its directory
+ * $FERRY_HOME/runs/ID (made from the id alone). The run cache forgets it
+ * here and through the trigger's NOTIFY on every other daemon.
+ */
+static void h_run_delete(struct api *a, struct reply *r, PGconn *db, struct req *q)
+{
+	int64_t id = q->id;
+	char *actor = NULL;
+	int error = store_run_delete(db, id), files = 1;
+
+	if (error < 0) {
+		reply_store_error(r, error);
+		return;
+	}
+	run_changed(a, id);
+	actor = actor_of(q);
+	if (a->home && run_dir_remove(a->home, id) < 0) {
+		flog_warn("run %lld deleted by %s; its files: %s", (long long)id, actor, ferry_error_last());
+		files = 0;
+	} else {
+		flog_info("run %lld deleted by %s", (long long)id, actor);
+	}
+	reply_json(r, 200, xasprintf("{\"id\":%lld,\"deleted\":true,\"files_removed\":%s}", (long long)id,
+				     files ? "true" : "false"));
+	free(actor);
+}
+
+/*
  * POST /workflows: {"yaml", "filename"?, "workdir"?}. workdir is where the
  * workflow's files are (ferry workflow register sends the file's
  * directory): runs of it by name run there.
@@ -712,6 +742,20 @@ static ssize_t log_stream_read(void *cls, uint64_t pos, char *buf, size_t max)
 	}
 }
 
+/* A finished attempt's log is missing: 410 when retention removed the run's logs (1), else 0. */
+static int logs_gone(struct reply *r, PGconn *db, int64_t id)
+{
+	char *at = NULL, msg[160];
+
+	if (store_run_logs_removed(&at, db, id) < 0 || at == NULL)
+		return 0;
+	snprintf(msg, sizeof(msg), "logs of run %lld were removed by retention on %.10s (FERRY_RETENTION_DAYS)",
+		 (long long)id, at);
+	reply_error(r, 410, "gone", NULL, msg, NULL);
+	free(at);
+	return 1;
+}
+
 static void h_step_logs(struct api *a, struct reply *r, PGconn *db, struct req *q)
 {
 	struct MHD_Connection *conn = q->conn;
@@ -748,6 +792,10 @@ static void h_step_logs(struct api *a, struct reply *r, PGconn *db, struct req *
 	path = xasprintf("%s/log", dir);
 	fd = open(path, O_RDONLY | O_CLOEXEC);
 	free(path);
+	if (fd < 0 && !running && logs_gone(r, db, id)) {
+		free(dir);
+		return;
+	}
 	if (fd < 0 || fstat(fd, &st) < 0) {
 		/* the attempt started but its job has not opened the log yet: an empty log */
 		if (fd >= 0)
@@ -888,6 +936,7 @@ const struct api_route api_routes[] = {
 	{"POST", "/api/v1/runs", AUTH, NULL, h_runs_create, NULL,
 	 "yaml workflow filename params workdir trigger no_cache"},
 	{"GET", "/api/v1/runs/{id}", AUTH, f_run_cached, h_run_get, NULL, NULL},
+	{"DELETE", "/api/v1/runs/{id}", AUTH, NULL, h_run_delete, NULL, NULL},
 	{"POST", "/api/v1/runs/{id}/stop", AUTH, NULL, h_run_stop, NULL, NULL},
 	{"POST", "/api/v1/runs/{id}/retry", AUTH, NULL, h_run_retry, NULL, "from no_cache"},
 	{"GET", "/api/v1/runs/{id}/events", AUTH, NULL, h_run_events, "after", NULL},
@@ -899,6 +948,7 @@ const struct api_route api_routes[] = {
 	{"GET", "/api/v1/models/{name}", AUTH, NULL, api_model_get, NULL, NULL},
 	{"GET", "/api/v1/models/{name}/versions", AUTH, NULL, api_model_versions, NULL, NULL},
 	{"GET", "/api/v1/models/{name}/versions/{version}", AUTH, NULL, api_model_version, NULL, NULL},
+	{"GET", "/api/v1/models/{name}/versions/{version}/artifact", AUTH, NULL, api_model_artifact, "path", NULL},
 	{"PUT", "/api/v1/models/{name}/aliases/{alias}", AUTH | ROUTE_ADMIN, NULL, api_model_alias_put, NULL,
 	 "version"},
 	{"GET", "/api/v1/cache", AUTH, NULL, api_cache_get, "host", NULL},
@@ -1316,6 +1366,10 @@ int api_start(struct api **out, const struct api_opts *o)
 	if (family == AF_INET6)
 		flags |= MHD_USE_IPv6;
 	a->conninfo = xstrdup(o->conninfo);
+	/* resolved once: run directories are removed below it whatever the working directory */
+	a->home = o->home ? realpath(o->home, NULL) : NULL;
+	if (o->home && a->home == NULL)
+		a->home = xstrdup(o->home);
 	if (tokens_new(&a->tokens, o->token, o->conninfo) < 0)
 		goto fail;
 	pthread_mutex_init(&a->mu, NULL);
@@ -1415,6 +1469,7 @@ void api_stop(struct api *a)
 	free(a->free_list);
 	tokens_free(a->tokens);
 	free(a->conninfo);
+	free(a->home);
 	if (a->nconns) {
 		pthread_mutex_destroy(&a->mu);
 		pthread_cond_destroy(&a->cv);

@@ -15,6 +15,7 @@ struct api_opts {
 	const char *listen;   /* "127.0.0.1:8080", "[::1]:8080"; port 0: a free one (api_url says which) */
 	const char *token;    /* the daemon's own bearer token: the built-in admin */
 	const char *conninfo; /* database */
+	const char *home;     /* FERRY_HOME: DELETE /runs/{id} removes runs/ID below it; NULL: no files */
 	int db_conns;         /* pooled database connections (the bound on concurrent queries) */
 	size_t cache_entries; /* finished runs kept in memory (runcache.h); 0: no cache */
 	size_t cache_bytes;   /* and their JSON bytes at most */

@@ -2,11 +2,19 @@
  * api_models — the model registry's routes: GET /models, GET /models/{name},
  * GET /models/{name}/versions, GET /models/{name}/versions/{version} (a
  * version number or an alias) and PUT /models/{name}/aliases/{alias}
- * ({"version":"0.0.2"}), which moves the alias and records who did it.
+ * ({"version":"0.0.2"}), which moves the alias and records who did it;
+ * GET /models/{name}/versions/{version}/artifact, the artifact's bytes: a
+ * file's, a directory's manifest, or (?path=P) one file the manifest lists,
+ * always read from the content-addressed store by its sha256, so no path a
+ * client sends names a file on the machine (ferry models download).
  */
+#include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "api_priv.h"
 #include "store.h"
@@ -84,4 +92,114 @@ void api_model_alias_put(struct api *a, struct reply *r, PGconn *db, struct req 
 out:
 	free(actor);
 	json_decref(body);
+}
+
+/* Whether p is a clean relative path: no empty, "." or ".." segment, not absolute. */
+static int clean_relative(const char *p)
+{
+	if (*p == '\0' || *p == '/')
+		return 0;
+	for (const char *s = p; *s;) {
+		size_t n = strcspn(s, "/");
+		if (n == 0 || (n == 1 && s[0] == '.') || (n == 2 && s[0] == '.' && s[1] == '.'))
+			return 0;
+		s += n;
+		if (*s == '/' && *++s == '\0')
+			return 0; /* a trailing slash */
+	}
+	return 1;
+}
+
+/* Answers with the bytes of the blob at path (a file of the artifact store) and its sha256. */
+static void reply_blob(struct reply *r, const char *path, const char *sha256, const char *type)
+{
+	struct MHD_Response *resp;
+	struct stat st;
+	int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+
+	if (fd < 0 || fstat(fd, &st) < 0 || !S_ISREG(st.st_mode)) {
+		char msg[256];
+		snprintf(msg, sizeof(msg), "the artifact store has lost a blob (%.64s): %s", sha256,
+			 fd < 0 ? strerror(errno) : "not a file");
+		if (fd >= 0)
+			close(fd);
+		reply_error(r, 500, "internal", NULL, msg, NULL);
+		return;
+	}
+	resp = MHD_create_response_from_fd((uint64_t)st.st_size, fd);
+	MHD_add_response_header(resp, "Content-Type", type);
+	MHD_add_response_header(resp, "X-Ferry-Sha256", sha256);
+	r->status = 200;
+	r->resp = resp;
+}
+
+void api_model_artifact(struct api *a, struct reply *r, PGconn *db, struct req *q)
+{
+	const char *want = MHD_lookup_connection_value(q->conn, MHD_GET_ARGUMENT_KIND, "path");
+	const char *kind, *blob, *sha, *fsha = NULL, *name;
+	json_t *v = NULL, *manifest = NULL, *f;
+	char *json = NULL, *text = NULL, *store = NULL, *fpath = NULL, msg[320];
+	size_t len, i;
+	int error;
+
+	(void)a;
+	if ((error = store_model_version(&json, db, q->caps[0], q->caps[1])) < 0) {
+		reply_store_error(r, error);
+		return;
+	}
+	v = json_loads(json, 0, NULL);
+	free(json);
+	kind = json_string_value(json_object_get(json_object_get(v, "artifact"), "kind"));
+	blob = json_string_value(json_object_get(json_object_get(v, "artifact"), "path"));
+	sha = json_string_value(json_object_get(json_object_get(v, "artifact"), "sha256"));
+	name = json_string_value(json_object_get(v, "version"));
+	if (kind == NULL || blob == NULL || sha == NULL) {
+		reply_error(r, 500, "internal", NULL, "the version has no artifact record", NULL);
+		goto out;
+	}
+	if (want == NULL) {
+		/* a file's bytes, or a directory's manifest: the client checks either against sha256 */
+		reply_blob(r, blob, sha, strcmp(kind, "tree") == 0 ? "application/json" : "application/octet-stream");
+		goto out;
+	}
+	if (strcmp(kind, "tree") != 0) {
+		reply_error(r, 400, "invalid_field", "path",
+			    "this version's artifact is a single file: leave out path", NULL);
+		goto out;
+	}
+	if (!clean_relative(want)) {
+		reply_error(r, 400, "invalid_field", "path",
+			    "path must be a file's relative path as the manifest lists it (no '..', '.', empty "
+			    "segments or leading '/')", NULL);
+		goto out;
+	}
+	/* only a path the manifest lists is served, from its blob: nothing outside the store is reachable */
+	if (file_read(&text, &len, blob) < 0 || (manifest = json_loads(text, 0, NULL)) == NULL) {
+		reply_error(r, 500, "internal", NULL, "the artifact's manifest cannot be read", NULL);
+		goto out;
+	}
+	json_array_foreach(json_object_get(manifest, "files"), i, f)
+		if (json_is_string(json_object_get(f, "path")) &&
+		    strcmp(json_string_value(json_object_get(f, "path")), want) == 0)
+			fsha = json_string_value(json_object_get(f, "sha256"));
+	if (fsha == NULL) {
+		snprintf(msg, sizeof(msg), "the artifact of %.100s %.40s has no file \"%.100s\"", q->caps[0],
+			 name ? name : q->caps[1], want);
+		reply_error(r, 404, "not_found", "path", msg, NULL);
+		goto out;
+	}
+	if (strlen(fsha) != 64 || strspn(fsha, "0123456789abcdef") != 64 || strrchr(blob, '/') == NULL) {
+		reply_error(r, 500, "internal", NULL, "the artifact's manifest is damaged", NULL);
+		goto out;
+	}
+	/* blobs are STORE/AB/HEX: the manifest's own blob says where STORE is */
+	store = xstrndup(blob, (size_t)(strrchr(blob, '/') - blob));
+	if (strrchr(store, '/'))
+		*strrchr(store, '/') = '\0';
+	fpath = xasprintf("%s/%.2s/%s", store, fsha, fsha);
+	reply_blob(r, fpath, fsha, "application/octet-stream");
+out:
+	free(text), free(store), free(fpath);
+	json_decref(manifest);
+	json_decref(v);
 }

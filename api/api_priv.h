@@ -148,6 +148,12 @@ int opt_bool(int *out, struct reply *r, json_t *body, const char *field);
 
 /* The registry's routes (api_models.c): the {name}, {version} and {alias} segments are in q->caps. */
 api_handler api_models_list, api_model_get, api_model_versions, api_model_version, api_model_alias_put;
+/*
+ * GET /models/{name}/versions/{version}/artifact[?path=P]: a file
+ * artifact's bytes; a directory's manifest (JSON: format, files[] with
+ * path, sha256, bytes), or with ?path= the bytes of the manifest's file P.
+ */
+api_handler api_model_artifact;
 
 /* GET /cache (api_cache.c): {"entries":[…],"stats":{…}} of the host in ?host= or of every host. */
 api_handler api_cache_get;

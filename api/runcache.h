@@ -4,8 +4,9 @@
  * round trip. Bounded in entries and bytes (least recently used goes first),
  * safe to use from every API thread.
  *
- * Coherence: a finished run changes only when it is retried (or its row is
- * otherwise updated or deleted). Migration 0005_run_cache adds a trigger that
+ * Coherence: a finished run changes only when it is retried, deleted
+ * (DELETE /runs/{id}) or its logs are removed by retention (logs_removed_at),
+ * each of which updates or deletes its row. Migration 0005_run_cache adds a trigger that
  * then sends NOTIFY ferry_run with the run id; a listener thread with its own
  * connection (application_name ferryd-run-cache) drops that entry. While the
  * listener is not connected, nothing is cached and the cache is empty: it is

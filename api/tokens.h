@@ -25,7 +25,7 @@
 /* What a token may do, in increasing order. */
 enum token_role {
 	ROLE_VIEWER = 1,   /* GET and HEAD only */
-	ROLE_OPERATOR = 2, /* also start, stop, retry and continue runs, register workflows */
+	ROLE_OPERATOR = 2, /* also start, stop, retry, continue and delete runs, register workflows */
 	ROLE_ADMIN = 3,    /* everything: also move model aliases */
 };
 

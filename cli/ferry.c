@@ -1,6 +1,6 @@
 /*
  * ferry — the command-line client: the verb table and main(), and the verbs
- * validate, submit, list, get, stop, retry, continue, dev and help. Each verb
+ * validate, submit, list, get, stop, retry, delete, continue, dev and help. Each verb
  * is one cmd_* function that parses its own options with getopt_long, talks
  * to ferryd through the client module and prints either text for people
  * (format.h, so every verb renders the same way) or the server's JSON
@@ -481,6 +481,10 @@ static void print_run(const struct cli *cli, const json_t *run, int64_t now)
 	fmt_span(buf, sizeof(buf), run, now);
 	printf("Duration:  %s%s\n", buf,
 	       strcmp(buf, "-") != 0 && !jtime(run, "finished_at", &t) ? " (so far)" : "");
+	if (jtime(run, "logs_removed_at", &t)) {
+		fmt_local(buf, sizeof(buf), t, true);
+		printf("Logs:      removed by retention on %s (the run's record stays)\n", buf);
+	}
 	printf("Params:    ");
 	print_params(json_object_get(run, "params"));
 	printf("Steps:\n");
@@ -705,6 +709,39 @@ static int cmd_stop(const struct ctx *x, int argc, char **argv)
 	if ((status = parse_run_args(x, argc, argv, &id, &json)) >= 0)
 		return status;
 	return run_action(x, id, "stop", NULL, NULL, json, false);
+}
+
+/* `ferry delete RUN`: DELETE /runs/{id}; the daemon refuses a run that has not finished. */
+static int cmd_delete(const struct ctx *x, int argc, char **argv)
+{
+	ferry_client *c = NULL;
+	json_t *answer = NULL;
+	char *path = NULL;
+	bool json = false;
+	int64_t id;
+	int rc, status;
+
+	if ((status = parse_run_args(x, argc, argv, &id, &json)) >= 0)
+		return status;
+	if ((status = open_client(&c)) != FX_OK)
+		return status;
+	path = xasprintf("/runs/%" PRId64, id);
+	rc = client_request(&answer, c, "DELETE", path, NULL);
+	if (rc < 0) {
+		status = report_request_error(c, rc);
+		goto out;
+	}
+	if (json)
+		print_json(answer);
+	else if (json_is_false(json_object_get(answer, "files_removed")))
+		printf("run %" PRId64 " deleted; some of its files stayed (see ferryd's log)\n", id);
+	else
+		printf("run %" PRId64 " deleted\n", id);
+out:
+	free(path);
+	json_decref(answer);
+	client_free(c);
+	return status;
 }
 
 static int cmd_retry(const struct ctx *x, int argc, char **argv)
@@ -956,6 +993,17 @@ static const struct command commands[] = {
 	 "  -o, --output FORMAT   text (default) or json (the run object)\n"
 	 "\nExamples:\n  ferry retry 12 --from train\n  ferry retry 12 --from train --no-cache\n",
 	 cmd_retry},
+	{"delete", "Delete a finished run: its record, events, logs and attempt directories.",
+	 "ferry delete RUN [-o json]",
+	 "Only a run that has finished (succeeded, failed or stopped) is deleted; stop a\n"
+	 "running one first. Model versions the run registered stay in the registry\n"
+	 "(their lineage keeps the run's id). There is no undo.\n"
+	 "\nOptions:\n"
+	 "  -o, --output FORMAT   text (default) or json (the server's answer)\n"
+	 "\nExit status: 0 deleted, 1 no such run, the run has not finished, or ferryd\n"
+	 "failed, 2 usage error.\n"
+	 "\nExample:\n  ferry delete 12\n",
+	 cmd_delete},
 	{"continue", "Let a waiting step (a gate) go on, optionally handing it data.",
 	 "ferry continue RUN STEP [--data JSON] [-o json]",
 	 "Options:\n"
@@ -972,17 +1020,24 @@ static const struct command commands[] = {
 	 "ferry models list [-o json]\n"
 	 "       ferry models versions NAME [-o json]\n"
 	 "       ferry models get NAME VERSION|ALIAS [-o json]\n"
-	 "       ferry models alias NAME ALIAS VERSION [-o json]",
+	 "       ferry models alias NAME ALIAS VERSION [-o json]\n"
+	 "       ferry models download NAME VERSION|ALIAS DIR [--force]",
 	 "Subcommands:\n"
 	 "  list        models with their number of versions, latest version and aliases\n"
 	 "  versions    a model's versions, newest first, with aliases, run and metrics\n"
 	 "  get         one version (by number or alias): artifact, metrics, params, lineage\n"
 	 "  alias       point ALIAS (production, canary, any name) at VERSION; the move is\n"
 	 "              recorded with who made it\n"
+	 "  download    the version's artifact into DIR (created when missing): a file as\n"
+	 "              DIR/NAME, a directory rebuilt file by file from its manifest; each\n"
+	 "              file's sha256 is checked; a manifest path that is absolute or has\n"
+	 "              '..' is refused\n"
 	 "\nOptions:\n"
 	 "  -o, --output FORMAT   text (default) or json (the server's answer)\n"
+	 "  -f, --force           download: write into a DIR that is not empty\n"
 	 "\nExamples:\n"
 	 "  ferry models versions digits\n"
+	 "  ferry models download digits production ./model\n"
 	 "  ferry models get digits production\n"
 	 "  ferry models alias digits production 0.0.1     # roll back\n",
 	 cmd_models},

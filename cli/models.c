@@ -4,12 +4,26 @@
  *   ferry models versions NAME               versions newest first, with metrics
  *   ferry models get NAME VERSION|ALIAS      one version: artifact, metrics, lineage
  *   ferry models alias NAME ALIAS VERSION    point ALIAS at VERSION (recorded)
- * Every read takes -o json (the server's answer).
+ *   ferry models download NAME VERSION DIR   the artifact's files into DIR
+ * Every read takes -o json (the server's answer). download rebuilds a
+ * directory artifact from its manifest (GET …/artifact, then …/artifact?path=
+ * for each file), checking the manifest against the version's sha256 and
+ * each file against the manifest's, and writes nothing outside DIR: a
+ * manifest path that is absolute or has a '..' segment is refused before
+ * anything is written, links already in DIR are never followed, and each
+ * file is written to a temporary name and renamed into place once verified.
  */
+#include <errno.h>
+#include <fcntl.h>
 #include <getopt.h>
+#include <inttypes.h>
+#include <openssl/evp.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <dirent.h>
+#include <unistd.h>
 
 #include "cli.h"
 
@@ -164,36 +178,292 @@ static void print_version(const struct ctx *x, const json_t *v)
 	free(al);
 }
 
+/* ---- download ---- */
+
+#define MANIFEST_MAX (64 << 20)
+
+/* Where a download's bytes go: a file (fd), or memory (buf), hashed as they come. */
+struct fetch {
+	int fd;        /* -1: into buf */
+	char *buf;
+	size_t len, cap;
+	int64_t bytes;
+	EVP_MD_CTX *md;
+};
+
+static int fetch_data(void *arg, const char *p, size_t n)
+{
+	struct fetch *f = arg;
+
+	EVP_DigestUpdate(f->md, p, n);
+	f->bytes += (int64_t)n;
+	if (f->fd >= 0) {
+		if (fd_write_all(f->fd, p, n) < 0) {
+			ferry_error_set("writing: %s", strerror(errno));
+			return -1;
+		}
+		return 0;
+	}
+	if (f->len + n > MANIFEST_MAX) {
+		ferry_error_set("the manifest is over %d MiB", MANIFEST_MAX >> 20);
+		return -1;
+	}
+	if (f->len + n + 1 > f->cap) {
+		f->cap = (f->len + n + 1) * 2;
+		f->buf = xrealloc(f->buf, f->cap);
+	}
+	memcpy(f->buf + f->len, p, n);
+	f->len += n;
+	f->buf[f->len] = '\0';
+	return 0;
+}
+
+/* GETs path into f; hex is the sha256 of what came. */
+static int fetch_run(struct fetch *f, char hex[65], ferry_client *c, const char *path)
+{
+	struct client_sink sink = {NULL, fetch_data, f};
+	unsigned char md[EVP_MAX_MD_SIZE];
+	unsigned int mdlen = 0;
+	int rc;
+
+	f->md = EVP_MD_CTX_new();
+	if (f->md == NULL || EVP_DigestInit_ex(f->md, EVP_sha256(), NULL) != 1)
+		abort();
+	rc = client_stream(c, path, 0, &sink);
+	EVP_DigestFinal_ex(f->md, md, &mdlen);
+	EVP_MD_CTX_free(f->md);
+	f->md = NULL;
+	hex_encode(hex, md, mdlen);
+	return rc;
+}
+
+/* Whether p is a clean relative path: no empty, "." or ".." segment, not absolute. */
+static bool safe_relative(const char *p)
+{
+	if (*p == '\0' || *p == '/')
+		return false;
+	for (const char *s = p; *s;) {
+		size_t n = strcspn(s, "/");
+		if (n == 0 || (n == 1 && s[0] == '.') || (n == 2 && s[0] == '.' && s[1] == '.'))
+			return false;
+		s += n;
+		if (*s == '/' && *++s == '\0')
+			return false;
+	}
+	return true;
+}
+
+/* Makes the directories of rel's parent below dir, one segment at a time; a link on the way is refused. */
+static int make_parents(const char *dir, const char *rel)
+{
+	char *path = xasprintf("%s/%s", dir, rel), *p = path + strlen(dir) + 1;
+	struct stat st;
+	int error = FERRY_OK;
+
+	while ((p = strchr(p, '/')) != NULL) {
+		*p = '\0';
+		if (lstat(path, &st) == 0) {
+			if (!S_ISDIR(st.st_mode)) {
+				ferry_error_set("%s is in the way (not a directory; links are not followed)", path);
+				error = FERRY_ERROR;
+				break;
+			}
+		} else if (mkdir(path, 0755) < 0) {
+			ferry_error_set("creating %s: %s", path, strerror(errno));
+			error = FERRY_ERROR;
+			break;
+		}
+		*p++ = '/';
+	}
+	free(path);
+	return error;
+}
+
+/*
+ * Downloads urlpath into dir/rel: to a temporary file beside it, checked
+ * against sha256 (and bytes when >= 0), then renamed into place.
+ */
+static int fetch_file(ferry_client *c, const char *urlpath, const char *dir, const char *rel,
+		      const char *sha256, int64_t bytes)
+{
+	char *dst = xasprintf("%s/%s", dir, rel), *tmp = NULL, hex[65];
+	char *slash = strrchr(dst, '/');
+	struct fetch f = {.fd = -1};
+	int rc;
+
+	tmp = xasprintf("%.*s/.ferry-download.XXXXXX", (int)(slash - dst), dst);
+	if ((f.fd = mkostemp(tmp, O_CLOEXEC)) < 0) {
+		ferry_error_set("creating a file in %.*s: %s", (int)(slash - dst), dst, strerror(errno));
+		rc = FERRY_ERROR;
+		goto out;
+	}
+	rc = fetch_run(&f, hex, c, urlpath);
+	if (rc == 0 && strcmp(hex, sha256) != 0) {
+		ferry_error_set("%s: sha256 %s, the registry says %s; nothing written", rel, hex, sha256);
+		rc = FERRY_ERROR;
+	} else if (rc == 0 && bytes >= 0 && f.bytes != bytes) {
+		ferry_error_set("%s: %" PRId64 " bytes, the manifest says %" PRId64, rel, f.bytes, bytes);
+		rc = FERRY_ERROR;
+	} else if (rc == 0 && (fchmod(f.fd, 0644) < 0 || fsync(f.fd) < 0 || rename(tmp, dst) < 0)) {
+		ferry_error_set("writing %s: %s", dst, strerror(errno));
+		rc = FERRY_ERROR;
+	}
+	if (rc < 0)
+		unlink(tmp);
+out:
+	if (f.fd >= 0)
+		close(f.fd);
+	free(tmp), free(dst);
+	return rc;
+}
+
+/* Whether dir holds anything; creates it when missing. -1 with the message set when it cannot be used. */
+static int dir_prepare(const char *dir)
+{
+	struct dirent *d;
+	DIR *dp;
+	int full = 0;
+
+	if (mkdir_p(dir, 0755) < 0)
+		return -1;
+	if ((dp = opendir(dir)) == NULL) {
+		ferry_error_set("%s: %s", dir, strerror(errno));
+		return -1;
+	}
+	while (!full && (d = readdir(dp)) != NULL)
+		full = strcmp(d->d_name, ".") != 0 && strcmp(d->d_name, "..") != 0;
+	closedir(dp);
+	return full;
+}
+
+/*
+ * `ferry models download NAME VERSION DIR`: version v (its JSON) of model
+ * e1 (escaped), version e2 (escaped). Returns an exit status.
+ */
+static int models_download(ferry_client *c, const json_t *v, const char *e1, const char *e2, const char *dir,
+			   bool force)
+{
+	const json_t *art = json_object_get(v, "artifact"), *files, *f;
+	const char *kind = jstr(art, "kind", ""), *sha = jstr(art, "sha256", ""), *name = jstr(art, "name", "");
+	char *base = xasprintf("/models/%s/versions/%s/artifact", e1, e2), *urlpath = NULL, hex[65];
+	struct fetch m = {.fd = -1};
+	json_t *manifest = NULL;
+	int64_t total = 0;
+	size_t i, n = 0;
+	int rc, status = FX_FAIL;
+
+	if (strcmp(kind, "file") != 0 && strcmp(kind, "tree") != 0) {
+		ferry_error_set("the registry answered an artifact of kind \"%s\"; this ferry knows file and tree", kind);
+		goto out;
+	}
+	if (strcmp(kind, "tree") == 0) {
+		/* the manifest first: checked, and every path vetted, before anything is written */
+		if ((rc = fetch_run(&m, hex, c, base)) < 0)
+			goto fail;
+		if (strcmp(hex, sha) != 0) {
+			ferry_error_set("the manifest's sha256 is %s, the registry says %s; nothing written", hex, sha);
+			goto out;
+		}
+		manifest = json_loads(m.buf ? m.buf : "", 0, NULL);
+		files = json_object_get(manifest, "files");
+		if (!json_is_array(files)) {
+			ferry_error_set("the manifest of this version is not a ferry-tree-1 manifest");
+			goto out;
+		}
+		json_array_foreach(files, i, f) {
+			const char *p = jstr(f, "path", "");
+			const char *fs = jstr(f, "sha256", "");
+			if (!safe_relative(p) || strlen(fs) != 64) {
+				ferry_error_set("the manifest lists \"%s\", which is not a plain relative path (absolute, "
+						"'..' or empty segment) or has no sha256: refusing to download", p);
+				goto out;
+			}
+		}
+	} else if (!safe_relative(name) || strchr(name, '/')) {
+		name = "artifact"; /* a file's name is one segment, else a neutral one */
+	}
+	if ((rc = dir_prepare(dir)) < 0)
+		goto out;
+	if (rc > 0 && !force) {
+		ferry_error_set("%s is not empty; give an empty or new directory, or --force to write into it", dir);
+		status = FX_USAGE;
+		goto out;
+	}
+	if (strcmp(kind, "file") == 0) {
+		if ((rc = fetch_file(c, base, dir, name, sha, jint(art, "bytes", -1))) < 0)
+			goto fail;
+		n = 1;
+		total = jint(art, "bytes", 0);
+	} else {
+		json_array_foreach(json_object_get(manifest, "files"), i, f) {
+			const char *p = jstr(f, "path", "");
+			char *ep = client_escape(p);
+
+			free(urlpath);
+			urlpath = xasprintf("%s?path=%s", base, ep);
+			free(ep);
+			if (make_parents(dir, p) < 0)
+				goto out;
+			if ((rc = fetch_file(c, urlpath, dir, p, jstr(f, "sha256", ""), jint(f, "bytes", -1))) < 0)
+				goto fail;
+			n++;
+			total += jint(f, "bytes", 0);
+		}
+	}
+	printf("%s %s: %zu file%s, %" PRId64 " bytes in %s (sha256 verified)\n", jstr(v, "model", "?"),
+	       jstr(v, "version", "?"), n, n == 1 ? "" : "s", total, dir);
+	status = FX_OK;
+	goto out;
+fail:
+	status = report_request_error(c, rc);
+	goto done;
+out:
+	if (status != FX_OK)
+		fprintf(stderr, "ferry: %s\n", ferry_error_last());
+done:
+	free(base), free(urlpath), free(m.buf);
+	json_decref(manifest);
+	return status;
+}
+
 int cmd_models(const struct ctx *x, int argc, char **argv)
 {
 	static const struct option longopts[] = {
 		{"output", required_argument, NULL, 'o'},
+		{"force", no_argument, NULL, 'f'},
 		{"help", no_argument, NULL, 'h'},
 		{0},
 	};
-	static const char *const subs[] = {"list", "versions", "get", "alias"};
-	static const int operands[] = {0, 1, 2, 3};
+	static const char *const subs[] = {"list", "versions", "get", "alias", "download"};
+	static const int operands[] = {0, 1, 2, 3, 3};
 	ferry_client *c = NULL;
 	json_t *answer = NULL, *body = NULL;
 	char *path = NULL, *e1 = NULL, *e2 = NULL;
 	const char *sub;
-	bool json = false;
+	bool json = false, force = false;
 	int ch, rc, status = FX_USAGE, k, nops;
 	char **ops;
 
 	if (argc < 2 || strcmp(argv[1], "-h") == 0 || strcmp(argv[1], "--help") == 0) {
 		if (argc < 2)
-			return usage_error(x, "which one: list, versions, get or alias?");
+			return usage_error(x, "which one: list, versions, get, alias or download?");
 		return print_help(x->cmd);
 	}
 	sub = argv[1];
-	for (k = 0; k < 4 && strcmp(sub, subs[k]) != 0; k++)
+	for (k = 0; k < 5 && strcmp(sub, subs[k]) != 0; k++)
 		;
-	if (k == 4)
-		return usage_error(x, "unknown subcommand '%s' (list, versions, get or alias)", sub);
+	if (k == 5)
+		return usage_error(x, "unknown subcommand '%s' (list, versions, get, alias or download)", sub);
 	optind = 0;
-	while ((ch = getopt_long(argc - 1, argv + 1, ":o:h", longopts, NULL)) != -1) {
+	while ((ch = getopt_long(argc - 1, argv + 1, ":o:fh", longopts, NULL)) != -1) {
 		switch (ch) {
+		case 'f':
+			if (k != 4) {
+				status = usage_error(x, "--force is for models download");
+				goto out;
+			}
+			force = true;
+			break;
 		case 'o':
 			if (parse_output(x, optarg, &json) != 0)
 				goto out;
@@ -210,7 +480,7 @@ int cmd_models(const struct ctx *x, int argc, char **argv)
 	nops = argc - 1 - optind;
 	if (nops != operands[k]) {
 		static const char *const want[] = {"no operands", "NAME", "NAME VERSION|ALIAS",
-						   "NAME ALIAS VERSION"};
+						   "NAME ALIAS VERSION", "NAME VERSION|ALIAS DIR"};
 		status = usage_error(x, "models %s takes %s", sub, want[k]);
 		goto out;
 	}
@@ -228,6 +498,7 @@ int cmd_models(const struct ctx *x, int argc, char **argv)
 		path = xasprintf("/models/%s/versions", e1);
 		break;
 	case 2:
+	case 4:
 		path = xasprintf("/models/%s/versions/%s", e1, e2);
 		break;
 	default:
@@ -240,7 +511,9 @@ int cmd_models(const struct ctx *x, int argc, char **argv)
 		goto out;
 	}
 	status = FX_OK;
-	if (json)
+	if (k == 4)
+		status = models_download(c, answer, e1, e2, ops[2], force);
+	else if (json)
 		print_json(answer);
 	else if (k == 0)
 		print_models(x, answer);

@@ -13,7 +13,8 @@
  *   - runs the periodic tasks that are due (tasks[] below: the polling
  *     fallback, lease renewal, leader election, adoption of this host's
  *     orphans, the leader's reaper of lost attempts, expired waits, a dev
- *     session's lease on its run and the leader's end of dead sessions);
+ *     session's lease on its run, the leader's end of dead sessions and
+ *     its removal of old runs' logs);
  *   - claims up to claim_batch ready steps while it has capacity and starts
  *     them through the executor type, recording their handles in one
  *     statement; kills the jobs of stopping runs when told;
@@ -41,6 +42,7 @@
 #include "health.h"
 #include "metrics.h"
 #include "notify.h"
+#include "retention.h"
 #include "states.h"
 #include "kind.h"
 #include "store.h"
@@ -81,6 +83,7 @@ struct engine {
 	struct workers *workers; /* the pool for slow step work, or NULL (done inline) */
 	int inflight;          /* items in the pool: claimed steps not yet started or finished */
 	int notifying;         /* completion posts in the pool (notify.h) */
+	int retaining;         /* a retention round in the pool (retention.h) */
 	struct work *deferred; /* items that found the database unreachable: submitted again */
 	int64_t next_deferred; /* … at most once a second */
 	int claim_now, stop_check, draining;
@@ -158,6 +161,10 @@ void engine_opts_default(struct engine_opts *o)
 	o->poll_ms = env_int("FERRY_POLL_MS", 1000);
 	o->kill_grace_ms = env_int("FERRY_KILL_GRACE_MS", 10000);
 	o->workers = (int)env_int("FERRY_WORKERS", 2);
+	o->retention_days = retention_days_env();
+	o->retention_period_ms = env_int("FERRY_RETENTION_PERIOD_MS", 3600000);
+	if (o->retention_period_ms < 100)
+		o->retention_period_ms = 100;
 	if (o->max_jobs < 1)
 		o->max_jobs = 1;
 	if (o->claim_batch < 1)
@@ -794,11 +801,15 @@ static void step_work_apply(struct engine *e, struct step_work *sw)
 	}
 }
 
+static void retention_done(struct work *w, void *ctx);
+
 /* Frees a pool item that is never taken back (shutdown), whatever it is. */
 static void drop_work(struct work *w)
 {
 	if (w->run == step_work_run)
 		step_work_free(w);
+	else if (w->done == retention_done)
+		retention_work_free(w);
 	else
 		notify_work_free(w);
 }
@@ -832,7 +843,7 @@ static void take_work(struct engine *e)
 {
 	struct work *w, *next;
 
-	if (e->workers == NULL || (e->inflight == 0 && e->notifying == 0))
+	if (e->workers == NULL || (e->inflight == 0 && e->notifying == 0 && e->retaining == 0))
 		return;
 	for (w = workers_take(e->workers); w; w = next) {
 		next = w->next;
@@ -1205,6 +1216,47 @@ static void task_notify(struct engine *e)
 	json_decref(runs);
 }
 
+/* A retention round came back (its worker removed and marked what was due). */
+static void retention_done(struct work *w, void *ctx)
+{
+	struct engine *e = ctx;
+
+	e->retaining = 0;
+	retention_work_free(w);
+}
+
+/*
+ * FERRY_RETENTION_DAYS: hands a bounded batch of runs whose logs are due for
+ * removal to the pool (retention.h); one round at a time. Without a pool
+ * (FERRY_WORKERS=0) the round runs here.
+ */
+static void task_retention(struct engine *e)
+{
+	struct work *w;
+	int64_t *ids = NULL;
+	int n = 0;
+
+	if (e->o.retention_days <= 0 || e->retaining)
+		return;
+	if (store_runs_retention_due(&ids, &n, e->conn, e->o.retention_days, RETENTION_BATCH) < 0) {
+		flog_error("runs due for retention: %s", ferry_error_last());
+		return;
+	}
+	if (n == 0) {
+		free(ids);
+		return;
+	}
+	w = retention_work_new(e->home, e->o.retention_days, ids, n);
+	w->done = retention_done;
+	if (e->workers == NULL) {
+		w->run(w, e->conn);
+		retention_work_free(w);
+		return;
+	}
+	workers_submit(e->workers, w);
+	e->retaining = 1;
+}
+
 /* A dev session renews the lease it holds on its run while it lives. */
 static void task_dev_lease(struct engine *e)
 {
@@ -1229,6 +1281,7 @@ static int64_t every_poll(const struct engine_opts *o) { return o->poll_ms; }
 static int64_t every_third_lease(const struct engine_opts *o) { return o->lease_ms / 3; }
 static int64_t every_half_lease(const struct engine_opts *o) { return o->lease_ms / 2; }
 static int64_t every_second(const struct engine_opts *o) { (void)o; return 1000; }
+static int64_t every_retention_period(const struct engine_opts *o) { return o->retention_period_ms; }
 
 enum {
 	TASK_LEADER = 1u << 0, /* runs on the elected leader alone */
@@ -1260,6 +1313,7 @@ static const struct engine_task tasks[] = {
 	{"notify", TASK_LEADER, every_second, task_notify},  /* FERRY_NOTIFY_WEBHOOK */
 	{"dev-lease", 0, every_third_lease, task_dev_lease},   /* a dev session: renew its run's lease */
 	{"dev-expire", TASK_LEADER | TASK_NO_DEV, every_half_lease, task_dev_expire}, /* dead dev sessions */
+	{"retention", TASK_LEADER | TASK_NO_DEV, every_retention_period, task_retention}, /* FERRY_RETENTION_DAYS */
 };
 #define NTASKS (sizeof(tasks) / sizeof(tasks[0]))
 

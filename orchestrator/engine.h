@@ -25,6 +25,8 @@ struct engine_opts {
 	int workers;           /* threads for slow step work (FERRY_WORKERS); 0 = on the loop */
 	struct health *health; /* where to say whether this replica leads (/readyz, /metrics); may be NULL */
 	const char *public_url; /* where the API answers (links in notifications); may be NULL */
+	double retention_days; /* FERRY_RETENTION_DAYS: finished runs' logs go after this; 0 never, < 0 invalid */
+	int64_t retention_period_ms; /* FERRY_RETENTION_PERIOD_MS: how often the leader looks (an hour) */
 };
 
 struct engine;

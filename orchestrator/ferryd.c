@@ -678,6 +678,10 @@ int main(int argc, char **argv)
 			return 2;
 		}
 	}
+	if (eo.retention_days < 0) {
+		flog_error("%s", ferry_error_last());
+		return 2;
+	}
 	if (db_statement_timeout_ms(&stmt_ms) < 0) {
 		flog_error("%s", ferry_error_last());
 		return 2;
@@ -722,6 +726,7 @@ int main(int argc, char **argv)
 	ao.listen = listen;
 	ao.token = token;
 	ao.conninfo = conninfo;
+	ao.home = eo.home;
 	ao.db_conns = getenv("FERRY_API_DB_CONNS") ? (int)strtol(getenv("FERRY_API_DB_CONNS"), NULL, 10) : 4;
 	{
 		/* FERRY_API_RUN_CACHE_MB: memory for finished runs' JSON (default 64; 0 turns the cache off) */

@@ -275,6 +275,39 @@ int store_runs_to_notify(json_t **out, PGconn *conn, int limit);
 /* How run's post went: NULL posted; else why not (tried again later, five times in all). */
 int store_run_notified(PGconn *conn, int64_t run, const char *failure);
 
+/* ---- housekeeping (store_housekeep.c): deleting runs, retention of their logs ---- */
+
+/*
+ * Deletes finished run id and every row of it (steps, attempts, events,
+ * outputs, metrics, cache sessions: ON DELETE CASCADE) in one statement;
+ * the model versions it registered stay, with its id in their lineage.
+ * FERRY_ENOTFOUND when there is no such run; FERRY_ECONFLICT when it has
+ * not finished (the message says to stop it first). Its files are the
+ * caller's to remove, after this returned 0.
+ */
+int store_run_delete(PGconn *conn, int64_t id);
+
+/*
+ * Up to limit runs (ids, oldest finished first) that finished more than days
+ * ago and whose logs are still there: *ids (*n) is the caller's (free).
+ */
+int store_runs_retention_due(int64_t **ids, int *n, PGconn *conn, double days, int limit);
+
+/*
+ * Removes the logs of run id if it is still due (as above): in one
+ * transaction that holds the run's row, so a retry cannot start a new
+ * attempt in between, calls rm(id, arg) to remove its files, then sets
+ * logs_removed_at. 1 removed, 0 no longer due, or a negative code.
+ */
+int store_run_logs_remove(PGconn *conn, int64_t id, double days, void (*rm)(int64_t id, void *arg),
+			  void *arg);
+
+/*
+ * When retention removed run id's logs: *at (the caller's) is a UTC ISO 8601
+ * time, or NULL when they were not removed. FERRY_ENOTFOUND: no such run.
+ */
+int store_run_logs_removed(char **at, PGconn *conn, int64_t id);
+
 /* ---- model registry (store_models.c) ---- */
 
 /* A version to register: the artifact is already in the blob store. */

@@ -8,6 +8,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <ftw.h>
 #include <limits.h>
 #include <openssl/evp.h>
 #include <stdio.h>
@@ -283,6 +284,37 @@ int fd_write_all(int fd, const void *buf, size_t n)
 		n -= (size_t)w;
 	}
 	return 0;
+}
+
+/* nftw visits one thread's tree at a time here: the first failure is kept in this thread's buffer */
+static _Thread_local int rm_failed;
+
+static int rm_entry(const char *path, const struct stat *st, int flag, struct FTW *ftw)
+{
+	(void)st, (void)flag, (void)ftw;
+	if (remove(path) != 0 && errno != ENOENT && !rm_failed) {
+		ferry_error_set("cannot remove %s: %s", path, strerror(errno));
+		rm_failed = 1;
+	}
+	return 0;
+}
+
+int run_dir_remove(const char *home, int64_t id)
+{
+	char *dir = xasprintf("%s/runs/%lld", home, (long long)id);
+	struct stat st;
+	int error = FERRY_OK;
+
+	rm_failed = 0;
+	if (id > 0 && lstat(dir, &st) == 0) {
+		if (nftw(dir, rm_entry, 16, FTW_DEPTH | FTW_PHYS | FTW_MOUNT) != 0 && !rm_failed) {
+			ferry_error_set("cannot remove %s: %s", dir, strerror(errno));
+			rm_failed = 1;
+		}
+		error = rm_failed ? FERRY_ERROR : FERRY_OK;
+	}
+	free(dir);
+	return error;
 }
 
 int path_within(const char *real, const char *dir)

@@ -73,6 +73,15 @@ int fd_write_all(int fd, const void *buf, size_t n);
 /* Whether the resolved path real is dir (resolved here) or below it; 0 when dir is NULL or unresolvable. */
 int path_within(const char *real, const char *dir);
 
+/*
+ * Removes the directory of run id under home ($home/runs/ID) with all it
+ * holds: links are removed, never followed, and other file systems mounted
+ * below are left alone; a missing directory is fine. The path is made from
+ * the id alone, so it cannot leave $home/runs. 0, or FERRY_ERROR when
+ * something stayed (message set; the rest is removed).
+ */
+int run_dir_remove(const char *home, int64_t id);
+
 /* Reads a whole file into a NUL-terminated buffer the caller frees. */
 int file_read(char **out, size_t *len, const char *path);
 

@@ -5,7 +5,8 @@
 -- "waiting": the names of the steps that wait for a person (gate and label
 -- steps in state waiting, each continued with POST .../steps/{step}/continue),
 -- so a run that cannot go on by itself is told from one that is busy while
--- its state stays what the engine says (running).
+-- its state stays what the engine says (running). "logs_removed_at": when
+-- retention removed the run's logs and attempt directories (else null).
 CREATE OR REPLACE FUNCTION ferry_run_json(p_run bigint) RETURNS json
 LANGUAGE plpgsql STABLE AS $$
 BEGIN
@@ -17,6 +18,7 @@ BEGIN
 		            FROM steps w WHERE w.run_id = r.id AND w.state = 'waiting'),
 		'created_at', ferry_ts(r.created_at),
 		'started_at', ferry_ts(r.started_at), 'finished_at', ferry_ts(r.finished_at),
+		'logs_removed_at', ferry_ts(r.logs_removed_at),
 		'steps', coalesce((
 			SELECT json_agg(json_build_object(
 				'name', s.name, 'kind', s.kind, 'state', s.state,

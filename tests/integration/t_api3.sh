@@ -170,8 +170,12 @@ test_api_head() {
 	hdr=$(curl -sS -I -H "Authorization: Bearer $FERRY_API_TOKEN" "$FERRY_URL/api/v1/runs/$id/retry" | tr -d '\r')
 	assert_match "$hdr" '^HTTP/1.1 405' "HEAD of a POST route"
 	assert_eq "$(echo "$hdr" | sed -n 's/^Allow: //Ip')" POST "Allow of a POST route"
-	hdr=$(curl -sS -D - -o /dev/null -X DELETE -H "Authorization: Bearer $FERRY_API_TOKEN" "$FERRY_URL/api/v1/runs/$id" | tr -d '\r')
+	hdr=$(curl -sS -D - -o /dev/null -X DELETE -H "Authorization: Bearer $FERRY_API_TOKEN" "$FERRY_URL/api/v1/runs/$id/events" | tr -d '\r')
+	assert_match "$hdr" '^HTTP/1.1 405' "DELETE of a GET route"
 	assert_eq "$(echo "$hdr" | sed -n 's/^Allow: //Ip')" "GET, HEAD" "Allow of a GET route"
+	hdr=$(curl -sS -D - -o /dev/null -X PUT -H "Authorization: Bearer $FERRY_API_TOKEN" "$FERRY_URL/api/v1/runs/$id" | tr -d '\r')
+	assert_match "$hdr" '^HTTP/1.1 405' "PUT of a run"
+	assert_eq "$(echo "$hdr" | sed -n 's/^Allow: //Ip')" "GET, HEAD, DELETE" "Allow of a run (DELETE /runs/{id} deletes a finished run)"
 }
 
 # Followed logs park their connections instead of holding an API worker: with

@@ -22,8 +22,15 @@ steps:
   - {name: gate, kind: gate, needs: [a]}
 Y
 )
+	busy=$(wf busy <<'Y'
+name: busy
+steps:
+  - {name: s, command: [sleep, "300"]}
+Y
+)
 	run=$(submit "$ROOT/workflows/hello.yaml")
 	gate=$(submit "$f")
+	busy=$(submit "$busy")
 	# a slow upload beside the generated requests (curl --limit-rate: ~3 s)
 	python3 -c 'import json; print(json.dumps({"yaml": "#" * 12000}))' >"$FERRY_HOME/slow.json"
 	curl -s -o "$FERRY_HOME/slow.out" -w '%{http_code}' --limit-rate 4k -X POST \
@@ -32,8 +39,9 @@ Y
 	slow=$!
 	wait_run "$run" succeeded
 	wait_step "$gate" gate waiting
+	wait_step "$busy" s running
 	hostile_py >"$FERRY_HOME/hostile.py"
-	timeout 120 python3 "$FERRY_HOME/hostile.py" "$FERRY_PORT" "$FERRY_API_TOKEN" "$run" "$gate" ||
+	timeout 120 python3 "$FERRY_HOME/hostile.py" "$FERRY_PORT" "$FERRY_API_TOKEN" "$run" "$gate" "$busy" ||
 		fail "hostile requests (replay with HOSTILE_SEED from the line above)"
 	wait "$slow" || fail "slow upload: curl failed"
 	assert_eq "$(cat "$FERRY_HOME/slow.code")" 400 "slow upload of a bad body"
@@ -51,6 +59,10 @@ Y
 		assert_eq "$CODE" 200 "continue after the barrage"
 	fi
 	wait_run "$gate" succeeded
+	# DELETE went to the running run alone: it is refused (409), so the run is still there
+	assert_eq "$(sql "SELECT state FROM runs WHERE id = $busy")" running "the running run survived the DELETEs"
+	api POST "/api/v1/runs/$busy/stop"
+	wait_run "$busy" stopped
 }
 
 # The request generator (python3), written out by the test.
@@ -58,11 +70,12 @@ hostile_py() {
 	cat <<'PY'
 """Hostile requests against ferryd: every answer must be well-formed HTTP,
 4xx with a JSON error body (2xx where the input happens to be valid), and
-the daemon must keep answering. argv: PORT TOKEN RUN_ID GATE_RUN_ID; env
+the daemon must keep answering. argv: PORT TOKEN RUN_ID GATE_RUN_ID
+BUSY_RUN_ID (a running run: DELETE goes there, never to a finished one); env
 HOSTILE_SEED fixes the random cases, HOSTILE_VERBOSE=1 prints every case."""
 import http.client, io, json, os, random, socket, sys, threading, time
 
-PORT, TOKEN, RUN, GATE = int(sys.argv[1]), sys.argv[2], sys.argv[3], sys.argv[4]
+PORT, TOKEN, RUN, GATE, BUSY = int(sys.argv[1]), sys.argv[2], sys.argv[3], sys.argv[4], sys.argv[5]
 SEED = int(os.environ.get("HOSTILE_SEED", "0")) or random.randrange(1, 1 << 30)
 VERBOSE = os.environ.get("HOSTILE_VERBOSE") == "1"
 rnd = random.Random(SEED)
@@ -292,8 +305,13 @@ check("10kB unauthenticated", request("GET", "/api/v1/" + "c" * 10240, auth=Fals
 # ---- methods ----
 
 for m in ["DELETE", "PUT", "PATCH", "OPTIONS", "TRACE", "FOO", "get", "Get", "POSTX", "M" * 1000]:
-    for p in ["/api/v1/runs", "/api/v1/runs/" + RUN, "/api/v1/runs/%s/retry" % RUN, "/healthz"]:
-        check("%.12s %s" % (m, p), request(m, p, "{}" if m in ("PUT", "PATCH") else None))
+    # DELETE /runs/{id} deletes a finished run: sent to the running one, which must refuse (409)
+    run_path = "/api/v1/runs/" + (BUSY if m == "DELETE" else RUN)
+    for p in ["/api/v1/runs", run_path, "/api/v1/runs/%s/retry" % RUN, "/healthz"]:
+        expect = {409} if m == "DELETE" and p == run_path else None
+        check("%.12s %s" % (m, p), request(m, p, "{}" if m in ("PUT", "PATCH") else None), expect=expect)
+for p in ["/api/v1/runs/999999999", "/api/v1/runs/0", "/api/v1/runs/" + RUN + "/events", "/api/v1/runs/../" + RUN]:
+    check("DELETE " + p, request("DELETE", p), expect={404, 405})
 check("HEAD runs", request("HEAD", "/api/v1/runs"), head=True)
 check("HEAD healthz", request("HEAD", "/healthz"), head=True)
 check("GET with body", request("GET", "/api/v1/runs/" + RUN, '{"x":1}'))
