@@ -339,6 +339,14 @@ int dev_step_main(int argc, char **argv)
 	else
 		printf(" (%s, never ran)", j.last.state);
 	printf(" again in %s\n", j.dir);
+	{
+		const char *image = json_string_value(json_object_get(j.c.spec, "image"));
+		const char *ex = json_string_value(json_object_get(j.c.spec, "executor"));
+		if ((image && strcmp(image, "host") != 0) || (ex && strcmp(ex, "local") != 0))
+			printf("  note     it runs here, on this machine's root filesystem, not on %s%s%s\n",
+			       ex ? ex : "its executor", image && strcmp(image, "host") != 0 ? " in image " : "",
+			       image && strcmp(image, "host") != 0 ? image : "");
+	}
 	dev_job_show(stdout, &j);
 	if (cmd) {
 		printf("  instead  ");

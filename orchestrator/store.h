@@ -130,7 +130,7 @@ int store_adopt(PGconn *conn, const char *owner, const struct store_orphan *o, i
 
 /*
  * owner's running attempts whose run is stopping, with the reason each
- * killed step gets ("run stopped by ana", "dev session ended"): parallel
+ * killed step is given ("run stopped by ana", "dev session ended"): parallel
  * arrays, the caller frees them (and each reason).
  */
 int store_stopping(int64_t **steps, int **attempts, char ***reasons, int *n, PGconn *conn, const char *owner);

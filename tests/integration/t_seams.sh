@@ -3,12 +3,13 @@
 # fork and the handle's record or after a failed record (fault injection
 # through bin/ferryd-test), and one leader among replicas.
 
-# a step whose work is counted: one line per run of its command
+# a step whose work is counted: one line per run of its command, in
+# $FERRY_HOME/runs/RUN/work.count
 counted_wf() {
 	wf counted <<'Y'
 name: counted
 steps:
-  - {name: work, command: [sh, -c, 'echo "attempt $FERRY_ATTEMPT" >> "$FERRY_HOME/work.count"; sleep 2']}
+  - {name: work, command: [sh, -c, 'echo "attempt $FERRY_ATTEMPT" >> "$FERRY_ATTEMPT_DIR/../../work.count"; sleep 2']}
   - {name: after, needs: [work], command: [sh, -c, 'true']}
 Y
 }
@@ -35,7 +36,7 @@ submit_racing() {
 
 assert_ran_once() { # RUN
 	wait_run "$1" succeeded 30
-	assert_eq "$(cat "$FERRY_HOME/work.count")" "attempt 1" "the step's work ran exactly once"
+	assert_eq "$(cat "$FERRY_HOME/runs/$1/work.count")" "attempt 1" "the step's work ran exactly once"
 	assert_eq "$(sql "SELECT count(*) FROM attempts a JOIN steps s ON s.id = a.step_id WHERE s.run_id = $1 AND s.name = 'work'")" 1 "one attempt"
 	assert_match "$(sql "SELECT executor || ' ' || (handle->>'pid') FROM attempts a JOIN steps s ON s.id = a.step_id WHERE s.run_id = $1 AND s.name = 'work'")" '^local [0-9]+$' "the handle was recorded by the adopter"
 }
@@ -72,7 +73,7 @@ test_fault_failed_record_is_retried() {
 	[ -n "$h" ] || fail "the handle was never recorded after the failed records"
 	assert_eq "$(grep -c 'fault injected: failing "record"' "$FERRY_HOME/ferryd-a.log")" 3 "three failed records"
 	wait_run "$id" succeeded 30
-	assert_eq "$(cat "$FERRY_HOME/work.count")" "attempt 1" "ran once"
+	assert_eq "$(cat "$FERRY_HOME/runs/$id/work.count")" "attempt 1" "ran once"
 }
 
 test_test_executor_type_runs_a_workflow() {
@@ -91,7 +92,7 @@ Y
 	assert_eq "$(grep -c "^end run=$id " "$FERRY_HOME/test-executor.log")" 2 "ended through the table"
 	# ferryd itself does not know the test type
 	FERRY_EXECUTOR=test ferryd >"$FERRY_HOME/unknown.log" 2>&1 && fail "ferryd accepted the test-only executor"
-	grep -q 'unknown executor "test" (known: local, noop)' "$FERRY_HOME/unknown.log" || fail "no clear error: $(cat "$FERRY_HOME/unknown.log")"
+	grep -q 'FERRY_EXECUTOR "test" is not an executor (known: local, noop' "$FERRY_HOME/unknown.log" || fail "no clear error: $(cat "$FERRY_HOME/unknown.log")"
 }
 
 # leads NAME: 1 when daemon NAME leads; reaps NAME: how often its reaper (a leader-only task) ran
