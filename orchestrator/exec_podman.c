@@ -176,10 +176,45 @@ static void add_mount(struct vec *a, const char **mounts, int *n, const char *p)
 	vec_add2(a, "-v", xasprintf("%s:%s", p, p));
 }
 
-/* Whether envp holds NAME=… for the key of entry "KEY=…". */
-static int is_podmans(const char *entry)
+/*
+ * The variables podman itself reads (where its configuration, storage and
+ * runtime directory are: rootless podman needs HOME and XDG_RUNTIME_DIR):
+ * podman gets the daemon's, and a job's variable of one of these names is
+ * passed inline (--env NAME=VALUE) rather than through podman's environment.
+ */
+static int podman_reads(const char *key)
 {
-	return strncmp(entry, "PATH=", 5) == 0;
+	static const char *const names[] = {"PATH", "HOME", "TMPDIR", "XDG_RUNTIME_DIR",
+					    "XDG_CONFIG_HOME", "XDG_DATA_HOME"};
+
+	if (strncmp(key, "CONTAINERS_", 11) == 0)
+		return 1;
+	for (size_t i = 0; i < NELEM(names); i++)
+		if (strcmp(key, names[i]) == 0)
+			return 1;
+	return 0;
+}
+
+extern char **environ;
+
+/* Podman's own environment: the daemon's variables that podman reads. */
+static char **podman_env(void)
+{
+	struct vec e = {0};
+	const char *path = getenv("PATH");
+
+	if (path == NULL || *path == '\0')
+		vec_add(&e, xstrdup("PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"));
+	for (size_t i = 0; environ[i]; i++) {
+		const char *eq = strchr(environ[i], '=');
+		char *key = eq ? xstrndup(environ[i], (size_t)(eq - environ[i])) : NULL;
+		if (key && podman_reads(key))
+			vec_add(&e, xstrdup(environ[i]));
+		free(key);
+	}
+	if (e.v == NULL)
+		vec_add(&e, xstrdup("PATH=/usr/bin:/bin"));
+	return e.v;
 }
 
 int exec_podman_argv(char ***argv, char ***envp, const struct store_claim *c, const char *home,
@@ -190,7 +225,7 @@ int exec_podman_argv(char ***argv, char ***envp, const struct store_claim *c, co
 	json_t *res = json_object_get(c->spec, "resources"), *env = json_object_get(c->spec, "env");
 	const char *image = json_string_value(json_object_get(c->spec, "image"));
 	const char *net = json_string_value(json_object_get(c->spec, "network"));
-	const char *mounts[8], *path = getenv("PATH");
+	const char *mounts[8];
 	char *out = xasprintf("%s/out", dir), *name = NULL, *podman = NULL;
 	char *ckpt = xasprintf("%s/runs/%lld/%s/checkpoint", home, (long long)c->run_id, c->name);
 	int nm = 0, error;
@@ -242,10 +277,13 @@ int exec_podman_argv(char ***argv, char ***envp, const struct store_claim *c, co
 	/*
 	 * The job's variables: Ferry's FERRY_* and the step's env (not the
 	 * daemon's environment). Passed by name from podman's environment, so
-	 * no value shows in argv; a PATH of the step's is passed inline, as
-	 * podman's own PATH stays the daemon's.
+	 * no value shows in argv; those podman reads itself (podman_reads)
+	 * inline, as podman's own stay the daemon's.
 	 */
-	vec_add(&e, xasprintf("PATH=%s", path && *path ? path : "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"));
+	e.v = podman_env();
+	for (e.n = 0; e.v[e.n]; e.n++)
+		;
+	e.cap = e.n + 1;
 	for (size_t i = 0; x.envp[i]; i++) {
 		const char *eq = strchr(x.envp[i], '=');
 		char *key;
@@ -253,7 +291,7 @@ int exec_podman_argv(char ***argv, char ***envp, const struct store_claim *c, co
 			continue;
 		key = xstrndup(x.envp[i], (size_t)(eq - x.envp[i]));
 		if (strncmp(key, "FERRY_", 6) == 0 || json_object_get(env, key) != NULL) {
-			if (is_podmans(x.envp[i])) {
+			if (podman_reads(key)) {
 				vec_add2(&a, "--env", xstrdup(x.envp[i]));
 			} else {
 				vec_add2(&a, "--env", xstrdup(key));
@@ -424,7 +462,7 @@ static size_t self_start(char *out)
 	return len;
 }
 
-/* Writes "WORD N\n" (or "WORD\n" when n < 0 and !always) to fd. */
+/* Writes "WORD N\n" to fd, or "WORD\n" without with_n. */
 static void put_line(int fd, const char *word, long long n, int with_n)
 {
 	char buf[64];
@@ -893,8 +931,7 @@ static int podman_adopt(struct exec_job *job, struct exec_status *st)
 	}
 	/* a new supervisor follows it: podman wait, then the same ending as a shim's */
 	plan_common(&p, podman, name, job->dir);
-	p.envp = xcalloc(2, sizeof(char *));
-	p.envp[0] = xasprintf("PATH=%s", getenv("PATH") ? getenv("PATH") : "/usr/bin:/bin");
+	p.envp = podman_env();
 	p.limit_mb = (long long)limit_mb;
 	if ((error = spawn_shim(job, &p, name)) == 0)
 		error = 1;

@@ -87,6 +87,16 @@ Y
 	id3=$(submit "$f")
 	wait_run "$id3" succeeded 30
 	assert_eq "$(cat "$FERRY_HOME/runs/$id3/look/1/out/env")" "hi there|look|none|none|$FERRY_HOME/runs/$id3/look/1" "environment and working directory"
+	# an image that is not here fails the step with podman's word for it (no registry is tried)
+	id4=$(submit "$(wf missing <<'Y'
+name: missing
+steps:
+  - {name: m, image: ferry-no-such-image, command: [true]}
+Y
+)")
+	wait_run "$id4" failed 30
+	assert_match "$(step_col "$id4" m reason)" "^exit code 125: .*image not known" "a missing image"
+	podman_wait_none "$id4"
 }
 
 test_podman_digits_on_host_image() {
