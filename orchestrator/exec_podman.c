@@ -45,9 +45,10 @@
  * Podman's State.OOMKilled stays false on this hybrid cgroup layout, and
  * cgroup v1 counts oom_kill only in the container's own cgroup, which is
  * gone when podman run returns; so an exit 137 is an out-of-memory kill
- * when the parent's memory.events says oom_kill (cgroup v2), or its peak
- * usage (v1 memory.max_usage_in_bytes) reached the limit, or podman says
- * so. A job the engine itself kills keeps the engine's reason.
+ * when conmon saw the kernel's OOM event (it creates "oom" in its working
+ * directory, which the shim makes the attempt directory), or the parent's
+ * memory.events says oom_kill (cgroup v2), or its peak usage (v1
+ * memory.max_usage_in_bytes) reached the limit, or podman says so. A job the engine itself kills keeps the engine's reason.
  *
  * Stop: signal() forks `podman kill --signal TERM|KILL NAME` and does not
  * wait for it (its end is reaped with the other strays); the container runs
@@ -327,7 +328,8 @@ struct shim_plan {
 	char **inspect_argv; /* podman inspect --format {{.State.OOMKilled}} NAME */
 	char **rm_argv;      /* podman rm -f NAME */
 	char **envp;         /* podman's environment */
-	char *log, *status;
+	char *dir, *log, *status;
+	char *conmon_oom;    /* DIR/oom: conmon creates "oom" in its working directory on an OOM event */
 	char *mem_events;    /* cgroup v2 memory.events of the attempt's cgroup */
 	char *mem_peak;      /* cgroup v1 memory.max_usage_in_bytes of it */
 	long long limit_mb;  /* the memory limit; 0: none */
@@ -342,7 +344,8 @@ static void plan_dispose(struct shim_plan *p)
 	exec_podman_vec_free(p->rm_argv);
 	exec_podman_vec_free(p->envp);
 	exec_podman_vec_free(p->rmdirs);
-	free(p->log), free(p->status), free(p->mem_events), free(p->mem_peak);
+	free(p->dir), free(p->log), free(p->status), free(p->mem_events), free(p->mem_peak);
+	free(p->conmon_oom);
 	memset(p, 0, sizeof(*p));
 }
 
@@ -372,8 +375,10 @@ static void plan_common(struct shim_plan *p, const char *podman, const char *nam
 	vec_add2(&rm, "rm", xstrdup("-f"));
 	vec_add(&rm, xstrdup(name));
 	p->wait_argv = w.v, p->inspect_argv = in.v, p->rm_argv = rm.v;
+	p->dir = xstrdup(dir);
 	p->log = xasprintf("%s/log", dir);
 	p->status = xasprintf("%s/status", dir);
+	p->conmon_oom = xasprintf("%s/oom", dir);
 	if (cgroup_v2_only()) {
 		p->mem_events = xasprintf(CGROUP_ROOT "/ferry/%s/memory.events", name);
 		vec_add(&dirs, xasprintf(CGROUP_ROOT "/ferry/%s", name));
@@ -548,7 +553,10 @@ static int shim_oom(const struct shim_plan *p, int nullfd)
 {
 	char buf[4096];
 	const char *k;
+	struct stat sb;
 
+	if (stat(p->conmon_oom, &sb) == 0)
+		return 1;
 	if (read_small(p->mem_events, buf, sizeof(buf)) > 0 && (k = strstr(buf, "oom_kill ")) != NULL &&
 	    parse_ll(k + 9) > 0)
 		return 1;
@@ -587,6 +595,9 @@ static void shim(const struct shim_plan *p)
 		signal(s, SIG_DFL);
 	setsid();
 	close_range(3, ~0U, 0); /* none of the daemon's descriptors leak into jobs */
+	/* podman and conmon run here: what conmon leaves in its working directory (oom) is the attempt's */
+	if (chdir(p->dir) < 0)
+		(void)chdir("/");
 	logfd = open(p->log, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
 	nullfd = open("/dev/null", O_RDWR | O_CLOEXEC);
 	/* the handle before the container can run (exec.h); how it ended after */
