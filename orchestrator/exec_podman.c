@@ -50,10 +50,11 @@
  * memory.events says oom_kill (cgroup v2), or its peak usage (v1
  * memory.max_usage_in_bytes) reached the limit, or podman says so. A job the engine itself kills keeps the engine's reason.
  *
- * Stop: signal() forks `podman kill --signal TERM|KILL NAME` and does not
- * wait for it (its end is reaped with the other strays); the container runs
- * an init (tini-static, or podman's catatonit) as pid 1 so SIGTERM reaches
- * the command.
+ * Stop: signal() forks `podman kill --signal TERM|KILL NAME` (retried
+ * while podman run is still creating the container) and does not wait for
+ * it (its end is reaped with the other strays); the container runs an init
+ * (tini-static, or podman's catatonit) as pid 1 so SIGTERM reaches the
+ * command.
  *
  * The child side of fork() runs in a possibly multi-threaded process, so
  * the shim makes only async-signal-safe calls on data prepared before the
@@ -827,20 +828,36 @@ static void run_detached(char **argv)
 	}
 }
 
+/*
+ * The signal's delivery (a shell the daemon does not wait for): `podman
+ * kill`, retried while the container is not there yet or not yet running
+ * (a stop right after the start: podman run may still be creating it), for
+ * at most about 10 s; done when the kill went through or the container
+ * ended.
+ */
+static const char kill_script[] =
+	"podman=$1 sig=$2 name=$3\n"
+	"for i in $(seq 1 50); do\n"
+	"  \"$podman\" kill --signal \"$sig\" \"$name\" >/dev/null 2>&1 && exit 0\n"
+	"  case $(\"$podman\" inspect --format '{{.State.Status}}' \"$name\" 2>/dev/null) in\n"
+	"  exited|stopped|removing) exit 0 ;;\n"
+	"  esac\n"
+	"  sleep 0.2\n"
+	"done\n";
+
 static void podman_signal(const struct exec_job *job, int sig)
 {
 	const char *name = handle_name(job);
-	struct vec a = {0};
 	char *podman;
 
 	if (name == NULL || (podman = podman_path()) == NULL)
 		return;
-	vec_add(&a, podman);
-	vec_add(&a, xstrdup("kill"));
-	vec_add2(&a, "--signal", xstrdup(sig == SIGKILL ? "KILL" : sig == SIGTERM ? "TERM" : "INT"));
-	vec_add(&a, xstrdup(name));
-	run_detached(a.v);
-	exec_podman_vec_free(a.v);
+	{
+		char *argv[] = {"/bin/sh", "-c", (char *)kill_script, "ferry-podman-kill", podman,
+				sig == SIGKILL ? "KILL" : sig == SIGTERM ? "TERM" : "INT", (char *)name, NULL};
+		run_detached(argv);
+	}
+	free(podman);
 }
 
 /*

@@ -148,6 +148,31 @@ Y
 	grep -q started "$FERRY_HOME/runs/$id/long/1/log" || fail "the log went with the container"
 }
 
+# a stop that comes while podman run is still creating the container (a
+# podman slowed down by 1.5 s, as on a loaded machine): the kill is retried
+# until it lands (a long grace, so no SIGKILL rescues it)
+test_podman_stop_right_after_start() {
+	podman_up
+	real=$(command -v podman)
+	printf '#!/bin/sh\n[ "$3" = run ] && sleep 1.5\nexec %s "$@"\n' "$real" >"$FERRY_HOME/slow-podman"
+	chmod +x "$FERRY_HOME/slow-podman"
+	start_daemon a FERRY_KILL_GRACE_MS=30000 FERRY_PODMAN="$FERRY_HOME/slow-podman"
+	f=$(wf early <<'Y'
+name: early
+steps:
+  - {name: long, executor: podman, image: ferry-base, command: [sh, -c, "sleep 20; echo finished"]}
+Y
+)
+	id=$(submit "$f")
+	wait_step "$id" long running 10
+	api POST "/api/v1/runs/$id/stop"
+	assert_eq "$CODE" 200 "stop answered"
+	wait_run "$id" stopped 10
+	podman_wait_none "$id"
+	grep -q finished "$FERRY_HOME/runs/$id/long/1/log" && fail "the job ran to its end"
+	true
+}
+
 test_podman_timeout_and_retry() {
 	podman_up
 	start_daemon a
