@@ -33,7 +33,10 @@
  * then the same ending), if not the job is FERRY_ENOTFOUND. tick() starts,
  * at most every 30 s, a background sweep that removes the containers of
  * this home that are not running and whose supervisor is gone (leftovers
- * of a crash between a container's end and its removal).
+ * of a crash between a container's end and its removal). A container that
+ * still runs although its attempt was finished elsewhere (another replica
+ * reaped it as lost) is left to run out: telling those apart needs the
+ * database, which executor types do not see.
  *
  * Limits. resources: cpus → --cpus, memory → --memory and an equal
  * --memory-swap (no swap: the limit is real), gpus: N → CDI devices
@@ -48,7 +51,8 @@
  * when conmon saw the kernel's OOM event (it creates "oom" in its working
  * directory, which the shim makes the attempt directory), or the parent's
  * memory.events says oom_kill (cgroup v2), or its peak usage (v1
- * memory.max_usage_in_bytes) reached the limit, or podman says so. A job the engine itself kills keeps the engine's reason.
+ * memory.max_usage_in_bytes) reached the limit, or podman says so. A job
+ * the engine itself kills keeps the engine's reason.
  *
  * Stop: signal() forks `podman kill --signal TERM|KILL NAME` (retried
  * while podman run is still creating the container) and does not wait for
@@ -65,7 +69,6 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
-#include <poll.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
