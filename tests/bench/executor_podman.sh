@@ -15,9 +15,10 @@
 # Prints one JSON line:
 #   {"bench":"executor","executor":"podman","start_p50_ms":…,"start_p99_ms":…,
 #    "raw_p50_ms":…,"raw_p99_ms":…,"overhead_ratio":…,"same_flags_p50_ms":…,
-#    "vs_same_flags":…,"runs":…}
+#    "vs_same_flags":…,"claim_p50_ms":…,"runs":…}
 # overhead_ratio is start_p50 over raw_p50 (target ≤ 1.15); vs_same_flags
-# is start_p50 over same_flags_p50: the orchestrator's own share. Everything it
+# is start_p50 over same_flags_p50: the orchestrator's own share, of which
+# claim_p50_ms is the run's creation to the step's start. Everything it
 # started is stopped, its containers removed and its directory deleted
 # (BENCH_KEEP=1 keeps the directory).
 set -euo pipefail
@@ -130,7 +131,8 @@ for i in $(seq 1 "$RUNS"); do
 done
 
 sql "SELECT extract(epoch FROM s.finished_at - r.created_at) * 1000 FROM steps s JOIN runs r ON r.id = s.run_id WHERE r.id >= $first" >"$DIR/ferry.ms"
-python3 - "$DIR/ferry.ms" "$DIR/raw.us" "$DIR/same.us" <<'PY'
+sql "SELECT extract(epoch FROM s.started_at - r.created_at) * 1000 FROM steps s JOIN runs r ON r.id = s.run_id WHERE r.id >= $first" >"$DIR/claim.ms"
+python3 - "$DIR/ferry.ms" "$DIR/raw.us" "$DIR/same.us" "$DIR/claim.ms" <<'PY'
 import json, sys
 
 def pct(v, p):
@@ -142,11 +144,13 @@ def pct(v, p):
 ferry = [float(x) for x in open(sys.argv[1]).read().split()]
 raw = [int(x) / 1000.0 for x in open(sys.argv[2]).read().split()]
 same = [int(x) / 1000.0 for x in open(sys.argv[3]).read().split()]
+claim = [float(x) for x in open(sys.argv[4]).read().split()]
 f50, r50, s50 = pct(ferry, 0.5), pct(raw, 0.5), pct(same, 0.5)
 print(json.dumps({"bench": "executor", "executor": "podman",
                   "start_p50_ms": round(f50, 1), "start_p99_ms": round(pct(ferry, 0.99), 1),
                   "raw_p50_ms": round(r50, 1), "raw_p99_ms": round(pct(raw, 0.99), 1),
                   "overhead_ratio": round(f50 / r50, 2), "same_flags_p50_ms": round(s50, 1),
-                  "vs_same_flags": round(f50 / s50, 2), "runs": len(ferry)},
+                  "vs_same_flags": round(f50 / s50, 2), "claim_p50_ms": round(pct(claim, 0.5), 1),
+                  "runs": len(ferry)},
                  separators=(",", ":")))
 PY
