@@ -129,6 +129,7 @@ static int render(json_t **out, const char *s, const json_t *params, const char 
  * strings among them have their params rendered. */
 static const char *const kind_fields[] = {"model", "dataset", "labels", "webhook", "artifact",
 					  "on_timeout", "version", "aliases", "gate", "cache"};
+static const char *const placement_fields[] = {"executor", "resources", "network"};
 
 /*
  * The names of step i's ancestors, nearest first (breadth-first along
@@ -207,6 +208,12 @@ static int step_spec(json_t **out, const json_t *step, const json_t *params, con
 		json_object_set_new(spec, "workdir", r);
 	}
 	json_object_set(spec, "image", json_object_get(step, "image"));
+	/* where the job runs (config_placement.c): the engine picks its executor type from these */
+	for (i = 0; i < sizeof(placement_fields) / sizeof(placement_fields[0]); i++) {
+		json_t *f = json_object_get(step, placement_fields[i]);
+		if (f != NULL && !json_is_null(f))
+			json_object_set(spec, placement_fields[i], f);
+	}
 	for (i = 0; i < sizeof(kind_fields) / sizeof(kind_fields[0]); i++) {
 		json_t *f = json_object_get(step, kind_fields[i]), *r = NULL;
 		if (f == NULL || json_is_null(f))

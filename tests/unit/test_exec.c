@@ -223,14 +223,15 @@ static void test_exec__type_table(void **state)
 	(void)state;
 	assert_ptr_equal(exec_type_find("local"), &exec_local);
 	assert_ptr_equal(exec_type_find("noop"), &exec_noop);
-	assert_null(exec_type_find("podman"));
+	assert_ptr_equal(exec_type_find("podman"), &exec_podman);
+	assert_null(exec_type_find("kubernetes"));
 	assert_null(exec_type_find(NULL));
 	assert_int_equal(exec_type_register(&fake), 0);
 	assert_ptr_equal(exec_type_find("fake"), &fake);
 	assert_int_equal(exec_type_register(&dup), FERRY_ECONFLICT);
 	assert_ptr_equal(exec_type_find("local"), &exec_local);
 	names = exec_type_names();
-	assert_string_equal(names, "local, noop, fake");
+	assert_string_equal(names, "local, noop, podman, fake");
 	free(names);
 	/* every built-in row has what the engine calls unconditionally */
 	assert_non_null(exec_local.start);

@@ -1,0 +1,369 @@
+# The podman executor (orchestrator/exec_podman.c) against the real Podman:
+# hello and the digits pipeline in containers (busybox image ferry-base and
+# image: host), stop, timeout, retry, the memory-limit kill, network and CPU
+# isolation, a daemon killed mid-step, and the sweep of leftover containers.
+# Each test sets Podman up with deploy/podman.sh and removes every container
+# of its FERRY_HOME when it ends, even on failure.
+
+# podman_up: the configuration and image (idempotent), and the cleanup trap.
+podman_up() {
+	command -v podman >/dev/null || fail "podman is not installed (make deps; deploy/podman.sh)"
+	"$ROOT/deploy/podman.sh" || fail "deploy/podman.sh failed"
+	trap podman_down EXIT
+}
+
+# podman_down: daemons first (they start no more containers), then this home's containers.
+podman_down() {
+	stop_daemons
+	podman ps -aq --filter "label=ferry.home=$FERRY_HOME" | xargs -r podman rm -f -t 0 >/dev/null 2>&1
+	for d in /sys/fs/cgroup/*/ferry/ferry-* /sys/fs/cgroup/ferry/ferry-*; do
+		[ -d "$d" ] && [ "$(podman_home_of_cgroup "$d")" = mine ] && rmdir "$d" 2>/dev/null
+	done
+	true
+}
+
+# our containers' cgroups are named after the hash of FERRY_HOME
+podman_home_of_cgroup() {
+	local h; h=$(printf %s "$FERRY_HOME" | sha256sum | cut -c1-8)
+	case "${1##*/}" in "ferry-$h-"*) echo mine ;; *) echo other ;; esac
+}
+
+# containers of this home (optionally of run $1), one name a line
+podman_ours() {
+	podman ps -a --filter "label=ferry.home=$FERRY_HOME" ${1:+--filter "label=ferry.run=$1"} --format '{{.Names}}'
+}
+
+# waits until no container of run $1 is left (10 s)
+podman_wait_none() {
+	for _ in $(seq 1 100); do
+		[ -z "$(podman_ours "$1")" ] && return 0
+		sleep 0.1
+	done
+	fail "containers of run $1 left behind: $(podman_ours "$1" | tr '\n' ' ')"
+}
+
+# a workflow file from F with `image: IMAGE` added to every step
+with_image() { # FILE IMAGE NAME
+	sed "s/^  - name: \(.*\)$/  - name: \1\n    image: $2/" "$1" >"$FERRY_HOME/$3.yaml"
+	echo "$FERRY_HOME/$3.yaml"
+}
+
+attempts_of() { # RUN STEP: "executor container" of each attempt
+	sql "SELECT string_agg(a.executor || ' ' || coalesce(a.handle->>'container', '-'), ',' ORDER BY a.attempt) FROM attempts a JOIN steps s ON s.id = a.step_id WHERE s.run_id = $1 AND s.name = '$2'"
+}
+
+test_podman_hello_busybox_and_host() {
+	podman_up
+	start_daemon a FERRY_EXECUTOR=podman
+	# the busybox image: every step of hello, the retried one too
+	id=$(submit "$(with_image "$ROOT/workflows/hello.yaml" ferry-base hello-busybox)" '{"who":"podman"}')
+	wait_run "$id" succeeded 60
+	assert_eq "$(step_col "$id" flaky attempts)" 2 "flaky retried once"
+	assert_eq "$(sql "SELECT string_agg(a.state, ',' ORDER BY a.attempt) FROM attempts a JOIN steps s ON s.id = a.step_id WHERE s.run_id = $id AND s.name = 'flaky'")" "failed,succeeded" "flaky attempts"
+	assert_match "$(attempts_of "$id" flaky)" "^podman ferry-[0-9a-f]{8}-$id-flaky-1,podman ferry-[0-9a-f]{8}-$id-flaky-2$" "named after run, step and attempt"
+	assert_eq "$(step_col "$id" flaky reason)" "" "succeeded"
+	grep -q "attempt 1: simulated failure" "$FERRY_HOME/runs/$id/flaky/1/log" || fail "the failed attempt's log (stderr) is not in DIR/log"
+	grep -q "hello, podman" "$FERRY_HOME/runs/$id/greet/1/out/greeting" || fail "FERRY_OUTPUT_DIR is not mounted"
+	grep -q "hello, podman" "$FERRY_HOME/runs/$id/greet/1/log" || fail "greet's log"
+	assert_eq "$(grep -c tick "$FERRY_HOME/runs/$id/count/1/log")" 3 "count's log"
+	grep -Eq '^exit 0$' "$FERRY_HOME/runs/$id/greet/1/status" || fail "the supervisor recorded no exit"
+	podman_wait_none "$id"
+	# image: host (the default): the host's root filesystem, here the workflow as it is
+	id2=$(submit "$ROOT/workflows/hello.yaml" '{"who":"host"}')
+	wait_run "$id2" succeeded 60
+	grep -q "hello, host" "$FERRY_HOME/runs/$id2/greet/1/out/greeting" || fail "image: host: output"
+	assert_match "$(attempts_of "$id2" join)" "^podman ferry-" "image: host runs on podman too"
+	podman_wait_none "$id2"
+	# a container sees only what it is given: an isolated filesystem, the job's environment
+	f=$(wf env <<'Y'
+name: env
+steps:
+  - name: look
+    image: ferry-base
+    env: {GREETING: hi there}
+    command: [sh, -c, 'echo "$GREETING|$FERRY_STEP|${FERRY_API_TOKEN:-none}|${FERRY_DATABASE_URL:-none}|$(pwd)" > "$FERRY_OUTPUT_DIR/env"; test ! -e /usr/bin/python3']
+Y
+)
+	id3=$(submit "$f")
+	wait_run "$id3" succeeded 30
+	assert_eq "$(cat "$FERRY_HOME/runs/$id3/look/1/out/env")" "hi there|look|none|none|$FERRY_HOME/runs/$id3/look/1" "environment and working directory"
+	# an image that is not here fails the step with podman's word for it (no registry is tried)
+	id4=$(submit "$(wf missing <<'Y'
+name: missing
+steps:
+  - {name: m, image: ferry-no-such-image, command: [true]}
+Y
+)")
+	wait_run "$id4" failed 30
+	assert_match "$(step_col "$id4" m reason)" "^exit code 125: .*image not known" "a missing image"
+	podman_wait_none "$id4"
+}
+
+test_podman_digits_on_host_image() {
+	[ -x /usr/bin/python3 ] && /usr/bin/python3 -c 'import sklearn' 2>/dev/null || fail "python3-sklearn is not installed (make deps)"
+	podman_up
+	start_daemon a FERRY_EXECUTOR=podman
+	id=$(ferry submit "$ROOT/workflows/digits.yaml")
+	wait_step "$id" label waiting 20
+	ferry continue "$id" label --data '{"reviewed_by": "ana"}' >/dev/null
+	wait_run "$id" succeeded 180
+	assert_match "$(attempts_of "$id" train)" "^podman ferry-[0-9a-f]{8}-$id-train-1$" "train ran in a container"
+	assert_match "$(attempts_of "$id" evaluate)" "^podman ferry-" "evaluate ran in a container"
+	model=$(step_col "$id" train "outputs->>'model'")
+	[ -s "$model" ] || fail "the model file $model is not there"
+	acc=$(step_col "$id" evaluate "metrics->>'accuracy'")
+	awk -v a="$acc" 'BEGIN { exit !(a >= 0.95) }' || fail "accuracy $acc"
+	echo "digits on podman (image: host): accuracy $acc"
+	# the train step alone again, as a developer does, reusing the label
+	out=$(ferry dev run "$ROOT/workflows/digits.yaml" --only train --reuse "$id")
+	only=$(echo "$out" | sed -n 's/^run \([0-9]*\) (dev).*/\1/p')
+	assert_eq "$(sql "SELECT string_agg(name || '=' || state, ' ' ORDER BY idx) FROM steps WHERE run_id = $only")" \
+		"label=succeeded train=succeeded evaluate=skipped register=skipped" "--only train"
+	podman_wait_none "$id"
+}
+
+test_podman_stop_leaves_no_container() {
+	podman_up
+	start_daemon a
+	f=$(wf stop <<'Y'
+name: stoppable
+steps:
+  - {name: long, executor: podman, image: ferry-base, command: [sh, -c, "echo started; sleep 300"]}
+  - {name: after, needs: [long], command: [sh, -c, "echo never"]}
+Y
+)
+	id=$(submit "$f")
+	wait_step "$id" long running 10
+	for _ in $(seq 1 100); do grep -q started "$FERRY_HOME/runs/$id/long/1/log" 2>/dev/null && break; sleep 0.1; done
+	assert_eq "$(podman ps --filter "label=ferry.run=$id" --filter "label=ferry.home=$FERRY_HOME" --format '{{.Labels}}' | grep -c 'ferry.step:long')" 1 "the container runs, labelled"
+	t0=$(date +%s%N)
+	api POST "/api/v1/runs/$id/stop"
+	assert_eq "$CODE" 200 "stop answered"
+	wait_run "$id" stopped 10
+	ms=$(( ($(date +%s%N) - t0) / 1000000 ))
+	echo "stopped in $ms ms"
+	[ "$ms" -le 6000 ] || fail "stop took $ms ms (grace 1000 ms)"
+	assert_eq "$(step_col "$id" long state)" stopped "the step"
+	podman_wait_none "$id"
+	grep -q started "$FERRY_HOME/runs/$id/long/1/log" || fail "the log went with the container"
+}
+
+# a stop that comes while podman run is still creating the container (a
+# podman slowed down by 1.5 s, as on a loaded machine): the kill is retried
+# until it lands (a long grace, so no SIGKILL rescues it)
+test_podman_stop_right_after_start() {
+	podman_up
+	real=$(command -v podman)
+	printf '#!/bin/sh\n[ "$3" = run ] && sleep 1.5\nexec %s "$@"\n' "$real" >"$FERRY_HOME/slow-podman"
+	chmod +x "$FERRY_HOME/slow-podman"
+	start_daemon a FERRY_KILL_GRACE_MS=30000 FERRY_PODMAN="$FERRY_HOME/slow-podman"
+	f=$(wf early <<'Y'
+name: early
+steps:
+  - {name: long, executor: podman, image: ferry-base, command: [sh, -c, "sleep 20; echo finished"]}
+Y
+)
+	id=$(submit "$f")
+	wait_step "$id" long running 10
+	api POST "/api/v1/runs/$id/stop"
+	assert_eq "$CODE" 200 "stop answered"
+	wait_run "$id" stopped 10
+	podman_wait_none "$id"
+	grep -q finished "$FERRY_HOME/runs/$id/long/1/log" && fail "the job ran to its end"
+	true
+}
+
+test_podman_timeout_and_retry() {
+	podman_up
+	start_daemon a
+	f=$(wf slow <<'Y'
+name: slow
+steps:
+  - name: sleepy
+    executor: podman
+    image: ferry-base
+    timeout: 1s
+    retry: {limit: 1, backoff: 100ms}
+    command: [sh, -c, 'echo "try $FERRY_ATTEMPT" >> "$FERRY_CHECKPOINT_DIR/tries"; exec sleep 30']
+Y
+)
+	id=$(submit "$f")
+	wait_run "$id" failed 30
+	assert_eq "$(step_col "$id" sleepy attempts)" 2 "retried once after the timeout"
+	assert_match "$(step_col "$id" sleepy reason)" "timed out" "reason"
+	assert_eq "$(tr '\n' ' ' <"$FERRY_HOME/runs/$id/sleepy/checkpoint/tries")" "try 1 try 2 " "each attempt ran once, checkpoint dir shared"
+	dur=$(sql "SELECT extract(epoch FROM max(a.finished_at - a.started_at)) FROM attempts a JOIN steps s ON s.id = a.step_id WHERE s.run_id = $id")
+	awk -v d="$dur" 'BEGIN { exit !(d >= 0.9 && d < 6) }' || fail "an attempt took $dur s to time out"
+	podman_wait_none "$id"
+}
+
+test_podman_memory_limit_reported_as_oom() {
+	podman_up
+	start_daemon a
+	f=$(wf oom <<'Y'
+name: oom
+steps:
+  - name: hog
+    executor: podman
+    resources: {memory: 64Mi}
+    command: [/usr/bin/python3, -c, 'b = b"x" * (256 << 20); print("survived")']
+  - name: fits
+    executor: podman
+    resources: {memory: 64Mi}
+    command: [/usr/bin/python3, -c, 'b = b"x" * (16 << 20); print("fits")']
+Y
+)
+	id=$(submit "$f")
+	wait_run "$id" failed 60
+	assert_eq "$(step_col "$id" hog reason)" "out of memory (limit 64 MiB)" "the memory-limit kill"
+	assert_eq "$(step_col "$id" hog exit_code)" 137 "its exit code"
+	assert_eq "$(step_col "$id" fits state)" succeeded "a job within its limit"
+	podman_wait_none "$id"
+}
+
+test_podman_network_none_and_host() {
+	podman_up
+	mkdir -p "$FERRY_HOME/www" && echo pong >"$FERRY_HOME/www/ping"
+	python3 -c '
+import http.server, os, sys, functools
+h = functools.partial(http.server.SimpleHTTPRequestHandler, directory=sys.argv[2])
+s = http.server.HTTPServer(("127.0.0.1", 0), h)
+open(sys.argv[1] + ".tmp", "w").write(str(s.server_address[1])); os.rename(sys.argv[1] + ".tmp", sys.argv[1])
+s.serve_forever()' "$FERRY_HOME/www.port" "$FERRY_HOME/www" >/dev/null 2>&1 &
+	echo $! >"$FERRY_HOME/daemon.www.pid"
+	for _ in $(seq 1 50); do [ -s "$FERRY_HOME/www.port" ] && break; sleep 0.1; done
+	port=$(cat "$FERRY_HOME/www.port")
+	[ "$(curl -s "http://127.0.0.1:$port/ping")" = pong ] || fail "the host's listener does not answer"
+	start_daemon a
+	f=$(wf net <<Y
+name: net
+steps:
+  - name: isolated
+    executor: podman
+    image: ferry-base
+    command: [sh, -c, 'if printf "GET /ping HTTP/1.0\\r\\n\\r\\n" | nc -w 3 127.0.0.1 $port | grep -q pong; then echo reached; else echo blocked; fi > "\$FERRY_OUTPUT_DIR/r"']
+  - name: hostnet
+    executor: podman
+    image: ferry-base
+    network: host
+    command: [sh, -c, 'if printf "GET /ping HTTP/1.0\\r\\n\\r\\n" | nc -w 3 127.0.0.1 $port | grep -q pong; then echo reached; else echo blocked; fi > "\$FERRY_OUTPUT_DIR/r"']
+Y
+)
+	id=$(submit "$f")
+	wait_run "$id" succeeded 30
+	assert_eq "$(cat "$FERRY_HOME/runs/$id/isolated/1/out/r")" blocked "network: none (the default) cannot reach the host's loopback"
+	assert_eq "$(cat "$FERRY_HOME/runs/$id/hostnet/1/out/r")" reached "network: host can"
+	grep -Eiq "can't connect|refused|unreachable" "$FERRY_HOME/runs/$id/isolated/1/log" || fail "no connection error in the isolated step's log: $(cat "$FERRY_HOME/runs/$id/isolated/1/log")"
+}
+
+test_podman_cpus_enforced() {
+	podman_up
+	start_daemon a
+	# two busy loops for 2 s under cpus: 1 get at most ~2 s of CPU between them
+	f=$(wf cpu <<'Y'
+name: cpu
+steps:
+  - name: busy
+    executor: podman
+    image: ferry-base
+    resources: {cpus: 1}
+    command:
+      - sh
+      - -c
+      - |
+        if [ -r /sys/fs/cgroup/cpu.max ]; then cat /sys/fs/cgroup/cpu.max; else echo "$(cat /sys/fs/cgroup/cpu/cpu.cfs_quota_us) $(cat /sys/fs/cgroup/cpu/cpu.cfs_period_us)"; fi > "$FERRY_OUTPUT_DIR/quota"
+        for i in 1 2; do timeout 2 sh -c 'while :; do :; done' & done; wait
+        if [ -r /sys/fs/cgroup/cpu.stat ]; then sed -n 's/^usage_usec //p' /sys/fs/cgroup/cpu.stat; else echo $(( $(cat /sys/fs/cgroup/cpuacct/cpuacct.usage) / 1000 )); fi > "$FERRY_OUTPUT_DIR/usec"
+Y
+)
+	id=$(submit "$f")
+	wait_run "$id" succeeded 30
+	assert_eq "$(cat "$FERRY_HOME/runs/$id/busy/1/out/quota")" "100000 100000" "the cgroup's CPU quota is one CPU"
+	usec=$(cat "$FERRY_HOME/runs/$id/busy/1/out/usec")
+	echo "two busy loops for 2 s used $usec us of CPU"
+	[ "$usec" -le 2600000 ] || fail "cpus: 1 not enforced: $usec us of CPU in 2 s"
+}
+
+# the counted step: one line per run of its command, in the checkpoint dir (mounted)
+podman_counted_wf() {
+	wf counted <<'Y'
+name: counted
+steps:
+  - {name: work, executor: podman, image: ferry-base, command: [sh, -c, 'echo "attempt $FERRY_ATTEMPT" >> "$FERRY_CHECKPOINT_DIR/work.count"; sleep 3; echo done']}
+  - {name: after, needs: [work], command: [sh, -c, 'true']}
+Y
+}
+
+podman_assert_ran_once() { # RUN
+	wait_run "$1" succeeded 40
+	assert_eq "$(cat "$FERRY_HOME/runs/$1/work/checkpoint/work.count")" "attempt 1" "the step's work ran exactly once"
+	assert_eq "$(sql "SELECT count(*) FROM attempts a JOIN steps s ON s.id = a.step_id WHERE s.run_id = $1 AND s.name = 'work'")" 1 "one attempt"
+	assert_match "$(attempts_of "$1" work)" "^podman ferry-[0-9a-f]{8}-$1-work-1$" "the handle names the container"
+	grep -q '^done$' "$FERRY_HOME/runs/$1/work/1/log" || fail "the log lacks the job's last line"
+	podman_wait_none "$1"
+}
+
+test_podman_daemon_killed_after_start() {
+	podman_up
+	FERRYD=ferryd-test start_daemon a FERRY_FAULT=kill:started
+	id=$(submit_racing "$(podman_counted_wf)")
+	wait_daemon_dead a
+	assert_eq "$(sql "SELECT coalesce(handle::text, 'none') FROM attempts a JOIN steps s ON s.id = a.step_id WHERE s.run_id = $id AND s.name = 'work'")" none "killed before the handle was recorded"
+	start_daemon a
+	podman_assert_ran_once "$id"
+	grep -q "re-adopted podman job (found in its directory)" "$FERRY_HOME/ferryd-a.log" || fail "not adopted from the attempt directory"
+}
+
+test_podman_daemon_kill9_mid_step() {
+	podman_up
+	start_daemon a
+	id=$(submit "$(podman_counted_wf)")
+	wait_step "$id" work running 10
+	for _ in $(seq 1 100); do [ -s "$FERRY_HOME/runs/$id/work/checkpoint/work.count" ] && break; sleep 0.1; done
+	stop_daemon a KILL
+	[ -n "$(podman_ours "$id")" ] || fail "the container went with the daemon"
+	start_daemon a
+	podman_assert_ran_once "$id"
+	grep -q "re-adopted podman job from" "$FERRY_HOME/ferryd-a.log" || fail "not re-adopted"
+}
+
+# the daemon and the container's supervisor both die: the next daemon finds
+# the container by name and follows it to its end
+test_podman_supervisor_killed_container_followed() {
+	podman_up
+	start_daemon a
+	id=$(submit "$(podman_counted_wf)")
+	wait_step "$id" work running 10
+	for _ in $(seq 1 100); do [ -s "$FERRY_HOME/runs/$id/work/checkpoint/work.count" ] && break; sleep 0.1; done
+	shim=$(sed -n 's/^pid \([0-9]*\) .*/\1/p' "$FERRY_HOME/runs/$id/work/1/status")
+	[ -n "$shim" ] || fail "no supervisor pid in the status file"
+	stop_daemon a KILL
+	kill -9 "$shim"
+	start_daemon a
+	podman_assert_ran_once "$id"
+	assert_eq "$(grep -c '^pid ' "$FERRY_HOME/runs/$id/work/1/status")" 1 "a new supervisor rewrote the status"
+}
+
+# a container left behind by a crash (exited, its supervisor gone) is swept
+test_podman_sweeps_leftover_containers() {
+	podman_up
+	h=$(printf %s "$FERRY_HOME" | sha256sum | cut -c1-8)
+	mkdir -p "$FERRY_HOME/runs/99/old/1"
+	echo "pid 999999 1" >"$FERRY_HOME/runs/99/old/1/status"
+	podman run --name "ferry-$h-99-old-1" --label ferry.run=99 --label "ferry.home=$FERRY_HOME" \
+		--label "ferry.dir=$FERRY_HOME/runs/99/old/1" ferry-base true
+	podman run -d --name "ferry-$h-98-live-1" --label ferry.run=98 --label "ferry.home=$FERRY_HOME" \
+		--label "ferry.dir=$FERRY_HOME/runs/98/live/1" ferry-base sleep 60 >/dev/null
+	start_daemon a
+	id=$(submit "$(wf one <<'Y'
+name: one
+steps:
+  - {name: one, executor: podman, image: ferry-base, command: [true]}
+Y
+)")
+	wait_run "$id" succeeded 30
+	for _ in $(seq 1 150); do [ -z "$(podman_ours 99)" ] && break; sleep 0.1; done
+	[ -z "$(podman_ours 99)" ] || fail "the leftover container was not swept"
+	sleep 1
+	assert_eq "$(podman inspect --format '{{.State.Status}}' "ferry-$h-98-live-1")" running "a running container is left to adoption"
+}
