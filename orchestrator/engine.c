@@ -487,7 +487,7 @@ static void poll_jobs(struct engine *e, int64_t now)
 		}
 	}
 	if (chld)
-		exec_tick_all();
+		exec_tick_all(e->home);
 }
 
 static void kill_job(struct engine *e, struct exec_job *j, enum attempt_outcome outcome, char *reason)
@@ -1285,6 +1285,18 @@ static int64_t every_third_lease(const struct engine_opts *o) { return o->lease_
 static int64_t every_half_lease(const struct engine_opts *o) { return o->lease_ms / 2; }
 static int64_t every_second(const struct engine_opts *o) { (void)o; return 1000; }
 static int64_t every_retention_period(const struct engine_opts *o) { return o->retention_period_ms; }
+static int64_t every_ten_seconds(const struct engine_opts *o) { (void)o; return 10000; }
+
+/*
+ * Each executor type's tick also runs when no job of ours ended (it runs on
+ * every SIGCHLD): after a restart with nothing running, the leftovers of
+ * the jobs of a crash (a container that ended while no daemon was there)
+ * are swept within seconds, not at the next job's end.
+ */
+static void task_strays(struct engine *e)
+{
+	exec_tick_all(e->home);
+}
 
 enum {
 	TASK_LEADER = 1u << 0, /* runs on the elected leader alone */
@@ -1317,6 +1329,7 @@ static const struct engine_task tasks[] = {
 	{"dev-lease", 0, every_third_lease, task_dev_lease},   /* a dev session: renew its run's lease */
 	{"dev-expire", TASK_LEADER | TASK_NO_DEV, every_half_lease, task_dev_expire}, /* dead dev sessions */
 	{"retention", TASK_LEADER | TASK_NO_DEV, every_retention_period, task_retention}, /* FERRY_RETENTION_DAYS */
+	{"strays", 0, every_ten_seconds, task_strays}, /* each executor type's leftovers (exited containers) */
 };
 #define NTASKS (sizeof(tasks) / sizeof(tasks[0]))
 

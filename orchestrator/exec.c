@@ -53,14 +53,14 @@ const struct exec_type *exec_type_for(const json_t *spec, const struct exec_type
 	return t;
 }
 
-void exec_tick_all(void)
+void exec_tick_all(const char *home)
 {
 	for (size_t i = 0; i < sizeof(builtin) / sizeof(builtin[0]); i++)
 		if (builtin[i]->tick)
-			builtin[i]->tick();
+			builtin[i]->tick(home);
 	for (int i = 0; i < nextra; i++)
 		if (extra[i]->tick)
-			extra[i]->tick();
+			extra[i]->tick(home);
 }
 
 int exec_type_register(const struct exec_type *t)

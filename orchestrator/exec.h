@@ -110,8 +110,12 @@ struct exec_type {
 	void (*cleanup)(struct exec_job *job);
 	/* Where the job's log is; the caller frees it. NULL when it keeps none. */
 	char *(*log_path)(const struct exec_job *job);
-	/* Called once per engine wake-up: reaps strays (processes jobs left behind). */
-	void (*tick)(void);
+	/*
+	 * Called on every SIGCHLD and every 10 s with the daemon's home: reaps
+	 * strays (processes jobs left behind), sweeps what a crash left (exited
+	 * containers of that home).
+	 */
+	void (*tick)(const char *home);
 };
 
 /* The type called name, or NULL. */
@@ -127,8 +131,8 @@ int exec_type_register(const struct exec_type *t);
  */
 const struct exec_type *exec_type_for(const json_t *spec, const struct exec_type *dflt);
 
-/* Calls every type's tick hook (strays of each kind of job). */
-void exec_tick_all(void);
+/* Calls every type's tick hook (strays of each kind of job) for home. */
+void exec_tick_all(const char *home);
 
 /* "local, noop": the known names, for messages; the caller frees it. */
 char *exec_type_names(void);

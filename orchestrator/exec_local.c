@@ -540,8 +540,9 @@ static char *local_log_path(const struct exec_job *job)
 }
 
 /* Reaps what jobs left behind: their orphans are reparented to us (a subreaper). */
-static void local_tick(void)
+static void local_tick(const char *home)
 {
+	(void)home;
 	int st;
 
 	while (waitpid(-1, &st, WNOHANG) > 0)

@@ -651,9 +651,15 @@ static void shim(const struct shim_plan *p)
 
 /* --- the engine's side --- */
 
-/* The home whose containers tick() sweeps (the last one a job ran under). */
+/*
+ * The home whose containers tick() sweeps (the daemon's). It sweeps once
+ * after the daemon starts (what a crash left while no daemon ran), then
+ * every SWEEP_EVERY_MS only once this daemon has run or adopted a podman
+ * job: a daemon that never runs containers does not run podman.
+ */
 static char *sweep_home;
 static int64_t next_sweep_ms;
+static int swept, used;
 
 static void remember_home(const char *home)
 {
@@ -724,6 +730,7 @@ static int podman_start(struct exec_job *job, const struct store_claim *c, const
 	if (c->timeout_ms > 0)
 		job->deadline_ms = clock_mono_ms() + c->timeout_ms;
 	remember_home(home);
+	used = 1;
 out:
 	plan_dispose(&p);
 	free(dir), free(out), free(ckpt), free(name);
@@ -925,6 +932,7 @@ static int podman_adopt(struct exec_job *job, struct exec_status *st)
 		return FERRY_ENOTFOUND;
 	}
 	remember_home(home);
+	used = 1;
 	name = handle_name(job) ? xstrdup(handle_name(job))
 				: exec_podman_name(home, job->run_id, job->name, job->attempt);
 	if (json_integer_value(json_object_get(job->handle, "pid")) > 0) {
@@ -1138,13 +1146,15 @@ static const char sweep_script[] =
 	"  done\n"
 	"done\n";
 
-static void podman_tick(void)
+static void podman_tick(const char *home)
 {
+	remember_home(home);
 	char *podman;
 	int64_t now = clock_mono_ms();
 
-	if (sweep_home == NULL || now < next_sweep_ms)
+	if (sweep_home == NULL || now < next_sweep_ms || (swept && !used))
 		return;
+	swept = 1;
 	next_sweep_ms = now + SWEEP_EVERY_MS;
 	if ((podman = podman_path()) != NULL) {
 		char *argv[] = {"/bin/sh", "-c", (char *)sweep_script, "ferry-podman-sweep", podman,
