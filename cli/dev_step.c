@@ -133,13 +133,7 @@ int dev_job_make(struct dev_job *j, PGconn *conn, const char *home, int64_t run_
 		error = FERRY_EINVALID;
 		goto done;
 	}
-	if (env != NULL) {
-		json_t *jenv = json_object_get(rendered, "env");
-		if (!json_is_object(jenv))
-			json_object_set_new(rendered, "env", jenv = json_object());
-		json_object_update(jenv, env);
-		json_decref(env);
-	}
+	steps_env_merge(rendered, env);
 	json_decref(j->c.spec);
 	j->c.spec = rendered;
 	error = exec_local_cmd_make(&j->cmd, &j->c, j->dir, out, ckpt);

@@ -633,13 +633,7 @@ static int prepare_step(struct step_result *res, char **key, PGconn *conn, const
 		*key = NULL;
 		return 1;
 	}
-	if (env != NULL) {
-		json_t *jenv = json_object_get(rendered, "env");
-		if (!json_is_object(jenv))
-			json_object_set_new(rendered, "env", jenv = json_object());
-		json_object_update(jenv, env);
-		json_decref(env);
-	}
+	steps_env_merge(rendered, env);
 	json_decref(c->spec);
 	c->spec = rendered;
 	return 0;

@@ -28,6 +28,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "exec_shim.h"
 #include "util.h"
 
 extern char **environ;
@@ -80,74 +81,6 @@ static void free_vec(char **v)
 	free(v);
 }
 
-/* Async-signal-safe decimal formatting into buf; returns the length. */
-static size_t fmt_int(char *buf, long v)
-{
-	char tmp[24];
-	size_t n = 0, len = 0;
-	int neg = v < 0;
-	unsigned long u = neg ? (unsigned long)(-v) : (unsigned long)v;
-
-	do {
-		tmp[n++] = (char)('0' + u % 10);
-		u /= 10;
-	} while (u);
-	if (neg)
-		buf[len++] = '-';
-	while (n)
-		buf[len++] = tmp[--n];
-	return len;
-}
-
-/*
- * Our start time (field 22 of /proc/self/stat) as decimal text into out
- * (at least 24 bytes); its length, 0 when unknown. Async-signal-safe.
- */
-static size_t self_start(char *out)
-{
-	char buf[1024];
-	ssize_t n;
-	int fd = open("/proc/self/stat", O_RDONLY | O_CLOEXEC), field = 2;
-	char *p = NULL;
-	size_t len = 0;
-
-	if (fd < 0)
-		return 0;
-	n = read(fd, buf, sizeof(buf) - 1);
-	close(fd);
-	if (n <= 0)
-		return 0;
-	buf[n] = '\0';
-	/* field 2 is "(comm)" and may hold spaces: start after the last ')' */
-	for (ssize_t i = n - 1; i >= 0; i--)
-		if (buf[i] == ')') {
-			p = buf + i;
-			break;
-		}
-	if (p == NULL)
-		return 0;
-	for (; *p && field < 22; p++)
-		if (*p == ' ')
-			field++;
-	while (*p >= '0' && *p <= '9' && len < 23)
-		out[len++] = *p++;
-	return len;
-}
-
-/* Writes "pid PID START\n" to fd (DIR/status, before the command runs). Async-signal-safe. */
-static void shim_write_pid(int fd)
-{
-	char buf[64];
-	size_t n;
-
-	memcpy(buf, "pid ", 4);
-	n = 4 + fmt_int(buf + 4, (long)getpid());
-	buf[n++] = ' ';
-	n += self_start(buf + n);
-	buf[n++] = '\n';
-	(void)fd_write_all(fd, buf, n);
-}
-
 /* The shim: runs in the forked child, never returns. */
 static void shim(char **argv, char **envp, const char *cwd, const char *log, const char *status)
 {
@@ -175,7 +108,7 @@ static void shim(char **argv, char **envp, const char *cwd, const char *log, con
 	 */
 	fd = open(status, O_WRONLY | O_CREAT | O_TRUNC | O_APPEND, 0644);
 	if (fd >= 0)
-		shim_write_pid(fd);
+		exec_shim_write_pid(fd);
 	/* vfork: the child only rearranges descriptors and execs, so nothing is copied */
 	pid = vfork();
 	if (pid == 0) {
@@ -213,10 +146,10 @@ static void shim(char **argv, char **envp, const char *cwd, const char *log, con
 	}
 	if (WIFSIGNALED(st)) {
 		memcpy(buf, "signal ", 7);
-		n = 7 + fmt_int(buf + 7, WTERMSIG(st));
+		n = 7 + exec_shim_fmt(buf + 7, WTERMSIG(st));
 	} else {
 		memcpy(buf, "exit ", 5);
-		n = 5 + fmt_int(buf + 5, WEXITSTATUS(st));
+		n = 5 + exec_shim_fmt(buf + 5, WEXITSTATUS(st));
 	}
 	buf[n++] = '\n';
 	if (fd >= 0) {

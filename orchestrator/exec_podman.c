@@ -65,6 +65,7 @@
  * fork (struct shim_plan).
  */
 #include "exec_podman.h"
+#include "exec_shim.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -401,24 +402,6 @@ static void plan_common(struct shim_plan *p, const char *podman, const char *nam
 
 /* --- the shim: async-signal-safe from here to shim() --- */
 
-/* Decimal text of v into buf; returns the length. */
-static size_t fmt_ll(char *buf, long long v)
-{
-	char tmp[24];
-	size_t n = 0, len = 0;
-	unsigned long long u = v < 0 ? 0ULL - (unsigned long long)v : (unsigned long long)v;
-
-	do {
-		tmp[n++] = (char)('0' + u % 10);
-		u /= 10;
-	} while (u);
-	if (v < 0)
-		buf[len++] = '-';
-	while (n)
-		buf[len++] = tmp[--n];
-	return len;
-}
-
 /* The number at the start of s (after blanks); -1 when none. */
 static long long parse_ll(const char *s)
 {
@@ -446,44 +429,6 @@ static ssize_t read_small(const char *path, char *buf, size_t len)
 		return -1;
 	buf[n] = '\0';
 	return n;
-}
-
-/* Our start time (field 22 of /proc/self/stat) as text into out (24 bytes); its length. */
-static size_t self_start(char *out)
-{
-	char buf[1024], *p = NULL;
-	ssize_t n = read_small("/proc/self/stat", buf, sizeof(buf));
-	int field = 2;
-	size_t len = 0;
-
-	for (ssize_t i = n - 1; i >= 0; i--)
-		if (buf[i] == ')') {
-			p = buf + i;
-			break;
-		}
-	if (p == NULL)
-		return 0;
-	for (; *p && field < 22; p++)
-		if (*p == ' ')
-			field++;
-	while (*p >= '0' && *p <= '9' && len < 23)
-		out[len++] = *p++;
-	return len;
-}
-
-/* Writes "WORD N\n" to fd, or "WORD\n" without with_n. */
-static void put_line(int fd, const char *word, long long n, int with_n)
-{
-	char buf[64];
-	size_t len = strlen(word);
-
-	memcpy(buf, word, len);
-	if (with_n) {
-		buf[len++] = ' ';
-		len += fmt_ll(buf + len, n);
-	}
-	buf[len++] = '\n';
-	(void)fd_write_all(fd, buf, len);
 }
 
 /* Forks and runs argv with the given descriptors as 0, 1, 2; the pid or -1. */
@@ -590,8 +535,6 @@ static void shim(const struct shim_plan *p)
 {
 	sigset_t none;
 	int logfd, nullfd, fd, st, code = -1;
-	char buf[64];
-	size_t n;
 
 	sigemptyset(&none);
 	sigprocmask(SIG_SETMASK, &none, NULL);
@@ -606,15 +549,10 @@ static void shim(const struct shim_plan *p)
 	nullfd = open("/dev/null", O_RDWR | O_CLOEXEC);
 	/* the handle before the container can run (exec.h); how it ended after */
 	fd = open(p->status, O_WRONLY | O_CREAT | O_TRUNC | O_APPEND | O_CLOEXEC, 0644);
-	memcpy(buf, "pid ", 4);
-	n = 4 + fmt_ll(buf + 4, (long long)getpid());
-	buf[n++] = ' ';
-	n += self_start(buf + n);
-	buf[n++] = '\n';
 	if (fd >= 0) {
-		(void)fd_write_all(fd, buf, n);
+		exec_shim_write_pid(fd);
 		if (p->limit_mb > 0) /* for a follower after a restart: what "out of memory" means */
-			put_line(fd, "memory", p->limit_mb, 1);
+			exec_shim_put_line(fd, "memory", p->limit_mb, 1);
 	}
 	/* the shim stays to record the result, whatever its session is sent */
 	signal(SIGTERM, SIG_IGN);
@@ -634,11 +572,11 @@ static void shim(const struct shim_plan *p)
 	}
 	if (fd >= 0) {
 		if (code < 0)
-			put_line(fd, "gone", 0, 0);
+			exec_shim_put_line(fd, "gone", 0, 0);
 		else if (code == 137 && p->limit_mb > 0 && shim_oom(p, nullfd))
-			put_line(fd, "oom", p->limit_mb, 1);
+			exec_shim_put_line(fd, "oom", p->limit_mb, 1);
 		if (code >= 0)
-			put_line(fd, "exit", code, 1);
+			exec_shim_put_line(fd, "exit", code, 1);
 		close(fd);
 	}
 	/* the removal is not the job's time: a grandchild does it, reaped by the daemon or init */

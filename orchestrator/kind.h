@@ -171,6 +171,9 @@ void step_result_dispose(struct step_result *res);
  * step references rendered, *env extra environment for the job (or NULL),
  * *cache_key the key to keep a success under (or NULL); all the caller's.
  */
+/* Adds env (steps_prepare's, may be NULL; taken) to the "env" of spec. */
+void steps_env_merge(json_t *spec, json_t *env);
+
 int steps_prepare(json_t **rendered, json_t **env, char **cache_key, struct step_result *res,
 		  const struct step_run *r);
 

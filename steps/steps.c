@@ -347,6 +347,19 @@ static void fail_last(struct step_result *res)
 	res->reason = xstrdup(ferry_error_last());
 }
 
+void steps_env_merge(json_t *spec, json_t *env)
+{
+	json_t *jenv;
+
+	if (env == NULL)
+		return;
+	jenv = json_object_get(spec, "env");
+	if (!json_is_object(jenv))
+		json_object_set_new(spec, "env", jenv = json_object());
+	json_object_update(jenv, env);
+	json_decref(env);
+}
+
 int steps_prepare(json_t **rendered, json_t **env, char **key_out, struct step_result *res,
 		  const struct step_run *r)
 {
