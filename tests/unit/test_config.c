@@ -534,7 +534,7 @@ static void test_config__placement(void **state)
 		      "  - {name: a, command: [true], executor: local, slurm: {via: cli}}\n"
 		      "  - {name: b, command: [true], executor: slurm, slurm: {via: ssh}}\n",
 		      "w.yaml:3:56: slurm: applies to executor: slurm, not \"local\"; remove it or set executor: slurm",
-		      "w.yaml:4:67: slurm via \"ssh\" must be rest (slurmrestd) or cli (sbatch)",
+		      "w.yaml:4:62: slurm via \"ssh\" must be rest (slurmrestd) or cli (sbatch)",
 		      NULL);
 	assert_int_equal(cfg_memory_mb("512Mi"), 512);
 	assert_int_equal(cfg_memory_mb("2Gi"), 2048);
