@@ -289,7 +289,7 @@ static int cli_begin(struct sljob *s, enum op_kind kind, char *const *argv, char
 	unlink(out), unlink(rc), unlink(rctmp);
 	while (argv[n])
 		n++;
-	av = xcalloc(n + 7, sizeof(char *));
+	av = xcalloc(n + 8, sizeof(char *)); /* sh -c SCRIPT sh OUT RC T argv… NULL */
 	snprintf(tbuf, sizeof(tbuf), "%d", CLI_TIMEOUT_S);
 	av[0] = "sh", av[1] = "-c", av[2] = (char *)script, av[3] = "sh";
 	av[4] = out, av[5] = rc, av[6] = tbuf;

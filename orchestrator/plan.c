@@ -128,7 +128,9 @@ static int render(json_t **out, const char *s, const json_t *params, const char 
 /* The fields of the step kinds that travel into the resolved spec; the
  * strings among them have their params rendered. */
 static const char *const kind_fields[] = {"model", "dataset", "labels", "webhook", "artifact",
-					  "on_timeout", "version", "aliases", "gate", "cache"};
+					  "on_timeout", "version", "aliases", "gate", "cache",
+					  /* where the job runs (config_placement.c) */
+					  "executor", "resources", "network", "slurm"};
 
 /*
  * The names of step i's ancestors, nearest first (breadth-first along
