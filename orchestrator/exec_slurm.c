@@ -1072,6 +1072,28 @@ static void give_end(const struct sljob *s, struct exec_status *st)
 	st->reason = s->end.reason ? xstrdup(s->end.reason) : NULL;
 }
 
+/*
+ * Waits a short, bounded while (one request's time-out) for s to leave
+ * PH_SUBMIT: submitted, or found by name after a restart, so the handle the
+ * engine records holds the job id. On an outage it returns at once with the
+ * job still to be submitted by poll.
+ */
+static void settle(struct sljob *s)
+{
+	int64_t until = clock_mono_ms() + http_timeout_ms() + 100;
+
+	advance(s);
+	while (!s->ended && s->phase == PH_SUBMIT && clock_mono_ms() < until) {
+		if (s->op.kind == OP_NONE && s->next_ms > clock_mono_ms())
+			break; /* Slurm did not answer: poll asks again later */
+		if (!s->cli && multi)
+			curl_multi_poll(multi, NULL, 0, 20, NULL);
+		else
+			usleep(5000);
+		advance(s);
+	}
+}
+
 /* ---- the hooks --------------------------------------------------------------- */
 
 static int slurm_start(struct exec_job *job, const struct store_claim *c, const char *home,
@@ -1083,7 +1105,6 @@ static int slurm_start(struct exec_job *job, const struct store_claim *c, const 
 	const char *via = json_string_value(json_object_get(sl, "via"));
 	struct sljob *s = NULL;
 	int error = FERRY_ERROR;
-	int64_t until;
 
 	(void)mode, (void)st; /* a service is a job that keeps running: nothing differs */
 	memset(job, 0, sizeof(*job));
@@ -1128,15 +1149,7 @@ static int slurm_start(struct exec_job *job, const struct store_claim *c, const 
 	 * recorded handle holds it; on an outage the job stays to be
 	 * submitted by poll.
 	 */
-	advance(s);
-	until = clock_mono_ms() + http_timeout_ms() + 100;
-	while (!s->ended && s->phase == PH_SUBMIT && s->op.kind != OP_NONE && clock_mono_ms() < until) {
-		if (!s->cli)
-			curl_multi_poll(multi, NULL, 0, 50, NULL);
-		else
-			usleep(5000);
-		advance(s);
-	}
+	settle(s);
 	if (s->ended && s->phase == PH_SUBMIT && s->job_id == 0 && s->end.reason) {
 		ferry_error_set("%s", s->end.reason);
 		error = FERRY_EINVALID;
@@ -1216,17 +1229,18 @@ static int slurm_adopt(struct exec_job *job, struct exec_status *st)
 		for (line = strtok_r(text, "\n", &save); line; line = strtok_r(NULL, "\n", &save))
 			if (strncmp(line, "slurm ", 6) == 0)
 				parse_int64(line + 6, &id);
-	if (id > 0) {
-		set_job_id(s, id);
-	} else {
-		/* submitted or not: ask Slurm by name first, submit only if it has none */
-		s->maybe_submitted = 1;
-	}
 	if (from_status_file(s)) {
 		give_end(s, st);
 		sljob_free(s);
 		rc = 0;
 		goto out;
+	}
+	if (id > 0) {
+		set_job_id(s, id);
+	} else {
+		/* submitted or not: ask Slurm by name first, submit only if it has none */
+		s->maybe_submitted = 1;
+		settle(s);
 	}
 	rc = 1;
 out:
