@@ -323,19 +323,29 @@ static int cli_begin(struct sljob *s, enum op_kind kind, char *const *argv, char
 	return FERRY_OK;
 }
 
-/* Whether the CLI output says Slurm's controller could not be reached (an outage). */
-static int cli_outage(const char *text, int rc)
+/*
+ * Whether Slurm's message says it cannot answer or take the job now (its
+ * controller unreachable or starting, the node not back yet) rather than
+ * that the request is wrong: then the request is repeated later.
+ */
+static int transient_text(const char *text)
 {
 	static const char *const signs[] = {
-		"Unable to contact slurm controller", "Socket timed out", "Connection refused",
+		"contact slurm controller", "Socket timed out", "Connection refused",
 		"Zero Bytes were transmitted", "Communication connection failure", "timed out",
+		"Required node not available", "temporarily unavailable", "not responding",
+		"Nodes required for job are DOWN",
 	};
-	if (rc == 124 || rc == 137)
-		return 1; /* killed by timeout(1) */
 	for (size_t i = 0; i < sizeof(signs) / sizeof(signs[0]); i++)
 		if (text && strstr(text, signs[i]))
 			return 1;
 	return 0;
+}
+
+/* Whether a CLI call's output says Slurm's controller could not be reached (an outage). */
+static int cli_outage(const char *text, int rc)
+{
+	return rc == 124 || rc == 137 /* killed by timeout(1) */ || transient_text(text);
 }
 
 /* Marks the CLI op done when its rc file appeared (or its child vanished without one). */
@@ -413,7 +423,7 @@ static int rest_error(const json_t *j, const char **text)
 static int rest_outage(int num, const char *text)
 {
 	return (num >= 1000 && num < 1100) || (num >= 1800 && num < 1900) || (num >= 5000 && num < 5100) ||
-	       (text && (strstr(text, "contact slurm controller") || strstr(text, "timed out")));
+	       transient_text(text);
 }
 
 /* The job's end from the status file, when the script recorded it. */

@@ -183,6 +183,11 @@ Y
 	id=$(submit "$f")
 	for _ in $(seq 1 100); do [ "$(slurm_jobs | wc -l)" = 2 ] && break; sleep 0.1; done
 	assert_eq "$(slurm_jobs | wc -l)" 2 "two Slurm jobs run"
+	# running, not pending: their scripts wrote their job ids
+	for s in rest cli; do
+		for _ in $(seq 1 100); do grep -q '^slurm ' "$FERRY_HOME/runs/$id/$s/1/status" 2>/dev/null && break; sleep 0.1; done
+		grep -q '^slurm ' "$FERRY_HOME/runs/$id/$s/1/status" || fail "the $s job did not start"
+	done
 	kill "$(cat "$FERRY_SLURM_DIR/run/slurmctld.pid")"
 	for _ in $(seq 1 50); do kill -0 "$(cat "$FERRY_SLURM_DIR/run/slurmctld.pid")" 2>/dev/null || break; sleep 0.1; done
 	# the jobs end while slurmctld is away: their script's record ends them; the
@@ -209,5 +214,9 @@ test_slurm_slurmrestd_outage() {
 	assert_eq "$(step_col "$id" work state)" running "still waiting for slurmrestd"
 	[ ! -s "$FERRY_HOME/work.count" ] || fail "ran although never submitted"
 	"$ROOT/deploy/slurm.sh" start "$FERRY_SLURM_DIR" >/dev/null
-	slurm_ran_once "$id"
+	wait_run "$id" succeeded 60
+	assert_eq "$(cat "$FERRY_HOME/work.count")" "attempt 1" "the step's work ran exactly once"
+	# submitted after the handle was recorded: the job id is in the script's status line
+	grep -Eq '^slurm [0-9]+$' "$FERRY_HOME/runs/$id/work/1/status" || fail "no Slurm job id in the status file"
+	assert_eq "$(slurm_jobs)" "" "no Slurm job left"
 }
