@@ -76,6 +76,14 @@ if [ "$cmd" = stop ]; then
 		scancel --quiet --full --user=root 2>/dev/null || scancel --quiet --user=root 2>/dev/null || true
 	fi
 	for d in slurmrestd slurmd slurmctld munged; do stop_one "$d"; done
+	# a job step whose end never reached slurmd (slurmctld was away) keeps its
+	# slurmstepd waiting; ours write to this cluster's slurmd log
+	for p in /proc/[0-9]*; do
+		[ "$(cat "$p/comm" 2>/dev/null)" = slurmstepd ] || continue
+		if ls -l "$p/fd" 2>/dev/null | grep -qF "$DIR/log/slurmd.log"; then
+			kill -KILL "${p#/proc/}" 2>/dev/null && echo "stopped slurmstepd (pid ${p#/proc/})"
+		fi
+	done
 	exit 0
 fi
 if [ "$cmd" = env ]; then print_env; exit 0; fi

@@ -220,3 +220,39 @@ test_slurm_slurmrestd_outage() {
 	grep -Eq '^slurm [0-9]+$' "$FERRY_HOME/runs/$id/work/1/status" || fail "no Slurm job id in the status file"
 	assert_eq "$(slurm_jobs)" "" "no Slurm job left"
 }
+
+# image: other than host on slurm: the batch script runs the command in
+# `podman run` with the attempt's directories mounted at their own paths
+test_slurm_image_runs_in_podman() {
+	command -v podman >/dev/null || fail "podman is not installed (make deps)"
+	if [ -x "$ROOT/deploy/podman.sh" ]; then
+		"$ROOT/deploy/podman.sh" >"$FERRY_HOME/podman-setup.log" 2>&1 || { cat "$FERRY_HOME/podman-setup.log"; fail "deploy/podman.sh failed"; }
+	fi
+	# a small image of our own (no registry here): busybox-static's applets
+	local img=localhost/ferry-slurm-test:$$ root="$FERRY_HOME/rootfs"
+	mkdir -p "$root/bin" "$root/tmp"
+	cp /bin/busybox "$root/bin/busybox"
+	for a in sh cat echo ls true; do ln -sf busybox "$root/bin/$a"; done
+	tar -C "$root" -cf "$FERRY_HOME/rootfs.tar" .
+	podman import -q "$FERRY_HOME/rootfs.tar" "$img" >/dev/null || fail "podman import failed"
+	trap 'podman rmi -f "'"$img"'" >/dev/null 2>&1; slurm_down' EXIT
+	podman run --rm "$img" true || fail "podman cannot run a container here (deploy/podman.sh sets up what it needs)"
+	slurm_up
+	trap 'podman rmi -f "'"$img"'" >/dev/null 2>&1; slurm_down' EXIT
+	start_daemon a
+	f=$(wf img <<Y
+name: img
+steps:
+  - name: boxed
+    executor: slurm
+    image: $img
+    env: {GREETING: hi}
+    command: [sh, -c, 'echo "\$GREETING from \$FERRY_STEP" > "\$FERRY_OUTPUT_DIR/x"; if [ -e /usr/bin/python3 ]; then echo host; else echo image; fi']
+Y
+)
+	id=$(submit "$f")
+	wait_run "$id" succeeded 90
+	assert_eq "$(cat "$FERRY_HOME/runs/$id/boxed/1/out/x")" "hi from boxed" "the output directory is mounted, the env passed"
+	assert_match "$(cat "$FERRY_HOME/runs/$id/boxed/1/log")" '^image$' "ran in the image, not on the host"
+	assert_eq "$(podman ps -a -q --filter name=ferry-slurm-)" "" "no container left"
+}
