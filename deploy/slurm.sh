@@ -36,10 +36,17 @@ export SLURM_CONF=$CONF
 
 die() { echo "slurm.sh: $*" >&2; exit 1; }
 
+# running PID: alive and not a zombie (an init that does not reap leaves those)
+running() {
+	local st
+	st=$(sed 's/.*) //' "/proc/$1/stat" 2>/dev/null | cut -d' ' -f1) || return 1
+	[ -n "$st" ] && [ "$st" != Z ] && [ "$st" != X ]
+}
+
 # alive NAME: whether the daemon whose pid is in DIR/run/NAME.pid runs
 alive() {
 	local f=$DIR/run/$1.pid
-	[ -s "$f" ] && kill -0 "$(cat "$f")" 2>/dev/null
+	[ -s "$f" ] && running "$(cat "$f")"
 }
 
 # stop_one NAME: SIGTERM, up to 5 s, then SIGKILL
@@ -47,11 +54,11 @@ stop_one() {
 	local f=$DIR/run/$1.pid pid
 	[ -s "$f" ] || return 0
 	pid=$(cat "$f")
-	if kill -0 "$pid" 2>/dev/null; then
+	if running "$pid"; then
 		kill -TERM "$pid" 2>/dev/null || true
-		for _ in $(seq 1 50); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
+		for _ in $(seq 1 50); do running "$pid" || break; sleep 0.1; done
 		kill -KILL "$pid" 2>/dev/null || true
-		for _ in $(seq 1 20); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
+		for _ in $(seq 1 20); do running "$pid" || break; sleep 0.1; done
 		echo "stopped $1 (pid $pid)"
 	fi
 	rm -f "$f"
@@ -198,11 +205,11 @@ if ! alive slurmd; then
 	echo "started slurmd (pid $(cat "$DIR/run/slurmd.pid"), port $SLURMD_PORT)"
 fi
 if ! alive slurmrestd; then
-	setsid runuser -u "$RUSER" -- env SLURM_CONF="$CONF" SLURM_JWT=daemon \
-		slurmrestd -a rest_auth/jwt -s openapi/v0.0.38 "127.0.0.1:$REST_PORT" \
+	# setpriv execs slurmrestd (runuser would stay as its parent and outlive it)
+	SLURM_JWT=daemon setsid setpriv --reuid="$RUSER" --regid="$(id -g "$RUSER")" --init-groups -- \
+		slurmrestd -f "$CONF" -a rest_auth/jwt -s openapi/v0.0.38 "127.0.0.1:$REST_PORT" \
 		>>"$DIR/log/slurmrestd.log" 2>&1 </dev/null &
 	echo $! >"$DIR/run/slurmrestd.pid"
-	# the runuser process waits for slurmrestd: its pid stops both
 	wait_for slurmrestd curl -s -o /dev/null "http://127.0.0.1:$REST_PORT/"
 	echo "started slurmrestd as $RUSER (pid $(cat "$DIR/run/slurmrestd.pid"), http://127.0.0.1:$REST_PORT)"
 fi

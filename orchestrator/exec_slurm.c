@@ -107,6 +107,8 @@ struct sljob {
 
 static struct sljob *jobs;
 static CURLM *multi;
+/* until when Slurm counts as away (its last answer was an outage): start waits for nothing then */
+static int64_t away_until;
 
 static int64_t env_ms(const char *name, int64_t dflt)
 {
@@ -538,6 +540,7 @@ static void op_done(struct sljob *s)
 	enum op_kind kind = o->kind;
 
 	s->next_ms = clock_mono_ms() + poll_ms();
+	away_until = outage ? clock_mono_ms() + 5000 : 0;
 	if (outage) {
 		if (s->outages++ % 10 == 0)
 			flog_warn("step %lld attempt %d: Slurm did not answer (%s); asking again",
@@ -1093,6 +1096,13 @@ static void settle(struct sljob *s)
 	int64_t until = clock_mono_ms() + http_timeout_ms() + 100;
 
 	advance(s);
+	/*
+	 * While Slurm is away each start would wait the whole time-out: a
+	 * backlog of steps would hold the loop that long each. Then start only
+	 * sends the request and poll takes the answer.
+	 */
+	if (clock_mono_ms() < away_until)
+		return;
 	while (!s->ended && s->phase == PH_SUBMIT && clock_mono_ms() < until) {
 		if (s->op.kind == OP_NONE && s->next_ms > clock_mono_ms())
 			break; /* Slurm did not answer: poll asks again later */
