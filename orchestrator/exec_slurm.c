@@ -1189,15 +1189,23 @@ out:
 	return error;
 }
 
+static int slurm_adopt(struct exec_job *job, struct exec_status *st);
+
 static int slurm_poll(struct exec_job *job, struct exec_status *st)
 {
 	struct sljob *s = find(job->step_id, job->attempt);
+	int rc;
 
 	if (s == NULL) {
-		memset(st, 0, sizeof(*st));
-		st->exit_code = -1;
-		st->reason = xstrdup("the Slurm executor lost track of this job");
-		return 1;
+		/* its state is gone (never expected): take it up again from its directory */
+		if ((rc = slurm_adopt(job, st)) == 0)
+			return 1;
+		if (rc < 0 || (s = find(job->step_id, job->attempt)) == NULL) {
+			memset(st, 0, sizeof(*st));
+			st->exit_code = -1;
+			st->reason = xasprintf("the Slurm executor lost track of this job: %s", ferry_error_last());
+			return 1;
+		}
 	}
 	s->handle = job->handle;
 	advance(s);
