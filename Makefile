@@ -37,7 +37,8 @@ UNIT_BIN := $(UNIT_SRC:tests/unit/%.c=$(B)/tests/%)
 DEB_BUILD := gcc make pkg-config libpq-dev libcurl4-openssl-dev libmicrohttpd-dev \
 	libyaml-dev libjansson-dev libssl-dev libcmocka-dev
 DEB_RUN := postgresql postgresql-client curl procps python3 python3-sklearn wrk \
-	podman runc busybox-static tini
+	podman runc busybox-static tini \
+	slurm-wlm slurmrestd slurm-wlm-jwt-plugin munge
 
 .PHONY: all deps test unit integration demo bench fuzz clean variant
 

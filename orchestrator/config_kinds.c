@@ -26,7 +26,7 @@
 
 const char *const cfg_step_keys[SK_N] = {
 	"name", "kind", "needs", "command", "env", "image", "workdir", "timeout", "retry",
-	"executor", "resources", "network", "cache", "gate", "model", "dataset", "labels", "webhook", "on_timeout", "artifact",
+	"executor", "resources", "network", "slurm", "cache", "gate", "model", "dataset", "labels", "webhook", "on_timeout", "artifact",
 	"version", "alias",
 };
 

@@ -10,10 +10,13 @@
  *   resources:  {cpus: 1.5, memory: 512Mi, gpus: 1}, each optional: limits
  *               for containers, the request of a Slurm job
  *   network:    none (the default for containers) or host
+ *   slurm:      {via: rest|cli, partition: NAME}: how a slurm job is
+ *               submitted (slurmrestd, the default, or sbatch & co.) and where
  *
  * Normalised spec: "executor" (string or null), "image" (string),
  * "resources" ({"cpus": number|null, "memory_mb": int|null, "gpus": int} or
- * null), "network" ("none", "host" or null when not given).
+ * null), "network" ("none", "host" or null when not given), "slurm"
+ * ({"via": "rest"|"cli", "partition": string|null}; absent when not given).
  */
 #include "config_priv.h"
 
@@ -25,6 +28,7 @@
 #include "exec.h"
 
 static const char *const resource_keys[] = {"cpus", "memory", "gpus"};
+static const char *const slurm_keys[] = {"via", "partition"};
 
 /*
  * A memory size: a whole number with an optional unit (K, Ki, M, Mi, G, Gi,
@@ -108,6 +112,34 @@ static int image_ok(const char *s)
 	return 1;
 }
 
+/* slurm: {via, partition}; only for the slurm executor (or the daemon's default when none is named). */
+static json_t *parse_slurm(struct ctx *c, const yaml_node_t *n, const char *ex)
+{
+	const yaml_node_t *v[NELEM(slurm_keys)] = {NULL};
+	const char *via = "rest", *part = NULL;
+
+	if (!present(n))
+		return json_null();
+	if (ex != NULL && strcmp(ex, "slurm") != 0) {
+		err_node(c, n, "slurm: applies to executor: slurm, not %s; remove it or set executor: slurm",
+			 cfg_q(c, ex));
+		return json_null();
+	}
+	if (!cfg_map_fields(c, n, "slurm", slurm_keys, NELEM(slurm_keys), v, NULL))
+		return json_null();
+	if (present(v[0]) && (via = cfg_text(c, v[0], "slurm via")) != NULL && strcmp(via, "rest") != 0 &&
+	    strcmp(via, "cli") != 0) {
+		err_node(c, v[0], "slurm via %s must be rest (slurmrestd) or cli (sbatch)", cfg_q(c, via));
+		via = "rest";
+	}
+	if (present(v[1]) && (part = cfg_text(c, v[1], "slurm partition")) != NULL && !image_ok(part)) {
+		err_node(c, v[1], "slurm partition %s is not a partition name", cfg_q(c, part));
+		part = NULL;
+	}
+	return json_pack("{s:s, s:o}", "via", via ? via : "rest", "partition",
+			 part ? json_string(part) : json_null());
+}
+
 void cfg_placement_fields(struct ctx *c, const struct step_kind *kind, const yaml_node_t *const *v,
 			  json_t *js)
 {
@@ -115,7 +147,7 @@ void cfg_placement_fields(struct ctx *c, const struct step_kind *kind, const yam
 	const char *ex = NULL, *image = "host", *net = NULL;
 
 	if (kind != NULL && (kind->flags & SKF_JOB) == 0) {
-		for (int k = SK_EXECUTOR; k <= SK_NETWORK; k++)
+		for (int k = SK_EXECUTOR; k <= SK_SLURM; k++)
 			if (present(v[k]))
 				err_node(c, v[k], "a %s step runs no job; remove \"%s\"", kind->name,
 					 cfg_step_keys[k]);
@@ -147,4 +179,6 @@ void cfg_placement_fields(struct ctx *c, const struct step_kind *kind, const yam
 		net = NULL;
 	}
 	json_object_set_new(js, "network", net ? json_string(net) : json_null());
+	if (present(v[SK_SLURM])) /* absent: no key, so specs without it read as before */
+		json_object_set_new(js, "slurm", parse_slurm(c, v[SK_SLURM], ex));
 }

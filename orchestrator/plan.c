@@ -129,7 +129,7 @@ static int render(json_t **out, const char *s, const json_t *params, const char 
  * strings among them have their params rendered. */
 static const char *const kind_fields[] = {"model", "dataset", "labels", "webhook", "artifact",
 					  "on_timeout", "version", "aliases", "gate", "cache"};
-static const char *const placement_fields[] = {"executor", "resources", "network"};
+static const char *const placement_fields[] = {"executor", "resources", "network", "slurm"};
 
 /*
  * The names of step i's ancestors, nearest first (breadth-first along

@@ -9,4 +9,5 @@ make --no-print-directory "$B/tests/bench_dispatch" "$B/tests/bench_fingerprint"
 "$B/tests/bench_dispatch" --slow-neighbour --artifact-mb 1024
 tests/bench/api.sh
 tests/bench/executor_podman.sh
+tests/bench/executor_slurm.sh
 "$B/tests/bench_fingerprint" --mb 256 --files 2000

@@ -264,7 +264,7 @@ static void test_config__unknown_step_key(void **state)
 		      "[python, train.py] or one shell string)",
 		      "w.yaml:3:15: unknown step key \"comand\" (did you mean \"command\"?); known "
 		      "keys: name, kind, needs, command, env, image, workdir, timeout, retry, executor, "
-		      "resources, network, cache, gate, model, dataset, labels, webhook, on_timeout, "
+		      "resources, network, slurm, cache, gate, model, dataset, labels, webhook, on_timeout, "
 		      "artifact, version, alias",
 		      NULL);
 }
@@ -508,7 +508,7 @@ static void test_config__placement(void **state)
 		      "  - {name: b, command: [true], executor: local, image: 'debian:12'}\n"
 		      "  - {name: c, kind: gate, executor: local}\n"
 		      "  - {name: d, command: [true], image: '--privileged'}\n",
-		      "w.yaml:5:15: unknown executor \"kubernetes\"; known executors: local, noop, podman",
+		      "w.yaml:5:15: unknown executor \"kubernetes\"; known executors: local, noop, podman, slurm",
 		      "w.yaml:6:23: resources cpus \"0\" must be a number from 0.01 to 1024",
 		      "w.yaml:6:34: resources memory \"lots\" must be a size such as 512Mi, 2Gi or 1G",
 		      "w.yaml:6:40: unknown resources key \"gpu\" (did you mean \"gpus\"?); known keys: cpus, memory, gpus",
@@ -516,6 +516,25 @@ static void test_config__placement(void **state)
 		      "needs an executor that runs images (podman, docker, slurm)",
 		      "w.yaml:8:37: a gate step runs no job; remove \"executor\"",
 		      "w.yaml:9:39: image \"--privileged\" is not an image name (letters, digits and . _ - / : @)",
+		      NULL);
+	/* slurm: how a slurm job is submitted; only beside executor: slurm */
+	{
+		const char *sl = "name: x\n"
+				 "steps:\n"
+				 "  - {name: a, command: [true], executor: slurm, slurm: {via: cli, partition: debug}}\n";
+		assert_int_equal(cfg_workflow_parse(&spec, hash, sl, strlen(sl), "w.yaml", &errs), 0);
+		st = json_object_get(json_array_get(json_object_get(spec, "steps"), 0), "slurm");
+		assert_string_equal(json_string_value(json_object_get(st, "via")), "cli");
+		assert_string_equal(json_string_value(json_object_get(st, "partition")), "debug");
+		json_decref(spec);
+		cfg_errors_dispose(&errs);
+	}
+	expect_errors("name: x\n"
+		      "steps:\n"
+		      "  - {name: a, command: [true], executor: local, slurm: {via: cli}}\n"
+		      "  - {name: b, command: [true], executor: slurm, slurm: {via: ssh}}\n",
+		      "w.yaml:3:56: slurm: applies to executor: slurm, not \"local\"; remove it or set executor: slurm",
+		      "w.yaml:4:62: slurm via \"ssh\" must be rest (slurmrestd) or cli (sbatch)",
 		      NULL);
 	assert_int_equal(cfg_memory_mb("512Mi"), 512);
 	assert_int_equal(cfg_memory_mb("2Gi"), 2048);
@@ -556,7 +575,7 @@ static void test_config__multiple_errors_in_order(void **state)
 		      "run directory or an absolute path",
 		      "w.yaml:12:14: timeout: duration \"5\": missing unit (use e.g. 30s, 5m, 2h)",
 		      "w.yaml:13:5: unknown step key \"extra\"; known keys: name, kind, needs, "
-		      "command, env, image, workdir, timeout, retry, executor, resources, network, cache, gate, model, "
+		      "command, env, image, workdir, timeout, retry, executor, resources, network, slurm, cache, gate, model, "
 		      "dataset, labels, webhook, on_timeout, artifact, version, alias", NULL);
 }
 

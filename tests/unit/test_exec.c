@@ -231,7 +231,9 @@ static void test_exec__type_table(void **state)
 	assert_int_equal(exec_type_register(&dup), FERRY_ECONFLICT);
 	assert_ptr_equal(exec_type_find("local"), &exec_local);
 	names = exec_type_names();
-	assert_string_equal(names, "local, noop, podman, fake");
+	assert_string_equal(names, "local, noop, podman, slurm, fake");
+	assert_ptr_equal(exec_type_find("slurm"), &exec_slurm);
+	assert_true((exec_slurm.flags & EXF_IMAGES) != 0);
 	free(names);
 	/* every built-in row has what the engine calls unconditionally */
 	assert_non_null(exec_local.start);
