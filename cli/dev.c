@@ -293,8 +293,10 @@ int dev_main(int argc, char **argv)
 
 	memset(&rn, 0, sizeof(rn));
 	memset(&stepper, 0, sizeof(stepper));
-	if (argc >= 1 && strcmp(argv[0], "step") == 0)
+	if (argc >= 1 && strcmp(argv[0], "step") == 0) {
+		json_decref(params);
 		return dev_step_main(argc, argv);
+	}
 	if (argc < 1 || strcmp(argv[0], "run") != 0) {
 		if (argc >= 1 && (strcmp(argv[0], "--help") == 0 || strcmp(argv[0], "-h") == 0)) {
 			usage(stdout);
