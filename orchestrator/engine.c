@@ -1000,7 +1000,8 @@ static void adopted(struct engine *e, const struct store_orphan *o, struct exec_
 /* Takes orphan o over and asks its executor what became of its job. */
 static void adopt_orphan(struct engine *e, struct store_orphan *o)
 {
-	const struct exec_type *t = o->executor ? exec_type_find(o->executor) : e->type;
+	/* none recorded (its daemon died before the record): the step's own, as start_job chose it */
+	const struct exec_type *t = o->executor ? exec_type_find(o->executor) : exec_type_for(o->spec, e->type);
 	struct exec_status st = {.exit_code = -1};
 	struct exec_job *j;
 	int rc = FERRY_ENOTFOUND;

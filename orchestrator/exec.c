@@ -20,7 +20,7 @@
 
 #include "util.h"
 
-static const struct exec_type *const builtin[] = {&exec_local, &exec_noop};
+static const struct exec_type *const builtin[] = {&exec_local, &exec_noop, &exec_docker};
 
 #define MAX_EXTRA 8
 static const struct exec_type *extra[MAX_EXTRA];

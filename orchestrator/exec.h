@@ -136,6 +136,7 @@ char *exec_type_names(void);
 /* The rows, defined in their own files. */
 extern const struct exec_type exec_local;
 extern const struct exec_type exec_noop;
+extern const struct exec_type exec_docker;
 
 /* The attempt directory of a step's attempt under home; the caller frees it. */
 char *exec_attempt_dir(const char *home, int64_t run_id, const char *step, int attempt);

@@ -127,6 +127,7 @@ static int render(json_t **out, const char *s, const json_t *params, const char 
 
 /* The fields of the step kinds that travel into the resolved spec; the
  * strings among them have their params rendered. */
+static const char *const placement_fields[] = {"executor", "resources", "network"};
 static const char *const kind_fields[] = {"model", "dataset", "labels", "webhook", "artifact",
 					  "on_timeout", "version", "aliases", "gate", "cache"};
 
@@ -207,6 +208,10 @@ static int step_spec(json_t **out, const json_t *step, const json_t *params, con
 		json_object_set_new(spec, "workdir", r);
 	}
 	json_object_set(spec, "image", json_object_get(step, "image"));
+	/* where and how the job runs: the executor table reads these at start (exec.h) */
+	for (i = 0; i < sizeof(placement_fields) / sizeof(placement_fields[0]); i++)
+		if (json_object_get(step, placement_fields[i]) != NULL)
+			json_object_set(spec, placement_fields[i], json_object_get(step, placement_fields[i]));
 	for (i = 0; i < sizeof(kind_fields) / sizeof(kind_fields[0]); i++) {
 		json_t *f = json_object_get(step, kind_fields[i]), *r = NULL;
 		if (f == NULL || json_is_null(f))
