@@ -16,7 +16,8 @@
 # Settings (environment):
 #   FERRY_DOCKER_HOST  unix:///var/run/docker.sock   the socket (ferryd reads the same variable)
 #   DOCKERD_ROOT       /var/lib/ferry-docker         data root (images, containers)
-#   DOCKERD_EXEC_ROOT  /var/run/ferry-docker         exec root; the pidfile and log are here
+#   DOCKERD_EXEC_ROOT  /var/run/ferry-docker         exec root; its log and the pid this
+#                                                    script started are beside it (.log, .started.pid)
 #   FERRY_BASE_IMAGE   ferry-base                    the image built from busybox-static
 set -euo pipefail
 
@@ -24,8 +25,9 @@ HOST=${FERRY_DOCKER_HOST:-unix:///var/run/docker.sock}
 SOCK=${HOST#unix://}
 ROOT=${DOCKERD_ROOT:-/var/lib/ferry-docker}
 EXEC_ROOT=${DOCKERD_EXEC_ROOT:-/var/run/ferry-docker}
-PIDFILE=$EXEC_ROOT/dockerd.pid
-LOG=$EXEC_ROOT/dockerd.log
+PIDFILE=$EXEC_ROOT/dockerd.pid   # dockerd's own
+OURS=$EXEC_ROOT.started.pid      # the dockerd this script started (what stop stops)
+LOG=$EXEC_ROOT.log
 IMAGE=${FERRY_BASE_IMAGE:-ferry-base}
 BUSYBOX=${BUSYBOX:-/bin/busybox}
 
@@ -37,8 +39,8 @@ case $HOST in unix://*) ;; *) die "FERRY_DOCKER_HOST must be unix:///PATH (got $
 
 do_stop() {
 	local pid
-	[ -s "$PIDFILE" ] || { echo "dockerd: not started by this script (no $PIDFILE)"; return 0; }
-	pid=$(cat "$PIDFILE")
+	[ -s "$OURS" ] || { echo "dockerd: not started by this script (no $OURS)"; return 0; }
+	pid=$(cat "$OURS")
 	if kill -0 "$pid" 2>/dev/null; then
 		kill -TERM "$pid"
 		for _ in $(seq 1 150); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
@@ -47,7 +49,7 @@ do_stop() {
 	else
 		echo "dockerd: pid $pid was not running"
 	fi
-	rm -f "$PIDFILE"
+	rm -f "$OURS"
 }
 
 # ferry-base: busybox-static and its applet links, nothing else (about 2 MB).
@@ -80,6 +82,15 @@ do_start() {
 		[ -x /usr/sbin/dockerd ] || die "/usr/sbin/dockerd is missing: apt-get install docker.io"
 		mkdir -p "$ROOT" "$EXEC_ROOT" "$(dirname "$SOCK")"
 		if [ -s "$PIDFILE" ] && kill -0 "$(cat "$PIDFILE")" 2>/dev/null; then
+			# one still starting or stopping: give it a moment
+			for _ in $(seq 1 100); do ping && break; kill -0 "$(cat "$PIDFILE")" 2>/dev/null || break; sleep 0.1; done
+		fi
+		if ping; then
+			echo "dockerd: already running on $SOCK"
+			curl -fsS -m 10 --unix-socket "$SOCK" "http://d/v1.41/images/$IMAGE/json" >/dev/null 2>&1 || build_image
+			return 0
+		fi
+		if [ -s "$PIDFILE" ] && kill -0 "$(cat "$PIDFILE")" 2>/dev/null; then
 			die "dockerd pid $(cat "$PIDFILE") runs but $SOCK does not answer; see $LOG"
 		fi
 		rm -f "$SOCK"
@@ -93,6 +104,7 @@ do_start() {
 		done
 		ping || { tail -20 "$LOG" >&2; die "dockerd did not answer on $SOCK within 30 s; see $LOG"; }
 		started=$!
+		echo "$started" >"$OURS"
 	fi
 	curl -fsS -m 10 --unix-socket "$SOCK" "http://d/v1.41/images/$IMAGE/json" >/dev/null 2>&1 || build_image
 	if [ -n "$started" ]; then

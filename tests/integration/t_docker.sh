@@ -36,13 +36,14 @@ docker_down() {
 	set +e
 	stop_daemons
 	for c in $(dk_ours 2>/dev/null); do dk DELETE "/containers/$c?force=1"; done
-	[ -n "${DOCKERD_STARTED:-}" ] && "$ROOT/deploy/dockerd.sh" stop >/dev/null
+	[ -n "${DOCKERD_STARTED:-}" ] && "$ROOT/deploy/dockerd.sh" stop
 }
 
 # docker_up: dockerd and ferry-base through deploy/dockerd.sh; undone when the test's subshell exits
 docker_up() {
 	local out
 	out=$("$ROOT/deploy/dockerd.sh" start 2>&1) || fail "deploy/dockerd.sh: $out"
+	echo "$out"
 	case $out in *"started pid"*) DOCKERD_STARTED=1 ;; esac
 	trap docker_down EXIT
 }
@@ -167,8 +168,7 @@ import http.server, socketserver, sys
 s = socketserver.TCPServer(("127.0.0.1", 0), http.server.SimpleHTTPRequestHandler)
 open(sys.argv[1], "w").write(str(s.server_address[1]))
 s.serve_forever()' "$FERRY_HOME/port" >/dev/null 2>&1 &
-	local srv=$!
-	trap 'kill $srv 2>/dev/null; docker_down' EXIT
+	trap "kill $! 2>/dev/null; docker_down" EXIT
 	for _ in $(seq 1 50); do [ -s "$FERRY_HOME/port" ] && break; sleep 0.1; done
 	port=$(cat "$FERRY_HOME/port")
 	# busybox's wget crashes when a connection fails: nc and an HTTP request by hand
