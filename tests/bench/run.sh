@@ -9,3 +9,4 @@ make --no-print-directory "$B/tests/bench_dispatch" "$B/tests/bench_fingerprint"
 "$B/tests/bench_dispatch" --slow-neighbour --artifact-mb 1024
 tests/bench/api.sh
 "$B/tests/bench_fingerprint" --mb 256 --files 2000
+tests/bench/bench_docker.sh
