@@ -285,3 +285,72 @@ test_docker_supervisor_killed_container_followed_again() {
 	start_daemon a
 	docker_ran_once "$id"
 }
+
+# The same executor, unchanged, against `podman system service` (the Docker
+# Engine API v1.41 of Podman) on a socket of its own: the hello workflow,
+# a stop, a kill -9 of the daemon mid-step. Podman runs with private
+# storage under FERRY_HOME and its own containers.conf (runc: crun fails on
+# this hybrid cgroup layout; nofile within the hard limit), and is stopped
+# after the test. (Podman 4.3 here does not report OOMKilled: its memory
+# kill shows as exit code 137.)
+# stops the podman service of the test and removes its storage (podman bind-mounts its overlay directory)
+podman_down() {
+	local pid
+	pid=$(cat "$PODMAN_DIR/pid" 2>/dev/null) || return 0
+	kill "$pid" 2>/dev/null
+	for _ in $(seq 1 50); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
+	kill -9 "$pid" 2>/dev/null
+	umount "$PODMAN_DIR/root/overlay" 2>/dev/null
+	rm -rf "$PODMAN_DIR"
+}
+
+test_docker_api_on_podman_service() {
+	command -v podman >/dev/null || fail "podman is not installed (apt-get install podman runc)"
+	local pd n
+	pd=$(mktemp -d /tmp/ferry-pd.XXXXXX) # podman wants a short runroot
+	n=$(ulimit -Hn)
+	printf '[containers]\ndefault_ulimits = ["nofile=%s:%s", "nproc=32768:32768"]\n[engine]\nruntime = "runc"\n' "$n" "$n" >"$pd/containers.conf"
+	export FERRY_DOCKER_HOST="unix://$pd/api.sock" DOCKER_SOCK="$pd/api.sock"
+	CONTAINERS_CONF="$pd/containers.conf" setsid podman --root "$pd/root" --runroot "$pd/run" \
+		system service --time=0 "$FERRY_DOCKER_HOST" >"$pd/service.log" 2>&1 &
+	echo $! >"$pd/pid"
+	PODMAN_DIR=$pd
+	trap 'docker_down; podman_down' EXIT
+	for _ in $(seq 1 100); do curl -fsS -m 1 --unix-socket "$DOCKER_SOCK" http://d/_ping >/dev/null 2>&1 && break; sleep 0.1; done
+	curl -fsS -m 1 --unix-socket "$DOCKER_SOCK" http://d/_ping >/dev/null || { cat "$pd/service.log"; fail "podman system service did not answer"; }
+	# deploy/dockerd.sh finds an engine answering on the socket and only builds ferry-base there
+	out=$("$ROOT/deploy/dockerd.sh" start 2>&1) || fail "deploy/dockerd.sh: $out"
+	assert_match "$out" 'already running' "no dockerd started beside podman"
+	dk GET /version
+	assert_match "$DK_BODY" '"Podman Engine"|[Pp]odman' "the API is podman's"
+	python3 - "$ROOT/workflows/hello.yaml" "$FERRY_HOME/hello.yaml" <<'PY'
+import sys, yaml
+w = yaml.safe_load(open(sys.argv[1]))
+for s in w["steps"]:
+    s["executor"] = "docker"
+    s["image"] = "ferry-base"
+yaml.safe_dump(w, open(sys.argv[2], "w"), sort_keys=False)
+PY
+	start_daemon a
+	id=$(submit "$FERRY_HOME/hello.yaml" '{"who":"podman"}')
+	wait_run "$id" succeeded 60
+	assert_eq "$(cat "$FERRY_HOME/runs/$id/greet/1/out/greeting")" "hello, podman" "the output written inside the container"
+	assert_eq "$(step_col "$id" flaky attempts)" 2 "flaky retried once"
+	assert_no_container "after the hello run"
+	id=$(submit "$(docker_counted_wf)")
+	wait_container >/dev/null
+	sleep 1
+	stop_daemon a KILL
+	start_daemon a
+	docker_ran_once "$id"
+	id=$(submit "$(wf long <<'Y'
+name: long
+steps:
+  - {name: s, executor: docker, image: ferry-base, command: [sh, -c, 'sleep 300']}
+Y
+)")
+	wait_container >/dev/null
+	api POST "/api/v1/runs/$id/stop"
+	wait_run "$id" stopped 20
+	assert_no_container "after the stop"
+}
