@@ -1027,8 +1027,9 @@ static void adopt_orphan(struct engine *e, struct store_orphan *o)
 			  (long long)o->run_id, o->name, o->attempt, o->owner);
 		if (st.signal || st.exit_code) {
 			push_done(e, o->step_id, o->attempt, OUTCOME_FAILED, st.exit_code, st.signal,
-				  st.signal ? xasprintf("killed by signal %d", st.signal)
-					    : exec_exit_reason(j, st.exit_code));
+				  st.reason ? xstrdup(st.reason) /* the executor's: out of memory, … */
+				  : st.signal ? xasprintf("killed by signal %d", st.signal)
+					      : exec_exit_reason(j, st.exit_code));
 		} else {
 			json_t *ctx = job_ctx(o->kind, o->spec, o->workdir, NULL, NULL, NULL);
 			job_succeeded(e, o->step_id, o->run_id, o->attempt, o->name, j->dir, ctx);
