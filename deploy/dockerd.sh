@@ -4,6 +4,8 @@
 # local image `ferry-base` (busybox-static; no registry is needed).
 #
 #   deploy/dockerd.sh [start]   start dockerd unless its socket answers, build ferry-base if missing
+#   deploy/dockerd.sh python-image   also build ferry-python (busybox + the host's python3 and
+#                               python3-sklearn stack, ~200 MB: the digits pipeline's steps) if missing
 #   deploy/dockerd.sh stop      stop the dockerd this script started (its pidfile)
 #   deploy/dockerd.sh status    0 when the socket answers /_ping
 #
@@ -76,6 +78,36 @@ build_image() {
 	echo "dockerd: built image $IMAGE from $BUSYBOX"
 }
 
+# ferry-python: ferry-base plus the host's python3 with numpy, scipy, scikit-learn
+# and joblib and the shared libraries they load (ldd), dereferenced (about
+# 200 MB; a second to import). No registry, no pip: what python3-sklearn put here.
+build_python_image() {
+	local py pylib tmp dp=/usr/lib/python3/dist-packages
+	py=$(readlink -f /usr/bin/python3) || die "/usr/bin/python3 is missing: apt-get install python3"
+	pylib=/usr/lib/$(basename "$py")
+	[ -d "$dp/sklearn" ] || die "$dp/sklearn is missing: apt-get install python3-sklearn"
+	tmp=$(mktemp -d)
+	mkdir -p "$tmp/r/bin" "$tmp/r/tmp" "$tmp/r/etc" "$tmp/r/lib64" "$tmp/r/usr/bin"
+	ln -s usr/lib "$tmp/r/lib"
+	cp "$BUSYBOX" "$tmp/r/bin/busybox"
+	for a in $("$BUSYBOX" --list); do [ "$a" = busybox ] || ln -s busybox "$tmp/r/bin/$a"; done
+	chmod 1777 "$tmp/r/tmp"
+	ln -s "$(basename "$py")" "$tmp/r/usr/bin/python3"
+	cp -L /lib64/ld-linux-x86-64.so.2 "$tmp/r/lib64/"
+	local paths=("$py" "$pylib" "$dp/sklearn" "$dp/numpy" "$dp/scipy" "$dp/joblib" "$dp/threadpoolctl.py")
+	{ find "${paths[@]}" -name '*.so*' -type f; echo "$py"; } | xargs ldd 2>/dev/null |
+		awk '$2 == "=>" && $3 ~ /^\// {print $3}' | sed 's|^/lib/|/usr/lib/|' | sort -u >"$tmp/libs"
+	tar -cf "$tmp/py.tar" -C "$tmp/r" . --exclude=__pycache__ -C / "${paths[@]#/}"
+	# the libraries by the names the loader looks for (alternatives' symlinks resolved)
+	tar -rhf "$tmp/py.tar" -C / $(sed 's|^/||' "$tmp/libs")
+	curl -fsS -m 600 --unix-socket "$SOCK" -X POST -H 'Content-Type: application/x-tar' \
+		--data-binary @"$tmp/py.tar" \
+		"http://d/v1.41/images/create?fromSrc=-&repo=ferry-python&tag=latest&changes=ENV%20PATH%3D%2Fusr%2Fbin%3A%2Fbin" \
+		>"$tmp/out" || { rm -rf "$tmp"; die "importing ferry-python failed"; }
+	rm -rf "$tmp"
+	echo "dockerd: built image ferry-python from the host's $(basename "$py") and python3-sklearn"
+}
+
 do_start() {
 	local started=""
 	if ! ping; then
@@ -117,7 +149,11 @@ do_start() {
 
 case ${1:-start} in
 start) do_start ;;
+python-image)
+	do_start
+	curl -fsS -m 10 --unix-socket "$SOCK" "http://d/v1.41/images/ferry-python/json" >/dev/null 2>&1 || build_python_image
+	;;
 stop) do_stop ;;
 status) ping && echo "dockerd: answers on $SOCK" || { echo "dockerd: no answer on $SOCK"; exit 3; } ;;
-*) die "usage: $0 [start|stop|status]" ;;
+*) die "usage: $0 [start|python-image|stop|status]" ;;
 esac
