@@ -7,9 +7,9 @@
  *
  * Design: one small supervisor process (the shim) per attempt, as in
  * exec_local. The engine loop never waits on the Engine API for a job's
- * life: start() forks the shim and returns; the shim removes a stale
- * container of the same name (a crashed earlier try must never cause a 409
- * name conflict), creates and starts the container, follows its log stream
+ * life: start() forks the shim and returns; the shim creates the container
+ * (a stale one of the same name, left by a crashed earlier try, is removed
+ * when the create answers 409, and the create repeated), starts it, follows its log stream
  * (decoding the 8-byte multiplexed frames) into DIR/log, waits for the end,
  * reads State.ExitCode and State.OOMKilled, appends them to DIR/status,
  * removes the container and exits. The engine learns the end by SIGCHLD and
@@ -531,6 +531,14 @@ static int dk_remove(const char *sock, const char *name, long timeout_ms)
 	return error;
 }
 
+/* Whether a create was refused because the name is taken (dockerd: 409; podman's service: 500 "… already in use …"). */
+static int dk_name_taken(long code, const json_t *ans)
+{
+	const char *m = json_string_value(json_object_get(ans, "message"));
+
+	return code == 409 || (code == 500 && m != NULL && strstr(m, "in use") != NULL);
+}
+
 /* Fails the attempt from the shim: reason and exit 125 (the engine's refusal, as `docker run` says it). */
 static void shim_refused(struct shim *s, const char *what, long code, const json_t *ans)
 {
@@ -574,13 +582,18 @@ static void shim_main(struct shim *s, const json_t *body, const char *log, const
 		snprintf(start, sizeof(start), "%lld", (long long)exec_pid_start(getpid()));
 		shim_line(s, "pid %d %s", (int)getpid(), start);
 		shim_line(s, "container %s", s->name);
-		/* a container of this name left by a crashed earlier try: never a 409 */
-		if (dk_remove(s->sock, s->name, DK_SHIM_MS) < 0) {
-			shim_refused(s, "replace the stale", 0, NULL);
-			_exit(0);
-		}
 		path = xasprintf("/containers/create?name=%s", s->name);
-		if (dk_call(&code, &ans, s->sock, "POST", path, body, DK_SHIM_MS) < 0 || code != 201) {
+		if (dk_call(&code, &ans, s->sock, "POST", path, body, DK_SHIM_MS) == 0 && dk_name_taken(code, ans)) {
+			/* a container of this name left by a crashed earlier try: removed, never a 409 */
+			if (dk_remove(s->sock, s->name, DK_SHIM_MS) < 0) {
+				shim_refused(s, "replace the stale", 0, NULL);
+				_exit(0);
+			}
+			json_decref(ans);
+			ans = NULL;
+			(void)dk_call(&code, &ans, s->sock, "POST", path, body, DK_SHIM_MS);
+		}
+		if (code != 201) {
 			shim_refused(s, "create", code, ans);
 			_exit(0);
 		}

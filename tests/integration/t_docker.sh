@@ -317,7 +317,7 @@ test_docker_supervisor_killed_container_followed_again() {
 
 # The same executor, unchanged, against `podman system service` (the Docker
 # Engine API v1.41 of Podman) on a socket of its own: the hello workflow,
-# a stop, a kill -9 of the daemon mid-step. Podman runs with private
+# a kill -9 of the daemon mid-step, a stop, a stale container of the name. Podman runs with private
 # storage under FERRY_HOME and its own containers.conf (runc: crun fails on
 # this hybrid cgroup layout; nofile within the hard limit), and is stopped
 # after the test. (Podman 4.3 here does not report OOMKilled: its memory
@@ -382,4 +382,19 @@ Y
 	api POST "/api/v1/runs/$id/stop"
 	wait_run "$id" stopped 20
 	assert_no_container "after the stop"
+	# a stale container named as the next run's attempt (podman refuses a taken name with a 500)
+	local name
+	name="ferry-$(printf %s "$(realpath "$FERRY_HOME")" | sha256sum | cut -c1-8)-$((id + 1))-s-1"
+	dk POST "/containers/create?name=$name" '{"Image":"ferry-base","Cmd":["sleep","300"]}'
+	assert_eq "$DK_CODE" 201 "the stale container was made: $DK_BODY"
+	id=$(submit "$(wf one <<'Y'
+name: one
+steps:
+  - {name: s, executor: docker, image: ferry-base, command: [sh, -c, 'echo fresh']}
+Y
+)")
+	wait_run "$id" succeeded 30
+	assert_eq "$(cat "$FERRY_HOME/runs/$id/s/1/log")" fresh "the new attempt ran in place of the stale container"
+	dk GET "/containers/$name/json"
+	assert_eq "$DK_CODE" 404 "the stale container is gone"
 }
