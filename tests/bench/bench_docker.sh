@@ -7,7 +7,7 @@
 # from its creation to its end as the database records them (runs.created_at
 # → runs.finished_at), runs one after another; raw: `docker run --rm
 # --network none ferry-base true` (network none as Ferry's default), timed
-# around the client. RUNS (default 20) of each. dockerd is started through
+# around the client. RUNS (default 20) of each, taken in turn. dockerd is started through
 # deploy/dockerd.sh and stopped after when this script started it.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
@@ -34,13 +34,6 @@ case $out in *"started pid"*) started=1 ;; esac
 # percentile P of the numbers on stdin (nearest rank)
 pct() { sort -n | awk -v p="$1" '{a[NR]=$1} END {i=int(NR*p/100+0.999); if (i<1) i=1; print a[i]}'; }
 
-"$DOCKER" run --rm --network none ferry-base true # warm the image's layers
-raw=()
-for _ in $(seq 1 "$RUNS"); do
-	t0=$(date +%s%N)
-	"$DOCKER" run --rm --network none ferry-base true
-	raw+=($((($(date +%s%N) - t0) / 1000)))
-done
 
 PG=$(FERRY_HOME="$WORK/pg" "$ROOT/bin/ferryd" db start 2>"$WORK/pg.log") || { cat "$WORK/pg.log" >&2; exit 1; }
 export FERRY_HOME="$WORK/home" FERRY_DATABASE_URL=$PG FERRY_LISTEN=127.0.0.1:0
@@ -52,7 +45,15 @@ for _ in $(seq 1 100); do [ -s "$WORK/url" ] && curl -fsS -m 2 "$(cat "$WORK/url
 URL=$(cat "$WORK/url")
 body='{"yaml":"name: trivial\nsteps:\n  - {name: s, executor: docker, image: ferry-base, command: [\"true\"]}\n"}'
 sql() { psql "$PG" -qAt -c "$1"; }
+"$DOCKER" run --rm --network none ferry-base true # warm the image's layers
+# one of each in turn, so both see the same load on a shared machine
+raw=()
 for i in $(seq 0 "$RUNS"); do
+	if [ "$i" -gt 0 ]; then
+		t0=$(date +%s%N)
+		"$DOCKER" run --rm --network none ferry-base true
+		raw+=($((($(date +%s%N) - t0) / 1000)))
+	fi
 	id=$(curl -fsS -H "Authorization: Bearer bench" -H 'Content-Type: application/json' \
 		--data-binary "$body" "$URL/api/v1/runs" | python3 -c 'import json,sys; print(json.load(sys.stdin)["id"])')
 	for _ in $(seq 1 3000); do
