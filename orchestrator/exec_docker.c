@@ -11,7 +11,9 @@
  * (a stale one of the same name, left by a crashed earlier try, is removed
  * when the create answers 409, and the create repeated), starts it, follows its log stream
  * (decoding the 8-byte multiplexed frames) into DIR/log, waits for the end,
- * reads State.ExitCode and State.OOMKilled, appends them to DIR/status,
+ * reads State.ExitCode and State.OOMKilled (or, where the engine does not
+ * set it, the kernel's record of an OOM kill in the container's cgroup,
+ * from /dev/kmsg), appends them to DIR/status,
  * removes the container and exits. The engine learns the end by SIGCHLD and
  * reads DIR/status. The log stays after the container is gone.
  *
@@ -304,6 +306,7 @@ struct shim {
 	size_t hdr_have, frame_left;
 	int64_t skip; /* payload bytes DIR/log already holds (following again from the start) */
 	int forwarded; /* the strongest signal sent to the container: 0, SIGTERM, SIGKILL */
+	int kmsgfd;    /* /dev/kmsg from before the start on, or -1 */
 };
 
 static volatile sig_atomic_t shim_sig;
@@ -447,6 +450,33 @@ static void shim_follow(struct shim *s, int again)
 	curl_easy_cleanup(h);
 }
 
+/*
+ * Whether the kernel logged a memory-cgroup OOM kill in the cgroup of
+ * container id (its full id is in the cgroup's path) since the shim opened
+ * /dev/kmsg: podman's service never sets OOMKilled on this cgroup layout,
+ * dockerd does. Reads the records logged since, without waiting.
+ */
+static int shim_kmsg_oom(int fd, const char *id)
+{
+	char rec[8192];
+	ssize_t n;
+	int found = 0;
+
+	if (fd < 0 || id == NULL || strlen(id) < 32)
+		return 0;
+	for (;;) {
+		n = read(fd, rec, sizeof(rec) - 1);
+		if (n < 0 && (errno == EINTR || errno == EPIPE))
+			continue; /* EPIPE: records overwritten meanwhile; the next are there */
+		if (n <= 0)
+			break; /* EAGAIN: no more */
+		rec[n] = '\0';
+		if (strstr(rec, "oom_memcg=") != NULL && strstr(rec, id) != NULL)
+			found = 1;
+	}
+	return found;
+}
+
 /* Waits until the container is not running (POST /containers/NAME/wait), forwarding signals. */
 static void shim_wait(struct shim *s)
 {
@@ -493,7 +523,9 @@ static void shim_finish(struct shim *s)
 				/* OOMKilled: some process of it was; the job failed of it only when it failed */
 				json_int_t mem = json_integer_value(
 					json_object_get(json_object_get(ans, "HostConfig"), "Memory"));
-				if (json_is_true(json_object_get(state, "OOMKilled")) && ec != 0)
+				if (ec != 0 && (json_is_true(json_object_get(state, "OOMKilled")) ||
+						(ec == 137 && mem > 0 &&
+						 shim_kmsg_oom(s->kmsgfd, json_string_value(json_object_get(ans, "Id"))))))
 					shim_line(s, "reason out of memory (limit %lld MiB)", (long long)(mem / 1048576));
 				shim_line(s, "exit %lld", (long long)ec);
 				break;
@@ -576,6 +608,10 @@ static void shim_main(struct shim *s, const json_t *body, const char *log, const
 	signal(SIGHUP, SIG_IGN);
 	signal(SIGPIPE, SIG_IGN);
 	s->logfd = open(log, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+	/* the kernel's log from here on: how an OOM kill is told where the engine does not say */
+	s->kmsgfd = open("/dev/kmsg", O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+	if (s->kmsgfd >= 0)
+		lseek(s->kmsgfd, 0, SEEK_END);
 	s->statusfd = open(status, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC | (body ? O_TRUNC : 0), 0644);
 	if (body) {
 		char start[32] = "0";
@@ -630,7 +666,7 @@ static int dk_spawn(struct exec_job *job, const char *sock, const char *name,
 		    const json_t *body)
 {
 	char *log = xasprintf("%s/log", job->dir), *status = xasprintf("%s/status", job->dir);
-	struct shim s = {.sock = sock, .name = name, .logfd = -1, .statusfd = -1};
+	struct shim s = {.sock = sock, .name = name, .logfd = -1, .statusfd = -1, .kmsgfd = -1};
 	pid_t pid;
 
 	fflush(NULL);

@@ -317,11 +317,12 @@ test_docker_supervisor_killed_container_followed_again() {
 
 # The same executor, unchanged, against `podman system service` (the Docker
 # Engine API v1.41 of Podman) on a socket of its own: the hello workflow,
-# a kill -9 of the daemon mid-step, a stop, a stale container of the name. Podman runs with private
+# a kill -9 of the daemon mid-step, a stop, a stale container of the name,
+# a memory limit's kill. Podman runs with private
 # storage under FERRY_HOME and its own containers.conf (runc: crun fails on
 # this hybrid cgroup layout; nofile within the hard limit), and is stopped
-# after the test. (Podman 4.3 here does not report OOMKilled: its memory
-# kill shows as exit code 137.)
+# after the test. Podman 4.3 here never sets OOMKilled: the memory kill is
+# told from the kernel's log.
 # stops the podman service of the test and removes its storage (podman bind-mounts its overlay directory)
 podman_down() {
 	local pid
@@ -397,4 +398,14 @@ Y
 	assert_eq "$(cat "$FERRY_HOME/runs/$id/s/1/log")" fresh "the new attempt ran in place of the stale container"
 	dk GET "/containers/$name/json"
 	assert_eq "$DK_CODE" 404 "the stale container is gone"
+	# podman leaves OOMKilled false: the kernel's record of the kill says it
+	id=$(submit "$(wf hog <<'Y'
+name: hog
+steps:
+  - {name: s, executor: docker, image: ferry-base, resources: {memory: 64Mi}, command: [sh, -c, 'exec dd if=/dev/zero of=/dev/null bs=256M count=1']}
+Y
+)")
+	wait_run "$id" failed 60
+	assert_eq "$(step_col "$id" s reason)" "out of memory (limit 64 MiB)" "the OOM kill named as such on podman"
+	assert_no_container "after the OOM kill"
 }
