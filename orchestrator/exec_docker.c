@@ -27,10 +27,12 @@
  * forwards them as POST /containers/NAME/kill?signal=TERM|KILL.
  *
  * Crash safety: the shim runs in its own session and outlives a killed
- * daemon. adopt(): shim alive → ours again (polled); shim gone with an end
- * in DIR/status → finished; shim gone without one → the container is
- * inspected (short timeout): running → a new shim follows it again (the
- * stream read from its start, the bytes DIR/log holds skipped), exited → finalised
+ * daemon. adopt(): the supervisor the status file names last alive → ours
+ * again (polled); gone with an end in DIR/status → finished; gone without
+ * one → the container is inspected (short timeout): running → a new shim
+ * follows it again (it adds its "pid" line; the stream is read from its
+ * start, the bytes DIR/log holds skipped; poll() does the same when a
+ * shim is killed under a running daemon), exited → finalised
  * from its exit code, absent → FERRY_ENOTFOUND. Containers are named
  * ferry-HOMEHASH-RUN-STEP-ATTEMPT (HOMEHASH: 8 hex digits of FERRY_HOME's
  * path, so two daemons on one host never collide) and labelled ferry.run,
@@ -442,6 +444,7 @@ static void shim_follow(struct shim *s, int again)
 	free(path);
 	if (h == NULL)
 		return;
+	curl_easy_setopt(h, CURLOPT_FAILONERROR, 1L); /* an error's body is no stream */
 	curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, shim_log_write);
 	curl_easy_setopt(h, CURLOPT_WRITEDATA, s);
 	s->hdr_have = s->frame_left = 0;
@@ -613,10 +616,9 @@ static void shim_main(struct shim *s, const json_t *body, const char *log, const
 	if (s->kmsgfd >= 0)
 		lseek(s->kmsgfd, 0, SEEK_END);
 	s->statusfd = open(status, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC | (body ? O_TRUNC : 0), 0644);
+	/* the latest "pid" line names the supervisor (one that follows a container again adds its own) */
+	shim_line(s, "pid %d %lld", (int)getpid(), (long long)exec_pid_start(getpid()));
 	if (body) {
-		char start[32] = "0";
-		snprintf(start, sizeof(start), "%lld", (long long)exec_pid_start(getpid()));
-		shim_line(s, "pid %d %s", (int)getpid(), start);
 		shim_line(s, "container %s", s->name);
 		path = xasprintf("/containers/create?name=%s", s->name);
 		if (dk_call(&code, &ans, s->sock, "POST", path, body, DK_SHIM_MS) == 0 && dk_name_taken(code, ans)) {
@@ -871,8 +873,20 @@ static void dk_ended(struct exec_job *job, struct exec_status *st)
 			       "how the container ended", (int)job->pid);
 }
 
+/* A new shim that follows job's running container (its own was killed); 0 or the error. */
+static int dk_follow_again(struct exec_job *job)
+{
+	char *cname = xstrdup(dk_container(job));
+	int error = dk_spawn(job, dk_socket(), cname, NULL);
+
+	free(cname);
+	return error;
+}
+
 static int docker_poll(struct exec_job *job, struct exec_status *st)
 {
+	struct exec_status tmp = {.exit_code = -1};
+
 	if (job->child) {
 		int wst;
 		pid_t r = waitpid(job->pid, &wst, WNOHANG);
@@ -882,6 +896,13 @@ static int docker_poll(struct exec_job *job, struct exec_status *st)
 	} else if (exec_pid_alive(job->pid, job->pid_start)) {
 		return 0;
 	}
+	/* its shim was killed, not its container: a new one follows it */
+	if (job->dir && !dk_status(job->dir, NULL, NULL, NULL, &tmp, NULL) &&
+	    dk_inspect_end(job, &tmp) == 1 && dk_follow_again(job) == 0) {
+		exec_status_dispose(&tmp);
+		return 0;
+	}
+	exec_status_dispose(&tmp);
 	dk_ended(job, st);
 	return 1;
 }
@@ -903,8 +924,9 @@ static int docker_adopt(struct exec_job *job, struct exec_status *st)
 	job->child = 0;
 	job->pid = (pid_t)json_integer_value(json_object_get(h, "pid"));
 	job->pid_start = json_integer_value(json_object_get(h, "start"));
+	/* the status file's latest "pid" line wins: a follower may have replaced the recorded shim */
 	if (job->dir)
-		dk_status(job->dir, job->pid > 0 ? NULL : &job->pid, &job->pid_start, &name, NULL, &removed);
+		dk_status(job->dir, &job->pid, &job->pid_start, &name, NULL, &removed);
 	if (dk_container(job) == NULL && name == NULL) {
 		free(name);
 		ferry_error_set("no handle was recorded and the attempt directory names no container");
@@ -930,9 +952,7 @@ static int docker_adopt(struct exec_job *job, struct exec_status *st)
 	rc = dk_inspect_end(job, st);
 	if (rc == 1) {
 		/* it runs without its shim: a new one follows it, the log appended from where it ended */
-		char *cname = xstrdup(dk_container(job));
-		rc = dk_spawn(job, dk_socket(), cname, NULL);
-		free(cname);
+		rc = dk_follow_again(job);
 		return rc < 0 ? rc : 1;
 	}
 	if (rc == 0) {

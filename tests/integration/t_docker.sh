@@ -259,11 +259,11 @@ Y
 }
 
 # the counted step of t_seams.sh in a container: its work counted in the checkpoint directory (mounted)
-docker_counted_wf() {
-	wf dcounted <<'Y'
+docker_counted_wf() { # [SECONDS the work sleeps, 3]
+	wf dcounted <<Y
 name: dcounted
 steps:
-  - {name: work, executor: docker, image: ferry-base, command: [sh, -c, 'echo "attempt $FERRY_ATTEMPT" >> "$FERRY_CHECKPOINT_DIR/work.count"; echo begin; sleep 3; echo end']}
+  - {name: work, executor: docker, image: ferry-base, command: [sh, -c, 'echo "attempt \$FERRY_ATTEMPT" >> "\$FERRY_CHECKPOINT_DIR/work.count"; echo begin; sleep ${1:-3}; echo end']}
   - {name: after, needs: [work], executor: docker, image: ferry-base, command: [sh, -c, 'true']}
 Y
 }
@@ -300,18 +300,39 @@ test_docker_daemon_kill9_mid_step_runs_once() {
 	grep -q "re-adopted docker job from" "$FERRY_HOME/ferryd-a.log" || fail "not re-adopted"
 }
 
-# the daemon and the container's supervisor both killed: the container is followed again
+# the pid of the supervisor the status file names last
+supervisor_pid() { awk '$1 == "pid" {p = $2} END {print p}' "$FERRY_HOME/runs/$1/work/1/status"; }
+
+# the daemon and the container's supervisor both killed: the container is
+# followed again; then the daemon killed again while that follower runs
 test_docker_supervisor_killed_container_followed_again() {
+	docker_up
+	start_daemon a
+	id=$(submit "$(docker_counted_wf 6)")
+	wait_container >/dev/null
+	sleep 1
+	stop_daemon a KILL
+	shim=$(supervisor_pid "$id")
+	[ -n "$shim" ] || fail "no supervisor pid in the status file"
+	kill -9 "$shim"
+	start_daemon a
+	for _ in $(seq 1 50); do [ "$(supervisor_pid "$id")" != "$shim" ] && break; sleep 0.1; done
+	follower=$(supervisor_pid "$id")
+	[ "$follower" != "$shim" ] || fail "no new supervisor follows the container"
+	stop_daemon a KILL
+	start_daemon a
+	docker_ran_once "$id"
+	assert_eq "$(grep -c '^pid ' "$FERRY_HOME/runs/$id/work/1/status")" 2 "one follower, not one per adoption"
+}
+
+# the supervisor killed while its daemon runs: a new one follows the container
+test_docker_supervisor_killed_under_running_daemon() {
 	docker_up
 	start_daemon a
 	id=$(submit "$(docker_counted_wf)")
 	wait_container >/dev/null
 	sleep 1
-	stop_daemon a KILL
-	shim=$(awk '$1 == "pid" {print $2}' "$FERRY_HOME/runs/$id/work/1/status")
-	[ -n "$shim" ] || fail "no supervisor pid in the status file"
-	kill -9 "$shim"
-	start_daemon a
+	kill -9 "$(supervisor_pid "$id")"
 	docker_ran_once "$id"
 }
 
