@@ -37,7 +37,7 @@ UNIT_BIN := $(UNIT_SRC:tests/unit/%.c=$(B)/tests/%)
 DEB_BUILD := gcc make pkg-config libpq-dev libcurl4-openssl-dev libmicrohttpd-dev \
 	libyaml-dev libjansson-dev libssl-dev libcmocka-dev
 DEB_RUN := postgresql postgresql-client curl procps python3 python3-sklearn wrk \
-	docker.io busybox-static
+	docker.io busybox-static podman runc
 
 .PHONY: all deps test unit integration demo bench fuzz clean variant
 

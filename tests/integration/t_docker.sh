@@ -92,11 +92,10 @@ PY
 	assert_no_container "after the run"
 }
 
-test_docker_digits_train_step() {
-	local out
-	docker_up
-	out=$("$ROOT/deploy/dockerd.sh" python-image 2>&1) || fail "deploy/dockerd.sh python-image: $out"
-	# the project directory is bound at the same path: a copy, so nothing is written into the checkout
+# submits digits.yaml's train step alone, on docker in ferry-python, from a
+# copy of workflows/ (the project directory is bound at the same path:
+# nothing is written into the checkout); prints the run id
+submit_digits_train() {
 	mkdir -p "$FERRY_HOME/proj"
 	cp -r "$ROOT/workflows/digits" "$FERRY_HOME/proj/"
 	python3 - "$ROOT/workflows/digits.yaml" "$FERRY_HOME/proj/train.yaml" <<'PY'
@@ -108,11 +107,18 @@ train.update({"executor": "docker", "image": "ferry-python", "resources": {"cpus
 w["steps"] = [train]
 yaml.safe_dump(w, open(sys.argv[2], "w"), sort_keys=False)
 PY
-	start_daemon a
 	body=$(python3 -c 'import json,sys; print(json.dumps({"yaml": open(sys.argv[1]).read(), "workdir": sys.argv[2]}))' "$FERRY_HOME/proj/train.yaml" "$FERRY_HOME/proj")
 	api POST /api/v1/runs "$body"
 	assert_eq "$CODE" 201 "POST /runs: $BODY"
-	id=$(echo "$BODY" | json 'j["id"]')
+	echo "$BODY" | json 'j["id"]'
+}
+
+test_docker_digits_train_step() {
+	local out
+	docker_up
+	out=$("$ROOT/deploy/dockerd.sh" python-image 2>&1) || fail "deploy/dockerd.sh python-image: $out"
+	start_daemon a
+	id=$(submit_digits_train)
 	wait_run "$id" succeeded 120
 	[ -s "$FERRY_HOME/runs/$id/train/1/out/model.pkl" ] || fail "no model.pkl: $(cat "$FERRY_HOME/runs/$id/train/1/log")"
 	assert_match "$(cat "$FERRY_HOME/runs/$id/train/1/out/metrics.json")" '"cv_accuracy"|accuracy' "metrics written"
@@ -339,7 +345,7 @@ test_docker_supervisor_killed_under_running_daemon() {
 # The same executor, unchanged, against `podman system service` (the Docker
 # Engine API v1.41 of Podman) on a socket of its own: the hello workflow,
 # a kill -9 of the daemon mid-step, a stop, a stale container of the name,
-# a memory limit's kill. Podman runs with private
+# a memory limit's kill, the digits train step. Podman runs with private
 # storage under FERRY_HOME and its own containers.conf (runc: crun fails on
 # this hybrid cgroup layout; nofile within the hard limit), and is stopped
 # after the test. Podman 4.3 here never sets OOMKilled: the memory kill is
@@ -429,4 +435,10 @@ Y
 	wait_run "$id" failed 60
 	assert_eq "$(step_col "$id" s reason)" "out of memory (limit 64 MiB)" "the OOM kill named as such on podman"
 	assert_no_container "after the OOM kill"
+	# the digits train step, in ferry-python built into podman's storage
+	out=$("$ROOT/deploy/dockerd.sh" python-image 2>&1) || fail "deploy/dockerd.sh python-image: $out"
+	id=$(submit_digits_train)
+	wait_run "$id" succeeded 120
+	[ -s "$FERRY_HOME/runs/$id/train/1/out/model.pkl" ] || fail "no model.pkl: $(cat "$FERRY_HOME/runs/$id/train/1/log")"
+	assert_no_container "after the train step"
 }
