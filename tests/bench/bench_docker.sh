@@ -26,7 +26,6 @@ cleanup() {
 	rm -rf "$WORK"
 }
 trap cleanup EXIT
-[ -n "${BENCH_SQL:-}" ] && trap 'psql "$PG" -qAt -c "$BENCH_SQL" >&2; cleanup' EXIT
 
 out=$("$ROOT/deploy/dockerd.sh" start 2>&1) || { echo "$out" >&2; exit 1; }
 case $out in *"started pid"*) started=1 ;; esac
