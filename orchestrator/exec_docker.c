@@ -222,8 +222,8 @@ static int dk_env_wanted(const char *e, const json_t *env)
 	return wanted;
 }
 
-/* Adds bind "p:p" to binds unless p is empty or already there. */
-static void dk_bind(json_t *binds, const char *p)
+/* Adds bind "p:p" (":ro" when ro) to binds unless p is not absolute or already there. */
+static void dk_bind(json_t *binds, const char *p, int ro)
 {
 	size_t i;
 	json_t *v;
@@ -231,7 +231,7 @@ static void dk_bind(json_t *binds, const char *p)
 
 	if (p == NULL || p[0] != '/')
 		return;
-	b = xasprintf("%s:%s", p, p);
+	b = xasprintf("%s:%s%s", p, p, ro ? ":ro" : "");
 	json_array_foreach(binds, i, v)
 		if (strcmp(json_string_value(v), b) == 0) {
 			free(b);
@@ -266,12 +266,23 @@ static json_t *dk_create_body(const struct store_claim *c, const struct exec_loc
 			continue;
 		json_array_append_new(envs, json_string(x->envp[i]));
 		if (strncmp(x->envp[i], "FERRY_CACHE_DIR=", 16) == 0)
-			dk_bind(binds, x->envp[i] + 16); /* the data cache, staged upstream */
+			dk_bind(binds, x->envp[i] + 16, 0); /* the data cache, staged upstream */
 	}
 	/* the same paths inside: FERRY_OUTPUT_DIR and friends stay valid */
-	dk_bind(binds, dir);
-	dk_bind(binds, ckpt);
-	dk_bind(binds, c->workdir);
+	/*
+	 * Every run's directory read-only: upstream outputs a command names
+	 * ({{steps.X.outputs.Y}}) may be another run's (a cached step's);
+	 * then this attempt's directory and the step's checkpoint writable
+	 * on top (the engine mounts the deeper path last).
+	 */
+	{
+		char *runs = xasprintf("%s/runs", home);
+		dk_bind(binds, runs, 1);
+		free(runs);
+	}
+	dk_bind(binds, dir, 0);
+	dk_bind(binds, ckpt, 0);
+	dk_bind(binds, c->workdir, 0);
 	hc = json_pack("{s:o, s:s, s:b}", "Binds", binds, "NetworkMode",
 		       net && strcmp(net, "host") == 0 ? "host" : "none", "AutoRemove", 0);
 	if (cpus > 0)

@@ -127,6 +127,27 @@ test_docker_digits_train_step() {
 	assert_no_container "after the run"
 }
 
+# a step reads an upstream step's output (another attempt's directory) and
+# cannot write into it: the runs are bound read-only, its own directories writable
+test_docker_upstream_outputs_readable() {
+	docker_up
+	start_daemon a
+	id=$(submit "$(wf chain <<'Y'
+name: chain
+steps:
+  - {name: one, executor: docker, image: ferry-base, command: [sh, -c, 'echo 1 > "$FERRY_OUTPUT_DIR/n"']}
+  - {name: two, needs: [one], executor: docker, image: ferry-base, command: [sh, -c, 'cat "{{steps.one.outputs.n}}"; echo 2 > "{{steps.one.outputs.n}}" || echo refused; echo ok > "$FERRY_CHECKPOINT_DIR/ck"']}
+Y
+)")
+	wait_run "$id" succeeded 30
+	log="$FERRY_HOME/runs/$id/two/1/log"
+	assert_eq "$(head -1 "$log")" 1 "read the upstream output"
+	grep -q 'Read-only file system' "$log" || fail "writing the upstream output was not refused: $(cat "$log")"
+	assert_eq "$(tail -1 "$log")" refused "could not change it"
+	assert_eq "$(cat "$FERRY_HOME/runs/$id/one/1/out/n")" 1 "the upstream output unchanged"
+	assert_eq "$(cat "$FERRY_HOME/runs/$id/two/checkpoint/ck")" ok "the checkpoint directory writable"
+}
+
 test_docker_image_host_refused() {
 	docker_up
 	start_daemon a
