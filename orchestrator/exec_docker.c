@@ -36,7 +36,9 @@
  * from its exit code, absent → FERRY_ENOTFOUND. Containers are named
  * ferry-HOMEHASH-RUN-STEP-ATTEMPT (HOMEHASH: 8 hex digits of FERRY_HOME's
  * path, so two daemons on one host never collide) and labelled ferry.run,
- * ferry.step, ferry.attempt, ferry.home.
+ * ferry.step, ferry.attempt, ferry.home. The tick hook removes stopped
+ * containers of this home whose end DIR/status already holds (a removal
+ * that failed while the engine was unreachable).
  *
  * `image: host`: dockerd cannot run the host's root filesystem, so it is
  * refused at start with a message naming what to do instead.
@@ -703,6 +705,10 @@ static int dk_spawn(struct exec_job *job, const char *sock, const char *name,
 
 /* ---- the hooks -------------------------------------------------------------- */
 
+/* The FERRY_HOME of this daemon's containers (their ferry.home label), known from the first start. */
+static char *dk_home;
+static int64_t dk_next_sweep;
+
 static int docker_start(struct exec_job *job, const struct store_claim *c, const char *home,
 			enum exec_mode mode, struct exec_status *st)
 {
@@ -748,6 +754,10 @@ static int docker_start(struct exec_job *job, const struct store_claim *c, const
 	if ((error = exec_local_cmd_make(&x, c, adir, out, ckpt)) < 0)
 		goto out;
 	name = dk_name(ahome, c->run_id, c->name, c->attempt);
+	if (dk_home == NULL || strcmp(dk_home, ahome) != 0) {
+		free(dk_home);
+		dk_home = xstrdup(ahome);
+	}
 	body = dk_create_body(c, &x, ahome, adir, ckpt, image);
 	job->dir = dir;
 	dir = NULL;
@@ -1131,6 +1141,53 @@ static void docker_cleanup(struct exec_job *job)
 			  job->attempt, ferry_error_last());
 }
 
+/*
+ * Removes the stopped containers labelled with this daemon's home whose
+ * end is already in their attempt's DIR/status (a removal that failed:
+ * the engine was unreachable when the job ended). Those without an end
+ * stay: their attempt is adopted from them. At most once a minute, on the
+ * wake-ups after a job ended; each request within DK_QUICK_MS.
+ */
+static void docker_tick(void)
+{
+	const char *sock = dk_socket();
+	json_t *filt, *list = NULL, *v;
+	char *ftxt, *esc, *path;
+	long code;
+	size_t i;
+
+	if (dk_home == NULL || sock == NULL || clock_mono_ms() < dk_next_sweep)
+		return;
+	dk_next_sweep = clock_mono_ms() + 60000;
+	filt = json_pack("{s:[s+], s:[s, s, s]}", "label", "ferry.home=", dk_home, "status", "exited",
+			 "dead", "created");
+	ftxt = json_dumps(filt, JSON_COMPACT);
+	esc = curl_easy_escape(NULL, ftxt, 0);
+	path = xasprintf("/containers/json?all=1&filters=%s", esc ? esc : "");
+	if (dk_call(&code, &list, sock, "GET", path, NULL, DK_QUICK_MS) == 0 && code == 200) {
+		json_array_foreach(list, i, v) {
+			json_t *lab = json_object_get(v, "Labels");
+			const char *run = json_string_value(json_object_get(lab, "ferry.run"));
+			const char *step = json_string_value(json_object_get(lab, "ferry.step"));
+			const char *att = json_string_value(json_object_get(lab, "ferry.attempt"));
+			const char *id = json_string_value(json_object_get(v, "Id"));
+			char *dir;
+			if (run == NULL || step == NULL || att == NULL || id == NULL || strchr(step, '/'))
+				continue;
+			dir = xasprintf("%s/runs/%s/%s/%s", dk_home, run, step, att);
+			if (dk_status(dir, NULL, NULL, NULL, NULL, NULL) && dk_remove(sock, id, DK_QUICK_MS) == 0)
+				flog_info("removed container %.12s of run %s step %s attempt %s: its end was "
+					  "recorded", id, run, step, att);
+			free(dir);
+		}
+	}
+	json_decref(list);
+	free(path);
+	curl_free(esc);
+	free(ftxt);
+	json_decref(filt);
+}
+
 static char *docker_log_path(const struct exec_job *job)
 {
 	return job->dir ? xasprintf("%s/log", job->dir) : NULL;
@@ -1146,4 +1203,5 @@ const struct exec_type exec_docker = {
 	.sample = docker_sample,
 	.cleanup = docker_cleanup,
 	.log_path = docker_log_path,
+	.tick = docker_tick,
 };

@@ -285,6 +285,33 @@ Y
 	assert_no_container "after the run"
 }
 
+# a stopped container of a finished attempt (its removal failed) is removed
+# after a job ends; one whose attempt recorded no end stays (adoption's)
+test_docker_leftover_of_finished_attempt_removed() {
+	docker_up
+	home=$(realpath "$FERRY_HOME")
+	for c in "left-s:s" "left-other:other"; do
+		dk POST "/containers/create?name=ferry-test-${c%%:*}" '{"Image":"ferry-base","Cmd":["true"],"HostConfig":{"NetworkMode":"none"},"Labels":{"ferry.home":"'"$home"'","ferry.run":"1","ferry.step":"'"${c##*:}"'","ferry.attempt":"1"}}'
+		assert_eq "$DK_CODE" 201 "made ferry-test-${c%%:*}: $DK_BODY"
+		dk POST "/containers/ferry-test-${c%%:*}/start"
+		dk POST "/containers/ferry-test-${c%%:*}/wait"
+	done
+	start_daemon a
+	id=$(submit "$(wf one <<'Y'
+name: one
+steps:
+  - {name: s, executor: docker, image: ferry-base, command: [sh, -c, 'true']}
+Y
+)")
+	assert_eq "$id" 1 "the run the leftovers are labelled with"
+	wait_run "$id" succeeded 30
+	for _ in $(seq 1 50); do dk GET /containers/ferry-test-left-s/json; [ "$DK_CODE" = 404 ] && break; sleep 0.1; done
+	assert_eq "$DK_CODE" 404 "the leftover of the finished attempt removed"
+	grep -q "removed container .* of run 1 step s attempt 1: its end was recorded" "$FERRY_HOME/ferryd-a.log" || fail "not logged"
+	dk GET /containers/ferry-test-left-other/json
+	assert_eq "$DK_CODE" 200 "a container whose attempt recorded no end stays"
+}
+
 # the counted step of t_seams.sh in a container: its work counted in the checkpoint directory (mounted)
 docker_counted_wf() { # [SECONDS the work sleeps, 3]
 	wf dcounted <<Y
