@@ -38,7 +38,8 @@ DEB_BUILD := gcc make pkg-config libpq-dev libcurl4-openssl-dev libmicrohttpd-de
 	libyaml-dev libjansson-dev libssl-dev libcmocka-dev
 DEB_RUN := postgresql postgresql-client curl procps python3 python3-sklearn wrk \
 	podman runc busybox-static tini \
-	slurm-wlm slurmrestd slurm-wlm-jwt-plugin munge
+	slurm-wlm slurmrestd slurm-wlm-jwt-plugin munge \
+	docker.io
 
 .PHONY: all deps test unit integration demo bench fuzz clean variant
 

@@ -20,7 +20,7 @@
 
 #include "util.h"
 
-static const struct exec_type *const builtin[] = {&exec_local, &exec_noop, &exec_podman, &exec_slurm};
+static const struct exec_type *const builtin[] = {&exec_local, &exec_noop, &exec_podman, &exec_docker, &exec_slurm};
 
 #define MAX_EXTRA 8
 static const struct exec_type *extra[MAX_EXTRA];

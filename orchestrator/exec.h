@@ -142,6 +142,7 @@ extern const struct exec_type exec_local;
 extern const struct exec_type exec_noop;
 extern const struct exec_type exec_podman; /* exec_podman.c */
 extern const struct exec_type exec_slurm;   /* exec_slurm.c: Slurm batch jobs (slurmrestd or the CLI) */
+extern const struct exec_type exec_docker;
 
 /* The attempt directory of a step's attempt under home; the caller frees it. */
 char *exec_attempt_dir(const char *home, int64_t run_id, const char *step, int attempt);

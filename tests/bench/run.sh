@@ -11,3 +11,4 @@ tests/bench/api.sh
 tests/bench/executor_podman.sh
 tests/bench/executor_slurm.sh
 "$B/tests/bench_fingerprint" --mb 256 --files 2000
+tests/bench/bench_docker.sh

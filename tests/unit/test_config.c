@@ -508,7 +508,7 @@ static void test_config__placement(void **state)
 		      "  - {name: b, command: [true], executor: local, image: 'debian:12'}\n"
 		      "  - {name: c, kind: gate, executor: local}\n"
 		      "  - {name: d, command: [true], image: '--privileged'}\n",
-		      "w.yaml:5:15: unknown executor \"kubernetes\"; known executors: local, noop, podman, slurm",
+		      "w.yaml:5:15: unknown executor \"kubernetes\"; known executors: local, noop, podman, docker, slurm",
 		      "w.yaml:6:23: resources cpus \"0\" must be a number from 0.01 to 1024",
 		      "w.yaml:6:34: resources memory \"lots\" must be a size such as 512Mi, 2Gi or 1G",
 		      "w.yaml:6:40: unknown resources key \"gpu\" (did you mean \"gpus\"?); known keys: cpus, memory, gpus",

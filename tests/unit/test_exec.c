@@ -185,6 +185,43 @@ static void test_exec__missing_command(void **state)
 	exec_job_dispose(&job);
 }
 
+/* docker: image: host refused at start; an engine that does not answer fails the attempt with a reason */
+static void test_exec__docker_refusals(void **state)
+{
+	struct exec_job job;
+	struct exec_status st = {0};
+	struct store_claim c;
+	int pst;
+
+	(void)state;
+	memset(&c, 0, sizeof(c));
+	c.step_id = 3;
+	c.run_id = 7;
+	c.attempt = 1;
+	c.name = "indocker";
+	c.spec = json_pack("{s:[s], s:{}, s:s}", "command", "true", "env", "image", "host");
+	assert_int_equal(exec_docker.start(&job, &c, home, EXEC_ONESHOT, &st), FERRY_EINVALID);
+	assert_non_null(strstr(ferry_error_last(), "cannot run image: host"));
+	exec_job_dispose(&job);
+	json_object_set_new(c.spec, "image", json_string("ferry-base"));
+	setenv("FERRY_DOCKER_HOST", "tcp://127.0.0.1:2375", 1);
+	assert_int_equal(exec_docker.start(&job, &c, home, EXEC_ONESHOT, &st), FERRY_EINVALID);
+	assert_non_null(strstr(ferry_error_last(), "must be unix:///PATH"));
+	exec_job_dispose(&job);
+	setenv("FERRY_DOCKER_HOST", "unix:///nonexistent/docker.sock", 1);
+	assert_int_equal(exec_docker.start(&job, &c, home, EXEC_ONESHOT, &st), 0);
+	assert_string_equal(json_string_value(json_object_get(job.handle, "container")) + 14, "-7-indocker-1");
+	assert_int_equal(waitpid(job.pid, &pst, 0), job.pid);
+	assert_int_equal(exec_docker.poll(&job, &st), 1);
+	assert_int_equal(st.exit_code, 125);
+	assert_non_null(strstr(st.reason, "did not answer"));
+	assert_non_null(strstr(st.reason, "unix:///nonexistent/docker.sock"));
+	unsetenv("FERRY_DOCKER_HOST");
+	exec_status_dispose(&st);
+	exec_job_dispose(&job);
+	json_decref(c.spec);
+}
+
 static void test_exec__pid_start_identifies_process(void **state)
 {
 	int64_t me = exec_pid_start(getpid());
@@ -231,7 +268,7 @@ static void test_exec__type_table(void **state)
 	assert_int_equal(exec_type_register(&dup), FERRY_ECONFLICT);
 	assert_ptr_equal(exec_type_find("local"), &exec_local);
 	names = exec_type_names();
-	assert_string_equal(names, "local, noop, podman, slurm, fake");
+	assert_string_equal(names, "local, noop, podman, docker, slurm, fake");
 	assert_ptr_equal(exec_type_find("slurm"), &exec_slurm);
 	assert_true((exec_slurm.flags & EXF_IMAGES) != 0);
 	free(names);
@@ -389,6 +426,7 @@ int main(void)
 		cmocka_unit_test(test_exec__pid_start_identifies_process),
 		cmocka_unit_test(test_exec__no_status_file),
 		cmocka_unit_test(test_exec__type_table),
+		cmocka_unit_test(test_exec__docker_refusals),
 		cmocka_unit_test(test_exec__noop_ends_at_start),
 		cmocka_unit_test(test_exec__adopt_from_directory),
 		cmocka_unit_test(test_exec__adopt_without_trace),
