@@ -530,6 +530,22 @@ static void refused(struct sljob *s, const char *what, const char *msg)
 }
 
 /* Acts on the finished request of s. */
+/*
+ * Slurm's "EXIT:SIGNAL" pair (scontrol's ExitCode=3:0, sacct's 0:9) as a
+ * raw wait status: the signal when there is one, else the exit code.
+ */
+static int exit_pair_wstatus(const char *s)
+{
+	char *end = NULL;
+	long ec = strtol(s, &end, 10), sg = 0;
+
+	if (end == s)
+		ec = 0;
+	if (end != NULL && *end == ':')
+		sg = strtol(end + 1, NULL, 10);
+	return sg > 0 && sg < 128 ? (int)sg : (int)((ec & 0xff) << 8);
+}
+
 static void op_done(struct sljob *s)
 {
 	struct op *o = &s->op;
@@ -607,8 +623,7 @@ static void op_done(struct sljob *s)
 			gone = o->ans != ANS_OK && strstr(o->text, "Invalid job id") != NULL;
 			if (!gone && o->ans == ANS_OK && show_field(o->text, "JobState", state, sizeof(state)) &&
 			    show_field(o->text, "ExitCode", code, sizeof(code))) {
-				int ec = atoi(code), sg = strchr(code, ':') ? atoi(strchr(code, ':') + 1) : 0;
-				wst = sg ? sg : (ec & 0xff) << 8;
+				wst = exit_pair_wstatus(code);
 			}
 		} else {
 			json_t *job = json_array_get(json_object_get(j, "jobs"), 0);
@@ -637,8 +652,7 @@ static void op_done(struct sljob *s)
 			char *bar = o->ans == ANS_OK ? strchr(o->text, '|') : NULL;
 			if (bar) {
 				snprintf(state, sizeof(state), "%.*s", (int)(bar - o->text), o->text);
-				wst = strchr(bar, ':') && atoi(strchr(bar, ':') + 1) ? atoi(strchr(bar, ':') + 1)
-										     : (atoi(bar + 1) & 0xff) << 8;
+				wst = exit_pair_wstatus(bar + 1);
 				have = state_final(state);
 			}
 		} else if (o->ans == ANS_OK && enum_ == 0) {

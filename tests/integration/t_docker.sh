@@ -143,7 +143,7 @@ Y
 	log="$FERRY_HOME/runs/$id/two/1/log"
 	assert_eq "$(head -1 "$log")" 1 "read the upstream output"
 	grep -q 'Read-only file system' "$log" || fail "writing the upstream output was not refused: $(cat "$log")"
-	assert_eq "$(tail -1 "$log")" refused "could not change it"
+	grep -qx refused "$log" || fail "could not change it: $(cat "$log")" # stdout and stderr are two streams: their order in the log is not fixed
 	assert_eq "$(cat "$FERRY_HOME/runs/$id/one/1/out/n")" 1 "the upstream output unchanged"
 	assert_eq "$(cat "$FERRY_HOME/runs/$id/two/checkpoint/ck")" ok "the checkpoint directory writable"
 }
