@@ -55,44 +55,12 @@
 #include "util.h"
 
 #define MAX_BODY (1024 * 1024)
-#define PARK_MS 100 /* how often a followed log that did not grow is looked at again */
 #define POOL_WAIT_MS 10000 /* a request waits this long for a free database connection */
 #define READY_MS 3000      /* /readyz answers within about this, database or not */
 
-struct api {
-	struct MHD_Daemon *mhd;
-	atomic_int stopping; /* set before MHD_stop_daemon: log streams end */
-	struct tokens *tokens; /* who a bearer token is (tokens.h) */
-	char *conninfo;
-	char *home; /* FERRY_HOME, or NULL */
-	pthread_mutex_t mu;
-	pthread_cond_t cv;
-	int nconns, free_top;
-	PGconn **free_list; /* free slots: a connection, or NULL until one is needed */
-	struct health *health; /* the daemon's flags (readyz, metrics); may be NULL */
-	char url[80];          /* where clients on this machine reach the API */
-	struct runcache *cache; /* finished runs' JSON; NULL when turned off */
-
-	/* log streams waiting for their file to grow: parked (suspended) until the next tick */
-	pthread_mutex_t park_mu;
-	struct MHD_Connection **parked;
-	int nparked, parked_cap;
-	pthread_t ticker;
-	int ticker_started;
-	int wake[2]; /* api_stop writes to wake[1] to end the ticker */
-
-	/* requests that need the database: suspended, queued, served by db workers */
-	pthread_mutex_t q_mu;
-	pthread_cond_t q_cv;
-	struct req *q_head, *q_tail;
-	int q_closed; /* api_stop: no more requests queued; workers drain and end */
-	pthread_t *db_workers;
-	int ndb_workers;
-};
 
 /* ---- connection pool ---- */
 
-static void pool_put(struct api *a, PGconn *c);
 static void pool_drop(struct api *a, PGconn *c);
 
 /*
@@ -101,7 +69,7 @@ static void pool_drop(struct api *a, PGconn *c);
  * before it ever was), and made again when it was lost. A request waits up
  * to wait_ms for a free slot (FERRY_ERROR: busy), then up to connect_ms
  * (-1: db_connect's own bound) to connect it (FERRY_EDB). *out is put back
- * with pool_put, or dropped with pool_drop when it must not be used again.
+ * with api_pool_put, or dropped with pool_drop when it must not be used again.
  */
 static int pool_get(PGconn **out, struct api *a, int64_t wait_ms, int64_t connect_ms)
 {
@@ -143,7 +111,7 @@ static int pool_get(PGconn **out, struct api *a, int64_t wait_ms, int64_t connec
 }
 
 /* A free, connected connection at once, or NULL: for work that may skip a turn (log streams). */
-static PGconn *pool_try_get(struct api *a)
+PGconn *api_pool_try_get(struct api *a)
 {
 	PGconn *c = NULL;
 	int got = 0;
@@ -155,14 +123,14 @@ static PGconn *pool_try_get(struct api *a)
 	}
 	pthread_mutex_unlock(&a->mu);
 	if (got && (c == NULL || PQstatus(c) != CONNECTION_OK)) {
-		pool_put(a, c);
+		api_pool_put(a, c);
 		return NULL;
 	}
 	return c;
 }
 
 /* Gives a slot back (c may be NULL: an empty slot). */
-static void pool_put(struct api *a, PGconn *c)
+void api_pool_put(struct api *a, PGconn *c)
 {
 	pthread_mutex_lock(&a->mu);
 	a->free_list[a->free_top++] = c;
@@ -175,7 +143,7 @@ static void pool_drop(struct api *a, PGconn *c)
 {
 	if (c)
 		PQfinish(c);
-	pool_put(a, NULL);
+	api_pool_put(a, NULL);
 }
 
 /* A run id: digits only, positive. */
@@ -598,247 +566,6 @@ static void h_metrics(struct api *a, struct reply *r, PGconn *db, struct req *q)
 	r->content_type = "text/plain; version=0.0.4";
 }
 
-/* ---- step logs: a file, or a stream that follows it until the attempt ends ---- */
-
-struct log_stream {
-	struct api *api;
-	int fd;
-	char *dir, *step;
-	int sock; /* the client's socket, to notice it leave */
-	struct MHD_Connection *conn;
-	int64_t run_id;
-	int attempt;
-	int64_t next_check, next_db_check; /* monotonic ms of the next looks at whether it ended */
-	int ended;          /* the attempt is over: send what is left, then stop */
-};
-
-static void log_stream_free(void *cls)
-{
-	struct log_stream *ls = cls;
-
-	if (ls->fd >= 0)
-		close(ls->fd);
-	free(ls->dir);
-	free(ls->step);
-	free(ls);
-}
-
-/*
- * Whether the attempt is over: its supervisor wrote how it ended to
- * DIR/status (checked every call), or, every 2 s, the store no longer has it running (a lost job
- * never writes a status).
- */
-static int log_attempt_over(struct log_stream *ls)
-{
-	char *dir = NULL;
-	int code, sig, over = exec_read_status(ls->dir, &code, &sig), attempt = 0, running = 1;
-	PGconn *db;
-
-	if (!over && clock_mono_ms() >= ls->next_db_check) {
-		ls->next_db_check = clock_mono_ms() + 2000;
-		db = pool_try_get(ls->api); /* none free: look again next time */
-		if (db) {
-			if (store_step_log(&dir, &attempt, &running, db, ls->run_id, ls->step, ls->attempt) == 0)
-				over = !running;
-			pool_put(ls->api, db);
-		}
-		free(dir);
-	}
-	return over;
-}
-
-/* Whether the client closed its side of the connection while we wait for data. */
-static int client_gone(int sock)
-{
-	struct pollfd p = {.fd = sock, .events = POLLIN | POLLRDHUP};
-	char c;
-
-	if (sock < 0 || poll(&p, 1, 0) <= 0)
-		return 0;
-	if (p.revents & (POLLHUP | POLLERR | POLLRDHUP))
-		return 1;
-	/* readable: a pipelined request, or EOF */
-	return recv(sock, &c, 1, MSG_PEEK | MSG_DONTWAIT) == 0;
-}
-
-/*
- * Suspends conn until the ticker's next round (PARK_MS) resumes it. 0 when
- * the API is stopping (nothing may be suspended then).
- */
-static int park(struct api *a, struct MHD_Connection *conn)
-{
-	pthread_mutex_lock(&a->park_mu);
-	if (a->stopping) {
-		pthread_mutex_unlock(&a->park_mu);
-		return 0;
-	}
-	if (a->nparked == a->parked_cap) {
-		a->parked_cap = a->parked_cap ? 2 * a->parked_cap : 16;
-		a->parked = xrealloc(a->parked, (size_t)a->parked_cap * sizeof(*a->parked));
-	}
-	MHD_suspend_connection(conn);
-	a->parked[a->nparked++] = conn;
-	pthread_mutex_unlock(&a->park_mu);
-	return 1;
-}
-
-/* Resumes every parked connection. */
-static void unpark_all(struct api *a)
-{
-	pthread_mutex_lock(&a->park_mu);
-	for (int i = 0; i < a->nparked; i++)
-		MHD_resume_connection(a->parked[i]);
-	a->nparked = 0;
-	pthread_mutex_unlock(&a->park_mu);
-}
-
-/* The ticker thread: every PARK_MS, parked log streams look at their files again. */
-static void *ticker_main(void *arg)
-{
-	struct api *a = arg;
-	struct pollfd p = {.fd = a->wake[0], .events = POLLIN};
-
-	for (;;) {
-		int n = poll(&p, 1, PARK_MS);
-		unpark_all(a);
-		if (n > 0 || a->stopping)
-			return NULL;
-	}
-}
-
-/*
- * Called by the MHD worker that serves the connection; it must not wait. With
- * nothing new in the file and the attempt not over, the connection is parked
- * (suspended) and this returns 0; the ticker resumes it PARK_MS later.
- */
-static ssize_t log_stream_read(void *cls, uint64_t pos, char *buf, size_t max)
-{
-	struct log_stream *ls = cls;
-	ssize_t n;
-
-	(void)pos;
-	for (;;) {
-		n = read(ls->fd, buf, max);
-		if (n > 0)
-			return n;
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n < 0)
-			return MHD_CONTENT_READER_END_WITH_ERROR;
-		if (ls->ended)
-			return MHD_CONTENT_READER_END_OF_STREAM;
-		if (ls->api->stopping || client_gone(ls->sock))
-			return MHD_CONTENT_READER_END_WITH_ERROR;
-		if (clock_mono_ms() >= ls->next_check) {
-			ls->next_check = clock_mono_ms() + 500;
-			if (log_attempt_over(ls)) {
-				ls->ended = 1; /* one more read drains what the job wrote last */
-				continue;
-			}
-		}
-		if (!park(ls->api, ls->conn))
-			return MHD_CONTENT_READER_END_WITH_ERROR;
-		return 0;
-	}
-}
-
-/* A finished attempt's log is missing: 410 when retention removed the run's logs (1), else 0. */
-static int logs_gone(struct reply *r, PGconn *db, int64_t id)
-{
-	char *at = NULL, msg[160];
-
-	if (store_run_logs_removed(&at, db, id) < 0 || at == NULL)
-		return 0;
-	snprintf(msg, sizeof(msg), "logs of run %lld were removed by retention on %.10s (FERRY_RETENTION_DAYS)",
-		 (long long)id, at);
-	reply_error(r, 410, "gone", NULL, msg, NULL);
-	free(at);
-	return 1;
-}
-
-static void h_step_logs(struct api *a, struct reply *r, PGconn *db, struct req *q)
-{
-	struct MHD_Connection *conn = q->conn;
-	int64_t id = q->id;
-	const char *step = q->caps[1];
-	int head = q->head;
-	const char *att_s = MHD_lookup_connection_value(conn, MHD_GET_ARGUMENT_KIND, "attempt");
-	const char *off_s = MHD_lookup_connection_value(conn, MHD_GET_ARGUMENT_KIND, "offset");
-	const char *follow = MHD_lookup_connection_value(conn, MHD_GET_ARGUMENT_KIND, "follow");
-	int64_t want = 0, offset = 0;
-	struct MHD_Response *resp = NULL;
-	struct log_stream *ls;
-	char *dir = NULL, *path = NULL, hdr[32];
-	int attempt = 0, running = 0, fd, error;
-	struct stat st;
-
-	if (att_s && (parse_int64(att_s, &want) < 0 || want < 1 || want > 1000000)) {
-		reply_error(r, 400, "invalid_field", "attempt", "attempt must be a positive integer", NULL);
-		return;
-	}
-	if (off_s && (parse_int64(off_s, &offset) < 0 || offset < 0)) {
-		reply_error(r, 400, "invalid_field", "offset", "offset must be a byte count >= 0", NULL);
-		return;
-	}
-	if (follow && strcmp(follow, "0") != 0 && strcmp(follow, "1") != 0 && strcmp(follow, "false") != 0 &&
-	    strcmp(follow, "true") != 0) {
-		reply_error(r, 400, "invalid_field", "follow", "follow must be 1 (or true) or 0 (or false)", NULL);
-		return;
-	}
-	if ((error = store_step_log(&dir, &attempt, &running, db, id, step, (int)want)) < 0) {
-		reply_store_error(r, error);
-		return;
-	}
-	path = xasprintf("%s/log", dir);
-	fd = open(path, O_RDONLY | O_CLOEXEC);
-	free(path);
-	if (fd < 0 && !running && logs_gone(r, db, id)) {
-		free(dir);
-		return;
-	}
-	if (fd < 0 || fstat(fd, &st) < 0) {
-		/* the attempt started but its job has not opened the log yet: an empty log */
-		if (fd >= 0)
-			close(fd);
-		fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
-		st.st_size = 0;
-	}
-	if (offset > 0 && lseek(fd, offset, SEEK_SET) < 0) {
-		close(fd);
-		free(dir);
-		reply_error(r, 400, "invalid_field", "offset", "offset is past what can be read", NULL);
-		return;
-	}
-	snprintf(hdr, sizeof(hdr), "%d", attempt);
-	if (!head && follow && strcmp(follow, "0") != 0 && strcmp(follow, "false") != 0) {
-		ls = xcalloc(1, sizeof(*ls));
-		ls->api = a;
-		ls->fd = fd;
-		ls->dir = dir;
-		ls->step = xstrdup(step);
-		{
-			const union MHD_ConnectionInfo *ci =
-				MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CONNECTION_FD);
-			ls->sock = ci ? ci->connect_fd : -1;
-		}
-		ls->conn = conn;
-		ls->run_id = id;
-		ls->attempt = attempt;
-		ls->ended = !running;
-		ls->next_db_check = clock_mono_ms() + 2000;
-		resp = MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 64 * 1024, log_stream_read,
-							 ls, log_stream_free);
-	} else {
-		size_t left = st.st_size > offset ? (size_t)(st.st_size - offset) : 0;
-		resp = MHD_create_response_from_fd_at_offset64(left, fd, (uint64_t)offset);
-		free(dir);
-	}
-	MHD_add_response_header(resp, "Content-Type", "text/plain; charset=utf-8");
-	MHD_add_response_header(resp, "X-Ferry-Attempt", hdr);
-	r->status = 200;
-	r->resp = resp;
-}
-
 /* ---- routing ---- */
 
 /* GET /healthz: the process answers (nothing else is looked at). */
@@ -890,7 +617,7 @@ static void h_ready(struct api *a, struct reply *r, PGconn *db, struct req *q)
 		pool_drop(a, db);
 		return;
 	}
-	pool_put(a, db);
+	api_pool_put(a, db);
 	if (a->health && atomic_load(&a->health->leader) >= 0)
 		reply_json(r, 200, xasprintf("{\"status\":\"ready\",\"leader\":%s}",
 					     atomic_load(&a->health->leader) ? "true" : "false"));
@@ -940,7 +667,7 @@ const struct api_route api_routes[] = {
 	{"POST", "/api/v1/runs/{id}/stop", AUTH, NULL, h_run_stop, NULL, NULL},
 	{"POST", "/api/v1/runs/{id}/retry", AUTH, NULL, h_run_retry, NULL, "from no_cache"},
 	{"GET", "/api/v1/runs/{id}/events", AUTH, NULL, h_run_events, "after", NULL},
-	{"GET", "/api/v1/runs/{id}/steps/{step}/logs", AUTH, NULL, h_step_logs, "attempt offset follow", NULL},
+	{"GET", "/api/v1/runs/{id}/steps/{step}/logs", AUTH, NULL, api_step_logs, "attempt offset follow", NULL},
 	{"POST", "/api/v1/runs/{id}/steps/{step}/continue", AUTH, NULL, h_step_continue, NULL, "data"},
 	{"GET", "/api/v1/workflows", AUTH, NULL, h_workflows_list, NULL, NULL},
 	{"POST", "/api/v1/workflows", AUTH, NULL, h_workflow_register, NULL, "yaml filename workdir"},
@@ -1130,7 +857,7 @@ static void db_phase(struct api *a, struct reply *r, struct req *q)
 	}
 	rt->handler(a, r, db, q);
 	if (db)
-		pool_put(a, db);
+		api_pool_put(a, db);
 }
 
 /* The response for a reply built by a handler (r->body or r->resp is taken over). */
@@ -1388,7 +1115,7 @@ int api_start(struct api **out, const struct api_opts *o)
 		ferry_error_set("pipe: %s", strerror(errno));
 		goto fail;
 	}
-	if ((error = pthread_create(&a->ticker, NULL, ticker_main, a)) != 0) {
+	if ((error = pthread_create(&a->ticker, NULL, api_logs_ticker, a)) != 0) {
 		ferry_error_set("cannot start a thread: %s", strerror(error));
 		goto fail;
 	}
@@ -1442,7 +1169,7 @@ void api_stop(struct api *a)
 		(void)!write(a->wake[1], "s", 1);
 		pthread_join(a->ticker, NULL);
 	}
-	unpark_all(a);
+	api_logs_unpark_all(a);
 	/* the database workers answer what is queued, resume those connections, and end */
 	pthread_mutex_lock(&a->q_mu);
 	a->q_closed = 1;

@@ -10,6 +10,8 @@
 #include <jansson.h>
 #include <libpq-fe.h>
 #include <microhttpd.h>
+#include <pthread.h>
+#include <stdatomic.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -49,7 +51,50 @@ struct reply {
 	int replayed;             /* an idempotent start answered from its key */
 };
 
-struct api;
+/* The API server (api.h): shared by api.c and the handler files that keep state (api_logs.c). */
+struct api {
+	struct MHD_Daemon *mhd;
+	atomic_int stopping; /* set before MHD_stop_daemon: log streams end */
+	struct tokens *tokens; /* who a bearer token is (tokens.h) */
+	char *conninfo;
+	char *home; /* FERRY_HOME, or NULL */
+	pthread_mutex_t mu;
+	pthread_cond_t cv;
+	int nconns, free_top;
+	PGconn **free_list; /* free slots: a connection, or NULL until one is needed */
+	struct health *health; /* the daemon's flags (readyz, metrics); may be NULL */
+	char url[80];          /* where clients on this machine reach the API */
+	struct runcache *cache; /* finished runs' JSON; NULL when turned off */
+
+	/* log streams waiting for their file to grow: parked (suspended) until the next tick */
+	pthread_mutex_t park_mu;
+	struct MHD_Connection **parked;
+	int nparked, parked_cap;
+	pthread_t ticker;
+	int ticker_started;
+	int wake[2]; /* api_stop writes to wake[1] to end the ticker */
+
+	/* requests that need the database: suspended, queued, served by db workers */
+	pthread_mutex_t q_mu;
+	pthread_cond_t q_cv;
+	struct req *q_head, *q_tail;
+	int q_closed; /* api_stop: no more requests queued; workers drain and end */
+	pthread_t *db_workers;
+	int ndb_workers;
+};
+
+/* A free pooled connection now, or NULL (never waits); api_pool_put gives it back. */
+PGconn *api_pool_try_get(struct api *a);
+void api_pool_put(struct api *a, PGconn *c);
+
+/*
+ * Step logs (api_logs.c): the route's handler, the ticker thread that
+ * resumes parked log streams every PARK_MS, and the resumption of all of
+ * them (api_stop).
+ */
+void api_step_logs(struct api *a, struct reply *r, PGconn *db, struct req *q);
+void *api_logs_ticker(void *arg);
+void api_logs_unpark_all(struct api *a);
 
 /*
  * A route's handler, on a database worker: fills r from q. db is a pooled

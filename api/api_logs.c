@@ -1,0 +1,269 @@
+/*
+ * api_logs — GET /runs/{id}/steps/{step}/logs: a step attempt's log as a
+ * file (from an offset), or, with follow=1, a stream that follows the file
+ * until the attempt ends. A followed log with nothing new suspends its
+ * connection ("parks" it); the ticker thread resumes the parked ones every
+ * PARK_MS, so no MHD worker ever waits on a file. Whether the attempt is
+ * over is read from its status file, and now and then from the database
+ * (a pooled connection, only when one is free). A run whose logs retention
+ * removed is answered 410 with the date.
+ */
+#include "api_priv.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "exec.h"
+#include "store.h"
+#include "util.h"
+
+#define PARK_MS 100 /* how often a followed log that did not grow is looked at again */
+
+struct log_stream {
+	struct api *api;
+	int fd;
+	char *dir, *step;
+	int sock; /* the client's socket, to notice it leave */
+	struct MHD_Connection *conn;
+	int64_t run_id;
+	int attempt;
+	int64_t next_check, next_db_check; /* monotonic ms of the next looks at whether it ended */
+	int ended;          /* the attempt is over: send what is left, then stop */
+};
+
+static void log_stream_free(void *cls)
+{
+	struct log_stream *ls = cls;
+
+	if (ls->fd >= 0)
+		close(ls->fd);
+	free(ls->dir);
+	free(ls->step);
+	free(ls);
+}
+
+/*
+ * Whether the attempt is over: its supervisor wrote how it ended to
+ * DIR/status (checked every call), or, every 2 s, the store no longer has it running (a lost job
+ * never writes a status).
+ */
+static int log_attempt_over(struct log_stream *ls)
+{
+	char *dir = NULL;
+	int code, sig, over = exec_read_status(ls->dir, &code, &sig), attempt = 0, running = 1;
+	PGconn *db;
+
+	if (!over && clock_mono_ms() >= ls->next_db_check) {
+		ls->next_db_check = clock_mono_ms() + 2000;
+		db = api_pool_try_get(ls->api); /* none free: look again next time */
+		if (db) {
+			if (store_step_log(&dir, &attempt, &running, db, ls->run_id, ls->step, ls->attempt) == 0)
+				over = !running;
+			api_pool_put(ls->api, db);
+		}
+		free(dir);
+	}
+	return over;
+}
+
+/* Whether the client closed its side of the connection while we wait for data. */
+static int client_gone(int sock)
+{
+	struct pollfd p = {.fd = sock, .events = POLLIN | POLLRDHUP};
+	char c;
+
+	if (sock < 0 || poll(&p, 1, 0) <= 0)
+		return 0;
+	if (p.revents & (POLLHUP | POLLERR | POLLRDHUP))
+		return 1;
+	/* readable: a pipelined request, or EOF */
+	return recv(sock, &c, 1, MSG_PEEK | MSG_DONTWAIT) == 0;
+}
+
+/*
+ * Suspends conn until the ticker's next round (PARK_MS) resumes it. 0 when
+ * the API is stopping (nothing may be suspended then).
+ */
+static int park(struct api *a, struct MHD_Connection *conn)
+{
+	pthread_mutex_lock(&a->park_mu);
+	if (a->stopping) {
+		pthread_mutex_unlock(&a->park_mu);
+		return 0;
+	}
+	if (a->nparked == a->parked_cap) {
+		a->parked_cap = a->parked_cap ? 2 * a->parked_cap : 16;
+		a->parked = xrealloc(a->parked, (size_t)a->parked_cap * sizeof(*a->parked));
+	}
+	MHD_suspend_connection(conn);
+	a->parked[a->nparked++] = conn;
+	pthread_mutex_unlock(&a->park_mu);
+	return 1;
+}
+
+/* Resumes every parked connection. */
+void api_logs_unpark_all(struct api *a)
+{
+	pthread_mutex_lock(&a->park_mu);
+	for (int i = 0; i < a->nparked; i++)
+		MHD_resume_connection(a->parked[i]);
+	a->nparked = 0;
+	pthread_mutex_unlock(&a->park_mu);
+}
+
+/* The ticker thread: every PARK_MS, parked log streams look at their files again. */
+void *api_logs_ticker(void *arg)
+{
+	struct api *a = arg;
+	struct pollfd p = {.fd = a->wake[0], .events = POLLIN};
+
+	for (;;) {
+		int n = poll(&p, 1, PARK_MS);
+		api_logs_unpark_all(a);
+		if (n > 0 || a->stopping)
+			return NULL;
+	}
+}
+
+/*
+ * Called by the MHD worker that serves the connection; it must not wait. With
+ * nothing new in the file and the attempt not over, the connection is parked
+ * (suspended) and this returns 0; the ticker resumes it PARK_MS later.
+ */
+static ssize_t log_stream_read(void *cls, uint64_t pos, char *buf, size_t max)
+{
+	struct log_stream *ls = cls;
+	ssize_t n;
+
+	(void)pos;
+	for (;;) {
+		n = read(ls->fd, buf, max);
+		if (n > 0)
+			return n;
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0)
+			return MHD_CONTENT_READER_END_WITH_ERROR;
+		if (ls->ended)
+			return MHD_CONTENT_READER_END_OF_STREAM;
+		if (ls->api->stopping || client_gone(ls->sock))
+			return MHD_CONTENT_READER_END_WITH_ERROR;
+		if (clock_mono_ms() >= ls->next_check) {
+			ls->next_check = clock_mono_ms() + 500;
+			if (log_attempt_over(ls)) {
+				ls->ended = 1; /* one more read drains what the job wrote last */
+				continue;
+			}
+		}
+		if (!park(ls->api, ls->conn))
+			return MHD_CONTENT_READER_END_WITH_ERROR;
+		return 0;
+	}
+}
+
+/* A finished attempt's log is missing: 410 when retention removed the run's logs (1), else 0. */
+static int logs_gone(struct reply *r, PGconn *db, int64_t id)
+{
+	char *at = NULL, msg[160];
+
+	if (store_run_logs_removed(&at, db, id) < 0 || at == NULL)
+		return 0;
+	snprintf(msg, sizeof(msg), "logs of run %lld were removed by retention on %.10s (FERRY_RETENTION_DAYS)",
+		 (long long)id, at);
+	reply_error(r, 410, "gone", NULL, msg, NULL);
+	free(at);
+	return 1;
+}
+
+void api_step_logs(struct api *a, struct reply *r, PGconn *db, struct req *q)
+{
+	struct MHD_Connection *conn = q->conn;
+	int64_t id = q->id;
+	const char *step = q->caps[1];
+	int head = q->head;
+	const char *att_s = MHD_lookup_connection_value(conn, MHD_GET_ARGUMENT_KIND, "attempt");
+	const char *off_s = MHD_lookup_connection_value(conn, MHD_GET_ARGUMENT_KIND, "offset");
+	const char *follow = MHD_lookup_connection_value(conn, MHD_GET_ARGUMENT_KIND, "follow");
+	int64_t want = 0, offset = 0;
+	struct MHD_Response *resp = NULL;
+	struct log_stream *ls;
+	char *dir = NULL, *path = NULL, hdr[32];
+	int attempt = 0, running = 0, fd, error;
+	struct stat st;
+
+	if (att_s && (parse_int64(att_s, &want) < 0 || want < 1 || want > 1000000)) {
+		reply_error(r, 400, "invalid_field", "attempt", "attempt must be a positive integer", NULL);
+		return;
+	}
+	if (off_s && (parse_int64(off_s, &offset) < 0 || offset < 0)) {
+		reply_error(r, 400, "invalid_field", "offset", "offset must be a byte count >= 0", NULL);
+		return;
+	}
+	if (follow && strcmp(follow, "0") != 0 && strcmp(follow, "1") != 0 && strcmp(follow, "false") != 0 &&
+	    strcmp(follow, "true") != 0) {
+		reply_error(r, 400, "invalid_field", "follow", "follow must be 1 (or true) or 0 (or false)", NULL);
+		return;
+	}
+	if ((error = store_step_log(&dir, &attempt, &running, db, id, step, (int)want)) < 0) {
+		reply_store_error(r, error);
+		return;
+	}
+	path = xasprintf("%s/log", dir);
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	free(path);
+	if (fd < 0 && !running && logs_gone(r, db, id)) {
+		free(dir);
+		return;
+	}
+	if (fd < 0 || fstat(fd, &st) < 0) {
+		/* the attempt started but its job has not opened the log yet: an empty log */
+		if (fd >= 0)
+			close(fd);
+		fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
+		st.st_size = 0;
+	}
+	if (offset > 0 && lseek(fd, offset, SEEK_SET) < 0) {
+		close(fd);
+		free(dir);
+		reply_error(r, 400, "invalid_field", "offset", "offset is past what can be read", NULL);
+		return;
+	}
+	snprintf(hdr, sizeof(hdr), "%d", attempt);
+	if (!head && follow && strcmp(follow, "0") != 0 && strcmp(follow, "false") != 0) {
+		ls = xcalloc(1, sizeof(*ls));
+		ls->api = a;
+		ls->fd = fd;
+		ls->dir = dir;
+		ls->step = xstrdup(step);
+		{
+			const union MHD_ConnectionInfo *ci =
+				MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CONNECTION_FD);
+			ls->sock = ci ? ci->connect_fd : -1;
+		}
+		ls->conn = conn;
+		ls->run_id = id;
+		ls->attempt = attempt;
+		ls->ended = !running;
+		ls->next_db_check = clock_mono_ms() + 2000;
+		resp = MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 64 * 1024, log_stream_read,
+							 ls, log_stream_free);
+	} else {
+		size_t left = st.st_size > offset ? (size_t)(st.st_size - offset) : 0;
+		resp = MHD_create_response_from_fd_at_offset64(left, fd, (uint64_t)offset);
+		free(dir);
+	}
+	MHD_add_response_header(resp, "Content-Type", "text/plain; charset=utf-8");
+	MHD_add_response_header(resp, "X-Ferry-Attempt", hdr);
+	r->status = 200;
+	r->resp = resp;
+}
+
