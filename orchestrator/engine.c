@@ -38,6 +38,7 @@
 #include <unistd.h>
 
 #include "db.h"
+#include "engine_priv.h"
 #include "exec.h"
 #include "health.h"
 #include "metrics.h"
@@ -48,53 +49,6 @@
 #include "store.h"
 #include "util.h"
 #include "workers.h"
-
-struct done {
-	struct store_result r;
-	char *reason;           /* owned; r.reason points here */
-	struct step_result res; /* owned: outputs, metrics, gate, cached_from */
-	char *cache_key;        /* owned */
-};
-
-/* A started job's handle (or a finished-at-claim attempt's directory) to record. */
-struct record {
-	int64_t step_id;
-	int attempt;
-	const char *executor; /* a type's name (static) or NULL */
-	char *handle;         /* JSON text or NULL; owned */
-	char *dir;            /* owned, or NULL */
-};
-
-struct engine_task;
-
-struct engine {
-	struct engine_opts o;
-	char *conninfo, *owner, *host, *home;
-	PGconn *conn;
-	PGconn *lead;          /* the election's own session: holds the leader lock when leading */
-	int leading;
-	const struct exec_type *type; /* the executor of this daemon's jobs */
-	struct exec_job *jobs;
-	int njobs, capjobs;
-	struct done *done;
-	int ndone, capdone;
-	struct record *recs;   /* handles not yet in the database */
-	int nrecs, caprecs;
-	struct workers *workers; /* the pool for slow step work, or NULL (done inline) */
-	int inflight;          /* items in the pool: claimed steps not yet started or finished */
-	int notifying;         /* completion posts in the pool (notify.h) */
-	int retaining;         /* a retention round in the pool (retention.h) */
-	struct work *deferred; /* items that found the database unreachable: submitted again */
-	int64_t next_deferred; /* … at most once a second */
-	int claim_now, stop_check, draining;
-	int claim_held;        /* engine_claim_hold: claim nothing… */
-	int64_t claim_step;    /* … but this step (> 0), once (ferry dev run --step) */
-	int64_t next_reconnect, next_adopted_poll;
-	int64_t *task_next;    /* per periodic task: monotonic ms it is due */
-	int *task_slot;        /* … and its counter in /metrics */
-	int64_t retry_wall_ms; /* earliest known retry (wall clock), 0 none */
-	int64_t last_analyze;  /* monotonic ms of our last ANALYZE, 0 never */
-};
 
 /*
  * Step work done off the loop: PREPARE runs the step handlers of a claimed
@@ -334,7 +288,7 @@ void engine_drain(struct engine *e)
 }
 
 /* Queues how an attempt ended; written by the next flush. */
-static void push_done(struct engine *e, int64_t step_id, int attempt, enum attempt_outcome outcome,
+void engine_push_done(struct engine *e, int64_t step_id, int attempt, enum attempt_outcome outcome,
 		      int exit_code, int sig, char *reason)
 {
 	struct done *d;
@@ -363,7 +317,7 @@ static void push_result(struct engine *e, int64_t step_id, int attempt, struct s
 	int o = attempt_outcome_parse(res->outcome);
 	enum attempt_outcome outcome = o < 0 ? OUTCOME_FAILED : (enum attempt_outcome)o;
 
-	push_done(e, step_id, attempt, outcome, exit_code, 0, res->reason);
+	engine_push_done(e, step_id, attempt, outcome, exit_code, 0, res->reason);
 	d = &e->done[e->ndone - 1];
 	d->res = *res;
 	d->res.reason = NULL; /* d->reason owns it */
@@ -378,7 +332,7 @@ static void push_result(struct engine *e, int64_t step_id, int attempt, struct s
 }
 
 /* The context a job's step handlers need later (steps_job_done). */
-static json_t *job_ctx(const char *kind, const json_t *spec, const char *workdir, const json_t *inputs,
+json_t *engine_job_ctx(const char *kind, const json_t *spec, const char *workdir, const json_t *inputs,
 		       const json_t *run, const char *cache_key)
 {
 	return json_pack("{s:s, s:O, s:s?, s:O?, s:O?, s:s?}", "kind", kind, "spec", spec,
@@ -392,7 +346,7 @@ static void submit_work(struct engine *e, struct step_work *w);
  * A kind the daemon finishes itself (a cache step stages the job's output)
  * does that on the worker pool.
  */
-static void job_succeeded(struct engine *e, int64_t step_id, int64_t run_id, int attempt,
+void engine_job_succeeded(struct engine *e, int64_t step_id, int64_t run_id, int attempt,
 			  const char *name, const char *dir, const json_t *ctx)
 {
 	const char *kind = json_string_value(json_object_get(ctx, "kind"));
@@ -401,7 +355,7 @@ static void job_succeeded(struct engine *e, int64_t step_id, int64_t run_id, int
 	struct step_result res;
 
 	if (kind == NULL || json_object_get(ctx, "spec") == NULL) {
-		push_done(e, step_id, attempt, OUTCOME_SUCCEEDED, 0, 0, NULL);
+		engine_push_done(e, step_id, attempt, OUTCOME_SUCCEEDED, 0, 0, NULL);
 		return;
 	}
 	if (k && (k->flags & SKF_DAEMON) && e->workers) {
@@ -450,9 +404,9 @@ static void job_finished(struct engine *e, int idx, const struct exec_status *st
 	flog_debug("run %lld step %s attempt %d: %s", (long long)j->run_id, j->name, j->attempt,
 		   attempt_outcome_name(outcome));
 	if (outcome == OUTCOME_SUCCEEDED)
-		job_succeeded(e, j->step_id, j->run_id, j->attempt, j->name, j->dir, j->ctx);
+		engine_job_succeeded(e, j->step_id, j->run_id, j->attempt, j->name, j->dir, j->ctx);
 	else
-		push_done(e, j->step_id, j->attempt, outcome, st->exit_code, st->signal, reason);
+		engine_push_done(e, j->step_id, j->attempt, outcome, st->exit_code, st->signal, reason);
 	if (j->type->cleanup)
 		j->type->cleanup(j);
 	exec_job_dispose(j);
@@ -640,7 +594,7 @@ static int prepare_step(struct step_result *res, char **key, PGconn *conn, const
 }
 
 /* Queues a record of a started attempt; takes handle and dir. */
-static void push_record(struct engine *e, int64_t step_id, int attempt, const char *executor,
+void engine_push_record(struct engine *e, int64_t step_id, int attempt, const char *executor,
 			char *handle, char *dir)
 {
 	struct record *r;
@@ -694,7 +648,7 @@ static int flush_records(struct engine *e)
 	return FERRY_OK;
 }
 
-static struct exec_job *new_job(struct engine *e)
+struct exec_job *engine_new_job(struct engine *e)
 {
 	if (e->njobs == e->capjobs) {
 		e->capjobs = e->capjobs ? e->capjobs * 2 : 16;
@@ -709,14 +663,14 @@ static void ended_at_start(struct engine *e, const struct store_claim *c, const 
 			   const char *key)
 {
 	if (st->exit_code != 0 || st->signal) {
-		push_done(e, c->step_id, c->attempt, OUTCOME_FAILED, st->exit_code, st->signal,
+		engine_push_done(e, c->step_id, c->attempt, OUTCOME_FAILED, st->exit_code, st->signal,
 			  st->reason ? xstrdup(st->reason) : xasprintf("exit code %d", st->exit_code));
 	} else if ((e->type->flags & EXF_NO_DIR) || c->kind == NULL) {
-		push_done(e, c->step_id, c->attempt, OUTCOME_SUCCEEDED, 0, 0, NULL);
+		engine_push_done(e, c->step_id, c->attempt, OUTCOME_SUCCEEDED, 0, 0, NULL);
 	} else {
 		char *dir = exec_attempt_dir(e->home, c->run_id, c->name, c->attempt);
-		json_t *ctx = job_ctx(c->kind, c->spec, c->workdir, c->inputs, c->run, key);
-		job_succeeded(e, c->step_id, c->run_id, c->attempt, c->name, dir, ctx);
+		json_t *ctx = engine_job_ctx(c->kind, c->spec, c->workdir, c->inputs, c->run, key);
+		engine_job_succeeded(e, c->step_id, c->run_id, c->attempt, c->name, dir, ctx);
 		json_decref(ctx);
 		free(dir);
 	}
@@ -786,7 +740,7 @@ static void step_work_apply(struct engine *e, struct step_work *sw)
 	} else if (sw->finished) {
 		push_result(e, sw->c->step_id, sw->c->attempt, &sw->res, NULL, -1);
 		/* the attempt's directory holds what the daemon wrote (a label task's log) */
-		push_record(e, sw->c->step_id, sw->c->attempt, NULL, NULL, sw->dir);
+		engine_push_record(e, sw->c->step_id, sw->c->attempt, NULL, NULL, sw->dir);
 		sw->dir = NULL;
 	} else {
 		start_job(e, sw->c, sw->key);
@@ -855,7 +809,7 @@ static void take_work(struct engine *e)
 /* Starts claimed step c's job through the executor type. */
 static void start_job(struct engine *e, struct store_claim *c, char *key)
 {
-	struct exec_job *j = new_job(e);
+	struct exec_job *j = engine_new_job(e);
 	struct exec_status st = {.exit_code = -1};
 	const struct exec_type *t = exec_type_for(c->spec, e->type);
 	const char *image = json_string_value(json_object_get(c->spec, "image"));
@@ -871,7 +825,7 @@ static void start_job(struct engine *e, struct store_claim *c, char *key)
 	if (rc < 0) {
 		flog_error("run %lld step %s: cannot start: %s", (long long)c->run_id, c->name,
 			   ferry_error_last());
-		push_done(e, c->step_id, c->attempt, OUTCOME_FAILED, -1, 0,
+		engine_push_done(e, c->step_id, c->attempt, OUTCOME_FAILED, -1, 0,
 			  xasprintf("cannot start: %s", ferry_error_last()));
 		exec_job_dispose(j);
 	} else if (rc == 1) {
@@ -879,10 +833,10 @@ static void start_job(struct engine *e, struct store_claim *c, char *key)
 		exec_job_dispose(j);
 	} else {
 		j->type = t;
-		j->ctx = job_ctx(c->kind, c->spec, c->workdir, c->inputs, c->run, key);
+		j->ctx = engine_job_ctx(c->kind, c->spec, c->workdir, c->inputs, c->run, key);
 		flog_debug("run %lld step %s attempt %d: started on %s", (long long)j->run_id,
 			   j->name, j->attempt, t->name);
-		push_record(e, j->step_id, j->attempt, t->name,
+		engine_push_record(e, j->step_id, j->attempt, t->name,
 			    j->handle ? json_dumps(j->handle, JSON_COMPACT) : NULL,
 			    j->dir ? xstrdup(j->dir) : NULL);
 		e->njobs++;
@@ -966,126 +920,6 @@ static void stop_jobs(struct engine *e)
 	free(why);
 }
 
-/* Whether another daemon on this host, named by owner "host/pid/start", lives. */
-static int owner_alive(const struct engine *e, const char *owner)
-{
-	const char *a = strchr(owner, '/'), *b;
-	int64_t pid, start;
-	char *tmp;
-	int alive;
-
-	if (a == NULL || (size_t)(a - owner) != strlen(e->host) || strncmp(owner, e->host, strlen(e->host)) != 0)
-		return 1; /* another host: trust its lease */
-	b = strchr(a + 1, '/');
-	if (b == NULL)
-		return 0;
-	tmp = xstrndup(a + 1, (size_t)(b - a - 1));
-	alive = parse_int64(tmp, &pid) == 0 && parse_int64(b + 1, &start) == 0 &&
-		exec_pid_alive((pid_t)pid, start);
-	free(tmp);
-	return alive;
-}
-
-/* Adds the job of orphan o, found running by its executor, to ours. */
-static void adopted(struct engine *e, const struct store_orphan *o, struct exec_job *j)
-{
-	flog_info("run %lld step %s attempt %d: re-adopted %s job %sfrom %s", (long long)o->run_id,
-		  o->name, o->attempt, j->type->name, o->handle ? "" : "(found in its directory) ", o->owner);
-	j->timeout_ms = o->timeout_ms;
-	j->ctx = job_ctx(o->kind, o->spec, o->workdir, NULL, NULL, NULL);
-	if (o->timeout_ms > 0)
-		j->deadline_ms = clock_mono_ms() + (o->started_ms + o->timeout_ms - clock_wall_ms());
-	if (o->handle == NULL)
-		/* never recorded (its daemon died right after the fork): record it now */
-		push_record(e, j->step_id, j->attempt, j->type->name,
-			    j->handle ? json_dumps(j->handle, JSON_COMPACT) : NULL, xstrdup(j->dir));
-	e->njobs++;
-}
-
-/* Takes orphan o over and asks its executor what became of its job. */
-static void adopt_orphan(struct engine *e, struct store_orphan *o)
-{
-	/* no executor recorded (its daemon died before the record): the step's own, as start_job chose */
-	const struct exec_type *t = o->executor ? exec_type_find(o->executor) : exec_type_for(o->spec, e->type);
-	struct exec_status st = {.exit_code = -1};
-	struct exec_job *j;
-	int rc = FERRY_ENOTFOUND;
-
-	if (store_adopt(e->conn, e->owner, o, e->o.lease_ms) <= 0)
-		return;
-	j = new_job(e);
-	if (t != NULL && t->adopt != NULL) {
-		j->type = t;
-		j->step_id = o->step_id;
-		j->run_id = o->run_id;
-		j->attempt = o->attempt;
-		j->name = xstrdup(o->name);
-		/* the directory is deterministic: found even when its daemon died before recording it */
-		j->dir = o->dir ? xstrdup(o->dir) : exec_attempt_dir(e->home, o->run_id, o->name, o->attempt);
-		j->handle = json_incref(o->handle);
-		rc = t->adopt(j, &st);
-	}
-	if (rc == 1) {
-		adopted(e, o, j);
-	} else if (rc == 0) {
-		flog_info("run %lld step %s attempt %d finished while its owner %s was gone",
-			  (long long)o->run_id, o->name, o->attempt, o->owner);
-		if (st.signal || st.exit_code) {
-			/* the executor's own explanation first (out of memory), as for a job we watched end */
-			push_done(e, o->step_id, o->attempt, OUTCOME_FAILED, st.exit_code, st.signal,
-				  st.reason ? xstrdup(st.reason)
-				  : st.signal ? xasprintf("killed by signal %d", st.signal)
-					      : exec_exit_reason(j, st.exit_code));
-		} else {
-			json_t *ctx = job_ctx(o->kind, o->spec, o->workdir, NULL, NULL, NULL);
-			job_succeeded(e, o->step_id, o->run_id, o->attempt, o->name, j->dir, ctx);
-			json_decref(ctx);
-		}
-		exec_job_dispose(j);
-	} else {
-		flog_warn("run %lld step %s attempt %d lost with its owner %s: %s", (long long)o->run_id,
-			  o->name, o->attempt, o->owner, t ? ferry_error_last() : "unknown executor");
-		push_done(e, o->step_id, o->attempt, OUTCOME_LOST, -1, 0,
-			  xasprintf("lost: its daemon %s went away (daemon restarted)", o->owner));
-		exec_job_dispose(j);
-	}
-	exec_status_dispose(&st);
-}
-
-/*
- * Orphans: running attempts whose owner is gone or whose lease expired.
- * mine: those of this host (every replica adopts its own host's jobs); else
- * those of other hosts whose lease expired (the leader's reaper: their jobs
- * cannot be reached from here, so they are lost and retried).
- */
-static void orphans(struct engine *e, int mine)
-{
-	struct store_orphan *o = NULL;
-	int n = 0;
-
-	if (store_orphans(&o, &n, e->conn, e->owner, e->host) < 0) {
-		flog_error("looking for orphaned attempts: %s", ferry_error_last());
-		return;
-	}
-	for (int i = 0; i < n; i++) {
-		int here = strcmp(o[i].host, e->host) == 0;
-		if (e->o.run_filter && o[i].run_id != e->o.run_filter)
-			continue;
-		if (here != mine || (!o[i].expired && owner_alive(e, o[i].owner)))
-			continue;
-		if (here) {
-			adopt_orphan(e, &o[i]);
-		} else if (store_adopt(e->conn, e->owner, &o[i], e->o.lease_ms) > 0) {
-			flog_warn("run %lld step %s attempt %d lost with its owner %s on %s",
-				  (long long)o[i].run_id, o[i].name, o[i].attempt, o[i].owner, o[i].host);
-			push_done(e, o[i].step_id, o[i].attempt, OUTCOME_LOST, -1, 0,
-				  xasprintf("lost: its daemon %s went away (lease expired)", o[i].owner));
-		}
-	}
-	store_orphans_free(o, n);
-	e->stop_check = 1;
-}
-
 /* ---- periodic tasks ------------------------------------------------------ */
 
 /*
@@ -1164,12 +998,12 @@ static void task_heartbeat(struct engine *e)
 
 static void task_recover(struct engine *e)
 {
-	orphans(e, 1);
+	engine_orphans(e, 1);
 }
 
 static void task_reap(struct engine *e)
 {
-	orphans(e, 0);
+	engine_orphans(e, 0);
 }
 
 static void task_expire_waits(struct engine *e)
