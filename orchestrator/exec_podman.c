@@ -591,13 +591,30 @@ static void shim(const struct shim_plan *p)
 
 /*
  * The home whose containers tick() sweeps (the daemon's). It sweeps once
- * after the daemon starts (what a crash left while no daemon ran), then
- * every SWEEP_EVERY_MS only once this daemon has run or adopted a podman
- * job: a daemon that never runs containers does not run podman.
+ * after the daemon starts (what a crash left while no daemon ran) when
+ * podman jobs ever ran under this home (the marker $home/runs/.podman,
+ * made at the first start), then every SWEEP_EVERY_MS only once this daemon
+ * has run or adopted a podman job: a daemon that never runs containers
+ * never runs podman (its start costs a second of CPU).
  */
 static char *sweep_home;
 static int64_t next_sweep_ms;
 static int swept, used;
+
+/* Marks home as one podman jobs ran under (once per process). */
+static void mark_used(const char *home)
+{
+	char *marker;
+	int fd;
+
+	if (used)
+		return;
+	used = 1;
+	marker = xasprintf("%s/runs/.podman", home);
+	if ((fd = open(marker, O_WRONLY | O_CREAT | O_CLOEXEC, 0644)) >= 0)
+		close(fd);
+	free(marker);
+}
 
 static void remember_home(const char *home)
 {
@@ -668,7 +685,7 @@ static int podman_start(struct exec_job *job, const struct store_claim *c, const
 	if (c->timeout_ms > 0)
 		job->deadline_ms = clock_mono_ms() + c->timeout_ms;
 	remember_home(home);
-	used = 1;
+	mark_used(home);
 out:
 	plan_dispose(&p);
 	free(dir), free(out), free(ckpt), free(name);
@@ -870,7 +887,7 @@ static int podman_adopt(struct exec_job *job, struct exec_status *st)
 		return FERRY_ENOTFOUND;
 	}
 	remember_home(home);
-	used = 1;
+	mark_used(home);
 	name = handle_name(job) ? xstrdup(handle_name(job))
 				: exec_podman_name(home, job->run_id, job->name, job->attempt);
 	if (json_integer_value(json_object_get(job->handle, "pid")) > 0) {
@@ -1086,12 +1103,21 @@ static const char sweep_script[] =
 
 static void podman_tick(const char *home)
 {
-	remember_home(home);
-	char *podman;
+	char *podman, *marker;
 	int64_t now = clock_mono_ms();
+	int ever;
 
+	remember_home(home);
 	if (sweep_home == NULL || now < next_sweep_ms || (swept && !used))
 		return;
+	if (!swept && !used) {
+		marker = xasprintf("%s/runs/.podman", sweep_home);
+		ever = access(marker, F_OK) == 0;
+		free(marker);
+		swept = 1;
+		if (!ever)
+			return; /* no podman job ever ran here: nothing to sweep */
+	}
 	swept = 1;
 	next_sweep_ms = now + SWEEP_EVERY_MS;
 	if ((podman = podman_path()) != NULL) {
