@@ -155,7 +155,8 @@ JobCompType=jobcomp/filetxt
 JobCompLoc=$DIR/log/jobcomp.txt
 AccountingStorageType=accounting_storage/none
 JobAcctGatherType=jobacct_gather/linux
-JobAcctGatherFrequency=task=5
+JobAcctGatherFrequency=task=1
+JobAcctGatherParams=OverMemoryKill
 SchedulerType=sched/backfill
 SchedulerParameters=sched_interval=1
 MinJobAge=300

@@ -144,6 +144,13 @@ extern const struct exec_type exec_podman; /* exec_podman.c */
 extern const struct exec_type exec_slurm;   /* exec_slurm.c: Slurm batch jobs (slurmrestd or the CLI) */
 extern const struct exec_type exec_docker;
 
+/*
+ * exec_slurm.c: sstat's "TRESUsageInTot|TRESUsageOutTot" line as a sample
+ * (cpu_ms, rchar, wchar; read_bytes and write_bytes -1: Slurm does not
+ * count them). 0, or -1 when the line is not that.
+ */
+int exec_slurm_parse_sstat(const char *text, struct exec_sample *out);
+
 /* The attempt directory of a step's attempt under home; the caller frees it. */
 char *exec_attempt_dir(const char *home, int64_t run_id, const char *step, int attempt);
 

@@ -102,6 +102,10 @@ struct sljob {
 	int ended;
 	struct exec_status end;
 	json_t *handle;        /* the engine job's handle (borrowed): job_id added when known */
+	struct op sop;         /* an sstat call in flight (sample) */
+	int64_t sample_next_ms; /* when the next sstat may go */
+	int have_sample;
+	struct exec_sample last; /* what the last sstat said */
 	struct sljob *next;
 };
 
@@ -260,9 +264,10 @@ static void http_drive(void)
 }
 
 /* The CLI op's files in the attempt directory: its output and, once it ended, its exit code. */
-static char *op_file(const struct sljob *s, const char *what)
+/* DIR/.slurm-TAG.WHAT: a CLI request's files (TAG "op": the job's requests, "sample": sstat) */
+static char *op_file(const struct sljob *s, const char *tag, const char *what)
 {
-	return xasprintf("%s/.slurm-op.%s", s->dir, what);
+	return xasprintf("%s/.slurm-%s.%s", s->dir, tag, what);
 }
 
 /*
@@ -272,16 +277,17 @@ static char *op_file(const struct sljob *s, const char *what)
  * type's tick) may reap the child: the rc file, not waitpid, says it ended.
  * envp NULL: the daemon's environment.
  */
-static int cli_begin(struct sljob *s, enum op_kind kind, char *const *argv, char **envp)
+static int cli_begin(struct sljob *s, struct op *o, const char *tag, enum op_kind kind, char *const *argv,
+		     char **envp)
 {
 	static const char script[] =
 		"o=$1 r=$2 t=$3; shift 3; timeout -k 1 \"$t\" \"$@\" >\"$o\" 2>&1; "
 		"echo $? >\"$r.tmp\"; mv -f \"$r.tmp\" \"$r\"";
-	struct op *o = &s->op;
 	posix_spawn_file_actions_t fa;
 	posix_spawnattr_t at;
 	sigset_t none, all;
-	char *out = op_file(s, "out"), *rc = op_file(s, "rc"), *rctmp = op_file(s, "rc.tmp"), tbuf[16];
+	char *out = op_file(s, tag, "out"), *rc = op_file(s, tag, "rc"), *rctmp = op_file(s, tag, "rc.tmp");
+	char tbuf[16];
 	char **av;
 	size_t n = 0;
 	pid_t pid;
@@ -351,16 +357,15 @@ static int cli_outage(const char *text, int rc)
 }
 
 /* Marks the CLI op done when its rc file appeared (or its child vanished without one). */
-static void cli_check(struct sljob *s)
+static void cli_check(struct sljob *s, struct op *o, const char *tag)
 {
-	struct op *o = &s->op;
-	char *rc = op_file(s, "rc"), *out = NULL, *buf = NULL;
+	char *rc = op_file(s, tag, "rc"), *out = NULL, *buf = NULL;
 	int64_t v = -1;
 
 	if (file_read(&buf, NULL, rc) == FERRY_OK) {
 		buf[strcspn(buf, "\n")] = '\0';
 		parse_int64(buf, &v);
-		out = op_file(s, "out");
+		out = op_file(s, tag, "out");
 		if (file_read(&o->text, &o->len, out) < 0)
 			o->text = xstrdup("");
 		o->rc = (int)v;
@@ -384,7 +389,7 @@ static int op_drive(struct sljob *s)
 	if (s->op.kind == OP_NONE)
 		return 0;
 	if (s->cli)
-		cli_check(s);
+		cli_check(s, &s->op, "op");
 	else
 		http_drive();
 	return s->op.done;
@@ -442,6 +447,40 @@ static int from_status_file(struct sljob *s)
 }
 
 /*
+ * Whether slurmstepd wrote to the job's log (DIR/log, its output file)
+ * that it killed the job for its memory: "Exceeded job memory limit" from
+ * jobacct_gather's OverMemoryKill (Slurm without task/cgroup, as
+ * deploy/slurm.sh sets it up: the state is then FAILED with signal 9) or
+ * "oom-kill event" from task/cgroup (OUT_OF_MEMORY in Slurm's state too).
+ * Only slurmstepd's own lines count, from the log's last 16 KiB.
+ */
+static int log_says_oom(const char *dir)
+{
+	char *path = xasprintf("%s/log", dir), buf[16384], *line, *save = NULL;
+	FILE *f = fopen(path, "r");
+	size_t n = 0;
+	int oom = 0;
+
+	free(path);
+	if (f == NULL)
+		return 0;
+	if (fseek(f, 0, SEEK_END) == 0) {
+		long size = ftell(f);
+		if (size > (long)sizeof(buf) - 1)
+			fseek(f, size - (long)sizeof(buf) + 1, SEEK_SET);
+		else
+			rewind(f);
+	}
+	n = fread(buf, 1, sizeof(buf) - 1, f);
+	fclose(f);
+	buf[n] = '\0';
+	for (line = strtok_r(buf, "\n", &save); line && !oom; line = strtok_r(NULL, "\n", &save))
+		oom = strncmp(line, "slurmstepd", 10) == 0 &&
+		      (strstr(line, "Exceeded job memory limit") || strstr(line, "oom-kill event"));
+	return oom;
+}
+
+/*
  * The job's end from a final Slurm state and its raw wait status; the
  * status file, when the script got to write it, is preferred (it holds the
  * command's own exit code).
@@ -455,7 +494,9 @@ static void from_state(struct sljob *s, const char *state, int wstatus)
 		return;
 	s->ended = 1;
 	s->end.exit_code = -1;
-	if (strncmp(state, "OUT_OF_MEMORY", 13) == 0) {
+	if (strncmp(state, "OUT_OF_MEMORY", 13) == 0 ||
+	    (mb > 0 && strncmp(state, "COMPLETED", 9) != 0 && log_says_oom(s->dir))) {
+		s->end.signal = SIGKILL;
 		s->end.reason = mb > 0 ? xasprintf("out of memory (limit %lld MiB)", (long long)mb)
 				       : xstrdup("out of memory");
 	} else if (strncmp(state, "TIMEOUT", 7) == 0) {
@@ -754,7 +795,7 @@ static int begin_submit(struct sljob *s)
 
 	if (s->cli) {
 		char **av = sbatch_argv(s), **envp = cli_env(s);
-		error = cli_begin(s, OP_SUBMIT, av, envp);
+		error = cli_begin(s, &s->op, "op", OP_SUBMIT, av, envp);
 		free_vec(av), free_vec(envp);
 		return error;
 	}
@@ -771,7 +812,7 @@ static int begin_lookup(struct sljob *s)
 	if (s->cli) {
 		char *name = xasprintf("--name=%s", s->name);
 		char *av[] = {"squeue", "-h", "-t", "all", name, "-o", "%i|%k", NULL};
-		int error = cli_begin(s, OP_LOOKUP, av, NULL);
+		int error = cli_begin(s, &s->op, "op", OP_LOOKUP, av, NULL);
 		free(name);
 		return error;
 	}
@@ -785,7 +826,7 @@ static int begin_query(struct sljob *s)
 
 	if (s->cli) {
 		char *av[] = {"scontrol", "show", "job", "-o", id, NULL};
-		error = cli_begin(s, OP_QUERY, av, NULL);
+		error = cli_begin(s, &s->op, "op", OP_QUERY, av, NULL);
 	} else {
 		path = xasprintf(API "/job/%s", id);
 		error = http_begin(s, OP_QUERY, "GET", path, NULL);
@@ -802,7 +843,7 @@ static int begin_acct(struct sljob *s)
 
 	if (s->cli) {
 		char *av[] = {"sacct", "-n", "-X", "-P", "-j", id, "-o", "State,ExitCode", NULL};
-		error = cli_begin(s, OP_ACCT, av, NULL);
+		error = cli_begin(s, &s->op, "op", OP_ACCT, av, NULL);
 	} else {
 		path = xasprintf("slurmdb/v0.0.38/job/%s", id);
 		error = http_begin(s, OP_ACCT, "GET", path, NULL);
@@ -824,7 +865,7 @@ static int begin_cancel(struct sljob *s, int sig)
 		/* SIGTERM: a plain scancel (TERM, then KILL after KillWait) */
 		if (sig != SIGKILL)
 			av[1] = id, av[2] = NULL;
-		error = cli_begin(s, OP_CANCEL, av, NULL);
+		error = cli_begin(s, &s->op, "op", OP_CANCEL, av, NULL);
 		free(sflag);
 	} else {
 		path = sig == SIGKILL ? xasprintf(API "/job/%s?signal=KILL", id) : xasprintf(API "/job/%s", id);
@@ -1084,6 +1125,7 @@ static void sljob_free(struct sljob *s)
 			break;
 		}
 	op_reset(&s->op);
+	op_reset(&s->sop);
 	free(s->dir), free(s->name), free(s->comment);
 	json_decref(s->req);
 	free(s->end.reason);
@@ -1292,17 +1334,124 @@ out:
 }
 
 /*
- * Resource use: a Slurm job's CPU time and IO come from sstat (the job
- * step's accounting), a blocking call into slurmctld and slurmd that needs
- * jobacct_gather configured; the engine's loop cannot wait for it, so the
- * type does not tell (FERRY_ENOTFOUND).
+ * "[D-][HH:]MM:SS[.mmm]" (Slurm's TRES cpu time) in milliseconds, or -1.
+ */
+static int64_t slurm_time_ms(const char *t)
+{
+	int64_t days = 0, parts[3] = {0, 0, 0}, ms = 0;
+	int n = 0;
+	const char *p = t, *dash = strchr(t, '-');
+	char *end;
+
+	if (dash) {
+		days = strtoll(t, &end, 10);
+		if (end != dash)
+			return -1;
+		p = dash + 1;
+	}
+	for (;;) {
+		long long v = strtoll(p, &end, 10);
+		if (end == p || n == 3)
+			return -1;
+		parts[n++] = v;
+		if (*end == ':') {
+			p = end + 1;
+			continue;
+		}
+		if (*end == '.') {
+			double frac = strtod(end, &end);
+			ms = (int64_t)(frac * 1000 + 0.5);
+		}
+		if (*end != '\0' && *end != ',' && *end != '|')
+			return -1;
+		break;
+	}
+	/* MM:SS or HH:MM:SS */
+	int64_t secs = n == 3 ? parts[0] * 3600 + parts[1] * 60 + parts[2]
+		     : n == 2 ? parts[0] * 60 + parts[1] : parts[0];
+	return (days * 86400 + secs) * 1000 + ms;
+}
+
+/* The value of KEY= in a TRES list ("cpu=00:00:02,fs/disk=123,…" up to '|'), or NULL. */
+static const char *tres_get(const char *list, const char *key)
+{
+	size_t kl = strlen(key);
+
+	for (const char *p = list; p && *p && *p != '|';) {
+		if (strncmp(p, key, kl) == 0 && p[kl] == '=')
+			return p + kl + 1;
+		p = strpbrk(p, ",|");
+		if (p == NULL || *p == '|')
+			break;
+		p++;
+	}
+	return NULL;
+}
+
+/*
+ * Parses sstat's "TRESUsageInTot|TRESUsageOutTot" line: CPU time and the
+ * bytes the job's processes read and wrote (jobacct_gather/linux sums
+ * /proc/PID/io's rchar and wchar over the step's processes). 0 or -1.
+ */
+int exec_slurm_parse_sstat(const char *text, struct exec_sample *out)
+{
+	const char *in = text, *bar = strchr(text, '|'), *v;
+	char *end;
+
+	memset(out, 0, sizeof(*out));
+	if (bar == NULL || (v = tres_get(in, "cpu")) == NULL || (out->cpu_ms = slurm_time_ms(v)) < 0)
+		return -1;
+	if ((v = tres_get(in, "fs/disk")) != NULL)
+		out->rchar = strtoll(v, &end, 10);
+	if ((v = tres_get(bar + 1, "fs/disk")) != NULL)
+		out->wchar = strtoll(v, &end, 10);
+	/* Slurm counts rchar/wchar only: storage-level bytes are not known */
+	out->read_bytes = out->write_bytes = -1;
+	return 0;
+}
+
+/*
+ * Resource use: CPU time and IO from sstat, the job step's accounting
+ * (jobacct_gather, which deploy/slurm.sh configures). sstat is a blocking
+ * call into slurmctld and slurmd, so it runs as a child like the CLI's
+ * other requests: each call collects the last child's answer and starts
+ * the next one at most every FERRY_SLURM_POLL_MS; the figures are that
+ * old at most (one poll period plus sstat's own time). Before the first
+ * answer, and for a job Slurm has not started, FERRY_ENOTFOUND.
  */
 static int slurm_sample(const struct exec_job *job, struct exec_sample *out)
 {
-	(void)job;
+	struct sljob *s = find(job->step_id, job->attempt);
+	int64_t now = clock_mono_ms();
+
 	memset(out, 0, sizeof(*out));
-	ferry_error_set("the slurm executor does not sample jobs (sstat would block the engine)");
-	return FERRY_ENOTFOUND;
+	if (s == NULL || s->job_id <= 0 || s->ended) {
+		ferry_error_set("the Slurm job is not running");
+		return FERRY_ENOTFOUND;
+	}
+	if (s->sop.kind != OP_NONE) {
+		cli_check(s, &s->sop, "sample");
+		if (s->sop.done) {
+			struct exec_sample x;
+			if (s->sop.ans == ANS_OK && exec_slurm_parse_sstat(s->sop.text, &x) == 0)
+				s->last = x, s->have_sample = 1;
+			op_reset(&s->sop);
+		}
+	}
+	if (s->sop.kind == OP_NONE && now >= s->sample_next_ms) {
+		char *id = xasprintf("%lld.batch", (long long)s->job_id);
+		char *av[] = {"sstat", "-j", id, "--noheader", "--parsable2",
+			      "--format=TRESUsageInTot,TRESUsageOutTot", NULL};
+		if (cli_begin(s, &s->sop, "sample", OP_QUERY, av, NULL) == FERRY_OK)
+			s->sample_next_ms = now + poll_ms();
+		free(id);
+	}
+	if (!s->have_sample) {
+		ferry_error_set("no accounting for Slurm job %lld yet (sstat; jobacct_gather)", (long long)s->job_id);
+		return FERRY_ENOTFOUND;
+	}
+	*out = s->last;
+	return FERRY_OK;
 }
 
 static void slurm_cleanup(struct exec_job *job)
@@ -1312,14 +1461,16 @@ static void slurm_cleanup(struct exec_job *job)
 
 	if (s && s->op.pid > 0 && s->op.kind != OP_NONE && exec_pid_alive(s->op.pid, s->op.pid_start))
 		kill(-s->op.pid, SIGKILL);
+	if (s && s->sop.pid > 0 && s->sop.kind != OP_NONE && exec_pid_alive(s->sop.pid, s->sop.pid_start))
+		kill(-s->sop.pid, SIGKILL);
 	sljob_free(s);
 	if (job->dir) {
-		p = xasprintf("%s/.slurm-op.out", job->dir);
-		unlink(p);
-		free(p);
-		p = xasprintf("%s/.slurm-op.rc", job->dir);
-		unlink(p);
-		free(p);
+		static const char *const files[] = {"op.out", "op.rc", "sample.out", "sample.rc"};
+		for (size_t i = 0; i < sizeof(files) / sizeof(files[0]); i++) {
+			p = xasprintf("%s/.slurm-%s", job->dir, files[i]);
+			unlink(p);
+			free(p);
+		}
 	}
 }
 

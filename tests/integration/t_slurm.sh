@@ -109,6 +109,34 @@ Y
 	assert_eq "$(slurm_jobs)" "" "the timed-out job was cancelled"
 }
 
+# a job over its memory is killed by Slurm and reported as such; a job
+# within it runs (deploy/slurm.sh: jobacct_gather's OverMemoryKill, polled
+# every second, as the cluster has no task/cgroup)
+test_slurm_memory_limit_reported_as_oom() {
+	slurm_up
+	start_daemon a
+	f=$(wf oom <<'Y'
+name: oom
+steps:
+  - name: hog
+    executor: slurm
+    resources: {memory: 64Mi}
+    command: [/usr/bin/python3, -c, 'import time; b = [bytearray(16 << 20) for _ in range(16)]; time.sleep(20); print("survived")']
+  - name: fits
+    executor: slurm
+    slurm: {via: cli}
+    resources: {memory: 64Mi}
+    command: [/usr/bin/python3, -c, 'b = bytearray(8 << 20); print("fits")']
+Y
+)
+	id=$(submit "$f")
+	wait_run "$id" failed 60
+	assert_eq "$(step_col "$id" hog reason)" "out of memory (limit 64 MiB)" "the memory-limit kill"
+	assert_eq "$(step_col "$id" fits state)" succeeded "a job within its limit"
+	grep -q survived "$FERRY_HOME/runs/$id/hog/1/log" && fail "the hog finished"
+	assert_eq "$(slurm_jobs)" "" "no Slurm job left"
+}
+
 # the digits pipeline's train and evaluate steps as Slurm jobs
 test_slurm_digits_train() {
 	/usr/bin/python3 -c 'import sklearn' 2>/dev/null || fail "python3-sklearn is not installed (make deps)"

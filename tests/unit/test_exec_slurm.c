@@ -15,6 +15,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "exec.h"
@@ -194,12 +195,95 @@ static void test_exec_slurm__no_token(void **state)
 	setenv("FERRY_SLURM_TOKEN", "t0ken", 1);
 }
 
+/* sstat's line, as a real Slurm 22.05 with jobacct_gather/linux printed it */
+static void test_exec_slurm__parse_sstat(void **state)
+{
+	struct exec_sample s;
+
+	(void)state;
+	assert_int_equal(exec_slurm_parse_sstat("cpu=00:00:02,energy=0,fs/disk=52451011,mem=4936K,pages=1,"
+						 "vmem=8112K|energy=0,fs/disk=52428896\n", &s), 0);
+	assert_int_equal(s.cpu_ms, 2000);
+	assert_int_equal(s.rchar, 52451011);
+	assert_int_equal(s.wchar, 52428896);
+	assert_int_equal(s.read_bytes, -1);
+	assert_int_equal(exec_slurm_parse_sstat("cpu=1-02:03:04,fs/disk=7|fs/disk=8", &s), 0);
+	assert_int_equal(s.cpu_ms, ((26 * 60 + 3) * 60 + 4) * 1000LL);
+	assert_int_equal(exec_slurm_parse_sstat("cpu=01:02.500,fs/disk=0|", &s), 0);
+	assert_int_equal(s.cpu_ms, 62500);
+	assert_int_equal(s.wchar, 0);
+	/* not sstat's answer: an error, or fields missing */
+	assert_int_equal(exec_slurm_parse_sstat("sstat: error: couldn't get steps for job 999", &s), -1);
+	assert_int_equal(exec_slurm_parse_sstat("energy=0,fs/disk=1|fs/disk=2", &s), -1);
+	assert_int_equal(exec_slurm_parse_sstat("cpu=xx,fs/disk=1|fs/disk=2", &s), -1);
+}
+
+/*
+ * sample() runs sstat as a child and answers from its last output; the
+ * sstat here is a fake script on PATH (a unit test has no Slurm): it
+ * records its arguments and prints a line.
+ */
+static void test_exec_slurm__sample_through_sstat(void **state)
+{
+	struct store_claim c;
+	struct exec_job job;
+	struct exec_status st = {.exit_code = -1};
+	struct exec_sample s;
+	char *bin = xasprintf("%s/bin", home), *fake = xasprintf("%s/sstat", bin), *args = xasprintf("%s/args", home);
+	char *path = xasprintf("%s:%s", bin, getenv("PATH")), *old = xstrdup(getenv("PATH")), *text = NULL, *p;
+	FILE *f;
+	int rc = FERRY_ENOTFOUND;
+
+	(void)state;
+	assert_int_equal(mkdir(bin, 0755), 0);
+	f = fopen(fake, "w");
+	assert_non_null(f);
+	fprintf(f, "#!/bin/sh\necho \"$@\" >%s\necho 'cpu=00:00:05,fs/disk=100|fs/disk=200'\n", args);
+	fclose(f);
+	chmod(fake, 0755);
+	setenv("PATH", path, 1);
+
+	claim(&c, "sam", 1);
+	assert_int_equal(exec_slurm.start(&job, &c, home, EXEC_ONESHOT, &st), 0);
+	/* no job id yet: nothing to ask */
+	assert_int_equal(exec_slurm.sample(&job, &s), FERRY_ENOTFOUND);
+	/* the script ran and recorded its job id: adopted, the job is Slurm's 77 */
+	p = xasprintf("%s/status", job.dir);
+	f = fopen(p, "w");
+	fputs("slurm 77\n", f);
+	fclose(f);
+	free(p);
+	exec_slurm.cleanup(&job);
+	exec_job_dispose(&job);
+	memset(&job, 0, sizeof(job));
+	job.type = &exec_slurm, job.step_id = 3, job.attempt = 1;
+	job.dir = xasprintf("%s/runs/9/sam/1", home);
+	assert_int_equal(exec_slurm.adopt(&job, &st), 1);
+	for (int i = 0; i < 100 && (rc = exec_slurm.sample(&job, &s)) != 0; i++)
+		usleep(20 * 1000);
+	assert_int_equal(rc, 0);
+	assert_int_equal(s.cpu_ms, 5000);
+	assert_int_equal(s.rchar, 100);
+	assert_int_equal(s.wchar, 200);
+	assert_int_equal(file_read(&text, NULL, args), 0);
+	assert_non_null(strstr(text, "-j 77.batch"));
+	free(text);
+
+	exec_slurm.cleanup(&job);
+	exec_job_dispose(&job);
+	json_decref(c.spec);
+	setenv("PATH", old, 1);
+	free(bin), free(fake), free(args), free(path), free(old);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_exec_slurm__request_and_outage),
 		cmocka_unit_test(test_exec_slurm__adopt_from_status_file),
 		cmocka_unit_test(test_exec_slurm__no_token),
+		cmocka_unit_test(test_exec_slurm__parse_sstat),
+		cmocka_unit_test(test_exec_slurm__sample_through_sstat),
 	};
 	return cmocka_run_group_tests(tests, setup, teardown);
 }
