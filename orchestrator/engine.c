@@ -750,6 +750,7 @@ static void step_work_apply(struct engine *e, struct step_work *sw)
 }
 
 static void retention_done(struct work *w, void *ctx);
+static void orphans_done(struct work *w, void *ctx);
 
 /* Frees a pool item that is never taken back (shutdown), whatever it is. */
 static void drop_work(struct work *w)
@@ -758,6 +759,8 @@ static void drop_work(struct work *w)
 		step_work_free(w);
 	else if (w->done == retention_done)
 		retention_work_free(w);
+	else if (w->done == orphans_done)
+		exec_orphans_work_free(w);
 	else
 		notify_work_free(w);
 }
@@ -1108,12 +1111,41 @@ static void task_dev_expire(struct engine *e)
 	}
 }
 
+static void orphans_done(struct work *w, void *ctx)
+{
+	struct engine *e = ctx;
+	int n = exec_orphans_removed(w);
+
+	if (n > 0)
+		flog_info("removed %d container%s whose attempt was over", n, n == 1 ? "" : "s");
+	e->orphaning = 0;
+	exec_orphans_work_free(w);
+}
+
+/*
+ * Containers still running whose attempt is over (exec_orphans.c): each
+ * type lists its runtime's and the database judges, on the worker pool
+ * (listing containers is slow); one sweep at a time.
+ */
+static void task_orphans(struct engine *e)
+{
+	struct work *w;
+
+	if (e->orphaning || e->workers == NULL)
+		return;
+	w = exec_orphans_work_new(e->home);
+	w->done = orphans_done;
+	workers_submit(e->workers, w);
+	e->orphaning = 1;
+}
+
 static int64_t every_poll(const struct engine_opts *o) { return o->poll_ms; }
 static int64_t every_third_lease(const struct engine_opts *o) { return o->lease_ms / 3; }
 static int64_t every_half_lease(const struct engine_opts *o) { return o->lease_ms / 2; }
 static int64_t every_second(const struct engine_opts *o) { (void)o; return 1000; }
 static int64_t every_retention_period(const struct engine_opts *o) { return o->retention_period_ms; }
 static int64_t every_ten_seconds(const struct engine_opts *o) { (void)o; return 10000; }
+static int64_t every_orphan_sweep(const struct engine_opts *o) { (void)o; return ORPHANS_EVERY_MS; }
 
 /*
  * Each executor type's tick also runs when no job of ours ended (it runs on
@@ -1158,6 +1190,7 @@ static const struct engine_task tasks[] = {
 	{"dev-expire", TASK_LEADER | TASK_NO_DEV, every_half_lease, task_dev_expire}, /* dead dev sessions */
 	{"retention", TASK_LEADER | TASK_NO_DEV, every_retention_period, task_retention}, /* FERRY_RETENTION_DAYS */
 	{"strays", 0, every_ten_seconds, task_strays}, /* each executor type's leftovers (exited containers) */
+	{"orphans", TASK_NO_DEV, every_orphan_sweep, task_orphans}, /* running containers of finished attempts */
 };
 #define NTASKS (sizeof(tasks) / sizeof(tasks[0]))
 

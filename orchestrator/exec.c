@@ -53,6 +53,15 @@ const struct exec_type *exec_type_for(const json_t *spec, const struct exec_type
 	return t;
 }
 
+const struct exec_type *exec_type_at(size_t i)
+{
+	size_t nb = sizeof(builtin) / sizeof(builtin[0]);
+
+	if (i < nb)
+		return builtin[i];
+	return i - nb < (size_t)nextra ? extra[i - nb] : NULL;
+}
+
 void exec_tick_all(const char *home)
 {
 	for (size_t i = 0; i < sizeof(builtin) / sizeof(builtin[0]); i++)

@@ -116,6 +116,15 @@ struct exec_type {
 	 * containers of that home).
 	 */
 	void (*tick)(const char *home);
+	/*
+	 * Containers still running whose attempt is over (exec_orphans.c):
+	 * lists the jobs of home that the type's runtime runs, asks
+	 * wanted(run, step, attempt, arg) for each — after the listing — and
+	 * kills and removes those not wanted. Called on a worker thread: it may
+	 * block, each call bounded. Returns how many it removed. May be NULL.
+	 */
+	int (*orphans)(const char *home, int (*wanted)(int64_t run, const char *step, int attempt, void *arg),
+		       void *arg);
 };
 
 /* The type called name, or NULL. */
@@ -130,6 +139,28 @@ int exec_type_register(const struct exec_type *t);
  * registered (the message set).
  */
 const struct exec_type *exec_type_for(const json_t *spec, const struct exec_type *dflt);
+
+/* The i-th registered type (builtin, then added), NULL past the last. */
+const struct exec_type *exec_type_at(size_t i);
+
+/*
+ * Runs argv (PATH searched) with its output captured into *out (the
+ * caller's, also on error), stdin and stderr /dev/null, in its own process
+ * group that is killed when it has not closed its output within timeout_ms
+ * (FERRY_ERROR then). Blocks the caller: for worker threads and rare paths.
+ */
+int exec_capture(char *const argv[], char **out, int64_t timeout_ms);
+
+/*
+ * The orphan sweep as a worker-pool item (exec_orphans.c): run() asks
+ * every type's orphans hook with the database as the judge. The caller
+ * sets done; exec_orphans_removed tells how many containers went.
+ */
+#define ORPHANS_EVERY_MS 30000
+struct work;
+struct work *exec_orphans_work_new(const char *home);
+int exec_orphans_removed(const struct work *w);
+void exec_orphans_work_free(struct work *w);
 
 /* Calls every type's tick hook (strays of each kind of job) for home. */
 void exec_tick_all(const char *home);

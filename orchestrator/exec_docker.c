@@ -755,6 +755,11 @@ static int docker_start(struct exec_job *job, const struct store_claim *c, const
 		goto out;
 	name = dk_name(ahome, c->run_id, c->name, c->attempt);
 	if (dk_home == NULL || strcmp(dk_home, ahome) != 0) {
+		char *marker = xasprintf("%s/runs/.docker", ahome);
+		int fd = open(marker, O_WRONLY | O_CREAT | O_CLOEXEC, 0644); /* the orphan sweep's cue */
+		if (fd >= 0)
+			close(fd);
+		free(marker);
 		free(dk_home);
 		dk_home = xstrdup(ahome);
 	}
@@ -1195,6 +1200,63 @@ static char *docker_log_path(const struct exec_job *job)
 	return job->dir ? xasprintf("%s/log", job->dir) : NULL;
 }
 
+/*
+ * Running containers of home whose attempt is over (exec_orphans.c): the
+ * engine lists them by their ferry.home label, wanted() asks the database,
+ * and the others are removed with force (killed first). Only where docker
+ * jobs ever ran under home (the marker runs/.docker, written by start),
+ * so a daemon that never runs containers never talks to dockerd.
+ */
+static int docker_orphans(const char *home, int (*want)(int64_t run, const char *step, int attempt, void *arg),
+			  void *arg)
+{
+	const char *sock = dk_socket();
+	char *ahome = realpath(home, NULL), *marker, *ftxt, *esc, *path;
+	json_t *filt, *list = NULL, *v;
+	long code;
+	size_t i;
+	int removed = 0;
+
+	if (ahome == NULL)
+		return 0;
+	marker = xasprintf("%s/runs/.docker", ahome);
+	if (sock == NULL || access(marker, F_OK) != 0) {
+		free(marker), free(ahome);
+		return 0;
+	}
+	filt = json_pack("{s:[s+], s:[s]}", "label", "ferry.home=", ahome, "status", "running");
+	ftxt = json_dumps(filt, JSON_COMPACT);
+	esc = curl_easy_escape(NULL, ftxt, 0);
+	path = xasprintf("/containers/json?filters=%s", esc ? esc : "");
+	if (dk_call(&code, &list, sock, "GET", path, NULL, 10000) == 0 && code == 200) {
+		json_array_foreach(list, i, v) {
+			json_t *lab = json_object_get(v, "Labels");
+			const char *run = json_string_value(json_object_get(lab, "ferry.run"));
+			const char *step = json_string_value(json_object_get(lab, "ferry.step"));
+			const char *att = json_string_value(json_object_get(lab, "ferry.attempt"));
+			const char *id = json_string_value(json_object_get(v, "Id"));
+			int64_t r, a;
+			if (run == NULL || step == NULL || att == NULL || id == NULL || parse_int64(run, &r) < 0 ||
+			    parse_int64(att, &a) < 0 || want(r, step, (int)a, arg))
+				continue;
+			if (dk_remove(sock, id, 15000) == 0) {
+				flog_info("removed container %.12s: run %s step %s attempt %s is no longer running",
+					  id, run, step, att);
+				removed++;
+			} else {
+				flog_warn("removing orphan container %.12s: %s", id, ferry_error_last());
+			}
+		}
+	}
+	json_decref(list);
+	free(path);
+	curl_free(esc);
+	free(ftxt);
+	json_decref(filt);
+	free(marker), free(ahome);
+	return removed;
+}
+
 const struct exec_type exec_docker = {
 	.name = "docker",
 	.flags = EXF_IMAGES,
@@ -1203,6 +1265,7 @@ const struct exec_type exec_docker = {
 	.signal = docker_signal,
 	.adopt = docker_adopt,
 	.sample = docker_sample,
+	.orphans = docker_orphans,
 	.cleanup = docker_cleanup,
 	.log_path = docker_log_path,
 	.tick = docker_tick,

@@ -35,8 +35,9 @@
  * this home that are not running and whose supervisor is gone (leftovers
  * of a crash between a container's end and its removal). A container that
  * still runs although its attempt was finished elsewhere (another replica
- * reaped it as lost) is left to run out: telling those apart needs the
- * database, which executor types do not see.
+ * reaped it as lost) is the orphans hook's: the engine's sweep
+ * (exec_orphans.c) lists running containers here and lets the database
+ * judge them.
  *
  * Limits. resources: cpus → --cpus, memory → --memory and an equal
  * --memory-swap (no swap: the limit is real), gpus: N → CDI devices
@@ -1128,6 +1129,60 @@ static void podman_tick(const char *home)
 	}
 }
 
+/*
+ * Running containers of home whose attempt is over (exec_orphans.c):
+ * `podman ps` lists them with their labels, then wanted() asks the
+ * database, and `podman rm -f` kills and removes the others (the shim that
+ * followed one records its end in a status file nobody reads any more).
+ * Only where podman jobs ever ran under home (the marker), so a daemon
+ * that never runs containers never starts podman.
+ */
+static int podman_orphans(const char *home, int (*want)(int64_t run, const char *step, int attempt, void *arg),
+			  void *arg)
+{
+	char *podman, *marker = xasprintf("%s/runs/.podman", home), *filter = xasprintf("label=ferry.home=%s", home);
+	char *text = NULL, *line, *save = NULL;
+	int removed = 0;
+
+	if (access(marker, F_OK) != 0 || (podman = podman_path()) == NULL) {
+		free(marker), free(filter);
+		return 0;
+	}
+	{
+		char *argv[] = {podman, "ps", "--filter", filter, "--filter", "status=running", "--format",
+				"{{.Names}} {{index .Labels \"ferry.run\"}} {{index .Labels \"ferry.attempt\"}} "
+				"{{index .Labels \"ferry.step\"}}", NULL};
+		if (exec_capture(argv, &text, 30000) < 0)
+			flog_warn("listing podman containers for orphans: %s", ferry_error_last());
+	}
+	for (line = strtok_r(text ? text : (char *)"", "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
+		char *f[4], *p = line, *sp;
+		int64_t run, att;
+		int n = 0;
+		while (n < 3 && (sp = strchr(p, ' ')) != NULL) {
+			f[n++] = p;
+			*sp = '\0';
+			p = sp + 1;
+		}
+		f[n++] = p; /* the step name last: the rest of the line */
+		if (n != 4 || parse_int64(f[1], &run) < 0 || parse_int64(f[2], &att) < 0 || want(run, f[3], (int)att, arg))
+			continue;
+		{
+			char *out = NULL, *rm[] = {podman, "rm", "-f", "-t", "5", f[0], NULL};
+			if (exec_capture(rm, &out, 30000) == 0) {
+				flog_info("removed container %s: run %s step %s attempt %s is no longer running",
+					  f[0], f[1], f[3], f[2]);
+				removed++;
+			} else {
+				flog_warn("removing orphan container %s: %s", f[0], ferry_error_last());
+			}
+			free(out);
+		}
+	}
+	free(text), free(podman), free(marker), free(filter);
+	return removed;
+}
+
 const struct exec_type exec_podman = {
 	.name = "podman",
 	.flags = EXF_IMAGES,
@@ -1136,6 +1191,7 @@ const struct exec_type exec_podman = {
 	.signal = podman_signal,
 	.adopt = podman_adopt,
 	.sample = podman_sample,
+	.orphans = podman_orphans,
 	.log_path = podman_log_path,
 	.tick = podman_tick,
 };

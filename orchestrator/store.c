@@ -506,6 +506,25 @@ void store_orphans_free(struct store_orphan *v, int n)
 	free(v);
 }
 
+int store_attempt_is_running(PGconn *conn, int64_t run, const char *step, int attempt)
+{
+	char r[32], att[16];
+	const char *params[3] = {r, step, att};
+	PGresult *res = NULL;
+	int error, yes;
+
+	snprintf(r, sizeof(r), "%lld", (long long)run);
+	snprintf(att, sizeof(att), "%d", attempt);
+	if ((error = q(&res, conn,
+		       "SELECT 1 FROM attempts a JOIN steps s ON s.id = a.step_id "
+		       "WHERE s.run_id = $1 AND s.name = $2 AND a.attempt = $3 AND a.state = 'running'",
+		       3, params)) < 0)
+		return error;
+	yes = PQntuples(res) > 0;
+	PQclear(res);
+	return yes;
+}
+
 int store_adopt(PGconn *conn, const char *owner, const struct store_orphan *o, int64_t lease_ms)
 {
 	char step[32], att[16], lease[32];

@@ -490,3 +490,33 @@ Y
 	[ -s "$FERRY_HOME/runs/$id/train/1/out/model.pkl" ] || fail "no model.pkl: $(cat "$FERRY_HOME/runs/$id/train/1/log")"
 	assert_no_container "after the train step"
 }
+
+# a container that still runs although its attempt is over (reaped as lost
+# by another replica while its daemon was away) is killed and removed when
+# the daemon is back; the step's next attempt runs in a new container
+test_docker_orphan_of_finished_attempt_removed() {
+	docker_up
+	start_daemon a
+	f=$(wf orphan <<'Y'
+name: orphan
+steps:
+  - name: work
+    executor: docker
+    image: ferry-base
+    command: [sh, -c, 'if [ "$FERRY_ATTEMPT" = 1 ]; then sleep 300; fi; echo "attempt $FERRY_ATTEMPT done"']
+Y
+)
+	id=$(submit "$f")
+	first=$(wait_container)
+	stop_daemon a KILL
+	sql "SELECT * FROM ferry_finish('other-replica', ARRAY[(SELECT id FROM steps WHERE run_id = $id AND name = 'work')], ARRAY[1], ARRAY['lost'], ARRAY[NULL::int], ARRAY[NULL::int], ARRAY['owner lost'], ARRAY[false], ARRAY[NULL::jsonb], ARRAY[NULL::jsonb], ARRAY[NULL::jsonb], ARRAY[NULL::text], ARRAY[NULL::jsonb])" >/dev/null
+	dk GET "/containers/$first/json"
+	echo "$DK_BODY" | grep -q '"Running":true' || fail "the container of attempt 1 should still run"
+	start_daemon a
+	wait_run "$id" succeeded 60
+	assert_match "$(cat "$FERRY_HOME/runs/$id/work/2/log")" "attempt 2 done" "attempt 2 ran"
+	for _ in $(seq 1 300); do dk GET "/containers/$first/json"; [ "$DK_CODE" = 404 ] && break; sleep 0.1; done
+	assert_eq "$DK_CODE" 404 "the orphan container is gone"
+	grep -q "removed container .*: run $id step work attempt 1 is no longer running" "$FERRY_HOME/ferryd-a.log" || fail "no log line for the orphan"
+	assert_no_container "at the end"
+}

@@ -367,3 +367,36 @@ Y
 	sleep 1
 	assert_eq "$(podman inspect --format '{{.State.Status}}' "ferry-$h-98-live-1")" running "a running container is left to adoption"
 }
+
+# a container that still runs although its attempt is over (reaped as lost
+# by another replica while its daemon was away) is killed and removed when
+# the daemon is back; the step's next attempt runs in a new container
+test_podman_orphan_of_finished_attempt_removed() {
+	podman_up
+	start_daemon a
+	f=$(wf orphan <<'Y'
+name: orphan
+steps:
+  - name: work
+    executor: podman
+    image: ferry-base
+    command: [sh, -c, 'if [ "$FERRY_ATTEMPT" = 1 ]; then sleep 300; fi; echo "attempt $FERRY_ATTEMPT done"']
+Y
+)
+	id=$(submit "$f")
+	wait_step "$id" work running 10
+	for _ in $(seq 1 100); do [ -n "$(podman ps -q --filter "label=ferry.run=$id" --filter status=running)" ] && break; sleep 0.1; done
+	first=$(podman_ours "$id")
+	[ -n "$first" ] || fail "no container for attempt 1"
+	stop_daemon a KILL
+	# another replica declares the attempt lost (what its reaper does)
+	sql "SELECT * FROM ferry_finish('other-replica', ARRAY[(SELECT id FROM steps WHERE run_id = $id AND name = 'work')], ARRAY[1], ARRAY['lost'], ARRAY[NULL::int], ARRAY[NULL::int], ARRAY['owner lost'], ARRAY[false], ARRAY[NULL::jsonb], ARRAY[NULL::jsonb], ARRAY[NULL::jsonb], ARRAY[NULL::text], ARRAY[NULL::jsonb])" >/dev/null
+	[ "$(podman inspect --format '{{.State.Status}}' "$first")" = running ] || fail "the container of attempt 1 should still run"
+	start_daemon a
+	wait_run "$id" succeeded 60
+	assert_match "$(cat "$FERRY_HOME/runs/$id/work/2/log")" "attempt 2 done" "attempt 2 ran"
+	for _ in $(seq 1 300); do podman container exists "$first" || break; sleep 0.1; done
+	podman container exists "$first" && fail "the orphan container $first still exists"
+	grep -q "removed container $first: run $id step work attempt 1 is no longer running" "$FERRY_HOME/ferryd-a.log" || fail "no log line for the orphan"
+	podman_wait_none "$id"
+}
