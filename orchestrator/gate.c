@@ -80,11 +80,13 @@ static const char *quote(char buf[QBUF], const char *s, size_t n)
 
 const char *gate_num(char buf[GATE_NUMBUF], double v)
 {
+	/* plain digits between 0.0001 and 1e15: 50 reads "50", not the "5e+01" %.1g gives */
+	bool plain = fabs(v) >= 1e-4 && fabs(v) < 1e15;
 	int prec;
 
 	for (prec = 1; prec <= 17; prec++) {
 		snprintf(buf, NUMBUF, "%.*g", prec, v);
-		if (strtod(buf, NULL) == v)
+		if (strtod(buf, NULL) == v && !(plain && strchr(buf, 'e') != NULL))
 			break;
 	}
 	return buf;

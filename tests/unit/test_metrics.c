@@ -382,6 +382,16 @@ static void test_metrics__gate_expr_extensions(void **state)
 	assert_true(gate_threshold(40, 0, 1.2) == 48);
 	assert_true(gate_threshold(0.93, 0.01, 1) == 0.94);
 	assert_true(gate_compare(48, "<=", 48) && !gate_compare(48.5, "<=", 48));
+	{
+		char b[GATE_NUMBUF];
+		/* round numbers read as written, not as %.1g's exponent form */
+		assert_string_equal(gate_num(b, 50), "50");
+		assert_string_equal(gate_num(b, 1200), "1200");
+		assert_string_equal(gate_num(b, 0.001), "0.001");
+		assert_string_equal(gate_num(b, 73.2), "73.2");
+		assert_string_equal(gate_num(b, 1e20), "1e+20");
+		assert_string_equal(gate_num(b, 2e-6), "2e-06");
+	}
 
 	/* without the flags, the metric gates' grammar: no factor, no % */
 	assert_int_equal(gate_expr_parse(&e, "gate f1", ">= production * 2", 0), FERRY_EINVALID);

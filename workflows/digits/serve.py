@@ -175,6 +175,9 @@ class Server(ThreadingHTTPServer):
 
 class Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"   # keep-alive
+    # headers and body go out in separate writes: without TCP_NODELAY, Nagle
+    # holds the body until the client's delayed ACK (40 ms per request)
+    disable_nagle_algorithm = True
     server_version = "ferry-digits/1"
     timeout = IO_TIMEOUT
 
