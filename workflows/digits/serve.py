@@ -142,6 +142,9 @@ class Server(ThreadingHTTPServer):
     daemon_threads = False
     block_on_close = True
     allow_reuse_address = True
+    # socketserver's backlog is 5: a burst of new connections (a load test
+    # opening 16 at once) overflows it and the dropped SYNs wait 1 s to retry
+    request_queue_size = 128
 
     def __init__(self, addr, opts):
         super().__init__(addr, Handler)
