@@ -21,7 +21,7 @@
 #define NELEM(a) (sizeof(a) / sizeof((a)[0]))
 #define QMAX 60            /* bytes of a user value quoted in a message */
 #define QBUF (4 * QMAX + 16)
-#define NUMBUF 32
+#define NUMBUF GATE_NUMBUF
 #define MAX_METRIC_NAME 64
 #define METRIC_CHARS "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_.-/:"
 
@@ -78,14 +78,15 @@ static const char *quote(char buf[QBUF], const char *s, size_t n)
 	return buf;
 }
 
-/* The shortest %g text of v that reads back as v. */
-static const char *num_fmt(char buf[NUMBUF], double v)
+const char *gate_num(char buf[GATE_NUMBUF], double v)
 {
+	/* plain digits between 0.0001 and 1e15: 50 reads "50", not the "5e+01" %.1g gives */
+	bool plain = fabs(v) >= 1e-4 && fabs(v) < 1e15;
 	int prec;
 
 	for (prec = 1; prec <= 17; prec++) {
 		snprintf(buf, NUMBUF, "%.*g", prec, v);
-		if (strtod(buf, NULL) == v)
+		if (strtod(buf, NULL) == v && !(plain && strchr(buf, 'e') != NULL))
 			break;
 	}
 	return buf;
@@ -107,9 +108,9 @@ static char *range_text(const struct known_metric *m)
 	char lo[NUMBUF], hi[NUMBUF];
 
 	if (isinf(m->hi))
-		return xasprintf("%s is %s or more", m->name, num_fmt(lo, m->lo));
-	return xasprintf("%s is between %s and %s", m->name, num_fmt(lo, m->lo),
-			 num_fmt(hi, m->hi));
+		return xasprintf("%s is %s or more", m->name, gate_num(lo, m->lo));
+	return xasprintf("%s is between %s and %s", m->name, gate_num(lo, m->lo),
+			 gate_num(hi, m->hi));
 }
 
 static const char *json_kind(const json_t *v)
@@ -205,7 +206,7 @@ int metrics_parse(json_t **out, const char *text, size_t len)
 		km = known_metric(key);
 		if (km != NULL && (d < km->lo || d > km->hi)) {
 			range = range_text(km);
-			ferry_error_set("metrics.json: %s is %s; %s", qk, num_fmt(num, d), range);
+			ferry_error_set("metrics.json: %s is %s; %s", qk, gate_num(num, d), range);
 			goto out;
 		}
 		json_object_set_new(res, key, json_real(d));
@@ -267,24 +268,42 @@ static bool read_number(const char **p, bool sign_ok, double *out)
 	return true;
 }
 
-int gate_parse(json_t **out, const char *metric, const char *expr)
+/* "expected a number, …" for the grammar flags allow. */
+static const char *expected_text(unsigned flags)
 {
-	const struct known_metric *km;
+	if (flags & GATE_EXPR_FACTOR)
+		return flags & GATE_EXPR_PERCENT ?
+			"expected a number (N or N%), production, or production + N / "
+			"production - N / production * F" :
+			"expected a number, production, or production + N / production - N / "
+			"production * F";
+	return flags & GATE_EXPR_PERCENT ?
+		"expected a number (N or N%), production, or production + N / production - N" :
+		"expected a number, production, or production + N / production - N";
+}
+
+/* Reads a number, then a % when flags allow it (the number becomes a fraction). */
+static bool read_amount(const char **p, bool sign_ok, unsigned flags, double *out, int *percent)
+{
+	if (!read_number(p, sign_ok, out))
+		return false;
+	if ((flags & GATE_EXPR_PERCENT) && **p == '%') {
+		*out /= 100;
+		*percent = 1;
+		(*p)++;
+	}
+	return true;
+}
+
+int gate_expr_parse(struct gate_expr *out, const char *what, const char *expr, unsigned flags)
+{
 	const struct gate_op *op = NULL;
 	const char *p;
-	char qm[QBUF], qe[QBUF], num[NUMBUF], *range = NULL;
-	double value = 0, offset = 0;
-	bool production = false;
-	size_t i, n;
-	int error = FERRY_EINVALID;
+	char qe[QBUF], num[NUMBUF];
+	size_t i;
 
-	*out = NULL;
-	n = metric ? strlen(metric) : 0;
-	if (!metrics_name_ok(metric)) {
-		ferry_error_set("gate metric name %s is not valid; use 1-%d letters, digits, "
-				"_ . - / or :", quote(qm, metric ? metric : "", n), MAX_METRIC_NAME);
-		goto out;
-	}
+	memset(out, 0, sizeof(*out));
+	out->factor = 1;
 	if (expr == NULL)
 		expr = "";
 	quote(qe, expr, strlen(expr));
@@ -293,60 +312,93 @@ int gate_parse(json_t **out, const char *metric, const char *expr)
 		if (strncmp(p, gate_ops[i].op, strlen(gate_ops[i].op)) == 0)
 			op = &gate_ops[i];
 	if (op == NULL) {
-		ferry_error_set("gate %s %s: no comparison; write OP VALUE with OP one of "
-				OPS_LIST " (e.g. \">= 0.9\" or \">= production\")", metric, qe);
-		goto out;
+		ferry_error_set("%s %s: no comparison; write OP VALUE with OP one of "
+				OPS_LIST " (e.g. \">= 0.9\" or \">= production\")", what, qe);
+		return FERRY_EINVALID;
 	}
+	out->op = op->op;
+	out->negated = op->negated;
 	p = skip_blanks(p + strlen(op->op));
 	if (strncmp(p, "production", 10) == 0) {
-		production = true;
+		out->production = 1;
 		p = skip_blanks(p + 10);
 		if (*p == '+' || *p == '-') {
 			bool minus = *p == '-';
 			p = skip_blanks(p + 1);
-			if (!read_number(&p, false, &offset))
+			if (!read_amount(&p, false, flags, &out->offset, &out->percent))
 				p = "?"; /* reported below */
-			offset = minus ? -offset : offset;
+			out->offset = minus ? -out->offset : out->offset;
+		} else if (*p == '*' && (flags & GATE_EXPR_FACTOR)) {
+			p = skip_blanks(p + 1);
+			if (!read_number(&p, false, &out->factor))
+				p = "?";
 		}
-	} else if (!read_number(&p, true, &value)) {
+	} else if (!read_amount(&p, true, flags, &out->value, &out->percent)) {
 		p = "?";
 	}
 	if (*skip_blanks(p) != '\0') {
-		ferry_error_set("gate %s %s: expected a number, production, or production + N / "
-				"production - N after \"%s\"", metric, qe, op->op);
+		ferry_error_set("%s %s: %s after \"%s\"", what, qe, expected_text(flags), op->op);
+		return FERRY_EINVALID;
+	}
+	if (!isfinite(out->value) || !isfinite(out->offset) || !isfinite(out->factor)) {
+		ferry_error_set("%s %s: the number is too large", what, qe);
+		return FERRY_EINVALID;
+	}
+	if (out->factor <= 0) {
+		ferry_error_set("%s %s: the factor %s must be more than 0", what, qe,
+				gate_num(num, out->factor));
+		return FERRY_EINVALID;
+	}
+	return FERRY_OK;
+}
+
+int gate_parse(json_t **out, const char *metric, const char *expr)
+{
+	const struct known_metric *km;
+	struct gate_expr e;
+	char qm[QBUF], qe[QBUF], num[NUMBUF], *what = NULL, *range = NULL;
+	int error = FERRY_EINVALID;
+
+	*out = NULL;
+	if (!metrics_name_ok(metric)) {
+		ferry_error_set("gate metric name %s is not valid; use 1-%d letters, digits, "
+				"_ . - / or :", quote(qm, metric ? metric : "", metric ? strlen(metric) : 0),
+				MAX_METRIC_NAME);
 		goto out;
 	}
-	if (!isfinite(value) || !isfinite(offset)) {
-		ferry_error_set("gate %s %s: the number is too large", metric, qe);
+	what = xasprintf("gate %s", metric);
+	if ((error = gate_expr_parse(&e, what, expr, 0)) < 0)
 		goto out;
-	}
+	error = FERRY_EINVALID;
+	quote(qe, expr, strlen(expr)); /* not NULL: gate_expr_parse refused it */
 	km = known_metric(metric);
-	if (km != NULL && !production && (value < km->lo || value > km->hi)) {
+	if (km != NULL && !e.production && (e.value < km->lo || e.value > km->hi)) {
 		range = range_text(km);
-		ferry_error_set("gate %s %s: %s is out of range; %s", metric, qe, num_fmt(num, value),
+		ferry_error_set("gate %s %s: %s is out of range; %s", metric, qe, gate_num(num, e.value),
 				range);
 		goto out;
 	}
-	if (km != NULL && production && fabs(offset) > km->hi - km->lo) {
+	if (km != NULL && e.production && fabs(e.offset) > km->hi - km->lo) {
 		range = range_text(km);
 		ferry_error_set("gate %s %s: the offset %s is larger than the whole range; %s",
-				metric, qe, num_fmt(num, offset), range);
+				metric, qe, gate_num(num, e.offset), range);
 		goto out;
 	}
-	if (production)
-		*out = json_pack("{s:s,s:s,s:b,s:f}", "metric", metric, "op", op->op,
-				 "production", 1, "offset", offset);
+	if (e.production)
+		*out = json_pack("{s:s,s:s,s:b,s:f}", "metric", metric, "op", e.op,
+				 "production", 1, "offset", e.offset);
 	else
-		*out = json_pack("{s:s,s:s,s:f}", "metric", metric, "op", op->op, "value", value);
+		*out = json_pack("{s:s,s:s,s:f}", "metric", metric, "op", e.op, "value", e.value);
 	error = FERRY_OK;
 out:
 	free(range);
+	free(what);
 	return error;
 }
 
 /* ---- evaluation ------------------------------------------------------- */
 
-static bool compare(double v, const char *op, double t)
+bool gate_compare(double v, const char *op, double t)
 {
 	if (strcmp(op, ">=") == 0)
 		return v >= t;
@@ -361,17 +413,13 @@ static bool compare(double v, const char *op, double t)
 	return v != t;
 }
 
-/*
- * production + offset, rounded to 12 significant digits so that
- * 0.93 + 0.01 is the 0.94 a person wrote, not 0.9400000000000001.
- */
-static double offset_threshold(double prod, double offset)
+double gate_threshold(double production, double offset, double factor)
 {
 	char buf[NUMBUF];
 
-	if (offset == 0)
-		return prod;
-	snprintf(buf, sizeof(buf), "%.12g", prod + offset);
+	if (offset == 0 && factor == 1)
+		return production;
+	snprintf(buf, sizeof(buf), "%.12g", production * factor + offset);
 	return strtod(buf, NULL);
 }
 
@@ -448,20 +496,20 @@ static char *eval_item(json_t *r, const char *metric, const struct gate_op *op, 
 	}
 	free(text);
 	if (prod)
-		t = offset_threshold(json_number_value(pv), value);
+		t = gate_threshold(json_number_value(pv), value, 1);
 	json_object_set_new(r, "threshold", json_real(t));
-	if (compare(v, op->op, t))
+	if (gate_compare(v, op->op, t))
 		return NULL;
 	if (!prod)
-		return xasprintf("%s %s %s %s", metric, num_fmt(nv, v), op->negated, num_fmt(nt, t));
+		return xasprintf("%s %s %s %s", metric, gate_num(nv, v), op->negated, gate_num(nt, t));
 	sfx = label ? xasprintf(" (%s)", label) : xstrdup("");
 	if (value == 0)
-		text = xasprintf("%s %s %s production %s%s", metric, num_fmt(nv, v), op->negated,
-				 num_fmt(np, json_number_value(pv)), sfx);
+		text = xasprintf("%s %s %s production %s%s", metric, gate_num(nv, v), op->negated,
+				 gate_num(np, json_number_value(pv)), sfx);
 	else
-		text = xasprintf("%s %s %s production %s %c %s = %s%s", metric, num_fmt(nv, v),
-				 op->negated, num_fmt(np, json_number_value(pv)),
-				 value < 0 ? '-' : '+', num_fmt(no, fabs(value)), num_fmt(nt, t), sfx);
+		text = xasprintf("%s %s %s production %s %c %s = %s%s", metric, gate_num(nv, v),
+				 op->negated, gate_num(np, json_number_value(pv)),
+				 value < 0 ? '-' : '+', gate_num(no, fabs(value)), gate_num(nt, t), sfx);
 	free(sfx);
 	return text;
 }

@@ -43,6 +43,46 @@ bool metrics_name_ok(const char *name);
  */
 int gate_parse(json_t **out, const char *metric, const char *expr);
 
+/* What gate_expr_parse accepts beyond gate_parse's grammar. */
+enum {
+	GATE_EXPR_FACTOR = 1 << 0,  /* "OP production * F" with F > 0 */
+	GATE_EXPR_PERCENT = 1 << 1, /* a number or offset ending in %, read as a fraction: "0.1%" is 0.001 */
+};
+
+/* One comparison: "OP VALUE" or "OP production" [+ N | - N | * F]. */
+struct gate_expr {
+	const char *op;      /* ">=", ">", "<=", "<", "==" or "!=" (static) */
+	const char *negated; /* the operator that says it failed: "<" for ">=" (static) */
+	int production;      /* compared with the production version's value */
+	int percent;         /* the number was written with % */
+	double value;        /* the fixed threshold (0 against production) */
+	double offset;       /* production + offset (0 when none) */
+	double factor;       /* production * factor (1 when none) */
+};
+
+/*
+ * The parser under gate_parse, for other users of the same comparisons
+ * (the load-test gate, loadtest.h): parses expr into *out, with flags
+ * (GATE_EXPR_*) allowing more than gate_parse does. No range checks: those
+ * belong to the caller, who knows the quantity. On a bad expression returns
+ * FERRY_EINVALID with a message that starts with what and the quoted expr,
+ * e.g. `load_test p99_ms "< fast": expected a number, …`.
+ */
+int gate_expr_parse(struct gate_expr *out, const char *what, const char *expr, unsigned flags);
+
+/* Whether v OP t holds, for op one of gate_expr's. */
+bool gate_compare(double v, const char *op, double t);
+
+/*
+ * production * factor + offset, rounded to 12 significant digits so that
+ * 0.93 + 0.01 is the 0.94 a person wrote, not 0.9400000000000001.
+ */
+double gate_threshold(double production, double offset, double factor);
+
+/* Writes the shortest %g text of v that reads back as v into buf; returns buf. */
+#define GATE_NUMBUF 32
+const char *gate_num(char buf[GATE_NUMBUF], double v);
+
 /*
  * Evaluates every item of gate (an array of gate_parse items) against
  * metrics (an object of numbers). production is the metrics object of the

@@ -361,6 +361,65 @@ static void test_metrics__gate_eval_malformed(void **state)
 	json_decref(metrics);
 }
 
+/* gate_expr_parse with the load-test gate's extensions: factors and percentages. */
+static void test_metrics__gate_expr_extensions(void **state)
+{
+	const unsigned all = GATE_EXPR_FACTOR | GATE_EXPR_PERCENT;
+	struct gate_expr e;
+
+	(void)state;
+	assert_int_equal(gate_expr_parse(&e, "load_test p99_ms", "<= production * 1.2", all), 0);
+	assert_string_equal(e.op, "<=");
+	assert_string_equal(e.negated, ">");
+	assert_true(e.production);
+	assert_true(e.factor == 1.2 && e.offset == 0 && !e.percent);
+	assert_int_equal(gate_expr_parse(&e, "x", " <0.1% ", all), 0);
+	assert_true(e.value == 0.001 && e.percent && !e.production && e.factor == 1);
+	assert_int_equal(gate_expr_parse(&e, "x", ">= production - 0.5%", all), 0);
+	assert_true(e.offset == -0.005 && e.percent);
+	assert_int_equal(gate_expr_parse(&e, "x", "< 50", all), 0);
+	assert_true(e.value == 50 && !e.percent);
+	assert_true(gate_threshold(40, 0, 1.2) == 48);
+	assert_true(gate_threshold(0.93, 0.01, 1) == 0.94);
+	assert_true(gate_compare(48, "<=", 48) && !gate_compare(48.5, "<=", 48));
+	{
+		char b[GATE_NUMBUF];
+		/* round numbers read as written, not as %.1g's exponent form */
+		assert_string_equal(gate_num(b, 50), "50");
+		assert_string_equal(gate_num(b, 1200), "1200");
+		assert_string_equal(gate_num(b, 0.001), "0.001");
+		assert_string_equal(gate_num(b, 73.2), "73.2");
+		assert_string_equal(gate_num(b, 1e20), "1e+20");
+		assert_string_equal(gate_num(b, 2e-6), "2e-06");
+	}
+
+	/* without the flags, the metric gates' grammar: no factor, no % */
+	assert_int_equal(gate_expr_parse(&e, "gate f1", ">= production * 2", 0), FERRY_EINVALID);
+	assert_string_equal(ferry_error_last(), "gate f1 \">= production * 2\": expected a number, "
+			    "production, or production + N / production - N after \">=\"");
+	assert_int_equal(gate_expr_parse(&e, "gate f1", ">= 90%", GATE_EXPR_FACTOR), FERRY_EINVALID);
+	assert_string_equal(ferry_error_last(), "gate f1 \">= 90%\": expected a number, production, "
+			    "or production + N / production - N / production * F after \">=\"");
+	expect_bad_gate("accuracy", ">= 90%", "gate accuracy \">= 90%\": expected a number, "
+			"production, or production + N / production - N after \">=\"");
+
+	assert_int_equal(gate_expr_parse(&e, "load_test p99_ms", "<= production * 0", all),
+			 FERRY_EINVALID);
+	assert_string_equal(ferry_error_last(), "load_test p99_ms \"<= production * 0\": the factor "
+			    "0 must be more than 0");
+	assert_int_equal(gate_expr_parse(&e, "load_test p99_ms", "<= production * -1", all),
+			 FERRY_EINVALID);
+	assert_string_equal(ferry_error_last(), "load_test p99_ms \"<= production * -1\": expected "
+			    "a number (N or N%), production, or production + N / production - N / "
+			    "production * F after \"<=\"");
+	assert_int_equal(gate_expr_parse(&e, "x", "< 1%%", all), FERRY_EINVALID);
+	assert_int_equal(gate_expr_parse(&e, "x", "<= production * 2%", all), FERRY_EINVALID);
+	assert_int_equal(gate_expr_parse(&e, "x", "< %", all), FERRY_EINVALID);
+	assert_int_equal(gate_expr_parse(&e, "x", NULL, all), FERRY_EINVALID);
+	assert_string_equal(ferry_error_last(), "x \"\": no comparison; write OP VALUE with OP one "
+			    "of >=, >, <=, <, ==, != (e.g. \">= 0.9\" or \">= production\")");
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -373,6 +432,7 @@ int main(void)
 		cmocka_unit_test(test_metrics__gate_eval_production),
 		cmocka_unit_test(test_metrics__gate_eval_no_production),
 		cmocka_unit_test(test_metrics__gate_eval_malformed),
+		cmocka_unit_test(test_metrics__gate_expr_extensions),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
