@@ -109,6 +109,10 @@ $(B)/tests/bench_fingerprint: tests/bench/bench_fingerprint.c $(ENGINE_OBJ)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $< $(ENGINE_OBJ) $(LDLIBS)
 
+$(B)/tests/bench_haproxy: tests/bench/bench_haproxy.c $(ENGINE_OBJ)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $< $(ENGINE_OBJ) $(LDLIBS)
+
 deps:
 	@missing=$$(for p in $(DEB_BUILD) $(DEB_RUN); do \
 		dpkg-query -W -f='$${Status}\n' $$p 2>/dev/null | grep -q 'install ok installed' || echo $$p; done); \
