@@ -63,6 +63,7 @@
 #include <sys/un.h>
 #include <sys/wait.h>
 #include <arpa/inet.h>
+#include <netinet/in.h>
 #include <dirent.h>
 #include <time.h>
 #include <unistd.h>
@@ -83,7 +84,8 @@ enum {
 
 struct hap {
 	pthread_mutex_t mu;
-	pid_t master; /* the master's pid last seen running */
+	pid_t master; /* the master's pid last seen running, and its start time */
+	unsigned long long master_start;
 	char *dir, *cfg, *state, *sock, *pidfile, *log, *bin;
 	/* the template cut at its markers: head, per frontend (a, then servers, then b), tail */
 	char *tmpl;
@@ -549,68 +551,96 @@ static int read_info(const struct hap *h, long *pid, char **node)
 
 /* ---- the process ---- */
 
-/* Whether pid is a live process (not a zombie) whose command line names our config file. */
-static int pid_is_ours(const struct hap *h, pid_t pid)
+/*
+ * Whether pid lives (not a zombie); its start time (clock ticks after boot,
+ * which exec keeps) into *start.
+ */
+static int pid_alive(pid_t pid, unsigned long long *start)
 {
-	char path[64], *cmdline = NULL, *stat = NULL;
+	char path[64], *stat = NULL, *p;
 	size_t len = 0;
-	int ours = 0;
+	int alive = 0;
 
 	/* a zombie that is our child (a subreaper's) is reaped here; others are skipped below */
 	waitpid(pid, NULL, WNOHANG);
 	snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
-	if (file_read(&stat, &len, path) < 0)
-		goto out;
-	{
-		const char *rp = strrchr(stat, ')');
-		if (rp == NULL || rp[1] != ' ' || rp[2] == 'Z' || rp[2] == 'X')
-			goto out;
+	if (file_read(&stat, &len, path) < 0) {
+		ferry_error_clear();
+		return 0;
 	}
+	p = strrchr(stat, ')');
+	if (p && p[1] == ' ' && p[2] != 'Z' && p[2] != 'X') {
+		/* after ") ": state is field 3, starttime field 22 */
+		alive = 1;
+		p += 2;
+		for (int field = 3; field < 22 && p; field++)
+			p = strchr(p, ' '), p = p ? p + 1 : NULL;
+		*start = p ? strtoull(p, NULL, 10) : 0;
+	}
+	free(stat);
+	return alive;
+}
+
+/* Whether pid's command line names our config file (empty while it execs). */
+static int pid_runs_our_config(const struct hap *h, pid_t pid)
+{
+	char path[64], *cmdline = NULL;
+	size_t len = 0;
+	int ours = 0;
+
 	snprintf(path, sizeof(path), "/proc/%d/cmdline", (int)pid);
-	if (file_read(&cmdline, &len, path) < 0)
-		goto out;
+	if (file_read(&cmdline, &len, path) < 0) {
+		ferry_error_clear();
+		return 0;
+	}
 	for (size_t off = 0; off < len; off += strlen(cmdline + off) + 1)
 		if (strcmp(cmdline + off, h->cfg) == 0) {
 			ours = 1;
 			break;
 		}
-out:
-	ferry_error_clear();
-	free(cmdline), free(stat);
+	free(cmdline);
 	return ours;
 }
 
 /*
- * The master's pid when this directory's haproxy runs, else 0. The master
- * keeps its pid across reloads (it re-executes itself) but rewrites the
- * pid file in place while it does, so the pid last seen is tried first
- * and an empty pid file is read again for a moment.
+ * The master's pid when this directory's haproxy runs, else 0. The pid
+ * file names it; it must live and run our config. A reload re-executes
+ * the master (same pid and start time) and rewrites the pid file in place
+ * meanwhile, and its command line is empty for a moment, so the master
+ * once found is known again by its start time, and the pid file and the
+ * command line are read again for a moment when they are empty.
  */
 static pid_t running_pid(struct hap *h)
 {
+	unsigned long long start = 0;
 	char *text = NULL;
 	size_t len = 0;
 	int64_t v;
 
-	if (h->master > 0 && pid_is_ours(h, h->master))
+	if (h->master > 0 && pid_alive(h->master, &start) && start == h->master_start)
 		return h->master;
 	h->master = 0;
-	for (int tries = 0; tries < 10; tries++, sleep_ms(5)) {
+	for (int tries = 0; tries < 20; tries++, sleep_ms(5)) {
+		int rc;
 		free(text);
 		text = NULL;
-		int rc = file_read(&text, &len, h->pidfile);
-		if (rc < 0) {
+		if ((rc = file_read(&text, &len, h->pidfile)) < 0) {
 			ferry_error_clear();
 			if (rc == FERRY_ENOTFOUND)
 				break;
 			continue;
 		}
 		text[strcspn(text, "\r\n")] = '\0';
-		if (parse_int64(text, &v) == 0)
+		if (parse_int64(text, &v) < 0 || v <= 1 || v >= 1 << 30)
+			continue;
+		if (!pid_alive((pid_t)v, &start))
 			break;
+		if (pid_runs_our_config(h, (pid_t)v)) {
+			h->master = (pid_t)v;
+			h->master_start = start;
+			break;
+		}
 	}
-	if (text && parse_int64(text, &v) == 0 && v > 1 && v < 1 << 30 && pid_is_ours(h, (pid_t)v))
-		h->master = (pid_t)v;
 	free(text);
 	return h->master;
 }
@@ -832,6 +862,12 @@ static int start_locked(struct hap *h, const char *node)
 	char *tail, *got = NULL;
 	int st;
 
+	/* never two masters on one directory: one that answers but that the pid file misses is an error */
+	if (read_info(h, NULL, NULL) == 0) {
+		ferry_error_set("a haproxy answers on %s but %s does not name it; stop it first", h->sock,
+				h->pidfile);
+		return FERRY_ECONFLICT;
+	}
 	unlink(h->pidfile);
 	st = spawn_wait(argv, h->log, 0, START_TIMEOUT_MS);
 	if (st < 0)
@@ -1121,6 +1157,42 @@ static const char *admin_state(int admin)
 
 /* ---- hap_apply ---- */
 
+/*
+ * Checks that the front ports haproxy does not hold yet are free: a port
+ * taken by another program would make the start fail, or the reload's new
+ * worker fail while the old one keeps serving the old layout. fronts is
+ * what haproxy listens on now (frontend -> port; NULL when none runs).
+ */
+static int ports_free(const struct hap_frontend *fe, size_t n, json_t *fronts)
+{
+	for (size_t i = 0; i < n; i++) {
+		struct sockaddr_in sa = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK),
+					 .sin_port = htons((uint16_t)fe[i].port)};
+		const char *name;
+		json_t *port;
+		int held = 0, fd, one = 1, err = 0;
+
+		json_object_foreach(fronts, name, port)
+			if (json_integer_value(port) == fe[i].port)
+				held = 1;
+		if (held)
+			continue;
+		fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+		if (fd < 0)
+			continue;
+		setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+		if (bind(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0)
+			err = errno;
+		close(fd);
+		if (err == EADDRINUSE) {
+			ferry_error_set("frontend %s: port %d on 127.0.0.1 is in use by another program",
+					fe[i].name, fe[i].port);
+			return FERRY_ECONFLICT;
+		}
+	}
+	return 0;
+}
+
 static void change(json_t *changes, const char *fe, const char *srv, const char *what, json_t *from,
 		   json_t *to)
 {
@@ -1253,6 +1325,7 @@ static int runtime_repair(const struct hap *h, const struct hap_frontend *fe, si
 int hap_apply(struct hap *h, const struct hap_frontend *fe, size_t n, json_t *changes)
 {
 	char *node = NULL, *cfg = NULL, *state = NULL;
+	json_t *layout = NULL;
 	struct live l = {0};
 	pid_t master;
 	int rc;
@@ -1273,7 +1346,8 @@ int hap_apply(struct hap *h, const struct hap_frontend *fe, size_t n, json_t *ch
 	state = render_state(fe, n);
 	master = running_pid(h);
 	if (master <= 0) {
-		if ((rc = write_files(h, cfg, state, 1)) < 0 || (rc = start_locked(h, node)) < 0)
+		if ((rc = ports_free(fe, n, NULL)) < 0 || (rc = write_files(h, cfg, state, 1)) < 0 ||
+		    (rc = start_locked(h, node)) < 0)
 			goto out;
 		change(changes, NULL, NULL, "started", NULL, NULL);
 		goto out;
@@ -1284,10 +1358,15 @@ int hap_apply(struct hap *h, const struct hap_frontend *fe, size_t n, json_t *ch
 		rc = FERRY_ERROR;
 		goto out;
 	}
-	if (layout_diff(fe, n, &l, changes) > 0 || l.node == NULL || strcmp(l.node, node) != 0) {
+	layout = json_array();
+	if (layout_diff(fe, n, &l, layout) > 0 || l.node == NULL || strcmp(l.node, node) != 0) {
 		long old = l.pid;
-		if ((rc = write_files(h, cfg, state, 1)) < 0 || (rc = reload_locked(h, master, old, node)) < 0)
+		if ((rc = ports_free(fe, n, l.fronts)) < 0 || (rc = write_files(h, cfg, state, 1)) < 0 ||
+		    (rc = reload_locked(h, master, old, node)) < 0)
 			goto out;
+		/* reported once done: a refused change reports nothing */
+		if (changes)
+			json_array_extend(changes, layout);
 		change(changes, NULL, NULL, "reloaded", NULL, NULL);
 		/* the new worker loaded the state file; what it has is checked below like any other */
 		live_dispose(&l);
@@ -1302,6 +1381,7 @@ int hap_apply(struct hap *h, const struct hap_frontend *fe, size_t n, json_t *ch
 out:
 	pthread_mutex_unlock(&h->mu);
 	live_dispose(&l);
+	json_decref(layout);
 	free(node), free(cfg), free(state);
 	return rc;
 }
