@@ -910,16 +910,24 @@ static int reload_locked(struct hap *h, pid_t master, long old_worker, const cha
 		ferry_error_set("kill -USR2 %d: %s", (int)master, strerror(errno));
 		return FERRY_ERROR;
 	}
-	while (clock_mono_ms() < deadline) {
+	/*
+	 * The old worker keeps accepting on the shared admin socket until it
+	 * has handled its soft-stop signal: the new one must answer several
+	 * times in a row before the next command can be sure to reach it.
+	 */
+	for (int in_a_row = 0; clock_mono_ms() < deadline; sleep_ms(in_a_row ? 5 : 2)) {
 		if (read_info(h, &pid, &got) == 0 && pid != old_worker && pid > 0 &&
 		    (node == NULL || (got && strcmp(got, node) == 0))) {
-			free(got);
-			ferry_error_clear();
-			return 0;
+			if (++in_a_row == 4) {
+				free(got);
+				ferry_error_clear();
+				return 0;
+			}
+		} else {
+			in_a_row = 0;
 		}
 		free(got);
 		got = NULL;
-		sleep_ms(2);
 	}
 	tail = log_tail(h->log);
 	ferry_error_set("haproxy did not reload within %d ms: %s", START_TIMEOUT_MS, tail);
@@ -1372,6 +1380,12 @@ int hap_apply(struct hap *h, const struct hap_frontend *fe, size_t n, json_t *ch
 		live_dispose(&l);
 		if ((rc = live_read(h, &l)) < 0)
 			goto out;
+		if (layout_diff(fe, n, &l, NULL) > 0) {
+			ferry_error_set("haproxy reloaded but does not serve the new frontends and servers; see %s",
+					h->log);
+			rc = FERRY_ERROR;
+			goto out;
+		}
 	} else if (!file_equals(h->cfg, cfg) || !file_equals(h->state, state)) {
 		/* same layout: only weights, states or addresses differ, no check needed */
 		if ((rc = write_files(h, cfg, state, 0)) < 0)

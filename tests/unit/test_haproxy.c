@@ -602,6 +602,58 @@ static void test_haproxy__no_failure_under_load(void **state)
 	assert_int_equal(counts[2], 100);
 }
 
+/*
+ * A few hundred random changes (weights, drains, servers added and
+ * removed) mixed with reloads, haproxy crashes and daemon restarts: after
+ * each, haproxy has exactly what was applied.
+ */
+static void test_haproxy__random_changes(void **state)
+{
+	struct fixture *f = *state;
+	struct want w;
+	unsigned seed = (unsigned)getpid();
+	int weight[NBACK], drain[NBACK], counts[NBACK];
+
+	printf("# seed %u\n", seed);
+	srand(seed);
+	for (int i = 0; i < 300; i++) {
+		size_t n = 1 + (size_t)(rand() % 3), zero = 0;
+		int op = rand() % 20;
+		for (size_t k = 0; k < n; k++) {
+			weight[k] = rand() % 4 == 0 ? 0 : rand() % (HAP_WEIGHT_MAX + 1);
+			drain[k] = rand() % 5 == 0;
+			zero += weight[k] == 0 || drain[k];
+		}
+		want_set(&w, f, n, weight, drain);
+		json_t *ch = json_array();
+		if (hap_apply(f->h, &w.fe, 1, ch) < 0)
+			fail_msg("step %d: hap_apply: %s", i, ferry_error_last());
+		if (getenv("HAP_DEBUG")) {
+			char *d = json_dumps(ch, JSON_COMPACT);
+			printf("# step %d op %d n %zu: %s\n", i, op, n, d);
+			free(d);
+		}
+		json_decref(ch);
+		if (op == 0)
+			assert_int_equal(hap_reload(f->h), 0);
+		else if (op == 1)
+			kill_haproxy(f->dir), assert_int_equal(hap_apply(f->h, &w.fe, 1, NULL), 0);
+		else if (op == 2) {
+			hap_close(f->h);
+			f->h = NULL;
+			assert_int_equal(hap_open(&f->h, f->dir), 0);
+		}
+		assert_has(f->h, &w);
+		/* now and then, traffic goes only where the weights say */
+		if (i % 50 == 0 && zero < n) {
+			assert_int_equal(send_many(f->front, 20, counts), 0);
+			for (size_t k = 0; k < n; k++)
+				if (weight[k] == 0 || drain[k])
+					assert_int_equal(counts[k], 0);
+		}
+	}
+}
+
 static void test_haproxy__bad_input_changes_nothing(void **state)
 {
 	struct fixture *f = *state;
@@ -634,6 +686,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_haproxy__state_survives_reload_crash_restart, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_haproxy__layout_changes_reload, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_haproxy__no_failure_under_load, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_haproxy__random_changes, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_haproxy__bad_input_changes_nothing, setup, teardown),
 	};
 
