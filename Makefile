@@ -26,7 +26,8 @@ B := build/$(VARIANT)
 ENGINE_SRC := $(filter-out orchestrator/ferryd.c,$(wildcard orchestrator/*.c)) $(wildcard steps/*.c)
 API_SRC := $(wildcard api/*.c)
 CLI_SRC := $(wildcard cli/*.c)
-ENGINE_OBJ := $(ENGINE_SRC:%.c=$(B)/%.o) $(B)/db/migrations.o $(B)/db/functions.o
+ENGINE_OBJ := $(ENGINE_SRC:%.c=$(B)/%.o) $(B)/db/migrations.o $(B)/db/functions.o \
+	$(B)/deploy/haproxy_tmpl.o
 MIGRATIONS := $(sort $(wildcard db/migrations/*.sql))
 FUNCTIONS := $(sort $(wildcard db/functions/*.sql))
 API_OBJ := $(API_SRC:%.c=$(B)/%.o) $(B)/api/openapi.o
@@ -79,6 +80,16 @@ $(B)/api/openapi.c: api/openapi.json api/gen-openapi.sh
 $(B)/api/openapi.o: $(B)/api/openapi.c
 	$(CC) $(CFLAGS) -c -o $@ $<
 
+# the HAProxy template built into ferryd (FERRY_HAPROXY_TEMPLATE overrides it)
+$(B)/deploy/haproxy_tmpl.c: deploy/haproxy.cfg.tmpl
+	@mkdir -p $(dir $@)
+	{ echo '/* generated from deploy/haproxy.cfg.tmpl by the Makefile; do not edit */'; \
+	  echo '#include "haproxy.h"'; echo 'const char hap_template_builtin[] ='; \
+	  sed -e 's/\\/\\\\/g' -e 's/"/\\"/g' -e 's/^/\t"/' -e 's/$$/\\n"/' $<; echo ';'; } > $@
+
+$(B)/deploy/haproxy_tmpl.o: $(B)/deploy/haproxy_tmpl.c
+	$(CC) $(CFLAGS) -c -o $@ $<
+
 $(B)/db/migrations.o $(B)/db/functions.o: $(B)/db/%.o: $(B)/db/%.c
 	$(CC) $(CFLAGS) -c -o $@ $<
 
@@ -95,6 +106,10 @@ $(B)/tests/bench_dispatch: tests/bench/bench_dispatch.c $(ENGINE_OBJ)
 	$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $< $(ENGINE_OBJ) $(LDLIBS)
 
 $(B)/tests/bench_fingerprint: tests/bench/bench_fingerprint.c $(ENGINE_OBJ)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $< $(ENGINE_OBJ) $(LDLIBS)
+
+$(B)/tests/bench_haproxy: tests/bench/bench_haproxy.c $(ENGINE_OBJ)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $< $(ENGINE_OBJ) $(LDLIBS)
 

@@ -3,7 +3,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 B=${B:-build/rel}
-make --no-print-directory "$B/tests/bench_dispatch" "$B/tests/bench_fingerprint" >/dev/null
+make --no-print-directory "$B/tests/bench_dispatch" "$B/tests/bench_fingerprint" "$B/tests/bench_haproxy" >/dev/null
 "$B/tests/bench_dispatch" --executor noop --runs 200 --width 48
 "$B/tests/bench_dispatch" --executor local --runs 40 --width 48
 "$B/tests/bench_dispatch" --slow-neighbour --artifact-mb 1024
@@ -11,4 +11,5 @@ tests/bench/api.sh
 tests/bench/executor_podman.sh
 tests/bench/executor_slurm.sh
 "$B/tests/bench_fingerprint" --mb 256 --files 2000
+"$B/tests/bench_haproxy" --changes 200
 tests/bench/bench_docker.sh

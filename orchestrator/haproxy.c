@@ -1,0 +1,1566 @@
+/*
+ * haproxy — the traffic split of deployments through one HAProxy (2.6)
+ * per FERRY_HOME. See haproxy.h for the interface.
+ *
+ * What is kept where. Everything lives in DIR ($FERRY_HOME/haproxy):
+ * haproxy.cfg (generated from the template, deploy/haproxy.cfg.tmpl),
+ * server-state (HAProxy's "show servers state" format, version 1),
+ * admin.sock (the admin socket), haproxy.pid (the master's pid) and
+ * haproxy.log (what haproxy printed while starting). The desired state
+ * (the deployments' weights) belongs to the caller (PostgreSQL); these
+ * files are derived from it on every hap_apply and written atomically
+ * (a temporary file, then rename), config before any run-time command, so
+ * at every moment the files say what haproxy should serve.
+ *
+ * How a change is made. hap_apply reads what haproxy runs: "show info"
+ * (its node name is a digest of the layout — frontends, ports, server
+ * names — and of the template, so it says which layout the worker loaded),
+ * "show servers state" (addresses, weights, admin states) and "show stat"
+ * (the listeners' addresses). When the layout differs it checks the new
+ * config (haproxy -c) and reloads; otherwise it sends one run-time command
+ * per difference ("set server B/S weight|state|addr"), capacity first —
+ * weights going up and servers becoming ready before weights going down
+ * and servers draining — so a backend never has every server at weight 0
+ * in between (HAProxy would answer 503).
+ *
+ * Why reloads are safe. haproxy runs master-worker; a reload (SIGUSR2 to
+ * the master) starts a new worker that takes the listening sockets over
+ * from the old one (expose-fd listeners; the master passes -x), so no
+ * connection is refused, and the old worker finishes its requests
+ * (bounded by hard-stop-after). The new worker loads weights and drain
+ * states from server-state; the config carries the same weights (HAProxy
+ * prefers the config's weight when the two files disagree about it), so
+ * a reload never brings back an older weight or un-drains a server.
+ * Requests that find their replica gone are retried on another server
+ * (retry-on conn-failure, option redispatch).
+ *
+ * After crashes. haproxy is started daemonised (-D: its own session), so
+ * a daemon killed with kill -9 leaves the front addresses serving; the
+ * next daemon finds it through haproxy.pid (the pid must be a live
+ * haproxy whose command line names this directory's config) and its
+ * admin socket. A dead haproxy is started again by the next hap_apply
+ * from freshly written files. A daemon that died between writing the
+ * files and the run-time commands leaves the files ahead of haproxy: the
+ * next hap_apply sees the difference and repairs it.
+ *
+ * Threads. Calls are serialised by a mutex in struct hap; every wait is
+ * bounded (the admin socket: 2 s per command; a start or reload: 10 s).
+ * Children are forked with only async-signal-safe calls before exec.
+ */
+#include "haproxy.h"
+
+#include <ctype.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <sys/wait.h>
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <dirent.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "util.h"
+
+#define CLI_TIMEOUT_MS 2000
+#define START_TIMEOUT_MS 10000
+#define STOP_SOFT_MS 3000
+#define CLI_MAX_BYTES (16u << 20)
+#define NAME_MAX_LEN 64
+
+/* HAProxy's admin-state flags (management guide, "show servers state"). */
+enum {
+	ADMF_FMAINT = 0x01, ADMF_IMAINT = 0x02, ADMF_CMAINT = 0x04,
+	ADMF_FDRAIN = 0x08, ADMF_IDRAIN = 0x10, ADMF_RMAINT = 0x20,
+};
+
+struct hap {
+	pthread_mutex_t mu;
+	pid_t master; /* the master's pid last seen running, and its start time */
+	unsigned long long master_start;
+	char *dir, *cfg, *state, *sock, *pidfile, *log, *bin;
+	/* the template cut at its markers: head, per frontend (a, then servers, then b), tail */
+	char *tmpl;
+	const char *head, *fe_a, *srv, *fe_b, *tail;
+	size_t head_len, fe_a_len, srv_len, fe_b_len, tail_len;
+};
+
+/* ---- a growing buffer ---- */
+
+struct buf {
+	char *p;
+	size_t len, cap;
+};
+
+static void buf_add(struct buf *b, const char *s, size_t n)
+{
+	if (b->len + n + 1 > b->cap) {
+		b->cap = (b->len + n + 1) * 2;
+		b->p = xrealloc(b->p, b->cap);
+	}
+	memcpy(b->p + b->len, s, n);
+	b->len += n;
+	b->p[b->len] = '\0';
+}
+
+static void buf_str(struct buf *b, const char *s)
+{
+	buf_add(b, s, strlen(s));
+}
+
+FERRY_PRINTF(2, 3) static void buf_printf(struct buf *b, const char *fmt, ...)
+{
+	va_list ap;
+	char *s;
+
+	va_start(ap, fmt);
+	if (vasprintf(&s, fmt, ap) < 0)
+		abort();
+	va_end(ap);
+	buf_str(b, s);
+	free(s);
+}
+
+/* ---- the template ---- */
+
+/*
+ * Appends text[0..len) to b with each {{key}} replaced by its value in kv
+ * (NULL-terminated pairs); an unknown {{key}} stays as it is.
+ */
+static void subst(struct buf *b, const char *text, size_t len, const char *const *kv)
+{
+	const char *p = text, *end = text + len;
+
+	while (p < end) {
+		const char *open = memmem(p, (size_t)(end - p), "{{", 2), *close;
+		size_t klen;
+		int done = 0;
+
+		if (open == NULL) {
+			buf_add(b, p, (size_t)(end - p));
+			break;
+		}
+		buf_add(b, p, (size_t)(open - p));
+		close = memmem(open + 2, (size_t)(end - open - 2), "}}", 2);
+		if (close == NULL) {
+			buf_add(b, open, (size_t)(end - open));
+			break;
+		}
+		klen = (size_t)(close - open - 2);
+		for (size_t i = 0; kv[i]; i += 2)
+			if (strlen(kv[i]) == klen && memcmp(kv[i], open + 2, klen) == 0) {
+				buf_str(b, kv[i + 1]);
+				done = 1;
+				break;
+			}
+		if (!done)
+			buf_add(b, open, (size_t)(close + 2 - open));
+		p = close + 2;
+	}
+}
+
+/* Finds the line "#@marker" at or after from; start of the line in *at, the next line's in *next. */
+static int find_marker(const char *text, const char *from, const char *marker, const char **at,
+		       const char **next)
+{
+	size_t mlen = strlen(marker);
+
+	for (const char *p = from; (p = strstr(p, marker)) != NULL; p += mlen) {
+		if ((p == text || p[-1] == '\n') && (p[mlen] == '\n' || p[mlen] == '\0')) {
+			*at = p;
+			*next = p[mlen] ? p + mlen + 1 : p + mlen;
+			return 0;
+		}
+	}
+	return -1;
+}
+
+static int template_cut(struct hap *h, const char *source)
+{
+	const char *a, *a_next, *s, *s_next, *se, *se_next, *e, *e_next;
+	const char *t = h->tmpl;
+
+	if (find_marker(t, t, "#@frontend", &a, &a_next) < 0 ||
+	    find_marker(t, a_next, "#@server", &s, &s_next) < 0 ||
+	    find_marker(t, s_next, "#@end-server", &se, &se_next) < 0 ||
+	    find_marker(t, se_next, "#@end-frontend", &e, &e_next) < 0) {
+		ferry_error_set("%s: the HAProxy template lacks its markers",
+				source);
+		return FERRY_EINVALID;
+	}
+	h->head = t, h->head_len = (size_t)(a - t);
+	h->fe_a = a_next, h->fe_a_len = (size_t)(s - a_next);
+	h->srv = s_next, h->srv_len = (size_t)(se - s_next);
+	h->fe_b = se_next, h->fe_b_len = (size_t)(e - se_next);
+	h->tail = e_next, h->tail_len = strlen(e_next);
+	return 0;
+}
+
+/* ---- validation ---- */
+
+static int name_ok(const char *s)
+{
+	size_t n = 0;
+
+	if (s == NULL)
+		return 0;
+	for (; s[n]; n++)
+		if (!isalnum((unsigned char)s[n]) && s[n] != '_' && s[n] != '.' && s[n] != '-')
+			return 0;
+	return n >= 1 && n <= NAME_MAX_LEN;
+}
+
+static int validate(const struct hap_frontend *fe, size_t n)
+{
+	struct in_addr a;
+
+	for (size_t i = 0; i < n; i++) {
+		if (!name_ok(fe[i].name)) {
+			ferry_error_set("frontend %zu: name must be 1-64 of letters, digits, _ . -", i);
+			return FERRY_EINVALID;
+		}
+		if (fe[i].port < 1 || fe[i].port > 65535) {
+			ferry_error_set("frontend %s: port %d is out of range 1-65535", fe[i].name, fe[i].port);
+			return FERRY_EINVALID;
+		}
+		for (size_t j = 0; j < i; j++)
+			if (strcmp(fe[i].name, fe[j].name) == 0 || fe[i].port == fe[j].port) {
+				ferry_error_set("frontend %s: name or port %d used twice", fe[i].name, fe[i].port);
+				return FERRY_EINVALID;
+			}
+		if (fe[i].nservers > 0 && fe[i].servers == NULL) {
+			ferry_error_set("frontend %s: servers is NULL", fe[i].name);
+			return FERRY_EINVALID;
+		}
+		for (size_t k = 0; k < fe[i].nservers; k++) {
+			const struct hap_server *s = &fe[i].servers[k];
+			if (!name_ok(s->name)) {
+				ferry_error_set("frontend %s: server %zu: name must be 1-64 of letters, digits, _ . -",
+						fe[i].name, k);
+				return FERRY_EINVALID;
+			}
+			if (s->addr == NULL || inet_pton(AF_INET, s->addr, &a) != 1) {
+				ferry_error_set("frontend %s: server %s: addr must be an IPv4 address", fe[i].name,
+						s->name);
+				return FERRY_EINVALID;
+			}
+			if (s->port < 1 || s->port > 65535 || s->weight < 0 || s->weight > HAP_WEIGHT_MAX) {
+				ferry_error_set("frontend %s: server %s: port must be 1-65535 and weight 0-%d",
+						fe[i].name, s->name, HAP_WEIGHT_MAX);
+				return FERRY_EINVALID;
+			}
+			for (size_t j = 0; j < k; j++)
+				if (strcmp(s->name, fe[i].servers[j].name) == 0) {
+					ferry_error_set("frontend %s: server %s named twice", fe[i].name, s->name);
+					return FERRY_EINVALID;
+				}
+		}
+	}
+	return 0;
+}
+
+/* ---- rendering the files ---- */
+
+/* The node name: a digest of the layout (what a reload is needed for) and of the template. */
+static char *layout_node(const struct hap *h, const struct hap_frontend *fe, size_t n)
+{
+	struct buf b = {0};
+	char hex[65];
+
+	buf_str(&b, h->tmpl);
+	for (size_t i = 0; i < n; i++) {
+		buf_printf(&b, "\nfrontend %s %d\n", fe[i].name, fe[i].port);
+		for (size_t k = 0; k < fe[i].nservers; k++)
+			buf_printf(&b, " %s\n", fe[i].servers[k].name);
+	}
+	sha256_hex(hex, b.p ? b.p : "", b.len);
+	free(b.p);
+	hex[16] = '\0';
+	return xasprintf("ferry-%s", hex);
+}
+
+static char *render_config(const struct hap *h, const struct hap_frontend *fe, size_t n, const char *node)
+{
+	struct buf b = {0};
+	const char *kv_head[] = {"dir", h->dir, "node", node, NULL};
+
+	subst(&b, h->head, h->head_len, kv_head);
+	for (size_t i = 0; i < n; i++) {
+		char port[16];
+		snprintf(port, sizeof(port), "%d", fe[i].port);
+		const char *kv_fe[] = {"dir", h->dir, "node", node, "name", fe[i].name, "port", port, NULL};
+		subst(&b, h->fe_a, h->fe_a_len, kv_fe);
+		for (size_t k = 0; k < fe[i].nservers; k++) {
+			const struct hap_server *s = &fe[i].servers[k];
+			char sport[16], weight[16];
+			snprintf(sport, sizeof(sport), "%d", s->port);
+			snprintf(weight, sizeof(weight), "%d", s->weight);
+			const char *kv_srv[] = {"dir", h->dir, "node", node, "name", fe[i].name, "port", port,
+						"server", s->name, "addr", s->addr, "server_port", sport,
+						"weight", weight, NULL};
+			subst(&b, h->srv, h->srv_len, kv_srv);
+		}
+		subst(&b, h->fe_b, h->fe_b_len, kv_fe);
+	}
+	subst(&b, h->tail, h->tail_len, kv_head);
+	return b.p ? b.p : xstrdup("");
+}
+
+/*
+ * The server-state file of the desired state, in the format "show servers
+ * state" prints (version 1). HAProxy matches its lines to servers by
+ * "backend server" name; it takes a server's address and port from here,
+ * its admin state (drain), and its weight when the config's weight equals
+ * srv_iweight — both are the desired weight.
+ */
+static char *render_state(const struct hap_frontend *fe, size_t n)
+{
+	struct buf b = {0};
+
+	buf_str(&b, "1\n# be_id be_name srv_id srv_name srv_addr srv_op_state srv_admin_state "
+		    "srv_uweight srv_iweight srv_time_since_last_change srv_check_status "
+		    "srv_check_result srv_check_health srv_check_state srv_agent_state bk_f_forced_id "
+		    "srv_f_forced_id srv_fqdn srv_port srvrecord srv_use_ssl srv_check_port "
+		    "srv_check_addr srv_agent_addr srv_agent_port\n");
+	for (size_t i = 0; i < n; i++)
+		for (size_t k = 0; k < fe[i].nservers; k++) {
+			const struct hap_server *s = &fe[i].servers[k];
+			buf_printf(&b, "%zu %s %zu %s %s 2 %d %d %d 0 1 0 0 0 0 0 0 - %d - 0 0 - - 0\n",
+				   i + 1, fe[i].name, k + 1, s->name, s->addr, s->drain ? ADMF_FDRAIN : 0,
+				   s->weight, s->weight, s->port);
+		}
+	return b.p;
+}
+
+/*
+ * Writes text to path through path.tmp and rename, so haproxy never reads
+ * half a file. No fsync: the files are derived from the database and
+ * rewritten by the next hap_apply, so a power loss costs nothing.
+ */
+static int write_atomic(const char *path, const char *text)
+{
+	char *tmp = xasprintf("%s.tmp", path);
+	size_t len = strlen(text);
+	int fd, rc = FERRY_ERROR;
+
+	fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+	if (fd < 0) {
+		ferry_error_set("%s: %s", tmp, strerror(errno));
+		goto out;
+	}
+	if (fd_write_all(fd, text, len) < 0) {
+		ferry_error_set("%s: %s", tmp, strerror(errno));
+		close(fd);
+		goto out;
+	}
+	close(fd);
+	if (rename(tmp, path) < 0) {
+		ferry_error_set("rename %s: %s", tmp, strerror(errno));
+		goto out;
+	}
+	rc = 0;
+out:
+	if (rc < 0)
+		unlink(tmp);
+	free(tmp);
+	return rc;
+}
+
+/* Whether path holds exactly text. */
+static int file_equals(const char *path, const char *text)
+{
+	char *cur = NULL;
+	size_t len;
+	int same;
+
+	if (file_read(&cur, &len, path) < 0) {
+		ferry_error_clear();
+		return 0;
+	}
+	same = len == strlen(text) && memcmp(cur, text, len) == 0;
+	free(cur);
+	return same;
+}
+
+/* ---- the admin socket ---- */
+
+static int deadline_left(int64_t deadline)
+{
+	int64_t left = deadline - clock_mono_ms();
+	return left > 0 ? (int)left : 0;
+}
+
+static void sleep_ms(int ms)
+{
+	struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
+	nanosleep(&ts, NULL);
+}
+
+/*
+ * Sends one command line on the admin socket and reads the answer until
+ * haproxy closes (non-interactive mode), within CLI_TIMEOUT_MS in all.
+ * *out is the answer (the caller's). FERRY_ENOTFOUND when nothing listens.
+ */
+static int cli(const struct hap *h, const char *cmd, char **out)
+{
+	struct sockaddr_un sa = {.sun_family = AF_UNIX};
+	int64_t deadline = clock_mono_ms() + CLI_TIMEOUT_MS;
+	struct buf b = {0};
+	char *line = xasprintf("%s\n", cmd), chunk[8192];
+	size_t sent = 0, len = strlen(line);
+	int fd, rc = FERRY_ERROR;
+
+	*out = NULL;
+	snprintf(sa.sun_path, sizeof(sa.sun_path), "%s", h->sock);
+	fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+	if (fd < 0) {
+		ferry_error_set("socket: %s", strerror(errno));
+		goto out;
+	}
+	/* a non-blocking unix connect fails with EAGAIN while the backlog is full: try again */
+	while (connect(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0) {
+		if (errno == EAGAIN && deadline_left(deadline) > 0) {
+			sleep_ms(2);
+			continue;
+		}
+		if (errno == ENOENT || errno == ECONNREFUSED) {
+			ferry_error_set("haproxy is not running (%s: %s)", h->sock, strerror(errno));
+			rc = FERRY_ENOTFOUND;
+		} else {
+			ferry_error_set("%s: %s", h->sock, strerror(errno));
+		}
+		goto out;
+	}
+	while (sent < len) {
+		struct pollfd p = {fd, POLLOUT, 0};
+		ssize_t w;
+		if (poll(&p, 1, deadline_left(deadline)) <= 0) {
+			ferry_error_set("haproxy admin socket: no room to send '%s' within %d ms", cmd,
+					CLI_TIMEOUT_MS);
+			goto out;
+		}
+		w = send(fd, line + sent, len - sent, MSG_NOSIGNAL);
+		if (w < 0 && errno != EINTR && errno != EAGAIN) {
+			ferry_error_set("haproxy admin socket: send: %s", strerror(errno));
+			goto out;
+		}
+		if (w > 0)
+			sent += (size_t)w;
+	}
+	for (;;) {
+		struct pollfd p = {fd, POLLIN, 0};
+		ssize_t r;
+		if (poll(&p, 1, deadline_left(deadline)) <= 0) {
+			ferry_error_set("haproxy admin socket: no answer to '%s' within %d ms", cmd,
+					CLI_TIMEOUT_MS);
+			goto out;
+		}
+		r = recv(fd, chunk, sizeof(chunk), 0);
+		if (r == 0)
+			break;
+		if (r < 0) {
+			if (errno == EINTR || errno == EAGAIN)
+				continue;
+			ferry_error_set("haproxy admin socket: recv: %s", strerror(errno));
+			goto out;
+		}
+		if (b.len + (size_t)r > CLI_MAX_BYTES) {
+			ferry_error_set("haproxy admin socket: answer to '%s' is over %u bytes", cmd,
+					CLI_MAX_BYTES);
+			goto out;
+		}
+		buf_add(&b, chunk, (size_t)r);
+	}
+	*out = b.p ? b.p : xstrdup("");
+	b.p = NULL;
+	rc = 0;
+out:
+	if (fd >= 0)
+		close(fd);
+	free(line);
+	free(b.p);
+	return rc;
+}
+
+/*
+ * Runs a "set" command: success prints nothing but blank lines, except
+ * for an address change, which says what changed "by 'stats socket
+ * command'".
+ */
+static int cli_set(const struct hap *h, const char *cmd)
+{
+	char *ans = NULL;
+	int rc = cli(h, cmd, &ans);
+
+	if (rc == 0 && strstr(ans, "by 'stats socket command'") == NULL) {
+		for (const char *p = ans; *p; p++)
+			if (!isspace((unsigned char)*p)) {
+				size_t n = strcspn(ans, "\n");
+				ferry_error_set("haproxy: %s: %.*s", cmd, (int)n, ans);
+				rc = FERRY_ERROR;
+				break;
+			}
+	}
+	free(ans);
+	return rc;
+}
+
+/* The value of "Key: value" in a "show info" answer (the caller's), or NULL. */
+static char *info_field(const char *info, const char *key)
+{
+	size_t klen = strlen(key);
+
+	for (const char *p = info; p && *p; p = strchr(p, '\n'), p = p ? p + 1 : NULL) {
+		if (strncmp(p, key, klen) == 0 && p[klen] == ':') {
+			const char *v = p + klen + 1;
+			while (*v == ' ')
+				v++;
+			return xstrndup(v, strcspn(v, "\r\n"));
+		}
+	}
+	return NULL;
+}
+
+/* The worker's pid and node name from "show info" (each may be NULL; node is the caller's). */
+static int read_info(const struct hap *h, long *pid, char **node)
+{
+	char *info = NULL, *p;
+	int64_t v;
+	int rc;
+
+	if ((rc = cli(h, "show info", &info)) < 0)
+		return rc;
+	if (pid) {
+		p = info_field(info, "Pid");
+		*pid = p && parse_int64(p, &v) == 0 ? (long)v : -1;
+		free(p);
+	}
+	if (node)
+		*node = info_field(info, "node");
+	free(info);
+	return 0;
+}
+
+/* ---- the process ---- */
+
+/*
+ * Whether pid lives (not a zombie); its start time (clock ticks after boot,
+ * which exec keeps) into *start.
+ */
+static int pid_alive(pid_t pid, unsigned long long *start)
+{
+	char path[64], *stat = NULL, *p;
+	size_t len = 0;
+	int alive = 0;
+
+	/* a zombie that is our child (a subreaper's) is reaped here; others are skipped below */
+	waitpid(pid, NULL, WNOHANG);
+	snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
+	if (file_read(&stat, &len, path) < 0) {
+		ferry_error_clear();
+		return 0;
+	}
+	p = strrchr(stat, ')');
+	if (p && p[1] == ' ' && p[2] != 'Z' && p[2] != 'X') {
+		/* after ") ": state is field 3, starttime field 22 */
+		alive = 1;
+		p += 2;
+		for (int field = 3; field < 22 && p; field++)
+			p = strchr(p, ' '), p = p ? p + 1 : NULL;
+		*start = p ? strtoull(p, NULL, 10) : 0;
+	}
+	free(stat);
+	return alive;
+}
+
+/* Whether pid's command line names our config file (empty while it execs). */
+static int pid_runs_our_config(const struct hap *h, pid_t pid)
+{
+	char path[64], *cmdline = NULL;
+	size_t len = 0;
+	int ours = 0;
+
+	snprintf(path, sizeof(path), "/proc/%d/cmdline", (int)pid);
+	if (file_read(&cmdline, &len, path) < 0) {
+		ferry_error_clear();
+		return 0;
+	}
+	for (size_t off = 0; off < len; off += strlen(cmdline + off) + 1)
+		if (strcmp(cmdline + off, h->cfg) == 0) {
+			ours = 1;
+			break;
+		}
+	free(cmdline);
+	return ours;
+}
+
+/*
+ * The master's pid when this directory's haproxy runs, else 0. The pid
+ * file names it; it must live and run our config. A reload re-executes
+ * the master (same pid and start time) and rewrites the pid file in place
+ * meanwhile, and its command line is empty for a moment, so the master
+ * once found is known again by its start time, and the pid file and the
+ * command line are read again for a moment when they are empty.
+ */
+static pid_t running_pid(struct hap *h)
+{
+	unsigned long long start = 0;
+	char *text = NULL;
+	size_t len = 0;
+	int64_t v;
+
+	if (h->master > 0 && pid_alive(h->master, &start) && start == h->master_start)
+		return h->master;
+	h->master = 0;
+	for (int tries = 0; tries < 20; tries++, sleep_ms(5)) {
+		int rc;
+		free(text);
+		text = NULL;
+		if ((rc = file_read(&text, &len, h->pidfile)) < 0) {
+			ferry_error_clear();
+			if (rc == FERRY_ENOTFOUND)
+				break;
+			continue;
+		}
+		text[strcspn(text, "\r\n")] = '\0';
+		if (parse_int64(text, &v) < 0 || v <= 1 || v >= 1 << 30)
+			continue;
+		if (!pid_alive((pid_t)v, &start))
+			break;
+		if (pid_runs_our_config(h, (pid_t)v)) {
+			h->master = (pid_t)v;
+			h->master_start = start;
+			break;
+		}
+	}
+	free(text);
+	return h->master;
+}
+
+/* Whether pid is gone (or a zombie). */
+static int pid_gone(pid_t pid)
+{
+	char path[64], *stat = NULL;
+	size_t len;
+	int gone;
+
+	waitpid(pid, NULL, WNOHANG);
+	snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
+	if (file_read(&stat, &len, path) < 0) {
+		ferry_error_clear();
+		return 1;
+	}
+	{
+		const char *rp = strrchr(stat, ')');
+		gone = rp && rp[1] == ' ' && (rp[2] == 'Z' || rp[2] == 'X');
+	}
+	free(stat);
+	return gone;
+}
+
+/* The pids whose parent is ppid (the master's workers), at most max. */
+static size_t children_of(pid_t ppid, pid_t *out, size_t max)
+{
+	DIR *d = opendir("/proc");
+	struct dirent *e;
+	size_t n = 0;
+
+	if (d == NULL)
+		return 0;
+	while (n < max && (e = readdir(d)) != NULL) {
+		char path[300], *stat = NULL;
+		size_t len;
+		int64_t pid;
+		if (parse_int64(e->d_name, &pid) < 0)
+			continue;
+		snprintf(path, sizeof(path), "/proc/%s/stat", e->d_name);
+		if (file_read(&stat, &len, path) < 0) {
+			ferry_error_clear();
+			continue;
+		}
+		/* fields after the command: state ppid … */
+		const char *rp = strrchr(stat, ')');
+		if (rp && rp[1] == ' ' && rp[2] && rp[3] == ' ') {
+			long pp = strtol(rp + 4, NULL, 10);
+			if (pp == (long)ppid)
+				out[n++] = (pid_t)pid;
+		}
+		free(stat);
+	}
+	closedir(d);
+	return n;
+}
+
+/* The haproxy binary: $FERRY_HAPROXY, else haproxy on PATH, else in /usr/sbin or /usr/local/sbin. */
+static char *find_binary(void)
+{
+	const char *env = getenv("FERRY_HAPROXY"), *path = getenv("PATH");
+	static const char *const fallback[] = {"/usr/sbin/haproxy", "/usr/local/sbin/haproxy", NULL};
+
+	if (env && *env)
+		return xstrdup(env);
+	for (const char *p = path; p && *p;) {
+		size_t n = strcspn(p, ":");
+		char *cand = xasprintf("%.*s/haproxy", (int)n, p);
+		if (n > 0 && access(cand, X_OK) == 0)
+			return cand;
+		free(cand);
+		p += n;
+		if (*p == ':')
+			p++;
+	}
+	for (size_t i = 0; fallback[i]; i++)
+		if (access(fallback[i], X_OK) == 0)
+			return xstrdup(fallback[i]);
+	return xstrdup("haproxy");
+}
+
+/*
+ * Runs argv with stdout and stderr into logpath (truncated when trunc) and
+ * waits for it, at most timeout_ms (then SIGKILL). Returns its exit status,
+ * 0x100 when it cannot be known (the daemon's reaper took it first; the
+ * callers then judge by its effects), or FERRY_ERROR.
+ */
+static int spawn_wait(char *const argv[], const char *logpath, int trunc, int64_t timeout_ms)
+{
+	int64_t deadline = clock_mono_ms() + timeout_ms;
+	int logfd, nullfd, st;
+	sigset_t all, old;
+	pid_t pid, r;
+
+	logfd = open(logpath, O_WRONLY | O_CREAT | O_CLOEXEC | (trunc ? O_TRUNC : O_APPEND), 0600);
+	nullfd = open("/dev/null", O_RDONLY | O_CLOEXEC);
+	if (logfd < 0 || nullfd < 0) {
+		ferry_error_set("%s: %s", logpath, strerror(errno));
+		if (logfd >= 0)
+			close(logfd);
+		if (nullfd >= 0)
+			close(nullfd);
+		return FERRY_ERROR;
+	}
+	/* no signal handler of the daemon may run in the child before exec */
+	sigfillset(&all);
+	pthread_sigmask(SIG_SETMASK, &all, &old);
+	pid = fork();
+	if (pid == 0) {
+		sigset_t none;
+		for (int s = 1; s < NSIG; s++)
+			signal(s, SIG_DFL);
+		sigemptyset(&none);
+		sigprocmask(SIG_SETMASK, &none, NULL);
+		dup2(nullfd, 0);
+		dup2(logfd, 1);
+		dup2(logfd, 2);
+		/* none of the daemon's descriptors (its listening socket) may live on in haproxy */
+		close_range(3, ~0U, 0);
+		execv(argv[0], argv);
+		_exit(127);
+	}
+	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	close(logfd);
+	close(nullfd);
+	if (pid < 0) {
+		ferry_error_set("fork: %s", strerror(errno));
+		return FERRY_ERROR;
+	}
+	while ((r = waitpid(pid, &st, WNOHANG)) == 0 && clock_mono_ms() < deadline)
+		sleep_ms(2);
+	if (r == 0) {
+		kill(pid, SIGKILL);
+		waitpid(pid, &st, 0);
+		ferry_error_set("%s did not finish within %lld ms", argv[0], (long long)timeout_ms);
+		return FERRY_ERROR;
+	}
+	if (r < 0)
+		return errno == ECHILD ? 0x100 : FERRY_ERROR;
+	return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + (WIFSIGNALED(st) ? WTERMSIG(st) : 0);
+}
+
+/* The last lines of a log, for an error message (the caller frees it). */
+static char *log_tail(const char *path)
+{
+	char *text = NULL, *p;
+	size_t len = 0;
+	int lines = 0;
+
+	if (file_read(&text, &len, path) < 0) {
+		ferry_error_clear();
+		return xstrdup("");
+	}
+	while (len > 0 && (text[len - 1] == '\n' || text[len - 1] == ' '))
+		text[--len] = '\0';
+	for (p = text + len; p > text; p--)
+		if (p[-1] == '\n' && ++lines == 4)
+			break;
+	for (char *q = p; *q; q++)
+		if (*q == '\n')
+			*q = ' ';
+	p = xstrdup(p);
+	free(text);
+	return p;
+}
+
+/* Checks the config file path with haproxy -c. */
+static int check_config(const struct hap *h, const char *path)
+{
+	char *checklog = xasprintf("%s/check.log", h->dir), *tail = NULL, *out = NULL;
+	char *argv[] = {h->bin, "-c", "-f", (char *)path, NULL};
+	size_t len;
+	int st, rc = FERRY_ERROR;
+
+	st = spawn_wait(argv, checklog, 1, START_TIMEOUT_MS);
+	if (st < 0)
+		goto out;
+	/* when the exit status was lost to the daemon's reaper, haproxy's own words decide */
+	if (st == 0x100 && file_read(&out, &len, checklog) == 0 && strstr(out, "Configuration file is valid"))
+		st = 0;
+	if (st != 0) {
+		tail = log_tail(checklog);
+		ferry_error_set("haproxy -c %s failed: %s", path, tail);
+		goto out;
+	}
+	rc = 0;
+out:
+	if (rc == 0)
+		ferry_error_clear();
+	free(checklog), free(tail), free(out);
+	return rc;
+}
+
+/* Writes the config (checked by haproxy -c first when check) and the state file. */
+static int write_files(const struct hap *h, const char *cfg, const char *state, int check)
+{
+	char *tmp = xasprintf("%s.new", h->cfg);
+	int rc;
+
+	if (check) {
+		if ((rc = write_atomic(tmp, cfg)) < 0 || (rc = check_config(h, tmp)) < 0)
+			goto out;
+	}
+	/* the state file first: a config that names a server always finds its state */
+	if ((rc = write_atomic(h->state, state)) < 0 || (rc = write_atomic(h->cfg, cfg)) < 0)
+		goto out;
+out:
+	unlink(tmp);
+	free(tmp);
+	return rc;
+}
+
+/* Starts haproxy from the files and waits until its worker answers with node. */
+static int start_locked(struct hap *h, const char *node)
+{
+	char *argv[] = {h->bin, "-D", "-f", h->cfg, NULL};
+	int64_t deadline = clock_mono_ms() + START_TIMEOUT_MS;
+	char *tail, *got = NULL;
+	int st;
+
+	/* never two masters on one directory: one that answers but that the pid file misses is an error */
+	if (read_info(h, NULL, NULL) == 0) {
+		ferry_error_set("a haproxy answers on %s but %s does not name it; stop it first", h->sock,
+				h->pidfile);
+		return FERRY_ECONFLICT;
+	}
+	unlink(h->pidfile);
+	st = spawn_wait(argv, h->log, 0, START_TIMEOUT_MS);
+	if (st < 0)
+		return st;
+	if (st != 0 && st != 0x100) {
+		tail = log_tail(h->log);
+		ferry_error_set("haproxy did not start (exit %d): %s", st, tail);
+		free(tail);
+		return FERRY_ERROR;
+	}
+	/* -D: the launcher returned once the master forked; the worker may not answer yet */
+	while (clock_mono_ms() < deadline) {
+		if (running_pid(h) > 0 && read_info(h, NULL, &got) == 0 && got && strcmp(got, node) == 0) {
+			free(got);
+			ferry_error_clear();
+			return 0;
+		}
+		free(got);
+		got = NULL;
+		sleep_ms(5);
+	}
+	tail = log_tail(h->log);
+	ferry_error_set("haproxy did not answer on %s within %d ms: %s", h->sock, START_TIMEOUT_MS, tail);
+	free(tail);
+	return FERRY_ERROR;
+}
+
+/*
+ * Reloads the master (SIGUSR2: it starts a new worker from the files,
+ * which takes the listening sockets over) and waits until a worker other
+ * than old_worker answers, with node when node is not NULL.
+ */
+static int reload_locked(struct hap *h, pid_t master, long old_worker, const char *node)
+{
+	int64_t deadline = clock_mono_ms() + START_TIMEOUT_MS;
+	char *got = NULL, *tail;
+	long pid = -1;
+
+	if (kill(master, SIGUSR2) < 0) {
+		ferry_error_set("kill -USR2 %d: %s", (int)master, strerror(errno));
+		return FERRY_ERROR;
+	}
+	/*
+	 * The old worker keeps accepting on the shared admin socket until it
+	 * has handled its soft-stop signal: the new one must answer several
+	 * times in a row before the next command can be sure to reach it.
+	 */
+	for (int in_a_row = 0; clock_mono_ms() < deadline; sleep_ms(in_a_row ? 5 : 2)) {
+		if (read_info(h, &pid, &got) == 0 && pid != old_worker && pid > 0 &&
+		    (node == NULL || (got && strcmp(got, node) == 0))) {
+			if (++in_a_row == 4) {
+				free(got);
+				ferry_error_clear();
+				return 0;
+			}
+		} else {
+			in_a_row = 0;
+		}
+		free(got);
+		got = NULL;
+	}
+	tail = log_tail(h->log);
+	ferry_error_set("haproxy did not reload within %d ms: %s", START_TIMEOUT_MS, tail);
+	free(tail);
+	return FERRY_ERROR;
+}
+
+static void stop_locked(struct hap *h)
+{
+	pid_t master = running_pid(h), kids[64];
+	size_t nk;
+	int64_t deadline;
+
+	if (master <= 0)
+		return;
+	nk = children_of(master, kids, sizeof(kids) / sizeof(kids[0]));
+	/* soft stop: the workers finish their requests, the master exits after them */
+	kill(master, SIGUSR1);
+	deadline = clock_mono_ms() + STOP_SOFT_MS;
+	while (!pid_gone(master) && clock_mono_ms() < deadline)
+		sleep_ms(5);
+	if (!pid_gone(master))
+		kill(master, SIGKILL);
+	deadline = clock_mono_ms() + 1000;
+	for (size_t i = 0; i < nk; i++) {
+		while (!pid_gone(kids[i]) && clock_mono_ms() < deadline)
+			sleep_ms(5);
+		if (!pid_gone(kids[i]))
+			kill(kids[i], SIGKILL);
+	}
+	while (!pid_gone(master) && clock_mono_ms() < deadline)
+		sleep_ms(5);
+	unlink(h->pidfile);
+}
+
+/* ---- what haproxy has ---- */
+
+struct live_srv {
+	char *fe, *name, *addr;
+	int port, weight, admin;
+};
+
+struct live {
+	struct live_srv *s;
+	size_t n;
+	json_t *fronts; /* frontend name -> port (0 when unknown) */
+	char *node;
+	long pid;
+};
+
+static void live_dispose(struct live *l)
+{
+	for (size_t i = 0; i < l->n; i++)
+		free(l->s[i].fe), free(l->s[i].name), free(l->s[i].addr);
+	free(l->s);
+	json_decref(l->fronts);
+	free(l->node);
+	memset(l, 0, sizeof(*l));
+}
+
+static int int_field(const char *s)
+{
+	int64_t v;
+	return s && parse_int64(s, &v) == 0 && v >= 0 && v <= 1 << 30 ? (int)v : 0;
+}
+
+/* Parses "show servers state" (version 1) into l->s. */
+static int parse_servers_state(char *text, struct live *l)
+{
+	size_t cap = 0;
+
+	for (char *line = text, *next; line && *line; line = next) {
+		char *f[32];
+		size_t nf = 0;
+		next = strchr(line, '\n');
+		if (next)
+			*next++ = '\0';
+		if (*line == '#' || *line == '\0' || strcmp(line, "1") == 0)
+			continue;
+		for (char *p = line; *p && nf < 32;) {
+			while (*p == ' ')
+				p++;
+			if (!*p)
+				break;
+			f[nf++] = p;
+			p += strcspn(p, " ");
+			if (*p)
+				*p++ = '\0';
+		}
+		if (nf < 19) {
+			ferry_error_set("haproxy: unexpected line in show servers state: %s", line);
+			return FERRY_ERROR;
+		}
+		if (l->n == cap) {
+			cap = cap ? cap * 2 : 16;
+			l->s = xrealloc(l->s, cap * sizeof(*l->s));
+		}
+		l->s[l->n++] = (struct live_srv){xstrdup(f[1]), xstrdup(f[3]), xstrdup(f[4]), int_field(f[18]),
+						 int_field(f[7]), int_field(f[6])};
+	}
+	return 0;
+}
+
+/*
+ * Splits one CSV line of "show stat" in place into at most max fields;
+ * HAProxy quotes a field that holds a comma or a quote (quotes doubled).
+ */
+static size_t csv_split(char *line, char **f, size_t max)
+{
+	size_t n = 0;
+	char *p = line;
+
+	while (n < max) {
+		if (*p == '"') {
+			char *w = ++p;
+			f[n++] = w;
+			while (*p && !(*p == '"' && p[1] != '"')) {
+				if (*p == '"')
+					p++;
+				*w++ = *p++;
+			}
+			if (*p == '"')
+				p++;
+			*w = '\0';
+			if (*p == ',')
+				*p++ = '\0';
+			else
+				break;
+		} else {
+			f[n++] = p;
+			p += strcspn(p, ",");
+			if (*p != ',')
+				break;
+			*p++ = '\0';
+		}
+	}
+	return n;
+}
+
+/* "show stat" as an array of objects, each the row's columns by name (strings). */
+static int read_stat(const struct hap *h, json_t **out)
+{
+	char *text = NULL, *hdr[256], *f[256];
+	size_t nh = 0;
+	json_t *rows = NULL;
+	int rc;
+
+	*out = NULL;
+	if ((rc = cli(h, "show stat", &text)) < 0)
+		return rc;
+	rows = json_array();
+	for (char *line = text, *next; line && *line; line = next) {
+		next = strchr(line, '\n');
+		if (next)
+			*next++ = '\0';
+		if (strncmp(line, "# ", 2) == 0) {
+			nh = csv_split(line + 2, hdr, 256);
+			continue;
+		}
+		if (*line == '\0' || nh == 0)
+			continue;
+		size_t nf = csv_split(line, f, 256);
+		json_t *row = json_object();
+		for (size_t i = 0; i < nf && i < nh; i++)
+			if (*hdr[i] && *f[i])
+				json_object_set_new(row, hdr[i], json_string(f[i]));
+		json_array_append_new(rows, row);
+	}
+	free(text);
+	if (nh == 0) {
+		json_decref(rows);
+		ferry_error_set("haproxy: show stat printed no header");
+		return FERRY_ERROR;
+	}
+	*out = rows;
+	return 0;
+}
+
+static const char *row_str(json_t *row, const char *key)
+{
+	const char *s = json_string_value(json_object_get(row, key));
+	return s ? s : "";
+}
+
+/* Reads the worker's pid and node, its servers and its frontends (with their ports). */
+static int live_read(const struct hap *h, struct live *l)
+{
+	char *text = NULL;
+	json_t *rows = NULL, *row;
+	size_t i;
+	int rc;
+
+	memset(l, 0, sizeof(*l));
+	l->fronts = json_object();
+	if ((rc = read_info(h, &l->pid, &l->node)) < 0)
+		goto out;
+	if ((rc = cli(h, "show servers state", &text)) < 0 || (rc = parse_servers_state(text, l)) < 0)
+		goto out;
+	if ((rc = read_stat(h, &rows)) < 0)
+		goto out;
+	json_array_foreach(rows, i, row) {
+		const char *px = row_str(row, "pxname"), *type = row_str(row, "type");
+		if (strcmp(type, "0") == 0 && !json_object_get(l->fronts, px))
+			json_object_set_new(l->fronts, px, json_integer(0));
+		if (strcmp(type, "3") == 0) { /* a listener: its addr is the front address */
+			const char *colon = strrchr(row_str(row, "addr"), ':');
+			if (colon)
+				json_object_set_new(l->fronts, px, json_integer(int_field(colon + 1)));
+		}
+	}
+out:
+	free(text);
+	json_decref(rows);
+	if (rc < 0)
+		live_dispose(l);
+	return rc;
+}
+
+static const struct live_srv *live_find(const struct live *l, const char *fe, const char *name)
+{
+	for (size_t i = 0; i < l->n; i++)
+		if (strcmp(l->s[i].fe, fe) == 0 && strcmp(l->s[i].name, name) == 0)
+			return &l->s[i];
+	return NULL;
+}
+
+static const char *admin_state(int admin)
+{
+	if (admin & (ADMF_FMAINT | ADMF_IMAINT | ADMF_CMAINT | ADMF_RMAINT))
+		return "maint";
+	if (admin & (ADMF_FDRAIN | ADMF_IDRAIN))
+		return "drain";
+	return "ready";
+}
+
+/* ---- hap_apply ---- */
+
+/*
+ * Checks that the front ports haproxy does not hold yet are free: a port
+ * taken by another program would make the start fail, or the reload's new
+ * worker fail while the old one keeps serving the old layout. fronts is
+ * what haproxy listens on now (frontend -> port; NULL when none runs).
+ */
+static int ports_free(const struct hap_frontend *fe, size_t n, json_t *fronts)
+{
+	for (size_t i = 0; i < n; i++) {
+		struct sockaddr_in sa = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK),
+					 .sin_port = htons((uint16_t)fe[i].port)};
+		const char *name;
+		json_t *port;
+		int held = 0, fd, one = 1, err = 0;
+
+		json_object_foreach(fronts, name, port)
+			if (json_integer_value(port) == fe[i].port)
+				held = 1;
+		if (held)
+			continue;
+		fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+		if (fd < 0)
+			continue;
+		setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+		if (bind(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0)
+			err = errno;
+		close(fd);
+		if (err == EADDRINUSE) {
+			ferry_error_set("frontend %s: port %d on 127.0.0.1 is in use by another program",
+					fe[i].name, fe[i].port);
+			return FERRY_ECONFLICT;
+		}
+	}
+	return 0;
+}
+
+static void change(json_t *changes, const char *fe, const char *srv, const char *what, json_t *from,
+		   json_t *to)
+{
+	json_t *c;
+
+	if (changes == NULL) {
+		json_decref(from), json_decref(to);
+		return;
+	}
+	c = json_object();
+	if (fe)
+		json_object_set_new(c, "frontend", json_string(fe));
+	if (srv)
+		json_object_set_new(c, "server", json_string(srv));
+	json_object_set_new(c, "what", json_string(what));
+	if (from)
+		json_object_set_new(c, "from", from);
+	if (to)
+		json_object_set_new(c, "to", to);
+	json_array_append_new(changes, c);
+}
+
+static json_t *addr_json(const char *addr, int port)
+{
+	return json_sprintf("%s:%d", addr, port);
+}
+
+/* Records how the layout differs (frontends, ports, server sets); returns how many differences. */
+static int layout_diff(const struct hap_frontend *fe, size_t n, const struct live *l, json_t *changes)
+{
+	const char *name;
+	json_t *port;
+	int diffs = 0;
+
+	for (size_t i = 0; i < n; i++) {
+		json_t *lp = json_object_get(l->fronts, fe[i].name);
+		if (lp == NULL) {
+			change(changes, fe[i].name, NULL, "frontend-added", NULL, json_integer(fe[i].port));
+			diffs++;
+		} else if (json_integer_value(lp) != 0 && json_integer_value(lp) != fe[i].port) {
+			change(changes, fe[i].name, NULL, "port", json_copy(lp), json_integer(fe[i].port));
+			diffs++;
+		}
+		for (size_t k = 0; k < fe[i].nservers; k++) {
+			const struct hap_server *s = &fe[i].servers[k];
+			if (live_find(l, fe[i].name, s->name) == NULL) {
+				change(changes, fe[i].name, s->name, "server-added", NULL, addr_json(s->addr, s->port));
+				diffs++;
+			}
+		}
+	}
+	json_object_foreach(l->fronts, name, port) {
+		size_t i;
+		for (i = 0; i < n && strcmp(fe[i].name, name) != 0; i++)
+			;
+		if (i == n) {
+			change(changes, name, NULL, "frontend-removed", json_copy(port), NULL);
+			diffs++;
+		}
+	}
+	for (size_t j = 0; j < l->n; j++) {
+		size_t i, k = 0;
+		for (i = 0; i < n && strcmp(fe[i].name, l->s[j].fe) != 0; i++)
+			;
+		if (i < n)
+			for (k = 0; k < fe[i].nservers && strcmp(fe[i].servers[k].name, l->s[j].name) != 0; k++)
+				;
+		if (i == n || k == fe[i].nservers) {
+			change(changes, l->s[j].fe, l->s[j].name, "server-removed",
+			       addr_json(l->s[j].addr, l->s[j].port), NULL);
+			diffs++;
+		}
+	}
+	return diffs;
+}
+
+/*
+ * Sends the run-time commands that make the servers haproxy has match fe,
+ * in two passes: first what adds capacity (addresses, weights going up,
+ * servers becoming ready), then what takes it away (weights going down,
+ * servers draining), so that moving all the weight from one server to
+ * another never leaves the backend with none.
+ */
+static int runtime_repair(const struct hap *h, const struct hap_frontend *fe, size_t n, const struct live *l,
+			  json_t *changes)
+{
+	for (int pass = 0; pass < 2; pass++)
+		for (size_t i = 0; i < n; i++)
+			for (size_t k = 0; k < fe[i].nservers; k++) {
+				const struct hap_server *s = &fe[i].servers[k];
+				const struct live_srv *ls = live_find(l, fe[i].name, s->name);
+				const char *want = s->drain ? "drain" : "ready", *has;
+				char *cmd;
+				int rc;
+
+				if (ls == NULL)
+					continue;
+				has = admin_state(ls->admin);
+				if (pass == 0 && (strcmp(ls->addr, s->addr) != 0 || ls->port != s->port)) {
+					cmd = xasprintf("set server %s/%s addr %s port %d", fe[i].name, s->name,
+							s->addr, s->port);
+					rc = cli_set(h, cmd);
+					free(cmd);
+					if (rc < 0)
+						return rc;
+					change(changes, fe[i].name, s->name, "addr", addr_json(ls->addr, ls->port),
+					       addr_json(s->addr, s->port));
+				}
+				if (ls->weight != s->weight && (pass == 0) == (s->weight > ls->weight)) {
+					cmd = xasprintf("set server %s/%s weight %d", fe[i].name, s->name, s->weight);
+					rc = cli_set(h, cmd);
+					free(cmd);
+					if (rc < 0)
+						return rc;
+					change(changes, fe[i].name, s->name, "weight", json_integer(ls->weight),
+					       json_integer(s->weight));
+				}
+				if (strcmp(has, want) != 0 && (pass == 0) == !s->drain) {
+					cmd = xasprintf("set server %s/%s state %s", fe[i].name, s->name, want);
+					rc = cli_set(h, cmd);
+					free(cmd);
+					if (rc < 0)
+						return rc;
+					change(changes, fe[i].name, s->name, "state", json_string(has), json_string(want));
+				}
+			}
+	return 0;
+}
+
+int hap_apply(struct hap *h, const struct hap_frontend *fe, size_t n, json_t *changes)
+{
+	char *node = NULL, *cfg = NULL, *state = NULL;
+	json_t *layout = NULL;
+	struct live l = {0};
+	pid_t master;
+	int rc;
+
+	if ((rc = validate(fe, n)) < 0)
+		return rc;
+	pthread_mutex_lock(&h->mu);
+	if (n == 0) {
+		if (running_pid(h) > 0) {
+			stop_locked(h);
+			change(changes, NULL, NULL, "stopped", NULL, NULL);
+		}
+		rc = 0;
+		goto out;
+	}
+	node = layout_node(h, fe, n);
+	cfg = render_config(h, fe, n, node);
+	state = render_state(fe, n);
+	master = running_pid(h);
+	if (master <= 0) {
+		if ((rc = ports_free(fe, n, NULL)) < 0 || (rc = write_files(h, cfg, state, 1)) < 0 ||
+		    (rc = start_locked(h, node)) < 0)
+			goto out;
+		change(changes, NULL, NULL, "started", NULL, NULL);
+		goto out;
+	}
+	if ((rc = live_read(h, &l)) < 0) {
+		if (rc == FERRY_ENOTFOUND)
+			ferry_error_set("haproxy (pid %d) does not answer on %s", (int)master, h->sock);
+		rc = FERRY_ERROR;
+		goto out;
+	}
+	layout = json_array();
+	if (layout_diff(fe, n, &l, layout) > 0 || l.node == NULL || strcmp(l.node, node) != 0) {
+		long old = l.pid;
+		if ((rc = ports_free(fe, n, l.fronts)) < 0 || (rc = write_files(h, cfg, state, 1)) < 0 ||
+		    (rc = reload_locked(h, master, old, node)) < 0)
+			goto out;
+		/* reported once done: a refused change reports nothing */
+		if (changes)
+			json_array_extend(changes, layout);
+		change(changes, NULL, NULL, "reloaded", NULL, NULL);
+		/* the new worker loaded the state file; what it has is checked below like any other */
+		live_dispose(&l);
+		if ((rc = live_read(h, &l)) < 0)
+			goto out;
+		if (layout_diff(fe, n, &l, NULL) > 0) {
+			ferry_error_set("haproxy reloaded but does not serve the new frontends and servers; see %s",
+					h->log);
+			rc = FERRY_ERROR;
+			goto out;
+		}
+	} else if (!file_equals(h->cfg, cfg) || !file_equals(h->state, state)) {
+		/* same layout: only weights, states or addresses differ, no check needed */
+		if ((rc = write_files(h, cfg, state, 0)) < 0)
+			goto out;
+	}
+	rc = runtime_repair(h, fe, n, &l, changes);
+out:
+	pthread_mutex_unlock(&h->mu);
+	live_dispose(&l);
+	json_decref(layout);
+	free(node), free(cfg), free(state);
+	return rc;
+}
+
+/* ---- reading back ---- */
+
+static int not_running(const struct hap *h)
+{
+	ferry_error_set("haproxy is not running (no live haproxy in %s)", h->pidfile);
+	return FERRY_ENOTFOUND;
+}
+
+int hap_read(struct hap *h, json_t **out)
+{
+	char *text = NULL;
+	struct live l = {0};
+	int rc;
+
+	*out = NULL;
+	pthread_mutex_lock(&h->mu);
+	rc = running_pid(h) > 0 ? cli(h, "show servers state", &text) : not_running(h);
+	pthread_mutex_unlock(&h->mu);
+	if (rc < 0)
+		goto out;
+	if ((rc = parse_servers_state(text, &l)) < 0)
+		goto out;
+	*out = json_array();
+	for (size_t i = 0; i < l.n; i++)
+		json_array_append_new(*out, json_pack("{s:s, s:s, s:s, s:i, s:i, s:s}", "frontend", l.s[i].fe,
+						      "server", l.s[i].name, "addr", l.s[i].addr, "port",
+						      l.s[i].port, "weight", l.s[i].weight, "state",
+						      admin_state(l.s[i].admin)));
+out:
+	free(text);
+	live_dispose(&l);
+	return rc;
+}
+
+static json_int_t row_int(json_t *row, const char *key)
+{
+	int64_t v;
+	const char *s = row_str(row, key);
+	return *s && parse_int64(s, &v) == 0 ? (json_int_t)v : 0;
+}
+
+int hap_stats(struct hap *h, json_t **out)
+{
+	json_t *rows = NULL, *row;
+	size_t i;
+	int rc;
+
+	*out = NULL;
+	pthread_mutex_lock(&h->mu);
+	rc = running_pid(h) > 0 ? read_stat(h, &rows) : not_running(h);
+	pthread_mutex_unlock(&h->mu);
+	if (rc < 0)
+		return rc;
+	*out = json_array();
+	json_array_foreach(rows, i, row) {
+		if (strcmp(row_str(row, "type"), "2") != 0)
+			continue;
+		json_array_append_new(*out, json_pack("{s:s, s:s, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:s}",
+						      "frontend", row_str(row, "pxname"), "server",
+						      row_str(row, "svname"), "requests", row_int(row, "stot"),
+						      "hrsp_2xx", row_int(row, "hrsp_2xx"), "hrsp_5xx",
+						      row_int(row, "hrsp_5xx"), "rtime_ms", row_int(row, "rtime"),
+						      "qtime_ms", row_int(row, "qtime"), "ttime_ms",
+						      row_int(row, "ttime"), "scur", row_int(row, "scur"), "status",
+						      row_str(row, "status")));
+	}
+	json_decref(rows);
+	return 0;
+}
+
+int hap_running(struct hap *h)
+{
+	int r;
+
+	pthread_mutex_lock(&h->mu);
+	r = running_pid(h) > 0;
+	pthread_mutex_unlock(&h->mu);
+	return r;
+}
+
+int hap_reload(struct hap *h)
+{
+	pid_t master;
+	long old = -1;
+	int rc;
+
+	pthread_mutex_lock(&h->mu);
+	master = running_pid(h);
+	if (master <= 0) {
+		rc = not_running(h);
+		goto out;
+	}
+	if ((rc = check_config(h, h->cfg)) < 0 || (rc = read_info(h, &old, NULL)) < 0)
+		goto out;
+	rc = reload_locked(h, master, old, NULL);
+out:
+	pthread_mutex_unlock(&h->mu);
+	return rc;
+}
+
+void hap_stop(struct hap *h)
+{
+	pthread_mutex_lock(&h->mu);
+	stop_locked(h);
+	pthread_mutex_unlock(&h->mu);
+}
+
+/* ---- open and close ---- */
+
+int hap_open(struct hap **out, const char *dir)
+{
+	struct hap *h = xcalloc(1, sizeof(*h));
+	const char *tpath = getenv("FERRY_HAPROXY_TEMPLATE");
+	size_t len;
+	int rc;
+
+	*out = NULL;
+	pthread_mutex_init(&h->mu, NULL);
+	h->dir = xstrdup(dir);
+	h->cfg = xasprintf("%s/haproxy.cfg", dir);
+	h->state = xasprintf("%s/server-state", dir);
+	h->sock = xasprintf("%s/admin.sock", dir);
+	h->pidfile = xasprintf("%s/haproxy.pid", dir);
+	h->log = xasprintf("%s/haproxy.log", dir);
+	h->bin = find_binary();
+	if (strlen(h->sock) >= sizeof(((struct sockaddr_un *)0)->sun_path)) {
+		ferry_error_set("%s: the path is too long for a unix socket; use a shorter FERRY_HOME", h->sock);
+		rc = FERRY_EINVALID;
+		goto out;
+	}
+	/* the config names the directory as it is: no blanks or newlines, which would cut its lines */
+	for (const char *p = dir; *p; p++)
+		if (isspace((unsigned char)*p) || *p == '"' || *p == '#') {
+			ferry_error_set("%s: HAProxy's directory may not hold blanks, quotes or #", dir);
+			rc = FERRY_EINVALID;
+			goto out;
+		}
+	if ((rc = mkdir_p(dir, 0700)) < 0)
+		goto out;
+	if (tpath && *tpath) {
+		if ((rc = file_read(&h->tmpl, &len, tpath)) < 0)
+			goto out;
+	} else {
+		h->tmpl = xstrdup(hap_template_builtin);
+		tpath = "deploy/haproxy.cfg.tmpl (built in)";
+	}
+	if ((rc = template_cut(h, tpath)) < 0)
+		goto out;
+	*out = h;
+	h = NULL;
+out:
+	hap_close(h);
+	return rc;
+}
+
+void hap_close(struct hap *h)
+{
+	if (h == NULL)
+		return;
+	pthread_mutex_destroy(&h->mu);
+	free(h->dir), free(h->cfg), free(h->state), free(h->sock), free(h->pidfile), free(h->log);
+	free(h->bin), free(h->tmpl);
+	free(h);
+}
