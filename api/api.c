@@ -679,6 +679,13 @@ const struct api_route api_routes[] = {
 	{"PUT", "/api/v1/models/{name}/aliases/{alias}", AUTH | ROUTE_ADMIN, NULL, api_model_alias_put, NULL,
 	 "version"},
 	{"GET", "/api/v1/cache", AUTH, NULL, api_cache_get, "host", NULL},
+	{"GET", "/api/v1/deployments", AUTH, NULL, api_deployments_list, NULL, NULL},
+	{"GET", "/api/v1/deployments/{id}", AUTH, NULL, api_deployment_get, NULL, NULL},
+	{"PATCH", "/api/v1/deployments/{id}", AUTH, NULL, api_deployment_patch, NULL,
+	 "traffic action version auto_stop extend"},
+	{"DELETE", "/api/v1/deployments/{id}", AUTH, NULL, api_deployment_delete, NULL, NULL},
+	{"POST", "/api/v1/deployments/{id}/predict", AUTH, NULL, api_deployment_predict, NULL,
+	 "id inputs outputs parameters"},
 	{NULL, NULL, 0, NULL, NULL, NULL, NULL},
 };
 

@@ -93,6 +93,12 @@ void api_pool_put(struct api *a, PGconn *c);
  * them (api_stop).
  */
 void api_step_logs(struct api *a, struct reply *r, PGconn *db, struct req *q);
+/* api_deploy.c */
+void api_deployments_list(struct api *a, struct reply *r, PGconn *db, struct req *q);
+void api_deployment_get(struct api *a, struct reply *r, PGconn *db, struct req *q);
+void api_deployment_patch(struct api *a, struct reply *r, PGconn *db, struct req *q);
+void api_deployment_delete(struct api *a, struct reply *r, PGconn *db, struct req *q);
+void api_deployment_predict(struct api *a, struct reply *r, PGconn *db, struct req *q);
 void *api_logs_ticker(void *arg);
 void api_logs_unpark_all(struct api *a);
 

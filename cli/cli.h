@@ -91,6 +91,7 @@ int watch_run(const struct cli *cli, ferry_client *c, int64_t id, bool json);
 int cmd_watch(const struct ctx *x, int argc, char **argv); /* watch.c */
 int cmd_logs(const struct ctx *x, int argc, char **argv);  /* logs.c */
 int cmd_models(const struct ctx *x, int argc, char **argv); /* models.c */
+int cmd_deployments(const struct ctx *x, int argc, char **argv); /* deployments.c */
 int cmd_cache(const struct ctx *x, int argc, char **argv); /* cache.c */
 int cmd_events(const struct ctx *x, int argc, char **argv); /* events.c */
 int cmd_workflow(const struct ctx *x, int argc, char **argv); /* workflow.c */

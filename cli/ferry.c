@@ -1041,6 +1041,28 @@ static const struct command commands[] = {
 	 "  ferry models get digits production\n"
 	 "  ferry models alias digits production 0.0.1     # roll back\n",
 	 cmd_models},
+	{"deployments", "Deployed models: versions, traffic split, replicas, auto-stop.",
+	 "ferry deployments list [-o json]\n"
+	 "       ferry deployments get ID [-o json]\n"
+	 "       ferry deployments traffic ID VERSION PERCENT\n"
+	 "       ferry deployments extend ID HOURS\n"
+	 "       ferry deployments stop|start|rollback|delete ID\n"
+	 "       ferry deployments promote ID VERSION\n"
+	 "       ferry deployments predict ID REQUEST.json",
+	 "  list      deployments with their versions, weights and replicas\n"
+	 "  get       one deployment, its deadline and replicas' health\n"
+	 "  traffic   give VERSION PERCENT of the traffic; the others share the rest\n"
+	 "  extend    move the auto-stop deadline by HOURS (1h-24h)\n"
+	 "  stop      drain, stop the replicas, keep the versions and weights\n"
+	 "  start     bring a stopped deployment back with its weights\n"
+	 "  promote   100% to VERSION\n"
+	 "  rollback  the weights before the last change\n"
+	 "  predict   send an inference request through the front address\n"
+	 "  delete    stop and forget the deployment\n"
+	 "  -o, --output json   print the API's JSON\n"
+	 "\nExample:\n"
+	 "  ferry deployments traffic 1 0.0.2 50\n",
+	 cmd_deployments},
 	{"cache", "Show the data cache of cache steps: entries, sessions, hit/miss totals.",
 	 "ferry cache [--host NAME] [-o json]",
 	 "Options:\n"

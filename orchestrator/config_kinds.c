@@ -22,12 +22,13 @@
 #include <string.h>
 #include <strings.h>
 
+#include "deploy.h"
 #include "gate.h"
 
 const char *const cfg_step_keys[SK_N] = {
 	"name", "kind", "needs", "command", "env", "image", "workdir", "timeout", "retry",
 	"executor", "resources", "network", "slurm", "cache", "gate", "model", "dataset", "labels", "webhook", "on_timeout", "artifact",
-	"version", "alias",
+	"version", "alias", "serve", "traffic", "replicas", "sample", "deployment", "auto_stop",
 };
 
 static const char *const on_timeout_values[] = {"fail", "continue"};
@@ -251,6 +252,46 @@ static json_t *parse_gate(struct ctx *c, size_t i, const yaml_node_t *n)
 	return arr;
 }
 
+/* serve: the model server's command, a list of strings (templates checked), or null. */
+static json_t *parse_serve(struct ctx *c, size_t i, const yaml_node_t *n)
+{
+	json_t *arr = json_array();
+	const yaml_node_t *it;
+	const char *s;
+	size_t k = 0;
+
+	if (!present(n))
+		return json_null();
+	if (n->type != YAML_SEQUENCE_NODE || nitems(n) == 0) {
+		err_node(c, n, "serve must be a non-empty list of strings: the model server's command "
+			 "(it gets FERRY_PORT, FERRY_MODEL_PATH and FERRY_MODEL_NAME)");
+		return arr;
+	}
+	while (cfg_next_item(c, n, &k, &it)) {
+		if ((s = cfg_text(c, it, "a serve item")) == NULL)
+			continue;
+		cfg_check_templates(c, it, s, i);
+		json_array_append_new(arr, json_string(s));
+	}
+	return arr;
+}
+
+/* An integer key checked by check (deploy.c), or dflt when absent. */
+static json_t *parse_deploy_int(struct ctx *c, const yaml_node_t *n, const char *what, int dflt,
+				int (*check)(const json_t *v, const char *field, int *out))
+{
+	json_t *v;
+	int x = dflt;
+
+	if (!present(n))
+		return json_integer(dflt);
+	v = n->type == YAML_SCALAR_NODE ? json_string(sval(n)) : json_null();
+	if (check(v, what, &x) < 0)
+		err_node(c, n, "%s", ferry_error_last());
+	json_decref(v);
+	return json_integer(x);
+}
+
 /* ---- per step --------------------------------------------------------- */
 
 void cfg_kind_fields(struct ctx *c, size_t i, const struct step_kind *kind,
@@ -295,6 +336,25 @@ void cfg_kind_fields(struct ctx *c, size_t i, const struct step_kind *kind,
 	json_object_set_new(js, "version", parse_choice(c, v[SK_VERSION], "version",
 							version_values, NELEM(version_values)));
 	json_object_set_new(js, "aliases", parse_aliases(c, v[SK_ALIAS]));
+	if (kind == NULL || (kind->keys & SK_BIT(SK_SERVE)) == 0)
+		return;
+	/* a deploy step's */
+	json_object_set_new(js, "serve", parse_serve(c, i, v[SK_SERVE]));
+	json_object_set_new(js, "traffic", parse_deploy_int(c, v[SK_TRAFFIC], "traffic", 100, deploy_check_traffic));
+	json_object_set_new(js, "replicas", parse_deploy_int(c, v[SK_REPLICAS], "replicas", 1, deploy_check_replicas));
+	json_object_set_new(js, "sample", parse_string(c, i, v[SK_SAMPLE], "sample"));
+	json_object_set_new(js, "deployment", parse_name(c, v[SK_DEPLOYMENT], "deployment"));
+	{
+		json_t *a = present(v[SK_AUTO_STOP]) && v[SK_AUTO_STOP]->type == YAML_SCALAR_NODE
+				    ? json_string(sval(v[SK_AUTO_STOP])) : NULL;
+		int secs = DEPLOY_AUTO_STOP_DEFAULT_S;
+		if (present(v[SK_AUTO_STOP]) && deploy_check_auto_stop(a ? a : json_null(), "auto_stop", &secs) < 0)
+			err_node(c, v[SK_AUTO_STOP], "%s", ferry_error_last());
+		json_decref(a);
+		/* the setting as written: the hour's length is the daemon's to apply (tests shorten it) */
+		json_object_set_new(js, "auto_stop", present(v[SK_AUTO_STOP]) && v[SK_AUTO_STOP]->type == YAML_SCALAR_NODE
+							      ? json_string(sval(v[SK_AUTO_STOP])) : json_string("1h"));
+	}
 }
 
 /* ---- after the graph -------------------------------------------------- */

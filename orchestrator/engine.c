@@ -48,6 +48,7 @@
 #include "kind.h"
 #include "store.h"
 #include "util.h"
+#include "reconcile.h"
 #include "workers.h"
 
 /*
@@ -751,6 +752,7 @@ static void step_work_apply(struct engine *e, struct step_work *sw)
 
 static void retention_done(struct work *w, void *ctx);
 static void orphans_done(struct work *w, void *ctx);
+static void reconcile_done(struct work *w, void *ctx);
 
 /* Frees a pool item that is never taken back (shutdown), whatever it is. */
 static void drop_work(struct work *w)
@@ -761,6 +763,8 @@ static void drop_work(struct work *w)
 		retention_work_free(w);
 	else if (w->done == orphans_done)
 		exec_orphans_work_free(w);
+	else if (w->done == reconcile_done)
+		reconcile_work_free(w);
 	else
 		notify_work_free(w);
 }
@@ -1139,6 +1143,30 @@ static void task_orphans(struct engine *e)
 	e->orphaning = 1;
 }
 
+static void reconcile_done(struct work *w, void *ctx)
+{
+	struct engine *e = ctx;
+
+	e->reconciling = 0;
+	reconcile_work_free(w);
+}
+
+/*
+ * Deployments (reconcile.c): the replicas and HAProxy made to match the
+ * database, on the worker pool; one round at a time, on the leader.
+ */
+static void task_reconcile(struct engine *e)
+{
+	struct work *w;
+
+	if (e->reconciling || e->workers == NULL)
+		return;
+	w = reconcile_work_new(e->home, e->owner);
+	w->done = reconcile_done;
+	workers_submit(e->workers, w);
+	e->reconciling = 1;
+}
+
 static int64_t every_poll(const struct engine_opts *o) { return o->poll_ms; }
 static int64_t every_third_lease(const struct engine_opts *o) { return o->lease_ms / 3; }
 static int64_t every_half_lease(const struct engine_opts *o) { return o->lease_ms / 2; }
@@ -1146,6 +1174,7 @@ static int64_t every_second(const struct engine_opts *o) { (void)o; return 1000;
 static int64_t every_retention_period(const struct engine_opts *o) { return o->retention_period_ms; }
 static int64_t every_ten_seconds(const struct engine_opts *o) { (void)o; return 10000; }
 static int64_t every_orphan_sweep(const struct engine_opts *o) { (void)o; return ORPHANS_EVERY_MS; }
+static int64_t every_reconcile(const struct engine_opts *o) { (void)o; return RECONCILE_EVERY_MS; }
 
 /*
  * Each executor type's tick also runs when no job of ours ended (it runs on
@@ -1191,6 +1220,7 @@ static const struct engine_task tasks[] = {
 	{"retention", TASK_LEADER | TASK_NO_DEV, every_retention_period, task_retention}, /* FERRY_RETENTION_DAYS */
 	{"strays", 0, every_ten_seconds, task_strays}, /* each executor type's leftovers (exited containers) */
 	{"orphans", TASK_NO_DEV, every_orphan_sweep, task_orphans}, /* running containers of finished attempts */
+	{"reconcile", TASK_LEADER | TASK_NO_DEV, every_reconcile, task_reconcile}, /* deployments: replicas, HAProxy, auto-stop */
 };
 #define NTASKS (sizeof(tasks) / sizeof(tasks[0]))
 

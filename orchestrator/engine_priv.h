@@ -52,6 +52,7 @@ struct engine {
 	int inflight;          /* items in the pool: claimed steps not yet started or finished */
 	int notifying;         /* completion posts in the pool (notify.h) */
 	int retaining;         /* a retention round in the pool (retention.h) */
+	int reconciling;       /* a deployments' reconcile round in the pool (reconcile.c) */
 	int orphaning;         /* an orphan-container sweep in the pool (exec_orphans.c) */
 	struct work *deferred; /* items that found the database unreachable: submitted again */
 	int64_t next_deferred; /* … at most once a second */

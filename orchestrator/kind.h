@@ -60,10 +60,12 @@ enum step_key {
 	SK_RETRY, SK_EXECUTOR, SK_RESOURCES, SK_NETWORK, SK_SLURM,
 	SK_CACHE, SK_GATE, SK_MODEL, SK_DATASET, SK_LABELS, SK_WEBHOOK, SK_ON_TIMEOUT,
 	SK_ARTIFACT, SK_VERSION, SK_ALIAS,
+	SK_SERVE, SK_TRAFFIC, SK_REPLICAS, SK_SAMPLE, SK_DEPLOYMENT, SK_AUTO_STOP,
 	SK_N,
 	SK_FIRST_KIND_KEY = SK_CACHE
 };
 #define SK_BIT(sk) (1u << (sk))
+_Static_assert(SK_N <= 32, "step keys are bits of an unsigned: widen step_kind.keys first");
 
 /* Whether a step of the kind has a command. */
 enum step_kind_command {

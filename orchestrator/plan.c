@@ -128,7 +128,9 @@ static int render(json_t **out, const char *s, const json_t *params, const char 
 /* The fields of the step kinds that travel into the resolved spec; the
  * strings among them have their params rendered. */
 static const char *const kind_fields[] = {"model", "dataset", "labels", "webhook", "artifact",
-					  "on_timeout", "version", "aliases", "gate", "cache"};
+					  "on_timeout", "version", "aliases", "gate", "cache",
+					  /* a deploy step's */
+					  "serve", "traffic", "replicas", "sample", "deployment", "auto_stop"};
 static const char *const placement_fields[] = {"executor", "resources", "network", "slurm"};
 
 /*

@@ -40,7 +40,7 @@
 
 const struct step_kind *const step_kinds[] = {
 	&kind_run, &kind_train, &kind_evaluate, &kind_gate, &kind_label, &kind_register, &kind_cache,
-	NULL,
+	&kind_deploy, NULL,
 };
 
 #define NBUILTIN (sizeof(step_kinds) / sizeof(step_kinds[0]) - 1)

@@ -15,6 +15,7 @@ extern const struct step_kind kind_run, kind_train, kind_evaluate; /* kind_job.c
 extern const struct step_kind kind_gate;                            /* kind_gate.c */
 extern const struct step_kind kind_label;                           /* kind_label.c */
 extern const struct step_kind kind_register;                        /* kind_register.c */
+extern const struct step_kind kind_deploy;                          /* kind_deploy.c */
 extern const struct step_kind kind_cache;                           /* kind_cache.c */
 
 /* Appends one line (printf format) to the attempt's log, r->dir/log, for ferry logs. */

@@ -234,7 +234,7 @@ static void test_config__unknown_kind(void **state)
 		      "steps:\n"
 		      "  - {name: a, kind: docker, command: a}\n",
 		      "w.yaml:3:21: unknown kind \"docker\"; known kinds: run, train, evaluate, "
-		      "gate, label, register, cache", NULL);
+		      "gate, label, register, cache, deploy", NULL);
 }
 
 static void test_config__gate_runs_no_command(void **state)
@@ -265,7 +265,7 @@ static void test_config__unknown_step_key(void **state)
 		      "w.yaml:3:15: unknown step key \"comand\" (did you mean \"command\"?); known "
 		      "keys: name, kind, needs, command, env, image, workdir, timeout, retry, executor, "
 		      "resources, network, slurm, cache, gate, model, dataset, labels, webhook, on_timeout, "
-		      "artifact, version, alias",
+		      "artifact, version, alias, serve, traffic, replicas, sample, deployment, auto_stop",
 		      NULL);
 }
 
@@ -576,7 +576,7 @@ static void test_config__multiple_errors_in_order(void **state)
 		      "w.yaml:12:14: timeout: duration \"5\": missing unit (use e.g. 30s, 5m, 2h)",
 		      "w.yaml:13:5: unknown step key \"extra\"; known keys: name, kind, needs, "
 		      "command, env, image, workdir, timeout, retry, executor, resources, network, slurm, cache, gate, model, "
-		      "dataset, labels, webhook, on_timeout, artifact, version, alias", NULL);
+		      "dataset, labels, webhook, on_timeout, artifact, version, alias, serve, traffic, replicas, sample, deployment, auto_stop", NULL);
 }
 
 static void test_config__aliases(void **state)
@@ -1176,7 +1176,7 @@ static void test_config__kind_keys_not_for_this_kind(void **state)
 		      "  - {name: r, command: r, dataset: d, labels: l.csv, webhook: 'http://h'}\n"
 		      "  - {name: g, kind: gate, cache: true, gate: {f1: '> 0.5'}, version: minor}\n"
 		      "  - {name: c, kind: cache, dataset: d, artifact: a, alias: prod}\n",
-		      "w.yaml:6:5: \"model\" applies to evaluate and register steps; remove it from "
+		      "w.yaml:6:5: \"model\" applies to evaluate, register and deploy steps; remove it from "
 		      "this train step",
 		      "w.yaml:7:5: \"on_timeout\" applies to gate and label steps; remove it from "
 		      "this train step",

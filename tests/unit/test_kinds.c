@@ -89,6 +89,12 @@ static const char *key_value(int sk)
 	case SK_ARTIFACT: return "a.pkl";
 	case SK_VERSION: return "minor";
 	case SK_ALIAS: return "staging";
+	case SK_SERVE: return "[python3, serve.py]";
+	case SK_TRAFFIC: return "20";
+	case SK_REPLICAS: return "2";
+	case SK_SAMPLE: return "sample.json";
+	case SK_DEPLOYMENT: return "prod";
+	case SK_AUTO_STOP: return "4h";
 	default: return NULL;
 	}
 }
@@ -97,6 +103,8 @@ static const char *const key_names[SK_N] = {
 	[SK_CACHE] = "cache", [SK_GATE] = "gate", [SK_MODEL] = "model", [SK_DATASET] = "dataset",
 	[SK_LABELS] = "labels", [SK_WEBHOOK] = "webhook", [SK_ON_TIMEOUT] = "on_timeout",
 	[SK_ARTIFACT] = "artifact", [SK_VERSION] = "version", [SK_ALIAS] = "alias",
+	[SK_SERVE] = "serve", [SK_TRAFFIC] = "traffic", [SK_REPLICAS] = "replicas", [SK_SAMPLE] = "sample",
+	[SK_DEPLOYMENT] = "deployment", [SK_AUTO_STOP] = "auto_stop",
 };
 
 /*
@@ -130,7 +138,7 @@ static void test_kinds__names_unique_and_found(void **state)
 	size_t n = nkinds();
 
 	(void)state;
-	assert_true(n >= 8); /* seven built-in kinds and the probe */
+	assert_true(n >= 9); /* eight built-in kinds and the probe */
 	for (size_t i = 0; step_kinds[i] != NULL; i++)
 		assert_ptr_equal(step_kind_at(i), step_kinds[i]);
 	for (size_t i = 0; i < n; i++) {
@@ -196,6 +204,7 @@ static void test_kinds__builtin_flags(void **state)
 		{"label", SKF_DAEMON | SKF_INPUTS | SKF_DATASET},
 		{"register", SKF_DAEMON | SKF_INPUTS | SKF_REGISTERS},
 		{"cache", SKF_DAEMON | SKF_JOB | SKF_STAGES | SKF_INPUTS},
+		{"deploy", SKF_DAEMON | SKF_SERVICE | SKF_INPUTS},
 	};
 	size_t i;
 
@@ -207,9 +216,9 @@ static void test_kinds__builtin_flags(void **state)
 		assert_int_equal(k->flags, want[i].flags);
 	}
 	assert_null(step_kinds[i]);
-	/* no kind is a service yet (deploy will be) */
+	/* deploy alone keeps its work running (replicas) */
 	for (i = 0; step_kinds[i] != NULL; i++)
-		assert_int_equal(step_kinds[i]->flags & SKF_SERVICE, 0);
+		assert_int_equal((step_kinds[i]->flags & SKF_SERVICE) != 0, strcmp(step_kinds[i]->name, "deploy") == 0);
 }
 
 static void test_kinds__register_rejects(void **state)
@@ -303,7 +312,7 @@ static void test_kinds__config_lists_every_kind(void **state)
 	(void)state;
 	assert_int_equal(parse(y, &spec, &errs), FERRY_EINVALID);
 	assert_non_null(strstr(errs, "known kinds: run, train, evaluate, gate, label, register, "
-				     "cache, probe"));
+				     "cache, deploy, probe"));
 	free(errs);
 }
 

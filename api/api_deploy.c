@@ -1,0 +1,251 @@
+/*
+ * api_deploy — the deployments' routes: GET /deployments, GET
+ * /deployments/{id} (versions, weights, replicas with their health, the
+ * auto-stop deadline, the last events and what HAProxy applies), PATCH
+ * /deployments/{id} (traffic, auto_stop, extend, and the actions stop,
+ * start, promote and rollback), DELETE /deployments/{id} and POST
+ * /deployments/{id}/predict, which forwards a request through the front
+ * address (the online prediction test). A change is written to the
+ * database with its event and actor first, then applied (reconcile.c) before
+ * the answer, so a client that gets 200 sees HAProxy with the new weights;
+ * were applying to fail, the leader's reconcile round repairs it from the
+ * database. Bad input is a 400 naming the field and changes nothing.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "api_priv.h"
+#include "deploy.h"
+#include "reconcile.h"
+#include "replicas.h"
+#include "store_deploy.h"
+#include "util.h"
+
+#define EVENTS_SHOWN 50
+
+static void reply_list(struct reply *r, int error, json_t *j)
+{
+	if (error < 0) {
+		reply_store_error(r, error);
+		return;
+	}
+	reply_json(r, 200, json_dumps(j, JSON_COMPACT));
+}
+
+void api_deployments_list(struct api *a, struct reply *r, PGconn *db, struct req *q)
+{
+	json_t *list = NULL;
+	int error = store_deploy_list(db, 0, &list);
+
+	(void)a, (void)q;
+	reply_list(r, error, list);
+	json_decref(list);
+}
+
+/* One deployment with its events, as GET answers. */
+static int one(json_t **out, PGconn *db, int64_t id)
+{
+	json_t *list = NULL, *ev = NULL, *d;
+	int error;
+
+	*out = NULL;
+	if ((error = store_deploy_list(db, id, &list)) < 0)
+		return error;
+	d = json_incref(json_array_get(list, 0));
+	json_decref(list);
+	if (store_deploy_events(db, id, EVENTS_SHOWN, &ev) == 0)
+		json_object_set_new(d, "events", ev);
+	*out = d;
+	return FERRY_OK;
+}
+
+void api_deployment_get(struct api *a, struct reply *r, PGconn *db, struct req *q)
+{
+	json_t *d = NULL, *hs = NULL, *mine = json_array(), *s;
+	int error = one(&d, db, q->id);
+	size_t i;
+
+	/* what HAProxy applies for it, beside what the database wants */
+	if (error == 0 && a->home && reconcile_haproxy_read(a->home, &hs) == 0) {
+		json_array_foreach(hs, i, s)
+			if (json_equal(json_object_get(s, "frontend"), json_object_get(d, "name")))
+				json_array_append(mine, s);
+	}
+	if (d)
+		json_object_set(d, "haproxy", mine);
+	json_decref(mine);
+	json_decref(hs);
+	reply_list(r, error, d);
+	json_decref(d);
+}
+
+static const char *const actions[] = {"stop", "start", "promote", "rollback", NULL};
+
+/* The traffic field: {"VERSION": pct, …} with every value checked. */
+static int check_traffic(struct reply *r, json_t *t)
+{
+	const char *k;
+	json_t *v;
+	int x;
+
+	if (!json_is_object(t) || json_object_size(t) == 0) {
+		reply_error(r, 400, "invalid_field", "traffic",
+			    "field \"traffic\" must be an object of version → percentage, e.g. {\"0.0.2\": 20}", NULL);
+		return -1;
+	}
+	json_object_foreach(t, k, v) {
+		char *field = xasprintf("traffic.%s", k);
+		if (!json_is_integer(v) || deploy_check_traffic(v, field, &x) < 0) {
+			reply_error(r, 400, "invalid_field", "traffic",
+				    json_is_integer(v) ? ferry_error_last() : "traffic: each value is an integer percentage 0-100",
+				    NULL);
+			free(field);
+			return -1;
+		}
+		free(field);
+	}
+	return 0;
+}
+
+void api_deployment_patch(struct api *a, struct reply *r, PGconn *db, struct req *q)
+{
+	json_t *body = body_object(r, q), *traffic, *after = NULL, *d = NULL, *want = NULL;
+	const char *action = NULL, *version = NULL;
+	char *actor = NULL;
+	int error = 0, as_secs = -1, extend_secs = -1, k;
+
+	if (body == NULL)
+		return;
+	traffic = json_object_get(body, "traffic");
+	if (opt_string(&action, r, body, "action") < 0 || opt_string(&version, r, body, "version") < 0)
+		goto out;
+	if (action) {
+		for (k = 0; actions[k] && strcmp(actions[k], action) != 0; k++)
+			;
+		if (actions[k] == NULL) {
+			reply_not_one_of(r, "action", action, actions);
+			goto out;
+		}
+	}
+	if (traffic && check_traffic(r, traffic) < 0)
+		goto out;
+	if (json_object_get(body, "auto_stop") &&
+	    deploy_check_auto_stop(json_object_get(body, "auto_stop"), "auto_stop", &as_secs) < 0) {
+		reply_error(r, 400, "invalid_field", "auto_stop", ferry_error_last(), NULL);
+		goto out;
+	}
+	if (json_object_get(body, "extend") &&
+	    deploy_check_auto_stop(json_object_get(body, "extend"), "extend", &extend_secs) < 0) {
+		reply_error(r, 400, "invalid_field", "extend", ferry_error_last(), NULL);
+		goto out;
+	}
+	if (action && (strcmp(action, "promote") == 0) && version == NULL) {
+		reply_error(r, 400, "missing_field", "version",
+			    "field \"version\" is required with action promote: the version that gets 100%", NULL);
+		goto out;
+	}
+	if (!traffic && !action && as_secs < 0 && extend_secs < 0) {
+		reply_error(r, 400, "missing_field", "traffic",
+			    "nothing to change: give traffic, auto_stop, extend or action (stop, start, promote, rollback)",
+			    NULL);
+		goto out;
+	}
+	actor = actor_of(q);
+	if (traffic)
+		error = store_deploy_weights(db, q->id, traffic, actor, "traffic", &after);
+	if (error == 0 && action && strcmp(action, "promote") == 0) {
+		want = json_pack("{s:i}", version, 100);
+		json_decref(after);
+		error = store_deploy_weights(db, q->id, want, actor, "promote", &after);
+	}
+	if (error == 0 && action && strcmp(action, "rollback") == 0) {
+		if ((error = store_deploy_last_weights(db, q->id, &want)) == 0) {
+			json_decref(after);
+			error = store_deploy_weights(db, q->id, want, actor, "rollback", &after);
+		}
+	}
+	if (error == 0 && as_secs >= 0)
+		error = store_deploy_auto_stop(db, q->id, as_secs, 0, actor);
+	if (error == 0 && extend_secs > 0)
+		error = store_deploy_auto_stop(db, q->id, extend_secs, 1, actor);
+	if (error == 0 && action && (strcmp(action, "stop") == 0 || strcmp(action, "start") == 0))
+		error = store_deploy_set_state(db, q->id, strcmp(action, "stop") == 0 ? "stopped" : "running", actor);
+	if (error == FERRY_EINVALID) {
+		reply_error(r, 400, "invalid_field", traffic ? "traffic" : "version", ferry_error_last(), NULL);
+		goto out;
+	}
+	if (error < 0) {
+		reply_store_error(r, error);
+		goto out;
+	}
+	/* applied before the answer; the leader's rounds repair it from the database otherwise */
+	if (a->home && reconcile_now(db, a->home, actor) < 0)
+		flog_warn("deployment %lld: applying the change: %s", (long long)q->id, ferry_error_last());
+	error = one(&d, db, q->id);
+	reply_list(r, error, d);
+out:
+	free(actor);
+	json_decref(after);
+	json_decref(want);
+	json_decref(d);
+	json_decref(body);
+}
+
+void api_deployment_delete(struct api *a, struct reply *r, PGconn *db, struct req *q)
+{
+	char *actor = actor_of(q);
+	int error;
+
+	/* stopped first (HAProxy drops its frontend, its replicas are stopped), then forgotten */
+	if ((error = store_deploy_set_state(db, q->id, "stopped", actor)) == 0 && a->home)
+		reconcile_now(db, a->home, actor);
+	if (error == 0)
+		error = store_deploy_delete(db, q->id);
+	if (error == 0 && a->home)
+		reconcile_now(db, a->home, actor);
+	if (error < 0)
+		reply_store_error(r, error);
+	else
+		reply_json(r, 200, xasprintf("{\"deleted\":%lld}", (long long)q->id));
+	free(actor);
+}
+
+void api_deployment_predict(struct api *a, struct reply *r, PGconn *db, struct req *q)
+{
+	json_t *list = NULL, *d, *ans;
+	char *path, *text, *resp = NULL;
+	long st = 0;
+	int error;
+
+	(void)a;
+	if (q->body == NULL || q->len == 0 || (ans = json_loadb(q->body, q->len, 0, NULL)) == NULL) {
+		reply_error(r, 400, "invalid_body", NULL,
+			    "the body must be an inference request (Open Inference Protocol v2 JSON)", NULL);
+		return;
+	}
+	json_decref(ans);
+	if ((error = store_deploy_list(db, q->id, &list)) < 0) {
+		reply_store_error(r, error);
+		return;
+	}
+	d = json_array_get(list, 0);
+	if (strcmp(json_string_value(json_object_get(d, "state")), "running") != 0) {
+		reply_error(r, 409, "conflict", NULL, "the deployment is stopped: start it first", NULL);
+		json_decref(list);
+		return;
+	}
+	path = xasprintf("/v2/models/%s/infer", json_string_value(json_object_get(d, "model")));
+	text = xstrndup(q->body, q->len);
+	if (replica_http("POST", (int)json_integer_value(json_object_get(d, "port")), path, text, 10000, &st,
+			 &resp) < 0) {
+		reply_error(r, 502, "bad_gateway", NULL, ferry_error_last(), NULL);
+	} else {
+		json_t *j = resp ? json_loads(resp, 0, NULL) : NULL;
+		json_t *out = json_pack("{s:i, s:o}", "status", (int)st, "response", j ? j : json_string(resp ? resp : ""));
+		reply_json(r, 200, json_dumps(out, JSON_COMPACT));
+		json_decref(out);
+	}
+	free(path), free(text), free(resp);
+	json_decref(list);
+}

@@ -1,0 +1,174 @@
+/*
+ * deployments — `ferry deployments`: list and show deployments (versions,
+ * weights, replicas with their health, the auto-stop deadline), change
+ * their traffic, extend or stop and start them, promote or roll back,
+ * send an online prediction through the front address, and delete them.
+ * Each subcommand is one request to the API (api/api_deploy.c).
+ */
+#include <getopt.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli.h"
+
+struct sub {
+	const char *name;
+	int operands;       /* after DEPLOYMENT */
+	const char *usage;  /* the operands, for messages */
+};
+
+static const struct sub subs[] = {
+	{"list", -1, ""},
+	{"get", 0, "DEPLOYMENT"},
+	{"traffic", 2, "DEPLOYMENT VERSION PERCENT"},
+	{"extend", 1, "DEPLOYMENT HOURS (1h-24h)"},
+	{"stop", 0, "DEPLOYMENT"},
+	{"start", 0, "DEPLOYMENT"},
+	{"promote", 1, "DEPLOYMENT VERSION"},
+	{"rollback", 0, "DEPLOYMENT"},
+	{"predict", 1, "DEPLOYMENT REQUEST.json"},
+	{"delete", 0, "DEPLOYMENT"},
+	{NULL, 0, NULL},
+};
+
+static void print_one(const json_t *d)
+{
+	const json_t *v, *r;
+	size_t i, j;
+
+	printf("%-4lld %-16s %-10s %-8s %-24s deadline %s\n", (long long)json_integer_value(json_object_get(d, "id")),
+	       jstr(d, "name", "?"), jstr(d, "model", "?"), jstr(d, "state", "?"), jstr(d, "url", "?"),
+	       jstr(d, "deadline", "never"));
+	json_array_foreach(json_object_get(d, "versions"), i, v) {
+		printf("     %-10s %3lld%%  %-8s", jstr(v, "version", "?"),
+		       (long long)json_integer_value(json_object_get(v, "weight")), jstr(v, "state", "?"));
+		json_array_foreach(json_object_get(v, "replica_list"), j, r)
+			printf("  r%lld:%lld %s%s", (long long)json_integer_value(json_object_get(r, "idx")),
+			       (long long)json_integer_value(json_object_get(r, "port")), jstr(r, "health", "?"),
+			       json_integer_value(json_object_get(r, "restarts")) > 0 ? " (restarted)" : "");
+		printf("\n");
+	}
+}
+
+int cmd_deployments(const struct ctx *x, int argc, char **argv)
+{
+	static const struct option longopts[] = {
+		{"output", required_argument, NULL, 'o'},
+		{"help", no_argument, NULL, 'h'},
+		{0},
+	};
+	ferry_client *c = NULL;
+	json_t *answer = NULL, *body = NULL;
+	char *path = NULL, *text = NULL;
+	const char *method = "GET";
+	bool json = false;
+	int ch, rc, status = FX_USAGE, k, nops;
+	int64_t id = 0;
+	char **ops;
+
+	if (argc < 2 || strcmp(argv[1], "-h") == 0 || strcmp(argv[1], "--help") == 0) {
+		if (argc < 2)
+			return usage_error(x, "which one: list, get, traffic, extend, stop, start, promote, rollback, "
+					      "predict or delete?");
+		return print_help(x->cmd);
+	}
+	for (k = 0; subs[k].name && strcmp(subs[k].name, argv[1]) != 0; k++)
+		;
+	if (subs[k].name == NULL)
+		return usage_error(x, "unknown subcommand '%s'", argv[1]);
+	optind = 0;
+	while ((ch = getopt_long(argc - 1, argv + 1, ":o:h", longopts, NULL)) != -1) {
+		switch (ch) {
+		case 'o':
+			if (parse_output(x, optarg, &json) != 0)
+				goto out;
+			break;
+		case 'h':
+			status = print_help(x->cmd);
+			goto out;
+		default:
+			status = option_error(x, ch, argv + 1);
+			goto out;
+		}
+	}
+	ops = argv + 1 + optind;
+	nops = argc - 1 - optind;
+	if ((subs[k].operands < 0 && nops != 0) || (subs[k].operands >= 0 && nops != subs[k].operands + 1)) {
+		status = usage_error(x, "deployments %s takes %s", subs[k].name,
+				     subs[k].operands < 0 ? "no operands" : subs[k].usage);
+		goto out;
+	}
+	if (nops > 0 && parse_run_id(x, ops[0], &id) != 0)
+		goto out;
+	switch (k) {
+	case 0:
+		path = xstrdup("/deployments");
+		break;
+	case 1:
+		path = xasprintf("/deployments/%lld", (long long)id);
+		break;
+	case 2: {
+		int64_t pct;
+		if (parse_int64(ops[2], &pct) < 0) {
+			status = usage_error(x, "PERCENT must be an integer from 0 to 100, not '%s'", ops[2]);
+			goto out;
+		}
+		body = json_pack("{s:{s:I}}", "traffic", ops[1], (json_int_t)pct);
+		break;
+	}
+	case 3:
+		body = json_pack("{s:s}", "extend", ops[1]);
+		break;
+	case 4:
+	case 5:
+	case 7:
+		body = json_pack("{s:s}", "action", subs[k].name);
+		break;
+	case 6:
+		body = json_pack("{s:s, s:s}", "action", "promote", "version", ops[1]);
+		break;
+	case 8:
+		if (file_read(&text, NULL, ops[1]) < 0 || (body = json_loads(text, 0, NULL)) == NULL) {
+			fprintf(stderr, "ferry deployments predict: %s: not a readable JSON request\n", ops[1]);
+			status = FX_USAGE;
+			goto out;
+		}
+		method = "POST";
+		path = xasprintf("/deployments/%lld/predict", (long long)id);
+		break;
+	default:
+		method = "DELETE";
+		path = xasprintf("/deployments/%lld", (long long)id);
+	}
+	if (path == NULL) {
+		method = "PATCH";
+		path = xasprintf("/deployments/%lld", (long long)id);
+	}
+	if ((status = open_client(&c)) != FX_OK)
+		goto out;
+	rc = client_request(&answer, c, method, path, body);
+	if (rc < 0) {
+		status = report_request_error(c, rc);
+		goto out;
+	}
+	status = FX_OK;
+	if (json || k == 8 || k == 9) {
+		print_json(answer);
+	} else if (k == 0) {
+		size_t i;
+		json_t *d;
+		if (json_array_size(answer) == 0)
+			printf("no deployments\n");
+		json_array_foreach(answer, i, d)
+			print_one(d);
+	} else {
+		print_one(answer);
+	}
+out:
+	free(path), free(text);
+	json_decref(answer);
+	json_decref(body);
+	client_free(c);
+	return status;
+}

@@ -1,0 +1,57 @@
+/*
+ * replicas — the model-server processes of a deployment's versions: start
+ * one (through the local executor's supervisor, so it outlives the daemon
+ * like any job and is found again from its handle), ask whether it lives,
+ * ask it over HTTP whether it is ready (Open Inference Protocol v2:
+ * GET /v2/health/ready, then a warm-up POST /v2/models/NAME/infer with the
+ * deploy step's sample), and stop it (SIGTERM, a grace period, SIGKILL).
+ * Every call may block for a bounded time: they run on worker threads
+ * (the deploy step's prepare, the reconcile task), never on the engine's loop.
+ */
+#ifndef FERRY_REPLICAS_H
+#define FERRY_REPLICAS_H
+
+#include <jansson.h>
+#include <stdint.h>
+
+struct replica_spec {
+	const char *home;        /* $FERRY_HOME */
+	const char *deployment;  /* its name: the replica lives in $FERRY_HOME/deployments/NAME/ */
+	int ord;                 /* the version's ordinal in the deployment */
+	int idx;                 /* 1–5 */
+	int generation;          /* 1 + restarts: each start has its own directory and log */
+	int port;                /* where it listens (FERRY_PORT) */
+	const char *model, *version, *artifact; /* FERRY_MODEL_NAME, FERRY_MODEL_VERSION, FERRY_MODEL_PATH */
+	const json_t *serve;     /* the command: an array of strings */
+	const json_t *env;       /* extra environment (object) or NULL */
+	const char *workdir;     /* where it runs (the run's working directory) or NULL */
+};
+
+/* Starts a replica; *handle (the caller's) is the local executor's {"pid","start"}. */
+int replica_start(const struct replica_spec *s, json_t **handle);
+
+/* Whether the replica with handle runs (its supervisor is alive). */
+int replica_alive(const json_t *handle);
+
+/* Stops it: SIGTERM to its process group, up to grace_ms, then SIGKILL. */
+void replica_stop(const json_t *handle, int64_t grace_ms);
+
+/*
+ * One HTTP request to 127.0.0.1:port (body NULL: GET); *status the HTTP
+ * status, *resp (may be NULL) the answer's body, the caller's. FERRY_ERROR
+ * (message set) when no answer came within timeout_ms.
+ */
+int replica_http(const char *method, int port, const char *path, const char *body, int64_t timeout_ms,
+		 long *status, char **resp);
+
+/*
+ * Waits until the replica answers ready and a warm-up inference with
+ * sample (a JSON request; NULL: none) succeeds, or it dies, or until_ms
+ * (monotonic) passes: 0, or FERRY_ERROR with the reason in the message.
+ */
+int replica_wait_ready(int port, const char *model, const char *sample, const json_t *handle, int64_t until_ms);
+
+/* A TCP port on 127.0.0.1 that nothing listens on now (bind port 0); 0 on error. */
+int replica_free_port(void);
+
+#endif
