@@ -798,7 +798,9 @@ static void take_work(struct engine *e)
 {
 	struct work *w, *next;
 
-	if (e->workers == NULL || (e->inflight == 0 && e->notifying == 0 && e->retaining == 0))
+	/* nothing of ours in the pool: no lock taken (each item's kind sets its flag or count) */
+	if (e->workers == NULL || (e->inflight == 0 && e->notifying == 0 && e->retaining == 0 &&
+				   e->orphaning == 0 && e->reconciling == 0))
 		return;
 	for (w = workers_take(e->workers); w; w = next) {
 		next = w->next;
@@ -1159,8 +1161,10 @@ static void task_reconcile(struct engine *e)
 {
 	struct work *w;
 
-	if (e->reconciling || e->workers == NULL)
+	if (e->reconciling || e->workers == NULL) {
+		flog_debug("reconcile: a round is still in the pool");
 		return;
+	}
 	w = reconcile_work_new(e->home, e->owner);
 	w->done = reconcile_done;
 	workers_submit(e->workers, w);

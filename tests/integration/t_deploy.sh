@@ -15,8 +15,7 @@ deploy_down() {
 		[ -n "$p" ] && kill -KILL -- "-$p" 2>/dev/null
 	done
 	[ -s "$FERRY_HOME/haproxy/haproxy.pid" ] && kill -KILL "$(cat "$FERRY_HOME/haproxy/haproxy.pid")" 2>/dev/null
-	pkill -KILL -f "haproxy .*$FERRY_HOME/haproxy" 2>/dev/null
-	true
+	pkill -KILL -f "haproxy .*$FERRY_HOME/haproxy" 2>/dev/null || true
 }
 
 deploy_up() {
@@ -54,7 +53,7 @@ front_port() { dep_json | json 'j["port"]'; }
 
 # count_versions N: sends N predictions through the front; prints "VERSION COUNT" lines and failures
 count_versions() {
-	python3 - "$(front_port)" "$1" "$ROOT/workflows/digits/sample.json" <<'PY'
+	python3 - "${FRONT:-$(front_port)}" "$1" "$ROOT/workflows/digits/sample.json" <<'PY'
 import collections, http.client, json, sys
 port, n, sample = int(sys.argv[1]), int(sys.argv[2]), open(sys.argv[3]).read()
 seen, failed = collections.Counter(), 0
@@ -118,4 +117,169 @@ test_deploy_first_version_then_split_80_20() {
 	assert_match "$out" "^0.0.1 500" "all to version 0.0.1"
 	# the change is an event with its actor
 	assert_match "$(dep_json | json '[e for e in j["events"] if e["kind"] == "traffic"][-1]["actor"]')" tester "the actor"
+}
+
+# two_versions: 0.0.1 deployed, then 0.0.2 at 20%; DAEMON_ENV extra settings for the daemon
+two_versions() {
+	deploy_up
+	start_daemon a ${DAEMON_ENV:-}
+	id=$(submit "$(deploy_wf 20)")
+	wait_run "$id" succeeded 120
+	id2=$(submit "$(deploy_wf 20)" '{"C": "5"}')
+	wait_run "$id2" succeeded 120
+}
+
+# a version whose server exits before it is ready fails its step and leaves traffic as it was
+test_deploy_version_never_ready_leaves_traffic() {
+	deploy_up
+	start_daemon a
+	id=$(submit "$(deploy_wf 100)")
+	wait_run "$id" succeeded 120
+	before=$(dep_json | json '{v["version"]: v["weight"] for v in j["versions"]}')
+	f=$(deploy_wf 50)
+	sed -i "s|serve: .*|serve: [sh, -c, 'echo cannot load the model >\&2; exit 3']|" "$f"
+	id2=$(submit "$f" '{"C": "5"}')
+	wait_run "$id2" failed 60
+	assert_match "$(step_col "$id2" deploy reason)" "exited before it was ready .*; traffic left as it was" "the reason"
+	assert_eq "$(dep_json | json '{v["version"]: v["weight"] for v in j["versions"]}')" "$before" "weights unchanged"
+	assert_match "$(count_versions 100)" "^0.0.1 100" "all traffic still on 0.0.1"
+	assert_match "$(dep_json | json '[e["kind"] for e in j["events"]]')" "version-failed" "an event says so"
+	haproxy_vs_db || fail "HAProxy differs from the database"
+}
+
+# a replica that dies is restarted (with backoff) and reported; traffic comes back to it
+test_deploy_killed_replica_restarted() {
+	two_versions
+	port=$(dep_json | json '[v for v in j["versions"] if v["version"] == "0.0.2"][0]["replica_list"][0]["port"]')
+	pid=$(ss -ltnpH "sport = :$port" | sed -n 's/.*pid=\([0-9]*\).*/\1/p' | head -1)
+	[ -n "$pid" ] || fail "no process listens on the replica's port $port"
+	kill -9 "$pid"
+	for _ in $(seq 1 100); do
+		dep_json | json '[e["kind"] for e in j["events"]]' | grep -q replica-restarted && break
+		sleep 0.1
+	done
+	assert_match "$(dep_json | json '[e["kind"] for e in j["events"]]')" "replica-restarted" "the restart is an event"
+	for _ in $(seq 1 100); do
+		[ "$(dep_json | json '[v for v in j["versions"] if v["version"] == "0.0.2"][0]["replica_list"][0]["health"]')" = healthy ] && break
+		sleep 0.1
+	done
+	assert_eq "$(dep_json | json '[v for v in j["versions"] if v["version"] == "0.0.2"][0]["replica_list"][0]["restarts"]')" 1 "one restart"
+	out=$(count_versions 500)
+	echo "$out" | grep -q "0.0.2 [0-9]" || { dep_json >&2; grep -i "deployment\|replica\|haproxy" "$FERRY_HOME/ferryd-a.log" | grep -v debug >&2; }
+	assert_match "$out" "0.0.2 [0-9]" "the restarted replica serves again: $out"
+	haproxy_vs_db || fail "HAProxy differs from the database"
+}
+
+# promote and roll back while a client sends requests: none fails
+test_deploy_promote_and_rollback_under_load() {
+	two_versions
+	python3 - "$(front_port)" "$ROOT/workflows/digits/sample.json" "$FERRY_HOME/load.out" <<'PY' &
+import http.client, os, sys, time
+port, sample, out = int(sys.argv[1]), open(sys.argv[2]).read(), sys.argv[3]
+ok = failed = 0
+end = time.time() + 6
+while time.time() < end:
+    try:
+        c = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
+        c.request("POST", "/v2/models/digits/infer", sample, {"Content-Type": "application/json"})
+        r = c.getresponse(); r.read(); c.close()
+        if r.status == 200: ok += 1
+        else: failed += 1
+    except Exception:
+        failed += 1
+open(out, "w").write("%d %d\n" % (ok, failed))
+PY
+	load=$!
+	sleep 1
+	api PATCH /api/v1/deployments/1 '{"action": "promote", "version": "0.0.2"}'
+	assert_eq "$CODE" 200 "promote: $BODY"
+	assert_eq "$(dep_json | json '{v["version"]: v["weight"] for v in j["versions"]}')" '{"0.0.1": 0, "0.0.2": 100}' "promoted"
+	haproxy_vs_db || fail "HAProxy differs from the database after promote"
+	sleep 1
+	api PATCH /api/v1/deployments/1 '{"action": "rollback"}'
+	assert_eq "$CODE" 200 "rollback: $BODY"
+	assert_eq "$(dep_json | json '{v["version"]: v["weight"] for v in j["versions"]}')" '{"0.0.1": 80, "0.0.2": 20}' "rolled back"
+	wait "$load"
+	read -r ok failed <"$FERRY_HOME/load.out"
+	echo "under load: $ok ok, $failed failed"
+	assert_eq "$failed" 0 "failed requests during promote and rollback ($ok ok)"
+	[ "$ok" -gt 100 ] || fail "only $ok requests went through"
+	haproxy_vs_db || fail "HAProxy differs from the database after rollback"
+}
+
+# bad input is a 400 naming the field and changes nothing
+test_deploy_patch_validation() {
+	two_versions
+	before=$(dep_json | json '{v["version"]: v["weight"] for v in j["versions"]}')
+	api PATCH /api/v1/deployments/1 '{"traffic": {"0.0.2": 101}}'
+	assert_eq "$CODE" 400 "traffic 101"
+	assert_match "$BODY" '"field":"traffic"' "names the field"
+	api PATCH /api/v1/deployments/1 '{"traffic": {"9.9.9": 10}}'
+	assert_eq "$CODE" 400 "unknown version"
+	assert_match "$BODY" "version 9.9.9 does not serve" "says which"
+	api PATCH /api/v1/deployments/1 '{"auto_stop": "25h"}'
+	assert_eq "$CODE" 400 "auto_stop 25h"
+	assert_match "$BODY" '"field":"auto_stop"' "names auto_stop"
+	api PATCH /api/v1/deployments/1 '{"action": "explode"}'
+	assert_eq "$CODE" 400 "unknown action"
+	api PATCH /api/v1/deployments/1 '{"traffic": {"0.0.1": 50, "0.0.2": 40}}'
+	assert_eq "$CODE" 400 "weights not summing to 100"
+	api PATCH /api/v1/deployments/1 '{"replicaz": 2}'
+	assert_eq "$CODE" 400 "unknown field"
+	assert_eq "$(dep_json | json '{v["version"]: v["weight"] for v in j["versions"]}')" "$before" "nothing changed"
+	api PATCH /api/v1/deployments/9 '{"action": "stop"}'
+	assert_eq "$CODE" 404 "unknown deployment"
+}
+
+# auto-stop (an hour of 3 s here): replicas stopped, the front port freed; start brings it back with its weights
+test_deploy_auto_stop_and_start_again() {
+	DAEMON_ENV=FERRY_TEST_AUTO_STOP_UNIT_S=3 two_versions
+	port=$(front_port)
+	for _ in $(seq 1 100); do
+		[ "$(dep_json | json 'j["state"]')" = stopped ] && break
+		sleep 0.1
+	done
+	assert_eq "$(dep_json | json 'j["state"]')" stopped "auto-stopped"
+	for _ in $(seq 1 100); do
+		[ -z "$(dep_json | json '[r for v in j["versions"] for r in v["replica_list"] if r["health"] != "stopped"]' | tr -d '[]')" ] && break
+		sleep 0.1
+	done
+	assert_eq "$(dep_json | json '[r["health"] for v in j["versions"] for r in v["replica_list"]]')" '["stopped", "stopped"]' "replicas stopped"
+	for p in $(dep_json | json '" ".join(str(r["port"]) for v in j["versions"] for r in v["replica_list"])') "$port"; do
+		ss -ltnH "sport = :$p" | grep -q . && fail "port $p is still held"
+	done
+	assert_match "$(dep_json | json '[e["kind"] for e in j["events"]]')" "auto-stopped" "an event"
+	api PATCH /api/v1/deployments/1 '{"action": "start", "auto_stop": "never"}'
+	assert_eq "$CODE" 200 "start: $BODY"
+	for _ in $(seq 1 100); do
+		[ "$(dep_json | json '[r["health"] for v in j["versions"] for r in v["replica_list"]]')" = '["healthy", "healthy"]' ] && break
+		sleep 0.1
+	done
+	assert_eq "$(dep_json | json '{v["version"]: v["weight"] for v in j["versions"]}')" '{"0.0.1": 80, "0.0.2": 20}' "the same weights"
+	out=$(count_versions 300)
+	assert_match "$out" "failed 0" "serves again: $out"
+	haproxy_vs_db || fail "HAProxy differs from the database"
+}
+
+# kill -9 of the daemon, an HAProxy reload and an HAProxy restart each leave HAProxy's weights equal to the database's
+test_deploy_haproxy_agrees_after_crashes() {
+	two_versions
+	api PATCH /api/v1/deployments/1 '{"traffic": {"0.0.2": 35}}'
+	assert_eq "$CODE" 200 "traffic"
+	FRONT=$(front_port)
+	stop_daemon a KILL
+	out=$(count_versions 200)
+	assert_match "$out" "failed 0" "HAProxy serves while the daemon is away"
+	start_daemon a
+	haproxy_vs_db || fail "after the daemon's kill -9"
+	master=$(cat "$FERRY_HOME/haproxy/haproxy.pid")
+	[ -n "$master" ] || fail "no HAProxy pid file"
+	kill -USR2 "$master" || fail "cannot signal HAProxy's master $master"
+	sleep 1
+	haproxy_vs_db || fail "after an HAProxy reload"
+	kill -9 "$master"
+	pkill -9 -f "haproxy .*$FERRY_HOME/haproxy" 2>/dev/null || true
+	for _ in $(seq 1 100); do haproxy_vs_db >/dev/null 2>&1 && break; sleep 0.1; done
+	haproxy_vs_db || fail "after an HAProxy restart"
+	assert_match "$(count_versions 200)" "failed 0" "serving again"
 }
