@@ -257,7 +257,7 @@ int store_step_view(struct store_claim *out, struct store_step_last *last, PGcon
 		  "                 FROM steps x WHERE x.run_id = s.run_id AND x.state = 'succeeded' "
 		  "                   AND x.name IN (SELECT jsonb_array_elements_text(s.spec -> 'ancestors'))), '{}'), "
 		  "       jsonb_build_object('params', r.params, 'workflow', r.workflow_name, "
-		  "                          'workflow_hash', r.workflow_hash, 'no_cache', r.no_cache), "
+		  "                          'workflow_hash', r.workflow_hash, 'no_cache', r.no_cache, 'dev', r.trigger = 'dev'), "
 		  "       s.state, s.exit_code, s.reason, "
 		  "       (SELECT a.dir FROM attempts a WHERE a.step_id = s.id ORDER BY a.attempt DESC LIMIT 1) "
 		  "FROM runs r LEFT JOIN steps s ON s.run_id = r.id AND s.name = $2 WHERE r.id = $1::bigint",

@@ -10,6 +10,10 @@
  * (reconcile.c). A version that never gets ready is stopped and removed:
  * traffic stays exactly as it was, and the step fails with the reason.
  *
+ * In a dev run (`ferry dev run`) the step checks what it would deploy and
+ * deploys nothing: debugging a pipeline never moves the traffic users get
+ * nor leaves a server running after the session.
+ *
  * The step runs on a worker thread (SKF_DAEMON): its waits are bounded by
  * the step's timeout (2 minutes when it has none). A retried step finds
  * its version: one already serving is not deployed twice.
@@ -107,6 +111,22 @@ static int deploy_prepare(struct step_result *res, json_t **env, const struct st
 	res->outcome = "failed";
 	if (name == NULL)
 		name = model;
+	/*
+	 * A dev run never touches what users get, and starts nothing that
+	 * would outlive the session: the step checks what it would deploy and
+	 * says so.
+	 */
+	if (json_is_true(json_object_get(r->run, "dev"))) {
+		if ((error = upstream_version(r, model, &version, &artifact)) < 0 ||
+		    (error = read_sample(r, &sample)) < 0)
+			goto fail;
+		free(sample);
+		res->outcome = "succeeded";
+		res->reason = xasprintf("not deployed: a dev run starts no replicas and moves no traffic (%s %s "
+					"would go to deployment %s); submit the workflow to deploy", model, version, name);
+		res->outputs = json_pack("{s:s, s:s, s:b}", "deployment", name, "version", version, "deployed", 0);
+		return 1;
+	}
 	if (nrep < 1)
 		nrep = 1;
 	if ((error = upstream_version(r, model, &version, &artifact)) < 0 ||

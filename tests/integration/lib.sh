@@ -33,6 +33,21 @@ run_one() {
 	fi
 }
 
+# stop_deployments HOME: what deploy steps left running under HOME — each
+# replica's supervisor (it leads its process group) and HAProxy — killed;
+# run.sh calls it after every test, passed or failed
+stop_deployments() {
+	local f p
+	for f in "$1"/deployments/*/runs/*/*/*/status; do
+		[ -f "$f" ] || continue
+		p=$(sed -n 's/^pid \([0-9]*\) .*/\1/p' "$f" | tail -n 1)
+		[ -n "$p" ] && kill -KILL -- "-$p" 2>/dev/null
+	done
+	[ -s "$1/haproxy/haproxy.pid" ] && kill -KILL "$(cat "$1/haproxy/haproxy.pid")" 2>/dev/null
+	pkill -KILL -f "haproxy .*$1/haproxy" 2>/dev/null
+	return 0
+}
+
 fail() {
 	echo "FAIL: $*" >&2
 	exit 1

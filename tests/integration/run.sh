@@ -37,6 +37,7 @@ for t in "${tests[@]}"; do
 	start=$(date +%s.%N)
 	( run_one "$t" ) > "$SUITE/$t.out" 2>&1
 	rc=$?
+	stop_deployments "$SUITE/$t"
 	secs=$(awk -v a="$start" -v b="$(date +%s.%N)" 'BEGIN { printf "%.1f", b - a }')
 	if [ $rc -eq 0 ]; then
 		passed=$((passed + 1))

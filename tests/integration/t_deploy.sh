@@ -9,13 +9,7 @@
 # their process groups) and this home's HAProxy
 deploy_down() {
 	stop_daemons
-	for f in "$FERRY_HOME"/deployments/*/runs/*/*/*/status; do
-		[ -f "$f" ] || continue
-		p=$(sed -n 's/^pid \([0-9]*\) .*/\1/p' "$f" | tail -n 1)
-		[ -n "$p" ] && kill -KILL -- "-$p" 2>/dev/null
-	done
-	[ -s "$FERRY_HOME/haproxy/haproxy.pid" ] && kill -KILL "$(cat "$FERRY_HOME/haproxy/haproxy.pid")" 2>/dev/null
-	pkill -KILL -f "haproxy .*$FERRY_HOME/haproxy" 2>/dev/null || true
+	stop_deployments "$FERRY_HOME"
 }
 
 deploy_up() {

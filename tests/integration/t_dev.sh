@@ -71,7 +71,7 @@ test_dev_run_digits_reuse() {
 	assert_match "$(echo "$out" | head -1)" "reusing the results of run $id" "first line"
 	assert_match "$out" "label +reused from run $id" "progress"
 	assert_eq "$(sql "SELECT string_agg(name || '=' || state, ' ' ORDER BY idx) FROM steps WHERE run_id = $only")" \
-		"label=succeeded train=succeeded evaluate=skipped register=skipped" "--only train --reuse"
+		"label=succeeded train=succeeded evaluate=skipped register=skipped deploy=skipped" "--only train --reuse"
 	assert_match "$(ferry get "$only")" "reused from run $id" "ferry get says where label came from"
 
 	out=$(ferry dev run "$ROOT/workflows/digits.yaml" --from evaluate)
@@ -79,7 +79,7 @@ test_dev_run_digits_reuse() {
 	from=$(echo "$out" | sed -n 's/^run \([0-9]*\) (dev).*/\1/p')
 	assert_match "$(echo "$out" | head -1)" "reusing the results of run $only" "the newest run where label and train succeeded"
 	assert_eq "$(sql "SELECT string_agg(name || '=' || state, ' ' ORDER BY idx) FROM steps WHERE run_id = $from")" \
-		"label=succeeded train=succeeded evaluate=succeeded register=succeeded" "--from evaluate"
+		"label=succeeded train=succeeded evaluate=succeeded register=succeeded deploy=succeeded" "--from evaluate"
 	assert_eq "$(step_col "$from" train "outputs->>'model'")" "$(step_col "$only" train "outputs->>'model'")" "the model reused"
 	assert_match "$(sql "SELECT spec::text FROM steps WHERE run_id = $from AND name = 'evaluate'")" "steps.train.outputs.model" "evaluate reads train's output"
 	[ -n "$(step_col "$from" evaluate "metrics->>'accuracy'")" ] || fail "evaluate scored the reused model"

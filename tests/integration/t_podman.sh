@@ -118,7 +118,7 @@ test_podman_digits_on_host_image() {
 	out=$(ferry dev run "$ROOT/workflows/digits.yaml" --only train --reuse "$id")
 	only=$(echo "$out" | sed -n 's/^run \([0-9]*\) (dev).*/\1/p')
 	assert_eq "$(sql "SELECT string_agg(name || '=' || state, ' ' ORDER BY idx) FROM steps WHERE run_id = $only")" \
-		"label=succeeded train=succeeded evaluate=skipped register=skipped" "--only train"
+		"label=succeeded train=succeeded evaluate=skipped register=skipped deploy=skipped" "--only train"
 	podman_wait_none "$id"
 }
 
