@@ -19,6 +19,7 @@
 #include "deploy.h"
 #include "reconcile.h"
 #include "replicas.h"
+#include "store.h"
 #include "store_deploy.h"
 #include "util.h"
 
@@ -158,6 +159,18 @@ void api_deployment_patch(struct api *a, struct reply *r, PGconn *db, struct req
 		want = json_pack("{s:i}", version, 100);
 		json_decref(after);
 		error = store_deploy_weights(db, q->id, want, actor, "promote", &after);
+		/* the promoted version is production now: the registry's alias follows */
+		if (error == 0) {
+			json_t *list = NULL;
+			char *vj = NULL;
+			if (store_deploy_list(db, q->id, &list) == 0 &&
+			    store_model_alias_set(&vj, db, json_string_value(json_object_get(json_array_get(list, 0), "model")),
+						  "production", version, actor) < 0)
+				flog_warn("deployment %lld: moving the production alias to %s: %s", (long long)q->id,
+					  version, ferry_error_last());
+			free(vj);
+			json_decref(list);
+		}
 	}
 	if (error == 0 && action && strcmp(action, "rollback") == 0) {
 		if ((error = store_deploy_last_weights(db, q->id, &want)) == 0) {

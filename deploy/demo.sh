@@ -1,8 +1,12 @@
 #!/usr/bin/env bash
 # make demo: start the embedded PostgreSQL and ferryd, run the digits
-# pipeline (label → train → evaluate → register) twice through the daemon
-# with the CLI: the person's step is continued from the CLI, the second run
-# reuses the cached training and registers the next version. Then stop both.
+# pipeline (label → train → evaluate → register → deploy) twice through the
+# daemon with the CLI: the person's step is continued from the CLI, the
+# second run reuses the cached training, registers the next version and
+# deploys it beside the first at 20% of the traffic. Real predictions go
+# through the deployment's front address (HAProxy), the split is shown, the
+# new version is promoted, and the auto-stop deadline printed. Then the
+# deployment, ferryd and PostgreSQL are stopped.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export FERRY_HOME=${FERRY_HOME:-$PWD/.ferry}
@@ -34,6 +38,10 @@ say "starting ferryd (state in $FERRY_HOME, log in $FERRY_HOME/ferryd.log)"
 bin/ferryd >"$FERRY_HOME/ferryd.log" 2>&1 &
 pid=$!
 cleanup() {
+	if [ -n "${DEPLOYED:-}" ]; then
+		say "ferry deployments stop 1   (drains, stops the replicas and HAProxy; start brings it back)"
+		bin/ferry deployments stop 1 || true
+	fi
 	say "stopping ferryd and the embedded PostgreSQL"
 	kill -TERM "$pid" 2>/dev/null && wait "$pid" 2>/dev/null || true
 	bin/ferryd db stop || true
@@ -104,6 +112,36 @@ say "ferry models versions digits"
 bin/ferry models versions digits
 say "ferry models get digits production"
 bin/ferry models get digits production
+
+DEPLOYED=1
+say "ferry deployments get 1   (0.0.1 keeps 80%, the new 0.0.2 takes 20%)"
+bin/ferry deployments get 1
+front=$(bin/ferry deployments get 1 -o json | /usr/bin/python3 -c 'import json,sys; print(json.load(sys.stdin)["url"])')
+
+# predict N: N real predictions of sample.json through the front address; prints the split
+predict() {
+	/usr/bin/python3 - "$front" "$1" workflows/digits/sample.json <<'PY'
+import collections, json, sys, urllib.request
+url, n, body = sys.argv[1] + "/v2/models/digits/infer", int(sys.argv[2]), open(sys.argv[3], "rb").read()
+seen, label = collections.Counter(), None
+for _ in range(n):
+    req = urllib.request.Request(url, body, {"Content-Type": "application/json"})
+    ans = json.load(urllib.request.urlopen(req, timeout=10))
+    seen[ans.get("model_version", "?")] += 1
+    label = ans["outputs"][0]["data"][0]
+print("predicted digit %s; served by: %s" % (label, ", ".join("%s %d%%" % (v, 100 * k // n) for v, k in sorted(seen.items()))))
+PY
+}
+say "200 predictions through the front address $front"
+predict 200
+say "ferry deployments predict 1 workflows/digits/sample.json   (the online prediction test)"
+bin/ferry deployments predict 1 workflows/digits/sample.json
+say "ferry deployments promote 1 0.0.2"
+bin/ferry deployments promote 1 0.0.2
+say "200 predictions after the promote"
+predict 200
+deadline=$(bin/ferry deployments get 1 -o json | /usr/bin/python3 -c 'import json,sys; print(json.load(sys.stdin)["deadline"])')
+echo "auto-stop: the deployment stops at $deadline unless extended (ferry deployments extend 1 2h)"
 
 blobs=$(find "$FERRY_HOME/artifacts/sha256" -type f | wc -l)
 say "demo finished"

@@ -188,6 +188,8 @@ PY
 	api PATCH /api/v1/deployments/1 '{"action": "promote", "version": "0.0.2"}'
 	assert_eq "$CODE" 200 "promote: $BODY"
 	assert_eq "$(dep_json | json '{v["version"]: v["weight"] for v in j["versions"]}')" '{"0.0.1": 0, "0.0.2": 100}' "promoted"
+	api GET /api/v1/models/digits/versions/production
+	assert_eq "$(echo "$BODY" | json 'j["version"]')" 0.0.2 "promote moved the production alias"
 	haproxy_vs_db || fail "HAProxy differs from the database after promote"
 	sleep 1
 	api PATCH /api/v1/deployments/1 '{"action": "rollback"}'
