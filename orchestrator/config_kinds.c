@@ -24,11 +24,13 @@
 
 #include "deploy.h"
 #include "gate.h"
+#include "loadtest.h"
 
 const char *const cfg_step_keys[SK_N] = {
 	"name", "kind", "needs", "command", "env", "image", "workdir", "timeout", "retry",
 	"executor", "resources", "network", "slurm", "cache", "gate", "model", "dataset", "labels", "webhook", "on_timeout", "artifact",
 	"version", "alias", "serve", "traffic", "replicas", "sample", "deployment", "auto_stop",
+	"load_test", "canary",
 };
 
 static const char *const on_timeout_values[] = {"fail", "continue"};
@@ -276,6 +278,147 @@ static json_t *parse_serve(struct ctx *c, size_t i, const yaml_node_t *n)
 	return arr;
 }
 
+/* A list of integers lo..hi (levels, canary steps) into a JSON array; NULL after an error. */
+static json_t *int_list(struct ctx *c, const yaml_node_t *n, const char *what, int64_t lo, int64_t hi)
+{
+	json_t *arr = json_array();
+	const yaml_node_t *it;
+	const char *s;
+	size_t k = 0;
+	int64_t v;
+
+	if (n->type != YAML_SEQUENCE_NODE || nitems(n) == 0) {
+		err_node(c, n, "%s must be a non-empty list of integers from %lld to %lld", what, (long long)lo,
+			 (long long)hi);
+		json_decref(arr);
+		return NULL;
+	}
+	while (cfg_next_item(c, n, &k, &it)) {
+		if ((s = cfg_text(c, it, what)) == NULL)
+			continue;
+		if (parse_int64(s, &v) < 0 || v < lo || v > hi) {
+			err_node(c, it, "%s: %s is not an integer from %lld to %lld", what, cfg_q(c, s), (long long)lo,
+				 (long long)hi);
+			continue;
+		}
+		json_array_append_new(arr, json_integer(v));
+	}
+	return arr;
+}
+
+/*
+ * load_test: {levels: [1, 2, 4, 8, 16], requests: 200, METRIC: "OP VALUE"
+ * | [comparisons…]}: the load-test gate (loadtest.h); the thresholds are
+ * checked here, so a typo fails validation rather than the deploy.
+ */
+static json_t *parse_load_test(struct ctx *c, const yaml_node_t *n)
+{
+	json_t *lt = json_object(), *th = json_object();
+	const yaml_node_t *key, *val, *it;
+	const char *name, *s;
+	size_t k = 0, j;
+	int64_t v;
+
+	if (!present(n)) {
+		json_decref(lt), json_decref(th);
+		return json_null();
+	}
+	if (n->type != YAML_MAPPING_NODE) {
+		err_node(c, n, "load_test must be a mapping: levels, requests and thresholds such as "
+			 "p99_ms: \"< 50\", error_rate: \"< 0.1%%\"");
+		json_decref(th);
+		return lt;
+	}
+	while (cfg_next_pair(c, n, &k, &key, &val)) {
+		if ((name = cfg_text(c, key, "a load_test key")) == NULL)
+			continue;
+		if (strcmp(name, "levels") == 0) {
+			json_t *l = int_list(c, val, "load_test.levels", 1, LOADTEST_MAX_CONCURRENCY);
+			if (l)
+				json_object_set_new(lt, "levels", l);
+		} else if (strcmp(name, "requests") == 0) {
+			if ((s = cfg_text(c, val, "load_test.requests")) == NULL)
+				continue;
+			if (parse_int64(s, &v) < 0 || v < 1 || v > LOADTEST_MAX_REQUESTS)
+				err_node(c, val, "load_test.requests: %s is not an integer from 1 to %d", cfg_q(c, s),
+					 LOADTEST_MAX_REQUESTS);
+			else
+				json_object_set_new(lt, "requests", json_integer(v));
+		} else if (val->type == YAML_SEQUENCE_NODE) {
+			json_t *arr = json_array();
+			j = 0;
+			while (cfg_next_item(c, val, &j, &it))
+				if ((s = cfg_text(c, it, "a load_test comparison")) != NULL)
+					json_array_append_new(arr, json_string(s));
+			json_object_set_new(th, name, arr);
+		} else if ((s = cfg_text(c, val, "a load_test comparison")) != NULL) {
+			json_object_set_new(th, name, json_string(s));
+		}
+	}
+	if (loadtest_thresholds_check(th) < 0)
+		err_node(c, n, "load_test: %s", ferry_error_last());
+	json_object_set_new(lt, "thresholds", th);
+	return lt;
+}
+
+/*
+ * canary: {steps: [10, 50, 100], interval: 2m, max_error_rate: 1%,
+ * max_rtime_ms: 200, min_requests: 50}: traffic grows step by step, each
+ * judged from HAProxy's counters over the interval (kind_deploy.c).
+ */
+static json_t *parse_canary(struct ctx *c, const yaml_node_t *n)
+{
+	json_t *cn = json_pack("{s:[i,i,i], s:I, s:f, s:n, s:i}", "steps", 10, 50, 100, "interval_ms",
+			       (json_int_t)120000, "max_error_rate", 0.01, "max_rtime_ms", "min_requests", 20);
+	const yaml_node_t *key, *val;
+	const char *name, *s;
+	size_t k = 0;
+	int64_t v;
+
+	if (!present(n)) {
+		json_decref(cn);
+		return json_null();
+	}
+	if (n->type != YAML_MAPPING_NODE) {
+		err_node(c, n, "canary must be a mapping: steps, interval, max_error_rate, max_rtime_ms, min_requests");
+		return cn;
+	}
+	while (cfg_next_pair(c, n, &k, &key, &val)) {
+		if ((name = cfg_text(c, key, "a canary key")) == NULL)
+			continue;
+		if (strcmp(name, "steps") == 0) {
+			json_t *l = int_list(c, val, "canary.steps", 1, 100);
+			if (l)
+				json_object_set_new(cn, "steps", l);
+			continue;
+		}
+		if ((s = cfg_text(c, val, name)) == NULL)
+			continue;
+		if (strcmp(name, "interval") == 0) {
+			if (cfg_duration_parse(s, &v) < 0 || v < 100)
+				err_node(c, val, "canary.interval: %s is not a duration (e.g. 30s, 2m)", cfg_q(c, s));
+			else
+				json_object_set_new(cn, "interval_ms", json_integer(v));
+		} else if (strcmp(name, "max_error_rate") == 0) {
+			char *end;
+			double x = strtod(s, &end);
+			if (end == s || (*end != '\0' && strcmp(end, "%") != 0) || x < 0 || x > 100)
+				err_node(c, val, "canary.max_error_rate: %s is not a percentage (e.g. 1%%)", cfg_q(c, s));
+			else
+				json_object_set_new(cn, "max_error_rate", json_real(*end == '%' ? x / 100 : x));
+		} else if (strcmp(name, "max_rtime_ms") == 0 || strcmp(name, "min_requests") == 0) {
+			if (parse_int64(s, &v) < 0 || v < 0)
+				err_node(c, val, "canary.%s: %s is not a non-negative integer", name, cfg_q(c, s));
+			else
+				json_object_set_new(cn, name, json_integer(v));
+		} else {
+			err_node(c, key, "unknown canary key %s; known: steps, interval, max_error_rate, max_rtime_ms, "
+				 "min_requests", cfg_q(c, name));
+		}
+	}
+	return cn;
+}
+
 /* An integer key checked by check (deploy.c), or dflt when absent. */
 static json_t *parse_deploy_int(struct ctx *c, const yaml_node_t *n, const char *what, int dflt,
 				int (*check)(const json_t *v, const char *field, int *out))
@@ -351,6 +494,8 @@ void cfg_kind_fields(struct ctx *c, size_t i, const struct step_kind *kind,
 		if (present(v[SK_AUTO_STOP]) && deploy_check_auto_stop(a ? a : json_null(), "auto_stop", &secs) < 0)
 			err_node(c, v[SK_AUTO_STOP], "%s", ferry_error_last());
 		json_decref(a);
+		json_object_set_new(js, "load_test", parse_load_test(c, v[SK_LOAD_TEST]));
+		json_object_set_new(js, "canary", parse_canary(c, v[SK_CANARY]));
 		/* the setting as written: the hour's length is the daemon's to apply (tests shorten it) */
 		json_object_set_new(js, "auto_stop", present(v[SK_AUTO_STOP]) && v[SK_AUTO_STOP]->type == YAML_SCALAR_NODE
 							      ? json_string(sval(v[SK_AUTO_STOP])) : json_string("1h"));

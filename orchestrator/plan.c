@@ -130,7 +130,8 @@ static int render(json_t **out, const char *s, const json_t *params, const char 
 static const char *const kind_fields[] = {"model", "dataset", "labels", "webhook", "artifact",
 					  "on_timeout", "version", "aliases", "gate", "cache",
 					  /* a deploy step's */
-					  "serve", "traffic", "replicas", "sample", "deployment", "auto_stop"};
+					  "serve", "traffic", "replicas", "sample", "deployment", "auto_stop",
+					  "load_test", "canary"};
 static const char *const placement_fields[] = {"executor", "resources", "network", "slurm"};
 
 /*

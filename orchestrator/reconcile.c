@@ -117,14 +117,19 @@ static int replica_check(PGconn *conn, const char *home, const char *actor, cons
 	}
 }
 
-/* Stops every live replica of deployment d (stopped) with an event each. */
-static void replicas_stop_all(PGconn *conn, const char *actor, const json_t *d)
+/*
+ * Stops the live replicas of deployment d (every version when all, else
+ * the retired ones), with an event each.
+ */
+static void replicas_stop_all(PGconn *conn, const char *actor, const json_t *d, int all)
 {
 	int64_t dep = json_integer_value(json_object_get(d, "id"));
 	const json_t *v, *rep;
 	size_t i, j;
 
 	json_array_foreach(json_object_get(d, "versions"), i, v) {
+		if (!all && strcmp(json_string_value(json_object_get(v, "state")), "retired") != 0)
+			continue;
 		json_array_foreach(json_object_get(v, "replica_list"), j, rep) {
 			const json_t *h = json_object_get(rep, "handle");
 			const char *version = json_string_value(json_object_get(v, "version"));
@@ -237,8 +242,7 @@ int reconcile_now(PGconn *conn, const char *home, const char *actor)
 	}
 	/* stopped deployments: HAProxy no longer sends them requests; their replicas go */
 	json_array_foreach(list, i, d)
-		if (strcmp(json_string_value(json_object_get(d, "state")), "stopped") == 0)
-			replicas_stop_all(conn, actor, d);
+		replicas_stop_all(conn, actor, d, strcmp(json_string_value(json_object_get(d, "state")), "stopped") == 0);
 out:
 	pthread_mutex_unlock(&lock);
 	for (i = 0; i < nnames; i++)
@@ -257,6 +261,18 @@ int reconcile_haproxy_read(const char *home, json_t **out)
 	pthread_mutex_lock(&lock);
 	if (hap_for(home))
 		error = hap_read(hap, out);
+	pthread_mutex_unlock(&lock);
+	return error;
+}
+
+int reconcile_haproxy_stats(const char *home, json_t **out)
+{
+	int error = FERRY_ENOTFOUND;
+
+	*out = NULL;
+	pthread_mutex_lock(&lock);
+	if (hap_for(home))
+		error = hap_stats(hap, out);
 	pthread_mutex_unlock(&lock);
 	return error;
 }

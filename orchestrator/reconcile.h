@@ -34,6 +34,9 @@ void reconcile_work_free(struct work *w);
 struct json_t;
 int reconcile_haproxy_read(const char *home, struct json_t **out);
 
+/* Per-server statistics of home's HAProxy (hap_stats). */
+int reconcile_haproxy_stats(const char *home, struct json_t **out);
+
 /* Stops home's HAProxy (a test's or `ferryd haproxy stop`'s end); replicas are left alone. */
 void reconcile_haproxy_stop(const char *home);
 

@@ -495,3 +495,35 @@ int store_deploy_delete(PGconn *conn, int64_t dep)
 	PQclear(res);
 	return error;
 }
+
+int store_deploy_version_load_test(PGconn *conn, int64_t dep, const char *version, const json_t *result)
+{
+	char d[32];
+	char *rj = json_dumps(result, JSON_COMPACT);
+	const char *params[3] = {I64(d, dep), version, rj};
+	int error = store_q(NULL, conn,
+			    "UPDATE deployment_versions SET load_test = $3::jsonb "
+			    "WHERE deployment_id = $1::bigint AND version = $2",
+			    3, params);
+
+	free(rj);
+	return error;
+}
+
+int store_deploy_version_retire(PGconn *conn, int64_t dep, const char *version, const char *actor,
+				const json_t *detail)
+{
+	char d[32];
+	char *dj = detail ? json_dumps(detail, JSON_COMPACT) : NULL;
+	const char *params[4] = {I64(d, dep), version, actor, dj};
+	int error = store_q(NULL, conn,
+			    "WITH u AS (UPDATE deployment_versions SET state = 'retired', weight = 0 "
+			    "  WHERE deployment_id = $1::bigint AND version = $2 RETURNING version) "
+			    "INSERT INTO deployment_events (deployment_id, actor, kind, detail) "
+			    "SELECT $1::bigint, $3, 'version-retired', "
+			    "       coalesce($4::jsonb, '{}'::jsonb) || jsonb_build_object('version', version) FROM u",
+			    4, params);
+
+	free(dj);
+	return error;
+}

@@ -36,6 +36,13 @@ int store_deploy_replica_put(PGconn *conn, int64_t dep, const char *version, int
 int store_deploy_replica_health(PGconn *conn, int64_t dep, const char *version, int idx, const char *health,
 				const char *error, int restarted, int64_t backoff_ms);
 
+/* Keeps a version's load-test result (loadtest_run's JSON). */
+int store_deploy_version_load_test(PGconn *conn, int64_t dep, const char *version, const json_t *result);
+
+/* Retires a version (a rolled-back canary): weight 0, its replicas stopped by the reconcile task. */
+int store_deploy_version_retire(PGconn *conn, int64_t dep, const char *version, const char *actor,
+				const json_t *detail);
+
 /* Removes a version that never served (its replicas' rows go with it), with an event. */
 int store_deploy_version_drop(PGconn *conn, int64_t dep, const char *version, const char *actor,
 			      const char *reason);

@@ -20,12 +20,16 @@
  */
 #include "steps.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "deploy.h"
+#include "loadtest.h"
 #include "reconcile.h"
 #include "replicas.h"
+#include "store.h"
 #include "store_deploy.h"
 #include "util.h"
 
@@ -94,6 +98,253 @@ static void stop_all(json_t **handles, int n)
 			replica_stop(handles[i], STOP_GRACE_MS);
 }
 
+
+/* The load-test result of the version with the most traffic, or NULL (production's, for "production * F"). */
+static json_t *production_load_test(PGconn *conn, int64_t dep, const char *version)
+{
+	json_t *list = NULL, *v, *best = NULL;
+	json_int_t w = -1;
+	size_t i;
+
+	if (store_deploy_list(conn, dep, &list) < 0)
+		return NULL;
+	json_array_foreach(json_object_get(json_array_get(list, 0), "versions"), i, v) {
+		if (strcmp(json_string_value(json_object_get(v, "state")), "serving") != 0 ||
+		    strcmp(json_string_value(json_object_get(v, "version")), version) == 0 ||
+		    json_integer_value(json_object_get(v, "weight")) <= w)
+			continue;
+		w = json_integer_value(json_object_get(v, "weight"));
+		best = json_object_get(v, "load_test");
+	}
+	best = json_is_object(best) ? json_incref(best) : NULL;
+	json_decref(list);
+	return best;
+}
+
+/*
+ * The load-test gate (loadtest.h): the sample request at each concurrency
+ * level against the new version's replicas, before traffic moves; the
+ * result stays with the version; a threshold missed fails with the numbers.
+ */
+static int load_test(const struct step_run *r, int64_t dep, const char *model, const char *version,
+		     const char *sample, const int *ports, json_t *const *handles, int nrep)
+{
+	const json_t *lt = json_object_get(r->spec, "load_test"), *lv = json_object_get(lt, "levels"), *x;
+	char *urls[DEPLOY_MAX_REPLICAS];
+	pid_t pids[DEPLOY_MAX_REPLICAS];
+	int levels[LOADTEST_MAX_LEVELS];
+	size_t nlev = 0, i;
+	json_t *result = NULL, *verdicts = NULL, *prod;
+	char *reason = NULL;
+	int error, pass;
+
+	if (sample == NULL) {
+		ferry_error_set("load_test needs sample: the request it sends");
+		return FERRY_EINVALID;
+	}
+	json_array_foreach(lv, i, x)
+		if (nlev < LOADTEST_MAX_LEVELS)
+			levels[nlev++] = (int)json_integer_value(x);
+	for (int k = 0; k < nrep; k++) {
+		urls[k] = xasprintf("http://127.0.0.1:%d/v2/models/%s/infer", ports[k], model);
+		pids[k] = (pid_t)json_integer_value(json_object_get(handles[k], "pid"));
+	}
+	{
+		struct loadtest_opts o = {.urls = (const char *const *)urls, .nurls = (size_t)nrep, .body = sample,
+					  .levels = nlev ? levels : NULL, .nlevels = nlev,
+					  .requests = (int)json_integer_value(json_object_get(lt, "requests")),
+					  .pids = pids, .npids = (size_t)nrep};
+		error = loadtest_run(&o, &result);
+	}
+	for (int k = 0; k < nrep; k++)
+		free(urls[k]);
+	if (error < 0)
+		return error;
+	prod = production_load_test(r->conn, dep, version);
+	pass = loadtest_judge(&verdicts, &reason, json_object_get(lt, "thresholds"), result, prod);
+	if (pass >= 0)
+		json_object_set_new(result, "verdicts", verdicts);
+	store_deploy_version_load_test(r->conn, dep, version, result);
+	{
+		json_t *ev = json_pack("{s:s, s:b, s:O}", "version", version, "passed", pass == 1, "result", result);
+		store_deploy_event(r->conn, dep, r->actor, "load-test", ev);
+		json_decref(ev);
+	}
+	flog_info("run %lld step %s: load test of %s %s: %s", (long long)r->run_id, r->name, model, version,
+		  pass == 1 ? "passed" : reason ? reason : ferry_error_last());
+	json_decref(result);
+	json_decref(prod);
+	if (pass == 1)
+		return FERRY_OK;
+	if (pass == 0) {
+		ferry_error_set("%s", reason);
+		free(reason);
+		return FERRY_EINVALID;
+	}
+	return pass;
+}
+
+/* Sums HAProxy's counters of one frontend's servers: those of version ord (canary) and the others. */
+struct tally {
+	int64_t req, err;
+	double rtime_sum; /* rtime_ms × requests, for the weighted mean */
+};
+
+static int tally(const char *home, const char *frontend, int ord, struct tally *canary, struct tally *base)
+{
+	json_t *st = NULL, *s;
+	char prefix[32];
+	size_t i;
+
+	memset(canary, 0, sizeof(*canary));
+	memset(base, 0, sizeof(*base));
+	snprintf(prefix, sizeof(prefix), "v%d-", ord);
+	if (reconcile_haproxy_stats(home, &st) < 0)
+		return FERRY_ERROR;
+	json_array_foreach(st, i, s) {
+		struct tally *t;
+		const char *fe = json_string_value(json_object_get(s, "frontend"));
+		const char *sv = json_string_value(json_object_get(s, "server"));
+		if (fe == NULL || sv == NULL || strcmp(fe, frontend) != 0)
+			continue;
+		t = strncmp(sv, prefix, strlen(prefix)) == 0 ? canary : base;
+		t->req += json_integer_value(json_object_get(s, "requests"));
+		t->err += json_integer_value(json_object_get(s, "hrsp_5xx"));
+		t->rtime_sum += json_number_value(json_object_get(s, "rtime_ms")) *
+				(double)json_integer_value(json_object_get(s, "requests"));
+	}
+	json_decref(st);
+	return FERRY_OK;
+}
+
+/* Sleeps ms in short slices (the step's worker; nothing else waits on it). */
+static void nap(int64_t ms)
+{
+	int64_t until = clock_mono_ms() + ms;
+
+	while (clock_mono_ms() < until)
+		usleep(50 * 1000);
+}
+
+/*
+ * The canary: traffic to the new version grows through canary.steps; after
+ * each step, over canary.interval, HAProxy's per-server counters of the
+ * canary are compared with those of the versions it replaces in the same
+ * window (at least min_requests to the canary, waiting up to three more
+ * intervals for them). A 5xx rate over max_error_rate (and over the
+ * others'), or a mean response time over max_rtime_ms, rolls back: the
+ * weights from before the canary, the version retired, an event with the
+ * numbers, the step failed. 100% at the end moves the production alias.
+ */
+static int canary(const struct step_run *r, int64_t dep, const char *name, const char *model,
+		  const char *version, int ord, int auto_stop_s, json_t **weights)
+{
+	const json_t *cn = json_object_get(r->spec, "canary"), *stp;
+	int64_t interval = json_integer_value(json_object_get(cn, "interval_ms"));
+	int64_t min_req = json_integer_value(json_object_get(cn, "min_requests"));
+	int64_t max_rt = json_integer_value(json_object_get(cn, "max_rtime_ms"));
+	double max_err = json_number_value(json_object_get(cn, "max_error_rate"));
+	json_t *list = NULL, *before = json_object(), *v;
+	size_t i;
+	int error = FERRY_OK, last = 0;
+
+	/* the weights to come back to */
+	if ((error = store_deploy_list(r->conn, dep, &list)) < 0)
+		goto out;
+	json_array_foreach(json_object_get(json_array_get(list, 0), "versions"), i, v)
+		if (strcmp(json_string_value(json_object_get(v, "state")), "serving") == 0)
+			json_object_set(before, json_string_value(json_object_get(v, "version")), json_object_get(v, "weight"));
+	json_object_set_new(before, version, json_integer(0));
+	json_array_foreach(json_object_get(cn, "steps"), i, stp) {
+		int pct = (int)json_integer_value(stp), waited = 0;
+		struct tally c0, b0, c1, b1;
+		char *why = xasprintf("canary step %zu of %zu: %d%%", i + 1, json_array_size(json_object_get(cn, "steps")), pct);
+		json_decref(*weights);
+		*weights = NULL;
+		error = store_deploy_shift(r->conn, dep, version, pct, auto_stop_s, r->actor, why, weights);
+		free(why);
+		if (error < 0 || (error = reconcile_now(r->conn, r->home, r->actor)) < 0)
+			goto out;
+		last = pct;
+		if (json_array_size(json_object_get(cn, "steps")) == i + 1 && pct == 100)
+			break; /* the last step: nothing left to judge against */
+		if (tally(r->home, name, ord, &c0, &b0) < 0)
+			goto judge_failed;
+		for (;;) {
+			double cerr, berr, crt;
+			int64_t creq, breq;
+			nap(interval);
+			if (tally(r->home, name, ord, &c1, &b1) < 0)
+				goto judge_failed;
+			if (c1.req < c0.req || b1.req < b0.req) { /* HAProxy reloaded: its counters restarted */
+				c0 = c1, b0 = b1;
+				continue;
+			}
+			creq = c1.req - c0.req, breq = b1.req - b0.req;
+			if (creq < min_req) {
+				if (++waited <= 3)
+					continue;
+				ferry_error_set("canary at %d%%: only %lld requests reached %s %s in %d intervals (at least "
+						"%lld needed to judge it); rolled back", pct, (long long)creq, model, version,
+						waited, (long long)min_req);
+				goto rollback;
+			}
+			if (creq == 0)
+				break; /* min_requests 0, and none came: nothing to judge */
+			cerr = (double)(c1.err - c0.err) / (double)creq;
+			berr = breq > 0 ? (double)(b1.err - b0.err) / (double)breq : 0;
+			crt = (c1.rtime_sum - c0.rtime_sum) / (double)creq;
+			{
+				json_t *ev = json_pack("{s:s, s:i, s:I, s:f, s:I, s:f, s:f}", "version", version, "traffic", pct,
+						       "requests", (json_int_t)creq, "error_rate", cerr, "baseline_requests",
+						       (json_int_t)breq, "baseline_error_rate", berr, "rtime_ms", crt);
+				store_deploy_event(r->conn, dep, r->actor, "canary-step", ev);
+				json_decref(ev);
+			}
+			if (cerr > max_err && cerr > berr) {
+				ferry_error_set("canary at %d%%: %s %s answered 5xx to %.1f%% of %lld requests (limit %.1f%%, "
+						"the other versions %.1f%% of %lld); rolled back", pct, model, version,
+						100 * cerr, (long long)creq, 100 * max_err, 100 * berr, (long long)breq);
+				goto rollback;
+			}
+			if (max_rt > 0 && crt > (double)max_rt) {
+				ferry_error_set("canary at %d%%: %s %s answered in %.1f ms on average over %lld requests "
+						"(limit %lld ms); rolled back", pct, model, version, crt, (long long)creq,
+						(long long)max_rt);
+				goto rollback;
+			}
+			break;
+		}
+	}
+	if (last == 100) {
+		char *vj = NULL;
+		if (store_model_alias_set(&vj, r->conn, model, "production", version, r->actor) < 0)
+			flog_warn("canary: moving the production alias to %s %s: %s", model, version, ferry_error_last());
+		free(vj);
+	}
+	goto out;
+judge_failed:
+	ferry_error_set("canary: HAProxy's statistics could not be read (%s); rolled back", ferry_error_last());
+rollback:
+	{
+		char *why = xstrdup(ferry_error_last());
+		json_t *after = NULL, *det = json_pack("{s:s}", "reason", why);
+		if (store_deploy_weights(r->conn, dep, before, r->actor, "canary-rolled-back", &after) < 0)
+			flog_error("canary rollback of %s: %s", version, ferry_error_last());
+		store_deploy_version_retire(r->conn, dep, version, r->actor, det);
+		reconcile_now(r->conn, r->home, r->actor);
+		flog_warn("run %lld step %s: %s", (long long)r->run_id, r->name, why);
+		ferry_error_set("%s", why);
+		free(why);
+		json_decref(after), json_decref(det);
+		error = FERRY_EINVALID;
+	}
+out:
+	json_decref(list);
+	json_decref(before);
+	return error;
+}
+
 static int deploy_prepare(struct step_result *res, json_t **env, const struct step_run *r)
 {
 	const char *model = json_string_value(json_object_get(r->spec, "model"));
@@ -102,6 +353,7 @@ static int deploy_prepare(struct step_result *res, json_t **env, const struct st
 	int traffic = (int)json_integer_value(json_object_get(r->spec, "traffic"));
 	int nrep = (int)json_integer_value(json_object_get(r->spec, "replicas"));
 	const char *version, *artifact;
+	int ports[DEPLOY_MAX_REPLICAS] = {0};
 	json_t *handles[DEPLOY_MAX_REPLICAS] = {NULL}, *weights = NULL, *spec = NULL, *as = json_object_get(r->spec, "auto_stop");
 	char *sample = NULL, *state = NULL;
 	int64_t dep = 0, until;
@@ -165,7 +417,7 @@ static int deploy_prepare(struct step_result *res, json_t **env, const struct st
 					 .generation = 1, .port = replica_free_port(), .model = model,
 					 .version = version, .artifact = artifact, .serve = serve,
 					 .env = json_object_get(r->spec, "env"), .workdir = r->workdir};
-		if (s.port == 0) {
+		if ((ports[i] = s.port) == 0) {
 			ferry_error_set("no free port for a replica");
 			error = FERRY_ERROR;
 			goto undo;
@@ -175,29 +427,23 @@ static int deploy_prepare(struct step_result *res, json_t **env, const struct st
 						      NULL)) < 0)
 			goto undo;
 	}
-	{
-		json_t *list = NULL, *v, *rep;
-		size_t k, j;
-		if ((error = store_deploy_list(r->conn, dep, &list)) < 0)
+	for (int i = 0; i < nrep; i++) {
+		if ((error = replica_wait_ready(ports[i], model, sample, handles[i], until)) < 0)
 			goto undo;
-		json_array_foreach(json_object_get(json_array_get(list, 0), "versions"), k, v) {
-			if (strcmp(json_string_value(json_object_get(v, "version")), version) != 0)
-				continue;
-			json_array_foreach(json_object_get(v, "replica_list"), j, rep) {
-				int idx = (int)json_integer_value(json_object_get(rep, "idx"));
-				int rport = (int)json_integer_value(json_object_get(rep, "port"));
-				if (idx < 1 || idx > nrep)
-					continue;
-				if ((error = replica_wait_ready(rport, model, sample, handles[idx - 1], until)) < 0) {
-					json_decref(list);
-					goto undo;
-				}
-				store_deploy_replica_health(r->conn, dep, version, idx, "healthy", NULL, 0, 0);
-			}
-		}
-		json_decref(list);
+		store_deploy_replica_health(r->conn, dep, version, i + 1, "healthy", NULL, 0, 0);
 	}
-	{
+	/* the load-test gate: before any traffic moves */
+	if (json_is_object(json_object_get(r->spec, "load_test")) &&
+	    (error = load_test(r, dep, model, version, sample, ports, handles, nrep)) < 0)
+		goto undo;
+	if (json_is_object(json_object_get(r->spec, "canary"))) {
+		/* traffic grows step by step; a failed step rolls back and retires the version */
+		if ((error = canary(r, dep, name, model, version, ord, auto_stop_s, &weights)) < 0) {
+			res->final = 1;
+			res->reason = xstrdup(ferry_error_last());
+			goto out_failed;
+		}
+	} else {
 		char *why = xasprintf("deployed by run %lld step %s", (long long)r->run_id, r->name);
 		error = store_deploy_shift(r->conn, dep, version, traffic, auto_stop_s, r->actor, why, &weights);
 		free(why);
@@ -216,6 +462,13 @@ static int deploy_prepare(struct step_result *res, json_t **env, const struct st
 				 (json_int_t)dep, "weights", weights);
 	json_object_set_new(res->outputs, "url", json_sprintf("http://127.0.0.1:%d", port));
 	flog_info("run %lld step %s: %s", (long long)r->run_id, r->name, res->reason);
+	json_decref(weights);
+	for (int i = 0; i < nrep; i++)
+		json_decref(handles[i]);
+	free(state), free(sample);
+	json_decref(spec);
+	return 1;
+out_failed:
 	json_decref(weights);
 	for (int i = 0; i < nrep; i++)
 		json_decref(handles[i]);
@@ -248,7 +501,8 @@ const struct step_kind kind_deploy = {
 	.name = "deploy", .flags = SKF_DAEMON | SKF_SERVICE | SKF_INPUTS,
 	.command = SKC_FORBIDDEN, .no_command = "starts model servers (serve:) and runs no command",
 	.keys = SK_BIT(SK_MODEL) | SK_BIT(SK_SERVE) | SK_BIT(SK_TRAFFIC) | SK_BIT(SK_REPLICAS) |
-		SK_BIT(SK_SAMPLE) | SK_BIT(SK_DEPLOYMENT) | SK_BIT(SK_AUTO_STOP),
+		SK_BIT(SK_SAMPLE) | SK_BIT(SK_DEPLOYMENT) | SK_BIT(SK_AUTO_STOP) | SK_BIT(SK_LOAD_TEST) |
+		SK_BIT(SK_CANARY),
 	.required = SK_BIT(SK_MODEL) | SK_BIT(SK_SERVE),
 	.key_hint = {[SK_MODEL] = "the model whose registered version to deploy",
 		     [SK_SERVE] = "the model server's command"},

@@ -279,3 +279,82 @@ test_deploy_haproxy_agrees_after_crashes() {
 	haproxy_vs_db || fail "after an HAProxy restart"
 	assert_match "$(count_versions 200)" "failed 0" "serving again"
 }
+
+# a load test that misses its threshold fails the step with the numbers; traffic stays where it was
+test_deploy_load_test_threshold_fails_step() {
+	deploy_up
+	start_daemon a
+	id=$(submit "$(deploy_wf 100)")
+	wait_run "$id" succeeded 120
+	f=$(deploy_wf 50 "    load_test: {levels: [1, 2], requests: 40, p99_ms: \"< 0.001\", error_rate: \"< 1%\"}")
+	id2=$(submit "$f" '{"C": "5"}')
+	wait_run "$id2" failed 120
+	reason=$(step_col "$id2" deploy reason)
+	assert_match "$reason" "load test failed: p99_ms [0-9.]+ >= 0.001 at concurrency [12]; traffic left as it was" "the reason has the numbers"
+	assert_match "$(dep_json | json '[e for e in j["events"] if e["kind"] == "load-test"][0]["detail"]["result"]["levels"][1]["concurrency"]')" "^2$" "the result is kept"
+	assert_eq "$(dep_json | json '{v["version"]: v["weight"] for v in j["versions"]}')" '{"0.0.1": 100}' "weights unchanged"
+	# a load test that passes: its result stays with the version
+	f=$(deploy_wf 50 "    load_test: {levels: [1, 4], requests: 40, error_rate: \"< 1%\", p99_ms: \"< 5000\"}")
+	id3=$(submit "$f" '{"C": "3"}')
+	wait_run "$id3" succeeded 120
+	assert_eq "$(dep_json | json '[v for v in j["versions"] if v["version"] == "0.0.3"][0]["load_test"]["levels"][1]["errors"]')" 0 "kept with the version"
+}
+
+# a canary that answers 5xx is rolled back automatically, with the numbers
+test_deploy_canary_5xx_rolled_back() {
+	deploy_up
+	start_daemon a
+	id=$(submit "$(deploy_wf 100)")
+	wait_run "$id" succeeded 120
+	cat >"$FERRY_HOME/bad_serve.py" <<'PY'
+# ready, answers its warm-up request, then 500 to every inference
+import http.server, os, socketserver
+served = {"n": 0}
+class H(http.server.BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+    def log_message(self, *a): pass
+    def reply(self, code, body=b"{}"):
+        self.send_response(code); self.send_header("Content-Length", str(len(body))); self.end_headers(); self.wfile.write(body)
+    def do_GET(self): self.reply(200)
+    def do_POST(self):
+        self.rfile.read(int(self.headers.get("Content-Length", 0)))
+        served["n"] += 1
+        self.reply(200 if served["n"] == 1 else 500, b'{"error":"broken model"}' if served["n"] > 1 else b'{"outputs":[]}')
+class S(socketserver.ThreadingMixIn, http.server.HTTPServer):
+    allow_reuse_address = True; daemon_threads = True
+S(("127.0.0.1", int(os.environ["FERRY_PORT"])), H).serve_forever()
+PY
+	f=$(deploy_wf 100 "    canary: {steps: [30, 100], interval: 1s, max_error_rate: 5%, min_requests: 5}")
+	sed -i "s|serve: .*|serve: [/usr/bin/python3, $FERRY_HOME/bad_serve.py]|" "$f"
+	python3 - "$(front_port)" "$ROOT/workflows/digits/sample.json" "$FERRY_HOME/load.out" <<'PY' &
+import http.client, sys, time
+port, sample = int(sys.argv[1]), open(sys.argv[2]).read()
+codes = {}
+end = time.time() + 12
+while time.time() < end:
+    try:
+        c = http.client.HTTPConnection("127.0.0.1", port, timeout=5)
+        c.request("POST", "/v2/models/digits/infer", sample, {"Content-Type": "application/json"})
+        r = c.getresponse(); r.read(); c.close()
+        codes[r.status] = codes.get(r.status, 0) + 1
+    except Exception:
+        codes["x"] = codes.get("x", 0) + 1
+    time.sleep(0.01)
+open(sys.argv[3], "w").write(repr(codes))
+PY
+	load=$!
+	id2=$(submit "$f" '{"C": "5"}')
+	wait_run "$id2" failed 60
+	reason=$(step_col "$id2" deploy reason)
+	assert_match "$reason" "canary at 30%: digits 0.0.2 answered 5xx to [0-9.]+% of [0-9]+ requests \(limit 5.0%, the other versions 0.0% of [0-9]+\); rolled back" "the reason"
+	assert_eq "$(dep_json | json '{v["version"]: [v["weight"], v["state"]] for v in j["versions"]}')" '{"0.0.1": [100, "serving"], "0.0.2": [0, "retired"]}' "rolled back and retired"
+	assert_match "$(dep_json | json '[e["kind"] for e in j["events"]]')" "canary-step.*canary-rolled-back.*version-retired" "the events"
+	wait "$load"
+	for _ in $(seq 1 50); do
+		[ "$(dep_json | json '[r["health"] for v in j["versions"] if v["version"] == "0.0.2" for r in v["replica_list"]]')" = '["stopped"]' ] && break
+		sleep 0.1
+	done
+	assert_eq "$(dep_json | json '[r["health"] for v in j["versions"] if v["version"] == "0.0.2" for r in v["replica_list"]]')" '["stopped"]' "the canary's replica stopped"
+	assert_match "$(count_versions 200)" "^0.0.1 200" "all traffic back on 0.0.1"
+	haproxy_vs_db || fail "HAProxy differs from the database"
+}

@@ -95,6 +95,8 @@ static const char *key_value(int sk)
 	case SK_SAMPLE: return "sample.json";
 	case SK_DEPLOYMENT: return "prod";
 	case SK_AUTO_STOP: return "4h";
+	case SK_LOAD_TEST: return "{levels: [1, 2], requests: 10, p99_ms: \"< 50\"}";
+	case SK_CANARY: return "{steps: [10, 100], interval: 30s, max_error_rate: 1%}";
 	default: return NULL;
 	}
 }
@@ -104,7 +106,8 @@ static const char *const key_names[SK_N] = {
 	[SK_LABELS] = "labels", [SK_WEBHOOK] = "webhook", [SK_ON_TIMEOUT] = "on_timeout",
 	[SK_ARTIFACT] = "artifact", [SK_VERSION] = "version", [SK_ALIAS] = "alias",
 	[SK_SERVE] = "serve", [SK_TRAFFIC] = "traffic", [SK_REPLICAS] = "replicas", [SK_SAMPLE] = "sample",
-	[SK_DEPLOYMENT] = "deployment", [SK_AUTO_STOP] = "auto_stop",
+	[SK_DEPLOYMENT] = "deployment", [SK_AUTO_STOP] = "auto_stop", [SK_LOAD_TEST] = "load_test",
+	[SK_CANARY] = "canary",
 };
 
 /*
