@@ -118,18 +118,27 @@ int deploy_check_replicas(const json_t *v, const char *field, int *out)
 	return int_in(v, field, 1, DEPLOY_MAX_REPLICAS, "the number of replicas", out);
 }
 
+/* The length of an "hour" in seconds: 3600, or FERRY_TEST_AUTO_STOP_UNIT_S. */
+static int64_t hour_s(void)
+{
+	const char *e = getenv("FERRY_TEST_AUTO_STOP_UNIT_S");
+	int64_t unit;
+
+	return e && parse_int64(e, &unit) == 0 && unit > 0 ? unit : 3600;
+}
+
+int deploy_warn_lead_s(void)
+{
+	return (int)(hour_s() * 600 / 3600);
+}
+
 int deploy_check_auto_stop(const json_t *v, const char *field, int *secs)
 {
-	const char *s = json_string_value(v), *unit_env = getenv("FERRY_TEST_AUTO_STOP_UNIT_S");
-	int64_t unit = 3600, h;
+	const char *s = json_string_value(v);
+	int64_t unit = hour_s(), h;
 	char *num = NULL;
 	int error = FERRY_EINVALID;
 
-	if (unit_env && parse_int64(unit_env, &unit) == 0 && unit > 0) {
-		/* a test's short hour */
-	} else {
-		unit = 3600;
-	}
 	if (s && strcmp(s, "never") == 0) {
 		*secs = 0;
 		return FERRY_OK;

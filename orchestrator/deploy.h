@@ -53,6 +53,9 @@ int deploy_check_replicas(const json_t *v, const char *field, int *out);
  * of an "hour" in seconds (tests stop deployments in seconds).
  */
 int deploy_check_auto_stop(const json_t *v, const char *field, int *secs);
+/* How long before its deadline a deployment's auto-stop is announced: 10 minutes of an "hour" (see above). */
+int deploy_warn_lead_s(void);
+
 /* A deployment name: [A-Za-z0-9][A-Za-z0-9_.-]{0,63}. */
 int deploy_check_name(const char *name, const char *field);
 

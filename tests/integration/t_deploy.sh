@@ -227,7 +227,7 @@ test_deploy_patch_validation() {
 	assert_eq "$CODE" 404 "unknown deployment"
 }
 
-# auto-stop (an hour of 3 s here): replicas stopped, the front port freed; start brings it back with its weights
+# auto-stop (an hour of 3 s here, so the warning comes 0.5 s before): replicas stopped, the front port freed; start brings it back with its weights
 test_deploy_auto_stop_and_start_again() {
 	DAEMON_ENV=FERRY_TEST_AUTO_STOP_UNIT_S=3 two_versions
 	port=$(front_port)
@@ -244,7 +244,7 @@ test_deploy_auto_stop_and_start_again() {
 	for p in $(dep_json | json '" ".join(str(r["port"]) for v in j["versions"] for r in v["replica_list"])') "$port"; do
 		ss -ltnH "sport = :$p" | grep -q . && fail "port $p is still held"
 	done
-	assert_match "$(dep_json | json '[e["kind"] for e in j["events"]]')" "auto-stopped" "an event"
+	assert_match "$(dep_json | json '[e["kind"] for e in j["events"]]')" "auto-stop-warning.*auto-stopped" "a warning, then the stop"
 	api PATCH /api/v1/deployments/1 '{"action": "start", "auto_stop": "never"}'
 	assert_eq "$CODE" 200 "start: $BODY"
 	for _ in $(seq 1 100); do
