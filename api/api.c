@@ -682,7 +682,7 @@ const struct api_route api_routes[] = {
 	{"GET", "/api/v1/deployments", AUTH, NULL, api_deployments_list, NULL, NULL},
 	{"GET", "/api/v1/deployments/{id}", AUTH, NULL, api_deployment_get, NULL, NULL},
 	{"PATCH", "/api/v1/deployments/{id}", AUTH, NULL, api_deployment_patch, NULL,
-	 "traffic action version auto_stop extend"},
+	 "traffic replicas action version auto_stop extend"},
 	{"DELETE", "/api/v1/deployments/{id}", AUTH, NULL, api_deployment_delete, NULL, NULL},
 	{"POST", "/api/v1/deployments/{id}/predict", AUTH, NULL, api_deployment_predict, NULL,
 	 "id inputs outputs parameters"},

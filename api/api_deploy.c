@@ -109,6 +109,28 @@ static int check_traffic(struct reply *r, json_t *t)
 	return 0;
 }
 
+/* The replicas field: {"VERSION": n, …}, each 1–5. */
+static int check_replicas(struct reply *r, json_t *t)
+{
+	const char *k;
+	json_t *v;
+	int x;
+
+	if (!json_is_object(t) || json_object_size(t) == 0) {
+		reply_error(r, 400, "invalid_field", "replicas",
+			    "field \"replicas\" must be an object of version → replica count, e.g. {\"0.0.2\": 3}", NULL);
+		return -1;
+	}
+	json_object_foreach(t, k, v)
+		if (!json_is_integer(v) || deploy_check_replicas(v, "replicas", &x) < 0) {
+			reply_error(r, 400, "invalid_field", "replicas",
+				    json_is_integer(v) ? ferry_error_last() : "replicas: each value is an integer from 1 to 5",
+				    NULL);
+			return -1;
+		}
+	return 0;
+}
+
 void api_deployment_patch(struct api *a, struct reply *r, PGconn *db, struct req *q)
 {
 	json_t *body = body_object(r, q), *traffic, *after = NULL, *d = NULL, *want = NULL;
@@ -131,6 +153,8 @@ void api_deployment_patch(struct api *a, struct reply *r, PGconn *db, struct req
 	}
 	if (traffic && check_traffic(r, traffic) < 0)
 		goto out;
+	if (json_object_get(body, "replicas") && check_replicas(r, json_object_get(body, "replicas")) < 0)
+		goto out;
 	if (json_object_get(body, "auto_stop") &&
 	    deploy_check_auto_stop(json_object_get(body, "auto_stop"), "auto_stop", &as_secs) < 0) {
 		reply_error(r, 400, "invalid_field", "auto_stop", ferry_error_last(), NULL);
@@ -146,9 +170,9 @@ void api_deployment_patch(struct api *a, struct reply *r, PGconn *db, struct req
 			    "field \"version\" is required with action promote: the version that gets 100%", NULL);
 		goto out;
 	}
-	if (!traffic && !action && as_secs < 0 && extend_secs < 0) {
+	if (!traffic && !action && as_secs < 0 && extend_secs < 0 && !json_object_get(body, "replicas")) {
 		reply_error(r, 400, "missing_field", "traffic",
-			    "nothing to change: give traffic, auto_stop, extend or action (stop, start, promote, rollback)",
+			    "nothing to change: give traffic, replicas, auto_stop, extend or action (stop, start, promote, rollback)",
 			    NULL);
 		goto out;
 	}
@@ -178,6 +202,16 @@ void api_deployment_patch(struct api *a, struct reply *r, PGconn *db, struct req
 			error = store_deploy_weights(db, q->id, want, actor, "rollback", &after);
 		}
 	}
+	if (error == 0 && json_object_get(body, "replicas")) {
+		const char *ver;
+		json_t *n;
+		json_object_foreach(json_object_get(body, "replicas"), ver, n) {
+			int ports[DEPLOY_MAX_REPLICAS];
+			replica_free_ports(ports, DEPLOY_MAX_REPLICAS);
+			if ((error = store_deploy_set_replicas(db, q->id, ver, (int)json_integer_value(n), ports, actor)) < 0)
+				break;
+		}
+	}
 	if (error == 0 && as_secs >= 0)
 		error = store_deploy_auto_stop(db, q->id, as_secs, 0, actor);
 	if (error == 0 && extend_secs > 0)
@@ -185,7 +219,9 @@ void api_deployment_patch(struct api *a, struct reply *r, PGconn *db, struct req
 	if (error == 0 && action && (strcmp(action, "stop") == 0 || strcmp(action, "start") == 0))
 		error = store_deploy_set_state(db, q->id, strcmp(action, "stop") == 0 ? "stopped" : "running", actor);
 	if (error == FERRY_EINVALID) {
-		reply_error(r, 400, "invalid_field", traffic ? "traffic" : "version", ferry_error_last(), NULL);
+		reply_error(r, 400, "invalid_field",
+			    traffic ? "traffic" : json_object_get(body, "replicas") ? "replicas" : "version",
+			    ferry_error_last(), NULL);
 		goto out;
 	}
 	if (error < 0) {

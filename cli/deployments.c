@@ -1,7 +1,7 @@
 /*
  * deployments — `ferry deployments`: list and show deployments (versions,
  * weights, replicas with their health, the auto-stop deadline), change
- * their traffic, extend or stop and start them, promote or roll back,
+ * their traffic or a version's replica count, extend or stop and start them, promote or roll back,
  * send an online prediction through the front address, and delete them.
  * Each subcommand is one request to the API (api/api_deploy.c).
  */
@@ -29,6 +29,7 @@ static const struct sub subs[] = {
 	{"rollback", 0, "DEPLOYMENT"},
 	{"predict", 1, "DEPLOYMENT REQUEST.json"},
 	{"delete", 0, "DEPLOYMENT"},
+	{"scale", 2, "DEPLOYMENT VERSION REPLICAS (1-5)"},
 	{NULL, 0, NULL},
 };
 
@@ -69,8 +70,8 @@ int cmd_deployments(const struct ctx *x, int argc, char **argv)
 
 	if (argc < 2 || strcmp(argv[1], "-h") == 0 || strcmp(argv[1], "--help") == 0) {
 		if (argc < 2)
-			return usage_error(x, "which one: list, get, traffic, extend, stop, start, promote, rollback, "
-					      "predict or delete?");
+			return usage_error(x, "which one: list, get, traffic, scale, extend, stop, start, promote, "
+					      "rollback, predict or delete?");
 		return print_help(x->cmd);
 	}
 	for (k = 0; subs[k].name && strcmp(subs[k].name, argv[1]) != 0; k++)
@@ -137,6 +138,15 @@ int cmd_deployments(const struct ctx *x, int argc, char **argv)
 		method = "POST";
 		path = xasprintf("/deployments/%lld/predict", (long long)id);
 		break;
+	case 10: {
+		int64_t n;
+		if (parse_int64(ops[2], &n) < 0) {
+			status = usage_error(x, "REPLICAS must be an integer from 1 to 5, not '%s'", ops[2]);
+			goto out;
+		}
+		body = json_pack("{s:{s:I}}", "replicas", ops[1], (json_int_t)n);
+		break;
+	}
 	default:
 		method = "DELETE";
 		path = xasprintf("/deployments/%lld", (long long)id);

@@ -149,6 +149,24 @@ static void replicas_stop_all(PGconn *conn, const char *actor, const json_t *d, 
 	}
 }
 
+/* Stops replica rep (past its version's count) and forgets it, with an event. */
+static void replica_remove(PGconn *conn, const char *actor, const json_t *d, const json_t *v, const json_t *rep)
+{
+	int64_t dep = json_integer_value(json_object_get(d, "id"));
+	const char *version = json_string_value(json_object_get(v, "version"));
+	int idx = (int)json_integer_value(json_object_get(rep, "idx"));
+	const json_t *h = json_object_get(rep, "handle");
+	json_t *det = json_pack("{s:s, s:i}", "version", version, "replica", idx);
+
+	if (h)
+		replica_stop(h, STOP_GRACE_MS);
+	store_deploy_replica_delete(conn, dep, version, idx);
+	store_deploy_event(conn, dep, actor, "replica-removed", det);
+	json_decref(det);
+	flog_info("deployment %s: %s replica %d removed (scaled down)", json_string_value(json_object_get(d, "name")),
+		  version, idx);
+}
+
 /* The deployment id whose frontend is called name in list, or 0. */
 static int64_t dep_of(const json_t *list, const char *name)
 {
@@ -187,7 +205,13 @@ int reconcile_now(PGconn *conn, const char *home, const char *actor)
 			if (strcmp(json_string_value(json_object_get(v, "state")), "serving") != 0)
 				continue;
 			json_array_foreach(json_object_get(v, "replica_list"), k, rep) {
-				int ok = replica_check(conn, home, actor, d, v, rep);
+				int ok;
+				/* scaled down: the replicas past the count go, once HAProxy left them (below) */
+				if (json_integer_value(json_object_get(rep, "idx")) > json_integer_value(json_object_get(v, "replicas"))) {
+					json_object_set_new(rep, "removed", json_true());
+					continue;
+				}
+				ok = replica_check(conn, home, actor, d, v, rep);
 				json_object_set_new(rep, "ok", json_boolean(ok));
 				healthy += ok;
 			}
@@ -214,6 +238,8 @@ int reconcile_now(PGconn *conn, const char *home, const char *actor)
 			if (strcmp(json_string_value(json_object_get(v, "state")), "serving") != 0)
 				continue;
 			json_array_foreach(json_object_get(v, "replica_list"), k, rep) {
+				if (json_is_true(json_object_get(rep, "removed")))
+					continue;
 				names[nnames] = xasprintf("v%lld-r%lld", (long long)json_integer_value(json_object_get(v, "ord")),
 							  (long long)json_integer_value(json_object_get(rep, "idx")));
 				sv[nsv].name = names[nnames++];
@@ -240,6 +266,12 @@ int reconcile_now(PGconn *conn, const char *home, const char *actor)
 		if (dep > 0)
 			store_deploy_event(conn, dep, actor, "haproxy", c);
 	}
+	/* replicas scaled away: HAProxy no longer sends them requests */
+	json_array_foreach(list, i, d)
+		json_array_foreach(json_object_get(d, "versions"), j, v)
+			json_array_foreach(json_object_get(v, "replica_list"), k, rep)
+				if (json_is_true(json_object_get(rep, "removed")))
+					replica_remove(conn, actor, d, v, rep);
 	/* stopped deployments: HAProxy no longer sends them requests; their replicas go */
 	json_array_foreach(list, i, d)
 		replicas_stop_all(conn, actor, d, strcmp(json_string_value(json_object_get(d, "state")), "stopped") == 0);

@@ -185,6 +185,31 @@ int replica_wait_ready(int port, const char *model, const char *sample, const js
 	return FERRY_OK;
 }
 
+int replica_free_ports(int *out, int n)
+{
+	int fds[8], got = 0;
+
+	/* held open together, so the kernel hands out n different ports */
+	for (int i = 0; i < n && i < 8; i++) {
+		struct sockaddr_in a = {.sin_family = AF_INET};
+		socklen_t len = sizeof(a);
+		out[i] = 0;
+		fds[i] = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+		if (fds[i] < 0)
+			continue;
+		a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+		if (bind(fds[i], (struct sockaddr *)&a, sizeof(a)) == 0 &&
+		    getsockname(fds[i], (struct sockaddr *)&a, &len) == 0) {
+			out[i] = ntohs(a.sin_port);
+			got++;
+		}
+	}
+	for (int i = 0; i < n && i < 8; i++)
+		if (fds[i] >= 0)
+			close(fds[i]);
+	return got == n ? FERRY_OK : FERRY_ERROR;
+}
+
 int replica_free_port(void)
 {
 	struct sockaddr_in a = {.sin_family = AF_INET};

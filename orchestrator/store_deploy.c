@@ -541,3 +541,57 @@ int store_deploy_version_retire(PGconn *conn, int64_t dep, const char *version, 
 	free(dj);
 	return error;
 }
+
+int store_deploy_set_replicas(PGconn *conn, int64_t dep, const char *version, int n, const int *ports,
+			      const char *actor)
+{
+	char d[32], nn[16], idx[16], pt[16];
+	const char *p1[4] = {I64(d, dep), version, I64(nn, n), actor};
+	PGresult *res = NULL;
+	int error, have;
+
+	if ((error = store_q(NULL, conn, "BEGIN", 0, NULL)) < 0)
+		return error;
+	if ((error = store_q(&res, conn,
+			     "WITH u AS (UPDATE deployment_versions SET replicas = $3::int "
+			     "  WHERE deployment_id = $1::bigint AND version = $2 AND state = 'serving' RETURNING 1), "
+			     "ev AS (INSERT INTO deployment_events (deployment_id, actor, kind, detail) "
+			     "  SELECT $1::bigint, $4, 'replicas', jsonb_build_object('version', $2::text, 'replicas', $3::int) FROM u) "
+			     "SELECT (SELECT count(*) FROM u), (SELECT coalesce(max(idx), 0) FROM deployment_replicas "
+			     "  WHERE deployment_id = $1::bigint AND version = $2)",
+			     4, p1)) < 0)
+		goto fail;
+	if (strcmp(PQgetvalue(res, 0, 0), "1") != 0) {
+		ferry_error_set("replicas: version %s does not serve in this deployment", version);
+		error = FERRY_EINVALID;
+		goto fail;
+	}
+	have = (int)strtol(PQgetvalue(res, 0, 1), NULL, 10);
+	PQclear(res);
+	res = NULL;
+	for (int i = have + 1, k = 0; i <= n; i++, k++) {
+		const char *p2[4] = {d, version, I64(idx, i), I64(pt, ports[k])};
+		if ((error = store_q(NULL, conn,
+				     "INSERT INTO deployment_replicas (deployment_id, version, idx, port, executor, health, generation) "
+				     "VALUES ($1::bigint, $2, $3::int, $4::int, 'local', 'stopped', 0) "
+				     "ON CONFLICT DO NOTHING",
+				     4, p2)) < 0)
+			goto fail;
+	}
+	return store_q(NULL, conn, "COMMIT", 0, NULL) < 0 ? (rollback(conn), FERRY_EDB) : FERRY_OK;
+fail:
+	if (res)
+		PQclear(res);
+	rollback(conn);
+	return error;
+}
+
+int store_deploy_replica_delete(PGconn *conn, int64_t dep, const char *version, int idx)
+{
+	char d[32], i[16];
+	const char *params[3] = {I64(d, dep), version, I64(i, idx)};
+
+	return store_q(NULL, conn,
+		       "DELETE FROM deployment_replicas WHERE deployment_id = $1::bigint AND version = $2 AND idx = $3::int",
+		       3, params);
+}

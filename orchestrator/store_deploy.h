@@ -100,6 +100,18 @@ int store_deploy_set_state(PGconn *conn, int64_t dep, const char *state, const c
 /* auto-stop set to secs (0: never) from now, or with extend the deadline moved by secs. */
 int store_deploy_auto_stop(PGconn *conn, int64_t dep, int secs, int extend, const char *actor);
 
+/*
+ * Sets a serving version's replica count (1–5): rows for new replicas
+ * (ports[i] for replica count+1+i, health stopped: the reconcile task starts
+ * them), and the count that makes the reconcile task stop and remove the
+ * extra ones. With an event.
+ */
+int store_deploy_set_replicas(PGconn *conn, int64_t dep, const char *version, int n, const int *ports,
+			      const char *actor);
+
+/* Forgets replica idx of version (the reconcile task stopped it). */
+int store_deploy_replica_delete(PGconn *conn, int64_t dep, const char *version, int idx);
+
 /* Deletes the deployment's rows (its replicas must be stopped first). */
 int store_deploy_delete(PGconn *conn, int64_t dep);
 

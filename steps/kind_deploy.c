@@ -412,16 +412,16 @@ static int deploy_prepare(struct step_result *res, json_t **env, const struct st
 		return 1;
 	}
 	until = clock_mono_ms() + READY_TIMEOUT_MS;
+	if (replica_free_ports(ports, nrep) < 0) {
+		ferry_error_set("no free ports for %d replicas", nrep);
+		error = FERRY_ERROR;
+		goto undo;
+	}
 	for (int i = 0; i < nrep; i++) {
 		struct replica_spec s = {.home = r->home, .deployment = name, .ord = ord, .idx = i + 1,
-					 .generation = 1, .port = replica_free_port(), .model = model,
+					 .generation = 1, .port = ports[i], .model = model,
 					 .version = version, .artifact = artifact, .serve = serve,
 					 .env = json_object_get(r->spec, "env"), .workdir = r->workdir};
-		if ((ports[i] = s.port) == 0) {
-			ferry_error_set("no free port for a replica");
-			error = FERRY_ERROR;
-			goto undo;
-		}
 		if ((error = replica_start(&s, &handles[i])) < 0 ||
 		    (error = store_deploy_replica_put(r->conn, dep, version, i + 1, s.port, handles[i], 1, "starting",
 						      NULL)) < 0)

@@ -358,3 +358,27 @@ PY
 	assert_match "$(count_versions 200)" "^0.0.1 200" "all traffic back on 0.0.1"
 	haproxy_vs_db || fail "HAProxy differs from the database"
 }
+
+# scale a version up and down: new replicas start and take traffic, extra ones leave after HAProxy dropped them
+test_deploy_scale_replicas() {
+	two_versions
+	ferry deployments scale 1 0.0.2 3 >/dev/null || fail "ferry deployments scale"
+	for _ in $(seq 1 100); do
+		[ "$(dep_json | json '[r["health"] for v in j["versions"] if v["version"] == "0.0.2" for r in v["replica_list"]]')" = '["healthy", "healthy", "healthy"]' ] && break
+		sleep 0.1
+	done
+	assert_eq "$(dep_json | json '[r["health"] for v in j["versions"] if v["version"] == "0.0.2" for r in v["replica_list"]]')" '["healthy", "healthy", "healthy"]' "three replicas"
+	haproxy_vs_db || fail "HAProxy differs from the database after scaling up"
+	out=$(count_versions 1000)
+	assert_match "$out" "failed 0" "no failure: $out"
+	v2=$(echo "$out" | awk '$1 == "0.0.2" {print $2}')
+	[ "$v2" -ge 140 ] && [ "$v2" -le 260 ] || fail "0.0.2 got $v2 of 1000 (20% expected over its three replicas)"
+	api PATCH /api/v1/deployments/1 '{"replicas": {"0.0.2": 1}}'
+	assert_eq "$CODE" 200 "scale down: $BODY"
+	assert_eq "$(dep_json | json '[r["idx"] for v in j["versions"] if v["version"] == "0.0.2" for r in v["replica_list"]]')" "[1]" "one replica left"
+	assert_match "$(dep_json | json '[e["kind"] for e in j["events"]]')" "replica-removed" "an event"
+	haproxy_vs_db || fail "HAProxy differs from the database after scaling down"
+	api PATCH /api/v1/deployments/1 '{"replicas": {"0.0.2": 6}}'
+	assert_eq "$CODE" 400 "6 replicas"
+	assert_match "$BODY" '"field":"replicas"' "names the field"
+}
