@@ -120,6 +120,10 @@ def change(url, state_file, seed, n):
     counts = st.setdefault("counts", {})
     for step in range(n):
         r = rng.random()
+        if before is None and 0.75 <= r < 0.95:
+            # not before a change of ours: the deploy step's own "before" lacks the
+            # versions added since (a rollback then answers 400, see the report of issue 12)
+            r -= 0.75
         if r < 0.35:
             v = rng.choice(names)
             t = rng.choice([0, 100, rng.randint(0, 100), rng.randint(0, 100)])
@@ -262,9 +266,11 @@ test_deploy_random_changes_agree_with_haproxy() {
 		python3 "$drv" change "$FERRY_URL" "$state" "$RANDOM" "$n" >"$FERRY_HOME/rand.out" 2>&1 ||
 			{ cat "$FERRY_HOME/rand.out"; fail "after $applied changes (seed $seed)"; }
 		applied=$((applied + n))
-		r=$((RANDOM % 3))
+		r=$((RANDOM % 4))
 		case $r in
 		0) what="HAProxy reload (USR2)"; reloads=$((reloads + 1)); haproxy_reload ;;
+		3) what="HAProxy reload (USR2), not waited for"; reloads=$((reloads + 1))
+		   kill -USR2 "$(cat "$FERRY_HOME/haproxy/haproxy.pid")" || fail "cannot signal HAProxy's master" ;;
 		1) what="HAProxy kill -9"; kills=$((kills + 1)); haproxy_down ;;
 		2) what="daemon kill -9 and restart"; restarts=$((restarts + 1))
 		   stop_daemon a KILL; start_daemon a ;;
@@ -272,6 +278,7 @@ test_deploy_random_changes_agree_with_haproxy() {
 		# half the time the next changes come at once, while HAProxy is coming back
 		if [ $((RANDOM % 2)) = 0 ]; then
 			[ $r != 2 ] || leader_again
+			[ $r != 3 ] || sleep 0.5
 			out=$(python3 "$drv" agree "$FERRY_URL" 8) ||
 				{ echo "$out"; fail "after $applied changes and a $what (seed $seed)"; }
 			echo "$applied changes, $what: $(tail -1 "$FERRY_HOME/rand.out"), $out"
