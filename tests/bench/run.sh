@@ -13,3 +13,4 @@ tests/bench/executor_slurm.sh
 "$B/tests/bench_fingerprint" --mb 256 --files 2000
 "$B/tests/bench_haproxy" --changes 200
 tests/bench/bench_docker.sh
+tests/bench/bench_deploy.sh
