@@ -220,7 +220,8 @@ void api_deployment_patch(struct api *a, struct reply *r, PGconn *db, struct req
 		error = store_deploy_set_state(db, q->id, strcmp(action, "stop") == 0 ? "stopped" : "running", actor);
 	if (error == FERRY_EINVALID) {
 		reply_error(r, 400, "invalid_field",
-			    traffic ? "traffic" : json_object_get(body, "replicas") ? "replicas" : "version",
+			    traffic ? "traffic" : json_object_get(body, "replicas") ? "replicas"
+			    : action && strcmp(action, "rollback") == 0 ? "action" : "version",
 			    ferry_error_last(), NULL);
 		goto out;
 	}

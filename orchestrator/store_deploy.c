@@ -340,7 +340,7 @@ int store_deploy_weights(PGconn *conn, int64_t dep, const json_t *want, const ch
 	PGresult *res = NULL;
 	int cur[DEPLOY_MAX_VERSIONS], out[DEPLOY_MAX_VERSIONS], n = 0, error, sum = 0;
 	char *names[DEPLOY_MAX_VERSIONS];
-	json_t *before = json_object(), *now = json_object(), *detail, *v;
+	json_t *before = json_object(), *now = json_object(), *detail, *v, *rollback_want = NULL;
 	const char *k;
 
 	*after = NULL;
@@ -367,6 +367,18 @@ int store_deploy_weights(PGconn *conn, int64_t dep, const json_t *want, const ch
 	}
 	PQclear(res);
 	res = NULL;
+	if (strcmp(kind, "rollback") == 0) {
+		/* the weights before: a version added since had none then (0) */
+		json_t *full = json_deep_copy(want);
+		for (int i = 0; i < n; i++)
+			if (!json_object_get(full, names[i]))
+				json_object_set_new(full, names[i], json_integer(0));
+		void *tmp;
+		json_object_foreach_safe(full, tmp, k, v)
+			if (!json_object_get(before, k))
+				json_object_del(full, k); /* retired since: it stays at 0 */
+		want = rollback_want = full;
+	}
 	json_object_foreach((json_t *)want, k, v) {
 		if (!json_object_get(before, k)) {
 			ferry_error_set("traffic: version %s does not serve in this deployment", k);
@@ -375,7 +387,7 @@ int store_deploy_weights(PGconn *conn, int64_t dep, const json_t *want, const ch
 		}
 		sum += (int)json_integer_value(v);
 	}
-	if (json_object_size(want) == 1) {
+	if (json_object_size(want) == 1 && rollback_want == NULL) {
 		json_object_foreach((json_t *)want, k, v)
 			for (int i = 0; i < n; i++)
 				if (strcmp(names[i], k) == 0)
@@ -415,6 +427,7 @@ out:
 		free(names[i]);
 	json_decref(before);
 	json_decref(now);
+	json_decref(rollback_want);
 	return error;
 }
 
@@ -434,6 +447,10 @@ int store_deploy_last_weights(PGconn *conn, int64_t dep, json_t **before)
 	if (PQntuples(res) == 1 && !PQgetisnull(res, 0, 0))
 		*before = json_loads(PQgetvalue(res, 0, 0), 0, NULL);
 	PQclear(res);
+	if (*before != NULL && json_object_size(*before) == 0) { /* before the first version: nothing */
+		json_decref(*before);
+		*before = NULL;
+	}
 	if (*before == NULL) {
 		ferry_error_set("nothing to roll back: no earlier traffic split was recorded");
 		return FERRY_ECONFLICT;

@@ -382,3 +382,15 @@ test_deploy_scale_replicas() {
 	assert_eq "$CODE" 400 "6 replicas"
 	assert_match "$BODY" '"field":"replicas"' "names the field"
 }
+
+# rollback after a third version was deployed: the weights before it, the newcomer at 0
+test_deploy_rollback_after_third_version() {
+	two_versions
+	id3=$(submit "$(deploy_wf 20)" '{"C": "2"}')
+	wait_run "$id3" succeeded 120
+	assert_eq "$(dep_json | json '{v["version"]: v["weight"] for v in j["versions"]}')" '{"0.0.1": 64, "0.0.2": 16, "0.0.3": 20}' "three versions"
+	api PATCH /api/v1/deployments/1 '{"action": "rollback"}'
+	assert_eq "$CODE" 200 "rollback: $BODY"
+	assert_eq "$(dep_json | json '{v["version"]: v["weight"] for v in j["versions"]}')" '{"0.0.1": 80, "0.0.2": 20, "0.0.3": 0}' "rolled back"
+	haproxy_vs_db || fail "HAProxy differs from the database"
+}

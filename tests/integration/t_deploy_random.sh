@@ -121,8 +121,8 @@ def change(url, state_file, seed, n):
     for step in range(n):
         r = rng.random()
         if before is None and 0.75 <= r < 0.95:
-            # not before a change of ours: the deploy step's own "before" lacks the
-            # versions added since (a rollback then answers 400, see the report of issue 12)
+            # not before a change of ours: this model does not track the deploy steps'
+            # splits (test_deploy_rollback_after_third_version covers that rollback)
             r -= 0.75
         if r < 0.35:
             v = rng.choice(names)
