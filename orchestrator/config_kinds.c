@@ -30,7 +30,7 @@ const char *const cfg_step_keys[SK_N] = {
 	"name", "kind", "needs", "command", "env", "image", "workdir", "timeout", "retry",
 	"executor", "resources", "network", "slurm", "cache", "gate", "model", "dataset", "labels", "webhook", "on_timeout", "artifact",
 	"version", "alias", "serve", "traffic", "replicas", "sample", "deployment", "auto_stop",
-	"load_test", "canary",
+	"load_test", "canary", "approve",
 };
 
 static const char *const on_timeout_values[] = {"fail", "continue"};
@@ -496,6 +496,8 @@ void cfg_kind_fields(struct ctx *c, size_t i, const struct step_kind *kind,
 		json_decref(a);
 		json_object_set_new(js, "load_test", parse_load_test(c, v[SK_LOAD_TEST]));
 		json_object_set_new(js, "canary", parse_canary(c, v[SK_CANARY]));
+		json_object_set_new(js, "approve", json_boolean(present(v[SK_APPROVE]) &&
+								parse_bool(c, v[SK_APPROVE], "approve")));
 		/* the setting as written: the hour's length is the daemon's to apply (tests shorten it) */
 		json_object_set_new(js, "auto_stop", present(v[SK_AUTO_STOP]) && v[SK_AUTO_STOP]->type == YAML_SCALAR_NODE
 							      ? json_string(sval(v[SK_AUTO_STOP])) : json_string("1h"));

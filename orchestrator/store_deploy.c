@@ -612,3 +612,18 @@ int store_deploy_replica_delete(PGconn *conn, int64_t dep, const char *version, 
 		       "DELETE FROM deployment_replicas WHERE deployment_id = $1::bigint AND version = $2 AND idx = $3::int",
 		       3, params);
 }
+
+json_t *store_step_outputs(PGconn *conn, int64_t step_id)
+{
+	char d[32];
+	const char *params[1] = {I64(d, step_id)};
+	PGresult *res = NULL;
+	json_t *out = NULL;
+
+	if (store_q(&res, conn, "SELECT outputs::text FROM steps WHERE id = $1::bigint", 1, params) < 0)
+		return NULL;
+	if (PQntuples(res) == 1 && !PQgetisnull(res, 0, 0))
+		out = json_loads(PQgetvalue(res, 0, 0), 0, NULL);
+	PQclear(res);
+	return out;
+}

@@ -115,4 +115,7 @@ int store_deploy_replica_delete(PGconn *conn, int64_t dep, const char *version, 
 /* Deletes the deployment's rows (its replicas must be stopped first). */
 int store_deploy_delete(PGconn *conn, int64_t dep);
 
+/* The outputs a step holds now (a deploy step's approval), or NULL; the caller's. */
+json_t *store_step_outputs(PGconn *conn, int64_t step_id);
+
 #endif

@@ -385,6 +385,38 @@ static int deploy_prepare(struct step_result *res, json_t **env, const struct st
 	    (error = read_sample(r, &sample)) < 0 ||
 	    (as && (error = deploy_check_auto_stop(as, "auto_stop", &auto_stop_s)) < 0))
 		goto fail;
+	/*
+	 * approve: true — a person says go first (ferry continue RUN STEP, with
+	 * traffic, replicas or auto_stop to override; checked by ferry_continue).
+	 */
+	if (json_is_true(json_object_get(r->spec, "approve"))) {
+		json_t *own = store_step_outputs(r->conn, r->step_id), *ok = json_object_get(own, "approved"), *x;
+		if (!json_is_object(ok)) {
+			res->outcome = "waiting";
+			res->reason = xasprintf("waiting for approval to deploy %s %s to %s (%d%%, %d replica%s): ferry "
+						"continue %lld %s [--data '{\"traffic\": N, \"replicas\": N, \"auto_stop\": \"2h\"}']",
+						model, version, name, traffic, nrep, nrep == 1 ? "" : "s",
+						(long long)r->run_id, r->name);
+			res->outputs = json_pack("{s:b, s:{s:s, s:s, s:s, s:i, s:i}}", "resume_on_continue", 1, "deploy",
+						 "model", model, "version", version, "deployment", name, "traffic", traffic,
+						 "replicas", nrep);
+			json_decref(own);
+			free(sample);
+			return 1;
+		}
+		if ((x = json_object_get(ok, "traffic")) != NULL)
+			traffic = (int)json_integer_value(x);
+		if ((x = json_object_get(ok, "replicas")) != NULL)
+			nrep = (int)json_integer_value(x);
+		if ((x = json_object_get(ok, "auto_stop")) != NULL && deploy_check_auto_stop(x, "auto_stop", &auto_stop_s) < 0) {
+			json_decref(own);
+			error = FERRY_EINVALID;
+			goto fail;
+		}
+		flog_info("run %lld step %s: approved by %s", (long long)r->run_id, r->name,
+			  json_string_value(json_object_get(own, "approved_by")));
+		json_decref(own);
+	}
 	if (!json_is_array(serve) || json_array_size(serve) == 0) {
 		ferry_error_set("a deploy step needs serve: the model server's command");
 		error = FERRY_EINVALID;
@@ -502,7 +534,7 @@ const struct step_kind kind_deploy = {
 	.command = SKC_FORBIDDEN, .no_command = "starts model servers (serve:) and runs no command",
 	.keys = SK_BIT(SK_MODEL) | SK_BIT(SK_SERVE) | SK_BIT(SK_TRAFFIC) | SK_BIT(SK_REPLICAS) |
 		SK_BIT(SK_SAMPLE) | SK_BIT(SK_DEPLOYMENT) | SK_BIT(SK_AUTO_STOP) | SK_BIT(SK_LOAD_TEST) |
-		SK_BIT(SK_CANARY),
+		SK_BIT(SK_CANARY) | SK_BIT(SK_APPROVE),
 	.required = SK_BIT(SK_MODEL) | SK_BIT(SK_SERVE),
 	.key_hint = {[SK_MODEL] = "the model whose registered version to deploy",
 		     [SK_SERVE] = "the model server's command"},

@@ -394,3 +394,29 @@ test_deploy_rollback_after_third_version() {
 	assert_eq "$(dep_json | json '{v["version"]: v["weight"] for v in j["versions"]}')" '{"0.0.1": 80, "0.0.2": 20, "0.0.3": 0}' "rolled back"
 	haproxy_vs_db || fail "HAProxy differs from the database"
 }
+
+# approve: true waits for a person; a bad payload is refused with the field named; the payload's settings apply
+test_deploy_approve_waits_and_applies_payload() {
+	deploy_up
+	start_daemon a
+	id=$(submit "$(deploy_wf 100)")
+	wait_run "$id" succeeded 120
+	id2=$(submit "$(deploy_wf 50 "    approve: true")" '{"C": "5"}')
+	wait_step "$id2" deploy waiting 60
+	assert_match "$(step_col "$id2" deploy reason)" "waiting for approval to deploy digits 0.0.2 to digits \(50%, 1 replica\)" "says what it waits for"
+	assert_eq "$(dep_json | json '{v["version"]: v["weight"] for v in j["versions"]}')" '{"0.0.1": 100}' "nothing deployed yet"
+	api POST "/api/v1/runs/$id2/steps/deploy/continue" '{"data": {"traffic": 130}}'
+	assert_eq "$CODE" 400 "traffic 130: $BODY"
+	assert_match "$BODY" "traffic: 130 is not an integer from 0 to 100" "names the field"
+	api POST "/api/v1/runs/$id2/steps/deploy/continue" '{"data": {"auto_stop": "30h"}}'
+	assert_eq "$CODE" 400 "auto_stop 30h"
+	assert_eq "$(step_col "$id2" deploy state)" waiting "still waiting"
+	api POST "/api/v1/runs/$id2/steps/deploy/continue" '{"data": {"traffic": 30, "replicas": 2, "auto_stop": "2h"}}'
+	assert_eq "$CODE" 200 "approve: $BODY"
+	wait_run "$id2" succeeded 60
+	assert_eq "$(dep_json | json '{v["version"]: v["weight"] for v in j["versions"]}')" '{"0.0.1": 70, "0.0.2": 30}' "the approved traffic"
+	assert_eq "$(dep_json | json '[len(v["replica_list"]) for v in j["versions"]]')" "[1, 2]" "the approved replicas"
+	assert_eq "$(dep_json | json 'j["auto_stop_s"]')" 7200 "the approved auto-stop"
+	assert_match "$(sql "SELECT string_agg(kind || ':' || actor, ',' ORDER BY id) FROM events WHERE run_id = $id2 AND step = 'deploy'")" "step.approved:tester" "who approved"
+	haproxy_vs_db || fail "HAProxy differs from the database"
+}

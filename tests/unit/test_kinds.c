@@ -96,6 +96,7 @@ static const char *key_value(int sk)
 	case SK_DEPLOYMENT: return "prod";
 	case SK_AUTO_STOP: return "4h";
 	case SK_LOAD_TEST: return "{levels: [1, 2], requests: 10, p99_ms: \"< 50\"}";
+	case SK_APPROVE: return "true";
 	case SK_CANARY: return "{steps: [10, 100], interval: 30s, max_error_rate: 1%}";
 	default: return NULL;
 	}
@@ -107,7 +108,7 @@ static const char *const key_names[SK_N] = {
 	[SK_ARTIFACT] = "artifact", [SK_VERSION] = "version", [SK_ALIAS] = "alias",
 	[SK_SERVE] = "serve", [SK_TRAFFIC] = "traffic", [SK_REPLICAS] = "replicas", [SK_SAMPLE] = "sample",
 	[SK_DEPLOYMENT] = "deployment", [SK_AUTO_STOP] = "auto_stop", [SK_LOAD_TEST] = "load_test",
-	[SK_CANARY] = "canary",
+	[SK_CANARY] = "canary", [SK_APPROVE] = "approve",
 };
 
 /*
@@ -176,7 +177,7 @@ static void test_kinds__rows_consistent(void **state)
 		print_message("  kind %s\n", k->name);
 		/* only kind keys, and what it must have it takes */
 		assert_int_equal(k->keys & (SK_BIT(SK_FIRST_KIND_KEY) - 1), 0);
-		assert_int_equal(k->keys & ~(SK_BIT(SK_N) - 1), 0);
+		assert_int_equal((uint64_t)k->keys & ~((1ULL << SK_N) - 1), 0);
 		assert_int_equal(k->required & ~k->keys, 0);
 		for (int sk = 0; sk < SK_N; sk++)
 			if (k->required & SK_BIT(sk))
