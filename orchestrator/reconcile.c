@@ -12,6 +12,7 @@
 #include "replicas.h"
 #include "store_deploy.h"
 #include "util.h"
+#include "webhook.h"
 #include "workers.h"
 
 #define HEALTH_TIMEOUT_MS 800
@@ -179,9 +180,37 @@ static int64_t dep_of(const json_t *list, const char *name)
 	return 0;
 }
 
+/*
+ * The auto-stop warnings also go to FERRY_NOTIFY_WEBHOOK when it is set, as
+ * {"event":"deployment.auto_stop_warning","deployment","id","deadline"}:
+ * best effort (WEBHOOK_TRIES tries, then logged), since the event stays.
+ */
+static void warn_webhook(const json_t *warned)
+{
+	const char *url = getenv("FERRY_NOTIFY_WEBHOOK");
+	const json_t *w;
+	size_t i;
+
+	json_array_foreach(warned, i, w) {
+		json_t *body, *ans = NULL;
+		flog_info("deployment %s: auto-stop at %s", json_string_value(json_object_get(w, "deployment")),
+			  json_string_value(json_object_get(w, "deadline")));
+		if (url == NULL || *url == '\0')
+			continue;
+		body = json_pack("{s:s, s:O, s:O, s:O}", "event", "deployment.auto_stop_warning", "deployment",
+				 json_object_get(w, "deployment"), "id", json_object_get(w, "id"), "deadline",
+				 json_object_get(w, "deadline"));
+		if (webhook_post(&ans, url, body, WEBHOOK_TRIES) < 0)
+			flog_warn("deployment %s: the auto-stop warning did not reach %s: %s",
+				  json_string_value(json_object_get(w, "deployment")), url, ferry_error_last());
+		json_decref(ans);
+		json_decref(body);
+	}
+}
+
 int reconcile_now(PGconn *conn, const char *home, const char *actor)
 {
-	json_t *list = NULL, *changes = json_array(), *d, *v, *rep, *c;
+	json_t *list = NULL, *changes = json_array(), *d, *v, *rep, *c, *warned = NULL;
 	struct hap_frontend *fe = NULL;
 	struct hap_server *sv = NULL;
 	char **names = NULL;
@@ -190,8 +219,9 @@ int reconcile_now(PGconn *conn, const char *home, const char *actor)
 	int ndue = 0, error;
 
 	pthread_mutex_lock(&lock);
-	if ((error = store_deploy_due(conn, actor, &due, &ndue)) < 0)
+	if ((error = store_deploy_due(conn, actor, &due, &ndue, &warned)) < 0)
 		goto out;
+	warn_webhook(warned);
 	for (int x = 0; x < ndue; x++)
 		flog_info("deployment %lld: auto-stop deadline reached, stopping", (long long)due[x]);
 	if ((error = store_deploy_list(conn, 0, &list)) < 0)
@@ -201,9 +231,11 @@ int reconcile_now(PGconn *conn, const char *home, const char *actor)
 		if (strcmp(json_string_value(json_object_get(d, "state")), "running") != 0)
 			continue;
 		json_array_foreach(json_object_get(d, "versions"), j, v) {
-			int healthy = 0;
+			int healthy = 0, was = 0;
 			if (strcmp(json_string_value(json_object_get(v, "state")), "serving") != 0)
 				continue;
+			json_array_foreach(json_object_get(v, "replica_list"), k, rep)
+				was += strcmp(json_string_value(json_object_get(rep, "health")), "healthy") == 0;
 			json_array_foreach(json_object_get(v, "replica_list"), k, rep) {
 				int ok;
 				/* scaled down: the replicas past the count go, once HAProxy left them (below) */
@@ -216,10 +248,18 @@ int reconcile_now(PGconn *conn, const char *home, const char *actor)
 				healthy += ok;
 			}
 			json_object_set_new(v, "healthy", json_integer(healthy));
-			if (healthy == 0 && json_integer_value(json_object_get(v, "weight")) > 0)
-				flog_warn("deployment %s: version %s has no healthy replica: it gets no traffic until one is",
-					  json_string_value(json_object_get(d, "name")),
-					  json_string_value(json_object_get(v, "version")));
+			/* a version without a healthy replica gets no traffic; the event says when and until when */
+			if ((healthy == 0) != (was == 0) && json_integer_value(json_object_get(v, "weight")) > 0) {
+				json_t *det = json_pack("{s:s, s:i, s:I}", "version", json_string_value(json_object_get(v, "version")),
+							"healthy", healthy, "weight", json_integer_value(json_object_get(v, "weight")));
+				store_deploy_event(conn, json_integer_value(json_object_get(d, "id")), actor,
+						   healthy == 0 ? "version-no-healthy-replica" : "version-healthy-again", det);
+				json_decref(det);
+				if (healthy == 0)
+					flog_warn("deployment %s: version %s has no healthy replica: it gets no traffic until one is",
+						  json_string_value(json_object_get(d, "name")),
+						  json_string_value(json_object_get(v, "version")));
+			}
 			cap += json_array_size(json_object_get(v, "replica_list"));
 		}
 	}
@@ -282,6 +322,7 @@ out:
 	free(names), free(sv), free(fe), free(due);
 	json_decref(list);
 	json_decref(changes);
+	json_decref(warned);
 	return error;
 }
 

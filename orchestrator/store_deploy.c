@@ -293,7 +293,7 @@ int store_deploy_events(PGconn *conn, int64_t dep, int limit, json_t **out)
 	return *out ? FERRY_OK : FERRY_EDB;
 }
 
-int store_deploy_due(PGconn *conn, const char *actor, int64_t **ids, int *n)
+int store_deploy_due(PGconn *conn, const char *actor, int64_t **ids, int *n, json_t **warned)
 {
 	const char *params[1] = {actor};
 	PGresult *res = NULL;
@@ -301,19 +301,25 @@ int store_deploy_due(PGconn *conn, const char *actor, int64_t **ids, int *n)
 
 	*ids = NULL;
 	*n = 0;
+	*warned = NULL;
 	/* the warning, once per deadline: warned_at is cleared whenever the deadline moves;
 	 * it comes first, so a round that finds a deadline passed has warned too */
 	{
 		char lead[32];
 		const char *p2[2] = {actor, I64(lead, deploy_warn_lead_s())};
-		if ((error = store_q(NULL, conn,
+		if ((error = store_q(&res, conn,
 				     "WITH w AS (UPDATE deployments SET warned_at = now() "
 				     "  WHERE state = 'running' AND deadline IS NOT NULL AND warned_at IS NULL "
-				     "    AND deadline - $2::int * interval '1 second' <= now() RETURNING id, deadline) "
-				     "INSERT INTO deployment_events (deployment_id, actor, kind, detail) "
-				     "SELECT id, $1, 'auto-stop-warning', jsonb_build_object('deadline', deadline) FROM w",
+				     "    AND deadline - $2::int * interval '1 second' <= now() RETURNING id, name, deadline), "
+				     "ev AS (INSERT INTO deployment_events (deployment_id, actor, kind, detail) "
+				     "  SELECT id, $1, 'auto-stop-warning', jsonb_build_object('deadline', deadline) FROM w) "
+				     "SELECT coalesce(jsonb_agg(jsonb_build_object('id', id, 'deployment', name, "
+				     "  'deadline', deadline)), '[]')::text FROM w",
 				     2, p2)) < 0)
 			return error;
+		*warned = json_loads(PQgetvalue(res, 0, 0), 0, NULL);
+		PQclear(res);
+		res = NULL;
 	}
 	if ((error = store_q(&res, conn,
 			     "WITH due AS (UPDATE deployments SET state = 'stopped', updated_at = now() "

@@ -77,9 +77,11 @@ int store_deploy_events(PGconn *conn, int64_t dep, int limit, json_t **out);
 /*
  * Deployments whose auto-stop deadline passed: each is switched to stopped
  * in the statement that finds it (so with several daemons each fires once),
- * with an event; *ids (the caller's) lists them.
+ * with an event; *ids (the caller's) lists them. First, those within
+ * deploy_warn_lead_s of it get their warning event, once per deadline:
+ * *warned (the caller's) is [{"id","deployment","deadline"}] of those.
  */
-int store_deploy_due(PGconn *conn, const char *actor, int64_t **ids, int *n);
+int store_deploy_due(PGconn *conn, const char *actor, int64_t **ids, int *n, json_t **warned);
 
 /*
  * Sets the weights of serving versions (the API's traffic, promote,

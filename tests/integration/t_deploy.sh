@@ -154,6 +154,11 @@ test_deploy_killed_replica_restarted() {
 	done
 	assert_match "$(dep_json | json '[e["kind"] for e in j["events"]]')" "replica-restarted" "the restart is an event"
 	for _ in $(seq 1 100); do
+		dep_json | json '[e["kind"] for e in j["events"]]' | grep -q version-healthy-again && break
+		sleep 0.1
+	done
+	assert_match "$(dep_json | json '[e["kind"] for e in j["events"]]')" "version-no-healthy-replica.*version-healthy-again" "the version's traffic stopped and came back, as events"
+	for _ in $(seq 1 100); do
 		[ "$(dep_json | json '[v for v in j["versions"] if v["version"] == "0.0.2"][0]["replica_list"][0]["health"]')" = healthy ] && break
 		sleep 0.1
 	done
@@ -229,7 +234,8 @@ test_deploy_patch_validation() {
 
 # auto-stop (an hour of 3 s here, so the warning comes 0.5 s before): replicas stopped, the front port freed; start brings it back with its weights
 test_deploy_auto_stop_and_start_again() {
-	DAEMON_ENV=FERRY_TEST_AUTO_STOP_UNIT_S=3 two_versions
+	url=$(start_receiver)
+	DAEMON_ENV="FERRY_TEST_AUTO_STOP_UNIT_S=3 FERRY_NOTIFY_WEBHOOK=$url" two_versions
 	port=$(front_port)
 	for _ in $(seq 1 100); do
 		[ "$(dep_json | json 'j["state"]')" = stopped ] && break
@@ -245,6 +251,8 @@ test_deploy_auto_stop_and_start_again() {
 		ss -ltnH "sport = :$p" | grep -q . && fail "port $p is still held"
 	done
 	assert_match "$(dep_json | json '[e["kind"] for e in j["events"]]')" "auto-stop-warning.*auto-stopped" "a warning, then the stop"
+	for _ in $(seq 1 50); do grep -q auto_stop_warning "$FERRY_HOME/posts" 2>/dev/null && break; sleep 0.1; done
+	assert_match "$(cat "$FERRY_HOME/posts")" '"event": *"deployment.auto_stop_warning", *"deployment": *"digits"' "the warning reached the notify webhook"
 	api PATCH /api/v1/deployments/1 '{"action": "start", "auto_stop": "never"}'
 	assert_eq "$CODE" 200 "start: $BODY"
 	for _ in $(seq 1 100); do
