@@ -146,7 +146,8 @@ void cfg_placement_fields(struct ctx *c, const struct step_kind *kind, const yam
 	const struct exec_type *t = NULL;
 	const char *ex = NULL, *image = "host", *net = NULL;
 
-	if (kind != NULL && (kind->flags & SKF_JOB) == 0) {
+	/* a job's, or a service's (a deploy step's replicas) */
+	if (kind != NULL && (kind->flags & (SKF_JOB | SKF_SERVICE)) == 0) {
 		for (int k = SK_EXECUTOR; k <= SK_SLURM; k++)
 			if (present(v[k]))
 				err_node(c, v[k], "a %s step runs no job; remove \"%s\"", kind->name,

@@ -94,6 +94,7 @@ static int replica_check(PGconn *conn, const char *home, const char *actor, cons
 			.serve = json_object_get(json_object_get(v, "serve"), "command"),
 			.env = json_object_get(json_object_get(v, "serve"), "env"),
 			.workdir = json_string_value(json_object_get(json_object_get(v, "serve"), "workdir")),
+			.placement = json_object_get(json_object_get(v, "serve"), "placement"),
 		};
 		if (replica_start(&s, &nh) < 0) {
 			char *err = xstrdup(ferry_error_last());

@@ -22,10 +22,21 @@
 #include "store.h"
 #include "util.h"
 
+/* The executor type of a replica's handle (local when it names none). */
+static const struct exec_type *type_of(const json_t *handle)
+{
+	const char *name = json_string_value(json_object_get(handle, "executor"));
+	const struct exec_type *t = exec_type_find(name ? name : "local");
+
+	return t ? t : &exec_local;
+}
+
 int replica_start(const struct replica_spec *s, json_t **handle)
 {
 	struct store_claim c = {0};
 	struct exec_job job;
+	struct exec_status st = {.exit_code = -1};
+	const struct exec_type *t = exec_type_for(s->placement, &exec_local);
 	char *home = xasprintf("%s/deployments/%s", s->home, s->deployment);
 	char name[16];
 	json_t *env = json_object(), *v;
@@ -33,6 +44,14 @@ int replica_start(const struct replica_spec *s, json_t **handle)
 	int error;
 
 	*handle = NULL;
+	memset(&job, 0, sizeof(job));
+	if (t == NULL || t == &exec_slurm || t == &exec_noop) {
+		ferry_error_set("replicas run on the local, podman or docker executor, not %s",
+				json_string_value(json_object_get(s->placement, "executor")));
+		free(home);
+		json_decref(env);
+		return FERRY_EINVALID;
+	}
 	json_object_set_new(env, "FERRY_PORT", json_sprintf("%d", s->port));
 	json_object_set_new(env, "FERRY_MODEL_NAME", json_string(s->model));
 	json_object_set_new(env, "FERRY_MODEL_VERSION", json_string(s->version));
@@ -45,14 +64,26 @@ int replica_start(const struct replica_spec *s, json_t **handle)
 	c.attempt = s->generation;
 	c.name = name;
 	c.workdir = (char *)s->workdir;
-	c.spec = json_pack("{s:O, s:o}", "command", s->serve, "env", env);
-	error = exec_local_start(&job, &c, home);
-	if (error == 0) {
-		*handle = json_incref(job.handle);
-		json_object_set_new(*handle, "dir", json_string(job.dir));
-		/* the engine's strays reaper takes its end: the daemon does not wait for it */
-		job.child = 0;
+	/* a container replica shares the host's network: it listens on 127.0.0.1:port like a process */
+	c.spec = json_pack("{s:O, s:o, s:s}", "command", s->serve, "env", env, "network", "host");
+	if (s->placement) {
+		const char *keys[] = {"executor", "image", "resources"};
+		for (size_t i = 0; i < sizeof(keys) / sizeof(keys[0]); i++)
+			if (json_object_get(s->placement, keys[i]) && !json_is_null(json_object_get(s->placement, keys[i])))
+				json_object_set(c.spec, keys[i], json_object_get(s->placement, keys[i]));
 	}
+	error = t->start(&job, &c, home, EXEC_SERVICE, &st);
+	if (error == 0) {
+		*handle = json_deep_copy(job.handle);
+		json_object_set_new(*handle, "dir", json_string(job.dir));
+		json_object_set_new(*handle, "executor", json_string(t->name));
+	} else if (error == 1) {
+		ferry_error_set("the replica ended at once (exit %d)", st.exit_code);
+		error = FERRY_ERROR;
+	}
+	exec_status_dispose(&st);
+	/* the engine's stray reaper takes its supervisor's end: the daemon does not wait for it */
+	job.child = 0;
 	exec_job_dispose(&job);
 	json_decref(c.spec);
 	free(home);
@@ -64,24 +95,34 @@ int replica_alive(const json_t *handle)
 	pid_t pid = (pid_t)json_integer_value(json_object_get(handle, "pid"));
 	int64_t start = json_integer_value(json_object_get(handle, "start"));
 
+	/* every type a replica may run on keeps a supervisor that lives as long as the job */
 	return pid > 0 && exec_pid_alive(pid, start);
 }
 
 void replica_stop(const json_t *handle, int64_t grace_ms)
 {
-	pid_t pid = (pid_t)json_integer_value(json_object_get(handle, "pid"));
+	struct exec_job job;
 	int64_t until = clock_mono_ms() + grace_ms;
 
-	if (!replica_alive(handle))
-		return;
-	/* the supervisor leads the group of the server and its children */
-	kill(-pid, SIGTERM);
-	while (replica_alive(handle) && clock_mono_ms() < until)
-		usleep(20 * 1000);
-	if (replica_alive(handle))
-		kill(-pid, SIGKILL);
-	for (int i = 0; i < 100 && replica_alive(handle); i++)
-		usleep(10 * 1000);
+	memset(&job, 0, sizeof(job));
+	job.type = type_of(handle);
+	job.handle = json_deep_copy(handle);
+	job.dir = xstrdup(json_string_value(json_object_get(handle, "dir")) ? json_string_value(json_object_get(handle, "dir")) : "");
+	job.pid = (pid_t)json_integer_value(json_object_get(handle, "pid"));
+	job.pid_start = json_integer_value(json_object_get(handle, "start"));
+	job.name = xstrdup("replica");
+	if (replica_alive(handle)) {
+		exec_signal(&job, SIGTERM);
+		while (replica_alive(handle) && clock_mono_ms() < until)
+			usleep(20 * 1000);
+		if (replica_alive(handle))
+			exec_signal(&job, SIGKILL);
+		for (int i = 0; i < 250 && replica_alive(handle); i++)
+			usleep(20 * 1000);
+	}
+	if (job.type->cleanup)
+		job.type->cleanup(&job);
+	exec_job_dispose(&job);
 }
 
 struct buf {

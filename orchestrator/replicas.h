@@ -1,7 +1,9 @@
 /*
  * replicas — the model-server processes of a deployment's versions: start
- * one (through the local executor's supervisor, so it outlives the daemon
- * like any job and is found again from its handle), ask whether it lives,
+ * one through an executor type as a service job (local processes, or a
+ * podman or docker container on the host's network; each under a
+ * supervisor that outlives the daemon like any job's and is found again
+ * from its handle), ask whether it lives,
  * ask it over HTTP whether it is ready (Open Inference Protocol v2:
  * GET /v2/health/ready, then a warm-up POST /v2/models/NAME/infer with the
  * deploy step's sample), and stop it (SIGTERM, a grace period, SIGKILL).
@@ -25,15 +27,20 @@ struct replica_spec {
 	const json_t *serve;     /* the command: an array of strings */
 	const json_t *env;       /* extra environment (object) or NULL */
 	const char *workdir;     /* where it runs (the run's working directory) or NULL */
+	const json_t *placement; /* {executor, image, resources} of the deploy step, or NULL: local */
 };
 
-/* Starts a replica; *handle (the caller's) is the local executor's {"pid","start"}. */
+/*
+ * Starts a replica; *handle (the caller's) is its executor type's handle
+ * (its supervisor's "pid" and "start", a container's name) plus
+ * "executor" and "dir" (the replica's directory: log, status).
+ */
 int replica_start(const struct replica_spec *s, json_t **handle);
 
 /* Whether the replica with handle runs (its supervisor is alive). */
 int replica_alive(const json_t *handle);
 
-/* Stops it: SIGTERM to its process group, up to grace_ms, then SIGKILL. */
+/* Stops it through its executor type: SIGTERM, up to grace_ms, then SIGKILL; then its cleanup. */
 void replica_stop(const json_t *handle, int64_t grace_ms);
 
 /*

@@ -423,9 +423,10 @@ static int deploy_prepare(struct step_result *res, json_t **env, const struct st
 		goto fail;
 	}
 	/* what a restart of a replica needs, kept with the version */
-	spec = json_pack("{s:O, s:O, s:s?}", "command", serve, "env",
+	spec = json_pack("{s:O, s:O, s:s?, s:{s:O?, s:O?, s:O?}}", "command", serve, "env",
 			 json_object_get(r->spec, "env") ? json_object_get(r->spec, "env") : json_object(),
-			 "workdir", r->workdir);
+			 "workdir", r->workdir, "placement", "executor", json_object_get(r->spec, "executor"),
+			 "image", json_object_get(r->spec, "image"), "resources", json_object_get(r->spec, "resources"));
 	if ((error = store_deploy_ensure(r->conn, name, model, replica_free_port(), auto_stop_s, r->run_id,
 					 r->actor, &dep, &port, &created)) < 0 ||
 	    (error = store_deploy_version_add(r->conn, dep, version, artifact, nrep, spec, r->run_id, r->name,
@@ -453,7 +454,8 @@ static int deploy_prepare(struct step_result *res, json_t **env, const struct st
 		struct replica_spec s = {.home = r->home, .deployment = name, .ord = ord, .idx = i + 1,
 					 .generation = 1, .port = ports[i], .model = model,
 					 .version = version, .artifact = artifact, .serve = serve,
-					 .env = json_object_get(r->spec, "env"), .workdir = r->workdir};
+					 .env = json_object_get(r->spec, "env"), .workdir = r->workdir,
+					 .placement = json_object_get(spec, "placement")};
 		if ((error = replica_start(&s, &handles[i])) < 0 ||
 		    (error = store_deploy_replica_put(r->conn, dep, version, i + 1, s.port, handles[i], 1, "starting",
 						      NULL)) < 0)

@@ -428,3 +428,24 @@ test_deploy_approve_waits_and_applies_payload() {
 	assert_match "$(sql "SELECT string_agg(kind || ':' || actor, ',' ORDER BY id) FROM events WHERE run_id = $id2 AND step = 'deploy'")" "step.approved:tester" "who approved"
 	haproxy_vs_db || fail "HAProxy differs from the database"
 }
+
+# replicas as podman containers (image: host, the host's network): they serve, and stopping the deployment removes them
+test_deploy_replicas_in_podman() {
+	podman_up
+	trap 'podman_down; deploy_down; podman ps -aq --filter "label=ferry.home=$FERRY_HOME/deployments/digits" | xargs -r podman rm -f -t 0 >/dev/null 2>&1' EXIT
+	start_daemon a
+	id=$(submit "$(deploy_wf 100 "    executor: podman
+    image: host
+    resources: {memory: 512Mi}")")
+	wait_run "$id" succeeded 120
+	# a replica's home is its deployment's directory
+	replicas() { podman ps -a --filter "label=ferry.home=$FERRY_HOME/deployments/digits" --format '{{.Names}}'; }
+	[ -n "$(replicas)" ] || fail "no replica container runs"
+	assert_eq "$(podman inspect --format '{{.HostConfig.NetworkMode}}' "$(replicas | head -1)")" host "the host's network"
+	assert_match "$(count_versions 100)" "^0.0.1 100" "served from the container"
+	haproxy_vs_db || fail "HAProxy differs from the database"
+	api PATCH /api/v1/deployments/1 '{"action": "stop"}'
+	assert_eq "$CODE" 200 "stop: $BODY"
+	for _ in $(seq 1 100); do [ -z "$(replicas)" ] && break; sleep 0.1; done
+	assert_eq "$(replicas)" "" "the container is gone"
+}
