@@ -444,6 +444,26 @@ static int deploy_prepare(struct step_result *res, json_t **env, const struct st
 		json_decref(spec);
 		return 1;
 	}
+	/*
+	 * Still starting: a first try, or one whose daemon died half-way
+	 * (its attempt re-dispatched): that try's replicas are stopped first,
+	 * so none is left running unknown.
+	 */
+	{
+		json_t *list = NULL, *v, *rep;
+		size_t k, j;
+		if (store_deploy_list(r->conn, dep, &list) == 0)
+			json_array_foreach(json_object_get(json_array_get(list, 0), "versions"), k, v)
+				if (strcmp(json_string_value(json_object_get(v, "version")), version) == 0)
+					json_array_foreach(json_object_get(v, "replica_list"), j, rep)
+						if (json_object_get(rep, "handle") && !json_is_null(json_object_get(rep, "handle"))) {
+							flog_info("run %lld step %s: stopping replica %lld of an earlier try",
+								  (long long)r->run_id, r->name,
+								  (long long)json_integer_value(json_object_get(rep, "idx")));
+							replica_stop(json_object_get(rep, "handle"), STOP_GRACE_MS);
+						}
+		json_decref(list);
+	}
 	until = clock_mono_ms() + READY_TIMEOUT_MS;
 	if (replica_free_ports(ports, nrep) < 0) {
 		ferry_error_set("no free ports for %d replicas", nrep);

@@ -449,3 +449,27 @@ test_deploy_replicas_in_podman() {
 	for _ in $(seq 1 100); do [ -z "$(replicas)" ] && break; sleep 0.1; done
 	assert_eq "$(replicas)" "" "the container is gone"
 }
+
+# the daemon killed while a deploy step waits for its replica: the step runs again, the first try's replica is stopped, one serves
+test_deploy_daemon_killed_mid_deploy() {
+	deploy_up
+	start_daemon a
+	f=$(deploy_wf 100)
+	sed -i "s|serve: \[/usr/bin/python3, \(.*\)\]|serve: [sh, -c, 'sleep 2; exec /usr/bin/python3 \1']|" "$f"
+	id=$(submit "$f")
+	for _ in $(seq 1 300); do
+		[ "$(sql "SELECT count(*) FROM deployment_replicas WHERE handle IS NOT NULL" 2>/dev/null)" = 1 ] && break
+		sleep 0.1
+	done
+	stop_daemon a KILL
+	start_daemon a
+	wait_run "$id" succeeded 120
+	live=0
+	for s in "$FERRY_HOME"/deployments/*/runs/*/*/*/status; do
+		p=$(sed -n 's/^pid \([0-9]*\) .*/\1/p' "$s" | tail -n 1)
+		[ -n "$p" ] && kill -0 "$p" 2>/dev/null && [ "$(sed 's/.*) //' "/proc/$p/stat" | cut -c1)" != Z ] && live=$((live + 1))
+	done
+	assert_eq "$live" 1 "one replica runs (the first try's was stopped)"
+	assert_match "$(count_versions 50)" "^0.0.1 50" "it serves"
+	assert_eq "$(sql "SELECT count(*) FROM attempts a JOIN steps s ON s.id = a.step_id WHERE s.run_id = $id AND s.name = 'deploy'")" 2 "the step ran twice"
+}
