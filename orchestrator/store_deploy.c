@@ -152,6 +152,18 @@ int store_deploy_event(PGconn *conn, int64_t dep, const char *actor, const char 
 	return error;
 }
 
+/* OK when res (cleared here) has the one row a change of deployment dep returns, else FERRY_ENOTFOUND. */
+static int one_row(PGresult *res, int64_t dep)
+{
+	int n = PQntuples(res);
+
+	PQclear(res);
+	if (n == 1)
+		return FERRY_OK;
+	ferry_error_set("deployment %lld not found", (long long)dep);
+	return FERRY_ENOTFOUND;
+}
+
 static void rollback(PGconn *conn)
 {
 	store_q(NULL, conn, "ROLLBACK", 0, NULL);
@@ -482,11 +494,7 @@ int store_deploy_set_state(PGconn *conn, int64_t dep, const char *state, const c
 			     "SELECT 1 FROM u",
 			     3, params)) < 0)
 		return error;
-	error = PQntuples(res) == 1 ? FERRY_OK : FERRY_ENOTFOUND;
-	if (error)
-		ferry_error_set("deployment %lld not found", (long long)dep);
-	PQclear(res);
-	return error;
+	return one_row(res, dep);
 }
 
 int store_deploy_auto_stop(PGconn *conn, int64_t dep, int secs, int extend, const char *actor)
@@ -510,11 +518,7 @@ int store_deploy_auto_stop(PGconn *conn, int64_t dep, int secs, int extend, cons
 			     "SELECT 1 FROM u",
 			     4, params)) < 0)
 		return error;
-	error = PQntuples(res) == 1 ? FERRY_OK : FERRY_ENOTFOUND;
-	if (error)
-		ferry_error_set("deployment %lld not found", (long long)dep);
-	PQclear(res);
-	return error;
+	return one_row(res, dep);
 }
 
 int store_deploy_delete(PGconn *conn, int64_t dep)
@@ -526,11 +530,7 @@ int store_deploy_delete(PGconn *conn, int64_t dep)
 
 	if ((error = store_q(&res, conn, "DELETE FROM deployments WHERE id = $1::bigint RETURNING id", 1, params)) < 0)
 		return error;
-	error = PQntuples(res) == 1 ? FERRY_OK : FERRY_ENOTFOUND;
-	if (error)
-		ferry_error_set("deployment %lld not found", (long long)dep);
-	PQclear(res);
-	return error;
+	return one_row(res, dep);
 }
 
 int store_deploy_version_load_test(PGconn *conn, int64_t dep, const char *version, const json_t *result)
