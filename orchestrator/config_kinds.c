@@ -363,8 +363,9 @@ static json_t *parse_load_test(struct ctx *c, const yaml_node_t *n)
 
 /*
  * canary: {steps: [10, 50, 100], interval: 2m, max_error_rate: 1%,
- * max_rtime_ms: 200, min_requests: 50}: traffic grows step by step, each
- * judged from HAProxy's counters over the interval (kind_deploy.c).
+ * max_p99_ms: 200, max_rtime_ms: 100, min_requests: 50}: traffic grows step
+ * by step, each judged from HAProxy's counters over the interval and a
+ * probe of the canary's replicas (kind_deploy.c).
  */
 static json_t *parse_canary(struct ctx *c, const yaml_node_t *n)
 {
@@ -380,7 +381,8 @@ static json_t *parse_canary(struct ctx *c, const yaml_node_t *n)
 		return json_null();
 	}
 	if (n->type != YAML_MAPPING_NODE) {
-		err_node(c, n, "canary must be a mapping: steps, interval, max_error_rate, max_rtime_ms, min_requests");
+		err_node(c, n, "canary must be a mapping: steps, interval, max_error_rate, max_p99_ms, max_rtime_ms, "
+			 "min_requests");
 		return cn;
 	}
 	while (cfg_next_pair(c, n, &k, &key, &val)) {
@@ -406,14 +408,15 @@ static json_t *parse_canary(struct ctx *c, const yaml_node_t *n)
 				err_node(c, val, "canary.max_error_rate: %s is not a percentage (e.g. 1%%)", cfg_q(c, s));
 			else
 				json_object_set_new(cn, "max_error_rate", json_real(*end == '%' ? x / 100 : x));
-		} else if (strcmp(name, "max_rtime_ms") == 0 || strcmp(name, "min_requests") == 0) {
+		} else if (strcmp(name, "max_rtime_ms") == 0 || strcmp(name, "min_requests") == 0 ||
+			   strcmp(name, "max_p99_ms") == 0) {
 			if (parse_int64(s, &v) < 0 || v < 0)
 				err_node(c, val, "canary.%s: %s is not a non-negative integer", name, cfg_q(c, s));
 			else
 				json_object_set_new(cn, name, json_integer(v));
 		} else {
-			err_node(c, key, "unknown canary key %s; known: steps, interval, max_error_rate, max_rtime_ms, "
-				 "min_requests", cfg_q(c, name));
+			err_node(c, key, "unknown canary key %s; known: steps, interval, max_error_rate, max_p99_ms, "
+				 "max_rtime_ms, min_requests", cfg_q(c, name));
 		}
 	}
 	return cn;

@@ -217,6 +217,50 @@ static int tally(const char *home, const char *frontend, int ord, struct tally *
 	return FERRY_OK;
 }
 
+#define PROBE_REQUESTS 50
+
+/*
+ * The canary's p99 latency, which HAProxy's statistics cannot give (they
+ * keep a mean per server): PROBE_REQUESTS sample requests, one at a time,
+ * straight to the version's replicas (loadtest_run); -1 when none could
+ * be made, a failed request counting as slow (the 5xx rate is judged
+ * apart).
+ */
+static double probe_p99(const struct step_run *r, int64_t dep, const char *model, const char *version)
+{
+	json_t *list = NULL, *v, *rep, *result = NULL, *lv;
+	char *urls[DEPLOY_MAX_REPLICAS], *sample = NULL;
+	int one = 1, n = 0;
+	size_t i, j;
+	double p99 = -1;
+
+	if (read_sample(r, &sample) < 0 || sample == NULL || store_deploy_list(r->conn, dep, &list) < 0) {
+		free(sample);
+		return -1;
+	}
+	json_array_foreach(json_object_get(json_array_get(list, 0), "versions"), i, v)
+		if (strcmp(json_string_value(json_object_get(v, "version")), version) == 0)
+			json_array_foreach(json_object_get(v, "replica_list"), j, rep)
+				if (n < DEPLOY_MAX_REPLICAS)
+					urls[n++] = xasprintf("http://127.0.0.1:%lld/v2/models/%s/infer",
+							      (long long)json_integer_value(json_object_get(rep, "port")), model);
+	if (n > 0) {
+		struct loadtest_opts o = {.urls = (const char *const *)urls, .nurls = (size_t)n, .body = sample,
+					  .levels = &one, .nlevels = 1, .requests = PROBE_REQUESTS};
+		if (loadtest_run(&o, &result) == 0) {
+			lv = json_array_get(json_object_get(result, "levels"), 0);
+			p99 = json_integer_value(json_object_get(lv, "errors")) > 0 ? 1e9
+			      : json_number_value(json_object_get(lv, "p99_ms"));
+		}
+	}
+	for (int k = 0; k < n; k++)
+		free(urls[k]);
+	free(sample);
+	json_decref(result);
+	json_decref(list);
+	return p99;
+}
+
 /* Sleeps ms in short slices (the step's worker; nothing else waits on it). */
 static void nap(int64_t ms)
 {
@@ -231,8 +275,9 @@ static void nap(int64_t ms)
  * each step, over canary.interval, HAProxy's per-server counters of the
  * canary are compared with those of the versions it replaces in the same
  * window (at least min_requests to the canary, waiting up to three more
- * intervals for them). A 5xx rate over max_error_rate (and over the
- * others'), or a mean response time over max_rtime_ms, rolls back: the
+ * intervals for them), and its replicas are probed for their p99. A 5xx
+ * rate over max_error_rate (and over the others'), a p99 over max_p99_ms
+ * or a mean response time over max_rtime_ms, rolls back: the
  * weights from before the canary, the version retired, an event with the
  * numbers, the step failed. 100% at the end moves the production alias.
  */
@@ -243,6 +288,8 @@ static int canary(const struct step_run *r, int64_t dep, const char *name, const
 	int64_t interval = json_integer_value(json_object_get(cn, "interval_ms"));
 	int64_t min_req = json_integer_value(json_object_get(cn, "min_requests"));
 	int64_t max_rt = json_integer_value(json_object_get(cn, "max_rtime_ms"));
+	int64_t max_p99 = json_integer_value(json_object_get(cn, "max_p99_ms"));
+	double p99;
 	double max_err = json_number_value(json_object_get(cn, "max_error_rate"));
 	json_t *list = NULL, *before = json_object(), *v;
 	size_t i;
@@ -289,11 +336,10 @@ static int canary(const struct step_run *r, int64_t dep, const char *name, const
 						waited, (long long)min_req);
 				goto rollback;
 			}
-			if (creq == 0)
-				break; /* min_requests 0, and none came: nothing to judge */
-			cerr = (double)(c1.err - c0.err) / (double)creq;
+			/* min_requests 0 and none came: the counters judge nothing, the probe still does */
+			cerr = creq > 0 ? (double)(c1.err - c0.err) / (double)creq : 0;
 			berr = breq > 0 ? (double)(b1.err - b0.err) / (double)breq : 0;
-			crt = (c1.rtime_sum - c0.rtime_sum) / (double)creq;
+			crt = creq > 0 ? (c1.rtime_sum - c0.rtime_sum) / (double)creq : 0;
 			{
 				json_t *ev = json_pack("{s:s, s:i, s:I, s:f, s:I, s:f, s:f}", "version", version, "traffic", pct,
 						       "requests", (json_int_t)creq, "error_rate", cerr, "baseline_requests",
@@ -305,6 +351,12 @@ static int canary(const struct step_run *r, int64_t dep, const char *name, const
 				ferry_error_set("canary at %d%%: %s %s answered 5xx to %.1f%% of %lld requests (limit %.1f%%, "
 						"the other versions %.1f%% of %lld); rolled back", pct, model, version,
 						100 * cerr, (long long)creq, 100 * max_err, 100 * berr, (long long)breq);
+				goto rollback;
+			}
+			if (max_p99 > 0 && (p99 = probe_p99(r, dep, model, version)) > (double)max_p99) {
+				ferry_error_set("canary at %d%%: %s %s answered the sample with a p99 of %.1f ms (limit %lld "
+						"ms; %d probes); rolled back", pct, model, version, p99, (long long)max_p99,
+						PROBE_REQUESTS);
 				goto rollback;
 			}
 			if (max_rt > 0 && crt > (double)max_rt) {
