@@ -475,8 +475,8 @@ static int deploy_prepare(struct step_result *res, json_t **env, const struct st
 		goto fail;
 	}
 	/* what a restart of a replica needs, kept with the version */
-	spec = json_pack("{s:O, s:O, s:s?, s:{s:O?, s:O?, s:O?}}", "command", serve, "env",
-			 json_object_get(r->spec, "env") ? json_object_get(r->spec, "env") : json_object(),
+	spec = json_pack("{s:O, s:o, s:s?, s:{s:O?, s:O?, s:O?}}", "command", serve, "env",
+			 json_object_get(r->spec, "env") ? json_incref(json_object_get(r->spec, "env")) : json_object(),
 			 "workdir", r->workdir, "placement", "executor", json_object_get(r->spec, "executor"),
 			 "image", json_object_get(r->spec, "image"), "resources", json_object_get(r->spec, "resources"));
 	if ((error = store_deploy_ensure(r->conn, name, model, replica_free_port(), auto_stop_s, r->run_id,
@@ -484,6 +484,12 @@ static int deploy_prepare(struct step_result *res, json_t **env, const struct st
 	    (error = store_deploy_version_add(r->conn, dep, version, artifact, nrep, spec, r->run_id, r->name,
 					      &ord, &state)) < 0)
 		goto fail;
+	if (strcmp(state, "retired") == 0) {
+		ferry_error_set("%s %s was rolled back in deployment %s (retired): deploy a newly registered version",
+				model, version, name);
+		error = FERRY_ECONFLICT;
+		goto fail;
+	}
 	if (strcmp(state, "starting") != 0) {
 		/* an earlier attempt of this step deployed it */
 		res->outcome = "succeeded";
