@@ -257,13 +257,14 @@ static json_t *parse_gate(struct ctx *c, size_t i, const yaml_node_t *n)
 /* serve: the model server's command, a list of strings (templates checked), or null. */
 static json_t *parse_serve(struct ctx *c, size_t i, const yaml_node_t *n)
 {
-	json_t *arr = json_array();
+	json_t *arr;
 	const yaml_node_t *it;
 	const char *s;
 	size_t k = 0;
 
 	if (!present(n))
 		return json_null();
+	arr = json_array();
 	if (n->type != YAML_SEQUENCE_NODE || nitems(n) == 0) {
 		err_node(c, n, "serve must be a non-empty list of strings: the model server's command "
 			 "(it gets FERRY_PORT, FERRY_MODEL_PATH and FERRY_MODEL_NAME)");
