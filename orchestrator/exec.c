@@ -108,6 +108,25 @@ char *exec_attempt_dir(const char *home, int64_t run_id, const char *step, int a
 	return xasprintf("%s/runs/%lld/%s/%d", home, (long long)run_id, step, attempt);
 }
 
+void exec_job_begin(struct exec_job *job, const struct exec_type *t, const struct store_claim *c)
+{
+	memset(job, 0, sizeof(*job));
+	job->type = t;
+	job->step_id = c->step_id;
+	job->run_id = c->run_id;
+	job->attempt = c->attempt;
+	job->name = xstrdup(c->name);
+	job->timeout_ms = c->timeout_ms;
+}
+
+int exec_attempt_dirs(const char *home, const struct store_claim *c, char **dir, char **out, char **ckpt)
+{
+	*dir = exec_attempt_dir(home, c->run_id, c->name, c->attempt);
+	*out = xasprintf("%s/out", *dir);
+	*ckpt = xasprintf("%s/runs/%lld/%s/checkpoint", home, (long long)c->run_id, c->name);
+	return mkdir_p(*out, 0755) < 0 || mkdir_p(*ckpt, 0755) < 0 ? FERRY_ERROR : FERRY_OK;
+}
+
 void exec_signal(const struct exec_job *job, int sig)
 {
 	if (job->type && job->type->signal)

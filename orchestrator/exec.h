@@ -182,6 +182,16 @@ extern const struct exec_type exec_docker;
  */
 int exec_slurm_parse_sstat(const char *text, struct exec_sample *out);
 
+/* What every type's start does first: job zeroed and filled from claim c for type t. */
+void exec_job_begin(struct exec_job *job, const struct exec_type *t, const struct store_claim *c);
+
+/*
+ * Makes claim c's attempt directory under home with its out/, and the
+ * step's checkpoint directory (one for every attempt of the step: a retry
+ * resumes from it). *dir, *out and *ckpt are the caller's, also on error.
+ */
+int exec_attempt_dirs(const char *home, const struct store_claim *c, char **dir, char **out, char **ckpt);
+
 /* The attempt directory of a step's attempt under home; the caller frees it. */
 char *exec_attempt_dir(const char *home, int64_t run_id, const char *step, int attempt);
 

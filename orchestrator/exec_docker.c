@@ -720,13 +720,7 @@ static int docker_start(struct exec_job *job, const struct store_claim *c, const
 	int error = FERRY_EINVALID;
 
 	(void)mode, (void)st;
-	memset(job, 0, sizeof(*job));
-	job->type = &exec_docker;
-	job->step_id = c->step_id;
-	job->run_id = c->run_id;
-	job->attempt = c->attempt;
-	job->name = xstrdup(c->name);
-	job->timeout_ms = c->timeout_ms;
+	exec_job_begin(job, &exec_docker, c);
 	if (sock == NULL)
 		goto out;
 	if (image == NULL || strcmp(image, "host") == 0) {

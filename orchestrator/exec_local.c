@@ -201,18 +201,8 @@ int exec_local_start(struct exec_job *job, const struct store_claim *c, const ch
 	pid_t pid;
 	int error = FERRY_ERROR;
 
-	memset(job, 0, sizeof(*job));
-	job->type = &exec_local;
-	job->step_id = c->step_id;
-	job->run_id = c->run_id;
-	job->attempt = c->attempt;
-	job->name = xstrdup(c->name);
-	job->timeout_ms = c->timeout_ms;
-	dir = exec_attempt_dir(home, c->run_id, c->name, c->attempt);
-	out = xasprintf("%s/out", dir);
-	/* one checkpoint directory for every attempt of the step: a retry resumes from it */
-	ckpt = xasprintf("%s/runs/%lld/%s/checkpoint", home, (long long)c->run_id, c->name);
-	if (mkdir_p(out, 0755) < 0 || mkdir_p(ckpt, 0755) < 0)
+	exec_job_begin(job, &exec_local, c);
+	if (exec_attempt_dirs(home, c, &dir, &out, &ckpt) < 0)
 		goto out;
 	log = xasprintf("%s/log", dir);
 	status = xasprintf("%s/status", dir);

@@ -656,17 +656,8 @@ static int podman_start(struct exec_job *job, const struct store_claim *c, const
 	int error = FERRY_ERROR;
 
 	(void)mode, (void)st; /* a service is a container that keeps running: nothing differs */
-	memset(job, 0, sizeof(*job));
-	job->type = &exec_podman;
-	job->step_id = c->step_id;
-	job->run_id = c->run_id;
-	job->attempt = c->attempt;
-	job->name = xstrdup(c->name);
-	job->timeout_ms = c->timeout_ms;
-	dir = exec_attempt_dir(home, c->run_id, c->name, c->attempt);
-	out = xasprintf("%s/out", dir);
-	ckpt = xasprintf("%s/runs/%lld/%s/checkpoint", home, (long long)c->run_id, c->name);
-	if (mkdir_p(out, 0755) < 0 || mkdir_p(ckpt, 0755) < 0)
+	exec_job_begin(job, &exec_podman, c);
+	if (exec_attempt_dirs(home, c, &dir, &out, &ckpt) < 0)
 		goto out;
 	if ((error = exec_podman_argv(&p.run_argv, &p.envp, c, home, dir)) < 0)
 		goto out;

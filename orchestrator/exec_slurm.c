@@ -1183,17 +1183,8 @@ static int slurm_start(struct exec_job *job, const struct store_claim *c, const 
 	int error = FERRY_ERROR;
 
 	(void)mode, (void)st; /* a service is a job that keeps running: nothing differs */
-	memset(job, 0, sizeof(*job));
-	job->type = &exec_slurm;
-	job->step_id = c->step_id;
-	job->run_id = c->run_id;
-	job->attempt = c->attempt;
-	job->name = xstrdup(c->name);
-	job->timeout_ms = c->timeout_ms;
-	dir = exec_attempt_dir(home, c->run_id, c->name, c->attempt);
-	out = xasprintf("%s/out", dir);
-	ckpt = xasprintf("%s/runs/%lld/%s/checkpoint", home, (long long)c->run_id, c->name);
-	if (mkdir_p(out, 0755) < 0 || mkdir_p(ckpt, 0755) < 0)
+	exec_job_begin(job, &exec_slurm, c);
+	if (exec_attempt_dirs(home, c, &dir, &out, &ckpt) < 0)
 		goto out;
 	if ((error = exec_local_cmd_make(&x, c, dir, out, ckpt)) < 0)
 		goto out;
