@@ -495,34 +495,46 @@ static void print_run(const struct cli *cli, const json_t *run, int64_t now)
 	print_results(cli, steps);
 }
 
-static int cmd_get(const struct ctx *x, int argc, char **argv)
+/*
+ * A verb that takes "RUN" (and -o): METHOD /runs/{id}. Returns -1 with
+ * *answer (the caller's) to go on, else the exit status to return now
+ * (usage, or the request's error reported).
+ */
+static int run_request(const struct ctx *x, int argc, char **argv, const char *method, json_t **answer,
+		       int64_t *id, bool *json)
 {
 	ferry_client *c = NULL;
-	json_t *run = NULL;
-	char *path = NULL;
-	bool json = false;
-	int64_t id;
+	char *path;
 	int rc, status;
 
-	if ((status = parse_run_args(x, argc, argv, &id, &json)) >= 0)
+	*answer = NULL;
+	if ((status = parse_run_args(x, argc, argv, id, json)) >= 0)
 		return status;
 	if ((status = open_client(&c)) != FX_OK)
 		return status;
-	path = xasprintf("/runs/%" PRId64, id);
-	rc = client_request(&run, c, "GET", path, NULL);
-	if (rc < 0) {
-		status = report_request_error(c, rc);
-		goto out;
-	}
+	path = xasprintf("/runs/%" PRId64, *id);
+	rc = client_request(answer, c, method, path, NULL);
+	status = rc < 0 ? report_request_error(c, rc) : -1;
+	free(path);
+	client_free(c);
+	return status;
+}
+
+static int cmd_get(const struct ctx *x, int argc, char **argv)
+{
+	json_t *run = NULL;
+	bool json = false;
+	int64_t id;
+	int status;
+
+	if ((status = run_request(x, argc, argv, "GET", &run, &id, &json)) >= 0)
+		return status;
 	if (json)
 		print_json(run);
 	else
 		print_run(x->cli, run, clock_wall_ms());
-out:
-	free(path);
 	json_decref(run);
-	client_free(c);
-	return status;
+	return FX_OK;
 }
 
 /* ---- list ---- */
@@ -714,34 +726,21 @@ static int cmd_stop(const struct ctx *x, int argc, char **argv)
 /* `ferry delete RUN`: DELETE /runs/{id}; the daemon refuses a run that has not finished. */
 static int cmd_delete(const struct ctx *x, int argc, char **argv)
 {
-	ferry_client *c = NULL;
 	json_t *answer = NULL;
-	char *path = NULL;
 	bool json = false;
 	int64_t id;
-	int rc, status;
+	int status;
 
-	if ((status = parse_run_args(x, argc, argv, &id, &json)) >= 0)
+	if ((status = run_request(x, argc, argv, "DELETE", &answer, &id, &json)) >= 0)
 		return status;
-	if ((status = open_client(&c)) != FX_OK)
-		return status;
-	path = xasprintf("/runs/%" PRId64, id);
-	rc = client_request(&answer, c, "DELETE", path, NULL);
-	if (rc < 0) {
-		status = report_request_error(c, rc);
-		goto out;
-	}
 	if (json)
 		print_json(answer);
 	else if (json_is_false(json_object_get(answer, "files_removed")))
 		printf("run %" PRId64 " deleted; some of its files stayed (see ferryd's log)\n", id);
 	else
 		printf("run %" PRId64 " deleted\n", id);
-out:
-	free(path);
 	json_decref(answer);
-	client_free(c);
-	return status;
+	return FX_OK;
 }
 
 static int cmd_retry(const struct ctx *x, int argc, char **argv)
