@@ -69,8 +69,8 @@ wait_container() {
 	fail "no container of this test started"
 }
 
-test_docker_hello_workflow() {
-	docker_up
+# hello_on_docker: workflows/hello.yaml with every step on executor docker, image ferry-base, as $FERRY_HOME/hello.yaml
+hello_on_docker() {
 	python3 - "$ROOT/workflows/hello.yaml" "$FERRY_HOME/hello.yaml" <<'PY'
 import sys, yaml
 w = yaml.safe_load(open(sys.argv[1]))
@@ -79,6 +79,11 @@ for s in w["steps"]:
     s["image"] = "ferry-base"
 yaml.safe_dump(w, open(sys.argv[2], "w"), sort_keys=False)
 PY
+}
+
+test_docker_hello_workflow() {
+	docker_up
+	hello_on_docker
 	start_daemon a
 	id=$(submit "$FERRY_HOME/hello.yaml" '{"who":"docker"}')
 	wait_run "$id" succeeded 60
@@ -428,14 +433,7 @@ test_docker_api_on_podman_service() {
 	assert_match "$out" 'already running' "no dockerd started beside podman"
 	dk GET /version
 	assert_match "$DK_BODY" '"Podman Engine"|[Pp]odman' "the API is podman's"
-	python3 - "$ROOT/workflows/hello.yaml" "$FERRY_HOME/hello.yaml" <<'PY'
-import sys, yaml
-w = yaml.safe_load(open(sys.argv[1]))
-for s in w["steps"]:
-    s["executor"] = "docker"
-    s["image"] = "ferry-base"
-yaml.safe_dump(w, open(sys.argv[2], "w"), sort_keys=False)
-PY
+	hello_on_docker
 	start_daemon a
 	id=$(submit "$FERRY_HOME/hello.yaml" '{"who":"podman"}')
 	wait_run "$id" succeeded 60
