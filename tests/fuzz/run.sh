@@ -47,6 +47,11 @@ write_dict() {
 		printf '%s\n' '"accuracy"' '"precision"' '"recall"' '"f1"' '"mae"' '"mse"' '"rmse"' \
 			'"{"' '"}"' '":"' '","' '"1e-3"' '"-0.5"' '"NaN"' '"\x0a"' '">="' '"<="' \
 			'"=="' '"!="' '"production"' '" + "' '" - "' ;;
+	watchpoints)
+		printf '%s\n' '"nan_or_inf"' '"not "' '"decreasing"' '"increasing"' '" over "' \
+			'" steps"' '">="' '"<="' '"* min"' '"* max"' '"* first"' '"1e-3"' '"\x0a"' \
+			'"{\"step\": "' '"\"loss\": "' '"\"acc\": "' '"NaN"' '"Infinity"' \
+			'"-Infinity"' '"\"nan\""' '"\"-inf\""' '"}\x0a"' '", "' ;;
 	*) return 1 ;;
 	esac
 }
