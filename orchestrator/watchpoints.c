@@ -63,6 +63,7 @@ struct series {
 	struct point *pts; /* values whose ordinal is a multiple of stride */
 	size_t n, cap;
 	int64_t stride, count;
+	bool watched;      /* has rules: the others skip the rule loop */
 	bool have;         /* a finite value was seen: min, max, first mean something */
 	bool last_on_grid; /* the newest value is pts[n - 1] */
 	double min, max, first, last;
@@ -528,6 +529,8 @@ static int rules_eval(struct watch *w, size_t si, int64_t step, double v)
 {
 	int fired = 0;
 
+	if (!w->series[si].watched)
+		return 0;
 	for (size_t i = 0; i < w->nrules; i++) {
 		struct wrule *r = &w->rules[i];
 		char *msg;
@@ -832,6 +835,7 @@ static int rule_add(struct watch *w, const char *metric, size_t i, const json_t 
 	r->text = xstrdup(text);
 	r->action = (enum wp_action)a;
 	r->series = si;
+	w->series[si].watched = true;
 	w->nrules++;
 out:
 	free(what);
