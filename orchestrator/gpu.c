@@ -55,6 +55,8 @@ struct gpu_sampler {
 	char *buf;
 	size_t len;
 	int overflow;
+	int eof;               /* its output ended; its exit status is awaited (at most GPU_REAP_MS) */
+	int64_t eof_ms;
 	/* a killed run not yet gone */
 	pid_t stuck;
 	int64_t stuck_since_ms;
@@ -386,19 +388,15 @@ static void run_failed(struct gpu_sampler *s, const char *why)
 }
 
 /*
- * Ends the run in flight: the pipe closed, the child reaped when it has
- * exited. When it is not ours to reap now (still exiting, or the engine's
- * reaper took it), it is remembered as stuck until its group is gone.
+ * Forgets the run in flight: the pipe closed, its output dropped. When it
+ * was not reaped here (still exiting, or the engine's reaper took it), it
+ * is remembered as stuck until its process group is gone.
  */
-static void run_close(struct gpu_sampler *s, int64_t now_ms, int *status, int *have_status)
+static void run_close(struct gpu_sampler *s, int64_t now_ms, int reaped)
 {
-	pid_t r;
-
 	close(s->fd);
 	s->fd = -1;
-	r = waitpid(s->pid, status, WNOHANG);
-	*have_status = r == s->pid;
-	if (!*have_status) {
+	if (!reaped) {
 		s->stuck = s->pid;
 		s->stuck_since_ms = now_ms;
 	}
@@ -407,18 +405,22 @@ static void run_close(struct gpu_sampler *s, int64_t now_ms, int *status, int *h
 	s->buf = NULL;
 	s->len = 0;
 	s->overflow = 0;
+	s->eof = 0;
 }
 
-/* Takes the readings from a finished run's output. */
-static void run_done(struct gpu_sampler *s, int64_t now_ms)
+/*
+ * Takes the readings from a finished run's output; have: whether its exit
+ * status st is known (not when the engine's reaper took it).
+ */
+static void run_done(struct gpu_sampler *s, int64_t now_ms, int st, int have)
 {
 	struct gpu_reading *g = NULL;
 	struct gpu_proc *a = NULL;
 	char *out = s->buf ? s->buf : xstrdup(""), *mark, why[256];
-	int ng = 0, na = 0, st = 0, have = 0, overflow = s->overflow;
+	int ng = 0, na = 0, overflow = s->overflow;
 
 	s->buf = NULL; /* out is ours now */
-	run_close(s, now_ms, &st, &have);
+	run_close(s, now_ms, have);
 	mark = strstr(out, APPS_MARK "\n");
 	if (overflow) {
 		snprintf(why, sizeof(why), "its output is over %d bytes", OUT_MAX);
@@ -530,6 +532,7 @@ static void run_start(struct gpu_sampler *s, int64_t now_ms)
 	s->started_ms = now_ms;
 	s->len = 0;
 	s->overflow = 0;
+	s->eof = 0;
 }
 
 /*
@@ -556,16 +559,29 @@ void gpu_sampler_poll(struct gpu_sampler *s, int64_t now_ms, int64_t period_ms)
 	if (s == NULL || s->prog == NULL)
 		return;
 	if (s->pid > 0) {
-		if (run_drain(s)) {
-			run_done(s, now_ms);
-		} else if (now_ms - s->started_ms >= s->timeout_ms) {
+		if (!s->eof && run_drain(s)) {
+			s->eof = 1;
+			s->eof_ms = now_ms;
+		}
+		if (s->eof) {
+			/*
+			 * The pipe ends while the child is still exiting: its
+			 * status comes on this poll or a later one.
+			 */
+			int st = 0;
+			pid_t r = waitpid(s->pid, &st, WNOHANG);
+			if (r == s->pid)
+				run_done(s, now_ms, st, 1);
+			else if (r < 0 || now_ms - s->eof_ms >= GPU_REAP_MS)
+				run_done(s, now_ms, 0, 0);
+		}
+		if (s->pid > 0 && now_ms - s->started_ms >= s->timeout_ms) {
 			char why[128];
-			int st, have;
 			/* the start time guards against a pid the engine's reaper freed and the kernel reused
 			   (a zombie still has it: then the group is still ours) */
 			if (s->pid_start != 0 && exec_pid_start(s->pid) == s->pid_start)
 				kill(-s->pid, SIGKILL);
-			run_close(s, now_ms, &st, &have);
+			run_close(s, now_ms, 0);
 			snprintf(why, sizeof(why), "no answer within %lld ms; killed", (long long)s->timeout_ms);
 			run_failed(s, why);
 		}
