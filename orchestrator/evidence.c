@@ -263,7 +263,9 @@ static int run_collector(const char *tool, int pid, int64_t left_ms, char before
 		free(out);
 		return 1;
 	}
-	if (rc < 0) {
+	if (rc < 0 && strncmp(ferry_error_last(), "cannot run", 10) == 0) {
+		msg = xasprintf("%s: %s", tool, ferry_error_last());
+	} else if (rc < 0) {
 		msg = xasprintf("%s did not finish within %lld ms", tool, (long long)left_ms);
 	} else {
 		line = first_line(out);
