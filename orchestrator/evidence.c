@@ -7,8 +7,9 @@
  * -p PID` (fast, no symbols needed beyond the ELF's), else `gdb -p PID
  * -batch -nx -ex 'thread apply all bt'` when eu-stack is missing or gives
  * no frame. Both attach with ptrace, which stops the process for a moment;
- * both run through exec_capture, killed past the process's budget
- * (timeout_ms, shared by the two), and a collector killed between its
+ * both run as children in their own process group, killed with it past
+ * the process's budget (timeout_ms, shared by the two; see capture), with
+ * their output bounded, and a collector killed between its
  * attach and detach can leave the process stopped — so a process found
  * stopped afterwards that was not before is sent SIGCONT. Stack texts are
  * cut to EVIDENCE_STACK_MAX bytes, so the record of any job is bounded:
@@ -27,18 +28,23 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <poll.h>
 #include <signal.h>
+#include <spawn.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
-#include "exec.h"
 #include "util.h"
 
 #define PROC_TEXT_MAX 4096 /* bytes read of one /proc file (cmdline is cut there) */
+#define CAPTURE_REAP_MS 100 /* how long a finished or killed collector is waited for */
+
+extern char **environ;
 
 /* ---- /proc ------------------------------------------------------------------- */
 
@@ -240,33 +246,128 @@ static void unstop(int pid, char before)
 }
 
 /*
+ * Runs argv (PATH searched) with stdout and stderr captured into *out (the
+ * caller's, also on error; at most EVIDENCE_STACK_MAX + 1 bytes kept, the
+ * rest read and dropped so the tool never blocks on a full pipe), in its
+ * own process group, killed when it has not finished within timeout_ms.
+ * 0 with *status (waitpid's, or -1 when it is not ours to reap), or -1
+ * (spawn failed) or -2 (killed at the timeout) with the message set.
+ *
+ * Not exec_capture: its loop reads after a poll that timed out, so a tool
+ * that neither writes nor exits (a collector attached to a process stuck in
+ * the kernel) holds it far past its bound; and it keeps all output.
+ */
+static int capture(char *const argv[], char **out, int *status, int64_t timeout_ms)
+{
+	posix_spawn_file_actions_t fa;
+	posix_spawnattr_t at;
+	sigset_t none, all;
+	int64_t until = clock_mono_ms() + timeout_ms;
+	size_t len = 0, cap = EVIDENCE_STACK_MAX + 1;
+	int fds[2], err, error = 0;
+	char *buf;
+	pid_t pid;
+
+	*out = NULL;
+	*status = -1;
+	if (pipe2(fds, O_CLOEXEC) != 0) {
+		ferry_error_set("pipe: %s", strerror(errno));
+		return -1;
+	}
+	fcntl(fds[0], F_SETFL, fcntl(fds[0], F_GETFL) | O_NONBLOCK);
+	posix_spawn_file_actions_init(&fa);
+	posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
+	posix_spawn_file_actions_adddup2(&fa, fds[1], 1);
+	posix_spawn_file_actions_adddup2(&fa, fds[1], 2); /* its complaints (no ptrace right) are the reason */
+	posix_spawn_file_actions_addclosefrom_np(&fa, 3);
+	posix_spawnattr_init(&at);
+	sigemptyset(&none);
+	sigfillset(&all);
+	posix_spawnattr_setsigmask(&at, &none);
+	posix_spawnattr_setsigdefault(&at, &all);
+	posix_spawnattr_setpgroup(&at, 0);
+	posix_spawnattr_setflags(&at, POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF | POSIX_SPAWN_SETPGROUP);
+	err = posix_spawnp(&pid, argv[0], &fa, &at, argv, environ);
+	posix_spawn_file_actions_destroy(&fa);
+	posix_spawnattr_destroy(&at);
+	close(fds[1]);
+	if (err != 0) {
+		close(fds[0]);
+		ferry_error_set("cannot run %s: %s", argv[0], strerror(err));
+		return -1;
+	}
+	buf = xmalloc(cap + 1);
+	for (;;) {
+		struct pollfd p = {.fd = fds[0], .events = POLLIN};
+		int64_t left = until - clock_mono_ms();
+		char chunk[4096];
+		ssize_t n;
+		if (left <= 0) {
+			kill(-pid, SIGKILL);
+			ferry_error_set("%s did not finish within %lld ms", argv[0], (long long)timeout_ms);
+			error = -2;
+			break;
+		}
+		if (poll(&p, 1, (int)left) <= 0)
+			continue; /* timed out (judged above) or interrupted */
+		n = read(fds[0], chunk, sizeof(chunk));
+		if (n == 0)
+			break; /* it closed its output: it ended */
+		if (n < 0) {
+			if (errno == EINTR || errno == EAGAIN)
+				continue;
+			break;
+		}
+		if (len < cap) {
+			size_t take = (size_t)n < cap - len ? (size_t)n : cap - len;
+			memcpy(buf + len, chunk, take);
+			len += take;
+		}
+	}
+	close(fds[0]);
+	buf[len] = '\0';
+	*out = buf;
+	/*
+	 * Reaped here when it ends within CAPTURE_REAP_MS (a killed process
+	 * still in the kernel may take longer: the engine's stray reaper
+	 * takes it then).
+	 */
+	for (int i = 0; i < CAPTURE_REAP_MS / 5; i++) {
+		pid_t r = waitpid(pid, status, WNOHANG);
+		if (r != 0) {
+			if (r < 0)
+				*status = -1;
+			break;
+		}
+		usleep(5000);
+	}
+	return error;
+}
+
+/*
  * Runs one collector on pid within left_ms: 1 with *stack, or 0 with *why
  * appended to (the caller's).
  */
 static int run_collector(const char *tool, int pid, int64_t left_ms, char before, char **stack, char **why)
 {
 	char pidstr[16], *out = NULL, *line, *msg;
-	int rc;
+	int rc, status;
 
 	snprintf(pidstr, sizeof(pidstr), "%d", pid);
-	/* the tool's complaints (no permission to ptrace, no such process) go with its output */
 	if (strcmp(tool, "eu-stack") == 0) {
-		char *argv[] = {"sh", "-c", "exec eu-stack -p \"$0\" 2>&1", pidstr, NULL};
-		rc = exec_capture(argv, &out, left_ms);
+		char *argv[] = {"eu-stack", "-p", pidstr, NULL};
+		rc = capture(argv, &out, &status, left_ms);
 	} else {
-		char *argv[] = {"sh", "-c", "exec gdb -p \"$0\" -batch -nx -ex 'thread apply all bt' 2>&1", pidstr,
-				NULL};
-		rc = exec_capture(argv, &out, left_ms);
+		char *argv[] = {"gdb", "-p", pidstr, "-batch", "-nx", "-ex", "thread apply all bt", NULL};
+		rc = capture(argv, &out, &status, left_ms);
 	}
 	unstop(pid, before);
 	if (rc == 0 && (*stack = as_stack(out)) != NULL) {
 		free(out);
 		return 1;
 	}
-	if (rc < 0 && strncmp(ferry_error_last(), "cannot run", 10) == 0) {
-		msg = xasprintf("%s: %s", tool, ferry_error_last());
-	} else if (rc < 0) {
-		msg = xasprintf("%s did not finish within %lld ms", tool, (long long)left_ms);
+	if (rc < 0) {
+		msg = xasprintf("%s", ferry_error_last());
 	} else {
 		line = first_line(out);
 		msg = xasprintf("%s gave no stack: %s", tool, line ? line : "no output");

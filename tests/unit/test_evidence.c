@@ -185,8 +185,8 @@ static void test_evidence__sleep_and_spinner(void **state)
 	json_decref(ev);
 }
 
-/* A directory put first on PATH with sh and the named tools of /usr/bin; eu-stack may be a fake. */
-static void path_with(const char *const *tools, int fake_eu_stack)
+/* PATH set to a directory with sh and the named tools of /usr/bin; eu-stack may be a fake (its script). */
+static void path_with(const char *const *tools, const char *fake_eu_stack)
 {
 	char *p;
 
@@ -201,11 +201,10 @@ static void path_with(const char *const *tools, int fake_eu_stack)
 		free(src), free(dst);
 	}
 	if (fake_eu_stack) {
-		/* a TEST DOUBLE of eu-stack that fails as the real one does without ptrace rights */
 		FILE *f;
 		p = xasprintf("%s/eu-stack", tmpdir);
 		assert_non_null(f = fopen(p, "w"));
-		fputs("#!/bin/sh\necho \"eu-stack: dwfl_linux_proc_attach pid $2: Operation not permitted\"\nexit 1\n", f);
+		fputs(fake_eu_stack, f);
 		fclose(f);
 		assert_int_equal(chmod(p, 0755), 0);
 		free(p);
@@ -224,7 +223,8 @@ static void test_evidence__gdb_fallback(void **state)
 	char *sum;
 
 	(void)state;
-	path_with(gdb_only, 1);
+	/* a TEST DOUBLE of eu-stack that fails as the real one does without ptrace rights */
+	path_with(gdb_only, "#!/bin/sh\necho \"eu-stack: dwfl_linux_proc_attach pid $2: Operation not permitted\"\nexit 1\n");
 	ev = evidence_collect(pids, 1, NULL, 0, 20000);
 	assert_string_equal(str(ev, "collector"), "eu-stack");
 	e = proc_at(ev, 0);
@@ -248,7 +248,7 @@ static void test_evidence__no_collector(void **state)
 	char *sum, *want;
 
 	(void)state;
-	path_with(none, 0);
+	path_with(none, NULL);
 	ev = evidence_collect(pids, 1, NULL, 0, 5000);
 	assert_string_equal(str(ev, "collector"), "none");
 	assert_true(json_is_null(json_object_get(proc_at(ev, 0), "stack")));
@@ -297,6 +297,33 @@ static void test_evidence__timeout_bound(void **state)
 	assert_string_equal(str(proc_at(ev, 255), "state"), "S");
 	json_decref(ev);
 	assert_int_equal(state_of(sl), 'S');
+}
+
+/*
+ * A collector killed between its attach and its detach can leave the
+ * process stopped: a TEST DOUBLE of eu-stack stops it (as a ptrace attach
+ * does) and hangs; past the budget it is killed and the process continued.
+ */
+static void test_evidence__left_stopped_continued(void **state)
+{
+	static const char *const none[] = {"sleep", NULL};
+	pid_t sl = start_sleep();
+	int pids[] = {sl};
+	int64_t t0 = clock_mono_ms();
+	json_t *ev;
+
+	(void)state;
+	path_with(none, "#!/bin/sh\nkill -STOP \"$2\"\nexec sleep 30\n");
+	ev = evidence_collect(pids, 1, NULL, 0, 300);
+	assert_true(clock_mono_ms() - t0 < 1500);
+	assert_string_equal(str(proc_at(ev, 0), "stack_error"), "eu-stack did not finish within 300 ms");
+	/* continued: it runs a moment (SIGCONT restarts its nanosleep), then sleeps again; never stays T */
+	for (int i = 0; i < 100 && state_of(sl) != 'S'; i++) {
+		assert_true(state_of(sl) != 'T');
+		usleep(10000);
+	}
+	assert_int_equal(state_of(sl), 'S');
+	json_decref(ev);
 }
 
 /* Writes a log: over 64 KiB of old lines, then escapes, blanks, CRs and the last lines. */
@@ -433,6 +460,7 @@ int main(void)
 		cmocka_unit_test_teardown(test_evidence__gdb_fallback, teardown),
 		cmocka_unit_test_teardown(test_evidence__no_collector, teardown),
 		cmocka_unit_test_teardown(test_evidence__timeout_bound, teardown),
+		cmocka_unit_test_teardown(test_evidence__left_stopped_continued, teardown),
 		cmocka_unit_test_teardown(test_evidence__log_tail, teardown),
 		cmocka_unit_test_teardown(test_evidence__summary_bounded, teardown),
 		cmocka_unit_test_teardown(test_evidence__worker_item, teardown),
