@@ -47,6 +47,9 @@ write_dict() {
 		printf '%s\n' '"accuracy"' '"precision"' '"recall"' '"f1"' '"mae"' '"mse"' '"rmse"' \
 			'"{"' '"}"' '":"' '","' '"1e-3"' '"-0.5"' '"NaN"' '"\x0a"' '">="' '"<="' \
 			'"=="' '"!="' '"production"' '" + "' '" - "' ;;
+	gpu)
+		printf '%s\n' '"[N/A]"' '"[Not Supported]"' '", "' '"GPU-"' '"#ferry-apps\x0a"' \
+			'"No running processes found"' '"\x0a"' '"#0  0x"' '" in "' '"TID "' '"Thread "' ;;
 	*) return 1 ;;
 	esac
 }
@@ -62,8 +65,11 @@ mkdir -p "$OUT/obj"
 echo "fuzz: building the engine into $OUT/obj"
 db/gen-sql.sh migration $(ls db/migrations/*.sql | sort) > "$OUT/migrations.c"
 db/gen-sql.sh function $(ls db/functions/*.sql | sort) > "$OUT/functions.c"
+# the HAProxy template built into the engine, as the Makefile makes it
+{ echo '#include "haproxy.h"'; echo 'const char hap_template_builtin[] ='
+  sed -e 's/\\/\\\\/g' -e 's/"/\\"/g' -e 's/^/\t"/' -e 's/$/\\n"/' deploy/haproxy.cfg.tmpl; echo ';'; } > "$OUT/haproxy_tmpl.c"
 objs=()
-for src in "${ENGINE_SRC[@]}" "$OUT/migrations.c" "$OUT/functions.c"; do
+for src in "${ENGINE_SRC[@]}" "$OUT/migrations.c" "$OUT/functions.c" "$OUT/haproxy_tmpl.c"; do
 	obj=$OUT/obj/$(echo "${src%.c}" | tr / _).o
 	"$FUZZ_CC" "${CFLAGS[@]}" -fsanitize=fuzzer-no-link,$SAN -c -o "$obj" "$src"
 	objs+=("$obj")
