@@ -183,7 +183,7 @@ int gpu_parse_query(const char *csv, struct gpu_reading **out, int *n)
 	struct gpu_reading *r = NULL;
 	char line[LINE_MAX_LEN + 1], *f[5];
 	const char *p = csv;
-	int count = 0, lineno = 0, error = FERRY_OK;
+	int count = 0, lineno = 0;
 
 	*out = NULL;
 	*n = 0;
@@ -235,8 +235,7 @@ int gpu_parse_query(const char *csv, struct gpu_reading **out, int *n)
 	return FERRY_OK;
 invalid:
 	free(r);
-	error = FERRY_EINVALID;
-	return error;
+	return FERRY_EINVALID;
 }
 
 int gpu_parse_apps(const char *csv, struct gpu_proc **out, int *n)

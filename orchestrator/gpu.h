@@ -54,7 +54,7 @@ int gpu_sampler_available(const struct gpu_sampler *s);
 
 /* How long one nvidia-smi run may take before it is killed. */
 #define GPU_TIMEOUT_MS 5000
-#define GPU_REAP_MS 1000
+#define GPU_REAP_MS 1000 /* also how long a run that closed its output may take to exit */
 /* Changes that bound (tests; a slow driver). */
 void gpu_sampler_set_timeout(struct gpu_sampler *s, int64_t timeout_ms);
 
