@@ -40,7 +40,7 @@ DEB_BUILD := gcc make pkg-config libpq-dev libcurl4-openssl-dev libmicrohttpd-de
 DEB_RUN := postgresql postgresql-client curl procps python3 python3-sklearn wrk \
 	podman runc busybox-static tini \
 	slurm-wlm slurmrestd slurm-wlm-jwt-plugin munge \
-	docker.io haproxy
+	docker.io haproxy elfutils gdb
 
 .PHONY: all deps test unit integration demo bench fuzz clean variant
 

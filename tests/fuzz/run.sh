@@ -52,6 +52,9 @@ write_dict() {
 			'" steps"' '">="' '"<="' '"* min"' '"* max"' '"* first"' '"1e-3"' '"\x0a"' \
 			'"{\"step\": "' '"\"loss\": "' '"\"acc\": "' '"NaN"' '"Infinity"' \
 			'"-Infinity"' '"\"nan\""' '"\"-inf\""' '"}\x0a"' '", "' ;;
+	gpu)
+		printf '%s\n' '"[N/A]"' '"[Not Supported]"' '", "' '"GPU-"' '"#ferry-apps\x0a"' \
+			'"No running processes found"' '"\x0a"' '"#0  0x"' '" in "' '"TID "' '"Thread "' ;;
 	*) return 1 ;;
 	esac
 }
