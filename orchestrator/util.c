@@ -22,11 +22,14 @@ static _Thread_local char error_buf[1024];
 
 void ferry_error_set(const char *fmt, ...)
 {
+	char tmp[sizeof(error_buf)];
 	va_list ap;
 
+	/* through a copy: callers may wrap the last message ("…: %s", ferry_error_last()) */
 	va_start(ap, fmt);
-	vsnprintf(error_buf, sizeof(error_buf), fmt, ap);
+	vsnprintf(tmp, sizeof(tmp), fmt, ap);
 	va_end(ap);
+	memcpy(error_buf, tmp, sizeof(tmp));
 }
 
 const char *ferry_error_last(void)

@@ -28,6 +28,15 @@ static void test_util__parse_int64(void **state)
 	assert_int_equal(parse_int64(NULL, &v), FERRY_EINVALID);
 }
 
+/* An error wrapped in a new one keeps its text (the message is formatted through a copy). */
+static void test_util__error_wraps_the_last(void **state)
+{
+	(void)state;
+	ferry_error_set("duration \"%s\": missing unit", "5");
+	ferry_error_set("hang period: %s", ferry_error_last());
+	assert_string_equal(ferry_error_last(), "hang period: duration \"5\": missing unit");
+}
+
 static void test_util__mkdir_p_and_file_read(void **state)
 {
 	char base[] = "/tmp/ferry-unit-util.XXXXXX", *deep, *file, *buf = NULL, *cmd;
@@ -109,6 +118,7 @@ int main(void)
 		cmocka_unit_test(test_util__mkdir_p_and_file_read),
 		cmocka_unit_test(test_util__error_buffer),
 		cmocka_unit_test(test_util__xasprintf),
+		cmocka_unit_test(test_util__error_wraps_the_last),
 		cmocka_unit_test(test_util__hex_encode),
 		cmocka_unit_test(test_util__sha256_hex),
 	};
