@@ -30,7 +30,7 @@ const char *const cfg_step_keys[SK_N] = {
 	"name", "kind", "needs", "command", "env", "image", "workdir", "timeout", "retry",
 	"executor", "resources", "network", "slurm", "cache", "gate", "model", "dataset", "labels", "webhook", "on_timeout", "artifact",
 	"version", "alias", "serve", "traffic", "replicas", "sample", "deployment", "auto_stop",
-	"load_test", "canary", "approve",
+	"load_test", "canary", "approve", "hang", "watch",
 };
 
 static const char *const on_timeout_values[] = {"fail", "continue"};
@@ -483,6 +483,7 @@ void cfg_kind_fields(struct ctx *c, size_t i, const struct step_kind *kind,
 	json_object_set_new(js, "version", parse_choice(c, v[SK_VERSION], "version",
 							version_values, NELEM(version_values)));
 	json_object_set_new(js, "aliases", parse_aliases(c, v[SK_ALIAS]));
+	cfg_monitor_fields(c, v[SK_HANG], v[SK_WATCH], js);
 	if (kind == NULL || (kind->keys & SK_BIT(SK_SERVE)) == 0)
 		return;
 	/* a deploy step's */

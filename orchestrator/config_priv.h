@@ -225,6 +225,12 @@ void cfg_kind_fields(struct ctx *c, size_t i, const struct step_kind *kind,
 		     const yaml_node_t *const *keys, const yaml_node_t *const *vals, json_t *js);
 
 /*
+ * A job step's `hang:` and `watch:` (config_monitor.c) into its spec js,
+ * each only when present.
+ */
+void cfg_monitor_fields(struct ctx *c, const yaml_node_t *hang, const yaml_node_t *watch, json_t *js);
+
+/*
  * Once the graph is known: an evaluate or train step comparing against
  * production without `model` takes the model of the register steps
  * (SKF_REGISTERS) downstream of it, or gets an error asking for `model:`.

@@ -61,12 +61,12 @@ enum step_key {
 	SK_CACHE, SK_GATE, SK_MODEL, SK_DATASET, SK_LABELS, SK_WEBHOOK, SK_ON_TIMEOUT,
 	SK_ARTIFACT, SK_VERSION, SK_ALIAS,
 	SK_SERVE, SK_TRAFFIC, SK_REPLICAS, SK_SAMPLE, SK_DEPLOYMENT, SK_AUTO_STOP, SK_LOAD_TEST, SK_CANARY,
-	SK_APPROVE,
+	SK_APPROVE, SK_HANG, SK_WATCH,
 	SK_N,
 	SK_FIRST_KIND_KEY = SK_CACHE
 };
-#define SK_BIT(sk) (1u << (sk))
-_Static_assert(SK_N <= 32, "step keys are bits of an unsigned: widen step_kind.keys first");
+#define SK_BIT(sk) (UINT64_C(1) << (sk))
+_Static_assert(SK_N <= 64, "step keys are bits of a uint64_t: widen step_kind.keys first");
 
 /* Whether a step of the kind has a command. */
 enum step_kind_command {
@@ -113,8 +113,8 @@ struct step_kind {
 	enum step_kind_command command;
 	const char *no_command;       /* with SKC_FORBIDDEN: why ("waits for a person and
 	                               * runs no command"), after "a KIND step " */
-	unsigned keys;                /* SK_BIT(SK_…) of the kind keys it takes */
-	unsigned required;            /* … and of those, the ones it must have */
+	uint64_t keys;                /* SK_BIT(SK_…) of the kind keys it takes */
+	uint64_t required;            /* … and of those, the ones it must have */
 	const char *key_hint[SK_N];   /* what each required key is for, in the message
 	                               * when it is missing ("the directory or file to stage") */
 

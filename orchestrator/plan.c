@@ -131,7 +131,9 @@ static const char *const kind_fields[] = {"model", "dataset", "labels", "webhook
 					  "on_timeout", "version", "aliases", "gate", "cache",
 					  /* a deploy step's */
 					  "serve", "traffic", "replicas", "sample", "deployment", "auto_stop",
-					  "load_test", "canary", "approve"};
+					  "load_test", "canary", "approve",
+					  /* the monitor's (monitor.md) */
+					  "hang", "watch"};
 static const char *const placement_fields[] = {"executor", "resources", "network", "slurm"};
 
 /*

@@ -166,18 +166,19 @@ out:
 
 const struct step_kind kind_run = {
 	.name = "run", .flags = SKF_JOB,
-	.command = SKC_REQUIRED, .keys = SK_BIT(SK_CACHE),
+	.command = SKC_REQUIRED, .keys = SK_BIT(SK_CACHE) | SK_BIT(SK_HANG) | SK_BIT(SK_WATCH),
 	.prepare = job_prepare, .job_done = job_done,
 };
 
 const struct step_kind kind_train = {
 	.name = "train", .flags = SKF_JOB | SKF_INPUTS | SKF_TRAINS,
-	.command = SKC_REQUIRED, .keys = SK_BIT(SK_CACHE) | SK_BIT(SK_GATE),
+	.command = SKC_REQUIRED, .keys = SK_BIT(SK_CACHE) | SK_BIT(SK_GATE) | SK_BIT(SK_HANG) | SK_BIT(SK_WATCH),
 	.prepare = job_prepare, .job_done = job_done,
 };
 
 const struct step_kind kind_evaluate = {
 	.name = "evaluate", .flags = SKF_JOB | SKF_INPUTS | SKF_EVALUATES,
-	.command = SKC_REQUIRED, .keys = SK_BIT(SK_CACHE) | SK_BIT(SK_GATE) | SK_BIT(SK_MODEL),
+	.command = SKC_REQUIRED, .keys = SK_BIT(SK_CACHE) | SK_BIT(SK_GATE) | SK_BIT(SK_MODEL) | SK_BIT(SK_HANG) |
+		SK_BIT(SK_WATCH),
 	.prepare = job_prepare, .job_done = job_done,
 };

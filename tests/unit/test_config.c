@@ -166,6 +166,48 @@ static void test_config__valid_fan_out_fan_in(void **state)
 	json_decref(spec);
 }
 
+/* hang: and watch: (config_monitor.c): normalized into the spec when present, errors at file:line:col. */
+static void test_config__hang_and_watch(void **state)
+{
+	json_t *spec, *st;
+
+	(void)state;
+	spec = parse_ok("name: w\nsteps:\n  - name: t\n    kind: train\n    command: [\"true\"]\n"
+			"    hang: {period: 10s, periods: 5, on_hang: restart, phases: {checkpoint: 20m}}\n"
+			"    watch:\n      loss: [nan_or_inf, {rule: \"> 10 * min\", action: fail}]\n"
+			"  - name: plain\n    command: [\"true\"]\n  - name: off\n    command: [\"true\"]\n    hang: off\n");
+	st = json_array_get(json_object_get(spec, "steps"), 0);
+	assert_int_equal(json_integer_value(json_object_get(json_object_get(st, "hang"), "period_ms")), 10000);
+	assert_int_equal(json_integer_value(json_object_get(json_object_get(st, "hang"), "periods")), 5);
+	assert_string_equal(json_string_value(json_object_get(json_object_get(st, "hang"), "on_hang")), "restart");
+	assert_int_equal(json_integer_value(json_object_get(json_object_get(json_object_get(st, "hang"), "phases"),
+							    "checkpoint")), 1200000);
+	{
+		char *w = json_dumps(json_object_get(st, "watch"), JSON_COMPACT | JSON_SORT_KEYS);
+		assert_string_equal(w, "{\"loss\":[{\"action\":\"notify\",\"rule\":\"nan_or_inf\"},"
+				       "{\"action\":\"fail\",\"rule\":\"> 10 * min\"}]}");
+		free(w);
+	}
+	/* absent: no key at all (specs read as before) */
+	st = json_array_get(json_object_get(spec, "steps"), 1);
+	assert_null(json_object_get(st, "hang"));
+	assert_null(json_object_get(st, "watch"));
+	st = json_array_get(json_object_get(spec, "steps"), 2);
+	assert_true(json_is_false(json_object_get(json_object_get(st, "hang"), "enabled")));
+	json_decref(spec);
+
+	expect_errors("name: w\nsteps:\n  - name: t\n    command: [\"true\"]\n    hang: {period: 5, windw: 1m, on_hang: panic}\n",
+		      "w.yaml:5:20: hang period: duration \"5\": missing unit (use e.g. 30s, 5m, 2h)",
+		      "w.yaml:5:23: hang has no setting \"windw\"; the settings are period, periods, window, confirm, "
+		      "warmup, variance, low, high, on_hang, enabled and phases",
+		      "w.yaml:5:43: hang on_hang \"panic\" is not valid; use notify, restart or fail", NULL);
+	expect_errors("name: w\nsteps:\n  - name: t\n    command: [\"true\"]\n    watch: {loss: [\"> ten * min\"]}\n",
+		      "w.yaml:5:20: watch rule \"> ten * min\": expected a number after \">\", not \"ten\" (watching \"loss\")",
+		      NULL);
+	expect_errors("name: w\nsteps:\n  - name: l\n    kind: label\n    dataset: d\n    hang: off\n",
+		      "w.yaml:6:5: \"hang\" applies to run, train and evaluate steps; remove it from this label step", NULL);
+}
+
 static void test_config__syntax_error_line_col(void **state)
 {
 	(void)state;
@@ -265,7 +307,7 @@ static void test_config__unknown_step_key(void **state)
 		      "w.yaml:3:15: unknown step key \"comand\" (did you mean \"command\"?); known "
 		      "keys: name, kind, needs, command, env, image, workdir, timeout, retry, executor, "
 		      "resources, network, slurm, cache, gate, model, dataset, labels, webhook, on_timeout, "
-		      "artifact, version, alias, serve, traffic, replicas, sample, deployment, auto_stop, load_test, canary, approve",
+		      "artifact, version, alias, serve, traffic, replicas, sample, deployment, auto_stop, load_test, canary, approve, hang, watch",
 		      NULL);
 }
 
@@ -576,7 +618,7 @@ static void test_config__multiple_errors_in_order(void **state)
 		      "w.yaml:12:14: timeout: duration \"5\": missing unit (use e.g. 30s, 5m, 2h)",
 		      "w.yaml:13:5: unknown step key \"extra\"; known keys: name, kind, needs, "
 		      "command, env, image, workdir, timeout, retry, executor, resources, network, slurm, cache, gate, model, "
-		      "dataset, labels, webhook, on_timeout, artifact, version, alias, serve, traffic, replicas, sample, deployment, auto_stop, load_test, canary, approve", NULL);
+		      "dataset, labels, webhook, on_timeout, artifact, version, alias, serve, traffic, replicas, sample, deployment, auto_stop, load_test, canary, approve, hang, watch", NULL);
 }
 
 static void test_config__aliases(void **state)
@@ -1357,6 +1399,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_config__valid_fan_out_fan_in),
 		cmocka_unit_test(test_config__syntax_error_line_col),
+		cmocka_unit_test(test_config__hang_and_watch),
 		cmocka_unit_test(test_config__document_count_and_size),
 		cmocka_unit_test(test_config__duplicate_key),
 		cmocka_unit_test(test_config__unknown_top_level_key),

@@ -98,6 +98,8 @@ static const char *key_value(int sk)
 	case SK_LOAD_TEST: return "{levels: [1, 2], requests: 10, p99_ms: \"< 50\"}";
 	case SK_APPROVE: return "true";
 	case SK_CANARY: return "{steps: [10, 100], interval: 30s, max_error_rate: 1%}";
+	case SK_HANG: return "{period: 10s, on_hang: restart}";
+	case SK_WATCH: return "{loss: [nan_or_inf]}";
 	default: return NULL;
 	}
 }
@@ -108,7 +110,7 @@ static const char *const key_names[SK_N] = {
 	[SK_ARTIFACT] = "artifact", [SK_VERSION] = "version", [SK_ALIAS] = "alias",
 	[SK_SERVE] = "serve", [SK_TRAFFIC] = "traffic", [SK_REPLICAS] = "replicas", [SK_SAMPLE] = "sample",
 	[SK_DEPLOYMENT] = "deployment", [SK_AUTO_STOP] = "auto_stop", [SK_LOAD_TEST] = "load_test",
-	[SK_CANARY] = "canary", [SK_APPROVE] = "approve",
+	[SK_CANARY] = "canary", [SK_APPROVE] = "approve", [SK_HANG] = "hang", [SK_WATCH] = "watch",
 };
 
 /*

@@ -1,0 +1,306 @@
+/*
+ * Unit tests of the two-stage hang rule (orchestrator/hang.c): synthetic
+ * observations on a virtual clock, so each boundary of the rule is
+ * checked exactly — warm-up, the quiet periods, the window, the flat test
+ * at both ends, the confirmation, phases, and clearing — plus the
+ * settings' parsing and defaults.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <math.h>
+#include <string.h>
+
+#include "hang.h"
+#include "util.h"
+
+/* period 1 s, 3 periods, window 3 s, confirm 2 s, warm-up 2 s; samples every 375 ms */
+static void test_cfg(struct hang_cfg *c)
+{
+	json_t *o = hang_cfg_parse_text("period=1s,periods=3,window=3s,confirm=2s,warmup=2s");
+
+	hang_cfg_default(c);
+	assert_non_null(o);
+	assert_int_equal(hang_cfg_apply(c, o), 0);
+	json_decref(o);
+}
+
+/* A job's counters: io grows when active. */
+struct sim {
+	struct hang_det d;
+	struct hang_cfg c;
+	int64_t t, io;
+	const char *phase;
+	int64_t heartbeat;
+};
+
+static enum hang_verdict step(struct sim *s, int64_t dt, int active, double util)
+{
+	struct hang_obs o;
+
+	s->t += dt;
+	if (active)
+		s->io += 4096;
+	o = (struct hang_obs){.t_ms = s->t, .rchar = 100, .wchar = s->io, .read_bytes = -1, .write_bytes = -1,
+			      .cpu_ms = 0, .log_bytes = 10, .heartbeat_ns = s->heartbeat, .util = util,
+			      .phase = s->phase};
+	return hang_feed(&s->d, &s->c, &o);
+}
+
+static void sim_init(struct sim *s)
+{
+	memset(s, 0, sizeof(*s));
+	test_cfg(&s->c);
+	s->t = 1000000;
+	s->heartbeat = -1;
+	hang_det_init(&s->d, s->t);
+}
+
+/* Runs until a verdict v or until limit ms pass; returns the ms it took from now (-1: never). */
+static int64_t until(struct sim *s, enum hang_verdict v, int64_t limit, int active, double util)
+{
+	int64_t t0 = s->t;
+
+	while (s->t - t0 < limit)
+		if (step(s, 250, active, util) == v)
+			return s->t - t0;
+	return -1;
+}
+
+static void test_hang__defaults(void **state)
+{
+	struct hang_cfg c;
+
+	(void)state;
+	hang_cfg_default(&c);
+	assert_int_equal(c.period_ms, 30000);
+	assert_int_equal(c.periods, 4);
+	assert_int_equal(c.window_ms, 120000);
+	assert_int_equal(c.confirm_ms, 60000);
+	assert_int_equal(c.warmup_ms, 300000);
+	assert_int_equal(c.action, HANG_NOTIFY);
+	assert_int_equal(hang_sample_ms(&c), 15000); /* an eighth of the window: 8 points in it */
+}
+
+/* An idle job that hangs after its warm-up: suspected after 3 quiet periods, hung 2 s later. */
+static void test_hang__idle_hang_timeline(void **state)
+{
+	struct sim s;
+	int64_t t;
+
+	(void)state;
+	sim_init(&s);
+	/* active through the warm-up and 1 s more */
+	assert_int_equal(until(&s, HV_SUSPECTED, 3000, 1, 40), -1);
+	assert_int_equal(s.d.state, HS_ALIVE);
+	assert_non_null(strstr(s.d.why, "wchar +4096"));
+	/* then nothing: suspected once quiet for 3 periods (and the window is flat at 0%) */
+	t = until(&s, HV_SUSPECTED, 10000, 0, 0);
+	assert_in_range(t, 3000, 3250);
+	assert_int_equal(s.d.state, HS_SUSPECTED);
+	assert_non_null(strstr(s.d.why, "idle"));
+	assert_non_null(strstr(s.d.why, "variance 0.0"));
+	/* hung after the confirmation time */
+	t = until(&s, HV_HUNG, 10000, 0, 0);
+	assert_in_range(t, 1750, 2250);
+	assert_int_equal(s.d.state, HS_HUNG);
+	/* no verdict again while it stays hung */
+	assert_int_equal(until(&s, HV_HUNG, 5000, 0, 0), -1);
+	/* life clears it */
+	assert_int_equal(step(&s, 250, 1, 0), HV_CLEARED);
+	assert_int_equal(s.d.state, HS_ALIVE);
+}
+
+/* The warm-up is exempt: a job quiet from its start is judged only after it, counting from its end. */
+static void test_hang__warmup_exempt(void **state)
+{
+	struct sim s;
+	int64_t t;
+
+	(void)state;
+	sim_init(&s);
+	assert_int_equal(step(&s, 250, 0, 0), HV_NONE);
+	assert_int_equal(s.d.state, HS_WARMUP);
+	t = until(&s, HV_SUSPECTED, 20000, 0, 0);
+	assert_in_range(t, 2000 + 3000 - 250, 2000 + 3000 + 250);
+}
+
+/* A spinning job: flat at the high end is suspected too; a swinging one is busy, never suspected. */
+static void test_hang__spinning_and_swinging(void **state)
+{
+	struct sim s;
+	int i;
+
+	(void)state;
+	sim_init(&s);
+	assert_in_range(until(&s, HV_SUSPECTED, 20000, 0, 99.5), 4000, 5500);
+	assert_non_null(strstr(s.d.why, "spinning"));
+
+	sim_init(&s);
+	for (i = 0; i < 80; i++)
+		assert_int_not_equal(step(&s, 250, 0, (i / 4) % 2 ? 100 : 0), HV_SUSPECTED);
+	assert_int_equal(s.d.state, HS_QUIET);
+	assert_non_null(strstr(s.d.why, "busy"));
+	assert_true(s.d.variance > 2000);
+
+	/* flat in the middle (50%): not an end, busy */
+	sim_init(&s);
+	assert_int_equal(until(&s, HV_SUSPECTED, 20000, 0, 50), -1);
+	assert_int_equal(s.d.state, HS_QUIET);
+}
+
+/* The variance threshold is a boundary: at or below it flat, above it not (13 points in the window: 24.85). */
+static void test_hang__variance_boundary(void **state)
+{
+	struct sim s;
+	int i;
+
+	(void)state;
+	sim_init(&s);
+	s.c.flat_var = 24.86;
+	/* alternating 0 and 10 over 13 points (7 zeros): variance 24.85, median 0 (low end) */
+	for (i = 0; i < 40 && s.d.state != HS_SUSPECTED; i++)
+		step(&s, 250, 0, i % 2 ? 10 : 0);
+	assert_int_equal(s.d.state, HS_SUSPECTED);
+	sim_init(&s);
+	s.c.flat_var = 24.84;
+	for (i = 0; i < 40; i++)
+		step(&s, 250, 0, i % 2 ? 10 : 0);
+	assert_int_equal(s.d.state, HS_QUIET);
+}
+
+/* Heartbeats are life; a declared phase allows its own longer quiet. */
+static void test_hang__heartbeat_and_phase(void **state)
+{
+	struct sim s;
+	int i;
+
+	(void)state;
+	sim_init(&s);
+	for (i = 0; i < 60; i++) {
+		if (i % 4 == 0)
+			s.heartbeat = s.t;
+		assert_int_equal(step(&s, 250, 0, 0), HV_NONE);
+	}
+	assert_int_equal(s.d.state, HS_ALIVE);
+
+	sim_init(&s);
+	{
+		json_t *o = hang_cfg_parse_text("phase.checkpoint=10s");
+		assert_int_equal(hang_cfg_apply(&s.c, o), 0);
+		json_decref(o);
+	}
+	assert_int_equal(until(&s, HV_SUSPECTED, 3000, 1, 0), -1);
+	s.phase = "checkpoint";
+	/* quiet in the phase: not suspected for its 10 s */
+	assert_int_equal(until(&s, HV_SUSPECTED, 9500, 0, 0), -1);
+	assert_int_equal(s.d.state, HS_PHASE);
+	assert_non_null(strstr(s.d.why, "checkpoint"));
+	/* … then it is */
+	assert_in_range(until(&s, HV_SUSPECTED, 5000, 0, 0), 0, 1000);
+	/* an unknown phase gets no extra allowance */
+	sim_init(&s);
+	s.phase = "dreaming";
+	assert_in_range(until(&s, HV_SUSPECTED, 20000, 0, 0), 5000, 5500);
+}
+
+/* A suspected job that shows life is cleared, and judged afresh. */
+static void test_hang__cleared_then_again(void **state)
+{
+	struct sim s;
+
+	(void)state;
+	sim_init(&s);
+	assert_true(until(&s, HV_SUSPECTED, 20000, 0, 0) > 0);
+	assert_int_equal(step(&s, 250, 1, 0), HV_CLEARED);
+	assert_in_range(until(&s, HV_SUSPECTED, 20000, 0, 0), 2750, 3250);
+}
+
+/* Disabled: always alive. */
+static void test_hang__disabled(void **state)
+{
+	struct sim s;
+	json_t *o;
+
+	(void)state;
+	sim_init(&s);
+	o = hang_cfg_parse_text("enabled=false");
+	assert_int_equal(hang_cfg_apply(&s.c, o), 0);
+	json_decref(o);
+	assert_int_equal(until(&s, HV_SUSPECTED, 30000, 0, 0), -1);
+	assert_int_equal(s.d.state, HS_ALIVE);
+}
+
+/* Counters that are not known (-1) never count as activity. */
+static void test_hang__unknown_counters(void **state)
+{
+	struct sim s;
+	struct hang_obs o;
+	int i;
+
+	(void)state;
+	sim_init(&s);
+	for (i = 0; i < 40 && s.d.state != HS_SUSPECTED; i++) {
+		s.t += 250;
+		o = (struct hang_obs){.t_ms = s.t, .rchar = -1, .wchar = -1, .read_bytes = -1, .write_bytes = -1,
+				      .cpu_ms = -1, .log_bytes = -1, .heartbeat_ns = -1, .util = 0};
+		hang_feed(&s.d, &s.c, &o);
+	}
+	assert_int_equal(s.d.state, HS_SUSPECTED);
+}
+
+static void test_hang__settings(void **state)
+{
+	json_t *o;
+	struct hang_cfg c;
+
+	(void)state;
+	o = json_object();
+	assert_int_equal(hang_setting(o, "period", "45s"), 0);
+	assert_int_equal(json_integer_value(json_object_get(o, "period_ms")), 45000);
+	assert_int_equal(hang_setting(o, "on_hang", "restart"), 0);
+	assert_int_equal(hang_setting(o, "warmup", "0"), 0);
+	assert_int_equal(hang_setting(o, "phase.eval", "2h"), 0);
+	assert_int_equal(hang_setting(o, "period", "50ms"), FERRY_EINVALID);
+	assert_string_equal(ferry_error_last(), "hang period \"50ms\" must be at least 100ms");
+	assert_int_equal(hang_setting(o, "periods", "0"), FERRY_EINVALID);
+	assert_string_equal(ferry_error_last(), "hang periods \"0\" must be a whole number from 1 to 1000");
+	assert_int_equal(hang_setting(o, "on_hang", "panic"), FERRY_EINVALID);
+	assert_string_equal(ferry_error_last(), "hang on_hang \"panic\" is not valid; use notify, restart or fail");
+	assert_int_equal(hang_setting(o, "windw", "1m"), FERRY_EINVALID);
+	assert_non_null(strstr(ferry_error_last(), "hang has no setting \"windw\""));
+	assert_int_equal(hang_setting(o, "phase.Bad Name", "1m"), FERRY_EINVALID);
+	hang_cfg_default(&c);
+	assert_int_equal(hang_cfg_apply(&c, o), 0);
+	assert_int_equal(c.period_ms, 45000);
+	assert_int_equal(c.warmup_ms, 0);
+	assert_int_equal(c.action, HANG_RESTART);
+	for (int k = 0; k < c.nphases; k++)
+		if (strcmp(c.phases[k].name, "eval") == 0)
+			assert_int_equal(c.phases[k].ms, 7200000);
+	json_decref(o);
+	assert_null(hang_cfg_parse_text("period=1s,bogus"));
+	assert_string_equal(ferry_error_last(), "FERRY_HANG: \"bogus\" is not KEY=VALUE");
+	assert_null(hang_cfg_parse_text("period=fast"));
+	assert_non_null(strstr(ferry_error_last(), "FERRY_HANG: hang period"));
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_hang__defaults),
+		cmocka_unit_test(test_hang__idle_hang_timeline),
+		cmocka_unit_test(test_hang__warmup_exempt),
+		cmocka_unit_test(test_hang__spinning_and_swinging),
+		cmocka_unit_test(test_hang__variance_boundary),
+		cmocka_unit_test(test_hang__heartbeat_and_phase),
+		cmocka_unit_test(test_hang__cleared_then_again),
+		cmocka_unit_test(test_hang__disabled),
+		cmocka_unit_test(test_hang__unknown_counters),
+		cmocka_unit_test(test_hang__settings),
+	};
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
