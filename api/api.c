@@ -668,6 +668,7 @@ const struct api_route api_routes[] = {
 	{"POST", "/api/v1/runs/{id}/retry", AUTH, NULL, h_run_retry, NULL, "from no_cache"},
 	{"GET", "/api/v1/runs/{id}/events", AUTH, NULL, h_run_events, "after", NULL},
 	{"GET", "/api/v1/runs/{id}/steps/{step}/logs", AUTH, NULL, api_step_logs, "attempt offset follow", NULL},
+	{"GET", "/api/v1/runs/{id}/steps/{step}/monitor", AUTH, NULL, api_step_monitor, "attempt", NULL},
 	{"POST", "/api/v1/runs/{id}/steps/{step}/continue", AUTH, NULL, h_step_continue, NULL, "data"},
 	{"GET", "/api/v1/workflows", AUTH, NULL, h_workflows_list, NULL, NULL},
 	{"POST", "/api/v1/workflows", AUTH, NULL, h_workflow_register, NULL, "yaml filename workdir"},

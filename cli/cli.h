@@ -94,6 +94,9 @@ int cmd_models(const struct ctx *x, int argc, char **argv); /* models.c */
 int cmd_deployments(const struct ctx *x, int argc, char **argv); /* deployments.c */
 int cmd_cache(const struct ctx *x, int argc, char **argv); /* cache.c */
 int cmd_events(const struct ctx *x, int argc, char **argv); /* events.c */
+int cmd_monitor(const struct ctx *x, int argc, char **argv); /* monitor.c */
+/* monitor.c: a step's monitor document in a few lines (state, utilization, metric charts, watchpoints). */
+void monitor_print_brief(const json_t *doc);
 int cmd_workflow(const struct ctx *x, int argc, char **argv); /* workflow.c */
 
 #endif

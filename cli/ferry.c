@@ -520,6 +520,43 @@ static int run_request(const struct ctx *x, int argc, char **argv, const char *m
 	return status;
 }
 
+/*
+ * The monitor's view of the steps that run jobs and are running, or are
+ * train steps (their metric series): at most MONITORS_SHOWN of them, each
+ * one request (`ferry monitor` has the whole of one). Quiet when the
+ * daemon has none of it.
+ */
+#define MONITORS_SHOWN 8
+static void print_monitors(const json_t *run, int64_t id)
+{
+	const json_t *st;
+	ferry_client *c = NULL;
+	size_t i;
+	int shown = 0;
+
+	json_array_foreach(json_object_get(run, "steps"), i, st) {
+		const char *state = jstr(st, "state", ""), *kind = jstr(st, "kind", "");
+		json_t *doc = NULL;
+		char *path, *name;
+
+		if (shown >= MONITORS_SHOWN || jint(st, "attempts", 0) < 1 ||
+		    (strcmp(state, "running") != 0 && strcmp(kind, "train") != 0))
+			continue;
+		if (c == NULL && open_client(&c) != FX_OK)
+			return;
+		name = client_escape(jstr(st, "name", ""));
+		path = xasprintf("/runs/%" PRId64 "/steps/%s/monitor", id, name);
+		if (client_request(&doc, c, "GET", path, NULL) >= 0 && strcmp(jstr(doc, "state", "none"), "none") != 0) {
+			if (shown++ == 0)
+				printf("Monitor:\n");
+			monitor_print_brief(doc);
+		}
+		json_decref(doc);
+		free(path), free(name);
+	}
+	client_free(c);
+}
+
 static int cmd_get(const struct ctx *x, int argc, char **argv)
 {
 	json_t *run = NULL;
@@ -531,8 +568,10 @@ static int cmd_get(const struct ctx *x, int argc, char **argv)
 		return status;
 	if (json)
 		print_json(run);
-	else
+	else {
 		print_run(x->cli, run, clock_wall_ms());
+		print_monitors(run, id);
+	}
 	json_decref(run);
 	return FX_OK;
 }
@@ -977,6 +1016,19 @@ static const struct command commands[] = {
 	 "  ferry logs 12 train --attempt 1\n"
 	 "  ferry logs 12\n",
 	 cmd_logs},
+	{"monitor", "Show what the job monitor sees of a step: hang detection, utilization, metrics.",
+	 "ferry monitor RUN STEP [-f] [--attempt N] [-o json]",
+	 "Prints the hang detector's state and why (alive, quiet, suspected, hung), the last\n"
+	 "samples (utilization, CPU time, IO counters, log size, declared phase), the metric\n"
+	 "series the job appends to $FERRY_METRICS_FILE as small charts with the results of\n"
+	 "the step's watch: rules, the evidence collected when it was declared hung, and the\n"
+	 "monitor's events.\n"
+	 "\nOptions:\n"
+	 "  -f, --follow          print new samples and events as they come, until the step ends\n"
+	 "      --attempt N       attempt N of STEP (default: the latest)\n"
+	 "  -o, --output FORMAT   text (default) or json (the server's answer)\n"
+	 "\nExamples:\n  ferry monitor 12 train\n  ferry monitor 12 train -f\n",
+	 cmd_monitor},
 	{"stop", "Stop a run: kill its running jobs, start nothing new.",
 	 "ferry stop RUN [-o json]",
 	 "Options:\n"

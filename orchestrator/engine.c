@@ -42,6 +42,7 @@
 #include "exec.h"
 #include "health.h"
 #include "metrics.h"
+#include "monitor.h"
 #include "notify.h"
 #include "retention.h"
 #include "states.h"
@@ -158,6 +159,9 @@ static int engine_connect(struct engine *e)
 }
 
 static void engine_tasks_init(struct engine *e);
+static void monitor_submit(void *arg, struct work *w);
+static void monitor_kill(void *arg, int64_t step_id, int attempt, enum attempt_outcome outcome, int final,
+			 char *reason);
 
 int engine_new(struct engine **out, const struct engine_opts *opts, const char *conninfo)
 {
@@ -214,6 +218,11 @@ int engine_new(struct engine **out, const struct engine_opts *opts, const char *
 	curl_global_init(CURL_GLOBAL_DEFAULT);
 	if (opts->workers > 0 && (error = workers_new(&e->workers, opts->workers, conninfo, wake_pipe[1])) < 0)
 		goto fail;
+	{
+		struct monitor_host host = {.arg = e, .submit = monitor_submit, .kill = monitor_kill};
+		if ((error = monitor_new(&e->monitor, e->owner, &host)) < 0)
+			goto fail;
+	}
 	*out = e;
 	return FERRY_OK;
 fail:
@@ -231,6 +240,7 @@ void engine_free(struct engine *e)
 		e->deferred = w->next;
 		drop_work(w);
 	}
+	monitor_free(e->monitor);
 	for (int i = 0; i < e->njobs; i++)
 		exec_job_dispose(&e->jobs[i]);
 	for (int i = 0; i < e->ndone; i++) {
@@ -406,8 +416,11 @@ static void job_finished(struct engine *e, int idx, const struct exec_status *st
 		   attempt_outcome_name(outcome));
 	if (outcome == OUTCOME_SUCCEEDED)
 		engine_job_succeeded(e, j->step_id, j->run_id, j->attempt, j->name, j->dir, j->ctx);
-	else
+	else {
 		engine_push_done(e, j->step_id, j->attempt, outcome, st->exit_code, st->signal, reason);
+		/* the monitor failed it for good (a hang, a watchpoint): no retry */
+		e->done[e->ndone - 1].r.final = j->killing && j->kill_final;
+	}
 	if (j->type->cleanup)
 		j->type->cleanup(j);
 	exec_job_dispose(j);
@@ -765,6 +778,8 @@ static void drop_work(struct work *w)
 		exec_orphans_work_free(w);
 	else if (w->done == reconcile_done)
 		reconcile_work_free(w);
+	else if (monitor_owns(w))
+		monitor_work_free(w);
 	else
 		notify_work_free(w);
 }
@@ -800,7 +815,7 @@ static void take_work(struct engine *e)
 
 	/* nothing of ours in the pool: no lock taken (each item's kind sets its flag or count) */
 	if (e->workers == NULL || (e->inflight == 0 && e->notifying == 0 && e->retaining == 0 &&
-				   e->orphaning == 0 && e->reconciling == 0))
+				   e->orphaning == 0 && e->reconciling == 0 && e->monitoring == 0))
 		return;
 	for (w = workers_take(e->workers); w; w = next) {
 		next = w->next;
@@ -1171,7 +1186,54 @@ static void task_reconcile(struct engine *e)
 	e->reconciling = 1;
 }
 
+/* A monitor item came back (evidence of a hang, a posted alert). */
+static void monitor_done(struct work *w, void *ctx)
+{
+	struct engine *e = ctx;
+
+	e->monitoring--;
+	monitor_work_done(e->monitor, w);
+}
+
+static void monitor_submit(void *arg, struct work *w)
+{
+	struct engine *e = arg;
+
+	w->done = monitor_done;
+	if (e->workers == NULL) { /* no pool: done here */
+		w->run(w, e->conn);
+		monitor_work_done(e->monitor, w);
+		return;
+	}
+	workers_submit(e->workers, w);
+	e->monitoring++;
+}
+
+/* The monitor's verdict on a job (monitor.c): restart or fail it, with the reason recorded. */
+static void monitor_kill(void *arg, int64_t step_id, int attempt, enum attempt_outcome outcome, int final,
+			 char *reason)
+{
+	struct engine *e = arg;
+
+	for (int i = 0; i < e->njobs; i++) {
+		struct exec_job *j = &e->jobs[i];
+		if (j->step_id == step_id && j->attempt == attempt && !j->killing) {
+			kill_job(e, j, outcome, reason);
+			j->kill_final = final;
+			return;
+		}
+	}
+	free(reason);
+}
+
+/* The job monitor (monitor.c): samples the running jobs that are due, judges them, acts. */
+static void task_monitor(struct engine *e)
+{
+	(void)monitor_round(e->monitor, e->conn, e->jobs, e->njobs, clock_mono_ms());
+}
+
 static int64_t every_poll(const struct engine_opts *o) { return o->poll_ms; }
+static int64_t every_monitor_tick(const struct engine_opts *o) { (void)o; return MONITOR_TICK_MS; }
 static int64_t every_third_lease(const struct engine_opts *o) { return o->lease_ms / 3; }
 static int64_t every_half_lease(const struct engine_opts *o) { return o->lease_ms / 2; }
 static int64_t every_second(const struct engine_opts *o) { (void)o; return 1000; }
@@ -1225,6 +1287,7 @@ static const struct engine_task tasks[] = {
 	{"strays", 0, every_ten_seconds, task_strays}, /* each executor type's leftovers (exited containers) */
 	{"orphans", TASK_NO_DEV, every_orphan_sweep, task_orphans}, /* running containers of finished attempts */
 	{"reconcile", TASK_LEADER | TASK_NO_DEV, every_reconcile, task_reconcile}, /* deployments: replicas, HAProxy, auto-stop */
+	{"monitor", 0, every_monitor_tick, task_monitor}, /* hang detection, watchpoints, low utilization */
 };
 #define NTASKS (sizeof(tasks) / sizeof(tasks[0]))
 

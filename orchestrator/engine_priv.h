@@ -54,6 +54,8 @@ struct engine {
 	int retaining;         /* a retention round in the pool (retention.h) */
 	int reconciling;       /* a deployments' reconcile round in the pool (reconcile.c) */
 	int orphaning;         /* an orphan-container sweep in the pool (exec_orphans.c) */
+	int monitoring;        /* the job monitor's items in the pool (monitor.c) */
+	struct monitor *monitor;
 	struct work *deferred; /* items that found the database unreachable: submitted again */
 	int64_t next_deferred; /* … at most once a second */
 	int claim_now, stop_check, draining;

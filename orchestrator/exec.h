@@ -43,6 +43,7 @@ struct exec_job {
 	enum attempt_outcome kill_outcome; /* OUTCOME_FAILED (timeout) or OUTCOME_STOPPED */
 	char *kill_reason;
 	int64_t kill_at_ms;       /* when SIGKILL follows SIGTERM */
+	int kill_final;           /* failed for good: not retried (the monitor's fail) */
 	int killed_hard;
 	int recorded;       /* its handle is in the database */
 	json_t *ctx;        /* the engine's: {kind, spec, workdir, inputs, run, cache_key} */
@@ -106,6 +107,13 @@ struct exec_type {
 	int (*adopt)(struct exec_job *job, struct exec_status *st);
 	/* Resource use so far; FERRY_ENOTFOUND when the type cannot tell. */
 	int (*sample)(const struct exec_job *job, struct exec_sample *out);
+	/*
+	 * The job's processes on this host (host pids; the caller frees
+	 * *out): for the monitor's GPU mapping and its evidence of a hang.
+	 * FERRY_ENOTFOUND when none is left. NULL: the type cannot tell (a
+	 * Slurm job runs elsewhere).
+	 */
+	int (*pids)(const struct exec_job *job, int **out, int *n);
 	/* Releases what the job held once its end is recorded (a container, a scratch dir). */
 	void (*cleanup)(struct exec_job *job);
 	/* Where the job's log is; the caller frees it. NULL when it keeps none. */

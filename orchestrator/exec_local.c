@@ -56,7 +56,7 @@ static char **build_env(const struct store_claim *c, const char *dir, const char
 
 	while (environ[n])
 		n++;
-	envp = xcalloc(n + json_object_size(env) + 8, sizeof(char *));
+	envp = xcalloc(n + json_object_size(env) + 12, sizeof(char *));
 	for (size_t i = 0; i < n; i++) {
 		if (env_hide(environ[i]))
 			continue;
@@ -68,6 +68,10 @@ static char **build_env(const struct store_claim *c, const char *dir, const char
 	envp[k++] = xasprintf("FERRY_OUTPUT_DIR=%s", out);
 	envp[k++] = xasprintf("FERRY_ATTEMPT_DIR=%s", dir);
 	envp[k++] = xasprintf("FERRY_CHECKPOINT_DIR=%s", ckpt);
+	/* what the monitor reads (monitor.md): touched, a phase named, metrics appended */
+	envp[k++] = xasprintf("FERRY_HEARTBEAT=%s/heartbeat", dir);
+	envp[k++] = xasprintf("FERRY_PHASE=%s/phase", dir);
+	envp[k++] = xasprintf("FERRY_METRICS_FILE=%s/metrics.jsonl", dir);
 	json_object_foreach(env, key, v)
 		envp[k++] = xasprintf("%s=%s", key, json_string_value(v));
 	envp[k] = NULL;
@@ -457,6 +461,34 @@ static int local_sample(const struct exec_job *job, struct exec_sample *out)
 	return FERRY_OK;
 }
 
+/* The processes of the job's process group. */
+static int local_pids(const struct exec_job *job, int **out, int *n)
+{
+	DIR *d;
+	struct dirent *de;
+	int cap = 0;
+
+	*out = NULL;
+	*n = 0;
+	if (job->pid <= 0 || (d = opendir("/proc")) == NULL)
+		return FERRY_ENOTFOUND;
+	while ((de = readdir(d)) != NULL) {
+		int64_t pid;
+		if (de->d_name[0] < '1' || de->d_name[0] > '9' || parse_int64(de->d_name, &pid) < 0 ||
+		    !in_group((pid_t)pid, job->pid))
+			continue;
+		if (*n == cap)
+			*out = xrealloc(*out, (size_t)(cap = cap ? 2 * cap : 8) * sizeof(**out));
+		(*out)[(*n)++] = (int)pid;
+	}
+	closedir(d);
+	if (*n == 0) {
+		ferry_error_set("no process of the job is left");
+		return FERRY_ENOTFOUND;
+	}
+	return FERRY_OK;
+}
+
 static char *local_log_path(const struct exec_job *job)
 {
 	return job->dir ? xasprintf("%s/log", job->dir) : NULL;
@@ -479,6 +511,7 @@ const struct exec_type exec_local = {
 	.signal = local_signal,
 	.adopt = local_adopt,
 	.sample = local_sample,
+	.pids = local_pids,
 	.log_path = local_log_path,
 	.tick = local_tick,
 };

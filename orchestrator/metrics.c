@@ -4,9 +4,11 @@
  */
 #include "metrics.h"
 
+#include <pthread.h>
 #include <stdarg.h>
 #include <stdatomic.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "util.h"
@@ -101,6 +103,20 @@ void metrics_appendf(char **buf, size_t *len, size_t *cap, const char *fmt, ...)
 	}
 }
 
+static pthread_mutex_t gauges_lock = PTHREAD_MUTEX_INITIALIZER;
+static char *gauges;
+
+void metrics_set_gauges(const char *text)
+{
+	char *copy = text ? xstrdup(text) : NULL, *old;
+
+	pthread_mutex_lock(&gauges_lock);
+	old = gauges;
+	gauges = copy;
+	pthread_mutex_unlock(&gauges_lock);
+	free(old);
+}
+
 void metrics_render(char **buf, size_t *len, size_t *cap)
 {
 	for (int c = 0; c < M_COUNTERS; c++)
@@ -126,4 +142,8 @@ void metrics_render(char **buf, size_t *len, size_t *cap)
 				(double)atomic_load(&histograms[h].sum_us) / 1e6, name,
 				(unsigned long long)atomic_load(&histograms[h].count));
 	}
+	pthread_mutex_lock(&gauges_lock);
+	if (gauges)
+		metrics_appendf(buf, len, cap, "%s", gauges);
+	pthread_mutex_unlock(&gauges_lock);
 }

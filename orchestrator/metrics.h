@@ -38,6 +38,13 @@ void metrics_observe(enum metric_histogram h, double seconds);
 int metrics_task_slot(const char *name);
 void metrics_task_ran(int slot);
 
+/*
+ * Gauges someone else renders (the job monitor's, per running attempt):
+ * text in the exposition format, replaced whole on each call, appended by
+ * metrics_render. NULL clears it.
+ */
+void metrics_set_gauges(const char *text);
+
 /* Appends the exposition of every metric to *buf (realloc'd, NUL-terminated). */
 void metrics_render(char **buf, size_t *len, size_t *cap);
 

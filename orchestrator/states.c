@@ -43,6 +43,7 @@ static const char *const outcome_names[ATTEMPT_OUTCOME_COUNT] = {
 	[OUTCOME_STOPPED] = "stopped",
 	[OUTCOME_LOST] = "lost",
 	[OUTCOME_WAITING] = "waiting",
+	[OUTCOME_RESTART] = "restart",
 };
 
 static const char *name_of(const char *const *names, int n, int v)

@@ -14,7 +14,9 @@
  *   outcome: how the engine reports an attempt's end to ferry_finish:
  *            succeeded, failed, stopped, lost (its owner vanished: re-run
  *            without counting a try), waiting (the step now waits for a
- *            person: the attempt itself succeeded)
+ *            person: the attempt itself succeeded), restart (the monitor
+ *            killed a hung job to run it again: the attempt failed, the
+ *            step is ready at once without counting a try)
  */
 #ifndef FERRY_STATES_H
 #define FERRY_STATES_H
@@ -56,8 +58,9 @@ enum attempt_outcome {
 	OUTCOME_STOPPED,
 	OUTCOME_LOST,
 	OUTCOME_WAITING,
+	OUTCOME_RESTART,
 };
-#define ATTEMPT_OUTCOME_COUNT (OUTCOME_WAITING + 1)
+#define ATTEMPT_OUTCOME_COUNT (OUTCOME_RESTART + 1)
 
 /*
  * The name of a value as stored in the database ("pending", "blocked", …),

@@ -8,7 +8,9 @@
 -- Outcomes: succeeded, failed, stopped, lost (the owner vanished:
 -- re-dispatched without counting as a try), waiting (a label step that
 -- opened its task: the step waits for a person, with a deadline when it
--- has a timeout). p_final: a failure retrying cannot fix (a failed gate, a
+-- has a timeout), restart (the job monitor killed a hung job to run it
+-- again: the attempt failed, the step is ready at once without counting
+-- a try; monitor.c caps the restarts). p_final: a failure retrying cannot fix (a failed gate, a
 -- malformed metrics.json): no retry. Also records what a step produced:
 -- outputs, metrics (merged into the run's too), gate results, the
 -- step-cache key of a job worth caching and, for a step finished from
@@ -48,11 +50,11 @@ BEGIN
 		               WHEN a.outcome = 'succeeded' THEN 'succeeded'
 		               WHEN r.state = 'stopping' OR a.outcome = 'stopped' THEN 'stopped'
 		               WHEN a.outcome = 'waiting' THEN 'waiting'
-		               WHEN a.outcome = 'lost' OR (NOT coalesce(a.final, false) AND s.tries <= s.retry_limit) THEN 'ready'
+		               WHEN a.outcome IN ('lost', 'restart') OR (NOT coalesce(a.final, false) AND s.tries <= s.retry_limit) THEN 'ready'
 		               ELSE 'failed' END,
-		       tries = CASE WHEN a.outcome = 'lost' THEN s.tries - 1 ELSE s.tries END,
+		       tries = CASE WHEN a.outcome IN ('lost', 'restart') THEN s.tries - 1 ELSE s.tries END,
 		       not_before = CASE
-		               WHEN a.outcome IN ('succeeded', 'stopped', 'lost', 'waiting') OR r.state = 'stopping'
+		               WHEN a.outcome IN ('succeeded', 'stopped', 'lost', 'waiting', 'restart') OR r.state = 'stopping'
 		                    OR coalesce(a.final, false) OR s.tries > s.retry_limit THEN NULL
 		               ELSE now() + least(s.max_backoff_ms::float8,
 		                                  s.backoff_ms * power(2, s.tries - 1))

@@ -1,0 +1,311 @@
+# The job monitor (orchestrator/monitor.md): hang detection from IO and the
+# variance of utilization, heartbeats and phases, evidence, actions,
+# low-utilization warnings and training-health watchpoints — with real
+# processes under a short test configuration (FERRY_HANG), not the
+# defaults' minutes.
+
+# the test configuration: a period of 1 s, 3 quiet periods, a 3 s window, 2 s to confirm, 2 s
+# warm-up; flat up to a standard deviation of 20 points, since a spinning job on this shared
+# 2-core machine gets anything from half a core to a whole one in a 375 ms sample (a job
+# that alternates busy and idle seconds has a variance near 2,500)
+MON_HANG="period=1s,periods=3,window=3s,confirm=2s,warmup=2s,variance=400"
+
+mon_daemon() { start_daemon a FERRY_HANG="${1:-$MON_HANG}" FERRY_LOW_UTIL="${2:-window=3s,every=1h,below=50}"; }
+
+# mon RUN STEP EXPR: evaluates EXPR over the step's monitor document
+mon() {
+	api GET "/api/v1/runs/$1/steps/$2/monitor"
+	[ "$CODE" = 200 ] || fail "GET monitor answered $CODE: $BODY"
+	echo "$BODY" | json "$3"
+}
+
+# mon_events RUN STEP KIND: how many events of KIND the step has
+mon_events() { sql "SELECT count(*) FROM events WHERE run_id = $1 AND step = '$2' AND kind = '$3'"; }
+
+# wait_event RUN STEP KIND SECONDS
+wait_event() {
+	for _ in $(seq 1 $(($4 * 10))); do
+		[ "$(mon_events "$1" "$2" "$3")" -gt 0 ] && return 0
+		sleep 0.1
+	done
+	sql "SELECT kind, detail->>'message' FROM events WHERE run_id = $1 ORDER BY id" >&2
+	sql "SELECT state, why, samples->-1 FROM attempt_monitor WHERE run_id = $1" >&2
+	fail "no $3 event for step $2 of run $1 within $4 s"
+}
+
+# one_step NAME COMMAND [EXTRA YAML LINES]: a workflow of one train step running sh -c COMMAND
+one_step() {
+	local name=$1 cmd=$2 extra=${3:-}
+	wf "$name" <<Y
+name: $name
+steps:
+  - name: train
+    kind: train
+    command: [sh, -c, '$cmd']
+$extra
+Y
+}
+
+# py_step NAME [EXTRA YAML LINES] <<PY: the same running python3 on the script on
+# stdin. One process that starts no others: after its start it does exactly
+# the IO its code does (a shell loop forks, and every exec reads files).
+py_step() {
+	local name=$1 extra=${2:-}
+	cat >"$FERRY_HOME/$name.py"
+	wf "$name" <<Y
+name: $name
+steps:
+  - name: train
+    kind: train
+    command: [python3, $FERRY_HOME/$name.py]
+$extra
+Y
+}
+
+test_monitor_sleep_is_hung_within_bound() {
+	mon_daemon
+	f=$(one_step sleepy 'echo started; exec sleep 1000')
+	t0=$(date +%s%N)
+	id=$(submit "$f")
+	wait_event "$id" train monitor.suspected 20
+	wait_event "$id" train monitor.hung 20
+	t1=$(date +%s%N)
+	# warm-up 2 s + 3 quiet periods + confirm 2 s, plus sampling: well within 15 s
+	[ $(((t1 - t0) / 1000000)) -lt 15000 ] || fail "hung after $(((t1 - t0) / 1000000)) ms"
+	detail=$(sql "SELECT detail FROM events WHERE run_id = $id AND kind = 'monitor.hung'")
+	assert_match "$detail" 'idle' "a sleeping job is idle, not spinning"
+	assert_match "$detail" 'no change of rchar, wchar' "the event says which counters were flat"
+	assert_match "$detail" 'variance [0-9.]+' "… and the variance seen"
+	assert_match "$detail" 'median [0-9.]+%' "… and the median"
+	assert_eq "$(echo "$detail" | json 'j["action"]')" notify "the default action is notify"
+	assert_match "$(echo "$detail" | json 'j["evidence"]["log_tail"]')" 'started' "the evidence has the log's tail"
+	sleeper=$(echo "$detail" | json '[p for p in j["evidence"]["processes"] if p["comm"] == "sleep"][0]')
+	assert_eq "$(echo "$sleeper" | json 'j["state"]')" S "… each process's state"
+	assert_match "$(echo "$sleeper" | json 'j["stack"]')" 'nanosleep' "… and its native stack (eu-stack or gdb)"
+	assert_match "$(echo "$detail" | json 'j["summary"]')" 'sleep\) S wchan=' "the event's summary names the process, its state and wchan"
+	assert_eq "$(mon "$id" train 'j["state"]')" hung "the monitor says hung"
+	[ "$(mon "$id" train 'len(j["samples"])')" -ge 5 ] || fail "samples are kept"
+	assert_eq "$(step_col "$id" train state)" running "notify leaves the job running"
+	api POST "/api/v1/runs/$id/stop"
+	wait_run "$id" stopped 20
+}
+
+test_monitor_busy_loop_is_hung_spinning() {
+	mon_daemon
+	f=$(py_step spinner <<'PY'
+while True:
+    pass
+PY
+)
+	id=$(submit "$f")
+	wait_event "$id" train monitor.hung 25
+	detail=$(sql "SELECT detail->>'message' FROM events WHERE run_id = $id AND kind = 'monitor.hung'")
+	assert_match "$detail" 'spinning' "a busy loop with no IO is flat at the high end"
+	api POST "/api/v1/runs/$id/stop"
+	wait_run "$id" stopped 20
+}
+
+test_monitor_checkpointing_job_is_never_hung() {
+	mon_daemon
+	# writes a checkpoint slowly (4 KB a second) with little CPU, for 12 s
+	f=$(py_step ckpt <<'PY'
+import os, time
+f = open(os.environ["FERRY_CHECKPOINT_DIR"] + "/ckpt.bin", "ab", buffering=0)
+for i in range(24):
+    f.write(b"x" * 2048)
+    time.sleep(0.5)
+PY
+)
+	id=$(submit "$f")
+	wait_run "$id" succeeded 40
+	assert_eq "$(mon_events "$id" train monitor.suspected)" 0 "IO keeps it alive: never suspected"
+	assert_eq "$(mon_events "$id" train monitor.hung)" 0 "never hung"
+}
+
+test_monitor_varying_cpu_without_io_is_never_hung() {
+	mon_daemon
+	# busy 1 s, idle 1 s, for 14 s: no IO, but utilization swings
+	f=$(py_step varying <<'PY'
+import time
+end = time.time() + 14
+while time.time() < end:
+    t = time.time() + 1
+    while time.time() < t:
+        pass
+    time.sleep(1)
+PY
+)
+	id=$(submit "$f")
+	wait_run "$id" succeeded 40
+	assert_eq "$(mon_events "$id" train monitor.hung)" 0 "varying utilization is work, not a hang"
+	assert_match "$(sql "SELECT why FROM attempt_monitor a JOIN steps s ON s.id = a.step_id WHERE s.run_id = $id")" \
+		'busy' "stage 2 judged it busy: quiet, but utilization varies"
+}
+
+test_monitor_heartbeat_and_phase_keep_a_job_alive() {
+	mon_daemon "$MON_HANG,phase.checkpoint=30s"
+	# touches its heartbeat each second for 8 s, then declares a checkpoint phase and sleeps 8 s
+	f=$(py_step beat <<'PY'
+import os, time
+hb = os.environ["FERRY_HEARTBEAT"]
+open(hb, "a").close()
+for i in range(8):
+    os.utime(hb)
+    time.sleep(1)
+with open(os.environ["FERRY_PHASE"], "w") as f:
+    f.write("checkpoint")
+time.sleep(8)
+PY
+)
+	id=$(submit "$f")
+	wait_run "$id" succeeded 40
+	assert_eq "$(mon_events "$id" train monitor.suspected)" 0 "heartbeats, then a declared phase: never suspected"
+	assert_match "$(mon "$id" train 'j["phase"]')" checkpoint "the phase is shown"
+}
+
+test_monitor_restart_resumes_from_checkpoint_and_gives_up_after_3() {
+	mon_daemon
+	# each attempt counts itself in its checkpoint, says where it resumed, then hangs
+	f=$(py_step restarting "    hang: {on_hang: restart}" <<'PY'
+import os, time
+p = os.environ["FERRY_CHECKPOINT_DIR"] + "/count"
+n = int(open(p).read()) if os.path.exists(p) else 0
+print("resumed from checkpoint", n, flush=True)
+with open(p, "w") as f:
+    f.write(str(n + 1))
+time.sleep(1000)
+PY
+)
+	id=$(submit "$f")
+	wait_run "$id" failed 90
+	assert_eq "$(step_col "$id" train attempts)" 4 "three restarts, then the fourth hang fails the step"
+	assert_eq "$(sql "SELECT count(*) FROM attempts a JOIN steps s ON s.id = a.step_id
+		WHERE s.run_id = $id AND a.reason LIKE 'hung: %restart _ of 3)'")" 3 "each restart says which of 3 it was"
+	assert_match "$(step_col "$id" train reason)" '^hung: .*restarted 3 times in a row; giving up' "then it gives up"
+	api GET "/api/v1/runs/$id/steps/train/logs?attempt=4"
+	assert_match "$BODY" 'resumed from checkpoint 3' "attempt 4 resumed from the checkpoint the others left"
+	assert_eq "$(mon_events "$id" train monitor.hung)" 4 "every hang is an event"
+	assert_eq "$(sql "SELECT count(*) FROM events WHERE run_id = $id AND kind = 'step.retrying'")" 3 "retried as new attempts"
+}
+
+test_monitor_fail_fails_the_step_without_retry() {
+	mon_daemon
+	f=$(one_step failing 'exec sleep 1000' "    retry: 2
+    hang: {on_hang: fail}")
+	id=$(submit "$f")
+	wait_run "$id" failed 40
+	assert_eq "$(step_col "$id" train attempts)" 1 "fail is final: retries do not apply"
+	assert_match "$(step_col "$id" train reason)" '^hung: no change of rchar' "the reason says why"
+	assert_eq "$(mon "$id" train 'j["state"]')" hung "the monitor's last word"
+	assert_match "$(mon "$id" train 'j["events"][-1]["detail"]["action"]')" fail "the event names the action"
+}
+
+test_monitor_low_utilization_warns_idle_not_busy() {
+	mon_daemon
+	f=$(one_step idle 'exec sleep 8' "    hang: off")
+	id=$(submit "$f")
+	wait_run "$id" succeeded 30
+	assert_eq "$(mon_events "$id" train monitor.low_utilization)" 1 "an idle train step is warned once (at most once an hour)"
+	d=$(sql "SELECT detail FROM events WHERE run_id = $id AND kind = 'monitor.low_utilization'")
+	assert_match "$(echo "$d" | json 'j["message"]')" 'mean CPU utilization [0-9.]+% over the last 3 s is below 50%' "the figures"
+	assert_eq "$(echo "$d" | json 'j["source"]')" cpu "no GPU: CPU utilization"
+	assert_eq "$(mon_events "$id" train monitor.hung)" 0 "hang: off: never judged"
+
+	f=$(py_step busy "    hang: off" <<'PY'
+import time
+end = time.time() + 8
+while time.time() < end:
+    pass
+PY
+)
+	id=$(submit "$f")
+	wait_run "$id" succeeded 30
+	assert_eq "$(mon_events "$id" train monitor.low_utilization)" 0 "a busy one is not"
+}
+
+test_monitor_cli_and_metrics_show_the_detector() {
+	mon_daemon
+	f=$(one_step clihang 'echo started; exec sleep 1000')
+	id=$(submit "$f")
+	# follow it live in the background while it is judged
+	ferry monitor "$id" train -f >"$FERRY_HOME/follow.out" 2>&1 &
+	fpid=$!
+	wait_event "$id" train monitor.hung 20
+	out=$(ferry monitor "$id" train); rc=$?
+	assert_eq "$rc" 0 "ferry monitor exits 0"
+	assert_match "$out" "Run $id step train attempt 1 \(running\): hung" "the state in the first line"
+	assert_match "$out" 'utilization +[▁▂▃▄▅▆▇█]+' "utilization as a sparkline"
+	assert_match "$out" 'AT +UTIL +CPU_MS +RCHAR +WCHAR +LOG +PHASE +STATE' "the samples as a table"
+	assert_match "$out" 'monitor.suspected' "the events"
+	assert_match "$out" 'monitor.hung' "… with the hang"
+	assert_eq "$(ferry monitor "$id" train -o json | json 'j["state"]')" hung "-o json: the document"
+	out=$(ferry get "$id")
+	assert_match "$out" 'Monitor:' "ferry get shows the monitor"
+	assert_match "$out" 'train +hung: no change of rchar' "… with the state and why"
+	rc=0; ferry monitor "$id" nosuch >/dev/null 2>&1 || rc=$?
+	assert_eq "$rc" 1 "an unknown step: exit 1"
+	metrics=$(curl -fsS "$FERRY_URL/metrics")
+	assert_match "$metrics" "ferry_job_monitor_state\{run=\"$id\",step=\"train\",attempt=\"1\",state=\"hung\"\} 1" "a Prometheus gauge of the state"
+	assert_match "$metrics" "ferry_job_utilization_percent\{run=\"$id\",step=\"train\",attempt=\"1\"\} [0-9.]+" "… and utilization"
+	ferry stop "$id" >/dev/null
+	wait_run "$id" stopped 20
+	for _ in $(seq 1 50); do kill -0 $fpid 2>/dev/null || break; sleep 0.1; done
+	kill -0 $fpid 2>/dev/null && { kill $fpid; fail "ferry monitor -f did not end with the step"; }
+	assert_match "$(cat "$FERRY_HOME/follow.out")" 'suspected' "-f printed samples as the state changed"
+	assert_match "$(cat "$FERRY_HOME/follow.out")" 'step train stopped' "-f ends with the step"
+	metrics=$(curl -fsS "$FERRY_URL/metrics")
+	echo "$metrics" | grep -q "ferry_job_monitor_state{run=\"$id\"" && fail "the gauges of an ended attempt go"
+	true
+}
+
+test_monitor_watchpoints_fail_on_nan_and_warn_on_stall() {
+	mon_daemon
+	# the loss falls, then turns NaN at step 60 (Python's json writes a bare NaN)
+	f=$(py_step nanloss "    hang: off
+    watch:
+      loss:
+        - {rule: nan_or_inf, action: fail}
+        - \"> 10 * min\"" <<'PY'
+import json, os, time
+out = open(os.environ["FERRY_METRICS_FILE"], "a")
+for step in range(0, 200, 10):
+    loss = 1.0 / (1 + step) if step < 60 else float("nan")
+    out.write(json.dumps({"step": step, "loss": loss, "lr": 0.01}) + "\n")
+    out.flush()
+    time.sleep(0.2)
+time.sleep(30)
+PY
+)
+	id=$(submit "$f")
+	wait_run "$id" failed 30
+	assert_match "$(step_col "$id" train reason)" '^watchpoint: loss is NaN at step 60' "the NaN watchpoint fails the step"
+	assert_eq "$(step_col "$id" train attempts)" 1 "fail is final"
+	d=$(sql "SELECT detail FROM events WHERE run_id = $id AND kind = 'monitor.watch'")
+	assert_eq "$(echo "$d" | json 'j["rule"]')" nan_or_inf "the event names the rule"
+	assert_eq "$(echo "$d" | json 'j["value"]')" NaN "… and the value"
+	assert_eq "$(mon "$id" train '",".join(r["state"] for r in j["watch"])')" "fired,ok" "the results, rule by rule"
+	assert_eq "$(mon "$id" train '" ".join("%d:%.4f" % (p[0], p[1]) for p in j["series"]["loss"]["points"][:3])')" "0:1.0000 10:0.0909 20:0.0476" "the series through the API"
+	[ "$(mon "$id" train 'j["series"]["lr"]["count"]')" -ge 7 ] || fail "every metric of the file is kept, to the failure"
+	out=$(ferry get "$id")
+	assert_match "$out" 'loss +[▁▂▃▄▅▆▇█!]+ +last' "ferry get draws the series"
+
+	# a loss that stops improving: a warning, the job goes on and succeeds
+	f=$(py_step stall "    hang: off
+    watch:
+      loss: [\"not decreasing over 50 steps\"]" <<'PY'
+import json, os, time
+out = open(os.environ["FERRY_METRICS_FILE"], "a")
+for step in range(0, 200, 10):
+    loss = max(0.5, 1.0 - step / 100)
+    out.write(json.dumps({"step": step, "loss": loss}) + "\n")
+    out.flush()
+    time.sleep(0.1)
+time.sleep(1)
+PY
+)
+	id=$(submit "$f")
+	wait_run "$id" succeeded 30
+	assert_eq "$(mon_events "$id" train monitor.watch)" 1 "a stalled loss gets one warning"
+	assert_match "$(sql "SELECT detail->>'message' FROM events WHERE run_id = $id AND kind = 'monitor.watch'")" \
+		'loss did not decrease over 50 steps' "that says so"
+}
