@@ -79,8 +79,11 @@ int exec_capture(char *const argv[], char **out, int64_t timeout_ms)
 			error = FERRY_ERROR;
 			break;
 		}
-		if (poll(&p, 1, (int)left) < 0 && errno != EINTR)
+		int ready = poll(&p, 1, (int)left);
+		if (ready < 0 && errno != EINTR)
 			break;
+		if (ready <= 0)
+			continue; /* nothing to read yet: the deadline is checked above, never a blocking read */
 		if (len + 1 >= cap)
 			buf = xrealloc(buf, cap *= 2);
 		n = read(fds[0], buf + len, cap - len - 1);

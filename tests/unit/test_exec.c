@@ -341,6 +341,24 @@ static void test_exec__adopt_without_trace(void **state)
 	exec_job_dispose(&job);
 }
 
+/* exec_capture is bounded: a child that neither writes nor ends is killed at its timeout. */
+static void test_exec__capture_bounded(void **state)
+{
+	char *const quiet[] = {"sleep", "30", NULL};
+	char *const talk[] = {"sh", "-c", "echo hello; echo world", NULL};
+	char *out = NULL;
+	int64_t t0 = clock_mono_ms();
+
+	(void)state;
+	assert_int_equal(exec_capture(quiet, &out, 300), FERRY_ERROR);
+	assert_true(clock_mono_ms() - t0 < 3000);
+	assert_non_null(strstr(ferry_error_last(), "did not finish within 300 ms"));
+	free(out);
+	assert_int_equal(exec_capture(talk, &out, 5000), 0);
+	assert_string_equal(out, "hello\nworld\n");
+	free(out);
+}
+
 /* sample() sums the job's processes: CPU burnt and bytes written show. */
 static void test_exec__sample_counts_io_and_cpu(void **state)
 {
@@ -431,6 +449,7 @@ int main(void)
 		cmocka_unit_test(test_exec__adopt_from_directory),
 		cmocka_unit_test(test_exec__adopt_without_trace),
 		cmocka_unit_test(test_exec__sample_counts_io_and_cpu),
+		cmocka_unit_test(test_exec__capture_bounded),
 		cmocka_unit_test(test_exec__log_last_line),
 	};
 	return cmocka_run_group_tests(tests, setup, teardown);
