@@ -12,6 +12,7 @@
  */
 #include "exec.h"
 
+#include <dirent.h>
 #include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
@@ -250,4 +251,46 @@ void exec_job_dispose(struct exec_job *job)
 	json_decref(job->handle);
 	json_decref(job->ctx);
 	memset(job, 0, sizeof(*job));
+}
+
+/* Appends the pids of cgroup dir and its children to the vector (*cap its room); whether dir had cgroup.procs. */
+static int cgroup_pids(const char *dir, int depth, int **pids, int *n, int *cap)
+{
+	char *path = xasprintf("%s/cgroup.procs", dir), line[32];
+	FILE *f = fopen(path, "re");
+	DIR *d;
+	struct dirent *de;
+
+	free(path);
+	if (f == NULL)
+		return 0;
+	while (fgets(line, sizeof(line), f)) {
+		int64_t pid;
+		line[strcspn(line, "\n")] = '\0';
+		if (parse_int64(line, &pid) < 0 || pid <= 0)
+			continue;
+		if (*n == *cap)
+			*pids = xrealloc(*pids, (size_t)(*cap = *cap ? 2 * *cap : 8) * sizeof(**pids));
+		(*pids)[(*n)++] = (int)pid;
+	}
+	fclose(f);
+	if (depth < 3 && (d = opendir(dir)) != NULL) {
+		while ((de = readdir(d)) != NULL) {
+			char *sub;
+			if (de->d_name[0] == '.' || de->d_type != DT_DIR)
+				continue;
+			sub = xasprintf("%s/%s", dir, de->d_name);
+			cgroup_pids(sub, depth + 1, pids, n, cap);
+			free(sub);
+		}
+		closedir(d);
+	}
+	return 1;
+}
+
+int exec_cgroup_pids(const char *dir, int **pids, int *n)
+{
+	int cap = *n;
+
+	return cgroup_pids(dir, 0, pids, n, &cap) ? FERRY_OK : FERRY_ENOTFOUND;
 }

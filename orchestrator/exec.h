@@ -222,6 +222,13 @@ int exec_local_cmd_make(struct exec_local_cmd *x, const struct store_claim *c, c
 			const char *out, const char *ckpt);
 void exec_local_cmd_dispose(struct exec_local_cmd *x);
 
+/*
+ * The processes of cgroup directory dir and of its children (depth <= 3),
+ * appended to *pids (*n of them; the caller frees it): a container's, for
+ * the monitor. FERRY_ENOTFOUND when dir has no cgroup.procs.
+ */
+int exec_cgroup_pids(const char *dir, int **pids, int *n);
+
 /* Sends sig to the job through its type. */
 void exec_signal(const struct exec_job *job, int sig);
 

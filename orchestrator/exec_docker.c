@@ -1126,6 +1126,36 @@ static int docker_sample(const struct exec_job *job, struct exec_sample *out)
 	return error;
 }
 
+/* The container's processes: those of the cgroup of its main process (one engine request, bounded). */
+static int docker_pids(const struct exec_job *job, int **out, int *n)
+{
+	const char *sock = dk_socket(), *name = dk_container(job);
+	char *path, *cg;
+	json_t *ans = NULL;
+	json_int_t pid;
+	long code;
+	int error;
+
+	*out = NULL;
+	*n = 0;
+	if (sock == NULL || name == NULL)
+		return FERRY_ENOTFOUND;
+	path = xasprintf("/containers/%s/json", name);
+	error = dk_call(&code, &ans, sock, "GET", path, NULL, DK_QUICK_MS);
+	free(path);
+	pid = json_integer_value(json_object_get(json_object_get(ans, "State"), "Pid"));
+	json_decref(ans);
+	if (error < 0)
+		return error;
+	if (code != 200 || pid <= 0 || (cg = dk_cgroup_dir((pid_t)pid)) == NULL) {
+		ferry_error_set("container %s does not run", name);
+		return FERRY_ENOTFOUND;
+	}
+	error = exec_cgroup_pids(cg, out, n);
+	free(cg);
+	return error == 0 && *n == 0 ? FERRY_ENOTFOUND : error;
+}
+
 /* The shim removes its container after recording the end; this catches one that could not. */
 static void docker_cleanup(struct exec_job *job)
 {
@@ -1259,6 +1289,7 @@ const struct exec_type exec_docker = {
 	.signal = docker_signal,
 	.adopt = docker_adopt,
 	.sample = docker_sample,
+	.pids = docker_pids,
 	.orphans = docker_orphans,
 	.cleanup = docker_cleanup,
 	.log_path = docker_log_path,

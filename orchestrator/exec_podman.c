@@ -1068,6 +1068,27 @@ static int podman_sample(const struct exec_job *job, struct exec_sample *out)
 	return error;
 }
 
+/* The container's processes: its cgroup's (the pids hierarchy under v1, else the unified one). */
+static int podman_pids(const struct exec_job *job, int **out, int *n)
+{
+	static const char *const where[] = {"pids/", "unified/", ""};
+	const char *name = handle_name(job);
+	int error = FERRY_ENOTFOUND;
+
+	*out = NULL;
+	*n = 0;
+	for (size_t i = 0; name && i < NELEM(where) && error < 0; i++) {
+		char *dir = xasprintf(CGROUP_ROOT "/%sferry/%s", where[i], name);
+		error = exec_cgroup_pids(dir, out, n);
+		free(dir);
+	}
+	if (error == 0 && *n == 0)
+		error = FERRY_ENOTFOUND;
+	if (error < 0)
+		ferry_error_set("no process of container %s is left", name ? name : "?");
+	return error;
+}
+
 static char *podman_log_path(const struct exec_job *job)
 {
 	return job->dir ? xasprintf("%s/log", job->dir) : NULL;
@@ -1182,6 +1203,7 @@ const struct exec_type exec_podman = {
 	.signal = podman_signal,
 	.adopt = podman_adopt,
 	.sample = podman_sample,
+	.pids = podman_pids,
 	.orphans = podman_orphans,
 	.log_path = podman_log_path,
 	.tick = podman_tick,

@@ -309,3 +309,53 @@ PY
 	assert_match "$(sql "SELECT detail->>'message' FROM events WHERE run_id = $id AND kind = 'monitor.watch'")" \
 		'loss did not decrease over 50 steps' "that says so"
 }
+
+# mon_elsewhere EXECUTOR [IMAGE]: a train step on that executor that writes 8 MiB and then
+# sleeps is sampled through the executor (its IO seen), judged hung, and its evidence taken
+mon_elsewhere() {
+	local ex=$1 image=${2:-} id
+	f=$(wf elsewhere <<Y
+name: elsewhere
+steps:
+  - name: train
+    kind: train
+    executor: $ex
+${image:+    image: $image}
+    command: [sh, -c, 'dd if=/dev/zero of="\$FERRY_OUTPUT_DIR/z" bs=1M count=8 2>/dev/null; echo written; exec sleep 1000']
+Y
+)
+	id=$(submit "$f")
+	wait_event "$id" train monitor.hung 90
+	[ "$(mon "$id" train 'max(s["wchar"] for s in j["samples"])')" -ge $((8 << 20)) ] ||
+		fail "$ex: the 8 MiB written show in the samples (wchar through the executor's sample())"
+	[ "$(mon "$id" train 'max(s["cpu_ms"] for s in j["samples"])')" -ge 0 ] || fail "$ex: CPU time sampled"
+	d=$(sql "SELECT detail FROM events WHERE run_id = $id AND kind = 'monitor.hung'")
+	assert_match "$(echo "$d" | json 'j["evidence"]["log_tail"]')" written "$ex: the log's tail in the evidence"
+	if [ "$ex" != slurm ]; then
+		assert_eq "$(echo "$d" | json '[p["state"] for p in j["evidence"]["processes"] if p["comm"] == "sleep"][0]')" S \
+			"$ex: the container's processes (its cgroup) in the evidence"
+	fi
+	api POST "/api/v1/runs/$id/stop"
+	wait_run "$id" stopped 60
+}
+
+test_monitor_podman_job_sampled_through_its_cgroup() {
+	podman_up
+	mon_daemon
+	mon_elsewhere podman ferry-base
+	podman_wait_none "$(sql "SELECT max(id) FROM runs")"
+}
+
+test_monitor_docker_job_sampled_through_its_cgroup() {
+	docker_up
+	mon_daemon
+	mon_elsewhere docker ferry-base
+}
+
+test_monitor_slurm_job_sampled_through_sstat() {
+	slurm_up
+	mon_daemon
+	mon_elsewhere slurm
+	for _ in $(seq 1 100); do [ -z "$(slurm_jobs)" ] && break; sleep 0.1; done
+	assert_eq "$(slurm_jobs)" "" "no Slurm job left"
+}
