@@ -359,3 +359,42 @@ test_monitor_slurm_job_sampled_through_sstat() {
 	for _ in $(seq 1 100); do [ -z "$(slurm_jobs)" ] && break; sleep 0.1; done
 	assert_eq "$(slurm_jobs)" "" "no Slurm job left"
 }
+
+# The GPU path, through the daemon, against recorded nvidia-smi output: FERRY_NVIDIA_SMI points at
+# tests/unit/data/nvidia-smi/fake-nvidia-smi, a TEST DOUBLE (CI has no GPU) printing an 8 x H100
+# node's readings (GPUs 0-3 at 95-98 %, 4 and 5 idle).
+test_monitor_gpu_utilization_from_nvidia_smi_test_double() {
+	start_daemon a FERRY_HANG="$MON_HANG" FERRY_LOW_UTIL="window=3s,every=1h,below=50" \
+		FERRY_NVIDIA_SMI="$ROOT/tests/unit/data/nvidia-smi/fake-nvidia-smi" FAKE_SMI_MACHINE=8gpu
+	f=$(wf gpus <<'Y'
+name: gpus
+steps:
+  - name: busy
+    kind: train
+    resources: {gpus: 4}
+    env: {CUDA_VISIBLE_DEVICES: "0,1,2,3"}
+    command: [sleep, "1000"]
+  - name: idle
+    kind: train
+    resources: {gpus: 2}
+    env: {CUDA_VISIBLE_DEVICES: "4,5"}
+    hang: off
+    command: [sleep, "1000"]
+Y
+)
+	id=$(submit "$f")
+	wait_event "$id" busy monitor.hung 30
+	# the job's CPU is idle (sleep), its GPUs are not: judged on the GPUs, flat at the high end
+	assert_match "$(sql "SELECT detail->>'message' FROM events WHERE run_id = $id AND step = 'busy' AND kind = 'monitor.hung'")" \
+		'median 9[5-8]\.[0-9]+% >= 90%: spinning' "a collective spinning on 4 GPUs"
+	assert_eq "$(mon "$id" busy 'sorted(g["index"] for g in j["gpus"])')" "[0, 1, 2, 3]" "the job's GPUs (CUDA_VISIBLE_DEVICES)"
+	assert_match "$(mon "$id" busy 'j["samples"][-1]["gpu_util"]')" '^9[5-8]\.' "GPU utilization in the samples"
+	assert_match "$(mon "$id" busy 'j["samples"][-1]["gpu_mem_mb"]')" '^[0-9]+$' "… and GPU memory"
+	wait_event "$id" idle monitor.low_utilization 30
+	d=$(sql "SELECT detail FROM events WHERE run_id = $id AND step = 'idle' AND kind = 'monitor.low_utilization'")
+	assert_eq "$(echo "$d" | json 'j["source"]')" gpu "the warning is about GPUs"
+	assert_eq "$(echo "$d" | json 'len(j["gpus"])')" 2 "… with the per-GPU figures"
+	assert_eq "$(mon_events "$id" busy monitor.low_utilization)" 0 "busy GPUs: no warning"
+	api POST "/api/v1/runs/$id/stop"
+	wait_run "$id" stopped 20
+}
