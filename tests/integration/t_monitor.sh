@@ -398,3 +398,18 @@ Y
 	api POST "/api/v1/runs/$id/stop"
 	wait_run "$id" stopped 20
 }
+
+test_monitor_events_posted_to_the_notify_webhook() {
+	url=$(start_receiver) # t_notify.sh's: its first POST answered 500 (retried), bodies to posts
+	start_daemon a FERRY_HANG="$MON_HANG" FERRY_LOW_UTIL="window=1h" FERRY_NOTIFY_WEBHOOK="$url"
+	id=$(submit "$(one_step posted 'exec sleep 1000')")
+	wait_event "$id" train monitor.hung 20
+	for _ in $(seq 1 50); do grep -q '"monitor.hung"' "$FERRY_HOME/posts" 2>/dev/null && break; sleep 0.1; done
+	post=$(grep -h '"event": *"monitor.hung"' "$FERRY_HOME/posts")
+	assert_eq "$(echo "$post" | json 'j["run"]')" "$id" "the hung event posted with its run"
+	assert_eq "$(echo "$post" | json 'j["step"]')" train "… its step"
+	assert_match "$(echo "$post" | json 'j["detail"]["message"]')" 'idle' "… and why"
+	assert_eq "$(grep -c '"event": *"monitor.suspected"' "$FERRY_HOME/posts")" 1 "the suspicion, once"
+	api POST "/api/v1/runs/$id/stop"
+	wait_run "$id" stopped 20
+}
