@@ -426,34 +426,60 @@ static int add_process(struct exec_sample *out, pid_t pid, long ticks)
 	return ok ? 0 : -1;
 }
 
-/* Whether process pid is in process group pgid (field 5 of /proc/PID/stat). */
-static int in_group(pid_t pid, pid_t pgid)
-{
-	char buf[1024];
-	long long pg;
+/*
+ * Which process group each process is in, from one pass over /proc shared
+ * by every job a monitor round samples: with N jobs and P processes a
+ * round reads P stat files, not N × P. Kept PROCS_FRESH_MS; engine thread
+ * only (the monitor's look, the evidence's pids).
+ */
+#define PROCS_FRESH_MS 100
+static struct {
+	int64_t at_ms;
+	int n, cap;
+	struct { pid_t pid, pgid; } *v;
+} procs;
 
-	return read_stat(buf, sizeof(buf), pid) == 0 && stat_field(buf, 5, &pg) == 0 && pg == pgid;
+static void procs_refresh(void)
+{
+	int64_t now = clock_mono_ms();
+	DIR *d;
+	struct dirent *de;
+
+	if (procs.at_ms && now - procs.at_ms < PROCS_FRESH_MS)
+		return;
+	procs.n = 0;
+	procs.at_ms = now;
+	if ((d = opendir("/proc")) == NULL)
+		return;
+	while ((de = readdir(d)) != NULL) {
+		char buf[1024];
+		int64_t pid;
+		long long pg;
+		if (de->d_name[0] < '1' || de->d_name[0] > '9' || parse_int64(de->d_name, &pid) < 0 ||
+		    read_stat(buf, sizeof(buf), (pid_t)pid) < 0 || stat_field(buf, 5, &pg) < 0)
+			continue;
+		if (procs.n == procs.cap)
+			procs.v = xrealloc(procs.v, (size_t)(procs.cap = procs.cap ? 2 * procs.cap : 256) * sizeof(*procs.v));
+		procs.v[procs.n].pid = (pid_t)pid;
+		procs.v[procs.n].pgid = (pid_t)pg;
+		procs.n++;
+	}
+	closedir(d);
 }
 
 /* Sums every process of the job's process group (the shim leads it). */
 static int local_sample(const struct exec_job *job, struct exec_sample *out)
 {
 	long ticks = sysconf(_SC_CLK_TCK);
-	DIR *d;
-	struct dirent *de;
 	int found = 0;
 
 	memset(out, 0, sizeof(*out));
-	if (job->pid <= 0 || ticks <= 0 || (d = opendir("/proc")) == NULL)
+	if (job->pid <= 0 || ticks <= 0)
 		return FERRY_ENOTFOUND;
-	while ((de = readdir(d)) != NULL) {
-		int64_t pid;
-		if (de->d_name[0] < '1' || de->d_name[0] > '9' || parse_int64(de->d_name, &pid) < 0)
-			continue;
-		if (in_group((pid_t)pid, job->pid) && add_process(out, (pid_t)pid, ticks) == 0)
+	procs_refresh();
+	for (int i = 0; i < procs.n; i++)
+		if (procs.v[i].pgid == job->pid && add_process(out, procs.v[i].pid, ticks) == 0)
 			found = 1;
-	}
-	closedir(d);
 	if (!found) {
 		ferry_error_set("no process of the job is left");
 		return FERRY_ENOTFOUND;
@@ -464,24 +490,20 @@ static int local_sample(const struct exec_job *job, struct exec_sample *out)
 /* The processes of the job's process group. */
 static int local_pids(const struct exec_job *job, int **out, int *n)
 {
-	DIR *d;
-	struct dirent *de;
 	int cap = 0;
 
 	*out = NULL;
 	*n = 0;
-	if (job->pid <= 0 || (d = opendir("/proc")) == NULL)
+	if (job->pid <= 0)
 		return FERRY_ENOTFOUND;
-	while ((de = readdir(d)) != NULL) {
-		int64_t pid;
-		if (de->d_name[0] < '1' || de->d_name[0] > '9' || parse_int64(de->d_name, &pid) < 0 ||
-		    !in_group((pid_t)pid, job->pid))
+	procs_refresh();
+	for (int i = 0; i < procs.n; i++) {
+		if (procs.v[i].pgid != job->pid)
 			continue;
 		if (*n == cap)
 			*out = xrealloc(*out, (size_t)(cap = cap ? 2 * cap : 8) * sizeof(**out));
-		(*out)[(*n)++] = (int)pid;
+		(*out)[(*n)++] = (int)procs.v[i].pid;
 	}
-	closedir(d);
 	if (*n == 0) {
 		ferry_error_set("no process of the job is left");
 		return FERRY_ENOTFOUND;
