@@ -73,37 +73,10 @@ void cfg_sb_addf(struct sbuf *b, const char *fmt, ...)
 	free(s);
 }
 
-/*
- * Writes s (n bytes) double-quoted into buf: escapes quotes, backslashes and
- * control characters, and clips at QMAX bytes on a UTF-8 boundary with "...",
- * so that messages stay short and on one line whatever the input holds.
- */
+/* s (n bytes) quoted for a message, clipped at QMAX bytes (util's quote_clip). */
 static const char *quote_to(char *buf, size_t cap, const char *s, size_t n)
 {
-	size_t i, lim = n, o = 0;
-
-	if (lim > QMAX) {
-		lim = QMAX;
-		while (lim > 0 && ((unsigned char)s[lim] & 0xC0) == 0x80)
-			lim--;
-	}
-	buf[o++] = '"';
-	for (i = 0; i < lim && o + 8 < cap; i++) {
-		unsigned char ch = (unsigned char)s[i];
-		if (ch == '"' || ch == '\\')
-			buf[o++] = '\\';
-		if (ch < 0x20 || ch == 0x7f)
-			o += (size_t)snprintf(buf + o, cap - o, "\\x%02x", ch);
-		else
-			buf[o++] = (char)ch;
-	}
-	if (i < n) {
-		memcpy(buf + o, "...", 3);
-		o += 3;
-	}
-	buf[o++] = '"';
-	buf[o] = '\0';
-	return buf;
+	return quote_clip(buf, cap, s, n, QMAX);
 }
 
 const char *cfg_quote_to(char *buf, size_t cap, const char *s, size_t n)

@@ -339,3 +339,31 @@ char *ferry_address_file(void)
 		return xstrdup(file);
 	return xasprintf("%s/ferryd.url", home && *home ? home : "./.ferry");
 }
+
+const char *quote_clip(char *buf, size_t cap, const char *s, size_t n, size_t max)
+{
+	size_t i, lim = n, o = 0;
+
+	if (lim > max) {
+		lim = max;
+		while (lim > 0 && ((unsigned char)s[lim] & 0xC0) == 0x80)
+			lim--;
+	}
+	buf[o++] = '"';
+	for (i = 0; i < lim && o + 8 < cap; i++) {
+		unsigned char ch = (unsigned char)s[i];
+		if (ch == '"' || ch == '\\')
+			buf[o++] = '\\';
+		if (ch < 0x20 || ch == 0x7f)
+			o += (size_t)snprintf(buf + o, cap - o, "\\x%02x", ch);
+		else
+			buf[o++] = (char)ch;
+	}
+	if (i < n) {
+		memcpy(buf + o, "...", 3);
+		o += 3;
+	}
+	buf[o++] = '"';
+	buf[o] = '\0';
+	return buf;
+}

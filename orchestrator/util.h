@@ -55,6 +55,14 @@ int64_t clock_wall_ms(void);
 /* Parses a base-10 integer; the whole string must be a number in range. */
 int parse_int64(const char *s, int64_t *out);
 
+/*
+ * Writes s (n bytes) double-quoted into buf (cap bytes; 4 * max + 16 is
+ * always enough): quotes, backslashes and control characters escaped,
+ * clipped at max bytes on a UTF-8 boundary with "...", so a user's text in
+ * a message stays one short line whatever it holds. Returns buf.
+ */
+const char *quote_clip(char *buf, size_t cap, const char *s, size_t n, size_t max);
+
 /* Creates DIR and its parents (mode 0755 unless set); 0 or FERRY_ERROR. */
 int mkdir_p(const char *dir, unsigned mode);
 

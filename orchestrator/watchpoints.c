@@ -97,38 +97,10 @@ struct watch {
 
 /* ---- helpers ---------------------------------------------------------- */
 
-/*
- * Writes s (n bytes) double-quoted into buf: quotes, backslashes and
- * control characters escaped, clipped at QMAX bytes on a UTF-8 boundary
- * with "...", so a message stays one short line.
- */
+/* s (n bytes) quoted for a message, clipped at QMAX bytes (util's quote_clip). */
 static const char *quote(char buf[QBUF], const char *s, size_t n)
 {
-	size_t i, lim = n, o = 0;
-
-	if (lim > QMAX) {
-		lim = QMAX;
-		while (lim > 0 && ((unsigned char)s[lim] & 0xC0) == 0x80)
-			lim--;
-	}
-	buf[o++] = '"';
-	for (i = 0; i < lim && o + 8 < QBUF; i++) {
-		unsigned char ch = (unsigned char)s[i];
-
-		if (ch == '"' || ch == '\\')
-			buf[o++] = '\\';
-		if (ch < 0x20 || ch == 0x7f)
-			o += (size_t)snprintf(buf + o, QBUF - o, "\\x%02x", ch);
-		else
-			buf[o++] = (char)ch;
-	}
-	if (i < n) {
-		memcpy(buf + o, "...", 3);
-		o += 3;
-	}
-	buf[o++] = '"';
-	buf[o] = '\0';
-	return buf;
+	return quote_clip(buf, QBUF, s, n, QMAX);
 }
 
 /* A number for a message: NaN, Inf, -Inf, or the shortest text that reads back. */
