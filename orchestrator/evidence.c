@@ -39,10 +39,10 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "exec.h"
 #include "util.h"
 
 #define PROC_TEXT_MAX 4096 /* bytes read of one /proc file (cmdline is cut there) */
-#define CAPTURE_REAP_MS 100 /* how long a finished or killed collector is waited for */
 
 extern char **environ;
 
@@ -126,57 +126,6 @@ static int count_threads(int pid, int *running)
 	return n;
 }
 
-/*
- * Copies [p, end) without control characters (a tab becomes a space) or
- * terminal escapes, trimmed, cut at a UTF-8 boundary to max bytes ("..."
- * marks the cut): exec.c's cleaning of a log line. NULL when nothing is left.
- */
-static char *clean_text(const char *p, const char *end, size_t max)
-{
-	char *out = xmalloc(max + 4);
-	size_t n = 0;
-	int cut = 0;
-
-	while (p < end) {
-		unsigned char ch = (unsigned char)*p++;
-		if (ch == 0x1b) { /* ESC [ params final: a colour or cursor sequence */
-			if (p < end && *p == '[')
-				for (p++; p < end && !(*p >= 0x40 && *p <= 0x7e); p++)
-					;
-			if (p < end)
-				p++;
-			continue;
-		}
-		if (ch == '\t')
-			ch = ' ';
-		if (ch < 0x20 || ch == 0x7f || (ch == ' ' && n == 0))
-			continue;
-		if (n == max) {
-			cut = 1;
-			if ((ch & 0xc0) == 0x80) { /* inside a UTF-8 sequence: drop its start */
-				while (n > 0 && ((unsigned char)out[n - 1] & 0xc0) == 0x80)
-					n--;
-				if (n > 0)
-					n--;
-			}
-			break;
-		}
-		out[n++] = (char)ch;
-	}
-	while (n > 0 && out[n - 1] == ' ')
-		n--;
-	if (n == 0) {
-		free(out);
-		return NULL;
-	}
-	if (cut) {
-		memcpy(out + n, "...", 3);
-		n += 3;
-	}
-	out[n] = '\0';
-	return out;
-}
-
 static json_t *string_or_null(char *s)
 {
 	json_t *v = s ? json_string(s) : json_null();
@@ -227,7 +176,7 @@ static char *first_line(const char *out)
 {
 	const char *p = out ? out : "";
 
-	return clean_text(p, p + strcspn(p, "\n"), 160);
+	return exec_clean_text(p, p + strcspn(p, "\n"), 160);
 }
 
 /* A process a killed collector left stopped is continued; before is its state before the attach. */
@@ -246,105 +195,6 @@ static void unstop(int pid, char before)
 }
 
 /*
- * Runs argv (PATH searched) with stdout and stderr captured into *out (the
- * caller's, also on error; at most EVIDENCE_STACK_MAX + 1 bytes kept, the
- * rest read and dropped so the tool never blocks on a full pipe), in its
- * own process group, killed when it has not finished within timeout_ms.
- * 0 with *status (waitpid's, or -1 when it is not ours to reap), or -1
- * (spawn failed) or -2 (killed at the timeout) with the message set.
- *
- * Not exec_capture: its loop reads after a poll that timed out, so a tool
- * that neither writes nor exits (a collector attached to a process stuck in
- * the kernel) holds it far past its bound; and it keeps all output.
- */
-static int capture(char *const argv[], char **out, int *status, int64_t timeout_ms)
-{
-	posix_spawn_file_actions_t fa;
-	posix_spawnattr_t at;
-	sigset_t none, all;
-	int64_t until = clock_mono_ms() + timeout_ms;
-	size_t len = 0, cap = EVIDENCE_STACK_MAX + 1;
-	int fds[2], err, error = 0;
-	char *buf;
-	pid_t pid;
-
-	*out = NULL;
-	*status = -1;
-	if (pipe2(fds, O_CLOEXEC) != 0) {
-		ferry_error_set("pipe: %s", strerror(errno));
-		return -1;
-	}
-	fcntl(fds[0], F_SETFL, fcntl(fds[0], F_GETFL) | O_NONBLOCK);
-	posix_spawn_file_actions_init(&fa);
-	posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
-	posix_spawn_file_actions_adddup2(&fa, fds[1], 1);
-	posix_spawn_file_actions_adddup2(&fa, fds[1], 2); /* its complaints (no ptrace right) are the reason */
-	posix_spawn_file_actions_addclosefrom_np(&fa, 3);
-	posix_spawnattr_init(&at);
-	sigemptyset(&none);
-	sigfillset(&all);
-	posix_spawnattr_setsigmask(&at, &none);
-	posix_spawnattr_setsigdefault(&at, &all);
-	posix_spawnattr_setpgroup(&at, 0);
-	posix_spawnattr_setflags(&at, POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF | POSIX_SPAWN_SETPGROUP);
-	err = posix_spawnp(&pid, argv[0], &fa, &at, argv, environ);
-	posix_spawn_file_actions_destroy(&fa);
-	posix_spawnattr_destroy(&at);
-	close(fds[1]);
-	if (err != 0) {
-		close(fds[0]);
-		ferry_error_set("cannot run %s: %s", argv[0], strerror(err));
-		return -1;
-	}
-	buf = xmalloc(cap + 1);
-	for (;;) {
-		struct pollfd p = {.fd = fds[0], .events = POLLIN};
-		int64_t left = until - clock_mono_ms();
-		char chunk[4096];
-		ssize_t n;
-		if (left <= 0) {
-			kill(-pid, SIGKILL);
-			ferry_error_set("%s did not finish within %lld ms", argv[0], (long long)timeout_ms);
-			error = -2;
-			break;
-		}
-		if (poll(&p, 1, (int)left) <= 0)
-			continue; /* timed out (judged above) or interrupted */
-		n = read(fds[0], chunk, sizeof(chunk));
-		if (n == 0)
-			break; /* it closed its output: it ended */
-		if (n < 0) {
-			if (errno == EINTR || errno == EAGAIN)
-				continue;
-			break;
-		}
-		if (len < cap) {
-			size_t take = (size_t)n < cap - len ? (size_t)n : cap - len;
-			memcpy(buf + len, chunk, take);
-			len += take;
-		}
-	}
-	close(fds[0]);
-	buf[len] = '\0';
-	*out = buf;
-	/*
-	 * Reaped here when it ends within CAPTURE_REAP_MS (a killed process
-	 * still in the kernel may take longer: the engine's stray reaper
-	 * takes it then).
-	 */
-	for (int i = 0; i < CAPTURE_REAP_MS / 5; i++) {
-		pid_t r = waitpid(pid, status, WNOHANG);
-		if (r != 0) {
-			if (r < 0)
-				*status = -1;
-			break;
-		}
-		usleep(5000);
-	}
-	return error;
-}
-
-/*
  * Runs one collector on pid within left_ms: 1 with *stack, or 0 with *why
  * appended to (the caller's).
  */
@@ -356,10 +206,10 @@ static int run_collector(const char *tool, int pid, int64_t left_ms, char before
 	snprintf(pidstr, sizeof(pidstr), "%d", pid);
 	if (strcmp(tool, "eu-stack") == 0) {
 		char *argv[] = {"eu-stack", "-p", pidstr, NULL};
-		rc = capture(argv, &out, &status, left_ms);
+		rc = exec_capture_ex(argv, &out, EVIDENCE_STACK_MAX + 1, 1, &status, left_ms);
 	} else {
 		char *argv[] = {"gdb", "-p", pidstr, "-batch", "-nx", "-ex", "thread apply all bt", NULL};
-		rc = capture(argv, &out, &status, left_ms);
+		rc = exec_capture_ex(argv, &out, EVIDENCE_STACK_MAX + 1, 1, &status, left_ms);
 	}
 	unstop(pid, before);
 	if (rc == 0 && (*stack = as_stack(out)) != NULL) {
@@ -406,17 +256,17 @@ static json_t *process_entry(int pid, int want_stack, const struct tools *t, int
 	}
 	e = json_pack("{s:i,s:i,s:s}", "pid", pid, "ppid", ppid, "state", st);
 	n = read_proc(pid, "comm", buf, sizeof(buf));
-	json_object_set_new(e, "comm", string_or_null(n > 0 ? clean_text(buf, buf + n, 64) : NULL));
+	json_object_set_new(e, "comm", string_or_null(n > 0 ? exec_clean_text(buf, buf + n, 64) : NULL));
 	/* cmdline: arguments separated by NULs; a kernel thread or zombie has none */
 	n = read_proc(pid, "cmdline", buf, sizeof(buf));
 	for (ssize_t i = 0; i < n; i++)
 		if ((unsigned char)buf[i] < 0x20)
 			buf[i] = ' '; /* NULs between arguments, newlines inside a python -c */
-	json_object_set_new(e, "cmdline", string_or_null(n > 0 ? clean_text(buf, buf + n, PROC_TEXT_MAX) : NULL));
+	json_object_set_new(e, "cmdline", string_or_null(n > 0 ? exec_clean_text(buf, buf + n, PROC_TEXT_MAX) : NULL));
 	/* "0" (or nothing) when it runs, or the kernel hides the symbol */
 	n = read_proc(pid, "wchan", buf, sizeof(buf));
 	json_object_set_new(e, "wchan",
-			    string_or_null(n > 0 && strcmp(buf, "0") != 0 ? clean_text(buf, buf + n, 64) : NULL));
+			    string_or_null(n > 0 && strcmp(buf, "0") != 0 ? exec_clean_text(buf, buf + n, 64) : NULL));
 	threads = count_threads(pid, &running);
 	json_object_set_new(e, "threads", json_integer(threads));
 	if (threads >= 0)
@@ -500,7 +350,7 @@ static json_t *log_tail(const char *path, int lines, char **why)
 		start = end;
 		while (start > first && start[-1] != '\n')
 			start--;
-		if ((line = clean_text(start, end, EVIDENCE_LINE_MAX)) != NULL)
+		if ((line = exec_clean_text(start, end, EVIDENCE_LINE_MAX)) != NULL)
 			got[k++] = line;
 		end = start > first ? start - 1 : first;
 	}

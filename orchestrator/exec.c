@@ -134,15 +134,9 @@ void exec_signal(const struct exec_job *job, int sig)
 		job->type->signal(job, sig);
 }
 
-/*
- * Copies the line [p, end) into a new string without control characters
- * (a tab becomes a space) or terminal escape sequences, trimmed, cut at a
- * UTF-8 boundary to EXEC_LINE_MAX bytes ("..." marks the cut). NULL when
- * nothing printable is left.
- */
-static char *clean_line(const char *p, const char *end)
+char *exec_clean_text(const char *p, const char *end, size_t max)
 {
-	char *out = xmalloc(EXEC_LINE_MAX + 4);
+	char *out = xmalloc(max + 4);
 	size_t n = 0;
 	int cut = 0;
 
@@ -160,7 +154,7 @@ static char *clean_line(const char *p, const char *end)
 			ch = ' ';
 		if (ch < 0x20 || ch == 0x7f || (ch == ' ' && n == 0))
 			continue;
-		if (n == EXEC_LINE_MAX) {
+		if (n == max) {
 			cut = 1;
 			if ((ch & 0xc0) == 0x80) { /* inside a UTF-8 sequence: drop its start */
 				while (n > 0 && ((unsigned char)out[n - 1] & 0xc0) == 0x80)
@@ -212,7 +206,7 @@ char *exec_log_last_line(const struct exec_job *job)
 		start = end;
 		while (start > buf && start[-1] != '\n')
 			start--;
-		line = clean_line(start, end);
+		line = exec_clean_text(start, end, EXEC_LINE_MAX);
 		end = start;
 	}
 out:

@@ -160,6 +160,18 @@ const struct exec_type *exec_type_at(size_t i);
 int exec_capture(char *const argv[], char **out, int64_t timeout_ms);
 
 /*
+ * exec_capture with more said: at most max_out bytes of output kept (the
+ * rest read and dropped), stderr captured too when with_stderr, *status
+ * (when not NULL) waitpid's status or -1 when it was not reaped here.
+ * FERRY_ETIMEDOUT_CAPTURE when it was killed at the timeout. The child
+ * starts with no signal blocked or ignored and none of our descriptors.
+ */
+#define EXEC_CAPTURE_MAX (16 << 20)
+#define FERRY_ETIMEDOUT_CAPTURE (-100)
+int exec_capture_ex(char *const argv[], char **out, size_t max_out, int with_stderr, int *status,
+		    int64_t timeout_ms);
+
+/*
  * The orphan sweep as a worker-pool item (exec_orphans.c): run() asks
  * every type's orphans hook with the database as the judge. The caller
  * sets done; exec_orphans_removed tells how many containers went.
@@ -251,6 +263,13 @@ int exec_read_status(const char *dir, int *exit_code, int *signal);
  * type keeps no log or it holds no text. The caller frees it.
  */
 #define EXEC_TAIL_BYTES 4096
+/*
+ * Copies the text [p, end) into a new string without control characters
+ * (a tab becomes a space) or terminal escape sequences, trimmed, cut at a
+ * UTF-8 boundary to max bytes ("..." marks the cut). NULL when nothing
+ * printable is left. A log line for people (here, in evidence.c).
+ */
+char *exec_clean_text(const char *p, const char *end, size_t max);
 #define EXEC_LINE_MAX 200
 char *exec_log_last_line(const struct exec_job *job);
 

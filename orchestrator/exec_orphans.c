@@ -35,30 +35,46 @@
 #include "util.h"
 #include "workers.h"
 
+#define CAPTURE_REAP_MS 100 /* how long a finished or killed tool is waited for */
+
 extern char **environ;
 
-int exec_capture(char *const argv[], char **out, int64_t timeout_ms)
+int exec_capture_ex(char *const argv[], char **out, size_t max_out, int with_stderr, int *status,
+		    int64_t timeout_ms)
 {
 	posix_spawn_file_actions_t fa;
 	posix_spawnattr_t at;
-	int fds[2], err, error = FERRY_OK;
+	sigset_t none, all;
 	int64_t until = clock_mono_ms() + timeout_ms;
-	size_t len = 0, cap = 4096;
+	size_t len = 0;
+	int fds[2], err, error = FERRY_OK, st = -1;
 	char *buf;
 	pid_t pid;
 
 	*out = NULL;
+	if (status)
+		*status = -1;
 	if (pipe2(fds, O_CLOEXEC) != 0) {
 		ferry_error_set("pipe: %s", strerror(errno));
 		return FERRY_ERROR;
 	}
+	fcntl(fds[0], F_SETFL, fcntl(fds[0], F_GETFL) | O_NONBLOCK);
 	posix_spawn_file_actions_init(&fa);
 	posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
 	posix_spawn_file_actions_adddup2(&fa, fds[1], 1);
-	posix_spawn_file_actions_addopen(&fa, 2, "/dev/null", O_WRONLY, 0);
+	if (with_stderr)
+		posix_spawn_file_actions_adddup2(&fa, fds[1], 2);
+	else
+		posix_spawn_file_actions_addopen(&fa, 2, "/dev/null", O_WRONLY, 0);
+	/* none of the daemon's descriptors (sockets, the database) go to the tool */
+	posix_spawn_file_actions_addclosefrom_np(&fa, 3);
 	posix_spawnattr_init(&at);
+	sigemptyset(&none);
+	sigfillset(&all);
+	posix_spawnattr_setsigmask(&at, &none);
+	posix_spawnattr_setsigdefault(&at, &all);
 	posix_spawnattr_setpgroup(&at, 0);
-	posix_spawnattr_setflags(&at, POSIX_SPAWN_SETPGROUP);
+	posix_spawnattr_setflags(&at, POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF | POSIX_SPAWN_SETPGROUP);
 	err = posix_spawnp(&pid, argv[0], &fa, &at, argv, environ);
 	posix_spawn_file_actions_destroy(&fa);
 	posix_spawnattr_destroy(&at);
@@ -68,44 +84,62 @@ int exec_capture(char *const argv[], char **out, int64_t timeout_ms)
 		ferry_error_set("cannot run %s: %s", argv[0], strerror(err));
 		return FERRY_ERROR;
 	}
-	buf = xcalloc(1, cap);
+	buf = xmalloc(max_out + 1);
 	for (;;) {
 		struct pollfd p = {.fd = fds[0], .events = POLLIN};
 		int64_t left = until - clock_mono_ms();
+		char chunk[4096];
 		ssize_t n;
 		if (left <= 0) {
 			kill(-pid, SIGKILL);
 			ferry_error_set("%s did not finish within %lld ms", argv[0], (long long)timeout_ms);
-			error = FERRY_ERROR;
+			error = FERRY_ETIMEDOUT_CAPTURE;
 			break;
 		}
-		int ready = poll(&p, 1, (int)left);
-		if (ready < 0 && errno != EINTR)
-			break;
-		if (ready <= 0)
-			continue; /* nothing to read yet: the deadline is checked above, never a blocking read */
-		if (len + 1 >= cap)
-			buf = xrealloc(buf, cap *= 2);
-		n = read(fds[0], buf + len, cap - len - 1);
+		if (poll(&p, 1, (int)left) <= 0)
+			continue; /* timed out (judged above) or interrupted: never a blocking read */
+		n = read(fds[0], chunk, sizeof(chunk));
 		if (n == 0)
-			break; /* EOF: it closed its output (it ended) */
+			break; /* it closed its output: it ended */
 		if (n < 0) {
 			if (errno == EINTR || errno == EAGAIN)
 				continue;
 			break;
 		}
-		len += (size_t)n;
+		/* past max_out the rest is read and dropped, so the tool never blocks on a full pipe */
+		if (len < max_out) {
+			size_t take = (size_t)n < max_out - len ? (size_t)n : max_out - len;
+			memcpy(buf + len, chunk, take);
+			len += take;
+		}
 	}
 	close(fds[0]);
 	buf[len] = '\0';
-	/*
-	 * Its exit status is not needed (the output says it all), and the
-	 * engine's stray reaper may take it first; reap it here when it can.
-	 */
-	for (int i = 0; i < 20 && waitpid(pid, NULL, WNOHANG) == 0; i++)
-		usleep(5000);
 	*out = buf;
+	/*
+	 * Reaped here when it ends within CAPTURE_REAP_MS (a killed process
+	 * still in the kernel may take longer, and the engine's stray reaper
+	 * may take it first).
+	 */
+	for (int i = 0; i < CAPTURE_REAP_MS / 5; i++) {
+		pid_t r = waitpid(pid, &st, WNOHANG);
+		if (r != 0) {
+			if (r < 0)
+				st = -1;
+			break;
+		}
+		usleep(5000);
+	}
+	if (status)
+		*status = st;
 	return error;
+}
+
+int exec_capture(char *const argv[], char **out, int64_t timeout_ms)
+{
+	int error = exec_capture_ex(argv, out, EXEC_CAPTURE_MAX, 0, NULL, timeout_ms);
+
+	return error < 0 ? FERRY_ERROR : error;
 }
 
 /* ---- the work item ----------------------------------------------------------- */
