@@ -1070,6 +1070,33 @@ static void dk_cgroup_io(const char *dir, struct exec_sample *out)
 	fclose(f);
 }
 
+/* The host pid of the container's main process (one engine request, DK_QUICK_MS). */
+static int dk_main_pid(const struct exec_job *job, pid_t *pid)
+{
+	const char *sock = dk_socket(), *name = dk_container(job);
+	char *path;
+	json_t *ans = NULL;
+	json_int_t p;
+	long code;
+	int error;
+
+	if (sock == NULL || name == NULL)
+		return FERRY_ENOTFOUND;
+	path = xasprintf("/containers/%s/json", name);
+	error = dk_call(&code, &ans, sock, "GET", path, NULL, DK_QUICK_MS);
+	free(path);
+	p = json_integer_value(json_object_get(json_object_get(ans, "State"), "Pid"));
+	json_decref(ans);
+	if (error < 0)
+		return error;
+	if (code != 200 || p <= 0) {
+		ferry_error_set("container %s does not run (HTTP %ld)", name, code);
+		return FERRY_ENOTFOUND;
+	}
+	*pid = (pid_t)p;
+	return FERRY_OK;
+}
+
 /*
  * The container's CPU time from the engine's one-shot stats (its cgroup,
  * whatever the layout), and its IO counters summed over the processes of
@@ -1083,26 +1110,14 @@ static int docker_sample(const struct exec_job *job, struct exec_sample *out)
 	const char *sock = dk_socket(), *name = dk_container(job);
 	char *path, *cg;
 	json_t *ans = NULL;
-	json_int_t pid;
+	pid_t pid;
 	long code;
 	int error;
 
 	memset(out, 0, sizeof(*out));
-	if (sock == NULL || name == NULL)
-		return FERRY_ENOTFOUND;
-	path = xasprintf("/containers/%s/json", name);
-	error = dk_call(&code, &ans, sock, "GET", path, NULL, DK_QUICK_MS);
-	free(path);
-	pid = json_integer_value(json_object_get(json_object_get(ans, "State"), "Pid"));
-	json_decref(ans);
-	ans = NULL;
-	if (error == 0 && (code != 200 || pid <= 0)) {
-		ferry_error_set("container %s does not run (HTTP %ld)", name, code);
-		return FERRY_ENOTFOUND;
-	}
-	if (error < 0)
+	if ((error = dk_main_pid(job, &pid)) < 0)
 		return error;
-	if ((cg = dk_cgroup_dir((pid_t)pid)) != NULL)
+	if ((cg = dk_cgroup_dir(pid)) != NULL)
 		dk_cgroup_io(cg, out);
 	free(cg);
 	path = xasprintf("/containers/%s/stats?stream=false&one-shot=true", name);
@@ -1129,26 +1144,16 @@ static int docker_sample(const struct exec_job *job, struct exec_sample *out)
 /* The container's processes: those of the cgroup of its main process (one engine request, bounded). */
 static int docker_pids(const struct exec_job *job, int **out, int *n)
 {
-	const char *sock = dk_socket(), *name = dk_container(job);
-	char *path, *cg;
-	json_t *ans = NULL;
-	json_int_t pid;
-	long code;
+	char *cg;
+	pid_t pid;
 	int error;
 
 	*out = NULL;
 	*n = 0;
-	if (sock == NULL || name == NULL)
-		return FERRY_ENOTFOUND;
-	path = xasprintf("/containers/%s/json", name);
-	error = dk_call(&code, &ans, sock, "GET", path, NULL, DK_QUICK_MS);
-	free(path);
-	pid = json_integer_value(json_object_get(json_object_get(ans, "State"), "Pid"));
-	json_decref(ans);
-	if (error < 0)
+	if ((error = dk_main_pid(job, &pid)) < 0)
 		return error;
-	if (code != 200 || pid <= 0 || (cg = dk_cgroup_dir((pid_t)pid)) == NULL) {
-		ferry_error_set("container %s does not run", name);
+	if ((cg = dk_cgroup_dir(pid)) == NULL) {
+		ferry_error_set("no cgroup for the container's process %d", (int)pid);
 		return FERRY_ENOTFOUND;
 	}
 	error = exec_cgroup_pids(cg, out, n);
