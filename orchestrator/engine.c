@@ -14,7 +14,8 @@
  *     fallback, lease renewal, leader election, adoption of this host's
  *     orphans, the leader's reaper of lost attempts, expired waits, a dev
  *     session's lease on its run, the leader's end of dead sessions and
- *     its removal of old runs' logs);
+ *     its removal of old runs' logs, the job monitor's sampling of the
+ *     running jobs: monitor.c);
  *   - claims up to claim_batch ready steps while it has capacity and starts
  *     them through the executor type, recording their handles in one
  *     statement; kills the jobs of stopping runs when told;

@@ -666,6 +666,7 @@ static void gauges(struct monitor *m)
 int64_t monitor_round(struct monitor *m, PGconn *conn, const struct exec_job *jobs, int njobs, int64_t now)
 {
 	int64_t next = MONITOR_TICK_MS;
+	int changed = 0; /* a look was taken or an attempt went: the gauges are rendered again */
 
 	if (m->off)
 		return 1000;
@@ -687,6 +688,7 @@ int64_t monitor_round(struct monitor *m, PGconn *conn, const struct exec_job *jo
 			continue;
 		if (now >= mj->next_ms) {
 			look(m, conn, mj, j, now);
+			changed = 1;
 			mj->next_ms = now + hang_sample_ms(&mj->cfg);
 		}
 		if (mj->next_ms - now < next)
@@ -708,7 +710,9 @@ int64_t monitor_round(struct monitor *m, PGconn *conn, const struct exec_job *jo
 		write_row(conn, mj, NULL, now);
 		job_free(mj);
 		m->jobs[i] = m->jobs[--m->njobs];
+		changed = 1;
 	}
-	gauges(m);
+	if (changed)
+		gauges(m);
 	return next < 10 ? 10 : next;
 }

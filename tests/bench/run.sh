@@ -14,3 +14,4 @@ tests/bench/executor_slurm.sh
 "$B/tests/bench_haproxy" --changes 200
 tests/bench/bench_docker.sh
 tests/bench/bench_deploy.sh
+tests/bench/bench_monitor.sh

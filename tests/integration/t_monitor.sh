@@ -79,6 +79,8 @@ test_monitor_sleep_is_hung_within_bound() {
 	assert_match "$detail" 'median [0-9.]+%' "… and the median"
 	assert_eq "$(echo "$detail" | json 'j["action"]')" notify "the default action is notify"
 	assert_match "$(echo "$detail" | json 'j["evidence"]["log_tail"]')" 'started' "the evidence has the log's tail"
+	[ "$(echo "$detail" | json 'len([s for s in j["samples"] if s["util"] is not None])')" -ge 3 ] ||
+		fail "the event carries the samples that led to the decision"
 	sleeper=$(echo "$detail" | json '[p for p in j["evidence"]["processes"] if p["comm"] == "sleep"][0]')
 	assert_eq "$(echo "$sleeper" | json 'j["state"]')" S "… each process's state"
 	assert_match "$(echo "$sleeper" | json 'j["stack"]')" 'nanosleep' "… and its native stack (eu-stack or gdb)"
