@@ -330,6 +330,9 @@ test_digits_example() {
 	done
 	assert_eq "$(step_col "$id" register "outputs->>'version'")" 0.0.1 "first version"
 	assert_eq "$(sql "SELECT actor FROM events WHERE run_id = $id AND kind = 'step.continued'")" "$(id -un)" "who continued the label step"
+	# train.py's per-fold accuracy, followed by the job monitor under the step's watch: rules
+	assert_eq "$(ferry monitor "$id" train -o json | json 'j["series"]["fold_accuracy"]["count"]')" 5 "five folds in the series"
+	assert_eq "$(ferry monitor "$id" train -o json | json '",".join(r["state"] for r in j["watch"])')" ok,ok "no watchpoint fired"
 
 	id2=$(ferry submit "$ROOT/workflows/digits.yaml")
 	wait_step "$id2" label waiting 20

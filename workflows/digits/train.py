@@ -7,8 +7,11 @@ Writes into FERRY_OUTPUT_DIR:
   metrics.json  training accuracy and cross-validated accuracy
 A checkpoint of the cross-validation folds already scored is kept in
 FERRY_CHECKPOINT_DIR, so a retried attempt resumes where the last one stopped.
+Each fold's accuracy is appended to FERRY_METRICS_FILE as it is scored (the
+job monitor's series, with the watch: rules of the step in digits.yaml).
 """
 import argparse
+import json
 import os
 import pickle
 
@@ -45,6 +48,9 @@ def main():
         clf = SVC(C=args.C, gamma=args.gamma).fit(X_train[tr], y_train[tr])
         scores[i] = float(clf.score(X_train[va], y_train[va]))
         log(f"fold {i + 1}/{args.folds}: accuracy {scores[i]:.4f}")
+        if os.environ.get("FERRY_METRICS_FILE"):
+            with open(os.environ["FERRY_METRICS_FILE"], "a") as f:
+                f.write(json.dumps({"step": i + 1, "fold_accuracy": scores[i]}) + "\n")
         if ckpt:
             with open(ckpt + ".tmp", "wb") as f:
                 pickle.dump({"params": (args.C, args.gamma, args.folds), "scores": scores}, f)
