@@ -189,7 +189,7 @@ steps:
   - name: train
     needs: [prepare]
     env: {SEED: "7"}
-    command: [sh, -c, 'env | grep -E "^(FERRY_|SEED=)" | grep -vE "^FERRY_(OUTPUT|ATTEMPT|CHECKPOINT)_DIR=" | sort >"$FERRY_OUTPUT_DIR/env"; cat "$1"; echo "lr {{params.lr}}"; echo "diverged" >&2; exit 3', x, "{{steps.prepare.outputs.data}}"]
+    command: [sh, -c, 'env | grep -E "^(FERRY_|SEED=)" | grep -vE "^FERRY_(OUTPUT_DIR|ATTEMPT_DIR|CHECKPOINT_DIR|HEARTBEAT|PHASE|METRICS_FILE)=" | sort >"$FERRY_OUTPUT_DIR/env"; cat "$1"; echo "lr {{params.lr}}"; echo "diverged" >&2; exit 3', x, "{{steps.prepare.outputs.data}}"]
 Y
 )
 	id=$(ferry submit "$f" -p lr=0.25)
@@ -213,7 +213,7 @@ Y
 	assert_match "$(cat "$dir/log")" "diverged" "the log is kept in the new directory"
 
 	out=$(ferry dev step "$id" train -- sh -c 'env' 2>&1)
-	assert_eq "$(echo "$out" | grep -E '^(FERRY_|SEED=)' | grep -vE '^FERRY_(OUTPUT|ATTEMPT|CHECKPOINT)_DIR=' | sort)" \
+	assert_eq "$(echo "$out" | grep -E '^(FERRY_|SEED=)' | grep -vE '^FERRY_(OUTPUT_DIR|ATTEMPT_DIR|CHECKPOINT_DIR|HEARTBEAT|PHASE|METRICS_FILE)=' | sort)" \
 		"$orig_env" "-- sh -c env: the same FERRY_* values"
 	assert_match "$out" "FERRY_OUTPUT_DIR=$FERRY_HOME/dev/run-$id/train/2/out" "its own output directory"
 	echo 'input' | ferry dev step "$id" train -- sh -c 'read x; echo "got $x"' 2>&1 | grep -q "got input" || fail "the command gets this terminal's stdin"
