@@ -13,6 +13,7 @@
 #include "exec.h"
 
 #include <dirent.h>
+#include <signal.h>
 #include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
@@ -287,4 +288,17 @@ int exec_cgroup_pids(const char *dir, int **pids, int *n)
 	int cap = *n;
 
 	return cgroup_pids(dir, 0, pids, n, &cap) ? FERRY_OK : FERRY_ENOTFOUND;
+}
+
+void exec_spawnattr_child(posix_spawnattr_t *at)
+{
+	sigset_t none, all;
+
+	posix_spawnattr_init(at);
+	sigemptyset(&none);
+	sigfillset(&all);
+	posix_spawnattr_setsigmask(at, &none);
+	posix_spawnattr_setsigdefault(at, &all);
+	posix_spawnattr_setpgroup(at, 0);
+	posix_spawnattr_setflags(at, POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF | POSIX_SPAWN_SETPGROUP);
 }

@@ -17,6 +17,7 @@
 #define FERRY_EXEC_H
 
 #include <jansson.h>
+#include <spawn.h>
 #include <stdint.h>
 #include <sys/types.h>
 
@@ -158,6 +159,14 @@ const struct exec_type *exec_type_at(size_t i);
  * (FERRY_ERROR then). Blocks the caller: for worker threads and rare paths.
  */
 int exec_capture(char *const argv[], char **out, int64_t timeout_ms);
+
+/*
+ * Sets *at (initialised here; the caller destroys it) for a child tool:
+ * no signal blocked or ignored (the daemon's mask and SIG_IGNs are not
+ * its), in a process group of its own, so a timeout kills it with its
+ * children.
+ */
+void exec_spawnattr_child(posix_spawnattr_t *at);
 
 /*
  * exec_capture with more said: at most max_out bytes of output kept (the

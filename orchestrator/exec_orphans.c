@@ -44,7 +44,6 @@ int exec_capture_ex(char *const argv[], char **out, size_t max_out, int with_std
 {
 	posix_spawn_file_actions_t fa;
 	posix_spawnattr_t at;
-	sigset_t none, all;
 	int64_t until = clock_mono_ms() + timeout_ms;
 	size_t len = 0;
 	int fds[2], err, error = FERRY_OK, st = -1;
@@ -68,13 +67,7 @@ int exec_capture_ex(char *const argv[], char **out, size_t max_out, int with_std
 		posix_spawn_file_actions_addopen(&fa, 2, "/dev/null", O_WRONLY, 0);
 	/* none of the daemon's descriptors (sockets, the database) go to the tool */
 	posix_spawn_file_actions_addclosefrom_np(&fa, 3);
-	posix_spawnattr_init(&at);
-	sigemptyset(&none);
-	sigfillset(&all);
-	posix_spawnattr_setsigmask(&at, &none);
-	posix_spawnattr_setsigdefault(&at, &all);
-	posix_spawnattr_setpgroup(&at, 0);
-	posix_spawnattr_setflags(&at, POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF | POSIX_SPAWN_SETPGROUP);
+	exec_spawnattr_child(&at);
 	err = posix_spawnp(&pid, argv[0], &fa, &at, argv, environ);
 	posix_spawn_file_actions_destroy(&fa);
 	posix_spawnattr_destroy(&at);

@@ -285,7 +285,6 @@ static int cli_begin(struct sljob *s, struct op *o, const char *tag, enum op_kin
 		"echo $? >\"$r.tmp\"; mv -f \"$r.tmp\" \"$r\"";
 	posix_spawn_file_actions_t fa;
 	posix_spawnattr_t at;
-	sigset_t none, all;
 	char *out = op_file(s, tag, "out"), *rc = op_file(s, tag, "rc"), *rctmp = op_file(s, tag, "rc.tmp");
 	char tbuf[16];
 	char **av;
@@ -309,13 +308,7 @@ static int cli_begin(struct sljob *s, struct op *o, const char *tag, enum op_kin
 	posix_spawn_file_actions_adddup2(&fa, 1, 2);
 	/* none of the daemon's descriptors (sockets, the database) go to Slurm's tools */
 	posix_spawn_file_actions_addclosefrom_np(&fa, 3);
-	posix_spawnattr_init(&at);
-	sigemptyset(&none);
-	sigfillset(&all);
-	posix_spawnattr_setsigmask(&at, &none);
-	posix_spawnattr_setsigdefault(&at, &all);
-	posix_spawnattr_setpgroup(&at, 0);
-	posix_spawnattr_setflags(&at, POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF | POSIX_SPAWN_SETPGROUP);
+	exec_spawnattr_child(&at);
 	err = posix_spawn(&pid, "/bin/sh", &fa, &at, av, envp ? envp : environ);
 	posix_spawn_file_actions_destroy(&fa);
 	posix_spawnattr_destroy(&at);

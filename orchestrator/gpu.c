@@ -487,7 +487,6 @@ static void run_start(struct gpu_sampler *s, int64_t now_ms)
 	char *av[] = {"sh", "-c", (char *)script, "sh", s->prog, NULL};
 	posix_spawn_file_actions_t fa;
 	posix_spawnattr_t at;
-	sigset_t none, all;
 	int fds[2], err;
 	pid_t pid;
 
@@ -506,14 +505,8 @@ static void run_start(struct gpu_sampler *s, int64_t now_ms)
 	posix_spawn_file_actions_adddup2(&fa, fds[1], 1);
 	posix_spawn_file_actions_addopen(&fa, 2, "/dev/null", O_WRONLY, 0);
 	posix_spawn_file_actions_addclosefrom_np(&fa, 3);
-	posix_spawnattr_init(&at);
-	sigemptyset(&none);
-	sigfillset(&all);
-	posix_spawnattr_setsigmask(&at, &none);
-	posix_spawnattr_setsigdefault(&at, &all);
 	/* its own process group: a timeout kills nvidia-smi with the shell */
-	posix_spawnattr_setpgroup(&at, 0);
-	posix_spawnattr_setflags(&at, POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF | POSIX_SPAWN_SETPGROUP);
+	exec_spawnattr_child(&at);
 	err = posix_spawn(&pid, "/bin/sh", &fa, &at, av, environ);
 	posix_spawn_file_actions_destroy(&fa);
 	posix_spawnattr_destroy(&at);
