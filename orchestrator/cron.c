@@ -589,9 +589,12 @@ static int zone_uchars(UChar *buf, size_t cap, const char *zone)
 		return FERRY_EINVALID;
 	}
 	n = strnlen(zone, CRON_ZONE_MAX + 1);
+	/* zone ids are printable ASCII: anything else is no zone (and no UChar conversion surprise) */
 	for (size_t i = 0; i < n; i++)
-		if ((unsigned char)zone[i] <= 0x20 || (unsigned char)zone[i] >= 0x7f)
+		if ((unsigned char)zone[i] <= 0x20 || (unsigned char)zone[i] >= 0x7f) {
 			n = CRON_ZONE_MAX + 1;
+			break;
+		}
 	if (n > CRON_ZONE_MAX || n + 1 > cap) {
 		char q[4 * 64 + 16];
 

@@ -55,6 +55,10 @@ write_dict() {
 	gpu)
 		printf '%s\n' '"[N/A]"' '"[Not Supported]"' '", "' '"GPU-"' '"#ferry-apps\x0a"' \
 			'"No running processes found"' '"\x0a"' '"#0  0x"' '" in "' '"TID "' '"Thread "' ;;
+	cron)
+		printf '%s\n' '"*"' '"*/"' '"-"' '","' '" "' '"@yearly"' '"@annually"' '"@monthly"' \
+			'"@weekly"' '"@daily"' '"@midnight"' '"@hourly"' '"JAN"' '"dec"' '"MON"' \
+			'"sun"' '"SAT"' '"L"' '"W"' '"#"' '"?"' '"59"' '"23"' '"31"' '"12"' '"7"' ;;
 	*) return 1 ;;
 	esac
 }
