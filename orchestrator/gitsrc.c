@@ -222,9 +222,25 @@ static void tree_remove(const char *dir)
 		flog_warn("gitsrc: cannot remove %s: %s", dir, strerror(errno));
 }
 
-/* Fetches origin into the bare repository r with the deadline; then points HEAD at the remote's default branch. */
+/*
+ * What a mirror keeps: the remote's branches as its own (forced, so a
+ * force-push shows as it is) and its tags.
+ */
+static char *mirror_refspecs[] = { "+refs/heads/*:refs/heads/*", "+refs/tags/*:refs/tags/*" };
+
+/*
+ * Fetches url into the bare repository r with the deadline; then points HEAD
+ * at the remote's default branch. The remote is anonymous, made without
+ * reading the mirror's configuration: libgit2 1.5 leaks a PCRE2 match block
+ * (about 20 KB) per configuration entry a regex is tried on
+ * (git_regexp_match returns before freeing it when nothing matches), and
+ * both git_remote_lookup and the url.*.insteadOf rewriting do that, which
+ * in a daemon that polls every minute is memory that only grows.
+ */
 static int mirror_fetch(git_repository *r, const char *url)
 {
+	git_remote_create_options ro;
+	git_strarray specs = { mirror_refspecs, 2 };
 	git_fetch_options opts;
 	git_remote *remote = NULL;
 	git_buf head = { 0 };
@@ -240,12 +256,17 @@ static int mirror_fetch(git_repository *r, const char *url)
 	opts.callbacks.payload = &f;
 	opts.prune = GIT_FETCH_PRUNE;
 	opts.download_tags = GIT_REMOTE_DOWNLOAD_TAGS_ALL;
-	gerr = git_remote_lookup(&remote, r, "origin");
+	git_remote_create_options_init(&ro, GIT_REMOTE_CREATE_OPTIONS_VERSION);
+	ro.repository = r;
+	ro.flags = GIT_REMOTE_CREATE_SKIP_INSTEADOF | GIT_REMOTE_CREATE_SKIP_DEFAULT_FETCHSPEC;
+	gerr = git_remote_create_with_opts(&remote, url, &ro);
 	if (gerr < 0) {
-		error = git_fail(gerr, "mirror without its origin remote");
+		char *what = xasprintf("the remote %s", url);
+		error = git_fail(gerr, what);
+		free(what);
 		goto out;
 	}
-	gerr = git_remote_fetch(remote, NULL, &opts, "ferry mirror fetch");
+	gerr = git_remote_fetch(remote, &specs, &opts, "ferry mirror fetch");
 	if (gerr < 0) {
 		if (f.timed_out) {
 			ferry_error_set("fetching %s: timed out after %d ms", url, ms);
@@ -271,9 +292,8 @@ static int mirror_create(const char *url, const char *mirror)
 {
 	git_repository_init_options init;
 	git_repository *r = NULL;
-	git_remote *remote = NULL;
-	char *tmp = xasprintf("%s.tmp-XXXXXX", mirror);
-	int gerr, error = FERRY_OK, made = 0;
+	char *tmp = xasprintf("%s.tmp-XXXXXX", mirror), *url_file = NULL;
+	int gerr, error = FERRY_OK, made = 0, fd;
 
 	if (!mkdtemp(tmp)) {
 		ferry_error_set("cannot create %s: %s", tmp, strerror(errno));
@@ -288,13 +308,17 @@ static int mirror_create(const char *url, const char *mirror)
 		error = git_fail(gerr, "creating a mirror");
 		goto out;
 	}
-	gerr = git_remote_create_with_fetchspec(&remote, r, "origin", url, "+refs/heads/*:refs/heads/*");
-	if (gerr == 0)
-		gerr = git_remote_add_fetch(r, "origin", "+refs/tags/*:refs/tags/*");
-	if (gerr < 0) {
-		error = git_fail(gerr, "creating a mirror's remote");
+	/* for a person looking at the cache: whose mirror this is */
+	url_file = xasprintf("%s/ferry-url", tmp);
+	fd = open(url_file, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+	if (fd < 0 || fd_write_all(fd, url, strlen(url)) < 0 || fd_write_all(fd, "\n", 1) < 0) {
+		ferry_error_set("cannot write %s: %s", url_file, strerror(errno));
+		error = FERRY_ERROR;
+		if (fd >= 0)
+			close(fd);
 		goto out;
 	}
+	close(fd);
 	error = mirror_fetch(r, url);
 	if (error < 0)
 		goto out;
@@ -307,10 +331,10 @@ static int mirror_create(const char *url, const char *mirror)
 	}
 	made = 0;
 out:
-	git_remote_free(remote);
 	git_repository_free(r);
 	if (made)
 		tree_remove(tmp);
+	free(url_file);
 	free(tmp);
 	return error;
 }

@@ -523,13 +523,35 @@ static void test_gitsrc__mirror_lock_bounded(void **state)
 	assert_true(clock_mono_ms() - t0 < 5000);
 	assert_non_null(strstr(ferry_error_last(), "stayed locked for 1200 ms"));
 	close(fd); /* released: the next call goes through */
+	gitsrc_set_fetch_timeout(0);
 	assert_int_equal(gitsrc_resolve(oid, url, "main", cache), 0);
 	assert_string_equal(oid, C3);
-	gitsrc_set_fetch_timeout(0);
 	free(url);
 	free(cache);
 	free(mirror);
 	free(lock);
+}
+
+/* A fetch that outlives its bound is cancelled, and leaves no half mirror. */
+static void test_gitsrc__mirror_fetch_timeout(void **state)
+{
+	char *url = xasprintf("file://%s", origin), *cache = xasprintf("%s/cache-timeout", T);
+	char *mirror = gitsrc_mirror_path(url, cache), hex[65], oid[41];
+	struct stat st;
+
+	(void)state;
+	gitsrc_set_fetch_timeout(1);
+	assert_int_equal(gitsrc_resolve(oid, url, "main", cache), FERRY_ERROR);
+	gitsrc_set_fetch_timeout(0);
+	assert_non_null(strstr(ferry_error_last(), "timed out after 1 ms"));
+	assert_int_equal(stat(mirror, &st), -1);
+	sha256_hex(hex, url, strlen(url));
+	assert_int_equal(count_prefixed(cache, hex), 1); /* the lock file only */
+	assert_int_equal(gitsrc_resolve(oid, url, "main", cache), 0);
+	assert_string_equal(oid, C3);
+	free(url);
+	free(cache);
+	free(mirror);
 }
 
 /* A force-push on a local bare repository, read in place. */
@@ -600,6 +622,7 @@ int main(void)
 		cmocka_unit_test(test_gitsrc__mirror),
 		cmocka_unit_test(test_gitsrc__mirror_concurrent),
 		cmocka_unit_test(test_gitsrc__mirror_lock_bounded),
+		cmocka_unit_test(test_gitsrc__mirror_fetch_timeout),
 		cmocka_unit_test(test_gitsrc__force_push_local),
 		cmocka_unit_test(test_gitsrc__signature),
 	};
