@@ -619,49 +619,69 @@ out:
 
 /* ---- paths in a tree ---- */
 
+enum {
+	DOTDOT_NO,      /* a user's path: ".." is refused */
+	DOTDOT_LEXICAL, /* a link followed through tree objects: ".." pops a name */
+	DOTDOT_LEADING, /* a link written to disk: ".." only before the first name */
+};
+
 /*
- * Normalises base (a directory in the tree, "" for the top) joined with rel:
- * "" and "." components dropped; ".." pops one when dotdot is set, and is
- * refused otherwise; popping above the top is refused. *out is the
- * caller's ("" for the top itself).
+ * Normalises base (a normalised directory in the tree, "" for the top)
+ * joined with rel: "" and "." components dropped, ".." handled as dotdot
+ * says, popping above the top refused. *out is the caller's ("" for the top
+ * itself).
+ *
+ * Why DOTDOT_LEADING for links on disk: the kernel resolves "a/l/.." by
+ * entering a/l first, so when l is itself a link (to ".." say) the result
+ * is not the lexical "a". With ".." only leading, a link climbs real
+ * directories of the checkout (no more than its own depth) and then only
+ * descends, and every link it descends through obeys the same rule, so no
+ * chain of links leaves the checkout.
  */
 static int path_norm(char **out, const char *base, const char *rel, int dotdot)
 {
-	size_t cap = strlen(base) + strlen(rel) + 2, n = 0;
-	char *buf = xmalloc(cap), *in = xasprintf("%s/%s", base, rel), *p, *end;
+	const char *parts[2] = { base, rel };
+	size_t n = 0;
+	char *buf = xmalloc(strlen(base) + strlen(rel) + 2);
+	int named = 0;
 
 	*out = NULL;
-	for (p = in; *p; p = end) {
-		size_t len;
+	for (int k = 0; k < 2; k++) {
+		const char *p = parts[k], *end;
 
-		while (*p == '/')
-			p++;
-		end = strchr(p, '/');
-		if (!end)
-			end = p + strlen(p);
-		len = (size_t)(end - p);
-		if (len == 0 || (len == 1 && p[0] == '.'))
-			continue;
-		if (len == 2 && p[0] == '.' && p[1] == '.') {
-			if (!dotdot || n == 0)
-				goto bad;
-			while (n > 0 && buf[n - 1] != '/')
-				n--;
+		for (; *p; p = end) {
+			size_t len;
+
+			while (*p == '/')
+				p++;
+			if (!*p)
+				break;
+			end = strchr(p, '/');
+			if (!end)
+				end = p + strlen(p);
+			len = (size_t)(end - p);
+			if (len == 1 && p[0] == '.')
+				continue;
+			if (len == 2 && p[0] == '.' && p[1] == '.') {
+				if (k == 0 || dotdot == DOTDOT_NO || n == 0 || (dotdot == DOTDOT_LEADING && named))
+					goto bad;
+				while (n > 0 && buf[n - 1] != '/')
+					n--;
+				if (n > 0)
+					n--; /* the separator */
+				continue;
+			}
+			named |= k == 1;
 			if (n > 0)
-				n--; /* the separator */
-			continue;
+				buf[n++] = '/';
+			memcpy(buf + n, p, len);
+			n += len;
 		}
-		if (n > 0)
-			buf[n++] = '/';
-		memcpy(buf + n, p, len);
-		n += len;
 	}
 	buf[n] = '\0';
-	free(in);
 	*out = buf;
 	return FERRY_OK;
 bad:
-	free(in);
 	free(buf);
 	return FERRY_EINVALID;
 }
@@ -731,7 +751,7 @@ int gitsrc_read(char **out, size_t *len, const char *repo, const char *cache_dir
 
 	*out = NULL;
 	*len = 0;
-	if (!path || !path[0] || path[0] == '/' || path_norm(&cur, "", path, 0) < 0 || !cur[0]) {
+	if (!path || !path[0] || path[0] == '/' || path_norm(&cur, "", path, DOTDOT_NO) < 0 || !cur[0]) {
 		ferry_error_set("%s: give a relative path inside the repository, without \"..\"",
 				path ? quote_clip(buf, sizeof(buf), path, strlen(path), 48) : "(null)");
 		free(cur);
@@ -785,7 +805,7 @@ int gitsrc_read(char **out, size_t *len, const char *repo, const char *cache_dir
 			goto out;
 		dir = path_dir(cur);
 		next = NULL;
-		if (target[0] == '/' || strlen(target) != n || path_norm(&next, dir, target, 1) < 0 || !next[0]) {
+		if (target[0] == '/' || strlen(target) != n || path_norm(&next, dir, target, DOTDOT_LEXICAL) < 0 || !next[0]) {
 			ferry_error_set("%s: %s is a symlink that leaves the repository", repo, cur);
 			error = FERRY_EINVALID;
 			free(dir);
@@ -890,7 +910,7 @@ static int tree_write(git_repository *r, const git_tree *tree, int dfd, const ch
 
 			error = blob_read(&buf, &n, r, git_tree_entry_id(e), LINK_MAX_BYTES, path);
 			if (error == 0 && (buf[0] == '\0' || buf[0] == '/' || strlen(buf) != n ||
-					   path_norm(&norm, dir, buf, 1) < 0)) {
+					   path_norm(&norm, dir, buf, DOTDOT_LEADING) < 0)) {
 				ferry_error_set("the symlink %s points outside the checkout; Ferry writes "
 						"only links that stay inside it", path);
 				error = FERRY_EINVALID;

@@ -357,6 +357,87 @@ static void test_gitsrc__checkout(void **state)
 	free(parent);
 }
 
+/*
+ * Links written to disk: "../README" and a path through a link to ".." stay
+ * inside; "sub/up/.." is "sub" by its letters but the parent of the
+ * checkout by the kernel's reading (sub/up is ".."), so it is refused.
+ */
+static void test_gitsrc__checkout_link_chains(void **state)
+{
+	char links[41], links2[41], *dir, *p, *text = NULL;
+	struct stat st;
+	size_t len;
+
+	(void)state;
+	sh("git -C work checkout -q -b links main && mkdir -p work/sub && ln -s .. work/sub/up && "
+	   "ln -s ../README work/sub/ok && ln -s sub/up/README work/ok2 && git -C work add -A && "
+	   "git -C work commit -q -m links && git -C work checkout -q -b links2 && "
+	   "ln -s sub/up/.. work/trick && git -C work add -A && git -C work commit -q -m trick && "
+	   "git -C work push -q origin links links2 && git -C work checkout -q main");
+	capture(links, "git -C work rev-parse links");
+	capture(links2, "git -C work rev-parse links2");
+	dir = xasprintf("%s/co/%s", T, links);
+	if (gitsrc_checkout(origin, NULL, links, dir) != 0)
+		fail_msg("checkout: %s", ferry_error_last());
+	p = xasprintf("%s/ok2", dir);
+	assert_int_equal(file_read(&text, &len, p), 0);
+	assert_string_equal(text, "two\n");
+	free(text);
+	free(p);
+	p = xasprintf("%s/sub/ok", dir);
+	assert_int_equal(file_read(&text, &len, p), 0);
+	assert_string_equal(text, "two\n");
+	free(text);
+	free(p);
+	reads(origin, NULL, links, "sub/ok", "two\n");
+	free(dir);
+	dir = xasprintf("%s/co/%s", T, links2);
+	assert_int_equal(gitsrc_checkout(origin, NULL, links2, dir), FERRY_EINVALID);
+	assert_non_null(strstr(ferry_error_last(), "the symlink trick points outside the checkout"));
+	assert_int_equal(lstat(dir, &st), -1);
+	free(dir);
+}
+
+struct co_race {
+	const char *dir;
+	int rc;
+};
+
+static void *race_checkout(void *arg)
+{
+	struct co_race *r = arg;
+
+	r->rc = gitsrc_checkout(origin, NULL, C3, r->dir);
+	return NULL;
+}
+
+/* Four threads check out one commit into one directory at once: all succeed, one tree, no temporaries. */
+static void test_gitsrc__checkout_concurrent(void **state)
+{
+	char *parent = xasprintf("%s/co-race", T), *dir = xasprintf("%s/%s", parent, C3), *p, *text = NULL;
+	struct co_race r[4];
+	pthread_t th[4];
+	size_t len;
+
+	(void)state;
+	for (int i = 0; i < 4; i++) {
+		r[i] = (struct co_race){ .dir = dir };
+		assert_int_equal(pthread_create(&th[i], NULL, race_checkout, &r[i]), 0);
+	}
+	for (int i = 0; i < 4; i++)
+		assert_int_equal(pthread_join(th[i], NULL), 0);
+	for (int i = 0; i < 4; i++)
+		assert_int_equal(r[i].rc, 0);
+	assert_int_equal(count_prefixed(parent, C3), 1);
+	p = xasprintf("%s/new.txt", dir);
+	assert_int_equal(file_read(&text, &len, p), 0);
+	assert_string_equal(text, "new\n");
+	free(text);
+	free(p);
+	free(dir);
+	free(parent);
+}
+
 static void test_gitsrc__commit_info(void **state)
 {
 	json_t *info = NULL;
@@ -618,6 +699,8 @@ int main(void)
 		cmocka_unit_test(test_gitsrc__descends),
 		cmocka_unit_test(test_gitsrc__read),
 		cmocka_unit_test(test_gitsrc__checkout),
+		cmocka_unit_test(test_gitsrc__checkout_link_chains),
+		cmocka_unit_test(test_gitsrc__checkout_concurrent),
 		cmocka_unit_test(test_gitsrc__commit_info),
 		cmocka_unit_test(test_gitsrc__mirror),
 		cmocka_unit_test(test_gitsrc__mirror_concurrent),
