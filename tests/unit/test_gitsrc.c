@@ -370,7 +370,7 @@ static void test_gitsrc__checkout_link_chains(void **state)
 
 	(void)state;
 	sh("git -C work checkout -q -b links main && mkdir -p work/sub && ln -s .. work/sub/up && "
-	   "ln -s ../README work/sub/ok && ln -s sub/up/README work/ok2 && git -C work add -A && "
+	   "ln -s ../README work/sub/ok && ln -s sub/up/README work/ok2 && ln -s loop2 work/loop1 && ln -s loop1 work/loop2 && git -C work add -A && "
 	   "git -C work commit -q -m links && git -C work checkout -q -b links2 && "
 	   "ln -s sub/up/.. work/trick && git -C work add -A && git -C work commit -q -m trick && "
 	   "git -C work push -q origin links links2 && git -C work checkout -q main");
@@ -390,6 +390,8 @@ static void test_gitsrc__checkout_link_chains(void **state)
 	free(text);
 	free(p);
 	reads(origin, NULL, links, "sub/ok", "two\n");
+	reads_not(FERRY_EINVALID, links, "loop1");
+	assert_non_null(strstr(ferry_error_last(), "more than 8 symlinks to follow"));
 	free(dir);
 	dir = xasprintf("%s/co/%s", T, links2);
 	assert_int_equal(gitsrc_checkout(origin, NULL, links2, dir), FERRY_EINVALID);
@@ -669,6 +671,13 @@ static void test_gitsrc__signature(void **state)
 	assert_int_equal(gitsrc_signature_ok(secret, body, strlen(body), upper), 1);
 	assert_int_equal(gitsrc_signature_ok("s3cret", push, strlen(push), push_sig), 1);
 	assert_int_equal(gitsrc_signature_ok("wrong secret", body, strlen(body), good), 0);
+	/* one digit off, at the end and at the start */
+	assert_int_equal(gitsrc_signature_ok(secret, body, strlen(body),
+					     "sha256=757107ea0eb2509fc211221cce984b8a37570b6d7586c22c46f4379c8b043e16"),
+			 0);
+	assert_int_equal(gitsrc_signature_ok(secret, body, strlen(body),
+					     "sha256=857107ea0eb2509fc211221cce984b8a37570b6d7586c22c46f4379c8b043e17"),
+			 0);
 	assert_int_equal(gitsrc_signature_ok(secret, "Hello, World?", 13, good), 0); /* body changed */
 	assert_int_equal(gitsrc_signature_ok(secret, body, strlen(body) - 1, good), 0);
 	assert_int_equal(gitsrc_signature_ok(secret, body, strlen(body),
