@@ -463,7 +463,41 @@ static int peel_commit(git_oid *id, git_object *obj, const char *what)
 	return FERRY_OK;
 }
 
-/* The commit a ref names (gitsrc_resolve's order: HEAD, full refname, branch, tag, origin's branch, commit id). */
+/* The message and code of a failed ref lookup or peel. */
+static int resolve_fail(int gerr, const char *repo, const char *ref)
+{
+	char *what;
+	int error;
+
+	if (gerr == GIT_ENOTFOUND || gerr == GIT_EUNBORNBRANCH) {
+		ferry_error_set("%s: %s names no commit (an empty repository?)", repo, ref);
+		return FERRY_ENOTFOUND;
+	}
+	what = xasprintf("%s: resolving %s", repo, ref);
+	error = git_fail(gerr, what);
+	free(what);
+	return error;
+}
+
+/* The commit the reference names into *id; takes ref_obj (freed here). */
+static int ref_peel(git_oid *id, git_reference *ref_obj, const char *repo, const char *ref)
+{
+	git_object *obj = NULL;
+	int gerr = git_reference_peel(&obj, ref_obj, GIT_OBJECT_ANY), error;
+
+	git_reference_free(ref_obj);
+	if (gerr < 0)
+		return resolve_fail(gerr, repo, ref);
+	error = peel_commit(id, obj, ref);
+	git_object_free(obj);
+	return error;
+}
+
+/*
+ * The commit a ref names, in gitsrc_resolve's order: HEAD or a full
+ * refname as given; then refs/heads/, refs/tags/, refs/remotes/origin/ +
+ * ref (a full commit id skips these, as in git); then a commit id.
+ */
 static int ref_resolve(git_oid *id, git_repository *r, const char *ref, const char *repo)
 {
 	static const char *const forms[] = { "refs/heads/", "refs/tags/", "refs/remotes/origin/" };
@@ -475,20 +509,20 @@ static int ref_resolve(git_oid *id, git_repository *r, const char *ref, const ch
 	if (strcmp(ref, "HEAD") == 0 || strncmp(ref, "refs/", 5) == 0) {
 		gerr = git_reference_lookup(&ref_obj, r, ref);
 		if (gerr == 0)
-			goto peel;
+			return ref_peel(id, ref_obj, repo, ref);
 		if (strcmp(ref, "HEAD") == 0 || gerr != GIT_ENOTFOUND)
-			goto fail;
+			return resolve_fail(gerr, repo, ref);
 	}
-	/* a full commit id wins over a ref of the same name, as in git */
-	if (strlen(ref) < 40 || !is_hex(ref, 40, 40)) {
+	if (!is_hex(ref, 40, 40)) {
 		for (size_t i = 0; i < sizeof(forms) / sizeof(forms[0]); i++) {
 			char *name = xasprintf("%s%s", forms[i], ref);
+
 			gerr = git_reference_lookup(&ref_obj, r, name);
 			free(name);
 			if (gerr == 0)
-				goto peel;
+				return ref_peel(id, ref_obj, repo, ref);
 			if (gerr != GIT_ENOTFOUND && gerr != GIT_EINVALIDSPEC)
-				goto fail;
+				return resolve_fail(gerr, repo, ref);
 		}
 	}
 	if (is_hex(ref, 4, 40)) {
@@ -505,39 +539,17 @@ static int ref_resolve(git_oid *id, git_repository *r, const char *ref, const ch
 			return error;
 		}
 		if (gerr != GIT_ENOTFOUND)
-			goto fail;
+			return resolve_fail(gerr, repo, ref);
 	}
 	ferry_error_set("%s: no branch, tag or commit named %s", repo, ref);
 	return FERRY_ENOTFOUND;
-peel:
-	gerr = git_reference_peel(&obj, ref_obj, GIT_OBJECT_ANY);
-	git_reference_free(ref_obj);
-	if (gerr < 0) {
-		if (gerr == GIT_ENOTFOUND || gerr == GIT_EUNBORNBRANCH) {
-			ferry_error_set("%s: %s names no commit (an empty repository?)", repo, ref);
-			return FERRY_ENOTFOUND;
-		}
-		goto fail;
-	}
-	error = peel_commit(id, obj, ref);
-	git_object_free(obj);
-	return error;
-fail:
-	{
-		char *what = xasprintf("%s: resolving %s", repo, ref);
-		error = gerr == GIT_ENOTFOUND || gerr == GIT_EUNBORNBRANCH ? FERRY_ENOTFOUND : git_fail(gerr, what);
-		if (error == FERRY_ENOTFOUND)
-			ferry_error_set("%s: %s names no commit (an empty repository?)", repo, ref);
-		free(what);
-		return error;
-	}
 }
 
 int gitsrc_resolve(char oid[41], const char *repo, const char *ref, const char *cache_dir)
 {
 	git_repository *r = NULL;
 	git_oid id;
-	char buf[128];
+	char buf[256];
 	int error;
 
 	oid[0] = '\0';
@@ -560,7 +572,7 @@ int gitsrc_resolve(char oid[41], const char *repo, const char *ref, const char *
 static int commit_lookup(git_commit **out, git_repository *r, const char *hex, const char *repo)
 {
 	git_oid prefix;
-	char buf[128];
+	char buf[256];
 	int gerr;
 
 	*out = NULL;
@@ -745,7 +757,7 @@ int gitsrc_read(char **out, size_t *len, const char *repo, const char *cache_dir
 	git_commit *c = NULL;
 	git_tree *tree = NULL;
 	git_tree_entry *e = NULL;
-	char *cur = NULL, *target = NULL, buf[128];
+	char *cur = NULL, *target = NULL, buf[256];
 	size_t n;
 	int gerr, error;
 
