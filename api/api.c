@@ -46,12 +46,14 @@
 
 #include "db.h"
 #include "exec.h"
+#include "gitsrc.h"
 #include "health.h"
 #include "metrics.h"
 #include "runcache.h"
 #include "states.h"
 #include "store.h"
 #include "tokens.h"
+#include "triggers.h"
 #include "util.h"
 
 #define MAX_BODY (1024 * 1024)
@@ -218,22 +220,39 @@ static void h_runs_create(struct api *a, struct reply *r, PGconn *db, struct req
 	struct store_run_new rn;
 	cfg_errors errs = {0};
 	json_t *body = body_object(r, q), *params;
-	const char *trigger = NULL, *bad_field = NULL;
+	const char *trigger = NULL, *bad_field = NULL, *repo = NULL, *ref = NULL, *path = NULL;
 	char *actor = NULL, idem_hash[65] = "";
 	int64_t id;
 	int error;
 
-	(void)a;
 	if (body == NULL)
 		return;
 	memset(&rn, 0, sizeof(rn));
 	if (opt_string(&rn.yaml, r, body, "yaml") < 0 || opt_string(&rn.workflow, r, body, "workflow") < 0 ||
 	    opt_string(&rn.filename, r, body, "filename") < 0 || opt_string(&rn.workdir, r, body, "workdir") < 0 ||
-	    opt_string(&trigger, r, body, "trigger") < 0 || opt_bool(&rn.no_cache, r, body, "no_cache") < 0)
+	    opt_string(&trigger, r, body, "trigger") < 0 || opt_bool(&rn.no_cache, r, body, "no_cache") < 0 ||
+	    opt_string(&repo, r, body, "repo") < 0 || opt_string(&ref, r, body, "ref") < 0 ||
+	    opt_string(&path, r, body, "path") < 0)
 		goto out;
-	if ((rn.yaml == NULL) == (rn.workflow == NULL)) {
+	if ((rn.yaml != NULL) + (rn.workflow != NULL) + (repo != NULL) != 1) {
 		reply_error(r, 400, "invalid_field", rn.yaml ? "workflow" : "yaml",
-			    "give exactly one of \"yaml\" (the workflow text) or \"workflow\" (a registered name)", NULL);
+			    "give exactly one of \"yaml\" (the workflow text), \"workflow\" (a registered name) or "
+			    "\"repo\" (a git repository, with \"path\" and \"ref\")", NULL);
+		goto out;
+	}
+	if (repo && (path == NULL || rn.workdir)) {
+		reply_error(r, 400, "invalid_field", path ? "workdir" : "path",
+			    path ? "a run from \"repo\" runs in a checkout of its commit: no \"workdir\""
+				 : "field \"path\" (the workflow file in the repository) is required with \"repo\"",
+			    NULL);
+		goto out;
+	}
+	if (repo && !gitsrc_is_url(repo) && repo[0] != '/') {
+		reply_error(r, 400, "invalid_field", "repo", "field \"repo\" must be a URL or an absolute path", NULL);
+		goto out;
+	}
+	if ((ref || path) && repo == NULL) {
+		reply_error(r, 400, "invalid_field", ref ? "ref" : "path", "\"ref\" and \"path\" go with \"repo\"", NULL);
 		goto out;
 	}
 	params = json_object_get(body, "params");
@@ -270,7 +289,18 @@ static void h_runs_create(struct api *a, struct reply *r, PGconn *db, struct req
 	if (rn.filename == NULL)
 		rn.filename = "<inline>";
 	rn.bad_field = &bad_field;
-	error = store_run_create(&id, db, &rn, &errs);
+	if (repo) {
+		char *home = a->home ? xstrdup(a->home) : xstrdup(".ferry");
+		error = triggers_submit_from_git(&id, db, home, repo, ref ? ref : "HEAD", path, &rn, &errs);
+		free(home);
+		if (error == FERRY_ENOTFOUND || (error == FERRY_EINVALID && errs.len == 0 && bad_field == NULL)) {
+			reply_error(r, error == FERRY_ENOTFOUND ? 404 : 400, error == FERRY_ENOTFOUND ? "not_found" : "invalid_field",
+				    strstr(ferry_error_last(), "path") ? "path" : "repo", ferry_error_last(), NULL);
+			goto out;
+		}
+	} else {
+		error = store_run_create(&id, db, &rn, &errs);
+	}
 	if (error == FERRY_EINVALID && errs.len > 0)
 		reply_error(r, 400, "invalid_workflow", "yaml", ferry_error_last(), &errs);
 	else if (error == FERRY_EINVALID)
@@ -289,7 +319,7 @@ out:
 #define RUNS_LIMIT_MAX 500 /* the most runs one page of GET /runs holds */
 
 /* The values of runs.trigger (its CHECK in db/migrations/0001_core.sql). */
-static const char *const run_triggers[] = {"api", "cli", "dev", "schedule", "data", "bench", NULL};
+static const char *const run_triggers[] = {"api", "cli", "dev", "schedule", "data", "git", "bench", NULL};
 
 /*
  * GET /runs: every filter is checked, so a misspelt state or trigger is a
@@ -440,7 +470,7 @@ static void h_workflow_register(struct api *a, struct reply *r, PGconn *db, stru
 	json_t *body = body_object(r, q);
 	const char *yaml = NULL, *filename = NULL, *workdir = NULL;
 	cfg_errors errs = {0};
-	char *json = NULL;
+	char *json = NULL, *actor = NULL;
 	int error;
 
 	(void)a;
@@ -457,8 +487,9 @@ static void h_workflow_register(struct api *a, struct reply *r, PGconn *db, stru
 		reply_error(r, 400, "invalid_field", "workdir", "field \"workdir\" must be an existing absolute directory", NULL);
 		goto out;
 	}
+	actor = actor_of(q);
 	error = store_workflow_register(&json, db, yaml, json_string_length(json_object_get(body, "yaml")),
-					filename ? filename : "<inline>", workdir, &errs);
+					filename ? filename : "<inline>", workdir, actor, &errs);
 	if (error == FERRY_EINVALID)
 		reply_error(r, 400, "invalid_workflow", "yaml", ferry_error_last(), &errs);
 	else if (error < 0)
@@ -467,6 +498,7 @@ static void h_workflow_register(struct api *a, struct reply *r, PGconn *db, stru
 		reply_json(r, 201, json);
 out:
 	cfg_errors_dispose(&errs);
+	free(actor);
 	json_decref(body);
 }
 
@@ -661,7 +693,7 @@ const struct api_route api_routes[] = {
 	{"GET", "/api/v1/openapi.json", 0, f_openapi, NULL, NULL, NULL},
 	{"GET", "/api/v1/runs", AUTH, NULL, h_runs_list, "state workflow trigger limit cursor", NULL},
 	{"POST", "/api/v1/runs", AUTH, NULL, h_runs_create, NULL,
-	 "yaml workflow filename params workdir trigger no_cache"},
+	 "yaml workflow filename params workdir trigger no_cache repo ref path"},
 	{"GET", "/api/v1/runs/{id}", AUTH, f_run_cached, h_run_get, NULL, NULL},
 	{"DELETE", "/api/v1/runs/{id}", AUTH, NULL, h_run_delete, NULL, NULL},
 	{"POST", "/api/v1/runs/{id}/stop", AUTH, NULL, h_run_stop, NULL, NULL},
@@ -687,6 +719,14 @@ const struct api_route api_routes[] = {
 	{"DELETE", "/api/v1/deployments/{id}", AUTH, NULL, api_deployment_delete, NULL, NULL},
 	{"POST", "/api/v1/deployments/{id}/predict", AUTH, NULL, api_deployment_predict, NULL,
 	 "id inputs outputs parameters"},
+	{"POST", "/api/v1/hooks/git", 0, NULL, api_hook_git, NULL, NULL},
+	{"GET", "/api/v1/schedules", AUTH, NULL, api_schedules_list, NULL, NULL},
+	{"POST", "/api/v1/schedules", AUTH, NULL, api_schedule_create, NULL,
+	 "workflow name cron timezone gap overlap concurrency catchup max_catchup params paused"},
+	{"GET", "/api/v1/schedules/{id}", AUTH, NULL, api_schedule_get, "limit before", NULL},
+	{"PATCH", "/api/v1/schedules/{id}", AUTH, NULL, api_schedule_patch, NULL,
+	 "name cron timezone gap overlap concurrency catchup max_catchup params paused"},
+	{"DELETE", "/api/v1/schedules/{id}", AUTH, NULL, api_schedule_delete, NULL, NULL},
 	{NULL, NULL, 0, NULL, NULL, NULL, NULL},
 };
 

@@ -101,6 +101,13 @@ void api_deployment_get(struct api *a, struct reply *r, PGconn *db, struct req *
 void api_deployment_patch(struct api *a, struct reply *r, PGconn *db, struct req *q);
 void api_deployment_delete(struct api *a, struct reply *r, PGconn *db, struct req *q);
 void api_deployment_predict(struct api *a, struct reply *r, PGconn *db, struct req *q);
+/* api_schedules.c */
+void api_schedules_list(struct api *a, struct reply *r, PGconn *db, struct req *q);
+void api_schedule_create(struct api *a, struct reply *r, PGconn *db, struct req *q);
+void api_schedule_get(struct api *a, struct reply *r, PGconn *db, struct req *q);
+void api_schedule_patch(struct api *a, struct reply *r, PGconn *db, struct req *q);
+void api_schedule_delete(struct api *a, struct reply *r, PGconn *db, struct req *q);
+void api_hook_git(struct api *a, struct reply *r, PGconn *db, struct req *q);
 void *api_logs_ticker(void *arg);
 void api_logs_unpark_all(struct api *a);
 

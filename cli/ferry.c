@@ -447,6 +447,36 @@ static void print_results(const struct cli *cli, const json_t *steps)
 	}
 }
 
+/* What started a run a schedule or trigger started: the occasion, the files, the commit. */
+static void print_origin(const json_t *o)
+{
+	const json_t *v;
+	size_t i;
+
+	if ((v = json_object_get(o, "schedule")) != NULL)
+		printf("Occasion:  %s of schedule %s%s\n", jstr(v, "nominal", "?"), jstr(v, "name", "?"),
+		       json_is_true(json_object_get(v, "caught_up")) ? " (caught up)" : "");
+	if ((v = json_object_get(o, "data")) != NULL) {
+		static const char *const lists[] = {"added", "changed", "removed"};
+		printf("Data:      %s, fingerprint %.12s", jstr(v, "path", "?"), jstr(v, "fingerprint", "?"));
+		for (i = 0; i < 3; i++) {
+			size_t n = json_array_size(json_object_get(v, lists[i]));
+			if (n > 0)
+				printf(", %zu %s", n, lists[i]);
+		}
+		printf("\n");
+	}
+	if ((v = json_object_get(o, "git")) != NULL) {
+		printf("Commit:    %.12s", jstr(v, "commit", "?"));
+		if (jstr(v, "branch", NULL))
+			printf(" on %s", jstr(v, "branch", ""));
+		printf(" of %s", jstr(v, "repo", "?"));
+		if (jstr(v, "subject", NULL))
+			printf(" %s %s", "-", jstr(v, "subject", ""));
+		printf("\n");
+	}
+}
+
 static void print_run(const struct cli *cli, const json_t *run, int64_t now)
 {
 	const char *hash = jstr(run, "workflow_hash", NULL);
@@ -469,6 +499,7 @@ static void print_run(const struct cli *cli, const json_t *run, int64_t now)
 	if (jstr(run, "actor", NULL) != NULL)
 		printf(" by %s", jstr(run, "actor", NULL));
 	fputc('\n', stdout);
+	print_origin(json_object_get(run, "origin"));
 	if (jtime(run, "created_at", &t)) {
 		fmt_local(buf, sizeof(buf), t, true);
 		printf("Created:   %s\n", buf);
@@ -1116,6 +1147,32 @@ static const struct command commands[] = {
 	 "\nExample:\n"
 	 "  ferry deployments traffic 1 0.0.2 50\n",
 	 cmd_deployments},
+	{"schedules", "Cron schedules of registered workflows: next fire times, ticks, pause/resume.",
+	 "ferry schedules list [-o json]\n"
+	 "       ferry schedules get|next ID [-o json]\n"
+	 "       ferry schedules pause|resume|delete ID\n"
+	 "       ferry schedules create WORKFLOW CRON [--timezone TZ] [--name N] [--concurrency C]\n"
+	 "                              [--catchup all|latest|none] [-p NAME=VALUE]...",
+	 "  list      every schedule: workflow, cron, time zone, next fire, the last tick\n"
+	 "  get       one schedule: its next 10 fire times (with a note where a DST change\n"
+	 "            moves one) and its ticks, newest first: fired (the run), or skipped\n"
+	 "            and why (paused, forbid, catch-up)\n"
+	 "  next      the next 10 fire times alone\n"
+	 "  create    a schedule for a registered workflow (a workflow's own schedule: is\n"
+	 "            made when it is registered)\n"
+	 "  pause     its ticks are recorded as skipped (paused) until resumed\n"
+	 "  resume    fires again from the next tick; the paused ones are not caught up\n"
+	 "  delete    forget it and its ticks\n"
+	 "\nOptions:\n"
+	 "  -o, --output json     print the API's JSON\n"
+	 "      --timezone TZ     an IANA zone (default UTC), e.g. Europe/Berlin\n"
+	 "      --concurrency C   allow (default), forbid (skip while a run of it is going)\n"
+	 "                        or replace (stop it and start anew)\n"
+	 "  -p, --param NAME=VALUE  a parameter of the runs it starts\n"
+	 "\nExamples:\n"
+	 "  ferry schedules create digits '0 3 * * *' --timezone Europe/Berlin --concurrency forbid\n"
+	 "  ferry schedules pause 1\n",
+	 cmd_schedules},
 	{"cache", "Show the data cache of cache steps: entries, sessions, hit/miss totals.",
 	 "ferry cache [--host NAME] [-o json]",
 	 "Options:\n"

@@ -34,8 +34,8 @@
 #define NAME_CHARS "abcdefghijklmnopqrstuvwxyz0123456789_.-"
 #define IDENT_CHARS "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_"
 
-static const char *const top_keys[] = {"name", "description", "params", "steps"};
-enum { TK_NAME, TK_DESC, TK_PARAMS, TK_STEPS, TK_N };
+static const char *const top_keys[] = {"name", "description", "params", "steps", "schedule", "triggers"};
+enum { TK_NAME, TK_DESC, TK_PARAMS, TK_STEPS, TK_SCHEDULE, TK_TRIGGERS, TK_N };
 static const char *const param_keys[] = {"default", "description", "type", "values",
 					 "pattern", "min", "max"};
 static const char *const retry_keys[] = {"limit", "backoff", "max_backoff"};
@@ -969,6 +969,8 @@ static json_t *check_workflow(struct ctx *c, const yaml_node_t *root)
 		check_step_refs(c);
 		cfg_kind_models(c);
 	}
+	if (!c->over)
+		cfg_schedule_fields(c, v[TK_SCHEDULE], v[TK_TRIGGERS], spec);
 	return spec;
 }
 

@@ -231,6 +231,12 @@ void cfg_kind_fields(struct ctx *c, size_t i, const struct step_kind *kind,
 void cfg_monitor_fields(struct ctx *c, const yaml_node_t *hang, const yaml_node_t *watch, json_t *js);
 
 /*
+ * A workflow's `schedule:` and `triggers:` (config_schedule.c) into its
+ * spec: "schedules" and "triggers", each only when present.
+ */
+void cfg_schedule_fields(struct ctx *c, const yaml_node_t *sched, const yaml_node_t *trig, json_t *spec);
+
+/*
  * Once the graph is known: an evaluate or train step comparing against
  * production without `model` takes the model of the register steps
  * (SKF_REGISTERS) downstream of it, or gets an error asking for `model:`.

@@ -51,6 +51,7 @@
 #include "store.h"
 #include "util.h"
 #include "reconcile.h"
+#include "schedules.h"
 #include "workers.h"
 
 /*
@@ -816,7 +817,8 @@ static void take_work(struct engine *e)
 
 	/* nothing of ours in the pool: no lock taken (each item's kind sets its flag or count) */
 	if (e->workers == NULL || (e->inflight == 0 && e->notifying == 0 && e->retaining == 0 &&
-				   e->orphaning == 0 && e->reconciling == 0 && e->monitoring == 0))
+				   e->orphaning == 0 && e->reconciling == 0 && e->monitoring == 0 &&
+				   e->scheduling == 0))
 		return;
 	for (w = workers_take(e->workers); w; w = next) {
 		next = w->next;
@@ -1187,6 +1189,35 @@ static void task_reconcile(struct engine *e)
 	e->reconciling = 1;
 }
 
+static void schedules_done(struct work *w, void *ctx)
+{
+	struct engine *e = ctx;
+
+	e->scheduling = 0;
+	schedules_work_free(w);
+}
+
+/*
+ * Schedules and triggers (schedules.c): the due ticks fired or skipped,
+ * each once, on the worker pool; one round at a time, on the leader.
+ */
+static void task_schedules(struct engine *e)
+{
+	struct work *w;
+
+	if (e->scheduling)
+		return;
+	w = schedules_work_new(e->home);
+	if (e->workers == NULL) { /* no pool: done here */
+		w->run(w, e->conn);
+		schedules_work_free(w);
+		return;
+	}
+	w->done = schedules_done;
+	workers_submit(e->workers, w);
+	e->scheduling = 1;
+}
+
 /* A monitor item came back (evidence of a hang, a posted alert). */
 static void monitor_done(struct work *w, void *ctx)
 {
@@ -1242,6 +1273,7 @@ static int64_t every_retention_period(const struct engine_opts *o) { return o->r
 static int64_t every_ten_seconds(const struct engine_opts *o) { (void)o; return 10000; }
 static int64_t every_orphan_sweep(const struct engine_opts *o) { (void)o; return ORPHANS_EVERY_MS; }
 static int64_t every_reconcile(const struct engine_opts *o) { (void)o; return RECONCILE_EVERY_MS; }
+static int64_t every_schedules_tick(const struct engine_opts *o) { (void)o; return SCHEDULES_TICK_MS; }
 
 /*
  * Each executor type's tick also runs when no job of ours ended (it runs on
@@ -1289,6 +1321,7 @@ static const struct engine_task tasks[] = {
 	{"orphans", TASK_NO_DEV, every_orphan_sweep, task_orphans}, /* running containers of finished attempts */
 	{"reconcile", TASK_LEADER | TASK_NO_DEV, every_reconcile, task_reconcile}, /* deployments: replicas, HAProxy, auto-stop */
 	{"monitor", 0, every_monitor_tick, task_monitor}, /* hang detection, watchpoints, low utilization */
+	{"schedules", TASK_LEADER | TASK_NO_DEV, every_schedules_tick, task_schedules}, /* cron, data and git triggers */
 };
 #define NTASKS (sizeof(tasks) / sizeof(tasks[0]))
 

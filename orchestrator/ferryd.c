@@ -48,6 +48,7 @@
 #include "api.h"
 #include "db.h"
 #include "engine.h"
+#include "gitsrc.h"
 #include "exec.h"
 #include "health.h"
 #include "store.h"
@@ -629,6 +630,7 @@ int main(int argc, char **argv)
 		engine_opts_default(&eo);
 		return db_status(argc - 3, argv + 3, eo.home);
 	}
+	gitsrc_init(); /* libgit2, once, before any thread (git triggers, POST /hooks/git) */
 	while ((c = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
 		switch (c) {
 		case 'f':

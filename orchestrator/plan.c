@@ -112,6 +112,25 @@ static void reuse_steps(char *reuse, const json_t *steps, const struct plan_step
 	}
 }
 
+/* The run's params: those given, and the offered ones the workflow declares. */
+static int resolve_params(struct run_plan *p, const struct run_plan_in *in)
+{
+	const json_t *decl = json_object_get(p->spec, "params");
+	json_t *given, *v;
+	const char *k;
+	int error;
+
+	if (in->offered == NULL)
+		return cfg_params_resolve(&p->params, p->spec, in->params);
+	given = in->params ? json_deep_copy(in->params) : json_object();
+	json_object_foreach((json_t *)in->offered, k, v)
+		if (json_object_get(decl, k) != NULL && json_object_get(given, k) == NULL)
+			json_object_set(given, k, v);
+	error = cfg_params_resolve(&p->params, p->spec, given);
+	json_decref(given);
+	return error;
+}
+
 /* Renders a string with the run's params and id; on error leaves the message set. */
 static int render(json_t **out, const char *s, const json_t *params, const char *run_id)
 {
@@ -327,7 +346,7 @@ int run_plan_make(struct run_plan **out, const struct run_plan_in *in, cfg_error
 	snprintf(run_id, sizeof(run_id), "%lld", (long long)in->run_id);
 	if ((error = plan_workflow(p, in, errs)) < 0)
 		goto out;
-	if ((error = cfg_params_resolve(&p->params, p->spec, in->params)) < 0)
+	if ((error = resolve_params(p, in)) < 0)
 		goto out;
 	steps = json_object_get(p->spec, "steps");
 	p->nsteps = json_array_size(steps);

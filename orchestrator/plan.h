@@ -36,6 +36,11 @@ struct run_plan_in {
 	const json_t *spec;
 	const char *hash, *spec_yaml;
 	const json_t *params;   /* the given values, an object, or NULL for none */
+	/* Values a schedule or trigger offers (scheduled_time, data_added,
+	 * git_commit, …): each is the value of a parameter of that name when
+	 * the workflow declares one and params does not give it; the others
+	 * are left out. An object or NULL. */
+	const json_t *offered;
 	const char *only, *from, *to; /* dev subset: at most one, NULL for the whole run */
 	int64_t run_id;         /* rendered into {{run.id}} */
 };

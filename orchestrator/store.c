@@ -14,15 +14,11 @@
 #include "kind.h"
 #include "metrics.h"
 #include "plan.h"
+#include "schedules.h"
 #include "store_priv.h"
 #include "util.h"
 
 /* ---- small string builder for array literals ---- */
-
-struct sbuf {
-	char *p;
-	size_t len, cap;
-};
 
 static void sbuf_grow(struct sbuf *b, size_t n)
 {
@@ -32,7 +28,7 @@ static void sbuf_grow(struct sbuf *b, size_t n)
 	}
 }
 
-static void sbuf_add(struct sbuf *b, const char *s, size_t n)
+void sbuf_add(struct sbuf *b, const char *s, size_t n)
 {
 	sbuf_grow(b, n);
 	memcpy(b->p + b->len, s, n);
@@ -40,12 +36,12 @@ static void sbuf_add(struct sbuf *b, const char *s, size_t n)
 	b->p[b->len] = '\0';
 }
 
-static void sbuf_str(struct sbuf *b, const char *s)
+void sbuf_str(struct sbuf *b, const char *s)
 {
 	sbuf_add(b, s, strlen(s));
 }
 
-static void sbuf_int(struct sbuf *b, int64_t v)
+void sbuf_int(struct sbuf *b, int64_t v)
 {
 	char tmp[32];
 	int n = snprintf(tmp, sizeof(tmp), "%lld", (long long)v);
@@ -53,7 +49,7 @@ static void sbuf_int(struct sbuf *b, int64_t v)
 }
 
 /* Appends one element of a text array literal: quoted, or NULL. */
-static void sbuf_elem(struct sbuf *b, const char *s)
+void sbuf_elem(struct sbuf *b, const char *s)
 {
 	if (s == NULL) {
 		sbuf_str(b, "NULL");
@@ -68,12 +64,12 @@ static void sbuf_elem(struct sbuf *b, const char *s)
 	sbuf_add(b, "\"", 1);
 }
 
-static void sbuf_sep(struct sbuf *b, int i)
+void sbuf_sep(struct sbuf *b, int i)
 {
 	sbuf_str(b, i == 0 ? "{" : ",");
 }
 
-static const char *sbuf_close(struct sbuf *b, int n)
+const char *sbuf_close(struct sbuf *b, int n)
 {
 	sbuf_str(b, n == 0 ? "{}" : "}");
 	return b->p;
@@ -618,6 +614,20 @@ static int workflow_latest(json_t **spec, char **hash, char **yaml, char **workd
 	return *spec ? FERRY_OK : FERRY_ERROR;
 }
 
+int store_workflow_spec(json_t **spec, char **workdir, PGconn *conn, const char *name)
+{
+	char *hash = NULL, *yaml = NULL, *wd = NULL;
+	int error;
+
+	*spec = NULL;
+	if ((error = workflow_latest(spec, &hash, &yaml, &wd, conn, name)) == FERRY_OK && workdir)
+		*workdir = wd;
+	else
+		free(wd);
+	free(hash), free(yaml);
+	return error;
+}
+
 /*
  * Looks an Idempotency-Key up: 0 when it is unused; 1 with *out_id its run
  * when it was used with the same body; FERRY_ECONFLICT (message set) when it
@@ -673,13 +683,14 @@ static int run_write(PGconn *conn, const struct run_plan *p, const struct store_
 	struct sbuf names = {0}, idx = {0}, kinds = {0}, states = {0}, pend = {0}, lim = {0},
 		    back = {0}, maxb = {0}, tmo = {0}, specs = {0}, why = {0}, waits = {0},
 		    restage = {0}, e_step = {0}, e_need = {0};
-	char run_id[32], open[16], *spec_txt = NULL, *params_txt = NULL;
+	char run_id[32], open[16], *spec_txt = NULL, *params_txt = NULL, *origin_txt = NULL;
 	int error, n = (int)p->nsteps;
 
 	snprintf(run_id, sizeof(run_id), "%lld", (long long)p->run_id);
 	snprintf(open, sizeof(open), "%d", p->open_steps);
 	spec_txt = json_dumps(p->spec, JSON_COMPACT);
 	params_txt = json_dumps(p->params, JSON_COMPACT);
+	origin_txt = rn->origin ? json_dumps(rn->origin, JSON_COMPACT) : NULL;
 	{
 		const char *prm[4] = {p->hash, p->workflow, p->yaml, spec_txt};
 		if ((error = q(NULL, conn,
@@ -688,15 +699,20 @@ static int run_write(PGconn *conn, const struct run_plan *p, const struct store_
 			goto out;
 	}
 	{
-		const char *prm[10] = {run_id, p->hash, p->workflow, params_txt, rn->trigger, rn->actor,
+		char sched[32], trig[32];
+		const char *prm[13] = {run_id, p->hash, p->workflow, params_txt, rn->trigger, rn->actor,
 				       rn->workdir, open, rn->no_cache ? "t" : "f",
-				       p->starts_running ? "t" : "f"};
+				       p->starts_running ? "t" : "f", origin_txt,
+				       rn->schedule_id > 0 ? sched : NULL, rn->trigger_id > 0 ? trig : NULL};
+		snprintf(sched, sizeof(sched), "%lld", (long long)rn->schedule_id);
+		snprintf(trig, sizeof(trig), "%lld", (long long)rn->trigger_id);
 		if ((error = q(NULL, conn,
 			       "INSERT INTO runs (id, workflow_hash, workflow_name, params, trigger, actor, "
-			       "                  workdir, open_steps, no_cache, state, started_at) "
+			       "                  workdir, open_steps, no_cache, state, started_at, origin, "
+			       "                  schedule_id, trigger_id) "
 			       "VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, "
 			       "        CASE WHEN $10::boolean THEN 'running' ELSE 'pending' END, "
-			       "        CASE WHEN $10::boolean THEN now() END)", 10, prm)) < 0)
+			       "        CASE WHEN $10::boolean THEN now() END, $11, $12, $13)", 13, prm)) < 0)
 			goto out;
 	}
 	for (int i = 0; i < n; i++) {
@@ -759,14 +775,15 @@ static int run_write(PGconn *conn, const struct run_plan *p, const struct store_
 			goto out;
 	}
 	{
-		const char *prm[4] = {run_id, rn->actor, rn->trigger, params_txt};
+		const char *prm[5] = {run_id, rn->actor, rn->trigger, params_txt, origin_txt};
 		if ((error = q(NULL, conn,
 			       "INSERT INTO events (run_id, actor, kind, detail) VALUES ($1, $2, 'run.created', "
-			       "jsonb_build_object('trigger', $3::text, 'params', $4::jsonb))", 4, prm)) < 0)
+			       "jsonb_strip_nulls(jsonb_build_object('trigger', $3::text, 'params', $4::jsonb, "
+			       "                                     'origin', $5::jsonb)))", 5, prm)) < 0)
 			goto out;
 	}
 out:
-	free(spec_txt), free(params_txt);
+	free(spec_txt), free(params_txt), free(origin_txt);
 	free(names.p), free(idx.p), free(kinds.p), free(states.p), free(pend.p), free(lim.p);
 	free(back.p), free(maxb.p), free(tmo.p), free(specs.p), free(why.p), free(waits.p);
 	free(restage.p), free(e_step.p), free(e_need.p);
@@ -991,6 +1008,7 @@ int store_run_create(int64_t *out_id, PGconn *conn, const struct store_run_new *
 	in.hash = hash;
 	in.spec_yaml = yaml;
 	in.params = rn->params;
+	in.offered = rn->offered;
 	in.only = rn->only;
 	in.from = rn->from;
 	in.to = rn->to;
@@ -1013,6 +1031,14 @@ int store_run_create(int64_t *out_id, PGconn *conn, const struct store_run_new *
 		goto out;
 	if (rn->dev_lease_ms > 0 && (error = store_dev_lease_renew(conn, id, rn->dev_lease_ms)) < 0)
 		goto out;
+	if (rn->occasion && (error = rn->occasion(conn, id, rn->occasion_arg)) != 0) {
+		if (error > 0) { /* the occasion is taken: nothing of this run is kept */
+			tx(conn, "ROLLBACK");
+			in_tx = 0;
+			error = 2;
+		}
+		goto out;
+	}
 	if (rn->idem_key && (error = idem_record(conn, rn->idem_key, rn->idem_hash, id)) != 0) {
 		if (error < 0)
 			goto out;
@@ -1140,7 +1166,7 @@ int store_run_retry(PGconn *conn, int64_t id, const char *from, const char *acto
 }
 
 int store_workflow_register(char **out, PGconn *conn, const char *yaml, size_t len,
-			    const char *filename, const char *workdir, cfg_errors *errs)
+			    const char *filename, const char *workdir, const char *actor, cfg_errors *errs)
 {
 	json_t *spec = NULL;
 	char hash[65], *spec_txt = NULL, *y = NULL;
@@ -1154,6 +1180,9 @@ int store_workflow_register(char **out, PGconn *conn, const char *yaml, size_t l
 	}
 	spec_txt = json_dumps(spec, JSON_COMPACT);
 	y = xstrndup(yaml, len);
+	/* the version and what its schedule: and triggers: become, together */
+	if ((error = tx(conn, "BEGIN")) < 0)
+		goto out;
 	{
 		/* xmax = 0 tells a row just inserted from one the conflict updated */
 		const char *p[5] = {hash, json_string_value(json_object_get(spec, "name")), y, spec_txt,
@@ -1170,7 +1199,18 @@ int store_workflow_register(char **out, PGconn *conn, const char *yaml, size_t l
 			  5, p);
 	}
 	if (error == FERRY_OK)
+		error = schedules_sync(conn, json_string_value(json_object_get(spec, "name")), spec, actor);
+	if (error == FERRY_OK)
+		error = tx(conn, "COMMIT");
+	if (error == FERRY_OK) {
 		*out = xstrdup(PQgetvalue(res, 0, 0));
+	} else {
+		char msg[1024];
+		snprintf(msg, sizeof(msg), "%s", ferry_error_last());
+		tx(conn, "ROLLBACK");
+		ferry_error_set("%s", msg);
+	}
+out:
 	PQclear(res);
 	json_decref(spec);
 	free(spec_txt);

@@ -164,6 +164,18 @@ struct store_run_new {
 	int64_t *reused_from;  /* where to write the run reused (0: none), or NULL */
 	int64_t dev_lease_ms;  /* > 0: a dev session's lease on the run, renewed by
 	                        * store_dev_lease_renew (dev runs only) */
+	/* Schedules and triggers (schedules.h): what started the run
+	 * (runs.origin, shown by ferry get) and which schedule or trigger it
+	 * belongs to, or NULL and 0. */
+	const json_t *origin;
+	const json_t *offered; /* values for the declared params of these names (plan.h) */
+	int64_t schedule_id, trigger_id;
+	/* Called in the run's transaction once the run is written: 0 goes on
+	 * to commit; > 0 rolls back and store_run_create returns 2 with
+	 * *out_id 0 (the occasion was someone else's already); < 0 rolls
+	 * back with that error. NULL: none. */
+	int (*occasion)(PGconn *conn, int64_t run_id, void *arg);
+	void *occasion_arg;
 	const char **bad_field; /* where to write the request field a FERRY_EINVALID is
 	                         * about when it is not the YAML nor the params
 	                         * ("workdir": a command's file is not there), or NULL */
@@ -184,7 +196,8 @@ struct store_run_new {
  * sequence). With an idempotency key already used (checked before
  * planning, and again at commit for a concurrent request with the same
  * key, which waits for the first): *out_id is that run and the return is 1
- * (same body), or FERRY_ECONFLICT (another body).
+ * (same body), or FERRY_ECONFLICT (another body). An occasion hook that
+ * answers > 0: nothing stored, the return is 2.
  */
 int store_run_create(int64_t *out_id, PGconn *conn, const struct store_run_new *rn,
 		     cfg_errors *errs);
@@ -239,10 +252,19 @@ int store_run_retry(PGconn *conn, int64_t id, const char *from, const char *acto
  * and makes it its name's newest: registering content already stored (from
  * another directory, say) records this workdir and moves it to the front.
  * *out is {"name","hash","created","steps","workdir"} JSON text, created
- * false for such a re-registration.
+ * false for such a re-registration. In the same transaction its
+ * schedule: and triggers: become the workflow's schedules and triggers
+ * (schedules_sync), made by actor.
  */
 int store_workflow_register(char **out, PGconn *conn, const char *yaml, size_t len,
-			    const char *filename, const char *workdir, cfg_errors *errs);
+			    const char *filename, const char *workdir, const char *actor, cfg_errors *errs);
+
+/*
+ * The newest registered version of workflow name: its spec and the
+ * directory it was registered from (*workdir, NULL when none; pass NULL
+ * to skip it). FERRY_ENOTFOUND when it is not registered.
+ */
+int store_workflow_spec(json_t **spec, char **workdir, PGconn *conn, const char *name);
 
 /* {"events":[…]} of a run, oldest first, after event id after (0: all). */
 int store_run_events(char **out, PGconn *conn, int64_t id, int64_t after);

@@ -5,14 +5,16 @@
 -- "waiting": the names of the steps that wait for a person (gate and label
 -- steps in state waiting, each continued with POST .../steps/{step}/continue),
 -- so a run that cannot go on by itself is told from one that is busy while
--- its state stays what the engine says (running). "logs_removed_at": when
+-- its state stays what the engine says (running). "origin": what started it
+-- (a schedule's nominal time, the files or commit of a trigger), or null.
+-- "logs_removed_at": when
 -- retention removed the run's logs and attempt directories (else null).
 CREATE OR REPLACE FUNCTION ferry_run_json(p_run bigint) RETURNS json
 LANGUAGE plpgsql STABLE AS $$
 BEGIN
 	RETURN (SELECT json_build_object(
 		'id', r.id, 'workflow', r.workflow_name, 'workflow_hash', r.workflow_hash,
-		'state', r.state, 'trigger', r.trigger, 'dev', r.trigger = 'dev', 'actor', r.actor, 'params', r.params,
+		'state', r.state, 'trigger', r.trigger, 'dev', r.trigger = 'dev', 'actor', r.actor, 'params', r.params, 'origin', r.origin,
 		'reason', r.reason, 'metrics', r.metrics, 'no_cache', r.no_cache,
 		'waiting', (SELECT coalesce(json_agg(w.name ORDER BY w.idx), '[]')
 		            FROM steps w WHERE w.run_id = r.id AND w.state = 'waiting'),

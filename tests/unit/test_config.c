@@ -167,6 +167,62 @@ static void test_config__valid_fan_out_fan_in(void **state)
 }
 
 /* hang: and watch: (config_monitor.c): normalized into the spec when present, errors at file:line:col. */
+/* schedule: and triggers: (config_schedule.c): normalised, and every mistake at its place. */
+static void test_config__schedule_and_triggers(void **state)
+{
+	json_t *spec, *s;
+	char *txt;
+
+	(void)state;
+	spec = parse_ok("name: w\nparams:\n  C: {default: \"1\"}\nschedule: \"0 3 * * *\"\nsteps:\n  - name: a\n    command: [\"true\"]\n");
+	txt = json_dumps(json_object_get(spec, "schedules"), JSON_COMPACT | JSON_SORT_KEYS);
+	assert_string_equal(txt, "[{\"catchup\":\"all\",\"concurrency\":\"allow\",\"cron\":\"0 3 * * *\",\"gap\":\"shift\","
+				 "\"max_catchup\":10,\"name\":\"schedule\",\"overlap\":\"first\",\"params\":{},"
+				 "\"paused\":false,\"timezone\":\"UTC\"}]");
+	free(txt);
+	assert_null(json_object_get(spec, "triggers"));
+	json_decref(spec);
+	spec = parse_ok("name: w\nparams:\n  C: {default: \"1\"}\n"
+			"schedule:\n  - {cron: \"30 2 * * *\", timezone: Europe/Berlin, gap: skip, overlap: last,\n"
+			"     concurrency: forbid, catchup: latest, max_catchup: 3, params: {C: \"2\"}, name: nightly}\n"
+			"  - \"@hourly\"\n"
+			"triggers:\n  - data: {path: data/incoming, quiet: 5s, ignore: [\"*.lock\"]}\n"
+			"  - git: {repo: /srv/r.git, branch: dev, path: wf.yaml}\n  - data: in2\n"
+			"steps:\n  - name: a\n    command: [\"true\"]\n");
+	s = json_array_get(json_object_get(spec, "schedules"), 0);
+	assert_string_equal(json_string_value(json_object_get(s, "name")), "nightly");
+	assert_string_equal(json_string_value(json_object_get(s, "timezone")), "Europe/Berlin");
+	assert_string_equal(json_string_value(json_object_get(s, "gap")), "skip");
+	assert_string_equal(json_string_value(json_object_get(s, "overlap")), "last");
+	assert_string_equal(json_string_value(json_object_get(s, "catchup")), "latest");
+	assert_int_equal(json_integer_value(json_object_get(s, "max_catchup")), 3);
+	assert_string_equal(json_string_value(json_object_get(json_object_get(s, "params"), "C")), "2");
+	assert_string_equal(json_string_value(json_object_get(json_array_get(json_object_get(spec, "schedules"), 1), "name")),
+			    "schedule-2");
+	txt = json_dumps(json_object_get(spec, "triggers"), JSON_COMPACT | JSON_SORT_KEYS);
+	assert_string_equal(txt, "[{\"ignore\":[\"*.lock\"],\"kind\":\"data\",\"name\":\"data\",\"path\":\"data/incoming\","
+				 "\"quiet_ms\":5000},{\"branch\":\"dev\",\"kind\":\"git\",\"name\":\"git\",\"path\":\"wf.yaml\","
+				 "\"repo\":\"/srv/r.git\"},{\"ignore\":[],\"kind\":\"data\",\"name\":\"data-2\",\"path\":\"in2\","
+				 "\"quiet_ms\":30000}]");
+	free(txt);
+	json_decref(spec);
+
+	/* a bad cron field is shown at its column inside the string */
+	expect_errors("name: w\nschedule: \"0 25 * * *\"\nsteps:\n  - name: a\n    command: [\"true\"]\n",
+		      "w.yaml:2:14: cron \"0 25 * * *\": field 2 (hour): 25 is out of range 0-23", NULL);
+	expect_errors("name: w\nschedule: {cron: \"@daily\", timezone: Mars/Olympus, concurrency: sometimes, params: {X: \"1\"}}\n"
+		      "triggers:\n  - data: {quiet: 5s}\n  - data: {path: ../../etc}\n  - cron: x\n"
+		      "steps:\n  - name: a\n    command: [\"true\"]\n",
+		      "w.yaml:2:38: unknown time zone \"Mars/Olympus\": use an IANA zone id such as \"UTC\" or "
+		      "\"Europe/Berlin\" (names are case-sensitive)",
+		      "w.yaml:2:65: concurrency \"sometimes\" is not valid; use one of: allow forbid replace",
+		      "w.yaml:2:85: schedule params: \"X\" is not a parameter of this workflow (declare it under params:)",
+		      "w.yaml:4:11: a data trigger needs \"path\", the directory to watch",
+		      "w.yaml:5:18: data trigger path \"../../etc\" climbs out of the workflow's directory with \"..\"",
+		      "w.yaml:6:5: unknown trigger \"cron\"; use data or git", NULL);
+
+}
+
 static void test_config__hang_and_watch(void **state)
 {
 	json_t *spec, *st;
@@ -266,7 +322,7 @@ static void test_config__unknown_top_level_key(void **state)
 		      "  - {name: a, command: a}\n",
 		      "w.yaml:1:1: missing required key \"steps\" (a list of steps)",
 		      "w.yaml:2:1: unknown top-level key \"stpes\" (did you mean \"steps\"?); "
-		      "known keys: name, description, params, steps", NULL);
+		      "known keys: name, description, params, steps, schedule, triggers", NULL);
 }
 
 static void test_config__unknown_kind(void **state)
@@ -1400,6 +1456,7 @@ int main(void)
 		cmocka_unit_test(test_config__valid_fan_out_fan_in),
 		cmocka_unit_test(test_config__syntax_error_line_col),
 		cmocka_unit_test(test_config__hang_and_watch),
+		cmocka_unit_test(test_config__schedule_and_triggers),
 		cmocka_unit_test(test_config__document_count_and_size),
 		cmocka_unit_test(test_config__duplicate_key),
 		cmocka_unit_test(test_config__unknown_top_level_key),
