@@ -293,11 +293,6 @@ static void h_runs_create(struct api *a, struct reply *r, PGconn *db, struct req
 		char *home = a->home ? xstrdup(a->home) : xstrdup(".ferry");
 		error = triggers_submit_from_git(&id, db, home, repo, ref ? ref : "HEAD", path, &rn, &errs);
 		free(home);
-		if (error == FERRY_ENOTFOUND || (error == FERRY_EINVALID && errs.len == 0 && bad_field == NULL)) {
-			reply_error(r, error == FERRY_ENOTFOUND ? 404 : 400, error == FERRY_ENOTFOUND ? "not_found" : "invalid_field",
-				    strstr(ferry_error_last(), "path") ? "path" : "repo", ferry_error_last(), NULL);
-			goto out;
-		}
 	} else {
 		error = store_run_create(&id, db, &rn, &errs);
 	}

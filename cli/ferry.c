@@ -269,13 +269,17 @@ static int cmd_submit(const struct ctx *x, int argc, char **argv)
 		{"watch", no_argument, NULL, 'w'},
 		{"workflow", required_argument, NULL, OPT_WORKFLOW},
 		{"no-cache", no_argument, NULL, OPT_NO_CACHE},
+		{"repo", required_argument, NULL, OPT_REPO},
+		{"ref", required_argument, NULL, OPT_REF},
+		{"path", required_argument, NULL, OPT_PATH},
 		{"output", required_argument, NULL, 'o'},
 		{"help", no_argument, NULL, 'h'},
 		{0},
 	};
 	ferry_client *c = NULL;
 	json_t *params = json_object(), *body = NULL, *run = NULL;
-	const char *workflow = NULL;
+	const char *workflow = NULL, *repo = NULL, *ref = NULL, *path = NULL;
+	char *repo_abs = NULL;
 	bool json = false, watch = false, no_cache = false;
 	char id[32];
 	int64_t run_id;
@@ -297,6 +301,15 @@ static int cmd_submit(const struct ctx *x, int argc, char **argv)
 		case OPT_NO_CACHE:
 			no_cache = true;
 			break;
+		case OPT_REPO:
+			repo = optarg;
+			break;
+		case OPT_REF:
+			ref = optarg;
+			break;
+		case OPT_PATH:
+			path = optarg;
+			break;
 		case 'o':
 			if (parse_output(x, optarg, &json) != 0)
 				goto out;
@@ -309,15 +322,34 @@ static int cmd_submit(const struct ctx *x, int argc, char **argv)
 			goto out;
 		}
 	}
-	if (workflow != NULL && argc > optind) {
+	if ((ref || path) && repo == NULL) {
+		status = usage_error(x, "--ref and --path go with --repo");
+		goto out;
+	}
+	if (repo != NULL) {
+		if (workflow != NULL || argc > optind || path == NULL) {
+			status = usage_error(x, "--repo takes --path FILE (the workflow in the repository) and "
+					       "[--ref REF], not FILE or --workflow");
+			goto out;
+		}
+		/* a local repository is the daemon's to read: sent as an absolute path */
+		if (strstr(repo, "://") == NULL && strchr(repo, '@') == NULL && (repo_abs = realpath(repo, NULL)) == NULL) {
+			status = usage_error(x, "--repo %s: %s", repo, strerror(errno));
+			goto out;
+		}
+		body = json_pack("{s:s, s:s, s:s, s:O, s:s}", "repo", repo_abs ? repo_abs : repo, "ref", ref ? ref : "HEAD",
+				 "path", path, "params", params, "trigger", "cli");
+		if (body == NULL) {
+			status = usage_error(x, "--repo, --ref and --path must be UTF-8");
+			goto out;
+		}
+	} else if (workflow != NULL && argc > optind) {
 		status = usage_error(x, "give either FILE or --workflow NAME, not both");
 		goto out;
-	}
-	if (workflow == NULL && argc - optind != 1) {
+	} else if (workflow == NULL && argc - optind != 1) {
 		status = usage_error(x, argc == optind ? "missing FILE" : "expected one FILE");
 		goto out;
-	}
-	if (workflow != NULL) {
+	} else if (workflow != NULL) {
 		body = json_pack("{s:s, s:O, s:s}", "workflow", workflow, "params", params,
 				 "trigger", "cli");
 		if (body == NULL) {
@@ -361,6 +393,7 @@ static int cmd_submit(const struct ctx *x, int argc, char **argv)
 	}
 	status = watch_run(x->cli, c, run_id, json);
 out:
+	free(repo_abs);
 	json_decref(run);
 	json_decref(body);
 	json_decref(params);
@@ -992,13 +1025,18 @@ static const struct command commands[] = {
 	 cmd_validate},
 	{"submit", "Validate a workflow file, start a run of it and print the run id.",
 	 "ferry submit FILE [-p NAME=VALUE]... [--watch] [-o json]\n"
-	 "       ferry submit --workflow NAME [-p NAME=VALUE]... [--watch] [-o json]",
+	 "       ferry submit --workflow NAME [-p NAME=VALUE]... [--watch] [-o json]\n"
+	 "       ferry submit --repo PATH_OR_URL [--ref REF] --path FILE [-p NAME=VALUE]... [--watch]",
 	 "Options:\n"
 	 "  -p, --param NAME=VALUE  set a workflow parameter (repeatable; sent as a string)\n"
 	 "  -w, --watch             follow the run until it ends; exit 1 if it fails\n"
 	 "      --workflow NAME     run a workflow registered with the daemon instead of FILE,\n"
 	 "                          in the directory it was registered from (ferry workflow)\n"
 	 "      --no-cache          no step of this run comes from the step result cache\n"
+	 "      --repo R            run the workflow file --path FILE from git repository R (a\n"
+	 "                          path or URL) at --ref REF (a branch, tag or commit; default\n"
+	 "                          HEAD): the daemon pins the commit, runs in a checkout of it,\n"
+	 "                          and the run records the commit (ferry get shows it)\n"
 	 "  -o, --output FORMAT     text (default: the run id alone) or json (the run object;\n"
 	 "                          with --watch, the final run object)\n"
 	 "\nExample:\n  ferry submit workflows/digits.yaml -p C=0.5 --watch\n",

@@ -393,9 +393,16 @@ static int data_fire(PGconn *conn, const json_t *t, const char *dir, json_t *sta
 	return error;
 }
 
+/* A trigger's state: NULL before its first look (SQL NULL comes as JSON null). */
+static const json_t *state_of(const json_t *t)
+{
+	const json_t *s = json_object_get(t, "state");
+	return json_is_object(s) ? s : NULL;
+}
+
 static int data_look(PGconn *conn, const json_t *t, struct watch *w, int64_t now)
 {
-	const json_t *spec = json_object_get(t, "spec"), *old = json_object_get(t, "state");
+	const json_t *spec = json_object_get(t, "spec"), *old = state_of(t);
 	const char *workflow = json_string_value(json_object_get(t, "workflow"));
 	const char *name = json_string_value(json_object_get(t, "name"));
 	char *dir = resolve_path(json_string_value(json_object_get(spec, "path")),
@@ -494,7 +501,7 @@ static int64_t git_poll_ms(void)
 static int git_look(PGconn *conn, const char *home, const json_t *t, const char *via, const char *want,
 		    const char **result, int64_t *run_out, char **why)
 {
-	const json_t *spec = json_object_get(t, "spec"), *old = json_object_get(t, "state");
+	const json_t *spec = json_object_get(t, "spec"), *old = state_of(t);
 	const char *workflow = json_string_value(json_object_get(t, "workflow"));
 	const char *name = json_string_value(json_object_get(t, "name"));
 	const char *branch = json_string_value(json_object_get(spec, "branch"));
@@ -504,6 +511,7 @@ static int git_look(PGconn *conn, const char *home, const json_t *t, const char 
 	int64_t seq = old ? json_integer_value(json_object_get(old, "seq")) : -1;
 	char *repo = NULL, *cache = git_cache(home), *dir = NULL, *yaml = NULL, *state = NULL, *detail = NULL;
 	char *actor = NULL;
+	size_t yaml_len = 0;
 	char head[41];
 	json_t *info = NULL, *origin = NULL, *offered = NULL;
 	int error = FERRY_OK, d;
@@ -559,7 +567,7 @@ static int git_look(PGconn *conn, const char *home, const json_t *t, const char 
 	}
 	dir = git_checkout_dir(home, head);
 	if ((error = gitsrc_checkout(repo, cache, head, dir)) < 0 ||
-	    (path && (error = gitsrc_read(&yaml, NULL, repo, cache, head, path)) < 0)) {
+	    (path && (error = gitsrc_read(&yaml, &yaml_len, repo, cache, head, path)) < 0)) {
 		*why = xstrdup(ferry_error_last());
 		*result = "skipped";
 		error = store_trigger_skip(conn, id, head, *why, NULL, via, seq, state);
@@ -585,7 +593,7 @@ static int git_look(PGconn *conn, const char *home, const json_t *t, const char 
 		memset(&rn, 0, sizeof(rn));
 		rn.workflow = path ? NULL : workflow;
 		rn.yaml = yaml;
-		rn.yaml_len = yaml ? strlen(yaml) : 0;
+		rn.yaml_len = yaml_len;
 		rn.filename = path;
 		rn.workdir = dir;
 		rn.offered = offered;
@@ -752,16 +760,27 @@ int triggers_submit_from_git(int64_t *run, PGconn *conn, const char *home, const
 			     const char *path, struct store_run_new *rn, cfg_errors *errs)
 {
 	char *cache = git_cache(home), *dir = NULL, *yaml = NULL;
+	size_t yaml_len = 0;
 	char commit[41];
 	json_t *info = NULL, *origin = NULL;
 	int error;
 
 	*run = 0;
-	if ((error = gitsrc_resolve(commit, repo, ref, cache)) < 0)
+	/* what the user named and is not there is bad input, said of its field */
+	if ((error = gitsrc_resolve(commit, repo, ref, cache)) < 0) {
+		if (rn->bad_field)
+			*rn->bad_field = strstr(ferry_error_last(), "repositor") ? "repo" : "ref";
+		error = error == FERRY_ENOTFOUND ? FERRY_EINVALID : error;
 		goto out;
+	}
 	dir = git_checkout_dir(home, commit);
-	if ((error = gitsrc_read(&yaml, NULL, repo, cache, commit, path)) < 0 ||
-	    (error = gitsrc_checkout(repo, cache, commit, dir)) < 0)
+	if ((error = gitsrc_read(&yaml, &yaml_len, repo, cache, commit, path)) < 0) {
+		if (rn->bad_field)
+			*rn->bad_field = "path";
+		error = error == FERRY_ENOTFOUND ? FERRY_EINVALID : error;
+		goto out;
+	}
+	if ((error = gitsrc_checkout(repo, cache, commit, dir)) < 0)
 		goto out;
 	if (gitsrc_commit_info(&info, repo, cache, commit) < 0)
 		info = json_object();
@@ -771,7 +790,7 @@ int triggers_submit_from_git(int64_t *run, PGconn *conn, const char *home, const
 	json_object_set_new(info, "path", json_string(path));
 	origin = json_pack("{s:O}", "git", info);
 	rn->yaml = yaml;
-	rn->yaml_len = strlen(yaml);
+	rn->yaml_len = yaml_len;
 	rn->filename = path;
 	rn->workflow = NULL;
 	rn->workdir = dir;

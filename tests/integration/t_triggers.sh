@@ -1,0 +1,289 @@
+# Data and git triggers (orchestrator/schedules.md, triggers.c): a change
+# in a watched directory or a new commit on a watched branch starts
+# exactly one run, with real files, real daemons and real git repositories
+# (the git CLI makes them; ferryd reads them through libgit2).
+
+# data_wf NAME QUIET [SLEEP]: a registered workflow (in $FERRY_HOME) watching $FERRY_HOME/incoming
+data_wf() {
+	mkdir -p "$FERRY_HOME/incoming"
+	local f
+	f=$(wf "$1" <<Y
+name: $1
+params:
+  data_added: {default: "[]"}
+  data_changed: {default: "[]"}
+  data_fingerprint: {default: none}
+triggers:
+  - data: {path: incoming, quiet: $2}
+steps:
+  - name: s
+    command: [sh, -c, 'echo added {{params.data_added}}; sleep ${3:-0}']
+Y
+)
+	ferry workflow register "$f" >/dev/null || fail "register $1"
+}
+
+trig_id() { sql "SELECT id FROM triggers WHERE workflow = '$1'"; }
+trig_runs() { sql "SELECT count(*) FROM runs WHERE trigger_id = $1"; }
+
+# wait_baseline ID: the trigger's first look is on record
+wait_baseline() {
+	for _ in $(seq 1 100); do
+		[ -n "$(sql "SELECT state FROM triggers WHERE id = $1 AND state IS NOT NULL")" ] && return 0
+		sleep 0.1
+	done
+	fail "trigger $1 took no baseline"
+}
+
+# wait_trig_runs ID N SECONDS
+wait_trig_runs() {
+	for _ in $(seq 1 $(($3 * 10))); do
+		[ "$(trig_runs "$1")" -ge "$2" ] && return 0
+		sleep 0.1
+	done
+	fail "trigger $1 started $(trig_runs "$1") runs, expected $2 within $3 s"
+}
+
+test_data_trigger_new_file_one_run_after_quiet() {
+	start_daemon a
+	echo old >"$FERRY_HOME/incoming-seed" # not watched
+	data_wf dt1 1s
+	mkdir -p "$FERRY_HOME/incoming"
+	echo "was here" >"$FERRY_HOME/incoming/existing.csv"
+	local id; id=$(trig_id dt1)
+	wait_baseline "$id"
+	sleep 1.5
+	assert_eq "$(trig_runs "$id")" 0 "the files there at the first look start nothing"
+	# a copy the way tools do it: a temporary name, then a rename
+	printf '1,2\n3,4\n' >"$FERRY_HOME/incoming/.new.csv.part"
+	sleep 1.5
+	assert_eq "$(trig_runs "$id")" 0 "a temporary name started a run"
+	mv "$FERRY_HOME/incoming/.new.csv.part" "$FERRY_HOME/incoming/new.csv"
+	local t0=$SECONDS
+	wait_trig_runs "$id" 1 10
+	local run; run=$(sql "SELECT id FROM runs WHERE trigger_id = $id")
+	assert_eq "$(sql "SELECT params->>'data_added' FROM runs WHERE id = $run")" '["new.csv"]' "data_added"
+	assert_eq "$(sql "SELECT origin->'data'->>'added' FROM runs WHERE id = $run")" '["new.csv"]' "origin"
+	assert_eq "$(sql "SELECT trigger FROM runs WHERE id = $run")" data "trigger"
+	assert_eq "$(sql "SELECT count(*) FROM trigger_fires WHERE trigger_id = $id AND outcome = 'fired' AND run_id = $run")" 1 "the fire on record"
+	wait_run "$run" succeeded 20
+	sleep 3
+	assert_eq "$(trig_runs "$id")" 1 "one change, one run"
+	# a touch is not a change of content
+	touch "$FERRY_HOME/incoming/new.csv"
+	sleep 3
+	assert_eq "$(trig_runs "$id")" 1 "a touch started a run"
+	# a removal is
+	rm "$FERRY_HOME/incoming/existing.csv"
+	wait_trig_runs "$id" 2 10
+	assert_eq "$(sql "SELECT origin->'data'->>'removed' FROM runs WHERE trigger_id = $id ORDER BY id DESC LIMIT 1")" '["existing.csv"]' "removed"
+	ferry get "$run" | grep -q "^Data: .*1 added" || fail "ferry get does not show the data that started the run"
+}
+
+test_data_trigger_half_written_file_waits() {
+	start_daemon a
+	data_wf dt2 1500ms
+	local id; id=$(trig_id dt2)
+	wait_baseline "$id"
+	# a slow copy: a chunk every 0.4 s for 4 s, under its final name
+	for i in $(seq 1 10); do
+		head -c 10000 /dev/urandom >>"$FERRY_HOME/incoming/big.bin"
+		sleep 0.4
+		assert_eq "$(trig_runs "$id")" 0 "a run started while the file was being written (chunk $i)"
+	done
+	wait_trig_runs "$id" 1 10
+	sleep 2
+	assert_eq "$(trig_runs "$id")" 1 "one run for the whole file"
+	# the run covers the whole file: its recorded size is the final one
+	assert_eq "$(sql "SELECT state->'files'->'big.bin'->>0 FROM triggers WHERE id = $id")" 100000 "size recorded"
+}
+
+test_data_trigger_changes_during_a_run_start_one_more() {
+	start_daemon a
+	data_wf dt3 1s 4
+	local id; id=$(trig_id dt3)
+	wait_baseline "$id"
+	echo a >"$FERRY_HOME/incoming/a.csv"
+	wait_trig_runs "$id" 1 10
+	local first; first=$(sql "SELECT id FROM runs WHERE trigger_id = $id")
+	echo b >"$FERRY_HOME/incoming/b.csv"
+	sleep 1.2
+	echo c >"$FERRY_HOME/incoming/c.csv"
+	sleep 1.5
+	assert_eq "$(trig_runs "$id")" 1 "a change during the run started a second run at once"
+	wait_run "$first" succeeded 20
+	wait_trig_runs "$id" 2 10
+	assert_eq "$(sql "SELECT origin->'data'->>'added' FROM runs WHERE trigger_id = $id AND id > $first")" '["b.csv", "c.csv"]' \
+		"the next run covers both changes"
+	sleep 6
+	assert_eq "$(trig_runs "$id")" 2 "exactly one more run"
+}
+
+test_data_trigger_once_across_restart_and_two_daemons() {
+	start_daemon a
+	start_another b
+	data_wf dt4 1s
+	local id; id=$(trig_id dt4)
+	wait_baseline "$id"
+	echo x >"$FERRY_HOME/incoming/x.csv"
+	wait_trig_runs "$id" 1 10
+	# whoever leads, kill it: the new leader looks afresh and must not fire the same change again
+	local names=(a b) i
+	for i in 0 1; do
+		if [ "$(curl -fsS "$(daemon_url "${names[$i]}")/metrics" | awk '$1 == "ferry_leader" {print $2}')" = 1 ]; then
+			stop_daemon "${names[$i]}" KILL
+			break
+		fi
+	done
+	sleep 5
+	assert_eq "$(trig_runs "$id")" 1 "the change fired again after the leader died"
+	# both down; a file arrives; a daemon starts: one run for it
+	stop_daemons
+	echo y >"$FERRY_HOME/incoming/y.csv"
+	start_daemon a
+	wait_trig_runs "$id" 2 15
+	sleep 3
+	assert_eq "$(trig_runs "$id")" 2 "one run for the change made while down"
+	assert_eq "$(sql "SELECT origin->'data'->>'added' FROM runs WHERE trigger_id = $id ORDER BY id DESC LIMIT 1")" '["y.csv"]' "it covers y"
+}
+
+# ---- git ----
+
+# git_repo: a bare repository $FERRY_HOME/origin.git with one commit on main,
+# and a work clone $FERRY_HOME/work to commit from
+git_repo() {
+	git init -q --bare -b main "$FERRY_HOME/origin.git"
+	git clone -q "$FERRY_HOME/origin.git" "$FERRY_HOME/work" 2>/dev/null
+	git -C "$FERRY_HOME/work" config user.email t@example.com
+	git -C "$FERRY_HOME/work" config user.name tester
+	git -C "$FERRY_HOME/work" checkout -q -b main
+	mkdir -p "$FERRY_HOME/work/workflows"
+	cat >"$FERRY_HOME/work/workflows/train.yaml" <<'Y'
+name: fromgit
+params:
+  git_commit: {default: none}
+steps:
+  - name: s
+    command: [sh, -c, 'cat version.txt; echo commit {{params.git_commit}}']
+Y
+	echo v1 >"$FERRY_HOME/work/version.txt"
+	git -C "$FERRY_HOME/work" add -A
+	git -C "$FERRY_HOME/work" commit -qm "first"
+	git -C "$FERRY_HOME/work" push -q origin main 2>/dev/null
+}
+
+# commit MESSAGE: a new commit on main, pushed; prints its id
+commit() {
+	echo "$1" >"$FERRY_HOME/work/version.txt"
+	git -C "$FERRY_HOME/work" commit -qam "$1"
+	git -C "$FERRY_HOME/work" push -q -f origin main 2>/dev/null
+	git -C "$FERRY_HOME/work" rev-parse HEAD
+}
+
+git_wf() {
+	local f
+	f=$(wf gw <<Y
+name: gw
+params:
+  git_commit: {default: none}
+triggers:
+  - git: {repo: $FERRY_HOME/origin.git, branch: main}
+steps:
+  - name: s
+    command: [sh, -c, 'cat version.txt; echo commit {{params.git_commit}}']
+Y
+)
+	ferry workflow register "$f" >/dev/null || fail "register gw"
+}
+
+test_git_trigger_new_commit_one_run_with_its_commit() {
+	git_repo
+	start_daemon a FERRY_GIT_POLL_MS=500
+	git_wf
+	local id; id=$(trig_id gw)
+	wait_baseline "$id"
+	sleep 1
+	assert_eq "$(trig_runs "$id")" 0 "the commit there at the first look starts nothing"
+	local c2; c2=$(commit v2)
+	wait_trig_runs "$id" 1 10
+	local run; run=$(sql "SELECT id FROM runs WHERE trigger_id = $id")
+	assert_eq "$(sql "SELECT origin->'git'->>'commit' FROM runs WHERE id = $run")" "$c2" "the run's commit"
+	assert_eq "$(sql "SELECT params->>'git_commit' FROM runs WHERE id = $run")" "$c2" "git_commit param"
+	wait_run "$run" succeeded 20
+	# it ran in a checkout of that commit
+	ferry logs "$run" s | grep -qx v2 || fail "the run did not see the commit's files"
+	ferry get "$run" | grep -q "^Commit: *${c2:0:12} on main" || fail "ferry get does not show the commit"
+	sleep 2
+	assert_eq "$(trig_runs "$id")" 1 "one commit, one run"
+	# a force-push back to the older commit starts nothing and says so
+	git -C "$FERRY_HOME/work" reset -q --hard HEAD~1
+	git -C "$FERRY_HOME/work" push -q -f origin main 2>/dev/null
+	sleep 2
+	assert_eq "$(trig_runs "$id")" 1 "an older commit started a run"
+	assert_match "$(sql "SELECT reason FROM trigger_fires WHERE trigger_id = $id AND outcome = 'skipped'")" "not newer than" "the skip on record"
+}
+
+# sign BODY: the X-Hub-Signature-256 of BODY under $FERRY_GIT_WEBHOOK_SECRET
+sign() { printf 'sha256=%s' "$(printf '%s' "$1" | openssl dgst -sha256 -hmac "$FERRY_GIT_WEBHOOK_SECRET" -r | cut -d' ' -f1)"; }
+
+hook() { # BODY SIGNATURE: sets CODE, BODY
+	local out
+	out=$(curl -sS -X POST -H 'Content-Type: application/json' -H "X-Hub-Signature-256: $2" --data-binary "$1" \
+		-w '\n%{http_code}' "$FERRY_URL/api/v1/hooks/git")
+	CODE=${out##*$'\n'}
+	BODY=${out%$'\n'*}
+}
+
+test_git_webhook_signed_starts_at_once_replay_starts_nothing() {
+	git_repo
+	export FERRY_GIT_WEBHOOK_SECRET=s3cret-$RANDOM
+	start_daemon a FERRY_GIT_POLL_MS=600000
+	git_wf
+	local id; id=$(trig_id gw)
+	wait_baseline "$id"
+	local c2; c2=$(commit v2)
+	local payload="{\"ref\":\"refs/heads/main\",\"after\":\"$c2\",\"repository\":{\"url\":\"$FERRY_HOME/origin.git\"}}"
+	# a bad signature: 401, nothing started
+	hook "$payload" "sha256=$(printf '%064d' 0)"
+	assert_eq "$CODE" 401 "bad signature"
+	hook "$payload" ""
+	assert_eq "$CODE" 401 "no signature"
+	assert_eq "$(trig_runs "$id")" 0 "a run started from an unsigned webhook"
+	# signed: started at once (the answer names the run)
+	hook "$payload" "$(sign "$payload")"
+	assert_eq "$CODE" 202 "signed webhook: $BODY"
+	local run; run=$(echo "$BODY" | json 'j["started"][0]["run"]')
+	assert_eq "$(sql "SELECT origin->'git'->>'commit' FROM runs WHERE id = $run")" "$c2" "the run's commit"
+	assert_eq "$(sql "SELECT via FROM trigger_fires WHERE run_id = $run")" webhook "via"
+	# the same delivery again: nothing
+	hook "$payload" "$(sign "$payload")"
+	assert_eq "$CODE" 200 "replay"
+	assert_eq "$(echo "$BODY" | json 'len(j["duplicates"])')" 1 "replay reported as a duplicate"
+	assert_eq "$(trig_runs "$id")" 1 "a replayed webhook started a run"
+	assert_eq "$(sql "SELECT duplicates FROM trigger_fires WHERE run_id = $run")" 1 "the duplicate counted"
+	# a payload for another branch or repository matches nothing
+	local other="{\"ref\":\"refs/heads/dev\",\"after\":\"$c2\",\"repository\":{\"url\":\"$FERRY_HOME/origin.git\"}}"
+	hook "$other" "$(sign "$other")"
+	assert_match "$CODE $BODY" '^200 .*"matched":0' "another branch"
+}
+
+test_submit_from_git_repo_pins_the_commit() {
+	git_repo
+	start_daemon a
+	local head; head=$(git -C "$FERRY_HOME/origin.git" rev-parse main)
+	local run
+	run=$(ferry submit --repo "$FERRY_HOME/origin.git" --ref main --path workflows/train.yaml) || fail "ferry submit --repo"
+	wait_run "$run" succeeded 20
+	assert_eq "$(sql "SELECT origin->'git'->>'commit' FROM runs WHERE id = $run")" "$head" "the pinned commit"
+	ferry logs "$run" s | grep -qx v1 || fail "the run did not run in the commit's checkout"
+	ferry get "$run" | grep -q "^Commit: *${head:0:12}" || fail "ferry get shows no commit"
+	# a path not in the repository, a ref that is not there: clear errors
+	local rc=0 err
+	err=$(ferry submit --repo "$FERRY_HOME/origin.git" --ref main --path workflows/nope.yaml 2>&1) || rc=$?
+	assert_eq "$rc" 2 "missing path exit"
+	assert_match "$err" "nope.yaml" "missing path named"
+	rc=0
+	err=$(ferry submit --repo "$FERRY_HOME/origin.git" --ref nobranch --path workflows/train.yaml 2>&1) || rc=$?
+	[ "$rc" != 0 ] || fail "a missing ref was accepted"
+	assert_match "$err" "nobranch" "missing ref named"
+}
