@@ -55,7 +55,7 @@ struct engine {
 	int reconciling;       /* a deployments' reconcile round in the pool (reconcile.c) */
 	int orphaning;         /* an orphan-container sweep in the pool (exec_orphans.c) */
 	int monitoring;        /* the job monitor's items in the pool (monitor.c) */
-	int scheduling;        /* a round of schedules and triggers in the pool (schedules.c) */
+	int scheduling;        /* rounds of schedules and triggers in the pool (schedules.c), one per part */
 	struct monitor *monitor;
 	struct work *deferred; /* items that found the database unreachable: submitted again */
 	int64_t next_deferred; /* … at most once a second */

@@ -270,6 +270,7 @@ static int fire(PGconn *conn, const struct sched_row *s, const struct due *d, in
 	rn.schedule_id = s->id;
 	rn.occasion = store_sched_occasion;
 	rn.occasion_arg = &o;
+	rn.in_tx = 1; /* the round's batch (struct batch) */
 	error = store_run_create(&run, conn, &rn, &errs);
 	if (error == 2) { /* the occasion was taken */
 		*stop = 1;
@@ -303,8 +304,61 @@ static int fire(PGconn *conn, const struct sched_row *s, const struct due *d, in
 	return error;
 }
 
+/*
+ * The round's writes go in batches: one transaction for up to
+ * FIRES_PER_TX fires (each run under its own savepoint, its tick and the
+ * move of next_at with it), so 1,000 schedules due at one minute cost a
+ * few dozen commits rather than 1,000. A batch that fails to commit is
+ * lost whole — runs, ticks and moves together — and the next round does
+ * those ticks again: nothing is half-written.
+ */
+#define FIRES_PER_TX 32
+
+struct batch {
+	int open;
+	int fires;
+};
+
+static int batch_begin(PGconn *conn, struct batch *b)
+{
+	int error;
+
+	if (b->open)
+		return FERRY_OK;
+	if ((error = store_sched_tx(conn, "BEGIN")) == FERRY_OK)
+		b->open = 1;
+	return error;
+}
+
+/* Commits the batch (when full, or always when force); rolls it back when error. */
+static int batch_end(PGconn *conn, struct batch *b, int force, int error)
+{
+	if (!b->open)
+		return error;
+	if (error < 0) {
+		store_sched_tx(conn, "ROLLBACK");
+		if (b->fires > 0)
+			flog_warn("schedules: %d fires rolled back (%s); the next round fires them", b->fires,
+				  ferry_error_last());
+	} else if (force || b->fires >= FIRES_PER_TX) {
+		/* the dispatchers are told once for the batch's runs (store_run_new.in_tx) */
+		if ((b->fires > 0 && (error = store_sched_tx(conn, "NOTIFY ferry_ready")) < 0) ||
+		    (error = store_sched_tx(conn, "COMMIT")) < 0) {
+			flog_warn("schedules: %d fires not committed (%s); the next round fires them", b->fires,
+				  ferry_error_last());
+			store_sched_tx(conn, "ROLLBACK");
+		}
+	} else {
+		return error;
+	}
+	b->open = 0;
+	b->fires = 0;
+	return error;
+}
+
 /* Accounts for one schedule's due ticks; returns runs started or < 0. */
-static int schedule_due(PGconn *conn, const struct sched_row *s, struct due *d, int64_t now, int64_t deadline)
+static int schedule_due(PGconn *conn, const struct sched_row *s, struct due *d, int64_t now, int64_t deadline,
+			struct batch *b)
 {
 	struct cron *c = NULL;
 	const char **reasons;
@@ -326,6 +380,8 @@ static int schedule_due(PGconn *conn, const struct sched_row *s, struct due *d, 
 		reasons[i] = catchup_skip(s, d, i, now, bufs[i], sizeof(bufs[i]));
 	for (int i = 0; i < d->n && !stop && clock_mono_ms() < deadline;) {
 		int j = i;
+		if ((error = batch_begin(conn, b)) < 0)
+			break;
 		if (reasons[i] == NULL)
 			reasons[i] = concurrency(conn, s, bufs[i], sizeof(bufs[i]), &error);
 		if (error < 0)
@@ -334,8 +390,10 @@ static int schedule_due(PGconn *conn, const struct sched_row *s, struct due *d, 
 			if ((error = fire(conn, s, d, i, now, &stop)) < 0)
 				break;
 			started += error;
-			error = FERRY_OK;
+			b->fires += error;
 			i++;
+			if ((error = batch_end(conn, b, 0, FERRY_OK)) < 0)
+				break;
 			continue;
 		}
 		while (j + 1 < d->n && reasons[j + 1] != NULL)
@@ -348,20 +406,22 @@ static int schedule_due(PGconn *conn, const struct sched_row *s, struct due *d, 
 	return error < 0 ? error : started;
 }
 
-int schedules_round(PGconn *conn, int64_t budget_ms)
+int schedules_round(PGconn *conn, int64_t budget_ms, int part, int parts)
 {
 	int64_t deadline = clock_mono_ms() + budget_ms, now = 0;
 	struct due d = {0};
+	struct batch b = {0};
 	int started = 0, error = FERRY_OK;
 
 	while (clock_mono_ms() < deadline) {
 		struct sched_row *rows = NULL;
 		int n = 0;
-		if ((error = store_sched_due(&rows, &n, &now, conn, DUE_BATCH)) < 0)
+		if ((error = store_sched_due(&rows, &n, &now, conn, DUE_BATCH, part, parts)) < 0)
 			break;
 		for (int i = 0; i < n && error >= 0; i++)
-			if ((error = schedule_due(conn, &rows[i], &d, now, deadline)) > 0)
+			if ((error = schedule_due(conn, &rows[i], &d, now, deadline, &b)) > 0)
 				started += error;
+		error = batch_end(conn, &b, 1, error);
 		for (int i = 0; i < n; i++)
 			sched_row_dispose(&rows[i]);
 		free(rows);
@@ -377,11 +437,12 @@ int schedules_round(PGconn *conn, int64_t budget_ms)
 struct sched_work {
 	struct work w;
 	char *home;
+	int part, parts;
 };
 
 /*
- * A round on a pool thread: the schedules, then the triggers; a few
- * seconds at most each, so other work is not kept waiting.
+ * A round on a pool thread: its part of the schedules, then (part 0) the
+ * triggers; a few seconds at most each, so other work is not kept waiting.
  */
 static void sched_run(struct work *w, PGconn *conn)
 {
@@ -389,18 +450,20 @@ static void sched_run(struct work *w, PGconn *conn)
 
 	if (conn == NULL)
 		return;
-	if (schedules_round(conn, 5000) < 0)
+	if (schedules_round(conn, 5000, s->part, s->parts) < 0)
 		flog_warn("schedules: %s", ferry_error_last());
-	if (PQstatus(conn) == CONNECTION_OK && triggers_round(conn, s->home, 5000) < 0)
+	if (s->part == 0 && PQstatus(conn) == CONNECTION_OK && triggers_round(conn, s->home, 5000) < 0)
 		flog_warn("triggers: %s", ferry_error_last());
 }
 
-struct work *schedules_work_new(const char *home)
+struct work *schedules_work_new(const char *home, int part, int parts)
 {
 	struct sched_work *s = xcalloc(1, sizeof(*s));
 
 	s->w.run = sched_run;
 	s->home = xstrdup(home);
+	s->part = part;
+	s->parts = parts;
 	return &s->w;
 }
 

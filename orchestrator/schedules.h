@@ -19,14 +19,19 @@
 #define SCHEDULES_TICK_MS 200
 
 /*
- * One round: the due ticks of every schedule accounted for, for at most
- * budget_ms (the rest waits for the next round). Returns the number of
- * runs started, or a negative error (the database went away).
+ * One round: the due ticks of every schedule whose id % parts is part
+ * accounted for, for at most budget_ms (the rest waits for the next
+ * round). Rounds of different parts run in parallel on the pool, each on
+ * its own connection. Returns the number of runs started, or a negative
+ * error (the database went away).
  */
-int schedules_round(PGconn *conn, int64_t budget_ms);
+int schedules_round(PGconn *conn, int64_t budget_ms, int part, int parts);
 
-/* A round (schedules, then triggers_round) as a worker-pool item (workers.h); the engine sets done. */
-struct work *schedules_work_new(const char *home);
+/*
+ * A round of part of parts (then, for part 0, triggers_round) as a
+ * worker-pool item (workers.h); the engine sets done.
+ */
+struct work *schedules_work_new(const char *home, int part, int parts);
 void schedules_work_free(struct work *w);
 
 /*

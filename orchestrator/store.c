@@ -691,7 +691,7 @@ static int run_write(PGconn *conn, const struct run_plan *p, const struct store_
 	spec_txt = json_dumps(p->spec, JSON_COMPACT);
 	params_txt = json_dumps(p->params, JSON_COMPACT);
 	origin_txt = rn->origin ? json_dumps(rn->origin, JSON_COMPACT) : NULL;
-	{
+	if (rn->yaml != NULL) { /* a registered version (by name) is stored already */
 		const char *prm[4] = {p->hash, p->workflow, p->yaml, spec_txt};
 		if ((error = q(NULL, conn,
 			       "INSERT INTO workflows (hash, name, yaml, spec) VALUES ($1, $2, $3, $4) "
@@ -977,6 +977,17 @@ int store_dev_expire(int *stopped, PGconn *conn, const char *actor)
 	return FERRY_OK;
 }
 
+/* Undoes a run being written: its transaction, or (in the caller's) its savepoint. */
+static void rollback(PGconn *conn, int savepoint)
+{
+	if (savepoint) {
+		tx(conn, "ROLLBACK TO SAVEPOINT run_create");
+		tx(conn, "RELEASE SAVEPOINT run_create");
+	} else {
+		tx(conn, "ROLLBACK");
+	}
+}
+
 int store_run_create(int64_t *out_id, PGconn *conn, const struct store_run_new *rn_in,
 		     cfg_errors *errs)
 {
@@ -1021,7 +1032,9 @@ int store_run_create(int64_t *out_id, PGconn *conn, const struct store_run_new *
 		goto out;
 	}
 
-	if ((error = tx(conn, "BEGIN")) < 0)
+	/* in the caller's transaction: a savepoint of its own, so a run that
+	 * cannot be written leaves the caller's other writes standing */
+	if ((error = tx(conn, rn->in_tx ? "SAVEPOINT run_create" : "BEGIN")) < 0)
 		goto out;
 	in_tx = 1;
 	if ((error = run_write(conn, plan, rn)) < 0)
@@ -1033,7 +1046,7 @@ int store_run_create(int64_t *out_id, PGconn *conn, const struct store_run_new *
 		goto out;
 	if (rn->occasion && (error = rn->occasion(conn, id, rn->occasion_arg)) != 0) {
 		if (error > 0) { /* the occasion is taken: nothing of this run is kept */
-			tx(conn, "ROLLBACK");
+			rollback(conn, rn->in_tx);
 			in_tx = 0;
 			error = 2;
 		}
@@ -1052,9 +1065,9 @@ int store_run_create(int64_t *out_id, PGconn *conn, const struct store_run_new *
 		}
 		goto out;
 	}
-	if (plan->any_ready && (error = tx(conn, "NOTIFY ferry_ready")) < 0)
+	if (plan->any_ready && !rn->in_tx && (error = tx(conn, "NOTIFY ferry_ready")) < 0)
 		goto out;
-	if ((error = tx(conn, "COMMIT")) < 0)
+	if ((error = tx(conn, rn->in_tx ? "RELEASE SAVEPOINT run_create" : "COMMIT")) < 0)
 		goto out;
 	in_tx = 0;
 	*out_id = id;
@@ -1064,7 +1077,7 @@ out:
 	if (in_tx) {
 		char msg[1024];
 		snprintf(msg, sizeof(msg), "%s", ferry_error_last());
-		tx(conn, "ROLLBACK");
+		rollback(conn, rn->in_tx);
 		ferry_error_set("%s", msg);
 	}
 	if (error < 0)

@@ -176,6 +176,13 @@ struct store_run_new {
 	 * back with that error. NULL: none. */
 	int (*occasion)(PGconn *conn, int64_t run_id, void *arg);
 	void *occasion_arg;
+	/* The caller holds a transaction (BEGIN … COMMIT around several
+	 * runs): the run is written under a savepoint and released, not
+	 * committed; nothing of it is kept when it fails or its occasion is
+	 * taken, and the caller's other writes stay; the caller sends
+	 * NOTIFY ferry_ready before it commits (once for all its runs: the
+	 * dispatchers claim them then). Not with idem_key. */
+	int in_tx;
 	const char **bad_field; /* where to write the request field a FERRY_EINVALID is
 	                         * about when it is not the YAML nor the params
 	                         * ("workdir": a command's file is not there), or NULL */

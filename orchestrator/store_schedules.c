@@ -53,23 +53,24 @@ static void row_read(struct sched_row *r, PGresult *res, int i)
 	r->next_at = int_at(res, i, 13);
 }
 
-int store_sched_due(struct sched_row **rows, int *n, int64_t *now, PGconn *conn, int limit)
+int store_sched_due(struct sched_row **rows, int *n, int64_t *now, PGconn *conn, int limit, int part, int parts)
 {
-	char lim[16];
-	const char *p[1] = {lim};
+	char lim[16], pa[16], pas[16];
+	const char *p[3] = {lim, pa, pas};
 	PGresult *res = NULL;
 	int error;
 
 	*rows = NULL;
 	*n = 0;
 	snprintf(lim, sizeof(lim), "%d", limit);
+	snprintf(pa, sizeof(pa), "%d", part);
+	snprintf(pas, sizeof(pas), "%d", parts > 0 ? parts : 1);
 	if ((error = store_q(&res, conn,
-			     "SELECT " SCHED_COLS ", floor(extract(epoch FROM now()))::bigint FROM schedules "
-			     "WHERE next_at IS NOT NULL AND next_at <= now() ORDER BY next_at LIMIT $1",
-			     1, p)) < 0) {
-		/* now() also when nothing is due: the caller's clock is the database's */
+			     "SELECT " SCHED_COLS " FROM schedules "
+			     "WHERE next_at IS NOT NULL AND next_at <= now() AND id % $3::int = $2::int "
+			     "ORDER BY next_at LIMIT $1",
+			     3, p)) < 0)
 		return error;
-	}
 	*n = PQntuples(res);
 	*rows = xcalloc((size_t)*n + 1, sizeof(**rows));
 	for (int i = 0; i < *n; i++)
@@ -165,6 +166,11 @@ int store_sched_occasion(PGconn *conn, int64_t run_id, void *arg)
 	}
 	PQclear(res);
 	return error;
+}
+
+int store_sched_tx(PGconn *conn, const char *cmd)
+{
+	return store_q(NULL, conn, cmd, 0, NULL);
 }
 
 int store_sched_duplicate(PGconn *conn, int64_t id, int64_t nominal)

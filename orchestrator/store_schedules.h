@@ -25,9 +25,11 @@ void sched_row_dispose(struct sched_row *r);
 
 /*
  * The schedules with a tick due at the database's now (*now), oldest
- * first, at most limit; *rows the caller's (sched_row_dispose each, free).
+ * first, at most limit, of those whose id % parts is part (rounds in
+ * parallel take one part each); *rows the caller's (sched_row_dispose
+ * each, free).
  */
-int store_sched_due(struct sched_row **rows, int *n, int64_t *now, PGconn *conn, int limit);
+int store_sched_due(struct sched_row **rows, int *n, int64_t *now, PGconn *conn, int limit, int part, int parts);
 
 /*
  * Accounts ticks [0, n) of schedule id as skipped, each with its reason,
@@ -50,6 +52,9 @@ struct sched_occasion {
 	int dup;            /* set: the tick was there already */
 };
 int store_sched_occasion(PGconn *conn, int64_t run_id, void *arg);
+
+/* BEGIN, COMMIT or ROLLBACK of a round's batch of fires (schedules.c). */
+int store_sched_tx(PGconn *conn, const char *cmd);
 
 /* A later try at a fired tick, counted on its row (the bench's duplicates). */
 int store_sched_duplicate(PGconn *conn, int64_t id, int64_t nominal);

@@ -15,3 +15,4 @@ tests/bench/executor_slurm.sh
 tests/bench/bench_docker.sh
 tests/bench/bench_deploy.sh
 tests/bench/bench_monitor.sh
+tests/bench/bench_schedules.sh

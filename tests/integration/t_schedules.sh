@@ -41,8 +41,9 @@ wait_ticks() {
 exactly_once() {
 	local id=$1 step=$2
 	assert_eq "$(sql "SELECT count(*) FROM schedule_ticks WHERE schedule_id = $id AND outcome = 'fired' AND run_id IS NULL")" 0 "fired ticks without a run"
-	assert_eq "$(sql "SELECT count(*) FROM runs WHERE schedule_id = $id")" \
-		"$(ticks "$id" "outcome = 'fired'")" "runs of the schedule vs fired ticks"
+	# one statement, one snapshot: the schedule may still be firing
+	assert_eq "$(sql "SELECT (SELECT count(*) FROM runs WHERE schedule_id = $id) - (SELECT count(*) FROM schedule_ticks WHERE schedule_id = $id AND outcome = 'fired')")" \
+		0 "runs of the schedule minus its fired ticks"
 	assert_eq "$(sql "SELECT count(*) FROM (SELECT run_id FROM schedule_ticks WHERE schedule_id = $id AND run_id IS NOT NULL GROUP BY run_id HAVING count(*) > 1) d")" 0 "a run on two ticks"
 	assert_eq "$(sql "SELECT count(*) FROM (SELECT nominal_at - lag(nominal_at) OVER (ORDER BY nominal_at) AS d FROM schedule_ticks WHERE schedule_id = $id) g WHERE d <> interval '$step seconds'")" 0 "ticks $step s apart with none missing"
 }
