@@ -7,6 +7,13 @@
 # through the deployment's front address (HAProxy), the split is shown, the
 # new version is promoted, and the auto-stop deadline printed. Then the
 # deployment, ferryd and PostgreSQL are stopped.
+#
+# Then the retraining story: the workflow is registered, so its data
+# trigger watches workflows/digits/data/incoming and its nightly schedule is
+# on. A batch of new labelled samples is dropped there: the trigger starts a
+# run, which retrains on them, passes the gate against production and
+# deploys version 0.0.3. A bad batch (every 3 labelled 8) is dropped next:
+# its run fails the gate, and nothing is registered or deployed.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export FERRY_HOME=${FERRY_HOME:-$PWD/.ferry}
@@ -29,6 +36,10 @@ fi
 
 say() { printf '\n\033[1m== %s\033[0m\n' "$*"; }
 
+# the data trigger's folder: what an earlier demo dropped there is gone first
+INCOMING=workflows/digits/data/incoming
+rm -f "$INCOMING"/batch-*.csv "$INCOMING"/.batch-*
+
 if curl -fsS "$FERRY_URL/healthz" >/dev/null 2>&1; then
 	echo "demo: something already answers on $FERRY_URL; stop it or set FERRY_LISTEN" >&2
 	exit 1
@@ -42,6 +53,7 @@ cleanup() {
 		say "ferry deployments stop 1   (drains, stops the replicas and HAProxy; start brings it back)"
 		bin/ferry deployments stop 1 || true
 	fi
+	rm -f "$INCOMING"/batch-*.csv "$INCOMING"/.batch-*
 	say "stopping ferryd and the embedded PostgreSQL"
 	kill -TERM "$pid" 2>/dev/null && wait "$pid" 2>/dev/null || true
 	bin/ferryd db stop || true
@@ -63,13 +75,18 @@ run = json.load(sys.stdin)
 print(next((s["state"] for s in run["steps"] if s["name"] == sys.argv[1]), "?"))' "$2"
 }
 
-# one_run N: submit the digits pipeline, do the person's part (continue the
-# label step), follow it to the end and show what it produced.
+# one_run N [RUN]: submit the digits pipeline (or take RUN, started by a
+# trigger), do the person's part (continue the label step), follow it to
+# the end and show what it produced. EXPECT=failed: it must fail (the gate).
 one_run() {
 	local id i
-	say "run $1: ferry submit workflows/digits.yaml"
-	id=$(bin/ferry submit workflows/digits.yaml | head -1)
-	echo "run $id started"
+	if [ -n "${2:-}" ]; then
+		id=$2
+	else
+		say "run $1: ferry submit --workflow digits"
+		id=$(bin/ferry submit --workflow digits | head -1)
+		echo "run $id started"
+	fi
 	for i in $(seq 1 100); do
 		[ "$(step_state "$id" label)" = waiting ] && break
 		sleep 0.1
@@ -89,7 +106,9 @@ one_run() {
 	set -e
 	say "run $1: ferry get $id"
 	bin/ferry get "$id"
-	if [ "$rc" -ne 0 ]; then
+	if [ "${EXPECT:-succeeded}" = failed ]; then
+		[ "$rc" -ne 0 ] || { echo "demo: run $id should have failed its gate" >&2; exit 1; }
+	elif [ "$rc" -ne 0 ]; then
 		echo "demo: run $id did not succeed; its logs:" >&2
 		bin/ferry logs "$id" >&2 || true
 		exit 1
@@ -99,6 +118,8 @@ one_run() {
 
 say "ferry validate workflows/digits.yaml"
 bin/ferry validate workflows/digits.yaml
+say "ferry workflow register workflows/digits.yaml   (runs by name; its schedule and data trigger are on)"
+bin/ferry workflow register workflows/digits.yaml
 
 one_run 1
 first=$RUN_ID
@@ -143,8 +164,52 @@ predict 200
 deadline=$(bin/ferry deployments get 1 -o json | /usr/bin/python3 -c 'import json,sys; print(json.load(sys.stdin)["deadline"])')
 echo "auto-stop: the deployment stops at $deadline unless extended (ferry deployments extend 1 2h)"
 
+# drop FILE GENERATOR-ARGS: a batch written by new_batch.py, under a temporary name and renamed
+drop() {
+	/usr/bin/python3 workflows/digits/new_batch.py "${@:2}" >"$INCOMING/.$1.part"
+	mv "$INCOMING/.$1.part" "$INCOMING/$1"
+	echo "$(($(wc -l <"$INCOMING/$1") - 1)) labelled images in $INCOMING/$1"
+}
+
+# triggered AFTER: the id of the first run the data trigger started after run AFTER
+triggered() {
+	local id
+	for _ in $(seq 1 300); do
+		id=$(bin/ferry list -o json | /usr/bin/python3 -c '
+import json, sys
+runs = [r["id"] for r in json.load(sys.stdin)["runs"] if r["trigger"] == "data" and r["id"] > int(sys.argv[1])]
+print(min(runs) if runs else "")' "$1")
+		[ -n "$id" ] && { echo "$id"; return 0; }
+		sleep 0.2
+	done
+	echo "demo: the data trigger started no run" >&2
+	exit 1
+}
+
+say "retraining: new labelled samples land in $INCOMING (the data trigger waits for 5 s of quiet)"
+drop batch-002.csv --count 300
+third=$(triggered "$second")
+echo "the data trigger started run $third"
+one_run 3 "$third"
+say "ferry models versions digits   (0.0.3 trained on the new samples, past the gate, now production)"
+bin/ferry models versions digits
+say "ferry deployments get 1   (0.0.3 takes 20%)"
+bin/ferry deployments get 1
+
+say "a bad batch: every 3 of the training images labelled 8"
+drop batch-003.csv --mislabelled
+fourth=$(triggered "$third")
+echo "the data trigger started run $fourth"
+EXPECT=failed one_run 4 "$fourth"
+say "ferry models get digits production   (still 0.0.3: the gate kept the bad model out)"
+bin/ferry models get digits production
+say "ferry schedules list   (the nightly retraining, 03:00 Europe/Berlin)"
+bin/ferry schedules list
+
 blobs=$(find "$FERRY_HOME/artifacts/sha256" -type f | wc -l)
 say "demo finished"
 echo "run $first and run $second succeeded; run $second's train step came from the step cache"
 echo "(nothing changed), so both versions share one stored artifact: $blobs blob(s) in $FERRY_HOME/artifacts."
+echo "run $third, started by new data, retrained and deployed 0.0.3; run $fourth, started by a bad"
+echo "batch, failed its gate and registered nothing."
 echo "Try: bin/ferryd &  then  bin/ferry submit workflows/digits.yaml -p C=1 --watch"

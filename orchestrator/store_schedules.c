@@ -304,6 +304,13 @@ out:
  * branch) starts over: its state, the baseline of what was seen, is
  * dropped, and the next look takes a new one without starting a run.
  */
+/* A trigger still watches the same thing: its state (baseline) and since stay. */
+#define SAME_WATCH                                                                      \
+	"(triggers.kind = $3 "                                                          \
+	" AND triggers.spec->>'path' IS NOT DISTINCT FROM $4::jsonb->>'path' "          \
+	" AND triggers.spec->>'repo' IS NOT DISTINCT FROM $4::jsonb->>'repo' "          \
+	" AND triggers.spec->>'branch' IS NOT DISTINCT FROM $4::jsonb->>'branch')"
+
 static int sync_triggers(PGconn *conn, const char *workflow, const json_t *list)
 {
 	json_t *s;
@@ -319,11 +326,8 @@ static int sync_triggers(PGconn *conn, const char *workflow, const json_t *list)
 		error = store_q(NULL, conn,
 				"INSERT INTO triggers (workflow, name, kind, spec) VALUES ($1, $2, $3, $4) "
 				"ON CONFLICT (workflow, name) DO UPDATE SET kind = $3, spec = $4, updated_at = now(), "
-				"  state = CASE WHEN triggers.kind = $3 "
-				"                AND triggers.spec->>'path' IS NOT DISTINCT FROM $4::jsonb->>'path' "
-				"                AND triggers.spec->>'repo' IS NOT DISTINCT FROM $4::jsonb->>'repo' "
-				"                AND triggers.spec->>'branch' IS NOT DISTINCT FROM $4::jsonb->>'branch' "
-				"               THEN triggers.state END",
+				"  state = CASE WHEN " SAME_WATCH " THEN triggers.state END, "
+				"  since = CASE WHEN " SAME_WATCH " THEN triggers.since ELSE now() END",
 				4, p);
 		free(spec);
 		if (error < 0)
@@ -534,6 +538,7 @@ int store_triggers_load(json_t **out, PGconn *conn)
 	if ((error = store_q(&res, conn,
 			     "SELECT coalesce(json_agg(json_build_object('id', t.id, 'workflow', t.workflow, "
 			     "  'name', t.name, 'kind', t.kind, 'spec', t.spec, 'state', t.state, 'paused', t.paused, "
+			     "  'since_ns', (extract(epoch FROM t.since) * 1000000)::bigint * 1000, "
 			     "  'workdir', (SELECT w.workdir FROM workflows w WHERE w.name = t.workflow "
 			     "              ORDER BY w.created_at DESC LIMIT 1), "
 			     "  'running', EXISTS (SELECT 1 FROM runs r WHERE r.trigger_id = t.id "

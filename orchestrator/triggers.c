@@ -12,7 +12,9 @@
  * a change of content counts (a touch updates the state quietly). While a
  * run the trigger started is unfinished nothing fires: the changes pile up
  * against the state and start one run when it ends, which lists them all.
- * The first look at a directory takes its baseline and starts nothing.
+ * The first look at a directory takes its baseline: files written since the
+ * trigger started watching (its registration) are new and start a run, the
+ * others start nothing.
  *
  * Git. Each look resolves the branch (fetching a mirror for a URL); a
  * commit that descends from the one last handled starts a run of the
@@ -451,6 +453,29 @@ static int data_look(PGconn *conn, const json_t *t, struct watch *w, int64_t now
 		warn_once(w, workflow, name, ferry_error_last());
 		error = FERRY_OK;
 		goto out;
+	}
+	if (old == NULL && any) {
+		/*
+		 * The first look: files written since the trigger started watching
+		 * (its registration) are new — a file dropped right after `ferry
+		 * workflow register` starts a run — and the rest is the baseline.
+		 */
+		/* a second's leeway: file times come from the kernel's coarse clock, ms behind */
+		int64_t since = json_integer_value(json_object_get(t, "since_ns")) - 1000000000;
+		json_t *fresh = json_array(), *v;
+		size_t i;
+		json_array_foreach(added, i, v) {
+			const json_t *f = json_object_get(json_object_get(state, "files"), json_string_value(v));
+			if (json_integer_value(json_array_get(f, 1)) > since)
+				json_array_append(fresh, v);
+		}
+		json_decref(added);
+		added = fresh;
+		any = json_array_size(added) > 0;
+		if (any) {
+			error = data_fire(conn, t, dir, state, added, changed, removed, seq);
+			goto out;
+		}
 	}
 	if (old == NULL || !any) { /* the baseline, or only touched: recorded, nothing started */
 		json_object_set_new(state, "seq", json_integer(seq < 0 ? 0 : seq));

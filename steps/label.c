@@ -17,6 +17,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "datacache.h"
 #include "util.h"
 #include "webhook.h"
 
@@ -160,6 +161,7 @@ int label_step(const struct step_run *r, struct step_result *res)
 	char *joined = NULL, *dataset = NULL, *labels = NULL, *msg = NULL;
 	json_t *task = NULL, *answer = NULL;
 	int64_t items = 0, unlabelled = 0;
+	char fp[65];
 	struct stat st;
 	int error = FERRY_OK;
 
@@ -182,8 +184,15 @@ int label_step(const struct step_run *r, struct step_result *res)
 	labels = lf[0] == '/' ? xstrdup(lf) : xasprintf("%s/%s", dataset, lf);
 	if ((error = label_count(&items, &unlabelled, dataset, labels)) < 0)
 		goto out;
-	task = json_pack("{s:s, s:s, s:I, s:I}", "dataset", dataset, "labels", labels,
-			 "items", (json_int_t)items, "unlabelled", (json_int_t)unlabelled);
+	/*
+	 * The dataset's content fingerprint: the steps below it key their
+	 * step cache on this step's outputs, so new data (a data trigger's
+	 * files) is trained on, never answered from the cache.
+	 */
+	if ((error = datacache_fingerprint(fp, dataset)) < 0)
+		goto out;
+	task = json_pack("{s:s, s:s, s:I, s:I, s:s+}", "dataset", dataset, "labels", labels,
+			 "items", (json_int_t)items, "unlabelled", (json_int_t)unlabelled, "fingerprint", "sha256:", fp);
 	msg = xasprintf("labelling task: %lld of %lld items in %s have no label in %s; waiting for "
 			"`ferry continue %lld %s [--data JSON]`", (long long)unlabelled, (long long)items,
 			dataset, labels, (long long)r->run_id, r->name);

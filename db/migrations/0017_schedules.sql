@@ -67,6 +67,9 @@ CREATE TABLE triggers (
 	-- what the last fire covered: data: {"fingerprint", "files": {path: [size, mtime_ns, sha256]}};
 	-- git: {"commit"}; written with the fire's run
 	state       jsonb,
+	-- since when it watches (registered, or its path/repo/branch changed):
+	-- files written after this are new even if its first look comes later
+	since       timestamptz NOT NULL DEFAULT now(),
 	created_at  timestamptz NOT NULL DEFAULT now(),
 	updated_at  timestamptz NOT NULL DEFAULT now(),
 	UNIQUE (workflow, name)

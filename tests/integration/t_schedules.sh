@@ -182,6 +182,12 @@ test_schedule_pause_resume_and_api() {
 	api PATCH "/api/v1/schedules/$nid" '{"cron":"0 4 * * *"}'
 	assert_eq "$CODE" 200 "edit an API schedule"
 	assert_eq "$(echo "$BODY" | json 'j["cron"]')" "0 4 * * *" "edited"
+	# the next fire times of a schedule a DST change moves say so: 02:30 on 2027-03-28 does not exist in Berlin
+	api POST /api/v1/schedules '{"workflow":"pz","cron":"30 2 28 3 *","timezone":"Europe/Berlin","name":"dst"}'
+	assert_eq "$CODE" 201 "create dst"
+	assert_eq "$(echo "$BODY" | json 'j["next"][0]["at"]')" 2027-03-28T01:00:00Z "shifted to 03:00 CEST"
+	assert_match "$(echo "$BODY" | json 'j["next"][0]["note"]')" "02:30 does not exist" "the DST note"
+	assert_eq "$(echo "$BODY" | json 'j["next"][1].get("note")')" null "2028 is not moved"
 	api DELETE "/api/v1/schedules/$nid"
 	assert_eq "$CODE" 200 "delete"
 	api GET "/api/v1/schedules/$nid"

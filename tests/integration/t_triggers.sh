@@ -41,19 +41,21 @@ wait_trig_runs() {
 		[ "$(trig_runs "$1")" -ge "$2" ] && return 0
 		sleep 0.1
 	done
+	sql "SELECT since, extract(epoch FROM since), left(state::text, 400) FROM triggers WHERE id = $1" >&2
 	fail "trigger $1 started $(trig_runs "$1") runs, expected $2 within $3 s"
 }
 
 test_data_trigger_new_file_one_run_after_quiet() {
 	start_daemon a
 	echo old >"$FERRY_HOME/incoming-seed" # not watched
-	data_wf dt1 1s
 	mkdir -p "$FERRY_HOME/incoming"
 	echo "was here" >"$FERRY_HOME/incoming/existing.csv"
+	touch -d '10 minutes ago' "$FERRY_HOME/incoming/existing.csv"
+	data_wf dt1 1s
 	local id; id=$(trig_id dt1)
 	wait_baseline "$id"
 	sleep 1.5
-	assert_eq "$(trig_runs "$id")" 0 "the files there at the first look start nothing"
+	assert_eq "$(trig_runs "$id")" 0 "the files there before the trigger was registered start nothing"
 	# a copy the way tools do it: a temporary name, then a rename
 	printf '1,2\n3,4\n' >"$FERRY_HOME/incoming/.new.csv.part"
 	sleep 1.5
@@ -78,6 +80,20 @@ test_data_trigger_new_file_one_run_after_quiet() {
 	wait_trig_runs "$id" 2 10
 	assert_eq "$(sql "SELECT origin->'data'->>'removed' FROM runs WHERE trigger_id = $id ORDER BY id DESC LIMIT 1")" '["existing.csv"]' "removed"
 	ferry get "$run" | grep -q "^Data: .*1 added" || fail "ferry get does not show the data that started the run"
+}
+
+# a file dropped right after registering, before the trigger's first look is done, is new
+test_data_trigger_file_dropped_at_registration_starts_a_run() {
+	start_daemon a
+	mkdir -p "$FERRY_HOME/incoming"
+	touch -d '10 minutes ago' "$FERRY_HOME/incoming/old.csv"
+	data_wf dt5 2s
+	echo new >"$FERRY_HOME/incoming/new.csv"
+	local id; id=$(trig_id dt5)
+	wait_trig_runs "$id" 1 15
+	assert_eq "$(sql "SELECT origin->'data'->>'added' FROM runs WHERE trigger_id = $id")" '["new.csv"]' "only the new file"
+	sleep 3
+	assert_eq "$(trig_runs "$id")" 1 "one run"
 }
 
 test_data_trigger_half_written_file_waits() {
@@ -286,4 +302,46 @@ test_submit_from_git_repo_pins_the_commit() {
 	err=$(ferry submit --repo "$FERRY_HOME/origin.git" --ref nobranch --path workflows/train.yaml 2>&1) || rc=$?
 	[ "$rc" != 0 ] || fail "a missing ref was accepted"
 	assert_match "$err" "nobranch" "missing ref named"
+}
+
+# the retraining story of workflows/digits.yaml (a copy, so the repository is not written):
+# new labelled samples retrain and deploy past the gate; a bad batch is kept out by it
+test_digits_retrains_on_new_data_only_past_the_gate() {
+	[ -x /usr/bin/python3 ] && /usr/bin/python3 -c 'import sklearn' 2>/dev/null || fail "python3-sklearn is not installed (make deps)"
+	cp -r "$ROOT/workflows" "$FERRY_HOME/wf"
+	rm -f "$FERRY_HOME"/wf/digits/data/incoming/*.csv
+	start_daemon a
+	ferry workflow register "$FERRY_HOME/wf/digits.yaml" >/dev/null
+	local id first
+	first=$(ferry submit --workflow digits)
+	wait_step "$first" label waiting 20
+	ferry continue "$first" label >/dev/null
+	wait_run "$first" succeeded 120
+	id=$(trig_id digits)
+	local inc="$FERRY_HOME/wf/digits/data/incoming"
+	/usr/bin/python3 "$FERRY_HOME/wf/digits/new_batch.py" --count 300 >"$inc/.b2.part"
+	mv "$inc/.b2.part" "$inc/batch-002.csv"
+	wait_trig_runs "$id" 1 30
+	local good; good=$(sql "SELECT id FROM runs WHERE trigger_id = $id")
+	wait_step "$good" label waiting 20
+	ferry continue "$good" label >/dev/null
+	wait_run "$good" succeeded 120
+	assert_eq "$(step_col "$good" train "cached_from")" "" "new data is trained on, not taken from the step cache"
+	assert_match "$(ferry logs "$good" train)" "digits: 1647 training images" "the 300 new images joined the 1,347"
+	assert_eq "$(step_col "$good" register "outputs->>'version'")" 0.0.2 "registered past the gate"
+	assert_eq "$(sql "SELECT params->>'data_added' FROM runs WHERE id = $good")" '["batch-002.csv"]' "the run names its data"
+	/usr/bin/python3 "$FERRY_HOME/wf/digits/new_batch.py" --mislabelled >"$inc/.b3.part"
+	mv "$inc/.b3.part" "$inc/batch-003.csv"
+	wait_trig_runs "$id" 2 30
+	local bad; bad=$(sql "SELECT max(id) FROM runs WHERE trigger_id = $id")
+	wait_step "$bad" label waiting 20
+	ferry continue "$bad" label >/dev/null
+	wait_run "$bad" failed 120
+	assert_match "$(step_col "$bad" evaluate reason)" "^gate failed: accuracy 0\.8" "the gate says why"
+	assert_eq "$(step_col "$bad" register state)" skipped "nothing registered"
+	assert_eq "$(sql "SELECT count(*) FROM model_versions")" 2 "versions"
+	assert_match "$(ferry models get digits production)" 'Version: +0.0.2' "production stays"
+	# the nightly schedule came with the registration
+	assert_eq "$(sql "SELECT cron || ' ' || timezone || ' ' || concurrency FROM schedules WHERE workflow = 'digits'")" \
+		"0 3 * * * Europe/Berlin forbid" "the nightly schedule"
 }

@@ -7,6 +7,7 @@ Writes into FERRY_OUTPUT_DIR:
   metrics.json  training accuracy and cross-validated accuracy
 A checkpoint of the cross-validation folds already scored is kept in
 FERRY_CHECKPOINT_DIR, so a retried attempt resumes where the last one stopped.
+Labelled samples in --incoming (CSV, p0..p63,label) are trained on as well.
 Each fold's accuracy is appended to FERRY_METRICS_FILE as it is scored (the
 job monitor's series, with the watch: rules of the step in digits.yaml).
 """
@@ -23,12 +24,13 @@ def main():
     ap.add_argument("--C", type=float, default=10.0)
     ap.add_argument("--gamma", type=float, default=0.05)
     ap.add_argument("--folds", type=int, default=5)
+    ap.add_argument("--incoming", help="a folder of new labelled samples (CSV) to train on as well")
     args = ap.parse_args()
 
     from sklearn.model_selection import StratifiedKFold
     from sklearn.svm import SVC
 
-    X_train, _, y_train, _, fingerprint = load_split()
+    X_train, _, y_train, _, fingerprint = load_split(args.incoming)
     log(f"digits: {len(X_train)} training images, data fingerprint {fingerprint[:12]}…")
 
     # cross-validation, one fold at a time, checkpointed
@@ -38,7 +40,7 @@ def main():
     if ckpt and os.path.exists(ckpt):
         with open(ckpt, "rb") as f:
             saved = pickle.load(f)
-        if saved.get("params") == (args.C, args.gamma, args.folds):
+        if saved.get("params") == (args.C, args.gamma, args.folds) and saved.get("data") == fingerprint:
             scores = saved["scores"]
             log(f"resuming from checkpoint: {len(scores)} of {args.folds} folds already scored")
     folds = StratifiedKFold(n_splits=args.folds, shuffle=True, random_state=0)
@@ -53,7 +55,7 @@ def main():
                 f.write(json.dumps({"step": i + 1, "fold_accuracy": scores[i]}) + "\n")
         if ckpt:
             with open(ckpt + ".tmp", "wb") as f:
-                pickle.dump({"params": (args.C, args.gamma, args.folds), "scores": scores}, f)
+                pickle.dump({"params": (args.C, args.gamma, args.folds), "data": fingerprint, "scores": scores}, f)
             os.replace(ckpt + ".tmp", ckpt)
 
     model = SVC(C=args.C, gamma=args.gamma).fit(X_train, y_train)
