@@ -203,7 +203,8 @@ steps:
 Y
 )
 	ferry workflow register "$f" >/dev/null
-	assert_eq "$(sql "SELECT count(*) FROM schedules WHERE workflow = 'pz'")" 0 "schedule removed with the YAML's"
+	assert_eq "$(sql "SELECT count(*) FROM schedules WHERE workflow = 'pz' AND source = 'workflow'")" 0 "schedule removed with the YAML's"
+	assert_eq "$(sql "SELECT name FROM schedules WHERE workflow = 'pz'")" dst "one made through the API stays"
 }
 
 test_schedule_three_daemons_leader_killed_each_occasion_once() {
