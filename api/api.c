@@ -722,6 +722,8 @@ const struct api_route api_routes[] = {
 	{"PATCH", "/api/v1/schedules/{id}", AUTH, NULL, api_schedule_patch, NULL,
 	 "name cron timezone gap overlap concurrency catchup max_catchup params paused"},
 	{"DELETE", "/api/v1/schedules/{id}", AUTH, NULL, api_schedule_delete, NULL, NULL},
+	{"GET", "/api/v1/triggers", AUTH, NULL, api_triggers_list, NULL, NULL},
+	{"PATCH", "/api/v1/triggers/{id}", AUTH, NULL, api_trigger_patch, NULL, "paused"},
 	{NULL, NULL, 0, NULL, NULL, NULL, NULL},
 };
 

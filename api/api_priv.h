@@ -108,6 +108,8 @@ void api_schedule_get(struct api *a, struct reply *r, PGconn *db, struct req *q)
 void api_schedule_patch(struct api *a, struct reply *r, PGconn *db, struct req *q);
 void api_schedule_delete(struct api *a, struct reply *r, PGconn *db, struct req *q);
 void api_hook_git(struct api *a, struct reply *r, PGconn *db, struct req *q);
+void api_triggers_list(struct api *a, struct reply *r, PGconn *db, struct req *q);
+void api_trigger_patch(struct api *a, struct reply *r, PGconn *db, struct req *q);
 void *api_logs_ticker(void *arg);
 void api_logs_unpark_all(struct api *a);
 

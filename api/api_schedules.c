@@ -73,7 +73,7 @@ static int read_fields(struct sched_row *r, struct reply *rep, json_t *body, int
 	    take_word(&r->gap, rep, body, "gap", gaps) < 0 || take_word(&r->overlap, rep, body, "overlap", overlaps) < 0 ||
 	    take_word(&r->concurrency, rep, body, "concurrency", concurrencies) < 0 ||
 	    take_word(&r->catchup, rep, body, "catchup", catchups) < 0 || take_word(&r->name, rep, body, "name", NULL) < 0 ||
-	    opt_bool(&paused, rep, body, "paused") < 0)
+	    (json_object_get(body, "paused") && opt_bool(&paused, rep, body, "paused") < 0)) /* absent: as it was */
 		goto out;
 	r->paused = paused;
 	if (r->cron == NULL) {
@@ -413,4 +413,49 @@ void api_hook_git(struct api *a, struct reply *r, PGconn *db, struct req *q)
 out:
 	free(secret);
 	json_decref(body), json_decref(urls), json_decref(out);
+}
+
+/* GET /triggers: the data and git triggers, whether each has its baseline, and their newest fires. */
+void api_triggers_list(struct api *a, struct reply *r, PGconn *db, struct req *q)
+{
+	char *json = NULL;
+	int error;
+
+	(void)a, (void)q;
+	if ((error = store_triggers_list(&json, db, 20)) < 0)
+		reply_store_error(r, error);
+	else
+		reply_json(r, 200, json);
+}
+
+/*
+ * PATCH /triggers/{id} {"paused": bool}: a paused trigger starts nothing;
+ * what changes meanwhile is not lost — resumed, its next look compares
+ * with the state of its last fire and starts one run for it all.
+ */
+void api_trigger_patch(struct api *a, struct reply *r, PGconn *db, struct req *q)
+{
+	json_t *body = body_object(r, q);
+	char *json = NULL, *actor = NULL;
+	int paused = -1, error;
+
+	(void)a;
+	if (body == NULL)
+		return;
+	if (json_object_get(body, "paused") && opt_bool(&paused, r, body, "paused") < 0)
+		goto out;
+	if (paused < 0) {
+		reply_error(r, 400, "invalid_field", "paused", "field \"paused\" (true or false) is required", NULL);
+		goto out;
+	}
+	if ((error = store_trigger_pause(&json, db, q->id, paused)) < 0) {
+		reply_store_error(r, error);
+		goto out;
+	}
+	actor = actor_of(q);
+	flog_info("trigger %lld %s by %s", (long long)q->id, paused ? "paused" : "resumed", actor);
+	reply_json(r, 200, json);
+out:
+	free(actor);
+	json_decref(body);
 }

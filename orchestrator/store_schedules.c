@@ -626,3 +626,57 @@ int store_trigger_duplicate(PGconn *conn, int64_t id, const char *key)
 	return store_q(NULL, conn, "UPDATE trigger_fires SET duplicates = duplicates + 1 WHERE trigger_id = $1 AND key = $2",
 		       2, p);
 }
+
+#define TRIGGER_JSON                                                                                    \
+	"json_build_object('id', t.id, 'workflow', t.workflow, 'name', t.name, 'kind', t.kind, "         \
+	"'spec', t.spec, 'paused', t.paused, 'since', ferry_ts(t.since), "                              \
+	"'watching', t.state IS NOT NULL, 'fingerprint', t.state->>'fingerprint', "                     \
+	"'files', (SELECT count(*) FROM jsonb_object_keys(coalesce(t.state->'files', '{}'))), "         \
+	"'commit', t.state->>'commit', "                                                                 \
+	"'fires', (SELECT coalesce(json_agg(json_build_object('key', f.key, 'outcome', f.outcome, "      \
+	"          'reason', f.reason, 'run', f.run_id, 'via', f.via, 'at', ferry_ts(f.at), "           \
+	"          'duplicates', f.duplicates, 'detail', f.detail) ORDER BY f.at DESC), '[]') "          \
+	"          FROM (SELECT * FROM trigger_fires WHERE trigger_id = t.id ORDER BY at DESC LIMIT $1) f))"
+
+int store_triggers_list(char **out, PGconn *conn, int fires)
+{
+	char lim[16];
+	const char *p[1] = {lim};
+	PGresult *res = NULL;
+	int error;
+
+	*out = NULL;
+	snprintf(lim, sizeof(lim), "%d", fires);
+	if ((error = store_q(&res, conn,
+			     "SELECT json_build_object('triggers', coalesce(json_agg(" TRIGGER_JSON
+			     " ORDER BY t.workflow, t.name), '[]')) FROM triggers t",
+			     1, p)) < 0)
+		return error;
+	*out = xstrdup(PQgetvalue(res, 0, 0));
+	PQclear(res);
+	return FERRY_OK;
+}
+
+int store_trigger_pause(char **out, PGconn *conn, int64_t id, int paused)
+{
+	char idb[32];
+	const char *p[3] = {"20", idb, paused ? "t" : "f"};
+	PGresult *res = NULL;
+	int error;
+
+	*out = NULL;
+	snprintf(idb, sizeof(idb), "%lld", (long long)id);
+	if ((error = store_q(&res, conn,
+			     "WITH u AS (UPDATE triggers SET paused = $3, updated_at = now() WHERE id = $2 RETURNING *) "
+			     "SELECT " TRIGGER_JSON " FROM u t",
+			     3, p)) < 0)
+		return error;
+	if (PQntuples(res) == 0) {
+		ferry_error_set("trigger %lld not found", (long long)id);
+		error = FERRY_ENOTFOUND;
+	} else {
+		*out = xstrdup(PQgetvalue(res, 0, 0));
+	}
+	PQclear(res);
+	return error;
+}

@@ -118,4 +118,13 @@ int store_trigger_skip(PGconn *conn, int64_t id, const char *key, const char *re
 /* A later try at a key already fired, counted on its row. */
 int store_trigger_duplicate(PGconn *conn, int64_t id, const char *key);
 
+/*
+ * API: {"triggers":[{id, workflow, name, kind, spec, paused, since,
+ * watching (its baseline is taken), fingerprint, files, commit, fires:
+ * the newest `fires` fires}]}.
+ */
+int store_triggers_list(char **out, PGconn *conn, int fires);
+/* API: pause or resume trigger id; *out its JSON as listed. FERRY_ENOTFOUND. */
+int store_trigger_pause(char **out, PGconn *conn, int64_t id, int paused);
+
 #endif

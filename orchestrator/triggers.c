@@ -675,10 +675,10 @@ int triggers_round(PGconn *conn, const char *home, int64_t budget_ms)
 			continue;
 		if (strcmp(kind, "data") == 0) {
 			error = data_look(conn, t, w, now);
-		} else if (json_is_true(json_object_get(t, "paused")) || json_is_true(json_object_get(t, "running"))) {
+		} else if (json_is_true(json_object_get(t, "paused"))) {
 			w->next_mono = now + git_poll_ms();
-			error = FERRY_OK; /* a commit pushed meanwhile is looked at after the run */
-		} else {
+			error = FERRY_OK;
+		} else { /* each new commit its run, a run of the last one going or not */
 			const char *result;
 			int64_t run;
 			char *why = NULL;

@@ -42,7 +42,10 @@ write_dict() {
 			'"train"' '"evaluate"' '"gate"' '"label"' '"register"' '"cache"' \
 			'"model"' '"dataset"' '"labels"' '"webhook"' '"on_timeout"' '"artifact"' \
 			'"version"' '"alias"' '"true"' '"continue"' '"minor"' '"production"' \
-			'">= "' '"< "' '"!="' '" + 0.01"' '"https://"' ;;
+			'">= "' '"< "' '"!="' '" + 0.01"' '"https://"' '"schedule"' '"triggers"' \
+			'"cron"' '"timezone"' '"Europe/Berlin"' '"concurrency"' '"forbid"' '"catchup"' \
+			'"max_catchup"' '"gap"' '"overlap"' '"data"' '"git"' '"path"' '"quiet"' \
+			'"ignore"' '"repo"' '"branch"' '"*/5 * * * *"' '"@daily"' ;;
 	metrics)
 		printf '%s\n' '"accuracy"' '"precision"' '"recall"' '"f1"' '"mae"' '"mse"' '"rmse"' \
 			'"{"' '"}"' '":"' '","' '"1e-3"' '"-0.5"' '"NaN"' '"\x0a"' '">="' '"<="' \

@@ -179,9 +179,12 @@ test_schedule_pause_resume_and_api() {
 	assert_eq "$(echo "$BODY" | json 'j["source"]')" api "source"
 	api PATCH "/api/v1/schedules/$id" '{"cron":"0 4 * * *"}'
 	assert_match "$CODE $BODY" '^409 .*"field":"cron"' "a workflow's schedule is edited in its YAML"
+	api PATCH "/api/v1/schedules/$nid" '{"paused":true}'
 	api PATCH "/api/v1/schedules/$nid" '{"cron":"0 4 * * *"}'
 	assert_eq "$CODE" 200 "edit an API schedule"
 	assert_eq "$(echo "$BODY" | json 'j["cron"]')" "0 4 * * *" "edited"
+	assert_eq "$(echo "$BODY" | json 'j["paused"]')" true "an edit without \"paused\" leaves it paused"
+	assert_eq "$(echo "$BODY" | json 'j["next"][0]["at"][11:]')" 03:00:00Z "its next fire follows the new cron (04:00 in Berlin in winter)"
 	# the next fire times of a schedule a DST change moves say so: 02:30 on 2027-03-28 does not exist in Berlin
 	api POST /api/v1/schedules '{"workflow":"pz","cron":"30 2 28 3 *","timezone":"Europe/Berlin","name":"dst"}'
 	assert_eq "$CODE" 201 "create dst"

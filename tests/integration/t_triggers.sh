@@ -96,6 +96,32 @@ test_data_trigger_file_dropped_at_registration_starts_a_run() {
 	assert_eq "$(trig_runs "$id")" 1 "one run"
 }
 
+# a paused trigger starts nothing; resumed, it starts one run for what changed meanwhile
+test_data_trigger_pause_and_resume() {
+	start_daemon a
+	data_wf dt6 1s
+	local id; id=$(trig_id dt6)
+	wait_baseline "$id"
+	api PATCH "/api/v1/triggers/$id" '{"paused":true}'
+	assert_eq "$CODE" 200 "pause"
+	echo a >"$FERRY_HOME/incoming/a.csv"
+	echo b >"$FERRY_HOME/incoming/b.csv"
+	sleep 3
+	assert_eq "$(trig_runs "$id")" 0 "a paused trigger started a run"
+	api GET /api/v1/triggers
+	assert_eq "$(echo "$BODY" | json '[t["paused"] for t in j["triggers"]]')" "[true]" "listed paused"
+	assert_eq "$(echo "$BODY" | json '[t["watching"] for t in j["triggers"]]')" "[true]" "watching"
+	api PATCH "/api/v1/triggers/$id" '{"paused":false}'
+	wait_trig_runs "$id" 1 10
+	assert_eq "$(sql "SELECT origin->'data'->>'added' FROM runs WHERE trigger_id = $id")" '["a.csv", "b.csv"]' "one run for both"
+	api GET /api/v1/triggers
+	assert_eq "$(echo "$BODY" | json 'j["triggers"][0]["fires"][0]["outcome"]')" fired "the fire listed"
+	api PATCH "/api/v1/triggers/$id" '{"paused":"yes"}'
+	assert_match "$CODE $BODY" '^400 .*"field":"paused"' "bad body"
+	api PATCH /api/v1/triggers/999 '{"paused":true}'
+	assert_eq "$CODE" 404 "unknown trigger"
+}
+
 test_data_trigger_half_written_file_waits() {
 	start_daemon a
 	data_wf dt2 1500ms
