@@ -508,6 +508,20 @@ static char *git_checkout_dir(const char *home, const char *commit)
 	return xasprintf("%s/git/checkouts/%s", home, commit);
 }
 
+/* What a run from a commit records of it (runs.origin.git): author, subject, time, repo, commit, path. */
+static json_t *commit_info(const char *repo, const char *cache, const char *commit, const char *path)
+{
+	json_t *info = NULL;
+
+	if (gitsrc_commit_info(&info, repo, cache, commit) < 0)
+		info = json_object();
+	json_object_set_new(info, "repo", json_string(repo));
+	json_object_set_new(info, "commit", json_string(commit));
+	if (path)
+		json_object_set_new(info, "path", json_string(path));
+	return info;
+}
+
 static int64_t git_poll_ms(void)
 {
 	const char *s = getenv("FERRY_GIT_POLL_MS");
@@ -598,14 +612,9 @@ static int git_look(PGconn *conn, const char *home, const json_t *t, const char 
 		error = store_trigger_skip(conn, id, head, *why, NULL, via, seq, state);
 		goto out;
 	}
-	if (gitsrc_commit_info(&info, repo, cache, head) < 0)
-		info = json_object();
-	json_object_set_new(info, "repo", json_string(repo));
+	info = commit_info(repo, cache, head, path);
 	json_object_set_new(info, "branch", json_string(branch));
-	json_object_set_new(info, "commit", json_string(head));
 	json_object_set_new(info, "via", json_string(via));
-	if (path)
-		json_object_set_new(info, "path", json_string(path));
 	origin = json_pack("{s:O}", "git", info);
 	offered = json_pack("{s:s,s:s,s:s}", "git_commit", head, "git_branch", branch, "git_repo", repo);
 	detail = json_dumps(info, JSON_COMPACT);
@@ -807,12 +816,8 @@ int triggers_submit_from_git(int64_t *run, PGconn *conn, const char *home, const
 	}
 	if ((error = gitsrc_checkout(repo, cache, commit, dir)) < 0)
 		goto out;
-	if (gitsrc_commit_info(&info, repo, cache, commit) < 0)
-		info = json_object();
-	json_object_set_new(info, "repo", json_string(repo));
+	info = commit_info(repo, cache, commit, path);
 	json_object_set_new(info, "ref", json_string(ref));
-	json_object_set_new(info, "commit", json_string(commit));
-	json_object_set_new(info, "path", json_string(path));
 	origin = json_pack("{s:O}", "git", info);
 	rn->yaml = yaml;
 	rn->yaml_len = yaml_len;

@@ -75,7 +75,7 @@ test_strict_query_values() {
 	api GET "/api/v1/runs?trigger=cron"
 	assert_eq "$CODE" 400 "an unknown trigger"
 	assert_eq "$(err_field)" trigger "trigger named"
-	assert_match "$(err_msg)" 'api, cli, dev, schedule, data, bench' "the triggers listed"
+	assert_match "$(err_msg)" 'api, cli, dev, schedule, data, git, bench' "the triggers listed"
 	api GET "/api/v1/runs?workflow="
 	assert_eq "$CODE" 400 "an empty workflow"
 	assert_eq "$(err_field)" workflow "workflow named"
