@@ -93,7 +93,7 @@ static int read_fields(struct sched_row *r, struct reply *rep, json_t *body, int
 		reply_error(rep, 400, "invalid_field", "timezone", ferry_error_last(), NULL);
 		goto out;
 	}
-	if (!cfg_name_ok(r->name)) {
+	if (r->name && !cfg_name_ok(r->name)) {
 		reply_error(rep, 400, "invalid_field", "name",
 			    "field \"name\" must be 1-63 of a-z, 0-9, _, . and -, starting with a letter or digit", NULL);
 		goto out;
@@ -215,7 +215,7 @@ void api_schedule_create(struct api *a, struct reply *r, PGconn *db, struct req 
 	}
 	s.workflow = xstrdup(wf);
 	s.source = xstrdup("api");
-	s.name = xstrdup("api");
+	s.name = NULL; /* unless given: api-ID */
 	s.timezone = xstrdup("UTC");
 	s.gap = xstrdup("shift");
 	s.overlap = xstrdup("first");
@@ -234,8 +234,7 @@ void api_schedule_create(struct api *a, struct reply *r, PGconn *db, struct req 
 			reply_store_error(r, error);
 		goto out;
 	}
-	flog_info("schedule %lld (%s/%s, \"%s\" %s) created by %s", (long long)id, s.workflow, s.name, s.cron,
-		  s.timezone, actor);
+	flog_info("schedule %lld (%s, \"%s\" %s) created by %s", (long long)id, s.workflow, s.cron, s.timezone, actor);
 	schedule_reply(r, db, id, 201, TICKS_DEFAULT, 0);
 out:
 	sched_row_dispose(&s);

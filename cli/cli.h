@@ -94,6 +94,7 @@ int cmd_logs(const struct ctx *x, int argc, char **argv);  /* logs.c */
 int cmd_models(const struct ctx *x, int argc, char **argv); /* models.c */
 int cmd_deployments(const struct ctx *x, int argc, char **argv); /* deployments.c */
 int cmd_schedules(const struct ctx *x, int argc, char **argv);   /* schedules.c */
+int cmd_triggers(const struct ctx *x, int argc, char **argv);    /* schedules.c */
 int cmd_cache(const struct ctx *x, int argc, char **argv); /* cache.c */
 int cmd_events(const struct ctx *x, int argc, char **argv); /* events.c */
 int cmd_monitor(const struct ctx *x, int argc, char **argv); /* monitor.c */

@@ -1211,6 +1211,17 @@ static const struct command commands[] = {
 	 "  ferry schedules create digits '0 3 * * *' --timezone Europe/Berlin --concurrency forbid\n"
 	 "  ferry schedules pause 1\n",
 	 cmd_schedules},
+	{"triggers", "Data and git triggers of registered workflows: what they watch, their last fire.",
+	 "ferry triggers list [-o json]\n"
+	 "       ferry triggers pause|resume ID",
+	 "  list      every trigger: workflow, kind, the folder or repository, whether it\n"
+	 "            watches yet, the files or commit of its last fire and how that went\n"
+	 "  pause     it starts nothing; what changes meanwhile is not lost\n"
+	 "  resume    its next look starts one run for all that changed\n"
+	 "\nOptions:\n"
+	 "  -o, --output json   print the API's JSON\n"
+	 "\nExample:\n  ferry triggers pause 1\n",
+	 cmd_triggers},
 	{"cache", "Show the data cache of cache steps: entries, sessions, hit/miss totals.",
 	 "ferry cache [--host NAME] [-o json]",
 	 "Options:\n"

@@ -219,3 +219,103 @@ out:
 	client_free(c);
 	return status;
 }
+
+/* ---- ferry triggers ---- */
+
+static void print_trigger(const json_t *t)
+{
+	const json_t *spec = json_object_get(t, "spec"), *f = json_array_get(json_object_get(t, "fires"), 0);
+	const char *kind = jstr(t, "kind", "?");
+
+	printf("%-4lld %-16s %-10s %-4s %-28s %s", (long long)json_integer_value(json_object_get(t, "id")),
+	       jstr(t, "workflow", "?"), jstr(t, "name", "?"), kind,
+	       strcmp(kind, "git") == 0 ? jstr(spec, "repo", "?") : jstr(spec, "path", "?"),
+	       json_is_true(json_object_get(t, "paused")) ? "paused" : json_is_true(json_object_get(t, "watching")) ? "watching" : "starting");
+	if (strcmp(kind, "git") == 0 && json_is_string(json_object_get(t, "commit")))
+		printf("  at %.12s on %s", jstr(t, "commit", ""), jstr(spec, "branch", "?"));
+	else if (json_is_string(json_object_get(t, "fingerprint")))
+		printf("  %lld files, %.12s", (long long)json_integer_value(json_object_get(t, "files")),
+		       jstr(t, "fingerprint", ""));
+	if (json_is_object(f)) {
+		printf("  last %s %s", jstr(f, "at", "?"), jstr(f, "outcome", "?"));
+		if (json_is_integer(json_object_get(f, "run")))
+			printf(" run %lld", (long long)json_integer_value(json_object_get(f, "run")));
+		if (json_is_string(json_object_get(f, "reason")))
+			printf(" (%s)", jstr(f, "reason", ""));
+	}
+	printf("\n");
+}
+
+int cmd_triggers(const struct ctx *x, int argc, char **argv)
+{
+	static const struct option longopts[] = {
+		{"output", required_argument, NULL, 'o'},
+		{"help", no_argument, NULL, 'h'},
+		{0},
+	};
+	ferry_client *c = NULL;
+	json_t *answer = NULL, *body = NULL;
+	char *path = NULL;
+	bool json = false;
+	int ch, rc, status = FX_USAGE, list;
+	int64_t id = 0;
+
+	if (argc < 2 || strcmp(argv[1], "-h") == 0 || strcmp(argv[1], "--help") == 0) {
+		if (argc < 2)
+			return usage_error(x, "which one: list, pause or resume?");
+		return print_help(x->cmd);
+	}
+	list = strcmp(argv[1], "list") == 0;
+	if (!list && strcmp(argv[1], "pause") != 0 && strcmp(argv[1], "resume") != 0)
+		return usage_error(x, "unknown subcommand '%s'", argv[1]);
+	optind = 0;
+	while ((ch = getopt_long(argc - 1, argv + 1, ":o:h", longopts, NULL)) != -1) {
+		switch (ch) {
+		case 'o':
+			if (parse_output(x, optarg, &json) != 0)
+				goto out;
+			break;
+		case 'h':
+			status = print_help(x->cmd);
+			goto out;
+		default:
+			status = option_error(x, ch, argv + 1);
+			goto out;
+		}
+	}
+	if (argc - 1 - optind != (list ? 0 : 1)) {
+		status = usage_error(x, "triggers %s takes %s", argv[1], list ? "no operands" : "TRIGGER");
+		goto out;
+	}
+	if (!list) {
+		if (parse_run_id(x, argv[1 + optind], &id) != 0)
+			goto out;
+		path = xasprintf("/triggers/%lld", (long long)id);
+		body = json_pack("{s:b}", "paused", strcmp(argv[1], "pause") == 0);
+	}
+	if ((status = open_client(&c)) != FX_OK)
+		goto out;
+	rc = client_request(&answer, c, list ? "GET" : "PATCH", list ? "/triggers" : path, body);
+	if (rc < 0) {
+		status = report_request_error(c, rc);
+		goto out;
+	}
+	status = FX_OK;
+	if (json) {
+		print_json(answer);
+	} else if (list) {
+		size_t i;
+		json_t *t, *all = json_object_get(answer, "triggers");
+		if (json_array_size(all) == 0)
+			printf("no triggers\n");
+		json_array_foreach(all, i, t)
+			print_trigger(t);
+	} else {
+		print_trigger(answer);
+	}
+out:
+	free(path);
+	json_decref(answer), json_decref(body);
+	client_free(c);
+	return status;
+}

@@ -229,12 +229,19 @@ static const char *concurrency(PGconn *conn, const struct sched_row *s, char *bu
 		char *actor = xasprintf("schedule:%s/%s", s->workflow, s->name);
 		for (int i = 0; i < nids && *error == FERRY_OK; i++) {
 			char *state = NULL;
+			/* under a savepoint: a run that ended meanwhile refuses the stop, and the
+			 * batch's transaction must outlive that */
+			if ((*error = store_sched_tx(conn, "SAVEPOINT replace_stop")) < 0)
+				break;
 			*error = store_run_stop(&state, conn, ids[i], actor);
-			if (*error == FERRY_ECONFLICT || *error == FERRY_ENOTFOUND)
-				*error = FERRY_OK; /* it finished meanwhile */
-			else if (*error == FERRY_OK)
+			if (*error == FERRY_ECONFLICT || *error == FERRY_ENOTFOUND) {
+				*error = store_sched_tx(conn, "ROLLBACK TO SAVEPOINT replace_stop"); /* it finished */
+			} else if (*error == FERRY_OK) {
 				flog_info("schedule %s/%s: run %lld stopped to replace it", s->workflow, s->name,
 					  (long long)ids[i]);
+			}
+			if (*error == FERRY_OK)
+				*error = store_sched_tx(conn, "RELEASE SAVEPOINT replace_stop");
 			free(state);
 		}
 		free(actor);

@@ -379,18 +379,20 @@ int store_sched_create(int64_t *id, PGconn *conn, const struct sched_row *r, con
 		const char *p[13] = {r->workflow, r->name, r->cron, r->timezone, r->gap, r->overlap,
 				     r->concurrency, r->catchup, maxc, params, r->paused ? "t" : "f",
 				     r->next_at > 0 ? nextb : NULL, actor};
+		/* no name given: api-ID */
 		error = store_q(&res, conn,
-				"INSERT INTO schedules (workflow, name, source, cron, timezone, gap, overlap, "
+				"WITH i AS (SELECT nextval('schedules_id_seq') AS id) "
+				"INSERT INTO schedules (id, workflow, name, source, cron, timezone, gap, overlap, "
 				"  concurrency, catchup, max_catchup, params, paused, next_at, created_by) "
-				"VALUES ($1, $2, 'api', $3, $4, $5, $6, $7, $8, $9, $10, $11, "
-				"        to_timestamp($12::bigint), $13) "
+				"SELECT i.id, $1, coalesce($2, 'api-' || i.id), 'api', $3, $4, $5, $6, $7, $8, $9, $10, "
+				"       $11, to_timestamp($12::bigint), $13 FROM i "
 				"ON CONFLICT (workflow, name) DO NOTHING RETURNING id",
 				13, p);
 	}
 	free(params);
 	*id = 0;
 	if (error == FERRY_OK && PQntuples(res) == 0) {
-		ferry_error_set("workflow %s already has a schedule named %s", r->workflow, r->name);
+		ferry_error_set("workflow %s already has a schedule named %s", r->workflow, r->name ? r->name : "so");
 		error = FERRY_ECONFLICT;
 	} else if (error == FERRY_OK) {
 		*id = int_at(res, 0, 0);

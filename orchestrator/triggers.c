@@ -702,6 +702,19 @@ int triggers_round(PGconn *conn, const char *home, int64_t budget_ms)
 			break;
 		started += error;
 	}
+	/* the memory of triggers no longer there (their workflow dropped them) goes */
+	for (size_t k = 0; k < nwatches;) {
+		int found = 0;
+		json_array_foreach(list, i, t)
+			found |= json_integer_value(json_object_get(t, "id")) == watches[k].id;
+		if (found) {
+			k++;
+			continue;
+		}
+		free(watches[k].spec), free(watches[k].warned);
+		listing_dispose(&watches[k].prev);
+		watches[k] = watches[--nwatches];
+	}
 	pthread_mutex_unlock(&watch_mu);
 	json_decref(list);
 	return error < 0 ? error : started;

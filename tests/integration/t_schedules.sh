@@ -191,6 +191,15 @@ test_schedule_pause_resume_and_api() {
 	assert_eq "$(echo "$BODY" | json 'j["next"][0]["at"]')" 2027-03-28T01:00:00Z "shifted to 03:00 CEST"
 	assert_match "$(echo "$BODY" | json 'j["next"][0]["note"]')" "02:30 does not exist" "the DST note"
 	assert_eq "$(echo "$BODY" | json 'j["next"][1].get("note")')" null "2028 is not moved"
+	# no name given: api-ID, so two such schedules of one workflow do not collide
+	api POST /api/v1/schedules '{"workflow":"pz","cron":"@daily"}'
+	assert_eq "$CODE" 201 "unnamed"
+	assert_eq "$(echo "$BODY" | json 'j["name"] == "api-" + str(j["id"])')" true "named api-ID"
+	api POST /api/v1/schedules '{"workflow":"pz","cron":"@daily"}'
+	assert_eq "$CODE" 201 "a second unnamed one"
+	api DELETE "/api/v1/schedules/$(echo "$BODY" | json 'j["id"]')"
+	api POST /api/v1/schedules '{"workflow":"pz","cron":"@daily","name":"nightly"}'
+	assert_match "$CODE $BODY" '^409 .*"field":"name"' "a name taken"
 	api DELETE "/api/v1/schedules/$nid"
 	assert_eq "$CODE" 200 "delete"
 	api GET "/api/v1/schedules/$nid"
@@ -207,7 +216,7 @@ Y
 )
 	ferry workflow register "$f" >/dev/null
 	assert_eq "$(sql "SELECT count(*) FROM schedules WHERE workflow = 'pz' AND source = 'workflow'")" 0 "schedule removed with the YAML's"
-	assert_eq "$(sql "SELECT name FROM schedules WHERE workflow = 'pz'")" dst "one made through the API stays"
+	assert_eq "$(sql "SELECT string_agg(name, ' ' ORDER BY id) FROM schedules WHERE workflow = 'pz'")" "dst $(sql "SELECT name FROM schedules WHERE name LIKE 'api-%' ORDER BY id LIMIT 1")" "those made through the API stay"
 }
 
 test_schedule_three_daemons_leader_killed_each_occasion_once() {

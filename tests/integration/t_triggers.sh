@@ -111,7 +111,8 @@ test_data_trigger_pause_and_resume() {
 	api GET /api/v1/triggers
 	assert_eq "$(echo "$BODY" | json '[t["paused"] for t in j["triggers"]]')" "[true]" "listed paused"
 	assert_eq "$(echo "$BODY" | json '[t["watching"] for t in j["triggers"]]')" "[true]" "watching"
-	api PATCH "/api/v1/triggers/$id" '{"paused":false}'
+	ferry triggers list | grep -q "^$id  *dt6  *data  *data  *incoming  *paused" || fail "ferry triggers list: $(ferry triggers list)"
+	ferry triggers resume "$id" >/dev/null || fail "ferry triggers resume"
 	wait_trig_runs "$id" 1 10
 	assert_eq "$(sql "SELECT origin->'data'->>'added' FROM runs WHERE trigger_id = $id")" '["a.csv", "b.csv"]' "one run for both"
 	api GET /api/v1/triggers
