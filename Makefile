@@ -30,7 +30,8 @@ ENGINE_OBJ := $(ENGINE_SRC:%.c=$(B)/%.o) $(B)/db/migrations.o $(B)/db/functions.
 	$(B)/deploy/haproxy_tmpl.o
 MIGRATIONS := $(sort $(wildcard db/migrations/*.sql))
 FUNCTIONS := $(sort $(wildcard db/functions/*.sql))
-API_OBJ := $(API_SRC:%.c=$(B)/%.o) $(B)/api/openapi.o
+UI_FILES := $(sort $(wildcard ui/*.html ui/*.js ui/*.css))
+API_OBJ := $(API_SRC:%.c=$(B)/%.o) $(B)/api/openapi.o $(B)/api/ui_assets.o
 CLI_OBJ := $(CLI_SRC:%.c=$(B)/%.o)
 UNIT_SRC := $(wildcard tests/unit/test_*.c)
 UNIT_BIN := $(UNIT_SRC:tests/unit/%.c=$(B)/tests/%)
@@ -78,6 +79,14 @@ $(B)/api/openapi.c: api/openapi.json api/gen-openapi.sh
 	api/gen-openapi.sh api/openapi.json > $@
 
 $(B)/api/openapi.o: $(B)/api/openapi.c
+	$(CC) $(CFLAGS) -c -o $@ $<
+
+# the console (ui/), built into ferryd and served at /ui/; the directory is a prerequisite: a file added or removed regenerates
+$(B)/api/ui_assets.c: $(UI_FILES) ui api/gen-ui.sh
+	@mkdir -p $(dir $@)
+	api/gen-ui.sh $(UI_FILES) > $@
+
+$(B)/api/ui_assets.o: $(B)/api/ui_assets.c
 	$(CC) $(CFLAGS) -c -o $@ $<
 
 # the HAProxy template built into ferryd (FERRY_HAPROXY_TEMPLATE overrides it)
