@@ -41,7 +41,7 @@ DEB_BUILD := gcc make pkg-config libpq-dev libcurl4-openssl-dev libmicrohttpd-de
 DEB_RUN := postgresql postgresql-client curl procps python3 python3-sklearn wrk \
 	podman runc busybox-static tini \
 	slurm-wlm slurmrestd slurm-wlm-jwt-plugin munge \
-	docker.io haproxy elfutils gdb git
+	docker.io haproxy elfutils gdb git chromium nodejs
 
 .PHONY: all deps test unit integration demo bench fuzz clean variant
 
@@ -129,6 +129,13 @@ deps:
 		echo "deps: installing$$(echo $$missing | sed 's/^/ /')"; \
 		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $$missing; \
 	else echo "deps: all installed"; fi
+	@# the browser tests' driver (tests/browser): npm ci when node_modules is missing or older than the lock file
+	@if [ ! -f tests/browser/node_modules/.package-lock.json ] || \
+	    [ tests/browser/package-lock.json -nt tests/browser/node_modules/.package-lock.json ]; then \
+		echo "deps: npm ci in tests/browser"; \
+		command -v npm >/dev/null || DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends npm; \
+		(cd tests/browser && npm ci --no-audit --no-fund --loglevel=error); \
+	fi
 
 unit: all $(UNIT_BIN)
 	@tests/run-unit.sh $(UNIT_BIN)

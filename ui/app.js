@@ -186,8 +186,12 @@ async function runsPage(params) {
 
 // The DAG from dag.svg, made safe to inline: no script, no event handler, no
 // style attribute (the CSP would refuse it), no link outside the document.
+// Handler and style attributes are cut from the text before it is parsed:
+// Chrome checks them against the CSP (and reports a violation) as soon as
+// any document of the page holds them, even an inert parsed one.
 function cleanSvg(text) {
-  const doc = new DOMParser().parseFromString(text, 'image/svg+xml');
+  const bare = text.replace(/\s(on[a-z]+|style)\s*=\s*("[^"]*"|'[^']*')/gi, '');
+  const doc = new DOMParser().parseFromString(bare, 'image/svg+xml');
   const svg = doc.documentElement;
   if (!svg || svg.nodeName !== 'svg' || doc.querySelector('parsererror')) return null;
   for (const bad of svg.querySelectorAll('script, foreignObject, style')) bad.remove();
@@ -453,7 +457,8 @@ async function readSSE(body, signal, onEvent) {
         const line = buf.slice(0, nl);
         buf = buf.slice(nl + (buf[nl] === '\r' && buf[nl + 1] === '\n' ? 2 : 1));
         if (line === '') {
-          if (data.length) onEvent(event || 'message', data.join('\n'));
+          // "event: end" may come with no data line: dispatched all the same
+          if (data.length || event) onEvent(event || 'message', data.join('\n'));
           event = ''; data = []; size = 0;
           continue;
         }
