@@ -202,8 +202,7 @@ function cleanSvg(text) {
           ((name === 'href' || name === 'xlink:href') && !a.value.startsWith('#'))) n.removeAttribute(a.name);
     }
   }
-  svg.removeAttribute('width');
-  svg.removeAttribute('height');
+  // Graphviz's width and height stay: a small graph keeps its size, a wide one is scaled to fit (style.css)
   return document.importNode(svg, true);
 }
 
