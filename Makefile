@@ -30,7 +30,8 @@ ENGINE_OBJ := $(ENGINE_SRC:%.c=$(B)/%.o) $(B)/db/migrations.o $(B)/db/functions.
 	$(B)/deploy/haproxy_tmpl.o
 MIGRATIONS := $(sort $(wildcard db/migrations/*.sql))
 FUNCTIONS := $(sort $(wildcard db/functions/*.sql))
-API_OBJ := $(API_SRC:%.c=$(B)/%.o) $(B)/api/openapi.o
+UI_FILES := $(sort $(wildcard ui/*.html ui/*.js ui/*.css))
+API_OBJ := $(API_SRC:%.c=$(B)/%.o) $(B)/api/openapi.o $(B)/api/ui_assets.o
 CLI_OBJ := $(CLI_SRC:%.c=$(B)/%.o)
 UNIT_SRC := $(wildcard tests/unit/test_*.c)
 UNIT_BIN := $(UNIT_SRC:tests/unit/%.c=$(B)/tests/%)
@@ -40,7 +41,7 @@ DEB_BUILD := gcc make pkg-config libpq-dev libcurl4-openssl-dev libmicrohttpd-de
 DEB_RUN := postgresql postgresql-client curl procps python3 python3-sklearn wrk \
 	podman runc busybox-static tini \
 	slurm-wlm slurmrestd slurm-wlm-jwt-plugin munge \
-	docker.io haproxy elfutils gdb git
+	docker.io haproxy elfutils gdb git chromium nodejs
 
 .PHONY: all deps test unit integration demo bench fuzz clean variant
 
@@ -78,6 +79,14 @@ $(B)/api/openapi.c: api/openapi.json api/gen-openapi.sh
 	api/gen-openapi.sh api/openapi.json > $@
 
 $(B)/api/openapi.o: $(B)/api/openapi.c
+	$(CC) $(CFLAGS) -c -o $@ $<
+
+# the console (ui/), built into ferryd and served at /ui/; the directory is a prerequisite: a file added or removed regenerates
+$(B)/api/ui_assets.c: $(UI_FILES) ui api/gen-ui.sh
+	@mkdir -p $(dir $@)
+	api/gen-ui.sh $(UI_FILES) > $@
+
+$(B)/api/ui_assets.o: $(B)/api/ui_assets.c
 	$(CC) $(CFLAGS) -c -o $@ $<
 
 # the HAProxy template built into ferryd (FERRY_HAPROXY_TEMPLATE overrides it)
@@ -120,6 +129,13 @@ deps:
 		echo "deps: installing$$(echo $$missing | sed 's/^/ /')"; \
 		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $$missing; \
 	else echo "deps: all installed"; fi
+	@# the browser tests' driver (tests/browser): npm ci when node_modules is missing or older than the lock file
+	@if [ ! -f tests/browser/node_modules/.package-lock.json ] || \
+	    [ tests/browser/package-lock.json -nt tests/browser/node_modules/.package-lock.json ]; then \
+		echo "deps: npm ci in tests/browser"; \
+		command -v npm >/dev/null || DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends npm; \
+		(cd tests/browser && npm ci --no-audit --no-fund --loglevel=error); \
+	fi
 
 unit: all $(UNIT_BIN)
 	@tests/run-unit.sh $(UNIT_BIN)

@@ -217,6 +217,9 @@ api_handler api_models_list, api_model_get, api_model_versions, api_model_versio
  */
 api_handler api_model_artifact;
 
+/* GET /ui, /ui/, /ui/{file} (api_ui.c): the console's files, from memory, without a token. */
+int api_ui_fast(struct api *a, struct reply *r, struct req *q);
+
 /* GET /cache (api_cache.c): {"entries":[…],"stats":{…}} of the host in ?host= or of every host. */
 api_handler api_cache_get;
 

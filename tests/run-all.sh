@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# make test: the unit tests (each binary given), then the integration suite;
-# the last line is the total for both: "N passed, N failed".
+# make test: the unit tests (each binary given), the integration suite, then
+# the browser suite (tests/browser); the last line is the total for all three: "N passed, N failed".
 set -u
 cd "$(dirname "$0")/.."
 out=$(mktemp)
@@ -8,9 +8,12 @@ tests/run-unit.sh "$@" | tee "$out"
 unit=$(grep -E '^unit: [0-9]+ passed, [0-9]+ failed$' "$out" | tail -1)
 tests/integration/run.sh | tee "$out"
 integ=$(grep -E '^integration: [0-9]+ passed, [0-9]+ failed$' "$out" | tail -1)
+# the console in headless Chromium (about 10 s)
+tests/browser/run.sh | tee "$out"
+browser=$(grep -E '^browser: [0-9]+ passed, [0-9]+ failed$' "$out" | tail -1)
 rm -f "$out"
 p=0 f=0
-for line in "$unit" "$integ"; do
+for line in "$unit" "$integ" "$browser"; do
 	if [ -z "$line" ]; then f=$((f + 1)); continue; fi   # a suite that did not report failed
 	set -- $line
 	p=$((p + $2)); f=$((f + $4))

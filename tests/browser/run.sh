@@ -1,0 +1,59 @@
+#!/usr/bin/env bash
+# Browser suite: the console (/ui/) in real headless Chromium (Debian's
+# chromium, driven by playwright-core from tests/browser/node_modules: make
+# deps installs both) against a real ferryd and PostgreSQL, started here as
+# tests/integration does (the embedded cluster, a fresh database and
+# FERRY_HOME, a daemon on a free port). Screenshots go to build/browser/.
+# Closing line: "browser: N passed, N failed".
+set -u
+ROOT=$(cd "$(dirname "$0")/../.." && pwd)
+export ROOT PATH="$ROOT/bin:$PATH"
+SUITE=$(mktemp -d /tmp/ferry-browser.XXXXXX)
+chmod 755 "$SUITE"
+export SUITE
+
+cleanup() {
+	for f in "$SUITE"/*/daemon.*.pid; do
+		[ -f "$f" ] && kill -9 "$(cat "$f")" 2>/dev/null
+	done
+	FERRY_HOME="$SUITE/pg" "$ROOT/bin/ferryd" db stop >/dev/null 2>&1
+	[ -n "${KEEP:-}" ] || rm -rf "$SUITE"
+}
+trap cleanup EXIT
+
+if [ ! -x /usr/bin/chromium ] || [ ! -d "$ROOT/tests/browser/node_modules/playwright-core" ]; then
+	echo "browser: chromium or playwright-core missing (run make deps)"
+	echo "browser: 0 passed, 1 failed"
+	exit 1
+fi
+
+PG_CONN=$(FERRY_HOME="$SUITE/pg" "$ROOT/bin/ferryd" db start 2>"$SUITE/pg-start.log") || {
+	cat "$SUITE/pg-start.log"; echo "browser: cannot start PostgreSQL"; echo "browser: 0 passed, 1 failed"; exit 1; }
+export PG_CONN
+. "$ROOT/tests/integration/lib.sh"
+
+# one daemon for the whole suite, set up as run_one sets up a test
+export FERRY_HOME="$SUITE/console"
+mkdir -p "$FERRY_HOME"
+psql "$PG_CONN" -qAtc "CREATE DATABASE t_console" >/dev/null || { echo "browser: 0 passed, 1 failed"; exit 1; }
+export FERRY_DATABASE_URL="${PG_CONN/dbname=ferry/dbname=t_console}"
+export FERRY_API_TOKEN="browser-token-$(date +%s%N)"
+export FERRY_LEASE_MS=2000 FERRY_POLL_MS=200 FERRY_KILL_GRACE_MS=1000 FERRY_SHUTDOWN_GRACE_MS=2000
+export FERRY_LISTEN=127.0.0.1:0
+unset FERRY_PORT FERRY_ADDRESS_FILE
+( start_daemon a ) || { tail -20 "$FERRY_HOME/ferryd-a.log"; echo "browser: 0 passed, 1 failed"; exit 1; }
+use_daemon a
+export FERRY_SHOTS="$ROOT/build/browser"
+mkdir -p "$FERRY_SHOTS"
+
+# node runs under a bound: a hung browser never hangs the suite
+timeout -k 5 180 node "$ROOT/tests/browser/console.test.mjs"
+rc=$?
+[ $rc -eq 0 ] || { echo "    # --- ferryd-a.log (tail)"; tail -15 "$FERRY_HOME/ferryd-a.log" | sed 's/^/    # /'; }
+stop_daemons
+if grep -qE 'ERROR: (AddressSanitizer|LeakSanitizer)|runtime error:' "$FERRY_HOME"/ferryd-*.log 2>/dev/null; then
+	grep -hE -A30 'ERROR: (AddressSanitizer|LeakSanitizer)|runtime error:' "$FERRY_HOME"/ferryd-*.log | head -60
+	echo "browser: sanitizer report in ferryd's log"
+	exit 1
+fi
+exit $rc
