@@ -66,6 +66,8 @@ for _ in $(seq 1 300); do
 	sleep 0.1
 done
 grep -E 'PostgreSQL|listening' "$FERRY_HOME/ferryd.log" || true
+say "the web console: open $FERRY_URL/ui/ and paste the token"
+echo "token: ${FERRY_API_TOKEN:-$(cat "$FERRY_HOME/api-token" 2>/dev/null)}"
 
 # step_state RUN STEP: the step's state, from `ferry get -o json`
 step_state() {
