@@ -22,6 +22,21 @@
 
 #include "util.h"
 
+/*
+ * The plugins linked in (Makefile: -lgvplugin_dot_layout -lgvplugin_core),
+ * and no others loaded: without the gd/pango text layout plugins the label
+ * widths come from Graphviz's own font metrics, so the picture is the same
+ * on every machine (the cache key is the workflow alone) and nothing of
+ * fontconfig is loaded (which also leaks at its first use).
+ */
+extern gvplugin_library_t gvplugin_dot_layout_LTX_library;
+extern gvplugin_library_t gvplugin_core_LTX_library;
+static lt_symlist_t builtins[] = {
+	{"gvplugin_dot_layout_LTX_library", &gvplugin_dot_layout_LTX_library},
+	{"gvplugin_core_LTX_library", &gvplugin_core_LTX_library},
+	{NULL, NULL},
+};
+
 static pthread_mutex_t layout_mu = PTHREAD_MUTEX_INITIALIZER;
 static GVC_t *gvc; /* under layout_mu */
 
@@ -169,7 +184,7 @@ int dag_svg_render(char **out, size_t *len, const json_t *steps)
 		return FERRY_EINVALID;
 	}
 	if (gvc == NULL)
-		gvc = gvContext();
+		gvc = gvContextPlugins(builtins, 0);
 	if (gvc == NULL || gvLayout(gvc, g, "dot") != 0) {
 		ferry_error_set("graphviz could not lay out the workflow (%s)", gvc ? "dot failed" : "no context");
 		error = FERRY_ERROR;
