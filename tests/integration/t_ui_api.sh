@@ -69,6 +69,14 @@ ui_viewer() {
 	fail "the viewer token was never accepted"
 }
 
+# ui_get PATH: api GET bounded to 5 s (a stream answered where none should be cannot hang the test)
+ui_get() {
+	local out
+	out=$(curl -sS -m 5 -H "Authorization: Bearer $FERRY_API_TOKEN" -w '\n%{http_code}' "$FERRY_URL$1" 2>/dev/null)
+	CODE=${out##*$'\n'}
+	BODY=${out%$'\n'*}
+}
+
 # a gated chain: first waits for $FERRY_HOME/go, second for go2, then third
 ui_chain() {
 	wf chain <<Y
@@ -135,10 +143,10 @@ test_ui_stream_follows_run_to_end() {
 test_ui_stream_bad_id_cap_and_viewer() {
 	trap ui_cleanup EXIT
 	start_daemon a FERRY_UI_STREAMS=2
-	api GET /api/v1/runs/999999/stream
+	ui_get /api/v1/runs/999999/stream
 	assert_eq "$CODE" 404 "a run that does not exist"
 	assert_eq "$(echo "$BODY" | json 'j["error"]["code"]')" not_found "… answered with a JSON error"
-	api GET /api/v1/runs/abc/stream
+	ui_get /api/v1/runs/abc/stream
 	assert_eq "$CODE" 404 "a run id that is not a number"
 	code=$(curl -sS -o /dev/null -w '%{http_code}' "$FERRY_URL/api/v1/runs/1/stream")
 	assert_eq "$code" 401 "a stream needs a token"
@@ -150,7 +158,7 @@ test_ui_stream_bad_id_cap_and_viewer() {
 	ui_stream "$id" "$FERRY_HOME/s2"
 	wait_sse "$FERRY_HOME/s1" 'len(e) >= 1 and e[0]["data"]["id"] == '"$id" 10
 	wait_sse "$FERRY_HOME/s2" 'len(e) >= 1 and e[0]["data"]["id"] == '"$id" 10
-	api GET "/api/v1/runs/$id/stream"
+	ui_get "/api/v1/runs/$id/stream"
 	assert_eq "$CODE" 503 "a third stream over FERRY_UI_STREAMS=2"
 	assert_eq "$(echo "$BODY" | json 'j["error"]["code"]')" too_many_streams "… says why"
 	assert_match "$(echo "$BODY" | json 'j["error"]["message"]')" 'FERRY_UI_STREAMS' "… and what bounds it"
