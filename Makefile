@@ -12,7 +12,10 @@ PG_INC := $(shell pg_config --includedir 2>/dev/null || echo /usr/include/postgr
 WARN := -Wall -Wextra -Wshadow -Wstrict-prototypes -Wmissing-prototypes -Wformat=2 -Werror
 CFLAGS ?= -O2 -g
 CFLAGS += -std=c11 -D_GNU_SOURCE $(WARN) -Iorchestrator -Isteps -Iapi -Icli -I$(PG_INC) -MMD -MP
-LDLIBS := -lpq -lyaml -ljansson -lmicrohttpd -lcurl -lcrypto -lgit2 -licui18n -licuuc -licudata -lpthread -lm
+# Graphviz's dot layout and SVG renderer are linked in (dag_svg.c: no plugin loading, no fontconfig)
+GV_PLUGINS := $(shell pkg-config --variable=libdir libgvc 2>/dev/null || echo /usr/lib/x86_64-linux-gnu)/graphviz
+LDLIBS := -lpq -lyaml -ljansson -lmicrohttpd -lcurl -lcrypto -lgit2 -licui18n -licuuc -licudata \
+	-L$(GV_PLUGINS) -Wl,-rpath,$(GV_PLUGINS) -lgvplugin_dot_layout -lgvplugin_core -lgvc -lcgraph -lpthread -lm
 
 ifneq ($(SANITIZE),)
 CFLAGS += -fsanitize=$(SANITIZE) -fno-omit-frame-pointer -fno-sanitize-recover=all
@@ -37,7 +40,7 @@ UNIT_SRC := $(wildcard tests/unit/test_*.c)
 UNIT_BIN := $(UNIT_SRC:tests/unit/%.c=$(B)/tests/%)
 
 DEB_BUILD := gcc make pkg-config libpq-dev libcurl4-openssl-dev libmicrohttpd-dev \
-	libyaml-dev libjansson-dev libssl-dev libcmocka-dev libicu-dev libgit2-dev
+	libyaml-dev libjansson-dev libssl-dev libcmocka-dev libicu-dev libgit2-dev libgraphviz-dev
 DEB_RUN := postgresql postgresql-client curl procps python3 python3-sklearn wrk \
 	podman runc busybox-static tini \
 	slurm-wlm slurmrestd slurm-wlm-jwt-plugin munge \

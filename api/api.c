@@ -697,6 +697,8 @@ const struct api_route api_routes[] = {
 	{"POST", "/api/v1/runs/{id}/stop", AUTH, NULL, h_run_stop, NULL, NULL},
 	{"POST", "/api/v1/runs/{id}/retry", AUTH, NULL, h_run_retry, NULL, "from no_cache"},
 	{"GET", "/api/v1/runs/{id}/events", AUTH, NULL, h_run_events, "after", NULL},
+	{"GET", "/api/v1/runs/{id}/stream", AUTH, NULL, api_run_stream, NULL, NULL},
+	{"GET", "/api/v1/runs/{id}/dag.svg", AUTH, NULL, api_run_dag_svg, NULL, NULL},
 	{"GET", "/api/v1/runs/{id}/steps/{step}/logs", AUTH, NULL, api_step_logs, "attempt offset follow", NULL},
 	{"GET", "/api/v1/runs/{id}/steps/{step}/monitor", AUTH, NULL, api_step_monitor, "attempt", NULL},
 	{"POST", "/api/v1/runs/{id}/steps/{step}/continue", AUTH, NULL, h_step_continue, NULL, "data"},
@@ -1163,6 +1165,8 @@ int api_start(struct api **out, const struct api_opts *o)
 		ferry_error_set("pipe: %s", strerror(errno));
 		goto fail;
 	}
+	if (api_stream_start(a) < 0)
+		goto fail;
 	if ((error = pthread_create(&a->ticker, NULL, api_logs_ticker, a)) != 0) {
 		ferry_error_set("cannot start a thread: %s", strerror(error));
 		goto fail;
@@ -1218,6 +1222,7 @@ void api_stop(struct api *a)
 		pthread_join(a->ticker, NULL);
 	}
 	api_logs_unpark_all(a);
+	api_stream_stop(a); /* the run streams end, their connections resumed */
 	/* the database workers answer what is queued, resume those connections, and end */
 	pthread_mutex_lock(&a->q_mu);
 	a->q_closed = 1;
@@ -1228,6 +1233,7 @@ void api_stop(struct api *a)
 	free(a->db_workers);
 	if (a->mhd)
 		MHD_stop_daemon(a->mhd);
+	api_stream_free(a);
 	pthread_mutex_destroy(&a->q_mu);
 	pthread_cond_destroy(&a->q_cv);
 	if (a->wake[0] >= 0)

@@ -65,6 +65,7 @@ struct api {
 	struct health *health; /* the daemon's flags (readyz, metrics); may be NULL */
 	char url[80];          /* where clients on this machine reach the API */
 	struct runcache *cache; /* finished runs' JSON; NULL when turned off */
+	struct api_streams *ui;      /* the run streams and the DAG cache (api_stream.c) */
 
 	/* log streams waiting for their file to grow: parked (suspended) until the next tick */
 	pthread_mutex_t park_mu;
@@ -110,6 +111,18 @@ void api_schedule_delete(struct api *a, struct reply *r, PGconn *db, struct req 
 void api_hook_git(struct api *a, struct reply *r, PGconn *db, struct req *q);
 void api_triggers_list(struct api *a, struct reply *r, PGconn *db, struct req *q);
 void api_trigger_patch(struct api *a, struct reply *r, PGconn *db, struct req *q);
+/*
+ * api_stream.c: GET /runs/{id}/stream (Server-Sent Events) and GET
+ * /runs/{id}/dag.svg. api_stream_start makes a->ui and its poller thread
+ * (FERRY_UI_STREAMS: at most that many streams, default 64); api_stream_stop
+ * ends every stream and the poller (before MHD_stop_daemon); api_stream_free
+ * (after it) frees what is left. Both accept a->ui NULL.
+ */
+void api_run_stream(struct api *a, struct reply *r, PGconn *db, struct req *q);
+void api_run_dag_svg(struct api *a, struct reply *r, PGconn *db, struct req *q);
+int api_stream_start(struct api *a);
+void api_stream_stop(struct api *a);
+void api_stream_free(struct api *a);
 void *api_logs_ticker(void *arg);
 void api_logs_unpark_all(struct api *a);
 

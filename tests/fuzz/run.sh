@@ -23,7 +23,9 @@ CFLAGS=(-g -O1 -fno-sanitize-recover=all -fno-omit-frame-pointer -std=c11 -D_GNU
 # rows under steps/ hold the kinds' hooks: the targets link the whole
 # engine, as bin/ferry does, built once with the sanitizers.
 ENGINE_SRC=($(ls orchestrator/*.c steps/*.c | grep -v '^orchestrator/ferryd\.c$'))
-LIBS=(-lpq -lyaml -ljansson -lcurl -lcrypto -lgit2 -licui18n -licuuc -licudata -lpthread -lm)
+GV_PLUGINS=$(pkg-config --variable=libdir libgvc 2>/dev/null || echo /usr/lib/x86_64-linux-gnu)/graphviz
+LIBS=(-lpq -lyaml -ljansson -lcurl -lcrypto -lgit2 -licui18n -licuuc -licudata
+	-L"$GV_PLUGINS" -Wl,-rpath,"$GV_PLUGINS" -lgvplugin_dot_layout -lgvplugin_core -lgvc -lcgraph -lpthread -lm)
 
 if ! command -v "$FUZZ_CC" >/dev/null; then
 	echo "fuzz: $FUZZ_CC not found (apt-get install -y clang libclang-rt-14-dev)" >&2

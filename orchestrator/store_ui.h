@@ -1,0 +1,28 @@
+/*
+ * store_ui — what the web console's server side (api/api_stream.c) reads that
+ * no other statement gives cheaply: a run's change marker and workflow hash.
+ */
+#ifndef FERRY_STORE_UI_H
+#define FERRY_STORE_UI_H
+
+#include <libpq-fe.h>
+#include <stdint.h>
+
+/*
+ * What changes whenever the run's JSON (store_run_json) changes state: the
+ * run's state and open step count, and its newest event id (every step
+ * transition, continue, retry and stop writes an event in the transaction
+ * that makes it). One row by primary key plus one index probe
+ * (events_run): cheap enough to ask five times a second per stream.
+ */
+struct store_run_marker {
+	char state[16];        /* pending, running, stopping, succeeded, failed, stopped */
+	int64_t open_steps;
+	int64_t last_event;    /* 0: none yet */
+	char workflow_hash[72]; /* the workflow version the run runs (hex sha256) */
+};
+
+/* Fills *out for run id: 0, FERRY_ENOTFOUND, or FERRY_EDB (message set). */
+int store_run_marker(struct store_run_marker *out, PGconn *conn, int64_t id);
+
+#endif

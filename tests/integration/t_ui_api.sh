@@ -1,0 +1,271 @@
+# The web console's server side (api/api_ui.c): the run as Server-Sent
+# Events (GET /runs/{id}/stream) and the whole DAG as SVG laid out by
+# Graphviz (GET /runs/{id}/dag.svg). Streams are read with curl -N in the
+# background, bounded by timeout, and killed by the test's EXIT trap.
+
+UI_PIDS=()
+ui_cleanup() {
+	local p
+	for p in "${UI_PIDS[@]}"; do
+		kill "$p" 2>/dev/null
+		wait "$p" 2>/dev/null
+	done
+	return 0
+}
+
+# ui_stream RUN OUT [TOKEN]: follows the run's stream into OUT in the background (at most 60 s)
+ui_stream() {
+	timeout 60 curl -sS -N -D "$2.headers" -H "Authorization: Bearer ${3:-$FERRY_API_TOKEN}" \
+		"$FERRY_URL/api/v1/runs/$1/stream" >"$2" 2>"$2.err" &
+	UI_PIDS+=($!)
+	UI_LAST=$!
+}
+
+# sse FILE EXPR: the events in FILE as a list e of {"event","data"} (data parsed as JSON when it is), EXPR over it
+sse() {
+	python3 - "$1" "$2" <<'PY'
+import json, sys
+e, cur = [], {}
+for line in open(sys.argv[1], encoding="utf-8").read().split("\n"):
+    if line == "":
+        if cur:
+            e.append(cur)
+        cur = {}
+    elif line.startswith(":"):
+        e.append({"event": "comment", "data": line[1:].strip()})
+    elif ":" in line:
+        k, v = line.split(":", 1)
+        v = v[1:] if v.startswith(" ") else v
+        if k == "data":
+            try:
+                v = json.loads(v)
+            except ValueError:
+                pass
+        cur[k] = v
+r = eval(sys.argv[2])
+print(r if not isinstance(r, (dict, list, bool)) and r is not None else json.dumps(r))
+PY
+}
+
+# wait_sse FILE EXPR SECONDS: until EXPR over the events is true
+wait_sse() {
+	for _ in $(seq 1 $(($3 * 10))); do
+		[ "$(sse "$1" "$2" 2>/dev/null)" = true ] && return 0
+		sleep 0.1
+	done
+	echo "--- events:" >&2; cut -c1-300 "$1" >&2
+	fail "the stream never showed: $2"
+}
+
+# ui_viewer: a viewer token, once the daemon knows it (its token table is read every second)
+ui_viewer() {
+	local t code
+	t=$(ferryd token create watcher --role viewer 2>/dev/null) || fail "ferryd token create failed"
+	for _ in $(seq 1 50); do
+		code=$(curl -sS -o /dev/null -w '%{http_code}' -H "Authorization: Bearer $t" "$FERRY_URL/api/v1/runs")
+		[ "$code" = 200 ] && { echo "$t"; return 0; }
+		sleep 0.1
+	done
+	fail "the viewer token was never accepted"
+}
+
+# ui_get PATH: api GET bounded to 5 s (a stream answered where none should be cannot hang the test)
+ui_get() {
+	local out
+	out=$(curl -sS -m 5 -H "Authorization: Bearer $FERRY_API_TOKEN" -w '\n%{http_code}' "$FERRY_URL$1" 2>/dev/null)
+	CODE=${out##*$'\n'}
+	BODY=${out%$'\n'*}
+}
+
+# a gated chain: first waits for $FERRY_HOME/go, second for go2, then third
+ui_chain() {
+	wf chain <<Y
+name: chain
+steps:
+  - name: first
+    command: [sh, -c, 'while [ ! -e $FERRY_HOME/go ]; do sleep 0.1; done; echo went']
+  - name: second
+    needs: [first]
+    command: [sh, -c, 'while [ ! -e $FERRY_HOME/go2 ]; do sleep 0.1; done; echo second']
+  - name: third
+    needs: [second]
+    command: [sh, -c, 'echo third']
+Y
+}
+
+test_ui_stream_follows_run_to_end() {
+	trap ui_cleanup EXIT
+	start_daemon a
+	id=$(submit "$(ui_chain)")
+	out=$FERRY_HOME/stream.txt
+	ui_stream "$id" "$out"
+	pid=$UI_LAST
+	wait_sse "$out" 'len(e) >= 1 and e[0]["event"] == "run"' 10
+	assert_match "$(tr -d '\r' <"$out.headers")" 'Content-Type: text/event-stream' "the stream is text/event-stream"
+	assert_match "$(tr -d '\r' <"$out.headers")" 'Cache-Control: no-store' "… never cached"
+	assert_eq "$(sse "$out" 'e[0]["data"]["id"]')" "$id" "the first event is the run"
+	assert_eq "$(sse "$out" '[s["name"] for s in e[0]["data"]["steps"]]')" '["first", "second", "third"]' \
+		"… with every step, started or not"
+	assert_match "$(sse "$out" 'e[0]["data"]["state"]')" '^(pending|running)$' "… not finished yet"
+	# the GET of the same run is the same object (the fields, not the moving states)
+	api GET "/api/v1/runs/$id"
+	assert_eq "$(sse "$out" 'sorted(e[0]["data"].keys())')" "$(echo "$BODY" | json 'sorted(j.keys())')" \
+		"the event's data is the run's JSON"
+	wait_sse "$out" 'any(x["event"] == "run" and x["data"]["steps"][0]["state"] == "running" for x in e)' 15
+	assert_eq "$(sse "$out" 'any(x["event"] == "end" for x in e)')" false "no end while the run goes"
+	touch "$FERRY_HOME/go"
+	# first finishing is an event of its own: second runs, third waits, the stream goes on
+	wait_sse "$out" 'any(x["event"] == "run" and [s["state"] for s in x["data"]["steps"]] == ["succeeded", "running", "blocked"] for x in e)' 15
+	assert_eq "$(sse "$out" 'any(x["event"] == "end" for x in e)')" false "no end while second runs"
+	touch "$FERRY_HOME/go2"
+	wait_sse "$out" 'any(x["event"] == "end" for x in e)' 20
+	# the end comes last, right after the run in its final state
+	assert_eq "$(sse "$out" 'e[-1]["event"]')" end "the stream ends with event: end"
+	assert_eq "$(sse "$out" '[x["event"] for x in e][-2]')" run "… after one last run event"
+	assert_eq "$(sse "$out" 'e[-2]["data"]["state"]')" succeeded "… that shows the run finished"
+	assert_eq "$(sse "$out" '[s["state"] for s in e[-2]["data"]["steps"]]')" \
+		'["succeeded", "succeeded", "succeeded"]' "… every step in its final state"
+	# coalesced: a handful of events for a run of three steps, not one per row touched
+	n=$(sse "$out" 'len([x for x in e if x["event"] == "run"])')
+	echo "stream: $n run events"
+	[ "$n" -ge 3 ] && [ "$n" -le 12 ] || fail "$n run events for three steps"
+	# and the server closed it: curl ends by itself
+	for _ in $(seq 1 50); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
+	kill -0 "$pid" 2>/dev/null && fail "the stream stayed open after event: end"
+	wait "$pid" || fail "curl failed on the stream: $(cat "$out.err")"
+	# a finished run's stream is the run and the end at once
+	timeout 10 curl -sS -N -H "Authorization: Bearer $FERRY_API_TOKEN" "$FERRY_URL/api/v1/runs/$id/stream" >"$out.2" ||
+		fail "the stream of a finished run did not end"
+	assert_eq "$(sse "$out.2" '[x["event"] for x in e]')" '["run", "end"]' "a finished run: run, then end"
+	assert_eq "$(sse "$out.2" 'e[0]["data"]["state"]')" succeeded "… in its final state"
+}
+
+test_ui_stream_bad_id_cap_and_viewer() {
+	trap ui_cleanup EXIT
+	start_daemon a FERRY_UI_STREAMS=2
+	ui_get /api/v1/runs/999999/stream
+	assert_eq "$CODE" 404 "a run that does not exist"
+	assert_eq "$(echo "$BODY" | json 'j["error"]["code"]')" not_found "… answered with a JSON error"
+	ui_get /api/v1/runs/abc/stream
+	assert_eq "$CODE" 404 "a run id that is not a number"
+	code=$(curl -sS -o /dev/null -w '%{http_code}' "$FERRY_URL/api/v1/runs/1/stream")
+	assert_eq "$code" 401 "a stream needs a token"
+
+	id=$(submit "$(ui_chain)")
+	viewer=$(ui_viewer)
+	ui_stream "$id" "$FERRY_HOME/s1" "$viewer"
+	p1=$UI_LAST
+	ui_stream "$id" "$FERRY_HOME/s2"
+	wait_sse "$FERRY_HOME/s1" 'len(e) >= 1 and e[0]["data"]["id"] == '"$id" 10
+	wait_sse "$FERRY_HOME/s2" 'len(e) >= 1 and e[0]["data"]["id"] == '"$id" 10
+	ui_get "/api/v1/runs/$id/stream"
+	assert_eq "$CODE" 503 "a third stream over FERRY_UI_STREAMS=2"
+	assert_eq "$(echo "$BODY" | json 'j["error"]["code"]')" too_many_streams "… says why"
+	assert_match "$(echo "$BODY" | json 'j["error"]["message"]')" 'FERRY_UI_STREAMS' "… and what bounds it"
+	# a client that leaves gives its slot back (the poller sees it go)
+	kill "$p1"; wait "$p1" 2>/dev/null || true
+	ok=0
+	for _ in $(seq 1 30); do
+		# the stream of a running run does not end: curl gives up after 1 s, the status line tells
+		curl -sS -N -m 1 -o "$FERRY_HOME/s3" -D "$FERRY_HOME/s3.h" -H "Authorization: Bearer $FERRY_API_TOKEN" \
+			"$FERRY_URL/api/v1/runs/$id/stream" 2>/dev/null || true
+		code=$(head -1 "$FERRY_HOME/s3.h" | cut -d' ' -f2)
+		[ "$code" = 200 ] && { ok=1; break; }
+		sleep 0.1
+	done
+	[ $ok = 1 ] || fail "the slot of a stream whose client left was never given back (last: $code)"
+	touch "$FERRY_HOME/go" "$FERRY_HOME/go2"
+	wait_sse "$FERRY_HOME/s2" 'any(x["event"] == "end" for x in e)' 20
+}
+
+test_ui_dag_svg() {
+	trap ui_cleanup EXIT
+	start_daemon a
+	id=$(submit "$(ui_chain)")
+	hdr=$FERRY_HOME/dag.headers
+	t0=$(date +%s%N)
+	code=$(curl -sS -D "$hdr" -o "$FERRY_HOME/dag.svg" -w '%{http_code}' -H "Authorization: Bearer $FERRY_API_TOKEN" \
+		"$FERRY_URL/api/v1/runs/$id/dag.svg")
+	t1=$(date +%s%N)
+	assert_eq "$code" 200 "GET dag.svg"
+	svg=$(cat "$FERRY_HOME/dag.svg")
+	h=$(tr -d '\r' <"$hdr")
+	assert_match "$h" 'Content-Type: image/svg\+xml' "it is SVG"
+	assert_match "$h" 'X-Ferry-Dag-Cache: miss' "the first request lays it out"
+	assert_match "$h" 'Cache-Control: private, max-age=86400' "the browser keeps it"
+	hash=$(sql "SELECT workflow_hash FROM runs WHERE id = $id")
+	etag=$(echo "$h" | sed -n 's/^ETag: //p')
+	assert_eq "$etag" "\"$hash.L1\"" "the ETag is the workflow hash and the layout version"
+	# every step is there, the ones not started too (second and third are blocked)
+	assert_eq "$(step_col "$id" third state)" blocked "third has not started"
+	for s in first second third; do
+		assert_match "$svg" "<g id=\"step-$s\" class=\"node step\">" "a node for step $s"
+	done
+	assert_eq "$(echo "$svg" | grep -c 'class="node step"')" 3 "one node per step"
+	assert_eq "$(echo "$svg" | grep -c 'class="edge"')" 2 "an edge per needs"
+	assert_match "$svg" '<title>first&#45;&gt;second</title>' "the edges go from the needed step"
+	t2=$(date +%s%N)
+	code=$(curl -sS -D "$hdr" -o "$FERRY_HOME/dag2.svg" -w '%{http_code}' -H "Authorization: Bearer $FERRY_API_TOKEN" \
+		"$FERRY_URL/api/v1/runs/$id/dag.svg")
+	t3=$(date +%s%N)
+	assert_eq "$code" 200 "the second GET"
+	assert_match "$(tr -d '\r' <"$hdr")" 'X-Ferry-Dag-Cache: hit' "the second request is served from the cache"
+	cmp -s "$FERRY_HOME/dag.svg" "$FERRY_HOME/dag2.svg" || fail "the cached SVG differs"
+	echo "dag.svg (3 steps): first $(((t1 - t0) / 1000000)) ms, cached $(((t3 - t2) / 1000000)) ms"
+	code=$(curl -sS -o /dev/null -w '%{http_code} %{size_download}' -H "Authorization: Bearer $FERRY_API_TOKEN" \
+		-H "If-None-Match: $etag" "$FERRY_URL/api/v1/runs/$id/dag.svg")
+	assert_eq "$code" "304 0" "If-None-Match with the ETag: 304, no body"
+	code=$(curl -sS -o /dev/null -w '%{http_code}' -H "Authorization: Bearer $FERRY_API_TOKEN" \
+		-H 'If-None-Match: "other.L1"' "$FERRY_URL/api/v1/runs/$id/dag.svg")
+	assert_eq "$code" 200 "another ETag gets the SVG"
+	# a second run of the same workflow is the same picture, from the cache
+	id2=$(submit "$FERRY_HOME/chain.yaml")
+	curl -sS -D "$hdr" -o /dev/null -H "Authorization: Bearer $FERRY_API_TOKEN" "$FERRY_URL/api/v1/runs/$id2/dag.svg"
+	assert_match "$(tr -d '\r' <"$hdr")" 'X-Ferry-Dag-Cache: hit' "the same workflow version is laid out once"
+	viewer=$(ui_viewer)
+	code=$(curl -sS -o /dev/null -w '%{http_code}' -H "Authorization: Bearer $viewer" "$FERRY_URL/api/v1/runs/$id/dag.svg")
+	assert_eq "$code" 200 "a viewer reads the DAG"
+	api GET /api/v1/runs/999999/dag.svg
+	assert_eq "$CODE" 404 "the DAG of a run that does not exist"
+	assert_eq "$(echo "$BODY" | json 'j["error"]["code"]')" not_found "… a JSON error"
+	touch "$FERRY_HOME/go" "$FERRY_HOME/go2"
+	wait_run "$id" succeeded
+}
+
+# The biggest workflow config.c takes (MAX_STEPS, 1,000 steps: a fan-out
+# behind a gated first step, so nothing but the first runs): the first
+# request lays it out, the second comes from the cache. The times are
+# printed; only success is asserted (a shared machine). 2,000 steps are
+# timed by tests/unit/test_dag_svg.c, on the layout alone.
+test_ui_dag_svg_1000_steps() {
+	trap ui_cleanup EXIT
+	start_daemon a
+	{
+		echo "name: wide"
+		echo "steps:"
+		echo "  - name: first"
+		echo "    command: [sh, -c, 'while [ ! -e $FERRY_HOME/go ]; do sleep 0.1; done']"
+		for i in $(seq 1 998); do
+			printf '  - name: s%04d\n    needs: [first]\n    command: [sh, -c, "true"]\n' "$i"
+		done
+		echo "  - name: last"
+		echo "    needs: [$(seq -f 's%04g' -s ', ' 1 998)]"
+		echo "    command: [sh, -c, 'true']"
+	} >"$FERRY_HOME/wide.yaml"
+	id=$(submit "$FERRY_HOME/wide.yaml")
+	t0=$(date +%s%N)
+	code=$(curl -sS -o "$FERRY_HOME/wide.svg" -w '%{http_code}' -H "Authorization: Bearer $FERRY_API_TOKEN" \
+		"$FERRY_URL/api/v1/runs/$id/dag.svg")
+	t1=$(date +%s%N)
+	assert_eq "$code" 200 "GET dag.svg of 1,000 steps"
+	t2=$(date +%s%N)
+	code=$(curl -sS -o /dev/null -w '%{http_code}' -H "Authorization: Bearer $FERRY_API_TOKEN" \
+		"$FERRY_URL/api/v1/runs/$id/dag.svg")
+	t3=$(date +%s%N)
+	assert_eq "$code" 200 "the cached GET"
+	assert_eq "$(grep -c 'class="node step"' "$FERRY_HOME/wide.svg")" 1000 "a node per step"
+	grep -q '<g id="step-s0998" class="node step">' "$FERRY_HOME/wide.svg" || fail "no node for s0998"
+	echo "dag.svg (1000 steps, fan-out/fan-in): first $(((t1 - t0) / 1000000)) ms, cached $(((t3 - t2) / 1000000)) ms, $(stat -c %s "$FERRY_HOME/wide.svg") bytes"
+	api POST "/api/v1/runs/$id/stop"
+	wait_run "$id" stopped 60
+}
