@@ -4,7 +4,7 @@
 # deps installs both) against a real ferryd and PostgreSQL, started here as
 # tests/integration does (the embedded cluster, a fresh database and
 # FERRY_HOME, a daemon on a free port). Screenshots go to build/browser/.
-# Closing line: "browser: N passed, N failed".
+# Usage: run.sh [FILE.test.mjs…]. Closing line: "browser: N passed, N failed".
 set -u
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
 export ROOT PATH="$ROOT/bin:$PATH"
@@ -46,14 +46,34 @@ use_daemon a
 export FERRY_SHOTS="$ROOT/build/browser"
 mkdir -p "$FERRY_SHOTS"
 
-# node runs under a bound: a hung browser never hangs the suite
-timeout -k 5 180 node "$ROOT/tests/browser/console.test.mjs"
-rc=$?
+# each *.test.mjs (or those named: run.sh pages.test.mjs) runs in its own
+# node and browser against this daemon, under a bound: a hung browser never
+# hangs the suite. Each prints "browser: N passed, N failed"; the sum is the last line.
+rc=0 total_p=0 total_f=0
+cd "$ROOT/tests/browser"
+files=("$@")
+[ ${#files[@]} -gt 0 ] || files=(*.test.mjs)
+for f in "${files[@]}"; do
+	echo "# $f"
+	timeout -k 5 240 node "$f" | tee "$SUITE/out.txt"
+	[ "${PIPESTATUS[0]}" -eq 0 ] || rc=1
+	line=$(grep -E '^browser: [0-9]+ passed, [0-9]+ failed$' "$SUITE/out.txt" | tail -1)
+	if [ -z "$line" ]; then
+		total_f=$((total_f + 1))
+		echo "# $f ended without its summary line"
+		continue
+	fi
+	p=${line#browser: }; p=${p%% *}
+	fl=${line#*passed, }; fl=${fl%% *}
+	total_p=$((total_p + p)) total_f=$((total_f + fl))
+done
+cd "$ROOT"
 [ $rc -eq 0 ] || { echo "    # --- ferryd-a.log (tail)"; tail -15 "$FERRY_HOME/ferryd-a.log" | sed 's/^/    # /'; }
 stop_daemons
 if grep -qE 'ERROR: (AddressSanitizer|LeakSanitizer)|runtime error:' "$FERRY_HOME"/ferryd-*.log 2>/dev/null; then
 	grep -hE -A30 'ERROR: (AddressSanitizer|LeakSanitizer)|runtime error:' "$FERRY_HOME"/ferryd-*.log | head -60
 	echo "browser: sanitizer report in ferryd's log"
-	exit 1
+	total_f=$((total_f + 1)) rc=1
 fi
+echo "browser: $total_p passed, $total_f failed"
 exit $rc
