@@ -610,6 +610,35 @@ static int f_openapi(struct api *a, struct reply *r, struct req *q)
 	return 1;
 }
 
+/*
+ * GET /api/v1/whoami: the bearer token's name and role, so a client (the
+ * console) can say who acts and offer only what the role may do; the
+ * routes check the role all the same. Answered in the fast phase, from the
+ * token check alone; the handler is there for the table's rule that a
+ * route with a token has one, and answers the same.
+ */
+static void whoami_reply(struct reply *r, struct req *q)
+{
+	json_t *o = json_pack("{s:s, s:s, s:b, s:b}", "name", q->token_name, "role", token_role_name(q->role),
+			      "can_act", q->role >= ROLE_OPERATOR, "can_admin", q->role >= ROLE_ADMIN);
+
+	reply_json(r, 200, json_dumps(o, JSON_COMPACT));
+	json_decref(o);
+}
+
+static int f_whoami(struct api *a, struct reply *r, struct req *q)
+{
+	(void)a;
+	whoami_reply(r, q);
+	return 1;
+}
+
+static void h_whoami(struct api *a, struct reply *r, PGconn *db, struct req *q)
+{
+	(void)a, (void)db;
+	whoami_reply(r, q);
+}
+
 /* GET /readyz, fast: 503 at once while the daemon is not ready itself (waiting for the database at start). */
 static int f_ready(struct api *a, struct reply *r, struct req *q)
 {
@@ -686,6 +715,7 @@ const struct api_route api_routes[] = {
 	{"GET", "/readyz", ROUTE_OWN_DB, f_ready, h_ready, NULL, NULL},
 	{"GET", "/metrics", ROUTE_DB_OPTIONAL, NULL, h_metrics, NULL, NULL},
 	{"GET", "/api/v1/openapi.json", 0, f_openapi, NULL, NULL, NULL},
+	{"GET", "/api/v1/whoami", AUTH, f_whoami, h_whoami, NULL, NULL},
 	{"GET", "/ui", 0, api_ui_fast, NULL, NULL, NULL},
 	{"GET", "/ui/", 0, api_ui_fast, NULL, NULL, NULL},
 	{"GET", "/ui/{file}", 0, api_ui_fast, NULL, NULL, NULL},
@@ -699,7 +729,7 @@ const struct api_route api_routes[] = {
 	{"GET", "/api/v1/runs/{id}/events", AUTH, NULL, h_run_events, "after", NULL},
 	{"GET", "/api/v1/runs/{id}/stream", AUTH, NULL, api_run_stream, NULL, NULL},
 	{"GET", "/api/v1/runs/{id}/dag.svg", AUTH, NULL, api_run_dag_svg, NULL, NULL},
-	{"GET", "/api/v1/runs/{id}/steps/{step}/logs", AUTH, NULL, api_step_logs, "attempt offset follow", NULL},
+	{"GET", "/api/v1/runs/{id}/steps/{step}/logs", AUTH, NULL, api_step_logs, "attempt offset length follow", NULL},
 	{"GET", "/api/v1/runs/{id}/steps/{step}/monitor", AUTH, NULL, api_step_monitor, "attempt", NULL},
 	{"POST", "/api/v1/runs/{id}/steps/{step}/continue", AUTH, NULL, h_step_continue, NULL, "data"},
 	{"GET", "/api/v1/workflows", AUTH, NULL, h_workflows_list, NULL, NULL},

@@ -1,6 +1,8 @@
 /*
  * api_logs — GET /runs/{id}/steps/{step}/logs: a step attempt's log as a
- * file (from an offset), or, with follow=1, a stream that follows the file
+ * file (from an offset, at most length bytes of it: a range, so a viewer
+ * pages back through a log of any size in bounded memory), or, with
+ * follow=1, a stream that follows the file
  * until the attempt ends. A followed log with nothing new suspends its
  * connection ("parks" it); the ticker thread resumes the parked ones every
  * PARK_MS, so no MHD worker ever waits on a file. Whether the attempt is
@@ -193,10 +195,11 @@ void api_step_logs(struct api *a, struct reply *r, PGconn *db, struct req *q)
 	const char *att_s = MHD_lookup_connection_value(conn, MHD_GET_ARGUMENT_KIND, "attempt");
 	const char *off_s = MHD_lookup_connection_value(conn, MHD_GET_ARGUMENT_KIND, "offset");
 	const char *follow = MHD_lookup_connection_value(conn, MHD_GET_ARGUMENT_KIND, "follow");
-	int64_t want = 0, offset = 0;
+	const char *len_s = MHD_lookup_connection_value(conn, MHD_GET_ARGUMENT_KIND, "length");
+	int64_t want = 0, offset = 0, length = -1;
 	struct MHD_Response *resp = NULL;
 	struct log_stream *ls;
-	char *dir = NULL, *path = NULL, hdr[32];
+	char *dir = NULL, *path = NULL, hdr[32], size_hdr[32];
 	int attempt = 0, running = 0, fd, error;
 	struct stat st;
 
@@ -211,6 +214,14 @@ void api_step_logs(struct api *a, struct reply *r, PGconn *db, struct req *q)
 	if (follow && strcmp(follow, "0") != 0 && strcmp(follow, "1") != 0 && strcmp(follow, "false") != 0 &&
 	    strcmp(follow, "true") != 0) {
 		reply_error(r, 400, "invalid_field", "follow", "follow must be 1 (or true) or 0 (or false)", NULL);
+		return;
+	}
+	if (len_s && (parse_int64(len_s, &length) < 0 || length < 0)) {
+		reply_error(r, 400, "invalid_field", "length", "length must be a byte count >= 0", NULL);
+		return;
+	}
+	if (len_s && follow && strcmp(follow, "0") != 0 && strcmp(follow, "false") != 0) {
+		reply_error(r, 400, "invalid_field", "length", "length and follow exclude each other: a followed log has no end", NULL);
 		return;
 	}
 	if ((error = store_step_log(&dir, &attempt, &running, db, id, step, (int)want)) < 0) {
@@ -238,6 +249,7 @@ void api_step_logs(struct api *a, struct reply *r, PGconn *db, struct req *q)
 		return;
 	}
 	snprintf(hdr, sizeof(hdr), "%d", attempt);
+	snprintf(size_hdr, sizeof(size_hdr), "%lld", (long long)st.st_size);
 	if (!head && follow && strcmp(follow, "0") != 0 && strcmp(follow, "false") != 0) {
 		ls = xcalloc(1, sizeof(*ls));
 		ls->api = a;
@@ -258,11 +270,16 @@ void api_step_logs(struct api *a, struct reply *r, PGconn *db, struct req *q)
 							 ls, log_stream_free);
 	} else {
 		size_t left = st.st_size > offset ? (size_t)(st.st_size - offset) : 0;
+
+		if (length >= 0 && (uint64_t)length < left)
+			left = (size_t)length;
 		resp = MHD_create_response_from_fd_at_offset64(left, fd, (uint64_t)offset);
 		free(dir);
 	}
 	MHD_add_response_header(resp, "Content-Type", "text/plain; charset=utf-8");
 	MHD_add_response_header(resp, "X-Ferry-Attempt", hdr);
+	/* the whole log's size when asked: a viewer reads a range and knows what lies before and after */
+	MHD_add_response_header(resp, "X-Ferry-Log-Size", size_hdr);
 	r->status = 200;
 	r->resp = resp;
 }

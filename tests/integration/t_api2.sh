@@ -32,6 +32,20 @@ Y
 	assert_eq "$(echo "$out" | tr '\n' ' ')" "line 1 line 2 line 3 line 4 line 5 " "followed to the end"
 	api GET "/api/v1/runs/$id/steps/talk/logs?offset=7"
 	assert_eq "$(echo "$BODY" | head -1)" "line 2" "offset"
+	# a range: offset and length, the whole size in X-Ferry-Log-Size (how the console pages back)
+	hdrs=$(curl -s -D - -o "$FERRY_HOME/range.txt" -H "Authorization: Bearer $FERRY_API_TOKEN" \
+		"$FERRY_URL/api/v1/runs/$id/steps/talk/logs?offset=7&length=14" | tr -d '\r')
+	assert_eq "$(cat "$FERRY_HOME/range.txt" | tr '\n' ' ')" "line 2 line 3 " "offset 7, length 14"
+	assert_eq "$(echo "$hdrs" | sed -n 's/^Content-Length: //Ip')" 14 "the range's length"
+	assert_eq "$(echo "$hdrs" | sed -n 's/^X-Ferry-Log-Size: //Ip')" 35 "the whole log's size"
+	n=$(curl -s -o "$FERRY_HOME/range.txt" -w '%{size_download}' -H "Authorization: Bearer $FERRY_API_TOKEN" \
+		"$FERRY_URL/api/v1/runs/$id/steps/talk/logs?offset=28&length=1000")
+	assert_eq "$n $(cat "$FERRY_HOME/range.txt")" "7 line 5" "a length past the end stops at the end"
+	api GET "/api/v1/runs/$id/steps/talk/logs?length=-1"
+	assert_eq "$CODE" 400 "a negative length"
+	assert_eq "$(echo "$BODY" | json 'j["error"]["field"]')" length "the field named"
+	api GET "/api/v1/runs/$id/steps/talk/logs?length=5&follow=1"
+	assert_eq "$CODE" 400 "length with follow"
 	hdr=$(curl -s -D - -o /dev/null -H "Authorization: Bearer $FERRY_API_TOKEN" "$FERRY_URL/api/v1/runs/$id/steps/talk/logs" | tr -d '\r' | sed -n 's/^X-Ferry-Attempt: //Ip')
 	assert_eq "$hdr" 1 "attempt header"
 	# following a finished attempt returns the whole log and ends

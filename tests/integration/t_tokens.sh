@@ -16,6 +16,12 @@ test_tokens_viewer_is_read_only() {
 	assert_eq "$CODE" 200 "a viewer lists runs"
 	FERRY_API_TOKEN=$viewer api GET "/api/v1/runs/$id"
 	assert_eq "$CODE" 200 "a viewer reads a run"
+	FERRY_API_TOKEN=$viewer api GET /api/v1/whoami
+	assert_eq "$BODY" '{"name":"watcher","role":"viewer","can_act":false,"can_admin":false}' "whoami: a viewer"
+	api GET /api/v1/whoami
+	assert_eq "$(echo "$BODY" | json '[j["role"], j["can_act"], j["can_admin"]]')" '["admin", true, true]' "whoami: the daemon's own token"
+	FERRY_API_TOKEN=nope api GET /api/v1/whoami
+	assert_eq "$CODE" 401 "whoami needs a token"
 	code=$(curl -s -o /dev/null -w '%{http_code}' -I -H "Authorization: Bearer $viewer" "$FERRY_URL/api/v1/runs")
 	assert_eq "$code" 200 "a viewer's HEAD"
 	body=$(python3 -c 'import json,sys; print(json.dumps({"yaml": open(sys.argv[1]).read()}))' "$ROOT/workflows/hello.yaml")
