@@ -22,28 +22,77 @@ static const char *str_at(const json_t *obj, const char *key)
 	return json_string_value(json_object_get(obj, key));
 }
 
-static int step_index(const json_t *steps, const char *name)
-{
-	size_t i;
-	json_t *s;
+/*
+ * The steps' needs as positions, made once per plan: every lookup of a name
+ * was a scan of the steps, and the ancestors' walk a scan of the names found
+ * so far, which made a 2,000-step plan take seconds (quadratic and worse);
+ * with positions and marks the walk of one step is linear in its ancestors.
+ */
+struct graph {
+	const json_t *steps;
+	json_t *index;          /* name -> its first position (an integer) */
+	size_t n;
+	size_t *first;          /* step i's needs are need[first[i]] .. need[first[i + 1] - 1] */
+	int *need;              /* the position of the step needed, or -1 for a name no step has */
+	const json_t **name;    /* … and the name as written (a JSON string) */
+	unsigned *mark;         /* ancestors(): mark[j] == stamp once j is in the list */
+	unsigned stamp;
+};
 
-	if (name == NULL)
-		return -1;
-	json_array_foreach(steps, i, s) {
-		const char *n = str_at(s, "name");
-		if (n && strcmp(n, name) == 0)
-			return (int)i;
+/* The position of the step called name, or -1. */
+static int step_index(const struct graph *g, const char *name)
+{
+	const json_t *v = name ? json_object_get(g->index, name) : NULL;
+
+	return v ? (int)json_integer_value(v) : -1;
+}
+
+static void graph_init(struct graph *g, const json_t *steps)
+{
+	size_t i, k, e = 0;
+	json_t *st, *nd;
+
+	memset(g, 0, sizeof(*g));
+	g->steps = steps;
+	g->n = json_array_size(steps);
+	g->index = json_object();
+	json_array_foreach(steps, i, st) {
+		const char *name = str_at(st, "name");
+		if (name && json_object_get(g->index, name) == NULL)
+			json_object_set_new(g->index, name, json_integer((json_int_t)i));
+		e += json_array_size(json_object_get(st, "needs"));
 	}
-	return -1;
+	g->first = xcalloc(g->n + 1, sizeof(*g->first));
+	g->need = xcalloc(e + 1, sizeof(*g->need));
+	g->name = xcalloc(e + 1, sizeof(*g->name));
+	g->mark = xcalloc(g->n + 1, sizeof(*g->mark));
+	e = 0;
+	json_array_foreach(steps, i, st) {
+		g->first[i] = e;
+		json_array_foreach(json_object_get(st, "needs"), k, nd) {
+			g->need[e] = step_index(g, json_string_value(nd));
+			g->name[e++] = nd;
+		}
+	}
+	g->first[g->n] = e;
+}
+
+static void graph_dispose(struct graph *g)
+{
+	json_decref(g->index);
+	free(g->first);
+	free(g->need);
+	free(g->name);
+	free(g->mark);
 }
 
 /*
  * Marks in sel[] the steps a dev subset keeps: --only one step, --from a step
  * and its descendants, --to a step and its ancestors (all when none given).
  */
-static int select_steps(char *sel, const json_t *steps, const struct run_plan_in *in)
+static int select_steps(char *sel, const struct graph *g, const struct run_plan_in *in)
 {
-	size_t nsteps = json_array_size(steps), i;
+	size_t nsteps = g->n, i;
 	const char *which = in->only ? in->only : in->from ? in->from : in->to;
 	int start, changed;
 
@@ -54,7 +103,7 @@ static int select_steps(char *sel, const json_t *steps, const struct run_plan_in
 		ferry_error_set("give at most one of --only, --from and --to");
 		return FERRY_EINVALID;
 	}
-	if ((start = step_index(steps, which)) < 0) {
+	if ((start = step_index(g, which)) < 0) {
 		ferry_error_set("the workflow has no step \"%s\"", which);
 		return FERRY_EINVALID;
 	}
@@ -64,10 +113,8 @@ static int select_steps(char *sel, const json_t *steps, const struct run_plan_in
 	do {
 		changed = 0;
 		for (i = 0; i < nsteps; i++) {
-			json_t *needs = json_object_get(json_array_get(steps, i), "needs"), *nd;
-			size_t k;
-			json_array_foreach(needs, k, nd) {
-				int j = step_index(steps, json_string_value(nd));
+			for (size_t k = g->first[i]; k < g->first[i + 1]; k++) {
+				int j = g->need[k];
 				if (j < 0)
 					continue;
 				if (in->from && sel[j] && !sel[i])
@@ -80,17 +127,17 @@ static int select_steps(char *sel, const json_t *steps, const struct run_plan_in
 	return FERRY_OK;
 }
 
-static json_t *ancestors(const json_t *steps, const struct plan_step *ps, size_t i, int *stages_up);
+static json_t *ancestors(struct graph *g, const struct plan_step *ps, size_t i, int *stages_up);
 
 /*
  * Marks in reuse[] the steps an --only or --from subset leaves out but
  * that a selected step reads from (its ancestors): their results come from
  * an earlier run. Other subsets reuse nothing.
  */
-static void reuse_steps(char *reuse, const json_t *steps, const struct plan_step *ps,
+static void reuse_steps(char *reuse, struct graph *g, const struct plan_step *ps,
 			const char *sel, const struct run_plan_in *in)
 {
-	size_t nsteps = json_array_size(steps), i, k;
+	size_t nsteps = g->n, i, k;
 	json_t *nd;
 
 	memset(reuse, 0, nsteps);
@@ -102,9 +149,9 @@ static void reuse_steps(char *reuse, const json_t *steps, const struct plan_step
 
 		if (!sel[i])
 			continue;
-		anc = ancestors(steps, ps, i, &stages_up);
+		anc = ancestors(g, ps, i, &stages_up);
 		json_array_foreach(anc, k, nd) {
-			int j = step_index(steps, json_string_value(nd));
+			int j = step_index(g, json_string_value(nd));
 			if (j >= 0 && !sel[j])
 				reuse[j] = 1;
 		}
@@ -159,29 +206,35 @@ static const char *const placement_fields[] = {"executor", "resources", "network
  * The names of step i's ancestors, nearest first (breadth-first along
  * needs), and whether one of them stages data for the steps below it.
  */
-static json_t *ancestors(const json_t *steps, const struct plan_step *ps, size_t i, int *stages_up)
+static json_t *ancestors(struct graph *g, const struct plan_step *ps, size_t i, int *stages_up)
 {
-	json_t *out = json_array(), *nd;
-	size_t k, head;
+	json_t *out = json_array();
+	size_t head = 0, k;
+	int at = (int)i;
 
 	*stages_up = 0;
-	json_array_foreach(json_object_get(json_array_get(steps, i), "needs"), k, nd)
-		json_array_append(out, nd);
-	for (head = 0; head < json_array_size(out); head++) {
-		int j = step_index(steps, json_string_value(json_array_get(out, head)));
-
-		if (j < 0)
-			continue;
-		if (ps[j].kind->flags & SKF_STAGES)
-			*stages_up = 1;
-		json_array_foreach(json_object_get(json_array_get(steps, (size_t)j), "needs"), k, nd) {
-			size_t m;
-			int seen = 0;
-			for (m = 0; m < json_array_size(out) && !seen; m++)
-				seen = json_equal(json_array_get(out, m), nd);
+	g->stamp++;
+	for (;;) {
+		/* at's needs join the list once each (a name no step has: compared, as it is rare) */
+		for (k = g->first[at]; k < g->first[at + 1]; k++) {
+			int j = g->need[k], seen = 0;
+			if (j >= 0) {
+				seen = g->mark[j] == g->stamp;
+				g->mark[j] = g->stamp;
+			} else {
+				for (size_t m = 0; m < json_array_size(out) && !seen; m++)
+					seen = json_equal(json_array_get(out, m), g->name[k]);
+			}
 			if (!seen)
-				json_array_append(out, nd);
+				json_array_append(out, (json_t *)g->name[k]);
 		}
+		/* the next one in the list that is a step */
+		for (at = -1; at < 0 && head < json_array_size(out); head++)
+			at = step_index(g, json_string_value(json_array_get(out, head)));
+		if (at < 0)
+			break;
+		if (ps[at].kind->flags & SKF_STAGES)
+			*stages_up = 1;
 	}
 	return out;
 }
@@ -335,6 +388,7 @@ static int plan_step_init(struct plan_step *s, const json_t *st, size_t i)
 int run_plan_make(struct run_plan **out, const struct run_plan_in *in, cfg_errors *errs)
 {
 	struct run_plan *p = xcalloc(1, sizeof(*p));
+	struct graph g = {0};
 	const json_t *steps;
 	char *sel = NULL, *reuse = NULL, run_id[32];
 	size_t i, nedges = 0;
@@ -352,7 +406,8 @@ int run_plan_make(struct run_plan **out, const struct run_plan_in *in, cfg_error
 	p->nsteps = json_array_size(steps);
 	p->steps = xcalloc(p->nsteps + 1, sizeof(*p->steps));
 	sel = xmalloc(p->nsteps + 1);
-	if ((error = select_steps(sel, steps, in)) < 0)
+	graph_init(&g, steps);
+	if ((error = select_steps(sel, &g, in)) < 0)
 		goto out;
 	json_array_foreach(steps, i, st) {
 		if ((error = plan_step_init(&p->steps[i], st, i)) < 0)
@@ -361,16 +416,14 @@ int run_plan_make(struct run_plan **out, const struct run_plan_in *in, cfg_error
 	}
 	p->edges = xcalloc(nedges + 1, sizeof(*p->edges));
 	reuse = xmalloc(p->nsteps + 1);
-	reuse_steps(reuse, steps, p->steps, sel, in);
+	reuse_steps(reuse, &g, p->steps, sel, in);
 
 	json_array_foreach(steps, i, st) {
 		struct plan_step *s = &p->steps[i];
-		json_t *nd;
-		size_t k;
 		int stages_up = 0;
 
-		json_array_foreach(json_object_get(st, "needs"), k, nd) {
-			int j = step_index(steps, json_string_value(nd));
+		for (size_t k = g.first[i]; k < g.first[i + 1]; k++) {
+			int j = g.need[k];
 			if (j < 0)
 				continue;
 			s->deps_pending += sel[j] != 0;
@@ -385,7 +438,7 @@ int run_plan_make(struct run_plan **out, const struct run_plan_in *in, cfg_error
 			goto out;
 		}
 		{
-			json_t *anc = ancestors(steps, p->steps, i, &stages_up);
+			json_t *anc = ancestors(&g, p->steps, i, &stages_up);
 			if (wants_ancestors(s, st, stages_up))
 				json_object_set(s->spec, "ancestors", anc);
 			json_decref(anc);
@@ -408,6 +461,7 @@ int run_plan_make(struct run_plan **out, const struct run_plan_in *in, cfg_error
 		p->starts_running |= s->state == STEP_WAITING;
 	}
 out:
+	graph_dispose(&g);
 	free(sel);
 	free(reuse);
 	if (error < 0) {

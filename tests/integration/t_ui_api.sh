@@ -232,7 +232,7 @@ test_ui_dag_svg() {
 	wait_run "$id" succeeded
 }
 
-# The biggest workflow config.c takes (MAX_STEPS, 1,000 steps: a fan-out
+# A wide workflow (1,000 steps; config.c takes up to MAX_STEPS, 5,000: a fan-out
 # behind a gated first step, so nothing but the first runs): the first
 # request lays it out, the second comes from the cache. The times are
 # printed; only success is asserted (a shared machine). 2,000 steps are

@@ -741,6 +741,36 @@ static void test_config__alias_amplification_bounded(void **state)
 	free(yaml);
 }
 
+/* 5,000 steps are taken (a 2,000-step DAG is a use the console is benchmarked on); one more is refused */
+static void test_config__step_limit(void **state)
+{
+	json_t *spec = NULL;
+	cfg_errors errs;
+	size_t cap = 512 * 1024;
+	char *yaml = malloc(cap), *p;
+	int n;
+
+	(void)state;
+	for (n = 5000; n <= 5001; n++) {
+		p = yaml;
+		appendf(&p, yaml + cap, "name: x\nsteps:\n  - {name: s0, command: [\"true\"]}\n");
+		for (int i = 1; i < n; i++)
+			appendf(&p, yaml + cap, "  - {name: s%d, needs: [s%d], command: [\"true\"]}\n", i, i / 2);
+		spec = NULL;
+		if (n == 5000) {
+			spec = parse_ok(yaml);
+			assert_int_equal(json_array_size(json_object_get(spec, "steps")), 5000);
+			json_decref(spec);
+			continue;
+		}
+		assert_int_equal(parse(yaml, &spec, &errs), FERRY_EINVALID);
+		assert_int_equal(errs.len, 1);
+		assert_non_null(strstr(errs.items[0], "too many steps (5001); at most 5000 are allowed"));
+		cfg_errors_dispose(&errs);
+	}
+	free(yaml);
+}
+
 static void test_config__nesting_and_anchor_limits(void **state)
 {
 	json_t *spec = NULL;
@@ -1477,6 +1507,7 @@ int main(void)
 		cmocka_unit_test(test_config__placement),
 		cmocka_unit_test(test_config__aliases),
 		cmocka_unit_test(test_config__alias_amplification_bounded),
+		cmocka_unit_test(test_config__step_limit),
 		cmocka_unit_test(test_config__nesting_and_anchor_limits),
 		cmocka_unit_test(test_config__hash_stability),
 		cmocka_unit_test(test_config__params_resolve_defaults),

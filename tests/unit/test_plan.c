@@ -427,6 +427,68 @@ static void test_plan__ancestors(void **state)
 	run_plan_free(p);
 }
 
+/*
+ * The biggest workflow config.c takes (5,000 steps: 99 layers of 50, a step
+ * needing the same one of the layer before and, when odd, another; then one
+ * evaluate step needing the whole last layer) plans in well under the time
+ * a submit may take: names were looked up by a scan of the steps and each
+ * step's ancestors deduplicated by a scan of the list, so this took minutes.
+ * The evaluate step is handed all 4,950 others, nearest first.
+ */
+static void test_plan__5000_steps(void **state)
+{
+	enum { LAYERS = 99, WIDTH = 50 };
+	size_t cap = 1 << 20, len = 0, edges = 0;
+	char *yaml = xmalloc(cap);
+	struct run_plan *p;
+	const json_t *anc;
+	int64_t t0;
+
+	(void)state;
+	len += (size_t)snprintf(yaml + len, cap - len, "name: big\nsteps:\n");
+	for (int l = 0; l < LAYERS; l++)
+		for (int i = 0; i < WIDTH; i++) {
+			int other = (7 * i + 3) % WIDTH;
+			if (l == 0)
+				len += (size_t)snprintf(yaml + len, cap - len, "  - {name: s%02d_%02d, command: [\"true\"]}\n", l, i);
+			else if (i % 2 == 1 && other != i)
+				len += (size_t)snprintf(yaml + len, cap - len,
+							"  - {name: s%02d_%02d, needs: [s%02d_%02d, s%02d_%02d], command: [\"true\"]}\n",
+							l, i, l - 1, i, l - 1, other), edges += 2;
+			else
+				len += (size_t)snprintf(yaml + len, cap - len,
+							"  - {name: s%02d_%02d, needs: [s%02d_%02d], command: [\"true\"]}\n",
+							l, i, l - 1, i), edges += 1;
+			assert_true(len < cap);
+		}
+	len += (size_t)snprintf(yaml + len, cap - len, "  - name: eval\n    kind: evaluate\n    command: [eval]\n    needs: [");
+	for (int i = 0; i < WIDTH; i++)
+		len += (size_t)snprintf(yaml + len, cap - len, "%ss%02d_%02d", i ? ", " : "", LAYERS - 1, i);
+	len += (size_t)snprintf(yaml + len, cap - len, "]\n");
+	assert_true(len < cap);
+	edges += WIDTH;
+
+	t0 = clock_mono_ms();
+	p = plan_ok(yaml);
+	print_message("  5,000 steps planned in %lld ms\n", (long long)(clock_mono_ms() - t0));
+	assert_true(clock_mono_ms() - t0 < 5000);
+	assert_int_equal(p->nsteps, LAYERS * WIDTH + 1);
+	assert_int_equal(p->nedges, edges);
+	assert_int_equal(p->open_steps, LAYERS * WIDTH + 1);
+	assert_string_equal(state_of(p, "s00_49"), "ready");
+	assert_string_equal(state_of(p, "s98_49"), "blocked");
+	assert_int_equal(step(p, "s98_01")->deps_pending, 2);
+	assert_int_equal(step(p, "eval")->deps_pending, WIDTH);
+	anc = json_object_get(step(p, "eval")->spec, "ancestors");
+	assert_int_equal(json_array_size(anc), LAYERS * WIDTH);
+	assert_string_equal(json_string_value(json_array_get(anc, 0)), "s98_00");
+	assert_string_equal(json_string_value(json_array_get(anc, WIDTH)), "s97_00");
+	assert_memory_equal(json_string_value(json_array_get(anc, LAYERS * WIDTH - 1)), "s00_", 4);
+	assert_null(json_object_get(step(p, "s98_00")->spec, "ancestors")); /* a plain job: nothing to hand */
+	run_plan_free(p);
+	free(yaml);
+}
+
 static void test_plan__bad_yaml(void **state)
 {
 	static const char bad[] = "name: bad\nsteps:\n  - {name: a, command: [x], nope: 1}\n  - {name: b, needs: zz, command: y}\n";
@@ -665,6 +727,7 @@ int main(void)
 		cmocka_unit_test(test_plan__params_and_templates),
 		cmocka_unit_test(test_plan__shell_params_quoted_and_in_env),
 		cmocka_unit_test(test_plan__ancestors),
+		cmocka_unit_test(test_plan__5000_steps),
 		cmocka_unit_test(test_plan__bad_yaml),
 		cmocka_unit_test(test_plan__deterministic_and_registered),
 		cmocka_unit_test(test_plan__command_files),
