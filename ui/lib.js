@@ -132,7 +132,7 @@ export function viewSignal() { return current.signal; }
 export function quiet(e) { return e instanceof Unauthorized || (e && e.name === 'AbortError'); }
 
 export function setView(...children) {
-  $('#view').replaceChildren(...children);
+  $('#view').replaceChildren(...children.flat().filter((c) => c !== null && c !== undefined && c !== false));
 }
 
 export function showError(e) {

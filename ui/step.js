@@ -211,13 +211,14 @@ export class StepPanel {
       const util = samples.filter((x) => typeof x.util === 'number').map((x) => [x.at_ms, x.util]);
       const gpu = samples.filter((x) => typeof x.gpu_util === 'number').map((x) => [x.at_ms, x.gpu_util]);
       const c = chart([{ points: util, cls: 'cpu' }, { points: gpu, cls: 'gpu' }], 'utilization over time');
-      box.replaceChildren(el('h3', {}, 'Monitor'),
+      box.replaceChildren(...[el('h3', {}, 'Monitor'),
         el('p', { id: 'monitor-state' }, el('strong', {}, `Hang detector: ${m.state}`), m.why ? ` — ${m.why}` : ''),
         c ? el('figure', {}, c, el('figcaption', { class: 'note' },
           `Utilization, ${samples.length} samples: ${util.length ? 'CPU (solid)' : ''}${gpu.length ? `${util.length ? ', ' : ''}GPU (dashed)` : ''}.`)) : null,
         (m.watch || []).length ? el('ul', { id: 'watch' }, m.watch.map((w) => el('li', {},
           `${w.state === 'fired' ? '✗' : '✓'} ${w.metric} ${w.rule}: ${w.state}${w.message ? ` — ${w.message}` : ''}`))) : null,
-        m.evidence ? el('details', {}, el('summary', {}, 'Evidence collected'), el('pre', {}, JSON.stringify(m.evidence, null, 2))) : null);
+        m.evidence ? el('details', {}, el('summary', {}, 'Evidence collected'), el('pre', {}, JSON.stringify(m.evidence, null, 2))) : null]
+        .filter(Boolean));
     }).catch((e) => { if (!quiet(e)) box.replaceChildren(); });
     return box;
   }
