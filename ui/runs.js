@@ -12,27 +12,32 @@ import {
 import { whoami, resultRegion, roleNote, actionButton, act } from './actions.js';
 import { StepPanel } from './step.js';
 
+const TRIGGERS = ['api', 'cli', 'schedule', 'data', 'git', 'dev']; // what started a run (runs.trigger)
 const EVENTS_KEPT = 500; // rows of the run's audit trail kept on the page
 const RECONNECTS = 5; // a dropped stream is reopened this many times, backing off
 
 // ---- the runs list ----
 
 export async function runsPage(params) {
-  const state = params.get('state') || '', workflow = params.get('workflow') || '';
+  const state = params.get('state') || '', workflow = params.get('workflow') || '', trigger = params.get('trigger') || '';
   const signal = viewSignal();
   const stateSel = el('select', { id: 'f-state', name: 'state' }, el('option', { value: '' }, 'any'),
     RUN_STATES.map((s) => el('option', { value: s, selected: s === state }, `${SYMBOLS[s]} ${s}`)));
   const wfIn = el('input', { id: 'f-workflow', name: 'workflow', value: workflow, placeholder: 'any', spellcheck: 'false',
     pattern: '[a-z0-9][a-z0-9_.\\-]{0,62}', title: 'a workflow name: lower-case letters, digits, _ . -' });
+  const trigSel = el('select', { id: 'f-trigger', name: 'trigger' }, el('option', { value: '' }, 'any'),
+    TRIGGERS.map((t) => el('option', { value: t, selected: t === trigger }, t)));
   const filters = el('form', { class: 'filters', role: 'search', onsubmit: (ev) => {
     ev.preventDefault();
     const q = new URLSearchParams();
     if (stateSel.value) q.set('state', stateSel.value);
+    if (trigSel.value) q.set('trigger', trigSel.value);
     if (wfIn.value.trim()) q.set('workflow', wfIn.value.trim());
     location.hash = `#/runs${q.toString() ? `?${q}` : ''}`;
   } },
   el('div', {}, el('label', { for: 'f-state' }, 'State'), stateSel),
   el('div', {}, el('label', { for: 'f-workflow' }, 'Workflow'), wfIn),
+  el('div', {}, el('label', { for: 'f-trigger' }, 'Trigger'), trigSel),
   el('button', { type: 'submit' }, 'Filter'));
   const tbody = el('tbody');
   const table = el('div', { class: 'table-wrap' }, el('table', { id: 'runs' },
@@ -49,6 +54,7 @@ export async function runsPage(params) {
     const q = new URLSearchParams({ limit: '50' });
     if (state) q.set('state', state);
     if (workflow) q.set('workflow', workflow);
+    if (trigger) q.set('trigger', trigger);
     if (cursor) q.set('cursor', cursor);
     status.textContent = 'Loading…';
     const page = await callJSON(`/runs?${q}`, { signal });
