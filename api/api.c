@@ -729,6 +729,7 @@ const struct api_route api_routes[] = {
 	{"GET", "/api/v1/runs/{id}/events", AUTH, NULL, h_run_events, "after", NULL},
 	{"GET", "/api/v1/runs/{id}/stream", AUTH, NULL, api_run_stream, NULL, NULL},
 	{"GET", "/api/v1/runs/{id}/dag.svg", AUTH, NULL, api_run_dag_svg, NULL, NULL},
+	{"GET", "/api/v1/runs/{id}/steps/{step}", AUTH, NULL, api_step_get, NULL, NULL},
 	{"GET", "/api/v1/runs/{id}/steps/{step}/logs", AUTH, NULL, api_step_logs, "attempt offset length follow", NULL},
 	{"GET", "/api/v1/runs/{id}/steps/{step}/monitor", AUTH, NULL, api_step_monitor, "attempt", NULL},
 	{"POST", "/api/v1/runs/{id}/steps/{step}/continue", AUTH, NULL, h_step_continue, NULL, "data"},

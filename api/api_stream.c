@@ -1,7 +1,8 @@
 /*
  * api_stream — the web console's run page, server side: GET /runs/{id}/stream,
  * the run as Server-Sent Events, and GET /runs/{id}/dag.svg, the whole DAG
- * of the run's workflow laid out by Graphviz (dag_svg.h).
+ * of the run's workflow laid out by Graphviz (dag_svg.h); and GET
+ * /runs/{id}/steps/{step}, a step's resolved spec for its detail panel.
  *
  * The stream. On connect (a database worker) it sends `event: run` with the
  * run's JSON (the object of GET /runs/{id}, on one line); then one more each
@@ -631,4 +632,18 @@ headers:
 	MHD_add_response_header(resp, "ETag", etag);
 	MHD_add_response_header(resp, "Cache-Control", "private, max-age=86400");
 	r->resp = resp;
+}
+
+/* GET /runs/{id}/steps/{step}: the step's resolved spec (the command as it ran), read when a step is opened. */
+void api_step_get(struct api *a, struct reply *r, PGconn *db, struct req *q)
+{
+	char *json = NULL;
+	int error;
+
+	(void)a;
+	if ((error = store_step_spec(&json, db, q->id, q->caps[1])) < 0) {
+		reply_store_error(r, error);
+		return;
+	}
+	reply_json(r, 200, json);
 }

@@ -1338,6 +1338,7 @@ int store_workflows_list(char **out, PGconn *conn)
 	if ((error = q(&res, conn,
 		       "SELECT json_build_object('workflows', coalesce(json_agg(json_build_object("
 		       "  'name', name, 'hash', hash, 'steps', jsonb_array_length(spec -> 'steps'), "
+		       "  'description', spec -> 'description', 'params', coalesce(spec -> 'params', '{}'), "
 		       "  'workdir', workdir, 'created_at', ferry_ts(created_at)) ORDER BY created_at DESC), "
 		       "  '[]')) FROM workflows",
 		       0, NULL)) < 0)

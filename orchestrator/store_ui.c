@@ -1,5 +1,5 @@
 /*
- * store_ui — see store_ui.h. One parameterised statement.
+ * store_ui — see store_ui.h. One parameterised statement each.
  */
 #include "store_ui.h"
 
@@ -41,6 +41,32 @@ int store_run_marker(struct store_run_marker *out, PGconn *conn, int64_t id)
 		return FERRY_EDB;
 	}
 	snprintf(out->workflow_hash, sizeof(out->workflow_hash), "%s", PQgetvalue(res, 0, 3));
+	PQclear(res);
+	return FERRY_OK;
+}
+
+int store_step_spec(char **json, PGconn *conn, int64_t id, const char *step)
+{
+	char run[32];
+	const char *params[2] = {run, step};
+	PGresult *res = NULL;
+	int error;
+
+	*json = NULL;
+	snprintf(run, sizeof(run), "%lld", (long long)id);
+	error = store_q(&res, conn,
+			"SELECT json_build_object('run', s.run_id, 'name', s.name, 'kind', s.kind, "
+			"                         'state', s.state, 'spec', s.spec) "
+			"FROM steps s WHERE s.run_id = $1 AND s.name = $2",
+			2, params);
+	if (error < 0)
+		return error;
+	if (PQntuples(res) != 1) {
+		PQclear(res);
+		ferry_error_set("run %lld has no step \"%s\"", (long long)id, step);
+		return FERRY_ENOTFOUND;
+	}
+	*json = xstrdup(PQgetvalue(res, 0, 0));
 	PQclear(res);
 	return FERRY_OK;
 }

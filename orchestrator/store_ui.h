@@ -1,6 +1,7 @@
 /*
  * store_ui — what the web console's server side (api/api_stream.c) reads that
- * no other statement gives cheaply: a run's change marker and workflow hash.
+ * no other statement gives cheaply: a run's change marker and workflow hash,
+ * and a step's resolved spec (the command as it ran).
  */
 #ifndef FERRY_STORE_UI_H
 #define FERRY_STORE_UI_H
@@ -24,5 +25,13 @@ struct store_run_marker {
 
 /* Fills *out for run id: 0, FERRY_ENOTFOUND, or FERRY_EDB (message set). */
 int store_run_marker(struct store_run_marker *out, PGconn *conn, int64_t id);
+
+/*
+ * *json (caller frees): {"run", "name", "kind", "state", "spec"} of step
+ * `step` of run id, spec being what the plan resolved for it (command with
+ * params rendered, env, workdir, executor and placement): 0,
+ * FERRY_ENOTFOUND (no such run or step), or FERRY_EDB.
+ */
+int store_step_spec(char **json, PGconn *conn, int64_t id, const char *step);
 
 #endif

@@ -7,10 +7,13 @@
 
 import { $, token, setToken, showLogin, newView, showError } from './lib.js';
 import { runsPage, runPage } from './runs.js';
+import { submitPage } from './submit.js';
+import { whoami, forgetWhoami } from './actions.js';
 
 // [pattern of the hash's path, title, page(match, params)]: the first match wins; the last row is the default
 const ROUTES = [
   [/^\/runs\/(\d+)$/, (m) => `Run #${m[1]}`, (m) => runPage(m[1])],
+  [/^\/submit$/, () => 'Submit a run', (m, params) => submitPage(params)],
   [/^/, () => 'Runs', (m, params) => runsPage(params)],
 ];
 
@@ -19,6 +22,7 @@ async function route() {
   if (!token()) { showLogin(); return; }
   $('#login').hidden = true;
   $('#signout').hidden = false;
+  whoami().then((w) => { $('#who').textContent = `${w.name} (${w.role})`; }, () => {});
   const hash = location.hash || '#/runs';
   const [path, query] = hash.slice(1).split('?');
   const params = new URLSearchParams(query || '');
@@ -47,6 +51,6 @@ $('#login-form').addEventListener('submit', (ev) => {
   $('#login-error').hidden = true;
   route();
 });
-$('#signout').addEventListener('click', () => showLogin('Token forgotten.'));
+$('#signout').addEventListener('click', () => { forgetWhoami(); $('#who').textContent = ''; showLogin('Token forgotten.'); });
 window.addEventListener('hashchange', route);
 route();

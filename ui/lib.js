@@ -88,12 +88,14 @@ export function showLogin(reason) {
 // fetch() with the token; a 401 shows the form with its reason and throws Unauthorized.
 export async function call(path, opts = {}) {
   const t = token();
-  if (!t) { showLogin(); throw new Unauthorized('no token'); }
+  // no token: the form, unless it is up already (it may hold the reason a request just got)
+  if (!t) { if ($('#login').hidden) showLogin(); throw new Unauthorized('no token'); }
   const res = await fetch(API + path, { ...opts, headers: { ...(opts.headers || {}), Authorization: `Bearer ${t}` } });
   if (res.status === 401) {
     let why = 'The token was refused.';
     try { why = `The token was refused: ${(await res.json()).error.message}`; } catch { /* not JSON */ }
-    showLogin(why);
+    // requests in flight together all get the 401: the first one's reason stays on the form
+    if ($('#login').hidden) showLogin(why);
     throw new Unauthorized(why);
   }
   return res;
@@ -130,7 +132,7 @@ export function viewSignal() { return current.signal; }
 export function quiet(e) { return e instanceof Unauthorized || (e && e.name === 'AbortError'); }
 
 export function setView(...children) {
-  $('#view').replaceChildren(...children);
+  $('#view').replaceChildren(...children.flat().filter((c) => c !== null && c !== undefined && c !== false));
 }
 
 export function showError(e) {

@@ -2,34 +2,42 @@
 // trigger, newest first, paged by cursor) and a run (#/runs/ID): its DAG
 // from dag.svg (laid out by Graphviz on the server, cached per workflow
 // version), step states applied by class as the run's SSE stream brings
-// them, and a step's detail beside it.
+// them, a step's panel beside it (step.js), the run's actions (stop, retry)
+// and its audit trail (events, with who did what).
 
 import {
-  $, el, stateBadge, timeCell, duration, call, callJSON, setView, showError, viewSignal, quiet, readSSE,
+  el, stateBadge, timeCell, duration, call, callJSON, setView, showError, viewSignal, quiet, readSSE,
   SYMBOLS, RUN_STATES, FINAL, Unauthorized,
 } from './lib.js';
+import { whoami, resultRegion, roleNote, actionButton, act } from './actions.js';
+import { StepPanel } from './step.js';
 
-const LOG_TAIL = 64 * 1024; // bytes of a step's log shown: the tail only, whatever its size
+const TRIGGERS = ['api', 'cli', 'schedule', 'data', 'git', 'dev']; // what started a run (runs.trigger)
+const EVENTS_KEPT = 500; // rows of the run's audit trail kept on the page
 const RECONNECTS = 5; // a dropped stream is reopened this many times, backing off
 
 // ---- the runs list ----
 
 export async function runsPage(params) {
-  const state = params.get('state') || '', workflow = params.get('workflow') || '';
+  const state = params.get('state') || '', workflow = params.get('workflow') || '', trigger = params.get('trigger') || '';
   const signal = viewSignal();
   const stateSel = el('select', { id: 'f-state', name: 'state' }, el('option', { value: '' }, 'any'),
     RUN_STATES.map((s) => el('option', { value: s, selected: s === state }, `${SYMBOLS[s]} ${s}`)));
   const wfIn = el('input', { id: 'f-workflow', name: 'workflow', value: workflow, placeholder: 'any', spellcheck: 'false',
     pattern: '[a-z0-9][a-z0-9_.\\-]{0,62}', title: 'a workflow name: lower-case letters, digits, _ . -' });
+  const trigSel = el('select', { id: 'f-trigger', name: 'trigger' }, el('option', { value: '' }, 'any'),
+    TRIGGERS.map((t) => el('option', { value: t, selected: t === trigger }, t)));
   const filters = el('form', { class: 'filters', role: 'search', onsubmit: (ev) => {
     ev.preventDefault();
     const q = new URLSearchParams();
     if (stateSel.value) q.set('state', stateSel.value);
+    if (trigSel.value) q.set('trigger', trigSel.value);
     if (wfIn.value.trim()) q.set('workflow', wfIn.value.trim());
     location.hash = `#/runs${q.toString() ? `?${q}` : ''}`;
   } },
   el('div', {}, el('label', { for: 'f-state' }, 'State'), stateSel),
   el('div', {}, el('label', { for: 'f-workflow' }, 'Workflow'), wfIn),
+  el('div', {}, el('label', { for: 'f-trigger' }, 'Trigger'), trigSel),
   el('button', { type: 'submit' }, 'Filter'));
   const tbody = el('tbody');
   const table = el('div', { class: 'table-wrap' }, el('table', { id: 'runs' },
@@ -46,6 +54,7 @@ export async function runsPage(params) {
     const q = new URLSearchParams({ limit: '50' });
     if (state) q.set('state', state);
     if (workflow) q.set('workflow', workflow);
+    if (trigger) q.set('trigger', trigger);
     if (cursor) q.set('cursor', cursor);
     status.textContent = 'Loading…';
     const page = await callJSON(`/runs?${q}`, { signal });
@@ -91,30 +100,54 @@ function cleanSvg(text) {
 
 export async function runPage(id) {
   const signal = viewSignal();
+  const who = await whoami();
   let run = await callJSON(`/runs/${id}`, { signal });
   let selected = null;
+  let following = false;
 
   const head = el('div', { class: 'run-head' });
   const live = el('p', { class: 'live', id: 'live', 'aria-live': 'polite' }, 'Connecting to live updates…');
+  const out = resultRegion();
+  const runActions = el('div', { class: 'actions', id: 'run-actions' });
   const dag = el('div', { class: 'dag', id: 'dag', hidden: true });
   const stepsBody = el('tbody');
   const steps = el('div', { class: 'table-wrap' }, el('table', { class: 'steps', id: 'steps' },
     el('thead', {}, el('tr', {}, el('th', { scope: 'col' }, 'Step'), el('th', { scope: 'col' }, 'State'),
       el('th', { scope: 'col', class: 'opt' }, 'Attempts'), el('th', { scope: 'col' }, 'Duration'))), stepsBody));
   const detail = el('section', { class: 'detail', id: 'detail', 'aria-live': 'polite' },
-    el('p', { class: 'note' }, 'Select a step to see its attempts, outputs, metrics and log.'));
-  setView(el('p', {}, el('a', { href: '#/runs' }, '← Runs')), head, live,
-    el('div', { class: 'run-body' }, el('div', {}, dag, el('h2', {}, 'Steps'), steps), detail));
+    el('p', { class: 'note' }, 'Select a step (in the graph or the table) to see its attempts, command, outputs, metrics and log.'));
+  const eventsBody = el('tbody');
+  const events = el('details', { id: 'events' }, el('summary', {}, 'Events (who did what)'),
+    el('div', { class: 'table-wrap' }, el('table', {}, el('thead', {}, el('tr', {}, el('th', {}, 'At'), el('th', {}, 'Actor'),
+      el('th', {}, 'Event'), el('th', {}, 'Step'), el('th', { class: 'opt' }, 'Detail'))), eventsBody)));
+  const panel = new StepPanel({ container: detail, runId: id, signal, who, out, onRun: (r) => { update(r); followAgain(); } });
+  detail.addEventListener('rerender', () => panel.render(run, false));
+  setView(el('p', {}, el('a', { href: '#/runs' }, '← Runs')), head, runActions, roleNote(who), out, live,
+    el('div', { class: 'run-body' }, el('div', {}, dag, el('h2', {}, 'Steps'), steps), detail), events);
 
   function renderHead() {
     head.replaceChildren(el('h1', {}, `Run #${run.id} `, stateBadge(run.state)),
       el('dl', {},
         el('dt', {}, 'Workflow'), el('dd', {}, run.workflow || ''),
         el('dt', {}, 'Trigger'), el('dd', {}, run.trigger || ''),
+        run.actor ? [el('dt', {}, 'Started by'), el('dd', {}, run.actor)] : null,
         el('dt', {}, 'Created'), el('dd', {}, timeCell(run.created_at)),
         el('dt', {}, 'Duration'), el('dd', {}, duration(run.started_at, run.finished_at)),
+        run.params && Object.keys(run.params).length ? [el('dt', {}, 'Params'),
+          el('dd', {}, Object.entries(run.params).map(([k, v]) => `${k}=${typeof v === 'string' ? v : JSON.stringify(v)}`).join(', '))] : null,
         run.reason ? [el('dt', {}, 'Reason'), el('dd', {}, run.reason)] : null,
-        run.waiting && run.waiting.length ? [el('dt', {}, 'Waiting'), el('dd', {}, run.waiting.join(', '))] : null));
+        run.waiting && run.waiting.length ? [el('dt', {}, 'Waiting'), el('dd', {}, run.waiting.map((w, i) => [i ? ', ' : '',
+          el('button', { type: 'button', class: 'step-link', onclick: () => select(w) }, w)]))] : null));
+    const final = FINAL.has(run.state);
+    const stop = actionButton('■ Stop run', who, async () => {
+      const r = await act({ btn: stop, out, what: `Stop run #${run.id}`, path: `/runs/${run.id}/stop`, signal, who });
+      if (r) update(r);
+    }, { id: 'stop', hidden: final || run.state === 'stopping' });
+    const retry = actionButton('↻ Retry failed steps', who, async () => {
+      const r = await act({ btn: retry, out, what: `Retry run #${run.id}`, path: `/runs/${run.id}/retry`, signal, who });
+      if (r) { update(r); followAgain(); }
+    }, { id: 'retry', hidden: !final || run.state === 'succeeded', title: 'run the failed and stopped steps again' });
+    runActions.replaceChildren(stop, retry);
   }
 
   function renderSteps() {
@@ -140,111 +173,47 @@ export async function runPage(id) {
     run = next;
     renderHead();
     renderSteps();
-    if (selected) renderDetail(false);
+    if (selected) panel.render(run, false);
+    if (events.open) loadEvents();
   }
 
   function select(name) {
     selected = name;
+    panel.select(name);
     renderSteps();
-    renderDetail(true);
+    panel.render(run, true);
   }
 
-  let logCtl = null;
-  function renderDetail(fresh) {
-    const s = (run.steps || []).find((x) => x.name === selected);
-    if (!s) return;
-    const attempts = s.attempt_list || [];
-    const parts = [el('h2', { id: 'detail-h', tabindex: '-1' }, `Step ${s.name} `, stateBadge(s.state))];
-    const dl = el('dl', {},
-      el('dt', {}, 'Kind'), el('dd', {}, s.kind || '—'),
-      el('dt', {}, 'Attempts'), el('dd', {}, s.attempts ?? 0),
-      el('dt', {}, 'Duration'), el('dd', {}, duration(s.started_at, s.finished_at)),
-      s.exit_code !== undefined && s.exit_code !== null ? [el('dt', {}, 'Exit code'), el('dd', {}, s.exit_code)] : null,
-      s.reason ? [el('dt', {}, 'Reason'), el('dd', { id: 'step-reason' }, s.reason)] : null,
-      s.cached_from ? [el('dt', {}, 'Cached from'),
-        el('dd', {}, el('a', { href: `#/runs/${s.cached_from.run}` }, `run #${s.cached_from.run}`),
-          ` ${s.cached_from.step}, attempt ${s.cached_from.attempt}`)] : null);
-    parts.push(el('div', { class: 'run-head' }, dl));
-    if (attempts.length) {
-      parts.push(el('h3', {}, 'Attempts'), el('div', { class: 'table-wrap' }, el('table', { id: 'attempts' },
-        el('thead', {}, el('tr', {}, el('th', {}, '#'), el('th', {}, 'State'), el('th', {}, 'Started'),
-          el('th', {}, 'Duration'), el('th', { class: 'opt' }, 'Exit'), el('th', {}, 'Reason'))),
-        el('tbody', {}, attempts.map((a) => el('tr', {}, el('td', { class: 'num' }, a.attempt), el('td', {}, stateBadge(a.state)),
-          el('td', {}, timeCell(a.started_at)), el('td', {}, duration(a.started_at, a.finished_at)),
-          el('td', { class: 'num opt' }, a.exit_code ?? (a.signal ? `signal ${a.signal}` : '—')), el('td', {}, a.reason || '')))))));
+  // The audit trail, read when opened and then after each change (only what is new: ?after=).
+  let lastEvent = 0, eventsBusy = false;
+  async function loadEvents() {
+    if (eventsBusy) return;
+    eventsBusy = true;
+    try {
+      const page = await callJSON(`/runs/${id}/events?after=${lastEvent}`, { signal });
+      for (const e of page.events || []) {
+        lastEvent = Math.max(lastEvent, e.id);
+        eventsBody.prepend(el('tr', { 'data-kind': e.kind }, el('td', {}, timeCell(e.at)), el('td', {}, e.actor || ''),
+          el('td', {}, e.kind), el('td', {}, e.step || ''),
+          el('td', { class: 'opt' }, e.detail ? (typeof e.detail === 'string' ? e.detail : JSON.stringify(e.detail)) : '')));
+      }
+      while (eventsBody.children.length > EVENTS_KEPT) eventsBody.lastChild.remove();
+    } catch (e) {
+      if (!quiet(e)) eventsBody.replaceChildren(el('tr', {}, el('td', { colspan: '5' }, `No events: ${e.message}`)));
+    } finally {
+      eventsBusy = false;
     }
-    if (s.metrics && Object.keys(s.metrics).length) {
-      parts.push(el('h3', {}, 'Metrics'), el('table', { id: 'metrics' }, el('tbody', {},
-        Object.entries(s.metrics).map(([k, v]) => el('tr', {}, el('th', { scope: 'row' }, k), el('td', { class: 'num' }, v))))));
-    }
-    if (s.gate && s.gate.length) {
-      parts.push(el('h3', {}, 'Gate'), el('ul', {}, s.gate.map((g) => el('li', {},
-        `${g.passed ? '✓ passed' : '✗ failed'}: ${g.metric} ${g.op} ${g.threshold} (value ${g.value}${g.against ? `, against ${g.against}` : ''})`))));
-    }
-    if (s.outputs !== undefined && s.outputs !== null) {
-      parts.push(el('h3', {}, 'Outputs'), el('pre', { id: 'outputs' }, JSON.stringify(s.outputs, null, 2)));
-    }
-    const logPre = el('pre', { class: 'log', id: 'log', tabindex: '0', 'aria-label': `log of ${s.name}` });
-    const logNote = el('p', { class: 'note', id: 'log-note' });
-    parts.push(el('h3', {}, 'Log'), logNote, logPre);
-    const old = fresh ? null : $('#log', detail);
-    detail.replaceChildren(...parts);
-    if (fresh) {
-      $('#detail-h', detail).focus();
-    } else if (old) {
-      logPre.replaceWith(old); // a state change keeps the log shown; a new tail is read when the step ends
-      logNote.textContent = old.dataset.note || '';
-      if (old.dataset.state === s.state) return;
-    }
-    if (logCtl) logCtl.abort();
-    logCtl = new AbortController();
-    const target = $('#log', detail);
-    target.dataset.state = s.state;
-    loadLog(s, target, $('#log-note', detail), logCtl.signal).catch((e) => {
-      if (e instanceof Unauthorized || e.name === 'AbortError') return;
-      target.textContent = '';
-      $('#log-note', detail).textContent = `No log: ${e.message}`;
-    });
   }
+  events.addEventListener('toggle', () => { if (events.open) loadEvents(); });
 
-  // The last LOG_TAIL bytes of the step's latest attempt: its size from a
-  // HEAD, then a read from there; without a size, a read that keeps only the
-  // last LOG_TAIL bytes, so memory stays bounded whatever the log's size.
-  async function loadLog(s, pre, note, sig) {
-    if (!s.attempts) { note.textContent = 'Not started: no log yet.'; pre.dataset.note = note.textContent; return; }
-    const base = `/runs/${run.id}/steps/${encodeURIComponent(s.name)}/logs?attempt=${s.attempts}`;
-    const anySignal = AbortSignal.any ? AbortSignal.any([sig, signal]) : sig;
-    let size = null;
-    const h = await call(base, { method: 'HEAD', signal: anySignal });
-    if (h.ok && h.headers.get('Content-Length') !== null) size = Number(h.headers.get('Content-Length'));
-    else if (!h.ok) throw new Error(h.status === 404 ? 'this attempt has no log' : `HTTP ${h.status}`);
-    const offset = size !== null && size > LOG_TAIL ? size - LOG_TAIL : 0;
-    const res = await call(`${base}&offset=${offset}`, { signal: anySignal });
-    if (!res.ok) {
-      let msg = `HTTP ${res.status}`;
-      try { msg = (await res.json()).error.message; } catch { /* not JSON */ }
-      throw new Error(msg);
-    }
-    let buf = new Uint8Array(0);
-    const reader = res.body.getReader();
-    for (;;) {
-      const { done, value } = await reader.read();
-      if (done) break;
-      // buf + value, of which only the last LOG_TAIL bytes are kept
-      const all = new Uint8Array(buf.length + value.length);
-      all.set(buf);
-      all.set(value, buf.length);
-      if (all.length > LOG_TAIL && size === null) size = -1;
-      buf = all.length > LOG_TAIL ? all.slice(all.length - LOG_TAIL) : all;
-    }
-    let text = new TextDecoder('utf-8', { fatal: false }).decode(buf);
-    const cut = offset > 0 || size === -1;
-    if (cut) text = text.slice(text.indexOf('\n') + 1); // the first line is likely cut in two
-    pre.textContent = text;
-    note.textContent = cut ? `The last ${Math.round(LOG_TAIL / 1024)} KiB of attempt ${s.attempts}'s log${size > 0 ? ` (${size} bytes in all)` : ''}.`
-      : `Attempt ${s.attempts}'s log (${buf.length} bytes).`;
-    pre.dataset.note = note.textContent;
-    pre.scrollTop = pre.scrollHeight;
+  // After an action that sets a finished run going again, its stream is opened again.
+  function followAgain() {
+    if (following || FINAL.has(run.state)) return;
+    following = true;
+    follow(id, signal, update, live).catch((e) => {
+      if (quiet(e)) return;
+      live.textContent = `Live updates stopped: ${e.message}. Reload to see the latest.`;
+    }).finally(() => { following = false; });
   }
 
   renderHead();
@@ -277,10 +246,7 @@ export async function runPage(id) {
     live.textContent = `The run is over (${run.state}).`;
     return;
   }
-  follow(id, signal, update, live).catch((e) => {
-    if (e instanceof Unauthorized || e.name === 'AbortError') return;
-    live.textContent = `Live updates stopped: ${e.message}. Reload to see the latest.`;
-  });
+  followAgain();
 }
 
 // Reads the run's SSE stream with fetch (EventSource cannot send the

@@ -16,6 +16,8 @@ cleanup() {
 	for f in "$SUITE"/*/daemon.*.pid; do
 		[ -f "$f" ] && kill -9 "$(cat "$f")" 2>/dev/null
 	done
+	# what a deploy step left running (replicas, HAProxy): killed once the daemon is gone
+	declare -F stop_deployments >/dev/null && stop_deployments "$SUITE/console"
 	FERRY_HOME="$SUITE/pg" "$ROOT/bin/ferryd" db stop >/dev/null 2>&1
 	[ -n "${KEEP:-}" ] || rm -rf "$SUITE"
 }

@@ -269,3 +269,28 @@ test_ui_dag_svg_1000_steps() {
 	api POST "/api/v1/runs/$id/stop"
 	wait_run "$id" stopped 60
 }
+
+test_ui_step_spec_renders_params() {
+	start_daemon a
+	f=$(wf spec <<'Y'
+name: spec
+params:
+  lr: {type: number, default: 0.1}
+steps:
+  - {name: train, command: [sh, -c, 'echo lr=$1', sh, '{{ params.lr }}'], env: {MODE: fast}}
+Y
+)
+	body=$(python3 -c 'import json,sys; print(json.dumps({"yaml": open(sys.argv[1]).read(), "params": {"lr": 0.25}}))' "$f")
+	api POST /api/v1/runs "$body"
+	assert_eq "$CODE" 201 "submitted with lr 0.25"
+	id=$(echo "$BODY" | json 'j["id"]')
+	api GET "/api/v1/runs/$id/steps/train"
+	assert_eq "$CODE" 200 "GET a step"
+	assert_eq "$(echo "$BODY" | json 'j["name"], j["kind"]')" "('train', 'run')" "name and kind"
+	assert_eq "$(echo "$BODY" | json 'j["spec"]["command"]')" '["sh", "-c", "echo lr=$1", "sh", "0.25"]' "the command as it runs: params rendered"
+	assert_eq "$(echo "$BODY" | json 'j["spec"]["env"]["MODE"]')" fast "its env"
+	api GET "/api/v1/runs/$id/steps/nope"
+	assert_eq "$CODE" 404 "no such step"
+	api GET "/api/v1/runs/999999/steps/train"
+	assert_eq "$CODE" 404 "no such run"
+}
