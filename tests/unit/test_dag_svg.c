@@ -73,6 +73,11 @@ static void test_dag_svg__nodes_edges_labels(void **state)
 	assert_non_null(strstr(svg, "<title>label&#45;&gt;deploy</title>"));
 	/* the label's second line is the kind */
 	assert_non_null(strstr(svg, ">evaluate</text>"));
+	/* a node's box is a polygon (the console colours polygons by state), right after its title */
+	assert_non_null(strstr(svg, "<title>train</title>\n<polygon "));
+	/* Graphviz's comments are dropped (nothing in them that the title does not say) */
+	assert_null(strstr(svg, "<!--"));
+	assert_null(strstr(svg, "-->"));
 	free(svg);
 	json_decref(steps);
 }
