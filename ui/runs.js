@@ -87,19 +87,26 @@ function cleanSvg(text) {
   const svg = doc.documentElement;
   if (!svg || svg.nodeName !== 'svg' || doc.querySelector('parsererror')) return null;
   for (const bad of svg.querySelectorAll('script, foreignObject, style')) bad.remove();
-  for (const n of [svg, ...svg.querySelectorAll('*')]) {
-    for (const a of [...n.attributes]) {
-      const name = a.name.toLowerCase();
+  // index loops, no copies: a 2,000-step DAG has some 50,000 attributes to look at
+  const all = svg.getElementsByTagName('*');
+  for (let k = -1; k < all.length; k++) {
+    const n = k < 0 ? svg : all[k], attrs = n.attributes;
+    for (let i = attrs.length - 1; i >= 0; i--) {
+      const name = attrs[i].name.toLowerCase();
       if (name.startsWith('on') || name === 'style' ||
-          ((name === 'href' || name === 'xlink:href') && !a.value.startsWith('#'))) n.removeAttribute(a.name);
+          ((name === 'href' || name === 'xlink:href') && !attrs[i].value.startsWith('#'))) n.removeAttribute(attrs[i].name);
     }
   }
-  // Graphviz's width and height stay: a small graph keeps its size, a wide one is scaled to fit (style.css)
-  return document.importNode(svg, true);
+  // Graphviz's width and height stay: a small graph keeps its size, a wide one is scaled to fit (style.css).
+  // Adopted, not imported: a deep copy of a big SVG costs more than moving it
+  return document.adoptNode(svg);
 }
 
 export async function runPage(id) {
   const signal = viewSignal();
+  // dag.svg is asked for at once, beside the run's JSON: on a big run it is the
+  // longest wait (a 2,000-step layout takes the daemon ~0.4 s the first time)
+  const svgText = call(`/runs/${id}/dag.svg`, { signal }).then((res) => (res.ok ? res.text() : null)).catch((e) => e);
   const who = await whoami();
   let run = await callJSON(`/runs/${id}`, { signal });
   let selected = null;
@@ -150,22 +157,49 @@ export async function runPage(id) {
     runActions.replaceChildren(stop, retry);
   }
 
+  // The steps table and the DAG's nodes are changed in place, never rebuilt:
+  // a row or a node is touched only when its step changed. Rebuilding the
+  // 2,000 rows of a big run (and restyling its 2,000 nodes, each found by a
+  // selector scan of the whole SVG) on every stream event and every click
+  // cost hundreds of ms of layout (make bench: bench_ui).
+  const rows = new Map(); // step name → { tr, state, attempts, took (the cells), key (what they show) }
+  const nodes = new Map(); // step name → { g, title, state (the class it has) }, filled when the DAG is in
+
+  function stepRow(s) {
+    const r = { tr: el('tr', { 'data-step': s.name }), state: el('td'), attempts: el('td', { class: 'num opt' }), took: el('td'), key: '' };
+    r.tr.append(el('td', {}, el('button', { type: 'button', class: 'step-link', onclick: () => select(s.name) }, s.name)),
+      r.state, r.attempts, r.took);
+    return r;
+  }
+
   function renderSteps() {
-    stepsBody.replaceChildren(...(run.steps || []).map((s) => el('tr', {
-      'data-step': s.name, class: s.name === selected ? 'selected' : null },
-    el('td', {}, el('button', { type: 'button', class: 'step-link', onclick: () => select(s.name) }, s.name)),
-    el('td', {}, stateBadge(s.state)),
-    el('td', { class: 'num opt' }, s.attempts ?? 0),
-    el('td', {}, duration(s.started_at, s.finished_at)))));
-    // the DAG's nodes take their step's state as a class; the SVG itself is fetched once
-    for (const s of run.steps || []) {
-      const g = dag.querySelector(`g[id="step-${CSS.escape(s.name)}"]`);
-      if (!g) continue;
-      for (const c of [...g.classList]) if (c.startsWith('state-')) g.classList.remove(c);
-      g.classList.add(`state-${s.state}`);
-      const t = g.querySelector('title');
-      if (t) t.textContent = `${s.name}: ${s.state}`;
-      g.setAttribute('aria-label', `${s.name}: ${s.state}`);
+    const list = run.steps || [];
+    if (rows.size !== list.length || list.some((s) => !rows.has(s.name))) { // the first time (a run's steps never change)
+      rows.clear();
+      for (const s of list) rows.set(s.name, stepRow(s));
+      stepsBody.replaceChildren(...[...rows.values()].map((r) => r.tr));
+    }
+    for (const s of list) {
+      const r = rows.get(s.name);
+      const key = `${s.state} ${s.attempts} ${s.started_at} ${s.finished_at}`;
+      // a running step's duration grows: it is written again on every update
+      if (key !== r.key || (s.started_at && !s.finished_at)) {
+        if (key !== r.key) {
+          r.state.replaceChildren(stateBadge(s.state));
+          r.attempts.textContent = s.attempts ?? 0;
+        }
+        r.took.textContent = duration(s.started_at, s.finished_at);
+        r.key = key;
+      }
+      r.tr.classList.toggle('selected', s.name === selected);
+      // the DAG's nodes take their step's state as a class; the SVG itself is fetched once
+      const n = nodes.get(s.name);
+      if (!n || n.state === s.state) continue;
+      if (n.state) n.g.classList.remove(`state-${n.state}`);
+      n.g.classList.add(`state-${s.state}`);
+      n.state = s.state;
+      if (n.title) n.title.textContent = `${s.name}: ${s.state}`;
+      n.g.setAttribute('aria-label', `${s.name}: ${s.state}`);
     }
   }
 
@@ -221,13 +255,15 @@ export async function runPage(id) {
 
   // the DAG: once; without the route (or Graphviz), the table alone says it all
   try {
-    const res = await call(`/runs/${id}/dag.svg`, { signal });
-    const svg = res.ok ? cleanSvg(await res.text()) : null;
+    const text = await svgText;
+    if (text instanceof Error) throw text;
+    const svg = text ? cleanSvg(text) : null;
     if (svg) {
       dag.replaceChildren(svg);
       dag.hidden = false;
       for (const g of dag.querySelectorAll('g.step, g[id^="step-"]')) {
         const name = g.id.slice('step-'.length);
+        nodes.set(name, { g, title: g.querySelector('title'), state: null });
         g.classList.add('step');
         g.setAttribute('tabindex', '0');
         g.setAttribute('role', 'button');
