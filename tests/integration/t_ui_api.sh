@@ -294,3 +294,57 @@ Y
 	api GET "/api/v1/runs/999999/steps/train"
 	assert_eq "$CODE" 404 "no such run"
 }
+
+# 2,000 steps (40 layers of 50; each step needs the same one of the layer
+# before and, when odd, another), `true` each: submitted, read whole
+# (GET /runs/{id}: 2,000 steps; the stream's first event, under the
+# console's 4 MiB; dag.svg: 2,000 nodes), and run to success through the
+# local executor, every step once. The times are printed (make bench:
+# bench_ui has the console's figures on the same shape).
+test_ui_2000_steps_run() {
+	local l i o t0 t1 t2
+	trap ui_cleanup EXIT
+	start_daemon a
+	{
+		echo "name: big"
+		echo "steps:"
+		for l in $(seq 0 39); do
+			for i in $(seq 0 49); do
+				o=$(((7 * i + 3) % 50))
+				if [ "$l" = 0 ]; then
+					printf '  - {name: s%02d_%02d, command: ["true"]}\n' "$l" "$i"
+				elif [ $((i % 2)) = 1 ] && [ "$o" != "$i" ]; then
+					printf '  - {name: s%02d_%02d, needs: [s%02d_%02d, s%02d_%02d], command: ["true"]}\n' \
+						"$l" "$i" $((l - 1)) "$i" $((l - 1)) "$o"
+				else
+					printf '  - {name: s%02d_%02d, needs: [s%02d_%02d], command: ["true"]}\n' "$l" "$i" $((l - 1)) "$i"
+				fi
+			done
+		done
+	} >"$FERRY_HOME/big.yaml"
+	t0=$(date +%s%N)
+	id=$(submit "$FERRY_HOME/big.yaml")
+	t1=$(date +%s%N)
+	api GET "/api/v1/runs/$id"
+	assert_eq "$CODE" 200 "GET the run"
+	assert_eq "$(echo "$BODY" | json 'len(j["steps"])')" 2000 "2,000 steps in the run's JSON"
+	assert_eq "$(echo "$BODY" | json 'j["steps"][1999]["needs"]')" '["s38_46", "s38_49"]' "the last step's needs (in file order)"
+	assert_eq "$(echo "$BODY" | json 'j["steps"][1001]["needs"]')" '["s19_01", "s19_10"]' "a step with two needs"
+	curl -sS -m 10 -N -H "Authorization: Bearer $FERRY_API_TOKEN" "$FERRY_URL/api/v1/runs/$id/stream" 2>/dev/null |
+		sed -n '/^data: /{s/^data: //p;q}' >"$FERRY_HOME/event.json"
+	assert_eq "$(json 'len(j["steps"])' <"$FERRY_HOME/event.json")" 2000 "the stream's first event has every step"
+	[ "$(stat -c %s "$FERRY_HOME/event.json")" -lt $((4 << 20)) ] || fail "the stream's event is over the console's 4 MiB"
+	code=$(curl -sS -m 30 -o "$FERRY_HOME/big.svg" -w '%{http_code}' -H "Authorization: Bearer $FERRY_API_TOKEN" \
+		"$FERRY_URL/api/v1/runs/$id/dag.svg")
+	assert_eq "$code" 200 "GET dag.svg of 2,000 steps"
+	assert_eq "$(grep -c 'class="node step"' "$FERRY_HOME/big.svg")" 2000 "a node per step"
+	wait_run "$id" succeeded 60
+	t2=$(date +%s%N)
+	assert_eq "$(sql "SELECT count(*) FROM steps WHERE run_id = $id AND state = 'succeeded' AND attempts = 1")" 2000 \
+		"every step succeeded at its first attempt"
+	assert_eq "$(sql "SELECT count(*) FROM attempts a JOIN steps s ON s.id = a.step_id WHERE s.run_id = $id")" 2000 \
+		"one attempt each"
+	api GET "/api/v1/runs/$id"
+	[ "${#BODY}" -lt $((4 << 20)) ] || fail "the finished run's JSON is over the console's 4 MiB"
+	echo "2,000 steps: submitted in $(((t1 - t0) / 1000000)) ms, ran to success in $(((t2 - t1) / 1000000)) ms; finished run's JSON ${#BODY} bytes"
+}
