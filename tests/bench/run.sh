@@ -16,3 +16,4 @@ tests/bench/bench_docker.sh
 tests/bench/bench_deploy.sh
 tests/bench/bench_monitor.sh
 tests/bench/bench_schedules.sh
+tests/bench/bench_ui.sh
