@@ -7,7 +7,9 @@
 
 export const API = '/api/v1';
 const TOKEN_KEY = 'ferry.token';
-const SSE_MAX = 4 * 1024 * 1024; // an event larger than this is a broken stream, not a run
+// an event larger than this is a broken stream, not a run: the daemon's own bound (api_stream.c MAX_EVENT);
+// a finished 5,000-step run (config.c's most) is some 3 MB of JSON, more with retries
+const SSE_MAX = 32 * 1024 * 1024;
 
 export const SYMBOLS = {
   pending: '…', running: '▶', stopping: '◼', succeeded: '✓', failed: '✗', stopped: '■', waiting: '⏸',
@@ -171,7 +173,7 @@ export async function readSSE(body, signal, onEvent) {
         if (field === 'event') event = value;
         else if (field === 'data') { data.push(value); size += value.length; }
       }
-      if (size + buf.length > SSE_MAX) throw new Error('an event over 4 MiB');
+      if (size + buf.length > SSE_MAX) throw new Error('an event over 32 MiB');
     }
   } finally {
     signal.removeEventListener('abort', onAbort);
