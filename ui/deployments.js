@@ -10,7 +10,7 @@
 // has no live request rate, error rate or p99 per version: only the load
 // test's and the canary's figures are shown, as measured then.
 
-import { el, stateBadge, timeCell, parseTime, callJSON, setView, viewSignal } from './lib.js';
+import { el, stateBadge, timeCell, parseTime, callJSON, setView, viewSignal, quiet } from './lib.js';
 import { whoami, resultRegion, roleNote, actionButton, act } from './actions.js';
 
 const EXTEND_HOURS = [1, 2, 4, 8, 24]; // what PATCH extend takes: whole hours 1-24
@@ -83,8 +83,10 @@ export async function deploymentPage(id) {
         el('dt', {}, 'Created'), el('dd', {}, timeCell(d.created_at))));
     drawTimer();
     renderActions();
-    body.replaceChildren(el('h2', {}, 'Versions'), versionsTable(d), loadTests(d), canary(d), haproxy(d), events(d),
-      el('p', { class: 'note' }, 'Live request rate, error rate and p99 per version are not given by the API: the figures above are those measured by the load test and the canary when they ran.'));
+    // sections with nothing to show are null: left out, not written as text
+    body.replaceChildren(...[el('h2', {}, 'Versions'), versionsTable(d), loadTests(d), canary(d), haproxy(d), events(d),
+      el('p', { class: 'note' }, 'Live request rate, error rate and p99 per version are not given by the API: the figures above are those measured by the load test and the canary when they ran.')]
+      .filter(Boolean));
   }
 
   function renderActions() {
@@ -95,17 +97,31 @@ export async function deploymentPage(id) {
       const r = await act({ btn, out, what, path: `/deployments/${id}`, method: 'PATCH', body: payload, signal, who });
       if (r) { d = r; render(); }
     };
-    const extend = actionButton('⏱ Extend', who, null, { id: 'extend', hidden: !running, title: 'move the auto-stop deadline later' });
+    const extend = actionButton('+ Extend', who, null, { id: 'extend', hidden: !running, title: 'move the auto-stop deadline later' });
     extend.addEventListener('click', () => patch(extend, `Extend deployment ${d.name} by ${hours.value}`, { extend: hours.value })());
     const stop = actionButton('■ Stop', who, null, { id: 'dep-stop', hidden: !running });
     stop.addEventListener('click', patch(stop, `Stop deployment ${d.name}`, { action: 'stop' }));
     const start = actionButton('▶ Start', who, null, { id: 'dep-start', hidden: running });
     start.addEventListener('click', patch(start, `Start deployment ${d.name}`, { action: 'start' }));
-    acts.replaceChildren(running ? el('label', { for: 'extend-hours', class: 'inline' }, 'Extend by') : null,
-      running ? hours : null, extend, stop, start);
+    // no stream carries a deployment's changes (replica health moves on its own): read again on request
+    const refresh = el('button', { type: 'button', id: 'dep-refresh', onclick: async () => {
+      refresh.disabled = true;
+      try { d = await callJSON(`/deployments/${id}`, { signal }); render(); } catch (e) {
+        if (!quiet(e)) { out.classList.add('error'); out.textContent = `✗ Refresh: ${e.message}`; }
+      } finally { refresh.disabled = false; }
+    } }, '↻ Refresh');
+    acts.replaceChildren(...[running ? el('label', { for: 'extend-hours', class: 'inline' }, 'Extend by') : null,
+      running ? hours : null, extend, stop, start, refresh].filter(Boolean));
   }
 
   render();
+}
+
+// A replica's health (deployment_replicas' CHECK) as symbol and word, coloured as the run states are.
+const HEALTH = { healthy: ['✓', 'succeeded'], starting: ['…', 'pending'], unhealthy: ['✗', 'failed'], stopped: ['■', 'stopped'] };
+function healthBadge(h) {
+  const [sym, cls] = HEALTH[h] || ['?', 'lost'];
+  return el('span', { class: `state state-${cls}` }, el('span', { class: 'sym', 'aria-hidden': 'true' }, sym), h || 'unknown');
 }
 
 function replicas(v) {
@@ -114,8 +130,7 @@ function replicas(v) {
   const healthy = rs.filter((r) => r.health === 'healthy').length;
   return el('div', {}, el('span', {}, `${healthy} of ${rs.length} healthy`),
     el('ul', { class: 'replicas' }, rs.map((r) => el('li', { 'data-replica': r.idx },
-      `#${r.idx} `, stateBadge(r.health === 'healthy' ? 'succeeded' : r.health === 'starting' ? 'pending' : 'failed'),
-      ` ${r.health} · port ${r.port}${r.restarts ? ` · ${r.restarts} restarts` : ''}`,
+      `#${r.idx} `, healthBadge(r.health), ` · port ${r.port}${r.restarts ? ` · ${r.restarts} restarts` : ''}`,
       r.last_error ? el('span', { class: 'error' }, ` · ${r.last_error}`) : null))));
 }
 

@@ -16,7 +16,7 @@ const TICKS_PAGE = 20; // ticks per page of the history
 // Paused or active as symbol and word (not colour alone).
 function pausedWord(paused) {
   return el('span', { class: `state ${paused ? 'state-waiting' : 'state-running'}` },
-    el('span', { class: 'sym', 'aria-hidden': 'true' }, paused ? '⏸' : '▶'), paused ? 'paused' : 'active');
+    el('span', { class: 'sym', 'aria-hidden': 'true' }, paused ? '‖' : '▶'), paused ? 'paused' : 'active');
 }
 
 // A tick's or a fire's outcome (fired or skipped, schedule_ticks' CHECK) as symbol and word.
@@ -28,7 +28,7 @@ function outcomeBadge(o) {
 
 // A Pause or Resume button for what lives at path; onDone(answer) after success.
 function pauseButton({ who, out, signal, path, paused, what, onDone, id }) {
-  const btn = actionButton(paused ? '▶ Resume' : '⏸ Pause', who, null, { id, 'data-paused': paused ? 'true' : 'false' });
+  const btn = actionButton(paused ? '▶ Resume' : '‖ Pause', who, null, { id, 'data-paused': paused ? 'true' : 'false' });
   btn.addEventListener('click', async () => {
     const r = await act({ btn, out, what: `${paused ? 'Resume' : 'Pause'} ${what}`, path, method: 'PATCH',
       body: { paused: !paused }, signal, who });
@@ -50,8 +50,8 @@ export async function schedulesPage() {
     const page = await callJSON('/schedules', { signal });
     const list = page.schedules || [];
     sBox.replaceChildren(list.length ? el('div', { class: 'table-wrap' }, el('table', { id: 'schedules' },
-      el('thead', {}, el('tr', {}, ['Schedule', 'Cron', 'Zone', 'State', 'Next fire', 'Last tick', ''].map((h, i) =>
-        el('th', { scope: 'col', class: i === 5 ? 'opt' : null }, h)))),
+      el('thead', {}, el('tr', {}, ['Schedule', 'Cron', 'Zone', 'State', 'Next fire', 'Last tick'].map((h, i) =>
+        el('th', { scope: 'col', class: i === 5 ? 'opt' : null }, h)), el('th', { scope: 'col' }, el('span', { class: 'sr-only' }, 'Pause or resume')))),
       el('tbody', {}, list.map((s) => el('tr', { 'data-schedule': s.id },
         el('td', {}, el('a', { href: `#/schedules/${s.id}` }, `${s.workflow} / ${s.name}`),
           s.source && s.source !== 'api' ? el('span', { class: 'note' }, ` (${s.source})`) : null),
@@ -69,7 +69,8 @@ export async function schedulesPage() {
     const page = await callJSON('/triggers', { signal });
     const list = page.triggers || [];
     tBox.replaceChildren(list.length ? el('div', { class: 'table-wrap' }, el('table', { id: 'triggers' },
-      el('thead', {}, el('tr', {}, ['Trigger', 'Kind', 'Watching', 'State', 'Last fire', ''].map((h) => el('th', { scope: 'col' }, h)))),
+      el('thead', {}, el('tr', {}, ['Trigger', 'Kind', 'Watching', 'State', 'Last fire'].map((h) => el('th', { scope: 'col' }, h)),
+        el('th', { scope: 'col' }, el('span', { class: 'sr-only' }, 'Pause or resume')))),
       el('tbody', {}, list.map((t) => {
         const f = (t.fires || [])[0];
         return el('tr', { 'data-trigger': t.id },
@@ -122,14 +123,14 @@ export async function schedulePage(id) {
       what: `schedule ${s.workflow}/${s.name}`, id: 'pause',
       onDone: (r) => { s = { ...s, ...r, ticks: s.ticks }; render(); } }));
     const next = s.next || [];
-    nextBox.replaceChildren(s.paused ? el('p', { class: 'note', id: 'next-paused' }, 'Paused: nothing fires until it is resumed. Were it resumed now, these would be next:') : null,
+    nextBox.replaceChildren(...[s.paused ? el('p', { class: 'note', id: 'next-paused' }, 'Paused: nothing fires until it is resumed. Were it resumed now, these would be next:') : null,
       next.length ? el('div', { class: 'table-wrap' }, el('table', { id: 'next' },
         el('thead', {}, el('tr', {}, el('th', { scope: 'col' }, 'When (your zone)'), el('th', { scope: 'col' }, `Wall clock in ${s.timezone}`),
           el('th', { scope: 'col' }, 'DST note'))),
         el('tbody', {}, next.map((n) => el('tr', { class: n.note ? 'dst' : null },
           el('td', {}, timeCell(n.at)), el('td', {}, n.local),
           el('td', {}, n.note ? el('span', {}, el('span', { 'aria-hidden': 'true' }, '⚠ '), n.note) : '—'))))))
-        : el('p', { class: 'note' }, 'No next fire time.'));
+        : el('p', { class: 'note' }, 'No next fire time.')].filter(Boolean));
   }
 
   // ticks: the first page came with the schedule; older ones by the cursor (the oldest shown, in unix seconds)

@@ -71,6 +71,8 @@ async function narrow(page, hash, shot, ready) {
   await page.locator(ready).first().waitFor();
   const w = await page.evaluate(() => document.documentElement.scrollWidth);
   assert(w <= 375, `${hash}: no horizontal scroll at 375 px (scrollWidth ${w})`);
+  const text = await page.locator('#view').innerText();
+  assert(!/\bnull\b|undefined|\[object|NaN/.test(text), `${hash}: no null, undefined, NaN or [object …] written on the page`);
   await page.screenshot({ path: `${SHOTS}/${shot}-375.png`, fullPage: true });
   await page.setViewportSize({ width: 1280, height: 900 });
 }
@@ -162,7 +164,9 @@ try {
     const v = page.locator('#dep-versions tr[data-version="0.0.1"]');
     await v.waitFor();
     eq(await v.locator('td.weight').innerText(), '100%', 'weight');
-    assert((await v.innerText()).includes('1 of 1 healthy'), `replica health: ${await v.innerText()}`);
+    const vt = await v.innerText();
+    assert(vt.includes('1 of 1 healthy') && /#1 ✓\s*healthy · port \d+/.test(vt), `replica health: ${vt}`);
+    assert(!/null|undefined|\[object/.test(await page.locator('#view').innerText()), 'no null, undefined or [object …] written on the page');
     // the countdown ticks in the browser, from the deadline (2 h ahead)
     const c1 = await page.locator('#countdown').innerText();
     assert(/^1 h 5\d min \d\d s$/.test(c1), `countdown near 2 h: ${c1}`);
@@ -192,6 +196,13 @@ try {
     await page.click('#dep-start');
     await page.locator('#action-result.ok', { hasText: 'Start deployment tiny: done' }).waitFor();
     eq((await api('GET', `/api/v1/deployments/${id}`)).json.state, 'running', 'the API says running');
+    // the replica started again: Refresh reads its health once the API has it healthy
+    const end = Date.now() + 15000;
+    while (Date.now() < end && (await api('GET', `/api/v1/deployments/${id}`)).json.versions[0].replica_list[0].health !== 'healthy') {
+      await new Promise((r) => setTimeout(r, 200));
+    }
+    await page.click('#dep-refresh');
+    await page.locator('#dep-versions tr[data-version="0.0.1"]', { hasText: '1 of 1 healthy' }).waitFor();
     await narrow(page, `#/deployments/${id}`, 'deployment', '#dep-versions');
     await narrow(page, '#/deployments', 'deployments', '#deployments');
   });
