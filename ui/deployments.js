@@ -6,14 +6,16 @@
 // events, and the auto-stop countdown, ticking in the browser from the
 // deadline. Extend / Stop / Start are PATCH /deployments/{id} (body
 // {"extend":"2h"} or {"action":"stop"|"start"}); the outcome, or the API's
-// message (a viewer's 403 among them), goes to the result region. The API
-// has no live request rate, error rate or p99 per version: only the load
-// test's and the canary's figures are shown, as measured then.
+// message (a viewer's 403 among them), goes to the result region. Live
+// traffic per version (requests/s, 5xx rate, mean response time) comes from
+// HAProxy's counters in GET's stats, read every few seconds; p99 is not
+// live (HAProxy keeps means): the load test's and the canary's are shown.
 
 import { el, stateBadge, timeCell, parseTime, callJSON, setView, viewSignal, quiet } from './lib.js';
 import { whoami, resultRegion, roleNote, actionButton, act } from './actions.js';
 
 const EXTEND_HOURS = [1, 2, 4, 8, 24]; // what PATCH extend takes: whole hours 1-24
+const LIVE_MS = 3000; // how often the live traffic figures are read
 
 // A deployment's state as symbol and word: running/stopped are run-like states.
 function depState(s) { return stateBadge(s === 'stopped' ? 'stopped' : s === 'running' ? 'running' : s); }
@@ -84,10 +86,47 @@ export async function deploymentPage(id) {
     drawTimer();
     renderActions();
     // sections with nothing to show are null: left out, not written as text
-    body.replaceChildren(...[el('h2', {}, 'Versions'), versionsTable(d), loadTests(d), canary(d), haproxy(d), events(d),
-      el('p', { class: 'note' }, 'Live request rate, error rate and p99 per version are not given by the API: the figures above are those measured by the load test and the canary when they ran.')]
+    body.replaceChildren(...[el('h2', {}, 'Versions'), versionsTable(d), liveBox, loadTests(d), canary(d), haproxy(d), events(d)]
       .filter(Boolean));
+    drawLive();
   }
+
+  // Live traffic from HAProxy's counters (GET's stats: counters since HAProxy started, and its mean
+  // times): read again every LIVE_MS while the page is open — no stream carries them — and
+  // requests/s and the error rate are the difference between two reads over the time between them.
+  const liveBox = el('section', { id: 'live-traffic', 'aria-labelledby': 'live-h' });
+  let prev = null;
+  function drawLive() {
+    const st = d.stats && d.stats.versions ? d.stats : null;
+    const rows = (d.versions || []).filter((v) => v.state !== 'retired').map((v) => {
+      const now = st && st.versions[v.version], was = prev && prev.versions[v.version];
+      const dt = prev && st ? (st.at_ms - prev.at_ms) / 1000 : 0;
+      const dreq = now && was ? now.requests - was.requests : null, derr = now && was ? now.errors_5xx - was.errors_5xx : null;
+      return el('tr', { 'data-version': v.version }, el('th', { scope: 'row', class: 'num' }, v.version),
+        el('td', { class: 'num rps' }, dreq !== null && dt > 0 && dreq >= 0 ? (dreq / dt).toFixed(1) : '—'),
+        el('td', { class: 'num err' }, dreq > 0 && derr >= 0 ? pct(derr / dreq) : '—'),
+        el('td', { class: 'num rtime' }, now && now.requests ? ms(now.rtime_ms) : '—'),
+        el('td', { class: 'num total opt' }, now ? `${now.requests} (${now.errors_5xx} 5xx)` : '—'));
+    });
+    liveBox.replaceChildren(el('h2', { id: 'live-h' }, 'Live traffic'),
+      st ? el('div', { class: 'table-wrap' }, el('table', { id: 'live' },
+        el('thead', {}, el('tr', {}, ['Version', 'Requests/s', 'Error rate (5xx)', 'Mean response', 'Since HAProxy started'].map((h, i) =>
+          el('th', { scope: 'col', class: i === 4 ? 'opt' : null }, h)))), el('tbody', {}, rows)))
+        : el('p', { class: 'note' }, 'HAProxy does not answer: no live figures.'),
+      el('p', { class: 'note' }, `Rates over the last ${LIVE_MS / 1000} s, read every ${LIVE_MS / 1000} s. HAProxy keeps means, not percentiles: p99 is what a load test or a canary measured, shown below when there was one.`));
+  }
+  async function readLive() {
+    try {
+      const next = await callJSON(`/deployments/${id}`, { signal });
+      prev = d.stats && d.stats.versions ? d.stats : null;
+      d = { ...d, stats: next.stats };
+      drawLive();
+    } catch (e) {
+      if (!quiet(e)) liveBox.append(el('p', { class: 'error' }, `Reading the counters: ${e.message}`));
+    }
+  }
+  const live = setInterval(readLive, LIVE_MS);
+  signal.addEventListener('abort', () => clearInterval(live), { once: true });
 
   function renderActions() {
     const running = d.state === 'running';

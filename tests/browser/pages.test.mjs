@@ -171,6 +171,26 @@ try {
     const c1 = await page.locator('#countdown').innerText();
     assert(/^1 h 5\d min \d\d s$/.test(c1), `countdown near 2 h: ${c1}`);
     await page.waitForFunction((c) => document.querySelector('#countdown').textContent !== c, c1, { timeout: 3000 });
+    // live traffic: predictions through the front (HAProxy), then the page's next reads of its counters
+    for (let i = 0; i < 30; i++) {
+      const p = await api('POST', `/api/v1/deployments/${dep.id}/predict`, { inputs: [{ name: 'input-0', shape: [1, 2], datatype: 'FP32', data: [1, 2] }] });
+      eq(p.status, 200, `predict ${i}: ${p.text}`);
+      eq(p.json.response.model_version, '0.0.1', 'answered by 0.0.1');
+    }
+    const lr = page.locator('#live tr[data-version="0.0.1"]');
+    // the first read that counts them: requests/s over the interval that saw them is above 0
+    const seen = await page.waitForFunction(() => {
+      const row = document.querySelector('#live tr[data-version="0.0.1"]');
+      const m = row && row.querySelector('td.total').textContent.match(/^(\d+) \(0 5xx\)$/);
+      return m && Number(m[1]) >= 30 ? row.querySelector('td.rps').textContent : null;
+    }, null, { timeout: 8000, polling: 50 });
+    const rps = await seen.jsonValue();
+    assert(/^\d+\.\d$/.test(rps) && Number(rps) > 0, `requests/s over the interval with the 30 requests: ${rps}`);
+    const apiStats = (await api('GET', `/api/v1/deployments/${dep.id}`)).json.stats.versions['0.0.1'];
+    assert(apiStats.requests >= 30, `the API counts the requests: ${JSON.stringify(apiStats)}`);
+    const errCell = await lr.locator('td.err').innerText();
+    assert(errCell === '0%' || errCell === '—', `no 5xx: ${errCell}`);
+    assert(/ ms$/.test(await lr.locator('td.rtime').innerText()), 'a mean response time');
     await page.locator('#haproxy summary').click();
     eq(await page.locator('#haproxy tbody tr').count(), 1, 'HAProxy applies one server');
     await page.screenshot({ path: `${SHOTS}/deployment-1280.png`, fullPage: true });
