@@ -722,6 +722,7 @@ const struct api_route api_routes[] = {
 	{"GET", "/api/v1/runs", AUTH, NULL, h_runs_list, "state workflow trigger limit cursor", NULL},
 	{"POST", "/api/v1/runs", AUTH, NULL, h_runs_create, NULL,
 	 "yaml workflow filename params workdir trigger no_cache repo ref path"},
+	{"GET", "/api/v1/runs/stream", AUTH, NULL, api_runs_stream, NULL, NULL}, /* before /runs/{id} */
 	{"GET", "/api/v1/runs/{id}", AUTH, f_run_cached, h_run_get, NULL, NULL},
 	{"DELETE", "/api/v1/runs/{id}", AUTH, NULL, h_run_delete, NULL, NULL},
 	{"POST", "/api/v1/runs/{id}/stop", AUTH, NULL, h_run_stop, NULL, NULL},

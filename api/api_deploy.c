@@ -61,6 +61,58 @@ static int one(json_t **out, PGconn *db, int64_t id)
 	return FERRY_OK;
 }
 
+/*
+ * Traffic per version from HAProxy's counters ("show stat"): requests and
+ * 5xx answers since HAProxy started, and the mean response and total times
+ * over its last 1,024 requests, summed (times weighted by requests) over the
+ * version's servers (named vORD-rN). Counters, not rates: a client reads
+ * twice and divides by at_ms's difference for requests/s and the error rate
+ * of the interval. HAProxy keeps means, not percentiles: p99 is what the
+ * load test and the canary's probe measured (their events).
+ * {"at_ms", "versions": {VERSION: {requests, errors_5xx, rtime_ms,
+ * ttime_ms}}}, or {} when HAProxy does not answer.
+ */
+static json_t *version_stats(const char *home, const json_t *d)
+{
+	json_t *st = NULL, *out = json_object(), *vs = json_object(), *v, *s;
+	size_t i, k;
+
+	if (reconcile_haproxy_stats(home, &st) < 0) {
+		json_decref(st);
+		json_decref(vs);
+		return out;
+	}
+	json_array_foreach(json_object_get(d, "versions"), k, v) {
+		char prefix[32];
+		json_int_t req = 0, err = 0;
+		double rt = 0, tt = 0;
+		const char *ver = json_string_value(json_object_get(v, "version"));
+
+		if (ver == NULL)
+			continue;
+		snprintf(prefix, sizeof(prefix), "v%" JSON_INTEGER_FORMAT "-", json_integer_value(json_object_get(v, "ord")));
+		json_array_foreach(st, i, s) {
+			const char *fe = json_string_value(json_object_get(s, "frontend"));
+			const char *sv = json_string_value(json_object_get(s, "server"));
+			json_int_t n = json_integer_value(json_object_get(s, "requests"));
+			if (fe == NULL || sv == NULL || !json_equal(json_object_get(s, "frontend"), json_object_get(d, "name")) ||
+			    strncmp(sv, prefix, strlen(prefix)) != 0)
+				continue;
+			req += n;
+			err += json_integer_value(json_object_get(s, "hrsp_5xx"));
+			rt += (double)json_integer_value(json_object_get(s, "rtime_ms")) * (double)n;
+			tt += (double)json_integer_value(json_object_get(s, "ttime_ms")) * (double)n;
+		}
+		json_object_set_new(vs, ver, json_pack("{s:I, s:I, s:f, s:f}", "requests", req, "errors_5xx", err,
+							"rtime_ms", req ? rt / (double)req : 0.0, "ttime_ms",
+							req ? tt / (double)req : 0.0));
+	}
+	json_object_set_new(out, "at_ms", json_integer(clock_wall_ms()));
+	json_object_set_new(out, "versions", vs);
+	json_decref(st);
+	return out;
+}
+
 void api_deployment_get(struct api *a, struct reply *r, PGconn *db, struct req *q)
 {
 	json_t *d = NULL, *hs = NULL, *mine = json_array(), *s;
@@ -75,6 +127,8 @@ void api_deployment_get(struct api *a, struct reply *r, PGconn *db, struct req *
 	}
 	if (d)
 		json_object_set(d, "haproxy", mine);
+	if (d && a->home)
+		json_object_set_new(d, "stats", version_stats(a->home, d));
 	json_decref(mine);
 	json_decref(hs);
 	reply_list(r, error, d);

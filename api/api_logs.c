@@ -40,6 +40,7 @@ struct log_stream {
 	int attempt;
 	int64_t next_check, next_db_check; /* monotonic ms of the next looks at whether it ended */
 	int ended;          /* the attempt is over: send what is left, then stop */
+	int no_file;        /* fd is /dev/null: the job had not opened its log yet; opened when it appears */
 };
 
 static void log_stream_free(void *cls)
@@ -148,6 +149,17 @@ static ssize_t log_stream_read(void *cls, uint64_t pos, char *buf, size_t max)
 
 	(void)pos;
 	for (;;) {
+		if (ls->no_file) {
+			char *path = xasprintf("%s/log", ls->dir);
+			int fd = open(path, O_RDONLY | O_CLOEXEC);
+
+			free(path);
+			if (fd >= 0) {
+				close(ls->fd);
+				ls->fd = fd;
+				ls->no_file = 0;
+			}
+		}
 		n = read(ls->fd, buf, max);
 		if (n > 0)
 			return n;
@@ -200,7 +212,7 @@ void api_step_logs(struct api *a, struct reply *r, PGconn *db, struct req *q)
 	struct MHD_Response *resp = NULL;
 	struct log_stream *ls;
 	char *dir = NULL, *path = NULL, hdr[32], size_hdr[32];
-	int attempt = 0, running = 0, fd, error;
+	int attempt = 0, running = 0, fd, error, no_file = 0;
 	struct stat st;
 
 	if (att_s && (parse_int64(att_s, &want) < 0 || want < 1 || want > 1000000)) {
@@ -236,11 +248,12 @@ void api_step_logs(struct api *a, struct reply *r, PGconn *db, struct req *q)
 		return;
 	}
 	if (fd < 0 || fstat(fd, &st) < 0) {
-		/* the attempt started but its job has not opened the log yet: an empty log */
+		/* the attempt started but its job has not opened the log yet: an empty log (followed: until it appears) */
 		if (fd >= 0)
 			close(fd);
 		fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
 		st.st_size = 0;
+		no_file = 1;
 	}
 	if (offset > 0 && lseek(fd, offset, SEEK_SET) < 0) {
 		close(fd);
@@ -265,6 +278,7 @@ void api_step_logs(struct api *a, struct reply *r, PGconn *db, struct req *q)
 		ls->run_id = id;
 		ls->attempt = attempt;
 		ls->ended = !running;
+		ls->no_file = no_file && offset == 0;
 		ls->next_db_check = clock_mono_ms() + 2000;
 		resp = MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 64 * 1024, log_stream_read,
 							 ls, log_stream_free);

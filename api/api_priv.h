@@ -119,6 +119,7 @@ void api_trigger_patch(struct api *a, struct reply *r, PGconn *db, struct req *q
  * (after it) frees what is left. Both accept a->ui NULL.
  */
 void api_run_stream(struct api *a, struct reply *r, PGconn *db, struct req *q);
+void api_runs_stream(struct api *a, struct reply *r, PGconn *db, struct req *q);
 void api_run_dag_svg(struct api *a, struct reply *r, PGconn *db, struct req *q);
 void api_step_get(struct api *a, struct reply *r, PGconn *db, struct req *q);
 int api_stream_start(struct api *a);

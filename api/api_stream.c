@@ -1,8 +1,15 @@
 /*
  * api_stream — the web console's run page, server side: GET /runs/{id}/stream,
  * the run as Server-Sent Events, and GET /runs/{id}/dag.svg, the whole DAG
- * of the run's workflow laid out by Graphviz (dag_svg.h); and GET
+ * of the run's workflow laid out by Graphviz (dag_svg.h); GET
+ * /runs/stream, the runs list's stream: `event: runs` whenever any run
+ * changed (at most one a second), so a list re-reads its page; and GET
  * /runs/{id}/steps/{step}, a step's resolved spec for its detail panel.
+ *
+ * The list's stream is a stream of "run 0": its marker is the newest event
+ * id of all runs (every run's creation and every transition writes one),
+ * the primary key's last entry; the poller reads it once a tick for all the
+ * list streams together, as it reads a run's marker once for its streams.
  *
  * The stream. On connect (a database worker) it sends `event: run` with the
  * run's JSON (the object of GET /runs/{id}, on one line); then one more each
@@ -54,6 +61,7 @@
 
 #define TICK_MS 200            /* how often the poller looks at the runs of the streams */
 #define KEEPALIVE_MS 15000     /* a comment after this long without an event */
+#define LIST_MIN_MS 1000       /* a list stream gets at most one event this often */
 #define MAX_EVENT (32u << 20)  /* a run JSON bigger than this is not streamed */
 #define STREAMS_DEFAULT 64
 #define STREAMS_MAX 100000
@@ -68,7 +76,7 @@ struct ui_stream {
 	struct ui_stream *prev, *next; /* the streams' list, under ui->mu */
 	struct MHD_Connection *conn;
 	int sock; /* the client's socket, to notice it leave */
-	int64_t run_id;
+	int64_t run_id; /* 0: the runs list's stream */
 
 	/* under ui->mu */
 	char *buf;           /* the bytes not sent yet: at most one event, and the end */
@@ -269,7 +277,16 @@ static void tick_stream(struct api_streams *ui, struct ui_stream *s, struct tick
 	size_t len = 0;
 	int done = 0, sent_run = 0;
 
-	if (t && t->error == FERRY_ENOTFOUND) {
+	char list_event[96];
+
+	if (s->run_id == 0) {
+		/* the list: that something changed, at most once per LIST_MIN_MS; the page reads what */
+		if (t && t->error == 0 && t->m.last_event != s->seen.last_event && now - s->last_sent_ms >= LIST_MIN_MS) {
+			len = (size_t)snprintf(list_event, sizeof(list_event), "event: runs\ndata: {\"last_event\":%lld}\n\n",
+					       (long long)t->m.last_event);
+			text = list_event, sent_run = 1;
+		}
+	} else if (t && t->error == FERRY_ENOTFOUND) {
 		text = end_gone, len = sizeof(end_gone) - 1, done = 1;
 	} else if (t && t->error == 0 && !marker_same(&t->m, &s->seen)) {
 		if (!t->fetched)
@@ -387,7 +404,8 @@ static void *poller_main(void *arg)
 				t = &runs[nruns++];
 				memset(t, 0, sizeof(*t));
 				t->id = snap[i]->run_id;
-				t->error = store_run_marker(&t->m, conn, t->id);
+				t->error = t->id == 0 ? store_events_marker(&t->m.last_event, conn)
+						      : store_run_marker(&t->m, conn, t->id);
 				if (t->error < 0 && t->error != FERRY_ENOTFOUND) {
 					flog_warn("ui streams: %s", ferry_error_last());
 					poller_disconnect(ui, conn);
@@ -490,16 +508,10 @@ void api_stream_free(struct api *a)
 	a->ui = NULL;
 }
 
-void api_run_stream(struct api *a, struct reply *r, PGconn *db, struct req *q)
+/* Takes a stream slot, or answers 503: 0 or -1. The slot is given back by stream_free, or by slot_release. */
+static int slot_take(struct api_streams *ui, struct reply *r)
 {
-	struct api_streams *ui = a->ui;
-	struct store_run_marker m;
-	struct MHD_Response *resp;
-	struct ui_stream *s;
-	const union MHD_ConnectionInfo *ci;
-	char *json = NULL, *text, msg[160];
-	size_t len = 0;
-	int error, finished;
+	char msg[160];
 
 	pthread_mutex_lock(&ui->mu);
 	if (ui->stopping || ui->nstreams >= ui->max_streams) {
@@ -508,32 +520,44 @@ void api_run_stream(struct api *a, struct reply *r, PGconn *db, struct req *q)
 			 "%d run streams are open, the most this daemon serves (FERRY_UI_STREAMS); try again later",
 			 ui->max_streams);
 		reply_error(r, 503, "too_many_streams", NULL, msg, NULL);
-		return;
+		return -1;
 	}
 	ui->nstreams++; /* the slot is taken now, so that a burst cannot pass the bound */
 	pthread_mutex_unlock(&ui->mu);
-	if ((error = store_run_marker(&m, db, q->id)) < 0 || (error = store_run_json(&json, db, q->id)) < 0) {
-		reply_store_error(r, error);
-		goto release;
-	}
-	finished = state_finished(m.state);
-	if (q->head) {
-		free(json);
-		resp = MHD_create_response_from_buffer(0, (void *)"", MHD_RESPMEM_PERSISTENT);
-		goto headers;
-	}
-	if ((text = event_text(json, finished, &len)) == NULL) {
-		reply_error(r, 413, "too_big", NULL, ferry_error_last(), NULL);
-		goto release;
-	}
-	s = xcalloc(1, sizeof(*s));
+	return 0;
+}
+
+static void slot_release(struct api_streams *ui)
+{
+	pthread_mutex_lock(&ui->mu);
+	ui->nstreams--;
+	pthread_mutex_unlock(&ui->mu);
+}
+
+static void stream_headers(struct reply *r, struct MHD_Response *resp)
+{
+	MHD_add_response_header(resp, "Content-Type", "text/event-stream; charset=utf-8");
+	MHD_add_response_header(resp, "Cache-Control", "no-store");
+	MHD_add_response_header(resp, "X-Accel-Buffering", "no"); /* a proxy in front must not hold events back */
+	r->status = 200;
+	r->resp = resp;
+}
+
+/* A stream of run_id (0: the list) holding the slot taken, starting with text (taken over), seen m. */
+static void stream_begin(struct api_streams *ui, struct reply *r, struct req *q, int64_t run_id,
+			 const struct store_run_marker *m, char *text, int finished)
+{
+	const union MHD_ConnectionInfo *ci;
+	struct MHD_Response *resp;
+	struct ui_stream *s = xcalloc(1, sizeof(*s));
+
 	s->ui = ui;
 	atomic_init(&s->refs, 1);
 	s->conn = q->conn;
 	ci = MHD_get_connection_info(q->conn, MHD_CONNECTION_INFO_CONNECTION_FD);
 	s->sock = ci ? ci->connect_fd : -1;
-	s->run_id = q->id;
-	s->seen = m;
+	s->run_id = run_id;
+	s->seen = *m;
 	s->last_sent_ms = clock_mono_ms();
 	/* the client waits 2 s before it reconnects; then it gets the whole state again */
 	s->buf = xasprintf("retry: 2000\n%s", text);
@@ -542,24 +566,66 @@ void api_run_stream(struct api *a, struct reply *r, PGconn *db, struct req *q)
 	free(text);
 	resp = MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 32 * 1024, stream_read, s, stream_free);
 	pthread_mutex_lock(&ui->mu);
-	s->registered = 1; /* it holds the slot taken above; stream_free gives it back */
+	s->registered = 1; /* it holds the slot taken; stream_free gives it back */
 	s->next = ui->streams;
 	if (ui->streams)
 		ui->streams->prev = s;
 	ui->streams = s;
 	pthread_mutex_unlock(&ui->mu);
-headers:
-	MHD_add_response_header(resp, "Content-Type", "text/event-stream; charset=utf-8");
-	MHD_add_response_header(resp, "Cache-Control", "no-store");
-	MHD_add_response_header(resp, "X-Accel-Buffering", "no"); /* a proxy in front must not hold events back */
-	r->status = 200;
-	r->resp = resp;
-	if (!q->head)
+	stream_headers(r, resp);
+}
+
+void api_run_stream(struct api *a, struct reply *r, PGconn *db, struct req *q)
+{
+	struct api_streams *ui = a->ui;
+	struct store_run_marker m;
+	char *json = NULL, *text;
+	size_t len = 0;
+	int error, finished;
+
+	if (slot_take(ui, r) < 0)
 		return;
-release:
-	pthread_mutex_lock(&ui->mu);
-	ui->nstreams--;
-	pthread_mutex_unlock(&ui->mu);
+	if ((error = store_run_marker(&m, db, q->id)) < 0 || (error = store_run_json(&json, db, q->id)) < 0) {
+		reply_store_error(r, error);
+		slot_release(ui);
+		return;
+	}
+	finished = state_finished(m.state);
+	if (q->head) {
+		free(json);
+		stream_headers(r, MHD_create_response_from_buffer(0, (void *)"", MHD_RESPMEM_PERSISTENT));
+		slot_release(ui);
+		return;
+	}
+	if ((text = event_text(json, finished, &len)) == NULL) {
+		reply_error(r, 413, "too_big", NULL, ferry_error_last(), NULL);
+		slot_release(ui);
+		return;
+	}
+	stream_begin(ui, r, q, q->id, &m, text, finished);
+}
+
+/* GET /runs/stream: `event: runs` with the newest event id at once, then whenever it moves (at most 1/s). */
+void api_runs_stream(struct api *a, struct reply *r, PGconn *db, struct req *q)
+{
+	struct api_streams *ui = a->ui;
+	struct store_run_marker m;
+	int error;
+
+	if (slot_take(ui, r) < 0)
+		return;
+	memset(&m, 0, sizeof(m));
+	if ((error = store_events_marker(&m.last_event, db)) < 0) {
+		reply_store_error(r, error);
+		slot_release(ui);
+		return;
+	}
+	if (q->head) {
+		stream_headers(r, MHD_create_response_from_buffer(0, (void *)"", MHD_RESPMEM_PERSISTENT));
+		slot_release(ui);
+		return;
+	}
+	stream_begin(ui, r, q, 0, &m, xasprintf("event: runs\ndata: {\"last_event\":%lld}\n\n", (long long)m.last_event), 0);
 }
 
 static void svg_release(void *cls)

@@ -70,3 +70,17 @@ int store_step_spec(char **json, PGconn *conn, int64_t id, const char *step)
 	PQclear(res);
 	return FERRY_OK;
 }
+
+int store_events_marker(int64_t *last, PGconn *conn)
+{
+	PGresult *res = NULL;
+	int error;
+
+	*last = 0;
+	/* max(id) is the primary key index's last entry: one probe whatever the table's size */
+	if ((error = store_q(&res, conn, "SELECT coalesce(max(id), 0) FROM events", 0, NULL)) < 0)
+		return error;
+	parse_int64(PQgetvalue(res, 0, 0), last);
+	PQclear(res);
+	return FERRY_OK;
+}

@@ -26,6 +26,9 @@ struct store_run_marker {
 /* Fills *out for run id: 0, FERRY_ENOTFOUND, or FERRY_EDB (message set). */
 int store_run_marker(struct store_run_marker *out, PGconn *conn, int64_t id);
 
+/* *last: the newest event id of all runs (0: none): what the runs list's stream watches. 0 or FERRY_EDB. */
+int store_events_marker(int64_t *last, PGconn *conn);
+
 /*
  * *json (caller frees): {"run", "name", "kind", "state", "spec"} of step
  * `step` of run id, spec being what the plan resolved for it (command with

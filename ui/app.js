@@ -8,11 +8,20 @@
 import { $, token, setToken, showLogin, newView, showError } from './lib.js';
 import { runsPage, runPage } from './runs.js';
 import { submitPage } from './submit.js';
+import { modelsPage, modelPage } from './models.js';
+import { deploymentsPage, deploymentPage } from './deployments.js';
+import { schedulesPage, schedulePage } from './schedules.js';
 import { whoami, forgetWhoami } from './actions.js';
 
 // [pattern of the hash's path, title, page(match, params)]: the first match wins; the last row is the default
 const ROUTES = [
   [/^\/runs\/(\d+)$/, (m) => `Run #${m[1]}`, (m) => runPage(m[1])],
+  [/^\/models\/([^/]+)$/, (m) => `Model ${decodeURIComponent(m[1])}`, (m) => modelPage(decodeURIComponent(m[1]))],
+  [/^\/models$/, () => 'Models', () => modelsPage()],
+  [/^\/deployments\/(\d+)$/, (m) => `Deployment ${m[1]}`, (m) => deploymentPage(m[1])],
+  [/^\/deployments$/, () => 'Deployments', () => deploymentsPage()],
+  [/^\/schedules\/(\d+)$/, (m) => `Schedule ${m[1]}`, (m) => schedulePage(m[1])],
+  [/^\/schedules$/, () => 'Schedules', () => schedulesPage()],
   [/^\/submit$/, () => 'Submit a run', (m, params) => submitPage(params)],
   [/^/, () => 'Runs', (m, params) => runsPage(params)],
 ];

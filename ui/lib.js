@@ -12,7 +12,7 @@ const TOKEN_KEY = 'ferry.token';
 const SSE_MAX = 32 * 1024 * 1024;
 
 export const SYMBOLS = {
-  pending: '…', running: '▶', stopping: '◼', succeeded: '✓', failed: '✗', stopped: '■', waiting: '⏸',
+  pending: '…', running: '▶', stopping: '◼', succeeded: '✓', failed: '✗', stopped: '■', waiting: '‖',
   blocked: '○', ready: '◌', skipped: '↷', lost: '?',
 };
 export const RUN_STATES = ['pending', 'running', 'waiting', 'stopping', 'succeeded', 'failed', 'stopped'];
@@ -28,7 +28,7 @@ export function el(tag, attrs = {}, ...children) {
     if (k.startsWith('on')) e.addEventListener(k.slice(2), v);
     else e.setAttribute(k, v === true ? '' : String(v));
   }
-  for (const c of children.flat()) {
+  for (const c of children.flat(Infinity)) {
     if (c === undefined || c === null) continue;
     e.append(c instanceof Node ? c : document.createTextNode(String(c)));
   }
@@ -134,7 +134,7 @@ export function viewSignal() { return current.signal; }
 export function quiet(e) { return e instanceof Unauthorized || (e && e.name === 'AbortError'); }
 
 export function setView(...children) {
-  $('#view').replaceChildren(...children.flat().filter((c) => c !== null && c !== undefined && c !== false));
+  $('#view').replaceChildren(...children.flat(Infinity).filter((c) => c !== null && c !== undefined && c !== false));
 }
 
 export function showError(e) {

@@ -47,31 +47,99 @@ export async function runsPage(params) {
       el('th', { scope: 'col' }, 'Created'))), tbody));
   const older = el('button', { type: 'button', id: 'older', hidden: true }, 'Older runs');
   const status = el('span', { class: 'note', 'aria-live': 'polite' });
-  setView(el('h1', {}, 'Runs'), filters, table, el('div', { class: 'paging' }, older, status));
+  const live = el('p', { class: 'live', id: 'live', 'aria-live': 'polite' });
+  setView(el('h1', {}, 'Runs'), live, filters, table, el('div', { class: 'paging' }, older, status));
 
   let cursor = null;
-  async function load() {
+  const rows = new Map(); // run id → its row
+  function row(r) {
+    return el('tr', { 'data-run': r.id },
+      el('td', { class: 'num' }, el('a', { href: `#/runs/${r.id}` }, `#${r.id}`)),
+      el('td', {}, r.workflow || ''),
+      el('td', {}, stateBadge(r.waiting && r.waiting.length && r.state === 'running' ? 'waiting' : r.state)),
+      el('td', { class: 'opt' }, r.trigger || ''),
+      el('td', {}, timeCell(r.created_at)));
+  }
+  function query(after) {
     const q = new URLSearchParams({ limit: '50' });
     if (state) q.set('state', state);
     if (workflow) q.set('workflow', workflow);
     if (trigger) q.set('trigger', trigger);
-    if (cursor) q.set('cursor', cursor);
+    if (after) q.set('cursor', after);
+    return `/runs?${q}`;
+  }
+  async function load() {
     status.textContent = 'Loading…';
-    const page = await callJSON(`/runs?${q}`, { signal });
+    const page = await callJSON(query(cursor), { signal });
     for (const r of page.runs || []) {
-      tbody.append(el('tr', { 'data-run': r.id },
-        el('td', { class: 'num' }, el('a', { href: `#/runs/${r.id}` }, `#${r.id}`)),
-        el('td', {}, r.workflow || ''),
-        el('td', {}, stateBadge(r.waiting && r.waiting.length && r.state === 'running' ? 'waiting' : r.state)),
-        el('td', { class: 'opt' }, r.trigger || ''),
-        el('td', {}, timeCell(r.created_at))));
+      if (rows.has(r.id)) continue;
+      const tr = row(r);
+      rows.set(r.id, tr);
+      tbody.append(tr);
     }
     cursor = page.next_cursor || null;
     older.hidden = !cursor;
-    status.textContent = tbody.children.length ? `${tbody.children.length} shown` : 'No runs.';
+    status.textContent = rows.size ? `${rows.size} shown` : 'No runs.';
+  }
+  // A change somewhere: the newest page read again; its runs replace their rows, new ones go on top.
+  async function refresh() {
+    const page = await callJSON(query(null), { signal });
+    const fresh = [];
+    for (const r of page.runs || []) {
+      const tr = row(r);
+      const old = rows.get(r.id);
+      if (old) old.replaceWith(tr);
+      else fresh.push(tr);
+      rows.set(r.id, tr);
+    }
+    tbody.prepend(...fresh);
+    // a run inside the page's range that is not in it any more no longer matches the filter: it goes
+    const ids = new Set((page.runs || []).map((r) => r.id));
+    const low = page.next_cursor ? Math.min(...ids) : 0;
+    for (const [id, tr] of rows) if (id > low && !ids.has(id)) { tr.remove(); rows.delete(id); }
+    status.textContent = rows.size ? `${rows.size} shown` : 'No runs.';
   }
   older.addEventListener('click', () => load().catch(showError));
   await load();
+  watchList(signal, refresh, live).catch((e) => {
+    if (!quiet(e)) live.textContent = `Live updates stopped: ${e.message}. Reload to see the latest.`;
+  });
+}
+
+// The runs list's stream (GET /runs/stream): each `event: runs` says
+// something changed, and onChange reads the page again (one read at a time;
+// a change during it makes one more). Reopened like a run's.
+async function watchList(signal, onChange, live) {
+  let busy = false, again = false;
+  async function changed() {
+    if (busy) { again = true; return; }
+    busy = true;
+    try {
+      do { again = false; await onChange(); } while (again);
+    } catch (e) {
+      if (!quiet(e)) live.textContent = `Could not refresh: ${e.message}`;
+    } finally {
+      busy = false;
+    }
+  }
+  for (let tries = 0; ; tries++) {
+    const res = await call('/runs/stream', { signal, headers: { Accept: 'text/event-stream' } });
+    if (res.status === 404 || res.status === 405) { live.textContent = 'Live updates are unavailable from this daemon: reload to see changes.'; return; }
+    if (!res.ok) throw new Error(`the stream answered HTTP ${res.status}`);
+    live.textContent = '● Live';
+    // every event, the first too: what changed between the page's read (or the drop) and the connect
+    await readSSE(res.body, signal, (event) => {
+      if (event !== 'runs') return;
+      tries = 0;
+      changed();
+    });
+    if (tries >= RECONNECTS) throw new Error('the stream kept closing');
+    live.textContent = 'Reconnecting…';
+    await new Promise((ok, fail) => {
+      const t = setTimeout(ok, 500 * 2 ** tries);
+      signal.addEventListener('abort', () => { clearTimeout(t); fail(new DOMException('aborted', 'AbortError')); }, { once: true });
+    });
+  }
 }
 
 // ---- a run ----

@@ -139,7 +139,7 @@ export class StepPanel {
       if (r) { this.payload = ''; this.refresh(); }
     }, { id: 'continue' });
     return el('section', { class: 'waiting', 'aria-labelledby': 'waiting-h' },
-      el('h3', { id: 'waiting-h' }, `⏸ Waiting for a person`), task,
+      el('h3', { id: 'waiting-h' }, `‖ Waiting for a person`), task,
       el('label', { for: 'continue-data' }, 'Payload (optional JSON: becomes the step\'s output)'),
       el('p', { class: 'note', id: 'continue-help' }, 'Leave empty to continue with no payload.'), box, el('div', {}, btn));
   }

@@ -85,6 +85,18 @@ try {
     await page.screenshot({ path: `${SHOTS}/digits-train-1280.png`, fullPage: true });
     const stray = (await page.locator('#view').innerText()).split('\n').filter((l) => /^(null|undefined|\[object Object\])$/.test(l.trim()));
     eq(stray.length, 0, 'no stray null/undefined text on the run page');
+    // its deployment: the load test the deploy step ran (digits.yaml: 5 levels, p99 and error-rate checks)
+    const dep = ((await api('GET', '/api/v1/deployments')).json || [])[0];
+    assert(dep && dep.model === 'digits', `the digits deployment: ${JSON.stringify(dep).slice(0, 200)}`);
+    await page.goto(`${URL_BASE}/ui/#/deployments/${dep.id}`);
+    await page.locator('#load-tests .load-levels tbody tr').first().waitFor();
+    eq(await page.locator('#load-tests .load-levels tbody tr').count(), 5, 'five load-test levels (1…16 clients)');
+    const checks = await page.locator('#load-tests li').allInnerTexts();
+    assert(checks.length === 2 && checks.every((c) => c.includes('succeeded')) && checks.some((c) => c.includes('p99_ms')),
+      `the load test's checks: ${checks}`);
+    await page.screenshot({ path: `${SHOTS}/digits-deployment-1280.png`, fullPage: true });
+    await page.goto(`${URL_BASE}/ui/#/runs/${digitsRun}`);
+    await page.locator('#steps tbody tr').first().waitFor();
     // the continue is in the audit trail with the token's name
     await page.click('#events summary');
     await page.locator('#events tr[data-kind="step.continued"]').waitFor();

@@ -291,6 +291,22 @@ try {
     }
   });
 
+  await test('the runs list is live: a new run appears on top and its state changes, with no reload and no polling', async () => {
+    await page.goto(`${URL_BASE}/ui/#/runs`);
+    await page.locator('#live', { hasText: 'Live' }).waitFor();
+    const lists = [];
+    page.on('request', (r) => { if (/\/api\/v1\/runs\?/.test(r.url())) lists.push(Date.now()); });
+    await page.waitForTimeout(2500);
+    eq(lists.length, 0, 'nothing read while nothing changes');
+    const sub = await api('POST', '/api/v1/runs', { yaml: WORKFLOW.replace('console-three', 'console-live'), filename: 'live.yaml' });
+    eq(sub.status, 201, sub.text);
+    const row = page.locator(`#runs tbody tr[data-run="${sub.json.id}"]`);
+    await row.waitFor({ timeout: 5000 });
+    eq(await page.locator('#runs tbody tr').first().getAttribute('data-run'), String(sub.json.id), 'the new run is on top');
+    await row.locator('.state-succeeded').waitFor({ timeout: 20000 });
+    assert(lists.length <= 12, `the page was read again on changes only, at most once a second (${lists.length} reads)`);
+  });
+
   await test('no CSP violation or script error on any page', async () => {
     eq(consoleErrors.length, 0, `console errors: ${consoleErrors.join(' | ')}`);
   });

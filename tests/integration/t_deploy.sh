@@ -106,7 +106,12 @@ test_deploy_first_version_then_split_80_20() {
 	# a version at 0% gets exactly nothing
 	api PATCH /api/v1/deployments/1 '{"traffic": {"0.0.2": 0}}'
 	assert_eq "$CODE" 200 "PATCH traffic: $BODY"
+	before=$(dep_json | json 'j["stats"]["versions"]')
 	out=$(count_versions 500)
+	# HAProxy's counters per version (what the console turns into requests/s): 500 more for 0.0.1, none for 0.0.2
+	after=$(dep_json | json 'j["stats"]["versions"]')
+	d1=$(python3 -c 'import json,sys; a,b=json.loads(sys.argv[1]),json.loads(sys.argv[2]); print(b["0.0.1"]["requests"]-a["0.0.1"]["requests"], b["0.0.2"]["requests"]-a["0.0.2"]["requests"], b["0.0.1"]["errors_5xx"])' "$before" "$after")
+	assert_eq "$d1" "500 0 0" "requests counted per version (0.0.1, 0.0.2) and no 5xx"
 	assert_eq "$(echo "$out" | awk '$1 == "0.0.2" {print $2}')" "" "the 0% version got requests: $out"
 	assert_match "$out" "^0.0.1 500" "all to version 0.0.1"
 	# the change is an event with its actor

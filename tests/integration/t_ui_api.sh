@@ -348,3 +348,32 @@ test_ui_2000_steps_run() {
 	[ "${#BODY}" -lt $((4 << 20)) ] || fail "the finished run's JSON of 2,000 steps is over 4 MiB"
 	echo "2,000 steps: submitted in $(((t1 - t0) / 1000000)) ms, ran to success in $(((t2 - t1) / 1000000)) ms; finished run's JSON ${#BODY} bytes"
 }
+
+test_ui_runs_list_stream() {
+	trap ui_cleanup EXIT
+	start_daemon a
+	out=$FERRY_HOME/list.txt
+	timeout 60 curl -sS -N -D "$out.headers" -H "Authorization: Bearer $FERRY_API_TOKEN" \
+		"$FERRY_URL/api/v1/runs/stream" >"$out" 2>"$out.err" &
+	UI_PIDS+=($!)
+	wait_sse "$out" 'len(e) >= 1' 10
+	assert_match "$(tr -d '\r' <"$out.headers")" 'Content-Type: text/event-stream' "the list's stream is text/event-stream"
+	assert_eq "$(sse "$out" '[x["event"] for x in e]')" '["runs"]' "at once: one runs event"
+	assert_eq "$(sse "$out" 'e[0]["data"]["last_event"]')" 0 "… with the newest event id (none yet)"
+	id=$(submit "$(ui_chain)")
+	touch "$FERRY_HOME/go" "$FERRY_HOME/go2"
+	wait_run "$id" succeeded 20
+	last=$(sql "SELECT max(id) FROM events")
+	wait_sse "$out" "e[-1]['data']['last_event'] == $last" 5
+	# coalesced: at most one event a second, however many rows the run touched
+	n=$(sse "$out" 'len(e)')
+	echo "list stream: $n events for a run of $last events"
+	[ "$n" -ge 2 ] && [ "$n" -lt "$((last + 1))" ] || fail "$n list events for $last run events"
+	assert_eq "$(sse "$out" 'all(b["data"]["last_event"] > a["data"]["last_event"] for a, b in zip(e, e[1:]))')" true \
+		"each event shows a newer state"
+	# /runs/stream takes no path below it, and is no run id to delete
+	api GET /api/v1/runs/stream/events
+	assert_eq "$CODE" 404 "no route below the list's stream"
+	api DELETE /api/v1/runs/stream
+	assert_eq "$CODE" 404 "DELETE /runs/stream is a run id that is not one"
+}

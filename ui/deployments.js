@@ -1,0 +1,246 @@
+// Ferry console: deployments. #/deployments lists them (model, state,
+// versions and weights, the auto-stop deadline); #/deployments/ID shows one
+// as GET /deployments/{id} gives it: each version's weight, state and
+// replicas with their health, its load-test results, the canary's steps
+// (from the deployment's canary-step events), what HAProxy applies, the
+// events, and the auto-stop countdown, ticking in the browser from the
+// deadline. Extend / Stop / Start are PATCH /deployments/{id} (body
+// {"extend":"2h"} or {"action":"stop"|"start"}); the outcome, or the API's
+// message (a viewer's 403 among them), goes to the result region. Live
+// traffic per version (requests/s, 5xx rate, mean response time) comes from
+// HAProxy's counters in GET's stats, read every few seconds; p99 is not
+// live (HAProxy keeps means): the load test's and the canary's are shown.
+
+import { el, stateBadge, timeCell, parseTime, callJSON, setView, viewSignal, quiet } from './lib.js';
+import { whoami, resultRegion, roleNote, actionButton, act } from './actions.js';
+
+const EXTEND_HOURS = [1, 2, 4, 8, 24]; // what PATCH extend takes: whole hours 1-24
+const LIVE_MS = 3000; // how often the live traffic figures are read
+
+// A deployment's state as symbol and word: running/stopped are run-like states.
+function depState(s) { return stateBadge(s === 'stopped' ? 'stopped' : s === 'running' ? 'running' : s); }
+
+// Seconds → "1 h 02 min 05 s".
+export function countdown(ms) {
+  if (ms <= 0) return 'due now';
+  const s = Math.floor(ms / 1000), h = Math.floor(s / 3600), m = Math.floor((s % 3600) / 60), r = s % 60;
+  return `${h ? `${h} h ` : ''}${h || m ? `${String(m).padStart(h ? 2 : 1, '0')} min ` : ''}${String(r).padStart(h || m ? 2 : 1, '0')} s`;
+}
+
+function weights(d) {
+  return (d.versions || []).filter((v) => v.state !== 'retired').map((v) => `${v.version} ${v.weight}%`).join(', ') || '—';
+}
+
+// ---- the list ----
+
+export async function deploymentsPage() {
+  const signal = viewSignal();
+  const list = await callJSON('/deployments', { signal });
+  setView(el('h1', {}, 'Deployments'),
+    list.length ? el('div', { class: 'table-wrap' }, el('table', { id: 'deployments' },
+      el('thead', {}, el('tr', {}, el('th', { scope: 'col' }, 'Deployment'), el('th', { scope: 'col' }, 'Model'),
+        el('th', { scope: 'col' }, 'State'), el('th', { scope: 'col' }, 'Traffic'),
+        el('th', { scope: 'col', class: 'opt' }, 'Auto-stop'), el('th', { scope: 'col', class: 'opt' }, 'Created'))),
+      el('tbody', {}, list.map((d) => el('tr', { 'data-deployment': d.id },
+        el('td', {}, el('a', { href: `#/deployments/${d.id}` }, d.name)),
+        el('td', {}, d.model),
+        el('td', {}, depState(d.state)),
+        el('td', { class: 'num' }, weights(d)),
+        el('td', { class: 'opt' }, d.deadline && d.state === 'running' ? timeCell(d.deadline) : 'never'),
+        el('td', { class: 'opt' }, timeCell(d.created_at)))))))
+      : el('p', { class: 'note' }, 'No deployments: a workflow step of kind deploy makes one.'));
+}
+
+// ---- one deployment ----
+
+export async function deploymentPage(id) {
+  const signal = viewSignal();
+  const who = await whoami();
+  let d = await callJSON(`/deployments/${id}`, { signal });
+  const head = el('div', { class: 'run-head' });
+  const timer = el('p', { id: 'auto-stop', class: 'timer' });
+  const out = resultRegion();
+  const acts = el('div', { class: 'actions', id: 'dep-actions' });
+  const body = el('div');
+  setView(el('p', {}, el('a', { href: '#/deployments' }, '← Deployments')), head, timer, acts, roleNote(who), out, body);
+
+  // the countdown: re-drawn each second from the deadline, stopped when the view goes
+  const tick = setInterval(drawTimer, 1000);
+  signal.addEventListener('abort', () => clearInterval(tick), { once: true });
+
+  function drawTimer() {
+    const dl = parseTime(d.deadline);
+    if (d.state !== 'running') { timer.replaceChildren('Auto-stop: stopped, nothing to count down.'); return; }
+    if (!dl) { timer.replaceChildren('Auto-stop: never (runs until stopped).'); return; }
+    timer.replaceChildren('Auto-stop in ', el('strong', { id: 'countdown' }, countdown(dl - Date.now())), ' (at ', timeCell(d.deadline), ')');
+  }
+
+  function render() {
+    head.replaceChildren(el('h1', {}, `Deployment ${d.name} `, depState(d.state)),
+      el('dl', {},
+        el('dt', {}, 'Model'), el('dd', {}, el('a', { href: `#/models/${encodeURIComponent(d.model)}` }, d.model)),
+        el('dt', {}, 'Front'), el('dd', {}, el('code', {}, d.url || `port ${d.port}`)),
+        el('dt', {}, 'Traffic'), el('dd', { id: 'traffic' }, weights(d)),
+        d.run_id ? [el('dt', {}, 'Deployed by run'), el('dd', {}, el('a', { href: `#/runs/${d.run_id}` }, `#${d.run_id}`))] : null,
+        el('dt', {}, 'Created'), el('dd', {}, timeCell(d.created_at))));
+    drawTimer();
+    renderActions();
+    // sections with nothing to show are null: left out, not written as text
+    body.replaceChildren(...[el('h2', {}, 'Versions'), versionsTable(d), liveBox, loadTests(d), canary(d), haproxy(d), events(d)]
+      .filter(Boolean));
+    drawLive();
+  }
+
+  // Live traffic from HAProxy's counters (GET's stats: counters since HAProxy started, and its mean
+  // times): read again every LIVE_MS while the page is open — no stream carries them — and
+  // requests/s and the error rate are the difference between two reads over the time between them.
+  const liveBox = el('section', { id: 'live-traffic', 'aria-labelledby': 'live-h' });
+  let prev = null;
+  function drawLive() {
+    const st = d.stats && d.stats.versions ? d.stats : null;
+    const rows = (d.versions || []).filter((v) => v.state !== 'retired').map((v) => {
+      const now = st && st.versions[v.version], was = prev && prev.versions[v.version];
+      const dt = prev && st ? (st.at_ms - prev.at_ms) / 1000 : 0;
+      const dreq = now && was ? now.requests - was.requests : null, derr = now && was ? now.errors_5xx - was.errors_5xx : null;
+      return el('tr', { 'data-version': v.version }, el('th', { scope: 'row', class: 'num' }, v.version),
+        el('td', { class: 'num rps' }, dreq !== null && dt > 0 && dreq >= 0 ? (dreq / dt).toFixed(1) : '—'),
+        el('td', { class: 'num err' }, dreq > 0 && derr >= 0 ? pct(derr / dreq) : '—'),
+        el('td', { class: 'num rtime' }, now && now.requests ? ms(now.rtime_ms) : '—'),
+        el('td', { class: 'num total opt' }, now ? `${now.requests} (${now.errors_5xx} 5xx)` : '—'));
+    });
+    liveBox.replaceChildren(el('h2', { id: 'live-h' }, 'Live traffic'),
+      st ? el('div', { class: 'table-wrap' }, el('table', { id: 'live' },
+        el('thead', {}, el('tr', {}, ['Version', 'Requests/s', 'Error rate (5xx)', 'Mean response', 'Since HAProxy started'].map((h, i) =>
+          el('th', { scope: 'col', class: i === 4 ? 'opt' : null }, h)))), el('tbody', {}, rows)))
+        : el('p', { class: 'note' }, 'HAProxy does not answer: no live figures.'),
+      el('p', { class: 'note' }, `Rates over the last ${LIVE_MS / 1000} s, read every ${LIVE_MS / 1000} s. HAProxy keeps means, not percentiles: p99 is what a load test or a canary measured, shown below when there was one.`));
+  }
+  async function readLive() {
+    try {
+      const next = await callJSON(`/deployments/${id}`, { signal });
+      prev = d.stats && d.stats.versions ? d.stats : null;
+      d = { ...d, stats: next.stats };
+      drawLive();
+    } catch (e) {
+      if (!quiet(e)) liveBox.append(el('p', { class: 'error' }, `Reading the counters: ${e.message}`));
+    }
+  }
+  const live = setInterval(readLive, LIVE_MS);
+  signal.addEventListener('abort', () => clearInterval(live), { once: true });
+
+  function renderActions() {
+    const running = d.state === 'running';
+    const hours = el('select', { id: 'extend-hours', name: 'extend', disabled: !running },
+      EXTEND_HOURS.map((h) => el('option', { value: `${h}h` }, `${h} h`)));
+    const patch = (btn, what, payload) => async () => {
+      const r = await act({ btn, out, what, path: `/deployments/${id}`, method: 'PATCH', body: payload, signal, who });
+      if (r) { d = r; render(); }
+    };
+    const extend = actionButton('+ Extend', who, null, { id: 'extend', hidden: !running, title: 'move the auto-stop deadline later' });
+    extend.addEventListener('click', () => patch(extend, `Extend deployment ${d.name} by ${hours.value}`, { extend: hours.value })());
+    const stop = actionButton('■ Stop', who, null, { id: 'dep-stop', hidden: !running });
+    stop.addEventListener('click', patch(stop, `Stop deployment ${d.name}`, { action: 'stop' }));
+    const start = actionButton('▶ Start', who, null, { id: 'dep-start', hidden: running });
+    start.addEventListener('click', patch(start, `Start deployment ${d.name}`, { action: 'start' }));
+    // no stream carries a deployment's changes (replica health moves on its own): read again on request
+    const refresh = el('button', { type: 'button', id: 'dep-refresh', onclick: async () => {
+      refresh.disabled = true;
+      try { d = await callJSON(`/deployments/${id}`, { signal }); render(); } catch (e) {
+        if (!quiet(e)) { out.classList.add('error'); out.textContent = `✗ Refresh: ${e.message}`; }
+      } finally { refresh.disabled = false; }
+    } }, '↻ Refresh');
+    acts.replaceChildren(...[running ? el('label', { for: 'extend-hours', class: 'inline' }, 'Extend by') : null,
+      running ? hours : null, extend, stop, start, refresh].filter(Boolean));
+  }
+
+  render();
+}
+
+// A replica's health (deployment_replicas' CHECK) as symbol and word, coloured as the run states are.
+const HEALTH = { healthy: ['✓', 'succeeded'], starting: ['…', 'pending'], unhealthy: ['✗', 'failed'], stopped: ['■', 'stopped'] };
+function healthBadge(h) {
+  const [sym, cls] = HEALTH[h] || ['?', 'lost'];
+  return el('span', { class: `state state-${cls}` }, el('span', { class: 'sym', 'aria-hidden': 'true' }, sym), h || 'unknown');
+}
+
+function replicas(v) {
+  const rs = v.replica_list || [];
+  if (!rs.length) return '—';
+  const healthy = rs.filter((r) => r.health === 'healthy').length;
+  return el('div', {}, el('span', {}, `${healthy} of ${rs.length} healthy`),
+    el('ul', { class: 'replicas' }, rs.map((r) => el('li', { 'data-replica': r.idx },
+      `#${r.idx} `, healthBadge(r.health), ` · port ${r.port}${r.restarts ? ` · ${r.restarts} restarts` : ''}`,
+      r.last_error ? el('span', { class: 'error' }, ` · ${r.last_error}`) : null))));
+}
+
+function versionsTable(d) {
+  return el('div', { class: 'table-wrap' }, el('table', { id: 'dep-versions' },
+    el('thead', {}, el('tr', {}, el('th', { scope: 'col' }, 'Version'), el('th', { scope: 'col' }, 'State'),
+      el('th', { scope: 'col' }, 'Weight'), el('th', { scope: 'col' }, 'Replicas'),
+      el('th', { scope: 'col', class: 'opt' }, 'Run'))),
+    el('tbody', {}, (d.versions || []).map((v) => el('tr', { 'data-version': v.version },
+      el('th', { scope: 'row', class: 'num' }, v.version),
+      el('td', {}, v.state),
+      el('td', { class: 'num weight' }, `${v.weight}%`),
+      el('td', {}, replicas(v)),
+      el('td', { class: 'opt' }, v.run_id ? el('a', { href: `#/runs/${v.run_id}` }, `#${v.run_id}${v.step ? ` ${v.step}` : ''}`) : '—'))))));
+}
+
+const ms = (x) => (typeof x === 'number' ? `${Number(x.toPrecision(4))} ms` : '—');
+const pct = (x) => (typeof x === 'number' ? `${Number((100 * x).toPrecision(3))}%` : '—');
+
+// Each version's load test: its levels (concurrency → p50/p99/error rate) and its thresholds.
+function loadTests(d) {
+  const withLt = (d.versions || []).filter((v) => v.load_test);
+  if (!withLt.length) return null;
+  return el('section', { id: 'load-tests' }, el('h2', {}, 'Load tests'), withLt.map((v) => {
+    const lt = v.load_test, checks = lt.verdicts || [];
+    return el('div', { 'data-version': v.version }, el('h3', {}, `${v.version}`,
+      lt.started_at ? el('span', { class: 'note' }, ' at ', timeCell(lt.started_at)) : null),
+    el('div', { class: 'table-wrap' }, el('table', { class: 'load-levels' },
+      el('thead', {}, el('tr', {}, ['Concurrency', 'Requests', 'Req/s', 'p50', 'p99', 'Error rate'].map((h) => el('th', { scope: 'col' }, h)))),
+      el('tbody', {}, (lt.levels || []).map((l) => el('tr', {},
+        el('td', { class: 'num' }, l.concurrency), el('td', { class: 'num' }, l.requests),
+        el('td', { class: 'num' }, typeof l.throughput_rps === 'number' ? l.throughput_rps.toFixed(1) : '—'),
+        el('td', { class: 'num' }, ms(l.p50_ms)), el('td', { class: 'num' }, ms(l.p99_ms)),
+        el('td', { class: 'num' }, pct(l.error_rate))))))),
+    Array.isArray(checks) && checks.length ? el('ul', {}, checks.map((c) => el('li', {},
+      stateBadge(c.passed ? 'succeeded' : 'failed'),
+      ` ${c.metric} ${c.op || ''} ${c.threshold ?? ''}${c.value !== undefined && c.value !== null ? ` (measured ${Number(Number(c.value).toPrecision(4))}${c.level ? ` at ${c.level}` : ''})` : ''}`))) : null);
+  }));
+}
+
+// The canary's progress: its steps as the canary-step and canary-rolled-back events record them.
+function canary(d) {
+  const evs = (d.events || []).filter((e) => e.kind.startsWith('canary'));
+  if (!evs.length) return null;
+  return el('section', { id: 'canary' }, el('h2', {}, 'Canary'), el('ol', {}, evs.map((e) => {
+    const x = e.detail || {};
+    if (e.kind === 'canary-step') {
+      return el('li', {}, `${x.version}: ${x.traffic}% of traffic, ${x.requests} requests, ${pct(x.error_rate)} errors`,
+        ` (the others ${pct(x.baseline_error_rate)} of ${x.baseline_requests}), mean ${ms(x.rtime_ms)} `, timeCell(e.at));
+    }
+    return el('li', {}, stateBadge('failed'), ` ${e.kind}: ${x.reason || JSON.stringify(x)} `, timeCell(e.at));
+  })));
+}
+
+function haproxy(d) {
+  const hs = d.haproxy || [];
+  if (!hs.length) return null;
+  return el('details', { id: 'haproxy' }, el('summary', {}, `What HAProxy applies (${hs.length} servers)`),
+    el('div', { class: 'table-wrap' }, el('table', {},
+      el('thead', {}, el('tr', {}, ['Server', 'Address', 'Weight', 'State'].map((h) => el('th', { scope: 'col' }, h)))),
+      el('tbody', {}, hs.map((s) => el('tr', {}, el('td', {}, s.server), el('td', {}, s.addr),
+        el('td', { class: 'num' }, s.weight), el('td', {}, s.state)))))));
+}
+
+function events(d) {
+  const evs = d.events || [];
+  if (!evs.length) return null;
+  return el('details', { id: 'dep-events' }, el('summary', {}, `Events (${evs.length}, who did what)`),
+    el('div', { class: 'table-wrap' }, el('table', {},
+      el('thead', {}, el('tr', {}, ['At', 'Actor', 'Event', 'Detail'].map((h) => el('th', { scope: 'col' }, h)))),
+      el('tbody', {}, evs.slice().reverse().map((e) => el('tr', { 'data-kind': e.kind }, el('td', {}, timeCell(e.at)),
+        el('td', {}, e.actor || ''), el('td', {}, e.kind),
+        el('td', { class: 'detail-json' }, e.detail ? JSON.stringify(e.detail) : '')))))));
+}
