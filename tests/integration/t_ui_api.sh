@@ -195,7 +195,7 @@ test_ui_dag_svg() {
 	assert_match "$h" 'Cache-Control: private, max-age=86400' "the browser keeps it"
 	hash=$(sql "SELECT workflow_hash FROM runs WHERE id = $id")
 	etag=$(echo "$h" | sed -n 's/^ETag: //p')
-	assert_eq "$etag" "\"$hash.L1\"" "the ETag is the workflow hash and the layout version"
+	assert_eq "$etag" "\"$hash.L2\"" "the ETag is the workflow hash and the layout version"
 	# every step is there, the ones not started too (second and third are blocked)
 	assert_eq "$(step_col "$id" third state)" blocked "third has not started"
 	for s in first second third; do
