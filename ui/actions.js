@@ -9,19 +9,19 @@
 
 import { el, call, callJSON, token, quiet, Unauthorized } from './lib.js';
 
-let me = null;
+let me = null; // {token, answer: a promise of the whoami}: callers at the same time share one request
 
 // {name, role, can_act, can_admin} of the token in use.
-export async function whoami() {
-  if (me && me.token === token()) return me;
-  try {
-    me = { ...(await callJSON('/whoami')), token: token() };
-  } catch (e) {
-    if (e instanceof Unauthorized) throw e;
+export function whoami() {
+  const t = token();
+  if (me && me.token === t) return me.answer;
+  const answer = callJSON('/whoami').catch((e) => {
+    if (e instanceof Unauthorized) { me = null; throw e; }
     // an older daemon without /whoami: offer the buttons, the API decides
-    me = { name: 'this token', role: 'unknown', can_act: true, can_admin: false, token: token() };
-  }
-  return me;
+    return { name: 'this token', role: 'unknown', can_act: true, can_admin: false };
+  });
+  me = { token: t, answer };
+  return answer;
 }
 
 export function forgetWhoami() { me = null; }
