@@ -227,6 +227,36 @@ try {
     }
   });
 
+  await test('a hostile dag.svg is defused: no script, handler, style, animation or outside link survives', async () => {
+    // TEST DOUBLE of dag.svg's body only (the daemon's own SVG never holds these): what the page must
+    // make safe if a step name or a future Graphviz ever smuggled any of it in
+    const p5 = await ctx.newPage();
+    watch(p5, 'hostile');
+    try {
+      const node = (s, y) => `<g id="step-${s}" class="node step" onclick="window.bad=1" ONMOUSEOVER='window.bad=3' style="fill:red"><title>${s}</title>` +
+        `<a xlink:href="https://example.com/x" href="javascript:window.bad=4"><polygon points="0,${y} 100,${y} 100,${y + 30} 0,${y + 30}"/></a>` +
+        `<set attributeName="onmouseover" to="window.bad=5"/><animate attributeName="href" to="javascript:window.bad=6"/>` +
+        `<text x="10" y="${y + 20}">${s}</text></g>`;
+      await p5.route(`**/api/v1/runs/${runId}/dag.svg`, (r) => r.fulfill({ status: 200, headers: { 'Content-Type': 'image/svg+xml' },
+        body: `<?xml version="1.0"?><svg xmlns="http://www.w3.org/2000/svg" xmlns:xlink="http://www.w3.org/1999/xlink" width="200pt" height="200pt" onload="window.bad=7"><script>window.bad=2</script><style>*{fill:red}</style><foreignObject><div xmlns="http://www.w3.org/1999/xhtml">x</div></foreignObject><g id="graph0" class="graph">${node('prepare', 0)}${node('train', 50)}${node('report', 100)}</g></svg>` }));
+      await p5.goto(`${URL_BASE}/ui/`);
+      await p5.evaluate((t) => sessionStorage.setItem('ferry.token', t), TOKEN);
+      await p5.goto(`${URL_BASE}/ui/#/runs/${runId}`);
+      await p5.locator('#dag g[id="step-train"]').waitFor();
+      await p5.hover('#dag g[id="step-train"] polygon');
+      await p5.click('#dag g[id="step-train"]');
+      await p5.locator('#detail-h', { hasText: 'train' }).waitFor();
+      eq(await p5.evaluate(() => window.bad), undefined, 'nothing from the SVG ran');
+      eq(await p5.locator('#dag script, #dag style, #dag foreignObject, #dag set, #dag animate, #dag [style]').count(), 0,
+        'scripts, styles, foreign content and animations removed');
+      const left = await p5.evaluate(() => [...document.querySelectorAll('#dag *')].flatMap((n) => [...n.attributes]
+        .filter((a) => /^on/i.test(a.name) || (a.localName === 'href' && !a.value.startsWith('#'))).map((a) => `${n.nodeName}@${a.name}`)));
+      eq(JSON.stringify(left), '[]', 'no handler or outside link left');
+    } finally {
+      await p5.close();
+    }
+  });
+
   await test('clicking a step shows its attempts, metrics and the tail of its log', async () => {
     await waitRun(runId, 'succeeded', 20);
     await page.click('#steps tr[data-step="train"] button');
