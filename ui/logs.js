@@ -205,7 +205,7 @@ export class LogView {
     if (this.pendingNode) this.pre.insertBefore(frag, this.pendingNode);
     else this.pre.append(frag);
     let dropped = false;
-    while (this.lines.length > MAX_LINES || (this.bytes > MAX_BYTES && this.lines.length > 1)) {
+    while (this.overBounds()) {
       const l = this.lines.shift();
       l.node.remove();
       this.bytes -= l.bytes;
@@ -216,6 +216,9 @@ export class LogView {
     this.olderBtn.hidden = this.start === 0;
     if (stick) this.pre.scrollTop = this.pre.scrollHeight;
   }
+
+  // More than the window keeps (one line is always kept, however long).
+  overBounds() { return this.lines.length > MAX_LINES || (this.bytes > MAX_BYTES && this.lines.length > 1); }
 
   // The incomplete last line of a followed log, redrawn as it grows.
   setPending(bytes) {
@@ -268,7 +271,7 @@ export class LogView {
       this.start = start;
       // past the bounds, the newest lines go: the window no longer reaches the end
       let cut = false;
-      while (this.lines.length > MAX_LINES || (this.bytes > MAX_BYTES && this.lines.length > 1)) {
+      while (this.overBounds()) {
         const l = this.lines.pop();
         l.node.remove();
         this.bytes -= l.bytes;

@@ -3,46 +3,9 @@
 // lines ("ok N - name") and closes with "browser: N passed, N failed".
 // Screenshots of the runs list and a run page (1280 px and 375 px wide) go
 // to $FERRY_SHOTS (build/browser/, not committed).
-import { chromium } from 'playwright-core';
-
-const URL_BASE = process.env.FERRY_URL;
-const TOKEN = process.env.FERRY_API_TOKEN;
-const SHOTS = process.env.FERRY_SHOTS || 'build/browser';
-const T0 = Date.now();
-
-let n = 0, passed = 0, failed = 0;
-const failures = [];
-
-async function test(name, fn) {
-  n++;
-  const t = Date.now();
-  try {
-    await fn();
-    passed++;
-    console.log(`ok ${n} - ${name} (${((Date.now() - t) / 1000).toFixed(1)}s)`);
-  } catch (e) {
-    failed++;
-    failures.push(name);
-    console.log(`not ok ${n} - ${name} (${((Date.now() - t) / 1000).toFixed(1)}s)`);
-    for (const line of String(e && e.stack ? e.stack : e).split('\n').slice(0, 12)) console.log(`    # ${line}`);
-  }
-}
-
-function assert(cond, msg) { if (!cond) throw new Error(`assertion failed: ${msg}`); }
-function eq(actual, expected, msg) {
-  if (actual !== expected) throw new Error(`${msg}: expected ${JSON.stringify(expected)}, got ${JSON.stringify(actual)}`);
-}
-
-async function api(method, path, body) {
-  const res = await fetch(URL_BASE + path, {
-    method, headers: { Authorization: `Bearer ${TOKEN}`, 'Content-Type': 'application/json' },
-    body: body ? JSON.stringify(body) : undefined, signal: AbortSignal.timeout(10000),
-  });
-  const text = await res.text();
-  let json = null;
-  try { json = JSON.parse(text); } catch { /* not JSON */ }
-  return { status: res.status, json, text, headers: res.headers };
-}
+import {
+  URL_BASE, TOKEN, SHOTS, test, assert, eq, api, waitRun, launch, watch as watchPage, consoleErrors, done,
+} from './harness.mjs';
 
 // three steps in a line; b sleeps so the page sees it running before it succeeds
 const WORKFLOW = `name: console-three
@@ -54,30 +17,11 @@ steps:
   - {name: report, needs: [train], command: [sh, -c, "echo done"]}
 `;
 
-async function waitRun(id, state, secs) {
-  const end = Date.now() + secs * 1000;
-  let last;
-  while (Date.now() < end) {
-    last = await api('GET', `/api/v1/runs/${id}`);
-    if (last.json && last.json.state === state) return last.json;
-    await new Promise((r) => setTimeout(r, 200));
-  }
-  throw new Error(`run ${id} is ${last && last.json ? last.json.state : '?'}, expected ${state}`);
-}
-
-const browser = await chromium.launch({ executablePath: '/usr/bin/chromium', args: ['--no-sandbox'], timeout: 30000 });
-const consoleErrors = [];
+const browser = await launch();
+// a route the other half of the console may not have yet: the page says so and falls back
 function watch(page, label) {
-  page.on('console', (m) => {
-    if (m.type() !== 'error') return;
-    const at = (m.location() && m.location().url) || '';
-    // a route the other half of the console may not have yet: the page says so and falls back
-    if (m.text().startsWith('Failed to load resource') && / 404 /.test(m.text()) &&
-        ((!dagRoute && at.endsWith('/dag.svg')) || (!streamRoute && at.endsWith('/stream')))) return;
-    consoleErrors.push(`${label}: ${m.text()} (${at})`);
-  });
-  page.on('pageerror', (e) => consoleErrors.push(`${label}: page error: ${e.message}`));
-  page.setDefaultTimeout(10000);
+  watchPage(page, label, (text, at) => text.startsWith('Failed to load resource') && / 404 /.test(text) &&
+    ((!dagRoute && at.endsWith('/dag.svg')) || (!streamRoute && at.endsWith('/stream'))));
 }
 
 let runId, streamRoute = false, dagRoute = false;
@@ -345,7 +289,4 @@ try {
 }
 
 console.log(`# stream route: ${streamRoute ? 'yes' : 'no (table fallback tested)'}; dag.svg route: ${dagRoute ? 'yes' : 'no'}`);
-console.log(`# browser suite took ${((Date.now() - T0) / 1000).toFixed(1)} s`);
-if (failures.length) console.log(`browser: failed: ${failures.join(', ')}`);
-console.log(`browser: ${passed} passed, ${failed} failed`);
-process.exit(failed ? 1 : 0);
+done();
