@@ -13,7 +13,8 @@ import { whoami, resultRegion, roleNote, actionButton, act } from './actions.js'
 import { StepPanel } from './step.js';
 
 const TRIGGERS = ['api', 'cli', 'schedule', 'data', 'git', 'dev']; // what started a run (runs.trigger)
-const EVENTS_KEPT = 500; // rows of the run's audit trail kept on the page
+const EVENTS_KEPT = 500;
+const BIG_TABLE = 300; // a run with more steps shows its steps table when asked (the DAG has them all) // rows of the run's audit trail kept on the page
 const RECONNECTS = 5; // a dropped stream is reopened this many times, backing off
 
 // ---- the runs list ----
@@ -198,6 +199,11 @@ export async function runPage(id) {
   const steps = el('div', { class: 'table-wrap' }, el('table', { class: 'steps', id: 'steps' },
     el('thead', {}, el('tr', {}, el('th', { scope: 'col' }, 'Step'), el('th', { scope: 'col' }, 'State'),
       el('th', { scope: 'col', class: 'opt' }, 'Attempts'), el('th', { scope: 'col' }, 'Duration'))), stepsBody));
+  // a big run's table waits until it is opened: the DAG shows every step, and 2,000 rows cost the page 80 ms
+  let tableOn = (run.steps || []).length <= BIG_TABLE;
+  const stepsBox = tableOn ? el('div', {}, el('h2', {}, 'Steps'), steps)
+    : el('details', { id: 'steps-box' }, el('summary', {}, `Steps (${run.steps.length}) as a table`), steps);
+  stepsBox.addEventListener('toggle', () => { if (stepsBox.open && !tableOn) { tableOn = true; renderSteps(); } });
   const detail = el('section', { class: 'detail', id: 'detail', 'aria-live': 'polite' },
     el('p', { class: 'note' }, 'Select a step (in the graph or the table) to see its attempts, command, outputs, metrics and log.'));
   const eventsBody = el('tbody');
@@ -207,7 +213,7 @@ export async function runPage(id) {
   const panel = new StepPanel({ container: detail, runId: id, signal, who, out, onRun: (r) => { update(r); followAgain(); } });
   detail.addEventListener('rerender', () => panel.render(run, false));
   setView(el('p', {}, el('a', { href: '#/runs' }, '← Runs')), head, runActions, roleNote(who), out, live,
-    el('div', { class: 'run-body' }, el('div', {}, dag, el('h2', {}, 'Steps'), steps), detail), events);
+    el('div', { class: 'run-body' }, el('div', {}, dag, stepsBox), detail), events);
 
   function renderHead() {
     head.replaceChildren(el('h1', {}, `Run #${run.id} `, stateBadge(run.state)),
@@ -251,24 +257,13 @@ export async function runPage(id) {
 
   function renderSteps() {
     const list = run.steps || [];
-    if (rows.size !== list.length || list.some((s) => !rows.has(s.name))) { // the first time (a run's steps never change)
+    if (tableOn && (rows.size !== list.length || list.some((s) => !rows.has(s.name)))) { // the first time (a run's steps never change)
       rows.clear();
       for (const s of list) rows.set(s.name, stepRow(s));
       stepsBody.replaceChildren(...[...rows.values()].map((r) => r.tr));
     }
     for (const s of list) {
-      const r = rows.get(s.name);
-      const key = `${s.state} ${s.attempts} ${s.started_at} ${s.finished_at}`;
-      // a running step's duration grows: it is written again on every update
-      if (key !== r.key || (s.started_at && !s.finished_at)) {
-        if (key !== r.key) {
-          r.state.replaceChildren(stateBadge(s.state));
-          r.attempts.textContent = s.attempts ?? 0;
-        }
-        r.took.textContent = duration(s.started_at, s.finished_at);
-        r.key = key;
-      }
-      r.tr.classList.toggle('selected', s.name === selected);
+      if (tableOn) renderRow(s);
       // the DAG's nodes take their step's state as a class; the SVG itself is fetched once
       const n = nodes.get(s.name);
       if (!n || n.state === s.state) continue;
@@ -280,6 +275,21 @@ export async function runPage(id) {
     }
   }
 
+  function renderRow(s) {
+    const r = rows.get(s.name);
+    const key = `${s.state} ${s.attempts} ${s.started_at} ${s.finished_at}`;
+    // a running step's duration grows: it is written again on every update
+    if (key !== r.key || (s.started_at && !s.finished_at)) {
+      if (key !== r.key) {
+        r.state.replaceChildren(stateBadge(s.state));
+        r.attempts.textContent = s.attempts ?? 0;
+      }
+      r.took.textContent = duration(s.started_at, s.finished_at);
+      r.key = key;
+    }
+    r.tr.classList.toggle('selected', s.name === selected);
+  }
+
   function update(next) {
     run = next;
     renderHead();
@@ -289,6 +299,9 @@ export async function runPage(id) {
   }
 
   function select(name) {
+    // the node shows it is the one open (an outline, not a colour alone: style.css)
+    if (nodes.has(selected)) nodes.get(selected).g.classList.remove('selected');
+    if (nodes.has(name)) nodes.get(name).g.classList.add('selected');
     selected = name;
     panel.select(name);
     renderSteps();
@@ -358,6 +371,7 @@ export async function runPage(id) {
   } catch (e) {
     if (e instanceof Unauthorized || e.name === 'AbortError') return;
   }
+  if (dag.hidden && !tableOn) stepsBox.open = true; // no DAG: the table it is
 
   if (FINAL.has(run.state)) {
     live.textContent = `The run is over (${run.state}).`;

@@ -54,6 +54,10 @@ await test(`a ${STEPS}-step run: every node and row shows its state, and follows
   const page = await signedIn(ctx, TOKEN, 'bigdag', `#/runs/${id}`);
   await page.waitForFunction((n) => document.querySelectorAll('#dag g[id^="step-"]').length === n, STEPS);
   await page.waitForSelector('#live:text("Live")');
+  // a big run's table waits until asked for (the DAG shows every step): built when opened, then followed live
+  eq(await page.evaluate(() => document.querySelectorAll('#steps tbody tr').length), 0, 'no rows before the table is opened');
+  await page.click('#steps-box summary');
+  await page.waitForFunction((n) => document.querySelectorAll('#steps tbody tr').length === n, STEPS);
   let c = await page.evaluate(census);
   eq(JSON.stringify(c.nodes), JSON.stringify({ running: 1, blocked: STEPS - 1 }), 'the nodes while s00_00 runs');
   eq(JSON.stringify(c.rows), JSON.stringify({ running: 1, blocked: STEPS - 1 }), 'the rows while s00_00 runs');
@@ -75,11 +79,14 @@ await test(`a ${STEPS}-step run: every node and row shows its state, and follows
 await test('a DAG node opens its step from a click and from the keyboard; the selected row is marked', async () => {
   const page = await signedIn(ctx, TOKEN, 'bigdag-detail', `#/runs/${id}`);
   await page.waitForFunction((n) => document.querySelectorAll('#dag g[id^="step-"].state-succeeded').length === n, STEPS);
+  await page.click('#steps-box summary');
   await page.click('#dag g[id="step-s05_07"]');
   await page.waitForSelector('#detail-h:text("Step s05_07")');
   await page.waitForSelector('#attempts tbody tr');
   eq(await page.evaluate(() => [...document.querySelectorAll('#steps tr.selected')].map((tr) => tr.dataset.step).join()),
     's05_07', 'the clicked step\'s row, alone, is selected');
+  eq(await page.evaluate(() => [...document.querySelectorAll('#dag g.selected')].map((g) => g.id).join()), 'step-s05_07',
+    'the clicked node, alone, is marked');
   await page.focus('#dag g[id="step-s09_49"]');
   await page.keyboard.press('Enter');
   await page.waitForSelector('#detail-h:text("Step s09_49")');
