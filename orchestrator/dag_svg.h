@@ -19,7 +19,7 @@
 #include <stddef.h>
 
 /* Bumped whenever the picture changes for the same workflow: part of the ETag. */
-#define DAG_SVG_LAYOUT_VERSION 2
+#define DAG_SVG_LAYOUT_VERSION 3
 
 /* At most this many steps are laid out (a bigger DAG is refused: FERRY_EINVALID). */
 #define DAG_SVG_MAX_STEPS 20000

@@ -235,7 +235,7 @@ export class LogView {
   atBottom() { return this.pre.scrollHeight - this.pre.scrollTop - this.pre.clientHeight < 24; }
 
   summary() {
-    const kib = (n) => (n >= 1048576 ? `${(n / 1048576).toFixed(1)} MiB` : `${Math.ceil(n / 1024)} KiB`);
+    const kib = (n) => (n >= 1048576 ? `${(n / 1048576).toFixed(1)} MiB` : n >= 1024 ? `${Math.ceil(n / 1024)} KiB` : `${n} bytes`);
     const whole = this.size !== null ? Math.max(this.size, this.end + this.pending.length) : this.end;
     if (!whole) { this.say(this.running ? `Attempt ${this.attempt}: nothing written yet.` : `Attempt ${this.attempt}'s log is empty.`); return; }
     const shown = this.start === 0 && this.end + this.pending.length >= whole ? 'all of it'

@@ -156,9 +156,11 @@ function cleanSvg(text) {
   // (and style and script elements: parsed, an inline style is checked against the CSP and reported)
   const bare = text.replace(/\s(on[a-z]+|style)\s*=\s*("[^"]*"|'[^']*')/gi, '')
     .replace(/<(style|script)\b[^>]*?(\/>|>[\s\S]*?<\/\1\s*>)/gi, '');
-  const doc = new DOMParser().parseFromString(bare, 'image/svg+xml');
-  const svg = doc.documentElement;
-  if (!svg || svg.nodeName !== 'svg' || doc.querySelector('parsererror')) return null;
+  // parsed as HTML (the SVG lands in the SVG namespace as it would inline): twice as fast as the XML
+  // parser on a 2,000-step DAG (40 ms, not 100). A DOMParser document runs no script and fires no handler.
+  const doc = new DOMParser().parseFromString(bare, 'text/html');
+  const svg = doc.body && doc.body.firstElementChild;
+  if (!svg || svg.namespaceURI !== 'http://www.w3.org/2000/svg' || svg.localName !== 'svg') return null;
   for (const bad of svg.querySelectorAll('script, foreignObject, style, set, animate')) bad.remove();
   // links (href in any namespace) that leave the document; the only attribute walk left, over the few
   // elements that have one: a 2,000-step DAG has some 50,000 attributes, and walking them all cost 150 ms

@@ -195,7 +195,7 @@ test_ui_dag_svg() {
 	assert_match "$h" 'Cache-Control: private, max-age=86400' "the browser keeps it"
 	hash=$(sql "SELECT workflow_hash FROM runs WHERE id = $id")
 	etag=$(echo "$h" | sed -n 's/^ETag: //p')
-	assert_eq "$etag" "\"$hash.L2\"" "the ETag is the workflow hash and the layout version"
+	assert_eq "$etag" "\"$hash.L3\"" "the ETag is the workflow hash and the layout version"
 	# every step is there, the ones not started too (second and third are blocked)
 	assert_eq "$(step_col "$id" third state)" blocked "third has not started"
 	for s in first second third; do
@@ -203,7 +203,7 @@ test_ui_dag_svg() {
 	done
 	assert_eq "$(echo "$svg" | grep -c 'class="node step"')" 3 "one node per step"
 	assert_eq "$(echo "$svg" | grep -c 'class="edge"')" 2 "an edge per needs"
-	assert_match "$svg" '<title>first&#45;&gt;second</title>' "the edges go from the needed step"
+	assert_match "$svg" '<g id="edge:first:second" class="edge">' "the edges go from the needed step"
 	t2=$(date +%s%N)
 	code=$(curl -sS -D "$hdr" -o "$FERRY_HOME/dag2.svg" -w '%{http_code}' -H "Authorization: Bearer $FERRY_API_TOKEN" \
 		"$FERRY_URL/api/v1/runs/$id/dag.svg")
