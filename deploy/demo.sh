@@ -215,3 +215,8 @@ echo "(nothing changed), so both versions share one stored artifact: $blobs blob
 echo "run $third, started by new data, retrained and deployed 0.0.3; run $fourth, started by a bad"
 echo "batch, failed its gate and registered nothing."
 echo "Try: bin/ferryd &  then  bin/ferry submit workflows/digits.yaml -p C=1 --watch"
+if [ -n "${DEMO_KEEP:-}" ] && kill -0 "$pid" 2>/dev/null; then
+	# make demo DEMO_KEEP=1: the daemon, its runs and deployment stay for the console until Ctrl-C
+	say "the console stays open at $FERRY_URL/ui/ (token above); Ctrl-C stops ferryd and PostgreSQL"
+	wait "$pid" || true
+fi
