@@ -188,20 +188,25 @@ export class LogView {
       l.text, '\n');
   }
 
-  // Appends complete lines at the end, dropping from the front past the bounds.
-  append(lines) {
-    if (!lines.length) return;
-    const stick = this.atBottom();
+  // The lines' elements (searched when a search is on), counted into the window's bytes.
+  nodesOf(lines) {
     const frag = document.createDocumentFragment();
     for (const l of lines) {
       l.ferry = FERRY.test(l.text);
       l.node = this.lineNode(l);
       if (this.query) this.markLine(l);
       frag.append(l.node);
-      this.lines.push(l);
       this.bytes += l.bytes;
-      this.end += l.bytes;
     }
+    return frag;
+  }
+
+  // Appends complete lines at the end, dropping from the front past the bounds.
+  append(lines) {
+    if (!lines.length) return;
+    const stick = this.atBottom();
+    const frag = this.nodesOf(lines);
+    for (const l of lines) { this.end += l.bytes; this.lines.push(l); }
     if (this.pendingNode) this.pre.insertBefore(frag, this.pendingNode);
     else this.pre.append(frag);
     let dropped = false;
@@ -258,15 +263,7 @@ export class LogView {
       const { lines, rest } = splitLines(body);
       if (rest.length) lines.push({ bytes: rest.length, ...collapse(dec.decode(rest)) }); // a line cut by the window's start
       const keepTop = this.pre.scrollHeight - this.pre.scrollTop; // the line read now stays where it is
-      const frag = document.createDocumentFragment();
-      for (const l of lines) {
-        l.ferry = FERRY.test(l.text);
-        l.node = this.lineNode(l);
-        if (this.query) this.markLine(l);
-        frag.append(l.node);
-        this.bytes += l.bytes;
-      }
-      this.pre.prepend(frag);
+      this.pre.prepend(this.nodesOf(lines));
       this.lines.unshift(...lines);
       this.start = start;
       // past the bounds, the newest lines go: the window no longer reaches the end
