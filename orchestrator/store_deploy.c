@@ -497,6 +497,29 @@ int store_deploy_set_state(PGconn *conn, int64_t dep, const char *state, const c
 	return one_row(res, dep);
 }
 
+int store_deploy_wake(PGconn *conn, int64_t dep, const char *actor, const char *why, int *started)
+{
+	char d[32];
+	const char *params[3] = {I64(d, dep), actor, why};
+	PGresult *res = NULL;
+	int error;
+
+	*started = 0;
+	if ((error = store_q(&res, conn,
+			     "WITH u AS (UPDATE deployments SET state = 'running', updated_at = now(), warned_at = NULL, "
+			     "  deadline = CASE WHEN auto_stop_s IS NOT NULL "
+			     "                  THEN now() + auto_stop_s * interval '1 second' ELSE deadline END "
+			     "  WHERE id = $1::bigint AND state = 'stopped' RETURNING id, deadline), "
+			     "ev AS (INSERT INTO deployment_events (deployment_id, actor, kind, detail) "
+			     "  SELECT id, $2, 'started', jsonb_build_object('deadline', deadline, 'why', $3::text) FROM u) "
+			     "SELECT 1 FROM u",
+			     3, params)) < 0)
+		return error;
+	*started = PQntuples(res) == 1;
+	PQclear(res);
+	return FERRY_OK;
+}
+
 int store_deploy_auto_stop(PGconn *conn, int64_t dep, int secs, int extend, const char *actor)
 {
 	char d[32], s[16], e[16];

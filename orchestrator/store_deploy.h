@@ -20,6 +20,15 @@ int store_deploy_ensure(PGconn *conn, const char *name, const char *model, int p
 			int64_t run_id, const char *actor, int64_t *id, int *port, int *created);
 
 /*
+ * Starts deployment dep again if it is stopped (a deploy step means to
+ * serve: its new version would otherwise start only to be stopped), as
+ * PATCH {"action": "start"} does: state running, the auto-stop deadline
+ * from now, a 'started' event by actor saying why. *started: 1 when it
+ * was stopped.
+ */
+int store_deploy_wake(PGconn *conn, int64_t dep, const char *actor, const char *why, int *started);
+
+/*
  * Adds version (state starting, weight 0, `replicas` replicas) to
  * deployment dep; when it is there already (a retried deploy step) *state
  * says how it stands. *ord: its ordinal.

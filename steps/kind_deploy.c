@@ -480,8 +480,21 @@ static int deploy_prepare(struct step_result *res, json_t **env, const struct st
 			 "workdir", r->workdir, "placement", "executor", json_object_get(r->spec, "executor"),
 			 "image", json_object_get(r->spec, "image"), "resources", json_object_get(r->spec, "resources"));
 	if ((error = store_deploy_ensure(r->conn, name, model, replica_free_port(), auto_stop_s, r->run_id,
-					 r->actor, &dep, &port, &created)) < 0 ||
-	    (error = store_deploy_version_add(r->conn, dep, version, artifact, nrep, spec, r->run_id, r->name,
+					 r->actor, &dep, &port, &created)) < 0)
+		goto fail;
+	if (!created) {
+		char *why = xasprintf("run %lld step %s deploys %s %s", (long long)r->run_id, r->name, model, version);
+		int woke = 0;
+
+		error = store_deploy_wake(r->conn, dep, r->actor, why, &woke);
+		free(why);
+		if (error < 0)
+			goto fail;
+		if (woke)
+			flog_info("run %lld step %s: deployment %s was stopped: started again", (long long)r->run_id,
+				  r->name, name);
+	}
+	if ((error = store_deploy_version_add(r->conn, dep, version, artifact, nrep, spec, r->run_id, r->name,
 					      &ord, &state)) < 0)
 		goto fail;
 	if (strcmp(state, "retired") == 0) {

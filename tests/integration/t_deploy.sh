@@ -519,3 +519,30 @@ PY
 	assert_eq "$(echo "$BODY" | json 'j["version"]')" 0.0.3 "production moved"
 	haproxy_vs_db || fail "HAProxy differs from the database"
 }
+
+# a deploy step into a stopped deployment starts it again (else its new replicas were stopped at once)
+test_deploy_into_stopped_deployment_starts_it() {
+	deploy_up
+	start_daemon a
+	id=$(submit "$(deploy_wf 20)")
+	wait_run "$id" succeeded 120
+	api PATCH /api/v1/deployments/1 '{"action": "stop"}'
+	assert_eq "$CODE" 200 "stop: $BODY"
+	assert_eq "$(dep_json | json 'j["state"]')" stopped "stopped"
+	id2=$(submit "$(deploy_wf 20)" '{"C": "5"}')
+	wait_run "$id2" succeeded 120
+	assert_match "$(step_col "$id2" deploy reason)" "digits 0.0.2 serves 20% of deployment digits" "the new version serves"
+	assert_eq "$(dep_json | json 'j["state"]')" running "the deployment runs again"
+	assert_match "$(dep_json | json '[e for e in j["events"] if e["kind"] == "started"][-1]["detail"]["why"]')" \
+		"run $id2 step deploy deploys digits 0.0.2" "the start says why"
+	# 0.0.1's replica starts again with the deployment: in HAProxy once it is healthy
+	for _ in $(seq 1 100); do
+		[ "$(dep_json | json '[r["health"] for v in j["versions"] if v["version"] == "0.0.1" for r in v["replica_list"]]')" = '["healthy"]' ] && break
+		sleep 0.2
+	done
+	sleep 1 # HAProxy's own check follows
+	out=$(count_versions 200)
+	assert_match "$out" "failed 0" "every request answered: $out"
+	assert_match "$out" "0.0.1 [0-9]+" "0.0.1 serves again: $out"
+	assert_match "$out" "0.0.2 [0-9]+" "0.0.2 serves: $out"
+}
