@@ -59,6 +59,7 @@ cleanup() {
 	bin/ferryd db stop || true
 }
 trap cleanup EXIT
+trap 'exit 130' INT TERM # Ctrl-C (DEMO_KEEP=1 waits for it): the cleanup runs
 for _ in $(seq 1 300); do
 	# readyz: the API answers at once, the database (started, migrated) a moment later
 	curl -fsS "$FERRY_URL/readyz" >/dev/null 2>&1 && break
