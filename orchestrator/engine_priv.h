@@ -1,6 +1,7 @@
 /*
  * engine_priv — what the engine's files (engine.c: the loop, the claim, the
- * jobs and the periodic tasks; engine_recover.c: orphaned attempts) share:
+ * jobs and the task table; engine_tasks.c: the periodic tasks beyond the
+ * loop's own; engine_recover.c: orphaned attempts) share:
  * the engine's state and the queues results and handles wait in until one
  * statement writes them. Not for use outside the engine.
  */
@@ -90,5 +91,19 @@ void engine_job_succeeded(struct engine *e, int64_t step_id, int64_t run_id, int
 
 /* engine_recover.c: adopts this host's orphans (mine) or reaps other hosts' expired ones. */
 void engine_orphans(struct engine *e, int mine);
+
+/* engine_tasks.c: the periodic tasks in engine.c's table, each one bounded round */
+void task_expire_waits(struct engine *e);
+void task_notify(struct engine *e);
+void task_retention(struct engine *e);
+void task_dev_lease(struct engine *e);
+void task_dev_expire(struct engine *e);
+void task_orphans(struct engine *e);
+void task_reconcile(struct engine *e);
+void task_schedules(struct engine *e);
+void task_strays(struct engine *e);
+/* Frees a pool item of those tasks that never came back (shutdown). */
+struct work;
+void engine_task_work_free(struct work *w);
 
 #endif
