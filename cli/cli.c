@@ -86,11 +86,7 @@ int parse_run_operand(const struct ctx *x, int argc, char **argv, int64_t *id)
 	return -1;
 }
 
-/*
- * Parses the arguments of a verb that takes "RUN" plus -o FORMAT when json is
- * not NULL. Returns -1 to go on, else the exit status to return now.
- */
-int parse_run_args(const struct ctx *x, int argc, char **argv, int64_t *id, bool *json)
+int parse_output_args(const struct ctx *x, int argc, char **argv, bool *json)
 {
 	static const struct option longopts[] = {
 		{"output", required_argument, NULL, 'o'},
@@ -118,7 +114,18 @@ int parse_run_args(const struct ctx *x, int argc, char **argv, int64_t *id, bool
 			return option_error(x, ch, argv);
 		}
 	}
-	return parse_run_operand(x, argc, argv, id);
+	return -1;
+}
+
+/*
+ * Parses the arguments of a verb that takes "RUN" plus -o FORMAT when json is
+ * not NULL. Returns -1 to go on, else the exit status to return now.
+ */
+int parse_run_args(const struct ctx *x, int argc, char **argv, int64_t *id, bool *json)
+{
+	int status = parse_output_args(x, argc, argv, json);
+
+	return status >= 0 ? status : parse_run_operand(x, argc, argv, id);
 }
 
 /* Prints the failure of the last request; returns the exit status for it. */

@@ -55,6 +55,12 @@ int option_error(const struct ctx *x, int ch, char **argv);
 
 /* -o json|text into *json; else a usage error. */
 int parse_output(const struct ctx *x, const char *arg, bool *json);
+/*
+ * Parses a verb's options when they are only -o FORMAT (json not NULL) and
+ * -h; optind is then the first operand. -1 to go on, else the exit status
+ * to return now.
+ */
+int parse_output_args(const struct ctx *x, int argc, char **argv, bool *json);
 
 /* Accepts "12" (a positive integer); anything else is a usage error. */
 int parse_run_id(const struct ctx *x, const char *s, int64_t *id);

@@ -54,17 +54,12 @@ static void print_one(const json_t *d)
 
 int cmd_deployments(const struct ctx *x, int argc, char **argv)
 {
-	static const struct option longopts[] = {
-		{"output", required_argument, NULL, 'o'},
-		{"help", no_argument, NULL, 'h'},
-		{0},
-	};
 	ferry_client *c = NULL;
 	json_t *answer = NULL, *body = NULL;
 	char *path = NULL, *text = NULL;
 	const char *method = "GET";
 	bool json = false;
-	int ch, rc, status = FX_USAGE, k, nops;
+	int rc, status = FX_USAGE, k, nops;
 	int64_t id = 0;
 	char **ops;
 
@@ -78,21 +73,8 @@ int cmd_deployments(const struct ctx *x, int argc, char **argv)
 		;
 	if (subs[k].name == NULL)
 		return usage_error(x, "unknown subcommand '%s'", argv[1]);
-	optind = 0;
-	while ((ch = getopt_long(argc - 1, argv + 1, ":o:h", longopts, NULL)) != -1) {
-		switch (ch) {
-		case 'o':
-			if (parse_output(x, optarg, &json) != 0)
-				goto out;
-			break;
-		case 'h':
-			status = print_help(x->cmd);
-			goto out;
-		default:
-			status = option_error(x, ch, argv + 1);
-			goto out;
-		}
-	}
+	if ((rc = parse_output_args(x, argc - 1, argv + 1, &json)) >= 0)
+		return rc;
 	ops = argv + 1 + optind;
 	nops = argc - 1 - optind;
 	if ((subs[k].operands < 0 && nops != 0) || (subs[k].operands >= 0 && nops != subs[k].operands + 1)) {

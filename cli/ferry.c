@@ -106,31 +106,15 @@ static json_t *shell_param_warnings(const char *path, const json_t *spec, bool p
 
 static int cmd_validate(const struct ctx *x, int argc, char **argv)
 {
-	static const struct option longopts[] = {
-		{"output", required_argument, NULL, 'o'},
-		{"help", no_argument, NULL, 'h'},
-		{0},
-	};
 	struct workflow_file wf = {0};
 	bool json = false;
 	const char *path;
 	json_t *report = NULL, *errors, *warnings = NULL;
 	size_t nsteps = 0;
-	int ch, rc, status;
+	int rc, status;
 
-	optind = 0;
-	while ((ch = getopt_long(argc, argv, ":o:h", longopts, NULL)) != -1) {
-		switch (ch) {
-		case 'o':
-			if (parse_output(x, optarg, &json) != 0)
-				return FX_USAGE;
-			break;
-		case 'h':
-			return print_help(x->cmd);
-		default:
-			return option_error(x, ch, argv);
-		}
-	}
+	if ((rc = parse_output_args(x, argc, argv, &json)) >= 0)
+		return rc;
 	if (argc - optind != 1)
 		return usage_error(x, argc == optind ? "missing FILE" : "expected one FILE");
 	path = argv[optind];

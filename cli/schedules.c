@@ -248,16 +248,11 @@ static void print_trigger(const json_t *t)
 
 int cmd_triggers(const struct ctx *x, int argc, char **argv)
 {
-	static const struct option longopts[] = {
-		{"output", required_argument, NULL, 'o'},
-		{"help", no_argument, NULL, 'h'},
-		{0},
-	};
 	ferry_client *c = NULL;
 	json_t *answer = NULL, *body = NULL;
 	char *path = NULL;
 	bool json = false;
-	int ch, rc, status = FX_USAGE, list;
+	int rc, status = FX_USAGE, list;
 	int64_t id = 0;
 
 	if (argc < 2 || strcmp(argv[1], "-h") == 0 || strcmp(argv[1], "--help") == 0) {
@@ -268,21 +263,8 @@ int cmd_triggers(const struct ctx *x, int argc, char **argv)
 	list = strcmp(argv[1], "list") == 0;
 	if (!list && strcmp(argv[1], "pause") != 0 && strcmp(argv[1], "resume") != 0)
 		return usage_error(x, "unknown subcommand '%s'", argv[1]);
-	optind = 0;
-	while ((ch = getopt_long(argc - 1, argv + 1, ":o:h", longopts, NULL)) != -1) {
-		switch (ch) {
-		case 'o':
-			if (parse_output(x, optarg, &json) != 0)
-				goto out;
-			break;
-		case 'h':
-			status = print_help(x->cmd);
-			goto out;
-		default:
-			status = option_error(x, ch, argv + 1);
-			goto out;
-		}
-	}
+	if ((rc = parse_output_args(x, argc - 1, argv + 1, &json)) >= 0)
+		return rc;
 	if (argc - 1 - optind != (list ? 0 : 1)) {
 		status = usage_error(x, "triggers %s takes %s", argv[1], list ? "no operands" : "TRIGGER");
 		goto out;

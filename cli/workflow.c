@@ -90,16 +90,11 @@ static void print_workflows(const json_t *a)
 
 int cmd_workflow(const struct ctx *x, int argc, char **argv)
 {
-	static const struct option longopts[] = {
-		{"output", required_argument, NULL, 'o'},
-		{"help", no_argument, NULL, 'h'},
-		{0},
-	};
 	ferry_client *c = NULL;
 	json_t *answer = NULL, *body = NULL;
 	const char *sub;
 	bool json = false, reg;
-	int ch, rc, status = FX_USAGE, nops;
+	int rc, status = FX_USAGE, nops;
 
 	if (argc < 2 || strcmp(argv[1], "-h") == 0 || strcmp(argv[1], "--help") == 0) {
 		if (argc < 2)
@@ -110,21 +105,8 @@ int cmd_workflow(const struct ctx *x, int argc, char **argv)
 	if (strcmp(sub, "register") != 0 && strcmp(sub, "list") != 0)
 		return usage_error(x, "unknown subcommand '%s' (register or list)", sub);
 	reg = strcmp(sub, "register") == 0;
-	optind = 0;
-	while ((ch = getopt_long(argc - 1, argv + 1, ":o:h", longopts, NULL)) != -1) {
-		switch (ch) {
-		case 'o':
-			if (parse_output(x, optarg, &json) != 0)
-				goto out;
-			break;
-		case 'h':
-			status = print_help(x->cmd);
-			goto out;
-		default:
-			status = option_error(x, ch, argv + 1);
-			goto out;
-		}
-	}
+	if ((rc = parse_output_args(x, argc - 1, argv + 1, &json)) >= 0)
+		return rc;
 	nops = argc - 1 - optind;
 	if (nops != (reg ? 1 : 0)) {
 		status = usage_error(x, "workflow %s takes %s", sub, reg ? "one FILE" : "no operands");
