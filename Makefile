@@ -11,7 +11,7 @@ CC ?= cc
 PG_INC := $(shell pg_config --includedir 2>/dev/null || echo /usr/include/postgresql)
 WARN := -Wall -Wextra -Wshadow -Wstrict-prototypes -Wmissing-prototypes -Wformat=2 -Werror
 CFLAGS ?= -O2 -g
-CFLAGS += -std=c11 -D_GNU_SOURCE $(WARN) -Iorchestrator -Isteps -Iapi -Icli -I$(PG_INC) -MMD -MP
+CFLAGS += -std=c11 -D_GNU_SOURCE $(WARN) -I. -Iorchestrator -I$(PG_INC) -MMD -MP
 # Graphviz's dot layout and SVG renderer are linked in (dag_svg.c: no plugin loading, no fontconfig)
 GV_PLUGINS := $(shell pkg-config --variable=libdir libgvc 2>/dev/null || echo /usr/lib/x86_64-linux-gnu)/graphviz
 LDLIBS := -lpq -lyaml -ljansson -lmicrohttpd -lcurl -lcrypto -lgit2 -licui18n -licuuc -licudata \
@@ -26,7 +26,7 @@ VARIANT := rel
 endif
 B := build/$(VARIANT)
 
-ENGINE_SRC := $(filter-out orchestrator/ferryd.c,$(wildcard orchestrator/*.c)) $(wildcard steps/*.c)
+ENGINE_SRC := $(filter-out orchestrator/daemon/%,$(wildcard orchestrator/*/*.c)) $(wildcard steps/*.c)
 API_SRC := $(wildcard api/*.c)
 CLI_SRC := $(wildcard cli/*.c)
 ENGINE_OBJ := $(ENGINE_SRC:%.c=$(B)/%.o) $(B)/db/migrations.o $(B)/db/functions.o \
@@ -55,12 +55,12 @@ build/variant: variant
 	@mkdir -p build
 	@echo "$(VARIANT) $(CFLAGS)" | cmp -s - $@ || echo "$(VARIANT) $(CFLAGS)" > $@
 
-bin/ferryd: $(B)/orchestrator/ferryd.o $(API_OBJ) $(ENGINE_OBJ) build/variant
+bin/ferryd: $(B)/orchestrator/daemon/ferryd.o $(API_OBJ) $(ENGINE_OBJ) build/variant
 	@mkdir -p bin
 	$(CC) $(LDFLAGS) -o $@ $(filter %.o,$^) $(LDLIBS)
 
 # the crash tests' daemon: ferryd plus tests/fault (fault injection, the test executor type)
-bin/ferryd-test: $(B)/orchestrator/ferryd.o $(B)/tests/fault/fault.o $(API_OBJ) $(ENGINE_OBJ) build/variant
+bin/ferryd-test: $(B)/orchestrator/daemon/ferryd.o $(B)/tests/fault/fault.o $(API_OBJ) $(ENGINE_OBJ) build/variant
 	@mkdir -p bin
 	$(CC) $(LDFLAGS) -o $@ $(filter %.o,$^) $(LDLIBS)
 
@@ -96,7 +96,7 @@ $(B)/api/ui_assets.o: $(B)/api/ui_assets.c
 $(B)/deploy/haproxy_tmpl.c: deploy/haproxy.cfg.tmpl
 	@mkdir -p $(dir $@)
 	{ echo '/* generated from deploy/haproxy.cfg.tmpl by the Makefile; do not edit */'; \
-	  echo '#include "haproxy.h"'; echo 'const char hap_template_builtin[] ='; \
+	  echo '#include "deploy/haproxy.h"'; echo 'const char hap_template_builtin[] ='; \
 	  sed -e 's/\\/\\\\/g' -e 's/"/\\"/g' -e 's/^/\t"/' -e 's/$$/\\n"/' $<; echo ';'; } > $@
 
 $(B)/deploy/haproxy_tmpl.o: $(B)/deploy/haproxy_tmpl.c

@@ -22,8 +22,8 @@
  * a machine code, a message that says what to do, and the offending field
  * when there is one.
  */
-#include "api.h"
-#include "api_priv.h"
+#include "api/api.h"
+#include "api/api_priv.h"
 
 #include <arpa/inet.h>
 #include <errno.h>
@@ -44,17 +44,17 @@
 #include <sys/types.h>
 #include <unistd.h>
 
-#include "db.h"
-#include "exec.h"
-#include "gitsrc.h"
-#include "health.h"
-#include "metrics.h"
-#include "runcache.h"
-#include "states.h"
-#include "store.h"
-#include "tokens.h"
-#include "triggers.h"
-#include "util.h"
+#include "store/db.h"
+#include "exec/exec.h"
+#include "schedule/gitsrc.h"
+#include "engine/health.h"
+#include "lib/metrics.h"
+#include "api/runcache.h"
+#include "lib/states.h"
+#include "store/store.h"
+#include "api/tokens.h"
+#include "schedule/triggers.h"
+#include "lib/util.h"
 
 #define MAX_BODY (1024 * 1024)
 #define POOL_WAIT_MS 10000 /* a request waits this long for a free database connection */

@@ -7,9 +7,9 @@
  */
 #include <string.h>
 
-#include "api_priv.h"
-#include "store.h"
-#include "util.h"
+#include "api/api_priv.h"
+#include "store/store.h"
+#include "lib/util.h"
 
 void api_cache_get(struct api *a, struct reply *r, PGconn *db, struct req *q)
 {

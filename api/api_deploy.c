@@ -15,13 +15,13 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "api_priv.h"
-#include "deploy.h"
-#include "reconcile.h"
-#include "replicas.h"
-#include "store.h"
-#include "store_deploy.h"
-#include "util.h"
+#include "api/api_priv.h"
+#include "plan/deploy.h"
+#include "deploy/reconcile.h"
+#include "deploy/replicas.h"
+#include "store/store.h"
+#include "store/store_deploy.h"
+#include "lib/util.h"
 
 #define EVENTS_SHOWN 50
 

@@ -10,7 +10,7 @@
  * (a pooled connection, only when one is free). A run whose logs retention
  * removed is answered 410 with the date.
  */
-#include "api_priv.h"
+#include "api/api_priv.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -24,9 +24,9 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "exec.h"
-#include "store.h"
-#include "util.h"
+#include "exec/exec.h"
+#include "store/store.h"
+#include "lib/util.h"
 
 #define PARK_MS 100 /* how often a followed log that did not grow is looked at again */
 

@@ -16,9 +16,9 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "api_priv.h"
-#include "store.h"
-#include "util.h"
+#include "api/api_priv.h"
+#include "store/store.h"
+#include "lib/util.h"
 
 /* Replies with the JSON text a store call produced, or with its error. */
 static void reply_store(struct reply *r, int error, char *json)

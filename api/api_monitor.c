@@ -1,6 +1,6 @@
 /*
  * api_monitor — GET /api/v1/runs/{id}/steps/{step}/monitor: what the job
- * monitor sees of a step's attempt (orchestrator/monitor.md): the
+ * monitor sees of a step's attempt (orchestrator/monitor/monitor.md): the
  * detector's state and why, the last samples, the GPUs, the metric series
  * and the watchpoints' results, the evidence of a hang, and the step's
  * monitor.* events. Read from attempt_monitor, so any replica answers for
@@ -9,9 +9,9 @@
 #include <microhttpd.h>
 #include <string.h>
 
-#include "api_priv.h"
-#include "store_monitor.h"
-#include "util.h"
+#include "api/api_priv.h"
+#include "store/store_monitor.h"
+#include "lib/util.h"
 
 void api_step_monitor(struct api *a, struct reply *r, PGconn *db, struct req *q)
 {

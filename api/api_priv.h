@@ -15,9 +15,9 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "api.h"
-#include "config.h"
-#include "tokens.h"
+#include "api/api.h"
+#include "plan/config.h"
+#include "api/tokens.h"
 
 struct req {
 	char *body;

@@ -7,14 +7,14 @@
  * declare (api_route's fields, query) is a 400 naming it and listing the
  * valid ones, so a typo ("frm") is never silently ignored.
  */
-#include "api_priv.h"
+#include "api/api_priv.h"
 
 #include <jansson.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "util.h"
+#include "lib/util.h"
 
 /* ---- replies ---- */
 

@@ -1,5 +1,5 @@
 /*
- * api_schedules — /api/v1/schedules (orchestrator/schedules.md): list,
+ * api_schedules — /api/v1/schedules (orchestrator/schedule/schedules.md): list,
  * create, show (with the next fire times, the notes on those a DST change
  * moves, and the tick history), edit, pause/resume (PATCH paused) and
  * delete. A schedule of a workflow's schedule: is that workflow's: it may
@@ -11,14 +11,14 @@
 #include <string.h>
 #include <time.h>
 
-#include "api_priv.h"
-#include "cron.h"
-#include "schedules.h"
-#include "store.h"
-#include "store_schedules.h"
-#include "triggers.h"
-#include "gitsrc.h"
-#include "util.h"
+#include "api/api_priv.h"
+#include "lib/cron.h"
+#include "schedule/schedules.h"
+#include "store/store.h"
+#include "store/store_schedules.h"
+#include "schedule/triggers.h"
+#include "schedule/gitsrc.h"
+#include "lib/util.h"
 
 /* Ticks GET /schedules/{id} shows unless ?limit says otherwise. */
 #define TICKS_DEFAULT 50

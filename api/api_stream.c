@@ -40,7 +40,7 @@
  * gone (looked at every tick), or on api_stop, which ends every stream at
  * once (and cancels the poller's query in flight).
  */
-#include "api_priv.h"
+#include "api/api_priv.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -53,11 +53,11 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include "dag_svg.h"
-#include "db.h"
-#include "store.h"
-#include "store_ui.h"
-#include "util.h"
+#include "api/dag_svg.h"
+#include "store/db.h"
+#include "store/store.h"
+#include "store/store_ui.h"
+#include "lib/util.h"
 
 #define TICK_MS 200            /* how often the poller looks at the runs of the streams */
 #define KEEPALIVE_MS 15000     /* a comment after this long without an event */

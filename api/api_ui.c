@@ -11,8 +11,8 @@
  * bytes) so a new ferryd is never served stale files. /ui answers 308 to
  * /ui/, so relative URLs in the page resolve under /ui/.
  */
-#include "api_priv.h"
-#include "api_ui.h"
+#include "api/api_priv.h"
+#include "api/api_ui.h"
 
 #include <string.h>
 

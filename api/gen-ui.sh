@@ -4,7 +4,7 @@
 # byte is carried exactly) and an ETag from its SHA-256. Usage: gen-ui.sh FILE…
 set -eu
 echo '/* generated from ui/ by api/gen-ui.sh; do not edit */'
-echo '#include "api_ui.h"'
+echo '#include "api/api_ui.h"'
 n=0
 for f in "$@"; do
 	echo "static const unsigned char ui_data_$n[] = {"

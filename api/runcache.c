@@ -12,7 +12,7 @@
  * any failure the cache is turned off (and so emptied), the connection
  * closed, and it reconnects after 100 ms, doubling to 5 s.
  */
-#include "runcache.h"
+#include "api/runcache.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -24,7 +24,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "util.h"
+#include "lib/util.h"
 
 #define LISTEN_CHANNEL "ferry_run"
 #define APP_NAME "ferryd-run-cache"

@@ -4,7 +4,7 @@
  * copies out the name and role. The reloader waits on a pipe (tokens_free
  * writes to it) at most RELOAD_MS at a time between reads.
  */
-#include "tokens.h"
+#include "api/tokens.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -16,8 +16,8 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "db.h"
-#include "util.h"
+#include "store/db.h"
+#include "lib/util.h"
 
 #define RELOAD_MS 1000         /* a created or revoked token takes effect within about this */
 #define CONNECT_MS 2000        /* the reloader's connection attempt is bounded by this */

@@ -20,7 +20,7 @@
 
 #include <stddef.h>
 
-#include "store.h"
+#include "store/store.h"
 
 /* What a token may do, in increasing order. */
 enum token_role {

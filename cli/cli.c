@@ -3,7 +3,7 @@
  * the synopsis, --help, -o json|text, the RUN operand, reporting a failed
  * request (with a hint about the token on 401), opening the client.
  */
-#include "cli.h"
+#include "cli/cli.h"
 
 #include <errno.h>
 #include <getopt.h>
@@ -12,7 +12,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "util.h"
+#include "lib/util.h"
 
 /* ---- errors and usage ---- */
 

@@ -10,9 +10,9 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "client.h"
-#include "format.h"
-#include "util.h"
+#include "cli/client.h"
+#include "cli/format.h"
+#include "lib/util.h"
 
 /* Exit statuses: success, the run (or the daemon) failed, usage or validation error. */
 enum { FX_OK = 0, FX_FAIL = 1, FX_USAGE = 2 };

@@ -10,7 +10,7 @@
  * message (ferry_error_last()), the HTTP status and the optional details
  * list, so the caller only decides how to print them.
  */
-#include "client.h"
+#include "cli/client.h"
 
 #include <ctype.h>
 #include <curl/curl.h>

@@ -12,7 +12,7 @@
 #include <jansson.h>
 #include <stdbool.h>
 
-#include "util.h"
+#include "lib/util.h"
 
 #ifndef FERRY_VERSION
 #define FERRY_VERSION "0.1.0"

@@ -9,7 +9,7 @@
  * stops the run when it expires: the process died); an embedded PostgreSQL
  * it started is stopped when it exits.
  */
-#include "dev.h"
+#include "cli/dev.h"
 
 #include <getopt.h>
 #include <jansson.h>
@@ -22,10 +22,10 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "db.h"
-#include "engine.h"
-#include "store.h"
-#include "util.h"
+#include "store/db.h"
+#include "engine/engine.h"
+#include "store/store.h"
+#include "lib/util.h"
 
 static volatile sig_atomic_t interrupted;
 static int dev_wake_fd = -1;

@@ -11,9 +11,9 @@
 #include <sys/types.h>
 #include <stdio.h>
 
-#include "engine.h"
-#include "exec.h"
-#include "store.h"
+#include "engine/engine.h"
+#include "exec/exec.h"
+#include "store/store.h"
 
 /* argv[0] is "run" or "step"; returns the process exit status. */
 int dev_main(int argc, char **argv);

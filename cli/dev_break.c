@@ -22,7 +22,7 @@
  * renewed meanwhile. Answers are read one byte at a time, so a script that
  * pipes answers and shell commands leaves the shell the lines meant for it.
  */
-#include "dev.h"
+#include "cli/dev.h"
 
 #include <errno.h>
 #include <poll.h>
@@ -33,8 +33,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "engine.h"
-#include "util.h"
+#include "engine/engine.h"
+#include "lib/util.h"
 
 void dev_stepper_dispose(struct dev_stepper *s)
 {

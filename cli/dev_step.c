@@ -14,7 +14,7 @@
  * dev_job_make() is also what `ferry dev run --step` shows before a step
  * and what its "shell" answer runs a shell with.
  */
-#include "dev.h"
+#include "cli/dev.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -27,11 +27,11 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "engine.h"
-#include "exec.h"
-#include "kind.h"
-#include "store.h"
-#include "util.h"
+#include "engine/engine.h"
+#include "exec/exec.h"
+#include "plan/kind.h"
+#include "store/store.h"
+#include "lib/util.h"
 
 void dev_job_dispose(struct dev_job *j)
 {

@@ -23,11 +23,11 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "cli.h"
-#include "client.h"
-#include "config.h"
-#include "dev.h"
-#include "util.h"
+#include "cli/cli.h"
+#include "cli/client.h"
+#include "plan/config.h"
+#include "cli/dev.h"
+#include "lib/util.h"
 
 /* ---- workflow files ---- */
 

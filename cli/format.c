@@ -3,7 +3,7 @@
  * ("2026-01-02T03:04:05.678Z", the API's one format) and are parsed by hand
  * so no locale or TZ quirk of strptime gets in the way.
  */
-#include "format.h"
+#include "cli/format.h"
 
 #include <ctype.h>
 #include <inttypes.h>
@@ -11,7 +11,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "util.h"
+#include "lib/util.h"
 
 /* ---- small JSON accessors ---- */
 

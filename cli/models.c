@@ -25,7 +25,7 @@
 #include <dirent.h>
 #include <unistd.h>
 
-#include "cli.h"
+#include "cli/cli.h"
 
 /* "accuracy=0.9822 f1=0.9819" for the classification and regression metrics, else all. */
 static char *metrics_line(const json_t *m)

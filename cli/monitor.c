@@ -1,7 +1,7 @@
 /*
  * monitor — `ferry monitor RUN STEP [-f] [--attempt N] [-o json]`: what the
  * job monitor sees of a step's attempt (GET …/steps/{step}/monitor,
- * orchestrator/monitor.md): the hang detector's state and why, its recent
+ * orchestrator/monitor/monitor.md): the hang detector's state and why, its recent
  * samples as a table and utilization as a sparkline, the metric series the
  * job writes as small text charts with the watchpoints' results, the
  * evidence of a hang and the monitor's events. -f follows it: new samples
@@ -15,7 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "cli.h"
+#include "cli/cli.h"
 
 enum { OPT_MON_ATTEMPT = 660 };
 

@@ -1,6 +1,6 @@
 /*
  * schedules — `ferry schedules`: the cron schedules of registered
- * workflows (orchestrator/schedules.md): list them, show one with its next
+ * workflows (orchestrator/schedule/schedules.md): list them, show one with its next
  * fire times (and the DST notes) and its tick history, create one for a
  * workflow, pause, resume and delete. Each subcommand is one request to
  * the API (api/api_schedules.c).
@@ -10,7 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "cli.h"
+#include "cli/cli.h"
 
 enum { S_LIST, S_GET, S_NEXT, S_PAUSE, S_RESUME, S_DELETE, S_CREATE };
 

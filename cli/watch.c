@@ -8,7 +8,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "cli.h"
+#include "cli/cli.h"
 
 /* ---- watch ---- */
 

@@ -11,7 +11,7 @@ migration | function) ;;
 *) echo "usage: $0 migration|function FILE…" >&2; exit 2 ;;
 esac
 echo "/* generated from db/${what}s by db/gen-sql.sh; do not edit */"
-echo '#include "db.h"'
+echo '#include "store/db.h"'
 echo "const struct db_sql db_${what}s[] = {"
 n=0
 for f in "$@"; do

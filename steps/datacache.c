@@ -19,7 +19,7 @@
  * the dataset is recreated when its target stays inside it and fails the
  * step when it points out.
  */
-#include "datacache.h"
+#include "steps/datacache.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -35,9 +35,9 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "metrics.h" /* the daemon's counters */
-#include "store.h"
-#include "util.h"
+#include "lib/metrics.h" /* the daemon's counters */
+#include "store/store.h"
+#include "lib/util.h"
 
 #define TREE_MAX_DEPTH 64
 #define TREE_MAX_ENTRIES 5000000

@@ -12,7 +12,7 @@
 
 #include <jansson.h>
 
-#include "steps.h"
+#include "steps/steps.h"
 
 /* FERRY_CACHE_MAX_MB when unset: 10 GiB. */
 #define DATACACHE_DEFAULT_MAX_MB 10240

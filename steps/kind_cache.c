@@ -5,9 +5,9 @@
  * `command`, the command runs as a job that fills the entry, committed
  * when it exits 0. Jobs below it get FERRY_CACHE_DIR (kind_job.c).
  */
-#include "steps.h"
+#include "steps/steps.h"
 
-#include "datacache.h"
+#include "steps/datacache.h"
 
 static int cache_prepare(struct step_result *res, json_t **env, const struct step_run *r)
 {

@@ -18,20 +18,20 @@
  * the step's timeout (2 minutes when it has none). A retried step finds
  * its version: one already serving is not deployed twice.
  */
-#include "steps.h"
+#include "steps/steps.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
-#include "deploy.h"
-#include "loadtest.h"
-#include "reconcile.h"
-#include "replicas.h"
-#include "store.h"
-#include "store_deploy.h"
-#include "util.h"
+#include "plan/deploy.h"
+#include "deploy/loadtest.h"
+#include "deploy/reconcile.h"
+#include "deploy/replicas.h"
+#include "store/store.h"
+#include "store/store_deploy.h"
+#include "lib/util.h"
 
 #define READY_TIMEOUT_MS (2 * 60 * 1000)
 #define STOP_GRACE_MS 5000

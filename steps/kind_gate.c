@@ -4,7 +4,7 @@
  * `timeout` expires (`on_timeout: fail|continue`). The state machine does
  * all of it (SKF_WAITS): a gate step is never claimed, so it has no hooks.
  */
-#include "steps.h"
+#include "steps/steps.h"
 
 const struct step_kind kind_gate = {
 	.name = "gate", .flags = SKF_WAITS,

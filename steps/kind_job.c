@@ -8,7 +8,7 @@
  * and its gate (train and evaluate) is evaluated against them: a malformed
  * metrics.json or a gate that does not hold fails the step for good.
  */
-#include "steps.h"
+#include "steps/steps.h"
 
 #include <dirent.h>
 #include <stdio.h>
@@ -17,8 +17,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "gate.h"
-#include "store.h"
+#include "plan/gate.h"
+#include "store/store.h"
 
 /*
  * A job below a cache step finds the staged dataset through FERRY_CACHE_DIR

@@ -4,9 +4,9 @@
  * items, the webhook). Its `dataset` output is the data a model version
  * registered below it was trained on.
  */
-#include "steps.h"
+#include "steps/steps.h"
 
-#include "label.h"
+#include "steps/label.h"
 
 /* Claimed: the task is opened and the step left waiting, or it fails. */
 static int label_prepare(struct step_result *res, json_t **env, const struct step_run *r)

@@ -5,9 +5,9 @@
  * recorded with its lineage (registry.c does the work). The config gives
  * an evaluate step above it that compares against production its model.
  */
-#include "steps.h"
+#include "steps/steps.h"
 
-#include "registry.h"
+#include "steps/registry.h"
 
 /* Claimed: the version is registered (or was by an earlier attempt), or the step fails. */
 static int register_prepare(struct step_result *res, json_t **env, const struct step_run *r)

@@ -1,5 +1,5 @@
 /*
- * kinds — the table of step kinds (orchestrator/kind.h): the list of the
+ * kinds — the table of step kinds (orchestrator/plan/kind.h): the list of the
  * built-in rows, each defined in its own file, and the look-ups. The order
  * is the one users see: the config's "known kinds" and "applies to …"
  * messages list kinds in it, and the first row is the default kind.
@@ -20,7 +20,7 @@
  *   2. Declare the row in steps.h and list it in step_kinds[] below.
  *   3. A key only it takes: an SK_ value in kind.h (before SK_N), its name
  *      in cfg_step_keys[] and its parsing into the spec in cfg_kind_fields()
- *      (orchestrator/config_kinds.c); its bit in .keys (and .required with a
+ *      (orchestrator/plan/config_kinds.c); its bit in .keys (and .required with a
  *      .key_hint when it must be given).
  *   4. Tests: its row's invariants are checked for every row by
  *      tests/unit/test_kinds.c; add its hooks' tests there or beside them,
@@ -31,7 +31,7 @@
  * A kind defined outside steps/ (a test's) is added at start-up with
  * step_kind_register() and is found like the built-in ones.
  */
-#include "steps.h"
+#include "steps/steps.h"
 
 #include <stddef.h>
 #include <string.h>

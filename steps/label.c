@@ -6,7 +6,7 @@
  * a webhook (JSON; three tries with backoff, short timeouts so the
  * dispatcher is not held long); the webhook's answer is kept as "task".
  */
-#include "label.h"
+#include "steps/label.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -17,9 +17,9 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "datacache.h"
-#include "util.h"
-#include "webhook.h"
+#include "steps/datacache.h"
+#include "lib/util.h"
+#include "lib/webhook.h"
 
 #define MAX_ITEMS 10000000 /* a walk stops there: the dataset is not a directory of items */
 

@@ -7,7 +7,7 @@
 #ifndef FERRY_LABEL_H
 #define FERRY_LABEL_H
 
-#include "steps.h"
+#include "steps/steps.h"
 
 /* The label step handler: res->outcome "waiting" with the task as outputs, or "failed". */
 int label_step(const struct step_run *r, struct step_result *res);

@@ -16,7 +16,7 @@
  * itself stored as a blob; its files are stored as blobs too. Symbolic
  * links are not followed.
  */
-#include "registry.h"
+#include "steps/registry.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -29,9 +29,9 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "datacache.h"
-#include "store.h"
-#include "util.h"
+#include "steps/datacache.h"
+#include "store/store.h"
+#include "lib/util.h"
 
 #define TREE_MAX_FILES 100000
 

@@ -7,7 +7,7 @@
 
 #include <stdint.h>
 
-#include "steps.h"
+#include "steps/steps.h"
 
 /* A stored artifact. path is owned: registry_artifact_dispose(). */
 struct registry_artifact {

@@ -1,5 +1,5 @@
 /*
- * steps — the engine's entry points into the step kinds (orchestrator/kind.h)
+ * steps — the engine's entry points into the step kinds (orchestrator/plan/kind.h)
  * and what every kind shares. steps_prepare() runs when a step is claimed
  * with its inputs: the step result cache is consulted (for `cache: true`
  * steps of the kinds that take it), {{steps.X.outputs.Y}} references are
@@ -8,7 +8,7 @@
  * dataset) or its job runs. steps_job_done() runs when a job exited 0 and
  * calls the kind's job_done hook.
  */
-#include "steps.h"
+#include "steps/steps.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -16,8 +16,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "datacache.h"
-#include "store.h"
+#include "steps/datacache.h"
+#include "store/store.h"
 
 void step_result_dispose(struct step_result *res)
 {

@@ -2,13 +2,13 @@
  * steps — what the files of steps/ share: the rows of the built-in kinds
  * (each defined in its steps/kind_*.c, listed in kinds.c) and the helpers
  * their hooks use. The types and the engine's entry points are in
- * orchestrator/kind.h.
+ * orchestrator/plan/kind.h.
  */
 #ifndef FERRY_STEPS_H
 #define FERRY_STEPS_H
 
-#include "kind.h"
-#include "util.h"
+#include "plan/kind.h"
+#include "lib/util.h"
 
 /* The built-in kinds, in the order of step_kinds[] (kinds.c). */
 extern const struct step_kind kind_run, kind_train, kind_evaluate; /* kind_job.c */

@@ -34,9 +34,9 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "db.h"
-#include "store.h"
-#include "util.h"
+#include "store/db.h"
+#include "store/store.h"
+#include "lib/util.h"
 
 static PGconn *conn;
 

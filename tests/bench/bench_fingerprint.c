@@ -15,9 +15,9 @@
 #include <sys/random.h>
 #include <unistd.h>
 
-#include "../orchestrator/metrics.h"
-#include "datacache.h"
-#include "util.h"
+#include "lib/metrics.h"
+#include "steps/datacache.h"
+#include "lib/util.h"
 
 static int cmp_double(const void *a, const void *b)
 {

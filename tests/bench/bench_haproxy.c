@@ -1,5 +1,5 @@
 /*
- * bench_haproxy — what a traffic change costs (orchestrator/haproxy.c):
+ * bench_haproxy — what a traffic change costs (orchestrator/deploy/haproxy.c):
  * a real haproxy with one deployment of two servers, the weight moved
  * between them N times. Prints one JSON line:
  *   weight_apply_ms   median time from hap_apply to hap_read reporting the
@@ -21,8 +21,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "haproxy.h"
-#include "util.h"
+#include "deploy/haproxy.h"
+#include "lib/util.h"
 
 static int cmp_double(const void *a, const void *b)
 {

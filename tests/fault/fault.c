@@ -17,8 +17,8 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "exec.h"
-#include "util.h"
+#include "exec/exec.h"
+#include "lib/util.h"
 
 static int fail_left = -1;
 

@@ -11,8 +11,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "util.h"
-#include "cron.h"
+#include "lib/util.h"
+#include "lib/cron.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

@@ -9,9 +9,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "evidence.h"
-#include "gpu.h"
-#include "util.h"
+#include "monitor/evidence.h"
+#include "monitor/gpu.h"
+#include "lib/util.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

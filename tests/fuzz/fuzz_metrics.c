@@ -9,8 +9,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "util.h"
-#include "gate.h"
+#include "lib/util.h"
+#include "plan/gate.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

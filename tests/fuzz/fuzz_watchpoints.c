@@ -16,8 +16,8 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
-#include "util.h"
-#include "watchpoints.h"
+#include "lib/util.h"
+#include "monitor/watchpoints.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

@@ -18,11 +18,11 @@ OUT=build/fuzz
 PG_INC=$(pg_config --includedir 2>/dev/null || echo /usr/include/postgresql)
 SAN=address,undefined
 CFLAGS=(-g -O1 -fno-sanitize-recover=all -fno-omit-frame-pointer -std=c11 -D_GNU_SOURCE
-	-Iorchestrator -Isteps -I"$PG_INC")
+	-I. -Iorchestrator -I"$PG_INC")
 # The config checks steps against the table of step kinds (kind.h), whose
 # rows under steps/ hold the kinds' hooks: the targets link the whole
 # engine, as bin/ferry does, built once with the sanitizers.
-ENGINE_SRC=($(ls orchestrator/*.c steps/*.c | grep -v '^orchestrator/ferryd\.c$'))
+ENGINE_SRC=($(ls orchestrator/*/*.c steps/*.c | grep -v '^orchestrator/daemon/'))
 GV_PLUGINS=$(pkg-config --variable=libdir libgvc 2>/dev/null || echo /usr/lib/x86_64-linux-gnu)/graphviz
 LIBS=(-lpq -lyaml -ljansson -lcurl -lcrypto -lgit2 -licui18n -licuuc -licudata
 	-L"$GV_PLUGINS" -Wl,-rpath,"$GV_PLUGINS" -lgvplugin_dot_layout -lgvplugin_core -lgvc -lcgraph -lpthread -lm)

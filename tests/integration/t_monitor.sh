@@ -1,4 +1,4 @@
-# The job monitor (orchestrator/monitor.md): hang detection from IO and the
+# The job monitor (orchestrator/monitor/monitor.md): hang detection from IO and the
 # variance of utilization, heartbeats and phases, evidence, actions,
 # low-utilization warnings and training-health watchpoints — with real
 # processes under a short test configuration (FERRY_HANG), not the

@@ -1,4 +1,4 @@
-# Runs as the planner makes them (orchestrator/plan.c) and the store writes
+# Runs as the planner makes them (orchestrator/plan/plan.c) and the store writes
 # them: the step flags and initial states in the rows, {{run.id}} rendered
 # with the id of the runs row, and one run for concurrent requests that
 # share an Idempotency-Key.

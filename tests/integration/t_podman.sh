@@ -1,4 +1,4 @@
-# The podman executor (orchestrator/exec_podman.c) against the real Podman:
+# The podman executor (orchestrator/exec/exec_podman.c) against the real Podman:
 # hello and the digits pipeline in containers (busybox image ferry-base and
 # image: host), stop, timeout, retry, the memory-limit kill, network and CPU
 # isolation, a daemon killed mid-step, and the sweep of leftover containers.

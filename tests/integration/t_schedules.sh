@@ -1,4 +1,4 @@
-# Schedules (orchestrator/schedules.md): cron ticks fire runs of a
+# Schedules (orchestrator/schedule/schedules.md): cron ticks fire runs of a
 # registered workflow, each occasion exactly once and every tick on record
 # — fired, or skipped with its reason — with real daemons and the
 # six-field (seconds) cron form, so an occasion comes every second or two

@@ -1,4 +1,4 @@
-# Data and git triggers (orchestrator/schedules.md, triggers.c): a change
+# Data and git triggers (orchestrator/schedule/schedules.md, triggers.c): a change
 # in a watched directory or a new commit on a watched branch starts
 # exactly one run, with real files, real daemons and real git repositories
 # (the git CLI makes them; ferryd reads them through libgit2).

@@ -14,7 +14,7 @@
 
 #include <cmocka.h>
 
-#include "config.h"
+#include "plan/config.h"
 
 /* Parses yaml as "w.yaml"; returns the code, *out and errs as produced. */
 static inline int parse(const char *yaml, json_t **out, cfg_errors *errs)

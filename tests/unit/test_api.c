@@ -13,8 +13,8 @@
 #include <jansson.h>
 #include <string.h>
 
-#include "api.h"
-#include "api_priv.h"
+#include "api/api.h"
+#include "api/api_priv.h"
 
 static void test_api__every_route_in_openapi(void **state)
 {

@@ -9,8 +9,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "api_ui.h"
-#include "util.h"
+#include "api/api_ui.h"
+#include "lib/util.h"
 
 /* The table carries each file of ui/ byte for byte, with its content type. */
 static void test_api_ui__table_matches_files(void **state)

@@ -13,7 +13,7 @@
 
 #include <cmocka.h>
 
-#include "config.h"
+#include "plan/config.h"
 
 #include "cfg_test.h"
 

@@ -46,8 +46,8 @@
 #include <string.h>
 #include <time.h>
 
-#include "util.h"
-#include "cron.h"
+#include "lib/util.h"
+#include "lib/cron.h"
 
 /* "2027-03-28T01:00:00Z" -> unix seconds, through libc (not the module under test). */
 static int64_t iso(const char *s)

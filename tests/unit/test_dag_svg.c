@@ -16,8 +16,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "dag_svg.h"
-#include "util.h"
+#include "api/dag_svg.h"
+#include "lib/util.h"
 
 static json_t *step(const char *name, const char *kind, const char *const *needs, int nneeds)
 {

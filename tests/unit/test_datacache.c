@@ -12,9 +12,9 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "../orchestrator/metrics.h"
-#include "datacache.h"
-#include "util.h"
+#include "lib/metrics.h"
+#include "steps/datacache.h"
+#include "lib/util.h"
 
 static void put(const char *dir, const char *rel, const char *text)
 {

@@ -16,7 +16,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "db.h"
+#include "store/db.h"
 
 #define CREATE_FN "CREATE OR REPLACE FUNCTION "
 

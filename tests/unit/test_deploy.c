@@ -11,8 +11,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "deploy.h"
-#include "util.h"
+#include "plan/deploy.h"
+#include "lib/util.h"
 
 static int sum(const int *w, size_t n)
 {

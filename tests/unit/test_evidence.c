@@ -25,9 +25,9 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "evidence.h"
-#include "util.h"
-#include "workers.h"
+#include "monitor/evidence.h"
+#include "lib/util.h"
+#include "store/workers.h"
 
 extern char **environ;
 

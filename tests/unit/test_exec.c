@@ -13,8 +13,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "exec.h"
-#include "util.h"
+#include "exec/exec.h"
+#include "lib/util.h"
 
 static char home[] = "/tmp/ferry-unit-exec.XXXXXX";
 

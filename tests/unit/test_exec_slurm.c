@@ -18,8 +18,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "exec.h"
-#include "util.h"
+#include "exec/exec.h"
+#include "lib/util.h"
 
 static char home[] = "/tmp/ferry-unit-slurm.XXXXXX";
 

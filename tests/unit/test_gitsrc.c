@@ -29,8 +29,8 @@
 #include <fcntl.h>
 #include <unistd.h>
 
-#include "gitsrc.h"
-#include "util.h"
+#include "schedule/gitsrc.h"
+#include "lib/util.h"
 
 static char T[64];                       /* the temporary directory */
 static char C1[41], C2[41], C3[41], C4[41], U[41];

@@ -23,8 +23,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "gpu.h"
-#include "util.h"
+#include "monitor/gpu.h"
+#include "lib/util.h"
 
 #define DATA "tests/unit/data/nvidia-smi"
 

@@ -1,5 +1,5 @@
 /*
- * Unit tests of the two-stage hang rule (orchestrator/hang.c): synthetic
+ * Unit tests of the two-stage hang rule (orchestrator/monitor/hang.c): synthetic
  * observations on a virtual clock, so each boundary of the rule is
  * checked exactly — warm-up, the quiet periods, the window, the flat test
  * at both ends, the confirmation, phases, and clearing — plus the
@@ -14,8 +14,8 @@
 #include <math.h>
 #include <string.h>
 
-#include "hang.h"
-#include "util.h"
+#include "monitor/hang.h"
+#include "lib/util.h"
 
 /* period 1 s, 3 periods, window 3 s, confirm 2 s, warm-up 2 s; samples every 375 ms */
 static void test_cfg(struct hang_cfg *c)

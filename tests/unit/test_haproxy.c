@@ -1,5 +1,5 @@
 /*
- * Tests of the traffic split (orchestrator/haproxy.c) against a real
+ * Tests of the traffic split (orchestrator/deploy/haproxy.c) against a real
  * haproxy and real HTTP backends: each backend is a forked child on a
  * loopback port that answers every request with its own name, so the
  * client counts where each request went.
@@ -27,8 +27,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "haproxy.h"
-#include "util.h"
+#include "deploy/haproxy.h"
+#include "lib/util.h"
 
 #define NBACK 4
 

@@ -8,7 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "health.h"
+#include "engine/health.h"
 
 static void test_health__not_ready_until_running(void **state)
 {

@@ -1,5 +1,5 @@
 /*
- * Unit tests for the table of step kinds (orchestrator/kind.h, steps/):
+ * Unit tests for the table of step kinds (orchestrator/plan/kind.h, steps/):
  * every row is well formed and found by name, each built-in kind has the
  * flags the engine, the planner and the store rely on, the config takes
  * exactly the kind keys each row lists, the engine's entry points dispatch
@@ -18,9 +18,9 @@
 
 #include <cmocka.h>
 
-#include "config.h"
-#include "kind.h"
-#include "util.h"
+#include "plan/config.h"
+#include "plan/kind.h"
+#include "lib/util.h"
 
 /* ---- a kind that exists only here ---------------------------------------- */
 

@@ -29,8 +29,8 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "loadtest.h"
-#include "util.h"
+#include "deploy/loadtest.h"
+#include "lib/util.h"
 
 #define PYTHON "/usr/bin/python3"
 #define SERVE "workflows/digits/serve.py"

@@ -13,8 +13,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "util.h"
-#include "gate.h"
+#include "lib/util.h"
+#include "plan/gate.h"
 
 /* Compact JSON with reals at 15 digits, so that 0.93 reads 0.93 (the caller frees). */
 static char *dump(const json_t *v)

@@ -19,8 +19,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "plan.h"
-#include "util.h"
+#include "plan/plan.h"
+#include "lib/util.h"
 
 /* Plans yaml as "w.yaml" for run 42; the plan must come out. */
 static struct run_plan *plan_sub(const char *yaml, const json_t *params, const char *only,

@@ -17,8 +17,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "exec_podman.h"
-#include "util.h"
+#include "exec/exec_podman.h"
+#include "lib/util.h"
 
 static char tmp[] = "/tmp/ferry-unit-podman.XXXXXX";
 

@@ -14,8 +14,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "kind.h"
-#include "util.h"
+#include "plan/kind.h"
+#include "lib/util.h"
 
 extern const char *const cfg_step_keys[SK_N];
 

@@ -9,7 +9,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "runcache.h"
+#include "api/runcache.h"
 
 static struct runcache *new_enabled(size_t entries, size_t bytes)
 {

@@ -16,8 +16,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "db.h"
-#include "states.h"
+#include "store/db.h"
+#include "lib/states.h"
 
 #define MAX_NAMES 32
 

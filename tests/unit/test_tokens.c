@@ -8,8 +8,8 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "tokens.h"
-#include "util.h"
+#include "api/tokens.h"
+#include "lib/util.h"
 
 static void named(struct store_token *t, char *hash, const char *name, const char *role, const char *token)
 {

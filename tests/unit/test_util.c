@@ -11,7 +11,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "util.h"
+#include "lib/util.h"
 
 static void test_util__parse_int64(void **state)
 {

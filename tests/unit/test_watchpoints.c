@@ -20,8 +20,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "util.h"
-#include "watchpoints.h"
+#include "lib/util.h"
+#include "monitor/watchpoints.h"
 
 static char dir[] = "/tmp/ferry-unit-wp.XXXXXX";
 

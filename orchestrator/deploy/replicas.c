@@ -1,0 +1,267 @@
+/*
+ * replicas — see replicas.h.
+ *
+ * A replica is started as a local job of a synthetic claim: its attempt
+ * directory is $FERRY_HOME/deployments/NAME/runs/ORD/rIDX/GENERATION
+ * (exec_attempt_dir below the deployment's own home), with the log and
+ * status file every local job has, so its output stays after it is gone
+ * and a restarted daemon tells a live replica from its handle alone.
+ */
+#include "deploy/replicas.h"
+
+#include <arpa/inet.h>
+#include <curl/curl.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "exec/exec.h"
+#include "store/store.h"
+#include "lib/util.h"
+
+/* The executor type of a replica's handle (local when it names none). */
+static const struct exec_type *type_of(const json_t *handle)
+{
+	const char *name = json_string_value(json_object_get(handle, "executor"));
+	const struct exec_type *t = exec_type_find(name ? name : "local");
+
+	return t ? t : &exec_local;
+}
+
+int replica_start(const struct replica_spec *s, json_t **handle)
+{
+	struct store_claim c = {0};
+	struct exec_job job;
+	struct exec_status st = {.exit_code = -1};
+	const struct exec_type *t = exec_type_for(s->placement, &exec_local);
+	char *home = xasprintf("%s/deployments/%s", s->home, s->deployment);
+	char name[16];
+	json_t *env = json_object(), *v;
+	const char *k;
+	int error;
+
+	*handle = NULL;
+	memset(&job, 0, sizeof(job));
+	if (t == NULL || t == &exec_slurm || t == &exec_noop) {
+		ferry_error_set("replicas run on the local, podman or docker executor, not %s",
+				json_string_value(json_object_get(s->placement, "executor")));
+		free(home);
+		json_decref(env);
+		return FERRY_EINVALID;
+	}
+	json_object_set_new(env, "FERRY_PORT", json_sprintf("%d", s->port));
+	json_object_set_new(env, "FERRY_MODEL_NAME", json_string(s->model));
+	json_object_set_new(env, "FERRY_MODEL_VERSION", json_string(s->version));
+	json_object_set_new(env, "FERRY_MODEL_PATH", json_string(s->artifact));
+	json_object_set_new(env, "FERRY_DEPLOYMENT", json_string(s->deployment));
+	json_object_foreach((json_t *)s->env, k, v)
+		json_object_set(env, k, v);
+	snprintf(name, sizeof(name), "r%d", s->idx);
+	c.run_id = s->ord;
+	c.attempt = s->generation;
+	c.name = name;
+	c.workdir = (char *)s->workdir;
+	/* a container replica shares the host's network: it listens on 127.0.0.1:port like a process */
+	c.spec = json_pack("{s:O, s:o, s:s}", "command", s->serve, "env", env, "network", "host");
+	if (s->placement) {
+		const char *keys[] = {"executor", "image", "resources"};
+		for (size_t i = 0; i < sizeof(keys) / sizeof(keys[0]); i++)
+			if (json_object_get(s->placement, keys[i]) && !json_is_null(json_object_get(s->placement, keys[i])))
+				json_object_set(c.spec, keys[i], json_object_get(s->placement, keys[i]));
+	}
+	error = t->start(&job, &c, home, EXEC_SERVICE, &st);
+	if (error == 0) {
+		*handle = json_deep_copy(job.handle);
+		json_object_set_new(*handle, "dir", json_string(job.dir));
+		json_object_set_new(*handle, "executor", json_string(t->name));
+	} else if (error == 1) {
+		ferry_error_set("the replica ended at once (exit %d)", st.exit_code);
+		error = FERRY_ERROR;
+	}
+	exec_status_dispose(&st);
+	/* the engine's stray reaper takes its supervisor's end: the daemon does not wait for it */
+	job.child = 0;
+	exec_job_dispose(&job);
+	json_decref(c.spec);
+	free(home);
+	return error;
+}
+
+int replica_alive(const json_t *handle)
+{
+	pid_t pid = (pid_t)json_integer_value(json_object_get(handle, "pid"));
+	int64_t start = json_integer_value(json_object_get(handle, "start"));
+
+	/* every type a replica may run on keeps a supervisor that lives as long as the job */
+	return pid > 0 && exec_pid_alive(pid, start);
+}
+
+void replica_stop(const json_t *handle, int64_t grace_ms)
+{
+	struct exec_job job;
+	int64_t until = clock_mono_ms() + grace_ms;
+
+	memset(&job, 0, sizeof(job));
+	job.type = type_of(handle);
+	job.handle = json_deep_copy(handle);
+	job.dir = xstrdup(json_string_value(json_object_get(handle, "dir")) ? json_string_value(json_object_get(handle, "dir")) : "");
+	job.pid = (pid_t)json_integer_value(json_object_get(handle, "pid"));
+	job.pid_start = json_integer_value(json_object_get(handle, "start"));
+	job.name = xstrdup("replica");
+	if (replica_alive(handle)) {
+		exec_signal(&job, SIGTERM);
+		while (replica_alive(handle) && clock_mono_ms() < until)
+			usleep(20 * 1000);
+		if (replica_alive(handle))
+			exec_signal(&job, SIGKILL);
+		for (int i = 0; i < 250 && replica_alive(handle); i++)
+			usleep(20 * 1000);
+	}
+	if (job.type->cleanup)
+		job.type->cleanup(&job);
+	exec_job_dispose(&job);
+}
+
+struct buf {
+	char *p;
+	size_t len;
+};
+
+static size_t on_data(char *p, size_t size, size_t n, void *arg)
+{
+	struct buf *b = arg;
+	size_t add = size * n;
+
+	if (b->len + add > (1u << 20))
+		return 0; /* a model server's answer here is small */
+	b->p = xrealloc(b->p, b->len + add + 1);
+	memcpy(b->p + b->len, p, add);
+	b->len += add;
+	b->p[b->len] = '\0';
+	return add;
+}
+
+int replica_http(const char *method, int port, const char *path, const char *body, int64_t timeout_ms,
+		 long *status, char **resp)
+{
+	CURL *h = curl_easy_init();
+	struct curl_slist *hdr = NULL;
+	struct buf b = {0};
+	char *url = xasprintf("http://127.0.0.1:%d%s", port, path);
+	CURLcode rc;
+
+	*status = 0;
+	if (resp)
+		*resp = NULL;
+	if (h == NULL) {
+		free(url);
+		ferry_error_set("curl_easy_init failed");
+		return FERRY_ERROR;
+	}
+	curl_easy_setopt(h, CURLOPT_URL, url);
+	curl_easy_setopt(h, CURLOPT_CUSTOMREQUEST, method);
+	curl_easy_setopt(h, CURLOPT_TIMEOUT_MS, (long)timeout_ms);
+	curl_easy_setopt(h, CURLOPT_CONNECTTIMEOUT_MS, (long)timeout_ms);
+	curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
+	curl_easy_setopt(h, CURLOPT_NOPROXY, "*");
+	curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, on_data);
+	curl_easy_setopt(h, CURLOPT_WRITEDATA, &b);
+	if (body) {
+		hdr = curl_slist_append(hdr, "Content-Type: application/json");
+		curl_easy_setopt(h, CURLOPT_HTTPHEADER, hdr);
+		curl_easy_setopt(h, CURLOPT_POSTFIELDS, body);
+	}
+	rc = curl_easy_perform(h);
+	if (rc == CURLE_OK)
+		curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, status);
+	else
+		ferry_error_set("%s %s: %s", method, url, curl_easy_strerror(rc));
+	curl_easy_cleanup(h);
+	curl_slist_free_all(hdr);
+	free(url);
+	if (resp)
+		*resp = b.p;
+	else
+		free(b.p);
+	return rc == CURLE_OK ? FERRY_OK : FERRY_ERROR;
+}
+
+int replica_wait_ready(int port, const char *model, const char *sample, const json_t *handle, int64_t until_ms)
+{
+	char *path, *resp = NULL;
+	long st = 0;
+	int ready = 0;
+
+	while (!ready) {
+		if (!replica_alive(handle)) {
+			ferry_error_set("the replica on port %d exited before it was ready (its log: %s/log)", port,
+					json_string_value(json_object_get(handle, "dir")));
+			return FERRY_ERROR;
+		}
+		if (replica_http("GET", port, "/v2/health/ready", NULL, 1000, &st, NULL) == 0 && st == 200) {
+			ready = 1;
+			break;
+		}
+		if (clock_mono_ms() >= until_ms) {
+			ferry_error_set("the replica on port %d was not ready in time (GET /v2/health/ready: %s)", port,
+					st ? "HTTP error" : "no answer");
+			return FERRY_ERROR;
+		}
+		usleep(100 * 1000);
+	}
+	if (sample == NULL)
+		return FERRY_OK;
+	path = xasprintf("/v2/models/%s/infer", model);
+	if (replica_http("POST", port, path, sample, 10000, &st, &resp) < 0 || st != 200) {
+		char *m = st ? xasprintf("HTTP %ld %.200s", st, resp ? resp : "")
+			     : xstrdup(ferry_error_last());
+		ferry_error_set("the warm-up request POST %s to the replica on port %d failed: %s", path, port, m);
+		free(m), free(path), free(resp);
+		return FERRY_ERROR;
+	}
+	free(path), free(resp);
+	return FERRY_OK;
+}
+
+int replica_free_ports(int *out, int n)
+{
+	int fds[8], got = 0;
+
+	/* held open together, so the kernel hands out n different ports */
+	for (int i = 0; i < n && i < 8; i++) {
+		struct sockaddr_in a = {.sin_family = AF_INET};
+		socklen_t len = sizeof(a);
+		out[i] = 0;
+		fds[i] = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+		if (fds[i] < 0)
+			continue;
+		a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+		if (bind(fds[i], (struct sockaddr *)&a, sizeof(a)) == 0 &&
+		    getsockname(fds[i], (struct sockaddr *)&a, &len) == 0) {
+			out[i] = ntohs(a.sin_port);
+			got++;
+		}
+	}
+	for (int i = 0; i < n && i < 8; i++)
+		if (fds[i] >= 0)
+			close(fds[i]);
+	return got == n ? FERRY_OK : FERRY_ERROR;
+}
+
+int replica_free_port(void)
+{
+	struct sockaddr_in a = {.sin_family = AF_INET};
+	socklen_t len = sizeof(a);
+	int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0), port = 0;
+
+	if (fd < 0)
+		return 0;
+	a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	if (bind(fd, (struct sockaddr *)&a, sizeof(a)) == 0 && getsockname(fd, (struct sockaddr *)&a, &len) == 0)
+		port = ntohs(a.sin_port);
+	close(fd);
+	return port;
+}

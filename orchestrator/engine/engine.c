@@ -1,0 +1,1306 @@
+/*
+ * engine — see engine.h. engine_tick() is the periodic function; every
+ * iteration it, in order:
+ *   - drains the wake pipe, polls the jobs whose end may have come (on
+ *     SIGCHLD those that are our children, every 200 ms the others) through
+ *     their executor type, and lets the types reap strays;
+ *   - fires step timeouts (SIGTERM) and escalates to SIGKILL after the grace;
+ *   - reconnects when the database went away (at most once a second);
+ *   - writes the handles of started jobs that are not recorded yet (a failed
+ *     record is retried here, never only logged), then closes finished
+ *     attempts in one ferry_finish() call; when that made steps ready,
+ *     claims again at once instead of waiting for a poll;
+ *   - runs the periodic tasks that are due (tasks[] below: the polling
+ *     fallback, lease renewal, leader election, adoption of this host's
+ *     orphans, the leader's reaper of lost attempts, expired waits, a dev
+ *     session's lease on its run, the leader's end of dead sessions and
+ *     its removal of old runs' logs, the job monitor's sampling of the
+ *     running jobs: monitor.c);
+ *   - claims up to claim_batch ready steps while it has capacity and starts
+ *     them through the executor type, recording their handles in one
+ *     statement; kills the jobs of stopping runs when told;
+ *   - waits on the database socket (LISTEN ferry_ready, ferry_stop) and the
+ *     wake pipe, never longer than the next thing due.
+ * Results that could not be written (database down) stay queued and are
+ * written after the reconnect; nothing is lost. orchestrator/README.md says
+ * how the three tables (executor types, step kinds, periodic tasks) plug in.
+ */
+#include "engine/engine.h"
+
+#include <curl/curl.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "store/db.h"
+#include "engine/engine_priv.h"
+#include "exec/exec.h"
+#include "engine/health.h"
+#include "lib/metrics.h"
+#include "monitor/monitor.h"
+#include "engine/notify.h"
+#include "engine/retention.h"
+#include "lib/states.h"
+#include "plan/kind.h"
+#include "store/store.h"
+#include "lib/util.h"
+#include "deploy/reconcile.h"
+#include "schedule/schedules.h"
+#include "store/workers.h"
+
+/*
+ * Step work done off the loop: PREPARE runs the step handlers of a claimed
+ * step (then its job starts, or it is finished); JOB_DONE turns a succeeded
+ * job of a kind the daemon finishes itself (a cache step's staging) into
+ * its result. Only the worker touches the item between submit and take.
+ */
+struct step_work {
+	struct work w;
+	enum { PREPARE, JOB_DONE } what;
+	const struct engine *e;  /* read only: home, host, owner */
+	struct store_claim *c;   /* PREPARE: the claim, moved here; owned */
+	char *dir;               /* owned */
+	/* JOB_DONE: the job */
+	int64_t step_id, run_id;
+	int attempt;
+	char *name;              /* owned */
+	json_t *ctx;             /* owned */
+	/* what the worker decided (w.again: it could not reach the database) */
+	int finished;
+	struct step_result res;
+	char *key;
+};
+
+static void step_work_run(struct work *w, PGconn *conn);
+static void step_work_free(struct work *w);
+static void drop_work(struct work *w);
+static void job_done_with(struct step_result *res, PGconn *conn, const struct engine *e, int64_t step_id,
+			  int64_t run_id, int attempt, const char *name, const char *dir, const json_t *ctx);
+
+static int wake_pipe[2] = {-1, -1};
+static volatile sig_atomic_t sigchld_flag = 1;
+
+void engine_sigchld(void)
+{
+	int saved = errno;
+	sigchld_flag = 1;
+	if (wake_pipe[1] >= 0)
+		(void)!write(wake_pipe[1], "c", 1);
+	errno = saved;
+}
+
+static void on_sigchld(int sig)
+{
+	(void)sig;
+	engine_sigchld();
+}
+
+static int64_t env_int(const char *name, int64_t def)
+{
+	const char *v = getenv(name);
+	int64_t n;
+	return v && parse_int64(v, &n) == 0 && n >= 0 ? n : def;
+}
+
+void engine_opts_default(struct engine_opts *o)
+{
+	memset(o, 0, sizeof(*o));
+	o->home = getenv("FERRY_HOME") ? getenv("FERRY_HOME") : "./.ferry";
+	o->executor = getenv("FERRY_EXECUTOR") ? getenv("FERRY_EXECUTOR") : "local";
+	o->max_jobs = (int)env_int("FERRY_MAX_JOBS", 32);
+	o->claim_batch = (int)env_int("FERRY_CLAIM_BATCH", 256);
+	o->lease_ms = env_int("FERRY_LEASE_MS", 15000);
+	o->poll_ms = env_int("FERRY_POLL_MS", 1000);
+	o->kill_grace_ms = env_int("FERRY_KILL_GRACE_MS", 10000);
+	o->workers = (int)env_int("FERRY_WORKERS", 2);
+	o->retention_days = retention_days_env();
+	o->retention_period_ms = env_int("FERRY_RETENTION_PERIOD_MS", 3600000);
+	if (o->retention_period_ms < 100)
+		o->retention_period_ms = 100;
+	if (o->max_jobs < 1)
+		o->max_jobs = 1;
+	if (o->claim_batch < 1)
+		o->claim_batch = 1;
+	if (o->lease_ms < 300)
+		o->lease_ms = 300;
+}
+
+/* The periodic tasks the loop itself makes due (their rows in tasks[] below). */
+enum { T_POLL = 0, T_RECOVER = 3 };
+static void engine_task_due_now(struct engine *e, int task);
+
+static int engine_connect(struct engine *e)
+{
+	PGresult *res;
+	int ok;
+
+	if (e->conn) {
+		PQfinish(e->conn);
+		e->conn = NULL;
+	}
+	/* bounded on our clock: a silent network never freezes the loop for more than a second */
+	if (db_connect_ex(&e->conn, e->conninfo, 1000, 0) < 0)
+		return FERRY_EDB;
+	res = PQexec(e->conn, "SET plan_cache_mode = force_generic_plan; LISTEN ferry_ready; LISTEN ferry_stop");
+	ok = PQresultStatus(res) == PGRES_COMMAND_OK;
+	PQclear(res);
+	if (!ok) {
+		ferry_error_set("LISTEN: %s", PQerrorMessage(e->conn));
+		return FERRY_EDB;
+	}
+	e->claim_now = 1;
+	e->stop_check = 1;
+	engine_task_due_now(e, T_RECOVER);
+	return FERRY_OK;
+}
+
+static void engine_tasks_init(struct engine *e);
+static void monitor_submit(void *arg, struct work *w);
+static void monitor_kill(void *arg, int64_t step_id, int attempt, enum attempt_outcome outcome, int final,
+			 char *reason);
+
+int engine_new(struct engine **out, const struct engine_opts *opts, const char *conninfo)
+{
+	struct engine *e = xcalloc(1, sizeof(*e));
+	struct sigaction sa;
+	char hostname[256] = "localhost";
+	int error;
+
+	*out = NULL;
+	e->o = *opts;
+	e->type = exec_type_find(opts->executor ? opts->executor : "local");
+	if (e->type == NULL) {
+		char *known = exec_type_names();
+		ferry_error_set("unknown executor \"%s\" (known: %s)", opts->executor, known);
+		free(known);
+		free(e);
+		return FERRY_EINVALID;
+	}
+	engine_tasks_init(e);
+	if (opts->health && !opts->run_filter)
+		health_set_leader(opts->health, 0); /* an election runs here: a follower until it wins */
+	e->conninfo = xstrdup(conninfo);
+	gethostname(hostname, sizeof(hostname) - 1);
+	e->host = xstrdup(hostname);
+	e->owner = xasprintf("%s/%d/%lld", hostname, (int)getpid(),
+			     (long long)exec_pid_start(getpid()));
+	if (mkdir_p(opts->home, 0755) < 0) {
+		error = FERRY_ERROR;
+		goto fail;
+	}
+	e->home = realpath(opts->home, NULL);
+	if (e->home == NULL) {
+		ferry_error_set("FERRY_HOME %s: %s", opts->home, strerror(errno));
+		error = FERRY_ERROR;
+		goto fail;
+	}
+	if (wake_pipe[0] < 0) {
+		if (pipe2(wake_pipe, O_CLOEXEC | O_NONBLOCK) < 0) {
+			ferry_error_set("pipe: %s", strerror(errno));
+			error = FERRY_ERROR;
+			goto fail;
+		}
+	}
+	memset(&sa, 0, sizeof(sa));
+	sa.sa_handler = on_sigchld;
+	sa.sa_flags = SA_RESTART | SA_NOCLDSTOP;
+	sigemptyset(&sa.sa_mask);
+	sigaction(SIGCHLD, &sa, NULL);
+	/* processes a job leaves behind are reparented to us and reaped, not left as zombies */
+	prctl(PR_SET_CHILD_SUBREAPER, 1);
+	if ((error = engine_connect(e)) < 0)
+		goto fail;
+	/* step handlers use libcurl (label webhooks) on worker threads: initialise it before any starts */
+	curl_global_init(CURL_GLOBAL_DEFAULT);
+	if (opts->workers > 0 && (error = workers_new(&e->workers, opts->workers, conninfo, wake_pipe[1])) < 0)
+		goto fail;
+	{
+		struct monitor_host host = {.arg = e, .submit = monitor_submit, .kill = monitor_kill};
+		if ((error = monitor_new(&e->monitor, e->owner, &host)) < 0)
+			goto fail;
+	}
+	*out = e;
+	return FERRY_OK;
+fail:
+	engine_free(e);
+	return error;
+}
+
+void engine_free(struct engine *e)
+{
+	if (e == NULL)
+		return;
+	workers_free(e->workers, drop_work);
+	while (e->deferred) {
+		struct work *w = e->deferred;
+		e->deferred = w->next;
+		drop_work(w);
+	}
+	monitor_free(e->monitor);
+	for (int i = 0; i < e->njobs; i++)
+		exec_job_dispose(&e->jobs[i]);
+	for (int i = 0; i < e->ndone; i++) {
+		free(e->done[i].reason);
+		step_result_dispose(&e->done[i].res);
+		free(e->done[i].cache_key);
+	}
+	for (int i = 0; i < e->nrecs; i++) {
+		free(e->recs[i].handle);
+		free(e->recs[i].dir);
+	}
+	free(e->jobs);
+	free(e->done);
+	free(e->recs);
+	free(e->task_next);
+	free(e->task_slot);
+	if (e->lead)
+		PQfinish(e->lead);
+	if (e->conn)
+		PQfinish(e->conn);
+	free(e->conninfo), free(e->owner), free(e->host), free(e->home);
+	free(e);
+}
+
+int engine_wake_fd(struct engine *e)
+{
+	(void)e;
+	return wake_pipe[1];
+}
+
+const char *engine_owner(const struct engine *e)
+{
+	return e->owner;
+}
+
+int engine_jobs(const struct engine *e)
+{
+	return e->njobs + e->inflight;
+}
+
+void engine_claim_hold(struct engine *e, int hold)
+{
+	e->claim_held = hold;
+	e->claim_step = 0;
+}
+
+void engine_claim_one(struct engine *e, int64_t step_id)
+{
+	e->claim_step = step_id;
+	e->claim_now = 1;
+}
+
+void engine_drain(struct engine *e)
+{
+	e->draining = 1;
+}
+
+/* Queues how an attempt ended; written by the next flush. */
+void engine_push_done(struct engine *e, int64_t step_id, int attempt, enum attempt_outcome outcome,
+		      int exit_code, int sig, char *reason)
+{
+	struct done *d;
+
+	if (e->ndone == e->capdone) {
+		e->capdone = e->capdone ? e->capdone * 2 : 64;
+		e->done = xrealloc(e->done, (size_t)e->capdone * sizeof(*e->done));
+	}
+	d = &e->done[e->ndone++];
+	memset(d, 0, sizeof(*d));
+	d->reason = reason;
+	d->r.step_id = step_id;
+	d->r.attempt = attempt;
+	d->r.outcome = outcome;
+	d->r.exit_code = exit_code;
+	d->r.signal = sig;
+	d->r.reason = reason;
+}
+
+/* Queues what a step handler decided; takes res's contents and cache_key. */
+static void push_result(struct engine *e, int64_t step_id, int attempt, struct step_result *res,
+			char *cache_key, int exit_code)
+{
+	struct done *d;
+	/* the step handlers name their outcome; anything but a known one is a failure */
+	int o = attempt_outcome_parse(res->outcome);
+	enum attempt_outcome outcome = o < 0 ? OUTCOME_FAILED : (enum attempt_outcome)o;
+
+	engine_push_done(e, step_id, attempt, outcome, exit_code, 0, res->reason);
+	d = &e->done[e->ndone - 1];
+	d->res = *res;
+	d->res.reason = NULL; /* d->reason owns it */
+	d->cache_key = outcome == OUTCOME_SUCCEEDED ? cache_key : (free(cache_key), NULL);
+	d->r.final = res->final;
+	d->r.outputs = res->outputs;
+	d->r.metrics = res->metrics;
+	d->r.gate = res->gate;
+	d->r.cached_from = res->cached_from;
+	d->r.cache_key = d->cache_key;
+	memset(res, 0, sizeof(*res));
+}
+
+/* The context a job's step handlers need later (steps_job_done). */
+json_t *engine_job_ctx(const char *kind, const json_t *spec, const char *workdir, const json_t *inputs,
+		       const json_t *run, const char *cache_key)
+{
+	return json_pack("{s:s, s:O, s:s?, s:O?, s:O?, s:s?}", "kind", kind, "spec", spec,
+			 "workdir", workdir, "inputs", inputs, "run", run, "cache_key", cache_key);
+}
+
+static void submit_work(struct engine *e, struct step_work *w);
+
+/*
+ * A succeeded job: its outputs, metrics and gate decide how the step ends.
+ * A kind the daemon finishes itself (a cache step stages the job's output)
+ * does that on the worker pool.
+ */
+void engine_job_succeeded(struct engine *e, int64_t step_id, int64_t run_id, int attempt,
+			  const char *name, const char *dir, const json_t *ctx)
+{
+	const char *kind = json_string_value(json_object_get(ctx, "kind"));
+	const struct step_kind *k = kind ? step_kind_find(kind) : NULL;
+	const char *key = json_string_value(json_object_get(ctx, "cache_key"));
+	struct step_result res;
+
+	if (kind == NULL || json_object_get(ctx, "spec") == NULL) {
+		engine_push_done(e, step_id, attempt, OUTCOME_SUCCEEDED, 0, 0, NULL);
+		return;
+	}
+	if (k && (k->flags & SKF_DAEMON) && e->workers) {
+		struct step_work *w = xcalloc(1, sizeof(*w));
+		w->w.run = step_work_run;
+		w->what = JOB_DONE;
+		w->e = e;
+		w->step_id = step_id;
+		w->run_id = run_id;
+		w->attempt = attempt;
+		w->name = xstrdup(name);
+		w->dir = xstrdup(dir);
+		w->ctx = json_deep_copy(ctx);
+		submit_work(e, w);
+		return;
+	}
+	job_done_with(&res, e->conn, e, step_id, run_id, attempt, name, dir, ctx);
+	if (res.outcome && strcmp(res.outcome, "succeeded") != 0)
+		flog_info("run %lld step %s attempt %d: %s", (long long)run_id, name, attempt,
+			  res.reason ? res.reason : res.outcome);
+	push_result(e, step_id, attempt, &res, key ? xstrdup(key) : NULL, 0);
+}
+
+/* Turns a job that ended (as st says) into a queued result and forgets it. */
+static void job_finished(struct engine *e, int idx, const struct exec_status *st)
+{
+	struct exec_job *j = &e->jobs[idx];
+	enum attempt_outcome outcome;
+	char *reason = NULL;
+
+	if (j->killing) {
+		outcome = j->kill_outcome;
+		reason = j->kill_reason ? xstrdup(j->kill_reason) : NULL;
+	} else if (st->reason) {
+		outcome = OUTCOME_FAILED;
+		reason = xstrdup(st->reason);
+	} else if (st->signal) {
+		outcome = OUTCOME_FAILED;
+		reason = xasprintf("killed by signal %d (%s)", st->signal, strsignal(st->signal));
+	} else if (st->exit_code == 0) {
+		outcome = OUTCOME_SUCCEEDED;
+	} else {
+		outcome = OUTCOME_FAILED;
+		reason = exec_exit_reason(j, st->exit_code);
+	}
+	flog_debug("run %lld step %s attempt %d: %s", (long long)j->run_id, j->name, j->attempt,
+		   attempt_outcome_name(outcome));
+	if (outcome == OUTCOME_SUCCEEDED)
+		engine_job_succeeded(e, j->step_id, j->run_id, j->attempt, j->name, j->dir, j->ctx);
+	else {
+		engine_push_done(e, j->step_id, j->attempt, outcome, st->exit_code, st->signal, reason);
+		/* the monitor failed it for good (a hang, a watchpoint): no retry */
+		e->done[e->ndone - 1].r.final = j->killing && j->kill_final;
+	}
+	if (j->type->cleanup)
+		j->type->cleanup(j);
+	exec_job_dispose(j);
+	e->jobs[idx] = e->jobs[--e->njobs];
+	e->claim_now = 1; /* room for another job */
+}
+
+/*
+ * Asks the executor whether jobs ended: our children when a SIGCHLD came,
+ * the others (adopted from a dead owner, or not our processes) every 200 ms.
+ * Then the types reap what jobs left behind.
+ */
+static void poll_jobs(struct engine *e, int64_t now)
+{
+	char buf[64];
+	int chld, others = now >= e->next_adopted_poll;
+
+	while (read(wake_pipe[0], buf, sizeof(buf)) > 0)
+		;
+	chld = sigchld_flag;
+	sigchld_flag = 0;
+	if (others)
+		e->next_adopted_poll = now + 200;
+	for (int i = 0; i < e->njobs;) {
+		struct exec_job *j = &e->jobs[i];
+		struct exec_status st;
+		if ((j->child ? chld : others) && j->type->poll && j->type->poll(j, &st) == 1) {
+			job_finished(e, i, &st);
+			exec_status_dispose(&st);
+		} else {
+			i++;
+		}
+	}
+	if (chld)
+		exec_tick_all(e->home);
+}
+
+static void kill_job(struct engine *e, struct exec_job *j, enum attempt_outcome outcome, char *reason)
+{
+	if (j->killing) {
+		free(reason);
+		return;
+	}
+	flog_info("run %lld step %s attempt %d: %s, sending SIGTERM", (long long)j->run_id,
+		  j->name, j->attempt, reason);
+	j->killing = 1;
+	j->kill_outcome = outcome;
+	j->kill_reason = reason;
+	j->kill_at_ms = clock_mono_ms() + e->o.kill_grace_ms;
+	exec_signal(j, SIGTERM);
+}
+
+static void check_timeouts(struct engine *e, int64_t now)
+{
+	for (int i = 0; i < e->njobs; i++) {
+		struct exec_job *j = &e->jobs[i];
+		if (!j->killing && j->deadline_ms && now >= j->deadline_ms) {
+			kill_job(e, j, OUTCOME_FAILED, xasprintf("timed out after %lld ms (timeout)",
+							   (long long)j->timeout_ms));
+		} else if (j->killing && !j->killed_hard && now >= j->kill_at_ms) {
+			flog_warn("run %lld step %s attempt %d: still running %lld ms after SIGTERM, sending SIGKILL",
+				  (long long)j->run_id, j->name, j->attempt, (long long)e->o.kill_grace_ms);
+			exec_signal(j, SIGKILL);
+			j->killed_hard = 1;
+		}
+	}
+}
+
+static int db_failed(struct engine *e, int error)
+{
+	metrics_add(M_DB_ERRORS, 1);
+	if (error == FERRY_EDB && PQstatus(e->conn) != CONNECTION_OK) {
+		flog_warn("database connection lost: %s", ferry_error_last());
+		e->next_reconnect = 0;
+	}
+	return error;
+}
+
+static int flush_done(struct engine *e)
+{
+	int ready = 0, error;
+	int64_t retry = 0, t0;
+	struct store_result *v;
+
+	if (e->ndone == 0)
+		return FERRY_OK;
+	v = xmalloc((size_t)e->ndone * sizeof(*v));
+	for (int i = 0; i < e->ndone; i++)
+		v[i] = e->done[i].r;
+	t0 = clock_mono_us();
+	error = store_finish(e->conn, e->owner, v, e->ndone, &ready, &retry);
+	metrics_observe(H_FINISH, (double)(clock_mono_us() - t0) / 1e6);
+	flog_debug("finished %d attempts in %lld us, %d steps ready", e->ndone,
+		   (long long)(clock_mono_us() - t0), ready);
+	free(v);
+	if (error < 0) {
+		flog_error("recording %d finished attempts: %s", e->ndone, ferry_error_last());
+		return db_failed(e, error);
+	}
+	metrics_add(M_STEPS_FINISHED, (uint64_t)e->ndone);
+	for (int i = 0; i < e->ndone; i++) {
+		free(e->done[i].reason);
+		step_result_dispose(&e->done[i].res);
+		free(e->done[i].cache_key);
+	}
+	e->ndone = 0;
+	if (ready > 0)
+		e->claim_now = 1;
+	if (retry > 0 && (e->retry_wall_ms == 0 || retry < e->retry_wall_ms))
+		e->retry_wall_ms = retry;
+	return FERRY_OK;
+}
+
+/*
+ * A backlog just appeared. The functions' plans are cached per connection
+ * and were likely made while the tables were small; autovacuum analyzes
+ * them only on its own schedule. Refresh the statistics now (at most once a
+ * minute) so the backlog is worked through with index plans.
+ */
+static void refresh_statistics(struct engine *e)
+{
+	int64_t now = clock_mono_ms();
+	PGresult *res;
+
+	if (e->last_analyze && now - e->last_analyze < 60000)
+		return;
+	e->last_analyze = now;
+	res = PQexec(e->conn, "ANALYZE steps, step_queue, step_deps, attempts, runs");
+	if (PQresultStatus(res) != PGRES_COMMAND_OK)
+		flog_warn("ANALYZE: %s", PQerrorMessage(e->conn));
+	else
+		flog_debug("backlog: refreshed statistics in %lld ms", (long long)(clock_mono_ms() - now));
+	PQclear(res);
+}
+
+/*
+ * A claimed step whose kind or templates need its ancestors: the step
+ * handlers run here, with conn (the engine's, or a worker's). Returns 1 when
+ * the step is finished (*res filled), 0 when its job is to start: c->spec is
+ * then the rendered spec and *key the step-cache key to keep a success
+ * under (or NULL).
+ */
+static int prepare_step(struct step_result *res, char **key, PGconn *conn, const struct engine *e,
+			struct store_claim *c, const char *dir)
+{
+	json_t *rendered = NULL, *env = NULL;
+	struct step_run sr = {
+		.conn = conn, .home = e->home, .host = e->host, .actor = e->owner,
+		.run_id = c->run_id, .step_id = c->step_id, .attempt = c->attempt, .name = c->name,
+		.kind = c->kind, .dir = dir, .workdir = c->workdir, .spec = c->spec,
+		.inputs = c->inputs, .run = c->run,
+	};
+	char *out = xasprintf("%s/out", dir);
+	int rc;
+
+	*key = NULL;
+	memset(res, 0, sizeof(*res));
+	if (conn == NULL || mkdir_p(out, 0755) < 0) {
+		res->outcome = "failed";
+		res->reason = conn ? xasprintf("cannot create %s: %s", dir, ferry_error_last())
+				   : xasprintf("the database is unreachable: %s", ferry_error_last());
+		free(out);
+		return 1;
+	}
+	free(out);
+	rc = steps_prepare(&rendered, &env, key, res, &sr);
+	if (rc != 0) {
+		if (rc < 0) {
+			step_result_dispose(res);
+			res->outcome = "failed";
+			res->reason = xstrdup(ferry_error_last());
+		}
+		flog_debug("run %lld step %s attempt %d: %s%s%s", (long long)c->run_id, c->name,
+			   c->attempt, res->outcome, res->reason ? ": " : "", res->reason ? res->reason : "");
+		json_decref(rendered);
+		json_decref(env);
+		free(*key);
+		*key = NULL;
+		return 1;
+	}
+	steps_env_merge(rendered, env);
+	json_decref(c->spec);
+	c->spec = rendered;
+	return 0;
+}
+
+/* Queues a record of a started attempt; takes handle and dir. */
+void engine_push_record(struct engine *e, int64_t step_id, int attempt, const char *executor,
+			char *handle, char *dir)
+{
+	struct record *r;
+
+	if (e->nrecs == e->caprecs) {
+		e->caprecs = e->caprecs ? e->caprecs * 2 : 64;
+		e->recs = xrealloc(e->recs, (size_t)e->caprecs * sizeof(*e->recs));
+	}
+	r = &e->recs[e->nrecs++];
+	r->step_id = step_id;
+	r->attempt = attempt;
+	r->executor = executor;
+	r->handle = handle;
+	r->dir = dir;
+}
+
+/*
+ * Writes the queued records in one statement. On failure they stay queued
+ * and the next tick (after a reconnect) writes them again: a handle is never
+ * only logged, and recovery can also find it in the attempt directory.
+ */
+static int flush_records(struct engine *e)
+{
+	struct store_started *st;
+	int error;
+
+	if (e->nrecs == 0)
+		return FERRY_OK;
+	st = xmalloc((size_t)e->nrecs * sizeof(*st));
+	for (int i = 0; i < e->nrecs; i++)
+		st[i] = (struct store_started){e->recs[i].step_id, e->recs[i].attempt, e->recs[i].executor,
+					       e->recs[i].handle, e->recs[i].dir};
+	if (EXEC_FAULT("record")) {
+		ferry_error_set("fault injected: recording started attempts failed");
+		error = FERRY_EDB;
+	} else {
+		error = store_attempts_started(e->conn, e->owner, st, e->nrecs);
+	}
+	free(st);
+	if (error < 0) {
+		flog_error("recording %d started attempts (kept, written again after the reconnect): %s",
+			   e->nrecs, ferry_error_last());
+		EXEC_FAULT("record-failed");
+		return db_failed(e, error);
+	}
+	for (int i = 0; i < e->nrecs; i++) {
+		free(e->recs[i].handle);
+		free(e->recs[i].dir);
+	}
+	e->nrecs = 0;
+	return FERRY_OK;
+}
+
+struct exec_job *engine_new_job(struct engine *e)
+{
+	if (e->njobs == e->capjobs) {
+		e->capjobs = e->capjobs ? e->capjobs * 2 : 16;
+		e->jobs = xrealloc(e->jobs, (size_t)e->capjobs * sizeof(*e->jobs));
+	}
+	memset(&e->jobs[e->njobs], 0, sizeof(e->jobs[0]));
+	return &e->jobs[e->njobs];
+}
+
+/* A job that ended as soon as it started (the noop executor's): queues its result. */
+static void ended_at_start(struct engine *e, const struct store_claim *c, const struct exec_status *st,
+			   const char *key)
+{
+	if (st->exit_code != 0 || st->signal) {
+		engine_push_done(e, c->step_id, c->attempt, OUTCOME_FAILED, st->exit_code, st->signal,
+			  st->reason ? xstrdup(st->reason) : xasprintf("exit code %d", st->exit_code));
+	} else if ((e->type->flags & EXF_NO_DIR) || c->kind == NULL) {
+		engine_push_done(e, c->step_id, c->attempt, OUTCOME_SUCCEEDED, 0, 0, NULL);
+	} else {
+		char *dir = exec_attempt_dir(e->home, c->run_id, c->name, c->attempt);
+		json_t *ctx = engine_job_ctx(c->kind, c->spec, c->workdir, c->inputs, c->run, key);
+		engine_job_succeeded(e, c->step_id, c->run_id, c->attempt, c->name, dir, ctx);
+		json_decref(ctx);
+		free(dir);
+	}
+}
+
+static void step_work_free(struct work *w)
+{
+	struct step_work *sw = (struct step_work *)w;
+
+	if (sw->c)
+		store_claims_free(sw->c, 1);
+	free(sw->dir);
+	free(sw->name);
+	json_decref(sw->ctx);
+	step_result_dispose(&sw->res);
+	free(sw->key);
+	free(sw);
+}
+
+/* The succeeded job's step_run and its result (job_succeeded's handler part). */
+static void job_done_with(struct step_result *res, PGconn *conn, const struct engine *e, int64_t step_id,
+			  int64_t run_id, int attempt, const char *name, const char *dir, const json_t *ctx)
+{
+	struct step_run sr = {
+		.conn = conn, .home = e->home, .host = e->host, .actor = e->owner,
+		.run_id = run_id, .step_id = step_id, .attempt = attempt, .name = name,
+		.kind = json_string_value(json_object_get(ctx, "kind")), .dir = dir,
+		.workdir = json_string_value(json_object_get(ctx, "workdir")),
+		.spec = json_object_get(ctx, "spec"), .inputs = json_object_get(ctx, "inputs"),
+		.run = json_object_get(ctx, "run"),
+	};
+
+	/* conn may be down (a plain job's end needs no database; a gate's lookup then fails) */
+	if (steps_job_done(&sr, res) < 0) {
+		step_result_dispose(res);
+		res->outcome = "failed";
+		res->reason = xstrdup(ferry_error_last());
+	}
+}
+
+/* On a worker thread. */
+static void step_work_run(struct work *w, PGconn *conn)
+{
+	struct step_work *sw = (struct step_work *)w;
+
+	sw->w.again = conn == NULL || PQstatus(conn) != CONNECTION_OK;
+	if (sw->w.again)
+		return;
+	if (sw->what == PREPARE)
+		sw->finished = prepare_step(&sw->res, &sw->key, conn, sw->e, sw->c, sw->dir);
+	else
+		job_done_with(&sw->res, conn, sw->e, sw->step_id, sw->run_id, sw->attempt, sw->name,
+			      sw->dir, sw->ctx);
+}
+
+static void start_job(struct engine *e, struct store_claim *c, char *key);
+
+/* Back on the loop: a worker's decision becomes a result or a job. */
+static void step_work_apply(struct engine *e, struct step_work *sw)
+{
+	if (sw->what == JOB_DONE) {
+		const char *key = json_string_value(json_object_get(sw->ctx, "cache_key"));
+		if (sw->res.outcome && strcmp(sw->res.outcome, "succeeded") != 0)
+			flog_info("run %lld step %s attempt %d: %s", (long long)sw->run_id, sw->name,
+				  sw->attempt, sw->res.reason ? sw->res.reason : sw->res.outcome);
+		push_result(e, sw->step_id, sw->attempt, &sw->res, key ? xstrdup(key) : NULL, 0);
+	} else if (sw->finished) {
+		push_result(e, sw->c->step_id, sw->c->attempt, &sw->res, NULL, -1);
+		/* the attempt's directory holds what the daemon wrote (a label task's log) */
+		engine_push_record(e, sw->c->step_id, sw->c->attempt, NULL, NULL, sw->dir);
+		sw->dir = NULL;
+	} else {
+		start_job(e, sw->c, sw->key);
+		sw->key = NULL;
+		e->stop_check = 1; /* its run may have been stopped meanwhile */
+	}
+}
+
+
+/* Frees a pool item that is never taken back (shutdown), whatever it is. */
+static void drop_work(struct work *w)
+{
+	if (w->run == step_work_run)
+		step_work_free(w);
+	else if (monitor_owns(w))
+		monitor_work_free(w);
+	else
+		engine_task_work_free(w);
+}
+
+/* Back on the loop (the pool's done callback): applies a step's work and frees it. */
+static void step_work_done(struct work *w, void *ctx)
+{
+	struct engine *e = ctx;
+
+	e->inflight--;
+	step_work_apply(e, (struct step_work *)w);
+	step_work_free(w);
+}
+
+/* Hands w to the pool, or does it now when the engine has none. */
+static void submit_work(struct engine *e, struct step_work *w)
+{
+	w->w.done = step_work_done;
+	if (e->workers) {
+		workers_submit(e->workers, &w->w);
+		e->inflight++;
+		return;
+	}
+	step_work_run(&w->w, e->conn);
+	step_work_apply(e, w);
+	step_work_free(&w->w);
+}
+
+/* Takes the pool's finished items back. */
+static void take_work(struct engine *e)
+{
+	struct work *w, *next;
+
+	/* nothing of ours in the pool: no lock taken (each item's kind sets its flag or count) */
+	if (e->workers == NULL || (e->inflight == 0 && e->notifying == 0 && e->retaining == 0 &&
+				   e->orphaning == 0 && e->reconciling == 0 && e->monitoring == 0 &&
+				   e->scheduling == 0))
+		return;
+	for (w = workers_take(e->workers); w; w = next) {
+		next = w->next;
+		if (w->again) {
+			/* a step's attempt stays ours (leases renewed); the work waits for the database */
+			w->again = 0;
+			w->next = e->deferred;
+			e->deferred = w;
+			continue;
+		}
+		w->done(w, e);
+	}
+}
+
+/* Starts claimed step c's job through the executor type. */
+static void start_job(struct engine *e, struct store_claim *c, char *key)
+{
+	struct exec_job *j = engine_new_job(e);
+	struct exec_status st = {.exit_code = -1};
+	const struct exec_type *t = exec_type_for(c->spec, e->type);
+	const char *image = json_string_value(json_object_get(c->spec, "image"));
+	int rc;
+
+	if (t != NULL && image != NULL && strcmp(image, "host") != 0 && (t->flags & EXF_IMAGES) == 0) {
+		ferry_error_set("image \"%s\" needs an executor that runs images (executor: podman, "
+				"docker or slurm); this daemon's default is %s", image, t->name);
+		t = NULL;
+	}
+	rc = t ? t->start(j, c, e->home, EXEC_ONESHOT, &st) : FERRY_EINVALID;
+
+	if (rc < 0) {
+		flog_error("run %lld step %s: cannot start: %s", (long long)c->run_id, c->name,
+			   ferry_error_last());
+		engine_push_done(e, c->step_id, c->attempt, OUTCOME_FAILED, -1, 0,
+			  xasprintf("cannot start: %s", ferry_error_last()));
+		exec_job_dispose(j);
+	} else if (rc == 1) {
+		ended_at_start(e, c, &st, key);
+		exec_job_dispose(j);
+	} else {
+		j->type = t;
+		j->ctx = engine_job_ctx(c->kind, c->spec, c->workdir, c->inputs, c->run, key);
+		flog_debug("run %lld step %s attempt %d: started on %s", (long long)j->run_id,
+			   j->name, j->attempt, t->name);
+		engine_push_record(e, j->step_id, j->attempt, t->name,
+			    j->handle ? json_dumps(j->handle, JSON_COMPACT) : NULL,
+			    j->dir ? xstrdup(j->dir) : NULL);
+		e->njobs++;
+		EXEC_FAULT("started");
+	}
+	exec_status_dispose(&st);
+	free(key);
+}
+
+static int claim(struct engine *e)
+{
+	struct store_claim *c = NULL;
+	int n = 0, room, error;
+	int64_t t0;
+
+	room = (e->type->flags & EXF_NO_SLOTS) ? e->o.claim_batch : e->o.max_jobs - e->njobs - e->inflight;
+	if (room <= 0 || e->draining || (e->claim_held && e->claim_step == 0)) {
+		/* a job that finishes frees room and asks again (job_finished) */
+		e->claim_now = 0;
+		return FERRY_OK;
+	}
+	if (room > e->o.claim_batch)
+		room = e->o.claim_batch;
+	t0 = clock_mono_us();
+	error = store_claim(&c, &n, e->conn, e->owner, e->host, room, e->o.lease_ms, e->o.run_filter,
+			    e->claim_held ? e->claim_step : 0);
+	if (error == FERRY_OK && n > 0 && e->claim_held)
+		e->claim_step = 0; /* let go: held again */
+	metrics_observe(H_CLAIM, (double)(clock_mono_us() - t0) / 1e6);
+	flog_debug("claimed %d steps in %lld us", n, (long long)(clock_mono_us() - t0));
+	if (error < 0) {
+		flog_error("claiming ready steps: %s", ferry_error_last());
+		return db_failed(e, error);
+	}
+	metrics_add(M_STEPS_DISPATCHED, (uint64_t)n);
+	/* a full batch means there may be more: come back without waiting */
+	e->claim_now = n == room;
+	if (n == room && n >= 50)
+		refresh_statistics(e);
+	for (int i = 0; i < n; i++) {
+		struct step_work *w;
+		if (c[i].inputs == NULL) {
+			start_job(e, &c[i], NULL);
+			continue;
+		}
+		/* the step handlers may be slow (webhooks, copies, fingerprints): off the loop */
+		w = xcalloc(1, sizeof(*w));
+		w->w.run = step_work_run;
+		w->e = e;
+		w->c = xmalloc(sizeof(*w->c));
+		*w->c = c[i];
+		memset(&c[i], 0, sizeof(c[i])); /* moved */
+		w->dir = exec_attempt_dir(e->home, w->c->run_id, w->c->name, w->c->attempt);
+		submit_work(e, w);
+	}
+	store_claims_free(c, n);
+	return flush_records(e);
+}
+
+static void stop_jobs(struct engine *e)
+{
+	int64_t *steps = NULL;
+	int *atts = NULL, n = 0;
+	char **why = NULL;
+
+	if (store_stopping(&steps, &atts, &why, &n, e->conn, e->owner) < 0) {
+		flog_error("looking for stopped runs: %s", ferry_error_last());
+		return;
+	}
+	e->stop_check = 0;
+	for (int k = 0; k < n; k++) {
+		for (int i = 0; i < e->njobs; i++) {
+			struct exec_job *j = &e->jobs[i];
+			if (j->step_id == steps[k] && j->attempt == atts[k])
+				kill_job(e, j, OUTCOME_STOPPED, xstrdup(why[k] ? why[k] : "run stopped"));
+		}
+		free(why[k]);
+	}
+	free(steps);
+	free(atts);
+	free(why);
+}
+
+/* ---- periodic tasks ------------------------------------------------------ */
+
+/*
+ * The leader: one replica holds a session-level advisory lock on its own
+ * connection. Every replica tries to take it each lease/3; the leader checks
+ * its session each lease/3 and steps down when the check fails, so when the
+ * leader dies (its session ends, the lock is released) or loses the
+ * database, another replica leads within one lease. Dev sessions never lead.
+ */
+#define LEADER_LOCK_KEY 0x66657279 /* "ferry" */
+
+static void step_down(struct engine *e, const char *why)
+{
+	if (e->leading)
+		flog_warn("no longer the leader: %s", why);
+	e->leading = 0;
+	if (e->o.health && !e->o.run_filter)
+		health_set_leader(e->o.health, 0);
+	if (e->lead) {
+		PQfinish(e->lead);
+		e->lead = NULL;
+	}
+}
+
+static void task_elect(struct engine *e)
+{
+	PGresult *res;
+	int ok;
+
+	if (e->lead == NULL) {
+		if (db_connect_ex(&e->lead, e->conninfo, 1000, 0) < 0)
+			return;
+		/* a server that never hears from a vanished leader frees its lock within ~10 s */
+		res = PQexec(e->lead, "SET tcp_keepalives_idle = 5; SET tcp_keepalives_interval = 2; "
+				      "SET tcp_keepalives_count = 3");
+		PQclear(res);
+	}
+	if (e->leading) {
+		/* bounded on our clock: a leader cut off from its database steps down within the period */
+		if (db_ping(e->lead, 1000) < 0)
+			step_down(e, ferry_error_last());
+		return;
+	}
+	{
+		char key[24];
+		const char *params[1] = {key};
+		snprintf(key, sizeof(key), "%d", LEADER_LOCK_KEY);
+		res = PQexecParams(e->lead, "SELECT pg_try_advisory_lock($1::bigint)", 1, NULL, params,
+				   NULL, NULL, 0);
+	}
+	if (PQresultStatus(res) != PGRES_TUPLES_OK) {
+		PQclear(res);
+		step_down(e, "");
+		return;
+	}
+	ok = PQgetvalue(res, 0, 0)[0] == 't';
+	PQclear(res);
+	if (ok) {
+		e->leading = 1;
+		if (e->o.health)
+			health_set_leader(e->o.health, 1);
+		flog_info("elected leader (owner %s)", e->owner);
+	}
+}
+
+static void task_poll(struct engine *e)
+{
+	e->claim_now = 1;
+}
+
+static void task_heartbeat(struct engine *e)
+{
+	if (e->njobs + e->inflight > 0 && store_heartbeat(e->conn, e->owner, e->o.lease_ms) < 0)
+		flog_error("renewing leases: %s", ferry_error_last());
+}
+
+static void task_recover(struct engine *e)
+{
+	engine_orphans(e, 1);
+}
+
+static void task_reap(struct engine *e)
+{
+	engine_orphans(e, 0);
+}
+
+/* A monitor item came back (evidence of a hang, a posted alert). */
+static void monitor_done(struct work *w, void *ctx)
+{
+	struct engine *e = ctx;
+
+	e->monitoring--;
+	monitor_work_done(e->monitor, w);
+}
+
+static void monitor_submit(void *arg, struct work *w)
+{
+	struct engine *e = arg;
+
+	w->done = monitor_done;
+	if (e->workers == NULL) { /* no pool: done here */
+		w->run(w, e->conn);
+		monitor_work_done(e->monitor, w);
+		return;
+	}
+	workers_submit(e->workers, w);
+	e->monitoring++;
+}
+
+/* The monitor's verdict on a job (monitor.c): restart or fail it, with the reason recorded. */
+static void monitor_kill(void *arg, int64_t step_id, int attempt, enum attempt_outcome outcome, int final,
+			 char *reason)
+{
+	struct engine *e = arg;
+
+	for (int i = 0; i < e->njobs; i++) {
+		struct exec_job *j = &e->jobs[i];
+		if (j->step_id == step_id && j->attempt == attempt && !j->killing) {
+			kill_job(e, j, outcome, reason);
+			j->kill_final = final;
+			return;
+		}
+	}
+	free(reason);
+}
+
+/* The job monitor (monitor.c): samples the running jobs that are due, judges them, acts. */
+static void task_monitor(struct engine *e)
+{
+	(void)monitor_round(e->monitor, e->conn, e->jobs, e->njobs, clock_mono_ms());
+}
+
+static int64_t every_poll(const struct engine_opts *o) { return o->poll_ms; }
+static int64_t every_monitor_tick(const struct engine_opts *o) { (void)o; return MONITOR_TICK_MS; }
+static int64_t every_third_lease(const struct engine_opts *o) { return o->lease_ms / 3; }
+static int64_t every_half_lease(const struct engine_opts *o) { return o->lease_ms / 2; }
+static int64_t every_second(const struct engine_opts *o) { (void)o; return 1000; }
+static int64_t every_retention_period(const struct engine_opts *o) { return o->retention_period_ms; }
+static int64_t every_ten_seconds(const struct engine_opts *o) { (void)o; return 10000; }
+static int64_t every_orphan_sweep(const struct engine_opts *o) { (void)o; return ORPHANS_EVERY_MS; }
+static int64_t every_reconcile(const struct engine_opts *o) { (void)o; return RECONCILE_EVERY_MS; }
+static int64_t every_schedules_tick(const struct engine_opts *o) { (void)o; return SCHEDULES_TICK_MS; }
+
+enum {
+	TASK_LEADER = 1u << 0, /* runs on the elected leader alone */
+	TASK_NO_DEV = 1u << 1, /* not in a dev session (run_filter set) */
+};
+
+/*
+ * The periodic tasks, run in this order when due. How to add one: a
+ * function void task_NAME(struct engine *) that does one bounded round of
+ * work (slow work goes to the worker pool), a period function, and a row
+ * here; TASK_LEADER when exactly one replica may do it at a time (cron,
+ * auto-stop, deployment reconcile). Each run is counted in /metrics as
+ * ferry_periodic_runs_total{task="NAME"}.
+ */
+struct engine_task {
+	const char *name;
+	unsigned flags;
+	int64_t (*period)(const struct engine_opts *o);
+	void (*run)(struct engine *e);
+};
+
+static const struct engine_task tasks[] = {
+	[T_POLL] = {"poll", 0, every_poll, task_poll},      /* claim even when no NOTIFY came */
+	{"heartbeat", 0, every_third_lease, task_heartbeat}, /* renew our attempts' leases */
+	{"elect", TASK_NO_DEV, every_third_lease, task_elect},
+	[T_RECOVER] = {"recover", 0, every_half_lease, task_recover}, /* adopt this host's orphans */
+	{"reap", TASK_LEADER, every_half_lease, task_reap}, /* other hosts' expired attempts: lost */
+	{"expire-waits", 0, every_second, task_expire_waits},
+	{"notify", TASK_LEADER, every_second, task_notify},  /* FERRY_NOTIFY_WEBHOOK */
+	{"dev-lease", 0, every_third_lease, task_dev_lease},   /* a dev session: renew its run's lease */
+	{"dev-expire", TASK_LEADER | TASK_NO_DEV, every_half_lease, task_dev_expire}, /* dead dev sessions */
+	{"retention", TASK_LEADER | TASK_NO_DEV, every_retention_period, task_retention}, /* FERRY_RETENTION_DAYS */
+	{"strays", 0, every_ten_seconds, task_strays}, /* each executor type's leftovers (exited containers) */
+	{"orphans", TASK_NO_DEV, every_orphan_sweep, task_orphans}, /* running containers of finished attempts */
+	{"reconcile", TASK_LEADER | TASK_NO_DEV, every_reconcile, task_reconcile}, /* deployments: replicas, HAProxy, auto-stop */
+	{"monitor", 0, every_monitor_tick, task_monitor}, /* hang detection, watchpoints, low utilization */
+	{"schedules", TASK_LEADER | TASK_NO_DEV, every_schedules_tick, task_schedules}, /* cron, data and git triggers */
+};
+#define NTASKS (sizeof(tasks) / sizeof(tasks[0]))
+
+static void engine_tasks_init(struct engine *e)
+{
+	/* the rows the loop names stay where their names say (reordering tasks[] must keep them) */
+	if (tasks[T_POLL].run != task_poll || tasks[T_RECOVER].run != task_recover)
+		abort();
+	e->task_next = xcalloc(NTASKS, sizeof(*e->task_next));
+	e->task_slot = xcalloc(NTASKS, sizeof(*e->task_slot));
+	for (size_t i = 0; i < NTASKS; i++)
+		e->task_slot[i] = metrics_task_slot(tasks[i].name);
+}
+
+static void engine_task_due_now(struct engine *e, int task)
+{
+	e->task_next[task] = 0;
+}
+
+/* A claim just happened: the polling fallback is due a full period from now. */
+static void engine_task_due_later(struct engine *e, int task, int64_t now)
+{
+	e->task_next[task] = now + tasks[task].period(&e->o);
+}
+
+static int task_applies(const struct engine *e, const struct engine_task *t)
+{
+	if ((t->flags & TASK_NO_DEV) && e->o.run_filter)
+		return 0;
+	return !(t->flags & TASK_LEADER) || e->leading;
+}
+
+/* Runs the tasks that are due; returns the monotonic ms the next one is. */
+static int64_t run_tasks(struct engine *e, int64_t now)
+{
+	int64_t next = INT64_MAX;
+
+	for (size_t i = 0; i < NTASKS; i++) {
+		if (!task_applies(e, &tasks[i]))
+			continue;
+		if (now >= e->task_next[i]) {
+			int64_t p = tasks[i].period(&e->o);
+			e->task_next[i] = now + (p > 0 ? p : 1);
+			tasks[i].run(e);
+			metrics_task_ran(e->task_slot[i]);
+			if (PQstatus(e->conn) != CONNECTION_OK)
+				break;
+		}
+		if (e->task_next[i] < next)
+			next = e->task_next[i];
+	}
+	return next;
+}
+
+/* The monotonic ms the next applicable task is due. */
+static int64_t next_task(const struct engine *e)
+{
+	int64_t next = INT64_MAX;
+
+	for (size_t i = 0; i < NTASKS; i++)
+		if (task_applies(e, &tasks[i]) && e->task_next[i] < next)
+			next = e->task_next[i];
+	return next;
+}
+
+static void drain_notifies(struct engine *e)
+{
+	PGnotify *nt;
+
+	if (PQconsumeInput(e->conn) == 0)
+		return;
+	while ((nt = PQnotifies(e->conn)) != NULL) {
+		if (strcmp(nt->relname, "ferry_ready") == 0)
+			e->claim_now = 1;
+		else if (strcmp(nt->relname, "ferry_stop") == 0)
+			e->stop_check = 1;
+		PQfreemem(nt);
+	}
+}
+
+static int64_t min64(int64_t a, int64_t b)
+{
+	return a < b ? a : b;
+}
+
+int engine_tick(struct engine *e, int64_t max_wait_ms)
+{
+	struct pollfd pfd[2];
+	int64_t now = clock_mono_ms(), wait;
+	int nfd = 1;
+
+	poll_jobs(e, now);
+	take_work(e);
+	check_timeouts(e, now);
+
+	if (PQstatus(e->conn) != CONNECTION_OK) {
+		if (now < e->next_reconnect) {
+			wait = min64(max_wait_ms, e->next_reconnect - now);
+			goto sleep;
+		}
+		e->next_reconnect = now + 1000;
+		if (engine_connect(e) < 0) {
+			flog_warn("database unreachable, retrying in 1 s: %s", ferry_error_last());
+			wait = min64(max_wait_ms, 1000);
+			goto sleep;
+		}
+		flog_info("database connection restored");
+	}
+	drain_notifies(e);
+	while (e->deferred && now >= e->next_deferred) {
+		struct work *w = e->deferred;
+		e->deferred = w->next;
+		workers_submit(e->workers, w); /* still counted in flight */
+		if (e->deferred == NULL)
+			e->next_deferred = now + 1000; /* a worker that cannot connect: not in a loop */
+	}
+	if (flush_records(e) < 0 || flush_done(e) < 0)
+		goto next;
+	if (e->retry_wall_ms && clock_wall_ms() >= e->retry_wall_ms) {
+		e->retry_wall_ms = 0;
+		e->claim_now = 1;
+	}
+	run_tasks(e, now);
+	if (PQstatus(e->conn) != CONNECTION_OK)
+		goto next;
+	if (e->claim_now) {
+		engine_task_due_later(e, T_POLL, now);
+		if (claim(e) < 0)
+			goto next;
+		if ((e->type->flags & EXF_NO_SLOTS) && flush_done(e) < 0)
+			goto next;
+	}
+	if (e->stop_check && e->njobs > 0)
+		stop_jobs(e);
+	else
+		e->stop_check = 0;
+next:
+	now = clock_mono_ms();
+	if (e->claim_now || e->ndone > 0) {
+		wait = 0;
+	} else {
+		wait = min64(max_wait_ms, next_task(e) - now);
+		if (e->retry_wall_ms)
+			wait = min64(wait, e->retry_wall_ms - clock_wall_ms() + 1);
+		if (e->deferred)
+			wait = min64(wait, e->next_deferred - now);
+		for (int i = 0; i < e->njobs; i++) {
+			const struct exec_job *j = &e->jobs[i];
+			if (!j->child)
+				wait = min64(wait, e->next_adopted_poll - now);
+			if (j->deadline_ms && !j->killing)
+				wait = min64(wait, j->deadline_ms - now);
+			if (j->killing && !j->killed_hard)
+				wait = min64(wait, j->kill_at_ms - now);
+		}
+	}
+	if (PQstatus(e->conn) == CONNECTION_OK) {
+		pfd[1].fd = PQsocket(e->conn);
+		pfd[1].events = POLLIN;
+		nfd = 2;
+	}
+sleep:
+	if (wait < 0)
+		wait = 0;
+	pfd[0].fd = wake_pipe[0];
+	pfd[0].events = POLLIN;
+	if (poll(pfd, (nfds_t)nfd, (int)wait) < 0 && errno != EINTR)
+		flog_error("poll: %s", strerror(errno));
+	if (nfd == 2 && (pfd[1].revents & (POLLIN | POLLERR | POLLHUP)))
+		drain_notifies(e);
+	return PQstatus(e->conn) == CONNECTION_OK ? FERRY_OK : FERRY_EDB;
+}
+
+void engine_release(struct engine *e)
+{
+	poll_jobs(e, clock_mono_ms());
+	take_work(e);
+	flush_records(e);
+	flush_done(e);
+	if (e->njobs > 0) {
+		flog_info("handing %d running job%s over through their leases", e->njobs,
+			  e->njobs == 1 ? "" : "s");
+		if (store_release(e->conn, e->owner) < 0)
+			flog_error("releasing leases: %s", ferry_error_last());
+	}
+	step_down(e, "shutting down");
+}

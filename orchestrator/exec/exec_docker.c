@@ -1,0 +1,1302 @@
+/*
+ * exec_docker — the `docker` row of the executor table (see exec.h): a
+ * step's command runs in a container through the Docker Engine API v1.41
+ * on a unix socket (FERRY_DOCKER_HOST, default unix:///var/run/docker.sock),
+ * with libcurl. Podman's `podman system service` serves the same API, so
+ * the same code drives either engine.
+ *
+ * Design: one small supervisor process (the shim) per attempt, as in
+ * exec_local. The engine loop never waits on the Engine API for a job's
+ * life: start() forks the shim and returns; the shim creates the container
+ * (a stale one of the same name, left by a crashed earlier try, is removed
+ * when the create answers 409, and the create repeated), starts it, follows its log stream
+ * (decoding the 8-byte multiplexed frames) into DIR/log, waits for the end,
+ * reads State.ExitCode and State.OOMKilled (or, where the engine does not
+ * set it, the kernel's record of an OOM kill in the container's cgroup,
+ * from /dev/kmsg), appends them to DIR/status,
+ * removes the container and exits. The engine learns the end by SIGCHLD and
+ * reads DIR/status. The log stays after the container is gone.
+ *
+ * DIR/status, one line each: "pid PID START" and "container NAME" (before
+ * the container exists, so a daemon killed before recording the handle
+ * still finds it), then at the end "reason TEXT" (optional: out of memory,
+ * the engine refused), "exit N", and "removed" once the container is gone.
+ *
+ * Signals: the engine's SIGTERM/SIGKILL go to the shim as SIGTERM/SIGUSR1
+ * (the shim must outlive the container to record its end); the shim
+ * forwards them as POST /containers/NAME/kill?signal=TERM|KILL.
+ *
+ * Crash safety: the shim runs in its own session and outlives a killed
+ * daemon. adopt(): the supervisor the status file names last alive → ours
+ * again (polled); gone with an end in DIR/status → finished; gone without
+ * one → the container is inspected (short timeout): running → a new shim
+ * follows it again (it adds its "pid" line; the stream is read from its
+ * start, the bytes DIR/log holds skipped; poll() does the same when a
+ * shim is killed under a running daemon), exited → finalised
+ * from its exit code, absent → FERRY_ENOTFOUND. Containers are named
+ * ferry-HOMEHASH-RUN-STEP-ATTEMPT (HOMEHASH: 8 hex digits of FERRY_HOME's
+ * path, so two daemons on one host never collide) and labelled ferry.run,
+ * ferry.step, ferry.attempt, ferry.home. The tick hook removes stopped
+ * containers of this home whose end DIR/status already holds (a removal
+ * that failed while the engine was unreachable).
+ *
+ * `image: host`: dockerd cannot run the host's root filesystem, so it is
+ * refused at start with a message naming what to do instead.
+ *
+ * The shim is a fork of the (multi-threaded) daemon that does not exec: it
+ * uses malloc, jansson and libcurl, which glibc's fork keeps usable in the
+ * child (malloc's locks are reset), and takes no lock another daemon thread
+ * could hold (no logging, no libpq). The engine loop's own calls to the API
+ * (adoption, a rare fallback in poll and cleanup, sample) are bounded by
+ * short timeouts.
+ */
+#include "exec/exec.h"
+
+#include <curl/curl.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "lib/util.h"
+
+#define DK_API "/v1.41"
+#define DK_QUICK_MS 2000     /* a request made on the engine loop */
+#define DK_SHIM_MS 120000    /* a request the shim makes (create, start, remove) */
+#define DK_LOST_MS 300000    /* how long the shim waits for an unreachable engine */
+
+/* ---- the Engine API over a unix socket -------------------------------------- */
+
+/* The socket path of FERRY_DOCKER_HOST; NULL with the message when malformed. */
+static const char *dk_socket(void)
+{
+	const char *h = getenv("FERRY_DOCKER_HOST");
+
+	if (h == NULL || *h == '\0')
+		return "/var/run/docker.sock";
+	if (strncmp(h, "unix://", 7) != 0 || h[7] != '/') {
+		ferry_error_set("FERRY_DOCKER_HOST %s must be unix:///PATH (a unix socket)", h);
+		return NULL;
+	}
+	return h + 7;
+}
+
+struct dk_buf {
+	char *p;
+	size_t n;
+};
+
+static size_t dk_collect(char *p, size_t size, size_t n, void *arg)
+{
+	struct dk_buf *b = arg;
+	size_t len = size * n;
+
+	if (b->n + len > (1u << 24))
+		return 0; /* an answer this big is not one we asked for */
+	b->p = xrealloc(b->p, b->n + len + 1);
+	memcpy(b->p + b->n, p, len);
+	b->n += len;
+	b->p[b->n] = '\0';
+	return len;
+}
+
+/* An easy handle for METHOD path on the socket, answers collected into b. */
+static CURL *dk_easy(const char *sock, const char *method, const char *path, const char *body,
+		     struct curl_slist *hdr, struct dk_buf *b, long timeout_ms)
+{
+	CURL *h = curl_easy_init();
+	char *url = xasprintf("http://docker" DK_API "%s", path);
+
+	if (h == NULL) {
+		free(url);
+		return NULL;
+	}
+	curl_easy_setopt(h, CURLOPT_UNIX_SOCKET_PATH, sock);
+	curl_easy_setopt(h, CURLOPT_URL, url);
+	curl_easy_setopt(h, CURLOPT_CUSTOMREQUEST, method);
+	curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
+	curl_easy_setopt(h, CURLOPT_CONNECTTIMEOUT_MS, timeout_ms ? timeout_ms : 5000L);
+	if (timeout_ms)
+		curl_easy_setopt(h, CURLOPT_TIMEOUT_MS, timeout_ms);
+	if (body) {
+		curl_easy_setopt(h, CURLOPT_POSTFIELDS, body);
+		curl_easy_setopt(h, CURLOPT_HTTPHEADER, hdr);
+	} else if (strcmp(method, "POST") == 0) {
+		curl_easy_setopt(h, CURLOPT_POSTFIELDS, "");
+	}
+	if (b) {
+		curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, dk_collect);
+		curl_easy_setopt(h, CURLOPT_WRITEDATA, b);
+	}
+	free(url);
+	return h;
+}
+
+/*
+ * One request; *code gets the HTTP status and *out (when given) the parsed
+ * JSON answer (the caller's). FERRY_ERROR with the message when the engine
+ * did not answer; any HTTP status is a success here (callers decide).
+ */
+static int dk_call(long *code, json_t **out, const char *sock, const char *method, const char *path,
+		   const json_t *body, long timeout_ms)
+{
+	struct dk_buf b = {0};
+	struct curl_slist *hdr = curl_slist_append(NULL, "Content-Type: application/json");
+	char *text = body ? json_dumps(body, JSON_COMPACT) : NULL;
+	CURL *h = dk_easy(sock, method, path, text, hdr, &b, timeout_ms);
+	CURLcode rc;
+	int error = FERRY_ERROR;
+
+	*code = 0;
+	if (out)
+		*out = NULL;
+	if (h == NULL) {
+		ferry_error_set("curl_easy_init failed");
+		goto out;
+	}
+	rc = curl_easy_perform(h);
+	if (rc != CURLE_OK) {
+		ferry_error_set("the container engine at unix://%s did not answer %s %s: %s (is it "
+				"running? deploy/dockerd.sh starts one)", sock, method, path,
+				curl_easy_strerror(rc));
+		goto out;
+	}
+	curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, code);
+	if (out && b.p)
+		*out = json_loads(b.p, JSON_DECODE_ANY, NULL);
+	error = FERRY_OK;
+out:
+	if (h)
+		curl_easy_cleanup(h);
+	curl_slist_free_all(hdr);
+	free(text);
+	free(b.p);
+	return error;
+}
+
+/* The "message" of an error answer, or "HTTP N". */
+static char *dk_message(long code, const json_t *ans)
+{
+	const char *m = json_string_value(json_object_get(ans, "message"));
+
+	return m ? xstrdup(m) : xasprintf("HTTP %ld", code);
+}
+
+/* ---- what a container is made of ------------------------------------------- */
+
+/* Container name: ferry-HOMEHASH-RUN-STEP-ATTEMPT, step name cut to [A-Za-z0-9_.-]. */
+static char *dk_name(const char *home, int64_t run_id, const char *step, int attempt)
+{
+	char hash[65], *s = xstrdup(step), *name;
+
+	sha256_hex(hash, home, strlen(home));
+	hash[8] = '\0';
+	for (char *p = s; *p; p++)
+		if (!((*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') || (*p >= '0' && *p <= '9') ||
+		      *p == '_' || *p == '.' || *p == '-'))
+			*p = '_';
+	name = xasprintf("ferry-%s-%lld-%s-%d", hash, (long long)run_id, s, attempt);
+	free(s);
+	return name;
+}
+
+/* Whether envp entry e is a step env key or one of Ferry's FERRY_* job variables. */
+static int dk_env_wanted(const char *e, const json_t *env)
+{
+	const char *eq = strchr(e, '=');
+	char *key;
+	int wanted;
+
+	if (eq == NULL)
+		return 0;
+	if (strncmp(e, "FERRY_", 6) == 0)
+		return 1;
+	key = xstrndup(e, (size_t)(eq - e));
+	wanted = json_object_get(env, key) != NULL;
+	free(key);
+	return wanted;
+}
+
+/* Adds bind "p:p" (":ro" when ro) to binds unless p is not absolute or already there. */
+static void dk_bind(json_t *binds, const char *p, int ro)
+{
+	size_t i;
+	json_t *v;
+	char *b;
+
+	if (p == NULL || p[0] != '/')
+		return;
+	b = xasprintf("%s:%s%s", p, p, ro ? ":ro" : "");
+	json_array_foreach(binds, i, v)
+		if (strcmp(json_string_value(v), b) == 0) {
+			free(b);
+			return;
+		}
+	json_array_append_new(binds, json_string(b));
+	free(b);
+}
+
+/*
+ * The body of POST /containers/create for claim c (x: its argv, env and
+ * cwd as exec_local_cmd_make made them; dir and ckpt absolute). Returns a
+ * new object.
+ */
+static json_t *dk_create_body(const struct store_claim *c, const struct exec_local_cmd *x,
+			      const char *home, const char *dir, const char *ckpt, const char *image)
+{
+	json_t *spec = c->spec, *res = json_object_get(spec, "resources");
+	json_t *env = json_object_get(spec, "env"), *cmd = json_array(), *envs = json_array();
+	json_t *binds = json_array(), *hc, *labels;
+	const char *net = json_string_value(json_object_get(spec, "network"));
+	double cpus = json_number_value(json_object_get(res, "cpus"));
+	json_int_t mem = json_integer_value(json_object_get(res, "memory_mb"));
+	json_int_t gpus = json_integer_value(json_object_get(res, "gpus"));
+	char *att = xasprintf("%d", c->attempt), *run = xasprintf("%lld", (long long)c->run_id);
+	char *user = xasprintf("%d:%d", (int)getuid(), (int)getgid());
+
+	for (size_t i = 0; x->argv[i]; i++)
+		json_array_append_new(cmd, json_string(x->argv[i]));
+	for (size_t i = 0; x->envp[i]; i++) {
+		if (!dk_env_wanted(x->envp[i], env))
+			continue;
+		json_array_append_new(envs, json_string(x->envp[i]));
+		if (strncmp(x->envp[i], "FERRY_CACHE_DIR=", 16) == 0)
+			dk_bind(binds, x->envp[i] + 16, 0); /* the data cache, staged upstream */
+	}
+	/* the same paths inside: FERRY_OUTPUT_DIR and friends stay valid */
+	/*
+	 * Every run's directory read-only: upstream outputs a command names
+	 * ({{steps.X.outputs.Y}}) may be another run's (a cached step's);
+	 * then this attempt's directory and the step's checkpoint writable
+	 * on top (the engine mounts the deeper path last).
+	 */
+	{
+		char *runs = xasprintf("%s/runs", home);
+		dk_bind(binds, runs, 1);
+		free(runs);
+	}
+	dk_bind(binds, dir, 0);
+	dk_bind(binds, ckpt, 0);
+	dk_bind(binds, c->workdir, 0);
+	hc = json_pack("{s:o, s:s, s:b}", "Binds", binds, "NetworkMode",
+		       net && strcmp(net, "host") == 0 ? "host" : "none", "AutoRemove", 0);
+	if (cpus > 0)
+		json_object_set_new(hc, "NanoCpus", json_integer((json_int_t)(cpus * 1e9)));
+	if (mem > 0) {
+		/* swap equal to the limit: no swap, so the limit is what kills */
+		json_object_set_new(hc, "Memory", json_integer(mem * 1024 * 1024));
+		json_object_set_new(hc, "MemorySwap", json_integer(mem * 1024 * 1024));
+	}
+	if (gpus > 0)
+		json_object_set_new(hc, "DeviceRequests",
+				    json_pack("[{s:s, s:I, s:[[s]]}]", "Driver", "", "Count", gpus,
+					      "Capabilities", "gpu"));
+	labels = json_pack("{s:s, s:s, s:s, s:s}", "ferry.run", run, "ferry.step", c->name,
+			   "ferry.attempt", att, "ferry.home", home);
+	free(att), free(run);
+	{
+		json_t *body = json_pack("{s:s, s:o, s:o, s:s, s:s, s:o, s:o, s:b, s:b, s:b}", "Image",
+					 image, "Cmd", cmd, "Env", envs, "WorkingDir", x->cwd, "User",
+					 user, "Labels", labels, "HostConfig", hc, "Tty", 0,
+					 "AttachStdout", 0, "AttachStderr", 0);
+		free(user);
+		return body;
+	}
+}
+
+/* ---- the shim ---------------------------------------------------------------- */
+
+struct shim {
+	const char *sock, *name;
+	int logfd, statusfd;
+	/* the multiplexed log stream: the 8-byte header being read, the frame left */
+	unsigned char hdr[8];
+	size_t hdr_have, frame_left;
+	int64_t skip; /* payload bytes DIR/log already holds (following again from the start) */
+	int forwarded; /* the strongest signal sent to the container: 0, SIGTERM, SIGKILL */
+	int kmsgfd;    /* /dev/kmsg from before the start on, or -1 */
+};
+
+static volatile sig_atomic_t shim_sig;
+
+static void shim_on_signal(int s)
+{
+	if (s == SIGUSR1)
+		shim_sig = SIGKILL;
+	else if (shim_sig == 0)
+		shim_sig = SIGTERM;
+}
+
+static void shim_line(struct shim *s, const char *fmt, ...) FERRY_PRINTF(2, 3);
+static void shim_line(struct shim *s, const char *fmt, ...)
+{
+	va_list ap;
+	char buf[512];
+	int n;
+
+	va_start(ap, fmt);
+	n = vsnprintf(buf, sizeof(buf) - 1, fmt, ap);
+	va_end(ap);
+	if (n < 0)
+		return;
+	if ((size_t)n > sizeof(buf) - 2)
+		n = (int)sizeof(buf) - 2;
+	/* one line: a message from the engine may hold newlines */
+	for (int i = 0; i < n; i++)
+		if (buf[i] == '\n' || buf[i] == '\r')
+			buf[i] = ' ';
+	buf[n++] = '\n';
+	if (s->statusfd >= 0)
+		(void)fd_write_all(s->statusfd, buf, (size_t)n);
+}
+
+/* Writes what the shim has to say about the container into the log too (people read it). */
+static void shim_log(struct shim *s, const char *msg)
+{
+	char *line = xasprintf("ferry: %s\n", msg);
+
+	if (s->logfd >= 0)
+		(void)fd_write_all(s->logfd, line, strlen(line));
+	free(line);
+}
+
+/* Decodes the multiplexed stream: frames of [stream, 0, 0, 0, size (4 bytes, big-endian)] + payload. */
+static size_t shim_log_write(char *p, size_t size, size_t n, void *arg)
+{
+	struct shim *s = arg;
+	size_t len = size * n, i = 0;
+
+	while (i < len) {
+		if (s->frame_left == 0) {
+			s->hdr[s->hdr_have++] = (unsigned char)p[i++];
+			if (s->hdr_have == 8) {
+				s->frame_left = (size_t)s->hdr[4] << 24 | (size_t)s->hdr[5] << 16 |
+						(size_t)s->hdr[6] << 8 | s->hdr[7];
+				s->hdr_have = 0;
+			}
+		} else {
+			size_t k = len - i < s->frame_left ? len - i : s->frame_left, w = k;
+			if (s->skip > 0) {
+				w = (int64_t)k <= s->skip ? 0 : k - (size_t)s->skip;
+				s->skip -= (int64_t)(k - w);
+			}
+			if (s->logfd >= 0 && w > 0)
+				(void)fd_write_all(s->logfd, p + i + (k - w), w);
+			i += k;
+			s->frame_left -= k;
+		}
+	}
+	return len;
+}
+
+/* Sends the container the signal asked of the shim, once per strength. */
+static void shim_forward(struct shim *s)
+{
+	int want = shim_sig;
+	char *path;
+	long code;
+
+	if (want == 0 || s->forwarded == SIGKILL || s->forwarded == want)
+		return;
+	path = xasprintf("/containers/%s/kill?signal=%s", s->name, want == SIGKILL ? "KILL" : "TERM");
+	/* 409: not running (yet or any more); either way nothing to signal */
+	(void)dk_call(&code, NULL, s->sock, "POST", path, NULL, 10000);
+	free(path);
+	s->forwarded = want;
+}
+
+/*
+ * Runs easy handle h to its end, forwarding signals meanwhile (the log
+ * stream and the wait last as long as the container). 0 when it completed
+ * with *code; FERRY_ERROR when the engine went away.
+ */
+static int shim_perform(struct shim *s, CURL *h, long *code)
+{
+	CURLM *m = curl_multi_init();
+	CURLMsg *msg;
+	CURLcode rc = CURLE_OK;
+	int running = 1, left;
+
+	curl_multi_add_handle(m, h);
+	while (running) {
+		shim_forward(s);
+		curl_multi_perform(m, &running);
+		if (running)
+			curl_multi_poll(m, NULL, 0, 200, NULL); /* a signal cuts it short */
+	}
+	while ((msg = curl_multi_info_read(m, &left)) != NULL)
+		if (msg->msg == CURLMSG_DONE)
+			rc = msg->data.result;
+	curl_multi_remove_handle(m, h);
+	curl_multi_cleanup(m);
+	*code = 0;
+	curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, code);
+	return rc == CURLE_OK ? 0 : FERRY_ERROR;
+}
+
+/*
+ * Follows the container's log into DIR/log until the container stops (or
+ * the engine goes). Again after a lost stream: from the start, less the
+ * bytes DIR/log holds (exact, where a `since` time would repeat or lose
+ * the lines of its instant).
+ */
+static void shim_follow(struct shim *s, int again)
+{
+	char *path = xasprintf("/containers/%s/logs?follow=1&stdout=1&stderr=1", s->name);
+	struct stat sb;
+	CURL *h = dk_easy(s->sock, "GET", path, NULL, NULL, NULL, 0);
+	long code;
+
+	free(path);
+	if (h == NULL)
+		return;
+	curl_easy_setopt(h, CURLOPT_FAILONERROR, 1L); /* an error's body is no stream */
+	curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, shim_log_write);
+	curl_easy_setopt(h, CURLOPT_WRITEDATA, s);
+	s->hdr_have = s->frame_left = 0;
+	s->skip = again && fstat(s->logfd, &sb) == 0 ? (int64_t)sb.st_size : 0;
+	(void)shim_perform(s, h, &code);
+	curl_easy_cleanup(h);
+}
+
+/*
+ * Whether the kernel logged a memory-cgroup OOM kill in the cgroup of
+ * container id (its full id is in the cgroup's path) since the shim opened
+ * /dev/kmsg: podman's service never sets OOMKilled on this cgroup layout,
+ * dockerd does. Reads the records logged since, without waiting.
+ */
+static int shim_kmsg_oom(int fd, const char *id)
+{
+	char rec[8192];
+	ssize_t n;
+	int found = 0;
+
+	if (fd < 0 || id == NULL || strlen(id) < 32)
+		return 0;
+	for (;;) {
+		n = read(fd, rec, sizeof(rec) - 1);
+		if (n < 0 && (errno == EINTR || errno == EPIPE))
+			continue; /* EPIPE: records overwritten meanwhile; the next are there */
+		if (n <= 0)
+			break; /* EAGAIN: no more */
+		rec[n] = '\0';
+		if (strstr(rec, "oom_memcg=") != NULL && strstr(rec, id) != NULL)
+			found = 1;
+	}
+	return found;
+}
+
+/* Waits until the container is not running (POST /containers/NAME/wait), forwarding signals. */
+static void shim_wait(struct shim *s)
+{
+	char *path = xasprintf("/containers/%s/wait", s->name);
+	struct dk_buf b = {0};
+	CURL *h = dk_easy(s->sock, "POST", path, NULL, NULL, &b, 0);
+	long code;
+
+	free(path);
+	if (h == NULL)
+		return;
+	(void)shim_perform(s, h, &code);
+	curl_easy_cleanup(h);
+	free(b.p);
+}
+
+/*
+ * How the container ended, from GET /containers/NAME/json, retried while
+ * the engine does not answer or the container still runs (up to
+ * DK_LOST_MS). Writes the end lines to DIR/status.
+ */
+static void shim_finish(struct shim *s)
+{
+	char *path = xasprintf("/containers/%s/json", s->name);
+	int64_t give_up = clock_mono_ms() + DK_LOST_MS;
+	json_t *ans = NULL;
+	long code = 0;
+
+	for (;;) {
+		shim_wait(s);
+		json_decref(ans);
+		ans = NULL;
+		if (dk_call(&code, &ans, s->sock, "GET", path, NULL, 10000) == 0) {
+			json_t *state = json_object_get(ans, "State");
+			if (code == 404) {
+				shim_line(s, "reason the container %s was removed outside Ferry before it "
+					     "reported its end", s->name);
+				shim_line(s, "exit 125");
+				break;
+			}
+			if (code == 200 && !json_is_true(json_object_get(state, "Running")) &&
+			    !json_is_true(json_object_get(state, "Restarting"))) {
+				json_int_t ec = json_integer_value(json_object_get(state, "ExitCode"));
+				/* OOMKilled: some process of it was; the job failed of it only when it failed */
+				json_int_t mem = json_integer_value(
+					json_object_get(json_object_get(ans, "HostConfig"), "Memory"));
+				if (ec != 0 && (json_is_true(json_object_get(state, "OOMKilled")) ||
+						(ec == 137 && mem > 0 &&
+						 shim_kmsg_oom(s->kmsgfd, json_string_value(json_object_get(ans, "Id"))))))
+					shim_line(s, "reason out of memory (limit %lld MiB)", (long long)(mem / 1048576));
+				shim_line(s, "exit %lld", (long long)ec);
+				break;
+			}
+			if (code == 200) {
+				/* the stream ended (the engine restarted?) while it runs: follow again */
+				shim_follow(s, 1);
+				continue;
+			}
+		}
+		if (clock_mono_ms() > give_up) {
+			shim_line(s, "reason the container engine did not answer for %d s: the end of %s "
+				     "is unknown", DK_LOST_MS / 1000, s->name);
+			shim_line(s, "exit 125");
+			break;
+		}
+		sleep(1);
+	}
+	json_decref(ans);
+	free(path);
+}
+
+/* Removes container name (and its anonymous volumes); 0 when gone. */
+static int dk_remove(const char *sock, const char *name, long timeout_ms)
+{
+	char *path = xasprintf("/containers/%s?force=1&v=1", name);
+	long code;
+	int error = dk_call(&code, NULL, sock, "DELETE", path, NULL, timeout_ms);
+
+	free(path);
+	if (error == 0 && code != 204 && code != 404) {
+		ferry_error_set("removing container %s: HTTP %ld", name, code);
+		error = FERRY_ERROR;
+	}
+	return error;
+}
+
+/* Whether a create was refused because the name is taken (dockerd: 409; podman's service: 500 "… already in use …"). */
+static int dk_name_taken(long code, const json_t *ans)
+{
+	const char *m = json_string_value(json_object_get(ans, "message"));
+
+	return code == 409 || (code == 500 && m != NULL && strstr(m, "in use") != NULL);
+}
+
+/* Fails the attempt from the shim: reason and exit 125 (the engine's refusal, as `docker run` says it). */
+static void shim_refused(struct shim *s, const char *what, long code, const json_t *ans)
+{
+	char *m = code ? dk_message(code, ans) : xstrdup(ferry_error_last());
+
+	shim_line(s, "reason cannot %s container %s: %s", what, s->name, m);
+	shim_log(s, m);
+	shim_line(s, "exit 125");
+	free(m);
+}
+
+/*
+ * The shim: runs in the forked child, never returns. body: the create
+ * request, or NULL to follow an existing container again (adoption).
+ */
+static void shim_main(struct shim *s, const json_t *body, const char *log, const char *status)
+{
+	struct sigaction sa;
+	sigset_t none;
+	json_t *ans = NULL;
+	char *path = NULL;
+	long code;
+
+	sigemptyset(&none);
+	sigprocmask(SIG_SETMASK, &none, NULL);
+	for (int sg = 1; sg < NSIG; sg++)
+		signal(sg, SIG_DFL);
+	setsid();
+	close_range(3, ~0U, 0); /* the daemon's sockets and database connection are not ours */
+	memset(&sa, 0, sizeof(sa));
+	sa.sa_handler = shim_on_signal;
+	sigaction(SIGTERM, &sa, NULL);
+	sigaction(SIGUSR1, &sa, NULL);
+	signal(SIGINT, SIG_IGN);
+	signal(SIGHUP, SIG_IGN);
+	signal(SIGPIPE, SIG_IGN);
+	s->logfd = open(log, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+	/* the kernel's log from here on: how an OOM kill is told where the engine does not say */
+	s->kmsgfd = open("/dev/kmsg", O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+	if (s->kmsgfd >= 0)
+		lseek(s->kmsgfd, 0, SEEK_END);
+	s->statusfd = open(status, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC | (body ? O_TRUNC : 0), 0644);
+	/* the latest "pid" line names the supervisor (one that follows a container again adds its own) */
+	shim_line(s, "pid %d %lld", (int)getpid(), (long long)exec_pid_start(getpid()));
+	if (body) {
+		shim_line(s, "container %s", s->name);
+		path = xasprintf("/containers/create?name=%s", s->name);
+		if (dk_call(&code, &ans, s->sock, "POST", path, body, DK_SHIM_MS) == 0 && dk_name_taken(code, ans)) {
+			/* a container of this name left by a crashed earlier try: removed, never a 409 */
+			if (dk_remove(s->sock, s->name, DK_SHIM_MS) < 0) {
+				shim_refused(s, "replace the stale", 0, NULL);
+				_exit(0);
+			}
+			json_decref(ans);
+			ans = NULL;
+			(void)dk_call(&code, &ans, s->sock, "POST", path, body, DK_SHIM_MS);
+		}
+		if (code != 201) {
+			shim_refused(s, "create", code, ans);
+			_exit(0);
+		}
+		free(path);
+		json_decref(ans);
+		ans = NULL;
+		if (shim_sig) {
+			/* stopped before it started: the command never runs */
+			shim_line(s, "exit 143");
+		} else {
+			path = xasprintf("/containers/%s/start", s->name);
+			if (dk_call(&code, &ans, s->sock, "POST", path, NULL, DK_SHIM_MS) < 0 ||
+			    (code != 204 && code != 304)) {
+				shim_refused(s, "start", code, ans);
+				(void)dk_remove(s->sock, s->name, DK_SHIM_MS);
+				shim_line(s, "removed");
+				_exit(0);
+			}
+			shim_follow(s, 0);
+			shim_finish(s);
+		}
+	} else {
+		shim_follow(s, 1);
+		shim_finish(s);
+	}
+	/* the end is in DIR/status: the container holds nothing more */
+	if (dk_remove(s->sock, s->name, DK_SHIM_MS) == 0)
+		shim_line(s, "removed");
+	_exit(0);
+}
+
+/* Forks the shim for job; fills the job's pid and handle. */
+static int dk_spawn(struct exec_job *job, const char *sock, const char *name,
+		    const json_t *body)
+{
+	char *log = xasprintf("%s/log", job->dir), *status = xasprintf("%s/status", job->dir);
+	struct shim s = {.sock = sock, .name = name, .logfd = -1, .statusfd = -1, .kmsgfd = -1};
+	pid_t pid;
+
+	fflush(NULL);
+	pid = fork();
+	if (pid < 0) {
+		ferry_error_set("fork: %s", strerror(errno));
+		free(log), free(status);
+		return FERRY_ERROR;
+	}
+	if (pid == 0)
+		shim_main(&s, body, log, status);
+	free(log), free(status);
+	job->pid = pid;
+	job->pid_start = exec_pid_start(pid);
+	job->child = 1;
+	json_decref(job->handle);
+	job->handle = json_pack("{s:i, s:I, s:s}", "pid", (int)pid, "start",
+				(json_int_t)job->pid_start, "container", name);
+	return FERRY_OK;
+}
+
+/* ---- the hooks -------------------------------------------------------------- */
+
+/* The FERRY_HOME of this daemon's containers (their ferry.home label), known from the first start. */
+static char *dk_home;
+static int64_t dk_next_sweep;
+
+static int docker_start(struct exec_job *job, const struct store_claim *c, const char *home,
+			enum exec_mode mode, struct exec_status *st)
+{
+	const char *image = json_string_value(json_object_get(c->spec, "image"));
+	const char *sock = dk_socket();
+	struct exec_local_cmd x = {0};
+	char *dir = NULL, *adir = NULL, *ahome = NULL, *out = NULL, *ckpt = NULL, *name = NULL;
+	json_t *body = NULL;
+	int error = FERRY_EINVALID;
+
+	(void)mode, (void)st;
+	exec_job_begin(job, &exec_docker, c);
+	if (sock == NULL)
+		goto out;
+	if (image == NULL || strcmp(image, "host") == 0) {
+		ferry_error_set("executor docker cannot run image: host (the Docker engine has no "
+				"root-filesystem mode): name an image (ferry-base is built by "
+				"deploy/dockerd.sh) or use executor: podman or local");
+		goto out;
+	}
+	error = FERRY_ERROR;
+	dir = exec_attempt_dir(home, c->run_id, c->name, c->attempt);
+	out = xasprintf("%s/out", dir);
+	if (mkdir_p(out, 0755) < 0)
+		goto out;
+	free(out);
+	/* the engine binds host paths as they are: absolute ones */
+	if ((adir = realpath(dir, NULL)) == NULL || (ahome = realpath(home, NULL)) == NULL) {
+		ferry_error_set("%s: %s", dir, strerror(errno));
+		goto out;
+	}
+	out = xasprintf("%s/out", adir);
+	/* one checkpoint directory for every attempt of the step: a retry resumes from it */
+	ckpt = xasprintf("%s/runs/%lld/%s/checkpoint", ahome, (long long)c->run_id, c->name);
+	if (mkdir_p(ckpt, 0755) < 0)
+		goto out;
+	if ((error = exec_local_cmd_make(&x, c, adir, out, ckpt)) < 0)
+		goto out;
+	name = dk_name(ahome, c->run_id, c->name, c->attempt);
+	if (dk_home == NULL || strcmp(dk_home, ahome) != 0) {
+		char *marker = xasprintf("%s/runs/.docker", ahome);
+		int fd = open(marker, O_WRONLY | O_CREAT | O_CLOEXEC, 0644); /* the orphan sweep's cue */
+		if (fd >= 0)
+			close(fd);
+		free(marker);
+		free(dk_home);
+		dk_home = xstrdup(ahome);
+	}
+	body = dk_create_body(c, &x, ahome, adir, ckpt, image);
+	job->dir = dir;
+	dir = NULL;
+	if ((error = dk_spawn(job, sock, name, body)) < 0)
+		goto out;
+	if (c->timeout_ms > 0)
+		job->deadline_ms = clock_mono_ms() + c->timeout_ms;
+out:
+	exec_local_cmd_dispose(&x);
+	json_decref(body);
+	free(dir), free(adir), free(ahome), free(out), free(ckpt), free(name);
+	return error;
+}
+
+/* What DIR/status says: fills what it finds (NULL pointers skipped); whether an end line was there. */
+static int dk_status(const char *dir, pid_t *pid, int64_t *start, char **container,
+		     struct exec_status *st, int *removed)
+{
+	char *path = xasprintf("%s/status", dir), *buf = NULL, *line, *next;
+	int ended = 0;
+
+	if (file_read(&buf, NULL, path) == FERRY_OK) {
+		for (line = buf; line && *line; line = next) {
+			int64_t v, t;
+			char *sp;
+			if ((next = strchr(line, '\n')) == NULL)
+				break; /* a line still being written */
+			*next++ = '\0';
+			if (strncmp(line, "pid ", 4) == 0 && (sp = strchr(line + 4, ' ')) != NULL) {
+				*sp = '\0';
+				if (pid && parse_int64(line + 4, &v) == 0 && parse_int64(sp + 1, &t) == 0)
+					*pid = (pid_t)v, *start = t;
+			} else if (strncmp(line, "container ", 10) == 0 && container) {
+				free(*container);
+				*container = xstrdup(line + 10);
+			} else if (strncmp(line, "reason ", 7) == 0 && st) {
+				free(st->reason);
+				st->reason = xstrdup(line + 7);
+			} else if (strncmp(line, "exit ", 5) == 0 && parse_int64(line + 5, &v) == 0) {
+				if (st)
+					st->exit_code = (int)v;
+				ended = 1;
+			} else if (strcmp(line, "removed") == 0 && removed) {
+				*removed = 1;
+			}
+		}
+	}
+	free(buf);
+	free(path);
+	return ended;
+}
+
+static const char *dk_container(const struct exec_job *job)
+{
+	return json_string_value(json_object_get(job->handle, "container"));
+}
+
+/*
+ * The job's end from the container itself (its shim is gone and left no
+ * end): 0 with *st when it exited; 1 when it runs; FERRY_ENOTFOUND when it
+ * is gone or never started; FERRY_ERROR when the engine does not answer.
+ */
+static int dk_inspect_end(const struct exec_job *job, struct exec_status *st)
+{
+	const char *sock = dk_socket(), *name = dk_container(job);
+	char *path;
+	json_t *ans = NULL, *state;
+	long code;
+	int error;
+
+	if (sock == NULL || name == NULL)
+		return FERRY_ENOTFOUND;
+	path = xasprintf("/containers/%s/json", name);
+	error = dk_call(&code, &ans, sock, "GET", path, NULL, DK_QUICK_MS);
+	free(path);
+	if (error < 0)
+		goto out;
+	state = json_object_get(ans, "State");
+	if (code == 404) {
+		ferry_error_set("its container %s is gone and left no exit status", name);
+		error = FERRY_ENOTFOUND;
+	} else if (code != 200) {
+		ferry_error_set("inspecting container %s: HTTP %ld", name, code);
+		error = FERRY_ERROR;
+	} else if (json_is_true(json_object_get(state, "Running"))) {
+		error = 1;
+	} else if (json_string_value(json_object_get(state, "Status")) &&
+		   strcmp(json_string_value(json_object_get(state, "Status")), "created") == 0) {
+		ferry_error_set("its container %s was created but never started", name);
+		error = FERRY_ENOTFOUND;
+	} else {
+		json_int_t mem = json_integer_value(json_object_get(json_object_get(ans, "HostConfig"), "Memory"));
+		memset(st, 0, sizeof(*st));
+		st->exit_code = (int)json_integer_value(json_object_get(state, "ExitCode"));
+		if (json_is_true(json_object_get(state, "OOMKilled")) && st->exit_code != 0)
+			st->reason = xasprintf("out of memory (limit %lld MiB)", (long long)(mem / 1048576));
+		error = 0;
+	}
+out:
+	json_decref(ans);
+	return error;
+}
+
+/* Appends the end found by inspection to DIR/status, so a later adoption reads the same. */
+static void dk_note_end(const struct exec_job *job, const struct exec_status *st)
+{
+	char *path = xasprintf("%s/status", job->dir);
+	FILE *f = fopen(path, "ae");
+
+	if (f) {
+		if (st->reason)
+			fprintf(f, "reason %s\n", st->reason);
+		fprintf(f, "exit %d\n", st->exit_code);
+		fclose(f);
+	}
+	free(path);
+}
+
+/* The shim is gone: how the job ended. */
+static void dk_ended(struct exec_job *job, struct exec_status *st)
+{
+	memset(st, 0, sizeof(*st));
+	st->exit_code = -1;
+	if (dk_status(job->dir, NULL, NULL, NULL, st, NULL))
+		return;
+	exec_status_dispose(st);
+	st->exit_code = -1;
+	if (dk_inspect_end(job, st) == 0) {
+		dk_note_end(job, st);
+		return;
+	}
+	st->exit_code = -1;
+	st->reason = xasprintf("the container's supervisor (pid %d) was killed before it could record "
+			       "how the container ended", (int)job->pid);
+}
+
+/* A new shim that follows job's running container (its own was killed); 0 or the error. */
+static int dk_follow_again(struct exec_job *job)
+{
+	char *cname = xstrdup(dk_container(job));
+	int error = dk_spawn(job, dk_socket(), cname, NULL);
+
+	free(cname);
+	return error;
+}
+
+static int docker_poll(struct exec_job *job, struct exec_status *st)
+{
+	struct exec_status tmp = {.exit_code = -1};
+
+	if (job->child) {
+		int wst;
+		pid_t r = waitpid(job->pid, &wst, WNOHANG);
+		if (r == 0 || (r < 0 && errno != ECHILD))
+			return 0;
+		job->child = 0;
+	} else if (exec_pid_alive(job->pid, job->pid_start)) {
+		return 0;
+	}
+	/* its shim was killed, not its container: a new one follows it */
+	if (job->dir && !dk_status(job->dir, NULL, NULL, NULL, &tmp, NULL) &&
+	    dk_inspect_end(job, &tmp) == 1 && dk_follow_again(job) == 0) {
+		exec_status_dispose(&tmp);
+		return 0;
+	}
+	exec_status_dispose(&tmp);
+	dk_ended(job, st);
+	return 1;
+}
+
+static void docker_signal(const struct exec_job *job, int sig)
+{
+	/* the shim must live to record the end: SIGKILL is asked of it as SIGUSR1 */
+	if (job->pid > 0 && exec_pid_alive(job->pid, job->pid_start))
+		kill(job->pid, sig == SIGKILL ? SIGUSR1 : SIGTERM);
+}
+
+static int docker_adopt(struct exec_job *job, struct exec_status *st)
+{
+	json_t *h = job->handle;
+	char *name = NULL;
+	const char *sock;
+	int rc, removed = 0;
+
+	job->child = 0;
+	job->pid = (pid_t)json_integer_value(json_object_get(h, "pid"));
+	job->pid_start = json_integer_value(json_object_get(h, "start"));
+	/* the status file's latest "pid" line wins: a follower may have replaced the recorded shim */
+	if (job->dir)
+		dk_status(job->dir, &job->pid, &job->pid_start, &name, NULL, &removed);
+	if (dk_container(job) == NULL && name == NULL) {
+		free(name);
+		ferry_error_set("no handle was recorded and the attempt directory names no container");
+		return FERRY_ENOTFOUND;
+	}
+	if (dk_container(job) == NULL) {
+		json_decref(job->handle);
+		job->handle = json_pack("{s:i, s:I, s:s}", "pid", (int)job->pid, "start",
+					(json_int_t)job->pid_start, "container", name);
+	}
+	free(name);
+	/* alive first, then the status: the shim writes the end before it exits */
+	if (exec_pid_alive(job->pid, job->pid_start))
+		return 1;
+	memset(st, 0, sizeof(*st));
+	st->exit_code = -1;
+	if (dk_status(job->dir, NULL, NULL, NULL, st, &removed)) {
+		if (!removed && (sock = dk_socket()) != NULL)
+			(void)dk_remove(sock, dk_container(job), DK_QUICK_MS);
+		return 0;
+	}
+	exec_status_dispose(st);
+	rc = dk_inspect_end(job, st);
+	if (rc == 1) {
+		/* it runs without its shim: a new one follows it, the log appended from where it ended */
+		rc = dk_follow_again(job);
+		return rc < 0 ? rc : 1;
+	}
+	if (rc == 0) {
+		dk_note_end(job, st);
+		(void)dk_remove(dk_socket(), dk_container(job), DK_QUICK_MS);
+		return 0;
+	}
+	if (rc == FERRY_ENOTFOUND && (sock = dk_socket()) != NULL)
+		(void)dk_remove(sock, dk_container(job), DK_QUICK_MS); /* created, never started */
+	return rc;
+}
+
+/* Sums the "value" of the entries of a blkio list whose "op" is op (any case). */
+static int64_t dk_blkio(const json_t *list, const char *op)
+{
+	int64_t sum = 0;
+	size_t i;
+	json_t *v;
+
+	json_array_foreach(list, i, v) {
+		const char *o = json_string_value(json_object_get(v, "op"));
+		if (o && strcasecmp(o, op) == 0)
+			sum += json_integer_value(json_object_get(v, "value"));
+	}
+	return sum;
+}
+
+/*
+ * The cgroup directory of pid: its v1 pids hierarchy where there is one
+ * (this machine's hybrid layout), else its v2 path (pure v2, or the
+ * hybrid's unified mount). NULL when unknown; the caller frees it.
+ */
+static char *dk_cgroup_dir(pid_t pid)
+{
+	char path[64], line[1024], *dir = NULL, *v2 = NULL;
+	FILE *f;
+
+	snprintf(path, sizeof(path), "/proc/%d/cgroup", (int)pid);
+	if ((f = fopen(path, "re")) == NULL)
+		return NULL;
+	while (dir == NULL && fgets(line, sizeof(line), f)) {
+		char *a = strchr(line, ':'), *b = a ? strchr(a + 1, ':') : NULL;
+		if (b == NULL)
+			continue;
+		b[strcspn(b, "\n")] = '\0';
+		*b++ = '\0';
+		if (strcmp(a + 1, "pids") == 0)
+			dir = xasprintf("/sys/fs/cgroup/pids%s", b);
+		else if (a[1] == '\0' && v2 == NULL)
+			v2 = xstrdup(b);
+	}
+	fclose(f);
+	if (dir == NULL && v2 != NULL) {
+		struct stat sb;
+		dir = stat("/sys/fs/cgroup/unified", &sb) == 0 ? xasprintf("/sys/fs/cgroup/unified%s", v2)
+							       : xasprintf("/sys/fs/cgroup%s", v2);
+	}
+	free(v2);
+	return dir;
+}
+
+/* Adds the /proc/PID/io counters of every process in cgroup dir to out (reaped children are in their parents'). */
+static void dk_cgroup_io(const char *dir, struct exec_sample *out)
+{
+	char *procs = xasprintf("%s/cgroup.procs", dir), line[256];
+	FILE *f = fopen(procs, "re");
+
+	free(procs);
+	if (f == NULL)
+		return;
+	while (fgets(line, sizeof(line), f)) {
+		char path[64], buf[256];
+		FILE *io;
+		line[strcspn(line, "\n")] = '\0';
+		snprintf(path, sizeof(path), "/proc/%.20s/io", line);
+		if ((io = fopen(path, "re")) == NULL)
+			continue;
+		while (fgets(buf, sizeof(buf), io)) {
+			long long v;
+			char *sp = strchr(buf, ' ');
+			if (sp == NULL)
+				continue;
+			v = strtoll(sp + 1, NULL, 10);
+			if (strncmp(buf, "rchar:", 6) == 0)
+				out->rchar += v;
+			else if (strncmp(buf, "wchar:", 6) == 0)
+				out->wchar += v;
+			else if (strncmp(buf, "read_bytes:", 11) == 0)
+				out->read_bytes += v;
+			else if (strncmp(buf, "write_bytes:", 12) == 0)
+				out->write_bytes += v;
+		}
+		fclose(io);
+	}
+	fclose(f);
+}
+
+/* The host pid of the container's main process (one engine request, DK_QUICK_MS). */
+static int dk_main_pid(const struct exec_job *job, pid_t *pid)
+{
+	const char *sock = dk_socket(), *name = dk_container(job);
+	char *path;
+	json_t *ans = NULL;
+	json_int_t p;
+	long code;
+	int error;
+
+	if (sock == NULL || name == NULL)
+		return FERRY_ENOTFOUND;
+	path = xasprintf("/containers/%s/json", name);
+	error = dk_call(&code, &ans, sock, "GET", path, NULL, DK_QUICK_MS);
+	free(path);
+	p = json_integer_value(json_object_get(json_object_get(ans, "State"), "Pid"));
+	json_decref(ans);
+	if (error < 0)
+		return error;
+	if (code != 200 || p <= 0) {
+		ferry_error_set("container %s does not run (HTTP %ld)", name, code);
+		return FERRY_ENOTFOUND;
+	}
+	*pid = (pid_t)p;
+	return FERRY_OK;
+}
+
+/*
+ * The container's CPU time from the engine's one-shot stats (its cgroup,
+ * whatever the layout), and its IO counters summed over the processes of
+ * its cgroup from /proc (the engine's blkio figures stay empty where the
+ * kernel does not count block IO per cgroup, as on this machine's disks,
+ * and never count reads and writes the page cache served). Two requests,
+ * each within DK_QUICK_MS.
+ */
+static int docker_sample(const struct exec_job *job, struct exec_sample *out)
+{
+	const char *sock = dk_socket(), *name = dk_container(job);
+	char *path, *cg;
+	json_t *ans = NULL;
+	pid_t pid;
+	long code;
+	int error;
+
+	memset(out, 0, sizeof(*out));
+	if ((error = dk_main_pid(job, &pid)) < 0)
+		return error;
+	if ((cg = dk_cgroup_dir(pid)) != NULL)
+		dk_cgroup_io(cg, out);
+	free(cg);
+	path = xasprintf("/containers/%s/stats?stream=false&one-shot=true", name);
+	error = dk_call(&code, &ans, sock, "GET", path, NULL, DK_QUICK_MS);
+	free(path);
+	if (error == 0 && code != 200) {
+		ferry_error_set("no stats for container %s: HTTP %ld", name, code);
+		error = FERRY_ENOTFOUND;
+	}
+	if (error == 0) {
+		json_t *cpu = json_object_get(json_object_get(ans, "cpu_stats"), "cpu_usage");
+		json_t *blk = json_object_get(json_object_get(ans, "blkio_stats"), "io_service_bytes_recursive");
+		out->cpu_ms = json_integer_value(json_object_get(cpu, "total_usage")) / 1000000;
+		/* where the kernel counts block IO per cgroup it includes the page cache's writeback */
+		if (dk_blkio(blk, "read") > out->read_bytes)
+			out->read_bytes = dk_blkio(blk, "read");
+		if (dk_blkio(blk, "write") > out->write_bytes)
+			out->write_bytes = dk_blkio(blk, "write");
+	}
+	json_decref(ans);
+	return error;
+}
+
+/* The container's processes: those of the cgroup of its main process (one engine request, bounded). */
+static int docker_pids(const struct exec_job *job, int **out, int *n)
+{
+	char *cg;
+	pid_t pid;
+	int error;
+
+	*out = NULL;
+	*n = 0;
+	if ((error = dk_main_pid(job, &pid)) < 0)
+		return error;
+	if ((cg = dk_cgroup_dir(pid)) == NULL) {
+		ferry_error_set("no cgroup for the container's process %d", (int)pid);
+		return FERRY_ENOTFOUND;
+	}
+	error = exec_cgroup_pids(cg, out, n);
+	free(cg);
+	return error == 0 && *n == 0 ? FERRY_ENOTFOUND : error;
+}
+
+/* The shim removes its container after recording the end; this catches one that could not. */
+static void docker_cleanup(struct exec_job *job)
+{
+	int removed = 0;
+	const char *sock = dk_socket(), *name = dk_container(job);
+
+	if (job->dir == NULL || name == NULL || sock == NULL)
+		return;
+	dk_status(job->dir, NULL, NULL, NULL, NULL, &removed);
+	if (!removed && dk_remove(sock, name, DK_QUICK_MS) < 0)
+		flog_warn("run %lld step %s attempt %d: %s", (long long)job->run_id, job->name,
+			  job->attempt, ferry_error_last());
+}
+
+/*
+ * Removes the stopped containers labelled with this daemon's home whose
+ * end is already in their attempt's DIR/status (a removal that failed:
+ * the engine was unreachable when the job ended). Those without an end
+ * stay: their attempt is adopted from them. At most once a minute, on the
+ * wake-ups after a job ended; each request within DK_QUICK_MS.
+ */
+static void docker_tick(const char *home)
+{
+	const char *sock = dk_socket();
+	json_t *filt, *list = NULL, *v;
+	char *ftxt, *esc, *path;
+	long code;
+	size_t i;
+
+	/* only a daemon that ran or adopted a docker job (dk_home) talks to dockerd */
+	(void)home;
+	if (dk_home == NULL || sock == NULL || clock_mono_ms() < dk_next_sweep)
+		return;
+	dk_next_sweep = clock_mono_ms() + 60000;
+	filt = json_pack("{s:[s+], s:[s, s, s]}", "label", "ferry.home=", dk_home, "status", "exited",
+			 "dead", "created");
+	ftxt = json_dumps(filt, JSON_COMPACT);
+	esc = curl_easy_escape(NULL, ftxt, 0);
+	path = xasprintf("/containers/json?all=1&filters=%s", esc ? esc : "");
+	if (dk_call(&code, &list, sock, "GET", path, NULL, DK_QUICK_MS) == 0 && code == 200) {
+		json_array_foreach(list, i, v) {
+			json_t *lab = json_object_get(v, "Labels");
+			const char *run = json_string_value(json_object_get(lab, "ferry.run"));
+			const char *step = json_string_value(json_object_get(lab, "ferry.step"));
+			const char *att = json_string_value(json_object_get(lab, "ferry.attempt"));
+			const char *id = json_string_value(json_object_get(v, "Id"));
+			char *dir;
+			if (run == NULL || step == NULL || att == NULL || id == NULL || strchr(step, '/'))
+				continue;
+			dir = xasprintf("%s/runs/%s/%s/%s", dk_home, run, step, att);
+			if (dk_status(dir, NULL, NULL, NULL, NULL, NULL) && dk_remove(sock, id, DK_QUICK_MS) == 0)
+				flog_info("removed container %.12s of run %s step %s attempt %s: its end was "
+					  "recorded", id, run, step, att);
+			free(dir);
+		}
+	}
+	json_decref(list);
+	free(path);
+	curl_free(esc);
+	free(ftxt);
+	json_decref(filt);
+}
+
+static char *docker_log_path(const struct exec_job *job)
+{
+	return job->dir ? xasprintf("%s/log", job->dir) : NULL;
+}
+
+/*
+ * Running containers of home whose attempt is over (exec_orphans.c): the
+ * engine lists them by their ferry.home label, wanted() asks the database,
+ * and the others are removed with force (killed first). Only where docker
+ * jobs ever ran under home (the marker runs/.docker, written by start),
+ * so a daemon that never runs containers never talks to dockerd.
+ */
+static int docker_orphans(const char *home, int (*want)(int64_t run, const char *step, int attempt, void *arg),
+			  void *arg)
+{
+	const char *sock = dk_socket();
+	char *ahome = realpath(home, NULL), *marker, *ftxt, *esc, *path;
+	json_t *filt, *list = NULL, *v;
+	long code;
+	size_t i;
+	int removed = 0;
+
+	if (ahome == NULL)
+		return 0;
+	marker = xasprintf("%s/runs/.docker", ahome);
+	if (sock == NULL || access(marker, F_OK) != 0) {
+		free(marker), free(ahome);
+		return 0;
+	}
+	filt = json_pack("{s:[s+], s:[s]}", "label", "ferry.home=", ahome, "status", "running");
+	ftxt = json_dumps(filt, JSON_COMPACT);
+	esc = curl_easy_escape(NULL, ftxt, 0);
+	path = xasprintf("/containers/json?filters=%s", esc ? esc : "");
+	if (dk_call(&code, &list, sock, "GET", path, NULL, 10000) == 0 && code == 200) {
+		json_array_foreach(list, i, v) {
+			json_t *lab = json_object_get(v, "Labels");
+			const char *run = json_string_value(json_object_get(lab, "ferry.run"));
+			const char *step = json_string_value(json_object_get(lab, "ferry.step"));
+			const char *att = json_string_value(json_object_get(lab, "ferry.attempt"));
+			const char *id = json_string_value(json_object_get(v, "Id"));
+			int64_t r, a;
+			if (run == NULL || step == NULL || att == NULL || id == NULL || parse_int64(run, &r) < 0 ||
+			    parse_int64(att, &a) < 0 || want(r, step, (int)a, arg))
+				continue;
+			if (dk_remove(sock, id, 15000) == 0) {
+				flog_info("removed container %.12s: run %s step %s attempt %s is no longer running",
+					  id, run, step, att);
+				removed++;
+			} else {
+				flog_warn("removing orphan container %.12s: %s", id, ferry_error_last());
+			}
+		}
+	}
+	json_decref(list);
+	free(path);
+	curl_free(esc);
+	free(ftxt);
+	json_decref(filt);
+	free(marker), free(ahome);
+	return removed;
+}
+
+const struct exec_type exec_docker = {
+	.name = "docker",
+	.flags = EXF_IMAGES,
+	.start = docker_start,
+	.poll = docker_poll,
+	.signal = docker_signal,
+	.adopt = docker_adopt,
+	.sample = docker_sample,
+	.pids = docker_pids,
+	.orphans = docker_orphans,
+	.cleanup = docker_cleanup,
+	.log_path = docker_log_path,
+	.tick = docker_tick,
+};

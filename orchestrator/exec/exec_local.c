@@ -1,0 +1,568 @@
+/*
+ * exec_local — the local process executor, the `local` row of the executor
+ * table (see exec.h). It forks a small supervisor (the shim) per attempt:
+ * the shim starts a new session (so the job is one process group the engine
+ * can signal), writes its pid and start time to DIR/status, starts the
+ * command (vfork + exec) with stdout and stderr appended to DIR/log, waits
+ * for it and appends how it ended to DIR/status. Because the shim outlives
+ * a killed daemon, and its pid is in DIR/status before the command runs, a restarted daemon re-adopts the job (same
+ * pid and start time) or reads its status even when the daemon died before
+ * it could record the handle in the database. The handle is
+ * {"pid": PID, "start": TICKS}.
+ *
+ * The child side of fork() runs in a possibly multi-threaded process, so
+ * between fork and exec it only makes async-signal-safe calls on data
+ * prepared beforehand.
+ */
+#include "exec/exec.h"
+
+#include <errno.h>
+#include <stddef.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <dirent.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "exec/exec_shim.h"
+#include "lib/util.h"
+
+extern char **environ;
+
+/*
+ * The daemon's own FERRY_* variables (its settings and secrets: the API
+ * token, the database URL, the listen address, …) are not the job's: a job
+ * sees the FERRY_* variables Ferry sets for it and nothing else of that
+ * name, so it reads the same values under any daemon, and under `ferry dev
+ * step` (which runs a job again from the shell's environment).
+ */
+static int env_hide(const char *entry)
+{
+	return strncmp(entry, "FERRY_", 6) == 0;
+}
+
+/* Builds envp: the daemon's environment less its FERRY_* settings, Ferry's, then the step's. */
+static char **build_env(const struct store_claim *c, const char *dir, const char *out,
+			 const char *ckpt)
+{
+	json_t *env = json_object_get(c->spec, "env"), *v;
+	size_t n = 0, k = 0;
+	const char *key;
+	char **envp;
+
+	while (environ[n])
+		n++;
+	envp = xcalloc(n + json_object_size(env) + 12, sizeof(char *));
+	for (size_t i = 0; i < n; i++) {
+		if (env_hide(environ[i]))
+			continue;
+		envp[k++] = xstrdup(environ[i]);
+	}
+	envp[k++] = xasprintf("FERRY_RUN_ID=%lld", (long long)c->run_id);
+	envp[k++] = xasprintf("FERRY_STEP=%s", c->name);
+	envp[k++] = xasprintf("FERRY_ATTEMPT=%d", c->attempt);
+	envp[k++] = xasprintf("FERRY_OUTPUT_DIR=%s", out);
+	envp[k++] = xasprintf("FERRY_ATTEMPT_DIR=%s", dir);
+	envp[k++] = xasprintf("FERRY_CHECKPOINT_DIR=%s", ckpt);
+	/* what the monitor reads (monitor.md): touched, a phase named, metrics appended */
+	envp[k++] = xasprintf("FERRY_HEARTBEAT=%s/heartbeat", dir);
+	envp[k++] = xasprintf("FERRY_PHASE=%s/phase", dir);
+	envp[k++] = xasprintf("FERRY_METRICS_FILE=%s/metrics.jsonl", dir);
+	json_object_foreach(env, key, v)
+		envp[k++] = xasprintf("%s=%s", key, json_string_value(v));
+	envp[k] = NULL;
+	return envp;
+}
+
+static void free_vec(char **v)
+{
+	for (size_t i = 0; v && v[i]; i++)
+		free(v[i]);
+	free(v);
+}
+
+/* The shim: runs in the forked child, never returns. */
+static void shim(char **argv, char **envp, const char *cwd, const char *log, const char *status)
+{
+	sigset_t none;
+	int logfd, nullfd, st = 0, fd;
+	pid_t pid;
+	char buf[64];
+	size_t n;
+
+	sigemptyset(&none);
+	sigprocmask(SIG_SETMASK, &none, NULL);
+	for (int s = 1; s < NSIG; s++)
+		signal(s, SIG_DFL);
+	setsid();
+	/* none of the daemon's descriptors (listening socket, database) leak into jobs */
+	close_range(3, ~0U, 0);
+	logfd = open(log, O_WRONLY | O_CREAT | O_APPEND, 0644);
+	nullfd = open("/dev/null", O_RDONLY);
+	/*
+	 * DIR/status: one line with the handle before the command can run
+	 * (exec.h), one with how it ended after; a reader that finds no end
+	 * line while the shim lives knows the job runs. One file, no rename:
+	 * a job's files cost inodes, and inode creation is what bounds the
+	 * local executor's rate (the dispatch_local benchmark).
+	 */
+	fd = open(status, O_WRONLY | O_CREAT | O_TRUNC | O_APPEND, 0644);
+	if (fd >= 0)
+		exec_shim_write_pid(fd);
+	/* vfork: the child only rearranges descriptors and execs, so nothing is copied */
+	pid = vfork();
+	if (pid == 0) {
+		if (nullfd >= 0)
+			dup2(nullfd, 0);
+		if (logfd >= 0) {
+			dup2(logfd, 1);
+			dup2(logfd, 2);
+		}
+		close_range(3, ~0U, 0); /* the status descriptor too */
+		if (chdir(cwd) < 0) {
+			static const char msg[] = "ferry: cannot enter the working directory\n";
+			(void)fd_write_all(2, msg, sizeof(msg) - 1);
+			_exit(126);
+		}
+		execvpe(argv[0], argv, envp);
+		{
+			static const char msg1[] = "ferry: cannot execute ";
+			static const char msg2[] = ": command not found or not executable\n";
+			(void)fd_write_all(2, msg1, sizeof(msg1) - 1);
+			(void)fd_write_all(2, argv[0], strlen(argv[0]));
+			(void)fd_write_all(2, msg2, sizeof(msg2) - 1);
+		}
+		_exit(127);
+	}
+	/* the shim stays to record the result, whatever the group is sent */
+	signal(SIGTERM, SIG_IGN);
+	signal(SIGINT, SIG_IGN);
+	signal(SIGHUP, SIG_IGN);
+	if (pid < 0) {
+		st = 127 << 8;
+	} else {
+		while (waitpid(pid, &st, 0) < 0 && errno == EINTR)
+			;
+	}
+	if (WIFSIGNALED(st)) {
+		memcpy(buf, "signal ", 7);
+		n = 7 + exec_shim_fmt(buf + 7, WTERMSIG(st));
+	} else {
+		memcpy(buf, "exit ", 5);
+		n = 5 + exec_shim_fmt(buf + 5, WEXITSTATUS(st));
+	}
+	buf[n++] = '\n';
+	if (fd >= 0) {
+		(void)fd_write_all(fd, buf, n);
+		close(fd);
+	}
+	_exit(0);
+}
+
+int exec_local_cmd_make(struct exec_local_cmd *x, const struct store_claim *c, const char *dir,
+			const char *out, const char *ckpt)
+{
+	json_t *cmd = json_object_get(c->spec, "command"), *v;
+	const char *wd = json_string_value(json_object_get(c->spec, "workdir"));
+	size_t i;
+
+	memset(x, 0, sizeof(*x));
+	if (json_array_size(cmd) == 0) {
+		ferry_error_set("step %s has no command", c->name);
+		return FERRY_EINVALID;
+	}
+	if (wd && wd[0] == '/')
+		x->cwd = xstrdup(wd);
+	else if (wd && c->workdir)
+		x->cwd = xasprintf("%s/%s", c->workdir, wd);
+	else if (wd)
+		x->cwd = xasprintf("%s/%s", dir, wd);
+	else
+		x->cwd = xstrdup(c->workdir ? c->workdir : dir);
+	x->argv = xcalloc(json_array_size(cmd) + 1, sizeof(char *));
+	json_array_foreach(cmd, i, v)
+		x->argv[i] = xstrdup(json_string_value(v));
+	x->envp = build_env(c, dir, out, ckpt);
+	return FERRY_OK;
+}
+
+void exec_local_cmd_dispose(struct exec_local_cmd *x)
+{
+	free_vec(x->argv);
+	free_vec(x->envp);
+	free(x->cwd);
+	memset(x, 0, sizeof(*x));
+}
+
+int exec_local_start(struct exec_job *job, const struct store_claim *c, const char *home)
+{
+	struct exec_local_cmd x = {0};
+	char *dir = NULL, *out = NULL, *log = NULL, *status = NULL, *ckpt = NULL;
+	pid_t pid;
+	int error = FERRY_ERROR;
+
+	exec_job_begin(job, &exec_local, c);
+	if (exec_attempt_dirs(home, c, &dir, &out, &ckpt) < 0)
+		goto out;
+	log = xasprintf("%s/log", dir);
+	status = xasprintf("%s/status", dir);
+
+	if ((error = exec_local_cmd_make(&x, c, dir, out, ckpt)) < 0)
+		goto out;
+	error = FERRY_ERROR;
+
+	pid = fork();
+	if (pid < 0) {
+		ferry_error_set("fork: %s", strerror(errno));
+		goto out;
+	}
+	if (pid == 0)
+		shim(x.argv, x.envp, x.cwd, log, status);
+	setpgid(pid, pid); /* also done by the shim's setsid; closes the race for kill(-pid) */
+	job->pid = pid;
+	job->pid_start = exec_pid_start(pid);
+	job->handle = json_pack("{s:i, s:I}", "pid", (int)pid, "start", (json_int_t)job->pid_start);
+	job->child = 1;
+	job->dir = dir;
+	dir = NULL;
+	if (c->timeout_ms > 0)
+		job->deadline_ms = clock_mono_ms() + c->timeout_ms;
+	error = FERRY_OK;
+out:
+	free(dir), free(out), free(log), free(status), free(ckpt);
+	exec_local_cmd_dispose(&x);
+	return error;
+}
+
+static int local_start(struct exec_job *job, const struct store_claim *c, const char *home,
+		       enum exec_mode mode, struct exec_status *st)
+{
+	(void)mode, (void)st; /* a service is a process that keeps running: nothing differs */
+	return exec_local_start(job, c, home);
+}
+
+/* The job ended: how, from DIR/status. */
+static void local_ended(const struct exec_job *job, struct exec_status *st)
+{
+	memset(st, 0, sizeof(*st));
+	if (!exec_read_status(job->dir, &st->exit_code, &st->signal)) {
+		/* counts as a try: a job that signals its own process group takes its supervisor with it */
+		st->exit_code = -1;
+		st->reason = xstrdup("the job's supervisor was killed before it could record the exit "
+				     "status (did the job signal its own process group?)");
+	}
+}
+
+static int local_poll(struct exec_job *job, struct exec_status *st)
+{
+	if (job->child) {
+		int wst;
+		pid_t r = waitpid(job->pid, &wst, WNOHANG);
+		if (r == 0)
+			return 0;
+		if (r < 0 && errno != ECHILD)
+			return 0;
+		/* reaped now, or earlier by the strays' reaper: either way it is gone */
+		job->child = 0;
+	} else if (exec_pid_alive(job->pid, job->pid_start)) {
+		return 0;
+	}
+	local_ended(job, st);
+	return 1;
+}
+
+static void local_signal(const struct exec_job *job, int sig)
+{
+	if (job->pid > 0)
+		kill(-job->pid, sig);
+}
+
+/*
+ * The lines of DIR/status: "pid PID START" (written before the command
+ * runs), then "exit N" or "signal N". Fills what it finds; the caller's
+ * defaults stay otherwise. Returns whether an end line was there.
+ */
+static int read_status_file(const char *dir, pid_t *pid, int64_t *start, int *exit_code, int *sig)
+{
+	char *path = xasprintf("%s/status", dir), *buf = NULL, *line, *next;
+	int ended = 0;
+
+	if (file_read(&buf, NULL, path) == FERRY_OK) {
+		for (line = buf; line && *line; line = next) {
+			int64_t v, t;
+			char *sp;
+			next = strchr(line, '\n');
+			if (next == NULL)
+				break; /* a line still being written */
+			*next++ = '\0';
+			if (strncmp(line, "pid ", 4) == 0 && (sp = strchr(line + 4, ' ')) != NULL) {
+				*sp = '\0';
+				if (pid && parse_int64(line + 4, &v) == 0 && v > 0 && parse_int64(sp + 1, &t) == 0)
+					*pid = (pid_t)v, *start = t;
+			} else if (strncmp(line, "exit ", 5) == 0 && parse_int64(line + 5, &v) == 0) {
+				*exit_code = (int)v;
+				ended = 1;
+			} else if (strncmp(line, "signal ", 7) == 0 && parse_int64(line + 7, &v) == 0) {
+				*sig = (int)v;
+				ended = 1;
+			}
+		}
+	}
+	free(buf);
+	free(path);
+	return ended;
+}
+
+static int local_adopt(struct exec_job *job, struct exec_status *st)
+{
+	json_t *h = job->handle;
+
+	job->child = 0;
+	if (json_integer_value(json_object_get(h, "pid")) > 0) {
+		job->pid = (pid_t)json_integer_value(json_object_get(h, "pid"));
+		job->pid_start = json_integer_value(json_object_get(h, "start"));
+	} else {
+		int code, sig;
+		job->pid = 0;
+		if (job->dir)
+			read_status_file(job->dir, &job->pid, &job->pid_start, &code, &sig);
+		if (job->pid <= 0) {
+			ferry_error_set("no handle was recorded and the attempt directory holds no pid");
+			return FERRY_ENOTFOUND;
+		}
+		json_decref(job->handle);
+		job->handle = json_pack("{s:i, s:I}", "pid", (int)job->pid, "start",
+					(json_int_t)job->pid_start);
+	}
+	/* alive first, then the status: the shim writes the status before it exits */
+	if (exec_pid_alive(job->pid, job->pid_start))
+		return 1;
+	memset(st, 0, sizeof(*st));
+	if (job->dir && exec_read_status(job->dir, &st->exit_code, &st->signal))
+		return 0;
+	ferry_error_set("its supervisor (pid %d) is gone and left no exit status", (int)job->pid);
+	return FERRY_ENOTFOUND;
+}
+
+/*
+ * Field n (numbered as in proc(5): 1 is the pid) of a /proc/PID/stat line;
+ * 0 with *out, or -1. Field 2, "(comm)", may hold spaces: count after the last ')'.
+ */
+static int stat_field(const char *line, int n, long long *out)
+{
+	const char *p = strrchr(line, ')');
+	char *end;
+	int field = 2;
+
+	if (p == NULL || n < 3)
+		return -1;
+	for (p++; *p && field < n; p++)
+		if (*p == ' ')
+			field++;
+	if (field != n)
+		return -1;
+	*out = strtoll(p, &end, 10);
+	return end == p ? -1 : 0;
+}
+
+/* Reads /proc/PID/stat into buf; 0 or -1. */
+static int read_stat(char *buf, size_t len, pid_t pid)
+{
+	char path[64];
+	ssize_t n;
+	int fd;
+
+	snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return -1;
+	n = read(fd, buf, len - 1);
+	close(fd);
+	if (n <= 0)
+		return -1;
+	buf[n] = '\0';
+	return 0;
+}
+
+/* Adds the IO counters and CPU time (its own and its reaped children's) of pid to out; 0 when readable. */
+static int add_process(struct exec_sample *out, pid_t pid, long ticks)
+{
+	static const struct {
+		const char *key;
+		size_t off;
+	} io[] = {
+		{"rchar: ", offsetof(struct exec_sample, rchar)},
+		{"wchar: ", offsetof(struct exec_sample, wchar)},
+		{"read_bytes: ", offsetof(struct exec_sample, read_bytes)},
+		{"write_bytes: ", offsetof(struct exec_sample, write_bytes)},
+	};
+	char path[64], buf[1024];
+	long long ut, st, cut, cst;
+	FILE *f;
+	int ok = 0;
+
+	snprintf(path, sizeof(path), "/proc/%d/io", (int)pid);
+	f = fopen(path, "re");
+	if (f) {
+		while (fgets(buf, sizeof(buf), f)) {
+			for (size_t k = 0; k < sizeof(io) / sizeof(io[0]); k++) {
+				size_t n = strlen(io[k].key);
+				if (strncmp(buf, io[k].key, n) == 0)
+					*(int64_t *)((char *)out + io[k].off) += strtoll(buf + n, NULL, 10);
+			}
+		}
+		fclose(f);
+		ok = 1;
+	}
+	/* utime 14, stime 15, cutime 16, cstime 17 */
+	if (read_stat(buf, sizeof(buf), pid) == 0 && stat_field(buf, 14, &ut) == 0 &&
+	    stat_field(buf, 15, &st) == 0 && stat_field(buf, 16, &cut) == 0 &&
+	    stat_field(buf, 17, &cst) == 0)
+		out->cpu_ms += (ut + st + cut + cst) * 1000 / ticks;
+	return ok ? 0 : -1;
+}
+
+/*
+ * Which process group each process is in, from one pass over /proc shared
+ * by every job a monitor round samples: with N jobs and P processes a
+ * round reads P stat files, not N × P. Kept PROCS_FRESH_MS; engine thread
+ * only (the monitor's look, the evidence's pids).
+ */
+#define PROCS_FRESH_MS 100
+static struct {
+	int64_t at_ms;
+	int n, cap;
+	struct { pid_t pid, pgid; } *v;
+} procs;
+
+static void procs_refresh(void)
+{
+	int64_t now = clock_mono_ms();
+	DIR *d;
+	struct dirent *de;
+
+	if (procs.at_ms && now - procs.at_ms < PROCS_FRESH_MS)
+		return;
+	procs.n = 0;
+	procs.at_ms = now;
+	if ((d = opendir("/proc")) == NULL)
+		return;
+	while ((de = readdir(d)) != NULL) {
+		char buf[1024];
+		int64_t pid;
+		long long pg;
+		if (de->d_name[0] < '1' || de->d_name[0] > '9' || parse_int64(de->d_name, &pid) < 0 ||
+		    read_stat(buf, sizeof(buf), (pid_t)pid) < 0 || stat_field(buf, 5, &pg) < 0)
+			continue;
+		if (procs.n == procs.cap)
+			procs.v = xrealloc(procs.v, (size_t)(procs.cap = procs.cap ? 2 * procs.cap : 256) * sizeof(*procs.v));
+		procs.v[procs.n].pid = (pid_t)pid;
+		procs.v[procs.n].pgid = (pid_t)pg;
+		procs.n++;
+	}
+	closedir(d);
+}
+
+/* Sums every process of the job's process group (the shim leads it). */
+static int local_sample(const struct exec_job *job, struct exec_sample *out)
+{
+	long ticks = sysconf(_SC_CLK_TCK);
+	int found = 0;
+
+	memset(out, 0, sizeof(*out));
+	if (job->pid <= 0 || ticks <= 0)
+		return FERRY_ENOTFOUND;
+	procs_refresh();
+	for (int i = 0; i < procs.n; i++)
+		if (procs.v[i].pgid == job->pid && add_process(out, procs.v[i].pid, ticks) == 0)
+			found = 1;
+	if (!found) {
+		ferry_error_set("no process of the job is left");
+		return FERRY_ENOTFOUND;
+	}
+	return FERRY_OK;
+}
+
+/* The processes of the job's process group. */
+static int local_pids(const struct exec_job *job, int **out, int *n)
+{
+	int cap = 0;
+
+	*out = NULL;
+	*n = 0;
+	if (job->pid <= 0)
+		return FERRY_ENOTFOUND;
+	procs_refresh();
+	for (int i = 0; i < procs.n; i++) {
+		if (procs.v[i].pgid != job->pid)
+			continue;
+		if (*n == cap)
+			*out = xrealloc(*out, (size_t)(cap = cap ? 2 * cap : 8) * sizeof(**out));
+		(*out)[(*n)++] = (int)procs.v[i].pid;
+	}
+	if (*n == 0) {
+		ferry_error_set("no process of the job is left");
+		return FERRY_ENOTFOUND;
+	}
+	return FERRY_OK;
+}
+
+static char *local_log_path(const struct exec_job *job)
+{
+	return job->dir ? xasprintf("%s/log", job->dir) : NULL;
+}
+
+/* Reaps what jobs left behind: their orphans are reparented to us (a subreaper). */
+static void local_tick(const char *home)
+{
+	(void)home;
+	int st;
+
+	while (waitpid(-1, &st, WNOHANG) > 0)
+		;
+}
+
+const struct exec_type exec_local = {
+	.name = "local",
+	.start = local_start,
+	.poll = local_poll,
+	.signal = local_signal,
+	.adopt = local_adopt,
+	.sample = local_sample,
+	.pids = local_pids,
+	.log_path = local_log_path,
+	.tick = local_tick,
+};
+
+int64_t exec_pid_start(pid_t pid)
+{
+	char buf[1024];
+	long long v;
+
+	return read_stat(buf, sizeof(buf), pid) == 0 && stat_field(buf, 22, &v) == 0 ? v : 0;
+}
+
+int exec_pid_alive(pid_t pid, int64_t start)
+{
+	char buf[1024], *p;
+	long long s;
+
+	if (pid <= 0 || read_stat(buf, sizeof(buf), pid) < 0 || stat_field(buf, 22, &s) < 0)
+		return 0;
+	if (s == 0 || (start != 0 && s != start))
+		return 0;
+	/* a zombie is not alive: field 3 is the state letter */
+	p = strrchr(buf, ')');
+	return p && p[1] == ' ' && p[2] != 'Z' && p[2] != 'X';
+}
+
+int exec_read_status(const char *dir, int *exit_code, int *signal_out)
+{
+	*exit_code = -1;
+	*signal_out = 0;
+	return read_status_file(dir, NULL, NULL, exit_code, signal_out);
+}

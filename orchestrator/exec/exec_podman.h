@@ -1,0 +1,38 @@
+/*
+ * exec_podman — the `podman` executor type (exec_podman.c): its pieces that
+ * the unit tests reach. The engine knows it only as exec_podman (exec.h).
+ */
+#ifndef FERRY_EXEC_PODMAN_H
+#define FERRY_EXEC_PODMAN_H
+
+#include "exec/exec.h"
+
+/*
+ * The container of an attempt: "ferry-HASH-RUN-STEP-ATTEMPT", HASH the
+ * first 8 hex digits of sha256(home), so daemons with different homes on
+ * one host never share a name. The caller frees it.
+ */
+char *exec_podman_name(const char *home, int64_t run_id, const char *step, int attempt);
+
+/*
+ * What the supervisor runs for claimed step c in attempt directory dir:
+ * argv is `podman … run …` (name, labels, mounts, limits, network, image and
+ * the command), envp podman's environment (PATH and the job's variables,
+ * passed on with `--env NAME` so no value shows in argv). FERRY_EINVALID
+ * when the step has no command. Free both with exec_podman_vec_free.
+ */
+int exec_podman_argv(char ***argv, char ***envp, const struct store_claim *c, const char *home,
+		     const char *dir);
+void exec_podman_vec_free(char **v);
+
+/*
+ * Resource use of the cgroup REL (e.g. "ferry/NAME") under the cgroup
+ * mount root (normally /sys/fs/cgroup): CPU time from cpuacct.usage (v1)
+ * or cpu.stat usage_usec (v2, or the hybrid layout's unified/), disk bytes
+ * from blkio.throttle.io_service_bytes_recursive (v1) or io.stat (v2),
+ * rchar/wchar summed over the processes of its sub-cgroups. 0, or
+ * FERRY_ENOTFOUND when no hierarchy holds REL.
+ */
+int exec_podman_cgroup_sample(const char *root, const char *rel, struct exec_sample *out);
+
+#endif

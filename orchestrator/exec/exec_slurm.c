@@ -1,0 +1,1476 @@
+/*
+ * exec_slurm — the `slurm` row of the executor table (exec.h): a step runs
+ * as a Slurm batch job, submitted through slurmrestd (/slurm/v0.0.38, JWT;
+ * libcurl) or, with `slurm: {via: cli}`, through sbatch, scontrol, sacct
+ * and scancel.
+ *
+ * The batch script (DIR/job.sh) writes "slurm JOBID" to DIR/status, runs
+ * the command (inside `podman run` when the step names an image) with its
+ * output in DIR/log, and appends "exit N": the same status file the local
+ * executor keeps, and the completion source that needs no Slurm daemon.
+ * The request itself (the REST body; the CLI derives sbatch's flags from
+ * it) is kept in DIR/slurm.json before it is sent, so a restarted daemon
+ * can finish the job's submission or find it again.
+ *
+ * Nothing here blocks the engine's loop for long: every request is
+ * asynchronous (a curl multi handle for REST, a child process bounded by
+ * timeout(1) for the CLI) and each job asks Slurm at most every
+ * FERRY_SLURM_POLL_MS. A job's state machine:
+ *
+ *   SUBMIT  → the request is sent (or, when an earlier try may have reached
+ *             slurmctld, the job is first looked up by name and comment);
+ *   WATCH   → job/{id} (scontrol show job) until a final state;
+ *   GONE    → no longer listed: accounting (slurmdb / sacct), else the
+ *             status file, else the job failed without a status.
+ *
+ * DIR/status is read first on every poll: a job whose script recorded its
+ * exit ends even while slurmctld or slurmrestd is down. An outage (no
+ * connection, a time-out, slurmctld unreachable) only delays the next
+ * request; what Slurm refuses (a bad request, a bad token) fails the step.
+ *
+ * The engine's struct exec_job has no room for a type's state and is
+ * copied around, so each job's state lives in a list here, keyed by step
+ * and attempt, and is freed by cleanup.
+ */
+#include "exec/exec.h"
+
+#include <ctype.h>
+#include <curl/curl.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <math.h>
+#include <signal.h>
+#include <spawn.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "lib/util.h"
+
+extern char **environ;
+
+#define API "slurm/v0.0.38"
+#define DEFAULT_URL "http://127.0.0.1:6820"
+#define CLI_TIMEOUT_S 10       /* a CLI call that takes longer is killed (slurmctld down) */
+#define ACCT_TRIES 30          /* accounting asked this often before the job counts as lost */
+#define ESLURM_INVALID_JOB_ID 2017
+
+enum phase { PH_SUBMIT, PH_WATCH, PH_GONE };
+enum op_kind { OP_NONE, OP_SUBMIT, OP_LOOKUP, OP_QUERY, OP_ACCT, OP_CANCEL };
+
+/* The answer to one request. */
+enum answer {
+	ANS_OK,        /* answered; the text is the response */
+	ANS_OUTAGE,    /* no answer (down, timed out): ask again later */
+	ANS_REFUSED,   /* answered with an error; the text says which */
+};
+
+/* One request in flight: an HTTP transfer or a CLI child. */
+struct op {
+	enum op_kind kind;
+	int sig;               /* OP_CANCEL: the signal sent */
+	CURL *easy;
+	struct curl_slist *hdrs;
+	char *post;
+	pid_t pid;             /* CLI */
+	int64_t pid_start, deadline_ms;
+	int done;
+	enum answer ans;
+	long http;             /* HTTP status, 0 when none */
+	char *text;            /* response body or the CLI's output */
+	size_t len;
+	int rc;                /* CLI exit code */
+};
+
+struct sljob {
+	int64_t step_id;
+	int attempt;
+	int cli;
+	char *dir, *name, *comment;
+	json_t *req;           /* the REST submit body: {"script":…, "job":{…}} */
+	int64_t job_id;
+	enum phase phase;
+	int maybe_submitted;   /* an earlier submit may have reached slurmctld unanswered */
+	int acct_tries;
+	int want_sig, sent_sig; /* cancel: wanted and accepted signals (SIGTERM < SIGKILL) */
+	int64_t next_ms;       /* when the next request may go */
+	int outages;           /* in a row, for the log */
+	struct op op;
+	int ended;
+	struct exec_status end;
+	json_t *handle;        /* the engine job's handle (borrowed): job_id added when known */
+	struct op sop;         /* an sstat call in flight (sample) */
+	int64_t sample_next_ms; /* when the next sstat may go */
+	int have_sample;
+	struct exec_sample last; /* what the last sstat said */
+	struct sljob *next;
+};
+
+static struct sljob *jobs;
+static CURLM *multi;
+/* until when Slurm counts as away (its last answer was an outage): start waits for nothing then */
+static int64_t away_until;
+
+static int64_t env_ms(const char *name, int64_t dflt)
+{
+	const char *s = getenv(name);
+	int64_t v;
+
+	return s && parse_int64(s, &v) == 0 && v > 0 ? v : dflt;
+}
+
+static int64_t poll_ms(void) { return env_ms("FERRY_SLURM_POLL_MS", 1000); }
+static int64_t http_timeout_ms(void) { return env_ms("FERRY_SLURM_TIMEOUT_MS", 2000); }
+
+static struct sljob *find(int64_t step_id, int attempt)
+{
+	for (struct sljob *s = jobs; s; s = s->next)
+		if (s->step_id == step_id && s->attempt == attempt)
+			return s;
+	return NULL;
+}
+
+/* ---- requests ---------------------------------------------------------- */
+
+static void op_reset(struct op *o)
+{
+	if (o->easy) {
+		if (multi)
+			curl_multi_remove_handle(multi, o->easy);
+		curl_easy_cleanup(o->easy);
+	}
+	curl_slist_free_all(o->hdrs);
+	free(o->post);
+	free(o->text);
+	memset(o, 0, sizeof(*o));
+}
+
+static size_t on_body(char *p, size_t size, size_t n, void *arg)
+{
+	struct op *o = arg;
+	size_t len = size * n;
+
+	if (o->len + len > (16u << 20))
+		return 0; /* no answer of ours is this large */
+	o->text = xrealloc(o->text, o->len + len + 1);
+	memcpy(o->text + o->len, p, len);
+	o->len += len;
+	o->text[o->len] = '\0';
+	return len;
+}
+
+/* The token: FERRY_SLURM_TOKEN, else FERRY_SLURM_TOKEN_FILE (read each time: it may be renewed). */
+static char *token_get(void)
+{
+	const char *t = getenv("FERRY_SLURM_TOKEN"), *f = getenv("FERRY_SLURM_TOKEN_FILE");
+	char *buf = NULL;
+	size_t n;
+
+	if (t && *t)
+		return xstrdup(t);
+	if (f && *f && file_read(&buf, &n, f) == FERRY_OK) {
+		while (n > 0 && isspace((unsigned char)buf[n - 1]))
+			buf[--n] = '\0';
+		if (strncmp(buf, "SLURM_JWT=", 10) == 0)
+			memmove(buf, buf + 10, n - 9);
+		return buf;
+	}
+	ferry_error_set("no Slurm token: set FERRY_SLURM_TOKEN or FERRY_SLURM_TOKEN_FILE "
+			"(scontrol token username=%s)", getenv("FERRY_SLURM_USER") ? getenv("FERRY_SLURM_USER") : "root");
+	return NULL;
+}
+
+/* Starts an HTTP request (method, path below the URL, body or NULL) for s. */
+static int http_begin(struct sljob *s, enum op_kind kind, const char *method, const char *path,
+		      const char *body)
+{
+	const char *base = getenv("FERRY_SLURM_URL"), *user = getenv("FERRY_SLURM_USER");
+	struct op *o = &s->op;
+	char *token = token_get(), *h, *url;
+	int running;
+
+	if (token == NULL)
+		return FERRY_EINVALID;
+	if (multi == NULL && (multi = curl_multi_init()) == NULL) {
+		free(token);
+		ferry_error_set("curl_multi_init failed");
+		return FERRY_ERROR;
+	}
+	op_reset(o);
+	o->kind = kind;
+	o->easy = curl_easy_init();
+	h = xasprintf("X-SLURM-USER-NAME: %s", user && *user ? user : "root");
+	o->hdrs = curl_slist_append(o->hdrs, h);
+	free(h);
+	h = xasprintf("X-SLURM-USER-TOKEN: %s", token);
+	o->hdrs = curl_slist_append(o->hdrs, h);
+	free(h);
+	free(token);
+	o->hdrs = curl_slist_append(o->hdrs, "Content-Type: application/json");
+	url = xasprintf("%s/%s", base && *base ? base : DEFAULT_URL, path);
+	curl_easy_setopt(o->easy, CURLOPT_URL, url);
+	free(url);
+	curl_easy_setopt(o->easy, CURLOPT_HTTPHEADER, o->hdrs);
+	curl_easy_setopt(o->easy, CURLOPT_CUSTOMREQUEST, method);
+	if (body) {
+		o->post = xstrdup(body);
+		curl_easy_setopt(o->easy, CURLOPT_POSTFIELDS, o->post);
+	}
+	curl_easy_setopt(o->easy, CURLOPT_WRITEFUNCTION, on_body);
+	curl_easy_setopt(o->easy, CURLOPT_WRITEDATA, o);
+	curl_easy_setopt(o->easy, CURLOPT_PRIVATE, s);
+	curl_easy_setopt(o->easy, CURLOPT_NOSIGNAL, 1L);
+	/* an outage must cost a bounded wait, never a hung step */
+	curl_easy_setopt(o->easy, CURLOPT_TIMEOUT_MS, (long)http_timeout_ms());
+	curl_easy_setopt(o->easy, CURLOPT_CONNECTTIMEOUT_MS, (long)http_timeout_ms());
+	curl_multi_add_handle(multi, o->easy);
+	curl_multi_perform(multi, &running);
+	return FERRY_OK;
+}
+
+/* Moves every HTTP transfer along; those that ended are marked done. Never waits. */
+static void http_drive(void)
+{
+	CURLMsg *m;
+	int running, left;
+
+	if (multi == NULL)
+		return;
+	curl_multi_perform(multi, &running);
+	while ((m = curl_multi_info_read(multi, &left)) != NULL) {
+		struct sljob *s = NULL;
+		if (m->msg != CURLMSG_DONE)
+			continue;
+		curl_easy_getinfo(m->easy_handle, CURLINFO_PRIVATE, (char **)&s);
+		if (s == NULL || s->op.easy != m->easy_handle)
+			continue;
+		curl_easy_getinfo(m->easy_handle, CURLINFO_RESPONSE_CODE, &s->op.http);
+		s->op.done = 1;
+		if (m->data.result != CURLE_OK) {
+			s->op.ans = ANS_OUTAGE;
+			free(s->op.text);
+			s->op.text = xstrdup(curl_easy_strerror(m->data.result));
+		} else if (s->op.http >= 500 || s->op.http == 0) {
+			s->op.ans = ANS_OUTAGE; /* slurmrestd up, slurmctld not: answered as a server error */
+		} else {
+			s->op.ans = s->op.http >= 400 ? ANS_REFUSED : ANS_OK;
+		}
+		if (s->op.text == NULL)
+			s->op.text = xstrdup("");
+	}
+}
+
+/* The CLI op's files in the attempt directory: its output and, once it ended, its exit code. */
+/* DIR/.slurm-TAG.WHAT: a CLI request's files (TAG "op": the job's requests, "sample": sstat) */
+static char *op_file(const struct sljob *s, const char *tag, const char *what)
+{
+	return xasprintf("%s/.slurm-%s.%s", s->dir, tag, what);
+}
+
+/*
+ * Starts a CLI request: argv[0] (sbatch, scontrol, …) under timeout(1),
+ * its output to DIR/.slurm-op.out and its exit code, once it ended, to
+ * DIR/.slurm-op.rc (renamed into place). The engine's reaper (the local
+ * type's tick) may reap the child: the rc file, not waitpid, says it ended.
+ * envp NULL: the daemon's environment.
+ */
+static int cli_begin(struct sljob *s, struct op *o, const char *tag, enum op_kind kind, char *const *argv,
+		     char **envp)
+{
+	static const char script[] =
+		"o=$1 r=$2 t=$3; shift 3; timeout -k 1 \"$t\" \"$@\" >\"$o\" 2>&1; "
+		"echo $? >\"$r.tmp\"; mv -f \"$r.tmp\" \"$r\"";
+	posix_spawn_file_actions_t fa;
+	posix_spawnattr_t at;
+	char *out = op_file(s, tag, "out"), *rc = op_file(s, tag, "rc"), *rctmp = op_file(s, tag, "rc.tmp");
+	char tbuf[16];
+	char **av;
+	size_t n = 0;
+	pid_t pid;
+	int err;
+
+	op_reset(o);
+	unlink(out), unlink(rc), unlink(rctmp);
+	while (argv[n])
+		n++;
+	av = xcalloc(n + 8, sizeof(char *)); /* sh -c SCRIPT sh OUT RC T argv… NULL */
+	snprintf(tbuf, sizeof(tbuf), "%d", CLI_TIMEOUT_S);
+	av[0] = "sh", av[1] = "-c", av[2] = (char *)script, av[3] = "sh";
+	av[4] = out, av[5] = rc, av[6] = tbuf;
+	for (size_t i = 0; i < n; i++)
+		av[7 + i] = argv[i];
+	posix_spawn_file_actions_init(&fa);
+	posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
+	posix_spawn_file_actions_addopen(&fa, 1, "/dev/null", O_WRONLY, 0);
+	posix_spawn_file_actions_adddup2(&fa, 1, 2);
+	/* none of the daemon's descriptors (sockets, the database) go to Slurm's tools */
+	posix_spawn_file_actions_addclosefrom_np(&fa, 3);
+	exec_spawnattr_child(&at);
+	err = posix_spawn(&pid, "/bin/sh", &fa, &at, av, envp ? envp : environ);
+	posix_spawn_file_actions_destroy(&fa);
+	posix_spawnattr_destroy(&at);
+	free(av), free(out), free(rc), free(rctmp);
+	if (err != 0) {
+		ferry_error_set("cannot run %s: %s", argv[0], strerror(err));
+		return FERRY_ERROR;
+	}
+	o->kind = kind;
+	o->pid = pid;
+	o->pid_start = exec_pid_start(pid);
+	o->deadline_ms = clock_mono_ms() + (CLI_TIMEOUT_S + 5) * 1000;
+	return FERRY_OK;
+}
+
+/*
+ * Whether Slurm's message says it cannot answer or take the job now (its
+ * controller unreachable or starting, the node not back yet) rather than
+ * that the request is wrong: then the request is repeated later.
+ */
+static int transient_text(const char *text)
+{
+	static const char *const signs[] = {
+		"contact slurm controller", "Socket timed out", "Connection refused",
+		"Zero Bytes were transmitted", "Communication connection failure", "timed out",
+		"Required node not available", "temporarily unavailable", "not responding",
+		"Nodes required for job are DOWN",
+	};
+	for (size_t i = 0; i < sizeof(signs) / sizeof(signs[0]); i++)
+		if (text && strstr(text, signs[i]))
+			return 1;
+	return 0;
+}
+
+/* Whether a CLI call's output says Slurm's controller could not be reached (an outage). */
+static int cli_outage(const char *text, int rc)
+{
+	return rc == 124 || rc == 137 /* killed by timeout(1) */ || transient_text(text);
+}
+
+/* Marks the CLI op done when its rc file appeared (or its child vanished without one). */
+static void cli_check(struct sljob *s, struct op *o, const char *tag)
+{
+	char *rc = op_file(s, tag, "rc"), *out = NULL, *buf = NULL;
+	int64_t v = -1;
+
+	if (file_read(&buf, NULL, rc) == FERRY_OK) {
+		buf[strcspn(buf, "\n")] = '\0';
+		parse_int64(buf, &v);
+		out = op_file(s, tag, "out");
+		if (file_read(&o->text, &o->len, out) < 0)
+			o->text = xstrdup("");
+		o->rc = (int)v;
+		o->ans = v == 0 ? ANS_OK : cli_outage(o->text, (int)v) ? ANS_OUTAGE : ANS_REFUSED;
+		o->done = 1;
+	} else if (clock_mono_ms() > o->deadline_ms) {
+		if (exec_pid_alive(o->pid, o->pid_start))
+			kill(-o->pid, SIGKILL);
+		o->text = xstrdup("the Slurm command did not finish");
+		o->ans = ANS_OUTAGE;
+		o->done = 1;
+	}
+	if (o->done && o->pid > 0)
+		waitpid(o->pid, NULL, WNOHANG); /* ours to reap unless the local tick did */
+	free(rc), free(out), free(buf);
+}
+
+/* Moves s's request along; 1 when it is done. */
+static int op_drive(struct sljob *s)
+{
+	if (s->op.kind == OP_NONE)
+		return 0;
+	if (s->cli)
+		cli_check(s, &s->op, "op");
+	else
+		http_drive();
+	return s->op.done;
+}
+
+/* ---- what Slurm says ---------------------------------------------------- */
+
+static const char *const final_states[] = {
+	"COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "OUT_OF_MEMORY", "NODE_FAIL", "BOOT_FAIL",
+	"DEADLINE", "PREEMPTED", "REVOKED", "SPECIAL_EXIT",
+};
+
+static int state_final(const char *state)
+{
+	for (size_t i = 0; i < sizeof(final_states) / sizeof(final_states[0]); i++)
+		if (state && strncmp(state, final_states[i], strlen(final_states[i])) == 0)
+			return 1;
+	return 0;
+}
+
+/* The first error of a REST answer: its number (0 when none) and text. */
+static int rest_error(const json_t *j, const char **text)
+{
+	json_t *e = json_array_get(json_object_get(j, "errors"), 0);
+
+	*text = NULL;
+	if (e == NULL)
+		return 0;
+	*text = json_string_value(json_object_get(e, "error"));
+	if (*text == NULL || **text == '\0')
+		*text = json_string_value(json_object_get(e, "description"));
+	if (*text == NULL)
+		*text = "error";
+	return json_integer_value(json_object_get(e, "error_number")) ? (int)json_integer_value(json_object_get(e, "error_number")) : -1;
+}
+
+/* Whether a REST error means slurmctld was not reached (slurmrestd answers those too). */
+static int rest_outage(int num, const char *text)
+{
+	return (num >= 1000 && num < 1100) || (num >= 1800 && num < 1900) || (num >= 5000 && num < 5100) ||
+	       transient_text(text);
+}
+
+/* The job's end from the status file, when the script recorded it. */
+static int from_status_file(struct sljob *s)
+{
+	int code, sig;
+
+	if (!exec_read_status(s->dir, &code, &sig))
+		return 0;
+	s->end.exit_code = code;
+	s->end.signal = sig;
+	s->ended = 1;
+	return 1;
+}
+
+/*
+ * Whether slurmstepd wrote to the job's log (DIR/log, its output file)
+ * that it killed the job for its memory: "Exceeded job memory limit" from
+ * jobacct_gather's OverMemoryKill (Slurm without task/cgroup, as
+ * deploy/slurm.sh sets it up: the state is then FAILED with signal 9) or
+ * "oom-kill event" from task/cgroup (OUT_OF_MEMORY in Slurm's state too).
+ * Only slurmstepd's own lines count, from the log's last 16 KiB.
+ */
+static int log_says_oom(const char *dir)
+{
+	char *path = xasprintf("%s/log", dir), buf[16384], *line, *save = NULL;
+	FILE *f = fopen(path, "r");
+	size_t n = 0;
+	int oom = 0;
+
+	free(path);
+	if (f == NULL)
+		return 0;
+	if (fseek(f, 0, SEEK_END) == 0) {
+		long size = ftell(f);
+		if (size > (long)sizeof(buf) - 1)
+			fseek(f, size - (long)sizeof(buf) + 1, SEEK_SET);
+		else
+			rewind(f);
+	}
+	n = fread(buf, 1, sizeof(buf) - 1, f);
+	fclose(f);
+	buf[n] = '\0';
+	for (line = strtok_r(buf, "\n", &save); line && !oom; line = strtok_r(NULL, "\n", &save))
+		oom = strncmp(line, "slurmstepd", 10) == 0 &&
+		      (strstr(line, "Exceeded job memory limit") || strstr(line, "oom-kill event"));
+	return oom;
+}
+
+/*
+ * The job's end from a final Slurm state and its raw wait status; the
+ * status file, when the script got to write it, is preferred (it holds the
+ * command's own exit code).
+ */
+static void from_state(struct sljob *s, const char *state, int wstatus)
+{
+	json_t *job = json_object_get(s->req, "job");
+	int64_t mb = json_integer_value(json_object_get(job, "memory_per_node"));
+
+	if (from_status_file(s))
+		return;
+	s->ended = 1;
+	s->end.exit_code = -1;
+	if (strncmp(state, "OUT_OF_MEMORY", 13) == 0 ||
+	    (mb > 0 && strncmp(state, "COMPLETED", 9) != 0 && log_says_oom(s->dir))) {
+		s->end.signal = SIGKILL;
+		s->end.reason = mb > 0 ? xasprintf("out of memory (limit %lld MiB)", (long long)mb)
+				       : xstrdup("out of memory");
+	} else if (strncmp(state, "TIMEOUT", 7) == 0) {
+		s->end.reason = xasprintf("Slurm's time limit (%lld min) was reached",
+					  (long long)json_integer_value(json_object_get(job, "time_limit")));
+	} else if (strncmp(state, "CANCELLED", 9) == 0) {
+		s->end.signal = SIGTERM;
+		s->end.reason = xasprintf("Slurm job %lld was cancelled", (long long)s->job_id);
+	} else if (strncmp(state, "COMPLETED", 9) == 0 || strncmp(state, "FAILED", 6) == 0) {
+		if (WIFSIGNALED(wstatus))
+			s->end.signal = WTERMSIG(wstatus);
+		else
+			s->end.exit_code = WEXITSTATUS(wstatus);
+	} else {
+		s->end.reason = xasprintf("Slurm job %lld ended %s", (long long)s->job_id, state);
+	}
+}
+
+static void set_job_id(struct sljob *s, int64_t id)
+{
+	s->job_id = id;
+	s->phase = PH_WATCH;
+	if (s->handle)
+		json_object_set_new(s->handle, "job_id", json_integer(id));
+	flog_debug("step %lld attempt %d: Slurm job %lld", (long long)s->step_id, s->attempt, (long long)id);
+}
+
+/* The job id in sbatch --parsable's answer ("ID" or "ID;CLUSTER"), or -1. */
+static int64_t parse_sbatch(const char *text)
+{
+	int64_t id;
+	char *t = xstrndup(text, strcspn(text, ";\n"));
+	int ok = parse_int64(t, &id) == 0 && id > 0;
+
+	free(t);
+	return ok ? id : -1;
+}
+
+/* "KEY=VALUE" of `scontrol show job -o`: VALUE into out (up to the next space). */
+static int show_field(const char *text, const char *key, char *out, size_t len)
+{
+	const char *p = text;
+	size_t k = strlen(key), n;
+
+	while ((p = strstr(p, key)) != NULL) {
+		if ((p == text || p[-1] == ' ') && p[k] == '=') {
+			p += k + 1;
+			n = strcspn(p, " \n");
+			if (n >= len)
+				n = len - 1;
+			memcpy(out, p, n);
+			out[n] = '\0';
+			return 1;
+		}
+		p += k;
+	}
+	return 0;
+}
+
+/* An answer that failed the step: the Slurm message as its reason. */
+static void refused(struct sljob *s, const char *what, const char *msg)
+{
+	char *m = xstrndup(msg ? msg : "", 300);
+	size_t n = strlen(m);
+
+	while (n > 0 && isspace((unsigned char)m[n - 1]))
+		m[--n] = '\0';
+	s->ended = 1;
+	s->end.exit_code = -1;
+	s->end.reason = xasprintf("Slurm refused %s: %s", what, *m ? m : "no reason given");
+	free(m);
+}
+
+/* Acts on the finished request of s. */
+/*
+ * Slurm's "EXIT:SIGNAL" pair (scontrol's ExitCode=3:0, sacct's 0:9) as a
+ * raw wait status: the signal when there is one, else the exit code.
+ */
+static int exit_pair_wstatus(const char *s)
+{
+	char *end = NULL;
+	long ec = strtol(s, &end, 10), sg = 0;
+
+	if (end == s)
+		ec = 0;
+	if (end != NULL && *end == ':')
+		sg = strtol(end + 1, NULL, 10);
+	return sg > 0 && sg < 128 ? (int)sg : (int)((ec & 0xff) << 8);
+}
+
+static void op_done(struct sljob *s)
+{
+	struct op *o = &s->op;
+	json_t *j = s->cli ? NULL : json_loads(o->text ? o->text : "", 0, NULL);
+	const char *etext = NULL;
+	int enum_ = j ? rest_error(j, &etext) : 0;
+	int outage = o->ans == ANS_OUTAGE || (!s->cli && enum_ != 0 && rest_outage(enum_, etext));
+	enum op_kind kind = o->kind;
+
+	s->next_ms = clock_mono_ms() + poll_ms();
+	away_until = outage ? clock_mono_ms() + 5000 : 0;
+	if (outage) {
+		if (s->outages++ % 10 == 0)
+			flog_warn("step %lld attempt %d: Slurm did not answer (%s); asking again",
+				  (long long)s->step_id, s->attempt, etext ? etext : o->text);
+		if (kind == OP_SUBMIT)
+			/* connection refused: nothing was sent; anything else may have reached slurmctld */
+			s->maybe_submitted = s->cli ? 1 : !(o->text && strstr(o->text, "Couldn't connect"));
+		goto out;
+	}
+	s->outages = 0;
+	if (!s->cli && o->http == 401) {
+		refused(s, "the request", "slurmrestd did not accept the token (HTTP 401): renew "
+			"FERRY_SLURM_TOKEN (scontrol token)");
+		goto out;
+	}
+	switch (kind) {
+	case OP_SUBMIT: {
+		int64_t id = s->cli ? (o->ans == ANS_OK ? parse_sbatch(o->text) : -1)
+				    : json_integer_value(json_object_get(j, "job_id"));
+		if (id > 0 && enum_ == 0)
+			set_job_id(s, id);
+		else
+			refused(s, "the job", s->cli ? o->text : etext ? etext : o->text);
+		break;
+	}
+	case OP_LOOKUP: {
+		int64_t id = -1;
+		if (s->cli) {
+			/* squeue -o "%i|%k": our comment identifies the attempt (run ids repeat across databases) */
+			char *save = NULL;
+			for (char *l = strtok_r(o->text, "\n", &save); l; l = strtok_r(NULL, "\n", &save)) {
+				char *bar = strchr(l, '|');
+				if (bar && strcmp(bar + 1, s->comment) == 0) {
+					*bar = '\0';
+					parse_int64(l, &id);
+				}
+			}
+		} else {
+			size_t i;
+			json_t *v;
+			json_array_foreach(json_object_get(j, "jobs"), i, v)
+				if (json_string_value(json_object_get(v, "name")) &&
+				    strcmp(json_string_value(json_object_get(v, "name")), s->name) == 0 &&
+				    json_string_value(json_object_get(v, "comment")) &&
+				    strcmp(json_string_value(json_object_get(v, "comment")), s->comment) == 0)
+					id = json_integer_value(json_object_get(v, "job_id"));
+		}
+		if (o->ans != ANS_OK || enum_ != 0)
+			break; /* asked again later */
+		if (id > 0) {
+			flog_info("step %lld attempt %d: found Slurm job %lld by its name", (long long)s->step_id,
+				  s->attempt, (long long)id);
+			set_job_id(s, id);
+		} else {
+			s->maybe_submitted = 0; /* never reached Slurm: submit it now */
+			s->next_ms = 0;
+		}
+		break;
+	}
+	case OP_QUERY: {
+		char state[64] = "", code[32] = "";
+		int gone, wst = 0;
+		if (s->cli) {
+			gone = o->ans != ANS_OK && strstr(o->text, "Invalid job id") != NULL;
+			if (!gone && o->ans == ANS_OK && show_field(o->text, "JobState", state, sizeof(state)) &&
+			    show_field(o->text, "ExitCode", code, sizeof(code))) {
+				wst = exit_pair_wstatus(code);
+			}
+		} else {
+			json_t *job = json_array_get(json_object_get(j, "jobs"), 0);
+			gone = enum_ == ESLURM_INVALID_JOB_ID || (enum_ == 0 && j && job == NULL);
+			if (job) {
+				snprintf(state, sizeof(state), "%s", json_string_value(json_object_get(job, "job_state"))
+								       ? json_string_value(json_object_get(job, "job_state")) : "");
+				wst = (int)json_integer_value(json_object_get(job, "exit_code"));
+			}
+		}
+		if (gone) {
+			flog_info("step %lld attempt %d: Slurm job %lld is no longer listed; asking accounting",
+				  (long long)s->step_id, s->attempt, (long long)s->job_id);
+			s->phase = PH_GONE;
+			s->next_ms = 0;
+		} else if (state_final(state)) {
+			from_state(s, state, wst);
+		}
+		break;
+	}
+	case OP_ACCT: {
+		char state[64] = "";
+		int wst = 0, have = 0;
+		if (s->cli) {
+			/* sacct -P -o State,ExitCode: "COMPLETED|3:0" */
+			char *bar = o->ans == ANS_OK ? strchr(o->text, '|') : NULL;
+			if (bar) {
+				snprintf(state, sizeof(state), "%.*s", (int)(bar - o->text), o->text);
+				wst = exit_pair_wstatus(bar + 1);
+				have = state_final(state);
+			}
+		} else if (o->ans == ANS_OK && enum_ == 0) {
+			json_t *job = json_array_get(json_object_get(j, "jobs"), 0);
+			json_t *ex = json_object_get(job, "exit_code");
+			const char *st = json_string_value(json_object_get(json_object_get(job, "state"), "current"));
+			if (st) {
+				snprintf(state, sizeof(state), "%s", st);
+				wst = (int)(json_integer_value(json_object_get(ex, "return_code")) & 0xff) << 8;
+				if (json_integer_value(json_object_get(json_object_get(ex, "signal"), "signal_id")))
+					wst = (int)json_integer_value(json_object_get(json_object_get(ex, "signal"), "signal_id"));
+				have = state_final(state);
+			}
+		}
+		if (have) {
+			from_state(s, state, wst);
+		} else if (!from_status_file(s) && ++s->acct_tries >= ACCT_TRIES) {
+			s->ended = 1;
+			s->end.exit_code = -1;
+			s->end.reason = xasprintf("Slurm job %lld is no longer listed, accounting has no record "
+						  "of it and its script recorded no exit status in %s/status",
+						  (long long)s->job_id, s->dir);
+		}
+		break;
+	}
+	case OP_CANCEL:
+		/* a job that already ended cannot be cancelled: nothing left to stop */
+		if (o->ans == ANS_OK || (s->cli ? strstr(o->text, "Invalid job id") != NULL
+						: enum_ == ESLURM_INVALID_JOB_ID || enum_ == 2021))
+			s->sent_sig = o->sig;
+		s->next_ms = 0; /* watch it end */
+		break;
+	case OP_NONE:
+		break;
+	}
+out:
+	json_decref(j);
+	op_reset(o);
+}
+
+/* ---- the requests by name ------------------------------------------------- */
+
+static char *idstr(int64_t id) { return xasprintf("%lld", (long long)id); }
+
+/* The job's environment for sbatch: exactly the request's (sbatch exports what it sees), plus SLURM_CONF. */
+static char **cli_env(const struct sljob *s)
+{
+	json_t *env = json_object_get(json_object_get(s->req, "job"), "environment"), *v;
+	const char *k, *conf = getenv("SLURM_CONF");
+	char **envp = xcalloc(json_object_size(env) + 2, sizeof(char *));
+	size_t n = 0;
+
+	json_object_foreach(env, k, v)
+		envp[n++] = xasprintf("%s=%s", k, json_string_value(v));
+	if (conf && !json_object_get(env, "SLURM_CONF"))
+		envp[n++] = xasprintf("SLURM_CONF=%s", conf);
+	return envp;
+}
+
+static void free_vec(char **v)
+{
+	for (size_t i = 0; v && v[i]; i++)
+		free(v[i]);
+	free(v);
+}
+
+/* sbatch's flags for the request's job properties (the same job the REST body describes). */
+static char **sbatch_argv(const struct sljob *s)
+{
+	json_t *job = json_object_get(s->req, "job");
+	char **av = xcalloc(20, sizeof(char *));
+	size_t n = 0;
+	const char *p;
+
+	av[n++] = xstrdup("sbatch");
+	av[n++] = xstrdup("--parsable");
+	av[n++] = xstrdup("--no-requeue");
+	av[n++] = xasprintf("--job-name=%s", json_string_value(json_object_get(job, "name")));
+	av[n++] = xasprintf("--comment=%s", json_string_value(json_object_get(job, "comment")));
+	av[n++] = xasprintf("--chdir=%s", json_string_value(json_object_get(job, "current_working_directory")));
+	av[n++] = xasprintf("--output=%s", json_string_value(json_object_get(job, "standard_output")));
+	av[n++] = xasprintf("--error=%s", json_string_value(json_object_get(job, "standard_error")));
+	av[n++] = xasprintf("--cpus-per-task=%lld", (long long)json_integer_value(json_object_get(job, "cpus_per_task")));
+	if (json_integer_value(json_object_get(job, "memory_per_node")) > 0)
+		av[n++] = xasprintf("--mem=%lldM", (long long)json_integer_value(json_object_get(job, "memory_per_node")));
+	if (json_integer_value(json_object_get(job, "time_limit")) > 0)
+		av[n++] = xasprintf("--time=%lld", (long long)json_integer_value(json_object_get(job, "time_limit")));
+	if ((p = json_string_value(json_object_get(job, "gres"))) != NULL)
+		av[n++] = xasprintf("--gres=%s", p);
+	if ((p = json_string_value(json_object_get(job, "partition"))) != NULL)
+		av[n++] = xasprintf("--partition=%s", p);
+	av[n++] = xasprintf("%s/job.sh", s->dir);
+	return av;
+}
+
+static int begin_submit(struct sljob *s)
+{
+	int error;
+
+	if (s->cli) {
+		char **av = sbatch_argv(s), **envp = cli_env(s);
+		error = cli_begin(s, &s->op, "op", OP_SUBMIT, av, envp);
+		free_vec(av), free_vec(envp);
+		return error;
+	}
+	{
+		char *body = json_dumps(s->req, JSON_COMPACT);
+		error = http_begin(s, OP_SUBMIT, "POST", API "/job/submit", body);
+		free(body);
+	}
+	return error;
+}
+
+static int begin_lookup(struct sljob *s)
+{
+	if (s->cli) {
+		char *name = xasprintf("--name=%s", s->name);
+		char *av[] = {"squeue", "-h", "-t", "all", name, "-o", "%i|%k", NULL};
+		int error = cli_begin(s, &s->op, "op", OP_LOOKUP, av, NULL);
+		free(name);
+		return error;
+	}
+	return http_begin(s, OP_LOOKUP, "GET", API "/jobs", NULL);
+}
+
+static int begin_query(struct sljob *s)
+{
+	char *id = idstr(s->job_id), *path;
+	int error;
+
+	if (s->cli) {
+		char *av[] = {"scontrol", "show", "job", "-o", id, NULL};
+		error = cli_begin(s, &s->op, "op", OP_QUERY, av, NULL);
+	} else {
+		path = xasprintf(API "/job/%s", id);
+		error = http_begin(s, OP_QUERY, "GET", path, NULL);
+		free(path);
+	}
+	free(id);
+	return error;
+}
+
+static int begin_acct(struct sljob *s)
+{
+	char *id = idstr(s->job_id), *path;
+	int error;
+
+	if (s->cli) {
+		char *av[] = {"sacct", "-n", "-X", "-P", "-j", id, "-o", "State,ExitCode", NULL};
+		error = cli_begin(s, &s->op, "op", OP_ACCT, av, NULL);
+	} else {
+		path = xasprintf("slurmdb/v0.0.38/job/%s", id);
+		error = http_begin(s, OP_ACCT, "GET", path, NULL);
+		free(path);
+	}
+	free(id);
+	return error;
+}
+
+static int begin_cancel(struct sljob *s, int sig)
+{
+	char *id = idstr(s->job_id), *path;
+	const char *name = sig == SIGKILL ? "KILL" : "TERM";
+	int error;
+
+	if (s->cli) {
+		char *sflag = xasprintf("--signal=%s", name);
+		char *av[] = {"scancel", sflag, "--full", id, NULL};
+		/* SIGTERM: a plain scancel (TERM, then KILL after KillWait) */
+		if (sig != SIGKILL)
+			av[1] = id, av[2] = NULL;
+		error = cli_begin(s, &s->op, "op", OP_CANCEL, av, NULL);
+		free(sflag);
+	} else {
+		path = sig == SIGKILL ? xasprintf(API "/job/%s?signal=KILL", id) : xasprintf(API "/job/%s", id);
+		error = http_begin(s, OP_CANCEL, "DELETE", path, NULL);
+		free(path);
+	}
+	s->op.sig = sig;
+	free(id);
+	return error;
+}
+
+/*
+ * One step of s's state machine: acts on a finished request, reads the
+ * status file, and starts the next request when one is due. Never waits.
+ */
+static void advance(struct sljob *s)
+{
+	int64_t now = clock_mono_ms();
+	int error = FERRY_OK;
+
+	if (s->ended)
+		return;
+	if (op_drive(s))
+		op_done(s);
+	if (s->ended)
+		return;
+	/* the cheap source first: the script's own record (no Slurm daemon needed) */
+	if (s->phase != PH_SUBMIT && from_status_file(s))
+		return;
+	if (s->op.kind != OP_NONE || now < s->next_ms)
+		return;
+	if (s->want_sig > s->sent_sig) {
+		if (s->phase == PH_SUBMIT && !s->maybe_submitted) {
+			/* stopped before Slurm had it: nothing to cancel */
+			s->ended = 1;
+			s->end.signal = s->want_sig;
+			s->end.exit_code = -1;
+			return;
+		}
+		if (s->phase != PH_SUBMIT) {
+			error = begin_cancel(s, s->want_sig);
+			goto out;
+		}
+	}
+	switch (s->phase) {
+	case PH_SUBMIT:
+		error = s->maybe_submitted ? begin_lookup(s) : begin_submit(s);
+		break;
+	case PH_WATCH:
+		error = begin_query(s);
+		break;
+	case PH_GONE:
+		error = begin_acct(s);
+		break;
+	}
+out:
+	if (error < 0) {
+		/* a missing token or an unstartable tool: no request will ever work */
+		s->ended = 1;
+		s->end.exit_code = -1;
+		s->end.reason = xasprintf("cannot reach Slurm: %s", ferry_error_last());
+	}
+}
+
+/* ---- the batch script and the request ------------------------------------ */
+
+/* Appends s to b as one shell word in single quotes. */
+static void sh_quote(char **b, const char *s)
+{
+	size_t n = strlen(*b), k = n;
+
+	*b = xrealloc(*b, n + 4 * strlen(s) + 4);
+	(*b)[k++] = '\'';
+	for (; *s; s++) {
+		if (*s == '\'') {
+			memcpy(*b + k, "'\\''", 4);
+			k += 4;
+		} else {
+			(*b)[k++] = *s;
+		}
+	}
+	(*b)[k++] = '\'';
+	(*b)[k] = '\0';
+}
+
+static void sh_add(char **b, const char *s)
+{
+	char *n = xasprintf("%s%s", *b, s);
+	free(*b);
+	*b = n;
+}
+
+/*
+ * The batch script: records the job id, runs the command (in `podman run`
+ * with the attempt's directories mounted at their own paths when the step
+ * names an image), records its exit code.
+ */
+static char *make_script(const struct store_claim *c, const struct exec_local_cmd *x, const char *dir,
+			 const char *ckpt, const json_t *env)
+{
+	const char *image = json_string_value(json_object_get(c->spec, "image"));
+	const char *net = json_string_value(json_object_get(c->spec, "network"));
+	const char *cache = json_string_value(json_object_get(env, "FERRY_CACHE_DIR")), *k;
+	char *b = xasprintf("#!/bin/sh\n# Ferry: run %lld step %s attempt %d\nstatus=", (long long)c->run_id,
+			    c->name, c->attempt);
+	json_t *v;
+
+	sh_quote(&b, dir);
+	sh_add(&b, "/status\nprintf 'slurm %s\\n' \"$SLURM_JOB_ID\" >\"$status\"\ncd ");
+	sh_quote(&b, x->cwd);
+	sh_add(&b, " || { echo \"ferry: cannot enter the working directory\" >&2; echo 'exit 126' >>\"$status\"; "
+		   "exit 126; }\n");
+	if (image && strcmp(image, "host") != 0) {
+		char *name = xasprintf("ferry-slurm-%lld-%s-%d", (long long)c->run_id, c->name, c->attempt);
+		sh_add(&b, "podman run --rm --name ");
+		sh_quote(&b, name);
+		free(name);
+		sh_add(&b, strcmp(net ? net : "none", "host") == 0 ? " --network=host" : " --network=none");
+		/* the attempt's directories at their own paths: FERRY_OUTPUT_DIR etc. stay valid */
+		const char *mounts[] = {dir, ckpt, x->cwd, c->workdir, cache};
+		for (size_t i = 0; i < sizeof(mounts) / sizeof(mounts[0]); i++) {
+			char *m;
+			if (mounts[i] == NULL)
+				continue;
+			m = xasprintf("%s:%s", mounts[i], mounts[i]);
+			sh_add(&b, " -v ");
+			sh_quote(&b, m);
+			free(m);
+		}
+		sh_add(&b, " -w ");
+		sh_quote(&b, x->cwd);
+		json_object_foreach((json_t *)env, k, v) {
+			if (strcmp(k, "PATH") == 0)
+				continue;
+			sh_add(&b, " --env ");
+			sh_quote(&b, k); /* the value from the job's environment */
+		}
+		sh_add(&b, " ");
+		sh_quote(&b, image);
+	}
+	for (size_t i = 0; x->argv[i]; i++) {
+		sh_add(&b, " ");
+		sh_quote(&b, x->argv[i]);
+	}
+	sh_add(&b, " </dev/null\nrc=$?\nprintf 'exit %d\\n' \"$rc\" >>\"$status\"\nexit \"$rc\"\n");
+	return b;
+}
+
+/*
+ * The job's environment: the FERRY_* variables Ferry sets and the step's
+ * env (what exec_local_cmd_make built, less the daemon's own environment),
+ * and a plain PATH unless the step sets one: the compute node's own
+ * environment is not the daemon's.
+ */
+static json_t *make_env(const struct store_claim *c, const struct exec_local_cmd *x)
+{
+	json_t *env = json_object(), *step = json_object_get(c->spec, "env");
+
+	for (size_t i = 0; x->envp[i]; i++) {
+		const char *eq = strchr(x->envp[i], '=');
+		char *key;
+		if (eq == NULL)
+			continue;
+		key = xstrndup(x->envp[i], (size_t)(eq - x->envp[i]));
+		if (strncmp(key, "FERRY_", 6) == 0 || json_object_get(step, key))
+			json_object_set_new(env, key, json_string(eq + 1));
+		free(key);
+	}
+	if (!json_object_get(env, "PATH"))
+		json_object_set_new(env, "PATH", json_string("/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"));
+	return env;
+}
+
+static json_t *make_request(const struct store_claim *c, const char *script, json_t *env, const char *cwd,
+			    const char *dir, const char *name)
+{
+	json_t *res = json_object_get(c->spec, "resources"), *sl = json_object_get(c->spec, "slurm");
+	double cpus = json_number_value(json_object_get(res, "cpus"));
+	json_int_t mb = json_integer_value(json_object_get(res, "memory_mb"));
+	json_int_t gpus = json_integer_value(json_object_get(res, "gpus"));
+	const char *part = json_string_value(json_object_get(sl, "partition"));
+	char *log = xasprintf("%s/log", dir);
+	json_t *job = json_pack("{s:s, s:s, s:o, s:s, s:s, s:s, s:I, s:b}", "name", name, "comment", dir,
+				"environment", env, "current_working_directory", cwd,
+				"standard_output", log, "standard_error", log,
+				"cpus_per_task", (json_int_t)(cpus > 0 ? ceil(cpus) : 1), "requeue", 0);
+
+	free(log);
+	if (mb > 0)
+		json_object_set_new(job, "memory_per_node", json_integer(mb));
+	if (c->timeout_ms > 0) /* a backstop: Ferry's own timeout cancels the job first */
+		json_object_set_new(job, "time_limit", json_integer((c->timeout_ms + 59999) / 60000));
+	if (gpus > 0) {
+		char *g = xasprintf("gpu:%lld", (long long)gpus);
+		json_object_set_new(job, "gres", json_string(g));
+		free(g);
+	}
+	if (part)
+		json_object_set_new(job, "partition", json_string(part));
+	return json_pack("{s:s, s:o}", "script", script, "job", job);
+}
+
+static int str_is(const char *a, const char *b)
+{
+	return a != NULL && strcmp(a, b) == 0;
+}
+
+/* Writes text to path through a temporary file and a rename: a reader sees all or nothing. */
+static int write_file(const char *path, const char *text, unsigned mode)
+{
+	char *tmp = xasprintf("%s.tmp", path);
+	int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, mode), error = FERRY_ERROR;
+
+	if (fd < 0 || fd_write_all(fd, text, strlen(text)) < 0 || fsync(fd) < 0) {
+		ferry_error_set("cannot write %s: %s", tmp, strerror(errno));
+		goto out;
+	}
+	if (rename(tmp, path) < 0) {
+		ferry_error_set("cannot rename %s: %s", tmp, strerror(errno));
+		goto out;
+	}
+	error = FERRY_OK;
+out:
+	if (fd >= 0)
+		close(fd);
+	free(tmp);
+	return error;
+}
+
+static struct sljob *sljob_new(int64_t step_id, int attempt, const char *dir, json_t *saved)
+{
+	struct sljob *s = xcalloc(1, sizeof(*s));
+	json_t *job = json_object_get(json_object_get(saved, "request"), "job");
+
+	s->step_id = step_id;
+	s->attempt = attempt;
+	s->dir = xstrdup(dir);
+	s->cli = str_is(json_string_value(json_object_get(saved, "via")), "cli");
+	s->req = json_incref(json_object_get(saved, "request"));
+	s->name = xstrdup(json_string_value(json_object_get(job, "name")) ? json_string_value(json_object_get(job, "name")) : "");
+	s->comment = xstrdup(json_string_value(json_object_get(job, "comment")) ? json_string_value(json_object_get(job, "comment")) : dir);
+	s->end.exit_code = -1;
+	s->next = jobs;
+	jobs = s;
+	return s;
+}
+
+static void sljob_free(struct sljob *s)
+{
+	struct sljob **pp;
+
+	if (s == NULL)
+		return;
+	for (pp = &jobs; *pp; pp = &(*pp)->next)
+		if (*pp == s) {
+			*pp = s->next;
+			break;
+		}
+	op_reset(&s->op);
+	op_reset(&s->sop);
+	free(s->dir), free(s->name), free(s->comment);
+	json_decref(s->req);
+	free(s->end.reason);
+	free(s);
+}
+
+/* Copies s's end into st (the reason duplicated). */
+static void give_end(const struct sljob *s, struct exec_status *st)
+{
+	memset(st, 0, sizeof(*st));
+	st->exit_code = s->end.exit_code;
+	st->signal = s->end.signal;
+	st->reason = s->end.reason ? xstrdup(s->end.reason) : NULL;
+}
+
+/*
+ * Waits a short, bounded while (one request's time-out) for s to leave
+ * PH_SUBMIT: submitted, or found by name after a restart, so the handle the
+ * engine records holds the job id. On an outage it returns at once with the
+ * job still to be submitted by poll.
+ */
+static void settle(struct sljob *s)
+{
+	int64_t until = clock_mono_ms() + http_timeout_ms() + 100;
+
+	advance(s);
+	/*
+	 * While Slurm is away each start would wait the whole time-out: a
+	 * backlog of steps would hold the loop that long each. Then start only
+	 * sends the request and poll takes the answer.
+	 */
+	if (clock_mono_ms() < away_until)
+		return;
+	while (!s->ended && s->phase == PH_SUBMIT && clock_mono_ms() < until) {
+		if (s->op.kind == OP_NONE && s->next_ms > clock_mono_ms())
+			break; /* Slurm did not answer: poll asks again later */
+		if (!s->cli && multi)
+			curl_multi_poll(multi, NULL, 0, 20, NULL);
+		else
+			usleep(5000);
+		advance(s);
+	}
+}
+
+/* ---- the hooks --------------------------------------------------------------- */
+
+static int slurm_start(struct exec_job *job, const struct store_claim *c, const char *home,
+		       enum exec_mode mode, struct exec_status *st)
+{
+	struct exec_local_cmd x = {0};
+	char *dir = NULL, *out = NULL, *ckpt = NULL, *script = NULL, *path = NULL, *name = NULL, *text = NULL;
+	json_t *env = NULL, *saved = NULL, *sl = json_object_get(c->spec, "slurm");
+	const char *via = json_string_value(json_object_get(sl, "via"));
+	struct sljob *s = NULL;
+	int error = FERRY_ERROR;
+
+	(void)mode, (void)st; /* a service is a job that keeps running: nothing differs */
+	exec_job_begin(job, &exec_slurm, c);
+	if (exec_attempt_dirs(home, c, &dir, &out, &ckpt) < 0)
+		goto out;
+	if ((error = exec_local_cmd_make(&x, c, dir, out, ckpt)) < 0)
+		goto out;
+	error = FERRY_ERROR;
+	env = make_env(c, &x);
+	script = make_script(c, &x, dir, ckpt, env);
+	path = xasprintf("%s/job.sh", dir);
+	if (write_file(path, script, 0755) < 0)
+		goto out;
+	/* name: for people (squeue); comment: the attempt directory, unique across daemons sharing Slurm */
+	name = xasprintf("ferry-%lld-%s-%d", (long long)c->run_id, c->name, c->attempt);
+	saved = json_pack("{s:s, s:o}", "via", via && strcmp(via, "cli") == 0 ? "cli" : "rest", "request",
+			  make_request(c, script, json_incref(env), x.cwd, dir, name));
+	/* before it is sent: a restarted daemon finds the request (and so the job) from the directory */
+	free(path);
+	path = xasprintf("%s/slurm.json", dir);
+	text = json_dumps(saved, JSON_COMPACT);
+	if (write_file(path, text, 0644) < 0)
+		goto out;
+	s = sljob_new(c->step_id, c->attempt, dir, saved);
+	job->handle = json_pack("{s:s, s:s}", "via", s->cli ? "cli" : "rest", "name", name);
+	s->handle = job->handle;
+	job->dir = dir;
+	dir = NULL;
+	if (c->timeout_ms > 0)
+		job->deadline_ms = clock_mono_ms() + c->timeout_ms;
+	/*
+	 * Submit now and wait a short, bounded while for the id, so the
+	 * recorded handle holds it; on an outage the job stays to be
+	 * submitted by poll.
+	 */
+	settle(s);
+	if (s->ended && s->phase == PH_SUBMIT && s->job_id == 0 && s->end.reason) {
+		ferry_error_set("%s", s->end.reason);
+		error = FERRY_EINVALID;
+		goto out;
+	}
+	error = FERRY_OK;
+out:
+	if (error < 0 && s) {
+		sljob_free(s);
+		json_decref(job->handle);
+		job->handle = NULL;
+	}
+	free(dir), free(out), free(ckpt), free(script), free(path), free(name), free(text);
+	json_decref(env);
+	json_decref(saved);
+	exec_local_cmd_dispose(&x);
+	return error;
+}
+
+static int slurm_adopt(struct exec_job *job, struct exec_status *st);
+
+static int slurm_poll(struct exec_job *job, struct exec_status *st)
+{
+	struct sljob *s = find(job->step_id, job->attempt);
+	int rc;
+
+	if (s == NULL) {
+		/* its state is gone (never expected): take it up again from its directory */
+		if ((rc = slurm_adopt(job, st)) == 0)
+			return 1;
+		if (rc < 0 || (s = find(job->step_id, job->attempt)) == NULL) {
+			memset(st, 0, sizeof(*st));
+			st->exit_code = -1;
+			st->reason = xasprintf("the Slurm executor lost track of this job: %s", ferry_error_last());
+			return 1;
+		}
+	}
+	s->handle = job->handle;
+	advance(s);
+	if (!s->ended)
+		return 0;
+	give_end(s, st);
+	return 1;
+}
+
+/*
+ * Cancels the job: SIGTERM as a plain cancel (Slurm sends TERM, then KILL
+ * after KillWait), SIGKILL as a KILL signal. Only noted here; the request
+ * goes out from advance (now, unless one is in flight) and is repeated
+ * through an outage until Slurm accepts it.
+ */
+static void slurm_signal(const struct exec_job *job, int sig)
+{
+	struct sljob *s = find(job->step_id, job->attempt);
+
+	if (s == NULL || sig <= s->want_sig)
+		return;
+	s->want_sig = sig == SIGKILL ? SIGKILL : SIGTERM;
+	s->next_ms = 0;
+	advance(s);
+}
+
+static int slurm_adopt(struct exec_job *job, struct exec_status *st)
+{
+	char *path = xasprintf("%s/slurm.json", job->dir), *text = NULL, *line, *save = NULL;
+	json_t *saved = NULL;
+	struct sljob *s;
+	int64_t id = json_integer_value(json_object_get(job->handle, "job_id"));
+	int rc = FERRY_ENOTFOUND;
+
+	if (file_read(&text, NULL, path) < 0 || (saved = json_loads(text, 0, NULL)) == NULL) {
+		ferry_error_set("no Slurm request in %s (the job was never submitted)", job->dir);
+		goto out;
+	}
+	sljob_free(find(job->step_id, job->attempt));
+	s = sljob_new(job->step_id, job->attempt, job->dir, saved);
+	if (job->handle == NULL)
+		job->handle = json_pack("{s:s, s:s}", "via", s->cli ? "cli" : "rest", "name", s->name);
+	s->handle = job->handle;
+	free(text), free(path);
+	text = NULL;
+	path = xasprintf("%s/status", job->dir);
+	/* the script's first line names the job when the handle never reached the database */
+	if (id <= 0 && file_read(&text, NULL, path) == FERRY_OK)
+		for (line = strtok_r(text, "\n", &save); line; line = strtok_r(NULL, "\n", &save))
+			if (strncmp(line, "slurm ", 6) == 0)
+				parse_int64(line + 6, &id);
+	if (from_status_file(s)) {
+		give_end(s, st);
+		sljob_free(s);
+		rc = 0;
+		goto out;
+	}
+	if (id > 0) {
+		set_job_id(s, id);
+	} else {
+		/* submitted or not: ask Slurm by name first, submit only if it has none */
+		s->maybe_submitted = 1;
+		settle(s);
+	}
+	rc = 1;
+out:
+	free(path), free(text);
+	json_decref(saved);
+	return rc;
+}
+
+/*
+ * "[D-][HH:]MM:SS[.mmm]" (Slurm's TRES cpu time) in milliseconds, or -1.
+ */
+static int64_t slurm_time_ms(const char *t)
+{
+	int64_t days = 0, parts[3] = {0, 0, 0}, ms = 0;
+	int n = 0;
+	const char *p = t, *dash = strchr(t, '-');
+	char *end;
+
+	if (dash) {
+		days = strtoll(t, &end, 10);
+		if (end != dash)
+			return -1;
+		p = dash + 1;
+	}
+	for (;;) {
+		long long v = strtoll(p, &end, 10);
+		if (end == p || n == 3)
+			return -1;
+		parts[n++] = v;
+		if (*end == ':') {
+			p = end + 1;
+			continue;
+		}
+		if (*end == '.') {
+			double frac = strtod(end, &end);
+			ms = (int64_t)(frac * 1000 + 0.5);
+		}
+		if (*end != '\0' && *end != ',' && *end != '|')
+			return -1;
+		break;
+	}
+	/* MM:SS or HH:MM:SS */
+	int64_t secs = n == 3 ? parts[0] * 3600 + parts[1] * 60 + parts[2]
+		     : n == 2 ? parts[0] * 60 + parts[1] : parts[0];
+	return (days * 86400 + secs) * 1000 + ms;
+}
+
+/* The value of KEY= in a TRES list ("cpu=00:00:02,fs/disk=123,…" up to '|'), or NULL. */
+static const char *tres_get(const char *list, const char *key)
+{
+	size_t kl = strlen(key);
+
+	for (const char *p = list; p && *p && *p != '|';) {
+		if (strncmp(p, key, kl) == 0 && p[kl] == '=')
+			return p + kl + 1;
+		p = strpbrk(p, ",|");
+		if (p == NULL || *p == '|')
+			break;
+		p++;
+	}
+	return NULL;
+}
+
+/*
+ * Parses sstat's "TRESUsageInTot|TRESUsageOutTot" line: CPU time and the
+ * bytes the job's processes read and wrote (jobacct_gather/linux sums
+ * /proc/PID/io's rchar and wchar over the step's processes). 0 or -1.
+ */
+int exec_slurm_parse_sstat(const char *text, struct exec_sample *out)
+{
+	const char *in = text, *bar = strchr(text, '|'), *v;
+	char *end;
+
+	memset(out, 0, sizeof(*out));
+	if (bar == NULL || (v = tres_get(in, "cpu")) == NULL || (out->cpu_ms = slurm_time_ms(v)) < 0)
+		return -1;
+	if ((v = tres_get(in, "fs/disk")) != NULL)
+		out->rchar = strtoll(v, &end, 10);
+	if ((v = tres_get(bar + 1, "fs/disk")) != NULL)
+		out->wchar = strtoll(v, &end, 10);
+	/* Slurm counts rchar/wchar only: storage-level bytes are not known */
+	out->read_bytes = out->write_bytes = -1;
+	return 0;
+}
+
+/*
+ * Resource use: CPU time and IO from sstat, the job step's accounting
+ * (jobacct_gather, which deploy/slurm.sh configures). sstat is a blocking
+ * call into slurmctld and slurmd, so it runs as a child like the CLI's
+ * other requests: each call collects the last child's answer and starts
+ * the next one at most every FERRY_SLURM_POLL_MS; the figures are that
+ * old at most (one poll period plus sstat's own time). Before the first
+ * answer, and for a job Slurm has not started, FERRY_ENOTFOUND.
+ */
+static int slurm_sample(const struct exec_job *job, struct exec_sample *out)
+{
+	struct sljob *s = find(job->step_id, job->attempt);
+	int64_t now = clock_mono_ms();
+
+	memset(out, 0, sizeof(*out));
+	if (s == NULL || s->job_id <= 0 || s->ended) {
+		ferry_error_set("the Slurm job is not running");
+		return FERRY_ENOTFOUND;
+	}
+	if (s->sop.kind != OP_NONE) {
+		cli_check(s, &s->sop, "sample");
+		if (s->sop.done) {
+			struct exec_sample x;
+			if (s->sop.ans == ANS_OK && exec_slurm_parse_sstat(s->sop.text, &x) == 0)
+				s->last = x, s->have_sample = 1;
+			op_reset(&s->sop);
+		}
+	}
+	if (s->sop.kind == OP_NONE && now >= s->sample_next_ms) {
+		char *id = xasprintf("%lld.batch", (long long)s->job_id);
+		char *av[] = {"sstat", "-j", id, "--noheader", "--parsable2",
+			      "--format=TRESUsageInTot,TRESUsageOutTot", NULL};
+		if (cli_begin(s, &s->sop, "sample", OP_QUERY, av, NULL) == FERRY_OK)
+			s->sample_next_ms = now + poll_ms();
+		free(id);
+	}
+	if (!s->have_sample) {
+		ferry_error_set("no accounting for Slurm job %lld yet (sstat; jobacct_gather)", (long long)s->job_id);
+		return FERRY_ENOTFOUND;
+	}
+	*out = s->last;
+	return FERRY_OK;
+}
+
+static void slurm_cleanup(struct exec_job *job)
+{
+	struct sljob *s = find(job->step_id, job->attempt);
+	char *p;
+
+	if (s && s->op.pid > 0 && s->op.kind != OP_NONE && exec_pid_alive(s->op.pid, s->op.pid_start))
+		kill(-s->op.pid, SIGKILL);
+	if (s && s->sop.pid > 0 && s->sop.kind != OP_NONE && exec_pid_alive(s->sop.pid, s->sop.pid_start))
+		kill(-s->sop.pid, SIGKILL);
+	sljob_free(s);
+	if (job->dir) {
+		static const char *const files[] = {"op.out", "op.rc", "sample.out", "sample.rc"};
+		for (size_t i = 0; i < sizeof(files) / sizeof(files[0]); i++) {
+			p = xasprintf("%s/.slurm-%s", job->dir, files[i]);
+			unlink(p);
+			free(p);
+		}
+	}
+}
+
+static char *slurm_log_path(const struct exec_job *job)
+{
+	return job->dir ? xasprintf("%s/log", job->dir) : NULL;
+}
+
+const struct exec_type exec_slurm = {
+	.name = "slurm",
+	.flags = EXF_IMAGES,
+	.start = slurm_start,
+	.poll = slurm_poll,
+	.signal = slurm_signal,
+	.adopt = slurm_adopt,
+	.sample = slurm_sample,
+	.cleanup = slurm_cleanup,
+	.log_path = slurm_log_path,
+};

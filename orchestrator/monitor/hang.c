@@ -1,0 +1,479 @@
+/*
+ * hang — see hang.h and monitor.md. The settings come from three places,
+ * each applied over the last: the defaults here, the daemon's FERRY_HANG
+ * (tests shorten everything with it), and a step's `hang:`. Both written
+ * forms go through hang_setting(), so a key means the same in each and a
+ * bad value gets the same message.
+ */
+#include "monitor/hang.h"
+
+#include <math.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "plan/config.h"
+#include "lib/util.h"
+
+void hang_cfg_default(struct hang_cfg *c)
+{
+	static const struct {
+		const char *name;
+		int64_t ms;
+	} phases[] = {
+		/* the quiet a job may have in each, declared through $FERRY_PHASE */
+		{"checkpoint", 30 * 60000}, {"eval", 60 * 60000}, {"warmup", 30 * 60000},
+		{"rendezvous", 30 * 60000},
+	};
+
+	memset(c, 0, sizeof(*c));
+	c->enabled = 1;
+	c->period_ms = 30000;
+	c->periods = 4;
+	c->window_ms = 120000;
+	c->confirm_ms = 60000;
+	c->warmup_ms = 300000;
+	c->flat_var = 25;       /* a standard deviation of 5 points */
+	c->low_pct = 10;
+	c->high_pct = 90;
+	c->action = HANG_NOTIFY;
+	for (size_t i = 0; i < sizeof(phases) / sizeof(phases[0]); i++) {
+		snprintf(c->phases[i].name, sizeof(c->phases[i].name), "%s", phases[i].name);
+		c->phases[i].ms = phases[i].ms;
+		c->nphases++;
+	}
+}
+
+const char *hang_action_name(enum hang_action a)
+{
+	return a == HANG_RESTART ? "restart" : a == HANG_FAIL ? "fail" : "notify";
+}
+
+int hang_action_parse(const char *s)
+{
+	if (s == NULL)
+		return -1;
+	if (strcmp(s, "notify") == 0)
+		return HANG_NOTIFY;
+	if (strcmp(s, "restart") == 0)
+		return HANG_RESTART;
+	if (strcmp(s, "fail") == 0)
+		return HANG_FAIL;
+	return -1;
+}
+
+const char *hang_state_name(enum hang_state s)
+{
+	static const char *const names[] = {"warmup", "alive", "phase", "quiet", "suspected", "hung"};
+	return (unsigned)s < sizeof(names) / sizeof(names[0]) ? names[s] : "unknown";
+}
+
+/* A phase name: a short word of letters, digits, - and _. */
+static int phase_name_ok(const char *s)
+{
+	size_t n = strlen(s);
+
+	if (n == 0 || n >= HANG_PHASE_LEN)
+		return 0;
+	for (; *s; s++)
+		if (!((*s >= 'a' && *s <= 'z') || (*s >= '0' && *s <= '9') || *s == '_' || *s == '-'))
+			return 0;
+	return 1;
+}
+
+static int number_in(const char *key, const char *v, double lo, double hi, double *out)
+{
+	char *end = NULL;
+	double d = strtod(v, &end);
+
+	if (*v == '\0' || *end != '\0' || !(d >= lo && d <= hi)) {
+		ferry_error_set("hang %s \"%s\" must be a number from %g to %g", key, v, lo, hi);
+		return FERRY_EINVALID;
+	}
+	*out = d;
+	return FERRY_OK;
+}
+
+int hang_setting(json_t *obj, const char *key, const char *v)
+{
+	static const struct {
+		const char *key, *field;
+	} durations[] = {
+		{"period", "period_ms"}, {"window", "window_ms"}, {"confirm", "confirm_ms"}, {"warmup", "warmup_ms"},
+	}, numbers[] = {
+		{"variance", "flat_var"}, {"low", "low_pct"}, {"high", "high_pct"},
+	};
+	int64_t ms, n;
+	double d;
+
+	for (size_t i = 0; i < sizeof(durations) / sizeof(durations[0]); i++) {
+		if (strcmp(key, durations[i].key) != 0)
+			continue;
+		/* a warm-up of 0 is allowed: no exemption after the start */
+		if (strcmp(key, "warmup") == 0 && strcmp(v, "0") == 0)
+			ms = 0;
+		else if (cfg_duration_parse(v, &ms) < 0) {
+			ferry_error_set("hang %s: %s", key, ferry_error_last());
+			return FERRY_EINVALID;
+		}
+		if (strcmp(key, "period") == 0 && ms < 100) {
+			ferry_error_set("hang period \"%s\" must be at least 100ms", v);
+			return FERRY_EINVALID;
+		}
+		json_object_set_new(obj, durations[i].field, json_integer(ms));
+		return FERRY_OK;
+	}
+	for (size_t i = 0; i < sizeof(numbers) / sizeof(numbers[0]); i++) {
+		if (strcmp(key, numbers[i].key) != 0)
+			continue;
+		if (number_in(key, v, 0, strcmp(key, "variance") == 0 ? 1e6 : 1e4, &d) < 0)
+			return FERRY_EINVALID;
+		json_object_set_new(obj, numbers[i].field, json_real(d));
+		return FERRY_OK;
+	}
+	if (strcmp(key, "periods") == 0) {
+		if (parse_int64(v, &n) < 0 || n < 1 || n > 1000) {
+			ferry_error_set("hang periods \"%s\" must be a whole number from 1 to 1000", v);
+			return FERRY_EINVALID;
+		}
+		json_object_set_new(obj, "periods", json_integer(n));
+		return FERRY_OK;
+	}
+	if (strcmp(key, "on_hang") == 0) {
+		if (hang_action_parse(v) < 0) {
+			ferry_error_set("hang on_hang \"%s\" is not valid; use notify, restart or fail", v);
+			return FERRY_EINVALID;
+		}
+		json_object_set_new(obj, "on_hang", json_string(v));
+		return FERRY_OK;
+	}
+	if (strcmp(key, "enabled") == 0) {
+		if (strcmp(v, "true") != 0 && strcmp(v, "false") != 0) {
+			ferry_error_set("hang enabled \"%s\" must be true or false", v);
+			return FERRY_EINVALID;
+		}
+		json_object_set_new(obj, "enabled", json_boolean(v[0] == 't'));
+		return FERRY_OK;
+	}
+	if (strncmp(key, "phase.", 6) == 0) {
+		json_t *ph = json_object_get(obj, "phases");
+		if (!phase_name_ok(key + 6)) {
+			ferry_error_set("hang phase \"%s\": a phase is a lower-case word of at most %d characters",
+					key + 6, HANG_PHASE_LEN - 1);
+			return FERRY_EINVALID;
+		}
+		if (cfg_duration_parse(v, &ms) < 0) {
+			ferry_error_set("hang phase %s: %s", key + 6, ferry_error_last());
+			return FERRY_EINVALID;
+		}
+		if (ph == NULL)
+			json_object_set_new(obj, "phases", ph = json_object());
+		if (json_object_get(ph, key + 6) == NULL && json_object_size(ph) >= HANG_MAX_PHASES) {
+			ferry_error_set("hang phases: at most %d", HANG_MAX_PHASES);
+			return FERRY_EINVALID;
+		}
+		json_object_set_new(ph, key + 6, json_integer(ms));
+		return FERRY_OK;
+	}
+	ferry_error_set("hang has no setting \"%s\"; the settings are period, periods, window, confirm, "
+			"warmup, variance, low, high, on_hang, enabled and phases", key);
+	return FERRY_EINVALID;
+}
+
+json_t *hang_cfg_parse_text(const char *text)
+{
+	json_t *obj = json_object();
+	char *copy = xstrdup(text), *save = NULL, *item;
+
+	for (item = strtok_r(copy, ",", &save); item; item = strtok_r(NULL, ",", &save)) {
+		char *eq = strchr(item, '=');
+		while (*item == ' ')
+			item++;
+		if (*item == '\0')
+			continue;
+		if (eq == NULL) {
+			ferry_error_set("FERRY_HANG: \"%s\" is not KEY=VALUE", item);
+			goto bad;
+		}
+		*eq = '\0';
+		if (hang_setting(obj, item, eq + 1) < 0) {
+			char *why = xstrdup(ferry_error_last()); /* the message is rewritten in its own buffer */
+			ferry_error_set("FERRY_HANG: %s", why);
+			free(why);
+			goto bad;
+		}
+	}
+	free(copy);
+	return obj;
+bad:
+	free(copy);
+	json_decref(obj);
+	return NULL;
+}
+
+int hang_cfg_apply(struct hang_cfg *c, const json_t *obj)
+{
+	json_t *v, *ph = json_object_get(obj, "phases");
+	const char *name;
+	int a;
+
+	if (obj == NULL || json_is_null(obj))
+		return FERRY_OK;
+	if (!json_is_object(obj)) {
+		ferry_error_set("hang must be an object");
+		return FERRY_EINVALID;
+	}
+	if ((v = json_object_get(obj, "enabled")) != NULL)
+		c->enabled = json_is_true(v);
+	if ((v = json_object_get(obj, "period_ms")) != NULL && json_integer_value(v) >= 100)
+		c->period_ms = json_integer_value(v);
+	if ((v = json_object_get(obj, "periods")) != NULL && json_integer_value(v) >= 1)
+		c->periods = (int)json_integer_value(v);
+	if ((v = json_object_get(obj, "window_ms")) != NULL && json_integer_value(v) > 0)
+		c->window_ms = json_integer_value(v);
+	if ((v = json_object_get(obj, "confirm_ms")) != NULL && json_integer_value(v) >= 0)
+		c->confirm_ms = json_integer_value(v);
+	if ((v = json_object_get(obj, "warmup_ms")) != NULL && json_integer_value(v) >= 0)
+		c->warmup_ms = json_integer_value(v);
+	if ((v = json_object_get(obj, "flat_var")) != NULL)
+		c->flat_var = json_number_value(v);
+	if ((v = json_object_get(obj, "low_pct")) != NULL)
+		c->low_pct = json_number_value(v);
+	if ((v = json_object_get(obj, "high_pct")) != NULL)
+		c->high_pct = json_number_value(v);
+	if ((v = json_object_get(obj, "on_hang")) != NULL) {
+		if ((a = hang_action_parse(json_string_value(v))) < 0) {
+			ferry_error_set("hang on_hang must be notify, restart or fail");
+			return FERRY_EINVALID;
+		}
+		c->action = (enum hang_action)a;
+	}
+	json_object_foreach(ph, name, v) {
+		int k;
+		for (k = 0; k < c->nphases && strcmp(c->phases[k].name, name) != 0; k++)
+			;
+		if (k == c->nphases) {
+			if (c->nphases == HANG_MAX_PHASES || !phase_name_ok(name))
+				continue;
+			snprintf(c->phases[k].name, sizeof(c->phases[k].name), "%s", name);
+			c->nphases++;
+		}
+		c->phases[k].ms = json_integer_value(v);
+	}
+	return FERRY_OK;
+}
+
+json_t *hang_cfg_json(const struct hang_cfg *c)
+{
+	json_t *ph = json_object();
+
+	for (int k = 0; k < c->nphases; k++)
+		json_object_set_new(ph, c->phases[k].name, json_integer(c->phases[k].ms));
+	return json_pack("{s:b,s:I,s:i,s:I,s:I,s:I,s:f,s:f,s:f,s:s,s:o,s:I}", "enabled", c->enabled,
+			 "period_ms", (json_int_t)c->period_ms, "periods", c->periods,
+			 "window_ms", (json_int_t)c->window_ms, "confirm_ms", (json_int_t)c->confirm_ms,
+			 "warmup_ms", (json_int_t)c->warmup_ms, "flat_var", c->flat_var, "low_pct", c->low_pct,
+			 "high_pct", c->high_pct, "on_hang", hang_action_name(c->action), "phases", ph,
+			 "sample_ms", (json_int_t)hang_sample_ms(c));
+}
+
+int64_t hang_sample_ms(const struct hang_cfg *c)
+{
+	int64_t s = c->window_ms / 8;
+
+	if (s > c->period_ms)
+		s = c->period_ms;
+	return s < 100 ? 100 : s;
+}
+
+/* ---- the detector ------------------------------------------------------ */
+
+void hang_det_init(struct hang_det *d, int64_t start_ms)
+{
+	memset(d, 0, sizeof(*d));
+	d->start_ms = d->last_activity_ms = d->state_since_ms = start_ms;
+	d->state = HS_WARMUP;
+	d->median = d->variance = NAN;
+	snprintf(d->why, sizeof(d->why), "warming up");
+}
+
+static void set_state(struct hang_det *d, enum hang_state s, int64_t now)
+{
+	if (d->state != s)
+		d->state_since_ms = now;
+	d->state = s;
+}
+
+/* What changed between the last two looks ("wchar +4096, log +120"), into d->what; 0 when nothing. */
+static int activity(struct hang_det *d, const struct hang_obs *o)
+{
+	static const struct {
+		const char *name;
+		size_t off;
+	} counters[] = {
+		{"rchar", offsetof(struct hang_obs, rchar)},
+		{"wchar", offsetof(struct hang_obs, wchar)},
+		{"read_bytes", offsetof(struct hang_obs, read_bytes)},
+		{"write_bytes", offsetof(struct hang_obs, write_bytes)},
+		{"log", offsetof(struct hang_obs, log_bytes)},
+	};
+	size_t len = 0;
+	int changed = 0;
+
+	d->what[0] = '\0';
+	for (size_t i = 0; i < sizeof(counters) / sizeof(counters[0]); i++) {
+		int64_t a = *(const int64_t *)((const char *)&d->prev + counters[i].off);
+		int64_t b = *(const int64_t *)((const char *)o + counters[i].off);
+		if (a < 0 || b < 0 || a == b)
+			continue;
+		changed = 1;
+		if (len < sizeof(d->what))
+			len += (size_t)snprintf(d->what + len, sizeof(d->what) - len, "%s%s %+lld",
+						len ? ", " : "", counters[i].name, (long long)(b - a));
+	}
+	if (o->heartbeat_ns >= 0 && o->heartbeat_ns != d->prev.heartbeat_ns) {
+		changed = 1;
+		if (len < sizeof(d->what))
+			snprintf(d->what + len, sizeof(d->what) - len, "%sheartbeat", len ? ", " : "");
+	}
+	return changed;
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+	double x = *(const double *)a, y = *(const double *)b;
+	return x < y ? -1 : x > y;
+}
+
+/* Median and variance of the points in [now - window, now]; the count, or -1 when the window is not covered yet. */
+static int window_stats(struct hang_det *d, const struct hang_cfg *c, int64_t now)
+{
+	double v[HANG_POINTS], mean = 0, var = 0;
+	int n = 0, oldest_covered = 0;
+
+	for (int i = 0; i < d->npoints; i++) {
+		int k = (d->head - 1 - i + HANG_POINTS) % HANG_POINTS;
+		if (d->pts[k].t_ms < now - c->window_ms) {
+			oldest_covered = 1;
+			break;
+		}
+		v[n++] = d->pts[k].util;
+	}
+	/* the window starts before the first look only when the job is younger than it */
+	if (!oldest_covered && now - d->start_ms < c->window_ms)
+		return -1;
+	if (n < 3)
+		return -1;
+	for (int i = 0; i < n; i++)
+		mean += v[i];
+	mean /= n;
+	for (int i = 0; i < n; i++)
+		var += (v[i] - mean) * (v[i] - mean);
+	qsort(v, (size_t)n, sizeof(v[0]), cmp_double);
+	d->median = n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+	d->variance = var / n;
+	d->window_points = n;
+	return n;
+}
+
+static int64_t phase_allowance(const struct hang_cfg *c, const char *phase)
+{
+	for (int k = 0; k < c->nphases; k++)
+		if (strcmp(c->phases[k].name, phase) == 0)
+			return c->phases[k].ms;
+	return 0;
+}
+
+enum hang_verdict hang_feed(struct hang_det *d, const struct hang_cfg *c, const struct hang_obs *o)
+{
+	int64_t now = o->t_ms, quiet_from, quiet, need = c->period_ms * c->periods;
+	int was_suspect = d->state == HS_SUSPECTED || d->state == HS_HUNG;
+	const char *phase = o->phase && *o->phase ? o->phase : "";
+	int changed;
+
+	/* a phase named (or changed): its allowance counts from now */
+	if (strcmp(phase, d->phase) != 0) {
+		snprintf(d->phase, sizeof(d->phase), "%s", phase);
+		d->phase_since_ms = now;
+	}
+	if (o->util >= 0) {
+		d->pts[d->head].t_ms = now;
+		d->pts[d->head].util = o->util;
+		d->head = (d->head + 1) % HANG_POINTS;
+		if (d->npoints < HANG_POINTS)
+			d->npoints++;
+	}
+	changed = d->have_prev ? activity(d, o) : 0;
+	d->prev = *o;
+	d->prev.phase = NULL;
+	d->have_prev = 1;
+	if (changed)
+		d->last_activity_ms = now;
+
+	if (!c->enabled) {
+		set_state(d, HS_ALIVE, now);
+		snprintf(d->why, sizeof(d->why), "hang detection is off for this step");
+		return was_suspect ? HV_CLEARED : HV_NONE;
+	}
+	if (now - d->start_ms < c->warmup_ms) {
+		set_state(d, HS_WARMUP, now);
+		snprintf(d->why, sizeof(d->why), "warming up: not judged until %lld s after the start",
+			 (long long)(c->warmup_ms / 1000));
+		return HV_NONE;
+	}
+	if (changed) {
+		set_state(d, HS_ALIVE, now);
+		snprintf(d->why, sizeof(d->why), "alive: %s", d->what);
+		return was_suspect ? HV_CLEARED : HV_NONE;
+	}
+	/* quiet since the last activity, counted from the warm-up's end at the earliest */
+	quiet_from = d->last_activity_ms;
+	if (quiet_from < d->start_ms + c->warmup_ms)
+		quiet_from = d->start_ms + c->warmup_ms;
+	if (*d->phase) {
+		int64_t allow = phase_allowance(c, d->phase);
+		if (d->phase_since_ms > quiet_from)
+			quiet_from = d->phase_since_ms;
+		if (allow > need)
+			need = allow;
+	}
+	quiet = now - quiet_from;
+	if (quiet < need) {
+		set_state(d, *d->phase ? HS_PHASE : HS_ALIVE, now);
+		snprintf(d->why, sizeof(d->why), "%s%s: no IO, log or heartbeat for %lld s of %lld s allowed",
+			 *d->phase ? "in phase " : "alive", d->phase, (long long)(quiet / 1000),
+			 (long long)(need / 1000));
+		return was_suspect ? HV_CLEARED : HV_NONE;
+	}
+	/* stage 2: is utilization flat at an end? */
+	if (window_stats(d, c, now) < 0) {
+		if (!was_suspect)
+			set_state(d, HS_QUIET, now);
+		snprintf(d->why, sizeof(d->why), "quiet for %lld s (IO, log and heartbeat flat); gathering "
+			 "utilization over %lld s", (long long)(quiet / 1000), (long long)(c->window_ms / 1000));
+		return HV_NONE;
+	}
+	if (d->variance <= c->flat_var && (d->median <= c->low_pct || d->median >= c->high_pct)) {
+		const char *end = d->median <= c->low_pct ? "idle" : "spinning";
+		if (!was_suspect) {
+			set_state(d, HS_SUSPECTED, now);
+			d->suspect_since_ms = now;
+		}
+		snprintf(d->why, sizeof(d->why), "no change of rchar, wchar, read_bytes, write_bytes, log or heartbeat "
+			 "for %lld s; utilization flat over %lld s (%d samples: variance %.1f <= %.1f, median %.1f%% "
+			 "%s %.0f%%: %s)", (long long)(quiet / 1000), (long long)(c->window_ms / 1000),
+			 d->window_points, d->variance, c->flat_var, d->median, d->median <= c->low_pct ? "<=" : ">=",
+			 d->median <= c->low_pct ? c->low_pct : c->high_pct, end);
+		if (d->state == HS_SUSPECTED && now - d->suspect_since_ms >= c->confirm_ms) {
+			set_state(d, HS_HUNG, now);
+			return HV_HUNG;
+		}
+		return was_suspect ? HV_NONE : HV_SUSPECTED;
+	}
+	set_state(d, HS_QUIET, now);
+	snprintf(d->why, sizeof(d->why), "quiet for %lld s but utilization is not flat at an end (variance %.1f, "
+		 "median %.1f%% over %d samples): busy", (long long)(quiet / 1000), d->variance, d->median,
+		 d->window_points);
+	return was_suspect ? HV_CLEARED : HV_NONE;
+}

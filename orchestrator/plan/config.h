@@ -1,0 +1,144 @@
+/*
+ * config — workflow YAML: parse with libyaml, validate everything, and turn
+ * it into a normalised JSON spec (jansson) that the store keeps per content
+ * hash. Every error carries FILE:LINE:COL and all errors are reported, not
+ * just the first.
+ *
+ * Normalised spec (what cfg_workflow_parse returns):
+ *   {"name":"hello", "description":"…"|null,
+ *    "params":{"who":{"default":"world"}, "n":{}},      // default kept as text
+ *    "steps":[{"name":"a", "kind":"run", "needs":["x"],
+ *              "command":["sh","-c","echo {{params.who}}"],   // [] for kinds without one
+ *              "env":{"K":"V"}, "image":"host", "workdir":null|"dir",
+ *              "timeout_ms":0, "retry":{"limit":0,"backoff_ms":1000,"max_backoff_ms":300000},
+ *              "cache":false,
+ *              "gate":[{"metric":"accuracy","op":">=","value":0.9},
+ *                      {"metric":"f1","op":">=","production":true,"offset":0.01}],
+ *              "model":"digits"|null, "dataset":"data/x"|null,
+ *              "labels":"labels.csv"|null, "webhook":"https://…"|null,
+ *              "on_timeout":"fail"|"continue", "artifact":"{{steps.train.outputs.model}}"|null,
+ *              "version":"patch"|"minor"|"major", "aliases":["production"],
+ *              "line":5, "col":5}]}
+ *
+ * Kinds (the rows of the step-kind table, kind.h and steps/kind_*.c, checked
+ * by config_kinds.c): run, train, evaluate (command required), gate,
+ * label, register (no command), cache (command optional). Every step
+ * carries every field above; a kind that does not take a key has its
+ * default: cache false, gate [], model/dataset/webhook/artifact null,
+ * labels null ("labels.csv" for label steps), on_timeout "fail", version
+ * "patch", aliases []. Gate items are gate.h gate_parse() items in
+ * file order. An evaluate (or train) step whose gate compares against
+ * production and has no model gets the model of the register steps
+ * downstream of it. Templates ({{params.X}}, {{run.id}},
+ * {{steps.X.outputs.Y}} with X upstream) are checked in command, env,
+ * workdir, dataset and artifact, and kept as written.
+ */
+#ifndef FERRY_CONFIG_H
+#define FERRY_CONFIG_H
+
+#include <jansson.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "lib/util.h"
+
+/* Largest workflow file accepted, in bytes. */
+#define CFG_MAX_YAML (1024 * 1024)
+
+/* A list of "FILE:LINE:COL: message" strings, in file order. */
+typedef struct {
+	char **items;
+	size_t len;
+	size_t cap;
+} cfg_errors;
+
+/* Frees the strings held by errs and empties it (errs itself is the caller's). */
+void cfg_errors_dispose(cfg_errors *errs);
+
+/*
+ * Parses and validates a workflow. On success returns 0, *out is the
+ * normalised spec (the caller json_decref()s it) and hash_out holds the
+ * lowercase hex sha256 of the YAML bytes. On invalid input returns
+ * FERRY_EINVALID, *out is NULL and errs holds every error found. filename is
+ * used only in messages ("<inline>" when NULL).
+ */
+int cfg_workflow_parse(json_t **out, char hash_out[65], const char *yaml,
+		       size_t len, const char *filename, cfg_errors *errs);
+
+/*
+ * Parses a duration: an integer followed by ms, s, m, h or d, possibly
+ * several ("1h30m"). Returns 0 and *out_ms, or FERRY_EINVALID with the
+ * reason in ferry_error_last().
+ */
+int cfg_duration_parse(const char *s, int64_t *out_ms);
+
+/* Whether s is a workflow, step, model or alias name: [a-z0-9][a-z0-9_.-]{0,62}. */
+bool cfg_name_ok(const char *s);
+
+/*
+ * A memory size ("512Mi", "2Gi", "1G", "1048576": a whole or decimal
+ * number and an optional unit K, Ki, M, Mi, G, Gi, T, Ti; none is bytes) in
+ * MiB, rounded up; -1 when malformed or out of range.
+ */
+int64_t cfg_memory_mb(const char *s);
+
+/*
+ * Resolves a run's parameters against spec["params"]: given is a JSON object
+ * (values string, number or boolean; NULL means none). Fills defaults,
+ * rejects unknown names and missing required ones (FERRY_EINVALID, message
+ * names the parameter). *out is a new object name -> string value.
+ */
+int cfg_params_resolve(json_t **out, const json_t *spec, const json_t *given);
+
+/*
+ * Renders {{params.NAME}} and {{run.id}} in tmpl (run_id may be NULL, then
+ * {{run.id}} stays as written); {{steps.…}} references are left as written
+ * for the engine. *out is newly allocated; the caller frees it.
+ */
+int cfg_template_render(char **out, const char *tmpl, const json_t *params,
+			const char *run_id);
+
+/*
+ * The same for the script argument of a shell command (see
+ * cfg_shell_script_index): each {{params.NAME}} is written shell-quoted for
+ * the place it sits in the script, so that the value is one literal string
+ * and can never run as code. *out is newly allocated; the caller frees it.
+ */
+int cfg_template_render_shell(char **out, const char *script, const json_t *params,
+			      const char *run_id);
+
+/*
+ * At claim time, the {{steps.STEP.outputs.KEY}} references left in the
+ * script argument of a shell command: refs resolves each (expr is the text
+ * between the braces, "steps.…", trimmed; *val newly allocated, or a
+ * negative code with the message set) and the value is written
+ * shell-quoted for its place, like a param: an output (a file name a job
+ * chose, data a person handed a gate) is never code. *out is newly
+ * allocated; the caller frees it.
+ */
+typedef int (*cfg_ref_fn)(char **val, const char *expr, size_t len, void *arg);
+int cfg_template_render_shell_refs(char **out, const char *script, cfg_ref_fn refs, void *arg);
+
+/*
+ * The index of the script argument in a command array (the argument after
+ * -c, or after an option cluster holding c, when argv[0] is sh, bash, dash
+ * or zsh, or a path ending in one), or -1 when the command has none.
+ */
+int cfg_shell_script_index(const json_t *command);
+
+/*
+ * The environment variable that carries parameter name to the job:
+ * FERRY_PARAM_ and the name upper-cased, other than letters and digits
+ * turned into _. *out is newly allocated; the caller frees it.
+ */
+char *cfg_param_env_name(const char *name);
+
+/*
+ * The {{params.NAME}} uses inside shell script arguments of spec's steps:
+ * *out is a new array of {"step", "param", "env"} objects (the caller
+ * json_decref()s it), empty when there are none. For `ferry validate`.
+ */
+void cfg_shell_param_uses(json_t **out, const json_t *spec);
+
+#endif

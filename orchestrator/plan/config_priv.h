@@ -1,0 +1,246 @@
+/*
+ * config_priv — what config.c (the document, common step keys and the step
+ * graph) and config_kinds.c (the step kinds and their own keys) share: the
+ * parse context, the YAML node helpers and error reporting. Private to those
+ * two files.
+ */
+#ifndef FERRY_CONFIG_PRIV_H
+#define FERRY_CONFIG_PRIV_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <string.h>
+#include <yaml.h>
+
+#include "plan/config.h"
+#include "plan/kind.h"
+
+#define QMAX 60 /* bytes of a user value quoted in a message */
+#define QBUF (4 * QMAX + 16)
+#define NQBUF 6
+#define NELEM(a) (sizeof(a) / sizeof((a)[0]))
+
+/* The names of the SK_ keys (kind.h), in their order. */
+extern const char *const cfg_step_keys[SK_N];
+
+struct cerr {
+	int line, col;
+	size_t seq;
+	char *msg;
+};
+
+struct step {
+	const yaml_node_t *node;      /* the step's mapping */
+	const char *name;             /* NULL when missing or not a string */
+	const struct step_kind *kind; /* NULL when unknown */
+	json_t *spec;                 /* its normalised spec (borrowed) */
+	const yaml_node_t *prod_gate; /* first gate comparison against production,
+	                               * when the step names no model */
+	const yaml_node_t **needs;    /* needs items that are strings */
+	size_t nneeds;
+	size_t *adj, nadj;            /* resolved needs, as step indexes */
+};
+
+/* A {{steps.STEP.outputs.KEY}} reference, checked once the graph is known. */
+struct tref {
+	size_t step;
+	const yaml_node_t *node;
+	char *target;
+};
+
+struct ctx {
+	const char *file, *src;
+	size_t len;
+	yaml_document_t *doc;
+	struct cerr *errs;
+	size_t nerrs, caperrs;
+	size_t *pair_base;   /* per node: index of its first pair in dup[] */
+	unsigned char *dup;  /* per mapping pair: 1 when its key repeats */
+	size_t work, budget; /* alias amplification guard */
+	bool over;
+	json_t *params; /* the spec's params object (borrowed) */
+	struct step *steps;
+	size_t nsteps;
+	json_t *byname; /* step name -> index of its first definition */
+	struct tref *trefs;
+	size_t ntrefs, captrefs;
+	uint64_t *up; /* per step, a bitset of its transitive upstream steps */
+	size_t words;
+	char qbuf[NQBUF][QBUF];
+	unsigned qi;
+};
+
+struct sbuf {
+	char *p;
+	size_t len, cap;
+};
+
+/* ---- YAML nodes ------------------------------------------------------- */
+
+static inline int pos1(size_t zero_based)
+{
+	return zero_based < 100000000 ? (int)zero_based + 1 : 100000000;
+}
+
+static inline const char *sval(const yaml_node_t *n)
+{
+	return (const char *)n->data.scalar.value;
+}
+
+static inline const char *ntype(const yaml_node_t *n)
+{
+	static const char *const names[] = {"empty node", "string", "list", "mapping"};
+
+	return (unsigned)n->type < NELEM(names) ? names[n->type] : names[0];
+}
+
+/* A plain empty, ~ or null scalar: an optional key given so is absent. */
+static inline bool is_null(const yaml_node_t *n)
+{
+	static const char *const nulls[] = {"", "~", "null", "Null", "NULL"};
+	size_t i;
+
+	if (n->type != YAML_SCALAR_NODE || n->data.scalar.style != YAML_PLAIN_SCALAR_STYLE)
+		return false;
+	for (i = 0; i < NELEM(nulls); i++)
+		if (n->data.scalar.length == strlen(nulls[i]) && strcmp(sval(n), nulls[i]) == 0)
+			return true;
+	return false;
+}
+
+static inline bool present(const yaml_node_t *n)
+{
+	return n != NULL && !is_null(n);
+}
+
+static inline size_t nitems(const yaml_node_t *n)
+{
+	return (size_t)(n->data.sequence.items.top - n->data.sequence.items.start);
+}
+
+static inline size_t npairs(const yaml_node_t *n)
+{
+	return (size_t)(n->data.mapping.pairs.top - n->data.mapping.pairs.start);
+}
+
+/* ---- shared helpers (config.c) ---------------------------------------- */
+
+/* Records an error at line:col (1-based). */
+void cfg_err_at(struct ctx *c, int line, int col, const char *fmt, ...) FERRY_PRINTF(4, 5);
+/* Records an error at node n (a yaml_node_t *). */
+#define err_node(c, n, ...) \
+	cfg_err_at(c, pos1((n)->start_mark.line), pos1((n)->start_mark.column), __VA_ARGS__)
+
+/* s quoted for a message (escaped, clipped); lives until NQBUF more calls. */
+const char *cfg_q(struct ctx *c, const char *s);
+/* The text of scalar n, or NULL after reporting why it is not usable. */
+const char *cfg_text(struct ctx *c, const yaml_node_t *n, const char *what);
+/* Steps through mapping n from pair *k (repeated keys skipped); false at the end. */
+bool cfg_next_pair(struct ctx *c, const yaml_node_t *n, size_t *k, const yaml_node_t **key,
+		   const yaml_node_t **val);
+/* Steps through sequence n, or yields n once when it is a scalar. */
+bool cfg_next_item(struct ctx *c, const yaml_node_t *n, size_t *k, const yaml_node_t **it);
+/* Checks the {{…}} templates in s, the text of node n in step `step`. */
+void cfg_check_templates(struct ctx *c, const yaml_node_t *n, const char *s, size_t step);
+/* Step j is upstream of step i (valid once the graph is computed). */
+bool cfg_has_up(const struct ctx *c, size_t i, size_t j);
+/* How messages name step i: its quoted name. */
+const char *cfg_sname(struct ctx *c, size_t i);
+void cfg_sb_adds(struct sbuf *b, const char *s);
+void cfg_sb_addf(struct sbuf *b, const char *fmt, ...) FERRY_PRINTF(2, 3);
+
+/* s[0..n) quoted for a message into buf (escaped, clipped); returns buf. */
+const char *cfg_quote_to(char *buf, size_t cap, const char *s, size_t n);
+
+/* ---- params (config_params.c) ----------------------------------------- */
+
+/* The keys of a parameter's mapping, in their order. */
+enum { PK_DEFAULT, PK_DESC, PK_TYPE, PK_VALUES, PK_PATTERN, PK_MIN, PK_MAX, PK_N };
+
+/*
+ * Parses the rules of parameter `name` (vals[PK_…] are its key nodes'
+ * values, NULL when absent) into its spec p, which already holds its
+ * "default" (from node def), and reports a default that breaks them.
+ */
+void cfg_param_decl(struct ctx *c, const char *name, const yaml_node_t *const *vals,
+		    const yaml_node_t *def, json_t *p);
+
+/*
+ * Checks value against the declaration p (its type, values, pattern, min,
+ * max). Returns 0, or FERRY_EINVALID with the broken rule appended to why
+ * ("must be an integer, not \"ten\"").
+ */
+int cfg_param_check(const json_t *p, const char *value, struct sbuf *why);
+
+/* Where a place in a shell script is: the quoting it sits in (a stack). */
+enum { SHQ_PLAIN, SHQ_SQ, SHQ_DQ, SHQ_ANSI, SHQ_COMMENT, SHQ_SUB, SHQ_BQ, SHQ_BRACE };
+#define SHQ_DEPTH 32
+struct cfg_shq {
+	unsigned char st[SHQ_DEPTH];
+	unsigned paren[SHQ_DEPTH];
+	int top;
+	bool esc;   /* the last character was an unquoted or "…" backslash */
+	bool rawbs; /* the last character was a backslash not itself escaped */
+	char prev; /* the last character scanned ('\0' at the start) */
+};
+
+/* Moves q past the n bytes of script text s. */
+void cfg_shq_scan(struct cfg_shq *q, const char *s, size_t n);
+/*
+ * Appends v to b so that, at q's place in a script, it is one literal
+ * string. FERRY_EINVALID (message set) at a place it cannot quote safely.
+ */
+int cfg_shq_quote(struct sbuf *b, struct cfg_shq *q, const char *v);
+
+/* ---- step kinds (config_kinds.c) -------------------------------------- */
+
+/* The kind named by node n ("run" when absent); NULL after reporting an unknown one. */
+const struct step_kind *cfg_kind_parse(struct ctx *c, const yaml_node_t *n, const char **name);
+
+/*
+ * Looks up the known keys of mapping n: vals[i] is the value of keys[i] or
+ * NULL, and so is keyn[i] (when keyn is not NULL) for the key node. Reports
+ * keys that are not strings or not known (with a suggestion). Returns false,
+ * after an error, when n is not a mapping.
+ */
+bool cfg_map_fields(struct ctx *c, const yaml_node_t *n, const char *what,
+		    const char *const *keys, size_t nkeys, const yaml_node_t **vals,
+		    const yaml_node_t **keyn);
+
+/*
+ * Where and how a step's job runs (config_placement.c): executor, image,
+ * resources and network from vals (indexed by SK_) into its spec js.
+ */
+void cfg_placement_fields(struct ctx *c, const struct step_kind *kind, const yaml_node_t *const *vals,
+			  json_t *js);
+
+/*
+ * Parses the kind keys of step i (keys[k] and vals[k] are the key and value
+ * nodes of cfg_step_keys[k], or NULL) into its spec js: cache, gate, model,
+ * dataset, labels, webhook, on_timeout, artifact, version, aliases, each
+ * with its default when absent. kind NULL (unknown) skips the checks of
+ * which kind takes what.
+ */
+void cfg_kind_fields(struct ctx *c, size_t i, const struct step_kind *kind,
+		     const yaml_node_t *const *keys, const yaml_node_t *const *vals, json_t *js);
+
+/*
+ * A job step's `hang:` and `watch:` (config_monitor.c) into its spec js,
+ * each only when present.
+ */
+void cfg_monitor_fields(struct ctx *c, const yaml_node_t *hang, const yaml_node_t *watch, json_t *js);
+
+/*
+ * A workflow's `schedule:` and `triggers:` (config_schedule.c) into its
+ * spec: "schedules" and "triggers", each only when present.
+ */
+void cfg_schedule_fields(struct ctx *c, const yaml_node_t *sched, const yaml_node_t *trig, json_t *spec);
+
+/*
+ * Once the graph is known: an evaluate or train step comparing against
+ * production without `model` takes the model of the register steps
+ * (SKF_REGISTERS) downstream of it, or gets an error asking for `model:`.
+ */
+void cfg_kind_models(struct ctx *c);
+
+#endif

@@ -1,0 +1,188 @@
+/*
+ * deploy — see deploy.h. Pure functions: weights and validation.
+ */
+#include "plan/deploy.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "lib/util.h"
+
+/*
+ * Shares total between n slots in proportion to w (sum of w > 0), largest
+ * remainder first (ties to the lower index), into out.
+ */
+static void share(const int *w, size_t n, int total, int *out)
+{
+	long sum = 0, given = 0;
+	long rem[DEPLOY_MAX_VERSIONS + 1];
+
+	for (size_t i = 0; i < n; i++)
+		sum += w[i];
+	for (size_t i = 0; i < n; i++) {
+		out[i] = (int)((long)w[i] * total / sum);
+		rem[i] = (long)w[i] * total % sum;
+		given += out[i];
+	}
+	while (given < total) {
+		size_t best = 0;
+		for (size_t i = 1; i < n; i++)
+			if (rem[i] > rem[best])
+				best = i;
+		out[best]++;
+		rem[best] = -1;
+		given++;
+	}
+}
+
+void deploy_weights_add(const int *cur, size_t n, int t, int *out)
+{
+	int sum = 0;
+
+	for (size_t i = 0; i < n; i++)
+		sum += cur[i];
+	if (n == 0 || sum == 0) {
+		for (size_t i = 0; i < n; i++)
+			out[i] = 0;
+		out[n] = 100;
+		return;
+	}
+	share(cur, n, 100 - t, out);
+	out[n] = t;
+}
+
+void deploy_weights_set(const int *cur, size_t n, size_t i, int t, int *out)
+{
+	int others[DEPLOY_MAX_VERSIONS], got[DEPLOY_MAX_VERSIONS], sum = 0;
+	size_t k = 0, last = n;
+
+	for (size_t j = 0; j < n; j++)
+		if (j != i) {
+			others[k++] = cur[j];
+			sum += cur[j];
+			last = j;
+		}
+	if (k == 0) { /* the only version: it has all of it */
+		out[i] = 100;
+		return;
+	}
+	if (sum == 0) {
+		for (size_t j = 0; j < n; j++)
+			out[j] = j == last ? 100 - t : 0;
+		out[i] = t;
+		return;
+	}
+	share(others, k, 100 - t, got);
+	k = 0;
+	for (size_t j = 0; j < n; j++)
+		out[j] = j == i ? t : got[k++];
+}
+
+int deploy_server_weight(int pct, int healthy)
+{
+	int w;
+
+	if (pct <= 0 || healthy <= 0)
+		return 0;
+	w = (DEPLOY_HAP_SCALE * pct / 100 + healthy / 2) / healthy;
+	return w < 1 ? 1 : w;
+}
+
+/* An integer in [lo, hi] from a JSON integer or a string of digits. */
+static int int_in(const json_t *v, const char *field, int lo, int hi, const char *what, int *out)
+{
+	int64_t x;
+
+	if (json_is_integer(v))
+		x = json_integer_value(v);
+	else if (!json_is_string(v) || parse_int64(json_string_value(v), &x) < 0) {
+		ferry_error_set("%s: must be %s, an integer from %d to %d", field, what, lo, hi);
+		return FERRY_EINVALID;
+	}
+	if (x < lo || x > hi) {
+		ferry_error_set("%s: %lld is out of range: %s is an integer from %d to %d", field, (long long)x,
+				what, lo, hi);
+		return FERRY_EINVALID;
+	}
+	*out = (int)x;
+	return FERRY_OK;
+}
+
+int deploy_check_traffic(const json_t *v, const char *field, int *out)
+{
+	return int_in(v, field, 0, 100, "the percentage of traffic", out);
+}
+
+int deploy_check_replicas(const json_t *v, const char *field, int *out)
+{
+	return int_in(v, field, 1, DEPLOY_MAX_REPLICAS, "the number of replicas", out);
+}
+
+/* The length of an "hour" in seconds: 3600, or FERRY_TEST_AUTO_STOP_UNIT_S. */
+static int64_t hour_s(void)
+{
+	const char *e = getenv("FERRY_TEST_AUTO_STOP_UNIT_S");
+	int64_t unit;
+
+	return e && parse_int64(e, &unit) == 0 && unit > 0 ? unit : 3600;
+}
+
+int deploy_warn_lead_s(void)
+{
+	return (int)(hour_s() * 600 / 3600);
+}
+
+int deploy_check_auto_stop(const json_t *v, const char *field, int *secs)
+{
+	const char *s = json_string_value(v);
+	int64_t unit = hour_s(), h;
+	char *num = NULL;
+	int error = FERRY_EINVALID;
+
+	if (s && strcmp(s, "never") == 0) {
+		*secs = 0;
+		return FERRY_OK;
+	}
+	if (json_is_integer(v)) {
+		h = json_integer_value(v);
+	} else if (s && strlen(s) >= 2 && s[strlen(s) - 1] == 'h') {
+		num = xstrndup(s, strlen(s) - 1);
+		if (parse_int64(num, &h) < 0)
+			goto bad;
+	} else {
+		goto bad;
+	}
+	if (h < 1 || h > 24) {
+		ferry_error_set("%s: %lld hours is out of range: auto-stop is 1h to 24h, or \"never\"", field,
+				(long long)h);
+		goto out;
+	}
+	*secs = (int)(h * unit);
+	error = FERRY_OK;
+	goto out;
+bad:
+	ferry_error_set("%s: must be a whole number of hours from 1h to 24h (1h, 2h, 4h, 6h, …) or \"never\"",
+			field);
+out:
+	free(num);
+	return error;
+}
+
+int deploy_check_name(const char *name, const char *field)
+{
+	size_t n = name ? strlen(name) : 0;
+
+	if (n == 0 || n > 64 || strchr("_.-", name[0]) != NULL)
+		goto bad;
+	for (size_t i = 0; i < n; i++) {
+		char c = name[i];
+		if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_' ||
+		      c == '.' || c == '-'))
+			goto bad;
+	}
+	return FERRY_OK;
+bad:
+	ferry_error_set("%s: a deployment name is 1-64 letters, digits, _ . - starting with a letter or digit",
+			field);
+	return FERRY_EINVALID;
+}

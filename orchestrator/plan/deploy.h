@@ -1,0 +1,62 @@
+/*
+ * deploy — the rules of deployments that need no database, no process and
+ * no network: how traffic is shared when a version is added, how a
+ * version's percentage becomes HAProxy weights on its replicas, and the
+ * validation of what users ask for (traffic, replicas, auto-stop, names).
+ * The deploy step (steps/kind_deploy.c), the API and the reconcile task
+ * (orchestrator/deploy/reconcile.c) all go through these, so the three agree.
+ * Design note: orchestrator/deploy/DEPLOY.md.
+ */
+#ifndef FERRY_DEPLOY_H
+#define FERRY_DEPLOY_H
+
+#include <jansson.h>
+#include <stddef.h>
+
+#define DEPLOY_MAX_REPLICAS 5
+#define DEPLOY_MAX_VERSIONS 16
+#define DEPLOY_AUTO_STOP_DEFAULT_S 3600
+/* HAProxy's weight of a version at 100% (over its replicas); HAProxy takes 0–256 per server */
+#define DEPLOY_HAP_SCALE 250
+
+/*
+ * The weights after a version is added with traffic t (0–100) to versions
+ * whose weights are cur[0..n-1] (each 0–100, summing to 100 or all 0):
+ * out[0..n-1] keep the rest (100 - t) in proportion to what they had
+ * (largest remainder, so the sum is exactly 100), out[n] = t. With no
+ * version taking traffic (n == 0 or all 0) the new one gets 100 whatever t.
+ */
+void deploy_weights_add(const int *cur, size_t n, int t, int *out);
+
+/*
+ * The weights after one version (index i) is set to t: the others share
+ * 100 - t in proportion to what they had; when they had nothing, it goes
+ * to the one added last (the highest index other than i).
+ */
+void deploy_weights_set(const int *cur, size_t n, size_t i, int t, int *out);
+
+/*
+ * HAProxy weight of each of a version's `healthy` replicas when the
+ * version has pct percent: DEPLOY_HAP_SCALE * pct / 100 shared between
+ * them (at least 1 when pct > 0), 0 when pct is 0 or none is healthy. The
+ * split between versions stays pct's because HAProxy's round robin is
+ * weighted by the server weights' sum per version.
+ */
+int deploy_server_weight(int pct, int healthy);
+
+/* Checks a value from a user; FERRY_EINVALID with a message naming field. */
+int deploy_check_traffic(const json_t *v, const char *field, int *out);
+int deploy_check_replicas(const json_t *v, const char *field, int *out);
+/*
+ * auto_stop: "1h" … "24h" (whole hours), an integer number of hours, or
+ * "never" (*secs 0). FERRY_TEST_AUTO_STOP_UNIT_S, when set, is the length
+ * of an "hour" in seconds (tests stop deployments in seconds).
+ */
+int deploy_check_auto_stop(const json_t *v, const char *field, int *secs);
+/* How long before its deadline a deployment's auto-stop is announced: 10 minutes of an "hour" (see above). */
+int deploy_warn_lead_s(void);
+
+/* A deployment name: [A-Za-z0-9][A-Za-z0-9_.-]{0,63}. */
+int deploy_check_name(const char *name, const char *field);
+
+#endif

@@ -1,0 +1,444 @@
+/*
+ * store — every SQL statement Ferry runs, parameterised, one function per
+ * purpose. The state transitions themselves are PL/pgSQL functions in
+ * db/functions (ferry_claim, ferry_finish, ferry_stop, ferry_retry) so each
+ * is one round trip and one transaction; this module marshals their inputs
+ * and outputs. What a new run's rows hold is decided by the planner
+ * (plan.h), without SQL; the store only writes the plan.
+ */
+#ifndef FERRY_STORE_H
+#define FERRY_STORE_H
+
+#include <jansson.h>
+#include <libpq-fe.h>
+#include <stdint.h>
+
+#include "plan/config.h"
+#include "lib/states.h"
+
+/* ---- engine side ---- */
+
+/* A step claimed for execution; owned by the array from store_claim. */
+struct store_claim {
+	int64_t step_id, run_id;
+	int attempt;
+	char *name, *kind, *workdir; /* workdir: the run's, may be NULL */
+	int64_t timeout_ms;
+	json_t *spec;                /* resolved command, env, workdir and the kind's fields */
+	json_t *inputs;              /* succeeded ancestors {"NAME":{kind,outputs,metrics}}, or
+	                              * NULL when the spec lists no "ancestors" */
+	json_t *run;                 /* {params, workflow, workflow_hash, no_cache} or NULL (ditto) */
+};
+
+/*
+ * Claims up to limit ready steps (of run_filter when > 0; only step
+ * step_filter when > 0) for owner in one statement. *out (n entries) is
+ * the caller's: store_claims_free().
+ */
+int store_claim(struct store_claim **out, int *n, PGconn *conn, const char *owner,
+		const char *host, int limit, int64_t lease_ms, int64_t run_filter, int64_t step_filter);
+void store_claims_free(struct store_claim *v, int n);
+
+/*
+ * `ferry dev step` and `ferry dev run --step`: a step of a run as the engine
+ * would claim it (spec, run workdir, the succeeded ancestors' outputs and
+ * metrics, the run's context; c->attempt is the attempts so far), read
+ * without claiming or changing anything, and how its last attempt went.
+ * FERRY_ENOTFOUND when the run or the step does not exist. Both are the
+ * caller's: store_claims_free(c, 1) or free the fields, and
+ * store_step_last_dispose.
+ */
+struct store_step_last {
+	char *state;    /* the step's state */
+	int exit_code;  /* of its last attempt, -1 when none */
+	char *reason;   /* may be NULL */
+	char *dir;      /* its last attempt's directory, NULL when it never ran */
+};
+int store_step_view(struct store_claim *c, struct store_step_last *last, PGconn *conn, int64_t run_id,
+		    const char *step);
+void store_step_last_dispose(struct store_step_last *last);
+
+/*
+ * Where a started attempt runs: its executor type and handle (JSON text),
+ * recorded so another daemon can re-adopt it, and its directory. NULL
+ * fields keep what is recorded.
+ */
+struct store_started {
+	int64_t step_id;
+	int attempt;
+	const char *executor;
+	const char *handle;
+	const char *dir;
+};
+int store_attempts_started(PGconn *conn, const char *owner, const struct store_started *v, int n);
+
+/* How an attempt ended (states.h: waiting is a label step that opened its task). */
+struct store_result {
+	int64_t step_id;
+	int attempt;
+	enum attempt_outcome outcome;
+	int exit_code; /* -1 when none */
+	int signal;    /* 0 when none */
+	const char *reason; /* NULL when none */
+	int final;     /* failed for good: not retried (a gate, a bad metrics.json) */
+	const json_t *outputs, *metrics, *gate; /* NULL when none */
+	const char *cache_key;     /* step-cache key to keep this success under, or NULL */
+	const json_t *cached_from; /* {"run","step","attempt"} when it came from cache */
+};
+
+/*
+ * Closes a batch of attempts in one transaction (fenced). *ready_now is how
+ * many steps became ready; *next_retry_ms the wall-clock time of the earliest
+ * scheduled retry (0 when none).
+ */
+int store_finish(PGconn *conn, const char *owner, const struct store_result *v, int n,
+		 int *ready_now, int64_t *next_retry_ms);
+
+/*
+ * The step cache: a succeeded attempt kept under key. 1 with *outputs,
+ * *metrics, *gate (may be NULL) and *from ({"run","step","attempt"}), all the
+ * caller's, when there is one; 0 when not.
+ */
+int store_step_cache_get(json_t **outputs, json_t **metrics, json_t **gate, json_t **from,
+			 PGconn *conn, const char *key);
+
+/* Ends the waits of label and gate steps whose timeout passed; *ready_now as above. */
+int store_expire_waits(int *ready_now, PGconn *conn, const char *actor);
+
+/* Renews the leases of owner's running attempts. */
+int store_heartbeat(PGconn *conn, const char *owner, int64_t lease_ms);
+/* Expires owner's leases now, so another daemon takes the attempts over. */
+int store_release(PGconn *conn, const char *owner);
+
+/* A running attempt whose owner is gone or whose lease expired. */
+struct store_orphan {
+	int64_t step_id, run_id;
+	int attempt;
+	int64_t timeout_ms, started_ms;
+	char *owner, *host, *dir, *name, *kind, *workdir;
+	char *executor;   /* NULL when no handle was recorded */
+	json_t *handle;   /* the executor's handle, or NULL */
+	json_t *spec;
+	int expired; /* lease expired (else: same host, owner to be checked) */
+};
+/* Lists candidates: expired leases anywhere, or any other owner on host. */
+int store_orphans(struct store_orphan **out, int *n, PGconn *conn, const char *owner,
+		  const char *host);
+void store_orphans_free(struct store_orphan *v, int n);
+/* Whether attempt of step (by name) of run is running: 1, 0, or a negative FERRY_E* code. */
+int store_attempt_is_running(PGconn *conn, int64_t run, const char *step, int attempt);
+/* Takes an attempt over from prev_owner; 1 if taken, 0 if someone else did. */
+int store_adopt(PGconn *conn, const char *owner, const struct store_orphan *o, int64_t lease_ms);
+
+/*
+ * owner's running attempts whose run is stopping, with the reason each
+ * killed step is given ("run stopped by ana", "dev session ended"): parallel
+ * arrays, the caller frees them (and each reason).
+ */
+int store_stopping(int64_t **steps, int **attempts, char ***reasons, int *n, PGconn *conn, const char *owner);
+
+/* ---- API side ---- */
+
+/*
+ * A run to create: the workflow, params and dev subset go to the planner
+ * (plan.h); the rest says who starts it and how. Nothing here is taken over.
+ */
+struct store_run_new {
+	const char *yaml;     /* workflow text, or NULL with workflow set */
+	size_t yaml_len;
+	const char *filename; /* for messages */
+	const char *workflow; /* name of a registered workflow (its newest version); the run
+	                       * runs in its registered directory when workdir is NULL */
+	const json_t *params; /* object or NULL */
+	const char *trigger;  /* api, cli, dev, schedule, data, bench */
+	const char *actor;
+	const char *workdir;  /* directory commands run in, or NULL */
+	const char *only, *from, *to; /* dev subset: at most one; NULL for all */
+	const char *idem_key;  /* Idempotency-Key, or NULL */
+	const char *idem_hash; /* sha256 of the request body, with idem_key */
+	int no_cache;          /* no step of this run comes from the step cache */
+	/* --only/--from dev subsets: the steps above the selection (plan.h's
+	 * reuse) take their results from run reuse_run, or, when 0, from the
+	 * newest run of the same workflow in which they all succeeded. */
+	int64_t reuse_run;
+	int64_t *reused_from;  /* where to write the run reused (0: none), or NULL */
+	int64_t dev_lease_ms;  /* > 0: a dev session's lease on the run, renewed by
+	                        * store_dev_lease_renew (dev runs only) */
+	/* Schedules and triggers (schedules.h): what started the run
+	 * (runs.origin, shown by ferry get) and which schedule or trigger it
+	 * belongs to, or NULL and 0. */
+	const json_t *origin;
+	const json_t *offered; /* values for the declared params of these names (plan.h) */
+	int64_t schedule_id, trigger_id;
+	/* Called in the run's transaction once the run is written: 0 goes on
+	 * to commit; > 0 rolls back and store_run_create returns 2 with
+	 * *out_id 0 (the occasion was someone else's already); < 0 rolls
+	 * back with that error. NULL: none. */
+	int (*occasion)(PGconn *conn, int64_t run_id, void *arg);
+	void *occasion_arg;
+	/* The caller holds a transaction (BEGIN … COMMIT around several
+	 * runs): the run is written under a savepoint and released, not
+	 * committed; nothing of it is kept when it fails or its occasion is
+	 * taken, and the caller's other writes stay; the caller sends
+	 * NOTIFY ferry_ready before it commits (once for all its runs: the
+	 * dispatchers claim them then). Not with idem_key. */
+	int in_tx;
+	const char **bad_field; /* where to write the request field a FERRY_EINVALID is
+	                         * about when it is not the YAML nor the params
+	                         * ("workdir": a command's file is not there), or NULL */
+};
+
+/*
+ * Creates a run: the one way runs are made (the API, the CLI, dev mode,
+ * schedules and triggers all come here). Reserves the run's id from the
+ * runs sequence, plans the run with it (run_plan_make: parse, validate,
+ * render, initial states; no SQL) and writes the plan in one transaction:
+ * workflow version, run, steps with their waits/restage flags, edges, the
+ * run.created event. Before writing, the files the steps' commands name
+ * are looked for where the steps will run (run_plan_check_files): one
+ * missing is FERRY_EINVALID with *bad_field "workdir". Invalid YAML:
+ * FERRY_EINVALID with errs filled; other
+ * bad input: FERRY_EINVALID or FERRY_ENOTFOUND with the message in
+ * ferry_error_last(); nothing stored (an id may have been taken from the
+ * sequence). With an idempotency key already used (checked before
+ * planning, and again at commit for a concurrent request with the same
+ * key, which waits for the first): *out_id is that run and the return is 1
+ * (same body), or FERRY_ECONFLICT (another body). An occasion hook that
+ * answers > 0: nothing stored, the return is 2.
+ */
+int store_run_create(int64_t *out_id, PGconn *conn, const struct store_run_new *rn,
+		     cfg_errors *errs);
+
+/*
+ * A `ferry dev` session renews the lease it holds on its run (runs.
+ * dev_lease_until) for lease_ms more.
+ */
+int store_dev_lease_renew(PGconn *conn, int64_t run_id, int64_t lease_ms);
+
+/*
+ * The leader stops the unfinished dev runs whose session's lease expired
+ * (their `ferry dev` process died) with the reason "dev session ended";
+ * their running jobs are killed by whoever holds them. *stopped is how
+ * many runs it stopped.
+ */
+int store_dev_expire(int *stopped, PGconn *conn, const char *actor);
+
+/*
+ * `ferry dev run --step` (store_dev.c). store_dev_next: the step of the run
+ * the engine would claim next (*step_id 0 and *name NULL when none is
+ * ready; *name is the caller's). store_dev_skip: the ready step step_id is
+ * done without running, with the outputs, metrics and gate of the same step
+ * in run reuse_run, or (0) the newest other run of the workflow in which it
+ * succeeded (*from_run); claimed for owner and finished as succeeded with
+ * the reason "reused from run N", so the steps below it go on.
+ * FERRY_ENOTFOUND (no such run, with a message), FERRY_ECONFLICT (the step
+ * is not ready any more).
+ */
+int store_dev_next(int64_t *step_id, char **name, PGconn *conn, int64_t run_id);
+int store_dev_skip(int64_t *from_run, PGconn *conn, const char *owner, const char *host, int64_t run_id,
+		   int64_t step_id, int64_t reuse_run, int64_t lease_ms);
+
+/* The run object as JSON text (*out is the caller's); FERRY_ENOTFOUND. */
+int store_run_json(char **out, PGconn *conn, int64_t id);
+
+/* {"runs":[…],"next_cursor":…} newest first; filters may be NULL. */
+int store_runs_list(char **out, PGconn *conn, const char *state, const char *workflow,
+		    const char *trigger, int limit, int64_t before);
+
+/* Stops a run; *state_out is the new state. FERRY_ENOTFOUND, FERRY_ECONFLICT. */
+int store_run_stop(char **state_out, PGconn *conn, int64_t id, const char *actor);
+
+/*
+ * Retries a run (from a step when from is set; no step from cache when
+ * no_cache). FERRY_ENOTFOUND, FERRY_ECONFLICT.
+ */
+int store_run_retry(PGconn *conn, int64_t id, const char *from, const char *actor, int no_cache);
+
+/*
+ * Stores a workflow version registered from directory workdir (NULL: none)
+ * and makes it its name's newest: registering content already stored (from
+ * another directory, say) records this workdir and moves it to the front.
+ * *out is {"name","hash","created","steps","workdir"} JSON text, created
+ * false for such a re-registration. In the same transaction its
+ * schedule: and triggers: become the workflow's schedules and triggers
+ * (schedules_sync), made by actor.
+ */
+int store_workflow_register(char **out, PGconn *conn, const char *yaml, size_t len,
+			    const char *filename, const char *workdir, const char *actor, cfg_errors *errs);
+
+/*
+ * The newest registered version of workflow name: its spec and the
+ * directory it was registered from (*workdir, NULL when none; pass NULL
+ * to skip it). FERRY_ENOTFOUND when it is not registered.
+ */
+int store_workflow_spec(json_t **spec, char **workdir, PGconn *conn, const char *name);
+
+/* {"events":[…]} of a run, oldest first, after event id after (0: all). */
+int store_run_events(char **out, PGconn *conn, int64_t id, int64_t after);
+
+/* Where an attempt's log is: attempt 0 means the latest. *dir is the caller's. */
+int store_step_log(char **dir, int *attempt, int *running, PGconn *conn, int64_t run,
+		   const char *step, int want_attempt);
+
+/* Continues a waiting step for actor with optional data (JSON text or NULL). */
+int store_step_continue(PGconn *conn, int64_t run, const char *step, const char *actor,
+			const char *data);
+
+/* Appends gauges (runs by state, open steps by state, queue depth) in the
+ * Prometheus text format to the growing buffer *buf. */
+int store_metrics(char **buf, size_t *len, size_t *cap, PGconn *conn);
+
+/* {"workflows":[{name, hash, steps, workdir, created_at}]} newest first (created_at is
+ * when the version was last registered). */
+int store_workflows_list(char **out, PGconn *conn);
+
+/* A trivial round trip: 0 while the database answers. */
+int store_ping(PGconn *conn);
+
+/* ---- completion webhook (store_notify.c; orchestrator/engine/notify.c is the user) ---- */
+
+/*
+ * Up to limit ended runs due for their completion post, oldest first, as a
+ * JSON array of {run, workflow, state, trigger, reason, finished_at} (*out,
+ * the caller's); runs that ended more than a day ago are marked instead.
+ */
+int store_runs_to_notify(json_t **out, PGconn *conn, int limit);
+/* How run's post went: NULL posted; else why not (tried again later, five times in all). */
+int store_run_notified(PGconn *conn, int64_t run, const char *failure);
+
+/* ---- housekeeping (store_housekeep.c): deleting runs, retention of their logs ---- */
+
+/*
+ * Deletes finished run id and every row of it (steps, attempts, events,
+ * outputs, metrics, cache sessions: ON DELETE CASCADE) in one statement;
+ * the model versions it registered stay, with its id in their lineage.
+ * FERRY_ENOTFOUND when there is no such run; FERRY_ECONFLICT when it has
+ * not finished (the message says to stop it first). Its files are the
+ * caller's to remove, after this returned 0.
+ */
+int store_run_delete(PGconn *conn, int64_t id);
+
+/*
+ * Up to limit runs (ids, oldest finished first) that finished more than days
+ * ago and whose logs are still there: *ids (*n) is the caller's (free).
+ */
+int store_runs_retention_due(int64_t **ids, int *n, PGconn *conn, double days, int limit);
+
+/*
+ * Removes the logs of run id if it is still due (as above): in one
+ * transaction that holds the run's row, so a retry cannot start a new
+ * attempt in between, calls rm(id, arg) to remove its files, then sets
+ * logs_removed_at. 1 removed, 0 no longer due, or a negative code.
+ */
+int store_run_logs_remove(PGconn *conn, int64_t id, double days, void (*rm)(int64_t id, void *arg),
+			  void *arg);
+
+/*
+ * When retention removed run id's logs: *at (the caller's) is a UTC ISO 8601
+ * time, or NULL when they were not removed. FERRY_ENOTFOUND: no such run.
+ */
+int store_run_logs_removed(char **at, PGconn *conn, int64_t id);
+
+/* ---- model registry (store_models.c) ---- */
+
+/* A version to register: the artifact is already in the blob store. */
+struct store_model_reg {
+	const char *model;
+	const char *bump;             /* patch, minor or major */
+	const char *sha256, *kind;    /* the blob (kind "file") or manifest ("tree") */
+	int64_t bytes;
+	const char *path;             /* where the blob is, under $FERRY_HOME/artifacts */
+	const char *name, *source;    /* the file name it came as, and from where */
+	const json_t *metrics, *params; /* NULL when none */
+	int64_t run_id;               /* 0 when not from a run */
+	const char *step, *data_fingerprint; /* NULL when none */
+	const json_t *aliases;        /* array of names to point at the new version, or NULL */
+	const char *actor;
+};
+
+/*
+ * Registers a version in one transaction (model created on first use,
+ * number from the latest by bump, aliases moved, events written). The same
+ * run, step and bytes again: *created 0 and the version registered before.
+ * *version and *version_json are the caller's.
+ */
+int store_model_register(char **version, int *created, json_t **version_json, PGconn *conn,
+			 const struct store_model_reg *m);
+
+/* The version alias points at and its metrics (both the caller's); FERRY_ENOTFOUND. */
+int store_model_alias_get(char **version, json_t **metrics, PGconn *conn, const char *model,
+			  const char *alias);
+
+/* JSON text (*out the caller's): {"models":[{name, versions, latest, aliases:{A:V}, …}]}. */
+int store_models_list(char **out, PGconn *conn);
+/* One model with its aliases and its history of events; FERRY_ENOTFOUND. */
+int store_model_get(char **out, PGconn *conn, const char *name);
+/* {"model":NAME,"versions":[…]} newest first; FERRY_ENOTFOUND. */
+int store_model_versions(char **out, PGconn *conn, const char *name);
+/* One version, named by its number or by an alias; FERRY_ENOTFOUND. */
+int store_model_version(char **out, PGconn *conn, const char *name, const char *version);
+/* Points alias at version (one event when it moves); the version's JSON. */
+int store_model_alias_set(char **out, PGconn *conn, const char *name, const char *alias,
+			  const char *version, const char *actor);
+/* ---- data cache (store_cache.c; steps/datacache.c is the user) ---- */
+
+/* A complete entry to record; nothing here is taken over. */
+struct store_cache_entry {
+	const char *host, *key, *fingerprint;
+	const char *path;     /* the entry's directory */
+	const char *dataset;  /* where it was staged from */
+	const json_t *command; /* the preprocessing command, or NULL: a plain copy */
+	int64_t bytes;
+};
+
+/*
+ * Looks key up on host; on a hit marks it used, counts the hit and opens
+ * (or re-opens) the session of (run, step). 1 with *session, *path (the
+ * caller's) and *bytes; 0 when there is no such entry (nothing counted).
+ */
+int store_cache_hit(char **session, char **path, int64_t *bytes, PGconn *conn, const char *host,
+		    const char *key, int64_t run, int64_t step, int attempt);
+/* Counts a miss on host. */
+int store_cache_miss(PGconn *conn, const char *host);
+/* Drops the row of an entry whose directory is gone. */
+int store_cache_forget(PGconn *conn, const char *host, const char *key);
+/*
+ * Deletes least-recently-used unpinned entries of host (key excepted) until
+ * bytes more fit under cap; *paths (n entries, NULL-terminated, the
+ * caller's: free each and the array) are the directories to remove.
+ */
+int store_cache_evict(char ***paths, int *n, PGconn *conn, const char *host, const char *key,
+		      int64_t bytes, int64_t cap);
+/* Bytes held by host's entries. */
+int store_cache_used(int64_t *used, PGconn *conn, const char *host);
+/* Records a complete entry and opens the session of (run, step) on it; *session is the caller's. */
+int store_cache_commit(char **session, PGconn *conn, const struct store_cache_entry *e, int64_t run,
+		       int64_t step, int attempt);
+/* GET /api/v1/cache: {"entries":[…],"stats":{…}} of host (NULL: all hosts); *out is the caller's. */
+int store_cache_json(char **out, PGconn *conn, const char *host);
+/* Appends the cache counters and gauges (Prometheus text) to *buf. */
+int store_cache_metrics(char **buf, size_t *len, size_t *cap, PGconn *conn);
+
+/* ---- end of data cache ---- */
+
+/* ---- named API tokens (store_tokens.c) ---- */
+
+/* One named API token; a field not asked for is NULL. */
+struct store_token {
+	char *name, *role;        /* role: viewer, operator or admin */
+	char *hash;               /* sha256 of the token, 64 hex digits (store_token_live only) */
+	char *created_at, *revoked_at; /* UTC, ISO 8601 (store_token_list only; revoked_at NULL when live) */
+};
+
+/* Stores a token by its sha256 hex; FERRY_ECONFLICT when the name is taken (revoked ones included). */
+int store_token_create(PGconn *conn, const char *name, const char *role, const char *hash);
+/* Every token, revoked ones too, by name, without hashes. *out (n) is the caller's: store_tokens_free. */
+int store_token_list(struct store_token **out, int *n, PGconn *conn);
+/* The tokens not revoked, with name, role and hash, ordered by hash. *out (n) is the caller's. */
+int store_token_live(struct store_token **out, int *n, PGconn *conn);
+/* Revokes name: FERRY_ENOTFOUND when there is none, FERRY_ECONFLICT when it already was. */
+int store_token_revoke(PGconn *conn, const char *name);
+/* Frees n tokens from the functions above; accepts NULL. */
+void store_tokens_free(struct store_token *v, int n);
+
+#endif

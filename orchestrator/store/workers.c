@@ -1,0 +1,160 @@
+/*
+ * workers — see workers.h. One mutex guards both lists (queued, finished);
+ * a condition variable wakes idle threads. The queue is bounded by its
+ * producer: the engine submits only what it has claimed, and counts items in
+ * flight against its max_jobs.
+ */
+#include "store/workers.h"
+
+#include <pthread.h>
+#include <stdlib.h>
+#include <sys/resource.h>
+#include <unistd.h>
+
+#include "store/db.h"
+#include "lib/util.h"
+
+struct workers {
+	pthread_mutex_t mu;
+	pthread_cond_t cv;
+	struct work *queue, *queue_tail; /* submitted, not started */
+	struct work *done, *done_tail;   /* finished, not taken */
+	int pending;                     /* submitted and not taken */
+	int stopping;
+	int wake_fd;
+	char *conninfo;
+	int n;
+	pthread_t *threads;
+};
+
+static void append(struct work **head, struct work **tail, struct work *w)
+{
+	w->next = NULL;
+	if (*tail)
+		(*tail)->next = w;
+	else
+		*head = w;
+	*tail = w;
+}
+
+static void *worker_main(void *arg)
+{
+	struct workers *p = arg;
+	PGconn *conn = NULL;
+
+	/*
+	 * Background work yields the CPU to the dispatcher: on Linux a nice value
+	 * is per thread, so a registry copy hashing a large artifact on one core
+	 * does not slow other runs' steps on a small machine (dispatch_slow_neighbour).
+	 */
+	if (setpriority(PRIO_PROCESS, (id_t)gettid(), 10) < 0)
+		flog_debug("worker: cannot lower its priority");
+	for (;;) {
+		struct work *w;
+		pthread_mutex_lock(&p->mu);
+		while (p->queue == NULL && !p->stopping)
+			pthread_cond_wait(&p->cv, &p->mu);
+		w = p->queue;
+		if (w == NULL) { /* stopping, and nothing left */
+			pthread_mutex_unlock(&p->mu);
+			break;
+		}
+		p->queue = w->next;
+		if (p->queue == NULL)
+			p->queue_tail = NULL;
+		pthread_mutex_unlock(&p->mu);
+
+		if (conn && PQstatus(conn) != CONNECTION_OK) {
+			PQfinish(conn);
+			conn = NULL;
+		}
+		if (conn == NULL && db_connect(&conn, p->conninfo) < 0)
+			flog_warn("worker: %s", ferry_error_last());
+		w->run(w, conn);
+
+		pthread_mutex_lock(&p->mu);
+		append(&p->done, &p->done_tail, w);
+		pthread_mutex_unlock(&p->mu);
+		(void)!write(p->wake_fd, "w", 1);
+	}
+	if (conn)
+		PQfinish(conn);
+	return NULL;
+}
+
+int workers_new(struct workers **out, int n, const char *conninfo, int wake_fd)
+{
+	struct workers *p = xcalloc(1, sizeof(*p));
+
+	*out = NULL;
+	pthread_mutex_init(&p->mu, NULL);
+	pthread_cond_init(&p->cv, NULL);
+	p->wake_fd = wake_fd;
+	p->conninfo = xstrdup(conninfo);
+	p->threads = xcalloc((size_t)n, sizeof(*p->threads));
+	for (p->n = 0; p->n < n; p->n++) {
+		if (pthread_create(&p->threads[p->n], NULL, worker_main, p) != 0) {
+			ferry_error_set("cannot start worker thread %d of %d", p->n + 1, n);
+			workers_free(p, NULL);
+			return FERRY_ERROR;
+		}
+	}
+	*out = p;
+	return FERRY_OK;
+}
+
+void workers_submit(struct workers *p, struct work *w)
+{
+	pthread_mutex_lock(&p->mu);
+	append(&p->queue, &p->queue_tail, w);
+	p->pending++;
+	pthread_cond_signal(&p->cv);
+	pthread_mutex_unlock(&p->mu);
+}
+
+struct work *workers_take(struct workers *p)
+{
+	struct work *list, *w;
+
+	pthread_mutex_lock(&p->mu);
+	list = p->done;
+	p->done = p->done_tail = NULL;
+	for (w = list; w; w = w->next)
+		p->pending--;
+	pthread_mutex_unlock(&p->mu);
+	return list;
+}
+
+int workers_pending(struct workers *p)
+{
+	int n;
+
+	pthread_mutex_lock(&p->mu);
+	n = p->pending;
+	pthread_mutex_unlock(&p->mu);
+	return n;
+}
+
+void workers_free(struct workers *p, void (*drop)(struct work *w))
+{
+	struct work *w, *next;
+
+	if (p == NULL)
+		return;
+	pthread_mutex_lock(&p->mu);
+	p->stopping = 1;
+	pthread_cond_broadcast(&p->cv);
+	pthread_mutex_unlock(&p->mu);
+	for (int i = 0; i < p->n; i++)
+		pthread_join(p->threads[i], NULL);
+	for (w = p->done; w; w = next) {
+		next = w->next;
+		if (drop)
+			drop(w);
+	}
+	pthread_mutex_destroy(&p->mu);
+	pthread_cond_destroy(&p->cv);
+	free(p->threads);
+	free(p->conninfo);
+	free(p);
+}
