@@ -46,7 +46,7 @@ DEB_RUN := postgresql postgresql-client curl procps python3 python3-sklearn wrk 
 	slurm-wlm slurmrestd slurm-wlm-jwt-plugin munge \
 	docker.io haproxy elfutils gdb git chromium nodejs
 
-.PHONY: all deps test unit integration demo bench fuzz clean variant
+.PHONY: all deps check test unit integration demo bench fuzz clean variant
 
 all: bin/ferryd bin/ferry
 
@@ -139,6 +139,15 @@ deps:
 		command -v npm >/dev/null || DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends npm; \
 		(cd tests/browser && npm ci --no-audit --no-fund --loglevel=error); \
 	fi
+
+# what STYLE promises, checked before any test: banned functions, the layers
+# (tests/check-layers.sh), the README's workflow reference, and (when the
+# duplicates tool is installed) the places the tree repeats itself, as information
+check: $(B)/tests/test_readme
+	@tests/check-banned.sh
+	@tests/check-layers.sh
+	@$(B)/tests/test_readme >/dev/null && echo "check-readme: clean" || { $(B)/tests/test_readme; exit 1; }
+	@if command -v duplicates >/dev/null; then duplicates --most 8 | sed 's/^/duplicates: /'; fi
 
 unit: all $(UNIT_BIN)
 	@tests/run-unit.sh $(UNIT_BIN)

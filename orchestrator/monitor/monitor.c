@@ -25,6 +25,7 @@
 #include <unistd.h>
 
 #include "plan/config.h"
+#include "plan/kind.h"
 #include "monitor/evidence.h"
 #include "monitor/gpu.h"
 #include "monitor/hang.h"
@@ -50,7 +51,8 @@ struct lowutil_cfg {
 struct mon_job {
 	int64_t step_id, run_id;
 	int attempt;
-	char *name, *kind, *dir, *log, *visible;
+	char *name, *dir, *log, *visible;
+	int trains;             /* its kind trains a model (SKF_TRAINS): the low-utilization rule applies */
 	struct hang_cfg cfg;
 	struct hang_det det;
 	struct watch *watch;
@@ -182,7 +184,7 @@ int monitor_new(struct monitor **out, const char *owner, const struct monitor_ho
 
 static void job_free(struct mon_job *mj)
 {
-	free(mj->name), free(mj->kind), free(mj->dir), free(mj->log), free(mj->visible);
+	free(mj->name), free(mj->dir), free(mj->log), free(mj->visible);
 	watch_free(mj->watch);
 	json_decref(mj->samples);
 	json_decref(mj->gpus_now);
@@ -219,13 +221,16 @@ static struct mon_job *job_new(struct monitor *m, const struct exec_job *j, int6
 	const json_t *res = json_object_get(spec, "resources"), *env = json_object_get(spec, "env");
 	const char *vis = json_string_value(json_object_get(env, "CUDA_VISIBLE_DEVICES"));
 	json_t *watch = json_object_get(spec, "watch");
+	const char *kind;
+	const struct step_kind *k;
 
 	mj->step_id = j->step_id;
 	mj->run_id = j->run_id;
 	mj->attempt = j->attempt;
 	mj->name = xstrdup(j->name ? j->name : "");
-	mj->kind = xstrdup(json_string_value(json_object_get(j->ctx, "kind")) ?
-			   json_string_value(json_object_get(j->ctx, "kind")) : "run");
+	kind = json_string_value(json_object_get(j->ctx, "kind"));
+	k = kind ? step_kind_find(kind) : step_kind_default();
+	mj->trains = k != NULL && (k->flags & SKF_TRAINS);
 	mj->dir = xstrdup(j->dir);
 	mj->log = j->type->log_path ? j->type->log_path(j) : NULL;
 	mj->visible = vis ? xstrdup(vis) : NULL;
@@ -266,6 +271,9 @@ static int64_t file_mtime_ns(const char *dir, const char *name)
 }
 
 /* The phase the job declared in DIR/phase: its first word, lower case; "" when none. */
+/* The phases a job may write that mean "nothing declared" (phase names, not kinds). */
+static const char *const ordinary_phases[] = {"train", "run"};
+
 static void read_phase(const char *dir, char *out, size_t cap)
 {
 	char *p = xasprintf("%s/phase", dir), buf[64];
@@ -292,8 +300,9 @@ static void read_phase(const char *dir, char *out, size_t cap)
 	}
 	out[k] = '\0';
 	/* "train" (or "run") is the ordinary phase: nothing declared */
-	if (strcmp(out, "train") == 0 || strcmp(out, "run") == 0)
-		out[0] = '\0';
+	for (size_t o = 0; o < sizeof(ordinary_phases) / sizeof(ordinary_phases[0]); o++)
+		if (strcmp(out, ordinary_phases[o]) == 0)
+			out[0] = '\0';
 }
 
 static void post_alert(struct monitor *m, const struct mon_job *mj, const char *kind, const json_t *detail)
@@ -426,7 +435,7 @@ static void lowutil(struct monitor *m, PGconn *conn, struct mon_job *mj, int64_t
 	double sum = 0;
 	int n = 0;
 
-	if (strcmp(mj->kind, "train") != 0 || mj->util < 0 || now - mj->start_ms < mj->cfg.warmup_ms)
+	if (!mj->trains || mj->util < 0 || now - mj->start_ms < mj->cfg.warmup_ms)
 		return;
 	mj->lu[mj->lu_head].t = now;
 	mj->lu[mj->lu_head].u = mj->util;
