@@ -19,6 +19,7 @@
 #include <unistd.h>
 
 #include "exec/exec.h"
+#include "exec/proc.h"
 #include "store/store.h"
 #include "lib/util.h"
 
@@ -45,9 +46,11 @@ int replica_start(const struct replica_spec *s, json_t **handle)
 
 	*handle = NULL;
 	memset(&job, 0, sizeof(job));
-	if (t == NULL || t == &exec_slurm || t == &exec_noop) {
-		ferry_error_set("replicas run on the local, podman or docker executor, not %s",
+	if (t == NULL || (t->flags & EXF_SERVICES) == 0) {
+		char *names = exec_type_names_with(EXF_SERVICES, " or ");
+		ferry_error_set("replicas run on the %s executor, not %s", names,
 				json_string_value(json_object_get(s->placement, "executor")));
+		free(names);
 		free(home);
 		json_decref(env);
 		return FERRY_EINVALID;

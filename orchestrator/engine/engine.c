@@ -41,6 +41,7 @@
 #include "store/db.h"
 #include "engine/engine_priv.h"
 #include "exec/exec.h"
+#include "exec/proc.h"
 #include "engine/health.h"
 #include "lib/metrics.h"
 #include "monitor/monitor.h"
@@ -834,8 +835,10 @@ static void start_job(struct engine *e, struct store_claim *c, char *key)
 	int rc;
 
 	if (t != NULL && image != NULL && strcmp(image, "host") != 0 && (t->flags & EXF_IMAGES) == 0) {
-		ferry_error_set("image \"%s\" needs an executor that runs images (executor: podman, "
-				"docker or slurm); this daemon's default is %s", image, t->name);
+		char *names = exec_type_names_with(EXF_IMAGES, " or ");
+		ferry_error_set("image \"%s\" needs an executor that runs images (executor: %s); "
+				"this daemon's default is %s", image, names, t->name);
+		free(names);
 		t = NULL;
 	}
 	rc = t ? t->start(j, c, e->home, EXEC_ONESHOT, &st) : FERRY_EINVALID;

@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "exec/exec.h"
+#include "exec/proc.h"
 #include "store/store.h"
 #include "lib/util.h"
 

@@ -12,7 +12,6 @@
  */
 #include "exec/exec.h"
 
-#include <dirent.h>
 #include <signal.h>
 #include <fcntl.h>
 #include <stdlib.h>
@@ -88,21 +87,34 @@ int exec_type_register(const struct exec_type *t)
 	return FERRY_OK;
 }
 
-char *exec_type_names(void)
+char *exec_type_names_with(unsigned flags, const char *last)
 {
+	const struct exec_type *t;
 	char *s = xstrdup(""), *n;
+	const char *prev = NULL;
 
-	for (size_t i = 0; i < sizeof(builtin) / sizeof(builtin[0]); i++) {
-		n = xasprintf("%s%s%s", s, *s ? ", " : "", builtin[i]->name);
-		free(s);
-		s = n;
+	/* each name is added once the next is known: the last one takes `last` */
+	for (size_t i = 0; (t = exec_type_at(i)) != NULL; i++) {
+		if ((t->flags & flags) != flags)
+			continue;
+		if (prev) {
+			n = xasprintf("%s%s%s", s, *s ? ", " : "", prev);
+			free(s);
+			s = n;
+		}
+		prev = t->name;
 	}
-	for (int i = 0; i < nextra; i++) {
-		n = xasprintf("%s%s%s", s, *s ? ", " : "", extra[i]->name);
+	if (prev) {
+		n = xasprintf("%s%s%s", s, *s ? last : "", prev);
 		free(s);
 		s = n;
 	}
 	return s;
+}
+
+char *exec_type_names(void)
+{
+	return exec_type_names_with(0, ", ");
 }
 
 char *exec_attempt_dir(const char *home, int64_t run_id, const char *step, int attempt)
@@ -246,48 +258,6 @@ void exec_job_dispose(struct exec_job *job)
 	json_decref(job->handle);
 	json_decref(job->ctx);
 	memset(job, 0, sizeof(*job));
-}
-
-/* Appends the pids of cgroup dir and its children to the vector (*cap its room); whether dir had cgroup.procs. */
-static int cgroup_pids(const char *dir, int depth, int **pids, int *n, int *cap)
-{
-	char *path = xasprintf("%s/cgroup.procs", dir), line[32];
-	FILE *f = fopen(path, "re");
-	DIR *d;
-	struct dirent *de;
-
-	free(path);
-	if (f == NULL)
-		return 0;
-	while (fgets(line, sizeof(line), f)) {
-		int64_t pid;
-		line[strcspn(line, "\n")] = '\0';
-		if (parse_int64(line, &pid) < 0 || pid <= 0)
-			continue;
-		if (*n == *cap)
-			*pids = xrealloc(*pids, (size_t)(*cap = *cap ? 2 * *cap : 8) * sizeof(**pids));
-		(*pids)[(*n)++] = (int)pid;
-	}
-	fclose(f);
-	if (depth < 3 && (d = opendir(dir)) != NULL) {
-		while ((de = readdir(d)) != NULL) {
-			char *sub;
-			if (de->d_name[0] == '.' || de->d_type != DT_DIR)
-				continue;
-			sub = xasprintf("%s/%s", dir, de->d_name);
-			cgroup_pids(sub, depth + 1, pids, n, cap);
-			free(sub);
-		}
-		closedir(d);
-	}
-	return 1;
-}
-
-int exec_cgroup_pids(const char *dir, int **pids, int *n)
-{
-	int cap = *n;
-
-	return cgroup_pids(dir, 0, pids, n, &cap) ? FERRY_OK : FERRY_ENOTFOUND;
 }
 
 void exec_spawnattr_child(posix_spawnattr_t *at)

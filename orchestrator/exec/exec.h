@@ -71,6 +71,7 @@ enum exec_type_flag {
 	EXF_NO_SLOTS = 1u << 0, /* its jobs take no slot of max_jobs (they end at once: noop) */
 	EXF_NO_DIR = 1u << 1,   /* it writes nothing under the attempt directory */
 	EXF_IMAGES = 1u << 2,   /* it runs a step's image (containers): image: other than host */
+	EXF_SERVICES = 1u << 3, /* it runs EXEC_SERVICE jobs on this host (deploy replicas) */
 };
 
 /* A job's kind of life. */
@@ -197,19 +198,19 @@ void exec_tick_all(const char *home);
 /* "local, noop": the known names, for messages; the caller frees it. */
 char *exec_type_names(void);
 
+/*
+ * The names of the types whose flags include all of flags, for messages:
+ * "podman, docker or slurm" with last " or " ("a, b" with ", "); "" when
+ * none. The caller frees it.
+ */
+char *exec_type_names_with(unsigned flags, const char *last);
+
 /* The rows, defined in their own files. */
 extern const struct exec_type exec_local;
 extern const struct exec_type exec_noop;
 extern const struct exec_type exec_podman; /* exec_podman.c */
 extern const struct exec_type exec_slurm;   /* exec_slurm.c: Slurm batch jobs (slurmrestd or the CLI) */
 extern const struct exec_type exec_docker;
-
-/*
- * exec_slurm.c: sstat's "TRESUsageInTot|TRESUsageOutTot" line as a sample
- * (cpu_ms, rchar, wchar; read_bytes and write_bytes -1: Slurm does not
- * count them). 0, or -1 when the line is not that.
- */
-int exec_slurm_parse_sstat(const char *text, struct exec_sample *out);
 
 /* What every type's start does first: job zeroed and filled from claim c for type t. */
 void exec_job_begin(struct exec_job *job, const struct exec_type *t, const struct store_claim *c);
@@ -243,21 +244,8 @@ int exec_local_cmd_make(struct exec_local_cmd *x, const struct store_claim *c, c
 			const char *out, const char *ckpt);
 void exec_local_cmd_dispose(struct exec_local_cmd *x);
 
-/*
- * The processes of cgroup directory dir and of its children (depth <= 3),
- * appended to *pids (*n of them; the caller frees it): a container's, for
- * the monitor. FERRY_ENOTFOUND when dir has no cgroup.procs.
- */
-int exec_cgroup_pids(const char *dir, int **pids, int *n);
-
 /* Sends sig to the job through its type. */
 void exec_signal(const struct exec_job *job, int sig);
-
-/* Whether pid is alive and started at start (0 start: any). */
-int exec_pid_alive(pid_t pid, int64_t start);
-
-/* Start time of pid from /proc (clock ticks since boot), or 0. */
-int64_t exec_pid_start(pid_t pid);
 
 /*
  * Reads DIR/status written by the shim: 1 when present, with *exit_code

@@ -65,6 +65,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "exec/proc.h"
 #include "lib/util.h"
 
 #define DK_API "/v1.41"
@@ -1288,7 +1289,7 @@ static int docker_orphans(const char *home, int (*want)(int64_t run, const char 
 
 const struct exec_type exec_docker = {
 	.name = "docker",
-	.flags = EXF_IMAGES,
+	.flags = EXF_IMAGES | EXF_SERVICES,
 	.start = docker_start,
 	.poll = docker_poll,
 	.signal = docker_signal,

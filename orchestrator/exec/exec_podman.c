@@ -81,6 +81,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "exec/proc.h"
 #include "lib/util.h"
 
 #define CGROUP_ROOT "/sys/fs/cgroup"
@@ -1197,7 +1198,7 @@ static int podman_orphans(const char *home, int (*want)(int64_t run, const char 
 
 const struct exec_type exec_podman = {
 	.name = "podman",
-	.flags = EXF_IMAGES,
+	.flags = EXF_IMAGES | EXF_SERVICES,
 	.start = podman_start,
 	.poll = podman_poll,
 	.signal = podman_signal,

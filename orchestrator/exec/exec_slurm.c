@@ -32,7 +32,7 @@
  * copied around, so each job's state lives in a list here, keyed by step
  * and attempt, and is freed by cleanup.
  */
-#include "exec/exec.h"
+#include "exec/exec_slurm.h"
 
 #include <ctype.h>
 #include <curl/curl.h>
@@ -48,6 +48,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "exec/proc.h"
 #include "lib/util.h"
 
 extern char **environ;

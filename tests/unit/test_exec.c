@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "exec/exec.h"
+#include "exec/proc.h"
 #include "lib/util.h"
 
 static char home[] = "/tmp/ferry-unit-exec.XXXXXX";

@@ -19,6 +19,7 @@
 #include <unistd.h>
 
 #include "exec/exec.h"
+#include "exec/exec_slurm.h"
 #include "lib/util.h"
 
 static char home[] = "/tmp/ferry-unit-slurm.XXXXXX";
