@@ -47,10 +47,10 @@ static int env_hide(const char *entry)
 }
 
 /* Builds envp: the daemon's environment less its FERRY_* settings, Ferry's, then the step's. */
-static char **build_env(const struct store_claim *c, const char *dir, const char *out,
+static char **build_env(const struct exec_spec *c, const char *dir, const char *out,
 			 const char *ckpt)
 {
-	json_t *env = json_object_get(c->spec, "env"), *v;
+	json_t *env = c->env, *v;
 	size_t n = 0, k = 0;
 	const char *key;
 	char **envp;
@@ -164,11 +164,11 @@ static void shim(char **argv, char **envp, const char *cwd, const char *log, con
 	_exit(0);
 }
 
-int exec_local_cmd_make(struct exec_local_cmd *x, const struct store_claim *c, const char *dir,
+int exec_local_cmd_make(struct exec_local_cmd *x, const struct exec_spec *c, const char *dir,
 			const char *out, const char *ckpt)
 {
-	json_t *cmd = json_object_get(c->spec, "command"), *v;
-	const char *wd = json_string_value(json_object_get(c->spec, "workdir"));
+	json_t *cmd = c->command, *v;
+	const char *wd = c->workdir;
 	size_t i;
 
 	memset(x, 0, sizeof(*x));
@@ -178,12 +178,12 @@ int exec_local_cmd_make(struct exec_local_cmd *x, const struct store_claim *c, c
 	}
 	if (wd && wd[0] == '/')
 		x->cwd = xstrdup(wd);
-	else if (wd && c->workdir)
-		x->cwd = xasprintf("%s/%s", c->workdir, wd);
+	else if (wd && c->run_workdir)
+		x->cwd = xasprintf("%s/%s", c->run_workdir, wd);
 	else if (wd)
 		x->cwd = xasprintf("%s/%s", dir, wd);
 	else
-		x->cwd = xstrdup(c->workdir ? c->workdir : dir);
+		x->cwd = xstrdup(c->run_workdir ? c->run_workdir : dir);
 	x->argv = xcalloc(json_array_size(cmd) + 1, sizeof(char *));
 	json_array_foreach(cmd, i, v)
 		x->argv[i] = xstrdup(json_string_value(v));
@@ -199,7 +199,7 @@ void exec_local_cmd_dispose(struct exec_local_cmd *x)
 	memset(x, 0, sizeof(*x));
 }
 
-int exec_local_start(struct exec_job *job, const struct store_claim *c, const char *home)
+int exec_local_start(struct exec_job *job, const struct exec_spec *c)
 {
 	struct exec_local_cmd x = {0};
 	char *dir = NULL, *out = NULL, *log = NULL, *status = NULL, *ckpt = NULL;
@@ -207,7 +207,7 @@ int exec_local_start(struct exec_job *job, const struct store_claim *c, const ch
 	int error = FERRY_ERROR;
 
 	exec_job_begin(job, &exec_local, c);
-	if (exec_attempt_dirs(home, c, &dir, &out, &ckpt) < 0)
+	if (exec_attempt_dirs(c, &dir, &out, &ckpt) < 0)
 		goto out;
 	log = xasprintf("%s/log", dir);
 	status = xasprintf("%s/status", dir);
@@ -239,11 +239,10 @@ out:
 	return error;
 }
 
-static int local_start(struct exec_job *job, const struct store_claim *c, const char *home,
-		       enum exec_mode mode, struct exec_status *st)
+static int local_start(struct exec_job *job, const struct exec_spec *c, enum exec_mode mode, struct exec_status *st)
 {
 	(void)mode, (void)st; /* a service is a process that keeps running: nothing differs */
-	return exec_local_start(job, c, home);
+	return exec_local_start(job, c);
 }
 
 /* The job ended: how, from DIR/status. */
@@ -478,9 +477,9 @@ static char *local_log_path(const struct exec_job *job)
 }
 
 /* Reaps what jobs left behind: their orphans are reparented to us (a subreaper). */
-static void local_tick(const char *home)
+static void local_tick(void *inst, const char *home)
 {
-	(void)home;
+	(void)inst, (void)home;
 	int st;
 
 	while (waitpid(-1, &st, WNOHANG) > 0)
