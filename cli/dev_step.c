@@ -136,7 +136,18 @@ int dev_job_make(struct dev_job *j, PGconn *conn, const char *home, int64_t run_
 	steps_env_merge(rendered, env);
 	json_decref(j->c.spec);
 	j->c.spec = rendered;
-	error = exec_local_cmd_make(&j->cmd, &j->c, j->dir, out, ckpt);
+	{
+		struct exec_spec x = {0};
+		exec_spec_from_json(&x, j->c.spec, NULL);
+		x.run_id = j->c.run_id;
+		x.step_id = j->c.step_id;
+		x.attempt = j->c.attempt;
+		x.name = j->c.name;
+		x.run_workdir = j->c.workdir;
+		x.timeout_ms = j->c.timeout_ms;
+		x.home = home;
+		error = exec_local_cmd_make(&j->cmd, &x, j->dir, out, ckpt);
+	}
 done:
 	free(out);
 	free(ckpt);

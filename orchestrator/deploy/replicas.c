@@ -19,6 +19,7 @@
 #include <unistd.h>
 
 #include "exec/exec.h"
+#include "exec/proc.h"
 #include "store/store.h"
 #include "lib/util.h"
 
@@ -33,7 +34,8 @@ static const struct exec_type *type_of(const json_t *handle)
 
 int replica_start(const struct replica_spec *s, json_t **handle)
 {
-	struct store_claim c = {0};
+	struct exec_spec c = {0};
+	json_t *spec;
 	struct exec_job job;
 	struct exec_status st = {.exit_code = -1};
 	const struct exec_type *t = exec_type_for(s->placement, &exec_local);
@@ -45,9 +47,11 @@ int replica_start(const struct replica_spec *s, json_t **handle)
 
 	*handle = NULL;
 	memset(&job, 0, sizeof(job));
-	if (t == NULL || t == &exec_slurm || t == &exec_noop) {
-		ferry_error_set("replicas run on the local, podman or docker executor, not %s",
+	if (t == NULL || (t->flags & EXF_SERVICES) == 0) {
+		char *names = exec_type_names_with(EXF_SERVICES, " or ");
+		ferry_error_set("replicas run on the %s executor, not %s", names,
 				json_string_value(json_object_get(s->placement, "executor")));
+		free(names);
 		free(home);
 		json_decref(env);
 		return FERRY_EINVALID;
@@ -60,19 +64,21 @@ int replica_start(const struct replica_spec *s, json_t **handle)
 	json_object_foreach((json_t *)s->env, k, v)
 		json_object_set(env, k, v);
 	snprintf(name, sizeof(name), "r%d", s->idx);
-	c.run_id = s->ord;
-	c.attempt = s->generation;
-	c.name = name;
-	c.workdir = (char *)s->workdir;
 	/* a container replica shares the host's network: it listens on 127.0.0.1:port like a process */
-	c.spec = json_pack("{s:O, s:o, s:s}", "command", s->serve, "env", env, "network", "host");
+	spec = json_pack("{s:O, s:o, s:s}", "command", s->serve, "env", env, "network", "host");
 	if (s->placement) {
 		const char *keys[] = {"executor", "image", "resources"};
 		for (size_t i = 0; i < sizeof(keys) / sizeof(keys[0]); i++)
 			if (json_object_get(s->placement, keys[i]) && !json_is_null(json_object_get(s->placement, keys[i])))
-				json_object_set(c.spec, keys[i], json_object_get(s->placement, keys[i]));
+				json_object_set(spec, keys[i], json_object_get(s->placement, keys[i]));
 	}
-	error = t->start(&job, &c, home, EXEC_SERVICE, &st);
+	exec_spec_from_json(&c, spec, t);
+	c.run_id = s->ord;
+	c.attempt = s->generation;
+	c.name = name;
+	c.run_workdir = s->workdir;
+	c.home = home;
+	error = t->start(&job, &c, EXEC_SERVICE, &st);
 	if (error == 0) {
 		*handle = json_deep_copy(job.handle);
 		json_object_set_new(*handle, "dir", json_string(job.dir));
@@ -85,7 +91,7 @@ int replica_start(const struct replica_spec *s, json_t **handle)
 	/* the engine's stray reaper takes its supervisor's end: the daemon does not wait for it */
 	job.child = 0;
 	exec_job_dispose(&job);
-	json_decref(c.spec);
+	json_decref(spec);
 	free(home);
 	return error;
 }
@@ -106,6 +112,7 @@ void replica_stop(const json_t *handle, int64_t grace_ms)
 
 	memset(&job, 0, sizeof(job));
 	job.type = type_of(handle);
+	job.inst = exec_type_instance(job.type);
 	job.handle = json_deep_copy(handle);
 	job.dir = xstrdup(json_string_value(json_object_get(handle, "dir")) ? json_string_value(json_object_get(handle, "dir")) : "");
 	job.pid = (pid_t)json_integer_value(json_object_get(handle, "pid"));

@@ -41,6 +41,7 @@
 #include "store/db.h"
 #include "engine/engine_priv.h"
 #include "exec/exec.h"
+#include "exec/proc.h"
 #include "engine/health.h"
 #include "lib/metrics.h"
 #include "monitor/monitor.h"
@@ -200,6 +201,7 @@ int engine_new(struct engine **out, const struct engine_opts *opts, const char *
 		error = FERRY_ERROR;
 		goto fail;
 	}
+	exec_types_init(e->home); /* the executors' per-daemon instances */
 	if (wake_pipe[0] < 0) {
 		if (pipe2(wake_pipe, O_CLOEXEC | O_NONBLOCK) < 0) {
 			ferry_error_set("pipe: %s", strerror(errno));
@@ -244,7 +246,8 @@ void engine_free(struct engine *e)
 	}
 	monitor_free(e->monitor);
 	for (int i = 0; i < e->njobs; i++)
-		exec_job_dispose(&e->jobs[i]);
+		exec_job_free(e->jobs[i]);
+	exec_types_fini();
 	for (int i = 0; i < e->ndone; i++) {
 		free(e->done[i].reason);
 		step_result_dispose(&e->done[i].res);
@@ -395,7 +398,7 @@ void engine_job_succeeded(struct engine *e, int64_t step_id, int64_t run_id, int
 /* Turns a job that ended (as st says) into a queued result and forgets it. */
 static void job_finished(struct engine *e, int idx, const struct exec_status *st)
 {
-	struct exec_job *j = &e->jobs[idx];
+	struct exec_job *j = e->jobs[idx];
 	enum attempt_outcome outcome;
 	char *reason = NULL;
 
@@ -425,7 +428,7 @@ static void job_finished(struct engine *e, int idx, const struct exec_status *st
 	}
 	if (j->type->cleanup)
 		j->type->cleanup(j);
-	exec_job_dispose(j);
+	exec_job_free(j);
 	e->jobs[idx] = e->jobs[--e->njobs];
 	e->claim_now = 1; /* room for another job */
 }
@@ -447,7 +450,7 @@ static void poll_jobs(struct engine *e, int64_t now)
 	if (others)
 		e->next_adopted_poll = now + 200;
 	for (int i = 0; i < e->njobs;) {
-		struct exec_job *j = &e->jobs[i];
+		struct exec_job *j = e->jobs[i];
 		struct exec_status st;
 		if ((j->child ? chld : others) && j->type->poll && j->type->poll(j, &st) == 1) {
 			job_finished(e, i, &st);
@@ -478,7 +481,7 @@ static void kill_job(struct engine *e, struct exec_job *j, enum attempt_outcome 
 static void check_timeouts(struct engine *e, int64_t now)
 {
 	for (int i = 0; i < e->njobs; i++) {
-		struct exec_job *j = &e->jobs[i];
+		struct exec_job *j = e->jobs[i];
 		if (!j->killing && j->deadline_ms && now >= j->deadline_ms) {
 			kill_job(e, j, OUTCOME_FAILED, xasprintf("timed out after %lld ms (timeout)",
 							   (long long)j->timeout_ms));
@@ -664,14 +667,14 @@ static int flush_records(struct engine *e)
 	return FERRY_OK;
 }
 
-struct exec_job *engine_new_job(struct engine *e)
+struct exec_job *engine_new_job(struct engine *e, const struct exec_type *t)
 {
 	if (e->njobs == e->capjobs) {
 		e->capjobs = e->capjobs ? e->capjobs * 2 : 16;
 		e->jobs = xrealloc(e->jobs, (size_t)e->capjobs * sizeof(*e->jobs));
 	}
-	memset(&e->jobs[e->njobs], 0, sizeof(e->jobs[0]));
-	return &e->jobs[e->njobs];
+	e->jobs[e->njobs] = exec_job_new(t);
+	return e->jobs[e->njobs];
 }
 
 /* A job that ended as soon as it started (the noop executor's): queues its result. */
@@ -827,28 +830,43 @@ static void take_work(struct engine *e)
 /* Starts claimed step c's job through the executor type. */
 static void start_job(struct engine *e, struct store_claim *c, char *key)
 {
-	struct exec_job *j = engine_new_job(e);
 	struct exec_status st = {.exit_code = -1};
 	const struct exec_type *t = exec_type_for(c->spec, e->type);
+	struct exec_job *j = engine_new_job(e, t);
 	const char *image = json_string_value(json_object_get(c->spec, "image"));
 	int rc;
 
 	if (t != NULL && image != NULL && strcmp(image, "host") != 0 && (t->flags & EXF_IMAGES) == 0) {
-		ferry_error_set("image \"%s\" needs an executor that runs images (executor: podman, "
-				"docker or slurm); this daemon's default is %s", image, t->name);
+		char *names = exec_type_names_with(EXF_IMAGES, " or ");
+		ferry_error_set("image \"%s\" needs an executor that runs images (executor: %s); "
+				"this daemon's default is %s", image, names, t->name);
+		free(names);
 		t = NULL;
 	}
-	rc = t ? t->start(j, c, e->home, EXEC_ONESHOT, &st) : FERRY_EINVALID;
+	if (t != NULL) {
+		struct exec_spec s = {0};
+		exec_spec_from_json(&s, c->spec, t);
+		s.run_id = c->run_id;
+		s.step_id = c->step_id;
+		s.attempt = c->attempt;
+		s.name = c->name;
+		s.run_workdir = c->workdir;
+		s.timeout_ms = c->timeout_ms;
+		s.home = e->home;
+		rc = t->start(j, &s, EXEC_ONESHOT, &st);
+	} else {
+		rc = FERRY_EINVALID;
+	}
 
 	if (rc < 0) {
 		flog_error("run %lld step %s: cannot start: %s", (long long)c->run_id, c->name,
 			   ferry_error_last());
 		engine_push_done(e, c->step_id, c->attempt, OUTCOME_FAILED, -1, 0,
 			  xasprintf("cannot start: %s", ferry_error_last()));
-		exec_job_dispose(j);
+		exec_job_free(j);
 	} else if (rc == 1) {
 		ended_at_start(e, c, &st, key);
-		exec_job_dispose(j);
+		exec_job_free(j);
 	} else {
 		j->type = t;
 		j->ctx = engine_job_ctx(c->kind, c->spec, c->workdir, c->inputs, c->run, key);
@@ -927,7 +945,7 @@ static void stop_jobs(struct engine *e)
 	e->stop_check = 0;
 	for (int k = 0; k < n; k++) {
 		for (int i = 0; i < e->njobs; i++) {
-			struct exec_job *j = &e->jobs[i];
+			struct exec_job *j = e->jobs[i];
 			if (j->step_id == steps[k] && j->attempt == atts[k])
 				kill_job(e, j, OUTCOME_STOPPED, xstrdup(why[k] ? why[k] : "run stopped"));
 		}
@@ -1054,7 +1072,7 @@ static void monitor_kill(void *arg, int64_t step_id, int attempt, enum attempt_o
 	struct engine *e = arg;
 
 	for (int i = 0; i < e->njobs; i++) {
-		struct exec_job *j = &e->jobs[i];
+		struct exec_job *j = e->jobs[i];
 		if (j->step_id == step_id && j->attempt == attempt && !j->killing) {
 			kill_job(e, j, outcome, reason);
 			j->kill_final = final;
@@ -1264,7 +1282,7 @@ next:
 		if (e->deferred)
 			wait = min64(wait, e->next_deferred - now);
 		for (int i = 0; i < e->njobs; i++) {
-			const struct exec_job *j = &e->jobs[i];
+			const struct exec_job *j = e->jobs[i];
 			if (!j->child)
 				wait = min64(wait, e->next_adopted_poll - now);
 			if (j->deadline_ms && !j->killing)

@@ -43,7 +43,7 @@ struct engine {
 	PGconn *lead;          /* the election's own session: holds the leader lock when leading */
 	int leading;
 	const struct exec_type *type; /* the executor of this daemon's jobs */
-	struct exec_job *jobs;
+	struct exec_job **jobs; /* by pointer: a job never moves (its type's priv stays valid) */
 	int njobs, capjobs;
 	struct done *done;
 	int ndone, capdone;
@@ -78,8 +78,8 @@ void engine_push_done(struct engine *e, int64_t step_id, int attempt, enum attem
 void engine_push_record(struct engine *e, int64_t step_id, int attempt, const char *executor,
 			char *handle, char *dir);
 
-/* A new job slot in e->jobs (counted once the caller increments njobs). */
-struct exec_job *engine_new_job(struct engine *e);
+/* A new job of type t in e->jobs (counted once the caller increments njobs; else exec_job_free it). */
+struct exec_job *engine_new_job(struct engine *e, const struct exec_type *t);
 
 /* What a job's end needs: {kind, spec, workdir, inputs, run, cache_key}; a new reference. */
 json_t *engine_job_ctx(const char *kind, const json_t *spec, const char *workdir, const json_t *inputs,

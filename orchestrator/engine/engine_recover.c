@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "exec/exec.h"
+#include "exec/proc.h"
 #include "store/store.h"
 #include "lib/util.h"
 
@@ -62,7 +63,7 @@ static void adopt_orphan(struct engine *e, struct store_orphan *o)
 
 	if (store_adopt(e->conn, e->owner, o, e->o.lease_ms) <= 0)
 		return;
-	j = engine_new_job(e);
+	j = engine_new_job(e, t);
 	if (t != NULL && t->adopt != NULL) {
 		j->type = t;
 		j->step_id = o->step_id;
@@ -90,13 +91,13 @@ static void adopt_orphan(struct engine *e, struct store_orphan *o)
 			engine_job_succeeded(e, o->step_id, o->run_id, o->attempt, o->name, j->dir, ctx);
 			json_decref(ctx);
 		}
-		exec_job_dispose(j);
+		exec_job_free(j);
 	} else {
 		flog_warn("run %lld step %s attempt %d lost with its owner %s: %s", (long long)o->run_id,
 			  o->name, o->attempt, o->owner, t ? ferry_error_last() : "unknown executor");
 		engine_push_done(e, o->step_id, o->attempt, OUTCOME_LOST, -1, 0,
 			  xasprintf("lost: its daemon %s went away (daemon restarted)", o->owner));
-		exec_job_dispose(j);
+		exec_job_free(j);
 	}
 	exec_status_dispose(&st);
 }

@@ -12,7 +12,7 @@
  */
 #include "exec/exec.h"
 
-#include <dirent.h>
+#include <pthread.h>
 #include <signal.h>
 #include <fcntl.h>
 #include <stdlib.h>
@@ -64,14 +64,85 @@ const struct exec_type *exec_type_at(size_t i)
 	return i - nb < (size_t)nextra ? extra[i - nb] : NULL;
 }
 
+/* The rows' instances, by the row's index in exec_type_at's order. */
+#define MAX_ROWS (sizeof(builtin) / sizeof(builtin[0]) + MAX_EXTRA)
+static void *inst[MAX_ROWS];
+static int made[MAX_ROWS];
+static pthread_mutex_t inst_lock = PTHREAD_MUTEX_INITIALIZER;
+
+/* Row i's instance (lock held): made with home when it has none yet. */
+static void *instance_at(size_t i, const char *home)
+{
+	const struct exec_type *t = exec_type_at(i);
+
+	if (!made[i] && t != NULL) {
+		inst[i] = t->init ? t->init(home) : NULL;
+		made[i] = 1;
+	}
+	return inst[i];
+}
+
+void exec_types_init(const char *home)
+{
+	pthread_mutex_lock(&inst_lock);
+	for (size_t i = 0; exec_type_at(i) != NULL; i++)
+		instance_at(i, home);
+	pthread_mutex_unlock(&inst_lock);
+}
+
+void *exec_type_instance(const struct exec_type *t)
+{
+	const struct exec_type *r;
+	void *p = NULL;
+
+	if (t == NULL)
+		return NULL;
+	pthread_mutex_lock(&inst_lock);
+	for (size_t i = 0; (r = exec_type_at(i)) != NULL; i++)
+		if (r == t) {
+			p = instance_at(i, NULL);
+			break;
+		}
+	pthread_mutex_unlock(&inst_lock);
+	return p;
+}
+
+void exec_types_fini(void)
+{
+	const struct exec_type *t;
+
+	pthread_mutex_lock(&inst_lock);
+	for (size_t i = 0; (t = exec_type_at(i)) != NULL; i++) {
+		if (made[i] && t->fini)
+			t->fini(inst[i]);
+		inst[i] = NULL;
+		made[i] = 0;
+	}
+	pthread_mutex_unlock(&inst_lock);
+}
+
 void exec_tick_all(const char *home)
 {
-	for (size_t i = 0; i < sizeof(builtin) / sizeof(builtin[0]); i++)
-		if (builtin[i]->tick)
-			builtin[i]->tick(home);
-	for (int i = 0; i < nextra; i++)
-		if (extra[i]->tick)
-			extra[i]->tick(home);
+	const struct exec_type *t;
+
+	for (size_t i = 0; (t = exec_type_at(i)) != NULL; i++)
+		if (t->tick)
+			t->tick(exec_type_instance(t), home);
+}
+
+struct exec_job *exec_job_new(const struct exec_type *t)
+{
+	struct exec_job *job = xcalloc(1, sizeof(*job));
+
+	job->type = t;
+	job->inst = exec_type_instance(t);
+	return job;
+}
+
+void exec_job_free(struct exec_job *job)
+{
+	exec_job_dispose(job);
+	free(job);
 }
 
 int exec_type_register(const struct exec_type *t)
@@ -88,21 +159,34 @@ int exec_type_register(const struct exec_type *t)
 	return FERRY_OK;
 }
 
-char *exec_type_names(void)
+char *exec_type_names_with(unsigned flags, const char *last)
 {
+	const struct exec_type *t;
 	char *s = xstrdup(""), *n;
+	const char *prev = NULL;
 
-	for (size_t i = 0; i < sizeof(builtin) / sizeof(builtin[0]); i++) {
-		n = xasprintf("%s%s%s", s, *s ? ", " : "", builtin[i]->name);
-		free(s);
-		s = n;
+	/* each name is added once the next is known: the last one takes `last` */
+	for (size_t i = 0; (t = exec_type_at(i)) != NULL; i++) {
+		if ((t->flags & flags) != flags)
+			continue;
+		if (prev) {
+			n = xasprintf("%s%s%s", s, *s ? ", " : "", prev);
+			free(s);
+			s = n;
+		}
+		prev = t->name;
 	}
-	for (int i = 0; i < nextra; i++) {
-		n = xasprintf("%s%s%s", s, *s ? ", " : "", extra[i]->name);
+	if (prev) {
+		n = xasprintf("%s%s%s", s, *s ? last : "", prev);
 		free(s);
 		s = n;
 	}
 	return s;
+}
+
+char *exec_type_names(void)
+{
+	return exec_type_names_with(0, ", ");
 }
 
 char *exec_attempt_dir(const char *home, int64_t run_id, const char *step, int attempt)
@@ -110,10 +194,11 @@ char *exec_attempt_dir(const char *home, int64_t run_id, const char *step, int a
 	return xasprintf("%s/runs/%lld/%s/%d", home, (long long)run_id, step, attempt);
 }
 
-void exec_job_begin(struct exec_job *job, const struct exec_type *t, const struct store_claim *c)
+void exec_job_begin(struct exec_job *job, const struct exec_type *t, const struct exec_spec *c)
 {
 	memset(job, 0, sizeof(*job));
 	job->type = t;
+	job->inst = exec_type_instance(t);
 	job->step_id = c->step_id;
 	job->run_id = c->run_id;
 	job->attempt = c->attempt;
@@ -121,12 +206,23 @@ void exec_job_begin(struct exec_job *job, const struct exec_type *t, const struc
 	job->timeout_ms = c->timeout_ms;
 }
 
-int exec_attempt_dirs(const char *home, const struct store_claim *c, char **dir, char **out, char **ckpt)
+int exec_attempt_dirs(const struct exec_spec *c, char **dir, char **out, char **ckpt)
 {
-	*dir = exec_attempt_dir(home, c->run_id, c->name, c->attempt);
+	*dir = exec_attempt_dir(c->home, c->run_id, c->name, c->attempt);
 	*out = xasprintf("%s/out", *dir);
-	*ckpt = xasprintf("%s/runs/%lld/%s/checkpoint", home, (long long)c->run_id, c->name);
+	*ckpt = xasprintf("%s/runs/%lld/%s/checkpoint", c->home, (long long)c->run_id, c->name);
 	return mkdir_p(*out, 0755) < 0 || mkdir_p(*ckpt, 0755) < 0 ? FERRY_ERROR : FERRY_OK;
+}
+
+void exec_spec_from_json(struct exec_spec *s, json_t *spec, const struct exec_type *t)
+{
+	s->command = json_object_get(spec, "command");
+	s->env = json_object_get(spec, "env");
+	s->workdir = json_string_value(json_object_get(spec, "workdir"));
+	s->image = json_string_value(json_object_get(spec, "image"));
+	s->resources = json_object_get(spec, "resources");
+	s->network = json_string_value(json_object_get(spec, "network"));
+	s->options = t ? json_object_get(spec, t->name) : NULL;
 }
 
 void exec_signal(const struct exec_job *job, int sig)
@@ -240,54 +336,14 @@ void exec_job_dispose(struct exec_job *job)
 {
 	if (job == NULL)
 		return;
+	if (job->priv && job->type && job->type->dispose)
+		job->type->dispose(job);
 	free(job->name);
 	free(job->dir);
 	free(job->kill_reason);
 	json_decref(job->handle);
 	json_decref(job->ctx);
 	memset(job, 0, sizeof(*job));
-}
-
-/* Appends the pids of cgroup dir and its children to the vector (*cap its room); whether dir had cgroup.procs. */
-static int cgroup_pids(const char *dir, int depth, int **pids, int *n, int *cap)
-{
-	char *path = xasprintf("%s/cgroup.procs", dir), line[32];
-	FILE *f = fopen(path, "re");
-	DIR *d;
-	struct dirent *de;
-
-	free(path);
-	if (f == NULL)
-		return 0;
-	while (fgets(line, sizeof(line), f)) {
-		int64_t pid;
-		line[strcspn(line, "\n")] = '\0';
-		if (parse_int64(line, &pid) < 0 || pid <= 0)
-			continue;
-		if (*n == *cap)
-			*pids = xrealloc(*pids, (size_t)(*cap = *cap ? 2 * *cap : 8) * sizeof(**pids));
-		(*pids)[(*n)++] = (int)pid;
-	}
-	fclose(f);
-	if (depth < 3 && (d = opendir(dir)) != NULL) {
-		while ((de = readdir(d)) != NULL) {
-			char *sub;
-			if (de->d_name[0] == '.' || de->d_type != DT_DIR)
-				continue;
-			sub = xasprintf("%s/%s", dir, de->d_name);
-			cgroup_pids(sub, depth + 1, pids, n, cap);
-			free(sub);
-		}
-		closedir(d);
-	}
-	return 1;
-}
-
-int exec_cgroup_pids(const char *dir, int **pids, int *n)
-{
-	int cap = *n;
-
-	return cgroup_pids(dir, 0, pids, n, &cap) ? FERRY_OK : FERRY_ENOTFOUND;
 }
 
 void exec_spawnattr_child(posix_spawnattr_t *at)

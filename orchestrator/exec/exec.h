@@ -22,12 +22,17 @@
 #include <sys/types.h>
 
 #include "lib/states.h"
-#include "store/store.h"
 
 struct exec_type;
 
+/*
+ * One job of an attempt, held by pointer (exec_job_new): never copied or
+ * moved, so a type may keep its per-job state in priv.
+ */
 struct exec_job {
 	const struct exec_type *type;
+	void *inst;         /* the type's per-daemon instance (exec_type_instance); borrowed */
+	void *priv;         /* the type's per-job state or NULL; released by its cleanup or dispose hook */
 	int64_t step_id, run_id;
 	int attempt;
 	char *name;
@@ -50,6 +55,45 @@ struct exec_job {
 	json_t *ctx;        /* the engine's: {kind, spec, workdir, inputs, run, cache_key} */
 };
 
+/*
+ * What to start: one attempt of a step (or a deployment's replica), built
+ * by the engine from its claim (deploy/replicas.c and `ferry dev step`
+ * build their own). Executors read this, never the database's row. All
+ * borrowed from the builder for the duration of start; the JSON values
+ * are the step's resolved spec's (plan.h), not copied.
+ */
+struct exec_spec {
+	/* the ids names are made of (attempt directory, container, Slurm job) */
+	int64_t run_id, step_id;
+	int attempt;
+	const char *name;        /* the step's (a replica's: rIDX) */
+	/* what runs */
+	json_t *command;         /* the rendered argv: an array of strings (none: cannot start) */
+	json_t *env;             /* the step's {"NAME": "value"} or NULL */
+	const char *workdir;     /* the step's working directory (below the run's) or NULL */
+	const char *run_workdir; /* the run's working directory or NULL */
+	const char *image;       /* NULL or "host": the host's root filesystem */
+	json_t *resources;       /* {cpus, memory_mb, gpus} or NULL */
+	const char *network;     /* "host", else none */
+	json_t *options;         /* the executor's own options (slurm: the step's slurm: block) or NULL */
+	int64_t timeout_ms;      /* 0: none */
+	/*
+	 * Where: the attempt directory is HOME/runs/RUN/NAME/ATTEMPT (its log
+	 * DIR/log, its outputs DIR/out), the step's checkpoint directory
+	 * HOME/runs/RUN/NAME/checkpoint (exec_attempt_dirs makes them); a
+	 * replica's home is its deployment's. Container names hash it.
+	 */
+	const char *home;
+};
+
+/*
+ * Fills the "what runs" fields of *s from a step's resolved spec JSON
+ * (command, env, workdir, image, resources, network, and as options the
+ * member named after type t, when t is not NULL); the ids and home are
+ * left as they are. spec stays the caller's: s borrows from it.
+ */
+void exec_spec_from_json(struct exec_spec *s, json_t *spec, const struct exec_type *t);
+
 /* How a job ended, as its executor saw it. */
 struct exec_status {
 	int exit_code;      /* -1 when none */
@@ -71,6 +115,7 @@ enum exec_type_flag {
 	EXF_NO_SLOTS = 1u << 0, /* its jobs take no slot of max_jobs (they end at once: noop) */
 	EXF_NO_DIR = 1u << 1,   /* it writes nothing under the attempt directory */
 	EXF_IMAGES = 1u << 2,   /* it runs a step's image (containers): image: other than host */
+	EXF_SERVICES = 1u << 3, /* it runs EXEC_SERVICE jobs on this host (deploy replicas) */
 };
 
 /* A job's kind of life. */
@@ -88,12 +133,20 @@ struct exec_type {
 	const char *name;
 	unsigned flags;
 	/*
-	 * Starts the job of claimed step c with spec c->spec (command, env,
-	 * workdir, image, resources) in dir. Returns 0 with job filled (handle
-	 * set), or 1 when the job already ended (*st filled; noop).
+	 * (Optional) the type's per-daemon state (a client, a sweep's
+	 * schedule), made once per daemon with its home and handed to the
+	 * hooks as job->inst and tick's inst; fini releases it. Without init
+	 * inst is NULL.
 	 */
-	int (*start)(struct exec_job *job, const struct store_claim *c, const char *home,
-		     enum exec_mode mode, struct exec_status *st);
+	void *(*init)(const char *home);
+	void (*fini)(void *inst);
+	/*
+	 * Starts the job that s describes (its directory under s->home).
+	 * Returns 0 with job filled (handle set), or 1 when the job already
+	 * ended (*st filled; noop).
+	 */
+	int (*start)(struct exec_job *job, const struct exec_spec *s, enum exec_mode mode,
+		     struct exec_status *st);
 	/* 1 when the job ended (*st filled), 0 while it runs. */
 	int (*poll)(struct exec_job *job, struct exec_status *st);
 	/* Sends sig (SIGTERM, SIGKILL) to every process of the job. */
@@ -115,16 +168,22 @@ struct exec_type {
 	 * Slurm job runs elsewhere).
 	 */
 	int (*pids)(const struct exec_job *job, int **out, int *n);
-	/* Releases what the job held once its end is recorded (a container, a scratch dir). */
+	/* Releases what the job held once its end is recorded (a container, a scratch dir), and priv. */
 	void (*cleanup)(struct exec_job *job);
+	/*
+	 * (Optional) frees job->priv and nothing else: the job itself goes
+	 * on (the daemon stops, the job is handed over). exec_job_dispose
+	 * calls it when priv is left.
+	 */
+	void (*dispose)(struct exec_job *job);
 	/* Where the job's log is; the caller frees it. NULL when it keeps none. */
 	char *(*log_path)(const struct exec_job *job);
 	/*
-	 * Called on every SIGCHLD and every 10 s with the daemon's home: reaps
-	 * strays (processes jobs left behind), sweeps what a crash left (exited
-	 * containers of that home).
+	 * Called on every SIGCHLD and every 10 s with the type's instance and
+	 * the daemon's home: reaps strays (processes jobs left behind), sweeps
+	 * what a crash left (exited containers of that home).
 	 */
-	void (*tick)(const char *home);
+	void (*tick)(void *inst, const char *home);
 	/*
 	 * Containers still running whose attempt is over (exec_orphans.c):
 	 * lists the jobs of home that the type's runtime runs, asks
@@ -151,6 +210,20 @@ const struct exec_type *exec_type_for(const json_t *spec, const struct exec_type
 
 /* The i-th registered type (builtin, then added), NULL past the last. */
 const struct exec_type *exec_type_at(size_t i);
+
+/*
+ * The daemon's instances of the rows: exec_types_init makes every row's
+ * (its init hook with home) once; exec_type_instance(t) is t's, made then
+ * (with a NULL home) when it is asked for first (tests, `ferry dev`);
+ * exec_types_fini releases them all, once no job holds one. Thread-safe.
+ */
+void exec_types_init(const char *home);
+void *exec_type_instance(const struct exec_type *t);
+void exec_types_fini(void);
+
+/* A new job of type t (may be NULL) with its instance, otherwise zeroed; exec_job_free releases it. */
+struct exec_job *exec_job_new(const struct exec_type *t);
+void exec_job_free(struct exec_job *job);
 
 /*
  * Runs argv (PATH searched) with its output captured into *out (the
@@ -197,6 +270,13 @@ void exec_tick_all(const char *home);
 /* "local, noop": the known names, for messages; the caller frees it. */
 char *exec_type_names(void);
 
+/*
+ * The names of the types whose flags include all of flags, for messages:
+ * "podman, docker or slurm" with last " or " ("a, b" with ", "); "" when
+ * none. The caller frees it.
+ */
+char *exec_type_names_with(unsigned flags, const char *last);
+
 /* The rows, defined in their own files. */
 extern const struct exec_type exec_local;
 extern const struct exec_type exec_noop;
@@ -204,28 +284,21 @@ extern const struct exec_type exec_podman; /* exec_podman.c */
 extern const struct exec_type exec_slurm;   /* exec_slurm.c: Slurm batch jobs (slurmrestd or the CLI) */
 extern const struct exec_type exec_docker;
 
-/*
- * exec_slurm.c: sstat's "TRESUsageInTot|TRESUsageOutTot" line as a sample
- * (cpu_ms, rchar, wchar; read_bytes and write_bytes -1: Slurm does not
- * count them). 0, or -1 when the line is not that.
- */
-int exec_slurm_parse_sstat(const char *text, struct exec_sample *out);
-
-/* What every type's start does first: job zeroed and filled from claim c for type t. */
-void exec_job_begin(struct exec_job *job, const struct exec_type *t, const struct store_claim *c);
+/* What every type's start does first: job zeroed and filled from s for type t (its instance too). */
+void exec_job_begin(struct exec_job *job, const struct exec_type *t, const struct exec_spec *s);
 
 /*
- * Makes claim c's attempt directory under home with its out/, and the
- * step's checkpoint directory (one for every attempt of the step: a retry
+ * Makes s's attempt directory under s->home with its out/, and the step's
+ * checkpoint directory (one for every attempt of the step: a retry
  * resumes from it). *dir, *out and *ckpt are the caller's, also on error.
  */
-int exec_attempt_dirs(const char *home, const struct store_claim *c, char **dir, char **out, char **ckpt);
+int exec_attempt_dirs(const struct exec_spec *s, char **dir, char **out, char **ckpt);
 
 /* The attempt directory of a step's attempt under home; the caller frees it. */
 char *exec_attempt_dir(const char *home, int64_t run_id, const char *step, int attempt);
 
-/* Starts a claimed step under the local executor; fills job (kept for tests). */
-int exec_local_start(struct exec_job *job, const struct store_claim *c, const char *home);
+/* Starts s under the local executor; fills job (kept for tests). */
+int exec_local_start(struct exec_job *job, const struct exec_spec *s);
 
 /*
  * What a local job runs, as exec_local_start runs it: argv (the rendered
@@ -239,25 +312,12 @@ struct exec_local_cmd {
 	char **argv, **envp;
 	char *cwd;
 };
-int exec_local_cmd_make(struct exec_local_cmd *x, const struct store_claim *c, const char *dir,
+int exec_local_cmd_make(struct exec_local_cmd *x, const struct exec_spec *s, const char *dir,
 			const char *out, const char *ckpt);
 void exec_local_cmd_dispose(struct exec_local_cmd *x);
 
-/*
- * The processes of cgroup directory dir and of its children (depth <= 3),
- * appended to *pids (*n of them; the caller frees it): a container's, for
- * the monitor. FERRY_ENOTFOUND when dir has no cgroup.procs.
- */
-int exec_cgroup_pids(const char *dir, int **pids, int *n);
-
 /* Sends sig to the job through its type. */
 void exec_signal(const struct exec_job *job, int sig);
-
-/* Whether pid is alive and started at start (0 start: any). */
-int exec_pid_alive(pid_t pid, int64_t start);
-
-/* Start time of pid from /proc (clock ticks since boot), or 0. */
-int64_t exec_pid_start(pid_t pid);
 
 /*
  * Reads DIR/status written by the shim: 1 when present, with *exit_code

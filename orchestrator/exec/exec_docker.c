@@ -65,6 +65,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "exec/proc.h"
 #include "lib/util.h"
 
 #define DK_API "/v1.41"
@@ -248,13 +249,13 @@ static void dk_bind(json_t *binds, const char *p, int ro)
  * cwd as exec_local_cmd_make made them; dir and ckpt absolute). Returns a
  * new object.
  */
-static json_t *dk_create_body(const struct store_claim *c, const struct exec_local_cmd *x,
+static json_t *dk_create_body(const struct exec_spec *c, const struct exec_local_cmd *x,
 			      const char *home, const char *dir, const char *ckpt, const char *image)
 {
-	json_t *spec = c->spec, *res = json_object_get(spec, "resources");
-	json_t *env = json_object_get(spec, "env"), *cmd = json_array(), *envs = json_array();
+	json_t *res = c->resources;
+	json_t *env = c->env, *cmd = json_array(), *envs = json_array();
 	json_t *binds = json_array(), *hc, *labels;
-	const char *net = json_string_value(json_object_get(spec, "network"));
+	const char *net = c->network;
 	double cpus = json_number_value(json_object_get(res, "cpus"));
 	json_int_t mem = json_integer_value(json_object_get(res, "memory_mb"));
 	json_int_t gpus = json_integer_value(json_object_get(res, "gpus"));
@@ -284,7 +285,7 @@ static json_t *dk_create_body(const struct store_claim *c, const struct exec_loc
 	}
 	dk_bind(binds, dir, 0);
 	dk_bind(binds, ckpt, 0);
-	dk_bind(binds, c->workdir, 0);
+	dk_bind(binds, c->run_workdir, 0);
 	hc = json_pack("{s:o, s:s, s:b}", "Binds", binds, "NetworkMode",
 		       net && strcmp(net, "host") == 0 ? "host" : "none", "AutoRemove", 0);
 	if (cpus > 0)
@@ -705,22 +706,40 @@ static int dk_spawn(struct exec_job *job, const char *sock, const char *name,
 
 /* ---- the hooks -------------------------------------------------------------- */
 
-/* The FERRY_HOME of this daemon's containers (their ferry.home label), known from the first start. */
-static char *dk_home;
-static int64_t dk_next_sweep;
+/* The row's per-daemon instance. */
+struct docker {
+	char *home;          /* the FERRY_HOME of this daemon's containers (their ferry.home label), from the first start */
+	int64_t next_sweep;  /* when tick looks for exited containers next */
+};
 
-static int docker_start(struct exec_job *job, const struct store_claim *c, const char *home,
-			enum exec_mode mode, struct exec_status *st)
+static void *docker_init(const char *home)
 {
-	const char *image = json_string_value(json_object_get(c->spec, "image"));
+	(void)home; /* only a daemon that ran a docker job talks to dockerd: known from its start */
+	return xcalloc(1, sizeof(struct docker));
+}
+
+static void docker_fini(void *inst)
+{
+	struct docker *dk = inst;
+
+	if (dk)
+		free(dk->home);
+	free(dk);
+}
+
+static int docker_start(struct exec_job *job, const struct exec_spec *c, enum exec_mode mode, struct exec_status *st)
+{
+	const char *image = c->image;
 	const char *sock = dk_socket();
 	struct exec_local_cmd x = {0};
 	char *dir = NULL, *adir = NULL, *ahome = NULL, *out = NULL, *ckpt = NULL, *name = NULL;
 	json_t *body = NULL;
+	struct docker *dk;
 	int error = FERRY_EINVALID;
 
 	(void)mode, (void)st;
 	exec_job_begin(job, &exec_docker, c);
+	dk = job->inst;
 	if (sock == NULL)
 		goto out;
 	if (image == NULL || strcmp(image, "host") == 0) {
@@ -730,13 +749,13 @@ static int docker_start(struct exec_job *job, const struct store_claim *c, const
 		goto out;
 	}
 	error = FERRY_ERROR;
-	dir = exec_attempt_dir(home, c->run_id, c->name, c->attempt);
+	dir = exec_attempt_dir(c->home, c->run_id, c->name, c->attempt);
 	out = xasprintf("%s/out", dir);
 	if (mkdir_p(out, 0755) < 0)
 		goto out;
 	free(out);
 	/* the engine binds host paths as they are: absolute ones */
-	if ((adir = realpath(dir, NULL)) == NULL || (ahome = realpath(home, NULL)) == NULL) {
+	if ((adir = realpath(dir, NULL)) == NULL || (ahome = realpath(c->home, NULL)) == NULL) {
 		ferry_error_set("%s: %s", dir, strerror(errno));
 		goto out;
 	}
@@ -748,14 +767,14 @@ static int docker_start(struct exec_job *job, const struct store_claim *c, const
 	if ((error = exec_local_cmd_make(&x, c, adir, out, ckpt)) < 0)
 		goto out;
 	name = dk_name(ahome, c->run_id, c->name, c->attempt);
-	if (dk_home == NULL || strcmp(dk_home, ahome) != 0) {
+	if (dk->home == NULL || strcmp(dk->home, ahome) != 0) {
 		char *marker = xasprintf("%s/runs/.docker", ahome);
 		int fd = open(marker, O_WRONLY | O_CREAT | O_CLOEXEC, 0644); /* the orphan sweep's cue */
 		if (fd >= 0)
 			close(fd);
 		free(marker);
-		free(dk_home);
-		dk_home = xstrdup(ahome);
+		free(dk->home);
+		dk->home = xstrdup(ahome);
 	}
 	body = dk_create_body(c, &x, ahome, adir, ckpt, image);
 	job->dir = dir;
@@ -1182,20 +1201,21 @@ static void docker_cleanup(struct exec_job *job)
  * stay: their attempt is adopted from them. At most once a minute, on the
  * wake-ups after a job ended; each request within DK_QUICK_MS.
  */
-static void docker_tick(const char *home)
+static void docker_tick(void *inst, const char *home)
 {
+	struct docker *dk = inst;
 	const char *sock = dk_socket();
 	json_t *filt, *list = NULL, *v;
 	char *ftxt, *esc, *path;
 	long code;
 	size_t i;
 
-	/* only a daemon that ran or adopted a docker job (dk_home) talks to dockerd */
+	/* only a daemon that ran or adopted a docker job (dk->home) talks to dockerd */
 	(void)home;
-	if (dk_home == NULL || sock == NULL || clock_mono_ms() < dk_next_sweep)
+	if (dk->home == NULL || sock == NULL || clock_mono_ms() < dk->next_sweep)
 		return;
-	dk_next_sweep = clock_mono_ms() + 60000;
-	filt = json_pack("{s:[s+], s:[s, s, s]}", "label", "ferry.home=", dk_home, "status", "exited",
+	dk->next_sweep = clock_mono_ms() + 60000;
+	filt = json_pack("{s:[s+], s:[s, s, s]}", "label", "ferry.home=", dk->home, "status", "exited",
 			 "dead", "created");
 	ftxt = json_dumps(filt, JSON_COMPACT);
 	esc = curl_easy_escape(NULL, ftxt, 0);
@@ -1210,7 +1230,7 @@ static void docker_tick(const char *home)
 			char *dir;
 			if (run == NULL || step == NULL || att == NULL || id == NULL || strchr(step, '/'))
 				continue;
-			dir = xasprintf("%s/runs/%s/%s/%s", dk_home, run, step, att);
+			dir = xasprintf("%s/runs/%s/%s/%s", dk->home, run, step, att);
 			if (dk_status(dir, NULL, NULL, NULL, NULL, NULL) && dk_remove(sock, id, DK_QUICK_MS) == 0)
 				flog_info("removed container %.12s of run %s step %s attempt %s: its end was "
 					  "recorded", id, run, step, att);
@@ -1288,7 +1308,9 @@ static int docker_orphans(const char *home, int (*want)(int64_t run, const char 
 
 const struct exec_type exec_docker = {
 	.name = "docker",
-	.flags = EXF_IMAGES,
+	.flags = EXF_IMAGES | EXF_SERVICES,
+	.init = docker_init,
+	.fini = docker_fini,
 	.start = docker_start,
 	.poll = docker_poll,
 	.signal = docker_signal,

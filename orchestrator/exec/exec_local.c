@@ -29,6 +29,7 @@
 #include <unistd.h>
 
 #include "exec/exec_shim.h"
+#include "exec/proc.h"
 #include "lib/util.h"
 
 extern char **environ;
@@ -46,10 +47,10 @@ static int env_hide(const char *entry)
 }
 
 /* Builds envp: the daemon's environment less its FERRY_* settings, Ferry's, then the step's. */
-static char **build_env(const struct store_claim *c, const char *dir, const char *out,
+static char **build_env(const struct exec_spec *c, const char *dir, const char *out,
 			 const char *ckpt)
 {
-	json_t *env = json_object_get(c->spec, "env"), *v;
+	json_t *env = c->env, *v;
 	size_t n = 0, k = 0;
 	const char *key;
 	char **envp;
@@ -163,11 +164,11 @@ static void shim(char **argv, char **envp, const char *cwd, const char *log, con
 	_exit(0);
 }
 
-int exec_local_cmd_make(struct exec_local_cmd *x, const struct store_claim *c, const char *dir,
+int exec_local_cmd_make(struct exec_local_cmd *x, const struct exec_spec *c, const char *dir,
 			const char *out, const char *ckpt)
 {
-	json_t *cmd = json_object_get(c->spec, "command"), *v;
-	const char *wd = json_string_value(json_object_get(c->spec, "workdir"));
+	json_t *cmd = c->command, *v;
+	const char *wd = c->workdir;
 	size_t i;
 
 	memset(x, 0, sizeof(*x));
@@ -177,12 +178,12 @@ int exec_local_cmd_make(struct exec_local_cmd *x, const struct store_claim *c, c
 	}
 	if (wd && wd[0] == '/')
 		x->cwd = xstrdup(wd);
-	else if (wd && c->workdir)
-		x->cwd = xasprintf("%s/%s", c->workdir, wd);
+	else if (wd && c->run_workdir)
+		x->cwd = xasprintf("%s/%s", c->run_workdir, wd);
 	else if (wd)
 		x->cwd = xasprintf("%s/%s", dir, wd);
 	else
-		x->cwd = xstrdup(c->workdir ? c->workdir : dir);
+		x->cwd = xstrdup(c->run_workdir ? c->run_workdir : dir);
 	x->argv = xcalloc(json_array_size(cmd) + 1, sizeof(char *));
 	json_array_foreach(cmd, i, v)
 		x->argv[i] = xstrdup(json_string_value(v));
@@ -198,7 +199,7 @@ void exec_local_cmd_dispose(struct exec_local_cmd *x)
 	memset(x, 0, sizeof(*x));
 }
 
-int exec_local_start(struct exec_job *job, const struct store_claim *c, const char *home)
+int exec_local_start(struct exec_job *job, const struct exec_spec *c)
 {
 	struct exec_local_cmd x = {0};
 	char *dir = NULL, *out = NULL, *log = NULL, *status = NULL, *ckpt = NULL;
@@ -206,7 +207,7 @@ int exec_local_start(struct exec_job *job, const struct store_claim *c, const ch
 	int error = FERRY_ERROR;
 
 	exec_job_begin(job, &exec_local, c);
-	if (exec_attempt_dirs(home, c, &dir, &out, &ckpt) < 0)
+	if (exec_attempt_dirs(c, &dir, &out, &ckpt) < 0)
 		goto out;
 	log = xasprintf("%s/log", dir);
 	status = xasprintf("%s/status", dir);
@@ -238,11 +239,10 @@ out:
 	return error;
 }
 
-static int local_start(struct exec_job *job, const struct store_claim *c, const char *home,
-		       enum exec_mode mode, struct exec_status *st)
+static int local_start(struct exec_job *job, const struct exec_spec *c, enum exec_mode mode, struct exec_status *st)
 {
 	(void)mode, (void)st; /* a service is a process that keeps running: nothing differs */
-	return exec_local_start(job, c, home);
+	return exec_local_start(job, c);
 }
 
 /* The job ended: how, from DIR/status. */
@@ -348,46 +348,6 @@ static int local_adopt(struct exec_job *job, struct exec_status *st)
 	return FERRY_ENOTFOUND;
 }
 
-/*
- * Field n (numbered as in proc(5): 1 is the pid) of a /proc/PID/stat line;
- * 0 with *out, or -1. Field 2, "(comm)", may hold spaces: count after the last ')'.
- */
-static int stat_field(const char *line, int n, long long *out)
-{
-	const char *p = strrchr(line, ')');
-	char *end;
-	int field = 2;
-
-	if (p == NULL || n < 3)
-		return -1;
-	for (p++; *p && field < n; p++)
-		if (*p == ' ')
-			field++;
-	if (field != n)
-		return -1;
-	*out = strtoll(p, &end, 10);
-	return end == p ? -1 : 0;
-}
-
-/* Reads /proc/PID/stat into buf; 0 or -1. */
-static int read_stat(char *buf, size_t len, pid_t pid)
-{
-	char path[64];
-	ssize_t n;
-	int fd;
-
-	snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
-	fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (fd < 0)
-		return -1;
-	n = read(fd, buf, len - 1);
-	close(fd);
-	if (n <= 0)
-		return -1;
-	buf[n] = '\0';
-	return 0;
-}
-
 /* Adds the IO counters and CPU time (its own and its reaped children's) of pid to out; 0 when readable. */
 static int add_process(struct exec_sample *out, pid_t pid, long ticks)
 {
@@ -419,9 +379,9 @@ static int add_process(struct exec_sample *out, pid_t pid, long ticks)
 		ok = 1;
 	}
 	/* utime 14, stime 15, cutime 16, cstime 17 */
-	if (read_stat(buf, sizeof(buf), pid) == 0 && stat_field(buf, 14, &ut) == 0 &&
-	    stat_field(buf, 15, &st) == 0 && stat_field(buf, 16, &cut) == 0 &&
-	    stat_field(buf, 17, &cst) == 0)
+	if (exec_proc_stat(buf, sizeof(buf), pid) == 0 && exec_stat_field(buf, 14, &ut) == 0 &&
+	    exec_stat_field(buf, 15, &st) == 0 && exec_stat_field(buf, 16, &cut) == 0 &&
+	    exec_stat_field(buf, 17, &cst) == 0)
 		out->cpu_ms += (ut + st + cut + cst) * 1000 / ticks;
 	return ok ? 0 : -1;
 }
@@ -456,7 +416,7 @@ static void procs_refresh(void)
 		int64_t pid;
 		long long pg;
 		if (de->d_name[0] < '1' || de->d_name[0] > '9' || parse_int64(de->d_name, &pid) < 0 ||
-		    read_stat(buf, sizeof(buf), (pid_t)pid) < 0 || stat_field(buf, 5, &pg) < 0)
+		    exec_proc_stat(buf, sizeof(buf), (pid_t)pid) < 0 || exec_stat_field(buf, 5, &pg) < 0)
 			continue;
 		if (procs.n == procs.cap)
 			procs.v = xrealloc(procs.v, (size_t)(procs.cap = procs.cap ? 2 * procs.cap : 256) * sizeof(*procs.v));
@@ -517,9 +477,9 @@ static char *local_log_path(const struct exec_job *job)
 }
 
 /* Reaps what jobs left behind: their orphans are reparented to us (a subreaper). */
-static void local_tick(const char *home)
+static void local_tick(void *inst, const char *home)
 {
-	(void)home;
+	(void)inst, (void)home;
 	int st;
 
 	while (waitpid(-1, &st, WNOHANG) > 0)
@@ -528,6 +488,7 @@ static void local_tick(const char *home)
 
 const struct exec_type exec_local = {
 	.name = "local",
+	.flags = EXF_SERVICES,
 	.start = local_start,
 	.poll = local_poll,
 	.signal = local_signal,
@@ -537,28 +498,6 @@ const struct exec_type exec_local = {
 	.log_path = local_log_path,
 	.tick = local_tick,
 };
-
-int64_t exec_pid_start(pid_t pid)
-{
-	char buf[1024];
-	long long v;
-
-	return read_stat(buf, sizeof(buf), pid) == 0 && stat_field(buf, 22, &v) == 0 ? v : 0;
-}
-
-int exec_pid_alive(pid_t pid, int64_t start)
-{
-	char buf[1024], *p;
-	long long s;
-
-	if (pid <= 0 || read_stat(buf, sizeof(buf), pid) < 0 || stat_field(buf, 22, &s) < 0)
-		return 0;
-	if (s == 0 || (start != 0 && s != start))
-		return 0;
-	/* a zombie is not alive: field 3 is the state letter */
-	p = strrchr(buf, ')');
-	return p && p[1] == ' ' && p[2] != 'Z' && p[2] != 'X';
-}
 
 int exec_read_status(const char *dir, int *exit_code, int *signal_out)
 {

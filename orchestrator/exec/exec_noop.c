@@ -9,10 +9,9 @@
 
 #include "lib/util.h"
 
-static int noop_start(struct exec_job *job, const struct store_claim *c, const char *home,
-		      enum exec_mode mode, struct exec_status *st)
+static int noop_start(struct exec_job *job, const struct exec_spec *c, enum exec_mode mode, struct exec_status *st)
 {
-	(void)home, (void)mode;
+	(void)mode;
 	memset(job, 0, sizeof(*job));
 	job->step_id = c->step_id;
 	job->run_id = c->run_id;

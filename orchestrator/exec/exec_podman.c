@@ -81,6 +81,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "exec/proc.h"
 #include "lib/util.h"
 
 #define CGROUP_ROOT "/sys/fs/cgroup"
@@ -224,14 +225,14 @@ static char **podman_env(void)
 	return e.v;
 }
 
-int exec_podman_argv(char ***argv, char ***envp, const struct store_claim *c, const char *home,
+int exec_podman_argv(char ***argv, char ***envp, const struct exec_spec *c, const char *home,
 		     const char *dir)
 {
 	struct exec_local_cmd x = {0};
 	struct vec a = {0}, e = {0};
-	json_t *res = json_object_get(c->spec, "resources"), *env = json_object_get(c->spec, "env");
-	const char *image = json_string_value(json_object_get(c->spec, "image"));
-	const char *net = json_string_value(json_object_get(c->spec, "network"));
+	json_t *res = c->resources, *env = c->env;
+	const char *image = c->image;
+	const char *net = c->network;
 	const char *mounts[8];
 	char *out = xasprintf("%s/out", dir), *name = NULL, *podman = NULL;
 	char *ckpt = xasprintf("%s/runs/%lld/%s/checkpoint", home, (long long)c->run_id, c->name);
@@ -277,7 +278,7 @@ int exec_podman_argv(char ***argv, char ***envp, const struct store_claim *c, co
 	/* the attempt directory (with out/), the checkpoint, the run's workdir, the cwd, the data cache */
 	add_mount(&a, mounts, &nm, dir);
 	add_mount(&a, mounts, &nm, ckpt);
-	add_mount(&a, mounts, &nm, c->workdir);
+	add_mount(&a, mounts, &nm, c->run_workdir);
 	add_mount(&a, mounts, &nm, x.cwd);
 	add_mount(&a, mounts, &nm, json_string_value(json_object_get(env, "FERRY_CACHE_DIR")));
 	vec_add2(&a, "-w", xstrdup(x.cwd));
@@ -598,33 +599,50 @@ static void shim(const struct shim_plan *p)
  * has run or adopted a podman job: a daemon that never runs containers
  * never runs podman (its start costs a second of CPU).
  */
-static char *sweep_home;
-static int64_t next_sweep_ms;
-static int swept, used;
+struct podman {
+	char *sweep_home;
+	int64_t next_sweep_ms;
+	int swept, used;
+};
 
-/* Marks home as one podman jobs ran under (once per process). */
-static void mark_used(const char *home)
+static void *podman_init(const char *home)
+{
+	(void)home; /* known from the first start, adoption or tick */
+	return xcalloc(1, sizeof(struct podman));
+}
+
+static void podman_fini(void *inst)
+{
+	struct podman *pm = inst;
+
+	if (pm)
+		free(pm->sweep_home);
+	free(pm);
+}
+
+/* Marks home as one podman jobs ran under (once per daemon). */
+static void mark_used(struct podman *pm, const char *home)
 {
 	char *marker;
 	int fd;
 
-	if (used)
+	if (pm->used)
 		return;
-	used = 1;
+	pm->used = 1;
 	marker = xasprintf("%s/runs/.podman", home);
 	if ((fd = open(marker, O_WRONLY | O_CREAT | O_CLOEXEC, 0644)) >= 0)
 		close(fd);
 	free(marker);
 }
 
-static void remember_home(const char *home)
+static void remember_home(struct podman *pm, const char *home)
 {
-	if (home == NULL || (sweep_home && strcmp(sweep_home, home) == 0))
+	if (home == NULL || (pm->sweep_home && strcmp(pm->sweep_home, home) == 0))
 		return;
-	free(sweep_home);
-	sweep_home = xstrdup(home);
-	if (next_sweep_ms == 0)
-		next_sweep_ms = clock_mono_ms(); /* the first sweep at the first tick */
+	free(pm->sweep_home);
+	pm->sweep_home = xstrdup(home);
+	if (pm->next_sweep_ms == 0)
+		pm->next_sweep_ms = clock_mono_ms(); /* the first sweep at the first tick */
 }
 
 /* Forks a shim for plan p; fills job's pid, start, child and handle. */
@@ -648,8 +666,7 @@ static int spawn_shim(struct exec_job *job, const struct shim_plan *p, const cha
 	return FERRY_OK;
 }
 
-static int podman_start(struct exec_job *job, const struct store_claim *c, const char *home,
-			enum exec_mode mode, struct exec_status *st)
+static int podman_start(struct exec_job *job, const struct exec_spec *c, enum exec_mode mode, struct exec_status *st)
 {
 	struct shim_plan p = {0};
 	char *dir = NULL, *out = NULL, *ckpt = NULL, *name = NULL;
@@ -657,27 +674,27 @@ static int podman_start(struct exec_job *job, const struct store_claim *c, const
 
 	(void)mode, (void)st; /* a service is a container that keeps running: nothing differs */
 	exec_job_begin(job, &exec_podman, c);
-	if (exec_attempt_dirs(home, c, &dir, &out, &ckpt) < 0)
+	if (exec_attempt_dirs(c, &dir, &out, &ckpt) < 0)
 		goto out;
-	if ((error = exec_podman_argv(&p.run_argv, &p.envp, c, home, dir)) < 0)
+	if ((error = exec_podman_argv(&p.run_argv, &p.envp, c, c->home, dir)) < 0)
 		goto out;
 	if (p.run_argv[0][0] != '/') {
 		ferry_error_set("podman is not installed here (make deps; then deploy/podman.sh)");
 		error = FERRY_EINVALID;
 		goto out;
 	}
-	name = exec_podman_name(home, c->run_id, c->name, c->attempt);
+	name = exec_podman_name(c->home, c->run_id, c->name, c->attempt);
 	plan_common(&p, p.run_argv[0], name, dir);
 	p.limit_mb = (long long)json_integer_value(
-		json_object_get(json_object_get(c->spec, "resources"), "memory_mb"));
+		json_object_get(c->resources, "memory_mb"));
 	if ((error = spawn_shim(job, &p, name)) < 0)
 		goto out;
 	job->dir = dir;
 	dir = NULL;
 	if (c->timeout_ms > 0)
 		job->deadline_ms = clock_mono_ms() + c->timeout_ms;
-	remember_home(home);
-	mark_used(home);
+	remember_home(job->inst, c->home);
+	mark_used(job->inst, c->home);
 out:
 	plan_dispose(&p);
 	free(dir), free(out), free(ckpt), free(name);
@@ -878,8 +895,10 @@ static int podman_adopt(struct exec_job *job, struct exec_status *st)
 		ferry_error_set("the attempt has no directory");
 		return FERRY_ENOTFOUND;
 	}
-	remember_home(home);
-	mark_used(home);
+	if (job->inst == NULL) /* a job the caller made itself (a test, a replica) */
+		job->inst = exec_type_instance(&exec_podman);
+	remember_home(job->inst, home);
+	mark_used(job->inst, home);
 	name = handle_name(job) ? xstrdup(handle_name(job))
 				: exec_podman_name(home, job->run_id, job->name, job->attempt);
 	if (json_integer_value(json_object_get(job->handle, "pid")) > 0) {
@@ -1114,28 +1133,29 @@ static const char sweep_script[] =
 	"  done\n"
 	"done\n";
 
-static void podman_tick(const char *home)
+static void podman_tick(void *inst, const char *home)
 {
+	struct podman *pm = inst;
 	char *podman, *marker;
 	int64_t now = clock_mono_ms();
 	int ever;
 
-	remember_home(home);
-	if (sweep_home == NULL || now < next_sweep_ms || (swept && !used))
+	remember_home(pm, home);
+	if (pm->sweep_home == NULL || now < pm->next_sweep_ms || (pm->swept && !pm->used))
 		return;
-	if (!swept && !used) {
-		marker = xasprintf("%s/runs/.podman", sweep_home);
+	if (!pm->swept && !pm->used) {
+		marker = xasprintf("%s/runs/.podman", pm->sweep_home);
 		ever = access(marker, F_OK) == 0;
 		free(marker);
-		swept = 1;
+		pm->swept = 1;
 		if (!ever)
 			return; /* no podman job ever ran here: nothing to sweep */
 	}
-	swept = 1;
-	next_sweep_ms = now + SWEEP_EVERY_MS;
+	pm->swept = 1;
+	pm->next_sweep_ms = now + SWEEP_EVERY_MS;
 	if ((podman = podman_path()) != NULL) {
 		char *argv[] = {"/bin/sh", "-c", (char *)sweep_script, "ferry-podman-sweep", podman,
-				sweep_home, NULL};
+				pm->sweep_home, NULL};
 		run_detached(argv);
 		free(podman);
 	}
@@ -1197,7 +1217,9 @@ static int podman_orphans(const char *home, int (*want)(int64_t run, const char 
 
 const struct exec_type exec_podman = {
 	.name = "podman",
-	.flags = EXF_IMAGES,
+	.flags = EXF_IMAGES | EXF_SERVICES,
+	.init = podman_init,
+	.fini = podman_fini,
 	.start = podman_start,
 	.poll = podman_poll,
 	.signal = podman_signal,

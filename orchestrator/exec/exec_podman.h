@@ -21,7 +21,7 @@ char *exec_podman_name(const char *home, int64_t run_id, const char *step, int a
  * passed on with `--env NAME` so no value shows in argv). FERRY_EINVALID
  * when the step has no command. Free both with exec_podman_vec_free.
  */
-int exec_podman_argv(char ***argv, char ***envp, const struct store_claim *c, const char *home,
+int exec_podman_argv(char ***argv, char ***envp, const struct exec_spec *c, const char *home,
 		     const char *dir);
 void exec_podman_vec_free(char **v);
 

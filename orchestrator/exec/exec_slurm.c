@@ -28,11 +28,12 @@
  * connection, a time-out, slurmctld unreachable) only delays the next
  * request; what Slurm refuses (a bad request, a bad token) fails the step.
  *
- * The engine's struct exec_job has no room for a type's state and is
- * copied around, so each job's state lives in a list here, keyed by step
- * and attempt, and is freed by cleanup.
+ * Each job's state (struct sljob) is its exec_job's priv, freed by
+ * cleanup (or dispose); what all jobs share — the curl multi handle, when
+ * Slurm last failed to answer — is the row's per-daemon instance (struct
+ * slurm, made by init).
  */
-#include "exec/exec.h"
+#include "exec/exec_slurm.h"
 
 #include <ctype.h>
 #include <curl/curl.h>
@@ -48,6 +49,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "exec/proc.h"
 #include "lib/util.h"
 
 extern char **environ;
@@ -85,7 +87,15 @@ struct op {
 	int rc;                /* CLI exit code */
 };
 
+/* The row's per-daemon instance: what every job's requests share. */
+struct slurm {
+	CURLM *multi;
+	/* until when Slurm counts as away (its last answer was an outage): start waits for nothing then */
+	int64_t away_until;
+};
+
 struct sljob {
+	struct slurm *sl;      /* the instance (the job's inst) */
 	int64_t step_id;
 	int attempt;
 	int cli;
@@ -106,13 +116,7 @@ struct sljob {
 	int64_t sample_next_ms; /* when the next sstat may go */
 	int have_sample;
 	struct exec_sample last; /* what the last sstat said */
-	struct sljob *next;
 };
-
-static struct sljob *jobs;
-static CURLM *multi;
-/* until when Slurm counts as away (its last answer was an outage): start waits for nothing then */
-static int64_t away_until;
 
 static int64_t env_ms(const char *name, int64_t dflt)
 {
@@ -125,21 +129,13 @@ static int64_t env_ms(const char *name, int64_t dflt)
 static int64_t poll_ms(void) { return env_ms("FERRY_SLURM_POLL_MS", 1000); }
 static int64_t http_timeout_ms(void) { return env_ms("FERRY_SLURM_TIMEOUT_MS", 2000); }
 
-static struct sljob *find(int64_t step_id, int attempt)
-{
-	for (struct sljob *s = jobs; s; s = s->next)
-		if (s->step_id == step_id && s->attempt == attempt)
-			return s;
-	return NULL;
-}
-
 /* ---- requests ---------------------------------------------------------- */
 
-static void op_reset(struct op *o)
+static void op_reset(struct slurm *sl, struct op *o)
 {
 	if (o->easy) {
-		if (multi)
-			curl_multi_remove_handle(multi, o->easy);
+		if (sl && sl->multi)
+			curl_multi_remove_handle(sl->multi, o->easy);
 		curl_easy_cleanup(o->easy);
 	}
 	curl_slist_free_all(o->hdrs);
@@ -194,12 +190,12 @@ static int http_begin(struct sljob *s, enum op_kind kind, const char *method, co
 
 	if (token == NULL)
 		return FERRY_EINVALID;
-	if (multi == NULL && (multi = curl_multi_init()) == NULL) {
+	if (s->sl->multi == NULL && (s->sl->multi = curl_multi_init()) == NULL) {
 		free(token);
 		ferry_error_set("curl_multi_init failed");
 		return FERRY_ERROR;
 	}
-	op_reset(o);
+	op_reset(s->sl, o);
 	o->kind = kind;
 	o->easy = curl_easy_init();
 	h = xasprintf("X-SLURM-USER-NAME: %s", user && *user ? user : "root");
@@ -226,21 +222,21 @@ static int http_begin(struct sljob *s, enum op_kind kind, const char *method, co
 	/* an outage must cost a bounded wait, never a hung step */
 	curl_easy_setopt(o->easy, CURLOPT_TIMEOUT_MS, (long)http_timeout_ms());
 	curl_easy_setopt(o->easy, CURLOPT_CONNECTTIMEOUT_MS, (long)http_timeout_ms());
-	curl_multi_add_handle(multi, o->easy);
-	curl_multi_perform(multi, &running);
+	curl_multi_add_handle(s->sl->multi, o->easy);
+	curl_multi_perform(s->sl->multi, &running);
 	return FERRY_OK;
 }
 
 /* Moves every HTTP transfer along; those that ended are marked done. Never waits. */
-static void http_drive(void)
+static void http_drive(struct slurm *sl)
 {
 	CURLMsg *m;
 	int running, left;
 
-	if (multi == NULL)
+	if (sl->multi == NULL)
 		return;
-	curl_multi_perform(multi, &running);
-	while ((m = curl_multi_info_read(multi, &left)) != NULL) {
+	curl_multi_perform(sl->multi, &running);
+	while ((m = curl_multi_info_read(sl->multi, &left)) != NULL) {
 		struct sljob *s = NULL;
 		if (m->msg != CURLMSG_DONE)
 			continue;
@@ -292,7 +288,7 @@ static int cli_begin(struct sljob *s, struct op *o, const char *tag, enum op_kin
 	pid_t pid;
 	int err;
 
-	op_reset(o);
+	op_reset(s->sl, o);
 	unlink(out), unlink(rc), unlink(rctmp);
 	while (argv[n])
 		n++;
@@ -384,7 +380,7 @@ static int op_drive(struct sljob *s)
 	if (s->cli)
 		cli_check(s, &s->op, "op");
 	else
-		http_drive();
+		http_drive(s->sl);
 	return s->op.done;
 }
 
@@ -590,7 +586,7 @@ static void op_done(struct sljob *s)
 	enum op_kind kind = o->kind;
 
 	s->next_ms = clock_mono_ms() + poll_ms();
-	away_until = outage ? clock_mono_ms() + 5000 : 0;
+	s->sl->away_until = outage ? clock_mono_ms() + 5000 : 0;
 	if (outage) {
 		if (s->outages++ % 10 == 0)
 			flog_warn("step %lld attempt %d: Slurm did not answer (%s); asking again",
@@ -724,7 +720,7 @@ static void op_done(struct sljob *s)
 	}
 out:
 	json_decref(j);
-	op_reset(o);
+	op_reset(s->sl, o);
 }
 
 /* ---- the requests by name ------------------------------------------------- */
@@ -956,11 +952,11 @@ static void sh_add(char **b, const char *s)
  * with the attempt's directories mounted at their own paths when the step
  * names an image), records its exit code.
  */
-static char *make_script(const struct store_claim *c, const struct exec_local_cmd *x, const char *dir,
+static char *make_script(const struct exec_spec *c, const struct exec_local_cmd *x, const char *dir,
 			 const char *ckpt, const json_t *env)
 {
-	const char *image = json_string_value(json_object_get(c->spec, "image"));
-	const char *net = json_string_value(json_object_get(c->spec, "network"));
+	const char *image = c->image;
+	const char *net = c->network;
 	const char *cache = json_string_value(json_object_get(env, "FERRY_CACHE_DIR")), *k;
 	char *b = xasprintf("#!/bin/sh\n# Ferry: run %lld step %s attempt %d\nstatus=", (long long)c->run_id,
 			    c->name, c->attempt);
@@ -978,7 +974,7 @@ static char *make_script(const struct store_claim *c, const struct exec_local_cm
 		free(name);
 		sh_add(&b, strcmp(net ? net : "none", "host") == 0 ? " --network=host" : " --network=none");
 		/* the attempt's directories at their own paths: FERRY_OUTPUT_DIR etc. stay valid */
-		const char *mounts[] = {dir, ckpt, x->cwd, c->workdir, cache};
+		const char *mounts[] = {dir, ckpt, x->cwd, c->run_workdir, cache};
 		for (size_t i = 0; i < sizeof(mounts) / sizeof(mounts[0]); i++) {
 			char *m;
 			if (mounts[i] == NULL)
@@ -1013,9 +1009,9 @@ static char *make_script(const struct store_claim *c, const struct exec_local_cm
  * and a plain PATH unless the step sets one: the compute node's own
  * environment is not the daemon's.
  */
-static json_t *make_env(const struct store_claim *c, const struct exec_local_cmd *x)
+static json_t *make_env(const struct exec_spec *c, const struct exec_local_cmd *x)
 {
-	json_t *env = json_object(), *step = json_object_get(c->spec, "env");
+	json_t *env = json_object(), *step = c->env;
 
 	for (size_t i = 0; x->envp[i]; i++) {
 		const char *eq = strchr(x->envp[i], '=');
@@ -1032,10 +1028,10 @@ static json_t *make_env(const struct store_claim *c, const struct exec_local_cmd
 	return env;
 }
 
-static json_t *make_request(const struct store_claim *c, const char *script, json_t *env, const char *cwd,
+static json_t *make_request(const struct exec_spec *c, const char *script, json_t *env, const char *cwd,
 			    const char *dir, const char *name)
 {
-	json_t *res = json_object_get(c->spec, "resources"), *sl = json_object_get(c->spec, "slurm");
+	json_t *res = c->resources, *sl = c->options;
 	double cpus = json_number_value(json_object_get(res, "cpus"));
 	json_int_t mb = json_integer_value(json_object_get(res, "memory_mb"));
 	json_int_t gpus = json_integer_value(json_object_get(res, "gpus"));
@@ -1088,37 +1084,37 @@ out:
 	return error;
 }
 
-static struct sljob *sljob_new(int64_t step_id, int attempt, const char *dir, json_t *saved)
+/* The state of job (its priv from now on) in dir for the request saved. */
+static struct sljob *sljob_new(struct exec_job *ej, const char *dir, json_t *saved)
 {
 	struct sljob *s = xcalloc(1, sizeof(*s));
 	json_t *job = json_object_get(json_object_get(saved, "request"), "job");
 
-	s->step_id = step_id;
-	s->attempt = attempt;
+	s->step_id = ej->step_id;
+	s->attempt = ej->attempt;
 	s->dir = xstrdup(dir);
 	s->cli = str_is(json_string_value(json_object_get(saved, "via")), "cli");
 	s->req = json_incref(json_object_get(saved, "request"));
 	s->name = xstrdup(json_string_value(json_object_get(job, "name")) ? json_string_value(json_object_get(job, "name")) : "");
 	s->comment = xstrdup(json_string_value(json_object_get(job, "comment")) ? json_string_value(json_object_get(job, "comment")) : dir);
 	s->end.exit_code = -1;
-	s->next = jobs;
-	jobs = s;
+	if (ej->inst == NULL) /* a job the caller made itself (a test, a replica) */
+		ej->inst = exec_type_instance(&exec_slurm);
+	s->sl = ej->inst;
+	ej->priv = s;
 	return s;
 }
 
-static void sljob_free(struct sljob *s)
+/* Frees job's state (none: nothing). */
+static void sljob_free(struct exec_job *job)
 {
-	struct sljob **pp;
+	struct sljob *s = job->priv;
 
 	if (s == NULL)
 		return;
-	for (pp = &jobs; *pp; pp = &(*pp)->next)
-		if (*pp == s) {
-			*pp = s->next;
-			break;
-		}
-	op_reset(&s->op);
-	op_reset(&s->sop);
+	job->priv = NULL;
+	op_reset(s->sl, &s->op);
+	op_reset(s->sl, &s->sop);
 	free(s->dir), free(s->name), free(s->comment);
 	json_decref(s->req);
 	free(s->end.reason);
@@ -1150,13 +1146,13 @@ static void settle(struct sljob *s)
 	 * backlog of steps would hold the loop that long each. Then start only
 	 * sends the request and poll takes the answer.
 	 */
-	if (clock_mono_ms() < away_until)
+	if (clock_mono_ms() < s->sl->away_until)
 		return;
 	while (!s->ended && s->phase == PH_SUBMIT && clock_mono_ms() < until) {
 		if (s->op.kind == OP_NONE && s->next_ms > clock_mono_ms())
 			break; /* Slurm did not answer: poll asks again later */
-		if (!s->cli && multi)
-			curl_multi_poll(multi, NULL, 0, 20, NULL);
+		if (!s->cli && s->sl->multi)
+			curl_multi_poll(s->sl->multi, NULL, 0, 20, NULL);
 		else
 			usleep(5000);
 		advance(s);
@@ -1165,19 +1161,18 @@ static void settle(struct sljob *s)
 
 /* ---- the hooks --------------------------------------------------------------- */
 
-static int slurm_start(struct exec_job *job, const struct store_claim *c, const char *home,
-		       enum exec_mode mode, struct exec_status *st)
+static int slurm_start(struct exec_job *job, const struct exec_spec *c, enum exec_mode mode, struct exec_status *st)
 {
 	struct exec_local_cmd x = {0};
 	char *dir = NULL, *out = NULL, *ckpt = NULL, *script = NULL, *path = NULL, *name = NULL, *text = NULL;
-	json_t *env = NULL, *saved = NULL, *sl = json_object_get(c->spec, "slurm");
+	json_t *env = NULL, *saved = NULL, *sl = c->options;
 	const char *via = json_string_value(json_object_get(sl, "via"));
 	struct sljob *s = NULL;
 	int error = FERRY_ERROR;
 
 	(void)mode, (void)st; /* a service is a job that keeps running: nothing differs */
 	exec_job_begin(job, &exec_slurm, c);
-	if (exec_attempt_dirs(home, c, &dir, &out, &ckpt) < 0)
+	if (exec_attempt_dirs(c, &dir, &out, &ckpt) < 0)
 		goto out;
 	if ((error = exec_local_cmd_make(&x, c, dir, out, ckpt)) < 0)
 		goto out;
@@ -1197,7 +1192,7 @@ static int slurm_start(struct exec_job *job, const struct store_claim *c, const 
 	text = json_dumps(saved, JSON_COMPACT);
 	if (write_file(path, text, 0644) < 0)
 		goto out;
-	s = sljob_new(c->step_id, c->attempt, dir, saved);
+	s = sljob_new(job, dir, saved);
 	job->handle = json_pack("{s:s, s:s}", "via", s->cli ? "cli" : "rest", "name", name);
 	s->handle = job->handle;
 	job->dir = dir;
@@ -1218,7 +1213,7 @@ static int slurm_start(struct exec_job *job, const struct store_claim *c, const 
 	error = FERRY_OK;
 out:
 	if (error < 0 && s) {
-		sljob_free(s);
+		sljob_free(job);
 		json_decref(job->handle);
 		job->handle = NULL;
 	}
@@ -1233,14 +1228,14 @@ static int slurm_adopt(struct exec_job *job, struct exec_status *st);
 
 static int slurm_poll(struct exec_job *job, struct exec_status *st)
 {
-	struct sljob *s = find(job->step_id, job->attempt);
+	struct sljob *s = job->priv;
 	int rc;
 
 	if (s == NULL) {
 		/* its state is gone (never expected): take it up again from its directory */
 		if ((rc = slurm_adopt(job, st)) == 0)
 			return 1;
-		if (rc < 0 || (s = find(job->step_id, job->attempt)) == NULL) {
+		if (rc < 0 || (s = job->priv) == NULL) {
 			memset(st, 0, sizeof(*st));
 			st->exit_code = -1;
 			st->reason = xasprintf("the Slurm executor lost track of this job: %s", ferry_error_last());
@@ -1263,7 +1258,7 @@ static int slurm_poll(struct exec_job *job, struct exec_status *st)
  */
 static void slurm_signal(const struct exec_job *job, int sig)
 {
-	struct sljob *s = find(job->step_id, job->attempt);
+	struct sljob *s = job->priv;
 
 	if (s == NULL || sig <= s->want_sig)
 		return;
@@ -1284,8 +1279,8 @@ static int slurm_adopt(struct exec_job *job, struct exec_status *st)
 		ferry_error_set("no Slurm request in %s (the job was never submitted)", job->dir);
 		goto out;
 	}
-	sljob_free(find(job->step_id, job->attempt));
-	s = sljob_new(job->step_id, job->attempt, job->dir, saved);
+	sljob_free(job);
+	s = sljob_new(job, job->dir, saved);
 	if (job->handle == NULL)
 		job->handle = json_pack("{s:s, s:s}", "via", s->cli ? "cli" : "rest", "name", s->name);
 	s->handle = job->handle;
@@ -1299,7 +1294,7 @@ static int slurm_adopt(struct exec_job *job, struct exec_status *st)
 				parse_int64(line + 6, &id);
 	if (from_status_file(s)) {
 		give_end(s, st);
-		sljob_free(s);
+		sljob_free(job);
 		rc = 0;
 		goto out;
 	}
@@ -1405,7 +1400,7 @@ int exec_slurm_parse_sstat(const char *text, struct exec_sample *out)
  */
 static int slurm_sample(const struct exec_job *job, struct exec_sample *out)
 {
-	struct sljob *s = find(job->step_id, job->attempt);
+	struct sljob *s = job->priv;
 	int64_t now = clock_mono_ms();
 
 	memset(out, 0, sizeof(*out));
@@ -1419,7 +1414,7 @@ static int slurm_sample(const struct exec_job *job, struct exec_sample *out)
 			struct exec_sample x;
 			if (s->sop.ans == ANS_OK && exec_slurm_parse_sstat(s->sop.text, &x) == 0)
 				s->last = x, s->have_sample = 1;
-			op_reset(&s->sop);
+			op_reset(s->sl, &s->sop);
 		}
 	}
 	if (s->sop.kind == OP_NONE && now >= s->sample_next_ms) {
@@ -1440,14 +1435,14 @@ static int slurm_sample(const struct exec_job *job, struct exec_sample *out)
 
 static void slurm_cleanup(struct exec_job *job)
 {
-	struct sljob *s = find(job->step_id, job->attempt);
+	struct sljob *s = job->priv;
 	char *p;
 
 	if (s && s->op.pid > 0 && s->op.kind != OP_NONE && exec_pid_alive(s->op.pid, s->op.pid_start))
 		kill(-s->op.pid, SIGKILL);
 	if (s && s->sop.pid > 0 && s->sop.kind != OP_NONE && exec_pid_alive(s->sop.pid, s->sop.pid_start))
 		kill(-s->sop.pid, SIGKILL);
-	sljob_free(s);
+	sljob_free(job);
 	if (job->dir) {
 		static const char *const files[] = {"op.out", "op.rc", "sample.out", "sample.rc"};
 		for (size_t i = 0; i < sizeof(files) / sizeof(files[0]); i++) {
@@ -1463,9 +1458,33 @@ static char *slurm_log_path(const struct exec_job *job)
 	return job->dir ? xasprintf("%s/log", job->dir) : NULL;
 }
 
+static void *slurm_init(const char *home)
+{
+	(void)home;
+	return xcalloc(1, sizeof(struct slurm));
+}
+
+static void slurm_fini(void *inst)
+{
+	struct slurm *sl = inst;
+
+	if (sl && sl->multi)
+		curl_multi_cleanup(sl->multi);
+	free(sl);
+}
+
+/* The daemon goes on without this job (it stops): its state goes, the Slurm job stays. */
+static void slurm_dispose(struct exec_job *job)
+{
+	sljob_free(job);
+}
+
 const struct exec_type exec_slurm = {
 	.name = "slurm",
 	.flags = EXF_IMAGES,
+	.init = slurm_init,
+	.fini = slurm_fini,
+	.dispose = slurm_dispose,
 	.start = slurm_start,
 	.poll = slurm_poll,
 	.signal = slurm_signal,

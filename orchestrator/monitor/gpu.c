@@ -35,6 +35,7 @@
 #include <unistd.h>
 
 #include "exec/exec.h"
+#include "exec/proc.h"
 #include "lib/util.h"
 
 extern char **environ;

@@ -672,7 +672,7 @@ static void gauges(struct monitor *m)
 	free(buf);
 }
 
-int64_t monitor_round(struct monitor *m, PGconn *conn, const struct exec_job *jobs, int njobs, int64_t now)
+int64_t monitor_round(struct monitor *m, PGconn *conn, struct exec_job *const *jobs, int njobs, int64_t now)
 {
 	int64_t next = MONITOR_TICK_MS;
 	int changed = 0; /* a look was taken or an attempt went: the gauges are rendered again */
@@ -683,7 +683,7 @@ int64_t monitor_round(struct monitor *m, PGconn *conn, const struct exec_job *jo
 	m->round++;
 	gpu_sampler_poll(m->gpu, now, hang_sample_ms(&m->base));
 	for (int i = 0; i < njobs; i++) {
-		const struct exec_job *j = &jobs[i];
+		const struct exec_job *j = jobs[i];
 		struct mon_job *mj;
 
 		/* jobs that keep no directory (noop) have nothing to watch */

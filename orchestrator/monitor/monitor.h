@@ -46,7 +46,7 @@ void monitor_free(struct monitor *m);
  * due, judges them, writes what changed through conn. Returns how many ms
  * until the next sample is due (the task's period caps it).
  */
-int64_t monitor_round(struct monitor *m, PGconn *conn, const struct exec_job *jobs, int njobs, int64_t now);
+int64_t monitor_round(struct monitor *m, PGconn *conn, struct exec_job *const *jobs, int njobs, int64_t now);
 
 /* Back on the engine's thread: applies a finished pool item of the monitor and frees it. */
 void monitor_work_done(struct monitor *m, struct work *w);

@@ -79,10 +79,10 @@ static void note(const char *what, const struct exec_job *job)
 	free(path);
 }
 
-static int t_start(struct exec_job *job, const struct store_claim *c, const char *home,
-		   enum exec_mode mode, struct exec_status *st)
+static int t_start(struct exec_job *job, const struct exec_spec *s, enum exec_mode mode,
+		   struct exec_status *st)
 {
-	int rc = exec_local.start(job, c, home, mode, st);
+	int rc = exec_local.start(job, s, mode, st);
 	if (rc == 0)
 		job->type = &exec_test;
 	note(rc == 0 ? "start" : "start-failed", job);

@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "exec/exec.h"
+#include "exec/proc.h"
 #include "lib/util.h"
 
 static char home[] = "/tmp/ferry-unit-exec.XXXXXX";
@@ -38,18 +39,21 @@ static int teardown(void **state)
 static void start(struct exec_job *job, const char *name, const char *script, const char *env_k,
 		  const char *env_v)
 {
-	struct store_claim c;
+	struct exec_spec c;
+	json_t *spec;
 
 	memset(&c, 0, sizeof(c));
 	c.step_id = 1;
 	c.run_id = 7;
 	c.attempt = 1;
-	c.name = (char *)name;
-	c.spec = json_pack("{s:[s,s,s], s:{}}", "command", "sh", "-c", script, "env");
+	c.name = name;
+	c.home = home;
+	spec = json_pack("{s:[s,s,s], s:{}}", "command", "sh", "-c", script, "env");
 	if (env_k)
-		json_object_set_new(json_object_get(c.spec, "env"), env_k, json_string(env_v));
-	assert_int_equal(exec_local_start(job, &c, home), 0);
-	json_decref(c.spec);
+		json_object_set_new(json_object_get(spec, "env"), env_k, json_string(env_v));
+	exec_spec_from_json(&c, spec, &exec_local);
+	assert_int_equal(exec_local_start(job, &c), 0);
+	json_decref(spec);
 }
 
 /* How many live (not zombie) processes are in process group pgid. */
@@ -167,7 +171,8 @@ static void test_exec__signal_kills_group(void **state)
 static void test_exec__missing_command(void **state)
 {
 	struct exec_job job;
-	struct store_claim c;
+	struct exec_spec c;
+	json_t *spec;
 	int code, sig;
 
 	(void)state;
@@ -176,9 +181,11 @@ static void test_exec__missing_command(void **state)
 	c.run_id = 7;
 	c.attempt = 1;
 	c.name = "nocmd";
-	c.spec = json_pack("{s:[s], s:{}}", "command", "/nonexistent/binary", "env");
-	assert_int_equal(exec_local_start(&job, &c, home), 0);
-	json_decref(c.spec);
+	c.home = home;
+	spec = json_pack("{s:[s], s:{}}", "command", "/nonexistent/binary", "env");
+	exec_spec_from_json(&c, spec, &exec_local);
+	assert_int_equal(exec_local_start(&job, &c), 0);
+	json_decref(spec);
 	wait_job(&job);
 	assert_int_equal(exec_read_status(job.dir, &code, &sig), 1);
 	assert_int_equal(code, 127);
@@ -190,7 +197,8 @@ static void test_exec__docker_refusals(void **state)
 {
 	struct exec_job job;
 	struct exec_status st = {0};
-	struct store_claim c;
+	struct exec_spec c;
+	json_t *spec;
 	int pst;
 
 	(void)state;
@@ -199,17 +207,20 @@ static void test_exec__docker_refusals(void **state)
 	c.run_id = 7;
 	c.attempt = 1;
 	c.name = "indocker";
-	c.spec = json_pack("{s:[s], s:{}, s:s}", "command", "true", "env", "image", "host");
-	assert_int_equal(exec_docker.start(&job, &c, home, EXEC_ONESHOT, &st), FERRY_EINVALID);
+	c.home = home;
+	spec = json_pack("{s:[s], s:{}, s:s}", "command", "true", "env", "image", "host");
+	exec_spec_from_json(&c, spec, &exec_docker);
+	assert_int_equal(exec_docker.start(&job, &c, EXEC_ONESHOT, &st), FERRY_EINVALID);
 	assert_non_null(strstr(ferry_error_last(), "cannot run image: host"));
 	exec_job_dispose(&job);
-	json_object_set_new(c.spec, "image", json_string("ferry-base"));
+	json_object_set_new(spec, "image", json_string("ferry-base"));
+	exec_spec_from_json(&c, spec, &exec_docker);
 	setenv("FERRY_DOCKER_HOST", "tcp://127.0.0.1:2375", 1);
-	assert_int_equal(exec_docker.start(&job, &c, home, EXEC_ONESHOT, &st), FERRY_EINVALID);
+	assert_int_equal(exec_docker.start(&job, &c, EXEC_ONESHOT, &st), FERRY_EINVALID);
 	assert_non_null(strstr(ferry_error_last(), "must be unix:///PATH"));
 	exec_job_dispose(&job);
 	setenv("FERRY_DOCKER_HOST", "unix:///nonexistent/docker.sock", 1);
-	assert_int_equal(exec_docker.start(&job, &c, home, EXEC_ONESHOT, &st), 0);
+	assert_int_equal(exec_docker.start(&job, &c, EXEC_ONESHOT, &st), 0);
 	assert_string_equal(json_string_value(json_object_get(job.handle, "container")) + 14, "-7-indocker-1");
 	assert_int_equal(waitpid(job.pid, &pst, 0), job.pid);
 	assert_int_equal(exec_docker.poll(&job, &st), 1);
@@ -219,7 +230,7 @@ static void test_exec__docker_refusals(void **state)
 	unsetenv("FERRY_DOCKER_HOST");
 	exec_status_dispose(&st);
 	exec_job_dispose(&job);
-	json_decref(c.spec);
+	json_decref(spec);
 }
 
 static void test_exec__pid_start_identifies_process(void **state)
@@ -244,10 +255,10 @@ static void test_exec__no_status_file(void **state)
 
 /* ---- the executor table --------------------------------------------- */
 
-static int fake_start(struct exec_job *job, const struct store_claim *c, const char *h,
-		      enum exec_mode mode, struct exec_status *st)
+static int fake_start(struct exec_job *job, const struct exec_spec *c, enum exec_mode mode,
+		      struct exec_status *st)
 {
-	(void)job, (void)c, (void)h, (void)mode, (void)st;
+	(void)job, (void)c, (void)mode, (void)st;
 	return FERRY_ERROR;
 }
 
@@ -283,12 +294,12 @@ static void test_exec__noop_ends_at_start(void **state)
 {
 	struct exec_job job;
 	struct exec_status st;
-	struct store_claim c;
+	struct exec_spec c;
 
 	(void)state;
 	memset(&c, 0, sizeof(c));
-	c.step_id = 3, c.run_id = 7, c.attempt = 1, c.name = "n";
-	assert_int_equal(exec_noop.start(&job, &c, home, EXEC_ONESHOT, &st), 1);
+	c.step_id = 3, c.run_id = 7, c.attempt = 1, c.name = "n", c.home = home;
+	assert_int_equal(exec_noop.start(&job, &c, EXEC_ONESHOT, &st), 1);
 	assert_int_equal(st.exit_code, 0);
 	assert_int_equal(job.step_id, 3);
 	assert_true(exec_noop.flags & EXF_NO_SLOTS);

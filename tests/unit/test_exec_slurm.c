@@ -19,6 +19,7 @@
 #include <unistd.h>
 
 #include "exec/exec.h"
+#include "exec/exec_slurm.h"
 #include "lib/util.h"
 
 static char home[] = "/tmp/ferry-unit-slurm.XXXXXX";
@@ -43,18 +44,26 @@ static int teardown(void **state)
 	return 0;
 }
 
-static void claim(struct store_claim *c, const char *name, int attempt)
+/* A step's resolved spec and what the executor is given of it. */
+struct claim {
+	struct exec_spec s;
+	json_t *spec;
+};
+
+static void claim(struct claim *c, const char *name, int attempt)
 {
 	memset(c, 0, sizeof(*c));
-	c->step_id = 3;
-	c->run_id = 9;
-	c->attempt = attempt;
-	c->name = (char *)name;
-	c->timeout_ms = 90000;
+	c->s.step_id = 3;
+	c->s.run_id = 9;
+	c->s.attempt = attempt;
+	c->s.name = name;
+	c->s.timeout_ms = 90000;
+	c->s.home = home;
 	c->spec = json_pack("{s:[s,s,s], s:{s:s}, s:{s:f, s:i, s:i}, s:{s:s, s:s}, s:s}", "command", "sh",
 			    "-c", "echo 'it''s' $GREETING", "env", "GREETING", "hi", "resources", "cpus", 1.5,
 			    "memory_mb", 100, "gpus", 1, "slurm", "via", "rest", "partition", "debug", "image",
 			    "host");
+	exec_spec_from_json(&c->s, c->spec, &exec_slurm);
 }
 
 static json_t *saved_request(const struct exec_job *job)
@@ -69,7 +78,7 @@ static json_t *saved_request(const struct exec_job *job)
 
 static void test_exec_slurm__request_and_outage(void **state)
 {
-	struct store_claim c;
+	struct claim c;
 	struct exec_job job;
 	struct exec_status st = {.exit_code = -1};
 	json_t *saved, *req;
@@ -79,7 +88,7 @@ static void test_exec_slurm__request_and_outage(void **state)
 	(void)state;
 	claim(&c, "train", 1);
 	t0 = clock_mono_ms();
-	assert_int_equal(exec_slurm.start(&job, &c, home, EXEC_ONESHOT, &st), 0);
+	assert_int_equal(exec_slurm.start(&job, &c.s, EXEC_ONESHOT, &st), 0);
 	assert_true(clock_mono_ms() - t0 < 1000); /* refused at once: no wait */
 	assert_string_equal(json_string_value(json_object_get(job.handle, "name")), "ferry-9-train-1");
 	assert_null(json_object_get(job.handle, "job_id")); /* not submitted yet */
@@ -133,7 +142,7 @@ static void test_exec_slurm__request_and_outage(void **state)
 
 static void test_exec_slurm__adopt_from_status_file(void **state)
 {
-	struct store_claim c;
+	struct claim c;
 	struct exec_job job, again;
 	struct exec_status st = {.exit_code = -1};
 	char *p;
@@ -141,7 +150,7 @@ static void test_exec_slurm__adopt_from_status_file(void **state)
 
 	(void)state;
 	claim(&c, "eval", 2);
-	assert_int_equal(exec_slurm.start(&job, &c, home, EXEC_ONESHOT, &st), 0);
+	assert_int_equal(exec_slurm.start(&job, &c.s, EXEC_ONESHOT, &st), 0);
 	/* the batch script ran and recorded its job id and exit */
 	p = xasprintf("%s/status", job.dir);
 	f = fopen(p, "w");
@@ -161,7 +170,9 @@ static void test_exec_slurm__adopt_from_status_file(void **state)
 	exec_status_dispose(&st);
 	exec_job_dispose(&again);
 
-	/* the first daemon's view: the status file ends it too */
+	/* the first daemon's view, its state gone (a job's state is its own now, not shared
+	 * with another job of the attempt): the status file ends it too */
+	exec_slurm.dispose(&job);
 	assert_int_equal(exec_slurm.poll(&job, &st), 1);
 	assert_int_equal(st.exit_code, 3);
 	exec_status_dispose(&st);
@@ -181,14 +192,14 @@ static void test_exec_slurm__adopt_from_status_file(void **state)
 
 static void test_exec_slurm__no_token(void **state)
 {
-	struct store_claim c;
+	struct claim c;
 	struct exec_job job;
 	struct exec_status st = {.exit_code = -1};
 
 	(void)state;
 	unsetenv("FERRY_SLURM_TOKEN");
 	claim(&c, "tok", 1);
-	assert_int_equal(exec_slurm.start(&job, &c, home, EXEC_ONESHOT, &st), FERRY_EINVALID);
+	assert_int_equal(exec_slurm.start(&job, &c.s, EXEC_ONESHOT, &st), FERRY_EINVALID);
 	assert_non_null(strstr(ferry_error_last(), "FERRY_SLURM_TOKEN"));
 	exec_job_dispose(&job);
 	json_decref(c.spec);
@@ -225,7 +236,7 @@ static void test_exec_slurm__parse_sstat(void **state)
  */
 static void test_exec_slurm__sample_through_sstat(void **state)
 {
-	struct store_claim c;
+	struct claim c;
 	struct exec_job job;
 	struct exec_status st = {.exit_code = -1};
 	struct exec_sample s;
@@ -244,7 +255,7 @@ static void test_exec_slurm__sample_through_sstat(void **state)
 	setenv("PATH", path, 1);
 
 	claim(&c, "sam", 1);
-	assert_int_equal(exec_slurm.start(&job, &c, home, EXEC_ONESHOT, &st), 0);
+	assert_int_equal(exec_slurm.start(&job, &c.s, EXEC_ONESHOT, &st), 0);
 	/* no job id yet: nothing to ask */
 	assert_int_equal(exec_slurm.sample(&job, &s), FERRY_ENOTFOUND);
 	/* the script ran and recorded its job id: adopted, the job is Slurm's 77 */

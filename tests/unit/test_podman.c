@@ -97,17 +97,18 @@ static void test_podman__name(void **state)
 	free(a), free(b), free(c);
 }
 
-/* A claim of step "fit" of run 5, attempt 2, with spec's fields. */
-static struct store_claim claim(json_t *spec)
+/* Step "fit" of run 5, attempt 2, with spec's fields, under tmp. */
+static struct exec_spec claim(json_t *spec)
 {
-	struct store_claim c;
+	struct exec_spec c;
 
 	memset(&c, 0, sizeof(c));
 	c.step_id = 9;
 	c.run_id = 5;
 	c.attempt = 2;
 	c.name = "fit";
-	c.spec = spec;
+	c.home = tmp;
+	exec_spec_from_json(&c, spec, &exec_podman);
 	return c;
 }
 
@@ -118,7 +119,7 @@ static void test_podman__argv_image_limits_env(void **state)
 				 "sh", "-c", "echo secret-free", "env", "GREETING", "hello", "PATH",
 				 "/opt/bin", "image", "ferry-base", "resources", "cpus", 1.5, "memory_mb",
 				 512, "gpus", 2, "network");
-	struct store_claim c = claim(spec);
+	struct exec_spec c = claim(spec);
 	int n;
 
 	(void)state;
@@ -183,13 +184,13 @@ static void test_podman__argv_host_network_mounts(void **state)
 	char *wd = xasprintf("%s/repo", tmp), *sub = xasprintf("%s/repo/src", tmp), *v;
 	json_t *spec = json_pack("{s:[s], s:{}, s:s, s:n, s:s, s:s}", "command", "true", "env", "image",
 				 "host", "resources", "network", "host", "workdir", "src");
-	struct store_claim c = claim(spec);
+	struct exec_spec c = claim(spec);
 	int n;
 
 	(void)state;
 	assert_int_equal(mkdir_p(dir, 0755), 0);
 	assert_int_equal(mkdir_p(sub, 0755), 0);
-	c.workdir = wd;
+	c.run_workdir = wd;
 	assert_int_equal(exec_podman_argv(&argv, &envp, &c, tmp, dir), 0);
 	assert_true(has_pair(argv, "--network", "host"));
 	assert_int_equal(find(argv, "--cpus"), -1);
@@ -217,7 +218,7 @@ static void test_podman__argv_needs_a_command(void **state)
 {
 	char **argv = NULL, **envp = NULL, *dir = xasprintf("%s/runs/5/fit/2", tmp);
 	json_t *spec = json_pack("{s:[], s:{}}", "command", "env");
-	struct store_claim c = claim(spec);
+	struct exec_spec c = claim(spec);
 
 	(void)state;
 	assert_int_equal(exec_podman_argv(&argv, &envp, &c, tmp, dir), FERRY_EINVALID);
