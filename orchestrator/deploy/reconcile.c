@@ -374,7 +374,7 @@ static void rec_run(struct work *w, PGconn *conn)
 		flog_warn("reconcile: %s", ferry_error_last());
 }
 
-struct work *reconcile_work_new(const char *home, const char *actor)
+static struct work *reconcile_work_new(const char *home, const char *actor)
 {
 	struct rec_work *r = xcalloc(1, sizeof(*r));
 
@@ -384,7 +384,7 @@ struct work *reconcile_work_new(const char *home, const char *actor)
 	return &r->w;
 }
 
-void reconcile_work_free(struct work *w)
+static void reconcile_work_free(struct work *w)
 {
 	struct rec_work *r = (struct rec_work *)w;
 
@@ -393,3 +393,23 @@ void reconcile_work_free(struct work *w)
 		free(r);
 	}
 }
+
+static struct work *reconcile_round(struct task_ctx *c, void *state)
+{
+	(void)state;
+	return c->workers ? reconcile_work_new(c->home, c->owner) : NULL;
+}
+
+static int64_t every_reconcile(const struct task_ctx *c)
+{
+	(void)c;
+	return RECONCILE_EVERY_MS;
+}
+
+const struct task reconcile_task = {
+	.name = "reconcile",
+	.flags = TASK_LEADER | TASK_NO_DEV | TASK_POOL,
+	.period = every_reconcile,
+	.start_round = reconcile_round,
+	.free = reconcile_work_free,
+};

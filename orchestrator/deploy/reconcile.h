@@ -20,15 +20,18 @@
 
 #include <libpq-fe.h>
 
+#include "store/task.h"
+
 #define RECONCILE_EVERY_MS 2000
 
 /* One round for home's deployments; may block (bounded): worker threads only. */
 int reconcile_now(PGconn *conn, const char *home, const char *actor);
 
-/* The work item the leader's task submits (its done hook is the engine's). */
-struct work;
-struct work *reconcile_work_new(const char *home, const char *actor);
-void reconcile_work_free(struct work *w);
+/*
+ * The `reconcile` periodic task (task.h): every RECONCILE_EVERY_MS on the
+ * leader, one round for FERRY_HOME on the worker pool (none without one).
+ */
+extern const struct task reconcile_task;
 
 /* What home's HAProxy applies now (hap_read); FERRY_ENOTFOUND when it does not run. */
 struct json_t;

@@ -10,12 +10,20 @@
  *     record is retried here, never only logged), then closes finished
  *     attempts in one ferry_finish() call; when that made steps ready,
  *     claims again at once instead of waiting for a poll;
- *   - runs the periodic tasks that are due (tasks[] below: the polling
- *     fallback, lease renewal, leader election, adoption of this host's
- *     orphans, the leader's reaper of lost attempts, expired waits, a dev
- *     session's lease on its run, the leader's end of dead sessions and
- *     its removal of old runs' logs, the job monitor's sampling of the
- *     running jobs: monitor.c);
+ *   - runs the periodic tasks that are due (tasks[] below, a table of
+ *     rows of store/task.h: the polling fallback, lease renewal, leader
+ *     election, adoption of this host's orphans, the leader's reaper of
+ *     lost attempts, expired waits, completion webhooks, dev sessions'
+ *     leases and ends, removal of old runs' logs, strays and orphaned
+ *     containers, deployments' reconcile, the job monitor, schedules and
+ *     triggers). A row's round runs on the loop and returns its slow part
+ *     as worker-pool items, which the engine submits, counts per row (a
+ *     TASK_POOL row starts no round while its items are out) and, back on
+ *     the loop, hands to the row's done and free. The rows of other
+ *     folders' duties live there (reconcile.c, monitor.c, schedules.c,
+ *     exec_orphans.c), the engine's own here, in engine_tasks.c, notify.c
+ *     and retention.c: adding a task is a file exporting its row and the
+ *     row's pointer in tasks[];
  *   - claims up to claim_batch ready steps while it has capacity and starts
  *     them through the executor type, recording their handles in one
  *     statement; kills the jobs of stopping runs when told;
@@ -133,8 +141,8 @@ void engine_opts_default(struct engine_opts *o)
 }
 
 /* The periodic tasks the loop itself makes due (their rows in tasks[] below). */
-enum { T_POLL = 0, T_RECOVER = 3 };
-static void engine_task_due_now(struct engine *e, int task);
+static const struct task poll_task, recover_task;
+static void engine_task_due_now(struct engine *e, const struct task *t);
 
 static int engine_connect(struct engine *e)
 {
@@ -157,14 +165,13 @@ static int engine_connect(struct engine *e)
 	}
 	e->claim_now = 1;
 	e->stop_check = 1;
-	engine_task_due_now(e, T_RECOVER);
+	engine_task_due_now(e, &recover_task);
 	return FERRY_OK;
 }
 
 static void engine_tasks_init(struct engine *e);
-static void monitor_submit(void *arg, struct work *w);
-static void monitor_kill(void *arg, int64_t step_id, int attempt, enum attempt_outcome outcome, int final,
-			 char *reason);
+static int engine_tasks_open(struct engine *e);
+static void engine_tasks_close(struct engine *e);
 
 int engine_new(struct engine **out, const struct engine_opts *opts, const char *conninfo)
 {
@@ -222,11 +229,8 @@ int engine_new(struct engine **out, const struct engine_opts *opts, const char *
 	curl_global_init(CURL_GLOBAL_DEFAULT);
 	if (opts->workers > 0 && (error = workers_new(&e->workers, opts->workers, conninfo, wake_pipe[1])) < 0)
 		goto fail;
-	{
-		struct monitor_host host = {.arg = e, .submit = monitor_submit, .kill = monitor_kill};
-		if ((error = monitor_new(&e->monitor, e->owner, &host)) < 0)
-			goto fail;
-	}
+	if ((error = engine_tasks_open(e)) < 0)
+		goto fail;
 	*out = e;
 	return FERRY_OK;
 fail:
@@ -244,7 +248,7 @@ void engine_free(struct engine *e)
 		e->deferred = w->next;
 		drop_work(w);
 	}
-	monitor_free(e->monitor);
+	engine_tasks_close(e);
 	for (int i = 0; i < e->njobs; i++)
 		exec_job_free(e->jobs[i]);
 	exec_types_fini();
@@ -262,6 +266,8 @@ void engine_free(struct engine *e)
 	free(e->recs);
 	free(e->task_next);
 	free(e->task_slot);
+	free(e->task_inflight);
+	free(e->task_state);
 	if (e->lead)
 		PQfinish(e->lead);
 	if (e->conn)
@@ -769,15 +775,13 @@ static void step_work_apply(struct engine *e, struct step_work *sw)
 }
 
 
-/* Frees a pool item that is never taken back (shutdown), whatever it is. */
+/* Frees a pool item that is never taken back (shutdown): a periodic task's through its row. */
 static void drop_work(struct work *w)
 {
-	if (w->run == step_work_run)
-		step_work_free(w);
-	else if (monitor_owns(w))
-		monitor_work_free(w);
+	if (w->task)
+		w->task->free(w);
 	else
-		engine_task_work_free(w);
+		step_work_free(w);
 }
 
 /* Back on the loop (the pool's done callback): applies a step's work and frees it. */
@@ -804,15 +808,16 @@ static void submit_work(struct engine *e, struct step_work *w)
 	step_work_free(&w->w);
 }
 
+static int tasks_inflight(const struct engine *e);
+static void task_work_done(struct engine *e, struct work *w);
+
 /* Takes the pool's finished items back. */
 static void take_work(struct engine *e)
 {
 	struct work *w, *next;
 
-	/* nothing of ours in the pool: no lock taken (each item's kind sets its flag or count) */
-	if (e->workers == NULL || (e->inflight == 0 && e->notifying == 0 && e->retaining == 0 &&
-				   e->orphaning == 0 && e->reconciling == 0 && e->monitoring == 0 &&
-				   e->scheduling == 0))
+	/* nothing of ours in the pool: no lock taken (steps and each periodic task count theirs) */
+	if (e->workers == NULL || (e->inflight == 0 && tasks_inflight(e) == 0))
 		return;
 	for (w = workers_take(e->workers); w; w = next) {
 		next = w->next;
@@ -823,7 +828,10 @@ static void take_work(struct engine *e)
 			e->deferred = w;
 			continue;
 		}
-		w->done(w, e);
+		if (w->task)
+			task_work_done(e, w);
+		else
+			w->done(w, e);
 	}
 }
 
@@ -980,7 +988,7 @@ static void step_down(struct engine *e, const char *why)
 	}
 }
 
-static void task_elect(struct engine *e)
+static void elect(struct engine *e)
 {
 	PGresult *res;
 	int ok;
@@ -1021,55 +1029,149 @@ static void task_elect(struct engine *e)
 	}
 }
 
-static void task_poll(struct engine *e)
+static struct work *elect_round(struct task_ctx *c, void *state)
 {
-	e->claim_now = 1;
+	(void)state;
+	elect(engine_of(c));
+	return NULL;
 }
 
-static void task_heartbeat(struct engine *e)
+static struct work *poll_round(struct task_ctx *c, void *state)
 {
+	(void)state;
+	engine_of(c)->claim_now = 1;
+	return NULL;
+}
+
+static struct work *heartbeat_round(struct task_ctx *c, void *state)
+{
+	struct engine *e = engine_of(c);
+
+	(void)state;
 	if (e->njobs + e->inflight > 0 && store_heartbeat(e->conn, e->owner, e->o.lease_ms) < 0)
 		flog_error("renewing leases: %s", ferry_error_last());
+	return NULL;
 }
 
-static void task_recover(struct engine *e)
+static struct work *recover_round(struct task_ctx *c, void *state)
 {
-	engine_orphans(e, 1);
+	(void)state;
+	engine_orphans(engine_of(c), 1);
+	return NULL;
 }
 
-static void task_reap(struct engine *e)
+static struct work *reap_round(struct task_ctx *c, void *state)
 {
-	engine_orphans(e, 0);
+	(void)state;
+	engine_orphans(engine_of(c), 0);
+	return NULL;
 }
 
-/* A monitor item came back (evidence of a hang, a posted alert). */
-static void monitor_done(struct work *w, void *ctx)
+static int64_t every_poll(const struct task_ctx *c)
 {
-	struct engine *e = ctx;
-
-	e->monitoring--;
-	monitor_work_done(e->monitor, w);
+	return c->poll_ms;
 }
 
-static void monitor_submit(void *arg, struct work *w)
-{
-	struct engine *e = arg;
+/* claim even when no NOTIFY came */
+static const struct task poll_task = {.name = "poll", .period = every_poll, .start_round = poll_round};
+/* renew our attempts' leases */
+static const struct task heartbeat_task = {
+	.name = "heartbeat", .period = task_every_third_lease, .start_round = heartbeat_round,
+};
+static const struct task elect_task = {
+	.name = "elect", .flags = TASK_NO_DEV, .period = task_every_third_lease, .start_round = elect_round,
+};
+/* adopt this host's orphans */
+static const struct task recover_task = {
+	.name = "recover", .period = task_every_half_lease, .start_round = recover_round,
+};
+/* other hosts' expired attempts: lost */
+static const struct task reap_task = {
+	.name = "reap", .flags = TASK_LEADER, .period = task_every_half_lease, .start_round = reap_round,
+};
 
-	w->done = monitor_done;
-	if (e->workers == NULL) { /* no pool: done here */
+/*
+ * The periodic tasks, run in this order when due; each run is counted in
+ * /metrics as ferry_periodic_runs_total{task="NAME"}. How to add one: a
+ * file that exports its row (store/task.h: name, flags, period, a round
+ * that does one bounded piece of work on the loop and returns the slow
+ * part as pool items, their free) from the folder whose work it is, and
+ * its pointer here. TASK_LEADER when exactly one replica may do it at a
+ * time (cron, auto-stop, deployment reconcile); TASK_NO_DEV when a `ferry
+ * dev` session must not; TASK_POOL for one round at a time.
+ */
+static const struct task *const tasks[] = {
+	&poll_task,
+	&heartbeat_task,
+	&elect_task,
+	&recover_task,
+	&reap_task,
+	&expire_waits_task,
+	&notify_task,       /* FERRY_NOTIFY_WEBHOOK (notify.c) */
+	&dev_lease_task,    /* a dev session: renew its run's lease */
+	&dev_expire_task,   /* dead dev sessions */
+	&retention_task,    /* FERRY_RETENTION_DAYS (retention.c) */
+	&strays_task,       /* each executor type's leftovers (exited containers) */
+	&exec_orphans_task, /* running containers of finished attempts (exec_orphans.c) */
+	&reconcile_task,    /* deployments: replicas, HAProxy, auto-stop (reconcile.c) */
+	&monitor_task,      /* hang detection, watchpoints, low utilization (monitor.c) */
+	&schedules_task,    /* cron, data and git triggers (schedules.c) */
+};
+#define NTASKS (sizeof(tasks) / sizeof(tasks[0]))
+
+/* The row's place in tasks[] (the engine's per-row arrays). */
+static size_t task_index(const struct task *t)
+{
+	for (size_t i = 0; i < NTASKS; i++)
+		if (tasks[i] == t)
+			return i;
+	abort(); /* a row that is not in the table made an item: a programming error */
+}
+
+/* The round's context, as of now. */
+static struct task_ctx *task_ctx(struct engine *e)
+{
+	e->tc.conn = e->conn;
+	e->tc.jobs = e->jobs;
+	e->tc.njobs = e->njobs;
+	return &e->tc;
+}
+
+/* A row's item back on the loop (or done at once without a pool): its row applies and frees it. */
+static void task_work_done(struct engine *e, struct work *w)
+{
+	const struct task *t = w->task;
+	size_t i = task_index(t);
+
+	if (e->workers)
+		e->task_inflight[i]--;
+	if (t->done)
+		t->done(task_ctx(e), e->task_state[i], w);
+	t->free(w);
+}
+
+/* task_ctx.submit: item w of row t to the pool, counted for t; done here without a pool. */
+static void task_submit(struct task_ctx *c, const struct task *t, struct work *w)
+{
+	struct engine *e = engine_of(c);
+
+	w->task = t;
+	w->done = NULL;
+	w->next = NULL;
+	if (e->workers == NULL) {
 		w->run(w, e->conn);
-		monitor_work_done(e->monitor, w);
+		task_work_done(e, w);
 		return;
 	}
 	workers_submit(e->workers, w);
-	e->monitoring++;
+	e->task_inflight[task_index(t)]++;
 }
 
-/* The monitor's verdict on a job (monitor.c): restart or fail it, with the reason recorded. */
-static void monitor_kill(void *arg, int64_t step_id, int attempt, enum attempt_outcome outcome, int final,
-			 char *reason)
+/* task_ctx.kill: the monitor's verdict on a job (restart or fail it), with the reason recorded. */
+static void task_kill(struct task_ctx *c, int64_t step_id, int attempt, enum attempt_outcome outcome, int final,
+		      char *reason)
 {
-	struct engine *e = arg;
+	struct engine *e = engine_of(c);
 
 	for (int i = 0; i < e->njobs; i++) {
 		struct exec_job *j = e->jobs[i];
@@ -1082,85 +1184,63 @@ static void monitor_kill(void *arg, int64_t step_id, int attempt, enum attempt_o
 	free(reason);
 }
 
-/* The job monitor (monitor.c): samples the running jobs that are due, judges them, acts. */
-static void task_monitor(struct engine *e)
+static int tasks_inflight(const struct engine *e)
 {
-	(void)monitor_round(e->monitor, e->conn, e->jobs, e->njobs, clock_mono_ms());
+	int n = 0;
+
+	for (size_t i = 0; i < NTASKS; i++)
+		n += e->task_inflight[i];
+	return n;
 }
-
-static int64_t every_poll(const struct engine_opts *o) { return o->poll_ms; }
-static int64_t every_monitor_tick(const struct engine_opts *o) { (void)o; return MONITOR_TICK_MS; }
-static int64_t every_third_lease(const struct engine_opts *o) { return o->lease_ms / 3; }
-static int64_t every_half_lease(const struct engine_opts *o) { return o->lease_ms / 2; }
-static int64_t every_second(const struct engine_opts *o) { (void)o; return 1000; }
-static int64_t every_retention_period(const struct engine_opts *o) { return o->retention_period_ms; }
-static int64_t every_ten_seconds(const struct engine_opts *o) { (void)o; return 10000; }
-static int64_t every_orphan_sweep(const struct engine_opts *o) { (void)o; return ORPHANS_EVERY_MS; }
-static int64_t every_reconcile(const struct engine_opts *o) { (void)o; return RECONCILE_EVERY_MS; }
-static int64_t every_schedules_tick(const struct engine_opts *o) { (void)o; return SCHEDULES_TICK_MS; }
-
-enum {
-	TASK_LEADER = 1u << 0, /* runs on the elected leader alone */
-	TASK_NO_DEV = 1u << 1, /* not in a dev session (run_filter set) */
-};
-
-/*
- * The periodic tasks, run in this order when due. How to add one: a
- * function void task_NAME(struct engine *) that does one bounded round of
- * work (slow work goes to the worker pool), a period function, and a row
- * here; TASK_LEADER when exactly one replica may do it at a time (cron,
- * auto-stop, deployment reconcile). Each run is counted in /metrics as
- * ferry_periodic_runs_total{task="NAME"}.
- */
-struct engine_task {
-	const char *name;
-	unsigned flags;
-	int64_t (*period)(const struct engine_opts *o);
-	void (*run)(struct engine *e);
-};
-
-static const struct engine_task tasks[] = {
-	[T_POLL] = {"poll", 0, every_poll, task_poll},      /* claim even when no NOTIFY came */
-	{"heartbeat", 0, every_third_lease, task_heartbeat}, /* renew our attempts' leases */
-	{"elect", TASK_NO_DEV, every_third_lease, task_elect},
-	[T_RECOVER] = {"recover", 0, every_half_lease, task_recover}, /* adopt this host's orphans */
-	{"reap", TASK_LEADER, every_half_lease, task_reap}, /* other hosts' expired attempts: lost */
-	{"expire-waits", 0, every_second, task_expire_waits},
-	{"notify", TASK_LEADER, every_second, task_notify},  /* FERRY_NOTIFY_WEBHOOK */
-	{"dev-lease", 0, every_third_lease, task_dev_lease},   /* a dev session: renew its run's lease */
-	{"dev-expire", TASK_LEADER | TASK_NO_DEV, every_half_lease, task_dev_expire}, /* dead dev sessions */
-	{"retention", TASK_LEADER | TASK_NO_DEV, every_retention_period, task_retention}, /* FERRY_RETENTION_DAYS */
-	{"strays", 0, every_ten_seconds, task_strays}, /* each executor type's leftovers (exited containers) */
-	{"orphans", TASK_NO_DEV, every_orphan_sweep, task_orphans}, /* running containers of finished attempts */
-	{"reconcile", TASK_LEADER | TASK_NO_DEV, every_reconcile, task_reconcile}, /* deployments: replicas, HAProxy, auto-stop */
-	{"monitor", 0, every_monitor_tick, task_monitor}, /* hang detection, watchpoints, low utilization */
-	{"schedules", TASK_LEADER | TASK_NO_DEV, every_schedules_tick, task_schedules}, /* cron, data and git triggers */
-};
-#define NTASKS (sizeof(tasks) / sizeof(tasks[0]))
 
 static void engine_tasks_init(struct engine *e)
 {
-	/* the rows the loop names stay where their names say (reordering tasks[] must keep them) */
-	if (tasks[T_POLL].run != task_poll || tasks[T_RECOVER].run != task_recover)
-		abort();
 	e->task_next = xcalloc(NTASKS, sizeof(*e->task_next));
 	e->task_slot = xcalloc(NTASKS, sizeof(*e->task_slot));
+	e->task_inflight = xcalloc(NTASKS, sizeof(*e->task_inflight));
+	e->task_state = xcalloc(NTASKS, sizeof(*e->task_state));
 	for (size_t i = 0; i < NTASKS; i++)
-		e->task_slot[i] = metrics_task_slot(tasks[i].name);
+		e->task_slot[i] = metrics_task_slot(tasks[i]->name);
 }
 
-static void engine_task_due_now(struct engine *e, int task)
+/* The rounds' context, then each row's state (a row's open may fail the start). */
+static int engine_tasks_open(struct engine *e)
 {
-	e->task_next[task] = 0;
+	int error;
+
+	e->tc = (struct task_ctx){
+		.home = e->home, .owner = e->owner, .public_url = e->o.public_url,
+		.poll_ms = e->o.poll_ms, .lease_ms = e->o.lease_ms,
+		.retention_days = e->o.retention_days, .retention_period_ms = e->o.retention_period_ms,
+		.nworkers = e->o.workers, .workers = e->workers,
+		.submit = task_submit, .kill = task_kill,
+	};
+	for (size_t i = 0; i < NTASKS; i++)
+		if (tasks[i]->open && (error = tasks[i]->open(&e->task_state[i], task_ctx(e))) < 0)
+			return error;
+	return FERRY_OK;
+}
+
+/* After the pool's items were freed: each row's state. */
+static void engine_tasks_close(struct engine *e)
+{
+	for (size_t i = 0; e->task_state && i < NTASKS; i++)
+		if (tasks[i]->close && e->task_state[i])
+			tasks[i]->close(e->task_state[i]);
+}
+
+static void engine_task_due_now(struct engine *e, const struct task *t)
+{
+	e->task_next[task_index(t)] = 0;
 }
 
 /* A claim just happened: the polling fallback is due a full period from now. */
-static void engine_task_due_later(struct engine *e, int task, int64_t now)
+static void engine_task_due_later(struct engine *e, const struct task *t, int64_t now)
 {
-	e->task_next[task] = now + tasks[task].period(&e->o);
+	e->task_next[task_index(t)] = now + t->period(&e->tc);
 }
 
-static int task_applies(const struct engine *e, const struct engine_task *t)
+static int task_applies(const struct engine *e, const struct task *t)
 {
 	if ((t->flags & TASK_NO_DEV) && e->o.run_filter)
 		return 0;
@@ -1173,12 +1253,22 @@ static int64_t run_tasks(struct engine *e, int64_t now)
 	int64_t next = INT64_MAX;
 
 	for (size_t i = 0; i < NTASKS; i++) {
-		if (!task_applies(e, &tasks[i]))
+		const struct task *t = tasks[i];
+		if (!task_applies(e, t))
 			continue;
 		if (now >= e->task_next[i]) {
-			int64_t p = tasks[i].period(&e->o);
+			int64_t p = t->period(&e->tc);
 			e->task_next[i] = now + (p > 0 ? p : 1);
-			tasks[i].run(e);
+			if ((t->flags & TASK_POOL) && e->task_inflight[i] > 0) {
+				flog_debug("%s: a round is still in the pool", t->name);
+			} else {
+				struct task_ctx *c = task_ctx(e);
+				struct work *w = t->start_round(c, e->task_state[i]), *next_w;
+				for (; w; w = next_w) {
+					next_w = w->next;
+					task_submit(c, t, w);
+				}
+			}
 			metrics_task_ran(e->task_slot[i]);
 			if (PQstatus(e->conn) != CONNECTION_OK)
 				break;
@@ -1195,7 +1285,7 @@ static int64_t next_task(const struct engine *e)
 	int64_t next = INT64_MAX;
 
 	for (size_t i = 0; i < NTASKS; i++)
-		if (task_applies(e, &tasks[i]) && e->task_next[i] < next)
+		if (task_applies(e, tasks[i]) && e->task_next[i] < next)
 			next = e->task_next[i];
 	return next;
 }
@@ -1261,7 +1351,7 @@ int engine_tick(struct engine *e, int64_t max_wait_ms)
 	if (PQstatus(e->conn) != CONNECTION_OK)
 		goto next;
 	if (e->claim_now) {
-		engine_task_due_later(e, T_POLL, now);
+		engine_task_due_later(e, &poll_task, now);
 		if (claim(e) < 0)
 			goto next;
 		if ((e->type->flags & EXF_NO_SLOTS) && flush_done(e) < 0)

@@ -1,7 +1,7 @@
 /*
  * engine_priv — what the engine's files (engine.c: the loop, the claim, the
- * jobs and the task table; engine_tasks.c: the periodic tasks beyond the
- * loop's own; engine_recover.c: orphaned attempts) share:
+ * jobs and the task table; engine_tasks.c: the engine's own periodic tasks
+ * beyond the loop's; engine_recover.c: orphaned attempts) share:
  * the engine's state and the queues results and handles wait in until one
  * statement writes them. Not for use outside the engine.
  */
@@ -10,6 +10,7 @@
 
 #include <jansson.h>
 #include <libpq-fe.h>
+#include <stddef.h>
 #include <stdint.h>
 
 #include "engine/engine.h"
@@ -17,6 +18,7 @@
 #include "plan/kind.h"
 #include "lib/states.h"
 #include "store/store.h"
+#include "store/task.h"
 
 struct done {
 	struct store_result r;
@@ -34,9 +36,8 @@ struct record {
 	char *dir;            /* owned, or NULL */
 };
 
-struct engine_task;
-
 struct engine {
+	struct task_ctx tc;    /* what a periodic task's round sees (engine_of: back to the engine) */
 	struct engine_opts o;
 	char *conninfo, *owner, *host, *home;
 	PGconn *conn;
@@ -51,21 +52,17 @@ struct engine {
 	int nrecs, caprecs;
 	struct workers *workers; /* the pool for slow step work, or NULL (done inline) */
 	int inflight;          /* items in the pool: claimed steps not yet started or finished */
-	int notifying;         /* completion posts in the pool (notify.h) */
-	int retaining;         /* a retention round in the pool (retention.h) */
-	int reconciling;       /* a deployments' reconcile round in the pool (reconcile.c) */
-	int orphaning;         /* an orphan-container sweep in the pool (exec_orphans.c) */
-	int monitoring;        /* the job monitor's items in the pool (monitor.c) */
-	int scheduling;        /* rounds of schedules and triggers in the pool (schedules.c), one per part */
-	struct monitor *monitor;
 	struct work *deferred; /* items that found the database unreachable: submitted again */
 	int64_t next_deferred; /* … at most once a second */
 	int claim_now, stop_check, draining;
 	int claim_held;        /* engine_claim_hold: claim nothing… */
 	int64_t claim_step;    /* … but this step (> 0), once (ferry dev run --step) */
 	int64_t next_reconnect, next_adopted_poll;
-	int64_t *task_next;    /* per periodic task: monotonic ms it is due */
-	int *task_slot;        /* … and its counter in /metrics */
+	/* per periodic task, parallel to engine.c's tasks[]: */
+	int64_t *task_next;    /* the monotonic ms it is due */
+	int *task_slot;        /* its counter in /metrics */
+	int *task_inflight;    /* its items in the pool (deferred ones too) */
+	void **task_state;     /* what its open made, or NULL */
 	int64_t retry_wall_ms; /* earliest known retry (wall clock), 0 none */
 	int64_t last_analyze;  /* monotonic ms of our last ANALYZE, 0 never */
 };
@@ -92,18 +89,16 @@ void engine_job_succeeded(struct engine *e, int64_t step_id, int64_t run_id, int
 /* engine_recover.c: adopts this host's orphans (mine) or reaps other hosts' expired ones. */
 void engine_orphans(struct engine *e, int mine);
 
-/* engine_tasks.c: the periodic tasks in engine.c's table, each one bounded round */
-void task_expire_waits(struct engine *e);
-void task_notify(struct engine *e);
-void task_retention(struct engine *e);
-void task_dev_lease(struct engine *e);
-void task_dev_expire(struct engine *e);
-void task_orphans(struct engine *e);
-void task_reconcile(struct engine *e);
-void task_schedules(struct engine *e);
-void task_strays(struct engine *e);
-/* Frees a pool item of those tasks that never came back (shutdown). */
-struct work;
-void engine_task_work_free(struct work *w);
+/* The engine a periodic task's round context belongs to (the engine's own rows). */
+static inline struct engine *engine_of(struct task_ctx *c)
+{
+	return (struct engine *)(void *)((char *)c - offsetof(struct engine, tc));
+}
+
+/* engine_tasks.c: the engine's own periodic tasks beyond the loop's, rows of engine.c's table */
+extern const struct task expire_waits_task, dev_lease_task, dev_expire_task, strays_task;
+/* … and the periods the engine's rows share */
+int64_t task_every_third_lease(const struct task_ctx *c);
+int64_t task_every_half_lease(const struct task_ctx *c);
 
 #endif

@@ -1,10 +1,11 @@
 /*
- * notify — see notify.h. The engine's leader-only task picks the runs due
- * (store_runs_to_notify) and submits one item per run to the worker pool;
- * this file is what an item does there.
+ * notify — see notify.h. The leader-only task's round picks the runs due
+ * (store_runs_to_notify) and hands one item per run to the worker pool;
+ * the rest of this file is what an item does there.
  */
 #include "engine/notify.h"
 
+#include <jansson.h>
 #include <stdlib.h>
 
 #include "store/store.h"
@@ -37,7 +38,8 @@ static void notify_run(struct work *w, PGconn *conn)
 		flog_error("run %lld: recording its notification: %s", (long long)n->run_id, ferry_error_last());
 }
 
-struct work *notify_work_new(const char *url, const char *link_base, json_t *run)
+/* An item posting run (taken) to url, linked below link_base (may be NULL). */
+static struct work *notify_work_new(const char *url, const char *link_base, json_t *run)
 {
 	struct notify_work *n = xcalloc(1, sizeof(*n));
 	json_int_t id = json_integer_value(json_object_get(run, "run"));
@@ -51,7 +53,7 @@ struct work *notify_work_new(const char *url, const char *link_base, json_t *run
 	return &n->w;
 }
 
-void notify_work_free(struct work *w)
+static void notify_work_free(struct work *w)
 {
 	struct notify_work *n = (struct notify_work *)w;
 
@@ -61,3 +63,40 @@ void notify_work_free(struct work *w)
 	json_decref(n->body);
 	free(n);
 }
+
+/* FERRY_NOTIFY_WEBHOOK: one item per run that ended and is not posted yet. */
+static struct work *notify_round(struct task_ctx *c, void *state)
+{
+	const char *url = getenv("FERRY_NOTIFY_WEBHOOK");
+	json_t *runs = NULL, *run;
+	struct work *list = NULL, **tail = &list;
+	size_t i;
+
+	(void)state;
+	if (url == NULL || *url == '\0' || c->workers == NULL)
+		return NULL;
+	if (store_runs_to_notify(&runs, c->conn, 32) < 0) {
+		flog_error("runs to notify: %s", ferry_error_last());
+		return NULL;
+	}
+	json_array_foreach(runs, i, run) {
+		*tail = notify_work_new(url, c->public_url, json_deep_copy(run));
+		tail = &(*tail)->next;
+	}
+	json_decref(runs);
+	return list;
+}
+
+static int64_t every_second(const struct task_ctx *c)
+{
+	(void)c;
+	return 1000;
+}
+
+const struct task notify_task = {
+	.name = "notify",
+	.flags = TASK_LEADER | TASK_POOL,
+	.period = every_second,
+	.start_round = notify_round,
+	.free = notify_work_free,
+};

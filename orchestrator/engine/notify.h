@@ -10,17 +10,14 @@
 #ifndef FERRY_NOTIFY_H
 #define FERRY_NOTIFY_H
 
-#include <jansson.h>
-
-#include "store/workers.h"
+#include "store/task.h"
 
 /*
- * A work item posting run (an object from store_runs_to_notify, taken) to
- * url, with link_base + "/api/v1/runs/ID" as its link (link_base may be
- * NULL). Its run records the outcome through the worker's connection; the
- * caller sets done and frees it with notify_work_free.
+ * The `notify` periodic task (task.h): every second on the leader, the
+ * runs due (store_runs_to_notify, 32 at most) as one pool item each, with
+ * FERRY_PUBLIC_URL + "/api/v1/runs/ID" as the link; nothing without a
+ * pool. An item records its outcome through its worker's connection.
  */
-struct work *notify_work_new(const char *url, const char *link_base, json_t *run);
-void notify_work_free(struct work *w);
+extern const struct task notify_task;
 
 #endif

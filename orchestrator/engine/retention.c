@@ -1,6 +1,6 @@
 /*
- * retention — see retention.h. The engine's task picks the runs due and
- * submits one item; this file is what the item does on a worker: for each
+ * retention — see retention.h. The task's round picks the runs due and
+ * returns one item; the rest of this file is what the item does on a worker: for each
  * run, in one transaction that holds the run's row (a retry waits), remove
  * $FERRY_HOME/runs/RUN and set logs_removed_at (store_run_logs_remove). A
  * daemon killed midway leaves the transaction rolled back and the run due:
@@ -52,7 +52,8 @@ static void retention_run(struct work *w, PGconn *conn)
 			  removed == 1 ? "" : "s", r->days, r->days == 1 ? "" : "s");
 }
 
-struct work *retention_work_new(const char *home, double days, int64_t *ids, int n)
+/* An item removing the logs of runs ids[0..n) (taken) below home, each only if still due after days. */
+static struct work *retention_work_new(const char *home, double days, int64_t *ids, int n)
 {
 	struct retention_work *r = xcalloc(1, sizeof(*r));
 
@@ -64,7 +65,7 @@ struct work *retention_work_new(const char *home, double days, int64_t *ids, int
 	return &r->w;
 }
 
-void retention_work_free(struct work *w)
+static void retention_work_free(struct work *w)
 {
 	struct retention_work *r = (struct retention_work *)w;
 
@@ -74,6 +75,39 @@ void retention_work_free(struct work *w)
 	free(r->ids);
 	free(r);
 }
+
+/* FERRY_RETENTION_DAYS: a bounded batch of the runs whose logs are due, as one item. */
+static struct work *retention_round(struct task_ctx *c, void *state)
+{
+	int64_t *ids = NULL;
+	int n = 0;
+
+	(void)state;
+	if (c->retention_days <= 0)
+		return NULL;
+	if (store_runs_retention_due(&ids, &n, c->conn, c->retention_days, RETENTION_BATCH) < 0) {
+		flog_error("runs due for retention: %s", ferry_error_last());
+		return NULL;
+	}
+	if (n == 0) {
+		free(ids);
+		return NULL;
+	}
+	return retention_work_new(c->home, c->retention_days, ids, n);
+}
+
+static int64_t every_retention_period(const struct task_ctx *c)
+{
+	return c->retention_period_ms;
+}
+
+const struct task retention_task = {
+	.name = "retention",
+	.flags = TASK_LEADER | TASK_NO_DEV | TASK_POOL,
+	.period = every_retention_period,
+	.start_round = retention_round,
+	.free = retention_work_free,
+};
 
 double retention_days_env(void)
 {

@@ -13,18 +13,17 @@
 
 #include <stdint.h>
 
-#include "store/workers.h"
+#include "store/task.h"
 
 /* Runs a round removes at most. */
 #define RETENTION_BATCH 32
 
 /*
- * A work item removing the logs of runs ids[0..n) (taken: the item frees
- * them) below home, each only if still due after days. The caller sets done
- * and frees it with retention_work_free.
+ * The `retention` periodic task (task.h): with FERRY_RETENTION_DAYS set,
+ * the runs due (RETENTION_BATCH at most) as one pool item, run on the loop
+ * without a pool.
  */
-struct work *retention_work_new(const char *home, double days, int64_t *ids, int n);
-void retention_work_free(struct work *w);
+extern const struct task retention_task;
 
 /*
  * FERRY_RETENTION_DAYS as a number of days: 0 when unset or empty (keep

@@ -22,6 +22,7 @@
 #include <sys/types.h>
 
 #include "lib/states.h"
+#include "store/task.h"
 
 struct exec_type;
 
@@ -254,15 +255,12 @@ int exec_capture_ex(char *const argv[], char **out, size_t max_out, int with_std
 		    int64_t timeout_ms);
 
 /*
- * The orphan sweep as a worker-pool item (exec_orphans.c): run() asks
- * every type's orphans hook with the database as the judge. The caller
- * sets done; exec_orphans_removed tells how many containers went.
+ * The `orphans` periodic task (exec_orphans.c, task.h): every
+ * ORPHANS_EVERY_MS a sweep on the worker pool (none without one) asks
+ * every type's orphans hook with the database as the judge.
  */
 #define ORPHANS_EVERY_MS 30000
-struct work;
-struct work *exec_orphans_work_new(const char *home);
-int exec_orphans_removed(const struct work *w);
-void exec_orphans_work_free(struct work *w);
+extern const struct task exec_orphans_task;
 
 /* Calls every type's tick hook (strays of each kind of job) for home. */
 void exec_tick_all(const char *home);

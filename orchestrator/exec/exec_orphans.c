@@ -178,7 +178,7 @@ static void orphans_run(struct work *w, PGconn *conn)
 			o->removed += t->orphans(o->home, wanted, &a);
 }
 
-struct work *exec_orphans_work_new(const char *home)
+static struct work *orphans_work_new(const char *home)
 {
 	struct orphans_work *o = xcalloc(1, sizeof(*o));
 
@@ -187,12 +187,7 @@ struct work *exec_orphans_work_new(const char *home)
 	return &o->w;
 }
 
-int exec_orphans_removed(const struct work *w)
-{
-	return ((const struct orphans_work *)w)->removed;
-}
-
-void exec_orphans_work_free(struct work *w)
+static void orphans_work_free(struct work *w)
 {
 	struct orphans_work *o = (struct orphans_work *)w;
 
@@ -201,3 +196,35 @@ void exec_orphans_work_free(struct work *w)
 		free(o);
 	}
 }
+
+/* One sweep at a time, on the pool: listing containers is slow. */
+static struct work *orphans_round(struct task_ctx *c, void *state)
+{
+	(void)state;
+	return c->workers ? orphans_work_new(c->home) : NULL;
+}
+
+/* Back on the loop: says what the sweep removed. */
+static void orphans_done(struct task_ctx *c, void *state, struct work *w)
+{
+	int n = ((const struct orphans_work *)w)->removed;
+
+	(void)c, (void)state;
+	if (n > 0)
+		flog_info("removed %d container%s whose attempt was over", n, n == 1 ? "" : "s");
+}
+
+static int64_t every_orphan_sweep(const struct task_ctx *c)
+{
+	(void)c;
+	return ORPHANS_EVERY_MS;
+}
+
+const struct task exec_orphans_task = {
+	.name = "orphans",
+	.flags = TASK_NO_DEV | TASK_POOL,
+	.period = every_orphan_sweep,
+	.start_round = orphans_round,
+	.done = orphans_done,
+	.free = orphans_work_free,
+};

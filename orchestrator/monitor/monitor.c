@@ -589,11 +589,6 @@ static void mon_work_run(struct work *w, PGconn *conn)
 		mw->restarts = 0;
 }
 
-int monitor_owns(const struct work *w)
-{
-	return w->run == mon_work_run;
-}
-
 void monitor_work_free(struct work *w)
 {
 	struct mon_work *mw = (struct mon_work *)w;
@@ -630,7 +625,6 @@ void monitor_work_done(struct monitor *m, struct work *w)
 		json_decref(d);
 		free(summary);
 	}
-	monitor_work_free(w);
 }
 
 /* ---- the round ------------------------------------------------------------- */
@@ -725,3 +719,65 @@ int64_t monitor_round(struct monitor *m, PGconn *conn, struct exec_job *const *j
 		gauges(m);
 	return next < 10 ? 10 : next;
 }
+
+/* ---- the periodic task ----------------------------------------------------- */
+
+static void task_submit(void *arg, struct work *w)
+{
+	struct task_ctx *c = arg;
+
+	c->submit(c, &monitor_task, w);
+}
+
+static void task_kill(void *arg, int64_t step_id, int attempt, enum attempt_outcome outcome, int final,
+		      char *reason)
+{
+	struct task_ctx *c = arg;
+
+	c->kill(c, step_id, attempt, outcome, final, reason);
+}
+
+static int task_open(void **state, struct task_ctx *c)
+{
+	struct monitor_host host = {.arg = c, .submit = task_submit, .kill = task_kill};
+	struct monitor *m = NULL;
+	int error = monitor_new(&m, c->owner, &host);
+
+	*state = m;
+	return error;
+}
+
+static void task_close(void *state)
+{
+	monitor_free(state);
+}
+
+/* Samples the running jobs that are due, judges them, acts. */
+static struct work *task_round(struct task_ctx *c, void *state)
+{
+	(void)monitor_round(state, c->conn, c->jobs, c->njobs, clock_mono_ms());
+	return NULL;
+}
+
+/* Evidence of a hang, a posted alert: came back. */
+static void task_done(struct task_ctx *c, void *state, struct work *w)
+{
+	(void)c;
+	monitor_work_done(state, w);
+}
+
+static int64_t every_tick(const struct task_ctx *c)
+{
+	(void)c;
+	return MONITOR_TICK_MS;
+}
+
+const struct task monitor_task = {
+	.name = "monitor",
+	.period = every_tick,
+	.open = task_open,
+	.close = task_close,
+	.start_round = task_round,
+	.done = task_done,
+	.free = monitor_work_free,
+};

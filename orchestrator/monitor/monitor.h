@@ -7,11 +7,12 @@
  * steps. What the monitor sees is written to attempt_monitor, what
  * happens to events (monitor.*), and posted to FERRY_NOTIFY_WEBHOOK.
  *
- * The engine calls monitor_round() from a periodic task with its jobs;
- * the round is bounded and never blocks (sampling reads /proc and cgroup
+ * Its periodic task (monitor_task, task.h) calls monitor_round() with the
+ * engine's running jobs; the round is bounded and never blocks (sampling reads /proc and cgroup
  * files, the GPU and Slurm samplers are children polled, evidence of a
  * hang is collected on the worker pool). What the monitor decides to do
- * to a job — restart it, fail it — goes back through host->kill.
+ * to a job — restart it, fail it — goes back through host->kill (for the
+ * task, the round's context's kill).
  */
 #ifndef FERRY_MONITOR_H
 #define FERRY_MONITOR_H
@@ -21,14 +22,15 @@
 
 #include "exec/exec.h"
 #include "lib/states.h"
+#include "store/task.h"
 #include "store/workers.h"
 
 struct monitor;
 
-/* What the monitor needs from the engine. */
+/* What the monitor needs from its host (the task: the round's context). */
 struct monitor_host {
 	void *arg;
-	/* Hands w to the worker pool (its done is the monitor's: see monitor_work_done). */
+	/* Hands w to the worker pool (back on the host's thread: monitor_work_done, then monitor_work_free). */
 	void (*submit)(void *arg, struct work *w);
 	/* Kills attempt (step_id, attempt) with outcome (OUTCOME_RESTART or OUTCOME_FAILED), final, reason (taken). */
 	void (*kill)(void *arg, int64_t step_id, int attempt, enum attempt_outcome outcome, int final, char *reason);
@@ -48,13 +50,19 @@ void monitor_free(struct monitor *m);
  */
 int64_t monitor_round(struct monitor *m, PGconn *conn, struct exec_job *const *jobs, int njobs, int64_t now);
 
-/* Back on the engine's thread: applies a finished pool item of the monitor and frees it. */
+/* Back on the host's thread: applies a finished pool item of the monitor (monitor_work_free frees it). */
 void monitor_work_done(struct monitor *m, struct work *w);
-/* Whether w is the monitor's (the engine's shutdown frees it with monitor_work_free). */
-int monitor_owns(const struct work *w);
 void monitor_work_free(struct work *w);
 
-/* How long the engine's task waits between rounds at most. */
+/* How long the task waits between rounds at most. */
 #define MONITOR_TICK_MS 250
+
+/*
+ * The `monitor` periodic task (task.h): every MONITOR_TICK_MS on every
+ * replica, monitor_round over the engine's running jobs; its state is the
+ * monitor (monitor_new at the engine's start: a bad FERRY_HANG or
+ * FERRY_LOW_UTIL fails it).
+ */
+extern const struct task monitor_task;
 
 #endif

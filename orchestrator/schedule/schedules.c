@@ -463,7 +463,7 @@ static void sched_run(struct work *w, PGconn *conn)
 		flog_warn("triggers: %s", ferry_error_last());
 }
 
-struct work *schedules_work_new(const char *home, int part, int parts)
+static struct work *schedules_work_new(const char *home, int part, int parts)
 {
 	struct sched_work *s = xcalloc(1, sizeof(*s));
 
@@ -474,7 +474,7 @@ struct work *schedules_work_new(const char *home, int part, int parts)
 	return &s->w;
 }
 
-void schedules_work_free(struct work *w)
+static void schedules_work_free(struct work *w)
 {
 	struct sched_work *s = (struct sched_work *)w;
 
@@ -483,3 +483,31 @@ void schedules_work_free(struct work *w)
 		free(s);
 	}
 }
+
+static struct work *schedules_task_round(struct task_ctx *c, void *state)
+{
+	/* as many parts in parallel as the pool has threads: 1,000 fires due at one minute go faster */
+	int parts = c->nworkers > 0 ? c->nworkers : 1;
+	struct work *list = NULL, **tail = &list;
+
+	(void)state;
+	for (int part = 0; part < parts; part++) {
+		*tail = schedules_work_new(c->home, part, parts);
+		tail = &(*tail)->next;
+	}
+	return list;
+}
+
+static int64_t every_schedules_tick(const struct task_ctx *c)
+{
+	(void)c;
+	return SCHEDULES_TICK_MS;
+}
+
+const struct task schedules_task = {
+	.name = "schedules",
+	.flags = TASK_LEADER | TASK_NO_DEV | TASK_POOL,
+	.period = every_schedules_tick,
+	.start_round = schedules_task_round,
+	.free = schedules_work_free,
+};

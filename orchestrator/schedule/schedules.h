@@ -13,7 +13,7 @@
 #include <libpq-fe.h>
 #include <stdint.h>
 
-#include "store/workers.h"
+#include "store/task.h"
 
 /* How often the leader looks for due ticks: a fire is at most this late, plus the run's creation. */
 #define SCHEDULES_TICK_MS 200
@@ -28,11 +28,12 @@
 int schedules_round(PGconn *conn, int64_t budget_ms, int part, int parts);
 
 /*
- * A round of part of parts (then, for part 0, triggers_round) as a
- * worker-pool item (workers.h); the engine sets done.
+ * The `schedules` periodic task (task.h): every SCHEDULES_TICK_MS on the
+ * leader, one item per pool thread, each a round of its part of the
+ * schedules (schedules_round), then for part 0 triggers_round; on the
+ * loop, as one part, without a pool.
  */
-struct work *schedules_work_new(const char *home, int part, int parts);
-void schedules_work_free(struct work *w);
+extern const struct task schedules_task;
 
 /*
  * Registration (store_workflow_register): workflow's schedules and

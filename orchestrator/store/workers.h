@@ -21,13 +21,17 @@
  * worker thread; done, on the thread that takes the item back (the
  * engine's), with the context it passes to workers_take's caller. An item
  * whose run set again (the database was unreachable) is handed back to be
- * submitted again later rather than done.
+ * submitted again later rather than done. An item of a periodic task
+ * (task.h) has task set, by the engine, and no done: its row applies and
+ * frees it.
  */
+struct task;
 struct work {
 	/* Does the work with the worker's connection (NULL when the database is unreachable). */
 	void (*run)(struct work *w, PGconn *conn);
 	/* Applies the result and frees the item. */
 	void (*done)(struct work *w, void *ctx);
+	const struct task *task; /* the periodic task whose round made it (task.h), or NULL */
 	int again;
 	struct work *next;
 };
