@@ -88,3 +88,25 @@ int step_kind_register(const struct step_kind *k)
 	added[nadded++] = k;
 	return FERRY_OK;
 }
+
+int step_key_is(const struct step_key *k, const char *name)
+{
+	const char *n;
+
+	if (k->name != NULL)
+		return strcmp(k->name, name) == 0;
+	for (size_t i = 0; k->names != NULL && (n = k->names(i)) != NULL; i++)
+		if (strcmp(n, name) == 0)
+			return 1;
+	return 0;
+}
+
+const struct step_key *step_kind_key(const struct step_kind *kind, const char *name)
+{
+	const struct step_key *k;
+
+	for (k = kind->keys; k != NULL && (k->name != NULL || k->names != NULL); k++)
+		if (step_key_is(k, name))
+			return k;
+	return NULL;
+}
