@@ -8,6 +8,7 @@
 #include "steps/steps.h"
 
 #include "steps/datacache.h"
+#include "steps/keys.h"
 
 static int cache_prepare(struct step_result *res, json_t **env, const struct step_run *r)
 {
@@ -19,10 +20,16 @@ static int cache_job_done(struct step_result *res, const struct step_run *r)
 	return datacache_job_done(r, res);
 }
 
+/* Where its optional preprocessing job runs, and what it stages. */
+static const struct step_key cache_keys[] = {
+	KEYS_PLACEMENT,
+	{KEY_DATASET, .required = 1, .hint = "the directory or file to stage"},
+	{0},
+};
+
 const struct step_kind kind_cache = {
 	.name = "cache", .flags = SKF_DAEMON | SKF_JOB | SKF_STAGES | SKF_INPUTS,
 	.command = SKC_OPTIONAL,
-	.keys = SK_BIT(SK_DATASET), .required = SK_BIT(SK_DATASET),
-	.key_hint = {[SK_DATASET] = "the directory or file to stage"},
+	.keys = cache_keys,
 	.prepare = cache_prepare, .job_done = cache_job_done,
 };

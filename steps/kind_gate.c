@@ -6,8 +6,12 @@
  */
 #include "steps/steps.h"
 
+#include "steps/keys.h"
+
+static const struct step_key gate_keys[] = {{KEY_ON_TIMEOUT}, {0}};
+
 const struct step_kind kind_gate = {
 	.name = "gate", .flags = SKF_WAITS,
 	.command = SKC_FORBIDDEN, .no_command = "waits for a person and runs no command",
-	.keys = SK_BIT(SK_ON_TIMEOUT),
+	.keys = gate_keys,
 };

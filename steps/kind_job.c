@@ -18,6 +18,7 @@
 #include <unistd.h>
 
 #include "plan/gate.h"
+#include "steps/keys.h"
 #include "store/store.h"
 
 /*
@@ -164,21 +165,25 @@ out:
 	return FERRY_OK;
 }
 
+/* Their keys (steps/keys.h): where the job runs, its cache, the gate of train and evaluate, the monitor's. */
+static const struct step_key run_keys[] = {KEYS_JOB, {KEY_HANG}, {KEY_WATCH}, {0}};
+static const struct step_key train_keys[] = {KEYS_JOB, {KEY_GATE}, {KEY_HANG}, {KEY_WATCH}, {0}};
+static const struct step_key evaluate_keys[] = {KEYS_JOB, {KEY_GATE}, {KEY_MODEL}, {KEY_HANG}, {KEY_WATCH}, {0}};
+
 const struct step_kind kind_run = {
 	.name = "run", .flags = SKF_JOB,
-	.command = SKC_REQUIRED, .keys = SK_BIT(SK_CACHE) | SK_BIT(SK_HANG) | SK_BIT(SK_WATCH),
+	.command = SKC_REQUIRED, .keys = run_keys,
 	.prepare = job_prepare, .job_done = job_done,
 };
 
 const struct step_kind kind_train = {
 	.name = "train", .flags = SKF_JOB | SKF_INPUTS | SKF_TRAINS,
-	.command = SKC_REQUIRED, .keys = SK_BIT(SK_CACHE) | SK_BIT(SK_GATE) | SK_BIT(SK_HANG) | SK_BIT(SK_WATCH),
+	.command = SKC_REQUIRED, .keys = train_keys,
 	.prepare = job_prepare, .job_done = job_done,
 };
 
 const struct step_kind kind_evaluate = {
 	.name = "evaluate", .flags = SKF_JOB | SKF_INPUTS | SKF_EVALUATES,
-	.command = SKC_REQUIRED, .keys = SK_BIT(SK_CACHE) | SK_BIT(SK_GATE) | SK_BIT(SK_MODEL) | SK_BIT(SK_HANG) |
-		SK_BIT(SK_WATCH),
+	.command = SKC_REQUIRED, .keys = evaluate_keys,
 	.prepare = job_prepare, .job_done = job_done,
 };

@@ -4,25 +4,21 @@
  * is the one users see: the config's "known kinds" and "applies to …"
  * messages list kinds in it, and the first row is the default kind.
  *
- * How to add a kind, say `deploy`:
- *   1. steps/kind_deploy.c: an opening comment on what the kind does, its
- *      hooks (static) and its row,
- *        const struct step_kind kind_deploy = {
- *                .name = "deploy", .flags = SKF_DAEMON | SKF_SERVICE | SKF_INPUTS,
- *                .command = SKC_FORBIDDEN, .no_command = "starts model servers and runs no command",
- *                .keys = SK_BIT(SK_MODEL) | …, .required = SK_BIT(SK_MODEL),
- *                .key_hint = {[SK_MODEL] = "the model whose version to deploy"},
- *                .prepare = deploy_prepare,
+ * How to add a kind (steps/README.md, "Adding a kind with a key"):
+ *   1. steps/kind_X.c: an opening comment on what the kind does, its hooks
+ *      (static), its key table (struct step_key rows, kind.h: each key's
+ *      name, parser and whether the plan carries it; shared keys from
+ *      steps/keys.h) and its row,
+ *        const struct step_kind kind_x = {
+ *                .name = "x", .flags = SKF_DAEMON | SKF_INPUTS,
+ *                .command = SKC_FORBIDDEN, .no_command = "… and runs no command",
+ *                .keys = x_keys, .prepare = x_prepare,
  *        };
  *      flags say what the engine, the planner and the store do with its
  *      steps (kind.h); prepare runs when a step of it is claimed, job_done
  *      when its job exited 0 (either may be NULL, see kind.h).
  *   2. Declare the row in steps.h and list it in step_kinds[] below.
- *   3. A key only it takes: an SK_ value in kind.h (before SK_N), its name
- *      in cfg_step_keys[] and its parsing into the spec in cfg_kind_fields()
- *      (orchestrator/plan/config_kinds.c); its bit in .keys (and .required with a
- *      .key_hint when it must be given).
- *   4. Tests: its row's invariants are checked for every row by
+ *   3. Tests: its row's invariants are checked for every row by
  *      tests/unit/test_kinds.c; add its hooks' tests there or beside them,
  *      and a workflow using it to the integration tests.
  * Nothing else compares the kind's name: code that treats some kinds
@@ -87,4 +83,26 @@ int step_kind_register(const struct step_kind *k)
 	}
 	added[nadded++] = k;
 	return FERRY_OK;
+}
+
+int step_key_is(const struct step_key *k, const char *name)
+{
+	const char *n;
+
+	if (k->name != NULL)
+		return strcmp(k->name, name) == 0;
+	for (size_t i = 0; k->names != NULL && (n = k->names(i)) != NULL; i++)
+		if (strcmp(n, name) == 0)
+			return 1;
+	return 0;
+}
+
+const struct step_key *step_kind_key(const struct step_kind *kind, const char *name)
+{
+	const struct step_key *k;
+
+	for (k = kind->keys; k != NULL && (k->name != NULL || k->names != NULL); k++)
+		if (step_key_is(k, name))
+			return k;
+	return NULL;
 }

@@ -376,7 +376,7 @@ int steps_prepare(json_t **rendered, json_t **env, char **key_out, struct step_r
 		step_result_fail_final(res, "unknown step kind \"%s\"", r->kind ? r->kind : "");
 		return 1;
 	}
-	if ((kind->keys & SK_BIT(SK_CACHE)) != 0 && json_is_true(json_object_get(r->spec, "cache"))) {
+	if (step_kind_key(kind, "cache") != NULL && json_is_true(json_object_get(r->spec, "cache"))) {
 		cache_key(key, r);
 		if (!json_is_true(json_object_get(r->run, "no_cache")) && cache_lookup(res, r, key))
 			return 1;

@@ -20,9 +20,12 @@
 #include <spawn.h>
 #include <stdint.h>
 #include <sys/types.h>
+#include <yaml.h>
 
 #include "lib/states.h"
 #include "store/task.h"
+
+struct cfg_key_ctx; /* a step key being parsed (plan/config_keys.h): options_parse */
 
 struct exec_type;
 
@@ -194,7 +197,17 @@ struct exec_type {
 	 */
 	int (*orphans)(const char *home, int (*wanted)(int64_t run, const char *step, int attempt, void *arg),
 		       void *arg);
+	/*
+	 * (optional) the step key of its own options block (slurm's `slurm:`)
+	 * and its parser: the block's YAML value n into *out, the spec field
+	 * of that name, errors reported through c (plan/config_keys.h).
+	 */
+	const char *options_key;
+	int (*options_parse)(struct cfg_key_ctx *c, const yaml_node_t *n, json_t **out);
 };
+
+/* The slurm executor's options block (exec_slurm_opts.c). */
+int exec_slurm_options_parse(struct cfg_key_ctx *c, const yaml_node_t *n, json_t **out);
 
 /* The type called name, or NULL. */
 const struct exec_type *exec_type_find(const char *name);

@@ -1492,4 +1492,5 @@ const struct exec_type exec_slurm = {
 	.sample = slurm_sample,
 	.cleanup = slurm_cleanup,
 	.log_path = slurm_log_path,
+	.options_key = "slurm", .options_parse = exec_slurm_options_parse,
 };

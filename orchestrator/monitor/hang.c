@@ -13,7 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "plan/config.h"
+#include "lib/durations.h"
 #include "lib/util.h"
 
 void hang_cfg_default(struct hang_cfg *c)
@@ -113,7 +113,7 @@ int hang_setting(json_t *obj, const char *key, const char *v)
 		/* a warm-up of 0 is allowed: no exemption after the start */
 		if (strcmp(key, "warmup") == 0 && strcmp(v, "0") == 0)
 			ms = 0;
-		else if (cfg_duration_parse(v, &ms) < 0) {
+		else if (duration_parse(v, &ms) < 0) {
 			ferry_error_set("hang %s: %s", key, ferry_error_last());
 			return FERRY_EINVALID;
 		}
@@ -163,7 +163,7 @@ int hang_setting(json_t *obj, const char *key, const char *v)
 					key + 6, HANG_PHASE_LEN - 1);
 			return FERRY_EINVALID;
 		}
-		if (cfg_duration_parse(v, &ms) < 0) {
+		if (duration_parse(v, &ms) < 0) {
 			ferry_error_set("hang phase %s: %s", key + 6, ferry_error_last());
 			return FERRY_EINVALID;
 		}

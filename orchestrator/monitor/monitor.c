@@ -142,7 +142,7 @@ static int lowutil_parse(struct lowutil_cfg *c, const char *text)
 				error = FERRY_EINVALID;
 			}
 		} else if ((strcmp(item, "window") == 0 || strcmp(item, "every") == 0) &&
-			   cfg_duration_parse(eq, &ms) == 0) {
+			   duration_parse(eq, &ms) == 0) {
 			*(item[0] == 'w' ? &c->window_ms : &c->every_ms) = ms;
 		} else {
 			ferry_error_set("FERRY_LOW_UTIL: %s \"%s\": the settings are window and every (durations) "

@@ -20,6 +20,7 @@
  */
 #include "plan/config_priv.h"
 
+#include <ctype.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -39,6 +40,10 @@ enum { TK_NAME, TK_DESC, TK_PARAMS, TK_STEPS, TK_SCHEDULE, TK_TRIGGERS, TK_N };
 static const char *const param_keys[] = {"default", "description", "type", "values",
 					 "pattern", "min", "max"};
 static const char *const retry_keys[] = {"limit", "backoff", "max_backoff"};
+/* The keys every step may have, whatever its kind; its kind's own follow (cfg_keys_list). */
+static const char *const generic_keys[] = {"name", "kind", "needs", "command", "env", "image",
+					   "workdir", "timeout", "retry"};
+enum { GK_NAME, GK_KIND, GK_NEEDS, GK_COMMAND, GK_ENV, GK_IMAGE, GK_WORKDIR, GK_TIMEOUT, GK_RETRY };
 
 /* ---- small helpers ---------------------------------------------------- */
 
@@ -612,7 +617,7 @@ static int64_t duration_field(struct ctx *c, const yaml_node_t *n, const char *w
 
 	if (!present(n) || (s = cfg_text(c, n, what)) == NULL)
 		return dflt;
-	if (cfg_duration_parse(s, &ms) < 0) {
+	if (duration_parse(s, &ms) < 0) {
 		err_node(c, n, "%s: %s", what, ferry_error_last());
 		return dflt;
 	}
@@ -676,9 +681,37 @@ static json_t *parse_workdir(struct ctx *c, size_t i, const yaml_node_t *n)
 	return json_string(s);
 }
 
+/* An image reference: registry/name:tag@digest characters only (no spaces, no options). */
+static bool image_ok(const char *s)
+{
+	if (*s == '\0' || *s == '-')
+		return false;
+	for (; *s; s++)
+		if (!isalnum((unsigned char)*s) && strchr("._-/:@", *s) == NULL)
+			return false;
+	return true;
+}
+
+/*
+ * image: `host` (the default: the host's root filesystem) or an image the
+ * executor runs (whether it runs images is the executor key's to check).
+ */
+static json_t *parse_image(struct ctx *c, const yaml_node_t *n)
+{
+	const char *image;
+
+	if (!present(n) || (image = cfg_text(c, n, "image")) == NULL)
+		return json_string("host");
+	if (!image_ok(image)) {
+		err_node(c, n, "image %s is not an image name (letters, digits and . _ - / : @)", cfg_q(c, image));
+		return json_string("host");
+	}
+	return json_string(image);
+}
+
 static json_t *parse_step(struct ctx *c, size_t i, const yaml_node_t *n)
 {
-	const yaml_node_t *v[SK_N] = {NULL}, *keys[SK_N] = {NULL};
+	const yaml_node_t **v = xcalloc(c->nkeys, sizeof(*v)), **keys = xcalloc(c->nkeys, sizeof(*keys));
 	const struct step_kind *kind;
 	json_t *js = json_object(), *prev;
 	const char *s = NULL;
@@ -688,40 +721,46 @@ static json_t *parse_step(struct ctx *c, size_t i, const yaml_node_t *n)
 	if (n->type != YAML_MAPPING_NODE) {
 		err_node(c, n, "a step must be a mapping with at least name and command, not a %s",
 			 ntype(n));
-		return js;
+		goto out;
 	}
-	if (!cfg_map_fields(c, n, "step", cfg_step_keys, SK_N, v, keys) || c->over)
-		return js;
-	if (v[SK_NAME] == NULL)
+	if (!cfg_map_fields(c, n, "step", c->keys, c->nkeys, v, keys) || c->over)
+		goto out;
+	if (v[GK_NAME] == NULL)
 		err_node(c, n, "step is missing required key \"name\"");
-	else if ((s = cfg_text(c, v[SK_NAME], "step name")) != NULL && !cfg_name_ok(s))
-		err_node(c, v[SK_NAME], "step name %s is not valid; use 1-63 of a-z, 0-9, _, . "
+	else if ((s = cfg_text(c, v[GK_NAME], "step name")) != NULL && !cfg_name_ok(s))
+		err_node(c, v[GK_NAME], "step name %s is not valid; use 1-63 of a-z, 0-9, _, . "
 			 "and -, starting with a letter or digit", cfg_q(c, s));
 	/* invalid names are registered too, so that needs of them do not cascade */
 	if (s != NULL && (prev = json_object_get(c->byname, s)) != NULL)
-		err_node(c, v[SK_NAME], "duplicate step name %s (first defined at line %d)", cfg_q(c, s),
+		err_node(c, v[GK_NAME], "duplicate step name %s (first defined at line %d)", cfg_q(c, s),
 			 pos1(c->steps[json_integer_value(prev)].node->start_mark.line));
 	else if (s != NULL)
 		json_object_set_new(c->byname, s, json_integer((json_int_t)i));
 	c->steps[i].name = s;
 	json_object_set_new(js, "name", json_string(s ? s : ""));
-	kind = c->steps[i].kind = cfg_kind_parse(c, v[SK_KIND], &s);
+	kind = c->steps[i].kind = cfg_kind_parse(c, v[GK_KIND], &s);
 	json_object_set_new(js, "kind", json_string(s ? s : step_kind_default()->name));
-	json_object_set_new(js, "needs", parse_needs(c, &c->steps[i], v[SK_NEEDS]));
-	if (kind && kind->command == SKC_FORBIDDEN && present(v[SK_COMMAND]))
-		err_node(c, v[SK_COMMAND], "a %s step %s; remove \"command\"", kind->name,
+	json_object_set_new(js, "needs", parse_needs(c, &c->steps[i], v[GK_NEEDS]));
+	if (kind && kind->command == SKC_FORBIDDEN && present(v[GK_COMMAND]))
+		err_node(c, v[GK_COMMAND], "a %s step %s; remove \"command\"", kind->name,
 			 kind->no_command);
-	json_object_set_new(js, "command", parse_command(c, i, v[SK_COMMAND], n,
+	json_object_set_new(js, "command", parse_command(c, i, v[GK_COMMAND], n,
 							 kind == NULL || kind->command == SKC_REQUIRED));
-	json_object_set_new(js, "env", parse_env(c, i, v[SK_ENV]));
-	cfg_placement_fields(c, kind, v, js);
-	json_object_set_new(js, "workdir", parse_workdir(c, i, v[SK_WORKDIR]));
+	json_object_set_new(js, "env", parse_env(c, i, v[GK_ENV]));
+	/* where the job runs first, as the spec always listed it: executor, image, resources, … */
+	json_object_set_new(js, "executor", json_null());
+	json_object_set_new(js, "image", parse_image(c, v[GK_IMAGE]));
+	cfg_kind_fields(c, i, kind, keys, v, js, STK_JOB);
+	json_object_set_new(js, "workdir", parse_workdir(c, i, v[GK_WORKDIR]));
 	json_object_set_new(js, "timeout_ms",
-			    json_integer(duration_field(c, v[SK_TIMEOUT], "timeout", 0)));
-	json_object_set_new(js, "retry", parse_retry(c, v[SK_RETRY]));
-	cfg_kind_fields(c, i, kind, keys, v, js);
+			    json_integer(duration_field(c, v[GK_TIMEOUT], "timeout", 0)));
+	json_object_set_new(js, "retry", parse_retry(c, v[GK_RETRY]));
+	cfg_kind_fields(c, i, kind, keys, v, js, 0);
 	json_object_set_new(js, "line", json_integer(pos1(n->start_mark.line)));
 	json_object_set_new(js, "col", json_integer(pos1(n->start_mark.column)));
+out:
+	free(v);
+	free(keys);
 	return js;
 }
 
@@ -1072,6 +1111,21 @@ static void ctx_dispose(struct ctx *c)
 	free(c->up);
 	free(c->pair_base);
 	free(c->dup);
+	free(c->keys);
+	free(c->krow);
+}
+
+const char *cfg_step_key_at(size_t k)
+{
+	struct ctx c;
+	const char *name;
+
+	memset(&c, 0, sizeof(c));
+	cfg_keys_list(&c, generic_keys, NELEM(generic_keys));
+	name = k < c.nkeys ? c.keys[k] : NULL;
+	free(c.keys);
+	free(c.krow);
+	return name;
 }
 
 int cfg_workflow_parse(json_t **out, char hash_out[65], const char *yaml, size_t len,
@@ -1090,6 +1144,7 @@ int cfg_workflow_parse(json_t **out, char hash_out[65], const char *yaml, size_t
 	c.file = filename ? filename : "<inline>";
 	c.src = yaml ? yaml : "";
 	c.len = yaml ? len : 0;
+	cfg_keys_list(&c, generic_keys, NELEM(generic_keys));
 	if (hash_out != NULL)
 		sha256_hex(hash_out, c.src, c.len);
 	if (c.len > CFG_MAX_YAML) {
@@ -1148,59 +1203,6 @@ out:
 	if (have_parser)
 		yaml_parser_delete(&parser);
 	return error;
-}
-
-int cfg_duration_parse(const char *s, int64_t *out_ms)
-{
-	static const struct { const char *name; int64_t ms; } units[] = {
-		{"ms", 1}, {"s", 1000}, {"m", 60000}, {"h", 3600000}, {"d", 86400000},
-	};
-	char qs[QBUF], qu[QBUF];
-	const char *p, *u;
-	int64_t total = 0, num, mult;
-	size_t k;
-
-	s = s ? s : "";
-	quote_to(qs, sizeof(qs), s, strlen(s));
-	if (*s == '\0' || *s < '0' || *s > '9') {
-		ferry_error_set("duration %s: expected a number and a unit, e.g. 30s, 5m, 2h", qs);
-		return FERRY_EINVALID;
-	}
-	for (p = s; *p != '\0'; total += num * mult) {
-		for (num = 0; *p >= '0' && *p <= '9'; p++) {
-			if (num > (INT64_MAX - (*p - '0')) / 10)
-				goto overflow;
-			num = num * 10 + (*p - '0');
-		}
-		for (u = p; (*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z'); p++)
-			;
-		if (p == u) {
-			ferry_error_set(*p == '\0' ? "duration %s: missing unit (use e.g. 30s, 5m, 2h)"
-				       : "duration %s: use whole numbers with units, e.g. 90s or 1h30m",
-				       qs);
-			return FERRY_EINVALID;
-		}
-		for (mult = 0, k = 0; k < NELEM(units); k++)
-			if (strlen(units[k].name) == (size_t)(p - u) &&
-			    memcmp(u, units[k].name, (size_t)(p - u)) == 0)
-				mult = units[k].ms;
-		if (mult == 0) {
-			ferry_error_set("duration %s: unknown unit %s (use ms, s, m, h or d)", qs,
-					quote_to(qu, sizeof(qu), u, (size_t)(p - u)));
-			return FERRY_EINVALID;
-		}
-		if (num > INT64_MAX / mult || total > INT64_MAX - num * mult)
-			goto overflow;
-	}
-	if (total <= 0) {
-		ferry_error_set("duration %s must be greater than zero", qs);
-		return FERRY_EINVALID;
-	}
-	*out_ms = total;
-	return FERRY_OK;
-overflow:
-	ferry_error_set("duration %s is too large", qs);
-	return FERRY_EINVALID;
 }
 
 /* A parameter value as text: strings, integers, reals, booleans; else NULL. */

@@ -41,6 +41,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "lib/durations.h"
 #include "lib/util.h"
 
 /* Largest workflow file accepted, in bytes. */
@@ -67,11 +68,11 @@ int cfg_workflow_parse(json_t **out, char hash_out[65], const char *yaml,
 		       size_t len, const char *filename, cfg_errors *errs);
 
 /*
- * Parses a duration: an integer followed by ms, s, m, h or d, possibly
- * several ("1h30m"). Returns 0 and *out_ms, or FERRY_EINVALID with the
- * reason in ferry_error_last().
+ * The k-th key a step may have, in the order of the config's messages
+ * ("known keys: …"): the generic ones (name, kind, needs, …), then every
+ * kind's own once (kind.h struct step_key); NULL past the last.
  */
-int cfg_duration_parse(const char *s, int64_t *out_ms);
+const char *cfg_step_key_at(size_t k);
 
 /* Whether s is a workflow, step, model or alias name: [a-z0-9][a-z0-9_.-]{0,62}. */
 bool cfg_name_ok(const char *s);

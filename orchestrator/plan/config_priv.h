@@ -13,6 +13,7 @@
 #include <yaml.h>
 
 #include "plan/config.h"
+#include "plan/config_keys.h"
 #include "plan/kind.h"
 
 #define QMAX 60 /* bytes of a user value quoted in a message */
@@ -20,8 +21,6 @@
 #define NQBUF 6
 #define NELEM(a) (sizeof(a) / sizeof((a)[0]))
 
-/* The names of the SK_ keys (kind.h), in their order. */
-extern const char *const cfg_step_keys[SK_N];
 
 struct cerr {
 	int line, col;
@@ -68,6 +67,20 @@ struct ctx {
 	size_t words;
 	char qbuf[NQBUF][QBUF];
 	unsigned qi;
+	/* every key a step may have: the generic ones, then every kind's once
+	 * (cfg_keys_list), in the order of the messages; krow[k] is the first
+	 * row of keys[k] in a kind's table (NULL for the generic ones) */
+	const char **keys;
+	const struct step_key **krow;
+	size_t nkeys;
+};
+
+/* One key of one step, as its parser sees it (config_keys.h). */
+struct cfg_key_ctx {
+	struct ctx *c;
+	size_t step;
+	const char *key;                /* the key's name */
+	const yaml_node_t *const *vals; /* the step's value nodes, indexed like c->keys */
 };
 
 struct sbuf {
@@ -80,42 +93,6 @@ struct sbuf {
 static inline int pos1(size_t zero_based)
 {
 	return zero_based < 100000000 ? (int)zero_based + 1 : 100000000;
-}
-
-static inline const char *sval(const yaml_node_t *n)
-{
-	return (const char *)n->data.scalar.value;
-}
-
-static inline const char *ntype(const yaml_node_t *n)
-{
-	static const char *const names[] = {"empty node", "string", "list", "mapping"};
-
-	return (unsigned)n->type < NELEM(names) ? names[n->type] : names[0];
-}
-
-/* A plain empty, ~ or null scalar: an optional key given so is absent. */
-static inline bool is_null(const yaml_node_t *n)
-{
-	static const char *const nulls[] = {"", "~", "null", "Null", "NULL"};
-	size_t i;
-
-	if (n->type != YAML_SCALAR_NODE || n->data.scalar.style != YAML_PLAIN_SCALAR_STYLE)
-		return false;
-	for (i = 0; i < NELEM(nulls); i++)
-		if (n->data.scalar.length == strlen(nulls[i]) && strcmp(sval(n), nulls[i]) == 0)
-			return true;
-	return false;
-}
-
-static inline bool present(const yaml_node_t *n)
-{
-	return n != NULL && !is_null(n);
-}
-
-static inline size_t nitems(const yaml_node_t *n)
-{
-	return (size_t)(n->data.sequence.items.top - n->data.sequence.items.start);
 }
 
 static inline size_t npairs(const yaml_node_t *n)
@@ -208,27 +185,23 @@ bool cfg_map_fields(struct ctx *c, const yaml_node_t *n, const char *what,
 		    const yaml_node_t **keyn);
 
 /*
- * Where and how a step's job runs (config_placement.c): executor, image,
- * resources and network from vals (indexed by SK_) into its spec js.
+ * Every key a step may have into c->keys and c->krow: generic (n of them),
+ * then each kind's keys once, in the order of the kinds and of their
+ * tables (STK_LAST rows at the end); a family's every name.
  */
-void cfg_placement_fields(struct ctx *c, const struct step_kind *kind, const yaml_node_t *const *vals,
-			  json_t *js);
+void cfg_keys_list(struct ctx *c, const char *const *generic, size_t n);
 
 /*
- * Parses the kind keys of step i (keys[k] and vals[k] are the key and value
- * nodes of cfg_step_keys[k], or NULL) into its spec js: cache, gate, model,
- * dataset, labels, webhook, on_timeout, artifact, version, aliases, each
- * with its default when absent. kind NULL (unknown) skips the checks of
- * which kind takes what.
+ * Parses the kind keys of step i (keys[k] and vals[k] are the key and
+ * value nodes of c->keys[k], or NULL) into its spec js through the rows of
+ * its kind's table: a key its kind does not take is reported, the fields
+ * other kinds' steps carry get their `absent` value. kind NULL (unknown)
+ * parses whatever is there with the first row of each key, unchecked.
+ * job STK_JOB: the keys of where the job runs alone; 0: the others (and
+ * the kind's required keys).
  */
 void cfg_kind_fields(struct ctx *c, size_t i, const struct step_kind *kind,
-		     const yaml_node_t *const *keys, const yaml_node_t *const *vals, json_t *js);
-
-/*
- * A job step's `hang:` and `watch:` (config_monitor.c) into its spec js,
- * each only when present.
- */
-void cfg_monitor_fields(struct ctx *c, const yaml_node_t *hang, const yaml_node_t *watch, json_t *js);
+		     const yaml_node_t *const *keys, const yaml_node_t *const *vals, json_t *js, unsigned job);
 
 /*
  * A workflow's `schedule:` and `triggers:` (config_schedule.c) into its

@@ -204,7 +204,7 @@ static json_t *parse_data(struct ctx *c, const yaml_node_t *n, const char *def_n
 	else if (s != NULL)
 		json_object_set_new(js, "path", json_string(s));
 	if (present(v[DK_QUIET]) && (s = cfg_text(c, v[DK_QUIET], "quiet")) != NULL) {
-		if (cfg_duration_parse(s, &ms) < 0)
+		if (duration_parse(s, &ms) < 0)
 			err_node(c, v[DK_QUIET], "quiet: %s", ferry_error_last());
 		else
 			json_object_set_new(js, "quiet_ms", json_integer(ms));

@@ -5,7 +5,8 @@
  * in its own file under steps/ (steps/kind_*.c) and listed in steps/kinds.c;
  * this header is the interface those files implement, so nothing in
  * orchestrator/ includes steps/. A row says what the kind is (flags), which
- * keys a step of it takes (checked by config_kinds.c) and what it does when
+ * keys a step of it takes (its own table of struct step_key: name,
+ * parser, whether the plan carries it) and what it does when
  * claimed (prepare) and when its job is done (job_done). No code outside a
  * kind's row compares a kind's name: callers look the row up once
  * (step_kind_find) and test its flags and fields.
@@ -22,6 +23,7 @@
 #include <libpq-fe.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <yaml.h>
 
 /* What a kind is, as bits of step_kind.flags. */
 enum step_kind_flag {
@@ -50,23 +52,47 @@ enum step_kind_flag {
 };
 
 /*
- * Every key a step may have, in the order of the config's messages. The
- * keys from SK_FIRST_KIND_KEY on are kind keys: a kind takes only those
- * its row lists (step_kind.keys). The names are config_kinds.c's
- * cfg_step_keys[].
+ * The keys a kind takes beside the generic ones (name, kind, needs,
+ * command, env, image, workdir, timeout, retry: plan/config.c's): a table
+ * of rows, each the key's name, how its YAML value becomes a value of the
+ * step's spec, and whether the planner copies that value into the plan.
+ * A kind's table is its own (steps/kind_*.c); keys several kinds share are
+ * written once in steps/keys.h and their rows repeat them.
  */
-enum step_key {
-	SK_NAME, SK_KIND, SK_NEEDS, SK_COMMAND, SK_ENV, SK_IMAGE, SK_WORKDIR, SK_TIMEOUT,
-	SK_RETRY, SK_EXECUTOR, SK_RESOURCES, SK_NETWORK, SK_SLURM,
-	SK_CACHE, SK_GATE, SK_MODEL, SK_DATASET, SK_LABELS, SK_WEBHOOK, SK_ON_TIMEOUT,
-	SK_ARTIFACT, SK_VERSION, SK_ALIAS,
-	SK_SERVE, SK_TRAFFIC, SK_REPLICAS, SK_SAMPLE, SK_DEPLOYMENT, SK_AUTO_STOP, SK_LOAD_TEST, SK_CANARY,
-	SK_APPROVE, SK_HANG, SK_WATCH,
-	SK_N,
-	SK_FIRST_KIND_KEY = SK_CACHE
+struct cfg_key_ctx; /* the config's parse of one key of one step (plan/config_keys.h) */
+
+enum step_key_flag {
+	STK_JOB = 1u << 0,  /* where the job runs (executor, resources, …): a step of a kind
+	                     * that runs no job (no SKF_JOB or SKF_SERVICE) is told so */
+	STK_PLAN = 1u << 1, /* the planner copies the value into the step's resolved spec,
+	                     * a string with its {{params.X}} and {{run.id}} rendered */
+	STK_LAST = 1u << 2, /* listed after the other keys in the config's messages */
 };
-#define SK_BIT(sk) (UINT64_C(1) << (sk))
-_Static_assert(SK_N <= 64, "step keys are bits of a uint64_t: widen step_kind.keys first");
+
+struct step_key {
+	const char *name;   /* the YAML key; NULL ends a table (with names NULL) */
+	const char *field;  /* the spec field its value goes to; NULL: name */
+	unsigned flags;     /* STK_… */
+	int required;       /* a step of the kind must have it … */
+	const char *hint;   /* … and what it is for, in the message when it is missing */
+	/*
+	 * The field's value (JSON text) in the spec of every step whose kind
+	 * does not take the key (every step carries the fields of the first
+	 * kinds' keys); NULL: such a step has no field.
+	 */
+	const char *absent;
+	/*
+	 * Instead of name, a family of keys: the i-th name or NULL past the last
+	 * (the executors' options blocks, exec.h options_key).
+	 */
+	const char *(*names)(size_t i);
+	/*
+	 * Parses the key's value n (NULL when the step does not have it) into
+	 * *out, the value of the spec field (NULL: no field); errors are
+	 * reported through c (file:line:col) and the parse goes on. Returns 0.
+	 */
+	int (*parse)(struct cfg_key_ctx *c, const yaml_node_t *n, json_t **out);
+};
 
 /* Whether a step of the kind has a command. */
 enum step_kind_command {
@@ -113,10 +139,8 @@ struct step_kind {
 	enum step_kind_command command;
 	const char *no_command;       /* with SKC_FORBIDDEN: why ("waits for a person and
 	                               * runs no command"), after "a KIND step " */
-	uint64_t keys;                /* SK_BIT(SK_…) of the kind keys it takes */
-	uint64_t required;            /* … and of those, the ones it must have */
-	const char *key_hint[SK_N];   /* what each required key is for, in the message
-	                               * when it is missing ("the directory or file to stage") */
+	const struct step_key *keys;  /* the keys it takes beside the generic ones, ended by
+	                               * a row with no name; NULL: none */
 
 	/*
 	 * Called by steps_prepare() when a step of the kind is claimed with
@@ -140,6 +164,12 @@ struct step_kind {
 
 /* The kind called name, or NULL. */
 const struct step_kind *step_kind_find(const char *name);
+
+/* Whether key row k is called name (a family: one of its names). */
+int step_key_is(const struct step_key *k, const char *name);
+
+/* The row of key name in kind's table, or NULL when the kind does not take it. */
+const struct step_key *step_kind_key(const struct step_kind *kind, const char *name);
 
 /* The default kind of a step that names none ("run"). */
 const struct step_kind *step_kind_default(void);

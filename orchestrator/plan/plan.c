@@ -189,16 +189,49 @@ static int render(json_t **out, const char *s, const json_t *params, const char 
 	return FERRY_OK;
 }
 
-/* The fields of the step kinds that travel into the resolved spec; the
- * strings among them have their params rendered. */
-static const char *const kind_fields[] = {"model", "dataset", "labels", "webhook", "artifact",
-					  "on_timeout", "version", "aliases", "gate", "cache",
-					  /* a deploy step's */
-					  "serve", "traffic", "replicas", "sample", "deployment", "auto_stop",
-					  "load_test", "canary", "approve",
-					  /* the monitor's (monitor.md) */
-					  "hang", "watch"};
-static const char *const placement_fields[] = {"executor", "resources", "network", "slurm"};
+/*
+ * Copies field of the workflow's step into the resolved spec when it has a
+ * value: a string with its params rendered, anything else as it is.
+ */
+static int copy_field(json_t *spec, const json_t *step, const char *field, const json_t *params,
+		      const char *run_id)
+{
+	json_t *f = json_object_get(step, field), *r = NULL;
+	int error;
+
+	if (f == NULL || json_is_null(f))
+		return FERRY_OK;
+	if (!json_is_string(f))
+		return json_object_set(spec, field, f) < 0 ? FERRY_ERROR : FERRY_OK;
+	if ((error = render(&r, json_string_value(f), params, run_id)) < 0)
+		return error;
+	json_object_set_new(spec, field, r);
+	return FERRY_OK;
+}
+
+/*
+ * The fields of the kinds' keys that travel into the resolved spec
+ * (STK_PLAN rows of every kind's table, kind.h: every step carries some of
+ * them, whatever its kind).
+ */
+static int copy_kind_fields(json_t *spec, const json_t *step, const json_t *params, const char *run_id)
+{
+	const struct step_kind *kind;
+	const struct step_key *row;
+	const char *name;
+	int error;
+
+	for (size_t i = 0; (kind = step_kind_at(i)) != NULL; i++)
+		for (row = kind->keys; row != NULL && (row->name || row->names); row++) {
+			if ((row->flags & STK_PLAN) == 0)
+				continue;
+			for (size_t j = 0; (name = row->name ? (j == 0 ? row->name : NULL) : row->names(j)) != NULL; j++)
+				if ((error = copy_field(spec, step, row->field && row->name ? row->field : name, params,
+							run_id)) < 0)
+					return error;
+		}
+	return FERRY_OK;
+}
 
 /*
  * The names of step i's ancestors, nearest first (breadth-first along
@@ -283,24 +316,8 @@ static int step_spec(json_t **out, const json_t *step, const json_t *params, con
 		json_object_set_new(spec, "workdir", r);
 	}
 	json_object_set(spec, "image", json_object_get(step, "image"));
-	/* where the job runs (config_placement.c): the engine picks its executor type from these */
-	for (i = 0; i < sizeof(placement_fields) / sizeof(placement_fields[0]); i++) {
-		json_t *f = json_object_get(step, placement_fields[i]);
-		if (f != NULL && !json_is_null(f))
-			json_object_set(spec, placement_fields[i], f);
-	}
-	for (i = 0; i < sizeof(kind_fields) / sizeof(kind_fields[0]); i++) {
-		json_t *f = json_object_get(step, kind_fields[i]), *r = NULL;
-		if (f == NULL || json_is_null(f))
-			continue;
-		if (!json_is_string(f)) {
-			json_object_set(spec, kind_fields[i], f);
-			continue;
-		}
-		if ((error = render(&r, json_string_value(f), params, run_id)) < 0)
-			goto out;
-		json_object_set_new(spec, kind_fields[i], r);
-	}
+	/* where the job runs (the engine picks its executor type from these) and the kind's fields */
+	error = copy_kind_fields(spec, step, params, run_id);
 out:
 	json_object_set_new(spec, "command", cmd);
 	json_object_set_new(spec, "env", env);

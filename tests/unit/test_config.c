@@ -372,21 +372,21 @@ static void test_config__bad_durations(void **state)
 	int64_t ms = -1;
 
 	(void)state;
-	assert_int_equal(cfg_duration_parse("30", &ms), FERRY_EINVALID);
+	assert_int_equal(duration_parse("30", &ms), FERRY_EINVALID);
 	assert_string_equal(ferry_error_last(),
 			    "duration \"30\": missing unit (use e.g. 30s, 5m, 2h)");
-	assert_int_equal(cfg_duration_parse("5x", &ms), FERRY_EINVALID);
+	assert_int_equal(duration_parse("5x", &ms), FERRY_EINVALID);
 	assert_string_equal(ferry_error_last(),
 			    "duration \"5x\": unknown unit \"x\" (use ms, s, m, h or d)");
-	assert_int_equal(cfg_duration_parse("0s", &ms), FERRY_EINVALID);
+	assert_int_equal(duration_parse("0s", &ms), FERRY_EINVALID);
 	assert_string_equal(ferry_error_last(), "duration \"0s\" must be greater than zero");
-	assert_int_equal(cfg_duration_parse("", &ms), FERRY_EINVALID);
-	assert_int_equal(cfg_duration_parse("-5s", &ms), FERRY_EINVALID);
-	assert_int_equal(cfg_duration_parse("1.5h", &ms), FERRY_EINVALID);
-	assert_int_equal(cfg_duration_parse("1h 30m", &ms), FERRY_EINVALID);
-	assert_int_equal(cfg_duration_parse("9223372036854775807d", &ms), FERRY_EINVALID);
+	assert_int_equal(duration_parse("", &ms), FERRY_EINVALID);
+	assert_int_equal(duration_parse("-5s", &ms), FERRY_EINVALID);
+	assert_int_equal(duration_parse("1.5h", &ms), FERRY_EINVALID);
+	assert_int_equal(duration_parse("1h 30m", &ms), FERRY_EINVALID);
+	assert_int_equal(duration_parse("9223372036854775807d", &ms), FERRY_EINVALID);
 	assert_string_equal(ferry_error_last(), "duration \"9223372036854775807d\" is too large");
-	assert_int_equal(cfg_duration_parse("99999999999999999999s", &ms), FERRY_EINVALID);
+	assert_int_equal(duration_parse("99999999999999999999s", &ms), FERRY_EINVALID);
 	assert_int_equal(ms, -1);
 
 	expect_errors("name: x\n"
@@ -407,13 +407,13 @@ static void test_config__good_durations(void **state)
 	int64_t ms = 0;
 
 	(void)state;
-	assert_int_equal(cfg_duration_parse("1h30m", &ms), 0);
+	assert_int_equal(duration_parse("1h30m", &ms), 0);
 	assert_int_equal(ms, 5400000);
-	assert_int_equal(cfg_duration_parse("250ms", &ms), 0);
+	assert_int_equal(duration_parse("250ms", &ms), 0);
 	assert_int_equal(ms, 250);
-	assert_int_equal(cfg_duration_parse("2d", &ms), 0);
+	assert_int_equal(duration_parse("2d", &ms), 0);
 	assert_int_equal(ms, 172800000);
-	assert_int_equal(cfg_duration_parse("1m5s10ms", &ms), 0);
+	assert_int_equal(duration_parse("1m5s10ms", &ms), 0);
 	assert_int_equal(ms, 65010);
 }
 

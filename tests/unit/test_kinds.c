@@ -20,6 +20,7 @@
 
 #include "plan/config.h"
 #include "plan/kind.h"
+#include "steps/keys.h"
 #include "lib/util.h"
 
 /* ---- a kind that exists only here ---------------------------------------- */
@@ -33,11 +34,16 @@ static int probe_prepare(struct step_result *res, json_t **env, const struct ste
 	return 1;
 }
 
+static const struct step_key probe_keys[] = {
+	{KEY_DATASET, .required = 1, .hint = "what to probe"},
+	{KEY_ON_TIMEOUT},
+	{0},
+};
+
 static const struct step_kind kind_probe = {
 	.name = "probe", .flags = SKF_DAEMON | SKF_INPUTS,
 	.command = SKC_FORBIDDEN, .no_command = "probes and runs no command",
-	.keys = SK_BIT(SK_DATASET) | SK_BIT(SK_ON_TIMEOUT), .required = SK_BIT(SK_DATASET),
-	.key_hint = {[SK_DATASET] = "what to probe"},
+	.keys = probe_keys,
 	.prepare = probe_prepare,
 };
 
@@ -76,42 +82,49 @@ static int parse(const char *yaml, json_t **spec, char **errs)
 }
 
 /* A value in YAML for each kind key, valid for it. */
-static const char *key_value(int sk)
+static const char *key_value(const char *name)
 {
-	switch (sk) {
-	case SK_CACHE: return "true";
-	case SK_GATE: return "{accuracy: \">= 0.5\"}";
-	case SK_MODEL: return "m";
-	case SK_DATASET: return "data";
-	case SK_LABELS: return "l.csv";
-	case SK_WEBHOOK: return "https://labels.example.com/tasks";
-	case SK_ON_TIMEOUT: return "continue";
-	case SK_ARTIFACT: return "a.pkl";
-	case SK_VERSION: return "minor";
-	case SK_ALIAS: return "staging";
-	case SK_SERVE: return "[python3, serve.py]";
-	case SK_TRAFFIC: return "20";
-	case SK_REPLICAS: return "2";
-	case SK_SAMPLE: return "sample.json";
-	case SK_DEPLOYMENT: return "prod";
-	case SK_AUTO_STOP: return "4h";
-	case SK_LOAD_TEST: return "{levels: [1, 2], requests: 10, p99_ms: \"< 50\"}";
-	case SK_APPROVE: return "true";
-	case SK_CANARY: return "{steps: [10, 100], interval: 30s, max_error_rate: 1%}";
-	case SK_HANG: return "{period: 10s, on_hang: restart}";
-	case SK_WATCH: return "{loss: [nan_or_inf]}";
-	default: return NULL;
+	{
+	if (strcmp(name, "cache") == 0) return "true";
+	if (strcmp(name, "gate") == 0) return "{accuracy: \">= 0.5\"}";
+	if (strcmp(name, "model") == 0) return "m";
+	if (strcmp(name, "dataset") == 0) return "data";
+	if (strcmp(name, "labels") == 0) return "l.csv";
+	if (strcmp(name, "webhook") == 0) return "https://labels.example.com/tasks";
+	if (strcmp(name, "on_timeout") == 0) return "continue";
+	if (strcmp(name, "artifact") == 0) return "a.pkl";
+	if (strcmp(name, "version") == 0) return "minor";
+	if (strcmp(name, "alias") == 0) return "staging";
+	if (strcmp(name, "serve") == 0) return "[python3, serve.py]";
+	if (strcmp(name, "traffic") == 0) return "20";
+	if (strcmp(name, "replicas") == 0) return "2";
+	if (strcmp(name, "sample") == 0) return "sample.json";
+	if (strcmp(name, "deployment") == 0) return "prod";
+	if (strcmp(name, "auto_stop") == 0) return "4h";
+	if (strcmp(name, "load_test") == 0) return "{levels: [1, 2], requests: 10, p99_ms: \"< 50\"}";
+	if (strcmp(name, "approve") == 0) return "true";
+	if (strcmp(name, "canary") == 0) return "{steps: [10, 100], interval: 30s, max_error_rate: 1%}";
+	if (strcmp(name, "hang") == 0) return "{period: 10s, on_hang: restart}";
+	if (strcmp(name, "watch") == 0) return "{loss: [nan_or_inf]}";
 	}
+	return NULL;
 }
 
-static const char *const key_names[SK_N] = {
-	[SK_CACHE] = "cache", [SK_GATE] = "gate", [SK_MODEL] = "model", [SK_DATASET] = "dataset",
-	[SK_LABELS] = "labels", [SK_WEBHOOK] = "webhook", [SK_ON_TIMEOUT] = "on_timeout",
-	[SK_ARTIFACT] = "artifact", [SK_VERSION] = "version", [SK_ALIAS] = "alias",
-	[SK_SERVE] = "serve", [SK_TRAFFIC] = "traffic", [SK_REPLICAS] = "replicas", [SK_SAMPLE] = "sample",
-	[SK_DEPLOYMENT] = "deployment", [SK_AUTO_STOP] = "auto_stop", [SK_LOAD_TEST] = "load_test",
-	[SK_CANARY] = "canary", [SK_APPROVE] = "approve", [SK_HANG] = "hang", [SK_WATCH] = "watch",
+/* The kind keys (those beside the generic ones and where a job runs), in the order of the messages. */
+static const char *const key_names[] = {
+	"cache", "gate", "model", "dataset", "labels", "webhook", "on_timeout", "artifact", "version", "alias",
+	"serve", "traffic", "replicas", "sample", "deployment", "auto_stop", "load_test", "canary", "approve",
+	"hang", "watch",
 };
+#define NKEYS (int)(sizeof(key_names) / sizeof(key_names[0]))
+
+/* Whether kind k must have key name. */
+static bool requires(const struct step_kind *k, const char *name)
+{
+	const struct step_key *row = step_kind_key(k, name);
+
+	return row != NULL && row->required;
+}
 
 /*
  * A one-step workflow of kind k: a command when it needs one (or when
@@ -126,10 +139,10 @@ static char *workflow(const struct step_kind *k, int extra, int omit, bool with_
 		free(y);
 		y = t;
 	}
-	for (int sk = SK_FIRST_KIND_KEY; sk < SK_N; sk++) {
-		if (sk == omit || (sk != extra && (k->required & SK_BIT(sk)) == 0))
+	for (int sk = 0; sk < NKEYS; sk++) {
+		if (sk == omit || (sk != extra && !requires(k, key_names[sk])))
 			continue;
-		t = xasprintf("%s    %s: %s\n", y, key_names[sk], key_value(sk));
+		t = xasprintf("%s    %s: %s\n", y, key_names[sk], key_value(key_names[sk]));
 		free(y);
 		y = t;
 	}
@@ -178,12 +191,17 @@ static void test_kinds__rows_consistent(void **state)
 	for (size_t i = 0; (k = step_kind_at(i)) != NULL; i++) {
 		print_message("  kind %s\n", k->name);
 		/* only kind keys, and what it must have it takes */
-		assert_int_equal(k->keys & (SK_BIT(SK_FIRST_KIND_KEY) - 1), 0);
-		assert_int_equal((uint64_t)k->keys & ~((1ULL << SK_N) - 1), 0);
-		assert_int_equal(k->required & ~k->keys, 0);
-		for (int sk = 0; sk < SK_N; sk++)
-			if (k->required & SK_BIT(sk))
-				assert_non_null(k->key_hint[sk]);
+		for (const struct step_key *row = k->keys; row && (row->name || row->names); row++) {
+			assert_non_null(row->parse);
+			/* a generic key is config.c's, never a kind's */
+			for (const char *const *g = (const char *const[]){"name", "kind", "needs", "command", "env",
+									  "image", "workdir", "timeout", "retry", NULL};
+			     *g; g++)
+				assert_false(step_key_is(row, *g));
+			/* what it must have it names, and says what for */
+			if (row->required)
+				assert_true(row->name != NULL && row->hint != NULL);
+		}
 		/* a command means a job, and a job its job_done */
 		assert_int_equal(k->command == SKC_FORBIDDEN, (k->flags & SKF_JOB) == 0);
 		assert_int_equal(k->no_command != NULL, k->command == SKC_FORBIDDEN);
@@ -249,13 +267,13 @@ static void test_kinds__config_takes_the_rows_keys(void **state)
 
 	(void)state;
 	for (size_t i = 0; (k = step_kind_at(i)) != NULL; i++) {
-		for (int sk = SK_FIRST_KIND_KEY; sk < SK_N; sk++) {
+		for (int sk = 0; sk < NKEYS; sk++) {
 			char *y = workflow(k, sk, -1, false), *errs = NULL;
 			json_t *spec = NULL;
 			int rc = parse(y, &spec, &errs);
 
 			print_message("  kind %s key %s\n", k->name, key_names[sk]);
-			if (k->keys & SK_BIT(sk)) {
+			if (step_kind_key(k, key_names[sk]) != NULL) {
 				if (rc != 0)
 					print_message("%s%s", y, errs);
 				assert_int_equal(rc, 0);
@@ -282,12 +300,12 @@ static void test_kinds__config_required_keys_and_command(void **state)
 		char *y, *errs = NULL, *want;
 
 		print_message("  kind %s\n", k->name);
-		for (int sk = SK_FIRST_KIND_KEY; sk < SK_N; sk++) {
-			if ((k->required & SK_BIT(sk)) == 0)
+		for (int sk = 0; sk < NKEYS; sk++) {
+			if (!requires(k, key_names[sk]))
 				continue;
 			y = workflow(k, -1, sk, false);
 			want = xasprintf("a %s step needs \"%s\" (%s)", k->name, key_names[sk],
-					 k->key_hint[sk]);
+					 step_kind_key(k, key_names[sk])->hint);
 			assert_int_equal(parse(y, &spec, &errs), FERRY_EINVALID);
 			assert_non_null(strstr(errs, want));
 			free(want), free(errs), free(y);
