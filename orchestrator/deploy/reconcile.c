@@ -208,8 +208,8 @@ int reconcile_now(PGconn *conn, const char *home, const char *actor)
 	struct hap_frontend *fe = NULL;
 	struct hap_server *sv = NULL;
 	char **names = NULL;
-	unsigned char *ok = NULL; /* each checked replica's health, in the order of the loops below */
-	size_t i, j, k, n = 0, nwarned = 0, nfe = 0, nsv = 0, nnames = 0, cap = 0, nok = 0;
+	unsigned char *ok = NULL; /* each replica's health this round, the replicas of list in order */
+	size_t i, j, k, n = 0, nwarned = 0, nfe = 0, nsv = 0, nnames = 0, cap = 0, off;
 	int64_t *due = NULL;
 	int ndue = 0, error;
 
@@ -226,9 +226,10 @@ int reconcile_now(PGconn *conn, const char *home, const char *actor)
 			cap += list[i].versions[j].nreplicas;
 	ok = xcalloc(cap + 1, 1);
 	/* replicas first: health decides weights */
+	off = 0;
 	for (i = 0; i < n; i++) {
 		const struct deployment *d = &list[i];
-		for (j = 0; j < d->nversions; j++) {
+		for (j = 0; j < d->nversions; off += d->versions[j++].nreplicas) {
 			const struct deploy_version *v = &d->versions[j];
 			int healthy = 0, was = 0;
 			if (!serves(d, v))
@@ -238,8 +239,8 @@ int reconcile_now(PGconn *conn, const char *home, const char *actor)
 			for (k = 0; k < v->nreplicas; k++) {
 				if (scaled_away(d, v, &v->replicas[k]))
 					continue;
-				ok[nok] = (unsigned char)replica_check(conn, home, actor, d, v, &v->replicas[k]);
-				healthy += ok[nok++];
+				ok[off + k] = (unsigned char)replica_check(conn, home, actor, d, v, &v->replicas[k]);
+				healthy += ok[off + k];
 			}
 			/* a version without a healthy replica gets no traffic; the event says when and until when */
 			if ((healthy == 0) != (was == 0) && v->weight > 0) {
@@ -257,23 +258,23 @@ int reconcile_now(PGconn *conn, const char *home, const char *actor)
 	fe = xcalloc(n + 1, sizeof(*fe));
 	sv = xcalloc(cap + 1, sizeof(*sv));
 	names = xcalloc(cap + 1, sizeof(*names));
-	nok = 0;
+	/* one frontend per running deployment, each replica of a serving version a server */
+	off = 0;
 	for (i = 0; i < n; i++) {
 		const struct deployment *d = &list[i];
-		if (d->state != DEPLOY_RUNNING)
-			continue;
-		fe[nfe].name = d->name;
-		fe[nfe].port = d->port;
-		fe[nfe].servers = sv + nsv;
-		for (j = 0; j < d->nversions; j++) {
+		int running = d->state == DEPLOY_RUNNING;
+		if (running) {
+			fe[nfe].name = d->name;
+			fe[nfe].port = d->port;
+			fe[nfe].servers = sv + nsv;
+		}
+		for (j = 0; j < d->nversions; off += d->versions[j++].nreplicas) {
 			const struct deploy_version *v = &d->versions[j];
-			unsigned char *vok = ok + nok;
 			int healthy = 0;
 			if (!serves(d, v))
 				continue;
 			for (k = 0; k < v->nreplicas; k++)
-				if (!scaled_away(d, v, &v->replicas[k]))
-					healthy += ok[nok++];
+				healthy += ok[off + k]; /* 0 for those scaled away */
 			for (k = 0; k < v->nreplicas; k++) {
 				const struct deploy_replica *rep = &v->replicas[k];
 				if (scaled_away(d, v, rep))
@@ -282,12 +283,12 @@ int reconcile_now(PGconn *conn, const char *home, const char *actor)
 				sv[nsv].name = names[nnames++];
 				sv[nsv].addr = "127.0.0.1";
 				sv[nsv].port = rep->port;
-				sv[nsv].weight = *vok++ ? deploy_server_weight(v->weight, healthy) : 0;
+				sv[nsv].weight = ok[off + k] ? deploy_server_weight(v->weight, healthy) : 0;
 				nsv++;
 				fe[nfe].nservers++;
 			}
 		}
-		nfe++;
+		nfe += running;
 	}
 	if (hap_for(home) == NULL) {
 		error = FERRY_ERROR;
