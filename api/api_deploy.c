@@ -36,28 +36,40 @@ static void reply_list(struct reply *r, int error, json_t *j)
 
 void api_deployments_list(struct api *a, struct reply *r, PGconn *db, struct req *q)
 {
-	json_t *list = NULL;
-	int error = store_deploy_list(db, 0, &list);
+	struct deployment *list = NULL;
+	json_t *j = json_array();
+	size_t n = 0;
+	int error = store_deployments_list(&list, &n, db);
 
 	(void)a, (void)q;
-	reply_list(r, error, list);
-	json_decref(list);
+	for (size_t i = 0; error == 0 && i < n; i++)
+		json_array_append_new(j, deployment_to_json(&list[i]));
+	reply_list(r, error, j);
+	json_decref(j);
+	deployments_free(list, n);
+}
+
+/* d as GET answers it: with its events. */
+static json_t *one_json(PGconn *db, const struct deployment *d)
+{
+	json_t *j = deployment_to_json(d), *ev = NULL;
+
+	if (store_deploy_events(db, d->id, EVENTS_SHOWN, &ev) == 0)
+		json_object_set_new(j, "events", ev);
+	return j;
 }
 
 /* One deployment with its events, as GET answers. */
 static int one(json_t **out, PGconn *db, int64_t id)
 {
-	json_t *list = NULL, *ev = NULL, *d;
+	struct deployment *d = NULL;
 	int error;
 
 	*out = NULL;
-	if ((error = store_deploy_list(db, id, &list)) < 0)
+	if ((error = store_deployment_get(&d, db, id)) < 0)
 		return error;
-	d = json_incref(json_array_get(list, 0));
-	json_decref(list);
-	if (store_deploy_events(db, id, EVENTS_SHOWN, &ev) == 0)
-		json_object_set_new(d, "events", ev);
-	*out = d;
+	*out = one_json(db, d);
+	deployment_free(d);
 	return FERRY_OK;
 }
 
@@ -72,9 +84,9 @@ static int one(json_t **out, PGconn *db, int64_t id)
  * {"at_ms", "versions": {VERSION: {requests, errors_5xx, rtime_ms,
  * ttime_ms}}}, or {} when HAProxy does not answer.
  */
-static json_t *version_stats(const char *home, const json_t *d)
+static json_t *version_stats(const char *home, const struct deployment *d)
 {
-	json_t *st = NULL, *out = json_object(), *vs = json_object(), *v, *s;
+	json_t *st = NULL, *out = json_object(), *vs = json_object(), *s;
 	size_t i, k;
 
 	if (reconcile_haproxy_stats(home, &st) < 0) {
@@ -82,21 +94,18 @@ static json_t *version_stats(const char *home, const json_t *d)
 		json_decref(vs);
 		return out;
 	}
-	json_array_foreach(json_object_get(d, "versions"), k, v) {
+	for (k = 0; k < d->nversions; k++) {
 		char prefix[32];
 		json_int_t req = 0, err = 0;
 		double rt = 0, tt = 0;
-		const char *ver = json_string_value(json_object_get(v, "version"));
+		const char *ver = d->versions[k].version;
 
-		if (ver == NULL)
-			continue;
-		snprintf(prefix, sizeof(prefix), "v%" JSON_INTEGER_FORMAT "-", json_integer_value(json_object_get(v, "ord")));
+		snprintf(prefix, sizeof(prefix), "v%d-", d->versions[k].ord);
 		json_array_foreach(st, i, s) {
 			const char *fe = json_string_value(json_object_get(s, "frontend"));
 			const char *sv = json_string_value(json_object_get(s, "server"));
 			json_int_t n = json_integer_value(json_object_get(s, "requests"));
-			if (fe == NULL || sv == NULL || !json_equal(json_object_get(s, "frontend"), json_object_get(d, "name")) ||
-			    strncmp(sv, prefix, strlen(prefix)) != 0)
+			if (fe == NULL || sv == NULL || strcmp(fe, d->name) != 0 || strncmp(sv, prefix, strlen(prefix)) != 0)
 				continue;
 			req += n;
 			err += json_integer_value(json_object_get(s, "hrsp_5xx"));
@@ -115,24 +124,30 @@ static json_t *version_stats(const char *home, const json_t *d)
 
 void api_deployment_get(struct api *a, struct reply *r, PGconn *db, struct req *q)
 {
+	struct deployment *dep = NULL;
 	json_t *d = NULL, *hs = NULL, *mine = json_array(), *s;
-	int error = one(&d, db, q->id);
+	int error = store_deployment_get(&dep, db, q->id);
 	size_t i;
 
+	if (error == 0)
+		d = one_json(db, dep);
 	/* what HAProxy applies for it, beside what the database wants */
 	if (error == 0 && a->home && reconcile_haproxy_read(a->home, &hs) == 0) {
-		json_array_foreach(hs, i, s)
-			if (json_equal(json_object_get(s, "frontend"), json_object_get(d, "name")))
+		json_array_foreach(hs, i, s) {
+			const char *fe = json_string_value(json_object_get(s, "frontend"));
+			if (fe && strcmp(fe, dep->name) == 0)
 				json_array_append(mine, s);
+		}
 	}
 	if (d)
 		json_object_set(d, "haproxy", mine);
 	if (d && a->home)
-		json_object_set_new(d, "stats", version_stats(a->home, d));
+		json_object_set_new(d, "stats", version_stats(a->home, dep));
 	json_decref(mine);
 	json_decref(hs);
 	reply_list(r, error, d);
 	json_decref(d);
+	deployment_free(dep);
 }
 
 static const char *const actions[] = {"stop", "start", "promote", "rollback", NULL};
@@ -239,15 +254,14 @@ void api_deployment_patch(struct api *a, struct reply *r, PGconn *db, struct req
 		error = store_deploy_weights(db, q->id, want, actor, "promote", &after);
 		/* the promoted version is production now: the registry's alias follows */
 		if (error == 0) {
-			json_t *list = NULL;
+			struct deployment *dep = NULL;
 			char *vj = NULL;
-			if (store_deploy_list(db, q->id, &list) == 0 &&
-			    store_model_alias_set(&vj, db, json_string_value(json_object_get(json_array_get(list, 0), "model")),
-						  "production", version, actor) < 0)
+			if (store_deployment_get(&dep, db, q->id) == 0 &&
+			    store_model_alias_set(&vj, db, dep->model, "production", version, actor) < 0)
 				flog_warn("deployment %lld: moving the production alias to %s: %s", (long long)q->id,
 					  version, ferry_error_last());
 			free(vj);
-			json_decref(list);
+			deployment_free(dep);
 		}
 	}
 	if (error == 0 && action && strcmp(action, "rollback") == 0) {
@@ -317,7 +331,8 @@ void api_deployment_delete(struct api *a, struct reply *r, PGconn *db, struct re
 
 void api_deployment_predict(struct api *a, struct reply *r, PGconn *db, struct req *q)
 {
-	json_t *list = NULL, *d, *ans;
+	struct deployment *d = NULL;
+	json_t *ans;
 	char *path, *text, *resp = NULL;
 	long st = 0;
 	int error;
@@ -329,20 +344,18 @@ void api_deployment_predict(struct api *a, struct reply *r, PGconn *db, struct r
 		return;
 	}
 	json_decref(ans);
-	if ((error = store_deploy_list(db, q->id, &list)) < 0) {
+	if ((error = store_deployment_get(&d, db, q->id)) < 0) {
 		reply_store_error(r, error);
 		return;
 	}
-	d = json_array_get(list, 0);
-	if (strcmp(json_string_value(json_object_get(d, "state")), "running") != 0) {
+	if (d->state != DEPLOY_RUNNING) {
 		reply_error(r, 409, "conflict", NULL, "the deployment is stopped: start it first", NULL);
-		json_decref(list);
+		deployment_free(d);
 		return;
 	}
-	path = xasprintf("/v2/models/%s/infer", json_string_value(json_object_get(d, "model")));
+	path = xasprintf("/v2/models/%s/infer", d->model);
 	text = xstrndup(q->body, q->len);
-	if (replica_http("POST", (int)json_integer_value(json_object_get(d, "port")), path, text, 10000, &st,
-			 &resp) < 0) {
+	if (replica_http("POST", d->port, path, text, 10000, &st, &resp) < 0) {
 		reply_error(r, 502, "bad_gateway", NULL, ferry_error_last(), NULL);
 	} else {
 		json_t *j = resp ? json_loads(resp, 0, NULL) : NULL;
@@ -351,5 +364,5 @@ void api_deployment_predict(struct api *a, struct reply *r, PGconn *db, struct r
 		json_decref(out);
 	}
 	free(path), free(text), free(resp);
-	json_decref(list);
+	deployment_free(d);
 }

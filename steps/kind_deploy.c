@@ -103,22 +103,21 @@ static void stop_all(json_t **handles, int n)
 /* The load-test result of the version with the most traffic, or NULL (production's, for "production * F"). */
 static json_t *production_load_test(PGconn *conn, int64_t dep, const char *version)
 {
-	json_t *list = NULL, *v, *best = NULL;
-	json_int_t w = -1;
-	size_t i;
+	struct deployment *d = NULL;
+	json_t *best = NULL;
+	int w = -1;
 
-	if (store_deploy_list(conn, dep, &list) < 0)
+	if (store_deployment_get(&d, conn, dep) < 0)
 		return NULL;
-	json_array_foreach(json_object_get(json_array_get(list, 0), "versions"), i, v) {
-		if (strcmp(json_string_value(json_object_get(v, "state")), "serving") != 0 ||
-		    strcmp(json_string_value(json_object_get(v, "version")), version) == 0 ||
-		    json_integer_value(json_object_get(v, "weight")) <= w)
+	for (size_t i = 0; i < d->nversions; i++) {
+		const struct deploy_version *v = &d->versions[i];
+		if (v->state != DEPLOY_V_SERVING || strcmp(v->version, version) == 0 || v->weight <= w)
 			continue;
-		w = json_integer_value(json_object_get(v, "weight"));
-		best = json_object_get(v, "load_test");
+		w = v->weight;
+		best = v->load_test;
 	}
 	best = json_is_object(best) ? json_incref(best) : NULL;
-	json_decref(list);
+	deployment_free(d);
 	return best;
 }
 
@@ -229,22 +228,20 @@ static int tally(const char *home, const char *frontend, int ord, struct tally *
  */
 static double probe_p99(const struct step_run *r, int64_t dep, const char *model, const char *version)
 {
-	json_t *list = NULL, *v, *rep, *result = NULL, *lv;
+	struct deployment *d = NULL;
+	const struct deploy_version *v;
+	json_t *result = NULL, *lv;
 	char *urls[DEPLOY_MAX_REPLICAS], *sample = NULL;
 	int one = 1, n = 0;
-	size_t i, j;
 	double p99 = -1;
 
-	if (read_sample(r, &sample) < 0 || sample == NULL || store_deploy_list(r->conn, dep, &list) < 0) {
+	if (read_sample(r, &sample) < 0 || sample == NULL || store_deployment_get(&d, r->conn, dep) < 0) {
 		free(sample);
 		return -1;
 	}
-	json_array_foreach(json_object_get(json_array_get(list, 0), "versions"), i, v)
-		if (strcmp(json_string_value(json_object_get(v, "version")), version) == 0)
-			json_array_foreach(json_object_get(v, "replica_list"), j, rep)
-				if (n < DEPLOY_MAX_REPLICAS)
-					urls[n++] = xasprintf("http://127.0.0.1:%lld/v2/models/%s/infer",
-							      (long long)json_integer_value(json_object_get(rep, "port")), model);
+	if ((v = deployment_version(d, version)) != NULL)
+		for (size_t j = 0; j < v->nreplicas && n < DEPLOY_MAX_REPLICAS; j++)
+			urls[n++] = xasprintf("http://127.0.0.1:%d/v2/models/%s/infer", v->replicas[j].port, model);
 	if (n > 0) {
 		struct loadtest_opts o = {.urls = (const char *const *)urls, .nurls = (size_t)n, .body = sample,
 					  .levels = &one, .nlevels = 1, .requests = PROBE_REQUESTS};
@@ -258,7 +255,7 @@ static double probe_p99(const struct step_run *r, int64_t dep, const char *model
 		free(urls[k]);
 	free(sample);
 	json_decref(result);
-	json_decref(list);
+	deployment_free(d);
 	return p99;
 }
 
@@ -292,16 +289,17 @@ static int canary(const struct step_run *r, int64_t dep, const char *name, const
 	int64_t max_p99 = json_integer_value(json_object_get(cn, "max_p99_ms"));
 	double p99;
 	double max_err = json_number_value(json_object_get(cn, "max_error_rate"));
-	json_t *list = NULL, *before = json_object(), *v;
+	struct deployment *d = NULL;
+	json_t *before = json_object();
 	size_t i;
 	int error = FERRY_OK, last = 0;
 
 	/* the weights to come back to */
-	if ((error = store_deploy_list(r->conn, dep, &list)) < 0)
+	if ((error = store_deployment_get(&d, r->conn, dep)) < 0)
 		goto out;
-	json_array_foreach(json_object_get(json_array_get(list, 0), "versions"), i, v)
-		if (strcmp(json_string_value(json_object_get(v, "state")), "serving") == 0)
-			json_object_set(before, json_string_value(json_object_get(v, "version")), json_object_get(v, "weight"));
+	for (i = 0; i < d->nversions; i++)
+		if (d->versions[i].state == DEPLOY_V_SERVING)
+			json_object_set_new(before, d->versions[i].version, json_integer(d->versions[i].weight));
 	json_object_set_new(before, version, json_integer(0));
 	json_array_foreach(json_object_get(cn, "steps"), i, stp) {
 		int pct = (int)json_integer_value(stp), waited = 0;
@@ -393,7 +391,7 @@ rollback:
 		error = FERRY_EINVALID;
 	}
 out:
-	json_decref(list);
+	deployment_free(d);
 	json_decref(before);
 	return error;
 }
@@ -522,19 +520,16 @@ static int deploy_prepare(struct step_result *res, json_t **env, const struct st
 	 * so none is left running unknown.
 	 */
 	{
-		json_t *list = NULL, *v, *rep;
-		size_t k, j;
-		if (store_deploy_list(r->conn, dep, &list) == 0)
-			json_array_foreach(json_object_get(json_array_get(list, 0), "versions"), k, v)
-				if (strcmp(json_string_value(json_object_get(v, "version")), version) == 0)
-					json_array_foreach(json_object_get(v, "replica_list"), j, rep)
-						if (json_object_get(rep, "handle") && !json_is_null(json_object_get(rep, "handle"))) {
-							flog_info("run %lld step %s: stopping replica %lld of an earlier try",
-								  (long long)r->run_id, r->name,
-								  (long long)json_integer_value(json_object_get(rep, "idx")));
-							replica_stop(json_object_get(rep, "handle"), STOP_GRACE_MS);
-						}
-		json_decref(list);
+		struct deployment *d = NULL;
+		const struct deploy_version *v;
+		if (store_deployment_get(&d, r->conn, dep) == 0 && (v = deployment_version(d, version)) != NULL)
+			for (size_t j = 0; j < v->nreplicas; j++)
+				if (v->replicas[j].handle) {
+					flog_info("run %lld step %s: stopping replica %d of an earlier try",
+						  (long long)r->run_id, r->name, v->replicas[j].idx);
+					replica_stop(v->replicas[j].handle, STOP_GRACE_MS);
+				}
+		deployment_free(d);
 	}
 	until = clock_mono_ms() + READY_TIMEOUT_MS;
 	if (replica_free_ports(ports, nrep) < 0) {

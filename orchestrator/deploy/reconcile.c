@@ -53,67 +53,62 @@ static int64_t backoff_ms(int restarts)
 }
 
 /* Checks (and when it died, restarts) replica rep of version v of deployment d; 1 when healthy. */
-static int replica_check(PGconn *conn, const char *home, const char *actor, const json_t *d, const json_t *v,
-			 const json_t *rep)
+static int replica_check(PGconn *conn, const char *home, const char *actor, const struct deployment *d,
+			 const struct deploy_version *v, const struct deploy_replica *rep)
 {
-	int64_t dep = json_integer_value(json_object_get(d, "id"));
-	const char *name = json_string_value(json_object_get(d, "name"));
-	const char *version = json_string_value(json_object_get(v, "version"));
-	const char *health = json_string_value(json_object_get(rep, "health"));
-	const json_t *handle = json_object_get(rep, "handle");
-	int idx = (int)json_integer_value(json_object_get(rep, "idx"));
-	int port = (int)json_integer_value(json_object_get(rep, "port"));
-	int restarts = (int)json_integer_value(json_object_get(rep, "restarts"));
+	const char *health = deploy_health_name(rep->health);
+	int stopped = rep->health == DEPLOY_H_STOPPED;
 	long st = 0;
 
-	if (handle && replica_alive(handle)) {
-		int ok = replica_http("GET", port, "/v2/health/ready", NULL, HEALTH_TIMEOUT_MS, &st, NULL) == 0 &&
+	if (rep->handle && replica_alive(rep->handle)) {
+		int ok = replica_http("GET", rep->port, "/v2/health/ready", NULL, HEALTH_TIMEOUT_MS, &st, NULL) == 0 &&
 			 st == 200;
-		const char *now = ok ? "healthy" : "unhealthy";
-		if (strcmp(health, now) != 0) {
-			json_t *det = json_pack("{s:s, s:i, s:s, s:s}", "version", version, "replica", idx, "from",
-						health, "to", now);
-			store_deploy_replica_health(conn, dep, version, idx, now,
+		enum deploy_health now = ok ? DEPLOY_H_HEALTHY : DEPLOY_H_UNHEALTHY;
+		if (rep->health != now) {
+			json_t *det = json_pack("{s:s, s:i, s:s, s:s}", "version", v->version, "replica", rep->idx, "from",
+						health, "to", deploy_health_name(now));
+			store_deploy_replica_health(conn, d->id, v->version, rep->idx, deploy_health_name(now),
 						    ok ? NULL : "not ready (GET /v2/health/ready)", 0, 0);
-			store_deploy_event(conn, dep, actor, ok ? "replica-healthy" : "replica-unhealthy", det);
+			store_deploy_event(conn, d->id, actor, ok ? "replica-healthy" : "replica-unhealthy", det);
 			json_decref(det);
-			flog_info("deployment %s: %s replica %d is %s", name, version, idx, now);
+			flog_info("deployment %s: %s replica %d is %s", d->name, v->version, rep->idx,
+				  deploy_health_name(now));
 		}
 		return ok;
 	}
 	/* gone: restart it once its backoff passed */
-	if (json_integer_value(json_object_get(rep, "next_start_in_ms")) > 0)
+	if (rep->next_start_in_ms > 0)
 		return 0;
 	{
 		json_t *nh = NULL, *det;
 		struct replica_spec s = {
-			.home = home, .deployment = name, .ord = (int)json_integer_value(json_object_get(v, "ord")),
-			.idx = idx, .generation = (int)json_integer_value(json_object_get(rep, "generation")) + 1,
-			.port = port, .model = json_string_value(json_object_get(d, "model")), .version = version,
-			.artifact = json_string_value(json_object_get(v, "artifact")),
-			.serve = json_object_get(json_object_get(v, "serve"), "command"),
-			.env = json_object_get(json_object_get(v, "serve"), "env"),
-			.workdir = json_string_value(json_object_get(json_object_get(v, "serve"), "workdir")),
-			.placement = json_object_get(json_object_get(v, "serve"), "placement"),
+			.home = home, .deployment = d->name, .ord = v->ord, .idx = rep->idx,
+			.generation = rep->generation + 1, .port = rep->port, .model = d->model,
+			.version = v->version, .artifact = v->artifact,
+			/* serve is what the deploy step kept for restarts: passed on as it is */
+			.serve = json_object_get(v->serve, "command"),
+			.env = json_object_get(v->serve, "env"),
+			.workdir = json_string_value(json_object_get(v->serve, "workdir")),
+			.placement = json_object_get(v->serve, "placement"),
 		};
 		if (replica_start(&s, &nh) < 0) {
 			char *err = xstrdup(ferry_error_last());
-			store_deploy_replica_health(conn, dep, version, idx, "unhealthy", err, 1, backoff_ms(restarts));
-			flog_error("deployment %s: restarting %s replica %d: %s", name, version, idx, err);
+			store_deploy_replica_health(conn, d->id, v->version, rep->idx, "unhealthy", err, 1,
+						    backoff_ms(rep->restarts));
+			flog_error("deployment %s: restarting %s replica %d: %s", d->name, v->version, rep->idx, err);
 			free(err);
 			return 0;
 		}
-		store_deploy_replica_put(conn, dep, version, idx, port, nh, s.generation, "starting", NULL);
-		store_deploy_replica_health(conn, dep, version, idx, "starting",
-					    strcmp(health, "stopped") == 0 ? NULL : "its process had exited",
-					    strcmp(health, "stopped") == 0 ? 0 : 1, backoff_ms(restarts + 1));
-		det = json_pack("{s:s, s:i, s:i, s:i}", "version", version, "replica", idx, "port", port,
+		store_deploy_replica_put(conn, d->id, v->version, rep->idx, rep->port, nh, s.generation, "starting", NULL);
+		store_deploy_replica_health(conn, d->id, v->version, rep->idx, "starting",
+					    stopped ? NULL : "its process had exited", stopped ? 0 : 1,
+					    backoff_ms(rep->restarts + 1));
+		det = json_pack("{s:s, s:i, s:i, s:i}", "version", v->version, "replica", rep->idx, "port", rep->port,
 				"generation", s.generation);
-		store_deploy_event(conn, dep, actor, strcmp(health, "stopped") == 0 ? "replica-started"
-										    : "replica-restarted", det);
+		store_deploy_event(conn, d->id, actor, stopped ? "replica-started" : "replica-restarted", det);
 		json_decref(det);
-		flog_info("deployment %s: %s replica %d %s on port %d", name, version, idx,
-			  strcmp(health, "stopped") == 0 ? "started" : "restarted", port);
+		flog_info("deployment %s: %s replica %d %s on port %d", d->name, v->version, rep->idx,
+			  stopped ? "started" : "restarted", rep->port);
 		json_decref(nh);
 		return 0; /* healthy at a later round, once it answers */
 	}
@@ -123,28 +118,22 @@ static int replica_check(PGconn *conn, const char *home, const char *actor, cons
  * Stops the live replicas of deployment d (every version when all, else
  * the retired ones), with an event each.
  */
-static void replicas_stop_all(PGconn *conn, const char *actor, const json_t *d, int all)
+static void replicas_stop_all(PGconn *conn, const char *actor, const struct deployment *d, int all)
 {
-	int64_t dep = json_integer_value(json_object_get(d, "id"));
-	const json_t *v, *rep;
-	size_t i, j;
-
-	json_array_foreach(json_object_get(d, "versions"), i, v) {
-		if (!all && strcmp(json_string_value(json_object_get(v, "state")), "retired") != 0)
+	for (size_t i = 0; i < d->nversions; i++) {
+		const struct deploy_version *v = &d->versions[i];
+		if (!all && v->state != DEPLOY_V_RETIRED)
 			continue;
-		json_array_foreach(json_object_get(v, "replica_list"), j, rep) {
-			const json_t *h = json_object_get(rep, "handle");
-			const char *version = json_string_value(json_object_get(v, "version"));
-			int idx = (int)json_integer_value(json_object_get(rep, "idx"));
-			if (strcmp(json_string_value(json_object_get(rep, "health")), "stopped") == 0 &&
-			    !(h && replica_alive(h)))
+		for (size_t j = 0; j < v->nreplicas; j++) {
+			const struct deploy_replica *rep = &v->replicas[j];
+			if (rep->health == DEPLOY_H_STOPPED && !(rep->handle && replica_alive(rep->handle)))
 				continue;
-			if (h)
-				replica_stop(h, STOP_GRACE_MS);
-			store_deploy_replica_health(conn, dep, version, idx, "stopped", NULL, 0, 0);
+			if (rep->handle)
+				replica_stop(rep->handle, STOP_GRACE_MS);
+			store_deploy_replica_health(conn, d->id, v->version, rep->idx, "stopped", NULL, 0, 0);
 			{
-				json_t *det = json_pack("{s:s, s:i}", "version", version, "replica", idx);
-				store_deploy_event(conn, dep, actor, "replica-stopped", det);
+				json_t *det = json_pack("{s:s, s:i}", "version", v->version, "replica", rep->idx);
+				store_deploy_event(conn, d->id, actor, "replica-stopped", det);
 				json_decref(det);
 			}
 		}
@@ -152,33 +141,38 @@ static void replicas_stop_all(PGconn *conn, const char *actor, const json_t *d, 
 }
 
 /* Stops replica rep (past its version's count) and forgets it, with an event. */
-static void replica_remove(PGconn *conn, const char *actor, const json_t *d, const json_t *v, const json_t *rep)
+static void replica_remove(PGconn *conn, const char *actor, const struct deployment *d,
+			   const struct deploy_version *v, const struct deploy_replica *rep)
 {
-	int64_t dep = json_integer_value(json_object_get(d, "id"));
-	const char *version = json_string_value(json_object_get(v, "version"));
-	int idx = (int)json_integer_value(json_object_get(rep, "idx"));
-	const json_t *h = json_object_get(rep, "handle");
-	json_t *det = json_pack("{s:s, s:i}", "version", version, "replica", idx);
+	json_t *det = json_pack("{s:s, s:i}", "version", v->version, "replica", rep->idx);
 
-	if (h)
-		replica_stop(h, STOP_GRACE_MS);
-	store_deploy_replica_delete(conn, dep, version, idx);
-	store_deploy_event(conn, dep, actor, "replica-removed", det);
+	if (rep->handle)
+		replica_stop(rep->handle, STOP_GRACE_MS);
+	store_deploy_replica_delete(conn, d->id, v->version, rep->idx);
+	store_deploy_event(conn, d->id, actor, "replica-removed", det);
 	json_decref(det);
-	flog_info("deployment %s: %s replica %d removed (scaled down)", json_string_value(json_object_get(d, "name")),
-		  version, idx);
+	flog_info("deployment %s: %s replica %d removed (scaled down)", d->name, v->version, rep->idx);
 }
 
-/* The deployment id whose frontend is called name in list, or 0. */
-static int64_t dep_of(const json_t *list, const char *name)
+/* The deployment id whose frontend is called name among list[0..n-1], or 0. */
+static int64_t dep_of(const struct deployment *list, size_t n, const char *name)
 {
-	const json_t *d;
-	size_t i;
-
-	json_array_foreach(list, i, d)
-		if (name && strcmp(json_string_value(json_object_get(d, "name")), name) == 0)
-			return json_integer_value(json_object_get(d, "id"));
+	for (size_t i = 0; name && i < n; i++)
+		if (strcmp(list[i].name, name) == 0)
+			return list[i].id;
 	return 0;
+}
+
+/* Whether version v of deployment d serves: its replicas are checked and get traffic. */
+static int serves(const struct deployment *d, const struct deploy_version *v)
+{
+	return d->state == DEPLOY_RUNNING && v->state == DEPLOY_V_SERVING;
+}
+
+/* Whether rep is past its serving version's count (scaled down): it goes once HAProxy left it. */
+static int scaled_away(const struct deployment *d, const struct deploy_version *v, const struct deploy_replica *rep)
+{
+	return serves(d, v) && rep->idx > v->want_replicas;
 }
 
 /*
@@ -186,24 +180,21 @@ static int64_t dep_of(const json_t *list, const char *name)
  * {"event":"deployment.auto_stop_warning","deployment","id","deadline"}:
  * best effort (WEBHOOK_TRIES tries, then logged), since the event stays.
  */
-static void warn_webhook(const json_t *warned)
+static void warn_webhook(const struct deploy_warning *warned, size_t n)
 {
 	const char *url = getenv("FERRY_NOTIFY_WEBHOOK");
-	const json_t *w;
-	size_t i;
 
-	json_array_foreach(warned, i, w) {
+	for (size_t i = 0; i < n; i++) {
+		const struct deploy_warning *w = &warned[i];
 		json_t *body, *ans = NULL;
-		flog_info("deployment %s: auto-stop at %s", json_string_value(json_object_get(w, "deployment")),
-			  json_string_value(json_object_get(w, "deadline")));
+		flog_info("deployment %s: auto-stop at %s", w->deployment, w->deadline ? w->deadline : "(null)");
 		if (url == NULL || *url == '\0')
 			continue;
-		body = json_pack("{s:s, s:O, s:O, s:O}", "event", "deployment.auto_stop_warning", "deployment",
-				 json_object_get(w, "deployment"), "id", json_object_get(w, "id"), "deadline",
-				 json_object_get(w, "deadline"));
+		body = json_pack("{s:s, s:s, s:I, s:s?}", "event", "deployment.auto_stop_warning", "deployment",
+				 w->deployment, "id", (json_int_t)w->id, "deadline", w->deadline);
 		if (webhook_post(&ans, url, body, WEBHOOK_TRIES) < 0)
-			flog_warn("deployment %s: the auto-stop warning did not reach %s: %s",
-				  json_string_value(json_object_get(w, "deployment")), url, ferry_error_last());
+			flog_warn("deployment %s: the auto-stop warning did not reach %s: %s", w->deployment, url,
+				  ferry_error_last());
 		json_decref(ans);
 		json_decref(body);
 	}
@@ -211,87 +202,93 @@ static void warn_webhook(const json_t *warned)
 
 int reconcile_now(PGconn *conn, const char *home, const char *actor)
 {
-	json_t *list = NULL, *changes = json_array(), *d, *v, *rep, *c, *warned = NULL;
+	struct deployment *list = NULL;
+	struct deploy_warning *warned = NULL;
+	json_t *changes = json_array(), *c;
 	struct hap_frontend *fe = NULL;
 	struct hap_server *sv = NULL;
 	char **names = NULL;
-	size_t i, j, k, nfe = 0, nsv = 0, nnames = 0, cap = 0;
+	unsigned char *ok = NULL; /* each replica's health this round, the replicas of list in order */
+	size_t i, j, k, n = 0, nwarned = 0, nfe = 0, nsv = 0, nnames = 0, cap = 0, off;
 	int64_t *due = NULL;
 	int ndue = 0, error;
 
 	pthread_mutex_lock(&lock);
-	if ((error = store_deploy_due(conn, actor, &due, &ndue, &warned)) < 0)
+	if ((error = store_deploy_due(conn, actor, &due, &ndue, &warned, &nwarned)) < 0)
 		goto out;
-	warn_webhook(warned);
+	warn_webhook(warned, nwarned);
 	for (int x = 0; x < ndue; x++)
 		flog_info("deployment %lld: auto-stop deadline reached, stopping", (long long)due[x]);
-	if ((error = store_deploy_list(conn, 0, &list)) < 0)
+	if ((error = store_deployments_list(&list, &n, conn)) < 0)
 		goto out;
+	for (i = 0; i < n; i++)
+		for (j = 0; j < list[i].nversions; j++)
+			cap += list[i].versions[j].nreplicas;
+	ok = xcalloc(cap + 1, 1);
 	/* replicas first: health decides weights */
-	json_array_foreach(list, i, d) {
-		if (strcmp(json_string_value(json_object_get(d, "state")), "running") != 0)
-			continue;
-		json_array_foreach(json_object_get(d, "versions"), j, v) {
+	off = 0;
+	for (i = 0; i < n; i++) {
+		const struct deployment *d = &list[i];
+		for (j = 0; j < d->nversions; off += d->versions[j++].nreplicas) {
+			const struct deploy_version *v = &d->versions[j];
 			int healthy = 0, was = 0;
-			if (strcmp(json_string_value(json_object_get(v, "state")), "serving") != 0)
+			if (!serves(d, v))
 				continue;
-			json_array_foreach(json_object_get(v, "replica_list"), k, rep)
-				was += strcmp(json_string_value(json_object_get(rep, "health")), "healthy") == 0;
-			json_array_foreach(json_object_get(v, "replica_list"), k, rep) {
-				int ok;
-				/* scaled down: the replicas past the count go, once HAProxy left them (below) */
-				if (json_integer_value(json_object_get(rep, "idx")) > json_integer_value(json_object_get(v, "replicas"))) {
-					json_object_set_new(rep, "removed", json_true());
+			for (k = 0; k < v->nreplicas; k++)
+				was += v->replicas[k].health == DEPLOY_H_HEALTHY;
+			for (k = 0; k < v->nreplicas; k++) {
+				if (scaled_away(d, v, &v->replicas[k]))
 					continue;
-				}
-				ok = replica_check(conn, home, actor, d, v, rep);
-				json_object_set_new(rep, "ok", json_boolean(ok));
-				healthy += ok;
+				ok[off + k] = (unsigned char)replica_check(conn, home, actor, d, v, &v->replicas[k]);
+				healthy += ok[off + k];
 			}
-			json_object_set_new(v, "healthy", json_integer(healthy));
 			/* a version without a healthy replica gets no traffic; the event says when and until when */
-			if ((healthy == 0) != (was == 0) && json_integer_value(json_object_get(v, "weight")) > 0) {
-				json_t *det = json_pack("{s:s, s:i, s:I}", "version", json_string_value(json_object_get(v, "version")),
-							"healthy", healthy, "weight", json_integer_value(json_object_get(v, "weight")));
-				store_deploy_event(conn, json_integer_value(json_object_get(d, "id")), actor,
+			if ((healthy == 0) != (was == 0) && v->weight > 0) {
+				json_t *det = json_pack("{s:s, s:i, s:I}", "version", v->version, "healthy", healthy,
+							"weight", (json_int_t)v->weight);
+				store_deploy_event(conn, d->id, actor,
 						   healthy == 0 ? "version-no-healthy-replica" : "version-healthy-again", det);
 				json_decref(det);
 				if (healthy == 0)
 					flog_warn("deployment %s: version %s has no healthy replica: it gets no traffic until one is",
-						  json_string_value(json_object_get(d, "name")),
-						  json_string_value(json_object_get(v, "version")));
+						  d->name, v->version);
 			}
-			cap += json_array_size(json_object_get(v, "replica_list"));
 		}
 	}
-	fe = xcalloc(json_array_size(list) + 1, sizeof(*fe));
+	fe = xcalloc(n + 1, sizeof(*fe));
 	sv = xcalloc(cap + 1, sizeof(*sv));
 	names = xcalloc(cap + 1, sizeof(*names));
-	json_array_foreach(list, i, d) {
-		if (strcmp(json_string_value(json_object_get(d, "state")), "running") != 0)
-			continue;
-		fe[nfe].name = json_string_value(json_object_get(d, "name"));
-		fe[nfe].port = (int)json_integer_value(json_object_get(d, "port"));
-		fe[nfe].servers = sv + nsv;
-		json_array_foreach(json_object_get(d, "versions"), j, v) {
-			int pct = (int)json_integer_value(json_object_get(v, "weight"));
-			int healthy = (int)json_integer_value(json_object_get(v, "healthy"));
-			if (strcmp(json_string_value(json_object_get(v, "state")), "serving") != 0)
+	/* one frontend per running deployment, each replica of a serving version a server */
+	off = 0;
+	for (i = 0; i < n; i++) {
+		const struct deployment *d = &list[i];
+		int running = d->state == DEPLOY_RUNNING;
+		if (running) {
+			fe[nfe].name = d->name;
+			fe[nfe].port = d->port;
+			fe[nfe].servers = sv + nsv;
+		}
+		for (j = 0; j < d->nversions; off += d->versions[j++].nreplicas) {
+			const struct deploy_version *v = &d->versions[j];
+			int healthy = 0;
+			if (!serves(d, v))
 				continue;
-			json_array_foreach(json_object_get(v, "replica_list"), k, rep) {
-				if (json_is_true(json_object_get(rep, "removed")))
+			for (k = 0; k < v->nreplicas; k++)
+				healthy += ok[off + k]; /* 0 for those scaled away */
+			for (k = 0; k < v->nreplicas; k++) {
+				const struct deploy_replica *rep = &v->replicas[k];
+				if (scaled_away(d, v, rep))
 					continue;
-				names[nnames] = xasprintf("v%lld-r%lld", (long long)json_integer_value(json_object_get(v, "ord")),
-							  (long long)json_integer_value(json_object_get(rep, "idx")));
+				names[nnames] = xasprintf("v%d-r%d", v->ord, rep->idx);
 				sv[nsv].name = names[nnames++];
 				sv[nsv].addr = "127.0.0.1";
-				sv[nsv].port = (int)json_integer_value(json_object_get(rep, "port"));
-				sv[nsv].weight = json_is_true(json_object_get(rep, "ok")) ? deploy_server_weight(pct, healthy) : 0;
+				sv[nsv].port = rep->port;
+				sv[nsv].weight = ok[off + k] ? deploy_server_weight(v->weight, healthy) : 0;
 				nsv++;
 				fe[nfe].nservers++;
 			}
 		}
-		nfe++;
+		nfe += running;
 	}
 	if (hap_for(home) == NULL) {
 		error = FERRY_ERROR;
@@ -303,27 +300,28 @@ int reconcile_now(PGconn *conn, const char *home, const char *actor)
 			flog_error("HAProxy: %s", ferry_error_last());
 	}
 	json_array_foreach(changes, i, c) {
-		int64_t dep = dep_of(list, json_string_value(json_object_get(c, "frontend")));
+		int64_t dep = dep_of(list, n, json_string_value(json_object_get(c, "frontend")));
 		if (dep > 0)
 			store_deploy_event(conn, dep, actor, "haproxy", c);
 	}
 	/* replicas scaled away: HAProxy no longer sends them requests */
-	json_array_foreach(list, i, d)
-		json_array_foreach(json_object_get(d, "versions"), j, v)
-			json_array_foreach(json_object_get(v, "replica_list"), k, rep)
-				if (json_is_true(json_object_get(rep, "removed")))
-					replica_remove(conn, actor, d, v, rep);
+	for (i = 0; i < n; i++)
+		for (j = 0; j < list[i].nversions; j++)
+			for (k = 0; k < list[i].versions[j].nreplicas; k++)
+				if (scaled_away(&list[i], &list[i].versions[j], &list[i].versions[j].replicas[k]))
+					replica_remove(conn, actor, &list[i], &list[i].versions[j],
+						       &list[i].versions[j].replicas[k]);
 	/* stopped deployments: HAProxy no longer sends them requests; their replicas go */
-	json_array_foreach(list, i, d)
-		replicas_stop_all(conn, actor, d, strcmp(json_string_value(json_object_get(d, "state")), "stopped") == 0);
+	for (i = 0; i < n; i++)
+		replicas_stop_all(conn, actor, &list[i], list[i].state == DEPLOY_STOPPED);
 out:
 	pthread_mutex_unlock(&lock);
 	for (i = 0; i < nnames; i++)
 		free(names[i]);
-	free(names), free(sv), free(fe), free(due);
-	json_decref(list);
+	free(names), free(sv), free(fe), free(due), free(ok);
+	deployments_free(list, n);
+	deploy_warnings_free(warned, nwarned);
 	json_decref(changes);
-	json_decref(warned);
 	return error;
 }
 

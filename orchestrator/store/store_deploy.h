@@ -67,15 +67,100 @@ int store_deploy_shift(PGconn *conn, int64_t dep, const char *version, int traff
 		       const char *actor, const char *why, json_t **weights);
 
 /*
- * Every deployment (only_id > 0: that one) with its versions and their
- * replicas, as the API shows them and the reconcile task reads them:
- * [{"id","name","model","port","url","state","auto_stop_s","deadline",
- *   "versions":[{"version","ord","weight","replicas","state","artifact",
- *   "serve","load_test","replica_list":[{"idx","port","health","restarts",
- *   "generation","handle","last_error","next_start_in_ms"}]}]}]
- * FERRY_ENOTFOUND when only_id names none.
+ * The deployments as their rows hold them, parsed once (deployments_from_json)
+ * and read by the reconcile task, the deploy step and the API. Strings and
+ * JSON belong to the struct; deployment_free releases it all. Only what is
+ * opaque to Ferry stays JSON: a replica's executor handle, how a version's
+ * replicas start (serve) and its load-test result.
  */
-int store_deploy_list(PGconn *conn, int64_t only_id, json_t **out);
+enum deploy_state { DEPLOY_RUNNING, DEPLOY_STOPPED };
+enum deploy_version_state { DEPLOY_V_STARTING, DEPLOY_V_SERVING, DEPLOY_V_RETIRED };
+enum deploy_health { DEPLOY_H_STARTING, DEPLOY_H_HEALTHY, DEPLOY_H_UNHEALTHY, DEPLOY_H_STOPPED };
+
+/* The names the rows, the events and the API use ("running", "serving", "healthy", …). */
+const char *deploy_state_name(enum deploy_state s);
+const char *deploy_version_state_name(enum deploy_version_state s);
+const char *deploy_health_name(enum deploy_health h);
+
+struct deploy_replica {
+	int idx;                  /* 1–5 */
+	int port;                 /* where it listens on 127.0.0.1 */
+	enum deploy_health health;
+	int restarts;
+	int generation;           /* starts so far; 0: never started (scaled up, not yet started) */
+	json_t *handle;           /* its executor type's handle (replicas.h), or NULL: none */
+	char *last_error;         /* or NULL */
+	int64_t next_start_in_ms; /* the restart backoff left; 0: it may start now */
+};
+
+struct deploy_version {
+	char *version;
+	int ord;                  /* 1, 2, … in the order versions were added: servers are vORD-rIDX */
+	int weight;               /* its percentage of the deployment's traffic */
+	int want_replicas;        /* how many replicas it should have ("replicas" in the API) */
+	enum deploy_version_state state;
+	char *artifact;
+	json_t *serve;            /* how a replica starts: {"command","env","workdir","placement"} */
+	json_t *load_test;        /* the load test's result, or NULL */
+	int64_t run_id;           /* the run that deployed it; 0: none */
+	char *step;               /* that run's step, or NULL */
+	struct deploy_replica *replicas; /* by idx */
+	size_t nreplicas;
+};
+
+struct deployment {
+	int64_t id;
+	char *name;
+	char *model;
+	int port;                 /* the front address: http://127.0.0.1:port */
+	enum deploy_state state;
+	int auto_stop_s;          /* 0: never */
+	char *deadline;           /* when it stops (a timestamp as PostgreSQL writes it in JSON), or NULL */
+	char *created_at;
+	int64_t run_id;           /* the run whose deploy step created it; 0: none */
+	struct deploy_version *versions; /* by ord */
+	size_t nversions;
+};
+
+/* Releases d's members (d itself stays: an element of an array); NULL is fine. */
+void deployment_dispose(struct deployment *d);
+/* Releases d and what it holds; NULL is fine. */
+void deployment_free(struct deployment *d);
+/* Releases an array of n deployments (store_deployments_list's); NULL is fine. */
+void deployments_free(struct deployment *list, size_t n);
+
+/*
+ * Parses one deployment from its JSON aggregate (the shape below, as the
+ * store's query builds it): *out is the caller's. FERRY_EDB naming the
+ * field when a field is missing or of the wrong type. No database: pure.
+ */
+int deployment_from_json(struct deployment **out, const json_t *j);
+
+/* Parses an array of them: *out (n elements) is the caller's (deployments_free). */
+int deployments_from_json(struct deployment **out, size_t *n, const json_t *j);
+
+/*
+ * The JSON the API shows for d, new (the caller's), with the fields in the
+ * order PostgreSQL's jsonb gave them:
+ * {"id","url","name","port","model","state","run_id","deadline","versions",
+ *  "created_at","auto_stop_s"}, each version {"ord","step","serve","state",
+ *  "run_id","weight","version","artifact","replicas","load_test",
+ *  "replica_list"}, each replica {"idx","port","handle","health","restarts",
+ *  "generation","last_error","next_start_in_ms"}; absent values are null.
+ */
+json_t *deployment_to_json(const struct deployment *d);
+
+/* The version called version in d, or NULL. */
+const struct deploy_version *deployment_version(const struct deployment *d, const char *version);
+
+/*
+ * Every deployment with its versions and their replicas, by id: *out
+ * (*n of them) is the caller's (deployments_free).
+ */
+int store_deployments_list(struct deployment **out, size_t *n, PGconn *conn);
+
+/* Deployment id with its versions and replicas; *out is the caller's. FERRY_ENOTFOUND when there is none. */
+int store_deployment_get(struct deployment **out, PGconn *conn, int64_t id);
 
 /* Appends an event to deployment dep. */
 int store_deploy_event(PGconn *conn, int64_t dep, const char *actor, const char *kind, const json_t *detail);
@@ -88,9 +173,19 @@ int store_deploy_events(PGconn *conn, int64_t dep, int limit, json_t **out);
  * in the statement that finds it (so with several daemons each fires once),
  * with an event; *ids (the caller's) lists them. First, those within
  * deploy_warn_lead_s of it get their warning event, once per deadline:
- * *warned (the caller's) is [{"id","deployment","deadline"}] of those.
+ * *warned (*nwarned of them, the caller's: deploy_warnings_free) are those.
  */
-int store_deploy_due(PGconn *conn, const char *actor, int64_t **ids, int *n, json_t **warned);
+struct deploy_warning {
+	int64_t id;
+	char *deployment;         /* its name */
+	char *deadline;           /* a timestamp as PostgreSQL writes it in JSON */
+};
+
+/* Releases n warnings (store_deploy_due's); NULL is fine. */
+void deploy_warnings_free(struct deploy_warning *w, size_t n);
+
+int store_deploy_due(PGconn *conn, const char *actor, int64_t **ids, int *n, struct deploy_warning **warned,
+		     size_t *nwarned);
 
 /*
  * Sets the weights of serving versions (the API's traffic, promote,

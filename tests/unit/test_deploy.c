@@ -1,6 +1,8 @@
 /*
  * Unit tests of deploy.c: sharing traffic when a version is added or set,
- * HAProxy weights per replica, and the validation of what users ask for.
+ * HAProxy weights per replica, and the validation of what users ask for;
+ * and of store_deploy.c's pure part: a deployment's rows (the JSON
+ * aggregate) parsed into structs and rendered back as the API shows them.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -12,6 +14,7 @@
 #include <string.h>
 
 #include "plan/deploy.h"
+#include "store/store_deploy.h"
 #include "lib/util.h"
 
 static int sum(const int *w, size_t n)
@@ -131,6 +134,123 @@ static void test_deploy__checks(void **state)
 	assert_int_equal(deploy_check_name("", "name"), FERRY_EINVALID);
 }
 
+/* Two deployments as the store's query gives them (jsonb: keys by length, then bytes). */
+static const char rows[] =
+	"[{\"id\":7,\"url\":\"http://127.0.0.1:40001\",\"name\":\"digits\",\"port\":40001,\"model\":\"digits\","
+	"\"state\":\"running\",\"run_id\":12,\"deadline\":\"2030-01-01T10:00:00.5+00:00\",\"versions\":["
+	"{\"ord\":1,\"step\":\"deploy\",\"serve\":{\"env\":{},\"command\":[\"serve.sh\"],\"workdir\":\"/w\","
+	"\"placement\":{\"image\":null,\"executor\":\"local\",\"resources\":null}},\"state\":\"serving\",\"run_id\":12,"
+	"\"weight\":80,\"version\":\"0.0.1\",\"artifact\":\"/a/1\",\"replicas\":1,\"load_test\":{\"levels\":[]},"
+	"\"replica_list\":[{\"idx\":1,\"port\":40100,\"handle\":{\"pid\":42,\"start\":99,\"executor\":\"local\"},"
+	"\"health\":\"healthy\",\"restarts\":0,\"generation\":1,\"last_error\":null,\"next_start_in_ms\":0},"
+	"{\"idx\":2,\"port\":40101,\"handle\":null,\"health\":\"stopped\",\"restarts\":3,\"generation\":0,"
+	"\"last_error\":\"its process had exited\",\"next_start_in_ms\":1500}]},"
+	"{\"ord\":2,\"step\":null,\"serve\":{\"command\":[\"serve.sh\"]},\"state\":\"retired\",\"run_id\":null,"
+	"\"weight\":0,\"version\":\"0.0.2\",\"artifact\":\"/a/2\",\"replicas\":2,\"load_test\":null,\"replica_list\":[]}],"
+	"\"created_at\":\"2029-12-31T10:00:00+00:00\",\"auto_stop_s\":3600},"
+	"{\"id\":8,\"url\":\"http://127.0.0.1:40002\",\"name\":\"other\",\"port\":40002,\"model\":\"m\","
+	"\"state\":\"stopped\",\"run_id\":null,\"deadline\":null,\"versions\":[],"
+	"\"created_at\":\"2029-12-31T11:00:00+00:00\",\"auto_stop_s\":null}]";
+
+static void test_deploy__from_json(void **state)
+{
+	json_t *j = json_loads(rows, 0, NULL);
+	struct deployment *list = NULL;
+	const struct deploy_version *v;
+	size_t n = 0;
+
+	(void)state;
+	assert_non_null(j);
+	assert_int_equal(deployments_from_json(&list, &n, j), 0);
+	assert_int_equal(n, 2);
+	assert_int_equal(list[0].id, 7);
+	assert_string_equal(list[0].name, "digits");
+	assert_int_equal(list[0].port, 40001);
+	assert_int_equal(list[0].state, DEPLOY_RUNNING);
+	assert_int_equal(list[0].auto_stop_s, 3600);
+	assert_int_equal(list[0].run_id, 12);
+	assert_string_equal(list[0].deadline, "2030-01-01T10:00:00.5+00:00");
+	assert_int_equal(list[0].nversions, 2);
+	v = &list[0].versions[0];
+	assert_string_equal(v->version, "0.0.1");
+	assert_int_equal(v->ord, 1);
+	assert_int_equal(v->weight, 80);
+	assert_int_equal(v->want_replicas, 1);
+	assert_int_equal(v->state, DEPLOY_V_SERVING);
+	assert_string_equal(json_string_value(json_array_get(json_object_get(v->serve, "command"), 0)), "serve.sh");
+	assert_int_equal(v->nreplicas, 2);
+	assert_int_equal(v->replicas[0].health, DEPLOY_H_HEALTHY);
+	assert_int_equal(json_integer_value(json_object_get(v->replicas[0].handle, "pid")), 42);
+	assert_null(v->replicas[0].last_error);
+	assert_null(v->replicas[1].handle); /* null: never started */
+	assert_int_equal(v->replicas[1].health, DEPLOY_H_STOPPED);
+	assert_int_equal(v->replicas[1].restarts, 3);
+	assert_int_equal(v->replicas[1].next_start_in_ms, 1500);
+	assert_string_equal(v->replicas[1].last_error, "its process had exited");
+	v = deployment_version(&list[0], "0.0.2");
+	assert_non_null(v);
+	assert_int_equal(v->state, DEPLOY_V_RETIRED);
+	assert_null(v->step);
+	assert_null(v->load_test);
+	assert_int_equal(v->run_id, 0);
+	assert_int_equal(v->nreplicas, 0);
+	assert_null(deployment_version(&list[0], "0.0.3"));
+	assert_int_equal(list[1].state, DEPLOY_STOPPED);
+	assert_int_equal(list[1].auto_stop_s, 0);
+	assert_null(list[1].deadline);
+	assert_int_equal(list[1].nversions, 0);
+	deployments_free(list, n);
+	json_decref(j);
+	deployments_free(NULL, 0);
+	deployment_free(NULL);
+}
+
+/* What the API answers is what the rows said, field for field and in the same order. */
+static void test_deploy__to_json_round_trip(void **state)
+{
+	json_t *j = json_loads(rows, 0, NULL), *out = json_array();
+	struct deployment *list = NULL;
+	char *a, *b;
+	size_t n = 0;
+
+	(void)state;
+	assert_int_equal(deployments_from_json(&list, &n, j), 0);
+	for (size_t i = 0; i < n; i++)
+		json_array_append_new(out, deployment_to_json(&list[i]));
+	a = json_dumps(j, JSON_COMPACT);
+	b = json_dumps(out, JSON_COMPACT);
+	assert_string_equal(b, a);
+	free(a), free(b);
+	deployments_free(list, n);
+	json_decref(out);
+	json_decref(j);
+}
+
+/* A row that is not what the store writes fails, naming the field, and leaks nothing. */
+static void test_deploy__from_json_bad(void **state)
+{
+	static const char *const bad[][2] = {
+		{"{\"name\":\"x\",\"model\":\"m\",\"port\":1,\"state\":\"running\"}", "deployment.id is not an integer"},
+		{"{\"id\":1,\"name\":\"x\",\"model\":\"m\",\"port\":1,\"state\":\"paused\"}", "deployment.state"},
+		{"{\"id\":1,\"name\":\"x\",\"model\":\"m\",\"port\":1,\"state\":\"running\",\"versions\":{}}",
+		 "deployment.versions is not an array"},
+		{"{\"id\":1,\"name\":\"x\",\"model\":\"m\",\"port\":1,\"state\":\"running\",\"versions\":[{\"version\":\"v\","
+		 "\"ord\":1,\"weight\":0,\"replicas\":1,\"state\":\"serving\",\"artifact\":\"a\",\"replica_list\":"
+		 "[{\"idx\":1,\"port\":2,\"health\":\"healthy\",\"restarts\":0}]}]}", "replica.generation is not an integer"},
+	};
+	struct deployment *d = (struct deployment *)1;
+
+	(void)state;
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		json_t *j = json_loads(bad[i][0], 0, NULL);
+		assert_non_null(j);
+		assert_int_equal(deployment_from_json(&d, j), FERRY_EDB);
+		assert_null(d);
+		assert_non_null(strstr(ferry_error_last(), bad[i][1]));
+		json_decref(j);
+	}
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -138,6 +258,9 @@ int main(void)
 		cmocka_unit_test(test_deploy__weights_set),
 		cmocka_unit_test(test_deploy__server_weight),
 		cmocka_unit_test(test_deploy__checks),
+		cmocka_unit_test(test_deploy__from_json),
+		cmocka_unit_test(test_deploy__to_json_round_trip),
+		cmocka_unit_test(test_deploy__from_json_bad),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
