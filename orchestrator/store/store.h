@@ -273,6 +273,15 @@ int store_workflow_register(char **out, PGconn *conn, const char *yaml, size_t l
  */
 int store_workflow_spec(json_t **spec, char **workdir, PGconn *conn, const char *name);
 
+/*
+ * The newest registered version of workflow name as the planner takes it:
+ * its spec, hash and YAML, and the directory it was registered from
+ * (*workdir, NULL when none); all the caller's. FERRY_ENOTFOUND, with a
+ * message saying how to register it, when it is not registered.
+ */
+int store_workflow_latest(json_t **spec, char **hash, char **yaml, char **workdir, PGconn *conn,
+			  const char *name);
+
 /* {"events":[…]} of a run, oldest first, after event id after (0: all). */
 int store_run_events(char **out, PGconn *conn, int64_t id, int64_t after);
 
