@@ -51,6 +51,7 @@
 #include "lib/metrics.h"
 #include "api/runcache.h"
 #include "lib/states.h"
+#include "runs/runs.h"
 #include "store/store.h"
 #include "api/tokens.h"
 #include "schedule/triggers.h"
@@ -217,7 +218,7 @@ static void run_reply(struct reply *r, PGconn *db, int64_t id, unsigned status)
 static void h_runs_create(struct api *a, struct reply *r, PGconn *db, struct req *q)
 {
 	struct MHD_Connection *conn = q->conn;
-	struct store_run_new rn;
+	struct runs_new rn;
 	cfg_errors errs = {0};
 	json_t *body = body_object(r, q), *params;
 	const char *trigger = NULL, *bad_field = NULL, *repo = NULL, *ref = NULL, *path = NULL;
@@ -294,7 +295,7 @@ static void h_runs_create(struct api *a, struct reply *r, PGconn *db, struct req
 		error = triggers_submit_from_git(&id, db, home, repo, ref ? ref : "HEAD", path, &rn, &errs);
 		free(home);
 	} else {
-		error = store_run_create(&id, db, &rn, &errs);
+		error = runs_create(&id, db, &rn, &errs);
 	}
 	if (error == FERRY_EINVALID && errs.len > 0)
 		reply_error(r, 400, "invalid_workflow", "yaml", ferry_error_last(), &errs);

@@ -20,7 +20,7 @@
  * when it was used with the same body; FERRY_ECONFLICT (message set) when it
  * was used with another body.
  */
-static int idem_lookup(int64_t *out_id, PGconn *conn, const char *key, const char *body_hash)
+int store_run_idem_lookup(int64_t *out_id, PGconn *conn, const char *key, const char *body_hash)
 {
 	const char *p[2] = {key, body_hash};
 	PGresult *res = NULL;
@@ -47,7 +47,7 @@ static int idem_lookup(int64_t *out_id, PGconn *conn, const char *key, const cha
 }
 
 /* Takes the next run id from the runs sequence, so the plan can render {{run.id}}. */
-static int run_id_reserve(int64_t *out, PGconn *conn)
+int store_run_id_reserve(int64_t *out, PGconn *conn)
 {
 	PGresult *res = NULL;
 	int error;
@@ -65,7 +65,7 @@ static int run_id_reserve(int64_t *out, PGconn *conn)
  * waits at the start), its steps (ready ones queued, waiting ones with their
  * deadline), their edges and the run.created event.
  */
-static int run_write(PGconn *conn, const struct run_plan *p, const struct store_run_new *rn)
+static int run_write(PGconn *conn, const struct run_plan *p, const struct store_run_row *rn)
 {
 	struct sbuf names = {0}, idx = {0}, kinds = {0}, states = {0}, pend = {0}, lim = {0},
 		    back = {0}, maxb = {0}, tmo = {0}, specs = {0}, why = {0}, waits = {0},
@@ -78,7 +78,7 @@ static int run_write(PGconn *conn, const struct run_plan *p, const struct store_
 	spec_txt = json_dumps(p->spec, JSON_COMPACT);
 	params_txt = json_dumps(p->params, JSON_COMPACT);
 	origin_txt = rn->origin ? json_dumps(rn->origin, JSON_COMPACT) : NULL;
-	if (rn->yaml != NULL) { /* a registered version (by name) is stored already */
+	if (rn->new_workflow) { /* a registered version (by name) is stored already */
 		const char *prm[4] = {p->hash, p->workflow, p->yaml, spec_txt};
 		if ((error = store_q(NULL, conn,
 			             "INSERT INTO workflows (hash, name, yaml, spec) VALUES ($1, $2, $3, $4) "
@@ -234,7 +234,7 @@ static const char *reuse_names(struct sbuf *b, const char **frontier, const stru
  * makes one, when there is none.
  */
 static int reuse_source(int64_t *out, PGconn *conn, const struct run_plan *p,
-			const struct store_run_new *rn)
+			const struct store_run_row *rn)
 {
 	struct sbuf names = {0};
 	const char *frontier = NULL, *arr = reuse_names(&names, &frontier, p);
@@ -375,50 +375,13 @@ static void rollback(PGconn *conn, int savepoint)
 	}
 }
 
-int store_run_create(int64_t *out_id, PGconn *conn, const struct store_run_new *rn_in,
-		     cfg_errors *errs)
+int store_run_write(int64_t *out_id, int64_t *reused_from, PGconn *conn, const struct run_plan *plan,
+		    const struct store_run_row *rn)
 {
-	struct store_run_new run = *rn_in;
-	const struct store_run_new *rn = &run;
-	struct run_plan_in in;
-	struct run_plan *plan = NULL;
-	json_t *spec = NULL;
-	char *hash = NULL, *yaml = NULL, *reg_workdir = NULL;
-	int64_t id = 0, src = 0;
+	int64_t id = plan->run_id, src = 0;
 	int error, in_tx = 0;
 
 	*out_id = 0;
-	if (rn->idem_key && (error = idem_lookup(out_id, conn, rn->idem_key, rn->idem_hash)) != 0)
-		goto out; /* 1: the run made with this key; or a conflict */
-	if (rn->yaml == NULL &&
-	    (error = store_workflow_latest(&spec, &hash, &yaml, &reg_workdir, conn, rn->workflow)) < 0)
-		goto out;
-	/* a run by name runs where the workflow was registered from, unless told otherwise */
-	if (run.workdir == NULL)
-		run.workdir = reg_workdir;
-	if ((error = run_id_reserve(&id, conn)) < 0)
-		goto out;
-	memset(&in, 0, sizeof(in));
-	in.yaml = rn->yaml;
-	in.yaml_len = rn->yaml_len;
-	in.filename = rn->filename;
-	in.spec = spec;
-	in.hash = hash;
-	in.spec_yaml = yaml;
-	in.params = rn->params;
-	in.offered = rn->offered;
-	in.only = rn->only;
-	in.from = rn->from;
-	in.to = rn->to;
-	in.run_id = id;
-	if ((error = run_plan_make(&plan, &in, errs)) < 0)
-		goto out;
-	if ((error = run_plan_check_files(plan, rn->workdir)) < 0) {
-		if (rn->bad_field)
-			*rn->bad_field = "workdir";
-		goto out;
-	}
-
 	/* in the caller's transaction: a savepoint of its own, so a run that
 	 * cannot be written leaves the caller's other writes standing */
 	if ((error = store_tx(conn, rn->in_tx ? "SAVEPOINT run_create" : "BEGIN")) < 0)
@@ -445,7 +408,7 @@ int store_run_create(int64_t *out_id, PGconn *conn, const struct store_run_new *
 		/* a concurrent request with this key made its run first: answer with that one */
 		store_tx(conn, "ROLLBACK");
 		in_tx = 0;
-		if ((error = idem_lookup(out_id, conn, rn->idem_key, rn->idem_hash)) == 0) {
+		if ((error = store_run_idem_lookup(out_id, conn, rn->idem_key, rn->idem_hash)) == 0) {
 			ferry_error_set("Idempotency-Key \"%s\" is in use by another request; try again",
 					rn->idem_key);
 			error = FERRY_ECONFLICT;
@@ -458,8 +421,8 @@ int store_run_create(int64_t *out_id, PGconn *conn, const struct store_run_new *
 		goto out;
 	in_tx = 0;
 	*out_id = id;
-	if (rn->reused_from)
-		*rn->reused_from = src;
+	if (reused_from)
+		*reused_from = src;
 out:
 	if (in_tx) {
 		char msg[1024];
@@ -469,9 +432,6 @@ out:
 	}
 	if (error < 0)
 		*out_id = 0;
-	run_plan_free(plan);
-	json_decref(spec);
-	free(hash), free(yaml), free(reg_workdir);
 	return error;
 }
 
