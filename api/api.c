@@ -55,6 +55,7 @@
 #include "store/store.h"
 #include "api/tokens.h"
 #include "schedule/triggers.h"
+#include "schedule/workflows.h"
 #include "lib/util.h"
 
 #define MAX_BODY (1024 * 1024)
@@ -484,8 +485,8 @@ static void h_workflow_register(struct api *a, struct reply *r, PGconn *db, stru
 		goto out;
 	}
 	actor = actor_of(q);
-	error = store_workflow_register(&json, db, yaml, json_string_length(json_object_get(body, "yaml")),
-					filename ? filename : "<inline>", workdir, actor, &errs);
+	error = workflows_register(&json, db, yaml, json_string_length(json_object_get(body, "yaml")),
+				   filename ? filename : "<inline>", workdir, actor, &errs);
 	if (error == FERRY_EINVALID)
 		reply_error(r, 400, "invalid_workflow", "yaml", ferry_error_last(), &errs);
 	else if (error < 0)

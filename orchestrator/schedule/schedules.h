@@ -35,8 +35,8 @@ struct work *schedules_work_new(const char *home, int part, int parts);
 void schedules_work_free(struct work *w);
 
 /*
- * Registration (store_workflow_register): workflow's schedules and
- * triggers made to match spec, in the caller's transaction.
+ * Registration (workflows_register, workflows.h): workflow's schedules
+ * and triggers made to match spec, in the caller's transaction.
  */
 int schedules_sync(PGconn *conn, const char *workflow, const json_t *spec, const char *actor);
 

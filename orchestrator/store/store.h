@@ -255,16 +255,18 @@ int store_run_stop(char **state_out, PGconn *conn, int64_t id, const char *actor
 int store_run_retry(PGconn *conn, int64_t id, const char *from, const char *actor, int no_cache);
 
 /*
- * Stores a workflow version registered from directory workdir (NULL: none)
- * and makes it its name's newest: registering content already stored (from
- * another directory, say) records this workdir and moves it to the front.
- * *out is {"name","hash","created","steps","workdir"} JSON text, created
- * false for such a re-registration. In the same transaction its
- * schedule: and triggers: become the workflow's schedules and triggers
- * (schedules_sync), made by actor.
+ * Stores a workflow version (spec and hash from cfg_workflow_parse, yaml
+ * its len bytes of text) registered from directory workdir (NULL: none)
+ * and makes it its name's newest: registering content already stored
+ * (from another directory, say) records this workdir and moves it to the
+ * front. *out is {"name","hash","created","steps","workdir"} JSON text,
+ * created false for such a re-registration. then(conn, arg), when not
+ * NULL, runs in the same transaction after the write (registration syncs
+ * the version's schedules and triggers there: schedule/workflows.h); an
+ * error from it rolls everything back and is returned.
  */
-int store_workflow_register(char **out, PGconn *conn, const char *yaml, size_t len,
-			    const char *filename, const char *workdir, const char *actor, cfg_errors *errs);
+int store_workflow_write(char **out, PGconn *conn, const char *hash, const json_t *spec, const char *yaml,
+			 size_t len, const char *workdir, int (*then)(PGconn *conn, void *arg), void *arg);
 
 /*
  * The newest registered version of workflow name: its spec and the

@@ -1,7 +1,8 @@
 /*
  * store_workflows — registered workflow versions: reading a name's newest
  * version, writing one, listing them. What a version's schedule: and
- * triggers: become is synced above the store (schedule/workflows.c).
+ * triggers: become is synced above the store (schedule/workflows.c), in
+ * the transaction store_workflow_write holds for it.
  */
 #include "store/store.h"
 
@@ -9,7 +10,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "schedule/schedules.h"
 #include "store/store_priv.h"
 #include "lib/util.h"
 
@@ -53,19 +53,14 @@ int store_workflow_spec(json_t **spec, char **workdir, PGconn *conn, const char 
 	return error;
 }
 
-int store_workflow_register(char **out, PGconn *conn, const char *yaml, size_t len,
-			    const char *filename, const char *workdir, const char *actor, cfg_errors *errs)
+int store_workflow_write(char **out, PGconn *conn, const char *hash, const json_t *spec, const char *yaml,
+			 size_t len, const char *workdir, int (*then)(PGconn *conn, void *arg), void *arg)
 {
-	json_t *spec = NULL;
-	char hash[65], *spec_txt = NULL, *y = NULL;
+	char *spec_txt = NULL, *y = NULL;
 	PGresult *res = NULL;
 	int error;
 
 	*out = NULL;
-	if ((error = cfg_workflow_parse(&spec, hash, yaml, len, filename, errs)) < 0) {
-		ferry_error_set("invalid workflow: %zu error%s", errs->len, errs->len == 1 ? "" : "s");
-		return error;
-	}
 	spec_txt = json_dumps(spec, JSON_COMPACT);
 	y = xstrndup(yaml, len);
 	/* the version and what its schedule: and triggers: become, together */
@@ -86,8 +81,8 @@ int store_workflow_register(char **out, PGconn *conn, const char *yaml, size_t l
 			        "       'steps', jsonb_array_length($4::jsonb -> 'steps'))",
 			        5, p);
 	}
-	if (error == FERRY_OK)
-		error = schedules_sync(conn, json_string_value(json_object_get(spec, "name")), spec, actor);
+	if (error == FERRY_OK && then)
+		error = then(conn, arg);
 	if (error == FERRY_OK)
 		error = store_tx(conn, "COMMIT");
 	if (error == FERRY_OK) {
@@ -100,7 +95,6 @@ int store_workflow_register(char **out, PGconn *conn, const char *yaml, size_t l
 	}
 out:
 	PQclear(res);
-	json_decref(spec);
 	free(spec_txt);
 	free(y);
 	return error;
