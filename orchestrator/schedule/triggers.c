@@ -39,7 +39,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "steps/datacache.h"
+#include "lib/fingerprint.h"
 #include "schedule/gitsrc.h"
 #include "runs/runs.h"
 #include "store/store.h"
@@ -299,7 +299,7 @@ static int data_diff(json_t **state, json_t **added, json_t **changed, json_t **
 			snprintf(sha, sizeof(sha), "%s", text_or(json_array_get(o, 2), ""));
 		} else {
 			path = xasprintf("%s/%s", dir, f->rel);
-			int error = datacache_fingerprint(sha, path);
+			int error = fingerprint_path(sha, path);
 			free(path);
 			if (error == FERRY_ENOTFOUND)
 				continue; /* removed since the listing: the next look sees it */
