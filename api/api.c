@@ -51,9 +51,11 @@
 #include "lib/metrics.h"
 #include "api/runcache.h"
 #include "lib/states.h"
+#include "runs/runs.h"
 #include "store/store.h"
 #include "api/tokens.h"
 #include "schedule/triggers.h"
+#include "schedule/workflows.h"
 #include "lib/util.h"
 
 #define MAX_BODY (1024 * 1024)
@@ -217,7 +219,7 @@ static void run_reply(struct reply *r, PGconn *db, int64_t id, unsigned status)
 static void h_runs_create(struct api *a, struct reply *r, PGconn *db, struct req *q)
 {
 	struct MHD_Connection *conn = q->conn;
-	struct store_run_new rn;
+	struct runs_new rn;
 	cfg_errors errs = {0};
 	json_t *body = body_object(r, q), *params;
 	const char *trigger = NULL, *bad_field = NULL, *repo = NULL, *ref = NULL, *path = NULL;
@@ -294,7 +296,7 @@ static void h_runs_create(struct api *a, struct reply *r, PGconn *db, struct req
 		error = triggers_submit_from_git(&id, db, home, repo, ref ? ref : "HEAD", path, &rn, &errs);
 		free(home);
 	} else {
-		error = store_run_create(&id, db, &rn, &errs);
+		error = runs_create(&id, db, &rn, &errs);
 	}
 	if (error == FERRY_EINVALID && errs.len > 0)
 		reply_error(r, 400, "invalid_workflow", "yaml", ferry_error_last(), &errs);
@@ -483,8 +485,8 @@ static void h_workflow_register(struct api *a, struct reply *r, PGconn *db, stru
 		goto out;
 	}
 	actor = actor_of(q);
-	error = store_workflow_register(&json, db, yaml, json_string_length(json_object_get(body, "yaml")),
-					filename ? filename : "<inline>", workdir, actor, &errs);
+	error = workflows_register(&json, db, yaml, json_string_length(json_object_get(body, "yaml")),
+				   filename ? filename : "<inline>", workdir, actor, &errs);
 	if (error == FERRY_EINVALID)
 		reply_error(r, 400, "invalid_workflow", "yaml", ferry_error_last(), &errs);
 	else if (error < 0)

@@ -24,6 +24,7 @@
 
 #include "store/db.h"
 #include "engine/engine.h"
+#include "runs/runs.h"
 #include "store/store.h"
 #include "lib/util.h"
 
@@ -216,7 +217,7 @@ static int breaks_check(const struct dev_stepper *st, const char *yaml, size_t l
 		return FERRY_OK;
 	if (cfg_workflow_parse(&spec, hash, yaml, len, file, &errs) < 0) {
 		cfg_errors_dispose(&errs);
-		return FERRY_OK; /* store_run_create reports it */
+		return FERRY_OK; /* runs_create reports it */
 	}
 	steps = json_object_get(spec, "steps");
 	for (size_t b = 0; b < st->nbreaks; b++) {
@@ -275,7 +276,7 @@ int dev_main(int argc, char **argv)
 		{"help", no_argument, NULL, 'h'},
 		{NULL, 0, NULL, 0},
 	};
-	struct store_run_new rn;
+	struct runs_new rn;
 	struct engine_opts eo;
 	struct engine *e = NULL;
 	struct seen *seen = NULL;
@@ -383,7 +384,7 @@ int dev_main(int argc, char **argv)
 	rn.workdir = absdir;
 	rn.reused_from = &reused_from;
 	rn.dev_lease_ms = eo.lease_ms;
-	if (store_run_create(&run_id, conn, &rn, &errs) < 0) {
+	if (runs_create(&run_id, conn, &rn, &errs) < 0) {
 		for (size_t i = 0; i < errs.len; i++)
 			fprintf(stderr, "%s\n", errs.items[i]);
 		if (errs.len == 0)

@@ -33,17 +33,4 @@ int datacache_claimed(const struct step_run *r, struct step_result *res, json_t 
  */
 int datacache_job_done(const struct step_run *r, struct step_result *res);
 
-/*
- * out: lowercase hex sha256 of path by content. A regular file: its bytes.
- * A directory: its tree — every entry's path relative to it (sorted
- * bytewise, so readdir order does not matter), its type, and a file's size
- * and bytes, a symbolic link's target text (links are never followed),
- * a directory's name; other file types are ignored. FERRY_ENOTFOUND when
- * path does not exist, FERRY_ERROR when it cannot be read. A path whose
- * files' metadata (size, inode, mtime, ctime) is unchanged since its last
- * fingerprint in this process is not read again (see the stat memo in
- * datacache.c).
- */
-int datacache_fingerprint(char out[65], const char *path);
-
 #endif

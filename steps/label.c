@@ -17,7 +17,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "steps/datacache.h"
+#include "lib/fingerprint.h"
 #include "lib/util.h"
 #include "lib/webhook.h"
 
@@ -189,7 +189,7 @@ int label_step(const struct step_run *r, struct step_result *res)
 	 * step cache on this step's outputs, so new data (a data trigger's
 	 * files) is trained on, never answered from the cache.
 	 */
-	if ((error = datacache_fingerprint(fp, dataset)) < 0)
+	if ((error = fingerprint_path(fp, dataset)) < 0)
 		goto out;
 	task = json_pack("{s:s, s:s, s:I, s:I, s:s+}", "dataset", dataset, "labels", labels,
 			 "items", (json_int_t)items, "unlabelled", (json_int_t)unlabelled, "fingerprint", "sha256:", fp);

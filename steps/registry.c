@@ -29,7 +29,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "steps/datacache.h"
+#include "lib/fingerprint.h"
 #include "store/store.h"
 #include "lib/util.h"
 
@@ -334,7 +334,7 @@ static char *lineage_data(const json_t *inputs)
 	}
 	if (fp)
 		return xstrdup(fp);
-	if (dataset && datacache_fingerprint(hex, dataset) == FERRY_OK)
+	if (dataset && fingerprint_path(hex, dataset) == FERRY_OK)
 		return xasprintf("sha256:%s", hex);
 	return NULL;
 }

@@ -16,7 +16,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "steps/datacache.h"
+#include "lib/fingerprint.h"
 #include "store/store.h"
 
 void step_result_dispose(struct step_result *res)
@@ -239,7 +239,7 @@ static json_t *canon_value(json_t *v)
 	if (s == NULL || s[0] != '/' || stat(s, &st) != 0)
 		return json_incref(v);
 	/* a file's fingerprint is the sha256 of its bytes; both are remembered while unchanged */
-	if ((S_ISREG(st.st_mode) || S_ISDIR(st.st_mode)) && datacache_fingerprint(hex, s) == FERRY_OK)
+	if ((S_ISREG(st.st_mode) || S_ISDIR(st.st_mode)) && fingerprint_path(hex, s) == FERRY_OK)
 		return json_sprintf("%s:%s", S_ISREG(st.st_mode) ? "sha256" : "tree-sha256", hex);
 	return json_incref(v);
 }

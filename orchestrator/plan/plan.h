@@ -5,9 +5,10 @@
  * and validates, resolves the params, renders the templates it can
  * ({{params.X}}, {{run.id}}) and decides each step's initial state, so a
  * run is the same whoever creates it (the API, the CLI, dev mode, schedules,
- * triggers). It touches no database and no file: the store writes the plan
- * it is given (store_run_create), and unit tests exercise it alone. The one
- * look at files, run_plan_check_files(), is separate and comes after.
+ * triggers). It touches no database and no file: runs_create (runs/)
+ * calls it and the store writes the plan it is given (store_run_write),
+ * and unit tests exercise it alone. The one look at files,
+ * run_plan_check_files(), is separate and comes after.
  *
  * Kinds are looked up in the step-kind table (kind.h) and only their flags
  * are consulted: SKF_WAITS (enters waiting, never claimed), SKF_STAGES

@@ -6,7 +6,7 @@
  * cron's fire times from next_at up to the database's now), decides each
  * one — fire, or skip with a reason — and accounts for them in order:
  * consecutive skips in one statement, each fire in the transaction that
- * creates its run (store_run_create's occasion hook inserts the tick under
+ * creates its run (runs_create's occasion hook inserts the tick under
  * its unique key and moves next_at). Every write moves next_at only from
  * where the round read it, so a round that races another leader, an edit,
  * or its own earlier failure stops for that schedule instead of writing a
@@ -30,6 +30,7 @@
 #include <time.h>
 
 #include "lib/cron.h"
+#include "runs/runs.h"
 #include "store/store.h"
 #include "store/store_schedules.h"
 #include "schedule/triggers.h"
@@ -253,7 +254,7 @@ static const char *concurrency(PGconn *conn, const struct sched_row *s, char *bu
 /* Fires tick i: 1 started, 0 not (skipped, or someone else had it), < 0 error; *stop: leave this schedule. */
 static int fire(PGconn *conn, const struct sched_row *s, const struct due *d, int i, int64_t now, int *stop)
 {
-	struct store_run_new rn;
+	struct runs_new rn;
 	struct sched_occasion o = {.id = s->id, .nominal = d->at[i], .next = next_after(d, i)};
 	char nominal[32], *actor = xasprintf("schedule:%s/%s", s->workflow, s->name);
 	int caught_up = d->truncated || i < d->n - 1 || now - d->at[i] > ON_TIME_MAX_S;
@@ -278,7 +279,7 @@ static int fire(PGconn *conn, const struct sched_row *s, const struct due *d, in
 	rn.occasion = store_sched_occasion;
 	rn.occasion_arg = &o;
 	rn.in_tx = 1; /* the round's batch (struct batch) */
-	error = store_run_create(&run, conn, &rn, &errs);
+	error = runs_create(&run, conn, &rn, &errs);
 	if (error == 2) { /* the occasion was taken */
 		*stop = 1;
 		if (o.dup) {
@@ -348,7 +349,7 @@ static int batch_end(PGconn *conn, struct batch *b, int force, int error)
 			flog_warn("schedules: %d fires rolled back (%s); the next round fires them", b->fires,
 				  ferry_error_last());
 	} else if (force || b->fires >= FIRES_PER_TX) {
-		/* the dispatchers are told once for the batch's runs (store_run_new.in_tx) */
+		/* the dispatchers are told once for the batch's runs (runs_new.in_tx) */
 		if ((b->fires > 0 && (error = store_sched_tx(conn, "NOTIFY ferry_ready")) < 0) ||
 		    (error = store_sched_tx(conn, "COMMIT")) < 0) {
 			flog_warn("schedules: %d fires not committed (%s); the next round fires them", b->fires,

@@ -36,8 +36,8 @@ int schedules_round(PGconn *conn, int64_t budget_ms, int part, int parts);
 extern const struct task schedules_task;
 
 /*
- * Registration (store_workflow_register): workflow's schedules and
- * triggers made to match spec, in the caller's transaction.
+ * Registration (workflows_register, workflows.h): workflow's schedules
+ * and triggers made to match spec, in the caller's transaction.
  */
 int schedules_sync(PGconn *conn, const char *workflow, const json_t *spec, const char *actor);
 

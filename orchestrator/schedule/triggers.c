@@ -39,8 +39,9 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "steps/datacache.h"
+#include "lib/fingerprint.h"
 #include "schedule/gitsrc.h"
+#include "runs/runs.h"
 #include "store/store.h"
 #include "store/store_schedules.h"
 #include "lib/util.h"
@@ -298,7 +299,7 @@ static int data_diff(json_t **state, json_t **added, json_t **changed, json_t **
 			snprintf(sha, sizeof(sha), "%s", text_or(json_array_get(o, 2), ""));
 		} else {
 			path = xasprintf("%s/%s", dir, f->rel);
-			int error = datacache_fingerprint(sha, path);
+			int error = fingerprint_path(sha, path);
 			free(path);
 			if (error == FERRY_ENOTFOUND)
 				continue; /* removed since the listing: the next look sees it */
@@ -351,7 +352,7 @@ static int data_fire(PGconn *conn, const json_t *t, const char *dir, json_t *sta
 	json_t *origin = json_pack("{s:O}", "data", detail), *offered;
 	struct trigger_occasion o = {.id = json_integer_value(json_object_get(t, "id")), .seq = seq, .key = key,
 				     .via = "poll"};
-	struct store_run_new rn;
+	struct runs_new rn;
 	cfg_errors errs = {0};
 	int64_t run = 0;
 	int error;
@@ -374,7 +375,7 @@ static int data_fire(PGconn *conn, const json_t *t, const char *dir, json_t *sta
 	rn.trigger_id = o.id;
 	rn.occasion = store_trigger_occasion;
 	rn.occasion_arg = &o;
-	error = store_run_create(&run, conn, &rn, &errs);
+	error = runs_create(&run, conn, &rn, &errs);
 	if (error == 2) {
 		error = o.dup ? store_trigger_duplicate(conn, o.id, key) : FERRY_OK;
 	} else if (error < 0 && error != FERRY_EDB) {
@@ -622,7 +623,7 @@ static int git_look(PGconn *conn, const char *home, const json_t *t, const char 
 	{
 		struct trigger_occasion o = {.id = id, .seq = seq, .key = head, .state = state, .detail = detail,
 					     .via = via};
-		struct store_run_new rn;
+		struct runs_new rn;
 		cfg_errors errs = {0};
 		memset(&rn, 0, sizeof(rn));
 		rn.workflow = path ? NULL : workflow;
@@ -637,7 +638,7 @@ static int git_look(PGconn *conn, const char *home, const json_t *t, const char 
 		rn.trigger_id = id;
 		rn.occasion = store_trigger_occasion;
 		rn.occasion_arg = &o;
-		error = store_run_create(run_out, conn, &rn, &errs);
+		error = runs_create(run_out, conn, &rn, &errs);
 		if (error == 2) {
 			*result = "duplicate";
 			error = o.dup ? store_trigger_duplicate(conn, id, head) : FERRY_OK;
@@ -804,7 +805,7 @@ fail:
 }
 
 int triggers_submit_from_git(int64_t *run, PGconn *conn, const char *home, const char *repo, const char *ref,
-			     const char *path, struct store_run_new *rn, cfg_errors *errs)
+			     const char *path, struct runs_new *rn, cfg_errors *errs)
 {
 	char *cache = git_cache(home), *dir = NULL, *yaml = NULL;
 	size_t yaml_len = 0;
@@ -838,7 +839,7 @@ int triggers_submit_from_git(int64_t *run, PGconn *conn, const char *home, const
 	rn->workflow = NULL;
 	rn->workdir = dir;
 	rn->origin = origin;
-	error = store_run_create(run, conn, rn, errs);
+	error = runs_create(run, conn, rn, errs);
 	rn->yaml = NULL, rn->workdir = NULL, rn->origin = NULL;
 out:
 	json_decref(info), json_decref(origin);

@@ -47,8 +47,8 @@ int triggers_git_push(json_t **out, PGconn *conn, const char *home, const json_t
  * (params, actor, trigger); *run the new id. The origin records the
  * commit.
  */
-struct store_run_new;
+struct runs_new;
 int triggers_submit_from_git(int64_t *run, PGconn *conn, const char *home, const char *repo, const char *ref,
-			     const char *path, struct store_run_new *rn, cfg_errors *errs);
+			     const char *path, struct runs_new *rn, cfg_errors *errs);
 
 #endif

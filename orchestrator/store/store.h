@@ -4,7 +4,8 @@
  * db/functions (ferry_claim, ferry_finish, ferry_stop, ferry_retry) so each
  * is one round trip and one transaction; this module marshals their inputs
  * and outputs. What a new run's rows hold is decided by the planner
- * (plan.h), without SQL; the store only writes the plan.
+ * (plan.h), without SQL, in the runs service above the store (runs/);
+ * the store only writes the plan it is given.
  */
 #ifndef FERRY_STORE_H
 #define FERRY_STORE_H
@@ -140,38 +141,33 @@ int store_stopping(int64_t **steps, int **attempts, char ***reasons, int *n, PGc
 /* ---- API side ---- */
 
 /*
- * A run to create: the workflow, params and dev subset go to the planner
- * (plan.h); the rest says who starts it and how. Nothing here is taken over.
+ * A run's rows beside its plan (store_run_write): who starts it and how.
+ * The runs service (runs/runs.h) fills it from its request. Nothing here
+ * is taken over.
  */
-struct store_run_new {
-	const char *yaml;     /* workflow text, or NULL with workflow set */
-	size_t yaml_len;
-	const char *filename; /* for messages */
-	const char *workflow; /* name of a registered workflow (its newest version); the run
-	                       * runs in its registered directory when workdir is NULL */
-	const json_t *params; /* object or NULL */
-	const char *trigger;  /* api, cli, dev, schedule, data, bench */
+struct store_run_row {
+	const char *trigger;  /* api, cli, dev, schedule, data, git, bench */
 	const char *actor;
 	const char *workdir;  /* directory commands run in, or NULL */
-	const char *only, *from, *to; /* dev subset: at most one; NULL for all */
+	const char *filename; /* the workflow's file, for messages, or NULL */
+	int new_workflow;     /* the plan's workflow came as YAML: its version is
+	                       * written too (once per hash); 0 for a registered one */
 	const char *idem_key;  /* Idempotency-Key, or NULL */
 	const char *idem_hash; /* sha256 of the request body, with idem_key */
 	int no_cache;          /* no step of this run comes from the step cache */
-	/* --only/--from dev subsets: the steps above the selection (plan.h's
-	 * reuse) take their results from run reuse_run, or, when 0, from the
-	 * newest run of the same workflow in which they all succeeded. */
+	/* the plan's reused steps (plan.h's reuse) take their results from run
+	 * reuse_run, or, when 0, from the newest run of the same workflow in
+	 * which they all succeeded */
 	int64_t reuse_run;
-	int64_t *reused_from;  /* where to write the run reused (0: none), or NULL */
 	int64_t dev_lease_ms;  /* > 0: a dev session's lease on the run, renewed by
 	                        * store_dev_lease_renew (dev runs only) */
 	/* Schedules and triggers (schedules.h): what started the run
 	 * (runs.origin, shown by ferry get) and which schedule or trigger it
 	 * belongs to, or NULL and 0. */
 	const json_t *origin;
-	const json_t *offered; /* values for the declared params of these names (plan.h) */
 	int64_t schedule_id, trigger_id;
 	/* Called in the run's transaction once the run is written: 0 goes on
-	 * to commit; > 0 rolls back and store_run_create returns 2 with
+	 * to commit; > 0 rolls back and store_run_write returns 2 with
 	 * *out_id 0 (the occasion was someone else's already); < 0 rolls
 	 * back with that error. NULL: none. */
 	int (*occasion)(PGconn *conn, int64_t run_id, void *arg);
@@ -183,31 +179,35 @@ struct store_run_new {
 	 * NOTIFY ferry_ready before it commits (once for all its runs: the
 	 * dispatchers claim them then). Not with idem_key. */
 	int in_tx;
-	const char **bad_field; /* where to write the request field a FERRY_EINVALID is
-	                         * about when it is not the YAML nor the params
-	                         * ("workdir": a command's file is not there), or NULL */
 };
 
+struct run_plan;
+
 /*
- * Creates a run: the one way runs are made (the API, the CLI, dev mode,
- * schedules and triggers all come here). Reserves the run's id from the
- * runs sequence, plans the run with it (run_plan_make: parse, validate,
- * render, initial states; no SQL) and writes the plan in one transaction:
- * workflow version, run, steps with their waits/restage flags, edges, the
- * run.created event. Before writing, the files the steps' commands name
- * are looked for where the steps will run (run_plan_check_files): one
- * missing is FERRY_EINVALID with *bad_field "workdir". Invalid YAML:
- * FERRY_EINVALID with errs filled; other
- * bad input: FERRY_EINVALID or FERRY_ENOTFOUND with the message in
- * ferry_error_last(); nothing stored (an id may have been taken from the
- * sequence). With an idempotency key already used (checked before
- * planning, and again at commit for a concurrent request with the same
- * key, which waits for the first): *out_id is that run and the return is 1
- * (same body), or FERRY_ECONFLICT (another body). An occasion hook that
- * answers > 0: nothing stored, the return is 2.
+ * Looks an Idempotency-Key up: 0 when it is unused; 1 with *out_id its run
+ * when it was used with the same body; FERRY_ECONFLICT (message set) when
+ * it was used with another body.
  */
-int store_run_create(int64_t *out_id, PGconn *conn, const struct store_run_new *rn,
-		     cfg_errors *errs);
+int store_run_idem_lookup(int64_t *out_id, PGconn *conn, const char *key, const char *body_hash);
+
+/* Takes the next run id from the runs sequence, so a plan can render {{run.id}}. */
+int store_run_id_reserve(int64_t *out, PGconn *conn);
+
+/*
+ * Writes an already-made plan (plan.h; its run_id from
+ * store_run_id_reserve) as a run in one transaction, or under a savepoint
+ * of the caller's (row->in_tx): the workflow version when new, the run,
+ * its steps with their waits/restage flags, edges, the run.created event;
+ * the reused steps' results and the dev lease; then the occasion hook, and
+ * the Idempotency-Key again with ON CONFLICT, so a concurrent request with
+ * the same key, which waits for the first, makes no second run. 0 with
+ * *out_id the run (and, when reused_from is not NULL, *reused_from the
+ * run its reused steps came from, 0 when none); 1 with *out_id the run the key made
+ * first (same body) or FERRY_ECONFLICT; 2 when the occasion hook answered
+ * > 0; else a negative code. Nothing is kept unless it returns 0.
+ */
+int store_run_write(int64_t *out_id, int64_t *reused_from, PGconn *conn, const struct run_plan *plan,
+		    const struct store_run_row *row);
 
 /*
  * A `ferry dev` session renews the lease it holds on its run (runs.
@@ -255,16 +255,18 @@ int store_run_stop(char **state_out, PGconn *conn, int64_t id, const char *actor
 int store_run_retry(PGconn *conn, int64_t id, const char *from, const char *actor, int no_cache);
 
 /*
- * Stores a workflow version registered from directory workdir (NULL: none)
- * and makes it its name's newest: registering content already stored (from
- * another directory, say) records this workdir and moves it to the front.
- * *out is {"name","hash","created","steps","workdir"} JSON text, created
- * false for such a re-registration. In the same transaction its
- * schedule: and triggers: become the workflow's schedules and triggers
- * (schedules_sync), made by actor.
+ * Stores a workflow version (spec and hash from cfg_workflow_parse, yaml
+ * its len bytes of text) registered from directory workdir (NULL: none)
+ * and makes it its name's newest: registering content already stored
+ * (from another directory, say) records this workdir and moves it to the
+ * front. *out is {"name","hash","created","steps","workdir"} JSON text,
+ * created false for such a re-registration. then(conn, arg), when not
+ * NULL, runs in the same transaction after the write (registration syncs
+ * the version's schedules and triggers there: schedule/workflows.h); an
+ * error from it rolls everything back and is returned.
  */
-int store_workflow_register(char **out, PGconn *conn, const char *yaml, size_t len,
-			    const char *filename, const char *workdir, const char *actor, cfg_errors *errs);
+int store_workflow_write(char **out, PGconn *conn, const char *hash, const json_t *spec, const char *yaml,
+			 size_t len, const char *workdir, int (*then)(PGconn *conn, void *arg), void *arg);
 
 /*
  * The newest registered version of workflow name: its spec and the
@@ -272,6 +274,15 @@ int store_workflow_register(char **out, PGconn *conn, const char *yaml, size_t l
  * to skip it). FERRY_ENOTFOUND when it is not registered.
  */
 int store_workflow_spec(json_t **spec, char **workdir, PGconn *conn, const char *name);
+
+/*
+ * The newest registered version of workflow name as the planner takes it:
+ * its spec, hash and YAML, and the directory it was registered from
+ * (*workdir, NULL when none); all the caller's. FERRY_ENOTFOUND, with a
+ * message saying how to register it, when it is not registered.
+ */
+int store_workflow_latest(json_t **spec, char **hash, char **yaml, char **workdir, PGconn *conn,
+			  const char *name);
 
 /* {"events":[…]} of a run, oldest first, after event id after (0: all). */
 int store_run_events(char **out, PGconn *conn, int64_t id, int64_t after);

@@ -1,11 +1,14 @@
 /*
- * store_priv — what the store's files (store.c, store_models.c, …) share:
- * one parameterised statement with SQLSTATEs mapped onto the error enum.
+ * store_priv — what the store's files (store.c, store_claim.c,
+ * store_runs.c, store_workflows.c, store_models.c, …) share: one
+ * parameterised statement with SQLSTATEs mapped onto the error enum, the
+ * readers of a result's columns and the array-literal builder.
  * Not for use outside the store module.
  */
 #ifndef FERRY_STORE_PRIV_H
 #define FERRY_STORE_PRIV_H
 
+#include <jansson.h>
 #include <libpq-fe.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -17,6 +20,17 @@
  * FERRY_EINVALID (22xxx) or FERRY_EDB, with the message set.
  */
 int store_q(PGresult **out, PGconn *conn, const char *sql, int n, const char *const *params);
+/* A statement without params or result: BEGIN, COMMIT, SAVEPOINT x, NOTIFY …; as store_q. */
+int store_tx(PGconn *conn, const char *cmd);
+
+/* ---- reading a result's columns ---- */
+
+/* The text of a column, the caller's; NULL when SQL NULL. */
+char *store_dupval(PGresult *res, int row, int col);
+/* An integer column; 0 when SQL NULL. */
+int64_t store_intval(PGresult *res, int row, int col);
+/* A JSON column, the caller's: NULL when SQL NULL (or, which cannot happen, not JSON). */
+json_t *store_jsonval(PGresult *res, int row, int col);
 
 /* ---- a text builder for array literals ({"a","b"}) ---- */
 
@@ -33,5 +47,7 @@ void sbuf_elem(struct sbuf *b, const char *s);
 void sbuf_sep(struct sbuf *b, int i);
 /* Closes the literal of n elements ("{}" when none); returns its text (b->p, the caller's). */
 const char *sbuf_close(struct sbuf *b, int n);
+/* Appends a JSON value (or NULL) as an element of a text array literal. */
+void sbuf_json(struct sbuf *b, const json_t *v);
 
 #endif

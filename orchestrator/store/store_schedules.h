@@ -3,8 +3,9 @@
  * rows a registered workflow's schedule: and triggers: become, the due
  * schedules the leader reads, the ticks and fires it writes (each under its
  * occasion's unique key, in the transaction that creates the run: see
- * store_run_create's occasion hook), and what the API shows. Times are
- * unix seconds; JSON answers are text the caller frees.
+ * runs_create's occasion hook, called by store_run_write), and what the
+ * API shows. Times are unix seconds; JSON answers are text the caller
+ * frees.
  */
 #ifndef FERRY_STORE_SCHEDULES_H
 #define FERRY_STORE_SCHEDULES_H

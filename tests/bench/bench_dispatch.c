@@ -35,6 +35,7 @@
 #include <unistd.h>
 
 #include "store/db.h"
+#include "runs/runs.h"
 #include "store/store.h"
 #include "lib/util.h"
 
@@ -98,7 +99,7 @@ static char *workflow_yaml(const char *name, int width, int chain, const char *c
 
 static int64_t create_run(const char *yaml)
 {
-	struct store_run_new rn;
+	struct runs_new rn;
 	cfg_errors errs = {0};
 	int64_t id = 0;
 
@@ -108,7 +109,7 @@ static int64_t create_run(const char *yaml)
 	rn.filename = "bench.yaml";
 	rn.trigger = "bench";
 	rn.actor = "bench";
-	if (store_run_create(&id, conn, &rn, &errs) < 0) {
+	if (runs_create(&id, conn, &rn, &errs) < 0) {
 		fprintf(stderr, "bench: create run: %s\n", ferry_error_last());
 		for (size_t i = 0; i < errs.len; i++)
 			fprintf(stderr, "  %s\n", errs.items[i]);

@@ -16,7 +16,7 @@
 #include <unistd.h>
 
 #include "lib/metrics.h"
-#include "steps/datacache.h"
+#include "lib/fingerprint.h"
 #include "lib/util.h"
 
 static int cmp_double(const void *a, const void *b)
@@ -69,12 +69,12 @@ int main(int argc, char **argv)
 	sleep(3); /* past the memo's racy window */
 	/* the bytes are in the page cache: this measures hashing, not the disk */
 	t0 = clock_mono_us();
-	if (datacache_fingerprint(out, dir) < 0)
+	if (fingerprint_path(out, dir) < 0)
 		return 1;
 	read_ms = (double)(clock_mono_us() - t0) / 1000.0;
 	for (int i = 0; i < 20; i++) {
 		t0 = clock_mono_us();
-		if (datacache_fingerprint(out, dir) < 0)
+		if (fingerprint_path(out, dir) < 0)
 			return 1;
 		memo[i] = (double)(clock_mono_us() - t0) / 1000.0;
 	}

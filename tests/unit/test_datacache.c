@@ -13,7 +13,7 @@
 #include <unistd.h>
 
 #include "lib/metrics.h"
-#include "steps/datacache.h"
+#include "lib/fingerprint.h"
 #include "lib/util.h"
 
 static void put(const char *dir, const char *rel, const char *text)
@@ -47,7 +47,7 @@ static char *fp_of(const char *dir)
 {
 	char out[65];
 
-	assert_int_equal(datacache_fingerprint(out, dir), FERRY_OK);
+	assert_int_equal(fingerprint_path(out, dir), FERRY_OK);
 	assert_int_equal(strlen(out), 64);
 	for (int i = 0; i < 64; i++)
 		assert_true((out[i] >= '0' && out[i] <= '9') || (out[i] >= 'a' && out[i] <= 'f'));
@@ -62,11 +62,11 @@ static void test_datacache__file_is_sha256_of_bytes(void **state)
 	assert_non_null(mkdtemp(base));
 	put(base, "abc.txt", "abc");
 	char *path = xasprintf("%s/abc.txt", base);
-	assert_int_equal(datacache_fingerprint(out, path), FERRY_OK);
+	assert_int_equal(fingerprint_path(out, path), FERRY_OK);
 	assert_string_equal(out, "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad");
 	free(path);
 	path = xasprintf("%s/missing", base);
-	assert_int_equal(datacache_fingerprint(out, path), FERRY_ENOTFOUND);
+	assert_int_equal(fingerprint_path(out, path), FERRY_ENOTFOUND);
 	free(path);
 	rm_rf(base);
 }

@@ -1,0 +1,441 @@
+/*
+ * store_claim — the engine's side of the store: claiming ready steps
+ * (ferry_claim), recording where started attempts run, closing attempts in
+ * batches (ferry_finish), the step cache, leases and the adoption of
+ * orphaned attempts. Moved out of store.c with its behaviour unchanged.
+ */
+#include "store/store.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "store/store_priv.h"
+#include "lib/util.h"
+
+/* The ancestors' inputs in the order of names (nearest first); takes in. */
+static json_t *ordered_inputs(json_t *in, const json_t *names)
+{
+	json_t *out, *nm;
+	size_t i;
+
+	if (in == NULL)
+		return NULL;
+	out = json_object();
+	json_array_foreach(names, i, nm) {
+		json_t *v = json_object_get(in, json_string_value(nm));
+		if (v)
+			json_object_set(out, json_string_value(nm), v);
+	}
+	json_decref(in);
+	return out;
+}
+
+/* ---- engine side ---- */
+
+/* One row of ferry_claim's shape (step_id, run_id, name, attempt, kind, timeout_ms, spec, workdir, inputs, run). */
+static void claim_row(struct store_claim *c, PGresult *res, int i)
+{
+	json_error_t jerr;
+
+	c->step_id = store_intval(res, i, 0);
+	c->run_id = store_intval(res, i, 1);
+	c->name = store_dupval(res, i, 2);
+	c->attempt = (int)store_intval(res, i, 3);
+	c->kind = store_dupval(res, i, 4);
+	c->timeout_ms = store_intval(res, i, 5);
+	c->spec = json_loads(PQgetvalue(res, i, 6), 0, &jerr);
+	if (c->spec == NULL)
+		c->spec = json_object();
+	c->workdir = store_dupval(res, i, 7);
+	c->inputs = ordered_inputs(store_jsonval(res, i, 8), json_object_get(c->spec, "ancestors"));
+	c->run = store_jsonval(res, i, 9);
+}
+
+int store_claim(struct store_claim **out, int *n, PGconn *conn, const char *owner,
+		const char *host, int limit, int64_t lease_ms, int64_t run_filter, int64_t step_filter)
+{
+	char lim[16], lease[32], run[32], step[32];
+	const char *params[6] = {owner, host, lim, lease, run_filter > 0 ? run : NULL, step_filter > 0 ? step : NULL};
+	PGresult *res = NULL;
+	struct store_claim *v;
+	int error, rows;
+
+	*out = NULL;
+	*n = 0;
+	snprintf(lim, sizeof(lim), "%d", limit);
+	snprintf(lease, sizeof(lease), "%lld", (long long)lease_ms);
+	snprintf(run, sizeof(run), "%lld", (long long)run_filter);
+	snprintf(step, sizeof(step), "%lld", (long long)step_filter);
+	if ((error = store_q(&res, conn, "SELECT * FROM ferry_claim($1, $2, $3, $4, $5, $6)", 6, params)) < 0)
+		return error;
+	rows = PQntuples(res);
+	v = rows ? xcalloc((size_t)rows, sizeof(*v)) : NULL;
+	for (int i = 0; i < rows; i++)
+		claim_row(&v[i], res, i);
+	PQclear(res);
+	*out = v;
+	*n = rows;
+	return FERRY_OK;
+}
+
+void store_claims_free(struct store_claim *v, int n)
+{
+	for (int i = 0; v && i < n; i++) {
+		free(v[i].name);
+		free(v[i].kind);
+		free(v[i].workdir);
+		json_decref(v[i].spec);
+		json_decref(v[i].inputs);
+		json_decref(v[i].run);
+	}
+	free(v);
+}
+
+int store_step_view(struct store_claim *out, struct store_step_last *last, PGconn *conn, int64_t run_id,
+		    const char *step)
+{
+	char run[32];
+	const char *params[2] = {run, step};
+	PGresult *res = NULL;
+	int error;
+
+	memset(out, 0, sizeof(*out));
+	memset(last, 0, sizeof(*last));
+	snprintf(run, sizeof(run), "%lld", (long long)run_id);
+	/* the claim's columns as ferry_claim hands them out, but the inputs always and nothing locked */
+	error = store_q(&res, conn,
+		        "SELECT s.id, s.run_id, s.name, s.attempts, s.kind, s.timeout_ms, s.spec, r.workdir, "
+		        "       coalesce((SELECT jsonb_object_agg(x.name, jsonb_build_object('kind', x.kind, "
+		        "                    'outputs', x.outputs, 'metrics', x.metrics)) "
+		        "                 FROM steps x WHERE x.run_id = s.run_id AND x.state = 'succeeded' "
+		        "                   AND x.name IN (SELECT jsonb_array_elements_text(s.spec -> 'ancestors'))), '{}'), "
+		        "       jsonb_build_object('params', r.params, 'workflow', r.workflow_name, "
+		        "                          'workflow_hash', r.workflow_hash, 'no_cache', r.no_cache, 'dev', r.trigger = 'dev'), "
+		        "       s.state, s.exit_code, s.reason, "
+		        "       (SELECT a.dir FROM attempts a WHERE a.step_id = s.id ORDER BY a.attempt DESC LIMIT 1) "
+		        "FROM runs r LEFT JOIN steps s ON s.run_id = r.id AND s.name = $2 WHERE r.id = $1::bigint",
+		        2, params);
+	if (error < 0)
+		return error;
+	if (PQntuples(res) == 0) {
+		PQclear(res);
+		ferry_error_set("run %lld not found", (long long)run_id);
+		return FERRY_ENOTFOUND;
+	}
+	if (PQgetisnull(res, 0, 0)) {
+		PQclear(res);
+		ferry_error_set("run %lld has no step \"%s\"", (long long)run_id, step);
+		return FERRY_ENOTFOUND;
+	}
+	claim_row(out, res, 0);
+	if (out->inputs == NULL)
+		out->inputs = json_object();
+	last->state = store_dupval(res, 0, 10);
+	last->exit_code = PQgetisnull(res, 0, 11) ? -1 : (int)store_intval(res, 0, 11);
+	last->reason = store_dupval(res, 0, 12);
+	last->dir = store_dupval(res, 0, 13);
+	PQclear(res);
+	return FERRY_OK;
+}
+
+void store_step_last_dispose(struct store_step_last *last)
+{
+	free(last->state);
+	free(last->reason);
+	free(last->dir);
+	memset(last, 0, sizeof(*last));
+}
+
+int store_attempts_started(PGconn *conn, const char *owner, const struct store_started *v, int n)
+{
+	struct sbuf ids = {0}, att = {0}, exe = {0}, handle = {0}, dir = {0};
+	const char *params[6];
+	int error;
+
+	if (n == 0)
+		return FERRY_OK;
+	for (int i = 0; i < n; i++) {
+		sbuf_sep(&ids, i), sbuf_int(&ids, v[i].step_id);
+		sbuf_sep(&att, i), sbuf_int(&att, v[i].attempt);
+		sbuf_sep(&exe, i), sbuf_elem(&exe, v[i].executor);
+		sbuf_sep(&handle, i), sbuf_elem(&handle, v[i].handle);
+		sbuf_sep(&dir, i), sbuf_elem(&dir, v[i].dir);
+	}
+	params[0] = owner;
+	params[1] = sbuf_close(&ids, n);
+	params[2] = sbuf_close(&att, n);
+	params[3] = sbuf_close(&exe, n);
+	params[4] = sbuf_close(&handle, n);
+	params[5] = sbuf_close(&dir, n);
+	error = store_q(NULL, conn,
+		        "UPDATE attempts a SET executor = coalesce(t.executor, a.executor), "
+		        "       handle = coalesce(t.handle, a.handle), dir = coalesce(t.dir, a.dir) "
+		        "FROM unnest($2::bigint[], $3::int[], $4::text[], $5::jsonb[], $6::text[]) "
+		        "     AS t(step_id, attempt, executor, handle, dir) "
+		        "WHERE a.step_id = t.step_id AND a.attempt = t.attempt AND a.owner = $1 "
+		        "  AND a.state = 'running'", 6, params);
+	free(ids.p), free(att.p), free(exe.p), free(handle.p), free(dir.p);
+	return error;
+}
+
+int store_finish(PGconn *conn, const char *owner, const struct store_result *v, int n,
+		 int *ready_now, int64_t *next_retry_ms)
+{
+	struct sbuf ids = {0}, att = {0}, out = {0}, code = {0}, sig = {0}, why = {0}, fin = {0},
+		    outs = {0}, mets = {0}, gates = {0}, keys = {0}, from = {0};
+	const char *params[13];
+	PGresult *res = NULL;
+	int error;
+
+	*ready_now = 0;
+	*next_retry_ms = 0;
+	if (n == 0)
+		return FERRY_OK;
+	for (int i = 0; i < n; i++) {
+		sbuf_sep(&ids, i), sbuf_int(&ids, v[i].step_id);
+		sbuf_sep(&att, i), sbuf_int(&att, v[i].attempt);
+		sbuf_sep(&out, i), sbuf_elem(&out, attempt_outcome_name(v[i].outcome));
+		sbuf_sep(&code, i);
+		if (v[i].exit_code < 0)
+			sbuf_str(&code, "NULL");
+		else
+			sbuf_int(&code, v[i].exit_code);
+		sbuf_sep(&sig, i);
+		if (v[i].signal == 0)
+			sbuf_str(&sig, "NULL");
+		else
+			sbuf_int(&sig, v[i].signal);
+		sbuf_sep(&why, i), sbuf_elem(&why, v[i].reason);
+		sbuf_sep(&fin, i), sbuf_str(&fin, v[i].final ? "t" : "f");
+		sbuf_sep(&outs, i), sbuf_json(&outs, v[i].outputs);
+		sbuf_sep(&mets, i), sbuf_json(&mets, v[i].metrics);
+		sbuf_sep(&gates, i), sbuf_json(&gates, v[i].gate);
+		sbuf_sep(&keys, i), sbuf_elem(&keys, v[i].cache_key);
+		sbuf_sep(&from, i), sbuf_json(&from, v[i].cached_from);
+	}
+	params[0] = owner;
+	params[1] = sbuf_close(&ids, n);
+	params[2] = sbuf_close(&att, n);
+	params[3] = sbuf_close(&out, n);
+	params[4] = sbuf_close(&code, n);
+	params[5] = sbuf_close(&sig, n);
+	params[6] = sbuf_close(&why, n);
+	params[7] = sbuf_close(&fin, n);
+	params[8] = sbuf_close(&outs, n);
+	params[9] = sbuf_close(&mets, n);
+	params[10] = sbuf_close(&gates, n);
+	params[11] = sbuf_close(&keys, n);
+	params[12] = sbuf_close(&from, n);
+	error = store_q(&res, conn,
+		        "SELECT ready_now, (extract(epoch FROM next_retry) * 1000)::bigint "
+		        "FROM ferry_finish($1, $2::bigint[], $3::int[], $4::text[], $5::int[], $6::int[], $7::text[], "
+		        "                  $8::boolean[], $9::jsonb[], $10::jsonb[], $11::jsonb[], $12::text[], $13::jsonb[])",
+		        13, params);
+	if (error == FERRY_OK) {
+		*ready_now = (int)store_intval(res, 0, 0);
+		*next_retry_ms = store_intval(res, 0, 1);
+	}
+	PQclear(res);
+	free(ids.p), free(att.p), free(out.p), free(code.p), free(sig.p), free(why.p), free(fin.p);
+	free(outs.p), free(mets.p), free(gates.p), free(keys.p), free(from.p);
+	return error;
+}
+
+int store_step_cache_get(json_t **outputs, json_t **metrics, json_t **gate, json_t **from,
+			 PGconn *conn, const char *key)
+{
+	const char *params[1] = {key};
+	PGresult *res = NULL;
+	int error;
+
+	*outputs = *metrics = *gate = *from = NULL;
+	if ((error = store_q(&res, conn,
+		             "UPDATE step_cache SET hits = hits + 1, last_hit_at = now() WHERE key = $1 "
+		             "RETURNING outputs, metrics, gate, "
+		             "          jsonb_build_object('run', run_id, 'step', step, 'attempt', attempt)",
+		             1, params)) < 0)
+		return error;
+	if (PQntuples(res) == 1) {
+		*outputs = store_jsonval(res, 0, 0);
+		*metrics = store_jsonval(res, 0, 1);
+		*gate = store_jsonval(res, 0, 2);
+		*from = store_jsonval(res, 0, 3);
+		error = 1;
+	}
+	PQclear(res);
+	return error;
+}
+
+int store_expire_waits(int *ready_now, PGconn *conn, const char *actor)
+{
+	const char *params[1] = {actor};
+	PGresult *res = NULL;
+	int error;
+
+	*ready_now = 0;
+	if ((error = store_q(&res, conn, "SELECT ferry_expire_waits($1)", 1, params)) < 0)
+		return error;
+	*ready_now = (int)store_intval(res, 0, 0);
+	PQclear(res);
+	return FERRY_OK;
+}
+
+int store_heartbeat(PGconn *conn, const char *owner, int64_t lease_ms)
+{
+	char lease[32];
+	const char *params[2] = {owner, lease};
+
+	snprintf(lease, sizeof(lease), "%lld", (long long)lease_ms);
+	return store_q(NULL, conn,
+		       "UPDATE attempts SET lease_until = now() + $2::bigint * interval '1 millisecond' "
+		       "WHERE owner = $1 AND state = 'running'", 2, params);
+}
+
+int store_release(PGconn *conn, const char *owner)
+{
+	const char *params[1] = {owner};
+	return store_q(NULL, conn,
+		       "UPDATE attempts SET lease_until = now() WHERE owner = $1 AND state = 'running'",
+		       1, params);
+}
+
+int store_orphans(struct store_orphan **out, int *n, PGconn *conn, const char *owner,
+		  const char *host)
+{
+	const char *params[2] = {owner, host};
+	PGresult *res = NULL;
+	struct store_orphan *v;
+	int error, rows;
+
+	*out = NULL;
+	*n = 0;
+	if ((error = store_q(&res, conn,
+		             "SELECT a.step_id, s.run_id, a.attempt, a.executor, a.handle, s.timeout_ms, "
+		             "       (extract(epoch FROM a.started_at) * 1000)::bigint, a.owner, a.host, a.dir, "
+		             "       s.name, a.lease_until < now(), s.kind, s.spec, r.workdir "
+		             "FROM attempts a JOIN steps s ON s.id = a.step_id JOIN runs r ON r.id = s.run_id "
+		             "WHERE a.state = 'running' AND a.owner <> $1 "
+		             "  AND (a.lease_until < now() OR a.host = $2) "
+		             "ORDER BY a.step_id LIMIT 200", 2, params)) < 0)
+		return error;
+	rows = PQntuples(res);
+	v = rows ? xcalloc((size_t)rows, sizeof(*v)) : NULL;
+	for (int i = 0; i < rows; i++) {
+		v[i].step_id = store_intval(res, i, 0);
+		v[i].run_id = store_intval(res, i, 1);
+		v[i].attempt = (int)store_intval(res, i, 2);
+		v[i].executor = PQgetisnull(res, i, 3) ? NULL : store_dupval(res, i, 3);
+		v[i].handle = PQgetisnull(res, i, 4) ? NULL : store_jsonval(res, i, 4);
+		v[i].timeout_ms = store_intval(res, i, 5);
+		v[i].started_ms = store_intval(res, i, 6);
+		v[i].owner = store_dupval(res, i, 7);
+		v[i].host = store_dupval(res, i, 8);
+		v[i].dir = store_dupval(res, i, 9);
+		v[i].name = store_dupval(res, i, 10);
+		v[i].expired = PQgetvalue(res, i, 11)[0] == 't';
+		v[i].kind = store_dupval(res, i, 12);
+		v[i].spec = store_jsonval(res, i, 13);
+		v[i].workdir = store_dupval(res, i, 14);
+	}
+	PQclear(res);
+	*out = v;
+	*n = rows;
+	return FERRY_OK;
+}
+
+void store_orphans_free(struct store_orphan *v, int n)
+{
+	for (int i = 0; v && i < n; i++) {
+		free(v[i].owner);
+		free(v[i].host);
+		free(v[i].executor);
+		json_decref(v[i].handle);
+		free(v[i].dir);
+		free(v[i].name);
+		free(v[i].kind);
+		free(v[i].workdir);
+		json_decref(v[i].spec);
+	}
+	free(v);
+}
+
+int store_attempt_is_running(PGconn *conn, int64_t run, const char *step, int attempt)
+{
+	char r[32], att[16];
+	const char *params[3] = {r, step, att};
+	PGresult *res = NULL;
+	int error, yes;
+
+	snprintf(r, sizeof(r), "%lld", (long long)run);
+	snprintf(att, sizeof(att), "%d", attempt);
+	if ((error = store_q(&res, conn,
+		             "SELECT 1 FROM attempts a JOIN steps s ON s.id = a.step_id "
+		             "WHERE s.run_id = $1 AND s.name = $2 AND a.attempt = $3 AND a.state = 'running'",
+		             3, params)) < 0)
+		return error;
+	yes = PQntuples(res) > 0;
+	PQclear(res);
+	return yes;
+}
+
+int store_adopt(PGconn *conn, const char *owner, const struct store_orphan *o, int64_t lease_ms)
+{
+	char step[32], att[16], lease[32];
+	const char *params[5] = {owner, step, att, o->owner, lease};
+	PGresult *res = NULL;
+	int error, taken;
+
+	snprintf(step, sizeof(step), "%lld", (long long)o->step_id);
+	snprintf(att, sizeof(att), "%d", o->attempt);
+	snprintf(lease, sizeof(lease), "%lld", (long long)lease_ms);
+	if ((error = store_q(&res, conn,
+		             "WITH u AS (UPDATE attempts SET owner = $1, "
+		             "           lease_until = now() + $5::bigint * interval '1 millisecond' "
+		             "         WHERE step_id = $2 AND attempt = $3 AND owner = $4 AND state = 'running' "
+		             "         RETURNING step_id, attempt) "
+		             "INSERT INTO events (run_id, step, attempt, actor, kind, detail) "
+		             "SELECT s.run_id, s.name, u.attempt, $1, 'attempt.adopted', "
+		             "       jsonb_build_object('from', $4::text) "
+		             "FROM u JOIN steps s ON s.id = u.step_id RETURNING 1", 5, params)) < 0)
+		return error;
+	taken = PQntuples(res) > 0;
+	PQclear(res);
+	return taken;
+}
+
+int store_stopping(int64_t **steps, int **attempts, char ***reasons, int *n, PGconn *conn, const char *owner)
+{
+	const char *params[1] = {owner};
+	PGresult *res = NULL;
+	int error, rows;
+
+	*steps = NULL;
+	*attempts = NULL;
+	*reasons = NULL;
+	*n = 0;
+	/* the step's reason says why its run stopped: "run stopped by ana", "dev session ended" */
+	if ((error = store_q(&res, conn,
+		             "SELECT a.step_id, a.attempt, "
+		             "       CASE WHEN r.reason LIKE 'stopped by %' THEN 'run ' || r.reason "
+		             "            ELSE coalesce(r.reason, 'run stopped') END "
+		             "FROM attempts a "
+		             "JOIN steps s ON s.id = a.step_id JOIN runs r ON r.id = s.run_id "
+		             "WHERE a.owner = $1 AND a.state = 'running' AND r.state = 'stopping'",
+		             1, params)) < 0)
+		return error;
+	rows = PQntuples(res);
+	if (rows > 0) {
+		*steps = xcalloc((size_t)rows, sizeof(int64_t));
+		*attempts = xcalloc((size_t)rows, sizeof(int));
+		*reasons = xcalloc((size_t)rows, sizeof(char *));
+		for (int i = 0; i < rows; i++) {
+			(*steps)[i] = store_intval(res, i, 0);
+			(*attempts)[i] = (int)store_intval(res, i, 1);
+			(*reasons)[i] = store_dupval(res, i, 2);
+		}
+	}
+	*n = rows;
+	PQclear(res);
+	return FERRY_OK;
+}
