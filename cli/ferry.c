@@ -26,6 +26,7 @@
 #include "cli/cli.h"
 #include "cli/client.h"
 #include "plan/config.h"
+#include "plan/template.h"
 #include "cli/dev.h"
 #include "lib/util.h"
 
@@ -89,7 +90,7 @@ static json_t *shell_param_warnings(const char *path, const json_t *spec, bool p
 	json_t *uses = NULL, *u, *out = json_array();
 	size_t i;
 
-	cfg_shell_param_uses(&uses, spec);
+	tmpl_shell_param_uses(&uses, spec);
 	json_array_foreach(uses, i, u) {
 		char *w = xasprintf("step \"%s\" puts {{params.%s}} in a shell script; Ferry "
 				    "renders it shell-quoted, but reading it from the environment "

@@ -17,6 +17,7 @@
 #include <unistd.h>
 
 #include "lib/fingerprint.h"
+#include "plan/template.h"
 #include "store/store.h"
 
 void step_result_dispose(struct step_result *res)
@@ -112,7 +113,7 @@ static int ref_value(char **val, const char *e, const char *end, const json_t *i
 	return FERRY_EINVALID;
 }
 
-/* cfg_ref_fn for the script of a shell command: inputs is arg. */
+/* tmpl_ref_fn for the script of a shell command: inputs is arg. */
 static int shell_ref(char **val, const char *expr, size_t len, void *arg)
 {
 	int rc = ref_value(val, expr, expr + len, arg);
@@ -188,7 +189,7 @@ static int render_spec(json_t **out, const json_t *spec, const json_t *inputs)
 {
 	static const char *const fields[] = {"workdir", "dataset", "artifact", "labels", "webhook"};
 	json_t *s = json_deep_copy(spec), *cmd = json_object_get(s, "command"), *env, *v;
-	int script = cfg_shell_script_index(cmd);
+	int script = tmpl_shell_script_index(cmd);
 	const char *key;
 	size_t i;
 	int error = FERRY_OK;
@@ -199,7 +200,7 @@ static int render_spec(json_t **out, const json_t *spec, const json_t *inputs)
 			continue;
 		/* in a shell script an output is written quoted: it is data, never code */
 		if ((int)i == script)
-			error = cfg_template_render_shell_refs(&r, json_string_value(v), shell_ref, (void *)inputs);
+			error = tmpl_render_shell_refs(&r, json_string_value(v), shell_ref, (void *)inputs);
 		else
 			error = render_refs(&r, json_string_value(v), inputs);
 		if (error < 0)

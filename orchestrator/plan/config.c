@@ -11,7 +11,9 @@
  * as a bitset, cycles are reported once per strongly connected group, the
  * queued template references are checked and evaluate steps that compare
  * against production get their model. Errors carry their position and are
- * sorted at the end.
+ * sorted at the end. What a template is ({{…}}, its expressions, how it is
+ * rendered) is template.c's; here templates are only checked, at the
+ * position of their YAML node, and kept as written.
  *
  * A node reached through an alias is that same node (libyaml shares it).
  * Aliases could still multiply work (one big list used by 1000 steps), so
@@ -19,6 +21,7 @@
  * proportional to the input, and stops with one error when it runs out.
  */
 #include "plan/config_priv.h"
+#include "plan/template.h"
 
 #include <ctype.h>
 #include <stdbool.h>
@@ -33,7 +36,6 @@
 #define MAX_SHOWN_ERRORS 100
 #define MAX_LISTED 20 /* names listed in "known steps: …" */
 #define NAME_CHARS "abcdefghijklmnopqrstuvwxyz0123456789_.-"
-#define IDENT_CHARS "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_"
 
 static const char *const top_keys[] = {"name", "description", "params", "steps", "schedule", "triggers"};
 enum { TK_NAME, TK_DESC, TK_PARAMS, TK_STEPS, TK_SCHEDULE, TK_TRIGGERS, TK_N };
@@ -101,16 +103,6 @@ bool cfg_name_ok(const char *s)
 	size_t n = strlen(s);
 
 	return n >= 1 && n <= 63 && strchr("_.-", s[0]) == NULL && strspn(s, NAME_CHARS) == n;
-}
-
-/* [A-Za-z_][A-Za-z0-9_]*: parameter, env and output names. */
-static bool ident_ok(const char *s, size_t n)
-{
-	size_t i;
-
-	for (i = 0; i < n && strchr(IDENT_CHARS, s[i]) != NULL && s[i] != '\0'; i++)
-		;
-	return n > 0 && i == n && (s[0] < '0' || s[0] > '9');
 }
 
 /* Levenshtein distance between two short strings (SIZE_MAX when long). */
@@ -368,60 +360,7 @@ bool cfg_map_fields(struct ctx *c, const yaml_node_t *n, const char *what,
 	return true;
 }
 
-/* ---- templates -------------------------------------------------------- */
-
-enum tkind { T_BAD, T_PARAM, T_RUNID, T_STEP };
-
-struct texpr {
-	enum tkind kind;
-	const char *a; /* parameter or step name */
-	size_t alen;
-};
-
-/*
- * Finds the next "{{" in s. Returns it, or NULL when there is none; *expr and
- * *elen are the expression with surrounding blanks trimmed, *end points past
- * the closing "}}" or is NULL when the template is not closed.
- */
-static const char *tmpl_next(const char *s, const char **expr, size_t *elen, const char **end)
-{
-	const char *open = strstr(s, "{{"), *close, *e;
-
-	if (open == NULL)
-		return NULL;
-	close = strstr(open + 2, "}}");
-	*end = close ? close + 2 : NULL;
-	if (close == NULL)
-		return open;
-	for (e = open + 2; e < close && (*e == ' ' || *e == '\t'); e++)
-		;
-	while (close > e && (close[-1] == ' ' || close[-1] == '\t'))
-		close--;
-	*expr = e;
-	*elen = (size_t)(close - e);
-	return open;
-}
-
-/* Classifies params.NAME, run.id and steps.STEP.outputs.KEY. */
-static struct texpr texpr_parse(const char *e, size_t n)
-{
-	struct texpr t = {T_BAD, NULL, 0};
-	const char *key;
-
-	if (n == 6 && memcmp(e, "run.id", 6) == 0) {
-		t.kind = T_RUNID;
-	} else if (n > 7 && memcmp(e, "params.", 7) == 0 && ident_ok(e + 7, n - 7)) {
-		t = (struct texpr){T_PARAM, e + 7, n - 7};
-	} else if (n > 6 && memcmp(e, "steps.", 6) == 0) {
-		/* step names may hold dots: KEY is after the last one */
-		for (key = e + n; key > e && key[-1] != '.'; key--)
-			;
-		if (ident_ok(key, (size_t)(e + n - key)) && key - e > 6 + 9 &&
-		    memcmp(key - 9, ".outputs.", 9) == 0)
-			t = (struct texpr){T_STEP, e + 6, (size_t)(key - 9 - (e + 6))};
-	}
-	return t;
-}
+/* ---- templates (their language: template.c) --------------------------- */
 
 /* Appends "a, b" (the keys of obj) or "none" to b. */
 static void list_keys(const json_t *obj, struct sbuf *b)
@@ -442,28 +381,28 @@ void cfg_check_templates(struct ctx *c, const yaml_node_t *n, const char *s, siz
 	size_t elen = 0;
 
 	while ((start = tmpl_next(p, &expr, &elen, &end)) != NULL) {
-		struct texpr t;
+		struct tmpl_expr t;
 		char *e;
 
 		if (end == NULL) {
 			err_node(c, n, "unclosed \"{{\" in %s; close it with \"}}\"", cfg_q(c, start));
 			return;
 		}
-		t = texpr_parse(expr, elen);
+		t = tmpl_expr_parse(expr, elen);
 		e = xstrndup(expr, elen);
-		if (t.kind == T_PARAM && json_object_getn(c->params, t.a, t.alen) == NULL) {
+		if (t.kind == TMPL_PARAM && json_object_getn(c->params, t.a, t.alen) == NULL) {
 			list_keys(c->params, &decl);
 			err_node(c, n, "template refers to undeclared parameter %s; declared: %s",
 				 cfg_q(c, e + 7), decl.p);
 			free(decl.p);
 			decl = (struct sbuf){0};
-		} else if (t.kind == T_STEP) {
+		} else if (t.kind == TMPL_STEP) {
 			if (c->ntrefs == c->captrefs) {
 				c->captrefs = c->captrefs ? c->captrefs * 2 : 8;
 				c->trefs = xrealloc(c->trefs, c->captrefs * sizeof(*c->trefs));
 			}
 			c->trefs[c->ntrefs++] = (struct tref){step, n, xstrndup(t.a, t.alen)};
-		} else if (t.kind == T_BAD) {
+		} else if (t.kind == TMPL_BAD) {
 			err_node(c, n, "unknown template expression %s; use params.NAME, run.id "
 				 "or steps.STEP.outputs.KEY", cfg_q(c, e));
 		}
@@ -490,7 +429,7 @@ static void parse_params(struct ctx *c, const yaml_node_t *n)
 
 		if (name == NULL)
 			continue;
-		if (!ident_ok(name, strlen(name))) {
+		if (!tmpl_ident_ok(name, strlen(name))) {
 			err_node(c, key, "parameter name %s is not valid; use letters, digits "
 				 "and _, not starting with a digit", cfg_q(c, name));
 			continue;
@@ -598,7 +537,7 @@ static json_t *parse_env(struct ctx *c, size_t i, const yaml_node_t *n)
 	while (cfg_next_pair(c, n, &k, &key, &val)) {
 		if ((name = cfg_text(c, key, "an env name")) == NULL)
 			continue;
-		if (!ident_ok(name, strlen(name))) {
+		if (!tmpl_ident_ok(name, strlen(name))) {
 			err_node(c, key, "env name %s is not valid; use letters, digits and _, "
 				 "not starting with a digit", cfg_q(c, name));
 		} else if ((s = cfg_text(c, val, "an env value")) != NULL) {
@@ -1205,36 +1144,6 @@ out:
 	return error;
 }
 
-/* A parameter value as text: strings, integers, reals, booleans; else NULL. */
-static char *json_text(const json_t *v)
-{
-	char buf[64];
-	int prec;
-
-	switch (json_typeof(v)) {
-	case JSON_STRING:
-		if (memchr(json_string_value(v), 0, json_string_length(v)) != NULL)
-			return NULL;
-		return xstrdup(json_string_value(v));
-	case JSON_INTEGER:
-		return xasprintf("%" JSON_INTEGER_FORMAT, json_integer_value(v));
-	case JSON_REAL:
-		/* the shortest text that reads back the same; 1.0 stays "1.0" */
-		for (prec = 1; prec <= 17; prec++) {
-			snprintf(buf, sizeof(buf), "%.*g", prec, json_real_value(v));
-			if (strtod(buf, NULL) == json_real_value(v))
-				break;
-		}
-		return strpbrk(buf, ".eEn") ? xstrdup(buf) : xasprintf("%s.0", buf);
-	case JSON_TRUE:
-		return xstrdup("true");
-	case JSON_FALSE:
-		return xstrdup("false");
-	default:
-		return NULL;
-	}
-}
-
 int cfg_params_resolve(json_t **out, const json_t *spec, const json_t *given)
 {
 	const json_t *decl = spec ? json_object_get(spec, "params") : NULL;
@@ -1268,7 +1177,7 @@ int cfg_params_resolve(json_t **out, const json_t *spec, const json_t *given)
 		quote_to(qk, sizeof(qk), key, strlen(key));
 		v = json_object_get(json_object_iter_value(it), "default");
 		if (given != NULL && json_object_get(given, key) != NULL) {
-			if ((val = json_text(json_object_get(given, key))) == NULL) {
+			if ((val = tmpl_value_text(json_object_get(given, key))) == NULL) {
 				ferry_error_set("parameter %s must be a string, number or boolean", qk);
 				goto out;
 			}
@@ -1295,145 +1204,4 @@ out:
 	free(val);
 	json_decref(res);
 	return error;
-}
-
-/* Renders tmpl; with sh, a shell script whose params are written shell-quoted. */
-static int render(char **out, const char *tmpl, const json_t *params, const char *run_id,
-		  struct cfg_shq *sh, cfg_ref_fn refs, void *refs_arg)
-{
-	struct sbuf b = {0};
-	const char *p = tmpl, *start, *expr = NULL, *end = NULL;
-	size_t elen = 0;
-	char *name = NULL, *val = NULL;
-	int error = FERRY_EINVALID;
-
-	*out = NULL;
-	if (tmpl == NULL) {
-		ferry_error_set("no template to render");
-		return FERRY_EINVALID;
-	}
-	while ((start = tmpl_next(p, &expr, &elen, &end)) != NULL && end != NULL) {
-		struct texpr t = texpr_parse(expr, elen);
-		const json_t *v;
-
-		sb_addn(&b, p, (size_t)(start - p));
-		if (sh != NULL)
-			cfg_shq_scan(sh, p, (size_t)(start - p));
-		if (t.kind == T_PARAM) {
-			name = xstrndup(t.a, t.alen);
-			v = params ? json_object_get(params, name) : NULL;
-			if (v == NULL || (val = json_text(v)) == NULL) {
-				ferry_error_set("template refers to parameter \"%s\", which has %s", name,
-						v ? "a value that is not a string, number or boolean"
-						  : "no value");
-				goto out;
-			}
-			if (sh != NULL && cfg_shq_quote(&b, sh, val) < 0) {
-				char *env = cfg_param_env_name(name);
-
-				ferry_error_set("{{params.%s}} sits inside `…` or ${…} within \"…\" in "
-						"a shell script, where it cannot be quoted safely; use "
-						"\"$%s\" there instead", name, env);
-				free(env);
-				goto out;
-			} else if (sh == NULL) {
-				cfg_sb_adds(&b, val);
-			}
-			free(name);
-			free(val);
-			name = val = NULL;
-		} else if (t.kind == T_RUNID && run_id != NULL) {
-			cfg_sb_adds(&b, run_id);
-		} else if (t.kind == T_STEP && refs != NULL) {
-			if (refs(&val, expr, elen, refs_arg) < 0)
-				goto out;
-			if (sh != NULL && cfg_shq_quote(&b, sh, val) < 0) {
-				ferry_error_set("{{%.*s}} sits inside `…` or ${…} within \"…\" in a shell "
-						"script, where it cannot be quoted safely; pass it through the "
-						"step's env: and use \"$NAME\" there instead", (int)elen, expr);
-				goto out;
-			} else if (sh == NULL) {
-				cfg_sb_adds(&b, val);
-			}
-			free(val);
-			val = NULL;
-		} else { /* {{steps.…}} and anything else stay as written */
-			sb_addn(&b, start, (size_t)(end - start));
-			if (sh != NULL)
-				cfg_shq_scan(sh, start, (size_t)(end - start));
-		}
-		p = end;
-	}
-	cfg_sb_adds(&b, p);
-	*out = b.p;
-	b.p = NULL;
-	error = FERRY_OK;
-out:
-	free(name);
-	free(val);
-	free(b.p);
-	return error;
-}
-
-int cfg_template_render(char **out, const char *tmpl, const json_t *params, const char *run_id)
-{
-	return render(out, tmpl, params, run_id, NULL, NULL, NULL);
-}
-
-int cfg_template_render_shell(char **out, const char *script, const json_t *params,
-			      const char *run_id)
-{
-	struct cfg_shq sh = {0};
-
-	return render(out, script, params, run_id, &sh, NULL, NULL);
-}
-
-int cfg_template_render_shell_refs(char **out, const char *script, cfg_ref_fn refs, void *arg)
-{
-	struct cfg_shq sh = {0};
-
-	return render(out, script, NULL, NULL, &sh, refs, arg);
-}
-
-char *cfg_param_env_name(const char *name)
-{
-	char *env = xasprintf("FERRY_PARAM_%s", name), *p;
-
-	for (p = env + 12; *p; p++) {
-		if (*p >= 'a' && *p <= 'z')
-			*p = (char)(*p - 'a' + 'A');
-		else if (!((*p >= 'A' && *p <= 'Z') || (*p >= '0' && *p <= '9')))
-			*p = '_';
-	}
-	return env;
-}
-
-void cfg_shell_param_uses(json_t **out, const json_t *spec)
-{
-	json_t *uses = json_array(), *step;
-	size_t i;
-
-	json_array_foreach(json_object_get(spec, "steps"), i, step) {
-		const json_t *cmd = json_object_get(step, "command");
-		int k = cfg_shell_script_index(cmd);
-		const char *p, *start, *expr = NULL, *end = NULL;
-		size_t elen = 0;
-
-		p = k < 0 ? NULL : json_string_value(json_array_get(cmd, (size_t)k));
-		while (p != NULL && (start = tmpl_next(p, &expr, &elen, &end)) != NULL && end != NULL) {
-			struct texpr t = texpr_parse(expr, elen);
-
-			if (t.kind == T_PARAM) {
-				char *name = xstrndup(t.a, t.alen), *env = cfg_param_env_name(name);
-
-				json_array_append_new(uses, json_pack("{s:s?, s:s, s:s}", "step",
-					json_string_value(json_object_get(step, "name")),
-					"param", name, "env", env));
-				free(name);
-				free(env);
-			}
-			p = end;
-		}
-	}
-	*out = uses;
 }

@@ -31,7 +31,8 @@
  * production and has no model gets the model of the register steps
  * downstream of it. Templates ({{params.X}}, {{run.id}},
  * {{steps.X.outputs.Y}} with X upstream) are checked in command, env,
- * workdir, dataset and artifact, and kept as written.
+ * workdir, dataset and artifact, and kept as written: template.h is their
+ * language and renders them.
  */
 #ifndef FERRY_CONFIG_H
 #define FERRY_CONFIG_H
@@ -91,55 +92,5 @@ int64_t cfg_memory_mb(const char *s);
  * names the parameter). *out is a new object name -> string value.
  */
 int cfg_params_resolve(json_t **out, const json_t *spec, const json_t *given);
-
-/*
- * Renders {{params.NAME}} and {{run.id}} in tmpl (run_id may be NULL, then
- * {{run.id}} stays as written); {{steps.…}} references are left as written
- * for the engine. *out is newly allocated; the caller frees it.
- */
-int cfg_template_render(char **out, const char *tmpl, const json_t *params,
-			const char *run_id);
-
-/*
- * The same for the script argument of a shell command (see
- * cfg_shell_script_index): each {{params.NAME}} is written shell-quoted for
- * the place it sits in the script, so that the value is one literal string
- * and can never run as code. *out is newly allocated; the caller frees it.
- */
-int cfg_template_render_shell(char **out, const char *script, const json_t *params,
-			      const char *run_id);
-
-/*
- * At claim time, the {{steps.STEP.outputs.KEY}} references left in the
- * script argument of a shell command: refs resolves each (expr is the text
- * between the braces, "steps.…", trimmed; *val newly allocated, or a
- * negative code with the message set) and the value is written
- * shell-quoted for its place, like a param: an output (a file name a job
- * chose, data a person handed a gate) is never code. *out is newly
- * allocated; the caller frees it.
- */
-typedef int (*cfg_ref_fn)(char **val, const char *expr, size_t len, void *arg);
-int cfg_template_render_shell_refs(char **out, const char *script, cfg_ref_fn refs, void *arg);
-
-/*
- * The index of the script argument in a command array (the argument after
- * -c, or after an option cluster holding c, when argv[0] is sh, bash, dash
- * or zsh, or a path ending in one), or -1 when the command has none.
- */
-int cfg_shell_script_index(const json_t *command);
-
-/*
- * The environment variable that carries parameter name to the job:
- * FERRY_PARAM_ and the name upper-cased, other than letters and digits
- * turned into _. *out is newly allocated; the caller frees it.
- */
-char *cfg_param_env_name(const char *name);
-
-/*
- * The {{params.NAME}} uses inside shell script arguments of spec's steps:
- * *out is a new array of {"step", "param", "env"} objects (the caller
- * json_decref()s it), empty when there are none. For `ferry validate`.
- */
-void cfg_shell_param_uses(json_t **out, const json_t *spec);
 
 #endif

@@ -149,26 +149,6 @@ void cfg_param_decl(struct ctx *c, const char *name, const yaml_node_t *const *v
  */
 int cfg_param_check(const json_t *p, const char *value, struct sbuf *why);
 
-/* Where a place in a shell script is: the quoting it sits in (a stack). */
-enum { SHQ_PLAIN, SHQ_SQ, SHQ_DQ, SHQ_ANSI, SHQ_COMMENT, SHQ_SUB, SHQ_BQ, SHQ_BRACE };
-#define SHQ_DEPTH 32
-struct cfg_shq {
-	unsigned char st[SHQ_DEPTH];
-	unsigned paren[SHQ_DEPTH];
-	int top;
-	bool esc;   /* the last character was an unquoted or "…" backslash */
-	bool rawbs; /* the last character was a backslash not itself escaped */
-	char prev; /* the last character scanned ('\0' at the start) */
-};
-
-/* Moves q past the n bytes of script text s. */
-void cfg_shq_scan(struct cfg_shq *q, const char *s, size_t n);
-/*
- * Appends v to b so that, at q's place in a script, it is one literal
- * string. FERRY_EINVALID (message set) at a place it cannot quote safely.
- */
-int cfg_shq_quote(struct sbuf *b, struct cfg_shq *q, const char *v);
-
 /* ---- step kinds (config_kinds.c) -------------------------------------- */
 
 /* The kind named by node n ("run" when absent); NULL after reporting an unknown one. */

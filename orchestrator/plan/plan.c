@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include "lib/util.h"
+#include "plan/template.h"
 
 static const char *str_at(const json_t *obj, const char *key)
 {
@@ -180,7 +181,7 @@ static int resolve_params(struct run_plan *p, const struct run_plan_in *in)
 static int render(json_t **out, const char *s, const json_t *params, const char *run_id)
 {
 	char *r = NULL;
-	int error = cfg_template_render(&r, s, params, run_id);
+	int error = tmpl_render(&r, s, params, run_id);
 
 	if (error < 0)
 		return error;
@@ -280,7 +281,7 @@ static int step_spec(json_t **out, const json_t *step, const json_t *params, con
 {
 	json_t *spec = json_object(), *cmd = json_array(), *env = json_object(), *v;
 	const char *key, *wd;
-	int script = cfg_shell_script_index(json_object_get(step, "command"));
+	int script = tmpl_shell_script_index(json_object_get(step, "command"));
 	size_t i;
 	int error = FERRY_OK;
 
@@ -288,7 +289,7 @@ static int step_spec(json_t **out, const json_t *step, const json_t *params, con
 		json_t *r = NULL;
 		char *s = NULL;
 		if ((int)i == script) {
-			if ((error = cfg_template_render_shell(&s, json_string_value(v), params, run_id)) < 0)
+			if ((error = tmpl_render_shell(&s, json_string_value(v), params, run_id)) < 0)
 				goto out;
 			r = json_string(s);
 			free(s);
@@ -298,7 +299,7 @@ static int step_spec(json_t **out, const json_t *step, const json_t *params, con
 		json_array_append_new(cmd, r);
 	}
 	json_object_foreach((json_t *)params, key, v) {
-		char *name = cfg_param_env_name(key);
+		char *name = tmpl_param_env_name(key);
 		json_object_set(env, name, v);
 		free(name);
 	}
@@ -575,7 +576,7 @@ static const char *command_file(const json_t *cmd)
  */
 static json_t *plain_script_words(const json_t *cmd)
 {
-	int k = cfg_shell_script_index(cmd);
+	int k = tmpl_shell_script_index(cmd);
 	const char *script = k < 0 ? NULL : json_string_value(json_array_get(cmd, (size_t)k)), *c;
 	json_t *words;
 	size_t n;

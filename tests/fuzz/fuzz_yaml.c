@@ -9,6 +9,7 @@
 #include <stdlib.h>
 
 #include "plan/config.h"
+#include "plan/template.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
@@ -28,16 +29,16 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		goto out;
 	json_array_foreach(json_object_get(spec, "steps"), i, step) {
 		json_array_foreach(json_object_get(step, "command"), j, arg) {
-			if (cfg_template_render(&text, json_string_value(arg), params, "run-1") == 0)
+			if (tmpl_render(&text, json_string_value(arg), params, "run-1") == 0)
 				free(text);
 			/* every argument through the shell-quoting scanner too */
-			if (cfg_template_render_shell(&text, json_string_value(arg), params, "run-1") == 0)
+			if (tmpl_render_shell(&text, json_string_value(arg), params, "run-1") == 0)
 				free(text);
 		}
 		for (j = 0; j < sizeof(paths) / sizeof(paths[0]); j++) {
 			arg = json_object_get(step, paths[j]);
 			if (json_is_string(arg) &&
-			    cfg_template_render(&text, json_string_value(arg), params, "run-1") == 0)
+			    tmpl_render(&text, json_string_value(arg), params, "run-1") == 0)
 				free(text);
 		}
 	}

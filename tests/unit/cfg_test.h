@@ -1,7 +1,8 @@
 /*
  * cfg_test — what the config unit tests (test_config.c,
- * test_config_params.c) share: parsing a workflow as "w.yaml", and
- * asserting it valid or rejected with exactly the errors listed.
+ * test_config_params.c, test_template.c) share: parsing a workflow as
+ * "w.yaml", and asserting it valid or rejected with exactly the errors
+ * listed.
  */
 #ifndef FERRY_CFG_TEST_H
 #define FERRY_CFG_TEST_H

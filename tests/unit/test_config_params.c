@@ -1,7 +1,7 @@
 /*
  * Unit tests for config's parameters (config_params.c): declarations and
- * defaults, the values a run is submitted with (resolved, converted,
- * refused), and templates rendered into commands, quoted for the shell.
+ * defaults, and the values a run is submitted with (resolved, converted,
+ * refused). Templates rendered into commands: test_template.c.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -16,18 +16,6 @@ static json_t *params_spec(void)
 			"  lr: {default: 0.01}\n"
 			"  n: {description: required}\n"
 			"steps: [{name: a, command: a}]\n");
-}
-
-/* Renders script with who = v and checks what comes out. */
-static void assert_shell(const char *script, const char *v, const char *want)
-{
-	json_t *params = json_pack("{s:s}", "who", v);
-	char *out = NULL;
-
-	assert_int_equal(cfg_template_render_shell(&out, script, params, "7"), 0);
-	assert_string_equal(out, want);
-	free(out);
-	json_decref(params);
 }
 
 static void test_config__params_resolve_defaults(void **state)
@@ -90,29 +78,6 @@ static void test_config__params_resolve_conversion(void **state)
 	json_decref(out);
 	json_decref(given);
 	json_decref(spec);
-}
-
-static void test_config__template_render(void **state)
-{
-	json_t *params = json_pack("{s:s,s:s}", "who", "world", "n", "3");
-	char *out = NULL;
-
-	(void)state;
-	assert_int_equal(cfg_template_render(&out, "hi {{ params.who }}/{{params.n}} "
-					     "{{run.id}} {{ steps.a.outputs.k }}", params, "r-42"), 0);
-	assert_string_equal(out, "hi world/3 r-42 {{ steps.a.outputs.k }}");
-	free(out);
-	assert_int_equal(cfg_template_render(&out, "{{ run.id }} ünï {{ bad", params, NULL), 0);
-	assert_string_equal(out, "{{ run.id }} ünï {{ bad");
-	free(out);
-	assert_int_equal(cfg_template_render(&out, "x {{ params.missing }}", params, NULL),
-			 FERRY_EINVALID);
-	assert_null(out);
-	assert_non_null(strstr(ferry_error_last(), "\"missing\""));
-	assert_int_equal(cfg_template_render(&out, "", NULL, NULL), 0);
-	assert_string_equal(out, "");
-	free(out);
-	json_decref(params);
 }
 
 static void test_config__param_declarations(void **state)
@@ -233,96 +198,15 @@ static void test_config__params_resolve_typed(void **state)
 	json_decref(spec);
 }
 
-static void test_config__template_render_shell(void **state)
-{
-	static const char evil[] = "x\"; echo INJECTED; echo \"";
-	json_t *cmd, *params;
-	char *out = NULL;
-
-	(void)state;
-	assert_shell("echo {{params.who}}", "a b", "echo 'a b'");
-	assert_shell("echo {{params.who}}", "it's", "echo 'it'\\''s'");
-	assert_shell("echo \"hello, {{params.who}}\"", evil,
-		     "echo \"hello, \"'x\"; echo INJECTED; echo \"'\"\"");
-	assert_shell("echo 'v={{ params.who }}!'", "a'b", "echo 'v=''a'\\''b''!'");
-	assert_shell("echo $'{{params.who}}'", "a", "echo $'''a'$''");
-	assert_shell("echo \"$(echo {{params.who}})\"", "$(id)", "echo \"$(echo '$(id)')\"");
-	assert_shell("echo `echo {{params.who}}`", ";id", "echo `echo ';id'`");
-	/* inside `…` the shell takes \\, \` and \$ first: escaped once more */
-	assert_shell("echo `echo {{params.who}}`", "`id`$", "echo `echo '\\`id\\`\\$'`");
-	/* `…` ends at the first unescaped `, even in a comment */
-	assert_shell("echo `true # x` {{params.who}}", "a b", "echo `true # x` 'a b'");
-	assert_shell("echo ${x:-{{params.who}}} \"${#x}\" {{params.who}}", "a}", "echo ${x:-'a}'} \"${#x}\" 'a}'");
-	assert_shell("# note {{params.who}}\necho {{params.who}}", "a\nid",
-		     "# note a id\necho 'a\nid'");
-	assert_shell("echo \\{{params.who}}", "a", "echo \\\\'a'");
-	assert_shell("echo \"{{run.id}}\" '{{steps.a.outputs.k}}' {{params.who}}", "a",
-		     "echo \"7\" '{{steps.a.outputs.k}}' 'a'");
-	/* `…` or ${…} inside "…": refused, with the way out */
-	params = json_pack("{s:s}", "who", "a");
-	assert_int_equal(cfg_template_render_shell(&out, "echo \"`echo {{params.who}}`\"", params, "7"),
-			 FERRY_EINVALID);
-	assert_null(out);
-	assert_string_equal(ferry_error_last(), "{{params.who}} sits inside `…` or ${…} within \"…\" "
-						"in a shell script, where it cannot be quoted safely; use "
-						"\"$FERRY_PARAM_WHO\" there instead");
-	assert_int_equal(cfg_template_render_shell(&out, "echo \"${x:-{{params.who}}}\"", params, "7"),
-			 FERRY_EINVALID);
-	json_decref(params);
-
-	cmd = json_pack("[s,s,s]", "sh", "-c", "x");
-	assert_int_equal(cfg_shell_script_index(cmd), 2);
-	json_decref(cmd);
-	cmd = json_pack("[s,s,s,s,s]", "/usr/bin/bash", "-o", "pipefail", "-euc", "x");
-	assert_int_equal(cfg_shell_script_index(cmd), 4);
-	json_decref(cmd);
-	cmd = json_pack("[s,s]", "sh", "script.sh");
-	assert_int_equal(cfg_shell_script_index(cmd), -1);
-	json_decref(cmd);
-	cmd = json_pack("[s,s,s]", "python3", "-c", "x");
-	assert_int_equal(cfg_shell_script_index(cmd), -1);
-	json_decref(cmd);
-	cmd = json_pack("[s,s]", "sh", "-c");
-	assert_int_equal(cfg_shell_script_index(cmd), -1);
-	json_decref(cmd);
-}
-
-static void test_config__shell_param_uses(void **state)
-{
-	json_t *spec = parse_ok("name: x\n"
-				"params: {who: w, my_x: {default: 1}}\n"
-				"steps:\n"
-				"  - {name: a, command: 'echo {{params.who}}'}\n"
-				"  - {name: b, command: [echo, '{{params.who}}']}\n"
-				"  - {name: c, command: [bash, -c, 'echo {{params.my_x}}', '{{params.who}}']}\n"),
-	       *uses = NULL;
-	char *dump, *env;
-
-	(void)state;
-	cfg_shell_param_uses(&uses, spec);
-	dump = json_dumps(uses, JSON_COMPACT);
-	assert_string_equal(dump, "[{\"step\":\"a\",\"param\":\"who\",\"env\":\"FERRY_PARAM_WHO\"},"
-				  "{\"step\":\"c\",\"param\":\"my_x\",\"env\":\"FERRY_PARAM_MY_X\"}]");
-	free(dump);
-	json_decref(uses);
-	json_decref(spec);
-	env = cfg_param_env_name("a.b9");
-	assert_string_equal(env, "FERRY_PARAM_A_B9");
-	free(env);
-}
-
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_config__params_resolve_defaults),
 		cmocka_unit_test(test_config__params_resolve_unknown_and_missing),
 		cmocka_unit_test(test_config__params_resolve_conversion),
-		cmocka_unit_test(test_config__template_render),
 		cmocka_unit_test(test_config__param_declarations),
 		cmocka_unit_test(test_config__param_defaults_satisfy_declaration),
 		cmocka_unit_test(test_config__params_resolve_typed),
-		cmocka_unit_test(test_config__template_render_shell),
-		cmocka_unit_test(test_config__shell_param_uses),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
