@@ -25,6 +25,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "lib/durations.h"
 #include "plan/deploy.h"
 #include "deploy/loadtest.h"
 #include "steps/keys.h"

@@ -14,7 +14,6 @@
 #include <libpq-fe.h>
 #include <stdint.h>
 
-#include "plan/config.h"
 #include "lib/states.h"
 
 /* ---- engine side ---- */
