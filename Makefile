@@ -1,7 +1,8 @@
 # Ferry — build, install dependencies, test, demo, bench, fuzz.
 #   make            build bin/ferryd and bin/ferry
 #   make deps       install the Debian packages (apt-get; idempotent)
-#   make test       deps + build + unit and integration tests
+#   make check      banned functions, layers (tests/check-layers.sh), the README reference
+#   make test       deps + check + build + unit, integration and browser tests
 #   make demo       deps + build + embedded PostgreSQL + daemon + example pipeline
 #   make bench      dispatch benchmark (JSON lines)
 #   make fuzz       libFuzzer targets over the parsers (clang)
@@ -146,8 +147,8 @@ deps:
 check: $(B)/tests/test_readme
 	@tests/check-banned.sh
 	@tests/check-layers.sh
-	@$(B)/tests/test_readme >/dev/null && echo "check-readme: clean" || { $(B)/tests/test_readme; exit 1; }
-	@if command -v duplicates >/dev/null; then duplicates --most 8 | sed 's/^/duplicates: /'; fi
+	@$(B)/tests/test_readme >/dev/null 2>&1 && echo "check-readme: clean" || { $(B)/tests/test_readme; exit 1; }
+	@if command -v duplicates >/dev/null; then duplicates --most 1 | head -1 | sed 's/^/duplicates (information): /'; fi
 
 unit: all $(UNIT_BIN)
 	@tests/run-unit.sh $(UNIT_BIN)
@@ -156,7 +157,7 @@ integration: all bin/ferryd-test
 	@tests/integration/run.sh
 
 test: deps
-	@tests/check-banned.sh
+	@$(MAKE) --no-print-directory check
 	@$(MAKE) --no-print-directory all bin/ferryd-test $(UNIT_BIN)
 	@tests/run-all.sh $(UNIT_BIN)
 
