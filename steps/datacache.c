@@ -220,7 +220,7 @@ static int resolve_dataset(char **out, struct step_result *res, const struct ste
 	}
 	if (ds[0] != '/') {
 		if (r->workdir == NULL) {
-			res->outcome = "failed";
+			res->outcome = OUTCOME_FAILED;
 			res->final = 1;
 			res->reason = xasprintf("dataset \"%s\" is relative but the run has no working "
 						"directory: submit it with one (ferry submit does; the API "
@@ -228,7 +228,7 @@ static int resolve_dataset(char **out, struct step_result *res, const struct ste
 			return 1;
 		}
 		if (has_dotdot(ds)) {
-			res->outcome = "failed";
+			res->outcome = OUTCOME_FAILED;
 			res->final = 1;
 			res->reason = xasprintf("dataset \"%s\" leaves the run's working directory %s (\"..\"): "
 						"name a path inside it, or an absolute path", ds, r->workdir);
@@ -246,7 +246,7 @@ static int resolve_dataset(char **out, struct step_result *res, const struct ste
 		return FERRY_ENOTFOUND;
 	}
 	if (ds[0] != '/' && !path_within(real, r->workdir)) {
-		res->outcome = "failed";
+		res->outcome = OUTCOME_FAILED;
 		res->final = 1;
 		res->reason = xasprintf("dataset \"%s\" resolves to %s, outside the run's working "
 					"directory %s (through a symbolic link): name a path inside "
@@ -325,7 +325,7 @@ static int commit_entry(struct step_result *res, const struct step_run *r, const
 
 	if (bytes > cap && tmp != NULL) {
 		rm_tree(tmp);
-		res->outcome = "failed";
+		res->outcome = OUTCOME_FAILED;
 		res->final = 1;
 		res->reason = xasprintf("the staged dataset is %lld bytes, more than the whole data cache "
 					"(FERRY_CACHE_MAX_MB=%lld): raise FERRY_CACHE_MAX_MB, or read the "
@@ -357,7 +357,7 @@ static int commit_entry(struct step_result *res, const struct step_run *r, const
 commit:
 	if ((error = store_cache_commit(&session, r->conn, &e, r->run_id, r->step_id, r->attempt)) < 0)
 		goto out;
-	res->outcome = "succeeded";
+	res->outcome = OUTCOME_SUCCEEDED;
 	res->outputs = outputs(final, session, fp, key, 0, bytes);
 	steps_log(r, "cache miss: staged %lld bytes into %s (session %s)", (long long)bytes, final, session);
 out:
@@ -383,7 +383,7 @@ int datacache_claimed(const struct step_run *r, struct step_result *res, json_t 
 	int rootfd = -1, error, rc;
 
 	*env = NULL;
-	memset(res, 0, sizeof(*res));
+	step_result_init(res);
 	if ((error = resolve_dataset(&dataset, res, r, ds)) != FERRY_OK)
 		return error; /* 1: res says why; < 0: the message does */
 	if (stat(dataset, &st) != 0 || !(S_ISDIR(st.st_mode) || S_ISREG(st.st_mode))) {
@@ -415,7 +415,7 @@ int datacache_claimed(const struct step_run *r, struct step_result *res, json_t 
 			goto out;
 		}
 		if (rc == 1) {
-			res->outcome = "succeeded";
+			res->outcome = OUTCOME_SUCCEEDED;
 			res->outputs = outputs(final, session, fp, key, 1, b);
 			steps_log(r, "cache hit: %s is staged in %s (session %s, %lld ms)", dataset, final,
 				 session, (long long)(clock_mono_ms() - t0));
@@ -493,7 +493,7 @@ int datacache_claimed(const struct step_run *r, struct step_result *res, json_t 
 	if (error < 0) {
 		rm_tree(tmp);
 		if (error == FERRY_EINVALID) { /* a link out of the dataset: no retry will fix it */
-			res->outcome = "failed";
+			res->outcome = OUTCOME_FAILED;
 			res->final = 1;
 			res->reason = xstrdup(ferry_error_last());
 			error = 1;
@@ -528,7 +528,7 @@ int datacache_job_done(const struct step_run *r, struct step_result *res)
 	int64_t bytes = 0;
 	int error;
 
-	memset(res, 0, sizeof(*res));
+	step_result_init(res);
 	if (key == NULL || fp == NULL || tmp == NULL || final == NULL || dataset == NULL) {
 		ferry_error_set("%s is missing or damaged: retry the step", path);
 		error = FERRY_ERROR;

@@ -412,7 +412,7 @@ static int deploy_prepare(struct step_result *res, json_t **env, const struct st
 	int port = 0, created = 0, ord = 0, auto_stop_s = DEPLOY_AUTO_STOP_DEFAULT_S, error;
 
 	(void)env;
-	res->outcome = "failed";
+	res->outcome = OUTCOME_FAILED;
 	if (name == NULL)
 		name = model;
 	/*
@@ -425,7 +425,7 @@ static int deploy_prepare(struct step_result *res, json_t **env, const struct st
 		    (error = read_sample(r, &sample)) < 0)
 			goto fail;
 		free(sample);
-		res->outcome = "succeeded";
+		res->outcome = OUTCOME_SUCCEEDED;
 		res->reason = xasprintf("not deployed: a dev run starts no replicas and moves no traffic (%s %s "
 					"would go to deployment %s); submit the workflow to deploy", model, version, name);
 		res->outputs = json_pack("{s:s, s:s, s:b}", "deployment", name, "version", version, "deployed", 0);
@@ -444,7 +444,7 @@ static int deploy_prepare(struct step_result *res, json_t **env, const struct st
 	if (json_is_true(json_object_get(r->spec, "approve"))) {
 		json_t *own = store_step_outputs(r->conn, r->step_id), *ok = json_object_get(own, "approved"), *x;
 		if (!json_is_object(ok)) {
-			res->outcome = "waiting";
+			res->outcome = OUTCOME_WAITING;
 			res->reason = xasprintf("waiting for approval to deploy %s %s to %s (%d%%, %d replica%s): ferry "
 						"continue %lld %s [--data '{\"traffic\": N, \"replicas\": N, \"auto_stop\": \"2h\"}']",
 						model, version, name, traffic, nrep, nrep == 1 ? "" : "s",
@@ -505,7 +505,7 @@ static int deploy_prepare(struct step_result *res, json_t **env, const struct st
 	}
 	if (strcmp(state, "starting") != 0) {
 		/* an earlier attempt of this step deployed it */
-		res->outcome = "succeeded";
+		res->outcome = OUTCOME_SUCCEEDED;
 		res->reason = xasprintf("%s %s is %s in deployment %s (http://127.0.0.1:%d)", model, version, state,
 					name, port);
 		res->outputs = json_pack("{s:s, s:s, s:s, s:I}", "deployment", name, "version", version, "url",
@@ -576,7 +576,7 @@ static int deploy_prepare(struct step_result *res, json_t **env, const struct st
 	if ((error = reconcile_now(r->conn, r->home, r->actor)) < 0)
 		flog_warn("run %lld step %s: HAProxy not updated yet (the reconcile task retries): %s",
 			  (long long)r->run_id, r->name, ferry_error_last());
-	res->outcome = "succeeded";
+	res->outcome = OUTCOME_SUCCEEDED;
 	res->reason = xasprintf("%s %s serves %d%% of deployment %s at http://127.0.0.1:%d with %d replica%s",
 				model, version, (int)json_integer_value(json_object_get(weights, version)), name,
 				port, nrep, nrep == 1 ? "" : "s");

@@ -120,7 +120,7 @@ static void check_gate(struct step_result *res, const struct step_run *r, const 
 		if (rc == FERRY_OK)
 			label = xasprintf("%s %s", model, version);
 		else if (rc != FERRY_ENOTFOUND) {
-			res->outcome = "failed"; /* the database, not the gate: a retry may do */
+			res->outcome = OUTCOME_FAILED; /* the database, not the gate: a retry may do */
 			res->reason = xasprintf("reading the production version of %s: %s", model,
 						ferry_error_last());
 			goto out;

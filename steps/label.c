@@ -165,7 +165,7 @@ int label_step(const struct step_run *r, struct step_result *res)
 	struct stat st;
 	int error = FERRY_OK;
 
-	memset(res, 0, sizeof(*res));
+	step_result_init(res);
 	if (hook == NULL && getenv("FERRY_LABEL_WEBHOOK") && *getenv("FERRY_LABEL_WEBHOOK"))
 		hook = getenv("FERRY_LABEL_WEBHOOK"); /* the daemon's default labelling service */
 	if (ds == NULL) {
@@ -175,7 +175,7 @@ int label_step(const struct step_run *r, struct step_result *res)
 	joined = ds[0] == '/' || r->workdir == NULL ? xstrdup(ds) : xasprintf("%s/%s", r->workdir, ds);
 	dataset = realpath(joined, NULL);
 	if (dataset == NULL || stat(dataset, &st) != 0 || !S_ISDIR(st.st_mode)) {
-		res->outcome = "failed";
+		res->outcome = OUTCOME_FAILED;
 		res->reason = xasprintf("dataset %s is not a directory%s%s", joined,
 					dataset ? "" : ": ", dataset ? "" : strerror(errno));
 		goto out;
@@ -208,7 +208,7 @@ int label_step(const struct step_run *r, struct step_result *res)
 		json_decref(post);
 		if (error < 0) {
 			/* not final: the step's retry policy decides */
-			res->outcome = "failed";
+			res->outcome = OUTCOME_FAILED;
 			res->reason = xstrdup(ferry_error_last());
 			steps_log(r, "%s", res->reason);
 			error = FERRY_OK;
@@ -217,7 +217,7 @@ int label_step(const struct step_run *r, struct step_result *res)
 		steps_log(r, "webhook accepted the task");
 	}
 	json_object_set_new(task, "task", answer ? answer : json_null());
-	res->outcome = "waiting";
+	res->outcome = OUTCOME_WAITING;
 	res->outputs = task;
 	task = NULL;
 out:

@@ -9,7 +9,7 @@
 
 #include "steps/steps.h"
 
-/* The label step handler: res->outcome "waiting" with the task as outputs, or "failed". */
+/* The label step handler: res->outcome OUTCOME_WAITING with the task as outputs, or OUTCOME_FAILED. */
 int label_step(const struct step_run *r, struct step_result *res);
 
 /*

@@ -373,7 +373,7 @@ int registry_step(const struct step_run *r, struct step_result *res)
 		free(msg);
 		goto out;
 	}
-	res->outcome = "succeeded";
+	res->outcome = OUTCOME_SUCCEEDED;
 	res->outputs = json_pack("{s:s, s:s, s:s, s:s, s:I, s:s, s:b}", "model", model, "version", version,
 				 "sha256", art.sha256, "artifact", art.path, "bytes", (json_int_t)art.bytes,
 				 "kind", art.kind, "created", created);

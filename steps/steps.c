@@ -20,6 +20,12 @@
 #include "plan/template.h"
 #include "store/store.h"
 
+void step_result_init(struct step_result *res)
+{
+	memset(res, 0, sizeof(*res));
+	res->outcome = OUTCOME_NONE;
+}
+
 void step_result_dispose(struct step_result *res)
 {
 	if (res == NULL)
@@ -29,7 +35,7 @@ void step_result_dispose(struct step_result *res)
 	json_decref(res->outputs);
 	json_decref(res->metrics);
 	json_decref(res->gate);
-	memset(res, 0, sizeof(*res));
+	step_result_init(res);
 }
 
 void steps_log(const struct step_run *r, const char *fmt, ...)
@@ -59,7 +65,7 @@ void step_result_fail_final(struct step_result *res, const char *fmt, ...)
 	va_end(ap);
 	free(res->reason);
 	res->reason = msg;
-	res->outcome = "failed";
+	res->outcome = OUTCOME_FAILED;
 	res->final = 1;
 }
 
@@ -320,7 +326,7 @@ static int cache_lookup(struct step_result *res, const struct step_run *r, const
 	int hit = store_step_cache_get(&outputs, &metrics, &gate, &from, r->conn, key);
 
 	if (hit == 1 && outputs_present(outputs)) {
-		res->outcome = "succeeded";
+		res->outcome = OUTCOME_SUCCEEDED;
 		res->outputs = outputs;
 		res->metrics = metrics;
 		res->gate = gate;
@@ -344,7 +350,7 @@ static int cache_lookup(struct step_result *res, const struct step_run *r, const
 static void fail_last(struct step_result *res)
 {
 	step_result_dispose(res);
-	res->outcome = "failed";
+	res->outcome = OUTCOME_FAILED;
 	res->reason = xstrdup(ferry_error_last());
 }
 
@@ -372,7 +378,7 @@ int steps_prepare(json_t **rendered, json_t **env, char **key_out, struct step_r
 	*rendered = NULL;
 	*env = NULL;
 	*key_out = NULL;
-	memset(res, 0, sizeof(*res));
+	step_result_init(res);
 	if (kind == NULL) {
 		step_result_fail_final(res, "unknown step kind \"%s\"", r->kind ? r->kind : "");
 		return 1;
@@ -414,8 +420,8 @@ int steps_job_done(const struct step_run *r, struct step_result *res)
 {
 	const struct step_kind *kind = step_kind_find(r->kind);
 
-	memset(res, 0, sizeof(*res));
-	res->outcome = "succeeded";
+	step_result_init(res);
+	res->outcome = OUTCOME_SUCCEEDED;
 	if (kind == NULL || kind->job_done == NULL) {
 		ferry_error_set("a %s step runs no job", r->kind ? r->kind : "(no kind)");
 		return FERRY_ERROR;

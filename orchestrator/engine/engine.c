@@ -321,6 +321,7 @@ void engine_push_done(struct engine *e, int64_t step_id, int attempt, enum attem
 	}
 	d = &e->done[e->ndone++];
 	memset(d, 0, sizeof(*d));
+	step_result_init(&d->res);
 	d->reason = reason;
 	d->r.step_id = step_id;
 	d->r.attempt = attempt;
@@ -330,14 +331,21 @@ void engine_push_done(struct engine *e, int64_t step_id, int attempt, enum attem
 	d->r.reason = reason;
 }
 
+/* An outcome for the log: its name, or "none" (a result no step kind decided). */
+static const char *outcome_label(enum attempt_outcome o)
+{
+	const char *name = attempt_outcome_name(o);
+
+	return name ? name : "none";
+}
+
 /* Queues what a step handler decided; takes res's contents and cache_key. */
 static void push_result(struct engine *e, int64_t step_id, int attempt, struct step_result *res,
 			char *cache_key, int exit_code)
 {
 	struct done *d;
-	/* the step handlers name their outcome; anything but a known one is a failure */
-	int o = attempt_outcome_parse(res->outcome);
-	enum attempt_outcome outcome = o < 0 ? OUTCOME_FAILED : (enum attempt_outcome)o;
+	/* the step handlers decide the outcome; none (or one with no name) is a failure */
+	enum attempt_outcome outcome = attempt_outcome_name(res->outcome) ? res->outcome : OUTCOME_FAILED;
 
 	engine_push_done(e, step_id, attempt, outcome, exit_code, 0, res->reason);
 	d = &e->done[e->ndone - 1];
@@ -350,7 +358,7 @@ static void push_result(struct engine *e, int64_t step_id, int attempt, struct s
 	d->r.gate = res->gate;
 	d->r.cached_from = res->cached_from;
 	d->r.cache_key = d->cache_key;
-	memset(res, 0, sizeof(*res));
+	step_result_init(res);
 }
 
 /* The context a job's step handlers need later (steps_job_done). */
@@ -382,6 +390,7 @@ void engine_job_succeeded(struct engine *e, int64_t step_id, int64_t run_id, int
 	}
 	if (k && (k->flags & SKF_DAEMON) && e->workers) {
 		struct step_work *w = xcalloc(1, sizeof(*w));
+		step_result_init(&w->res);
 		w->w.run = step_work_run;
 		w->what = JOB_DONE;
 		w->e = e;
@@ -395,9 +404,9 @@ void engine_job_succeeded(struct engine *e, int64_t step_id, int64_t run_id, int
 		return;
 	}
 	job_done_with(&res, e->conn, e, step_id, run_id, attempt, name, dir, ctx);
-	if (res.outcome && strcmp(res.outcome, "succeeded") != 0)
+	if (res.outcome != OUTCOME_NONE && res.outcome != OUTCOME_SUCCEEDED)
 		flog_info("run %lld step %s attempt %d: %s", (long long)run_id, name, attempt,
-			  res.reason ? res.reason : res.outcome);
+			  res.reason ? res.reason : outcome_label(res.outcome));
 	push_result(e, step_id, attempt, &res, key ? xstrdup(key) : NULL, 0);
 }
 
@@ -588,9 +597,9 @@ static int prepare_step(struct step_result *res, char **key, PGconn *conn, const
 	int rc;
 
 	*key = NULL;
-	memset(res, 0, sizeof(*res));
+	step_result_init(res);
 	if (conn == NULL || mkdir_p(out, 0755) < 0) {
-		res->outcome = "failed";
+		res->outcome = OUTCOME_FAILED;
 		res->reason = conn ? xasprintf("cannot create %s: %s", dir, ferry_error_last())
 				   : xasprintf("the database is unreachable: %s", ferry_error_last());
 		free(out);
@@ -601,11 +610,12 @@ static int prepare_step(struct step_result *res, char **key, PGconn *conn, const
 	if (rc != 0) {
 		if (rc < 0) {
 			step_result_dispose(res);
-			res->outcome = "failed";
+			res->outcome = OUTCOME_FAILED;
 			res->reason = xstrdup(ferry_error_last());
 		}
 		flog_debug("run %lld step %s attempt %d: %s%s%s", (long long)c->run_id, c->name,
-			   c->attempt, res->outcome, res->reason ? ": " : "", res->reason ? res->reason : "");
+			   c->attempt, outcome_label(res->outcome), res->reason ? ": " : "",
+			   res->reason ? res->reason : "");
 		json_decref(rendered);
 		json_decref(env);
 		free(*key);
@@ -731,7 +741,7 @@ static void job_done_with(struct step_result *res, PGconn *conn, const struct en
 	/* conn may be down (a plain job's end needs no database; a gate's lookup then fails) */
 	if (steps_job_done(&sr, res) < 0) {
 		step_result_dispose(res);
-		res->outcome = "failed";
+		res->outcome = OUTCOME_FAILED;
 		res->reason = xstrdup(ferry_error_last());
 	}
 }
@@ -758,9 +768,9 @@ static void step_work_apply(struct engine *e, struct step_work *sw)
 {
 	if (sw->what == JOB_DONE) {
 		const char *key = json_string_value(json_object_get(sw->ctx, "cache_key"));
-		if (sw->res.outcome && strcmp(sw->res.outcome, "succeeded") != 0)
+		if (sw->res.outcome != OUTCOME_NONE && sw->res.outcome != OUTCOME_SUCCEEDED)
 			flog_info("run %lld step %s attempt %d: %s", (long long)sw->run_id, sw->name,
-				  sw->attempt, sw->res.reason ? sw->res.reason : sw->res.outcome);
+				  sw->attempt, sw->res.reason ? sw->res.reason : outcome_label(sw->res.outcome));
 		push_result(e, sw->step_id, sw->attempt, &sw->res, key ? xstrdup(key) : NULL, 0);
 	} else if (sw->finished) {
 		push_result(e, sw->c->step_id, sw->c->attempt, &sw->res, NULL, -1);
@@ -928,6 +938,7 @@ static int claim(struct engine *e)
 		}
 		/* the step handlers may be slow (webhooks, copies, fingerprints): off the loop */
 		w = xcalloc(1, sizeof(*w));
+		step_result_init(&w->res);
 		w->w.run = step_work_run;
 		w->e = e;
 		w->c = xmalloc(sizeof(*w->c));

@@ -16,7 +16,9 @@
  *            without counting a try), waiting (the step now waits for a
  *            person: the attempt itself succeeded), restart (the monitor
  *            killed a hung job to run it again: the attempt failed, the
- *            step is ready at once without counting a try)
+ *            step is ready at once without counting a try); the step
+ *            kinds decide one of succeeded, failed and waiting in their
+ *            step_result, which starts as none
  */
 #ifndef FERRY_STATES_H
 #define FERRY_STATES_H
@@ -52,9 +54,17 @@ enum attempt_state {
 };
 #define ATTEMPT_STATE_COUNT (ATTEMPT_LOST + 1)
 
+/*
+ * OUTCOME_FAILED is 0, so a zeroed outcome never reads as a success.
+ * OUTCOME_NONE is no outcome yet: a step_result (plan/kind.h) that no step
+ * kind has decided. It has no name, is never stored, and the engine
+ * finishes such a result as failed; it is -1, what attempt_outcome_parse
+ * answers for a name that is not an outcome.
+ */
 enum attempt_outcome {
-	OUTCOME_SUCCEEDED,
+	OUTCOME_NONE = -1,
 	OUTCOME_FAILED,
+	OUTCOME_SUCCEEDED,
 	OUTCOME_STOPPED,
 	OUTCOME_LOST,
 	OUTCOME_WAITING,
@@ -64,14 +74,17 @@ enum attempt_outcome {
 
 /*
  * The name of a value as stored in the database ("pending", "blocked", …),
- * a static string; NULL for a value outside the enum.
+ * a static string; NULL for a value outside the enum, and for OUTCOME_NONE.
  */
 const char *run_state_name(enum run_state s);
 const char *step_state_name(enum step_state s);
 const char *attempt_state_name(enum attempt_state s);
 const char *attempt_outcome_name(enum attempt_outcome o);
 
-/* The value called name (exactly, as stored), or -1 when there is none (or name is NULL). */
+/*
+ * The value called name (exactly, as stored), or -1 when there is none (or
+ * name is NULL): for an outcome, OUTCOME_NONE.
+ */
 int run_state_parse(const char *name);
 int step_state_parse(const char *name);
 int attempt_state_parse(const char *name);

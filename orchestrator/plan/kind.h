@@ -25,6 +25,8 @@
 #include <stdint.h>
 #include <yaml.h>
 
+#include "lib/states.h"
+
 /* What a kind is, as bits of step_kind.flags. */
 enum step_kind_flag {
 	SKF_JOB = 1u << 0,     /* runs a command as a job on an executor (run, train, evaluate;
@@ -120,9 +122,14 @@ struct step_run {
 	const json_t *run;      /* {"params":{…},"workflow":"digits","workflow_hash":"…","no_cache":false} */
 };
 
-/* What a hook decided. Owned by the engine after the call: step_result_dispose(). */
+/*
+ * What a hook decided. Starts as step_result_init() leaves it (outcome
+ * OUTCOME_NONE); owned by the engine after the call: step_result_dispose().
+ */
 struct step_result {
-	const char *outcome;    /* "succeeded", "failed" or "waiting" (label) */
+	enum attempt_outcome outcome; /* OUTCOME_SUCCEEDED, OUTCOME_FAILED or OUTCOME_WAITING
+	                               * (label, deploy); OUTCOME_NONE: undecided, which the
+	                               * engine finishes as failed */
 	int final;              /* a failure retrying cannot fix (gate, bad metrics.json) */
 	char *reason;           /* shown with the step; NULL when none */
 	json_t *outputs;        /* object or NULL */
@@ -194,6 +201,10 @@ int step_kind_register(const struct step_kind *k);
 
 /* ---- the engine's entry points (steps/steps.c) -------------------------- */
 
+/* Empties res: no outputs, no reason, outcome OUTCOME_NONE. Frees nothing. */
+void step_result_init(struct step_result *res);
+
+/* Frees what res holds and leaves it as step_result_init() does. NULL is fine. */
 void step_result_dispose(struct step_result *res);
 
 /*

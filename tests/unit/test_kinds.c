@@ -29,7 +29,7 @@
 static int probe_prepare(struct step_result *res, json_t **env, const struct step_run *r)
 {
 	(void)env;
-	res->outcome = "succeeded";
+	res->outcome = OUTCOME_SUCCEEDED;
 	res->outputs = json_pack("{s:O}", "seen", json_object_get(r->spec, "dataset"));
 	return 1;
 }
@@ -379,7 +379,7 @@ static void test_kinds__prepare_dispatches_to_the_row(void **state)
 	claimed_init(&c, "probe", "{\"dataset\":\"{{steps.up.outputs.path}}\"}",
 		     "{\"up\":{\"kind\":\"run\",\"outputs\":{\"path\":\"/data/x\"}}}", "/nonexistent");
 	assert_int_equal(steps_prepare(&rendered, &env, &key, &res, &c.r), 1);
-	assert_string_equal(res.outcome, "succeeded");
+	assert_string_equal(attempt_outcome_name(res.outcome), "succeeded");
 	assert_string_equal(json_string_value(json_object_get(res.outputs, "seen")), "/data/x");
 	assert_null(env);
 	assert_null(key);
@@ -400,7 +400,7 @@ static void test_kinds__prepare_gate_and_unknown_fail(void **state)
 		struct claimed c;
 		claimed_init(&c, kinds[i], "{}", "{}", "/nonexistent");
 		assert_int_equal(steps_prepare(&rendered, &env, &key, &res, &c.r), 1);
-		assert_string_equal(res.outcome, "failed");
+		assert_string_equal(attempt_outcome_name(res.outcome), "failed");
 		assert_non_null(res.reason);
 		step_result_dispose(&res);
 		json_decref(rendered);
@@ -434,7 +434,7 @@ static void test_kinds__job_below_stager_gets_cache_dir(void **state)
 	assert_int_equal(rmdir(dir), 0);
 	claimed_init(&c, "run", "{}", inputs, dir);
 	assert_int_equal(steps_prepare(&rendered, &env, &key, &res, &c.r), 1);
-	assert_string_equal(res.outcome, "failed");
+	assert_string_equal(attempt_outcome_name(res.outcome), "failed");
 	assert_non_null(strstr(res.reason, "is gone from this host"));
 	step_result_dispose(&res);
 	json_decref(rendered);
@@ -471,7 +471,7 @@ static void test_kinds__job_done_outputs_metrics_and_gate(void **state)
 
 	claimed_init(&c, "evaluate", "{\"gate\":[]}", "{}", dir);
 	assert_int_equal(steps_job_done(&c.r, &res), 0);
-	assert_string_equal(res.outcome, "succeeded");
+	assert_string_equal(attempt_outcome_name(res.outcome), "succeeded");
 	assert_string_equal(json_string_value(json_object_get(res.outputs, "model")), model);
 	assert_true(json_number_value(json_object_get(res.metrics, "accuracy")) == 0.5);
 	step_result_dispose(&res);
@@ -480,7 +480,7 @@ static void test_kinds__job_done_outputs_metrics_and_gate(void **state)
 	claimed_init(&c, "train", "{\"gate\":[{\"metric\":\"accuracy\",\"op\":\">=\",\"value\":0.9}]}",
 		     "{}", dir);
 	assert_int_equal(steps_job_done(&c.r, &res), 0);
-	assert_string_equal(res.outcome, "failed");
+	assert_string_equal(attempt_outcome_name(res.outcome), "failed");
 	assert_int_equal(res.final, 1);
 	assert_non_null(strstr(res.reason, "accuracy 0.5 < 0.9"));
 	step_result_dispose(&res);
