@@ -2,8 +2,10 @@
 # check-layers — the layout is the architecture: fails when a C file
 # includes a project header against the table of allowed dependencies
 # below, when an include does not name its folder, when two modules
-# include each other through any chain (a cycle), or when engine, store,
-# plan or exec code compares a step kind's or an executor's name.
+# include each other through any chain (a cycle), when orchestrator/ code
+# compares a step kind's or an executor's name, or when engine, store,
+# runs or exec code compares a state's or an outcome's name (lib/states.h
+# has their enums).
 #
 # The folders, lowest first (orchestrator/README.md says why this order).
 # A folder may include its own headers and those of the folders listed
@@ -133,6 +135,18 @@ for f in files:
     for lineno, line in enumerate(open(f, encoding="utf-8", errors="replace"), 1):
         if name_re.search(line):
             errors.append(f"{f}:{lineno}: compares a kind's or executor's name: {line.strip()}")
+
+# outcomes and states are enums (lib/states.h) in the core: their names are
+# for SQL and JSON only (parsers of a user's words, such as monitor/'s
+# `on_hang: restart`, and the other folders' own vocabularies are not checked)
+STATES = "succeeded|failed|waiting|stopped|stopping|lost|restart|running|ready|blocked|skipped|pending"
+state_re = re.compile(r'strn?cmp\s*\([^;]*"(' + STATES + r')"')
+for f in files:
+    if folder_of(f) not in ("engine", "store", "runs", "exec"):
+        continue
+    for lineno, line in enumerate(open(f, encoding="utf-8", errors="replace"), 1):
+        if state_re.search(line):
+            errors.append(f"{f}:{lineno}: compares a state's or outcome's name (use lib/states.h): {line.strip()}")
 
 if "-v" in sys.argv:
     print(f"check-layers: {len(graph)} modules, {sum(len(v) for v in graph.values())} dependencies")
