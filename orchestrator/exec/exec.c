@@ -7,7 +7,7 @@
  * How to add an executor type: write exec_NAME.c with a const struct
  * exec_type exec_NAME whose hooks follow exec.h (start fills job->handle
  * before the job's command can run, or adopt can find the job without it),
- * declare it in exec.h, add &exec_NAME to builtin[] below, and give it a
+ * add &exec_NAME to builtin[] below (declared extern beside it), and give it a
  * unit test and an integration test that kills the daemon mid-job.
  */
 #include "exec/exec.h"
