@@ -160,12 +160,18 @@ since() { awk -v a="$1" -v b="$(now)" 'BEGIN { printf "%.1f", b - a }'; }
 
 # run_test NAME LANE
 run_test() {
-	local t=$1 start rc tmpl=ferry_template
+	local t=$1 start rc f tmpl=ferry_template
 	[ -z "${FRESH_DB[$t]:-}" ] || tmpl=
 	start=$(now)
 	( TEST_DB_TEMPLATE=$tmpl run_one "$t" ) >"$SUITE/$t.out" 2>&1
 	rc=$?
+	# what a failed test left running (its daemons, its jobs, its deployments)
+	# goes now, not at the end of the suite: the other lanes need the CPU
+	for f in "$SUITE/$t"/daemon.*.pid; do
+		[ -f "$f" ] && kill -9 "$(cat "$f")" 2>/dev/null
+	done
 	stop_deployments "$SUITE/$t"
+	pkill -9 -f "$SUITE/$t/" 2>/dev/null
 	report "$t" "$rc" "$(since "$start")" "$2"
 }
 
