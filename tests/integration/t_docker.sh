@@ -8,6 +8,15 @@
 #
 # The digits train step runs in ferry-python (deploy/dockerd.sh python-image:
 # the host's python3-sklearn stack, ~200 MB, kept once built).
+#
+# One group (run.sh): the tests share the machine's dockerd and its socket.
+# The group's lane starts dockerd once (group_setup_docker) and stops it
+# after the last test when it started it; docker_up in each test then finds
+# it running and leaves it running.
+# group: docker
+
+group_setup_docker() { "$ROOT/deploy/dockerd.sh" start; }
+group_teardown_docker() { "$ROOT/deploy/dockerd.sh" stop; }
 
 DOCKER_SOCK=${FERRY_DOCKER_HOST:-unix:///var/run/docker.sock}
 DOCKER_SOCK=${DOCKER_SOCK#unix://}
