@@ -15,8 +15,18 @@
 # it running and leaves it running.
 # group: docker
 
-group_setup_docker() { "$ROOT/deploy/dockerd.sh" start; }
-group_teardown_docker() { "$ROOT/deploy/dockerd.sh" stop; }
+# (stopped only when this group started it: a dockerd that answered already is someone else's)
+group_setup_docker() {
+	local out
+	out=$("$ROOT/deploy/dockerd.sh" start 2>&1) || { echo "$out"; return 1; }
+	echo "$out"
+	case $out in *"started pid"*) touch "$SUITE/group-docker.started" ;; esac
+}
+group_teardown_docker() {
+	[ -f "$SUITE/group-docker.started" ] || return 0
+	"$ROOT/deploy/dockerd.sh" stop
+	rm -f "$SUITE/group-docker.started"
+}
 
 DOCKER_SOCK=${FERRY_DOCKER_HOST:-unix:///var/run/docker.sock}
 DOCKER_SOCK=${DOCKER_SOCK#unix://}
