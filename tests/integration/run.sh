@@ -173,6 +173,8 @@ run_test() {
 	stop_deployments "$SUITE/$t"
 	pkill -9 -f "$SUITE/$t/" 2>/dev/null
 	report "$t" "$rc" "$(since "$start")" "$2"
+	# a passed test's home goes now (some hold GBs), unless KEEP
+	[ "$rc" -ne 0 ] || [ -n "${KEEP:-}" ] || rm -rf "${SUITE:?}/$t"
 }
 
 # run_group NAME LANE: setup, its tests in order, teardown
