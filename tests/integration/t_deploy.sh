@@ -8,6 +8,8 @@
 # before, and the traffic checks count requests under load; two of these at
 # once race for ports and starve each other's model servers.
 # group: deploy
+# Auto-stop after 3 s must not overtake the second version's deploy: alone, after the lanes.
+# group solo: test_deploy_auto_stop_and_start_again
 
 # deploy_down: daemons first, then every replica (their supervisors lead
 # their process groups) and this home's HAProxy

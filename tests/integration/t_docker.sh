@@ -347,6 +347,17 @@ steps:
 Y
 }
 
+# wait_handle RUN: until the work step's container is recorded in its attempt
+# and its supervisor in the status file (what a kill mid-step needs done)
+wait_handle() {
+	for _ in $(seq 1 100); do
+		[ -n "$(sql "SELECT handle->>'container' FROM attempts a JOIN steps s ON s.id = a.step_id WHERE s.run_id = $1 AND s.name = 'work'")" ] &&
+			[ -n "$(supervisor_pid "$1" 2>/dev/null)" ] && return 0
+		sleep 0.1
+	done
+	fail "the work step's handle was not recorded"
+}
+
 docker_ran_once() { # RUN
 	wait_run "$1" succeeded 60
 	assert_eq "$(cat "$FERRY_HOME/runs/$1/work/checkpoint/work.count")" "attempt 1" "the step's work ran exactly once"
@@ -372,7 +383,7 @@ test_docker_daemon_kill9_mid_step_runs_once() {
 	start_daemon a
 	id=$(submit "$(docker_counted_wf)")
 	wait_container >/dev/null
-	sleep 1
+	wait_handle "$id"
 	stop_daemon a KILL
 	start_daemon a
 	docker_ran_once "$id"
@@ -389,7 +400,7 @@ test_docker_supervisor_killed_container_followed_again() {
 	start_daemon a
 	id=$(submit "$(docker_counted_wf 6)")
 	wait_container >/dev/null
-	sleep 1
+	wait_handle "$id"
 	stop_daemon a KILL
 	shim=$(supervisor_pid "$id")
 	[ -n "$shim" ] || fail "no supervisor pid in the status file"
@@ -410,7 +421,7 @@ test_docker_supervisor_killed_under_running_daemon() {
 	start_daemon a
 	id=$(submit "$(docker_counted_wf)")
 	wait_container >/dev/null
-	sleep 1
+	wait_handle "$id"
 	kill -9 "$(supervisor_pid "$id")"
 	docker_ran_once "$id"
 }
@@ -462,7 +473,7 @@ test_docker_api_on_podman_service() {
 	assert_no_container "after the hello run"
 	id=$(submit "$(docker_counted_wf)")
 	wait_container >/dev/null
-	sleep 1
+	wait_handle "$id"
 	stop_daemon a KILL
 	start_daemon a
 	docker_ran_once "$id"
