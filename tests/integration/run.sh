@@ -206,7 +206,7 @@ lane() {
 	while job=$(next_job); do
 		start=$(now)
 		case $job in
-			group\ *) run_group "${job#group }" "$lane" ;;
+			group\ *) ( run_group "${job#group }" "$lane" ) ;;   # what its setup exports stays in it
 			test\ *) run_test "${job#test }" "$lane" ;;
 		esac
 		s=$(since "$start")
