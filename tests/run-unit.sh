@@ -1,14 +1,24 @@
 #!/usr/bin/env bash
 # Runs each unit-test binary and prints one closing line: N passed, N failed.
+# The binaries run at once, UNIT_JOBS at a time (default: the CPU count);
+# each one's output is kept apart and printed in the order given.
 set -u
 passed=0 failed=0
+tmp=$(mktemp -d /tmp/ferry-unit.XXXXXX)
+trap 'rm -rf "$tmp"' EXIT
+i=0
 for t in "$@"; do
-	out=$("$t" 2>&1); rc=$?
-	echo "$out" | grep -E '^\[  (PASSED|FAILED) \]|^\[  FAILED  \]' >/dev/null
+	printf '%s\0%s\0' "$i" "$t"
+	i=$((i + 1))
+done | xargs -0 -r -n 2 -P "${UNIT_JOBS:-$(nproc)}" sh -c '"$2" >"$0/$1.out" 2>&1; echo $? >"$0/$1.rc"' "$tmp"
+i=0
+for t in "$@"; do
+	out=$(cat "$tmp/$i.out" 2>/dev/null); rc=$(cat "$tmp/$i.rc" 2>/dev/null || echo 1)
+	i=$((i + 1))
 	p=$(echo "$out" | sed -n 's/^\[  PASSED  \] \([0-9]*\) test.*/\1/p' | tail -1)
 	f=$(echo "$out" | sed -n 's/^\[  FAILED  \] \([0-9]*\) test.*/\1/p' | tail -1)
 	passed=$((passed + ${p:-0})); failed=$((failed + ${f:-0}))
-	if [ $rc -ne 0 ]; then
+	if [ "$rc" -ne 0 ]; then
 		echo "$out"
 		[ -z "$f" ] && failed=$((failed + 1))
 	fi

@@ -7,14 +7,18 @@
 # servers in tests (webhooks, relays) bind port 0 and write theirs to a file
 # the same way.
 
-# run_one NAME: a fresh FERRY_HOME and database, then the test.
+# run_one NAME: a fresh FERRY_HOME and database, then the test. The
+# database is a copy of TEST_DB_TEMPLATE when that is set (run.sh's
+# ferry_template: migrated once per suite), else an empty one.
 run_one() {
 	local t=$1
 	export FERRY_HOME="$SUITE/$t"
 	mkdir -p "$FERRY_HOME"
 	local db="t_$(echo "$t" | tr -c 'a-z0-9_\n' '_')"
 	psql "$PG_CONN" -qAtc "DROP DATABASE IF EXISTS $db" >/dev/null 2>&1
-	psql "$PG_CONN" -qAtc "CREATE DATABASE $db" >/dev/null || { echo "cannot create database $db"; return 1; }
+	psql "$PG_CONN" -qAtc "CREATE DATABASE $db${TEST_DB_TEMPLATE:+ TEMPLATE $TEST_DB_TEMPLATE}" >/dev/null ||
+		{ echo "cannot create database $db"; return 1; }
+	unset TEST_DB_TEMPLATE
 	export FERRY_DATABASE_URL="${PG_CONN/dbname=ferry/dbname=$db}"
 	export FERRY_API_TOKEN="test-token-$(date +%s%N)"
 	export FERRY_LEASE_MS=2000 FERRY_POLL_MS=200 FERRY_KILL_GRACE_MS=1000 FERRY_SHUTDOWN_GRACE_MS=2000

@@ -4,16 +4,59 @@
 # processes, real jobs, real HTTP. Every test is a function test_* in a
 # tests/integration/t_*.sh file; run one with: tests/integration/run.sh NAME…
 # Closing line: "integration: N passed, N failed" (tests/run-all.sh adds the total).
+#
+# Lanes: the tests run in TEST_LANES lanes at once (default 3; TEST_LANES=1
+# is the old serial run). Each test has its own database, FERRY_HOME and
+# ports (daemons listen on port 0), so most tests can run beside any other.
+# Each test's database is a copy of ferry_template, a database migrated once
+# at suite start (CREATE DATABASE t_x TEMPLATE ferry_template): its daemons
+# find every migration and function file recorded and apply nothing.
+#
+# Groups: a test that needs something machine-wide (dockerd's socket, the
+# Slurm cluster's fixed ports, podman's cgroups) or that is timing-sensitive
+# belongs to a group; a group's tests run one after another, in name order,
+# in one lane (beside the other lanes). Declared in the t_*.sh files, as
+# comment lines:
+#   # group: NAME                 every test of this file is in group NAME
+#   # group NAME: test_a test_b   these tests are in group NAME (over the file's)
+#   # fresh-db: test_a test_b     these tests get an empty database, not the template
+# The lane that runs group NAME calls group_setup_NAME before its first test
+# and group_teardown_NAME after its last, when a t_*.sh defines them (a
+# setup that fails fails the group's tests); what setup exports reaches the
+# group's tests (e.g. dockerd and Slurm start once per group, not per test).
+# Group "solo" is special: its tests run after every lane has finished,
+# alone (a test that stops the suite's PostgreSQL).
+#
+# Order: the groups start first, longest first, then the other tests,
+# longest first, each lane taking the next from one queue. Durations come
+# from tests/integration/durations (NAME SECONDS a line; a test not in it
+# counts 5 s); TEST_DURATIONS_OUT=FILE writes this run's, in that format.
+# Results print as tests end ("ok N - NAME (Xs)", N in the order they end);
+# a failed test prints its lane, the tail of its output and of its daemons'
+# logs. Before the closing line: each group's and each lane's time.
 set -u
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
 export ROOT PATH="$ROOT/bin:$PATH"
 SUITE=$(mktemp -d /tmp/ferry-it.XXXXXX)
 chmod 755 "$SUITE"
 export SUITE
+LANES=${TEST_LANES:-3}
+LANE_PIDS=()
+
+. "$ROOT/tests/integration/lib.sh"
+for f in "$ROOT"/tests/integration/t_*.sh; do . "$f"; done
 
 cleanup() {
+	local f g
+	[ ${#LANE_PIDS[@]} -eq 0 ] || kill "${LANE_PIDS[@]}" 2>/dev/null
 	for f in "$SUITE"/*/daemon.*.pid; do
 		[ -f "$f" ] && kill -9 "$(cat "$f")" 2>/dev/null
+	done
+	# groups a lane set up and did not tear down (interrupted)
+	for f in "$SUITE"/group.*.up; do
+		[ -f "$f" ] || continue
+		g=${f#"$SUITE"/group.}; g=${g%.up}
+		declare -F "group_teardown_$g" >/dev/null && "group_teardown_$g" >/dev/null 2>&1
 	done
 	FERRY_HOME="$SUITE/pg" "$ROOT/bin/ferryd" db stop >/dev/null 2>&1
 	pkill -9 -f "$SUITE/" 2>/dev/null
@@ -25,32 +68,182 @@ PG_CONN=$(FERRY_HOME="$SUITE/pg" "$ROOT/bin/ferryd" db start 2>"$SUITE/pg-start.
 	cat "$SUITE/pg-start.log"; echo "integration: cannot start PostgreSQL"; echo "integration: 0 passed, 1 failed"; exit 1; }
 export PG_CONN
 
-. "$ROOT/tests/integration/lib.sh"
-for f in "$ROOT"/tests/integration/t_*.sh; do . "$f"; done
+# the template: migrated once (ferryd token list migrates, then lists), then
+# closed to connections (CREATE DATABASE … TEMPLATE needs it unused)
+mkdir -p "$SUITE/template"
+if ! { psql "$PG_CONN" -qAtc "CREATE DATABASE ferry_template" >/dev/null &&
+	FERRY_HOME="$SUITE/template" FERRY_DATABASE_URL="${PG_CONN/dbname=ferry/dbname=ferry_template}" \
+		"$ROOT/bin/ferryd" token list >"$SUITE/template.log" 2>&1 &&
+	psql "$PG_CONN" -qAtc "ALTER DATABASE ferry_template WITH ALLOW_CONNECTIONS false" >/dev/null; }; then
+	cat "$SUITE/template.log" 2>/dev/null
+	echo "integration: cannot migrate the template database"; echo "integration: 0 passed, 1 failed"; exit 1
+fi
+
+# the declarations: GROUP_OF[test], FRESH_DB[test]
+declare -A GROUP_OF=() FRESH_DB=() DUR=()
+for f in "$ROOT"/tests/integration/t_*.sh; do
+	file_group=$(sed -n 's/^# group: *\([a-z0-9_]*\) *$/\1/p' "$f" | head -1)
+	if [ -n "$file_group" ]; then
+		for t in $(sed -n 's/^\(test_[A-Za-z0-9_]*\) *() *{.*/\1/p' "$f"); do GROUP_OF[$t]=$file_group; done
+	fi
+	while read -r g names; do
+		for t in $names; do GROUP_OF[$t]=$g; done
+	done < <(sed -n 's/^# group \([a-z0-9_]*\): *\(.*\)$/\1 \2/p' "$f")
+	for t in $(sed -n 's/^# fresh-db: *//p' "$f"); do FRESH_DB[$t]=1; done
+done
+if [ -f "$ROOT/tests/integration/durations" ]; then
+	while read -r t s; do [ -n "$t" ] && DUR[$t]=$s; done <"$ROOT/tests/integration/durations"
+fi
+dur() { echo "${DUR[$1]:-5}"; }
 
 tests=("$@")
 [ ${#tests[@]} -gt 0 ] || mapfile -t tests < <(declare -F | awk '{print $3}' | grep '^test_' | sort)
-
-passed=0 failed=0 n=0 failed_names=()
 for t in "${tests[@]}"; do
-	n=$((n + 1))
-	start=$(date +%s.%N)
-	( run_one "$t" ) > "$SUITE/$t.out" 2>&1
-	rc=$?
-	stop_deployments "$SUITE/$t"
-	secs=$(awk -v a="$start" -v b="$(date +%s.%N)" 'BEGIN { printf "%.1f", b - a }')
-	if [ $rc -eq 0 ]; then
-		passed=$((passed + 1))
-		printf 'ok %d - %s (%.1fs)\n' "$n" "$t" "$secs"
+	declare -F "$t" >/dev/null || { echo "integration: no test named $t"; echo "integration: 0 passed, 1 failed"; exit 1; }
+done
+
+# the queue: one line a job, "group NAME" or "test NAME", groups first
+declare -A GROUP_TESTS=() GROUP_SECS=()
+loose=() solo=()
+for t in "${tests[@]}"; do
+	g=${GROUP_OF[$t]:-}
+	if [ -z "$g" ]; then loose+=("$t")
+	elif [ "$g" = solo ]; then solo+=("$t")
 	else
-		failed=$((failed + 1)); failed_names+=("$t")
-		printf 'not ok %d - %s (%.1fs)\n' "$n" "$t" "$secs"
-		sed 's/^/    # /' "$SUITE/$t.out" | tail -40
-		for l in "$SUITE/$t"/ferryd*.log; do
-			[ -f "$l" ] && { echo "    # --- $(basename "$l") (tail)"; tail -15 "$l" | sed 's/^/    # /'; }
-		done
+		GROUP_TESTS[$g]="${GROUP_TESTS[$g]:-}${GROUP_TESTS[$g]:+ }$t"
+		GROUP_SECS[$g]=$(awk -v a="${GROUP_SECS[$g]:-0}" -v b="$(dur "$t")" 'BEGIN { print a + b }')
 	fi
 done
-[ $failed -eq 0 ] || echo "integration: failed: ${failed_names[*]}"
+{
+	for g in "${!GROUP_TESTS[@]}"; do echo "${GROUP_SECS[$g]} group $g"; done | sort -k1,1gr
+	for t in "${loose[@]}"; do echo "$(dur "$t") test $t"; done | sort -k1,1gr
+} | cut -d' ' -f2- >"$SUITE/queue"
+echo 0 >"$SUITE/queue.pos"
+echo 0 >"$SUITE/count"
+: >"$SUITE/results"
+
+# next_job: prints the next line of the queue (fails when it is empty)
+next_job() {
+	local i line
+	{
+		flock 9
+		i=$(cat "$SUITE/queue.pos")
+		line=$(sed -n "$((i + 1))p" "$SUITE/queue")
+		echo $((i + 1)) >"$SUITE/queue.pos"
+	} 9>>"$SUITE/queue.lock"
+	[ -n "$line" ] && echo "$line"
+}
+
+# report NAME RC SECS LANE: one result, printed whole (under the print lock)
+report() {
+	local t=$1 rc=$2 secs=$3 lane=$4 n l
+	{
+		flock 9
+		n=$(($(cat "$SUITE/count") + 1))
+		echo $n >"$SUITE/count"
+		echo "$rc $t $secs $lane" >>"$SUITE/results"
+		if [ "$rc" -eq 0 ]; then
+			printf 'ok %d - %s (%.1fs)\n' "$n" "$t" "$secs"
+		else
+			printf 'not ok %d - %s (%.1fs)\n' "$n" "$t" "$secs"
+			echo "    # $t ran in lane $lane"
+			sed 's/^/    # /' "$SUITE/$t.out" | tail -40
+			for l in "$SUITE/$t"/ferryd*.log; do
+				[ -f "$l" ] && { echo "    # --- $(basename "$l") (tail)"; tail -15 "$l" | sed 's/^/    # /'; }
+			done
+		fi
+	} 9>>"$SUITE/print.lock"
+}
+
+now() { date +%s.%N; }
+since() { awk -v a="$1" -v b="$(now)" 'BEGIN { printf "%.1f", b - a }'; }
+
+# run_test NAME LANE
+run_test() {
+	local t=$1 start rc f tmpl=ferry_template
+	[ -z "${FRESH_DB[$t]:-}" ] || tmpl=
+	start=$(now)
+	( TEST_DB_TEMPLATE=$tmpl run_one "$t" ) >"$SUITE/$t.out" 2>&1
+	rc=$?
+	# what a failed test left running (its daemons, its jobs, its deployments)
+	# goes now, not at the end of the suite: the other lanes need the CPU
+	for f in "$SUITE/$t"/daemon.*.pid; do
+		[ -f "$f" ] && kill -9 "$(cat "$f")" 2>/dev/null
+	done
+	stop_deployments "$SUITE/$t"
+	pkill -9 -f "$SUITE/$t/" 2>/dev/null
+	report "$t" "$rc" "$(since "$start")" "$2"
+	# a passed test's home goes now (some hold GBs), unless KEEP
+	[ "$rc" -ne 0 ] || [ -n "${KEEP:-}" ] || rm -rf "${SUITE:?}/$t"
+}
+
+# run_group NAME LANE: setup, its tests in order, teardown
+run_group() {
+	local g=$1 lane=$2 start t rc=0
+	start=$(now)
+	if declare -F "group_setup_$g" >/dev/null; then
+		touch "$SUITE/group.$g.up"
+		"group_setup_$g" >"$SUITE/group.$g.setup.log" 2>&1 || rc=$?
+	fi
+	for t in ${GROUP_TESTS[$g]}; do
+		if [ "$rc" -ne 0 ]; then
+			{ echo "group $g: group_setup_$g failed ($rc):"; cat "$SUITE/group.$g.setup.log"; } >"$SUITE/$t.out"
+			report "$t" 1 0 "$lane"
+		else
+			run_test "$t" "$lane"
+		fi
+	done
+	if declare -F "group_teardown_$g" >/dev/null; then
+		"group_teardown_$g" >"$SUITE/group.$g.teardown.log" 2>&1
+		rm -f "$SUITE/group.$g.up"
+	fi
+	echo "group $g $(since "$start") $lane" >>"$SUITE/times"
+}
+
+# lane N: jobs from the queue until it is empty
+lane() {
+	local lane=$1 job start busy=0 s
+	while job=$(next_job); do
+		start=$(now)
+		case $job in
+			group\ *) ( run_group "${job#group }" "$lane" ) ;;   # what its setup exports stays in it
+			test\ *) run_test "${job#test }" "$lane" ;;
+		esac
+		s=$(since "$start")
+		busy=$(awk -v a="$busy" -v b="$s" 'BEGIN { print a + b }')
+	done
+	echo "lane $lane $busy" >>"$SUITE/times"
+}
+
+suite_start=$(now)
+[ "$LANES" -ge 1 ] 2>/dev/null || LANES=1
+for i in $(seq 1 "$LANES"); do
+	lane "$i" &
+	LANE_PIDS+=($!)
+done
+wait "${LANE_PIDS[@]}"
+LANE_PIDS=()
+if [ ${#solo[@]} -gt 0 ]; then
+	start=$(now)
+	for t in "${solo[@]}"; do run_test "$t" solo; done
+	echo "group solo $(since "$start") solo" >>"$SUITE/times"
+fi
+
+passed=$(awk '$1 == 0' "$SUITE/results" | wc -l)
+failed=$(awk '$1 != 0' "$SUITE/results" | wc -l)
+failed_names=$(awk '$1 != 0 { printf "%s%s", sep, $2; sep = " " }' "$SUITE/results")
+if [ -n "${TEST_DURATIONS_OUT:-}" ]; then
+	awk '{ print $2, $3 }' "$SUITE/results" | sort >"$TEST_DURATIONS_OUT"
+fi
+if [ -f "$SUITE/times" ]; then
+	sort -k1,1 -k3,3gr "$SUITE/times" | while read -r kind name secs lane; do
+		case $kind in
+			group) echo "integration: group $name: ${secs}s (lane $lane)" ;;
+			lane) echo "integration: lane $name: ${secs}s busy" ;;
+		esac
+	done
+fi
+echo "integration: $LANES lanes, $(since "$suite_start")s"
+[ "$failed" -eq 0 ] || echo "integration: failed: $failed_names"
 echo "integration: $passed passed, $failed failed"
-[ $failed -eq 0 ]
+[ "$failed" -eq 0 ]

@@ -155,7 +155,10 @@ Y
 	done
 	sleep 1
 	kill $(cat "$FERRY_HOME/curls")
-	sleep 1.5
+	for _ in $(seq 1 15); do
+		sleep 0.1
+		[ "$(ls /proc/$pid/task | wc -l)" -le "$((before + 1))" ] && break
+	done
 	after=$(ls /proc/$pid/task | wc -l)
 	echo "threads before $before, after abandoned follows $after"
 	[ "$after" -le "$((before + 1))" ] || fail "abandoned follow streams keep $((after - before)) threads"

@@ -260,7 +260,9 @@ Y
 	env -u FERRY_URL FERRY_ADDRESS_FILE="$FERRY_HOME/ferryd-a.url" \
 		ferry logs "$id" ticks -f > "$FERRY_HOME/r.out" 2>"$FERRY_HOME/r.err" &
 	p=$!
-	sleep 2
+	# the follower streams before the daemon goes away
+	for _ in $(seq 1 50); do grep -q tick "$FERRY_HOME/r.out" 2>/dev/null && break; sleep 0.1; done
+	grep -q tick "$FERRY_HOME/r.out" || fail "logs -f streamed nothing before the kill"
 	stop_daemon a KILL
 	sleep 2
 	start_daemon a

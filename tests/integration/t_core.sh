@@ -108,7 +108,7 @@ Y
 )
 	id=$(submit "$f")
 	wait_step "$id" long running 10
-	sleep 0.3
+	for _ in $(seq 1 30); do [ -s "$FERRY_HOME/runs/$id/long/1/pid" ] && break; sleep 0.1; done
 	pid=$(cat "$FERRY_HOME/runs/$id/long/1/pid")
 	api POST "/api/v1/runs/$id/stop"
 	assert_eq "$CODE" 200 "stop answered"

@@ -1,4 +1,6 @@
 # Daemon behaviour: reload, JSON logs, database restarts.
+# The database restart stops the suite's PostgreSQL: it runs alone (run.sh).
+# group solo: test_database_restart_mid_run
 
 test_sighup_reload_and_json_logs() {
 	FERRYD_ARGS="--log-format json" start_daemon a

@@ -310,6 +310,8 @@ dc_metric() {
 
 # A hit on unchanged data reads no byte of it: the fingerprint comes from the
 # stat memo. Data written just before a run is read in full (racily clean).
+# Its second run must end within the racy window: alone, after the lanes.
+# group solo: test_datacache_hit_reads_metadata_only
 test_datacache_hit_reads_metadata_only() {
 	start_daemon a
 	W="$FERRY_HOME/work"

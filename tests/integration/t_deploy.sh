@@ -4,6 +4,12 @@
 # gets ready, a killed replica, auto-stop, and HAProxy agreeing with the
 # database after a daemon kill -9 and an HAProxy reload. Each test stops the
 # replicas and HAProxy of its FERRY_HOME when it ends, passed or failed.
+# One group (run.sh): replicas take ports a daemon picked free a moment
+# before, and the traffic checks count requests under load; two of these at
+# once race for ports and starve each other's model servers.
+# group: deploy
+# Auto-stop after 3 s must not overtake the second version's deploy: alone, after the lanes.
+# group solo: test_deploy_auto_stop_and_start_again
 
 # deploy_down: daemons first, then every replica (their supervisors lead
 # their process groups) and this home's HAProxy

@@ -9,6 +9,8 @@
 # tests/integration/run.sh test_deploy_random_changes_agree_with_haproxy.
 # DEPLOY_CHANGES sets how many changes (default 300). Uses t_deploy.sh's
 # helpers (deploy_up, deploy_wf, count_versions), sourced beside this file.
+# In group deploy (run.sh), beside t_deploy.sh's tests.
+# group: deploy
 
 # rand_driver: writes the Python driver that applies changes and checks them
 # (one process per batch, one keep-alive connection: a few ms a change).

@@ -8,6 +8,25 @@
 #
 # The digits train step runs in ferry-python (deploy/dockerd.sh python-image:
 # the host's python3-sklearn stack, ~200 MB, kept once built).
+#
+# One group (run.sh): the tests share the machine's dockerd and its socket.
+# The group's lane starts dockerd once (group_setup_docker) and stops it
+# after the last test when it started it; docker_up in each test then finds
+# it running and leaves it running.
+# group: docker
+
+# (stopped only when this group started it: a dockerd that answered already is someone else's)
+group_setup_docker() {
+	local out
+	out=$("$ROOT/deploy/dockerd.sh" start 2>&1) || { echo "$out"; return 1; }
+	echo "$out"
+	case $out in *"started pid"*) touch "$SUITE/group-docker.started" ;; esac
+}
+group_teardown_docker() {
+	[ -f "$SUITE/group-docker.started" ] || return 0
+	"$ROOT/deploy/dockerd.sh" stop
+	rm -f "$SUITE/group-docker.started"
+}
 
 DOCKER_SOCK=${FERRY_DOCKER_HOST:-unix:///var/run/docker.sock}
 DOCKER_SOCK=${DOCKER_SOCK#unix://}
@@ -328,6 +347,17 @@ steps:
 Y
 }
 
+# wait_handle RUN: until the work step's container is recorded in its attempt
+# and its supervisor in the status file (what a kill mid-step needs done)
+wait_handle() {
+	for _ in $(seq 1 100); do
+		[ -n "$(sql "SELECT handle->>'container' FROM attempts a JOIN steps s ON s.id = a.step_id WHERE s.run_id = $1 AND s.name = 'work'")" ] &&
+			[ -n "$(supervisor_pid "$1" 2>/dev/null)" ] && return 0
+		sleep 0.1
+	done
+	fail "the work step's handle was not recorded"
+}
+
 docker_ran_once() { # RUN
 	wait_run "$1" succeeded 60
 	assert_eq "$(cat "$FERRY_HOME/runs/$1/work/checkpoint/work.count")" "attempt 1" "the step's work ran exactly once"
@@ -353,7 +383,7 @@ test_docker_daemon_kill9_mid_step_runs_once() {
 	start_daemon a
 	id=$(submit "$(docker_counted_wf)")
 	wait_container >/dev/null
-	sleep 1
+	wait_handle "$id"
 	stop_daemon a KILL
 	start_daemon a
 	docker_ran_once "$id"
@@ -370,7 +400,7 @@ test_docker_supervisor_killed_container_followed_again() {
 	start_daemon a
 	id=$(submit "$(docker_counted_wf 6)")
 	wait_container >/dev/null
-	sleep 1
+	wait_handle "$id"
 	stop_daemon a KILL
 	shim=$(supervisor_pid "$id")
 	[ -n "$shim" ] || fail "no supervisor pid in the status file"
@@ -391,7 +421,7 @@ test_docker_supervisor_killed_under_running_daemon() {
 	start_daemon a
 	id=$(submit "$(docker_counted_wf)")
 	wait_container >/dev/null
-	sleep 1
+	wait_handle "$id"
 	kill -9 "$(supervisor_pid "$id")"
 	docker_ran_once "$id"
 }
@@ -443,7 +473,7 @@ test_docker_api_on_podman_service() {
 	assert_no_container "after the hello run"
 	id=$(submit "$(docker_counted_wf)")
 	wait_container >/dev/null
-	sleep 1
+	wait_handle "$id"
 	stop_daemon a KILL
 	start_daemon a
 	docker_ran_once "$id"

@@ -3,6 +3,9 @@
 # when a file's text differs from what the database last got (and after a
 # migration ran), never rewritten by a plain restart; steps carry their
 # kind's flags (steps.waits, steps.restage) and the functions act on those.
+# Those that watch a fresh database get every file start from an empty
+# database, not run.sh's migrated template:
+# fresh-db: test_functions_applied_once_and_when_changed test_functions_two_daemons_apply_once
 
 # the function files of this checkout, and the sha256 of one
 fn_files() { ls "$ROOT"/db/functions/*.sql | wc -l | tr -d ' '; }

@@ -35,7 +35,13 @@ Y
 	assert_eq "$CODE" 200 "the finished run is read (and kept in the run cache)"
 
 	viewer=$(hk_token watcher viewer)
-	sleep 1.5 # the API reads the tokens every second
+	# the API reads the tokens every second: wait until it knows this one
+	for _ in $(seq 1 30); do
+		FERRY_API_TOKEN=$viewer api GET /api/v1/runs
+		[ "$CODE" = 200 ] && break
+		sleep 0.1
+	done
+	assert_eq "$CODE" 200 "the viewer's token is known within 3 s"
 	FERRY_API_TOKEN=$viewer api DELETE "/api/v1/runs/$id"
 	assert_eq "$CODE" 403 "a viewer cannot delete a run"
 

@@ -3,6 +3,17 @@
 # low-utilization warnings and training-health watchpoints — with real
 # processes under a short test configuration (FERRY_HANG), not the
 # defaults' minutes.
+#
+# Groups (run.sh): hang detection reads CPU variance and timing, so these
+# run one at a time; those on an executor run in that executor's group.
+# group: monitor
+# group podman: test_monitor_podman_job_sampled_through_its_cgroup
+# group docker: test_monitor_docker_job_sampled_through_its_cgroup
+# group slurm: test_monitor_slurm_job_sampled_through_sstat
+# Those that judge a job by how much CPU it gets run alone, after the lanes
+# (a spinning job starved by the other lanes on 2 cores looks idle):
+# group solo: test_monitor_busy_loop_is_hung_spinning test_monitor_varying_cpu_without_io_is_never_hung
+# group solo: test_monitor_low_utilization_warns_idle_not_busy
 
 # the test configuration: a period of 1 s, 3 quiet periods, a 3 s window, 2 s to confirm, 2 s
 # warm-up; flat up to a standard deviation of 20 points, since a spinning job on this shared

@@ -4,6 +4,9 @@
 # isolation, a daemon killed mid-step, and the sweep of leftover containers.
 # Each test sets Podman up with deploy/podman.sh and removes every container
 # of its FERRY_HOME when it ends, even on failure.
+# One group (run.sh): the memory-limit, CPU and timing checks run one at a
+# time, not beside each other on this 2-core machine.
+# group: podman
 
 # podman_up: the configuration and image (idempotent), and the cleanup trap.
 podman_up() {

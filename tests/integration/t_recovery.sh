@@ -1,4 +1,6 @@
 # Crash safety: kill -9 of the daemon, restart, two daemons on one database.
+# The concurrent migrations need an empty database, not run.sh's migrated template:
+# fresh-db: test_concurrent_migrations
 
 test_kill9_restart_readopts() {
 	start_daemon a

@@ -1,10 +1,23 @@
 # The slurm executor against a real one-node Slurm (munged, slurmctld,
-# slurmd, slurmrestd) that each test starts through deploy/slurm.sh under
-# its FERRY_HOME and stops when it ends, passed or failed.
+# slurmd, slurmrestd) started through deploy/slurm.sh. Its ports are fixed
+# (one cluster per machine), so these tests are one group (run.sh): the
+# group's lane starts the cluster once under $SUITE/group-slurm
+# (SLURM_GROUP_DIR) and stops it after the last test; each test's slurm_up
+# starts whatever of it is not running (a test before may have stopped
+# slurmctld on purpose) and its slurm_down cancels the jobs it left. A test
+# run without the group (SLURM_GROUP_DIR unset) starts its own cluster
+# under its FERRY_HOME and stops it when it ends, passed or failed.
+# group: slurm
 
-# slurm_up: starts Slurm for this test; the daemon's settings exported
+group_setup_slurm() {
+	export SLURM_GROUP_DIR="$SUITE/group-slurm"
+	"$ROOT/deploy/slurm.sh" start "$SLURM_GROUP_DIR"
+}
+group_teardown_slurm() { "$ROOT/deploy/slurm.sh" stop "$SUITE/group-slurm"; }
+
+# slurm_up: Slurm for this test (the group's, else its own); the daemon's settings exported
 slurm_up() {
-	export FERRY_SLURM_DIR="$FERRY_HOME/slurm"
+	export FERRY_SLURM_DIR="${SLURM_GROUP_DIR:-$FERRY_HOME/slurm}"
 	trap slurm_down EXIT
 	"$ROOT/deploy/slurm.sh" start "$FERRY_SLURM_DIR" >"$FERRY_HOME/slurm-up.log" 2>&1 || {
 		cat "$FERRY_HOME/slurm-up.log"; tail -20 "$FERRY_SLURM_DIR"/log/*.log 2>/dev/null
@@ -15,7 +28,15 @@ slurm_up() {
 }
 
 slurm_down() {
-	[ -n "${FERRY_SLURM_DIR:-}" ] && "$ROOT/deploy/slurm.sh" stop "$FERRY_SLURM_DIR" >/dev/null 2>&1
+	[ -n "${FERRY_SLURM_DIR:-}" ] || return 0
+	if [ "$FERRY_SLURM_DIR" = "${SLURM_GROUP_DIR:-}" ]; then
+		# the group's cluster stays up for the next test: this test's jobs go, and are gone
+		# before the next test starts (it may assert that no job is left)
+		SLURM_CONF="$FERRY_SLURM_DIR/etc/slurm.conf" scancel --quiet --full --user=root 2>/dev/null
+		for _ in $(seq 1 100); do [ -z "$(SLURM_CONF="$FERRY_SLURM_DIR/etc/slurm.conf" squeue -h -o %i 2>/dev/null)" ] && break; sleep 0.1; done
+		return 0
+	fi
+	"$ROOT/deploy/slurm.sh" stop "$FERRY_SLURM_DIR" >/dev/null 2>&1
 	return 0
 }
 
