@@ -143,7 +143,8 @@ TaskPlugin=task/none
 MpiDefault=none
 SelectType=select/cons_tres
 SelectTypeParameters=CR_Core_Memory
-DefMemPerCPU=100
+# a job that asks for no memory gets 500 MB a CPU (the example pipeline's scikit-learn steps peak above 100 MB)
+DefMemPerCPU=500
 StateSaveLocation=$DIR/state
 SlurmdSpoolDir=$DIR/spool
 SlurmctldPidFile=$DIR/state/slurmctld.pid
