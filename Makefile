@@ -157,8 +157,8 @@ integration: all bin/ferryd-test
 	@tests/integration/run.sh
 
 test: deps
-	@$(MAKE) --no-print-directory check
-	@$(MAKE) --no-print-directory all bin/ferryd-test $(UNIT_BIN)
+	@$(MAKE) --no-print-directory -j$$(nproc) check
+	@$(MAKE) --no-print-directory -j$$(nproc) all bin/ferryd-test $(UNIT_BIN)
 	@tests/run-all.sh $(UNIT_BIN)
 
 demo: deps

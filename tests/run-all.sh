@@ -1,20 +1,25 @@
 #!/usr/bin/env bash
-# make test: the unit tests (each binary given), the integration suite, and
-# the browser suite (tests/browser) beside it (its own PostgreSQL and daemon;
-# its output is printed after the integration suite's); the last line is the
-# total for all three: "N passed, N failed".
+# make test: the integration suite, with the unit tests (each binary given)
+# and the browser suite (tests/browser: its own PostgreSQL and daemon)
+# beside it; their outputs are printed after the integration suite's. The
+# last line is the total for all three: "N passed, N failed".
 set -u
 cd "$(dirname "$0")/.."
-out=$(mktemp) bout=$(mktemp)
-bpid=
-trap '[ -n "$bpid" ] && kill "$bpid" 2>/dev/null; rm -f "$out" "$bout"' EXIT
-tests/run-unit.sh "$@" | tee "$out"
-unit=$(grep -E '^unit: [0-9]+ passed, [0-9]+ failed$' "$out" | tail -1)
-# the console in headless Chromium (about 10 s), in the background
+out=$(mktemp) bout=$(mktemp) uout=$(mktemp)
+bpid= upid=
+trap '[ -n "$bpid$upid" ] && kill $bpid $upid 2>/dev/null; rm -f "$out" "$bout" "$uout"' EXIT
+# the unit binaries (about a minute, test_haproxy most of it) and the console
+# in headless Chromium (about 90 s), in the background
+tests/run-unit.sh "$@" >"$uout" 2>&1 </dev/null &
+upid=$!
 tests/browser/run.sh >"$bout" 2>&1 </dev/null &
 bpid=$!
 tests/integration/run.sh | tee "$out"
 integ=$(grep -E '^integration: [0-9]+ passed, [0-9]+ failed$' "$out" | tail -1)
+wait "$upid"
+upid=
+cat "$uout"
+unit=$(grep -E '^unit: [0-9]+ passed, [0-9]+ failed$' "$uout" | tail -1)
 wait "$bpid"
 bpid=
 cat "$bout"

@@ -5,7 +5,7 @@
 # tests/integration/t_*.sh file; run one with: tests/integration/run.sh NAME…
 # Closing line: "integration: N passed, N failed" (tests/run-all.sh adds the total).
 #
-# Lanes: the tests run in TEST_LANES lanes at once (default 3; TEST_LANES=1
+# Lanes: the tests run in TEST_LANES lanes at once (default 4; TEST_LANES=1
 # is the old serial run). Each test has its own database, FERRY_HOME and
 # ports (daemons listen on port 0), so most tests can run beside any other.
 # Each test's database is a copy of ferry_template, a database migrated once
@@ -40,7 +40,7 @@ export ROOT PATH="$ROOT/bin:$PATH"
 SUITE=$(mktemp -d /tmp/ferry-it.XXXXXX)
 chmod 755 "$SUITE"
 export SUITE
-LANES=${TEST_LANES:-3}
+LANES=${TEST_LANES:-4}
 LANE_PIDS=()
 
 . "$ROOT/tests/integration/lib.sh"

@@ -8,6 +8,9 @@
 # run without the group (SLURM_GROUP_DIR unset) starts its own cluster
 # under its FERRY_HOME and stops it when it ends, passed or failed.
 # group: slurm
+# the example pipeline end to end: its deploy step's load test judges p99 latency, which a busy machine
+# pushes past the example's 500 ms; it runs alone after the lanes, on a cluster of its own
+# group solo: test_slurm_digits_train
 
 group_setup_slurm() {
 	export SLURM_GROUP_DIR="$SUITE/group-slurm"
