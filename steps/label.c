@@ -128,7 +128,8 @@ static int read_labels(struct names *out, const char *path)
 	}
 	free(line);
 	fclose(f);
-	qsort(out->v, out->n, sizeof(char *), cmp_str);
+	if (out->n > 1) /* no names leaves out->v NULL, which qsort may not take */
+		qsort(out->v, out->n, sizeof(char *), cmp_str);
 	return FERRY_OK;
 }
 

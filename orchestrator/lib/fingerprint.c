@@ -165,7 +165,8 @@ int fingerprint_tree_load(struct fingerprint_tree *t, int *rootfd, const char *d
 		*rootfd = -1;
 		return error;
 	}
-	qsort(t->v, t->n, sizeof(*t->v), ent_cmp);
+	if (t->n > 1) /* an empty tree leaves t->v NULL, which qsort may not take */
+		qsort(t->v, t->n, sizeof(*t->v), ent_cmp);
 	return FERRY_OK;
 }
 

@@ -172,7 +172,8 @@ static int listing_read(struct listing *l, const char *dir, const json_t *ignore
 	}
 	if ((error = list_dir(l, dfd, "", ignore, 0)) < 0)
 		return error;
-	qsort(l->v, l->n, sizeof(*l->v), fent_cmp);
+	if (l->n > 1) /* an empty directory leaves l->v NULL, which qsort may not take */
+		qsort(l->v, l->n, sizeof(*l->v), fent_cmp);
 	return FERRY_OK;
 }
 

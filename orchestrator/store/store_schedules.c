@@ -87,12 +87,15 @@ int store_sched_due(struct sched_row **rows, int *n, int64_t *now, PGconn *conn,
 static char *int_array(const int64_t *v, int n)
 {
 	struct sbuf b = {0};
+	char *out;
 
 	for (int i = 0; i < n; i++) {
 		sbuf_sep(&b, i);
 		sbuf_int(&b, v[i]);
 	}
-	return xstrdup(sbuf_close(&b, n));
+	out = xstrdup(sbuf_close(&b, n));
+	free(b.p);
+	return out;
 }
 
 static char *text_array(const char *const *v, int n)
