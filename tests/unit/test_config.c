@@ -115,7 +115,7 @@ static void test_config__valid_fan_out_fan_in(void **state)
 	json_decref(spec);
 }
 
-/* hang: and watch: (config_monitor.c): normalized into the spec when present, errors at file:line:col. */
+/* hang: and watch: (steps/keys_job.c): normalized into the spec when present, errors at file:line:col. */
 /* schedule: and triggers: (config_schedule.c): normalised, and every mistake at its place. */
 static void test_config__schedule_and_triggers(void **state)
 {
