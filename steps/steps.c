@@ -80,8 +80,8 @@ int steps_input_has(const json_t *in, unsigned flags)
 
 /*
  * The value of the reference e…end ("steps.X.outputs.K", trimmed) from
- * inputs into *val (newly allocated). 1 when e…end is not a step reference
- * (left as written), FERRY_EINVALID when the step or output is missing or
+ * inputs into *val (newly allocated). 1 when e…end is not a step reference,
+ * FERRY_EINVALID when the step or output is missing or
  * not a string or number (the message names it).
  */
 static int ref_value(char **val, const char *e, const char *end, const json_t *inputs)
@@ -119,8 +119,8 @@ static int ref_value(char **val, const char *e, const char *end, const json_t *i
 	return FERRY_EINVALID;
 }
 
-/* tmpl_ref_fn for the script of a shell command: inputs is arg. */
-static int shell_ref(char **val, const char *expr, size_t len, void *arg)
+/* The tmpl_ref_fn of a step's fields: inputs is arg. */
+static int output_ref(char **val, const char *expr, size_t len, void *arg)
 {
 	int rc = ref_value(val, expr, expr + len, arg);
 
@@ -131,51 +131,6 @@ static int shell_ref(char **val, const char *expr, size_t len, void *arg)
 	return rc;
 }
 
-/*
- * Renders the step references in s from inputs. *out is the caller's.
- * FERRY_EINVALID when a step or output is missing (the message names it).
- */
-static int render_refs(char **out, const char *s, const json_t *inputs)
-{
-	char *buf = NULL, *val = NULL;
-	size_t blen = 0;
-	FILE *b = open_memstream(&buf, &blen);
-	const char *p = s, *open;
-	int rc;
-
-	if (b == NULL)
-		abort();
-
-	while ((open = strstr(p, "{{")) != NULL) {
-		const char *close = strstr(open + 2, "}}"), *e = open + 2, *end;
-
-		fwrite(p, 1, (size_t)(open - p), b);
-		if (close == NULL)
-			break;
-		while (*e == ' ' || *e == '\t')
-			e++;
-		end = close;
-		while (end > e && (end[-1] == ' ' || end[-1] == '\t'))
-			end--;
-		if ((rc = ref_value(&val, e, end, inputs)) < 0) {
-			fclose(b);
-			free(buf);
-			return rc;
-		}
-		if (rc == 1)
-			fwrite(open, 1, (size_t)(close + 2 - open), b); /* not ours: left as written */
-		else
-			fputs(val, b);
-		free(val);
-		val = NULL;
-		p = close + 2;
-	}
-	fputs(p, b);
-	fclose(b);
-	*out = buf;
-	return FERRY_OK;
-}
-
 static int render_value(json_t *obj, const char *key, json_t *v, const json_t *inputs)
 {
 	char *r = NULL;
@@ -183,7 +138,7 @@ static int render_value(json_t *obj, const char *key, json_t *v, const json_t *i
 
 	if (!json_is_string(v) || strstr(json_string_value(v), "{{") == NULL)
 		return FERRY_OK;
-	if ((error = render_refs(&r, json_string_value(v), inputs)) < 0)
+	if ((error = tmpl_render_refs(&r, json_string_value(v), output_ref, (void *)inputs)) < 0)
 		return error;
 	json_object_set_new(obj, key, json_string(r));
 	free(r);
@@ -206,9 +161,9 @@ static int render_spec(json_t **out, const json_t *spec, const json_t *inputs)
 			continue;
 		/* in a shell script an output is written quoted: it is data, never code */
 		if ((int)i == script)
-			error = tmpl_render_shell_refs(&r, json_string_value(v), shell_ref, (void *)inputs);
+			error = tmpl_render_shell_refs(&r, json_string_value(v), output_ref, (void *)inputs);
 		else
-			error = render_refs(&r, json_string_value(v), inputs);
+			error = tmpl_render_refs(&r, json_string_value(v), output_ref, (void *)inputs);
 		if (error < 0)
 			goto out;
 		json_array_set_new(cmd, i, json_string(r));

@@ -387,7 +387,7 @@ static int render(char **out, const char *tmpl, const json_t *params, const char
 		tb_addn(&b, p, (size_t)(start - p));
 		if (sh != NULL)
 			shq_scan(sh, p, (size_t)(start - p));
-		if (t.kind == TMPL_PARAM) {
+		if (t.kind == TMPL_PARAM && refs == NULL) {
 			name = xstrndup(t.a, t.alen);
 			v = params ? json_object_get(params, name) : NULL;
 			if (v == NULL || (val = tmpl_value_text(v)) == NULL) {
@@ -453,6 +453,11 @@ int tmpl_render_shell(char **out, const char *script, const json_t *params, cons
 	struct shq sh = {0};
 
 	return render(out, script, params, run_id, &sh, NULL, NULL);
+}
+
+int tmpl_render_refs(char **out, const char *tmpl, tmpl_ref_fn refs, void *arg)
+{
+	return render(out, tmpl, NULL, NULL, NULL, refs, arg);
 }
 
 int tmpl_render_shell_refs(char **out, const char *script, tmpl_ref_fn refs, void *arg)

@@ -72,15 +72,21 @@ int tmpl_render(char **out, const char *tmpl, const json_t *params, const char *
 int tmpl_render_shell(char **out, const char *script, const json_t *params, const char *run_id);
 
 /*
- * At claim time, the {{steps.STEP.outputs.KEY}} references left in the
- * script argument of a shell command: refs resolves each (expr is the text
- * between the braces, "steps.…", trimmed; *val newly allocated, or a
- * negative code with the message set) and the value is written
- * shell-quoted for its place, like a param: an output (a file name a job
- * chose, data a person handed a gate) is never code. *out is newly
- * allocated; the caller frees it.
+ * At claim time, the {{steps.STEP.outputs.KEY}} references left in tmpl:
+ * refs resolves each (expr is the text between the braces, "steps.…",
+ * trimmed; *val newly allocated, or a negative code with the message set)
+ * and the value is written as it is. Anything else between braces, and an
+ * unclosed "{{", stays as written. *out is newly allocated; the caller
+ * frees it.
  */
 typedef int (*tmpl_ref_fn)(char **val, const char *expr, size_t len, void *arg);
+int tmpl_render_refs(char **out, const char *tmpl, tmpl_ref_fn refs, void *arg);
+
+/*
+ * The same for the script argument of a shell command: each value is
+ * written shell-quoted for its place, like a param: an output (a file name
+ * a job chose, data a person handed a gate) is never code.
+ */
 int tmpl_render_shell_refs(char **out, const char *script, tmpl_ref_fn refs, void *arg);
 
 /*

@@ -27,6 +27,30 @@ Y
 	assert_eq "$(printf "%s" "$BODY" | tr '\n' ' ')" "weights n=3 tag=v1 " "rendered references"
 }
 
+# A "{{" that never closes is text, kept once beside a reference rendered in
+# the same field (it was written twice: "x/{{a" became "x/x/{{a"). The
+# parser refuses one in the YAML; a param's value brings it in.
+test_unclosed_braces_beside_a_reference_kept_once() {
+	start_daemon a
+	f=$(wf braces <<'Y'
+name: braces
+params:
+  p: {default: x}
+steps:
+  - name: make
+    command: [sh, -c, 'echo "{\"tag\": \"v1\"}" >"$FERRY_OUTPUT_DIR/outputs.json"']
+  - name: use
+    needs: [make]
+    command: [sh, -c, 'echo "$1 $TAG"', x, "{{steps.make.outputs.tag}}/{{params.p}}"]
+    env: {TAG: "{{steps.make.outputs.tag}}-{{params.p}}"}
+Y
+)
+	id=$(submit "$f" '{"p": "x/{{a"}')
+	wait_run "$id" succeeded 20
+	api GET "/api/v1/runs/$id/steps/use/logs"
+	assert_eq "${BODY%$'\n'}" "v1/x/{{a v1-x/{{a" "the reference rendered, the value's braces once (argv and env)"
+}
+
 test_missing_output_fails_for_good() {
 	start_daemon a
 	f=$(wf missing <<'Y'

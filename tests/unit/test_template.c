@@ -6,6 +6,7 @@
  */
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "cfg_test.h"
 #include "plan/template.h"
@@ -43,6 +44,48 @@ static void test_template__render(void **state)
 	assert_string_equal(out, "");
 	free(out);
 	json_decref(params);
+}
+
+/* A tmpl_ref_fn: steps.a.outputs.k is "v1", any other reference fails. */
+static int fake_ref(char **val, const char *expr, size_t len, void *arg)
+{
+	(void)arg;
+	if (len == strlen("steps.a.outputs.k") && memcmp(expr, "steps.a.outputs.k", len) == 0) {
+		*val = strdup("v1");
+		return 0;
+	}
+	ferry_error_set("no output %.*s", (int)len, expr);
+	return FERRY_EINVALID;
+}
+
+/* Claim-time rendering: step outputs in, everything else as written. */
+static void test_template__render_refs(void **state)
+{
+	static const struct {
+		const char *in, *want;
+	} cases[] = {
+		{"x/{{ steps.a.outputs.k }}/y", "x/v1/y"},
+		{"x/{{a", "x/{{a"}, /* unclosed: once, not twice */
+		{"{{steps.a.outputs.k}}{{", "v1{{"},
+		{"{{params.p}} {{run.id}} {{ other }}", "{{params.p}} {{run.id}} {{ other }}"},
+		{"no braces", "no braces"},
+	};
+	char *out = NULL;
+	size_t i;
+
+	(void)state;
+	for (i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		assert_int_equal(tmpl_render_refs(&out, cases[i].in, fake_ref, NULL), 0);
+		assert_string_equal(out, cases[i].want);
+		free(out);
+	}
+	assert_int_equal(tmpl_render_refs(&out, "{{steps.b.outputs.k}}", fake_ref, NULL),
+			 FERRY_EINVALID);
+	assert_null(out);
+	assert_int_equal(tmpl_render_shell_refs(&out, "echo {{steps.a.outputs.k}} x/{{a", fake_ref,
+						NULL), 0);
+	assert_string_equal(out, "echo 'v1' x/{{a");
+	free(out);
 }
 
 static void test_template__render_shell(void **state)
@@ -127,6 +170,7 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_template__render),
+		cmocka_unit_test(test_template__render_refs),
 		cmocka_unit_test(test_template__render_shell),
 		cmocka_unit_test(test_template__shell_param_uses),
 	};
