@@ -42,7 +42,7 @@ UNIT_BIN := $(UNIT_SRC:tests/unit/%.c=$(B)/tests/%)
 
 DEB_BUILD := gcc make pkg-config libpq-dev libcurl4-openssl-dev libmicrohttpd-dev \
 	libyaml-dev libjansson-dev libssl-dev libcmocka-dev libicu-dev libgit2-dev libgraphviz-dev
-DEB_RUN := postgresql postgresql-client curl procps python3 python3-sklearn wrk \
+DEB_RUN := postgresql postgresql-client curl procps jq python3 python3-sklearn wrk \
 	podman runc busybox-static tini \
 	slurm-wlm slurmrestd slurm-wlm-jwt-plugin munge \
 	docker.io haproxy elfutils gdb git chromium nodejs

@@ -40,6 +40,14 @@ export ROOT PATH="$ROOT/bin:$PATH"
 SUITE=$(mktemp -d /tmp/ferry-it.XXXXXX)
 chmod 755 "$SUITE"
 export SUITE
+# python3 is Debian's (make deps installs it, with python3-sklearn), ahead of
+# a version manager's shim earlier in PATH: pyenv's costs about 150 ms of CPU
+# a start here (Debian's 30 ms), and the tests and their jobs start hundreds
+if [ -x /usr/bin/python3 ]; then
+	mkdir -p "$SUITE/bin"
+	ln -s /usr/bin/python3 "$SUITE/bin/python3"
+	PATH="$ROOT/bin:$SUITE/bin:${PATH#"$ROOT/bin:"}"
+fi
 LANES=${TEST_LANES:-4}
 LANE_PIDS=()
 
@@ -77,6 +85,14 @@ if ! { psql "$PG_CONN" -qAtc "CREATE DATABASE ferry_template" >/dev/null &&
 	psql "$PG_CONN" -qAtc "ALTER DATABASE ferry_template WITH ALLOW_CONNECTIONS false" >/dev/null; }; then
 	cat "$SUITE/template.log" 2>/dev/null
 	echo "integration: cannot migrate the template database"; echo "integration: 0 passed, 1 failed"; exit 1
+fi
+
+# `json EXPR` (lib.sh) evaluated by one Python for the whole run (json_eval.py)
+python3 "$ROOT/tests/integration/json_eval.py" "$SUITE/json_eval" 2>"$SUITE/json_eval.log" &
+disown # (cleanup kills it)
+for _ in $(seq 1 100); do [ -s "$SUITE/json_eval" ] && break; sleep 0.1; done
+if read -r JSON_EVAL_PORT JSON_EVAL_TOKEN <"$SUITE/json_eval" 2>/dev/null; then
+	export JSON_EVAL_PORT JSON_EVAL_TOKEN
 fi
 
 # the declarations: GROUP_OF[test], FRESH_DB[test]

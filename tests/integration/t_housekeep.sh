@@ -108,10 +108,7 @@ Y
 	wait_run "$recent" succeeded 20
 	assert_eq "$(ferry logs "$old" greet)" "hello from greet" "the log is there before"
 	sql "UPDATE runs SET finished_at = now() - interval '2 days' WHERE id = $old" >/dev/null
-	for _ in $(seq 1 100); do
-		[ -n "$(sql "SELECT logs_removed_at FROM runs WHERE id = $old")" ] && break
-		sleep 0.1
-	done
+	sql_until "(SELECT logs_removed_at IS NOT NULL FROM runs WHERE id = $old)" 10 || true
 	[ -n "$(sql "SELECT logs_removed_at FROM runs WHERE id = $old")" ] || fail "retention never marked the old run"
 	[ -e "$FERRY_HOME/runs/$old" ] && fail "the old run's directory is still there"
 	[ -d "$FERRY_HOME/runs/$recent/greet" ] || fail "the recent run's directory was removed"

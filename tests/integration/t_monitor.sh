@@ -35,10 +35,7 @@ mon_events() { sql "SELECT count(*) FROM events WHERE run_id = $1 AND step = '$2
 
 # wait_event RUN STEP KIND SECONDS
 wait_event() {
-	for _ in $(seq 1 $(($4 * 10))); do
-		[ "$(mon_events "$1" "$2" "$3")" -gt 0 ] && return 0
-		sleep 0.1
-	done
+	sql_until "EXISTS (SELECT FROM events WHERE run_id = $1 AND step = '$2' AND kind = '$3')" "$4" && return 0
 	sql "SELECT kind, detail->>'message' FROM events WHERE run_id = $1 ORDER BY id" >&2
 	sql "SELECT state, why, samples->-1 FROM attempt_monitor WHERE run_id = $1" >&2
 	fail "no $3 event for step $2 of run $1 within $4 s"

@@ -45,10 +45,7 @@ Y
 )")
 	wait_run "$ok" succeeded 20
 	wait_run "$bad" failed 20
-	for _ in $(seq 1 50); do
-		[ "$(sql "SELECT count(*) FROM runs WHERE notified_at IS NULL")" = 0 ] && break
-		sleep 0.1
-	done
+	sql_until "NOT EXISTS (SELECT FROM runs WHERE notified_at IS NULL)" 5 || true
 	assert_eq "$(sql "SELECT count(*) FROM runs WHERE notified_at IS NULL")" 0 "every run notified"
 	sleep 2 # nothing more may come
 	assert_eq "$(wc -l <"$FERRY_HOME/posts")" 2 "one post per run (the first try's 500 retried), by one replica"

@@ -28,10 +28,7 @@ ticks() { sql "SELECT count(*) FROM schedule_ticks WHERE schedule_id = $1 ${2:+A
 
 # wait_ticks ID N SECONDS: until schedule ID has N ticks on record
 wait_ticks() {
-	for _ in $(seq 1 $(($3 * 10))); do
-		[ "$(ticks "$1")" -ge "$2" ] && return 0
-		sleep 0.1
-	done
+	sql_until "(SELECT count(*) FROM schedule_ticks WHERE schedule_id = $1) >= $2" "$3" && return 0
 	sql "SELECT nominal_at, outcome, reason, run_id FROM schedule_ticks WHERE schedule_id = $1 ORDER BY 1" >&2
 	fail "schedule $1 has $(ticks "$1") ticks, expected $2 within $3 s"
 }

@@ -28,19 +28,13 @@ trig_runs() { sql "SELECT count(*) FROM runs WHERE trigger_id = $1"; }
 
 # wait_baseline ID: the trigger's first look is on record
 wait_baseline() {
-	for _ in $(seq 1 100); do
-		[ -n "$(sql "SELECT state FROM triggers WHERE id = $1 AND state IS NOT NULL")" ] && return 0
-		sleep 0.1
-	done
-	fail "trigger $1 took no baseline"
+	sql_until "EXISTS (SELECT FROM triggers WHERE id = $1 AND state IS NOT NULL)" 10 ||
+		fail "trigger $1 took no baseline"
 }
 
 # wait_trig_runs ID N SECONDS
 wait_trig_runs() {
-	for _ in $(seq 1 $(($3 * 10))); do
-		[ "$(trig_runs "$1")" -ge "$2" ] && return 0
-		sleep 0.1
-	done
+	sql_until "(SELECT count(*) FROM runs WHERE trigger_id = $1) >= $2" "$3" && return 0
 	sql "SELECT since, extract(epoch FROM since), left(state::text, 400) FROM triggers WHERE id = $1" >&2
 	fail "trigger $1 started $(trig_runs "$1") runs, expected $2 within $3 s"
 }
