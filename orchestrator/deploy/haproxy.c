@@ -34,6 +34,16 @@
  * Requests that find their replica gone are retried on another server
  * (retry-on conn-failure, option redispatch).
  *
+ * Reloads by someone else (an operator's SIGUSR2) may come at any time.
+ * One that reads the files before a change writes them, while the
+ * change's commands reach the old worker, would serve the older weights
+ * until the next reconcile round. So a change first waits until the
+ * master is not reloading and its newest worker alone answers
+ * (hap_settle_locked), and after its commands looks again: when a
+ * reload started meanwhile, it waits for the new worker and sends them
+ * again. A reload that starts after that look reads the files as the
+ * change wrote them.
+ *
  * After crashes. haproxy is started daemonised (-D: its own session), so
  * a daemon killed with kill -9 leaves the front addresses serving; the
  * next daemon finds it through haproxy.pid (the pid must be a live
@@ -683,6 +693,7 @@ int hap_apply(struct hap *h, const struct hap_frontend *fe, size_t n, json_t *ch
 	char *node = NULL, *cfg = NULL, *state = NULL;
 	json_t *layout = NULL;
 	struct live l = {0};
+	struct hap_workers w;
 	pid_t master;
 	int rc;
 
@@ -708,6 +719,8 @@ int hap_apply(struct hap *h, const struct hap_frontend *fe, size_t n, json_t *ch
 		change(changes, NULL, NULL, "started", NULL, NULL);
 		goto out;
 	}
+	if ((rc = hap_settle_locked(h, master, &w)) < 0)
+		goto out;
 	if ((rc = live_read(h, &l)) < 0) {
 		if (rc == FERRY_ENOTFOUND)
 			ferry_error_set("haproxy (pid %d) does not answer on %s", (int)master, h->sock);
@@ -726,7 +739,7 @@ int hap_apply(struct hap *h, const struct hap_frontend *fe, size_t n, json_t *ch
 		change(changes, NULL, NULL, "reloaded", NULL, NULL);
 		/* the new worker loaded the state file; what it has is checked below like any other */
 		live_dispose(&l);
-		if ((rc = live_read(h, &l)) < 0)
+		if ((rc = hap_settle_locked(h, master, &w)) < 0 || (rc = live_read(h, &l)) < 0)
 			goto out;
 		if (layout_diff(fe, n, &l, NULL) > 0) {
 			ferry_error_set("haproxy reloaded but does not serve the new frontends and servers; see %s",
@@ -740,6 +753,18 @@ int hap_apply(struct hap *h, const struct hap_frontend *fe, size_t n, json_t *ch
 			goto out;
 	}
 	rc = runtime_repair(h, fe, n, &l, changes);
+	/*
+	 * A reload someone else started after the settle may have read the
+	 * files before they were written, and the commands may have reached
+	 * the old worker: the new one gets them again (reported once).
+	 */
+	for (int again = 0; rc == 0 && again < 3 && hap_reloaded_since(master, &w); again++) {
+		flog_info("haproxy: reloaded by someone else during a change; applying it to the new worker");
+		live_dispose(&l);
+		if ((rc = hap_settle_locked(h, master, &w)) < 0 || (rc = live_read(h, &l)) < 0)
+			break;
+		rc = runtime_repair(h, fe, n, &l, NULL);
+	}
 out:
 	pthread_mutex_unlock(&h->mu);
 	live_dispose(&l);

@@ -80,6 +80,21 @@ int hap_write_files(const struct hap *h, const char *cfg, const char *state, int
 int hap_start_locked(struct hap *h, const char *node);
 /* Reloads the running master and waits for a new worker with layout node. h->mu held. */
 int hap_reload_locked(struct hap *h, pid_t master, long old_worker, const char *node);
+/*
+ * Reloads by someone else (an operator's SIGUSR2, systemctl reload): a
+ * run-time command sent while one is under way reaches the old worker,
+ * and the new one serves what the files said when it read them. settle
+ * waits (bounded) until the master is in its wait mode and its newest
+ * worker alone answers the admin socket, and notes the workers; then a
+ * change is read and sent; reloaded_since says whether a reload started
+ * after settle (the change is then read and sent again). h->mu held.
+ */
+struct hap_workers {
+	pid_t pid[64];
+	size_t n;
+};
+int hap_settle_locked(struct hap *h, pid_t master, struct hap_workers *w);
+int hap_reloaded_since(pid_t master, const struct hap_workers *w);
 /* Soft stop, a bounded wait, then SIGKILL to the master and its workers. h->mu held. */
 void hap_stop_locked(struct hap *h);
 

@@ -602,6 +602,108 @@ int hap_reload_locked(struct hap *h, pid_t master, long old_worker, const char *
 	return FERRY_ERROR;
 }
 
+/*
+ * Whether the master is in the middle of a reload. On SIGUSR2 the master
+ * re-executes itself with "-sf OLD_WORKERS" on its command line, reads the
+ * config and server-state files, forks the new worker, then re-executes
+ * into its wait mode without "-sf" (seen with HAProxy 2.6). An empty
+ * command line is the moment between two execs: a reload too.
+ */
+static int master_reloading(pid_t master)
+{
+	char path[64], *cmdline = NULL;
+	size_t len = 0;
+	int reloading = 1;
+
+	snprintf(path, sizeof(path), "/proc/%d/cmdline", (int)master);
+	if (file_read(&cmdline, &len, path) < 0) {
+		ferry_error_clear();
+		return 1;
+	}
+	for (size_t i = 0; i < len; i += strlen(cmdline + i) + 1) {
+		reloading = 0;
+		if (strcmp(cmdline + i, "-sf") == 0) {
+			reloading = 1;
+			break;
+		}
+	}
+	free(cmdline);
+	return reloading;
+}
+
+/* The master's workers (its children; /proc/M/task/M/children, else a scan of /proc). */
+static size_t workers_of(pid_t master, pid_t *out, size_t max)
+{
+	char path[64], *text = NULL, *p, *end;
+	size_t len = 0, n = 0;
+
+	snprintf(path, sizeof(path), "/proc/%d/task/%d/children", (int)master, (int)master);
+	if (file_read(&text, &len, path) < 0) {
+		ferry_error_clear();
+		return children_of(master, out, max);
+	}
+	for (p = text; n < max; p = end) {
+		long v = strtol(p, &end, 10);
+		if (end == p)
+			break;
+		out[n++] = (pid_t)v;
+	}
+	free(text);
+	return n;
+}
+
+int hap_settle_locked(struct hap *h, pid_t master, struct hap_workers *w)
+{
+	int64_t deadline = clock_mono_ms() + START_TIMEOUT_MS;
+	char *tail;
+
+	for (int in_a_row = 0; clock_mono_ms() < deadline; sleep_ms(in_a_row ? 5 : 2)) {
+		pid_t newest = 0;
+		unsigned long long newest_start = 0, start;
+		long pid = -1;
+
+		if (master_reloading(master)) {
+			in_a_row = 0;
+			continue;
+		}
+		w->n = workers_of(master, w->pid, sizeof(w->pid) / sizeof(w->pid[0]));
+		for (size_t i = 0; i < w->n; i++)
+			if (pid_alive(w->pid[i], &start) && start >= newest_start)
+				newest = w->pid[i], newest_start = start;
+		if (newest == 0 || hap_read_info(h, &pid, NULL) < 0 || pid != (long)newest) {
+			in_a_row = 0;
+			continue;
+		}
+		/* an old worker may still take commands on the shared socket until it handles its soft stop */
+		if (w->n == 1 || ++in_a_row == 4) {
+			ferry_error_clear();
+			return 0;
+		}
+	}
+	tail = log_tail(h->log);
+	ferry_error_set("haproxy did not settle on one worker within %d ms: %s", START_TIMEOUT_MS, tail);
+	free(tail);
+	return FERRY_ERROR;
+}
+
+int hap_reloaded_since(pid_t master, const struct hap_workers *w)
+{
+	pid_t now[64];
+	size_t n;
+
+	if (master_reloading(master))
+		return 1;
+	n = workers_of(master, now, sizeof(now) / sizeof(now[0]));
+	for (size_t i = 0; i < n; i++) {
+		size_t k = 0;
+		while (k < w->n && w->pid[k] != now[i])
+			k++;
+		if (k == w->n)
+			return 1;
+	}
+	return 0;
+}
+
 void hap_stop_locked(struct hap *h)
 {
 	pid_t master = hap_running_pid(h), kids[64];

@@ -381,6 +381,121 @@ static void test_haproxy__split_and_zero_weight(void **state)
 	json_decref(changes);
 }
 
+/* The master's pid (DIR/haproxy.pid). */
+static pid_t master_of(const char *dir)
+{
+	char *path = xasprintf("%s/haproxy.pid", dir), *text = NULL;
+	size_t len;
+	int64_t master;
+
+	assert_int_equal(file_read(&text, &len, path), 0);
+	text[strcspn(text, "\n")] = '\0';
+	assert_int_equal(parse_int64(text, &master), 0);
+	free(path), free(text);
+	return (pid_t)master;
+}
+
+/* Whether the master is reloading: "-sf OLD_WORKERS" on its command line (HAProxy 2.6). */
+static int reloading(pid_t master)
+{
+	char *path = xasprintf("/proc/%d/cmdline", (int)master), *text = NULL;
+	size_t len;
+	int yes = 0;
+
+	if (file_read(&text, &len, path) == 0)
+		for (size_t i = 0; i < len && !yes; i += strlen(text + i) + 1)
+			yes = strcmp(text + i, "-sf") == 0;
+	free(path), free(text);
+	return yes;
+}
+
+/* Whether pid is one of the master's children. */
+static int child_of(pid_t master, pid_t pid)
+{
+	char *path = xasprintf("/proc/%d/task/%d/children", (int)master, (int)master), *text = NULL, *p, *end;
+	size_t len;
+	int found = 0;
+
+	if (file_read(&text, &len, path) == 0)
+		for (p = text; !found; p = end) {
+			long v = strtol(p, &end, 10);
+			if (end == p)
+				break;
+			found = v == (long)pid;
+		}
+	free(path), free(text);
+	return found;
+}
+
+/* The pid of the worker that answers "show info" on DIR/admin.sock, or -1. */
+static long answering(const char *dir)
+{
+	struct sockaddr_un sa = {.sun_family = AF_UNIX};
+	int fd = socket(AF_UNIX, SOCK_STREAM, 0);
+	char buf[4096], *p;
+	size_t n = 0;
+	ssize_t r;
+
+	snprintf(sa.sun_path, sizeof(sa.sun_path), "%s/admin.sock", dir);
+	set_timeouts(fd);
+	if (connect(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0 || fd_write_all(fd, "show info\n", 10) < 0) {
+		close(fd);
+		return -1;
+	}
+	while (n < sizeof(buf) - 1 && (r = read(fd, buf + n, sizeof(buf) - 1 - n)) > 0)
+		n += (size_t)r;
+	close(fd);
+	buf[n] = '\0';
+	p = strstr(buf, "\nPid: ");
+	return p ? strtol(p + 6, NULL, 10) : -1;
+}
+
+/*
+ * An operator reloads HAProxy (SIGUSR2 to the master) while Ferry changes
+ * weights: once the reload is over, the new worker serves the change. (It
+ * served the weights from before the change when the reload read the
+ * files before the change wrote them and the change's commands reached
+ * the old worker.)
+ */
+static void test_haproxy__reload_by_someone_else_during_a_change(void **state)
+{
+	struct fixture *f = *state;
+	struct want w;
+
+	want_set(&w, f, 2, (int[]){100, 0}, NULL);
+	assert_int_equal(hap_apply(f->h, &w.fe, 1, NULL), 0);
+	srand((unsigned)getpid());
+	for (int i = 0; i < 12; i++) {
+		pid_t master = master_of(f->dir);
+		long old = answering(f->dir), now = -1;
+		int in_a_row = 0;
+
+		assert_true(old > 0);
+		/* a SIGUSR2 that comes while the master starts or re-executes can be lost: sent again */
+		for (int sent = 0; !reloading(master); sent++) {
+			if (sent == 20)
+				fail_msg("round %d: master %d never began a reload", i, (int)master);
+			assert_int_equal(kill(master, SIGUSR2), 0);
+			for (int t = 0; t < 300 && !reloading(master); t++)
+				usleep(1000);
+		}
+		usleep((useconds_t)(rand() % 40) * 1000);
+		want_set(&w, f, 2, i % 2 ? (int[]){100, 0} : (int[]){20, 80}, NULL);
+		if (hap_apply(f->h, &w.fe, 1, NULL) < 0)
+			fail_msg("round %d: hap_apply: %s", i, ferry_error_last());
+		/* the reload is over: a new worker of the master answers, several times in a row */
+		for (int t = 0; t < 2000 && in_a_row < 4; t++) {
+			now = answering(f->dir);
+			in_a_row = now > 0 && now != old && child_of(master, (pid_t)now) ? in_a_row + 1 : 0;
+			usleep(5000);
+		}
+		if (in_a_row < 4)
+			fail_msg("round %d: no new worker of master %d answered after the reload (pid %ld, old %ld)", i,
+				 (int)master, now, old);
+		assert_has(f->h, &w);
+	}
+}
+
 /* Weights and drain states survive a reload, a crash of haproxy, and a daemon restart. */
 static void test_haproxy__state_survives_reload_crash_restart(void **state)
 {
@@ -684,6 +799,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test_setup_teardown(test_haproxy__split_and_zero_weight, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_haproxy__state_survives_reload_crash_restart, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_haproxy__reload_by_someone_else_during_a_change, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_haproxy__layout_changes_reload, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_haproxy__no_failure_under_load, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_haproxy__random_changes, setup, teardown),
