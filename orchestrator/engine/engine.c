@@ -10,7 +10,7 @@
  *     record is retried here, never only logged), then closes finished
  *     attempts in one ferry_finish() call; when that made steps ready,
  *     claims again at once instead of waiting for a poll;
- *   - runs the periodic tasks that are due (tasks[] below, a table of
+ *   - runs the periodic tasks that are due (tasks[] in engine_table.c, a table of
  *     rows of store/task.h: the polling fallback, lease renewal, leader
  *     election, adoption of this host's orphans, the leader's reaper of
  *     lost attempts, expired waits, completion webhooks, dev sessions'
@@ -140,9 +140,6 @@ void engine_opts_default(struct engine_opts *o)
 		o->lease_ms = 300;
 }
 
-/* The periodic tasks the loop itself makes due (their rows in tasks[] below). */
-static const struct task poll_task, recover_task;
-static void engine_task_due_now(struct engine *e, const struct task *t);
 
 static int engine_connect(struct engine *e)
 {
@@ -169,9 +166,6 @@ static int engine_connect(struct engine *e)
 	return FERRY_OK;
 }
 
-static void engine_tasks_init(struct engine *e);
-static int engine_tasks_open(struct engine *e);
-static void engine_tasks_close(struct engine *e);
 
 int engine_new(struct engine **out, const struct engine_opts *opts, const char *conninfo)
 {
@@ -478,7 +472,7 @@ static void poll_jobs(struct engine *e, int64_t now)
 		exec_tick_all(e->home);
 }
 
-static void kill_job(struct engine *e, struct exec_job *j, enum attempt_outcome outcome, char *reason)
+void engine_kill_job(struct engine *e, struct exec_job *j, enum attempt_outcome outcome, char *reason)
 {
 	if (j->killing) {
 		free(reason);
@@ -498,7 +492,7 @@ static void check_timeouts(struct engine *e, int64_t now)
 	for (int i = 0; i < e->njobs; i++) {
 		struct exec_job *j = e->jobs[i];
 		if (!j->killing && j->deadline_ms && now >= j->deadline_ms) {
-			kill_job(e, j, OUTCOME_FAILED, xasprintf("timed out after %lld ms (timeout)",
+			engine_kill_job(e, j, OUTCOME_FAILED, xasprintf("timed out after %lld ms (timeout)",
 							   (long long)j->timeout_ms));
 		} else if (j->killing && !j->killed_hard && now >= j->kill_at_ms) {
 			flog_warn("run %lld step %s attempt %d: still running %lld ms after SIGTERM, sending SIGKILL",
@@ -818,8 +812,6 @@ static void submit_work(struct engine *e, struct step_work *w)
 	step_work_free(&w->w);
 }
 
-static int tasks_inflight(const struct engine *e);
-static void task_work_done(struct engine *e, struct work *w);
 
 /* Takes the pool's finished items back. */
 static void take_work(struct engine *e)
@@ -827,7 +819,7 @@ static void take_work(struct engine *e)
 	struct work *w, *next;
 
 	/* nothing of ours in the pool: no lock taken (steps and each periodic task count theirs) */
-	if (e->workers == NULL || (e->inflight == 0 && tasks_inflight(e) == 0))
+	if (e->workers == NULL || (e->inflight == 0 && engine_tasks_inflight(e) == 0))
 		return;
 	for (w = workers_take(e->workers); w; w = next) {
 		next = w->next;
@@ -839,7 +831,7 @@ static void take_work(struct engine *e)
 			continue;
 		}
 		if (w->task)
-			task_work_done(e, w);
+			engine_task_work_done(e, w);
 		else
 			w->done(w, e);
 	}
@@ -966,339 +958,13 @@ static void stop_jobs(struct engine *e)
 		for (int i = 0; i < e->njobs; i++) {
 			struct exec_job *j = e->jobs[i];
 			if (j->step_id == steps[k] && j->attempt == atts[k])
-				kill_job(e, j, OUTCOME_STOPPED, xstrdup(why[k] ? why[k] : "run stopped"));
+				engine_kill_job(e, j, OUTCOME_STOPPED, xstrdup(why[k] ? why[k] : "run stopped"));
 		}
 		free(why[k]);
 	}
 	free(steps);
 	free(atts);
 	free(why);
-}
-
-/* ---- periodic tasks ------------------------------------------------------ */
-
-/*
- * The leader: one replica holds a session-level advisory lock on its own
- * connection. Every replica tries to take it each lease/3; the leader checks
- * its session each lease/3 and steps down when the check fails, so when the
- * leader dies (its session ends, the lock is released) or loses the
- * database, another replica leads within one lease. Dev sessions never lead.
- */
-#define LEADER_LOCK_KEY 0x66657279 /* "ferry" */
-
-static void step_down(struct engine *e, const char *why)
-{
-	if (e->leading)
-		flog_warn("no longer the leader: %s", why);
-	e->leading = 0;
-	if (e->o.health && !e->o.run_filter)
-		health_set_leader(e->o.health, 0);
-	if (e->lead) {
-		PQfinish(e->lead);
-		e->lead = NULL;
-	}
-}
-
-static void elect(struct engine *e)
-{
-	PGresult *res;
-	int ok;
-
-	if (e->lead == NULL) {
-		if (db_connect_ex(&e->lead, e->conninfo, 1000, 0) < 0)
-			return;
-		/* a server that never hears from a vanished leader frees its lock within ~10 s */
-		res = PQexec(e->lead, "SET tcp_keepalives_idle = 5; SET tcp_keepalives_interval = 2; "
-				      "SET tcp_keepalives_count = 3");
-		PQclear(res);
-	}
-	if (e->leading) {
-		/* bounded on our clock: a leader cut off from its database steps down within the period */
-		if (db_ping(e->lead, 1000) < 0)
-			step_down(e, ferry_error_last());
-		return;
-	}
-	{
-		char key[24];
-		const char *params[1] = {key};
-		snprintf(key, sizeof(key), "%d", LEADER_LOCK_KEY);
-		res = PQexecParams(e->lead, "SELECT pg_try_advisory_lock($1::bigint)", 1, NULL, params,
-				   NULL, NULL, 0);
-	}
-	if (PQresultStatus(res) != PGRES_TUPLES_OK) {
-		PQclear(res);
-		step_down(e, "");
-		return;
-	}
-	ok = PQgetvalue(res, 0, 0)[0] == 't';
-	PQclear(res);
-	if (ok) {
-		e->leading = 1;
-		if (e->o.health)
-			health_set_leader(e->o.health, 1);
-		flog_info("elected leader (owner %s)", e->owner);
-	}
-}
-
-static struct work *elect_round(struct task_ctx *c, void *state)
-{
-	(void)state;
-	elect(engine_of(c));
-	return NULL;
-}
-
-static struct work *poll_round(struct task_ctx *c, void *state)
-{
-	(void)state;
-	engine_of(c)->claim_now = 1;
-	return NULL;
-}
-
-static struct work *heartbeat_round(struct task_ctx *c, void *state)
-{
-	struct engine *e = engine_of(c);
-
-	(void)state;
-	if (e->njobs + e->inflight > 0 && store_heartbeat(e->conn, e->owner, e->o.lease_ms) < 0)
-		flog_error("renewing leases: %s", ferry_error_last());
-	return NULL;
-}
-
-static struct work *recover_round(struct task_ctx *c, void *state)
-{
-	(void)state;
-	engine_orphans(engine_of(c), 1);
-	return NULL;
-}
-
-static struct work *reap_round(struct task_ctx *c, void *state)
-{
-	(void)state;
-	engine_orphans(engine_of(c), 0);
-	return NULL;
-}
-
-static int64_t every_poll(const struct task_ctx *c)
-{
-	return c->poll_ms;
-}
-
-/* claim even when no NOTIFY came */
-static const struct task poll_task = {.name = "poll", .period = every_poll, .start_round = poll_round};
-/* renew our attempts' leases */
-static const struct task heartbeat_task = {
-	.name = "heartbeat", .period = task_every_third_lease, .start_round = heartbeat_round,
-};
-static const struct task elect_task = {
-	.name = "elect", .flags = TASK_NO_DEV, .period = task_every_third_lease, .start_round = elect_round,
-};
-/* adopt this host's orphans */
-static const struct task recover_task = {
-	.name = "recover", .period = task_every_half_lease, .start_round = recover_round,
-};
-/* other hosts' expired attempts: lost */
-static const struct task reap_task = {
-	.name = "reap", .flags = TASK_LEADER, .period = task_every_half_lease, .start_round = reap_round,
-};
-
-/*
- * The periodic tasks, run in this order when due; each run is counted in
- * /metrics as ferry_periodic_runs_total{task="NAME"}. How to add one: a
- * file that exports its row (store/task.h: name, flags, period, a round
- * that does one bounded piece of work on the loop and returns the slow
- * part as pool items, their free) from the folder whose work it is, and
- * its pointer here. TASK_LEADER when exactly one replica may do it at a
- * time (cron, auto-stop, deployment reconcile); TASK_NO_DEV when a `ferry
- * dev` session must not; TASK_POOL for one round at a time.
- */
-static const struct task *const tasks[] = {
-	&poll_task,
-	&heartbeat_task,
-	&elect_task,
-	&recover_task,
-	&reap_task,
-	&expire_waits_task,
-	&notify_task,       /* FERRY_NOTIFY_WEBHOOK (notify.c) */
-	&dev_lease_task,    /* a dev session: renew its run's lease */
-	&dev_expire_task,   /* dead dev sessions */
-	&retention_task,    /* FERRY_RETENTION_DAYS (retention.c) */
-	&strays_task,       /* each executor type's leftovers (exited containers) */
-	&exec_orphans_task, /* running containers of finished attempts (exec_orphans.c) */
-	&reconcile_task,    /* deployments: replicas, HAProxy, auto-stop (reconcile.c) */
-	&monitor_task,      /* hang detection, watchpoints, low utilization (monitor.c) */
-	&schedules_task,    /* cron, data and git triggers (schedules.c) */
-};
-#define NTASKS (sizeof(tasks) / sizeof(tasks[0]))
-
-/* The row's place in tasks[] (the engine's per-row arrays). */
-static size_t task_index(const struct task *t)
-{
-	for (size_t i = 0; i < NTASKS; i++)
-		if (tasks[i] == t)
-			return i;
-	abort(); /* a row that is not in the table made an item: a programming error */
-}
-
-/* The round's context, as of now. */
-static struct task_ctx *task_ctx(struct engine *e)
-{
-	e->tc.conn = e->conn;
-	e->tc.jobs = e->jobs;
-	e->tc.njobs = e->njobs;
-	return &e->tc;
-}
-
-/* A row's item back on the loop (or done at once without a pool): its row applies and frees it. */
-static void task_work_done(struct engine *e, struct work *w)
-{
-	const struct task *t = w->task;
-	size_t i = task_index(t);
-
-	if (e->workers)
-		e->task_inflight[i]--;
-	if (t->done)
-		t->done(task_ctx(e), e->task_state[i], w);
-	t->free(w);
-}
-
-/* task_ctx.submit: item w of row t to the pool, counted for t; done here without a pool. */
-static void task_submit(struct task_ctx *c, const struct task *t, struct work *w)
-{
-	struct engine *e = engine_of(c);
-
-	w->task = t;
-	w->done = NULL;
-	w->next = NULL;
-	if (e->workers == NULL) {
-		w->run(w, e->conn);
-		task_work_done(e, w);
-		return;
-	}
-	workers_submit(e->workers, w);
-	e->task_inflight[task_index(t)]++;
-}
-
-/* task_ctx.kill: the monitor's verdict on a job (restart or fail it), with the reason recorded. */
-static void task_kill(struct task_ctx *c, int64_t step_id, int attempt, enum attempt_outcome outcome, int final,
-		      char *reason)
-{
-	struct engine *e = engine_of(c);
-
-	for (int i = 0; i < e->njobs; i++) {
-		struct exec_job *j = e->jobs[i];
-		if (j->step_id == step_id && j->attempt == attempt && !j->killing) {
-			kill_job(e, j, outcome, reason);
-			j->kill_final = final;
-			return;
-		}
-	}
-	free(reason);
-}
-
-static int tasks_inflight(const struct engine *e)
-{
-	int n = 0;
-
-	for (size_t i = 0; i < NTASKS; i++)
-		n += e->task_inflight[i];
-	return n;
-}
-
-static void engine_tasks_init(struct engine *e)
-{
-	e->task_next = xcalloc(NTASKS, sizeof(*e->task_next));
-	e->task_slot = xcalloc(NTASKS, sizeof(*e->task_slot));
-	e->task_inflight = xcalloc(NTASKS, sizeof(*e->task_inflight));
-	e->task_state = xcalloc(NTASKS, sizeof(*e->task_state));
-	for (size_t i = 0; i < NTASKS; i++)
-		e->task_slot[i] = metrics_task_slot(tasks[i]->name);
-}
-
-/* The rounds' context, then each row's state (a row's open may fail the start). */
-static int engine_tasks_open(struct engine *e)
-{
-	int error;
-
-	e->tc = (struct task_ctx){
-		.home = e->home, .owner = e->owner, .public_url = e->o.public_url,
-		.poll_ms = e->o.poll_ms, .lease_ms = e->o.lease_ms,
-		.retention_days = e->o.retention_days, .retention_period_ms = e->o.retention_period_ms,
-		.nworkers = e->o.workers, .workers = e->workers,
-		.submit = task_submit, .kill = task_kill,
-	};
-	for (size_t i = 0; i < NTASKS; i++)
-		if (tasks[i]->open && (error = tasks[i]->open(&e->task_state[i], task_ctx(e))) < 0)
-			return error;
-	return FERRY_OK;
-}
-
-/* After the pool's items were freed: each row's state. */
-static void engine_tasks_close(struct engine *e)
-{
-	for (size_t i = 0; e->task_state && i < NTASKS; i++)
-		if (tasks[i]->close && e->task_state[i])
-			tasks[i]->close(e->task_state[i]);
-}
-
-static void engine_task_due_now(struct engine *e, const struct task *t)
-{
-	e->task_next[task_index(t)] = 0;
-}
-
-/* A claim just happened: the polling fallback is due a full period from now. */
-static void engine_task_due_later(struct engine *e, const struct task *t, int64_t now)
-{
-	e->task_next[task_index(t)] = now + t->period(&e->tc);
-}
-
-static int task_applies(const struct engine *e, const struct task *t)
-{
-	if ((t->flags & TASK_NO_DEV) && e->o.run_filter)
-		return 0;
-	return !(t->flags & TASK_LEADER) || e->leading;
-}
-
-/* Runs the tasks that are due; returns the monotonic ms the next one is. */
-static int64_t run_tasks(struct engine *e, int64_t now)
-{
-	int64_t next = INT64_MAX;
-
-	for (size_t i = 0; i < NTASKS; i++) {
-		const struct task *t = tasks[i];
-		if (!task_applies(e, t))
-			continue;
-		if (now >= e->task_next[i]) {
-			int64_t p = t->period(&e->tc);
-			e->task_next[i] = now + (p > 0 ? p : 1);
-			if ((t->flags & TASK_POOL) && e->task_inflight[i] > 0) {
-				flog_debug("%s: a round is still in the pool", t->name);
-			} else {
-				struct task_ctx *c = task_ctx(e);
-				struct work *w = t->start_round(c, e->task_state[i]), *next_w;
-				for (; w; w = next_w) {
-					next_w = w->next;
-					task_submit(c, t, w);
-				}
-			}
-			metrics_task_ran(e->task_slot[i]);
-			if (PQstatus(e->conn) != CONNECTION_OK)
-				break;
-		}
-		if (e->task_next[i] < next)
-			next = e->task_next[i];
-	}
-	return next;
-}
-
-/* The monotonic ms the next applicable task is due. */
-static int64_t next_task(const struct engine *e)
-{
-	int64_t next = INT64_MAX;
-
-	for (size_t i = 0; i < NTASKS; i++)
-		if (task_applies(e, tasks[i]) && e->task_next[i] < next)
-			next = e->task_next[i];
-	return next;
 }
 
 static void drain_notifies(struct engine *e)
@@ -1358,7 +1024,7 @@ int engine_tick(struct engine *e, int64_t max_wait_ms)
 		e->retry_wall_ms = 0;
 		e->claim_now = 1;
 	}
-	run_tasks(e, now);
+	engine_run_tasks(e, now);
 	if (PQstatus(e->conn) != CONNECTION_OK)
 		goto next;
 	if (e->claim_now) {
@@ -1377,7 +1043,7 @@ next:
 	if (e->claim_now || e->ndone > 0) {
 		wait = 0;
 	} else {
-		wait = min64(max_wait_ms, next_task(e) - now);
+		wait = min64(max_wait_ms, engine_next_task(e) - now);
 		if (e->retry_wall_ms)
 			wait = min64(wait, e->retry_wall_ms - clock_wall_ms() + 1);
 		if (e->deferred)
@@ -1421,5 +1087,5 @@ void engine_release(struct engine *e)
 		if (store_release(e->conn, e->owner) < 0)
 			flog_error("releasing leases: %s", ferry_error_last());
 	}
-	step_down(e, "shutting down");
+	engine_step_down(e, "shutting down");
 }

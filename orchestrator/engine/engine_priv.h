@@ -58,7 +58,7 @@ struct engine {
 	int claim_held;        /* engine_claim_hold: claim nothing… */
 	int64_t claim_step;    /* … but this step (> 0), once (ferry dev run --step) */
 	int64_t next_reconnect, next_adopted_poll;
-	/* per periodic task, parallel to engine.c's tasks[]: */
+	/* per periodic task, parallel to engine_table.c's tasks[]: */
 	int64_t *task_next;    /* the monotonic ms it is due */
 	int *task_slot;        /* its counter in /metrics */
 	int *task_inflight;    /* its items in the pool (deferred ones too) */
@@ -95,10 +95,31 @@ static inline struct engine *engine_of(struct task_ctx *c)
 	return (struct engine *)(void *)((char *)c - offsetof(struct engine, tc));
 }
 
-/* engine_tasks.c: the engine's own periodic tasks beyond the loop's, rows of engine.c's table */
+/* Kills job j (SIGTERM, SIGKILL after the grace); its attempt ends as outcome; takes reason. */
+void engine_kill_job(struct engine *e, struct exec_job *j, enum attempt_outcome outcome, char *reason);
+
+/* engine_tasks.c: the engine's own periodic tasks, rows of engine_table.c's table */
+extern const struct task poll_task, heartbeat_task, elect_task, recover_task, reap_task;
 extern const struct task expire_waits_task, dev_lease_task, dev_expire_task, strays_task;
-/* … and the periods the engine's rows share */
+/* … the periods they share */
 int64_t task_every_third_lease(const struct task_ctx *c);
 int64_t task_every_half_lease(const struct task_ctx *c);
+/* … and leadership given up (the election's session closed): why is logged */
+void engine_step_down(struct engine *e, const char *why);
+
+/* engine_table.c: the table's per-row arrays (init), each row's state (open, close) */
+void engine_tasks_init(struct engine *e);
+int engine_tasks_open(struct engine *e);
+void engine_tasks_close(struct engine *e);
+/* Runs the rows that are due; returns the monotonic ms the next one is. */
+int64_t engine_run_tasks(struct engine *e, int64_t now);
+/* The monotonic ms the next applicable row is due. */
+int64_t engine_next_task(const struct engine *e);
+/* Row t due at once, or a full period after now. */
+void engine_task_due_now(struct engine *e, const struct task *t);
+void engine_task_due_later(struct engine *e, const struct task *t, int64_t now);
+/* The rows' items in the pool; one back on the loop: its row applies and frees it. */
+int engine_tasks_inflight(const struct engine *e);
+void engine_task_work_done(struct engine *e, struct work *w);
 
 #endif
