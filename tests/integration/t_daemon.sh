@@ -1,6 +1,4 @@
 # Daemon behaviour: reload, JSON logs, database restarts.
-# The database restart stops the suite's PostgreSQL: it runs alone (run.sh).
-# group solo: test_database_restart_mid_run
 
 test_sighup_reload_and_json_logs() {
 	FERRYD_ARGS="--log-format json" start_daemon a
@@ -20,7 +18,12 @@ PY
 	grep -q '"level":"debug"' "$FERRY_HOME/ferryd-a.log" || fail "debug level not in effect after reload"
 }
 
+# The database it restarts is a cluster of its own (the suite's serves the other lanes).
 test_database_restart_mid_run() {
+	local pg="$FERRY_HOME/own"
+	FERRY_DATABASE_URL=$(FERRY_HOME="$pg" ferryd db start 2>"$FERRY_HOME/own-start.log") ||
+		{ cat "$FERRY_HOME/own-start.log"; fail "cannot start a cluster of its own"; }
+	export FERRY_DATABASE_URL
 	start_daemon a
 	f=$(wf dbr <<'Y'
 name: dbrestart
@@ -32,14 +35,16 @@ Y
 )
 	id=$(submit "$f")
 	wait_step "$id" one running 10
-	FERRY_HOME="$SUITE/pg" ferryd db stop
+	FERRY_HOME="$pg" ferryd db stop
 	code=$(curl -s -o /dev/null -w '%{http_code}' "$FERRY_URL/readyz")
 	assert_eq "$code" 503 "readyz while the database is down"
 	sleep 2   # step one finishes while the database is down
-	FERRY_HOME="$SUITE/pg" ferryd db start >/dev/null
+	FERRY_HOME="$pg" ferryd db start >/dev/null
 	wait_run "$id" succeeded 30
 	assert_eq "$(sql "SELECT string_agg(name || '=' || attempts, ' ' ORDER BY idx) FROM steps WHERE run_id = $id")" "one=1 two=1 three=1" "each step once"
 	grep -q "database connection restored" "$FERRY_HOME/ferryd-a.log" || fail "no reconnect logged"
 	code=$(curl -s -o /dev/null -w '%{http_code}' "$FERRY_URL/readyz")
 	assert_eq "$code" 200 "readyz after the restart"
+	stop_daemons
+	FERRY_HOME="$pg" ferryd db stop
 }
