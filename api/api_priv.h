@@ -111,6 +111,22 @@ void api_schedule_delete(struct api *a, struct reply *r, PGconn *db, struct req 
 void api_hook_git(struct api *a, struct reply *r, PGconn *db, struct req *q);
 void api_triggers_list(struct api *a, struct reply *r, PGconn *db, struct req *q);
 void api_trigger_patch(struct api *a, struct reply *r, PGconn *db, struct req *q);
+/* A run id in a path or cursor: digits only, positive; -1 otherwise. */
+int api_parse_id(int64_t *out, const char *s);
+
+/* api_runs.c: runs and workflows. */
+void api_runs_list(struct api *a, struct reply *r, PGconn *db, struct req *q);
+void api_runs_create(struct api *a, struct reply *r, PGconn *db, struct req *q);
+int api_run_cached(struct api *a, struct reply *r, struct req *q);
+void api_run_get(struct api *a, struct reply *r, PGconn *db, struct req *q);
+void api_run_delete(struct api *a, struct reply *r, PGconn *db, struct req *q);
+void api_run_stop(struct api *a, struct reply *r, PGconn *db, struct req *q);
+void api_run_retry(struct api *a, struct reply *r, PGconn *db, struct req *q);
+void api_run_events(struct api *a, struct reply *r, PGconn *db, struct req *q);
+void api_step_continue(struct api *a, struct reply *r, PGconn *db, struct req *q);
+void api_workflows_list(struct api *a, struct reply *r, PGconn *db, struct req *q);
+void api_workflow_register(struct api *a, struct reply *r, PGconn *db, struct req *q);
+
 /*
  * api_stream.c: GET /runs/{id}/stream (Server-Sent Events) and GET
  * /runs/{id}/dag.svg. api_stream_start makes a->ui and its poller thread

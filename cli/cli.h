@@ -107,5 +107,15 @@ int cmd_monitor(const struct ctx *x, int argc, char **argv); /* monitor.c */
 /* monitor.c: a step's monitor document in a few lines (state, utilization, metric charts, watchpoints). */
 void monitor_print_brief(const json_t *doc);
 int cmd_workflow(const struct ctx *x, int argc, char **argv); /* workflow.c */
+int cmd_get(const struct ctx *x, int argc, char **argv);  /* runs.c */
+int cmd_list(const struct ctx *x, int argc, char **argv); /* runs.c */
+
+/*
+ * A verb that takes "RUN" (and -o): METHOD /runs/{id}. Returns -1 with
+ * *answer (the caller's) to go on, else the exit status to return now
+ * (usage, or the request's error reported). (runs.c)
+ */
+int run_request(const struct ctx *x, int argc, char **argv, const char *method, json_t **answer,
+		int64_t *id, bool *json);
 
 #endif
