@@ -181,6 +181,18 @@ sql_until() {
 	done
 }
 
+# logged PATTERN FILE [SECONDS]: waits (default 5 s) until FILE has a line
+# matching PATTERN (grep's basic syntax); 1 when it never does. For what a
+# daemon logs just after the effect a test saw (a container removed, then
+# "removed container …" written).
+logged() {
+	local end=$((SECONDS + ${3:-5}))
+	until grep -q -- "$1" "$2" 2>/dev/null; do
+		[ "$SECONDS" -lt "$end" ] || return 1
+		sleep 0.1
+	done
+}
+
 # wait_run ID STATE [SECONDS]: fails at once when the run ends in another state
 wait_run() {
 	local s

@@ -332,7 +332,7 @@ Y
 	wait_run "$id" succeeded 30
 	for _ in $(seq 1 50); do dk GET /containers/ferry-test-left-s/json; [ "$DK_CODE" = 404 ] && break; sleep 0.1; done
 	assert_eq "$DK_CODE" 404 "the leftover of the finished attempt removed"
-	grep -q "removed container .* of run 1 step s attempt 1: its end was recorded" "$FERRY_HOME/ferryd-a.log" || fail "not logged"
+	logged "removed container .* of run 1 step s attempt 1: its end was recorded" "$FERRY_HOME/ferryd-a.log" || fail "not logged"
 	dk GET /containers/ferry-test-left-other/json
 	assert_eq "$DK_CODE" 200 "a container whose attempt recorded no end stays"
 }
@@ -546,6 +546,6 @@ Y
 	assert_match "$(cat "$FERRY_HOME/runs/$id/work/2/log")" "attempt 2 done" "attempt 2 ran"
 	for _ in $(seq 1 300); do dk GET "/containers/$first/json"; [ "$DK_CODE" = 404 ] && break; sleep 0.1; done
 	assert_eq "$DK_CODE" 404 "the orphan container is gone"
-	grep -q "removed container .*: run $id step work attempt 1 is no longer running" "$FERRY_HOME/ferryd-a.log" || fail "no log line for the orphan"
+	logged "removed container .*: run $id step work attempt 1 is no longer running" "$FERRY_HOME/ferryd-a.log" || fail "no log line for the orphan"
 	assert_no_container "at the end"
 }

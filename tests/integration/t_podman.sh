@@ -400,6 +400,6 @@ Y
 	assert_match "$(cat "$FERRY_HOME/runs/$id/work/2/log")" "attempt 2 done" "attempt 2 ran"
 	for _ in $(seq 1 300); do podman container exists "$first" || break; sleep 0.1; done
 	podman container exists "$first" && fail "the orphan container $first still exists"
-	grep -q "removed container $first: run $id step work attempt 1 is no longer running" "$FERRY_HOME/ferryd-a.log" || fail "no log line for the orphan"
+	logged "removed container $first: run $id step work attempt 1 is no longer running" "$FERRY_HOME/ferryd-a.log" || fail "no log line for the orphan"
 	podman_wait_none "$id"
 }
