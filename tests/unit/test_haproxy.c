@@ -794,7 +794,8 @@ static void test_haproxy__bad_input_changes_nothing(void **state)
 	json_decref(changes);
 }
 
-int main(void)
+/* --only PATTERN or --skip PATTERN (cmocka's filters): tests/run-unit.sh runs the long test beside the others. */
+int main(int argc, char **argv)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test_setup_teardown(test_haproxy__split_and_zero_weight, setup, teardown),
@@ -806,6 +807,12 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_haproxy__bad_input_changes_nothing, setup, teardown),
 	};
 
+	if (argc == 3 && strcmp(argv[1], "--only") == 0)
+		cmocka_set_test_filter(argv[2]);
+	else if (argc == 3 && strcmp(argv[1], "--skip") == 0)
+		cmocka_set_skip_filter(argv[2]);
+	else if (argc != 1)
+		return fprintf(stderr, "usage: %s [--only PATTERN | --skip PATTERN]\n", argv[0]), 2;
 	/* like ferryd, a subreaper: haproxy's daemonised master is ours to reap */
 	prctl(PR_SET_CHILD_SUBREAPER, 1);
 	signal(SIGPIPE, SIG_IGN);
