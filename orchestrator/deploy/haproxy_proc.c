@@ -562,29 +562,44 @@ int hap_start_locked(struct hap *h, const char *node)
 	return FERRY_ERROR;
 }
 
+static int master_reloading(pid_t master);
+
 /*
  * Reloads the master (SIGUSR2: it starts a new worker from the files,
  * which takes the listening sockets over) and waits until a worker other
  * than old_worker answers, with node when node is not NULL.
+ *
+ * A SIGUSR2 that reaches the master while it is still starting or
+ * re-executing is lost (HAProxy 2.6: the new image has not installed its
+ * handler yet), and then no reload ever comes. So the signal waits until
+ * the master is not in the middle of one, and is sent again when, two
+ * seconds later, no reload began (a second reload is harmless).
  */
+#define RELOAD_RESEND_MS 2000
 int hap_reload_locked(struct hap *h, pid_t master, long old_worker, const char *node)
 {
-	int64_t deadline = clock_mono_ms() + START_TIMEOUT_MS;
+	int64_t deadline = clock_mono_ms() + START_TIMEOUT_MS, resend;
 	char *got = NULL, *tail;
 	long pid = -1;
+	int began = 0;
 
+	while (master_reloading(master) && clock_mono_ms() < deadline)
+		sleep_ms(5);
 	if (kill(master, SIGUSR2) < 0) {
 		ferry_error_set("kill -USR2 %d: %s", (int)master, strerror(errno));
 		return FERRY_ERROR;
 	}
+	resend = clock_mono_ms() + RELOAD_RESEND_MS;
 	/*
 	 * The old worker keeps accepting on the shared admin socket until it
 	 * has handled its soft-stop signal: the new one must answer several
 	 * times in a row before the next command can be sure to reach it.
 	 */
 	for (int in_a_row = 0; clock_mono_ms() < deadline; sleep_ms(in_a_row ? 5 : 2)) {
+		began = began || master_reloading(master);
 		if (hap_read_info(h, &pid, &got) == 0 && pid != old_worker && pid > 0 &&
 		    (node == NULL || (got && strcmp(got, node) == 0))) {
+			began = 1;
 			if (++in_a_row == 4) {
 				free(got);
 				ferry_error_clear();
@@ -595,6 +610,11 @@ int hap_reload_locked(struct hap *h, pid_t master, long old_worker, const char *
 		}
 		free(got);
 		got = NULL;
+		if (!began && clock_mono_ms() >= resend) {
+			flog_debug("haproxy: no reload began within %d ms of SIGUSR2; sending it again", RELOAD_RESEND_MS);
+			kill(master, SIGUSR2);
+			resend = clock_mono_ms() + RELOAD_RESEND_MS;
+		}
 	}
 	tail = log_tail(h->log);
 	ferry_error_set("haproxy did not reload within %d ms: %s", START_TIMEOUT_MS, tail);
