@@ -728,8 +728,11 @@ int store_deploy_due(PGconn *conn, const char *actor, int64_t **ids, int *n, str
 			return error;
 	}
 	if ((error = store_q(&res, conn,
-			     "WITH due AS (UPDATE deployments SET state = 'stopped', updated_at = now() "
+			     "WITH due AS (UPDATE deployments d SET state = 'stopped', updated_at = now() "
 			     "  WHERE state = 'running' AND deadline IS NOT NULL AND deadline <= now() "
+			     /* a rollout under way (a version starting, for at most 15 minutes) is not cut off */
+			     "    AND NOT EXISTS (SELECT FROM deployment_versions v WHERE v.deployment_id = d.id "
+			     "      AND v.state = 'starting' AND v.created_at > now() - interval '15 minutes') "
 			     "  RETURNING id, deadline), "
 			     "ev AS (INSERT INTO deployment_events (deployment_id, actor, kind, detail) "
 			     "  SELECT id, $1, 'auto-stopped', jsonb_build_object('deadline', deadline) FROM due) "

@@ -276,6 +276,24 @@ test_deploy_auto_stop_and_start_again() {
 	haproxy_vs_db || fail "HAProxy differs from the database"
 }
 
+# An auto-stop deadline that passes while a version is still starting does
+# not stop the deployment halfway (it stopped it, killing the new replica:
+# "exited before it was ready"); the deploy's traffic change sets a new one.
+test_deploy_auto_stop_waits_for_a_rollout() {
+	deploy_up
+	start_daemon a FERRY_TEST_AUTO_STOP_UNIT_S=3
+	id=$(submit "$(deploy_wf 100)")
+	wait_run "$id" succeeded 120
+	f=$(deploy_wf 50)
+	# the second version's server takes 5 s to come up: past the first one's 3 s deadline
+	sed -i "s|serve: \[/usr/bin/python3, \(.*\)\]|serve: [sh, -c, 'sleep 5; exec /usr/bin/python3 \1']|" "$f"
+	id2=$(submit "$f" '{"C": "5"}')
+	wait_run "$id2" succeeded 120
+	assert_eq "$(dep_json | json 'j["state"]')" running "running after the rollout"
+	assert_eq "$(dep_json | json '{v["version"]: v["weight"] for v in j["versions"]}')" '{"0.0.1": 50, "0.0.2": 50}' "the split"
+	sql_until "(SELECT state = 'stopped' FROM deployments WHERE id = 1)" 10 || fail "never auto-stopped after the rollout"
+}
+
 # kill -9 of the daemon, an HAProxy reload and an HAProxy restart each leave HAProxy's weights equal to the database's
 test_deploy_haproxy_agrees_after_crashes() {
 	two_versions
