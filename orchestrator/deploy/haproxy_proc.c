@@ -622,29 +622,44 @@ int hap_reload_locked(struct hap *h, pid_t master, long old_worker, const char *
 	return FERRY_ERROR;
 }
 
+static size_t workers_of(pid_t master, pid_t *out, size_t max);
+
 /*
  * Whether the master is in the middle of a reload. On SIGUSR2 the master
  * re-executes itself with "-sf OLD_WORKERS" on its command line, reads the
  * config and server-state files, forks the new worker, then re-executes
- * into its wait mode without "-sf" (seen with HAProxy 2.6). An empty
- * command line is the moment between two execs: a reload too.
+ * into its wait mode without "-sf" (seen with HAProxy 2.6). So a reload is
+ * under way while every worker of the master is one "-sf" names (the new
+ * one is not forked yet); a version that kept "-sf" after the fork would
+ * still read as settled. An empty command line is the moment between two
+ * execs: a reload too.
  */
 static int master_reloading(pid_t master)
 {
 	char path[64], *cmdline = NULL;
-	size_t len = 0;
-	int reloading = 1;
+	pid_t kids[64];
+	size_t len = 0, nk, sf = 0;
+	int reloading = 0;
 
 	snprintf(path, sizeof(path), "/proc/%d/cmdline", (int)master);
 	if (file_read(&cmdline, &len, path) < 0) {
 		ferry_error_clear();
 		return 1;
 	}
-	for (size_t i = 0; i < len; i += strlen(cmdline + i) + 1) {
-		reloading = 0;
-		if (strcmp(cmdline + i, "-sf") == 0) {
-			reloading = 1;
-			break;
+	for (size_t i = 0; i < len && sf == 0; i += strlen(cmdline + i) + 1)
+		if (strcmp(cmdline + i, "-sf") == 0)
+			sf = i + 4;
+	if (len == 0) {
+		reloading = 1;
+	} else if (sf > 0) {
+		nk = workers_of(master, kids, sizeof(kids) / sizeof(kids[0]));
+		reloading = 1;
+		for (size_t k = 0; k < nk && reloading; k++) {
+			int named = 0;
+			/* the pids after "-sf", up to the next option */
+			for (size_t i = sf; i < len && cmdline[i] != '-' && !named; i += strlen(cmdline + i) + 1)
+				named = strtol(cmdline + i, NULL, 10) == (long)kids[k];
+			reloading = named;
 		}
 	}
 	free(cmdline);
