@@ -102,6 +102,22 @@ static pid_t start_sleep(void)
 	return pid;
 }
 
+/*
+ * The sleeper runs on, not left stopped: never T or t, and back in S within
+ * a second (a SIGCONT restarts its nanosleep, so it is R a moment, longer
+ * when the machine is busy).
+ */
+static void assert_sleeps_on(pid_t pid)
+{
+	char st;
+
+	for (int i = 0; i < 100 && (st = state_of(pid)) != 'S'; i++) {
+		assert_true(st != 'T' && st != 't');
+		usleep(10000);
+	}
+	assert_int_equal(state_of(pid), 'S');
+}
+
 /* A child spinning in C: always running or runnable (R). */
 static pid_t start_spinner(void)
 {
@@ -168,7 +184,7 @@ static void test_evidence__sleep_and_spinner(void **state)
 
 	/* the attach left neither stopped */
 	usleep(50000);
-	assert_int_equal(state_of(sl), 'S');
+	assert_sleeps_on(sl);
 	assert_int_equal(state_of(sp), 'R');
 
 	sum = evidence_summary(ev);
@@ -236,7 +252,7 @@ static void test_evidence__gdb_fallback(void **state)
 	assert_non_null(strstr(sum, ": #0 "));
 	free(sum);
 	json_decref(ev);
-	assert_int_equal(state_of(sl), 'S');
+	assert_sleeps_on(sl);
 }
 
 static void test_evidence__no_collector(void **state)
@@ -282,8 +298,11 @@ static void test_evidence__timeout_bound(void **state)
 	assert_string_equal(str(e, "stack_error"), "eu-stack did not finish within 1 ms");
 	assert_true(took < 500);
 	json_decref(ev);
+	assert_sleeps_on(sl);
 	for (int i = 0; i < 20; i++) {
-		assert_int_equal(state_of(sl), 'S');
+		char st = state_of(sl);
+
+		assert_true(st != 'T' && st != 't');
 		usleep(5000);
 	}
 
@@ -294,9 +313,9 @@ static void test_evidence__timeout_bound(void **state)
 	assert_non_null(json_object_get(proc_at(ev, 15), "stack_error"));
 	assert_null(json_object_get(proc_at(ev, 16), "stack_error")); /* not tried */
 	assert_true(json_is_null(json_object_get(proc_at(ev, 16), "stack")));
-	assert_string_equal(str(proc_at(ev, 255), "state"), "S");
+	assert_non_null(strchr("RS", str(proc_at(ev, 255), "state")[0])); /* read, and not stopped */
 	json_decref(ev);
-	assert_int_equal(state_of(sl), 'S');
+	assert_sleeps_on(sl);
 }
 
 /*
@@ -317,12 +336,8 @@ static void test_evidence__left_stopped_continued(void **state)
 	ev = evidence_collect(pids, 1, NULL, 0, 300);
 	assert_true(clock_mono_ms() - t0 < 1500);
 	assert_string_equal(str(proc_at(ev, 0), "stack_error"), "eu-stack did not finish within 300 ms");
-	/* continued: it runs a moment (SIGCONT restarts its nanosleep), then sleeps again; never stays T */
-	for (int i = 0; i < 100 && state_of(sl) != 'S'; i++) {
-		assert_true(state_of(sl) != 'T');
-		usleep(10000);
-	}
-	assert_int_equal(state_of(sl), 'S');
+	/* continued: it runs a moment (SIGCONT restarts its nanosleep), then sleeps again */
+	assert_sleeps_on(sl);
 	json_decref(ev);
 }
 
