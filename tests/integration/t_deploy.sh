@@ -510,7 +510,7 @@ test_deploy_canary_slow_rolled_back_fast_promoted() {
 	id=$(submit "$(deploy_wf 100)")
 	wait_run "$id" succeeded 120
 	cat >"$FERRY_HOME/slow_serve.py" <<'PY'
-# ready, answers its warm-up request at once, then takes 150 ms per inference
+# ready, answers its warm-up request at once, then every other inference takes 300 ms (a slow tail)
 import http.server, os, socketserver, time
 served = {"n": 0}
 class H(http.server.BaseHTTPRequestHandler):
@@ -522,20 +522,20 @@ class H(http.server.BaseHTTPRequestHandler):
     def do_POST(self):
         self.rfile.read(int(self.headers.get("Content-Length", 0)))
         served["n"] += 1
-        if served["n"] > 1: time.sleep(0.15)
+        if served["n"] > 1 and served["n"] % 2 == 0: time.sleep(0.3)
         self.reply(200)
 class S(socketserver.ThreadingMixIn, http.server.HTTPServer):
     allow_reuse_address = True; daemon_threads = True
 S(("127.0.0.1", int(os.environ["FERRY_PORT"])), H).serve_forever()
 PY
-	f=$(deploy_wf 100 "    canary: {steps: [50, 100], interval: 1s, max_p99_ms: 100, min_requests: 0}")
+	f=$(deploy_wf 100 "    canary: {steps: [50, 100], interval: 1s, max_p99_ms: 200, min_requests: 0}")
 	sed -i "s|serve: .*|serve: [/usr/bin/python3, $FERRY_HOME/slow_serve.py]|" "$f"
 	id2=$(submit "$f" '{"C": "5"}')
 	wait_run "$id2" failed 60
-	assert_match "$(step_col "$id2" deploy reason)" "canary at 50%: digits 0.0.2 answered the sample with a p99 of [0-9.]+ ms \(limit 100 ms; 50 probes\); rolled back" "the reason"
+	assert_match "$(step_col "$id2" deploy reason)" "canary at 50%: digits 0.0.2 answered the sample with a p99 of [0-9.]+ ms \(limit 200 ms; 50 probes\); rolled back" "the reason"
 	assert_eq "$(dep_json | json '{v["version"]: [v["weight"], v["state"]] for v in j["versions"]}')" '{"0.0.1": [100, "serving"], "0.0.2": [0, "retired"]}' "rolled back"
 	# the real server passes the same canary and ends with all the traffic and the production alias
-	f=$(deploy_wf 100 "    canary: {steps: [50, 100], interval: 1s, max_p99_ms: 100, min_requests: 0}")
+	f=$(deploy_wf 100 "    canary: {steps: [50, 100], interval: 1s, max_p99_ms: 200, min_requests: 0}")
 	id3=$(submit "$f" '{"C": "3"}')
 	wait_run "$id3" succeeded 60
 	assert_eq "$(dep_json | json '{v["version"]: v["weight"] for v in j["versions"]}')" '{"0.0.1": 0, "0.0.2": 0, "0.0.3": 100}' "promoted by the canary"
