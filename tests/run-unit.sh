@@ -33,8 +33,9 @@ i=0
 for t in "$@"; do
 	out=$(cat "$tmp/$i.out" 2>/dev/null); rc=$(cat "$tmp/$i.rc" 2>/dev/null || echo 1)
 	i=$((i + 1))
-	p=$(echo "$out" | sed -n 's/^\[  PASSED  \] \([0-9]*\) test.*/\1/p' | tail -1)
-	f=$(echo "$out" | sed -n 's/^\[  FAILED  \] \([0-9]*\) test.*/\1/p' | tail -1)
+	# a binary may run several groups (cmocka prints a summary for each): their sums
+	p=$(echo "$out" | sed -n 's/^\[  PASSED  \] \([0-9]*\) test.*/\1/p' | awk '{s += $1} END {if (NR) print s}')
+	f=$(echo "$out" | sed -n 's/^\[  FAILED  \] \([0-9]*\) test.*/\1/p' | awk '{s += $1} END {if (NR) print s}')
 	passed=$((passed + ${p:-0})); failed=$((failed + ${f:-0}))
 	if [ "$rc" -ne 0 ]; then
 		echo "$out"
