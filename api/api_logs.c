@@ -26,6 +26,7 @@
 
 #include "exec/exec.h"
 #include "store/store.h"
+#include "lib/jobfile.h"
 #include "lib/util.h"
 
 #define PARK_MS 100 /* how often a followed log that did not grow is looked at again */
@@ -150,10 +151,8 @@ static ssize_t log_stream_read(void *cls, uint64_t pos, char *buf, size_t max)
 	(void)pos;
 	for (;;) {
 		if (ls->no_file) {
-			char *path = xasprintf("%s/log", ls->dir);
-			int fd = open(path, O_RDONLY | O_CLOEXEC);
+			int fd = jobfile_open(ls->dir, "log", NULL); /* the job's file: never a link or a FIFO */
 
-			free(path);
 			if (fd >= 0) {
 				close(ls->fd);
 				ls->fd = fd;
@@ -211,7 +210,7 @@ void api_step_logs(struct api *a, struct reply *r, PGconn *db, struct req *q)
 	int64_t want = 0, offset = 0, length = -1;
 	struct MHD_Response *resp = NULL;
 	struct log_stream *ls;
-	char *dir = NULL, *path = NULL, hdr[32], size_hdr[32];
+	char *dir = NULL, hdr[32], size_hdr[32];
 	int attempt = 0, running = 0, fd, error, no_file = 0;
 	struct stat st;
 
@@ -240,17 +239,25 @@ void api_step_logs(struct api *a, struct reply *r, PGconn *db, struct req *q)
 		reply_store_error(r, error);
 		return;
 	}
-	path = xasprintf("%s/log", dir);
-	fd = open(path, O_RDONLY | O_CLOEXEC);
-	free(path);
+	/*
+	 * The log lies in the job's directory, where the job may have put a
+	 * link to a secret or a FIFO in its place: opened as hostile
+	 * (lib/jobfile.h), never followed, never waited on.
+	 */
+	fd = jobfile_open(dir, "log", &st);
+	if (fd == FERRY_EINVALID) {
+		char *why = xasprintf("the log of attempt %d cannot be served: %s", attempt, ferry_error_last());
+		free(dir);
+		reply_error(r, 409, "log_unreadable", NULL, why, NULL);
+		free(why);
+		return;
+	}
 	if (fd < 0 && !running && logs_gone(r, db, id)) {
 		free(dir);
 		return;
 	}
-	if (fd < 0 || fstat(fd, &st) < 0) {
+	if (fd < 0) {
 		/* the attempt started but its job has not opened the log yet: an empty log (followed: until it appears) */
-		if (fd >= 0)
-			close(fd);
 		fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
 		st.st_size = 0;
 		no_file = 1;

@@ -11,12 +11,15 @@
 #include "steps/steps.h"
 
 #include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "lib/jobfile.h"
 #include "plan/gate.h"
 #include "steps/keys.h"
 #include "store/store.h"
@@ -50,14 +53,27 @@ static int job_prepare(struct step_result *res, json_t **env, const struct step_
 	return 0;
 }
 
+#define OUTPUTS_MAX_BYTES (1024 * 1024) /* outputs.json: names and values, not data */
+
 /* Outputs of a job: the files directly in out/ by name less extension, then outputs.json. */
-static int collect_outputs(json_t **out, struct step_result *res, const char *outdir)
+static int collect_outputs(json_t **out, struct step_result *res, const struct step_run *r, const char *outdir)
 {
 	json_t *o = json_object(), *extra;
 	struct dirent **names = NULL;
-	char *path;
-	int n = scandir(outdir, &names, NULL, alphasort);
+	char *path, *text = NULL;
+	size_t len = 0;
+	int dfd = open(outdir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC), n = -1, error;
 
+	/* out/ replaced by a link (to /etc, say) would make the files there this step's outputs */
+	if (dfd < 0 && errno != ENOENT) {
+		step_result_fail_final(res, "out (FERRY_OUTPUT_DIR) is %s; the job must write its outputs "
+				       "into the directory Ferry made", errno == ELOOP || errno == ENOTDIR ?
+				       "not a directory (a symbolic link?)" : strerror(errno));
+		json_decref(o);
+		return FERRY_EINVALID;
+	}
+	if (dfd >= 0)
+		n = scandirat(dfd, ".", &names, NULL, alphasort);
 	for (int i = 0; i < n; i++) {
 		const char *f = names[i]->d_name;
 		const char *dot = strrchr(f, '.');
@@ -66,7 +82,7 @@ static int collect_outputs(json_t **out, struct step_result *res, const char *ou
 
 		path = xasprintf("%s/%s", outdir, f);
 		if (f[0] != '.' && strcmp(f, "metrics.json") != 0 && strcmp(f, "outputs.json") != 0 &&
-		    stat(path, &st) == 0 && (S_ISREG(st.st_mode) || S_ISDIR(st.st_mode))) {
+		    fstatat(dfd, f, &st, 0) == 0 && (S_ISREG(st.st_mode) || S_ISDIR(st.st_mode))) {
 			stem = dot && dot != f ? xstrndup(f, (size_t)(dot - f)) : xstrdup(f);
 			/* model.pkl and model.txt: both keep their full names */
 			if (json_object_get(o, stem) != NULL)
@@ -79,22 +95,28 @@ static int collect_outputs(json_t **out, struct step_result *res, const char *ou
 		free(names[i]);
 	}
 	free(names);
-	path = xasprintf("%s/outputs.json", outdir);
-	if (access(path, F_OK) == 0) {
+	if (dfd >= 0)
+		close(dfd);
+	/* outputs.json, like every file a job leaves, is read as hostile (lib/jobfile.h): never waited on */
+	error = jobfile_read(&text, &len, r->dir, "out/outputs.json", OUTPUTS_MAX_BYTES);
+	if (error == FERRY_OK) {
 		json_error_t jerr;
-		extra = json_load_file(path, 0, &jerr);
+		extra = json_loadb(text, len, 0, &jerr);
+		free(text);
 		if (extra == NULL || !json_is_object(extra)) {
 			step_result_fail_final(res, "outputs.json: %s",
 					       extra ? "must be a JSON object of name: value" : jerr.text);
 			json_decref(extra);
 			json_decref(o);
-			free(path);
 			return FERRY_EINVALID;
 		}
 		json_object_update(o, extra);
 		json_decref(extra);
+	} else if (error != FERRY_ENOTFOUND) {
+		step_result_fail_final(res, "%s", ferry_error_last());
+		json_decref(o);
+		return FERRY_EINVALID;
 	}
-	free(path);
 	*out = o;
 	return FERRY_OK;
 }
@@ -141,27 +163,26 @@ out:
 static int job_done(struct step_result *res, const struct step_run *r)
 {
 	const json_t *gate = json_object_get(r->spec, "gate");
-	char *outdir = xasprintf("%s/out", r->dir), *mpath = NULL, *text = NULL;
+	char *outdir = xasprintf("%s/out", r->dir), *text = NULL;
 	size_t len = 0;
 	int error;
 
-	if (collect_outputs(&res->outputs, res, outdir) < 0)
+	if (collect_outputs(&res->outputs, res, r, outdir) < 0)
 		goto out;
-	mpath = xasprintf("%s/metrics.json", outdir);
-	error = file_read(&text, &len, mpath);
+	error = jobfile_read(&text, &len, r->dir, "out/metrics.json", METRICS_MAX_BYTES);
 	if (error == FERRY_OK) {
 		if (metrics_parse(&res->metrics, text, len) < 0) {
 			step_result_fail_final(res, "%s", ferry_error_last());
 			goto out;
 		}
 	} else if (error < 0 && error != FERRY_ENOTFOUND) {
-		step_result_fail_final(res, "metrics.json: %s", ferry_error_last());
+		step_result_fail_final(res, "%s", ferry_error_last());
 		goto out;
 	}
 	if (json_array_size(gate) > 0)
 		check_gate(res, r, gate);
 out:
-	free(outdir), free(mpath), free(text);
+	free(outdir), free(text);
 	return FERRY_OK;
 }
 

@@ -115,13 +115,19 @@ static int blob_put_file(char hex[65], int64_t *bytes, char **path, const char *
 	unsigned int mdlen = 0;
 	EVP_MD_CTX *ctx = EVP_MD_CTX_new();
 	char *tmp = NULL;
-	int in = open(src, O_RDONLY | O_CLOEXEC | O_NOFOLLOW), out = -1, error = FERRY_ERROR;
+	/* a job's file: a FIFO in its place must not make the open or the copy wait (lib/jobfile.h) */
+	int in = open(src, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY), out = -1, error = FERRY_ERROR;
+	struct stat st;
 	ssize_t n;
 
 	*bytes = 0;
 	*path = NULL;
 	if (in < 0) {
 		ferry_error_set("artifact %s: %s", src, strerror(errno));
+		goto out;
+	}
+	if (fstat(in, &st) < 0 || !S_ISREG(st.st_mode)) {
+		ferry_error_set("artifact %s: not a regular file", src);
 		goto out;
 	}
 	if ((out = blob_tmp(&tmp, home)) < 0 || ctx == NULL || EVP_DigestInit_ex(ctx, EVP_sha256(), NULL) != 1)

@@ -289,7 +289,7 @@ char *exec_log_last_line(const struct exec_job *job)
 	if (job == NULL || job->type == NULL || job->type->log_path == NULL ||
 	    (path = job->type->log_path(job)) == NULL)
 		goto out;
-	if ((fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK)) < 0 || fstat(fd, &sb) < 0 ||
+	if ((fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOFOLLOW)) < 0 || fstat(fd, &sb) < 0 ||
 	    !S_ISREG(sb.st_mode))
 		goto out;
 	from = sb.st_size > EXEC_TAIL_BYTES ? sb.st_size - EXEC_TAIL_BYTES : 0;

@@ -343,6 +343,13 @@ int exec_read_status(const char *dir, int *exit_code, int *signal);
  * type keeps no log or it holds no text. The caller frees it.
  */
 #define EXEC_TAIL_BYTES 4096
+
+/*
+ * The most of an attempt's status file (DIR/status) a row reads: its
+ * supervisor writes a few short lines; the job can write there too, so it
+ * is read as hostile (lib/jobfile.h), up to this.
+ */
+#define EXEC_STATUS_MAX (64 * 1024)
 /*
  * Copies the text [p, end) into a new string without control characters
  * (a tab becomes a space) or terminal escape sequences, trimmed, cut at a

@@ -65,6 +65,7 @@
 #include <unistd.h>
 
 #include "exec/proc.h"
+#include "lib/jobfile.h"
 #include "lib/util.h"
 
 /* ---- what a container is made of ------------------------------------------- */
@@ -279,10 +280,10 @@ out:
 static int dk_status(const char *dir, pid_t *pid, int64_t *start, char **container,
 		     struct exec_status *st, int *removed)
 {
-	char *path = xasprintf("%s/status", dir), *buf = NULL, *line, *next;
+	char *buf = NULL, *line, *next;
 	int ended = 0;
 
-	if (file_read(&buf, NULL, path) == FERRY_OK) {
+	if (jobfile_read(&buf, NULL, dir, "status", EXEC_STATUS_MAX) == FERRY_OK) {
 		for (line = buf; line && *line; line = next) {
 			int64_t v, t;
 			char *sp;
@@ -309,7 +310,6 @@ static int dk_status(const char *dir, pid_t *pid, int64_t *start, char **contain
 		}
 	}
 	free(buf);
-	free(path);
 	return ended;
 }
 

@@ -30,6 +30,7 @@
 
 #include "exec/exec_shim.h"
 #include "exec/proc.h"
+#include "lib/jobfile.h"
 #include "lib/util.h"
 
 extern char **environ;
@@ -288,10 +289,10 @@ static void local_signal(const struct exec_job *job, int sig)
  */
 static int read_status_file(const char *dir, pid_t *pid, int64_t *start, int *exit_code, int *sig)
 {
-	char *path = xasprintf("%s/status", dir), *buf = NULL, *line, *next;
+	char *buf = NULL, *line, *next;
 	int ended = 0;
 
-	if (file_read(&buf, NULL, path) == FERRY_OK) {
+	if (jobfile_read(&buf, NULL, dir, "status", EXEC_STATUS_MAX) == FERRY_OK) {
 		for (line = buf; line && *line; line = next) {
 			int64_t v, t;
 			char *sp;
@@ -313,7 +314,6 @@ static int read_status_file(const char *dir, pid_t *pid, int64_t *start, int *ex
 		}
 	}
 	free(buf);
-	free(path);
 	return ended;
 }
 

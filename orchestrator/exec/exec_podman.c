@@ -82,6 +82,7 @@
 #include <unistd.h>
 
 #include "exec/proc.h"
+#include "lib/jobfile.h"
 #include "lib/util.h"
 
 #define CGROUP_ROOT "/sys/fs/cgroup"
@@ -709,11 +710,11 @@ out:
 static int read_status(const char *dir, pid_t *pid, int64_t *start, int64_t *limit_mb,
 		       struct exec_status *st)
 {
-	char *path = xasprintf("%s/status", dir), *buf = NULL, *line, *next;
+	char *buf = NULL, *line, *next;
 	int ended = 0;
 	int64_t v, t;
 
-	if (file_read(&buf, NULL, path) == FERRY_OK) {
+	if (jobfile_read(&buf, NULL, dir, "status", EXEC_STATUS_MAX) == FERRY_OK) {
 		for (line = buf; line && *line; line = next) {
 			char *sp;
 			if ((next = strchr(line, '\n')) == NULL)
@@ -741,7 +742,6 @@ static int read_status(const char *dir, pid_t *pid, int64_t *start, int64_t *lim
 		}
 	}
 	free(buf);
-	free(path);
 	return ended;
 }
 

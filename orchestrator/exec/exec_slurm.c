@@ -49,6 +49,7 @@
 #include <unistd.h>
 
 #include "exec/proc.h"
+#include "lib/jobfile.h"
 #include "lib/util.h"
 
 extern char **environ;
@@ -58,6 +59,7 @@ extern char **environ;
 #define CLI_TIMEOUT_S 10       /* a CLI call that takes longer is killed (slurmctld down) */
 #define ACCT_TRIES 30          /* accounting asked this often before the job counts as lost */
 #define ESLURM_INVALID_JOB_ID 2017
+#define SLURM_OUT_MAX (1024 * 1024) /* the most of a CLI answer or slurm.json read back */
 
 enum phase { PH_SUBMIT, PH_WATCH, PH_GONE };
 enum op_kind { OP_NONE, OP_SUBMIT, OP_LOOKUP, OP_QUERY, OP_ACCT, OP_CANCEL };
@@ -328,15 +330,18 @@ static int cli_outage(const char *text, int rc)
 /* Marks the CLI op done when its rc file appeared (or its child vanished without one). */
 static void cli_check(struct sljob *s, struct op *o, const char *tag)
 {
-	char *rc = op_file(s, tag, "rc"), *out = NULL, *buf = NULL;
+	/* in the attempt's directory, where the job writes too: read as hostile (lib/jobfile.h) */
+	char *rc = xasprintf(".slurm-%s.rc", tag), *out = NULL, *buf = NULL;
 	int64_t v = -1;
 
-	if (file_read(&buf, NULL, rc) == FERRY_OK) {
+	if (jobfile_read(&buf, NULL, s->dir, rc, 64) == FERRY_OK) {
 		buf[strcspn(buf, "\n")] = '\0';
 		parse_int64(buf, &v);
-		out = op_file(s, tag, "out");
-		if (file_read(&o->text, &o->len, out) < 0)
+		out = xasprintf(".slurm-%s.out", tag);
+		if (jobfile_read(&o->text, &o->len, s->dir, out, SLURM_OUT_MAX) < 0) {
 			o->text = xstrdup("");
+			o->len = 0;
+		}
 		o->rc = (int)v;
 		o->ans = v == 0 ? ANS_OK : cli_outage(o->text, (int)v) ? ANS_OUTAGE : ANS_REFUSED;
 		o->done = 1;
@@ -389,14 +394,16 @@ static int from_status_file(struct sljob *s)
  */
 static int log_says_oom(const char *dir)
 {
-	char *path = xasprintf("%s/log", dir), buf[16384], *line, *save = NULL;
-	FILE *f = fopen(path, "r");
+	char buf[16384], *line, *save = NULL;
+	int fd = jobfile_open(dir, "log", NULL), oom = 0;
+	FILE *f = fd >= 0 ? fdopen(fd, "r") : NULL;
 	size_t n = 0;
-	int oom = 0;
 
-	free(path);
-	if (f == NULL)
+	if (f == NULL) {
+		if (fd >= 0)
+			close(fd);
 		return 0;
+	}
 	if (fseek(f, 0, SEEK_END) == 0) {
 		long size = ftell(f);
 		if (size > (long)sizeof(buf) - 1)
@@ -1027,13 +1034,14 @@ static void slurm_signal(const struct exec_job *job, int sig)
 
 static int slurm_adopt(struct exec_job *job, struct exec_status *st)
 {
-	char *path = xasprintf("%s/slurm.json", job->dir), *text = NULL, *line, *save = NULL;
+	char *text = NULL, *line, *save = NULL;
 	json_t *saved = NULL;
 	struct sljob *s;
 	int64_t id = json_integer_value(json_object_get(job->handle, "job_id"));
 	int rc = FERRY_ENOTFOUND;
 
-	if (file_read(&text, NULL, path) < 0 || (saved = json_loads(text, 0, NULL)) == NULL) {
+	if (jobfile_read(&text, NULL, job->dir, "slurm.json", SLURM_OUT_MAX) < 0 ||
+	    (saved = json_loads(text, 0, NULL)) == NULL) {
 		ferry_error_set("no Slurm request in %s (the job was never submitted)", job->dir);
 		goto out;
 	}
@@ -1042,11 +1050,10 @@ static int slurm_adopt(struct exec_job *job, struct exec_status *st)
 	if (job->handle == NULL)
 		job->handle = json_pack("{s:s, s:s}", "via", s->cli ? "cli" : "rest", "name", s->name);
 	s->handle = job->handle;
-	free(text), free(path);
+	free(text);
 	text = NULL;
-	path = xasprintf("%s/status", job->dir);
 	/* the script's first line names the job when the handle never reached the database */
-	if (id <= 0 && file_read(&text, NULL, path) == FERRY_OK)
+	if (id <= 0 && jobfile_read(&text, NULL, job->dir, "status", EXEC_STATUS_MAX) == FERRY_OK)
 		for (line = strtok_r(text, "\n", &save); line; line = strtok_r(NULL, "\n", &save))
 			if (strncmp(line, "slurm ", 6) == 0)
 				parse_int64(line + 6, &id);
@@ -1065,7 +1072,7 @@ static int slurm_adopt(struct exec_job *job, struct exec_status *st)
 	}
 	rc = 1;
 out:
-	free(path), free(text);
+	free(text);
 	json_decref(saved);
 	return rc;
 }

@@ -29,6 +29,7 @@
 #include "monitor/evidence.h"
 #include "monitor/gpu.h"
 #include "monitor/hang.h"
+#include "lib/jobfile.h"
 #include "lib/metrics.h"
 #include "store/store_monitor.h"
 #include "lib/util.h"
@@ -276,12 +277,11 @@ static const char *const ordinary_phases[] = {"train", "run"};
 
 static void read_phase(const char *dir, char *out, size_t cap)
 {
-	char *p = xasprintf("%s/phase", dir), buf[64];
-	int fd = open(p, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+	char buf[64];
+	int fd = jobfile_open(dir, "phase", NULL); /* the job's file: never a link, never waited on */
 	ssize_t n = fd >= 0 ? read(fd, buf, sizeof(buf) - 1) : -1;
 	size_t k = 0, i = 0;
 
-	free(p);
 	if (fd >= 0)
 		close(fd);
 	out[0] = '\0';

@@ -674,7 +674,7 @@ static int follow(struct watch *w, const char *path, bool end)
 
 	if (path == NULL)
 		return 0;
-	fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
+	fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY | O_NOFOLLOW); /* the job's file (lib/jobfile.h) */
 	if (fd < 0) {
 		if (errno == ENOENT)
 			return 0; /* the job has written nothing yet, or removed it */
