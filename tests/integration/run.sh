@@ -51,6 +51,15 @@ fi
 LANES=${TEST_LANES:-4}
 LANE_PIDS=()
 
+# All the files share one shell: a helper defined in two of them is the last
+# one read everywhere (t_docker's podman_down was t_podman's, and the podman
+# service of test_docker_api_on_podman_service outlived every run). Refused.
+dups=$(grep -ho '^[A-Za-z_][A-Za-z_0-9]*()' "$ROOT"/tests/integration/lib.sh "$ROOT"/tests/integration/t_*.sh | sort | uniq -d)
+if [ -n "$dups" ]; then
+	for d in $dups; do echo "integration: ${d%()} is defined in $(grep -l "^${d%()}()" "$ROOT"/tests/integration/lib.sh "$ROOT"/tests/integration/t_*.sh | xargs -n1 basename | paste -sd' ')"; done
+	echo "integration: 0 passed, 1 failed"
+	exit 1
+fi
 . "$ROOT/tests/integration/lib.sh"
 for f in "$ROOT"/tests/integration/t_*.sh; do . "$f"; done
 

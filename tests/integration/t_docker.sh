@@ -435,7 +435,7 @@ test_docker_supervisor_killed_under_running_daemon() {
 # after the test. Podman 4.3 here never sets OOMKilled: the memory kill is
 # told from the kernel's log.
 # stops the podman service of the test and removes its storage (podman bind-mounts its overlay directory)
-podman_down() {
+podman_service_down() {
 	local pid
 	pid=$(cat "$PODMAN_DIR/pid" 2>/dev/null) || return 0
 	kill "$pid" 2>/dev/null
@@ -456,7 +456,7 @@ test_docker_api_on_podman_service() {
 		system service --time=0 "$FERRY_DOCKER_HOST" >"$pd/service.log" 2>&1 &
 	echo $! >"$pd/pid"
 	PODMAN_DIR=$pd
-	trap 'docker_down; podman_down' EXIT
+	trap 'docker_down; podman_service_down' EXIT
 	for _ in $(seq 1 100); do curl -fsS -m 1 --unix-socket "$DOCKER_SOCK" http://d/_ping >/dev/null 2>&1 && break; sleep 0.1; done
 	curl -fsS -m 1 --unix-socket "$DOCKER_SOCK" http://d/_ping >/dev/null || { cat "$pd/service.log"; fail "podman system service did not answer"; }
 	# deploy/dockerd.sh finds an engine answering on the socket and only builds ferry-base there
