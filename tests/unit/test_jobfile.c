@@ -205,7 +205,7 @@ int main(void)
 
 	/* the same files through the walk of a kernel without openat2 */
 	jobfile_walk_only = 1;
-	strcpy(root + strlen(root) - 6, "XXXXXX");
-	strcpy(secret + strlen(secret) - 6, "XXXXXX");
+	memcpy(root + strlen(root) - 6, "XXXXXX", 6);
+	memcpy(secret + strlen(secret) - 6, "XXXXXX", 6);
 	return failed + cmocka_run_group_tests_name("component walk", tests, setup, teardown);
 }
