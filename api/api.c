@@ -284,64 +284,78 @@ static void h_ready(struct api *a, struct reply *r, PGconn *db, struct req *q)
 		reply_json(r, 200, xstrdup("{\"status\":\"ready\"}"));
 }
 
-#define AUTH ROUTE_AUTH
+#define PUBLIC ROUTE_PUBLIC
+#define VIEWER ROLE_VIEWER
+#define OPERATOR ROLE_OPERATOR
+#define ADMIN ROLE_ADMIN
 
-/* Every route. The OpenAPI document lists each of them (tests/unit/test_api.c checks). */
+/*
+ * Every route, with the least role that may call it: a viewer reads; an
+ * operator runs workflows (submits, stops, retries, continues, deletes a
+ * run, registers a workflow); an admin changes what serves and what runs by
+ * itself (model aliases, deployments and their traffic, predictions through
+ * the API, schedules, triggers). The OpenAPI document lists each route with
+ * its role as x-ferry-role (tests/unit/test_api.c checks).
+ */
 const struct api_route api_routes[] = {
-	{"GET", "/healthz", 0, f_health, NULL, NULL, NULL},
-	{"GET", "/readyz", ROUTE_OWN_DB, f_ready, h_ready, NULL, NULL},
-	{"GET", "/metrics", ROUTE_DB_OPTIONAL, NULL, h_metrics, NULL, NULL},
-	{"GET", "/api/v1/openapi.json", 0, f_openapi, NULL, NULL, NULL},
-	{"GET", "/api/v1/whoami", AUTH, f_whoami, h_whoami, NULL, NULL},
-	{"GET", "/ui", 0, api_ui_fast, NULL, NULL, NULL},
-	{"GET", "/ui/", 0, api_ui_fast, NULL, NULL, NULL},
-	{"GET", "/ui/{file}", 0, api_ui_fast, NULL, NULL, NULL},
-	{"GET", "/api/v1/runs", AUTH, NULL, api_runs_list, "state workflow trigger limit cursor", NULL},
-	{"POST", "/api/v1/runs", AUTH, NULL, api_runs_create, NULL,
+	{"GET", "/healthz", PUBLIC, 0, f_health, NULL, NULL, NULL},
+	{"GET", "/readyz", PUBLIC, ROUTE_OWN_DB, f_ready, h_ready, NULL, NULL},
+	{"GET", "/metrics", PUBLIC, ROUTE_DB_OPTIONAL, NULL, h_metrics, NULL, NULL},
+	{"GET", "/api/v1/openapi.json", PUBLIC, 0, f_openapi, NULL, NULL, NULL},
+	{"GET", "/api/v1/whoami", VIEWER, 0, f_whoami, h_whoami, NULL, NULL},
+	{"GET", "/ui", PUBLIC, 0, api_ui_fast, NULL, NULL, NULL},
+	{"GET", "/ui/", PUBLIC, 0, api_ui_fast, NULL, NULL, NULL},
+	{"GET", "/ui/{file}", PUBLIC, 0, api_ui_fast, NULL, NULL, NULL},
+	{"GET", "/api/v1/runs", VIEWER, 0, NULL, api_runs_list, "state workflow trigger limit cursor", NULL},
+	{"POST", "/api/v1/runs", OPERATOR, 0, NULL, api_runs_create, NULL,
 	 "yaml workflow filename params workdir trigger no_cache repo ref path"},
-	{"GET", "/api/v1/runs/stream", AUTH, NULL, api_runs_stream, NULL, NULL}, /* before /runs/{id} */
-	{"GET", "/api/v1/runs/{id}", AUTH, api_run_cached, api_run_get, NULL, NULL},
-	{"DELETE", "/api/v1/runs/{id}", AUTH, NULL, api_run_delete, NULL, NULL},
-	{"POST", "/api/v1/runs/{id}/stop", AUTH, NULL, api_run_stop, NULL, NULL},
-	{"POST", "/api/v1/runs/{id}/retry", AUTH, NULL, api_run_retry, NULL, "from no_cache"},
-	{"GET", "/api/v1/runs/{id}/events", AUTH, NULL, api_run_events, "after", NULL},
-	{"GET", "/api/v1/runs/{id}/stream", AUTH, NULL, api_run_stream, NULL, NULL},
-	{"GET", "/api/v1/runs/{id}/dag.svg", AUTH, NULL, api_run_dag_svg, NULL, NULL},
-	{"GET", "/api/v1/runs/{id}/steps/{step}", AUTH, NULL, api_step_get, NULL, NULL},
-	{"GET", "/api/v1/runs/{id}/steps/{step}/logs", AUTH, NULL, api_step_logs, "attempt offset length follow", NULL},
-	{"GET", "/api/v1/runs/{id}/steps/{step}/monitor", AUTH, NULL, api_step_monitor, "attempt", NULL},
-	{"POST", "/api/v1/runs/{id}/steps/{step}/continue", AUTH, NULL, api_step_continue, NULL, "data"},
-	{"GET", "/api/v1/workflows", AUTH, NULL, api_workflows_list, NULL, NULL},
-	{"POST", "/api/v1/workflows", AUTH, NULL, api_workflow_register, NULL, "yaml filename workdir"},
-	{"GET", "/api/v1/models", AUTH, NULL, api_models_list, NULL, NULL},
-	{"GET", "/api/v1/models/{name}", AUTH, NULL, api_model_get, NULL, NULL},
-	{"GET", "/api/v1/models/{name}/versions", AUTH, NULL, api_model_versions, NULL, NULL},
-	{"GET", "/api/v1/models/{name}/versions/{version}", AUTH, NULL, api_model_version, NULL, NULL},
-	{"GET", "/api/v1/models/{name}/versions/{version}/artifact", AUTH, NULL, api_model_artifact, "path", NULL},
-	{"PUT", "/api/v1/models/{name}/aliases/{alias}", AUTH | ROUTE_ADMIN, NULL, api_model_alias_put, NULL,
+	{"GET", "/api/v1/runs/stream", VIEWER, 0, NULL, api_runs_stream, NULL, NULL}, /* before /runs/{id} */
+	{"GET", "/api/v1/runs/{id}", VIEWER, 0, api_run_cached, api_run_get, NULL, NULL},
+	{"DELETE", "/api/v1/runs/{id}", OPERATOR, 0, NULL, api_run_delete, NULL, NULL},
+	{"POST", "/api/v1/runs/{id}/stop", OPERATOR, 0, NULL, api_run_stop, NULL, NULL},
+	{"POST", "/api/v1/runs/{id}/retry", OPERATOR, 0, NULL, api_run_retry, NULL, "from no_cache"},
+	{"GET", "/api/v1/runs/{id}/events", VIEWER, 0, NULL, api_run_events, "after", NULL},
+	{"GET", "/api/v1/runs/{id}/stream", VIEWER, 0, NULL, api_run_stream, NULL, NULL},
+	{"GET", "/api/v1/runs/{id}/dag.svg", VIEWER, 0, NULL, api_run_dag_svg, NULL, NULL},
+	{"GET", "/api/v1/runs/{id}/steps/{step}", VIEWER, 0, NULL, api_step_get, NULL, NULL},
+	{"GET", "/api/v1/runs/{id}/steps/{step}/logs", VIEWER, 0, NULL, api_step_logs, "attempt offset length follow", NULL},
+	{"GET", "/api/v1/runs/{id}/steps/{step}/monitor", VIEWER, 0, NULL, api_step_monitor, "attempt", NULL},
+	{"POST", "/api/v1/runs/{id}/steps/{step}/continue", OPERATOR, 0, NULL, api_step_continue, NULL, "data"},
+	{"GET", "/api/v1/workflows", VIEWER, 0, NULL, api_workflows_list, NULL, NULL},
+	{"POST", "/api/v1/workflows", OPERATOR, 0, NULL, api_workflow_register, NULL, "yaml filename workdir"},
+	{"GET", "/api/v1/models", VIEWER, 0, NULL, api_models_list, NULL, NULL},
+	{"GET", "/api/v1/models/{name}", VIEWER, 0, NULL, api_model_get, NULL, NULL},
+	{"GET", "/api/v1/models/{name}/versions", VIEWER, 0, NULL, api_model_versions, NULL, NULL},
+	{"GET", "/api/v1/models/{name}/versions/{version}", VIEWER, 0, NULL, api_model_version, NULL, NULL},
+	{"GET", "/api/v1/models/{name}/versions/{version}/artifact", VIEWER, 0, NULL, api_model_artifact, "path", NULL},
+	{"PUT", "/api/v1/models/{name}/aliases/{alias}", ADMIN, 0, NULL, api_model_alias_put, NULL,
 	 "version"},
-	{"GET", "/api/v1/cache", AUTH, NULL, api_cache_get, "host", NULL},
-	{"GET", "/api/v1/deployments", AUTH, NULL, api_deployments_list, NULL, NULL},
-	{"GET", "/api/v1/deployments/{id}", AUTH, NULL, api_deployment_get, NULL, NULL},
-	{"PATCH", "/api/v1/deployments/{id}", AUTH, NULL, api_deployment_patch, NULL,
+	{"GET", "/api/v1/cache", VIEWER, 0, NULL, api_cache_get, "host", NULL},
+	{"GET", "/api/v1/deployments", VIEWER, 0, NULL, api_deployments_list, NULL, NULL},
+	{"GET", "/api/v1/deployments/{id}", VIEWER, 0, NULL, api_deployment_get, NULL, NULL},
+	{"PATCH", "/api/v1/deployments/{id}", ADMIN, 0, NULL, api_deployment_patch, NULL,
 	 "traffic replicas action version auto_stop extend"},
-	{"DELETE", "/api/v1/deployments/{id}", AUTH, NULL, api_deployment_delete, NULL, NULL},
-	{"POST", "/api/v1/deployments/{id}/predict", AUTH, NULL, api_deployment_predict, NULL,
+	{"DELETE", "/api/v1/deployments/{id}", ADMIN, 0, NULL, api_deployment_delete, NULL, NULL},
+	{"POST", "/api/v1/deployments/{id}/predict", ADMIN, 0, NULL, api_deployment_predict, NULL,
 	 "id inputs outputs parameters"},
-	{"POST", "/api/v1/hooks/git", 0, NULL, api_hook_git, NULL, NULL},
-	{"GET", "/api/v1/schedules", AUTH, NULL, api_schedules_list, NULL, NULL},
-	{"POST", "/api/v1/schedules", AUTH, NULL, api_schedule_create, NULL,
+	{"POST", "/api/v1/hooks/git", PUBLIC, 0, NULL, api_hook_git, NULL, NULL},
+	{"GET", "/api/v1/schedules", VIEWER, 0, NULL, api_schedules_list, NULL, NULL},
+	{"POST", "/api/v1/schedules", ADMIN, 0, NULL, api_schedule_create, NULL,
 	 "workflow name cron timezone gap overlap concurrency catchup max_catchup params paused"},
-	{"GET", "/api/v1/schedules/{id}", AUTH, NULL, api_schedule_get, "limit before", NULL},
-	{"PATCH", "/api/v1/schedules/{id}", AUTH, NULL, api_schedule_patch, NULL,
+	{"GET", "/api/v1/schedules/{id}", VIEWER, 0, NULL, api_schedule_get, "limit before", NULL},
+	{"PATCH", "/api/v1/schedules/{id}", ADMIN, 0, NULL, api_schedule_patch, NULL,
 	 "name cron timezone gap overlap concurrency catchup max_catchup params paused"},
-	{"DELETE", "/api/v1/schedules/{id}", AUTH, NULL, api_schedule_delete, NULL, NULL},
-	{"GET", "/api/v1/triggers", AUTH, NULL, api_triggers_list, NULL, NULL},
-	{"PATCH", "/api/v1/triggers/{id}", AUTH, NULL, api_trigger_patch, NULL, "paused"},
-	{NULL, NULL, 0, NULL, NULL, NULL, NULL},
+	{"DELETE", "/api/v1/schedules/{id}", ADMIN, 0, NULL, api_schedule_delete, NULL, NULL},
+	{"GET", "/api/v1/triggers", VIEWER, 0, NULL, api_triggers_list, NULL, NULL},
+	{"GET", "/api/v1/audit", VIEWER, 0, NULL, api_audit, "object object_id before limit", NULL},
+	{"PATCH", "/api/v1/triggers/{id}", ADMIN, 0, NULL, api_trigger_patch, NULL, "paused"},
+	{NULL, NULL, 0, 0, NULL, NULL, NULL, NULL},
 };
 
-#undef AUTH
+#undef PUBLIC
+#undef VIEWER
+#undef OPERATOR
+#undef ADMIN
 
 /*
  * Matches url against pattern; up to two {x} segments are copied into
@@ -411,15 +425,6 @@ static enum MHD_Result find_bad_utf8(void *cls, enum MHD_ValueKind kind, const c
 	return MHD_YES;
 }
 
-/* The least role a route takes: a viewer reads, an operator acts on runs, an admin does the rest. */
-static enum token_role route_role(const struct api_route *rt)
-{
-	if (rt->flags & ROUTE_ADMIN)
-		return ROLE_ADMIN;
-	if (strcmp(rt->method, "GET") != 0)
-		return ROLE_OPERATOR;
-	return ROLE_VIEWER;
-}
 
 /*
  * The fast phase of a request, on the MHD worker: routing by method and
@@ -450,7 +455,7 @@ static int dispatch(struct api *a, struct reply *r, struct MHD_Connection *conn,
 	q->head = strcmp(method, "HEAD") == 0;
 	if (rt->handler == NULL)
 		return rt->fast(a, r, q); /* answered from memory alone, before any check (health) */
-	if ((rt->flags & ROUTE_AUTH) &&
+	if (rt->role != ROUTE_PUBLIC &&
 	    !tokens_check(a->tokens, MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "Authorization"), &q->role,
 			  q->token_name, &q->own_token)) {
 		reply_error(r, 401, "unauthorized", NULL,
@@ -458,11 +463,11 @@ static int dispatch(struct api *a, struct reply *r, struct MHD_Connection *conn,
 			    "FERRY_API_TOKEN or $FERRY_HOME/api-token, or one made by ferryd token create)", NULL);
 		return 1;
 	}
-	if ((rt->flags & ROUTE_AUTH) && q->role < route_role(rt)) {
+	if (rt->role != ROUTE_PUBLIC && (int)q->role < rt->role) {
 		char msg[200];
 		snprintf(msg, sizeof(msg), "token \"%s\" has role %s; %s %s needs a token with role %s or above",
 			 q->token_name, token_role_name(q->role), rt->method, rt->pattern,
-			 token_role_name(route_role(rt)));
+			 token_role_name((enum token_role)rt->role));
 		reply_error(r, 403, "forbidden", NULL, msg, NULL);
 		return 1;
 	}
@@ -492,7 +497,7 @@ static int dispatch(struct api *a, struct reply *r, struct MHD_Connection *conn,
 			return 1;
 		}
 	}
-	if ((rt->flags & ROUTE_AUTH) && query_check(r, q) < 0)
+	if (rt->role != ROUTE_PUBLIC && query_check(r, q) < 0)
 		return 1;
 	return rt->fast ? rt->fast(a, r, q) : 0;
 }
@@ -728,9 +733,25 @@ const char *api_url(const struct api *a)
 	return a->url;
 }
 
+/* 0, or FERRY_ERROR naming the first row of table that declares no role. */
+int api_routes_check(const struct api_route *table)
+{
+	for (const struct api_route *rt = table; rt->pattern; rt++)
+		if (rt->role != ROUTE_PUBLIC && (rt->role < ROLE_VIEWER || rt->role > ROLE_ADMIN)) {
+			ferry_error_set("route %s %s declares no role (ROUTE_PUBLIC, or the least token role "
+					"that may call it)", rt->method, rt->pattern);
+			return FERRY_ERROR;
+		}
+	return FERRY_OK;
+}
+
 int api_start(struct api **out, const struct api_opts *o)
 {
-	struct api *a = xcalloc(1, sizeof(*a));
+	struct api *a;
+
+	if (api_routes_check(api_routes) < 0)
+		return FERRY_ERROR;
+	a = xcalloc(1, sizeof(*a));
 	struct sockaddr_storage ss;
 	/*
 	 * A few epoll workers serve every connection; nothing in a request waits

@@ -31,7 +31,7 @@ struct req {
 	char caps[2][128]; /* the {x} segments of the path, in order */
 	int64_t id;        /* the {id} segment (a positive integer) when the pattern has one */
 	int head;          /* a HEAD served by the GET route: no body goes out */
-	enum token_role role;        /* of the bearer token (ROUTE_AUTH routes) */
+	enum token_role role;        /* of the bearer token (routes that take one) */
 	char token_name[TOKEN_NAME_MAX]; /* "admin" for the daemon's own token */
 	int own_token;               /* the daemon's own token (FERRY_API_TOKEN, $FERRY_HOME/api-token) */
 	struct req *next; /* in the database workers' queue */
@@ -122,6 +122,7 @@ void api_run_get(struct api *a, struct reply *r, PGconn *db, struct req *q);
 void api_run_delete(struct api *a, struct reply *r, PGconn *db, struct req *q);
 void api_run_stop(struct api *a, struct reply *r, PGconn *db, struct req *q);
 void api_run_retry(struct api *a, struct reply *r, PGconn *db, struct req *q);
+void api_audit(struct api *a, struct reply *r, PGconn *db, struct req *q);
 void api_run_events(struct api *a, struct reply *r, PGconn *db, struct req *q);
 void api_step_continue(struct api *a, struct reply *r, PGconn *db, struct req *q);
 void api_workflows_list(struct api *a, struct reply *r, PGconn *db, struct req *q);
@@ -158,11 +159,19 @@ typedef void api_handler(struct api *a, struct reply *r, PGconn *db, struct req 
 typedef int api_fast(struct api *a, struct reply *r, struct req *q);
 
 enum route_flags {
-	ROUTE_AUTH = 1 << 0,        /* the bearer token is required */
 	ROUTE_DB_OPTIONAL = 1 << 1, /* answers without the database when none is free */
 	ROUTE_OWN_DB = 1 << 2,      /* the handler takes (and bounds) its own connection */
-	ROUTE_ADMIN = 1 << 3,       /* only an admin token (else GET: viewer, other methods: operator) */
 };
+
+/*
+ * Who may call a route, declared on its row: no token at all (ROUTE_PUBLIC:
+ * health, readiness, metrics, the OpenAPI document, the console's files,
+ * the git hook that checks its own HMAC), or a bearer token of this role or
+ * above (enum token_role: viewer, operator, admin). 0 is no declaration:
+ * api_start refuses such a table, and tests/unit/test_api.c and
+ * t_roles.sh walk every row.
+ */
+#define ROUTE_PUBLIC (-1)
 
 /*
  * The routing table: one row per method and path pattern ({x} is one path
@@ -173,6 +182,7 @@ enum route_flags {
 struct api_route {
 	const char *method;   /* GET, POST, PUT, PATCH or DELETE */
 	const char *pattern;  /* "/api/v1/runs/{id}" */
+	int role;             /* ROUTE_PUBLIC, or the least enum token_role that may call it */
 	unsigned flags;       /* enum route_flags */
 	api_fast *fast;       /* NULL: none */
 	api_handler *handler; /* NULL: the fast phase always answers */
@@ -187,6 +197,9 @@ struct api_route {
 	const char *fields;
 };
 extern const struct api_route api_routes[];
+
+/* 0, or FERRY_ERROR naming the first row of table that declares no role (api_start refuses it). */
+int api_routes_check(const struct api_route *table);
 
 /*
  * Finds in table (api_routes) the route of method (HEAD finds GET) and url,
@@ -208,8 +221,9 @@ void reply_store_error(struct reply *r, int error);
 int utf8_valid(const char *s, size_t n);
 /*
  * Who did it, recorded as the actor: the named token's name, or for the
- * daemon's own token X-Ferry-Actor (printable, at most 63 bytes) or
- * "admin". The caller frees it.
+ * daemon's own token "admin", "admin (as NAME)" with a printable
+ * X-Ferry-Actor of at most 63 bytes sent from this machine. The caller
+ * frees it.
  */
 char *actor_of(const struct req *q);
 /*

@@ -9,7 +9,9 @@
  */
 #include "api/api_priv.h"
 
+#include <arpa/inet.h>
 #include <jansson.h>
+#include <netinet/in.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -91,10 +93,31 @@ int utf8_valid(const char *s, size_t n)
 	return 1;
 }
 
+/* Whether the connection comes from this machine (127.0.0.0/8, ::1, or ::ffff:127.x.y.z). */
+static int from_loopback(struct MHD_Connection *conn)
+{
+	const union MHD_ConnectionInfo *ci = conn ? MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CLIENT_ADDRESS)
+						  : NULL;
+	const struct sockaddr *sa = ci ? ci->client_addr : NULL;
+
+	if (sa == NULL)
+		return 0;
+	if (sa->sa_family == AF_INET)
+		return (ntohl(((const struct sockaddr_in *)(const void *)sa)->sin_addr.s_addr) >> 24) == 127;
+	if (sa->sa_family == AF_INET6) {
+		const struct in6_addr *a6 = &((const struct sockaddr_in6 *)(const void *)sa)->sin6_addr;
+		return IN6_IS_ADDR_LOOPBACK(a6) || (IN6_IS_ADDR_V4MAPPED(a6) && a6->s6_addr[12] == 127);
+	}
+	return 0;
+}
+
 /*
- * Who did it: a named token's name; for the daemon's own token (admin, the
- * one the CLI on the daemon's machine reads), a printable X-Ferry-Actor
- * (the person at that CLI), cut at 63 bytes, or "admin".
+ * Who did it: a named token's name. For the daemon's own token (admin, the
+ * one the CLI on the daemon's machine reads) used from this machine, a
+ * printable X-Ferry-Actor (the person at that CLI) is recorded beside it,
+ * "admin (as NAME)", NAME cut at 63 bytes: the name is the caller's word,
+ * never an identity of its own, so nobody's actions can be written under
+ * another name. Else "admin".
  */
 char *actor_of(const struct req *q)
 {
@@ -104,7 +127,7 @@ char *actor_of(const struct req *q)
 	if (!q->own_token)
 		return xstrdup(q->token_name);
 	h = MHD_lookup_connection_value(q->conn, MHD_HEADER_KIND, "X-Ferry-Actor");
-	if (h == NULL || *h == '\0' || !utf8_valid(h, strlen(h)))
+	if (h == NULL || *h == '\0' || !utf8_valid(h, strlen(h)) || !from_loopback(q->conn))
 		return xstrdup(q->token_name);
 	n = strnlen(h, 64);
 	while (n > 0 && n < strlen(h) && ((unsigned char)h[n] & 0xc0) == 0x80)
@@ -112,7 +135,7 @@ char *actor_of(const struct req *q)
 	for (size_t i = 0; i < n; i++)
 		if ((unsigned char)h[i] < 0x20 || h[i] == 0x7f)
 			return xstrdup(q->token_name);
-	return xstrndup(h, n);
+	return xasprintf("%s (as %.*s)", q->token_name, (int)n, h);
 }
 
 int name_listed(const char *list, const char *name)

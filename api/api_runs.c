@@ -305,15 +305,15 @@ out:
 void api_run_delete(struct api *a, struct reply *r, PGconn *db, struct req *q)
 {
 	int64_t id = q->id;
-	char *actor = NULL;
-	int error = store_run_delete(db, id), files = 1;
+	char *actor = actor_of(q);
+	int error = store_run_delete(db, id, actor), files = 1;
 
 	if (error < 0) {
 		reply_store_error(r, error);
+		free(actor);
 		return;
 	}
 	run_changed(a, id);
-	actor = actor_of(q);
 	if (a->home && run_dir_remove(a->home, id) < 0) {
 		flog_warn("run %lld deleted by %s; its files: %s", (long long)id, actor, ferry_error_last());
 		files = 0;
@@ -365,6 +365,47 @@ out:
 	cfg_errors_dispose(&errs);
 	free(actor);
 	json_decref(body);
+}
+
+/*
+ * GET /audit?object=run|schedule|trigger&object_id=N&before=ID&limit=N:
+ * who did what to runs, schedules and triggers, newest first, the
+ * tombstones of deleted runs among them (store_audit_list).
+ */
+void api_audit(struct api *a, struct reply *r, PGconn *db, struct req *q)
+{
+	static const char *const objects[] = {"run", "schedule", "trigger", NULL};
+	const char *object = MHD_lookup_connection_value(q->conn, MHD_GET_ARGUMENT_KIND, "object");
+	const char *oid = MHD_lookup_connection_value(q->conn, MHD_GET_ARGUMENT_KIND, "object_id");
+	const char *before = MHD_lookup_connection_value(q->conn, MHD_GET_ARGUMENT_KIND, "before");
+	const char *limit = MHD_lookup_connection_value(q->conn, MHD_GET_ARGUMENT_KIND, "limit");
+	int64_t object_id = 0, before_id = 0, lim = 100;
+	char *json = NULL;
+	int error, known = object == NULL;
+
+	(void)a;
+	for (int i = 0; object && objects[i]; i++)
+		known |= strcmp(object, objects[i]) == 0;
+	if (!known) {
+		reply_error(r, 400, "invalid_field", "object", "object must be run, schedule or trigger", NULL);
+		return;
+	}
+	if (oid && (parse_int64(oid, &object_id) < 0 || object_id <= 0)) {
+		reply_error(r, 400, "invalid_field", "object_id", "object_id must be a positive integer", NULL);
+		return;
+	}
+	if (before && (parse_int64(before, &before_id) < 0 || before_id <= 0)) {
+		reply_error(r, 400, "invalid_field", "before", "before must be an audit entry id", NULL);
+		return;
+	}
+	if (limit && (parse_int64(limit, &lim) < 0 || lim < 1 || lim > 500)) {
+		reply_error(r, 400, "invalid_field", "limit", "limit must be an integer from 1 to 500", NULL);
+		return;
+	}
+	if ((error = store_audit_list(&json, db, object, object_id, before_id, (int)lim)) < 0)
+		reply_store_error(r, error);
+	else
+		reply_json(r, 200, json);
 }
 
 void api_run_events(struct api *a, struct reply *r, PGconn *db, struct req *q)

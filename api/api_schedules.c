@@ -319,7 +319,7 @@ void api_schedule_delete(struct api *a, struct reply *r, PGconn *db, struct req 
 	int error;
 
 	(void)a;
-	if ((error = store_sched_delete(db, q->id)) < 0) {
+	if ((error = store_sched_delete(db, q->id, actor)) < 0) {
 		reply_store_error(r, error);
 	} else {
 		flog_info("schedule %lld deleted by %s", (long long)q->id, actor);
@@ -447,11 +447,11 @@ void api_trigger_patch(struct api *a, struct reply *r, PGconn *db, struct req *q
 		reply_error(r, 400, "invalid_field", "paused", "field \"paused\" (true or false) is required", NULL);
 		goto out;
 	}
-	if ((error = store_trigger_pause(&json, db, q->id, paused)) < 0) {
+	actor = actor_of(q);
+	if ((error = store_trigger_pause(&json, db, q->id, paused, actor)) < 0) {
 		reply_store_error(r, error);
 		goto out;
 	}
-	actor = actor_of(q);
 	flog_info("trigger %lld %s by %s", (long long)q->id, paused ? "paused" : "resumed", actor);
 	reply_json(r, 200, json);
 out:

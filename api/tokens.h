@@ -26,7 +26,7 @@
 enum token_role {
 	ROLE_VIEWER = 1,   /* GET and HEAD only */
 	ROLE_OPERATOR = 2, /* also start, stop, retry, continue and delete runs, register workflows */
-	ROLE_ADMIN = 3,    /* everything: also move model aliases */
+	ROLE_ADMIN = 3,    /* everything: also model aliases, deployments, predictions, schedules, triggers */
 };
 
 /* A token's name, as recorded as the actor of what it does, at most 63 bytes. */

@@ -683,6 +683,18 @@ static const struct command commands[] = {
 	 "  -o, --output FORMAT   text (default) or json (the server's answer)\n"
 	 "\nExample:\n  ferry events 12\n",
 	 cmd_events},
+	{"audit", "Show who changed schedules and triggers and who deleted runs (their tombstones).",
+	 "ferry audit [--object run|schedule|trigger [--id N]] [--limit N] [-o json]",
+	 "Newest first: schedules created, changed, paused, resumed and deleted, triggers\n"
+	 "paused and resumed, runs deleted (what the run was: its workflow, state, who\n"
+	 "started it, its params and times). Each entry was written with its change.\n"
+	 "\nOptions:\n"
+	 "      --object KIND     only entries about runs, schedules or triggers\n"
+	 "      --id N            only entries about that one (with --object)\n"
+	 "      --limit N         at most N entries (default 50, at most 500)\n"
+	 "  -o, --output FORMAT   text (default) or json (the server's answer)\n"
+	 "\nExamples:\n  ferry audit\n  ferry audit --object run --id 12\n",
+	 cmd_audit},
 	{"logs", "Print the log of a step, or of every step of a run.",
 	 "ferry logs RUN [STEP] [-f] [--attempt N]",
 	 "With STEP, prints the log of its latest attempt (or of attempt N). Without\n"

@@ -323,10 +323,19 @@ int store_run_notified(PGconn *conn, int64_t run, const char *failure);
  * outputs, metrics, cache sessions: ON DELETE CASCADE) in one statement;
  * the model versions it registered stay, with its id in their lineage.
  * FERRY_ENOTFOUND when there is no such run; FERRY_ECONFLICT when it has
- * not finished (the message says to stop it first). Its files are the
- * caller's to remove, after this returned 0.
+ * not finished (the message says to stop it first). A tombstone stays in
+ * the audit trail: actor, the workflow, state, who started it, its params
+ * and times. Its files are the caller's to remove, after this returned 0.
  */
-int store_run_delete(PGconn *conn, int64_t id);
+int store_run_delete(PGconn *conn, int64_t id, const char *actor);
+
+/*
+ * The audit trail, newest first, as {"audit":[{id, at, actor, object,
+ * object_id, action, detail}]}: object (run, schedule, trigger; NULL any),
+ * object_id (0 any), entries older than id before (0: from the newest), at
+ * most limit (store_audit.c). *out the caller's.
+ */
+int store_audit_list(char **out, PGconn *conn, const char *object, int64_t object_id, int64_t before, int limit);
 
 /*
  * Up to limit runs (ids, oldest finished first) that finished more than days

@@ -16,23 +16,29 @@
 
 #define FINISHED "('succeeded', 'failed', 'stopped')"
 
-int store_run_delete(PGconn *conn, int64_t id)
+int store_run_delete(PGconn *conn, int64_t id, const char *actor)
 {
 	char idbuf[32];
-	const char *params[1] = {idbuf};
+	const char *params[2] = {idbuf, actor};
 	PGresult *res = NULL;
 	int error;
 
 	snprintf(idbuf, sizeof(idbuf), "%lld", (long long)id);
 	/*
 	 * One statement, so one transaction: the cascade takes every row of the
-	 * run or none. The outer SELECT sees the row as it was before the
-	 * DELETE (same snapshot): its state says why nothing was deleted.
+	 * run or none, and the tombstone in the audit trail (who deleted what,
+	 * when) is written with it. The outer SELECT sees the row as it was
+	 * before the DELETE (same snapshot): its state says why nothing was
+	 * deleted.
 	 */
 	if ((error = store_q(&res, conn,
-			     "WITH d AS (DELETE FROM runs WHERE id = $1 AND state IN " FINISHED " RETURNING id) "
+			     "WITH d AS (DELETE FROM runs WHERE id = $1 AND state IN " FINISHED " RETURNING *), "
+			     "a AS (INSERT INTO audit (actor, object, object_id, action, detail) "
+			     "  SELECT $2, 'run', d.id, 'deleted', jsonb_build_object('workflow', d.workflow_name, "
+			     "    'state', d.state, 'started_by', d.actor, 'trigger', d.trigger, 'params', d.params, "
+			     "    'reason', d.reason, 'created_at', d.created_at, 'finished_at', d.finished_at) FROM d) "
 			     "SELECT (SELECT count(*) FROM d), (SELECT state FROM runs WHERE id = $1)",
-			     1, params)) < 0)
+			     2, params)) < 0)
 		return error;
 	if (strcmp(PQgetvalue(res, 0, 0), "0") != 0) {
 		error = FERRY_OK;

@@ -13,14 +13,21 @@
 #include "store/store_priv.h"
 #include "lib/util.h"
 
+/* What the audit trail keeps of schedule row R (a CTE's name): what it runs, when, with what. */
+#define SCHED_AUDIT(R)                                                                                  \
+	"jsonb_build_object('workflow', " R ".workflow, 'name', " R ".name, 'cron', " R ".cron, "         \
+	"'timezone', " R ".timezone, 'concurrency', " R ".concurrency, 'catchup', " R ".catchup, "        \
+	"'params', " R ".params, 'paused', " R ".paused)"
+
 #define SCHED_COLS                                                                                    \
 	"id, workflow, name, source, cron, timezone, gap, overlap, concurrency, catchup, max_catchup, " \
-	"paused, params, coalesce(extract(epoch FROM next_at)::bigint, 0)"
+	"paused, params, coalesce(extract(epoch FROM next_at)::bigint, 0), created_by, updated_by"
 
 void sched_row_dispose(struct sched_row *r)
 {
 	free(r->workflow), free(r->name), free(r->source), free(r->cron), free(r->timezone);
 	free(r->gap), free(r->overlap), free(r->concurrency), free(r->catchup);
+	free(r->created_by), free(r->updated_by);
 	json_decref(r->params);
 	memset(r, 0, sizeof(*r));
 }
@@ -51,6 +58,8 @@ static void row_read(struct sched_row *r, PGresult *res, int i)
 	if (r->params == NULL)
 		r->params = json_object();
 	r->next_at = int_at(res, i, 13);
+	r->created_by = xstrdup(PQgetvalue(res, i, 14));
+	r->updated_by = PQgetisnull(res, i, 15) ? NULL : xstrdup(PQgetvalue(res, i, 15));
 }
 
 int store_sched_due(struct sched_row **rows, int *n, int64_t *now, PGconn *conn, int limit, int part, int parts)
@@ -384,12 +393,15 @@ int store_sched_create(int64_t *id, PGconn *conn, const struct sched_row *r, con
 				     r->next_at > 0 ? nextb : NULL, actor};
 		/* no name given: api-ID */
 		error = store_q(&res, conn,
-				"WITH i AS (SELECT nextval('schedules_id_seq') AS id) "
-				"INSERT INTO schedules (id, workflow, name, source, cron, timezone, gap, overlap, "
+				"WITH i AS (SELECT nextval('schedules_id_seq') AS id), "
+				"c AS (INSERT INTO schedules (id, workflow, name, source, cron, timezone, gap, overlap, "
 				"  concurrency, catchup, max_catchup, params, paused, next_at, created_by) "
 				"SELECT i.id, $1, coalesce($2, 'api-' || i.id), 'api', $3, $4, $5, $6, $7, $8, $9, $10, "
 				"       $11, to_timestamp($12::bigint), $13 FROM i "
-				"ON CONFLICT (workflow, name) DO NOTHING RETURNING id",
+				"ON CONFLICT (workflow, name) DO NOTHING RETURNING *), "
+				"a AS (INSERT INTO audit (actor, object, object_id, action, detail) "
+				"  SELECT $13, 'schedule', c.id, 'created', " SCHED_AUDIT("c") " FROM c) "
+				"SELECT id FROM c",
 				13, p);
 	}
 	free(params);
@@ -431,18 +443,26 @@ int store_sched_update(PGconn *conn, const struct sched_row *r, const char *acto
 	int error;
 	PGresult *res = NULL;
 
-	(void)actor;
 	snprintf(idb, sizeof(idb), "%lld", (long long)r->id);
 	row_params(r, maxc, sizeof(maxc), nextb, sizeof(nextb), &params);
 	{
-		const char *p[12] = {idb, r->cron, r->timezone, r->gap, r->overlap, r->concurrency, r->catchup,
-				     maxc, params, r->paused ? "t" : "f", r->next_at > 0 ? nextb : NULL, r->name};
+		const char *p[13] = {idb, r->cron, r->timezone, r->gap, r->overlap, r->concurrency, r->catchup,
+				     maxc, params, r->paused ? "t" : "f", r->next_at > 0 ? nextb : NULL, r->name,
+				     actor};
+		/* the audit row holds the schedule before and after: an edit is never without a trace */
 		error = store_q(&res, conn,
-				"UPDATE schedules SET cron = $2, timezone = $3, gap = $4, overlap = $5, "
+				"WITH o AS (SELECT * FROM schedules WHERE id = $1), "
+				"u AS (UPDATE schedules SET cron = $2, timezone = $3, gap = $4, overlap = $5, "
 				"  concurrency = $6, catchup = $7, max_catchup = $8, params = $9, paused = $10, "
-				"  next_at = to_timestamp($11::bigint), name = $12, updated_at = now() "
-				"WHERE id = $1 RETURNING 1",
-				12, p);
+				"  next_at = to_timestamp($11::bigint), name = $12, updated_at = now(), updated_by = $13 "
+				"WHERE id = $1 RETURNING *), "
+				"a AS (INSERT INTO audit (actor, object, object_id, action, detail) "
+				"  SELECT $13, 'schedule', u.id, CASE WHEN o.paused = u.paused THEN 'changed' "
+				"    WHEN u.paused THEN 'paused' ELSE 'resumed' END, "
+				"    jsonb_build_object('before', " SCHED_AUDIT("o") ", 'after', " SCHED_AUDIT("u") ") "
+				"  FROM u, o) "
+				"SELECT 1 FROM u",
+				13, p);
 	}
 	free(params);
 	if (error == FERRY_OK && PQntuples(res) == 0) {
@@ -453,15 +473,20 @@ int store_sched_update(PGconn *conn, const struct sched_row *r, const char *acto
 	return error;
 }
 
-int store_sched_delete(PGconn *conn, int64_t id)
+int store_sched_delete(PGconn *conn, int64_t id, const char *actor)
 {
 	char idb[32];
-	const char *p[1] = {idb};
+	const char *p[2] = {idb, actor};
 	PGresult *res = NULL;
 	int error;
 
 	snprintf(idb, sizeof(idb), "%lld", (long long)id);
-	if ((error = store_q(&res, conn, "DELETE FROM schedules WHERE id = $1 RETURNING 1", 1, p)) < 0)
+	if ((error = store_q(&res, conn,
+			     "WITH d AS (DELETE FROM schedules WHERE id = $1 RETURNING *), "
+			     "a AS (INSERT INTO audit (actor, object, object_id, action, detail) "
+			     "  SELECT $2, 'schedule', d.id, 'deleted', " SCHED_AUDIT("d") " FROM d) "
+			     "SELECT 1 FROM d",
+			     2, p)) < 0)
 		return error;
 	if (PQntuples(res) == 0) {
 		ferry_error_set("schedule %lld not found", (long long)id);
@@ -476,7 +501,7 @@ int store_sched_delete(PGconn *conn, int64_t id)
 	"'cron', s.cron, 'timezone', s.timezone, 'gap', s.gap, 'overlap', s.overlap, "                   \
 	"'concurrency', s.concurrency, 'catchup', s.catchup, 'max_catchup', s.max_catchup, "             \
 	"'params', s.params, 'paused', s.paused, 'next_at', ferry_ts(s.next_at), "                       \
-	"'created_by', s.created_by, 'created_at', ferry_ts(s.created_at), "                              \
+	"'created_by', s.created_by, 'created_at', ferry_ts(s.created_at), 'updated_by', s.updated_by, " \
 	"'last', (SELECT json_build_object('nominal_at', ferry_ts(t.nominal_at), 'outcome', t.outcome, " \
 	"         'reason', t.reason, 'run', t.run_id, 'at', ferry_ts(t.at)) FROM schedule_ticks t "     \
 	"         WHERE t.schedule_id = s.id ORDER BY t.nominal_at DESC LIMIT 1))"
@@ -525,11 +550,12 @@ int store_sched_ticks(json_t **out, PGconn *conn, int64_t id, int limit, int64_t
 
 json_t *sched_row_json(const struct sched_row *r)
 {
-	return json_pack("{s:I,s:s,s:s,s:s,s:s,s:s,s:s,s:s,s:s,s:s,s:i,s:O,s:b}", "id", (json_int_t)r->id,
+	return json_pack("{s:I,s:s,s:s,s:s,s:s,s:s,s:s,s:s,s:s,s:s,s:i,s:O,s:b,s:s?,s:s?}", "id", (json_int_t)r->id,
 			 "workflow", r->workflow, "name", r->name, "source", r->source ? r->source : "api",
 			 "cron", r->cron, "timezone", r->timezone, "gap", r->gap, "overlap", r->overlap,
 			 "concurrency", r->concurrency, "catchup", r->catchup, "max_catchup", r->max_catchup,
-			 "params", r->params, "paused", r->paused);
+			 "params", r->params, "paused", r->paused, "created_by", r->created_by,
+			 "updated_by", r->updated_by);
 }
 
 /* ---- triggers ------------------------------------------------------------- */
@@ -662,19 +688,22 @@ int store_triggers_list(char **out, PGconn *conn, int fires)
 	return FERRY_OK;
 }
 
-int store_trigger_pause(char **out, PGconn *conn, int64_t id, int paused)
+int store_trigger_pause(char **out, PGconn *conn, int64_t id, int paused, const char *actor)
 {
 	char idb[32];
-	const char *p[3] = {"20", idb, paused ? "t" : "f"};
+	const char *p[4] = {"20", idb, paused ? "t" : "f", actor};
 	PGresult *res = NULL;
 	int error;
 
 	*out = NULL;
 	snprintf(idb, sizeof(idb), "%lld", (long long)id);
 	if ((error = store_q(&res, conn,
-			     "WITH u AS (UPDATE triggers SET paused = $3, updated_at = now() WHERE id = $2 RETURNING *) "
+			     "WITH u AS (UPDATE triggers SET paused = $3, updated_at = now() WHERE id = $2 RETURNING *), "
+			     "a AS (INSERT INTO audit (actor, object, object_id, action, detail) "
+			     "  SELECT $4, 'trigger', u.id, CASE WHEN $3 THEN 'paused' ELSE 'resumed' END, "
+			     "    jsonb_build_object('workflow', u.workflow, 'name', u.name) FROM u) "
 			     "SELECT " TRIGGER_JSON " FROM u t",
-			     3, p)) < 0)
+			     4, p)) < 0)
 		return error;
 	if (PQntuples(res) == 0) {
 		ferry_error_set("trigger %lld not found", (long long)id);

@@ -21,6 +21,7 @@ struct sched_row {
 	int max_catchup, paused;
 	json_t *params;
 	int64_t next_at; /* 0: never again */
+	char *created_by, *updated_by; /* who made it, who changed it last (NULL: nobody yet) */
 };
 void sched_row_dispose(struct sched_row *r);
 
@@ -79,7 +80,8 @@ int store_sched_create(int64_t *id, PGconn *conn, const struct sched_row *r, con
 int store_sched_get(struct sched_row *r, PGconn *conn, int64_t id);
 /* API: the editable fields of r written, next_at as given; FERRY_ENOTFOUND. */
 int store_sched_update(PGconn *conn, const struct sched_row *r, const char *actor);
-int store_sched_delete(PGconn *conn, int64_t id);
+/* API: deletes schedule id, leaving what it was in the audit trail under actor; FERRY_ENOTFOUND. */
+int store_sched_delete(PGconn *conn, int64_t id, const char *actor);
 /* API: {"schedules":[…]} newest first. */
 int store_sched_list(char **out, PGconn *conn);
 /* API: the ticks of schedule id, newest first, at most limit, nominal before `before` (0: any). */
@@ -126,6 +128,6 @@ int store_trigger_duplicate(PGconn *conn, int64_t id, const char *key);
  */
 int store_triggers_list(char **out, PGconn *conn, int fires);
 /* API: pause or resume trigger id; *out its JSON as listed. FERRY_ENOTFOUND. */
-int store_trigger_pause(char **out, PGconn *conn, int64_t id, int paused);
+int store_trigger_pause(char **out, PGconn *conn, int64_t id, int paused, const char *actor);
 
 #endif

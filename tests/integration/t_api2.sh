@@ -8,7 +8,7 @@ test_events_audit_trail() {
 	assert_eq "$CODE" 200 "events"
 	kinds=$(echo "$BODY" | json '" ".join(e["kind"] for e in j["events"] if e["step"] in (None, "flaky"))')
 	assert_eq "$kinds" "run.created step.running step.retrying step.running step.succeeded run.succeeded" "flaky's story"
-	assert_eq "$(echo "$BODY" | json 'j["events"][0]["actor"]')" tester "creator"
+	assert_eq "$(echo "$BODY" | json 'j["events"][0]["actor"]')" "admin (as tester)" "creator"
 	last=$(echo "$BODY" | json 'j["events"][-2]["id"]')
 	api GET "/api/v1/runs/$id/events?after=$last"
 	assert_eq "$(echo "$BODY" | json 'len(j["events"])')" 1 "after"
@@ -79,7 +79,7 @@ Y
 	assert_eq "$CODE" 200 "continued"
 	wait_run "$id" succeeded 10
 	assert_eq "$(sql "SELECT outputs->>'labels' FROM steps WHERE run_id = $id AND name = 'approve'")" "s3://bucket/labels.csv" "payload is the output"
-	assert_eq "$(sql "SELECT actor FROM events WHERE run_id = $id AND kind = 'step.continued'")" tester "actor recorded"
+	assert_eq "$(sql "SELECT actor FROM events WHERE run_id = $id AND kind = 'step.continued'")" "admin (as tester)" "actor recorded"
 	api POST "/api/v1/runs/$id/steps/approve/continue" '{}'
 	assert_eq "$CODE" 409 "twice"
 }

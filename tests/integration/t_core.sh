@@ -11,7 +11,7 @@ test_hello_succeeds() {
 	assert_eq "$(sql "SELECT (SELECT started_at FROM steps WHERE run_id = $id AND name = 'join') >= (SELECT max(finished_at) FROM steps WHERE run_id = $id AND name IN ('count','flaky'))")" t "join after its needs"
 	grep -q "hello, tests" "$FERRY_HOME/runs/$id/greet/1/log" || fail "greet log lacks the parameter"
 	grep -q "hello, tests" "$FERRY_HOME/runs/$id/greet/1/out/greeting" || fail "FERRY_OUTPUT_DIR not used"
-	assert_eq "$(sql "SELECT count(*) FROM events WHERE run_id = $id AND kind = 'run.created' AND actor = 'tester'")" 1 "creation event with actor"
+	assert_eq "$(sql "SELECT count(*) FROM events WHERE run_id = $id AND kind = 'run.created' AND actor = 'admin (as tester)'")" 1 "creation event with actor"
 	assert_eq "$(sql "SELECT count(*) FROM events WHERE run_id = $id AND kind = 'run.succeeded'")" 1 "run event"
 	api GET "/api/v1/runs/$id"
 	assert_eq "$CODE" 200 "GET run"
@@ -117,7 +117,7 @@ Y
 	assert_eq "$(step_col "$id" after state)" stopped "blocked step"
 	sleep 0.2
 	kill -0 "$pid" 2>/dev/null && fail "the job (pid $pid) was not killed"
-	assert_eq "$(sql "SELECT actor FROM events WHERE run_id = $id AND kind = 'run.stop'")" tester "stop actor"
+	assert_eq "$(sql "SELECT actor FROM events WHERE run_id = $id AND kind = 'run.stop'")" "admin (as tester)" "stop actor"
 	api POST "/api/v1/runs/$id/stop"
 	assert_eq "$CODE" 409 "stopping a stopped run"
 	assert_match "$BODY" '"code":"conflict"' "conflict body"
@@ -143,7 +143,7 @@ Y
 	assert_eq "$(step_col "$id" prep attempts)" 1 "prep not re-run"
 	assert_eq "$(step_col "$id" fragile attempts)" 2 "fragile re-run"
 	assert_eq "$(tr '\n' ' ' < "$FERRY_HOME/calls")" "prep fragile fragile finish " "calls"
-	assert_eq "$(sql "SELECT actor FROM events WHERE run_id = $id AND kind = 'run.retry'")" tester "retry actor"
+	assert_eq "$(sql "SELECT actor FROM events WHERE run_id = $id AND kind = 'run.retry'")" "admin (as tester)" "retry actor"
 }
 
 test_retry_from_step() {

@@ -121,7 +121,7 @@ test_deploy_first_version_then_split_80_20() {
 	assert_eq "$(echo "$out" | awk '$1 == "0.0.2" {print $2}')" "" "the 0% version got requests: $out"
 	assert_match "$out" "^0.0.1 500" "all to version 0.0.1"
 	# the change is an event with its actor
-	assert_match "$(dep_json | json '[e for e in j["events"] if e["kind"] == "traffic"][-1]["actor"]')" tester "the actor"
+	assert_match "$(dep_json | json '[e for e in j["events"] if e["kind"] == "traffic"][-1]["actor"]')" "^admin \\(as tester\\)$" "the actor"
 }
 
 # two_versions: 0.0.1 deployed, then 0.0.2 at 20%; DAEMON_ENV extra settings for the daemon
@@ -454,7 +454,7 @@ test_deploy_approve_waits_and_applies_payload() {
 	assert_eq "$(dep_json | json '{v["version"]: v["weight"] for v in j["versions"]}')" '{"0.0.1": 70, "0.0.2": 30}' "the approved traffic"
 	assert_eq "$(dep_json | json '[len(v["replica_list"]) for v in j["versions"]]')" "[1, 2]" "the approved replicas"
 	assert_eq "$(dep_json | json 'j["auto_stop_s"]')" 7200 "the approved auto-stop"
-	assert_match "$(sql "SELECT string_agg(kind || ':' || actor, ',' ORDER BY id) FROM events WHERE run_id = $id2 AND step = 'deploy'")" "step.approved:tester" "who approved"
+	assert_match "$(sql "SELECT string_agg(kind || ':' || actor, ',' ORDER BY id) FROM events WHERE run_id = $id2 AND step = 'deploy'")" "step.approved:admin \\(as tester\\)" "who approved"
 	haproxy_vs_db || fail "HAProxy differs from the database"
 }
 

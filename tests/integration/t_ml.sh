@@ -195,7 +195,7 @@ Y
 	api GET "/api/v1/runs/$id/steps/train/logs"
 	assert_eq "$(printf %s "$BODY" | head -1)" "labels at /data/full.csv by ann" "the payload is the step's output"
 	assert_eq "$(step_col "$id" label "outputs->>'items'")" 5 "merged over the task"
-	assert_eq "$(sql "SELECT actor FROM events WHERE run_id = $id AND kind = 'step.continued'")" tester "who continued it"
+	assert_eq "$(sql "SELECT actor FROM events WHERE run_id = $id AND kind = 'step.continued'")" "admin (as tester)" "who continued it"
 	api POST "/api/v1/runs/$id/steps/label/continue" '{}'
 	assert_eq "$CODE" 409 "continue twice"
 }

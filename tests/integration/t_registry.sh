@@ -53,7 +53,7 @@ Y
 	assert_eq "$(echo "$BODY" | json 'j["metrics"]["accuracy"]')" 0.91 "the metrics that led to it"
 	assert_eq "$(echo "$BODY" | json 'j["artifact"]["name"]')" model.bin "the artifact's name"
 	assert_eq "$(echo "$BODY" | json 'j["actor"]')" "$(sql "SELECT actor FROM runs WHERE id = $id2")" "registered for whoever started the run"
-	assert_eq "$(sql "SELECT actor FROM runs WHERE id = $id2")" tester "(the API's X-Ferry-Actor)"
+	assert_eq "$(sql "SELECT actor FROM runs WHERE id = $id2")" "admin (as tester)" "(the API's X-Ferry-Actor)"
 
 	api GET /api/v1/models/m/versions/production
 	assert_eq "$(echo "$BODY" | json 'j["version"]')" 0.0.3 "an alias names a version; the newest registered holds it"
@@ -174,7 +174,7 @@ Y
 	api PUT /api/v1/models/al/aliases/canary '{"version": "0.0.2"}'
 	assert_eq "$CODE" 200 "the same again"
 	assert_eq "$(sql "SELECT count(*) FROM model_events WHERE alias = 'canary'")" 1 "no event when nothing moved"
-	assert_eq "$(sql "SELECT actor FROM model_events WHERE alias = 'canary'")" tester "the actor is recorded"
+	assert_eq "$(sql "SELECT actor FROM model_events WHERE alias = 'canary'")" "admin (as tester)" "the actor is recorded"
 
 	api PUT /api/v1/models/al/aliases/canary '{"version": "9.9.9"}'
 	assert_eq "$CODE" 404 "unknown version"
@@ -212,7 +212,7 @@ Y
 	out=$(ferry models alias al canary 0.0.1)
 	assert_eq "$out" "al canary: canary now points at 0.0.1" "ferry models alias"
 	assert_eq "$(ferry models get al canary -o json | json 'j["version"]')" 0.0.1 "-o json"
-	assert_eq "$(sql "SELECT actor FROM model_events WHERE alias = 'canary' ORDER BY id DESC LIMIT 1")" "$(id -un)" "the CLI's actor"
+	assert_eq "$(sql "SELECT actor FROM model_events WHERE alias = 'canary' ORDER BY id DESC LIMIT 1")" "admin (as $(id -un))" "the CLI's actor (its user beside admin)"
 	set +e
 	ferry models get al 0.0.9 2>/dev/null
 	rc=$?
@@ -329,7 +329,7 @@ test_digits_example() {
 		[ -n "$(step_col "$id" evaluate "metrics->>'$m'")" ] || fail "evaluate reports $m"
 	done
 	assert_eq "$(step_col "$id" register "outputs->>'version'")" 0.0.1 "first version"
-	assert_eq "$(sql "SELECT actor FROM events WHERE run_id = $id AND kind = 'step.continued'")" "$(id -un)" "who continued the label step"
+	assert_eq "$(sql "SELECT actor FROM events WHERE run_id = $id AND kind = 'step.continued'")" "admin (as $(id -un))" "who continued the label step (the CLI's user beside admin)"
 	# train.py's per-fold accuracy, followed by the job monitor under the step's watch: rules
 	assert_eq "$(ferry monitor "$id" train -o json | json 'j["series"]["fold_accuracy"]["count"]')" 5 "five folds in the series"
 	assert_eq "$(ferry monitor "$id" train -o json | json '",".join(r["state"] for r in j["watch"])')" ok,ok "no watchpoint fired"
@@ -345,7 +345,7 @@ test_digits_example() {
 	assert_match "$(sql "SELECT data_fingerprint FROM model_versions WHERE version = '0.0.2'")" '^sha256:[0-9a-f]{64}$' "data lineage"
 	out=$(ferry models get digits production)
 	assert_match "$out" 'Version: +0.0.2' "0.0.2 is production"
-	assert_match "$out" "Created: .* by $(id -un)\$" "registered for the person who submitted the run"
+	assert_match "$out" "Created: .* by admin \\(as $(id -un)\\)\$" "registered for the person who submitted the run"
 }
 
 # `ferry dev run` registers what it produced but never moves an alias

@@ -110,8 +110,8 @@ test_tokens_default_is_admin() {
 	id=$(echo "$out" | json 'j["id"]')
 	assert_eq "$(sql "SELECT actor FROM runs WHERE id = $id")" admin "the daemon's own token is admin"
 	api POST "/api/v1/runs/$id/stop"
-	assert_eq "$(sql "SELECT actor FROM events WHERE run_id = $id AND kind = 'run.stop'")" tester \
-		"the admin token's client may say who is at it (X-Ferry-Actor)"
+	assert_eq "$(sql "SELECT actor FROM events WHERE run_id = $id AND kind = 'run.stop'")" "admin (as tester)" \
+		"the admin token's client on this machine may say who is at it (X-Ferry-Actor), beside admin"
 	code=$(curl -s -o /dev/null -w '%{http_code}' -H "Authorization: Bearer nope" "$FERRY_URL/api/v1/runs")
 	assert_eq "$code" 401 "an unknown token"
 }

@@ -81,7 +81,7 @@ static void test_api__query_and_fields_match_openapi(void **state)
 		char lower[8];
 		size_t i;
 
-		if (!(r->flags & ROUTE_AUTH))
+		if (r->role == ROUTE_PUBLIC)
 			continue;
 		query = json_object();
 		fields = json_object();
@@ -124,6 +124,52 @@ static void test_api__name_listed(void **state)
 	assert_int_equal(name_listed("from no_cache", "from no_cache"), 0);
 	assert_int_equal(name_listed("from no_cache", ""), 0);
 	assert_int_equal(name_listed(NULL, "from"), 0);
+}
+
+static void h_any(struct api *a, struct reply *r, PGconn *db, struct req *q) { (void)a, (void)r, (void)db, (void)q; }
+
+/*
+ * Every row declares who may call it, and openapi.json says the same as
+ * x-ferry-role; a table with a row that declares nothing is refused.
+ */
+static void test_api__every_route_declares_its_role(void **state)
+{
+	static const struct api_route undeclared[] = {
+		{"GET", "/a", ROLE_VIEWER, 0, NULL, h_any, NULL, NULL},
+		{"POST", "/b", 0, 0, NULL, h_any, NULL, NULL},
+		{NULL, NULL, 0, 0, NULL, NULL, NULL, NULL},
+	};
+	json_error_t jerr;
+	json_t *doc = json_loads(api_openapi_json, 0, &jerr);
+
+	(void)state;
+	assert_non_null(doc);
+	assert_int_equal(api_routes_check(api_routes), FERRY_OK);
+	for (const struct api_route *r = api_routes; r->pattern; r++) {
+		const char *want = r->role == ROUTE_PUBLIC ? "public" : token_role_name((enum token_role)r->role);
+		const char *doc_role;
+		char lower[8];
+		size_t i;
+
+		for (i = 0; r->method[i] && i < sizeof(lower) - 1; i++)
+			lower[i] = (char)tolower((unsigned char)r->method[i]);
+		lower[i] = '\0';
+		doc_role = json_string_value(json_object_get(
+			json_object_get(json_object_get(json_object_get(doc, "paths"), r->pattern), lower), "x-ferry-role"));
+		if (doc_role == NULL || strcmp(doc_role, want) != 0)
+			fail_msg("%s %s: the table says %s, openapi.json's x-ferry-role %s", r->method, r->pattern, want,
+				 doc_role ? doc_role : "nothing");
+		/* a change of what an operator may do is a decision: writing it is a change here too */
+		if (strcmp(r->method, "GET") != 0 && r->role == ROLE_OPERATOR &&
+		    strncmp(r->pattern, "/api/v1/runs", 12) != 0 && strcmp(r->pattern, "/api/v1/workflows") != 0)
+			fail_msg("%s %s: operators act on runs and workflows only", r->method, r->pattern);
+		if (strcmp(r->method, "GET") == 0 && r->role > ROLE_VIEWER)
+			fail_msg("GET %s: whatever a viewer may not read is no GET", r->pattern);
+	}
+	json_decref(doc);
+	assert_int_equal(api_routes_check(undeclared), FERRY_ERROR);
+	assert_string_equal(ferry_error_last(), "route POST /b declares no role (ROUTE_PUBLIC, or the least token role "
+						"that may call it)");
 }
 
 /* Each method and pattern has one row: a second row would never be reached. */
@@ -201,11 +247,11 @@ static void h_delete(struct api *a, struct reply *r, PGconn *db, struct req *q) 
 static void test_api__patch_put_delete(void **state)
 {
 	static const struct api_route table[] = {
-		{"GET", "/things/{id}", ROUTE_AUTH, NULL, h_get, NULL, NULL},
-		{"PATCH", "/things/{id}", ROUTE_AUTH, NULL, h_patch, NULL, NULL},
-		{"DELETE", "/things/{id}", ROUTE_AUTH, NULL, h_delete, NULL, NULL},
-		{"PUT", "/things/{id}/tags/{tag}", ROUTE_AUTH, NULL, h_put, NULL, NULL},
-		{NULL, NULL, 0, NULL, NULL, NULL, NULL},
+		{"GET", "/things/{id}", ROLE_VIEWER, 0, NULL, h_get, NULL, NULL},
+		{"PATCH", "/things/{id}", ROLE_OPERATOR, 0, NULL, h_patch, NULL, NULL},
+		{"DELETE", "/things/{id}", ROLE_OPERATOR, 0, NULL, h_delete, NULL, NULL},
+		{"PUT", "/things/{id}/tags/{tag}", ROLE_ADMIN, 0, NULL, h_put, NULL, NULL},
+		{NULL, NULL, 0, 0, NULL, NULL, NULL, NULL},
 	};
 	char caps[2][128], allow[64];
 	const struct api_route *rt;
@@ -238,6 +284,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_api__every_route_in_openapi),
 		cmocka_unit_test(test_api__routes_unique),
+		cmocka_unit_test(test_api__every_route_declares_its_role),
 		cmocka_unit_test(test_api__query_and_fields_match_openapi),
 		cmocka_unit_test(test_api__name_listed),
 		cmocka_unit_test(test_api__route_by_method),
