@@ -54,9 +54,18 @@ int store_step_spec(char **json, PGconn *conn, int64_t id, const char *step)
 
 	*json = NULL;
 	snprintf(run, sizeof(run), "%lld", (long long)id);
+	/*
+	 * The spec as the job got it, less the values of env keys that name a
+	 * credential (…_KEY, …_TOKEN, …_SECRET, PASSWORD, PASSWD, CREDENTIAL):
+	 * viewers read this, and the console shows it.
+	 */
 	error = store_q(&res, conn,
 			"SELECT json_build_object('run', s.run_id, 'name', s.name, 'kind', s.kind, "
-			"                         'state', s.state, 'spec', s.spec) "
+			"  'state', s.state, 'spec', CASE WHEN jsonb_typeof(s.spec -> 'env') = 'object' "
+			"    THEN jsonb_set(s.spec, '{env}', coalesce((SELECT jsonb_object_agg(k, CASE "
+			"      WHEN k ~* '(^|_)(KEY|TOKEN|SECRET)$|PASSWORD|PASSWD|CREDENTIAL' "
+			"      THEN '\"[redacted]\"'::jsonb ELSE v END) FROM jsonb_each(s.spec -> 'env') e(k, v)), '{}')) "
+			"    ELSE s.spec END) "
 			"FROM steps s WHERE s.run_id = $1 AND s.name = $2",
 			2, params);
 	if (error < 0)

@@ -206,3 +206,27 @@ test_roles_actor_header_only_beside_admin() {
 	id=$(echo "$out" | json 'j["id"]')
 	assert_eq "$(sql "SELECT actor FROM runs WHERE id = $id")" admin "from $ip the header is ignored"
 }
+
+# A step's env is what a job gets, not what a viewer reads: on 058d658
+# GET /runs/{id}/steps/{step} showed a viewer every env value.
+test_roles_env_credentials_redacted() {
+	roles_tokens
+	start_daemon a
+	f=$(wf envs <<'Y'
+name: envs
+steps:
+  - name: s
+    command: [sh, -c, 'printf "%s %s %s" "$API_TOKEN" "$DB_PASSWORD" "$MODE" > "$FERRY_OUTPUT_DIR/seen"']
+    env: {API_TOKEN: tok-s3cr3t, DB_PASSWORD: pw-s3cr3t, AWS_SECRET_ACCESS_KEY: aws-s3cr3t, MODE: fast, KEYBOARD: us}
+Y
+)
+	id=$(submit "$f")
+	wait_run "$id" succeeded 30
+	assert_eq "$(cat "$FERRY_HOME/runs/$id/s/1/out/seen")" "tok-s3cr3t pw-s3cr3t fast" "the job got the real values"
+	as_role viewer GET "/api/v1/runs/$id/steps/s"
+	assert_eq "$CODE" 200 "a viewer reads the step"
+	assert_eq "$(echo "$BODY" | json 'dict(sorted(j["spec"]["env"].items()))')" \
+		'{"API_TOKEN": "[redacted]", "AWS_SECRET_ACCESS_KEY": "[redacted]", "DB_PASSWORD": "[redacted]", "KEYBOARD": "us", "MODE": "fast"}' \
+		"credential-looking keys redacted, the rest shown"
+	case $BODY in *s3cr3t*) fail "a secret value in the answer: $BODY" ;; esac
+}
