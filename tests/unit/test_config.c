@@ -720,6 +720,50 @@ static void test_config__step_limit(void **state)
 	free(yaml);
 }
 
+/*
+ * 10,000 needs: items in all are taken, one more is refused at that item:
+ * a list of 100 step names anchored once and named by 101 steps (anchors
+ * made 90,000 edges of 46 KB before, and drawing them took a core for
+ * minutes).
+ */
+static void test_config__edge_limit(void **state)
+{
+	json_t *spec = NULL;
+	cfg_errors errs;
+	size_t cap = 512 * 1024;
+	char *yaml = malloc(cap), *p;
+
+	(void)state;
+	for (int extra = 0; extra <= 1; extra++) {
+		p = yaml;
+		appendf(&p, yaml + cap, "name: x\nsteps:\n");
+		for (int i = 0; i < 100; i++)
+			appendf(&p, yaml + cap, "  - {name: a%d, command: [\"true\"]}\n", i);
+		appendf(&p, yaml + cap, "  - {name: b0, command: [\"true\"], needs: &all [");
+		for (int i = 0; i < 100; i++)
+			appendf(&p, yaml + cap, "%sa%d", i ? ", " : "", i);
+		appendf(&p, yaml + cap, "]}\n");
+		for (int i = 1; i < 100; i++)
+			appendf(&p, yaml + cap, "  - {name: b%d, command: [\"true\"], needs: *all}\n", i);
+		if (extra)
+			appendf(&p, yaml + cap, "  - {name: last, command: [\"true\"], needs: [b0]}\n");
+		spec = NULL;
+		if (!extra) {
+			spec = parse_ok(yaml);
+			assert_int_equal(json_array_size(json_object_get(spec, "steps")), 200);
+			json_decref(spec);
+			continue;
+		}
+		assert_int_equal(parse(yaml, &spec, &errs), FERRY_EINVALID);
+		assert_int_equal(errs.len, 1);
+		assert_non_null(strstr(errs.items[0], "w.yaml:203:45: "));
+		assert_non_null(strstr(errs.items[0], "too many dependencies: the needs of the steps up to \"last\" name "
+						      "10001 steps in all; at most 10000 are allowed"));
+		cfg_errors_dispose(&errs);
+	}
+	free(yaml);
+}
+
 static void test_config__nesting_and_anchor_limits(void **state)
 {
 	json_t *spec = NULL;
@@ -1154,6 +1198,7 @@ int main(void)
 		cmocka_unit_test(test_config__aliases),
 		cmocka_unit_test(test_config__alias_amplification_bounded),
 		cmocka_unit_test(test_config__step_limit),
+		cmocka_unit_test(test_config__edge_limit),
 		cmocka_unit_test(test_config__nesting_and_anchor_limits),
 		cmocka_unit_test(test_config__hash_stability),
 		cmocka_unit_test(test_config__ml_pipeline),
