@@ -7,8 +7,10 @@
  * connection ("parks" it); the ticker thread resumes the parked ones every
  * PARK_MS, so no MHD worker ever waits on a file. Whether the attempt is
  * over is read from its status file, and now and then from the database
- * (a pooled connection, only when one is free). A run whose logs retention
- * removed is answered 410 with the date.
+ * (a pooled connection, only when one is free). A followed log takes one
+ * of the FERRY_UI_STREAMS slots the run streams take (more: 503), so a
+ * client opening hundreds cannot hold the server's connections. A run
+ * whose logs retention removed is answered 410 with the date.
  */
 #include "api/api_priv.h"
 
@@ -50,6 +52,7 @@ static void log_stream_free(void *cls)
 
 	if (ls->fd >= 0)
 		close(ls->fd);
+	api_stream_slot_release(ls->api); /* taken when the follow began */
 	free(ls->dir);
 	free(ls->step);
 	free(ls);
@@ -271,6 +274,12 @@ void api_step_logs(struct api *a, struct reply *r, PGconn *db, struct req *q)
 	snprintf(hdr, sizeof(hdr), "%d", attempt);
 	snprintf(size_hdr, sizeof(size_hdr), "%lld", (long long)st.st_size);
 	if (!head && follow && strcmp(follow, "0") != 0 && strcmp(follow, "false") != 0) {
+		/* a followed log lasts as long as its attempt: it counts against FERRY_UI_STREAMS like a run's stream */
+		if (api_stream_slot_take(a, r) < 0) {
+			close(fd);
+			free(dir);
+			return;
+		}
 		ls = xcalloc(1, sizeof(*ls));
 		ls->api = a;
 		ls->fd = fd;

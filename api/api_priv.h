@@ -136,6 +136,13 @@ void api_workflow_register(struct api *a, struct reply *r, PGconn *db, struct re
  * (after it) frees what is left. Both accept a->ui NULL.
  */
 void api_run_stream(struct api *a, struct reply *r, PGconn *db, struct req *q);
+/*
+ * One of the FERRY_UI_STREAMS slots for another long-lived answer (a
+ * followed log, api_logs.c): 0, or -1 with r answered 503
+ * too_many_streams. Given back with api_stream_slot_release.
+ */
+int api_stream_slot_take(struct api *a, struct reply *r);
+void api_stream_slot_release(struct api *a);
 void api_runs_stream(struct api *a, struct reply *r, PGconn *db, struct req *q);
 void api_run_dag_svg(struct api *a, struct reply *r, PGconn *db, struct req *q);
 void api_step_get(struct api *a, struct reply *r, PGconn *db, struct req *q);

@@ -517,7 +517,8 @@ static int slot_take(struct api_streams *ui, struct reply *r)
 	if (ui->stopping || ui->nstreams >= ui->max_streams) {
 		pthread_mutex_unlock(&ui->mu);
 		snprintf(msg, sizeof(msg),
-			 "%d run streams are open, the most this daemon serves (FERRY_UI_STREAMS); try again later",
+			 "%d streams (run events and followed logs) are open, the most this daemon serves "
+			 "(FERRY_UI_STREAMS); try again later",
 			 ui->max_streams);
 		reply_error(r, 503, "too_many_streams", NULL, msg, NULL);
 		return -1;
@@ -532,6 +533,17 @@ static void slot_release(struct api_streams *ui)
 	pthread_mutex_lock(&ui->mu);
 	ui->nstreams--;
 	pthread_mutex_unlock(&ui->mu);
+}
+
+int api_stream_slot_take(struct api *a, struct reply *r)
+{
+	return a->ui ? slot_take(a->ui, r) : 0;
+}
+
+void api_stream_slot_release(struct api *a)
+{
+	if (a->ui)
+		slot_release(a->ui);
 }
 
 static void stream_headers(struct reply *r, struct MHD_Response *resp)

@@ -377,3 +377,48 @@ test_ui_runs_list_stream() {
 	api DELETE /api/v1/runs/stream
 	assert_eq "$CODE" 404 "DELETE /runs/stream is a run id that is not one"
 }
+
+# Followed logs count against FERRY_UI_STREAMS like run streams: on 058d658
+# 260 followers from one viewer locked the API out for over 30 s.
+test_ui_followed_logs_take_stream_slots() {
+	trap ui_cleanup EXIT
+	start_daemon a FERRY_UI_STREAMS=3
+	id=$(submit "$(wf talk <<'Y'
+name: talk
+steps:
+  - {name: s, command: [sh, -c, 'while :; do echo tick; sleep 0.2; done']}
+Y
+)")
+	wait_step "$id" s running 30
+	local i
+	for i in 1 2 3; do
+		timeout 60 curl -sS -N -D "$FERRY_HOME/f$i.h" -H "Authorization: Bearer $FERRY_API_TOKEN" \
+			"$FERRY_URL/api/v1/runs/$id/steps/s/logs?follow=1" >"$FERRY_HOME/f$i" 2>/dev/null &
+		UI_PIDS+=($!)
+	done
+	for i in 1 2 3; do
+		for _ in $(seq 1 50); do grep -q tick "$FERRY_HOME/f$i" 2>/dev/null && break; sleep 0.1; done
+		grep -q tick "$FERRY_HOME/f$i" || fail "follower $i got no line"
+	done
+	ui_get "/api/v1/runs/$id/steps/s/logs?follow=1"
+	assert_eq "$CODE" 503 "a fourth follower over FERRY_UI_STREAMS=3"
+	assert_eq "$(echo "$BODY" | json 'j["error"]["code"]')" too_many_streams "… says why"
+	ui_get "/api/v1/runs/$id/stream"
+	assert_eq "$CODE" 503 "the run streams share the bound"
+	ui_get "/api/v1/runs/$id/steps/s/logs"
+	assert_eq "$CODE" 200 "a log read whole is no stream"
+	ui_get /api/v1/runs
+	assert_eq "$CODE" 200 "the API serves"
+	# a follower that leaves gives its slot back
+	kill "${UI_PIDS[0]}"
+	ok=0
+	for _ in $(seq 1 50); do
+		code=$(curl -sS -N -m 1 -o /dev/null -D - -H "Authorization: Bearer $FERRY_API_TOKEN" \
+			"$FERRY_URL/api/v1/runs/$id/steps/s/logs?follow=1" 2>/dev/null | head -1 | cut -d' ' -f2)
+		[ "$code" = 200 ] && { ok=1; break; }
+		sleep 0.1
+	done
+	assert_eq "$ok" 1 "a slot came back when a follower left"
+	api POST "/api/v1/runs/$id/stop"
+	wait_run "$id" stopped 30
+}
