@@ -183,6 +183,20 @@ report() {
 now() { date +%s.%N; }
 since() { awk -v a="$1" -v b="$(now)" 'BEGIN { printf "%.1f", b - a }'; }
 
+# kill_jobs_of HOME: the jobs a test's runs left running (a failed test
+# that never stopped its run). A job's supervisor carries FERRY_HOME in its
+# environment and leads its job's process group; its command line names
+# nothing of the test, so pkill -f misses it.
+kill_jobs_of() {
+	local f p
+	for f in $(grep -lzx "FERRY_HOME=$1" /proc/[0-9]*/environ 2>/dev/null); do
+		p=${f#/proc/}; p=${p%/environ}
+		[ "$p" != "$$" ] && [ "$p" != "$BASHPID" ] || continue
+		kill -9 -- "-$p" 2>/dev/null
+		kill -9 "$p" 2>/dev/null
+	done
+}
+
 # run_test NAME LANE
 run_test() {
 	local t=$1 start rc f tmpl=ferry_template
@@ -196,6 +210,7 @@ run_test() {
 		[ -f "$f" ] && kill -9 "$(cat "$f")" 2>/dev/null
 	done
 	stop_deployments "$SUITE/$t"
+	kill_jobs_of "$SUITE/$t"
 	pkill -9 -f "$SUITE/$t/" 2>/dev/null
 	report "$t" "$rc" "$(since "$start")" "$2"
 	# a passed test's home goes now (some hold GBs), unless KEEP
