@@ -18,7 +18,8 @@
  *      steps (kind.h); prepare runs when a step of it is claimed, job_done
  *      when its job exited 0 (either may be NULL, see kind.h).
  *   2. List it in step_kinds[] below, declared extern beside it (steps.h
- *      declares only the rows other code names).
+ *      declares only the rows other code names), after the rows there:
+ *      the first row is the kind of a step that names none.
  *   3. Tests: its row's invariants are checked for every row by
  *      tests/unit/test_kinds.c; add its hooks' tests there or beside them,
  *      and a workflow using it to the integration tests.
