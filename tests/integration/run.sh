@@ -184,15 +184,18 @@ now() { date +%s.%N; }
 since() { awk -v a="$1" -v b="$(now)" 'BEGIN { printf "%.1f", b - a }'; }
 
 # kill_jobs_of HOME: the jobs a test's runs left running (a failed test
-# that never stopped its run). A job's supervisor carries FERRY_HOME in its
-# environment and leads its job's process group; its command line names
-# nothing of the test, so pkill -f misses it.
+# that never stopped its run): the processes whose environment has a
+# FERRY_ATTEMPT_DIR under HOME, with their process groups. Their command
+# lines name nothing of the test, so pkill -f missed them. (Not FERRY_HOME:
+# a Slurm daemon or container engine a test restarted carries that, and
+# the next tests of its group use it.)
 kill_jobs_of() {
-	local f p
-	for f in $(grep -lzx "FERRY_HOME=$1" /proc/[0-9]*/environ 2>/dev/null); do
+	local f p g mine
+	mine=$(ps -o pgid= -p $$ | tr -d ' ')
+	for f in $(grep -lzE "^FERRY_ATTEMPT_DIR=$1/" /proc/[0-9]*/environ 2>/dev/null); do
 		p=${f#/proc/}; p=${p%/environ}
-		[ "$p" != "$$" ] && [ "$p" != "$BASHPID" ] || continue
-		kill -9 -- "-$p" 2>/dev/null
+		g=$(ps -o pgid= -p "$p" 2>/dev/null | tr -d ' ')
+		[ -n "$g" ] && [ "$g" != "$mine" ] && kill -9 -- "-$g" 2>/dev/null
 		kill -9 "$p" 2>/dev/null
 	done
 }
