@@ -300,7 +300,7 @@ void api_schedule_patch(struct api *a, struct reply *r, PGconn *db, struct req *
 	if (timing)
 		s.next_at = next_from_now(&s);
 	actor = actor_of(q);
-	if ((error = store_sched_update(db, &s, actor)) < 0) {
+	if ((error = store_sched_update(db, &s, timing, actor)) < 0) {
 		reply_store_error(r, error);
 		goto out;
 	}

@@ -285,7 +285,7 @@ static int fire(PGconn *conn, const struct sched_row *s, const struct due *d, in
 		if (o.dup) {
 			flog_info("schedule %s/%s: the tick at %s was fired already; not again", s->workflow,
 				  s->name, nominal);
-			error = store_sched_duplicate(conn, s->id, d->at[i]);
+			error = store_sched_duplicate(conn, s->id, d->at[i], o.next);
 		} else {
 			error = FERRY_OK;
 		}

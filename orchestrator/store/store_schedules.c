@@ -185,17 +185,26 @@ int store_sched_tx(PGconn *conn, const char *cmd)
 	return store_q(NULL, conn, cmd, 0, NULL);
 }
 
-int store_sched_duplicate(PGconn *conn, int64_t id, int64_t nominal)
+int store_sched_duplicate(PGconn *conn, int64_t id, int64_t nominal, int64_t next)
 {
-	char idb[32], nom[32];
-	const char *p[2] = {idb, nom};
+	char idb[32], nom[32], nextb[32];
+	const char *p[3] = {idb, nom, next > 0 ? nextb : NULL};
 
 	snprintf(idb, sizeof(idb), "%lld", (long long)id);
 	snprintf(nom, sizeof(nom), "%lld", (long long)nominal);
+	snprintf(nextb, sizeof(nextb), "%lld", (long long)next);
+	/*
+	 * The tick is accounted for already: counted again, and the schedule
+	 * moved past it, as the fire would have (an edit that wrote back a
+	 * next_at read before the tick left it there, and every round found
+	 * the same tick again and never fired another).
+	 */
 	return store_q(NULL, conn,
-		       "UPDATE schedule_ticks SET duplicates = duplicates + 1 "
-		       "WHERE schedule_id = $1 AND nominal_at = to_timestamp($2::bigint)",
-		       2, p);
+		       "WITH d AS (UPDATE schedule_ticks SET duplicates = duplicates + 1 "
+		       "  WHERE schedule_id = $1 AND nominal_at = to_timestamp($2::bigint) RETURNING 1) "
+		       "UPDATE schedules SET next_at = to_timestamp($3::bigint) "
+		       "WHERE id = $1 AND next_at = to_timestamp($2::bigint)",
+		       3, p);
 }
 
 int store_sched_running(int64_t **ids, int *n, PGconn *conn, int64_t id)
@@ -437,7 +446,7 @@ int store_sched_get(struct sched_row *r, PGconn *conn, int64_t id)
 	return error;
 }
 
-int store_sched_update(PGconn *conn, const struct sched_row *r, const char *actor)
+int store_sched_update(PGconn *conn, const struct sched_row *r, int set_next, const char *actor)
 {
 	char idb[32], maxc[16], nextb[32], *params;
 	int error;
@@ -446,15 +455,16 @@ int store_sched_update(PGconn *conn, const struct sched_row *r, const char *acto
 	snprintf(idb, sizeof(idb), "%lld", (long long)r->id);
 	row_params(r, maxc, sizeof(maxc), nextb, sizeof(nextb), &params);
 	{
-		const char *p[13] = {idb, r->cron, r->timezone, r->gap, r->overlap, r->concurrency, r->catchup,
+		const char *p[14] = {idb, r->cron, r->timezone, r->gap, r->overlap, r->concurrency, r->catchup,
 				     maxc, params, r->paused ? "t" : "f", r->next_at > 0 ? nextb : NULL, r->name,
-				     actor};
+				     actor, set_next ? "t" : "f"};
 		/* the audit row holds the schedule before and after: an edit is never without a trace */
 		error = store_q(&res, conn,
 				"WITH o AS (SELECT * FROM schedules WHERE id = $1), "
 				"u AS (UPDATE schedules SET cron = $2, timezone = $3, gap = $4, overlap = $5, "
 				"  concurrency = $6, catchup = $7, max_catchup = $8, params = $9, paused = $10, "
-				"  next_at = to_timestamp($11::bigint), name = $12, updated_at = now(), updated_by = $13 "
+				"  next_at = CASE WHEN $14::bool THEN to_timestamp($11::bigint) ELSE next_at END, "
+				"  name = $12, updated_at = now(), updated_by = $13 "
 				"WHERE id = $1 RETURNING *), "
 				"a AS (INSERT INTO audit (actor, object, object_id, action, detail) "
 				"  SELECT $13, 'schedule', u.id, CASE WHEN o.paused = u.paused THEN 'changed' "
@@ -462,7 +472,7 @@ int store_sched_update(PGconn *conn, const struct sched_row *r, const char *acto
 				"    jsonb_build_object('before', " SCHED_AUDIT("o") ", 'after', " SCHED_AUDIT("u") ") "
 				"  FROM u, o) "
 				"SELECT 1 FROM u",
-				13, p);
+				14, p);
 	}
 	free(params);
 	if (error == FERRY_OK && PQntuples(res) == 0) {

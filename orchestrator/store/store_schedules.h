@@ -58,8 +58,8 @@ int store_sched_occasion(PGconn *conn, int64_t run_id, void *arg);
 /* BEGIN, COMMIT or ROLLBACK of a round's batch of fires (schedules.c). */
 int store_sched_tx(PGconn *conn, const char *cmd);
 
-/* A later try at a fired tick, counted on its row (the bench's duplicates). */
-int store_sched_duplicate(PGconn *conn, int64_t id, int64_t nominal);
+/* A later try at a tick already accounted for: counted on its row (the bench's duplicates), and the schedule moved past it to next (0: never). */
+int store_sched_duplicate(PGconn *conn, int64_t id, int64_t nominal, int64_t next);
 
 /* The unfinished runs of schedule id; *ids the caller's. */
 int store_sched_running(int64_t **ids, int *n, PGconn *conn, int64_t id);
@@ -78,8 +78,12 @@ int store_sched_sync(PGconn *conn, const char *workflow, const json_t *spec, con
 int store_sched_create(int64_t *id, PGconn *conn, const struct sched_row *r, const char *actor);
 /* API: one schedule by id (FERRY_ENOTFOUND). */
 int store_sched_get(struct sched_row *r, PGconn *conn, int64_t id);
-/* API: the editable fields of r written, next_at as given; FERRY_ENOTFOUND. */
-int store_sched_update(PGconn *conn, const struct sched_row *r, const char *actor);
+/*
+ * API: the editable fields of r written; next_at as given when set_next
+ * (a new timing), else as the database has it (the leader may have moved
+ * it since r was read); FERRY_ENOTFOUND.
+ */
+int store_sched_update(PGconn *conn, const struct sched_row *r, int set_next, const char *actor);
 /* API: deletes schedule id, leaving what it was in the audit trail under actor; FERRY_ENOTFOUND. */
 int store_sched_delete(PGconn *conn, int64_t id, const char *actor);
 /* API: {"schedules":[…]} newest first. */
