@@ -32,15 +32,8 @@
 
 #define MAX_STEPS 5000 /* a 2,000-step DAG is planned in ~50 ms and drawn by the console (make bench: bench_ui) */
 #define MAX_DEPTH 64     /* nesting levels; the schema itself needs 5 */
-/*
- * needs: items in all: anchors let 46 KB of YAML name 90,000 of them, and
- * drawing such a DAG took a core for minutes; a 2,000-step fan-out and
- * gather has 4,000
- */
-#define MAX_EDGES 10000
 #define MAX_ANCHORS 256
 #define MAX_SHOWN_ERRORS 100
-#define MAX_LISTED 20 /* names listed in "known steps: …" */
 #define NAME_CHARS "abcdefghijklmnopqrstuvwxyz0123456789_.-"
 
 static const char *const top_keys[] = {"name", "description", "params", "steps", "schedule", "triggers"};
@@ -738,195 +731,6 @@ static void parse_steps(struct ctx *c, const yaml_node_t *root, const yaml_node_
 
 /* ---- the step graph --------------------------------------------------- */
 
-bool cfg_has_up(const struct ctx *c, size_t i, size_t j)
-{
-	return (c->up[i * c->words + j / 64] >> (j % 64)) & 1;
-}
-
-/* Appends name, escaped and clipped but not quoted, to b. */
-static void sb_add_name(struct sbuf *b, const char *name)
-{
-	char buf[QBUF];
-	size_t n = strlen(quote_to(buf, sizeof(buf), name, strlen(name)));
-
-	sb_addn(b, buf + 1, n - 2);
-}
-
-static void list_steps(struct ctx *c, struct sbuf *b, size_t except)
-{
-	size_t j, shown = 0, more = 0;
-
-	for (j = 0; j < c->nsteps; j++) {
-		json_t *jv = c->steps[j].name ? json_object_get(c->byname, c->steps[j].name) : NULL;
-		if (j == except || jv == NULL || (size_t)json_integer_value(jv) != j)
-			continue;
-		if (shown == MAX_LISTED) {
-			more++;
-			continue;
-		}
-		cfg_sb_adds(b, shown++ ? ", " : "");
-		sb_add_name(b, c->steps[j].name);
-	}
-	cfg_sb_adds(b, shown ? "" : "none");
-	if (more > 0)
-		cfg_sb_addf(b, " and %zu more", more);
-}
-
-/* How messages name step i: its quoted name, or "" when it has none. */
-const char *cfg_sname(struct ctx *c, size_t i)
-{
-	return cfg_q(c, c->steps[i].name ? c->steps[i].name : "");
-}
-
-static void resolve_needs(struct ctx *c)
-{
-	size_t i, k, *mark, edges = 0;
-
-	for (i = 0; i < c->nsteps; i++) {
-		if ((edges += c->steps[i].nneeds) > MAX_EDGES) {
-			err_node(c, c->steps[i].needs[c->steps[i].nneeds - 1],
-				 "too many dependencies: the needs of the steps up to %s name %zu steps in all; "
-				 "at most %d are allowed (a step that needs many could need one that gathers them)",
-				 cfg_sname(c, i), edges, MAX_EDGES);
-			c->over = true; /* nothing after this is checked: the DAG is not built */
-			return;
-		}
-	}
-	mark = xcalloc(c->nsteps, sizeof(size_t));
-	for (i = 0; i < c->nsteps; i++) {
-		struct step *st = &c->steps[i];
-		st->adj = xcalloc(st->nneeds + 1, sizeof(*st->adj));
-		for (k = 0; k < st->nneeds; k++) {
-			const yaml_node_t *it = st->needs[k];
-			json_t *jv = json_object_get(c->byname, sval(it));
-			size_t j = jv ? (size_t)json_integer_value(jv) : SIZE_MAX;
-			struct sbuf known = {0};
-
-			if (j == SIZE_MAX) {
-				list_steps(c, &known, i);
-				err_node(c, it, "step %s needs unknown step %s; known steps: %s",
-					 cfg_sname(c, i), cfg_q(c, sval(it)), known.p);
-				free(known.p);
-			} else if (j == i) {
-				err_node(c, it, "step %s needs itself; remove it from needs", cfg_sname(c, i));
-			} else if (mark[j] == i + 1) {
-				err_node(c, it, "step %s lists %s in needs twice", cfg_sname(c, i),
-					 cfg_q(c, sval(it)));
-			} else {
-				mark[j] = i + 1;
-				st->adj[st->nadj++] = j;
-			}
-		}
-	}
-	free(mark);
-}
-
-/*
- * Fills c->up: for each step in file order, a walk along needs that reuses
- * the finished sets of earlier steps. Cycles need no special case: a step on
- * one simply ends up in its own set.
- */
-static void compute_upstream(struct ctx *c)
-{
-	size_t n = c->nsteps, i, k, sp, w, *stack = xmalloc((n + 1) * sizeof(size_t));
-
-	c->words = (n + 63) / 64;
-	c->up = xcalloc(n * c->words, sizeof(uint64_t));
-	for (i = 0; i < n; i++) {
-		uint64_t *set = &c->up[i * c->words];
-		stack[0] = i;
-		for (sp = 1; sp > 0;) {
-			const struct step *st = &c->steps[stack[--sp]];
-			for (k = 0; k < st->nadj; k++) {
-				size_t j = st->adj[k];
-				if (cfg_has_up(c, i, j))
-					continue;
-				set[j / 64] |= (uint64_t)1 << (j % 64);
-				if (j >= i) {
-					stack[sp++] = j;
-					continue;
-				}
-				for (w = 0; w < c->words; w++)
-					set[w] |= c->up[j * c->words + w];
-			}
-		}
-	}
-	free(stack);
-}
-
-/* Steps i and j need each other, directly or not: they share a cycle. */
-static bool same_cycle(const struct ctx *c, size_t i, size_t j)
-{
-	return i == j ? cfg_has_up(c, i, i) : cfg_has_up(c, i, j) && cfg_has_up(c, j, i);
-}
-
-/*
- * Reports one error per group of steps caught in cycles, at the group's first
- * step s, naming the shortest cycle through s in run order: "a -> b" when b
- * needs a.
- */
-static void check_cycles(struct ctx *c)
-{
-	size_t n = c->nsteps, s, j, k, head, tail, last, v;
-	size_t *parent = xmalloc(n * sizeof(size_t)), *queue = xmalloc(n * sizeof(size_t));
-	bool *done = xcalloc(n, sizeof(bool));
-	struct sbuf b = {0};
-
-	for (s = 0; s < n; s++) {
-		if (done[s] || !cfg_has_up(c, s, s))
-			continue;
-		for (j = s; j < n; j++) {
-			done[j] = done[j] || same_cycle(c, s, j);
-			parent[j] = SIZE_MAX;
-		}
-		queue[0] = s;
-		for (head = 0, tail = 1, last = SIZE_MAX; head < tail && last == SIZE_MAX;) {
-			v = queue[head++];
-			for (k = 0; k < c->steps[v].nadj && last == SIZE_MAX; k++) {
-				size_t w = c->steps[v].adj[k];
-				if (w == s)
-					last = v;
-				else if (parent[w] == SIZE_MAX && w > s && same_cycle(c, s, w))
-					parent[queue[tail++] = w] = v;
-			}
-		}
-		cfg_sb_adds(&b, "cycle: ");
-		sb_add_name(&b, c->steps[s].name);
-		for (v = last; v != s && v != SIZE_MAX; v = parent[v]) {
-			cfg_sb_adds(&b, " -> ");
-			sb_add_name(&b, c->steps[v].name);
-		}
-		cfg_sb_adds(&b, " -> ");
-		sb_add_name(&b, c->steps[s].name);
-		err_node(c, c->steps[s].node, "%s", b.p);
-		b.len = 0;
-	}
-	free(b.p);
-	free(parent);
-	free(queue);
-	free(done);
-}
-
-static void check_step_refs(struct ctx *c)
-{
-	size_t k, j;
-
-	for (k = 0; k < c->ntrefs; k++) {
-		const struct tref *r = &c->trefs[k];
-		json_t *jv = json_object_get(c->byname, r->target);
-
-		if (jv == NULL) {
-			err_node(c, r->node, "template refers to unknown step %s", cfg_q(c, r->target));
-		} else if ((j = (size_t)json_integer_value(jv)) == r->step) {
-			err_node(c, r->node, "step %s cannot use its own outputs", cfg_sname(c, r->step));
-		} else if (!cfg_has_up(c, r->step, j)) {
-			err_node(c, r->node, "step %s uses outputs of %s, which is not upstream of it; "
-				 "add %s to its needs", cfg_sname(c, r->step), cfg_q(c, r->target),
-				 cfg_q(c, r->target));
-		}
-	}
-}
-
 static json_t *check_workflow(struct ctx *c, const yaml_node_t *root)
 {
 	const yaml_node_t *v[TK_N] = {NULL};
@@ -958,13 +762,9 @@ static json_t *check_workflow(struct ctx *c, const yaml_node_t *root)
 	if (!c->over)
 		parse_steps(c, root, v[TK_STEPS], steps);
 	if (c->nsteps > 0 && !c->over)
-		resolve_needs(c);
-	if (c->nsteps > 0 && !c->over) {
-		compute_upstream(c);
-		check_cycles(c);
-		check_step_refs(c);
+		cfg_graph_check(c);
+	if (c->nsteps > 0 && !c->over)
 		cfg_kind_models(c);
-	}
 	if (!c->over)
 		cfg_schedule_fields(c, v[TK_SCHEDULE], v[TK_TRIGGERS], spec);
 	return spec;

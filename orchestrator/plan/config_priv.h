@@ -121,6 +121,12 @@ bool cfg_next_item(struct ctx *c, const yaml_node_t *n, size_t *k, const yaml_no
 void cfg_check_templates(struct ctx *c, const yaml_node_t *n, const char *s, size_t step);
 /* Step j is upstream of step i (valid once the graph is computed). */
 bool cfg_has_up(const struct ctx *c, size_t i, size_t j);
+/*
+ * config_graph.c: the needs resolved, the upstream sets, cycles and step
+ * references checked; sets c->over when the needs are too many to build
+ * the DAG.
+ */
+void cfg_graph_check(struct ctx *c);
 /* How messages name step i: its quoted name. */
 const char *cfg_sname(struct ctx *c, size_t i);
 void cfg_sb_adds(struct sbuf *b, const char *s);
