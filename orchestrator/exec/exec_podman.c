@@ -406,7 +406,7 @@ static void plan_common(struct shim_plan *p, const char *podman, const char *nam
 /* --- the shim: async-signal-safe from here to shim() --- */
 
 /* The number at the start of s (after blanks); -1 when none. */
-static long long parse_ll(const char *s)
+long long exec_podman_parse_ll(const char *s)
 {
 	long long v = 0;
 	int any = 0;
@@ -419,7 +419,7 @@ static long long parse_ll(const char *s)
 }
 
 /* Reads up to len-1 bytes of path into buf (terminated); the count, or -1. */
-static ssize_t read_small(const char *path, char *buf, size_t len)
+ssize_t exec_podman_read_small(const char *path, char *buf, size_t len)
 {
 	ssize_t n;
 	int fd;
@@ -509,11 +509,11 @@ static int shim_oom(const struct shim_plan *p, int nullfd)
 
 	if (stat(p->conmon_oom, &sb) == 0)
 		return 1;
-	if (read_small(p->mem_events, buf, sizeof(buf)) > 0 && (k = strstr(buf, "oom_kill ")) != NULL &&
-	    parse_ll(k + 9) > 0)
+	if (exec_podman_read_small(p->mem_events, buf, sizeof(buf)) > 0 && (k = strstr(buf, "oom_kill ")) != NULL &&
+	    exec_podman_parse_ll(k + 9) > 0)
 		return 1;
-	if (read_small(p->mem_peak, buf, sizeof(buf)) > 0) {
-		long long peak = parse_ll(buf), limit = p->limit_mb * 1048576LL;
+	if (exec_podman_read_small(p->mem_peak, buf, sizeof(buf)) > 0) {
+		long long peak = exec_podman_parse_ll(buf), limit = p->limit_mb * 1048576LL;
 		if (peak >= limit - 1048576LL)
 			return 1;
 	}
@@ -571,7 +571,7 @@ static void shim(const struct shim_plan *p)
 		char out[64];
 		st = shim_capture(p->wait_argv, p->envp, nullfd, out, sizeof(out));
 		if (st == 0)
-			code = (int)parse_ll(out);
+			code = (int)exec_podman_parse_ll(out);
 	}
 	if (fd >= 0) {
 		if (code < 0)
@@ -944,130 +944,6 @@ out:
 	plan_dispose(&p);
 	free(home), free(name), free(podman);
 	return error;
-}
-
-/* Reads "KEY N" lines of path: the sum of the values of key; -1 when unreadable. */
-static int64_t sum_key(const char *path, const char *key)
-{
-	FILE *f = fopen(path, "re");
-	char line[512];
-	int64_t sum = 0;
-	size_t kl = strlen(key);
-
-	if (f == NULL)
-		return -1;
-	while (fgets(line, sizeof(line), f)) {
-		char *p = line;
-		/* io.stat: "MAJ:MIN rbytes=N wbytes=N …"; blkio: "MAJ:MIN Read N"; cpu.stat: "usage_usec N" */
-		while ((p = strstr(p, key)) != NULL) {
-			if (p == line || p[-1] == ' ') {
-				long long v = strtoll(p + kl, NULL, 10);
-				if (v > 0)
-					sum += v;
-			}
-			p += kl;
-		}
-	}
-	fclose(f);
-	return sum;
-}
-
-/* Adds rchar and wchar of the processes in cgroup directory dir and below (depth ≤ 3). */
-static int add_procs(struct exec_sample *out, const char *dir, int depth)
-{
-	char *path = xasprintf("%s/cgroup.procs", dir), line[64], io[256];
-	FILE *f = fopen(path, "re");
-	DIR *d;
-	struct dirent *de;
-	int found = 0;
-
-	free(path);
-	if (f) {
-		while (fgets(line, sizeof(line), f)) {
-			char *p = xasprintf("/proc/%lld/io", strtoll(line, NULL, 10));
-			FILE *g = fopen(p, "re");
-			free(p);
-			if (g == NULL)
-				continue;
-			while (fgets(io, sizeof(io), g)) {
-				if (strncmp(io, "rchar: ", 7) == 0)
-					out->rchar += strtoll(io + 7, NULL, 10);
-				else if (strncmp(io, "wchar: ", 7) == 0)
-					out->wchar += strtoll(io + 7, NULL, 10);
-			}
-			fclose(g);
-		}
-		fclose(f);
-		found = 1;
-	}
-	if (depth < 3 && (d = opendir(dir)) != NULL) {
-		while ((de = readdir(d)) != NULL) {
-			char *sub;
-			if (de->d_name[0] == '.' || de->d_type != DT_DIR)
-				continue;
-			sub = xasprintf("%s/%s", dir, de->d_name);
-			found |= add_procs(out, sub, depth + 1);
-			free(sub);
-		}
-		closedir(d);
-	}
-	return found;
-}
-
-int exec_podman_cgroup_sample(const char *root, const char *rel, struct exec_sample *out)
-{
-	static const char *const cpuacct[] = {"cpuacct", "cpu,cpuacct", "cpuacct,cpu"};
-	static const char *const v2[] = {"unified/", ""};
-	char *p;
-	int64_t v;
-	int found = 0, cpu = 0, io = 0;
-
-	memset(out, 0, sizeof(*out));
-	for (size_t i = 0; i < NELEM(cpuacct) && !cpu; i++) {
-		char buf[64];
-		p = xasprintf("%s/%s/%s/cpuacct.usage", root, cpuacct[i], rel);
-		if (read_small(p, buf, sizeof(buf)) > 0 && (v = parse_ll(buf)) >= 0)
-			out->cpu_ms = v / 1000000, cpu = 1;
-		free(p);
-	}
-	p = xasprintf("%s/blkio/%s/blkio.throttle.io_service_bytes_recursive", root, rel);
-	if ((v = sum_key(p, "Read ")) >= 0) {
-		out->read_bytes = v;
-		out->write_bytes = sum_key(p, "Write ");
-		io = 1;
-	}
-	free(p);
-	for (size_t i = 0; i < NELEM(v2); i++) {
-		if (!cpu) {
-			p = xasprintf("%s/%s%s/cpu.stat", root, v2[i], rel);
-			if ((v = sum_key(p, "usage_usec ")) >= 0)
-				out->cpu_ms = v / 1000, cpu = 1;
-			free(p);
-		}
-		if (!io) {
-			p = xasprintf("%s/%s%s/io.stat", root, v2[i], rel);
-			if ((v = sum_key(p, "rbytes=")) >= 0) {
-				out->read_bytes = v;
-				out->write_bytes = sum_key(p, "wbytes=");
-				io = 1;
-			}
-			free(p);
-		}
-	}
-	/* the processes: from the pids hierarchy (v1), else the unified one */
-	{
-		static const char *const procs[] = {"pids/", "unified/", ""};
-		for (size_t i = 0; i < NELEM(procs) && !found; i++) {
-			p = xasprintf("%s/%s%s", root, procs[i], rel);
-			found = add_procs(out, p, 0);
-			free(p);
-		}
-	}
-	if (!cpu && !io && !found) {
-		ferry_error_set("no cgroup %s under %s", rel, root);
-		return FERRY_ENOTFOUND;
-	}
-	return FERRY_OK;
 }
 
 static int podman_sample(const struct exec_job *job, struct exec_sample *out)

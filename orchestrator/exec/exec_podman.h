@@ -35,4 +35,12 @@ void exec_podman_vec_free(char **v);
  */
 int exec_podman_cgroup_sample(const char *root, const char *rel, struct exec_sample *out);
 
+/*
+ * The row's small readers, async-signal-safe (its shim uses them after
+ * fork): the number at the start of s after blanks (-1 when none), and up
+ * to len-1 bytes of path into buf, terminated (the count, or -1).
+ */
+long long exec_podman_parse_ll(const char *s);
+ssize_t exec_podman_read_small(const char *path, char *buf, size_t len);
+
 #endif
