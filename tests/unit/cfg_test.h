@@ -70,4 +70,29 @@ static inline json_t *parse_ok(const char *yaml)
 	return spec;
 }
 
+/* Step i of a parsed spec, and a key of an object as an integer or a string (asserted). */
+static inline json_t *step_at(json_t *spec, size_t i)
+{
+	json_t *st = json_array_get(json_object_get(spec, "steps"), i);
+
+	assert_non_null(st);
+	return st;
+}
+
+static inline json_int_t int_at(json_t *obj, const char *key)
+{
+	json_t *v = json_object_get(obj, key);
+
+	assert_true(json_is_integer(v));
+	return json_integer_value(v);
+}
+
+static inline const char *str_at(json_t *obj, const char *key)
+{
+	json_t *v = json_object_get(obj, key);
+
+	assert_true(json_is_string(v));
+	return json_string_value(v);
+}
+
 #endif
