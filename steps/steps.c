@@ -17,6 +17,7 @@
 #include <unistd.h>
 
 #include "lib/fingerprint.h"
+#include "lib/jobfile.h"
 #include "plan/template.h"
 #include "store/store.h"
 
@@ -40,18 +41,21 @@ void step_result_dispose(struct step_result *res)
 
 void steps_log(const struct step_run *r, const char *fmt, ...)
 {
-	char *path = xasprintf("%s/log", r->dir);
-	FILE *f = fopen(path, "a");
+	/* the log is the job's too: never through a link it left, never blocked on a FIFO (lib/jobfile.h) */
+	int fd = jobfile_append(r->dir, "log");
+	FILE *f = fd >= 0 ? fdopen(fd, "a") : NULL;
 	va_list ap;
 
-	if (f) {
-		va_start(ap, fmt);
-		vfprintf(f, fmt, ap);
-		va_end(ap);
-		fputc('\n', f);
-		fclose(f);
+	if (f == NULL) {
+		if (fd >= 0)
+			close(fd);
+		return;
 	}
-	free(path);
+	va_start(ap, fmt);
+	vfprintf(f, fmt, ap);
+	va_end(ap);
+	fputc('\n', f);
+	fclose(f);
 }
 
 void step_result_fail_final(struct step_result *res, const char *fmt, ...)

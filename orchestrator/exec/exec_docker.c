@@ -367,16 +367,14 @@ out:
 /* Appends the end found by inspection to DIR/status, so a later adoption reads the same. */
 static void dk_note_end(const struct exec_job *job, const struct exec_status *st)
 {
-	char *path = xasprintf("%s/status", job->dir);
-	FILE *f = fopen(path, "ae");
+	int fd = jobfile_append(job->dir, "status"); /* the job's directory: never through a link it left */
 
-	if (f) {
+	if (fd >= 0) {
 		if (st->reason)
-			fprintf(f, "reason %s\n", st->reason);
-		fprintf(f, "exit %d\n", st->exit_code);
-		fclose(f);
+			dprintf(fd, "reason %s\n", st->reason);
+		dprintf(fd, "exit %d\n", st->exit_code);
+		close(fd);
 	}
-	free(path);
 }
 
 /* The shim is gone: how the job ended. */

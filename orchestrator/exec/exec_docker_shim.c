@@ -309,12 +309,14 @@ static void shim_main(struct shim *s, const json_t *body, const char *log, const
 	signal(SIGINT, SIG_IGN);
 	signal(SIGHUP, SIG_IGN);
 	signal(SIGPIPE, SIG_IGN);
-	s->logfd = open(log, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+	/* following again, the job has had these files: never opened through a link it left */
+	s->logfd = open(log, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK, 0644);
 	/* the kernel's log from here on: how an OOM kill is told where the engine does not say */
 	s->kmsgfd = open("/dev/kmsg", O_RDONLY | O_NONBLOCK | O_CLOEXEC);
 	if (s->kmsgfd >= 0)
 		lseek(s->kmsgfd, 0, SEEK_END);
-	s->statusfd = open(status, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC | (body ? O_TRUNC : 0), 0644);
+	s->statusfd = open(status, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK |
+				   (body ? O_TRUNC : 0), 0644);
 	/* the latest "pid" line names the supervisor (one that follows a container again adds its own) */
 	shim_line(s, "pid %d %lld", (int)getpid(), (long long)exec_pid_start(getpid()));
 	if (body) {

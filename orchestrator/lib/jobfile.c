@@ -19,6 +19,7 @@
 int jobfile_walk_only;
 
 #define OPEN_FLAGS (O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY | O_NOFOLLOW)
+#define APPEND_FLAGS (O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC | O_NONBLOCK | O_NOCTTY | O_NOFOLLOW)
 
 /* What kind of thing st is, for a message ("a FIFO"). */
 static const char *kind_of(mode_t m)
@@ -59,7 +60,7 @@ static int open_failed(const char *rel, int e)
 }
 
 /* Without openat2: each directory component with O_NOFOLLOW | O_DIRECTORY, then the file. */
-static int open_walk(int dfd, const char *rel)
+static int open_walk(int dfd, const char *rel, int flags)
 {
 	char *copy = xstrdup(rel), *save = NULL, *part, *next;
 	int fd = -1, cur = dfd, e = 0;
@@ -71,7 +72,8 @@ static int open_walk(int dfd, const char *rel)
 			e = EXDEV;
 			break;
 		}
-		fd = openat(cur, part, next ? O_RDONLY | O_CLOEXEC | O_DIRECTORY | O_NOFOLLOW : OPEN_FLAGS);
+		fd = next ? openat(cur, part, O_RDONLY | O_CLOEXEC | O_DIRECTORY | O_NOFOLLOW)
+			  : openat(cur, part, flags, 0644);
 		if (fd < 0)
 			e = errno;
 		if (cur != dfd)
@@ -88,9 +90,10 @@ static int open_walk(int dfd, const char *rel)
 	return fd;
 }
 
-int jobfile_open(const char *root, const char *rel, struct stat *st)
+/* root/rel opened with flags (OPEN_FLAGS or APPEND_FLAGS) as jobfile.h says; what Ferry does with it: "reads" or "writes". */
+static int open_beneath(const char *root, const char *rel, int flags, const char *verb, struct stat *st)
 {
-	struct open_how how = {.flags = OPEN_FLAGS,
+	struct open_how how = {.flags = (unsigned)flags, .mode = (flags & O_CREAT) ? 0644 : 0,
 			       .resolve = RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS};
 	struct stat sb;
 	int dfd, fd, e;
@@ -107,7 +110,7 @@ int jobfile_open(const char *root, const char *rel, struct stat *st)
 	}
 	fd = jobfile_walk_only ? -1 : (int)syscall(SYS_openat2, dfd, rel, &how, sizeof(how));
 	if (fd < 0 && (jobfile_walk_only || errno == ENOSYS || errno == EPERM)) /* an old kernel, or a seccomp filter */
-		fd = open_walk(dfd, rel);
+		fd = open_walk(dfd, rel, flags);
 	e = errno;
 	close(dfd);
 	if (fd < 0)
@@ -120,12 +123,22 @@ int jobfile_open(const char *root, const char *rel, struct stat *st)
 	}
 	if (!S_ISREG(sb.st_mode)) {
 		close(fd);
-		ferry_error_set("%s is %s; Ferry reads only regular files", rel, kind_of(sb.st_mode));
+		ferry_error_set("%s is %s; Ferry %s only regular files", rel, kind_of(sb.st_mode), verb);
 		return FERRY_EINVALID;
 	}
 	if (st)
 		*st = sb;
 	return fd;
+}
+
+int jobfile_open(const char *root, const char *rel, struct stat *st)
+{
+	return open_beneath(root, rel, OPEN_FLAGS, "reads", st);
+}
+
+int jobfile_append(const char *root, const char *rel)
+{
+	return open_beneath(root, rel, APPEND_FLAGS, "writes", NULL);
 }
 
 int jobfile_read(char **out, size_t *len, const char *root, const char *rel, size_t limit)

@@ -6,7 +6,8 @@
  * /etc/shadow or /dev/zero, a sparse file of terabytes, a directory, or a
  * parent directory replaced by a link. Every file Ferry reads from an
  * attempt's directory (metrics.json, outputs.json, the status file, the
- * log) is opened here, never with a plain open():
+ * log) is opened here, never with a plain open(), and so is every file
+ * Ferry appends to there after the job ran (jobfile_append):
  *
  *  - beneath its root (the attempt directory), with no symbolic link in
  *    any component of the relative path (openat2 RESOLVE_BENEATH |
@@ -35,6 +36,14 @@
  * st (when given) gets its fstat.
  */
 int jobfile_open(const char *root, const char *rel, struct stat *st);
+
+/*
+ * Opens root/rel for appending (made, 0644, when missing), beneath root and
+ * never through a link, as above: a job that put a link to /etc/passwd or
+ * a FIFO in place of its log has Ferry write nothing there and wait for
+ * nothing. The descriptor, or a negative FERRY_E… code.
+ */
+int jobfile_append(const char *root, const char *rel);
 
 /*
  * Reads root/rel whole when it is at most limit bytes: *out gets the bytes

@@ -190,6 +190,44 @@ static void test_jobfile__directory_refused(void **state)
 	assert_string_equal(ferry_error_last(), "out is a directory; Ferry reads only regular files");
 }
 
+/* Appending: made when missing, appended to; a FIFO or a link in its place is refused at once, nothing written. */
+static void test_jobfile__append_never_through_a_link_or_fifo(void **state)
+{
+	char *log = at("alog"), *text, *before;
+	size_t len;
+	int fd;
+
+	(void)state;
+	fd = jobfile_append(root, "alog");
+	assert_true(fd >= 0);
+	assert_int_equal(write(fd, "one\n", 4), 4);
+	close(fd);
+	fd = jobfile_append(root, "alog");
+	assert_true(fd >= 0);
+	assert_int_equal(write(fd, "two\n", 4), 4);
+	close(fd);
+	assert_int_equal(jobfile_read(&text, &len, root, "alog", 100), FERRY_OK);
+	assert_string_equal(text, "one\ntwo\n");
+	free(text);
+	unlink(log);
+	/* a link to a file outside: refused, the file unchanged */
+	assert_int_equal(jobfile_read(&before, &len, "/", secret + 1, 1 << 20), FERRY_OK);
+	assert_int_equal(symlink(secret, log), 0);
+	assert_int_equal(jobfile_append(root, "alog"), FERRY_EINVALID);
+	assert_non_null(strstr(ferry_error_last(), "alog is a symbolic link"));
+	assert_int_equal(jobfile_read(&text, &len, "/", secret + 1, 1 << 20), FERRY_OK);
+	assert_string_equal(text, before);
+	free(text), free(before);
+	unlink(log);
+	/* a FIFO nobody reads: a plain open for writing would wait for ever */
+	assert_int_equal(mkfifo(log, 0644), 0);
+	alarm(10);
+	assert_true(jobfile_append(root, "alog") < 0);
+	alarm(0);
+	unlink(log);
+	free(log);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -200,6 +238,7 @@ int main(void)
 		cmocka_unit_test(test_jobfile__link_in_a_parent_refused),
 		cmocka_unit_test(test_jobfile__sparse_file_refused_before_reading),
 		cmocka_unit_test(test_jobfile__directory_refused),
+		cmocka_unit_test(test_jobfile__append_never_through_a_link_or_fifo),
 	};
 	int failed = cmocka_run_group_tests_name("openat2", tests, setup, teardown);
 
