@@ -133,6 +133,12 @@ deps:
 		echo "deps: installing$$(echo $$missing | sed 's/^/ /')"; \
 		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $$missing; \
 	else echo "deps: all installed"; fi
+	@# the unprivileged user jobs run as when ferryd runs as root (orchestrator/exec/exec_user.c)
+	@if [ "$$(id -u)" = 0 ] && ! getent passwd ferry-job >/dev/null; then \
+		echo "deps: adding the system user ferry-job (FERRY_JOB_USER)"; \
+		useradd --system --user-group --home-dir /var/lib/ferry-job --create-home \
+			--shell /usr/sbin/nologin ferry-job; \
+	fi
 	@# the browser tests' driver (tests/browser): npm ci when node_modules is missing or older than the lock file
 	@if [ ! -f tests/browser/node_modules/.package-lock.json ] || \
 	    [ tests/browser/package-lock.json -nt tests/browser/node_modules/.package-lock.json ]; then \

@@ -55,6 +55,7 @@
 #include "api/tokens.h"
 #include "schedule/triggers.h"
 #include "schedule/workflows.h"
+#include "lib/envsecret.h"
 #include "lib/util.h"
 
 #define MAX_BODY (1024 * 1024)
@@ -890,7 +891,7 @@ void api_stop(struct api *a)
 
 int api_token_load(char **out, const char *home)
 {
-	const char *env = getenv("FERRY_API_TOKEN");
+	const char *env = envsecret_get("FERRY_API_TOKEN");
 	char *path = NULL, *buf = NULL, *tmp = NULL;
 	unsigned char raw[24];
 	char hex[49];

@@ -18,6 +18,7 @@
 #include "store/store_schedules.h"
 #include "schedule/triggers.h"
 #include "schedule/gitsrc.h"
+#include "lib/envsecret.h"
 #include "lib/util.h"
 
 /* Ticks GET /schedules/{id} shows unless ?limit says otherwise. */
@@ -331,7 +332,7 @@ void api_schedule_delete(struct api *a, struct reply *r, PGconn *db, struct req 
 /* The secret POST /hooks/git checks signatures with: FERRY_GIT_WEBHOOK_SECRET, else the file. */
 static char *webhook_secret(const struct api *a)
 {
-	const char *env = getenv("FERRY_GIT_WEBHOOK_SECRET");
+	const char *env = envsecret_get("FERRY_GIT_WEBHOOK_SECRET");
 	char *text = NULL, *path;
 	size_t n = 0;
 

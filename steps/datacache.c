@@ -30,6 +30,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "exec/exec.h"
 #include "lib/fingerprint.h"
 #include "store/store.h"
 #include "lib/util.h"
@@ -448,7 +449,8 @@ int datacache_claimed(const struct step_run *r, struct step_result *res, json_t 
 		/* the command builds the entry as a job; datacache_job_done commits it */
 		json_t *st_json = json_pack("{s:s, s:s, s:s, s:s, s:s, s:O}", "key", key, "fingerprint", fp,
 					    "tmp", tmp, "final", final, "dataset", dataset, "command", cmd);
-		if (mkdir_p(tmp, 0755) < 0) {
+		/* the job (as the job user, exec_user.c) writes it; taken back at the commit */
+		if (mkdir_p(tmp, 0755) < 0 || exec_user_give(tmp, 0) < 0) {
 			json_decref(st_json);
 			error = FERRY_ERROR;
 			goto out;
@@ -515,6 +517,30 @@ out:
 	return error;
 }
 
+static int take_back_one(const char *path, const struct stat *st, int flag, struct FTW *ftw)
+{
+	(void)flag, (void)ftw;
+	if ((st->st_uid != geteuid() || st->st_gid != getegid()) && lchown(path, geteuid(), getegid()) < 0)
+		return -1;
+	/* no set-id bits (a root-owned set-uid file!), nothing writable by others */
+	if (!S_ISLNK(st->st_mode) && (st->st_mode & 07777) != (st->st_mode & 0755) &&
+	    chmod(path, st->st_mode & 0755) < 0)
+		return -1;
+	return 0;
+}
+
+/* A preprocessed entry's files, written by the job user, made the daemon's (never through a link). */
+static int take_back(const char *tmp)
+{
+	if (exec_user_get() == NULL)
+		return FERRY_OK;
+	if (nftw(tmp, take_back_one, 16, FTW_PHYS) != 0) {
+		ferry_error_set("cannot take %s back from the job user: %s", tmp, strerror(errno));
+		return FERRY_ERROR;
+	}
+	return FERRY_OK;
+}
+
 int datacache_job_done(const struct step_run *r, struct step_result *res)
 {
 	char *path = xasprintf("%s/cache.json", r->dir);
@@ -541,6 +567,9 @@ int datacache_job_done(const struct step_run *r, struct step_result *res)
 	}
 	parent = xstrndup(final, (size_t)(strrchr(final, '/') - final));
 	if ((error = mkdir_p(parent, 0755)) < 0)
+		goto out;
+	/* an entry every later run reads: the daemon's from now on, never changed by a job again */
+	if ((error = take_back(tmp)) < 0)
 		goto out;
 	error = commit_entry(res, r, tmp, final, key, fp, dataset, json_object_get(st, "command"), bytes);
 out:

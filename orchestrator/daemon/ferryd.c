@@ -41,7 +41,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/random.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -53,6 +55,7 @@
 #include "engine/health.h"
 #include "store/store.h"
 #include "api/tokens.h"
+#include "lib/envsecret.h"
 #include "lib/util.h"
 
 #define FERRY_VERSION "0.1.0"
@@ -223,7 +226,7 @@ static json_t *daemons_of(const char *home)
 static int db_status(int argc, char **argv, const char *home)
 {
 	struct db_embedded_status st;
-	const char *url = getenv("FERRY_DATABASE_URL");
+	const char *url = envsecret_get("FERRY_DATABASE_URL");
 	json_t *daemons = NULL;
 	int json_out = 0, status;
 
@@ -584,6 +587,29 @@ static void embedded_release(const char *home, const char *conninfo, int keep)
 		flog_error("stopping the embedded PostgreSQL: %s", ferry_error_last());
 }
 
+/*
+ * $FERRY_HOME as a job may see it (exec_user.c): the home and runs/ only
+ * searchable, so a job reaches its attempt directory by name and lists
+ * nothing; artifacts/ the daemon's alone. The job user must be able to
+ * search down to runs/: a home under a 0700 directory is refused here.
+ */
+static int home_lock_down(const char *home)
+{
+	char *runs = xasprintf("%s/runs", home), *art = xasprintf("%s/artifacts", home);
+	int error = FERRY_ERROR;
+
+	if (chmod(home, 0711) < 0 || mkdir_p(runs, 0711) < 0 || chmod(runs, 0711) < 0 ||
+	    mkdir_p(art, 0700) < 0 || chmod(art, 0700) < 0) {
+		ferry_error_set("FERRY_HOME %s: %s", home, errno ? strerror(errno) : ferry_error_last());
+		goto out;
+	}
+	error = exec_user_reaches(runs);
+out:
+	free(runs);
+	free(art);
+	return error;
+}
+
 static void usage(FILE *f)
 {
 	fprintf(f, "usage: ferryd [--log-format text|json] [--log-level debug|info|warn|error] [--keep-db]\n"
@@ -668,6 +694,9 @@ int main(int argc, char **argv)
 		usage(stderr);
 		return 2;
 	}
+	/* the daemon from here: a job must find none of its secrets in /proc, nor trace it (envsecret.h) */
+	envsecret_scrub();
+	prctl(PR_SET_DUMPABLE, 0, 0, 0, 0);
 	if (getenv("FERRY_SHUTDOWN_GRACE_MS"))
 		parse_int64(getenv("FERRY_SHUTDOWN_GRACE_MS"), &grace_ms);
 	{
@@ -713,6 +742,10 @@ int main(int argc, char **argv)
 	if (access(eo.home, W_OK | X_OK) < 0) {
 		flog_error("FERRY_HOME %s is not writable: %s; choose a directory this user can write",
 			   eo.home, strerror(errno));
+		goto out;
+	}
+	if (exec_user_setup(getenv("FERRY_JOB_USER")) < 0 || home_lock_down(eo.home) < 0) {
+		flog_error("%s", ferry_error_last());
 		goto out;
 	}
 	if (db_conninfo_resolve(&conninfo, &embedded, eo.home) < 0) {

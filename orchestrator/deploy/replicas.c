@@ -10,12 +10,17 @@
 #include "deploy/replicas.h"
 
 #include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <linux/fs.h>
 #include <curl/curl.h>
 #include <netinet/in.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/ioctl.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "exec/exec.h"
@@ -32,6 +37,74 @@ static const struct exec_type *type_of(const json_t *handle)
 	return t ? t : &exec_local;
 }
 
+/*
+ * The model a replica serves, as a copy of the registered blob in the
+ * deployment's own models/ directory (0711, the copy 0644 and the
+ * daemon's): artifacts/ is the daemon's alone (exec_user.c), so a replica
+ * run as the job user reads its model from here, and cannot change it.
+ * This is KServe's storage initializer on one machine: content-addressed,
+ * so a copy that exists is the right one and is made once per version,
+ * not per replica. A reflink where the filesystem has them, else a copy.
+ * NULL (with the error set) when the blob cannot be read.
+ */
+static char *model_copy(const char *home, const char *artifact)
+{
+	const char *base = strrchr(artifact, '/') ? strrchr(artifact, '/') + 1 : artifact;
+	char *dir = xasprintf("%s/models", home), *path = xasprintf("%s/%s", dir, base), *tmp = NULL;
+	int in = -1, out = -1;
+	struct stat st;
+
+	if (stat(path, &st) == 0 && S_ISREG(st.st_mode))
+		goto done;
+	if (mkdir_p(dir, 0711) < 0)
+		goto fail;
+	in = open(artifact, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+	if (in < 0 || fstat(in, &st) < 0 || !S_ISREG(st.st_mode)) {
+		ferry_error_set("the model %s cannot be read: %s", artifact, in < 0 ? strerror(errno) : "not a file");
+		goto fail;
+	}
+	tmp = xasprintf("%s.%d.tmp", path, (int)getpid());
+	out = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0644);
+	if (out < 0)
+		goto io;
+	if (ioctl(out, FICLONE, in) < 0) {
+		off_t left = st.st_size;
+		while (left > 0) {
+			ssize_t n = copy_file_range(in, NULL, out, NULL, (size_t)left, 0);
+			if (n < 0 && errno == EINTR)
+				continue;
+			if (n <= 0)
+				goto io;
+			left -= n;
+		}
+	}
+	if (fchmod(out, 0644) < 0 || close(out) < 0) {
+		out = -1;
+		goto io;
+	}
+	out = -1;
+	if (rename(tmp, path) < 0)
+		goto io;
+	close(in);
+	free(tmp);
+done:
+	free(dir);
+	return path;
+io:
+	ferry_error_set("copying the model %s to %s: %s", artifact, dir, strerror(errno));
+fail:
+	if (out >= 0)
+		close(out);
+	if (in >= 0)
+		close(in);
+	if (tmp)
+		unlink(tmp);
+	free(tmp);
+	free(dir);
+	free(path);
+	return NULL;
+}
+
 int replica_start(const struct replica_spec *s, json_t **handle)
 {
 	struct exec_spec c = {0};
@@ -40,26 +113,33 @@ int replica_start(const struct replica_spec *s, json_t **handle)
 	struct exec_status st = {.exit_code = -1};
 	const struct exec_type *t = exec_type_for(s->placement, &exec_local);
 	char *home = xasprintf("%s/deployments/%s", s->home, s->deployment);
-	char name[16];
+	char name[16], *model = NULL;
 	json_t *env = json_object(), *v;
 	const char *k;
 	int error;
 
 	*handle = NULL;
 	memset(&job, 0, sizeof(job));
+	if (s->artifact && (model = model_copy(home, s->artifact)) == NULL) {
+		free(home);
+		json_decref(env);
+		return FERRY_ERROR;
+	}
 	if (t == NULL || (t->flags & EXF_SERVICES) == 0) {
 		char *names = exec_type_names_with(EXF_SERVICES, " or ");
 		ferry_error_set("replicas run on the %s executor, not %s", names,
 				json_string_value(json_object_get(s->placement, "executor")));
 		free(names);
 		free(home);
+		free(model);
 		json_decref(env);
 		return FERRY_EINVALID;
 	}
 	json_object_set_new(env, "FERRY_PORT", json_sprintf("%d", s->port));
 	json_object_set_new(env, "FERRY_MODEL_NAME", json_string(s->model));
 	json_object_set_new(env, "FERRY_MODEL_VERSION", json_string(s->version));
-	json_object_set_new(env, "FERRY_MODEL_PATH", json_string(s->artifact));
+	if (model)
+		json_object_set_new(env, "FERRY_MODEL_PATH", json_string(model));
 	json_object_set_new(env, "FERRY_DEPLOYMENT", json_string(s->deployment));
 	json_object_foreach((json_t *)s->env, k, v)
 		json_object_set(env, k, v);
@@ -93,6 +173,7 @@ int replica_start(const struct replica_spec *s, json_t **handle)
 	exec_job_dispose(&job);
 	json_decref(spec);
 	free(home);
+	free(model);
 	return error;
 }
 

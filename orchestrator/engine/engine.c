@@ -592,7 +592,7 @@ static int prepare_step(struct step_result *res, char **key, PGconn *conn, const
 
 	*key = NULL;
 	step_result_init(res);
-	if (conn == NULL || mkdir_p(out, 0755) < 0) {
+	if (conn == NULL || mkdir_p(out, 0711) < 0) {
 		res->outcome = OUTCOME_FAILED;
 		res->reason = conn ? xasprintf("cannot create %s: %s", dir, ferry_error_last())
 				   : xasprintf("the database is unreachable: %s", ferry_error_last());

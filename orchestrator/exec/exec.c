@@ -211,7 +211,12 @@ int exec_attempt_dirs(const struct exec_spec *c, char **dir, char **out, char **
 	*dir = exec_attempt_dir(c->home, c->run_id, c->name, c->attempt);
 	*out = xasprintf("%s/out", *dir);
 	*ckpt = xasprintf("%s/runs/%lld/%s/checkpoint", c->home, (long long)c->run_id, c->name);
-	return mkdir_p(*out, 0755) < 0 || mkdir_p(*ckpt, 0755) < 0 ? FERRY_ERROR : FERRY_OK;
+	if (mkdir_p(*out, 0711) < 0 || mkdir_p(*ckpt, 0711) < 0)
+		return FERRY_ERROR;
+	/* the job's own: its attempt directory, its outputs, the step's checkpoints */
+	if (exec_user_give(*dir, 0700) < 0 || exec_user_give(*out, 0) < 0 || exec_user_give(*ckpt, 0700) < 0)
+		return FERRY_ERROR;
+	return FERRY_OK;
 }
 
 void exec_spec_from_json(struct exec_spec *s, json_t *spec, const struct exec_type *t)

@@ -299,9 +299,35 @@ extern const struct exec_type exec_docker;
 void exec_job_begin(struct exec_job *job, const struct exec_type *t, const struct exec_spec *s);
 
 /*
+ * Who jobs run as (exec_user.c): as root, FERRY_JOB_USER (default
+ * ferry-job); otherwise the daemon's own user. exec_user_setup runs once
+ * in main before any thread, with getenv("FERRY_JOB_USER").
+ */
+struct exec_user {
+	int active; /* jobs switch to uid/gid: ferryd is root and the user is not */
+	uid_t uid;
+	gid_t gid;
+	int ngroups; /* the user's supplementary groups (a GPU's render group, say) */
+	gid_t groups[32];
+	char name[64];
+	char home[256]; /* the job's HOME */
+	char path[4096]; /* the job's PATH: the daemon's, less what this user cannot search */
+};
+int exec_user_setup(const char *name);
+/* The job user, or NULL when jobs run as the daemon's user. */
+const struct exec_user *exec_user_get(void);
+/* Hands directory PATH (never through a link) to the job user when there is one, and sets MODE unless 0. */
+int exec_user_give(const char *path, mode_t mode);
+/* Whether the job user can search every directory down to DIR; the error says which one it cannot. */
+int exec_user_reaches(const char *dir);
+/* In a child between fork and exec (async-signal-safe): drops to the job user; -1 and errno on failure. */
+int exec_user_drop(void);
+
+/*
  * Makes s's attempt directory under s->home with its out/, and the step's
  * checkpoint directory (one for every attempt of the step: a retry
- * resumes from it). *dir, *out and *ckpt are the caller's, also on error.
+ * resumes from it), handed to the job user (exec_user_give: the attempt
+ * directory 0700). *dir, *out and *ckpt are the caller's, also on error.
  */
 int exec_attempt_dirs(const struct exec_spec *s, char **dir, char **out, char **ckpt);
 

@@ -138,7 +138,8 @@ static json_t *dk_create_body(const struct exec_spec *c, const struct exec_local
 	json_int_t mem = json_integer_value(json_object_get(res, "memory_mb"));
 	json_int_t gpus = json_integer_value(json_object_get(res, "gpus"));
 	char *att = xasprintf("%d", c->attempt), *run = xasprintf("%lld", (long long)c->run_id);
-	char *user = xasprintf("%d:%d", (int)getuid(), (int)getgid());
+	const struct exec_user *u = exec_user_get(); /* exec_user.c: never root when ferryd is */
+	char *user = u ? xasprintf("%d:%d", (int)u->uid, (int)u->gid) : xasprintf("%d:%d", (int)getuid(), (int)getgid());
 
 	for (size_t i = 0; x->argv[i]; i++)
 		json_array_append_new(cmd, json_string(x->argv[i]));
@@ -163,7 +164,7 @@ static json_t *dk_create_body(const struct exec_spec *c, const struct exec_local
 	}
 	dk_bind(binds, dir, 0);
 	dk_bind(binds, ckpt, 0);
-	dk_bind(binds, c->run_workdir, 0);
+	dk_bind(binds, c->run_workdir, 1); /* the workflow's files: read, not written */
 	hc = json_pack("{s:o, s:s, s:b}", "Binds", binds, "NetworkMode",
 		       net && strcmp(net, "host") == 0 ? "host" : "none", "AutoRemove", 0);
 	if (cpus > 0)
@@ -235,21 +236,18 @@ static int docker_start(struct exec_job *job, const struct exec_spec *c, enum ex
 		goto out;
 	}
 	error = FERRY_ERROR;
-	dir = exec_attempt_dir(c->home, c->run_id, c->name, c->attempt);
-	out = xasprintf("%s/out", dir);
-	if (mkdir_p(out, 0755) < 0)
+	/* made and handed to the job user as every executor's (one checkpoint directory per step) */
+	if (exec_attempt_dirs(c, &dir, &out, &ckpt) < 0)
 		goto out;
-	free(out);
+	free(out), free(ckpt);
+	out = ckpt = NULL;
 	/* the engine binds host paths as they are: absolute ones */
 	if ((adir = realpath(dir, NULL)) == NULL || (ahome = realpath(c->home, NULL)) == NULL) {
 		ferry_error_set("%s: %s", dir, strerror(errno));
 		goto out;
 	}
 	out = xasprintf("%s/out", adir);
-	/* one checkpoint directory for every attempt of the step: a retry resumes from it */
 	ckpt = xasprintf("%s/runs/%lld/%s/checkpoint", ahome, (long long)c->run_id, c->name);
-	if (mkdir_p(ckpt, 0755) < 0)
-		goto out;
 	if ((error = exec_local_cmd_make(&x, c, adir, out, ckpt)) < 0)
 		goto out;
 	name = dk_name(ahome, c->run_id, c->name, c->attempt);

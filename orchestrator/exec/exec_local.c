@@ -42,9 +42,14 @@ extern char **environ;
  * name, so it reads the same values under any daemon, and under `ferry dev
  * step` (which runs a job again from the shell's environment).
  */
-static int env_hide(const char *entry)
+static int env_hide(const char *entry, int switched)
 {
-	return strncmp(entry, "FERRY_", 6) == 0;
+	if (strncmp(entry, "FERRY_", 6) == 0 || strncmp(entry, "PGPASSWORD=", 11) == 0 ||
+	    strncmp(entry, "PGPASSFILE=", 11) == 0)
+		return 1;
+	/* a job run as the job user gets that user's HOME and names, not the daemon's */
+	return switched && (strncmp(entry, "HOME=", 5) == 0 || strncmp(entry, "USER=", 5) == 0 ||
+			    strncmp(entry, "LOGNAME=", 8) == 0 || strncmp(entry, "PATH=", 5) == 0);
 }
 
 /* Builds envp: the daemon's environment less its FERRY_* settings, Ferry's, then the step's. */
@@ -54,15 +59,23 @@ static char **build_env(const struct exec_spec *c, const char *dir, const char *
 	json_t *env = c->env, *v;
 	size_t n = 0, k = 0;
 	const char *key;
+	const struct exec_user *u = exec_user_get();
 	char **envp;
 
 	while (environ[n])
 		n++;
-	envp = xcalloc(n + json_object_size(env) + 12, sizeof(char *));
+	envp = xcalloc(n + json_object_size(env) + 16, sizeof(char *));
 	for (size_t i = 0; i < n; i++) {
-		if (env_hide(environ[i]))
+		if (env_hide(environ[i], u != NULL))
 			continue;
 		envp[k++] = xstrdup(environ[i]);
+	}
+	if (u) {
+		envp[k++] = xasprintf("HOME=%s", u->home);
+		envp[k++] = xasprintf("USER=%s", u->name);
+		envp[k++] = xasprintf("LOGNAME=%s", u->name);
+		if (getenv("PATH"))
+			envp[k++] = xasprintf("PATH=%s", u->path);
 	}
 	envp[k++] = xasprintf("FERRY_RUN_ID=%lld", (long long)c->run_id);
 	envp[k++] = xasprintf("FERRY_STEP=%s", c->name);
@@ -125,8 +138,14 @@ static void shim(char **argv, char **envp, const char *cwd, const char *log, con
 			dup2(logfd, 2);
 		}
 		close_range(3, ~0U, 0); /* the status descriptor too */
+		if (exec_user_drop() < 0) {
+			static const char msg[] = "ferry: cannot switch to the job user (FERRY_JOB_USER)\n";
+			(void)fd_write_all(2, msg, sizeof(msg) - 1);
+			_exit(126);
+		}
 		if (chdir(cwd) < 0) {
-			static const char msg[] = "ferry: cannot enter the working directory\n";
+			static const char msg[] = "ferry: cannot enter the working directory (it must be "
+						  "readable and searchable by the job's user)\n";
 			(void)fd_write_all(2, msg, sizeof(msg) - 1);
 			_exit(126);
 		}

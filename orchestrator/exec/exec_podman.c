@@ -169,8 +169,8 @@ static char *home_of(const char *dir)
 	return xstrndup(dir, n);
 }
 
-/* Adds -v P:P unless P is missing or already inside a mount of mounts[0..n). */
-static void add_mount(struct vec *a, const char **mounts, int *n, const char *p)
+/* Adds -v P:P (read-only when ro) unless P is missing or already inside a mount of mounts[0..n). */
+static void add_mount(struct vec *a, const char **mounts, int *n, const char *p, int ro)
 {
 	struct stat sb;
 
@@ -182,7 +182,7 @@ static void add_mount(struct vec *a, const char **mounts, int *n, const char *p)
 			return;
 	}
 	mounts[(*n)++] = p;
-	vec_add2(a, "-v", xasprintf("%s:%s", p, p));
+	vec_add2(a, "-v", xasprintf("%s:%s%s", p, p, ro ? ":ro" : ""));
 }
 
 /*
@@ -276,12 +276,19 @@ int exec_podman_argv(char ***argv, char ***envp, const struct exec_spec *c, cons
 	}
 	for (json_int_t g = 0; g < json_integer_value(json_object_get(res, "gpus")); g++)
 		vec_add2(&a, "--device", xasprintf("nvidia.com/gpu=%lld", (long long)g));
-	/* the attempt directory (with out/), the checkpoint, the run's workdir, the cwd, the data cache */
-	add_mount(&a, mounts, &nm, dir);
-	add_mount(&a, mounts, &nm, ckpt);
-	add_mount(&a, mounts, &nm, c->run_workdir);
-	add_mount(&a, mounts, &nm, x.cwd);
-	add_mount(&a, mounts, &nm, json_string_value(json_object_get(env, "FERRY_CACHE_DIR")));
+	/*
+	 * The attempt directory (with out/) and the checkpoint writable; the
+	 * run's workdir and the cwd read-only (a job writes its outputs, not
+	 * the workflow's files); the data cache. As the job user (exec_user.c)
+	 * when ferryd is root, so a file the host keeps from that user stays so.
+	 */
+	add_mount(&a, mounts, &nm, dir, 0);
+	add_mount(&a, mounts, &nm, ckpt, 0);
+	add_mount(&a, mounts, &nm, c->run_workdir, 1);
+	add_mount(&a, mounts, &nm, x.cwd, 1);
+	add_mount(&a, mounts, &nm, json_string_value(json_object_get(env, "FERRY_CACHE_DIR")), 0);
+	if (exec_user_get())
+		vec_add2(&a, "--user", xasprintf("%d:%d", (int)exec_user_get()->uid, (int)exec_user_get()->gid));
 	vec_add2(&a, "-w", xstrdup(x.cwd));
 	/*
 	 * The job's variables: Ferry's FERRY_* and the step's env (not the

@@ -50,6 +50,7 @@
 
 #include "exec/proc.h"
 #include "lib/jobfile.h"
+#include "lib/envsecret.h"
 #include "lib/util.h"
 
 extern char **environ;
@@ -162,7 +163,7 @@ static size_t on_body(char *p, size_t size, size_t n, void *arg)
 /* The token: FERRY_SLURM_TOKEN, else FERRY_SLURM_TOKEN_FILE (read each time: it may be renewed). */
 static char *token_get(void)
 {
-	const char *t = getenv("FERRY_SLURM_TOKEN"), *f = getenv("FERRY_SLURM_TOKEN_FILE");
+	const char *t = envsecret_get("FERRY_SLURM_TOKEN"), *f = getenv("FERRY_SLURM_TOKEN_FILE");
 	char *buf = NULL;
 	size_t n;
 
@@ -677,6 +678,11 @@ static char **sbatch_argv(const struct sljob *s)
 		av[n++] = xasprintf("--gres=%s", p);
 	if ((p = json_string_value(json_object_get(job, "partition"))) != NULL)
 		av[n++] = xasprintf("--partition=%s", p);
+	if (exec_user_get()) {
+		/* ferryd is root: the job runs as the job user (exec_user.c), as root may ask Slurm */
+		av[n++] = xasprintf("--uid=%d", (int)exec_user_get()->uid);
+		av[n++] = xasprintf("--gid=%d", (int)exec_user_get()->gid);
+	}
 	av[n++] = xasprintf("%s/job.sh", s->dir);
 	return av;
 }

@@ -28,10 +28,12 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/file.h>
+#include <sys/random.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "lib/envsecret.h"
 #include "lib/util.h"
 
 #define EMBED_DB "ferry"
@@ -39,7 +41,7 @@
 #define MIGRATE_LOCK_KEY 0x66657272 /* "ferr" */
 
 struct cluster {
-	char *home, *data, *sockdir, *log;
+	char *home, *data, *sockdir, *log, *passfile;
 	uid_t uid;
 	gid_t gid;
 	int as_other; /* run server tools as uid/gid */
@@ -51,6 +53,7 @@ static void cluster_dispose(struct cluster *c)
 	free(c->data);
 	free(c->sockdir);
 	free(c->log);
+	free(c->passfile);
 }
 
 /* Finds the newest /usr/lib/postgresql/N/bin/TOOL, or TOOL on PATH. */
@@ -151,6 +154,7 @@ static int cluster_locate(struct cluster *c, const char *home)
 	c->home = abs;
 	c->data = xasprintf("%s/pg/data", abs);
 	c->log = xasprintf("%s/pg/postgres.log", abs);
+	c->passfile = xasprintf("%s/pgpass", abs);
 	c->sockdir = xasprintf("%s/pg/run", abs);
 	if (strlen(c->sockdir) + sizeof("/.s.PGSQL.5432") > 100) {
 		/* too long for sun_path: a short per-home directory under /tmp */
@@ -185,7 +189,8 @@ static int cluster_init(struct cluster *c, const char *home)
 	if (mkdir_p(home, 0755) < 0 || cluster_locate(c, home) < 0)
 		return FERRY_ERROR;
 	pgdir = xasprintf("%s/pg", c->home);
-	if (mkdir_p(pgdir, 0755) < 0 || chown_to(c, pgdir) < 0)
+	/* the server's alone: its data, its log, the socket (when it fits there) */
+	if (mkdir_p(pgdir, 0700) < 0 || chown_to(c, pgdir) < 0 || chmod(pgdir, 0700) < 0)
 		goto out;
 	error = FERRY_OK;
 out:
@@ -242,15 +247,156 @@ static int cluster_start(struct cluster *c)
 	return error;
 }
 
-static int ensure_database(const char *sockdir)
+/* Whether pg_hba.conf TEXT lets anyone in without a password: a rule whose method is trust. */
+static int hba_trusts(const char *text)
 {
-	char *ci = xasprintf("host=%s dbname=postgres user=" EMBED_USER, sockdir);
+	for (const char *line = text; line && *line; line = strchr(line, '\n') ? strchr(line, '\n') + 1 : NULL) {
+		size_t len = strcspn(line, "\n");
+		const char *hash = memchr(line, '#', len);
+		if (hash)
+			len = (size_t)(hash - line);
+		for (size_t i = 0; i + 5 <= len; i++)
+			if (memcmp(line + i, "trust", 5) == 0 && (i == 0 || line[i - 1] == ' ' || line[i - 1] == '\t') &&
+			    (i + 5 == len || line[i + 5] == ' ' || line[i + 5] == '\t' || line[i + 5] == '\r'))
+				return 1;
+	}
+	return 0;
+}
+
+/* The password in the cluster's passfile ("*:*:*:ferry:PASSWORD"), or NULL. */
+static char *passfile_password(const struct cluster *c)
+{
+	char *text = NULL, *pw = NULL, *p;
+
+	if (file_read(&text, NULL, c->passfile) < 0)
+		return NULL;
+	text[strcspn(text, "\r\n")] = '\0';
+	p = strrchr(text, ':');
+	if (p && p[1])
+		pw = xstrdup(p + 1);
+	free(text);
+	return pw;
+}
+
+/* Writes PATH atomically (a temporary beside it, then rename) with MODE; owned by c's server user if chown. */
+static int write_private(const struct cluster *c, const char *path, const char *text, mode_t mode, int to_server)
+{
+	char *tmp = xasprintf("%s.tmp", path);
+	int fd, error = FERRY_ERROR;
+
+	unlink(tmp);
+	fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, mode);
+	if (fd < 0 || fd_write_all(fd, text, strlen(text)) < 0 || fsync(fd) < 0 ||
+	    (to_server && c->as_other && fchown(fd, c->uid, c->gid) < 0) || rename(tmp, path) < 0) {
+		ferry_error_set("cannot write %s: %s", path, strerror(errno));
+		unlink(tmp);
+	} else {
+		error = FERRY_OK;
+	}
+	if (fd >= 0)
+		close(fd);
+	free(tmp);
+	return error;
+}
+
+/*
+ * No connection without the password: a cluster whose pg_hba.conf still
+ * trusts (a new one: initdb -A trust, or one made before this) gets a
+ * generated password, kept in $FERRY_HOME/pgpass (0600, libpq's passfile
+ * format, named by the conninfo's passfile=, so the password itself is in
+ * no conninfo, environment or log), set as the role's SCRAM verifier, and
+ * an hba of one rule, scram-sha-256, then a reload. A crash half-way is
+ * redone at the next start: the rule is what decides, and the passfile is
+ * reused if it was written. Jobs run as another user cannot read the
+ * passfile, nor reach the socket (pg/ and the socket directory are the
+ * server user's, 0700).
+ */
+static int cluster_secure(const struct cluster *c, PGconn *conn)
+{
+	char *hba = xasprintf("%s/pg_hba.conf", c->data), *text = NULL, *pw = NULL, *verifier = NULL;
+	char *lit = NULL, *sql = NULL, *pass = NULL;
+	PGresult *res = NULL;
+	int error = FERRY_ERROR;
+
+	if (file_read(&text, NULL, hba) < 0) {
+		ferry_error_set("cannot read %s: %s", hba, ferry_error_last());
+		goto out;
+	}
+	pw = passfile_password(c);
+	if (!hba_trusts(text)) {
+		error = FERRY_OK;
+		goto out;
+	}
+	if (pw == NULL) {
+		unsigned char raw[24];
+		char hex[49];
+		if (getrandom(raw, sizeof(raw), 0) != (ssize_t)sizeof(raw)) {
+			ferry_error_set("getrandom: %s", strerror(errno));
+			goto out;
+		}
+		hex_encode(hex, raw, sizeof(raw));
+		pw = xstrdup(hex);
+		pass = xasprintf("*:*:*:" EMBED_USER ":%s\n", pw);
+		if (write_private(c, c->passfile, pass, 0600, 0) < 0)
+			goto out;
+	}
+	verifier = PQencryptPasswordConn(conn, pw, EMBED_USER, "scram-sha-256");
+	if (verifier == NULL || (lit = PQescapeLiteral(conn, verifier, strlen(verifier))) == NULL) {
+		ferry_error_set("encrypting the database password: %s", PQerrorMessage(conn));
+		goto out;
+	}
+	sql = xasprintf("ALTER ROLE " EMBED_USER " PASSWORD %s", lit);
+	res = PQexec(conn, sql);
+	if (PQresultStatus(res) != PGRES_COMMAND_OK) {
+		ferry_error_set("setting the database password: %s", PQerrorMessage(conn));
+		goto out;
+	}
+	PQclear(res);
+	if (write_private(c, hba, "# written by Ferry (orchestrator/store/db.c): a password for every "
+				  "connection,\n# the one in $FERRY_HOME/pgpass\nlocal all all scram-sha-256\n",
+			  0600, 1) < 0)
+		goto out;
+	res = PQexec(conn, "SELECT pg_reload_conf()");
+	if (PQresultStatus(res) != PGRES_TUPLES_OK) {
+		ferry_error_set("reloading pg_hba.conf: %s", PQerrorMessage(conn));
+		goto out;
+	}
+	flog_info("embedded PostgreSQL: password authentication on (scram-sha-256, password in %s)",
+		  c->passfile);
+	error = FERRY_OK;
+out:
+	PQclear(res);
+	if (pw)
+		explicit_bzero(pw, strlen(pw));
+	if (pass)
+		explicit_bzero(pass, strlen(pass));
+	free(pw);
+	free(pass);
+	PQfreemem(verifier);
+	PQfreemem(lit);
+	free(sql);
+	free(text);
+	free(hba);
+	return error;
+}
+
+static int ensure_database(const struct cluster *c)
+{
+	char *ci = xasprintf("host=%s dbname=postgres user=" EMBED_USER " passfile=%s", c->sockdir, c->passfile);
 	PGconn *conn = NULL;
 	PGresult *res = NULL;
 	int error = FERRY_ERROR;
 
-	if ((error = db_connect_ex(&conn, ci, -1, DB_NO_STATEMENT_TIMEOUT)) < 0)
+	if ((error = db_connect_ex(&conn, ci, -1, DB_NO_STATEMENT_TIMEOUT)) < 0) {
+		if (access(c->passfile, F_OK) < 0)
+			ferry_error_set("%s (the embedded PostgreSQL asks for the password that was in %s, "
+					"which is gone: restore it, or set pg/data/pg_hba.conf back to trust "
+					"once and restart to have a new one made)", ferry_error_last(), c->passfile);
 		goto out;
+	}
+	if ((error = cluster_secure(c, conn)) < 0)
+		goto out;
+	error = FERRY_ERROR;
 	error = FERRY_ERROR;
 	res = PQexec(conn, "SELECT 1 FROM pg_database WHERE datname = '" EMBED_DB "'");
 	if (PQresultStatus(res) != PGRES_TUPLES_OK) {
@@ -341,7 +487,7 @@ static int cluster_ensure(struct cluster *c, const char *ci, int *started)
 
 	switch (PQping(ci)) {
 	case PQPING_OK:
-		error = ensure_database(c->sockdir);
+		error = ensure_database(c);
 		goto out;
 	case PQPING_REJECT:
 		ferry_error_set("embedded PostgreSQL is up but not accepting connections yet "
@@ -394,7 +540,7 @@ static int cluster_ensure(struct cluster *c, const char *ci, int *started)
 	}
 	if (started)
 		*started = 1;
-	error = PQping(ci) == PQPING_OK ? ensure_database(c->sockdir) : 1;
+	error = PQping(ci) == PQPING_OK ? ensure_database(c) : 1;
 	if (error == 1)
 		ferry_error_set("embedded PostgreSQL started but does not accept connections yet; see %s", c->log);
 out:
@@ -405,12 +551,12 @@ out:
 /* The conninfo of the embedded cluster c. */
 static char *cluster_conninfo(const struct cluster *c)
 {
-	return xasprintf("host=%s dbname=" EMBED_DB " user=" EMBED_USER, c->sockdir);
+	return xasprintf("host=%s dbname=" EMBED_DB " user=" EMBED_USER " passfile=%s", c->sockdir, c->passfile);
 }
 
 int db_conninfo_resolve(char **out, int *embedded, const char *home)
 {
-	const char *url = getenv("FERRY_DATABASE_URL");
+	const char *url = envsecret_get("FERRY_DATABASE_URL");
 	struct cluster c;
 
 	*out = NULL;

@@ -14,6 +14,10 @@ run_one() {
 	local t=$1
 	export FERRY_HOME="$SUITE/$t"
 	mkdir -p "$FERRY_HOME"
+	# where a test's jobs leave what the test counts: jobs run as ferry-job (exec_user.c)
+	# and cannot write the test's own files; SHARED reaches them through the daemon's environment
+	mkdir -m 1777 "$FERRY_HOME/shared"
+	export SHARED="$FERRY_HOME/shared"
 	local db="t_$(echo "$t" | tr -c 'a-z0-9_\n' '_')"
 	psql "$PG_CONN" -qAtc "DROP DATABASE IF EXISTS $db" >/dev/null 2>&1
 	psql "$PG_CONN" -qAtc "CREATE DATABASE $db${TEST_DB_TEMPLATE:+ TEMPLATE $TEST_DB_TEMPLATE}" >/dev/null ||

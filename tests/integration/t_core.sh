@@ -128,9 +128,9 @@ test_retry_failed_run() {
 	f=$(wf rf <<'Y'
 name: retry-failed
 steps:
-  - {name: prep, command: [sh, -c, "echo prep >> $TEST_HOME/calls"]}
-  - {name: fragile, needs: [prep], command: [sh, -c, "echo fragile >> $TEST_HOME/calls; test -f $TEST_HOME/fixed"]}
-  - {name: finish, needs: [fragile], command: [sh, -c, "echo finish >> $TEST_HOME/calls"]}
+  - {name: prep, command: [sh, -c, "echo prep >> $TEST_HOME/shared/calls"]}
+  - {name: fragile, needs: [prep], command: [sh, -c, "echo fragile >> $TEST_HOME/shared/calls; test -f $TEST_HOME/fixed"]}
+  - {name: finish, needs: [fragile], command: [sh, -c, "echo finish >> $TEST_HOME/shared/calls"]}
 Y
 )
 	id=$(submit "$f")
@@ -142,7 +142,7 @@ Y
 	wait_run "$id" succeeded 20
 	assert_eq "$(step_col "$id" prep attempts)" 1 "prep not re-run"
 	assert_eq "$(step_col "$id" fragile attempts)" 2 "fragile re-run"
-	assert_eq "$(tr '\n' ' ' < "$FERRY_HOME/calls")" "prep fragile fragile finish " "calls"
+	assert_eq "$(tr '\n' ' ' < "$FERRY_HOME/shared/calls")" "prep fragile fragile finish " "calls"
 	assert_eq "$(sql "SELECT actor FROM events WHERE run_id = $id AND kind = 'run.retry'")" "admin (as tester)" "retry actor"
 }
 
@@ -177,6 +177,15 @@ steps:
   - {name: rogue, retry: {limit: 1, backoff: 100ms}, command: [sh, -c, "kill -9 0"]}
 Y
 )
+	id=$(submit "$f")
+	wait_run "$id" failed 20
+	assert_eq "$(step_col "$id" rogue attempts)" 2 "counted as tries, retried within its limit"
+	# as ferry-job the job cannot signal its root supervisor, which records the kill
+	assert_eq "$(step_col "$id" rogue reason)" "killed by signal 9 (Killed)" "reason, under the job user"
+	# jobs as the daemon's own user (a daemon not run as root; here FERRY_JOB_USER=root) can take
+	# their supervisor with them: still a failed try with a reason, never a loop
+	stop_daemon a
+	start_daemon b FERRY_JOB_USER=root
 	id=$(submit "$f")
 	wait_run "$id" failed 20
 	assert_eq "$(step_col "$id" rogue attempts)" 2 "counted as tries, retried within its limit"

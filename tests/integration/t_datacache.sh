@@ -21,7 +21,7 @@ dc_out() {
 dc_count() { [ -f "$1" ] && wc -l <"$1" | tr -d ' ' || echo 0; }
 
 test_datacache_miss_then_hit() {
-	export COUNTER="$FERRY_HOME/trained"
+	export COUNTER="$FERRY_HOME/shared/trained"
 	start_daemon a
 	W="$FERRY_HOME/work"
 	mkdir -p "$W/data/sub"
@@ -109,7 +109,7 @@ Y
 }
 
 test_datacache_preprocess_runs_once() {
-	export PREP="$FERRY_HOME/prep-runs"
+	export PREP="$FERRY_HOME/shared/prep-runs"
 	start_daemon a
 	W="$FERRY_HOME/work"
 	mkdir -p "$W/raw"

@@ -107,7 +107,7 @@ PY
 	for _ in $(seq 1 50); do [ -s "$FERRY_HOME/relay.port" ] && break; sleep 0.1; done
 	[ -s "$FERRY_HOME/relay.port" ] || fail "the relay did not start"
 	RELAY_PORT=$(cat "$FERRY_HOME/relay.port")
-	RELAY_URL="host=127.0.0.1 port=$RELAY_PORT dbname=$(echo "$FERRY_DATABASE_URL" | sed -n 's/.*dbname=\([^ ]*\).*/\1/p') user=ferry sslmode=disable"
+	RELAY_URL="host=127.0.0.1 port=$RELAY_PORT dbname=$(echo "$FERRY_DATABASE_URL" | sed -n 's/.*dbname=\([^ ]*\).*/\1/p') user=ferry sslmode=disable passfile=$(echo "$FERRY_DATABASE_URL" | sed -n 's/.*passfile=\([^ ]*\).*/\1/p')"
 }
 
 relay_mode() { echo "$1" >"$FERRY_HOME/relay.mode"; sleep 0.2; }

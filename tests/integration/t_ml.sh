@@ -98,7 +98,7 @@ Y
 
 test_step_cache_hit_and_no_cache() {
 	start_daemon a
-	export COUNTER="$FERRY_HOME/counter"
+	export COUNTER="$FERRY_HOME/shared/counter"
 	f=$(wf cached <<Y
 name: cached
 params:

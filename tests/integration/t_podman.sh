@@ -90,6 +90,22 @@ Y
 	id3=$(submit "$f")
 	wait_run "$id3" succeeded 30
 	assert_eq "$(cat "$FERRY_HOME/runs/$id3/look/1/out/env")" "hi there|look|none|none|$FERRY_HOME/runs/$id3/look/1" "environment and working directory"
+	# as the job user (ferryd is root here), the workflow's directory mounted read-only
+	mkdir -m 777 "$FERRY_HOME/wd" # writable by anyone on the host: only the mount can refuse
+	api POST /api/v1/runs "$(jq -n --arg wd "$FERRY_HOME/wd" --rawfile yaml "$(wf mounts <<'Y'
+name: mounts
+steps:
+  - name: m
+    image: ferry-base
+    command: [sh, -c, 'id -u > "$FERRY_OUTPUT_DIR/uid"; if touch ./planted 2>/dev/null; then echo writable; else echo read-only; fi > "$FERRY_OUTPUT_DIR/wd"; pwd >> "$FERRY_OUTPUT_DIR/wd"']
+Y
+)" '{yaml: $yaml, workdir: $wd}')"
+	assert_eq "$CODE" 201 "submitted with a workdir: $BODY"
+	id5=$(echo "$BODY" | json 'j["id"]')
+	wait_run "$id5" succeeded 30
+	assert_eq "$(cat "$FERRY_HOME/runs/$id5/m/1/out/uid")" "$(id -u ferry-job)" "the container runs as ferry-job"
+	assert_eq "$(cat "$FERRY_HOME/runs/$id5/m/1/out/wd" | paste -sd' ')" "read-only $FERRY_HOME/wd" "the workdir is read-only"
+	[ ! -e "$FERRY_HOME/wd/planted" ] || fail "the container wrote into the workdir"
 	# an image that is not here fails the step with podman's word for it (no registry is tried)
 	id4=$(submit "$(wf missing <<'Y'
 name: missing

@@ -7,8 +7,8 @@ test_kill9_restart_readopts() {
 	f=$(wf crash <<'Y'
 name: crash
 steps:
-  - {name: work, command: [sh, -c, 'echo start >> "$FERRY_OUTPUT_DIR/../../calls"; sleep 4; echo done >> "$FERRY_OUTPUT_DIR/../../calls"']}
-  - {name: after, needs: [work], command: [sh, -c, 'echo after >> "$FERRY_OUTPUT_DIR/../../calls"']}
+  - {name: work, command: [sh, -c, 'echo start >> "$FERRY_CHECKPOINT_DIR/calls"; sleep 4; echo done >> "$FERRY_CHECKPOINT_DIR/calls"']}
+  - {name: after, needs: [work], command: [sh, -c, 'echo after >> "$FERRY_CHECKPOINT_DIR/calls"']}
 Y
 )
 	id=$(submit "$f")
@@ -18,7 +18,7 @@ Y
 	sleep 0.5
 	start_daemon a
 	wait_run "$id" succeeded 30
-	assert_eq "$(tr '\n' ' ' < "$FERRY_HOME/runs/$id/work/calls")" "start done " "work ran once, to completion"
+	assert_eq "$(tr '\n' ' ' < "$FERRY_HOME/runs/$id/work/checkpoint/calls")" "start done " "work ran once, to completion"
 	assert_eq "$(step_col "$id" work attempts)" 1 "no second attempt"
 	assert_eq "$(sql "SELECT count(*) FROM events WHERE run_id = $id AND kind = 'attempt.adopted'")" 1 "adoption recorded"
 	assert_eq "$(sql "SELECT count(*) FROM events WHERE run_id = $id AND kind = 'step.succeeded' AND step = 'work'")" 1 "completed once"
@@ -29,7 +29,7 @@ test_kill9_job_finished_while_down() {
 	f=$(wf crash2 <<'Y'
 name: crash2
 steps:
-  - {name: quick, command: [sh, -c, 'sleep 0.8; echo ran >> "$FERRY_OUTPUT_DIR/../../calls"']}
+  - {name: quick, command: [sh, -c, 'sleep 0.8; echo ran >> "$FERRY_CHECKPOINT_DIR/calls"']}
   - {name: after, needs: [quick], command: [sh, -c, 'true']}
 Y
 )
@@ -39,7 +39,7 @@ Y
 	sleep 1.5   # the job finishes while no daemon watches it
 	start_daemon a
 	wait_run "$id" succeeded 30
-	assert_eq "$(cat "$FERRY_HOME/runs/$id/quick/calls" | wc -l)" 1 "quick ran once"
+	assert_eq "$(cat "$FERRY_HOME/runs/$id/quick/checkpoint/calls" | wc -l)" 1 "quick ran once"
 	assert_eq "$(step_col "$id" quick attempts)" 1 "no second attempt"
 }
 
@@ -72,15 +72,15 @@ test_two_daemons_share_work() {
 		echo "steps:"
 		echo "  - {name: root, command: [sh, -c, 'true']}"
 		for i in $(seq 1 30); do
-			echo "  - {name: s$i, needs: [root], command: [sh, -c, 'echo s$i >> \"\$FERRY_OUTPUT_DIR/../../../../shared\"; sleep 0.3']}"
+			echo "  - {name: s$i, needs: [root], command: [sh, -c, 'echo s$i >> \"\$SHARED/wide\"; sleep 0.3']}"
 		done
 	} > "$FERRY_HOME/wide.yaml"
 	id=$(submit "$FERRY_HOME/wide.yaml")
 	id2=$(submit "$FERRY_HOME/wide.yaml")
 	wait_run "$id" succeeded 60
 	wait_run "$id2" succeeded 60
-	lines=$(wc -l < "$FERRY_HOME/runs/shared")
-	uniq=$(sort -u "$FERRY_HOME/runs/shared" | wc -l)
+	lines=$(wc -l < "$FERRY_HOME/shared/wide")
+	uniq=$(sort -u "$FERRY_HOME/shared/wide" | wc -l)
 	assert_eq "$lines" 60 "each of 2x30 steps ran exactly once"
 	assert_eq "$uniq" 30 "distinct step names"
 	assert_eq "$(sql "SELECT count(*) FROM attempts a JOIN steps s ON s.id = a.step_id WHERE s.run_id IN ($id, $id2)")" 62 "one attempt per step"
@@ -94,7 +94,7 @@ test_sigterm_hands_over() {
 	f=$(wf handover <<'Y'
 name: handover
 steps:
-  - {name: long, command: [sh, -c, 'sleep 5; echo finished >> "$FERRY_OUTPUT_DIR/../../calls"']}
+  - {name: long, command: [sh, -c, 'sleep 5; echo finished >> "$FERRY_CHECKPOINT_DIR/calls"']}
 Y
 )
 	id=$(submit "$f")
@@ -103,7 +103,7 @@ Y
 	grep -q "handing 1 running job over" "$FERRY_HOME/ferryd-a.log" || fail "no hand-over logged"
 	start_daemon a
 	wait_run "$id" succeeded 30
-	assert_eq "$(cat "$FERRY_HOME/runs/$id/long/calls")" finished "ran once"
+	assert_eq "$(cat "$FERRY_HOME/runs/$id/long/checkpoint/calls")" finished "ran once"
 	assert_eq "$(step_col "$id" long attempts)" 1 "same attempt"
 }
 

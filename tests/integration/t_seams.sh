@@ -4,12 +4,12 @@
 # through bin/ferryd-test), and one leader among replicas.
 
 # a step whose work is counted: one line per run of its command, in
-# $FERRY_HOME/runs/RUN/work.count
+# $FERRY_HOME/shared/work.count.RUN
 counted_wf() {
 	wf counted <<'Y'
 name: counted
 steps:
-  - {name: work, command: [sh, -c, 'echo "attempt $FERRY_ATTEMPT" >> "$FERRY_ATTEMPT_DIR/../../work.count"; sleep 2']}
+  - {name: work, command: [sh, -c, 'echo "attempt $FERRY_ATTEMPT" >> "$SHARED/work.count.$FERRY_RUN_ID"; sleep 2']}
   - {name: after, needs: [work], command: [sh, -c, 'true']}
 Y
 }
@@ -36,7 +36,7 @@ submit_racing() {
 
 assert_ran_once() { # RUN
 	wait_run "$1" succeeded 30
-	assert_eq "$(cat "$FERRY_HOME/runs/$1/work.count")" "attempt 1" "the step's work ran exactly once"
+	assert_eq "$(cat "$FERRY_HOME/shared/work.count.$1")" "attempt 1" "the step's work ran exactly once"
 	assert_eq "$(sql "SELECT count(*) FROM attempts a JOIN steps s ON s.id = a.step_id WHERE s.run_id = $1 AND s.name = 'work'")" 1 "one attempt"
 	assert_match "$(sql "SELECT executor || ' ' || (handle->>'pid') FROM attempts a JOIN steps s ON s.id = a.step_id WHERE s.run_id = $1 AND s.name = 'work'")" '^local [0-9]+$' "the handle was recorded by the adopter"
 }
@@ -73,7 +73,7 @@ test_fault_failed_record_is_retried() {
 	[ -n "$h" ] || fail "the handle was never recorded after the failed records"
 	assert_eq "$(grep -c 'fault injected: failing "record"' "$FERRY_HOME/ferryd-a.log")" 3 "three failed records"
 	wait_run "$id" succeeded 30
-	assert_eq "$(cat "$FERRY_HOME/runs/$id/work.count")" "attempt 1" "ran once"
+	assert_eq "$(cat "$FERRY_HOME/shared/work.count.$id")" "attempt 1" "ran once"
 }
 
 test_test_executor_type_runs_a_workflow() {

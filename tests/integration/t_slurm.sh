@@ -117,7 +117,7 @@ steps:
   - name: again
     executor: slurm
     retry: {limit: 2, backoff: 1s}
-    command: [sh, -c, 'echo "try $FERRY_ATTEMPT" >>"$FERRY_HOME/again.count"; [ "$FERRY_ATTEMPT" -ge 3 ]']
+    command: [sh, -c, 'echo "try $FERRY_ATTEMPT" >>"$FERRY_HOME/shared/again.count"; [ "$FERRY_ATTEMPT" -ge 3 ]']
     env: {FERRY_HOME: "{{ run.id }}"}
 Y
 )
@@ -127,7 +127,7 @@ Y
 	wait_step "$id" slow failed 40
 	assert_match "$(attempt_col "$id" slow a.reason)" "timed out after 2000 ms" "timeout reason"
 	wait_step "$id" again succeeded 60
-	assert_eq "$(tr '\n' ' ' <"$FERRY_HOME/again.count")" "try 1 try 2 try 3 " "three tries"
+	assert_eq "$(tr '\n' ' ' <"$FERRY_HOME/shared/again.count")" "try 1 try 2 try 3 " "three tries"
 	assert_eq "$(attempt_col "$id" again "(a.handle->>'job_id' IS NOT NULL)::text")" "true,true,true" "three Slurm jobs"
 	for _ in $(seq 1 100); do [ -z "$(slurm_jobs)" ] && break; sleep 0.1; done
 	assert_eq "$(slurm_jobs)" "" "the timed-out job was cancelled"
@@ -181,14 +181,14 @@ slurm_counted_wf() {
 	wf counted <<Y
 name: counted
 steps:
-  - {name: work, executor: slurm, command: [sh, -c, 'echo "attempt \$FERRY_ATTEMPT" >> "$FERRY_HOME/work.count"; sleep 4']}
+  - {name: work, executor: slurm, command: [sh, -c, 'echo "attempt \$FERRY_ATTEMPT" >> "$FERRY_HOME/shared/work.count"; sleep 4']}
   - {name: after, needs: [work], command: [sh, -c, 'true']}
 Y
 }
 
 slurm_ran_once() { # RUN
 	wait_run "$1" succeeded 60
-	assert_eq "$(cat "$FERRY_HOME/work.count")" "attempt 1" "the step's work ran exactly once"
+	assert_eq "$(cat "$FERRY_HOME/shared/work.count")" "attempt 1" "the step's work ran exactly once"
 	assert_eq "$(sql "SELECT count(*) FROM attempts a JOIN steps s ON s.id = a.step_id WHERE s.run_id = $1 AND s.name = 'work'")" 1 "one attempt"
 	assert_match "$(attempt_col "$1" work "a.executor || ' ' || (a.handle->>'job_id')")" '^slurm [0-9]+$' "the job id recorded"
 	assert_eq "$(slurm_jobs)" "" "no Slurm job left"
@@ -212,7 +212,7 @@ test_slurm_daemon_kill9_while_running() {
 	start_daemon a
 	id=$(submit "$(slurm_counted_wf)")
 	wait_step "$id" work running 10
-	for _ in $(seq 1 50); do [ -s "$FERRY_HOME/work.count" ] && break; sleep 0.1; done
+	for _ in $(seq 1 50); do [ -s "$FERRY_HOME/shared/work.count" ] && break; sleep 0.1; done
 	stop_daemon a KILL
 	start_daemon a
 	slurm_ran_once "$id"
@@ -273,10 +273,10 @@ Y
 	wait_run "$q" succeeded 5
 	sleep 2
 	assert_eq "$(step_col "$id" work state)" running "still waiting for slurmrestd"
-	[ ! -s "$FERRY_HOME/work.count" ] || fail "ran although never submitted"
+	[ ! -s "$FERRY_HOME/shared/work.count" ] || fail "ran although never submitted"
 	"$ROOT/deploy/slurm.sh" start "$FERRY_SLURM_DIR" >/dev/null
 	wait_run "$id" succeeded 60
-	assert_eq "$(cat "$FERRY_HOME/work.count")" "attempt 1" "the step's work ran exactly once"
+	assert_eq "$(cat "$FERRY_HOME/shared/work.count")" "attempt 1" "the step's work ran exactly once"
 	# submitted after the handle was recorded: the job id is in the script's status line
 	grep -Eq '^slurm [0-9]+$' "$FERRY_HOME/runs/$id/work/1/status" || fail "no Slurm job id in the status file"
 	assert_eq "$(slurm_jobs)" "" "no Slurm job left"

@@ -200,8 +200,8 @@ static void test_podman__argv_host_network_mounts(void **state)
 	assert_string_equal(argv[n - 3], "--rootfs"); /* image: host: the host's root, as an overlay */
 	assert_string_equal(argv[n - 2], "/:O");
 	assert_string_equal(argv[n - 1], "true");
-	/* the run's workdir is mounted; the step's below it is inside that mount */
-	v = xasprintf("%s:%s", wd, wd);
+	/* the run's workdir is mounted read-only; the step's below it is inside that mount */
+	v = xasprintf("%s:%s:ro", wd, wd);
 	assert_true(has_pair(argv, "-v", v));
 	free(v);
 	v = xasprintf("%s:%s", sub, sub);

@@ -1,0 +1,120 @@
+# A job is not the daemon (orchestrator/exec/exec_user.c). Run as root,
+# ferryd runs jobs as the unprivileged ferry-job user; its own secrets are
+# scrubbed from its environment and it is not dumpable; its embedded
+# PostgreSQL asks for a password (scram-sha-256) kept in a 0600 file; the
+# parts of $FERRY_HOME a job has no business in are closed to it. On
+# 058d658 a step that walked up its process tree printed the daemon's API
+# token, and one that ran psql against the embedded cluster's socket made
+# itself an admin token (initdb -A trust, jobs run as root).
+
+# the process-tree walk of finding 1: every ancestor's environment, as the job sees it
+isolation_walk_wf() {
+	wf walk <<'Y'
+name: walk
+steps:
+  - name: s
+    command:
+      - sh
+      - -c
+      - |
+        echo "user=$(id -un) uid=$(id -u)"
+        p=$$
+        while [ "$p" -gt 1 ]; do
+          if tr '\0' '\n' < /proc/$p/environ 2>/dev/null | grep -E 'it-api-s3cret|it-hook-s3cret'; then echo "LEAK from $p"; fi
+          p=$(awk '{print $4}' /proc/$p/stat)
+        done
+        cat "$FERRY_ATTEMPT_DIR/../../../../api-token" 2>/dev/null && echo "LEAK api-token"
+        ls "$FERRY_ATTEMPT_DIR/../../.." 2>/dev/null && echo "LEAK runs listed"
+        touch "$FERRY_ATTEMPT_DIR/../../../../planted" 2>/dev/null && echo "LEAK home written"
+        echo out > "$FERRY_OUTPUT_DIR/mine" && echo "own output written"
+        echo done
+Y
+}
+
+test_isolation_job_runs_as_ferry_job_and_finds_no_secret() {
+	start_daemon a FERRY_API_TOKEN=it-api-s3cret FERRY_GIT_WEBHOOK_SECRET=it-hook-s3cret
+	FERRY_API_TOKEN=it-api-s3cret
+	id=$(submit "$(isolation_walk_wf)")
+	wait_run "$id" succeeded 30
+	log=$(cat "$FERRY_HOME/runs/$id/s/1/log")
+	assert_match "$log" "user=ferry-job uid=$(id -u ferry-job)" "the job runs as ferry-job"
+	assert_match "$log" "own output written" "the job writes its own attempt directory"
+	case $log in *LEAK*) fail "the job reached what is the daemon's: $log" ;; esac
+	# scrubbed, not only hidden: root reads ferryd's environment block and finds neither
+	if tr '\0' '\n' <"/proc/$(daemon_pid a)/environ" | grep -E 'it-api-s3cret|it-hook-s3cret'; then
+		fail "ferryd's /proc environ still holds a secret"
+	fi
+	assert_eq "$(awk '/^Uid:/ {print $2}' "/proc/$(daemon_pid a)/status")" 0 "ferryd itself stays root"
+	[ ! -e "$FERRY_HOME/planted" ] || fail "the job wrote into FERRY_HOME"
+	assert_eq "$(stat -c '%a %U' "$FERRY_HOME" "$FERRY_HOME/runs" "$FERRY_HOME/artifacts" | paste -sd,)" \
+		"711 root,711 root,700 root" "home, runs/ and artifacts/ modes"
+	assert_eq "$(stat -c '%a %U' "$FERRY_HOME/runs/$id/s/1" "$FERRY_HOME/runs/$id/s/1/out" | paste -sd,)" \
+		"700 ferry-job,711 ferry-job" "the attempt directory is the job's"
+	# the token still works for the API (the daemon kept it)
+	api GET /api/v1/runs/$id
+	assert_eq "$CODE" 200 "the scrubbed token still authenticates"
+}
+
+test_isolation_job_user_settings() {
+	# a user that does not exist: refused at start, with the way out
+	spawn_daemon a FERRY_JOB_USER=nosuch-user
+	for _ in $(seq 1 50); do kill -0 "$(daemon_pid a)" 2>/dev/null || break; sleep 0.1; done
+	! kill -0 "$(daemon_pid a)" 2>/dev/null || fail "ferryd started with FERRY_JOB_USER=nosuch-user"
+	assert_match "$(cat "$FERRY_HOME/ferryd-a.log")" "there is no user 'nosuch-user' to run jobs as" "the error names the user"
+	# a home the job user cannot reach: refused at start, naming the directory
+	mkdir -m 700 "$FERRY_HOME/closed"
+	spawn_daemon b FERRY_HOME="$FERRY_HOME/closed/h"
+	for _ in $(seq 1 50); do kill -0 "$(daemon_pid b)" 2>/dev/null || break; sleep 0.1; done
+	! kill -0 "$(daemon_pid b)" 2>/dev/null || fail "ferryd started in a home ferry-job cannot reach"
+	assert_match "$(cat "$FERRY_HOME/ferryd-b.log")" "the job user ferry-job cannot enter $FERRY_HOME/closed .mode 0700, owner uid 0.: jobs could not reach" "says which directory"
+	# root, explicitly: jobs run as root, and the log says what that costs
+	start_daemon c FERRY_JOB_USER=root
+	id=$(submit "$(wf who <<'Y'
+name: who
+steps:
+  - {name: s, command: [sh, -c, 'id -un']}
+Y
+)")
+	wait_run "$id" succeeded 30
+	assert_eq "$(cat "$FERRY_HOME/runs/$id/s/1/log")" root "FERRY_JOB_USER=root runs jobs as root"
+	assert_match "$(cat "$FERRY_HOME/ferryd-c.log")" "FERRY_JOB_USER=root: jobs run as root" "with a warning"
+}
+
+# the embedded cluster (no FERRY_DATABASE_URL): password only, and out of a job's reach
+test_isolation_embedded_postgres_wants_a_password() {
+	local home="$FERRY_HOME/e" sock
+	spawn_daemon a FERRY_HOME="$home" FERRY_DATABASE_URL=
+	await_daemon a
+	use_daemon a
+	sock=$(FERRY_HOME="$home" FERRY_DATABASE_URL= ferryd db status -o json | jq -r .socket_dir)
+	# the test's own queries (wait_run) go to the embedded cluster too
+	FERRY_DATABASE_URL=$(FERRY_HOME="$home" FERRY_DATABASE_URL= ferryd db status -o json | jq -r .conninfo)
+	assert_match "$FERRY_DATABASE_URL" "passfile=$home/pgpass" "the conninfo names the passfile, not the password"
+	[ -S "$sock/.s.PGSQL.5432" ] || fail "no socket in $sock"
+	assert_eq "$(stat -c '%a %U' "$home/pgpass" "$home/pg" | paste -sd,)" "600 root,700 postgres" "pgpass and pg/ modes"
+	grep -v '^#' "$home/pg/data/pg_hba.conf" | grep -qw trust && fail "pg_hba.conf still trusts: $(cat "$home/pg/data/pg_hba.conf")"
+	# without the password even root is refused; with the passfile it is let in
+	if psql -w "host=$sock dbname=ferry user=ferry" -qAtc 'select 1' 2>"$FERRY_HOME/psql.err"; then
+		fail "psql without a password was let in"
+	fi
+	assert_match "$(cat "$FERRY_HOME/psql.err")" "password" "refused for want of a password"
+	assert_eq "$(psql -w "host=$sock dbname=ferry user=ferry passfile=$home/pgpass" -qAtc 'select 1')" 1 "the passfile lets the daemon in"
+	# finding 1's step: psql at the socket to mint a token. As ferry-job it cannot reach it.
+	id=$(submit "$(wf mint <<Y
+name: mint
+steps:
+  - name: s
+    command: [sh, -c, 'psql -w "host=$sock dbname=ferry user=ferry" -c "insert into api_tokens (name) values (1)" 2>&1; cat "$home/pgpass" 2>&1; echo end']
+Y
+)")
+	wait_run "$id" succeeded 30
+	log=$(cat "$home/runs/$id/s/1/log")
+	assert_match "$log" "Permission denied" "the socket is out of the job's reach"
+	case $log in *'*:*:*:ferry:'*) fail "the job read the password file: $log" ;; esac
+	stop_daemon a
+	FERRY_HOME="$home" ferryd db stop
+	# a restart reuses the password; the cluster starts and is reached again
+	start_daemon a FERRY_HOME="$home" FERRY_DATABASE_URL=
+	stop_daemon a
+	FERRY_HOME="$home" ferryd db stop
+}
