@@ -170,7 +170,7 @@ Y
 }
 
 test_job_killing_its_group_fails_not_loops() {
-	start_daemon a
+	start_daemon a FERRY_JOB_USER=
 	f=$(wf selfkill <<'Y'
 name: selfkill
 steps:

@@ -32,7 +32,7 @@ Y
 }
 
 test_isolation_job_runs_as_ferry_job_and_finds_no_secret() {
-	start_daemon a FERRY_API_TOKEN=it-api-s3cret FERRY_GIT_WEBHOOK_SECRET=it-hook-s3cret
+	start_daemon a FERRY_JOB_USER= FERRY_API_TOKEN=it-api-s3cret FERRY_GIT_WEBHOOK_SECRET=it-hook-s3cret
 	FERRY_API_TOKEN=it-api-s3cret
 	id=$(submit "$(isolation_walk_wf)")
 	wait_run "$id" succeeded 30
@@ -63,7 +63,7 @@ test_isolation_job_user_settings() {
 	assert_match "$(cat "$FERRY_HOME/ferryd-a.log")" "there is no user 'nosuch-user' to run jobs as" "the error names the user"
 	# a home the job user cannot reach: refused at start, naming the directory
 	mkdir -m 700 "$FERRY_HOME/closed"
-	spawn_daemon b FERRY_HOME="$FERRY_HOME/closed/h"
+	spawn_daemon b FERRY_JOB_USER= FERRY_HOME="$FERRY_HOME/closed/h"
 	for _ in $(seq 1 50); do kill -0 "$(daemon_pid b)" 2>/dev/null || break; sleep 0.1; done
 	! kill -0 "$(daemon_pid b)" 2>/dev/null || fail "ferryd started in a home ferry-job cannot reach"
 	assert_match "$(cat "$FERRY_HOME/ferryd-b.log")" "the job user ferry-job cannot enter $FERRY_HOME/closed .mode 0700, owner uid 0.: jobs could not reach" "says which directory"
@@ -83,7 +83,7 @@ Y
 # the embedded cluster (no FERRY_DATABASE_URL): password only, and out of a job's reach
 test_isolation_embedded_postgres_wants_a_password() {
 	local home="$FERRY_HOME/e" sock
-	spawn_daemon a FERRY_HOME="$home" FERRY_DATABASE_URL=
+	spawn_daemon a FERRY_JOB_USER= FERRY_HOME="$home" FERRY_DATABASE_URL=
 	await_daemon a
 	use_daemon a
 	sock=$(FERRY_HOME="$home" FERRY_DATABASE_URL= ferryd db status -o json | jq -r .socket_dir)

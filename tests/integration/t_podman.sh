@@ -57,7 +57,7 @@ attempts_of() { # RUN STEP: "executor container" of each attempt
 
 test_podman_hello_busybox_and_host() {
 	podman_up
-	start_daemon a FERRY_EXECUTOR=podman
+	start_daemon a FERRY_EXECUTOR=podman FERRY_JOB_USER=
 	# the busybox image: every step of hello, the retried one too
 	id=$(submit "$(with_image "$ROOT/workflows/hello.yaml" ferry-base hello-busybox)" '{"who":"podman"}')
 	wait_run "$id" succeeded 60
