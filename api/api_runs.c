@@ -20,6 +20,7 @@
 
 #include "api/runcache.h"
 #include "api/tokens.h"
+#include "exec/exec.h"
 #include "lib/states.h"
 #include "lib/util.h"
 #include "runs/runs.h"
@@ -84,6 +85,28 @@ static void run_reply(struct reply *r, PGconn *db, int64_t id, unsigned status)
 		reply_json(r, status, json);
 }
 
+/*
+ * A run's working directory from the API: an existing absolute directory,
+ * inside FERRY_ALLOWED_ROOTS when set, that the job user can enter (its
+ * jobs run there). 0 when it will do; otherwise the 400 is answered.
+ */
+static int workdir_ok(struct reply *r, const char *wd)
+{
+	char *real;
+	int ok;
+
+	if (wd[0] != '/' || strstr(wd, "/../") || !is_dir(wd)) {
+		reply_error(r, 400, "invalid_field", "workdir", "field \"workdir\" must be an existing absolute directory", NULL);
+		return -1;
+	}
+	real = realpath(wd, NULL);
+	ok = real && exec_user_may_read(real, "workdir", NULL, NULL);
+	if (!ok)
+		reply_error(r, 400, "invalid_field", "workdir", real ? ferry_error_last() : "field \"workdir\" cannot be resolved", NULL);
+	free(real);
+	return ok ? 0 : -1;
+}
+
 void api_runs_create(struct api *a, struct reply *r, PGconn *db, struct req *q)
 {
 	struct MHD_Connection *conn = q->conn;
@@ -130,10 +153,8 @@ void api_runs_create(struct api *a, struct reply *r, PGconn *db, struct req *q)
 		reply_error(r, 400, "invalid_field", "params", "field \"params\" must be an object of name: value", NULL);
 		goto out;
 	}
-	if (rn.workdir && (rn.workdir[0] != '/' || strstr(rn.workdir, "/../") || !is_dir(rn.workdir))) {
-		reply_error(r, 400, "invalid_field", "workdir", "field \"workdir\" must be an existing absolute directory", NULL);
+	if (rn.workdir && workdir_ok(r, rn.workdir) < 0)
 		goto out;
-	}
 	if (trigger && strcmp(trigger, "api") != 0 && strcmp(trigger, "cli") != 0) {
 		reply_error(r, 400, "invalid_field", "trigger", "field \"trigger\" must be \"api\" or \"cli\"", NULL);
 		goto out;
@@ -348,10 +369,8 @@ void api_workflow_register(struct api *a, struct reply *r, PGconn *db, struct re
 		reply_error(r, 400, "invalid_field", "yaml", "field \"yaml\" (the workflow text) is required", NULL);
 		goto out;
 	}
-	if (workdir && (workdir[0] != '/' || strstr(workdir, "/../") || !is_dir(workdir))) {
-		reply_error(r, 400, "invalid_field", "workdir", "field \"workdir\" must be an existing absolute directory", NULL);
+	if (workdir && workdir_ok(r, workdir) < 0)
 		goto out;
-	}
 	actor = actor_of(q);
 	error = workflows_register(&json, db, yaml, json_string_length(json_object_get(body, "yaml")),
 				   filename ? filename : "<inline>", workdir, actor, &errs);

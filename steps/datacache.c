@@ -256,6 +256,13 @@ static int resolve_dataset(char **out, struct step_result *res, const struct ste
 		return 1;
 	}
 	free(joined);
+	if (!exec_user_may_read(real, "dataset", r->workdir, r->home)) {
+		res->outcome = OUTCOME_FAILED;
+		res->final = 1;
+		res->reason = xstrdup(ferry_error_last());
+		free(real);
+		return 1;
+	}
 	*out = real;
 	return FERRY_OK;
 }

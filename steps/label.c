@@ -18,6 +18,7 @@
 #include <unistd.h>
 
 #include "lib/fingerprint.h"
+#include "exec/exec.h"
 #include "lib/util.h"
 #include "lib/webhook.h"
 
@@ -181,8 +182,24 @@ int label_step(const struct step_run *r, struct step_result *res)
 					dataset ? "" : ": ", dataset ? "" : strerror(errno));
 		goto out;
 	}
+	if (!exec_user_may_read(dataset, "dataset", r->workdir, r->home)) {
+		res->outcome = OUTCOME_FAILED;
+		res->reason = xstrdup(ferry_error_last());
+		goto out;
+	}
 	lf = lf ? lf : "labels.csv";
 	labels = lf[0] == '/' ? xstrdup(lf) : xasprintf("%s/%s", dataset, lf);
+	{
+		/* the labels file is read for the run as well: the same rule */
+		char *real = realpath(labels, NULL);
+		int ok = real == NULL || exec_user_may_read(real, "labels", r->workdir, r->home);
+		free(real);
+		if (!ok) {
+			res->outcome = OUTCOME_FAILED;
+			res->reason = xstrdup(ferry_error_last());
+			goto out;
+		}
+	}
 	if ((error = label_count(&items, &unlabelled, dataset, labels)) < 0)
 		goto out;
 	/*

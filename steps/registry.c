@@ -31,6 +31,7 @@
 
 #include "lib/fingerprint.h"
 #include "store/store.h"
+#include "exec/exec.h"
 #include "lib/util.h"
 
 #define TREE_MAX_FILES 100000
@@ -291,7 +292,8 @@ static int artifact_source(char **out, const struct step_run *r)
 				r->workdir ? r->workdir : "", runs);
 	free(path);
 	free(runs);
-	if (!ok)
+	/* and nothing the run's own jobs could not read (FERRY_ALLOWED_ROOTS, the job user) */
+	if (!ok || !exec_user_may_read(real, "artifact", r->workdir, r->home))
 		return FERRY_EINVALID;
 	*out = xstrdup(real);
 	return FERRY_OK;

@@ -320,6 +320,14 @@ const struct exec_user *exec_user_get(void);
 int exec_user_give(const char *path, mode_t mode);
 /* Whether the job user can search every directory down to DIR; the error says which one it cannot. */
 int exec_user_reaches(const char *dir);
+/*
+ * Whether the daemon may read the resolved path REAL on a run's behalf (a
+ * dataset, labels, an artifact to register, a run's working directory):
+ * inside FERRY_ALLOWED_ROOTS when that is set (the run's workdir and
+ * $FERRY_HOME/runs count as roots too; either may be NULL), and readable by
+ * the job user (a directory: searchable). 0 with the error set (naming WHAT) if not.
+ */
+int exec_user_may_read(const char *real, const char *what, const char *workdir, const char *home);
 /* In a child between fork and exec (async-signal-safe): drops to the job user; -1 and errno on failure. */
 int exec_user_drop(void);
 

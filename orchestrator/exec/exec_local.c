@@ -204,6 +204,17 @@ int exec_local_cmd_make(struct exec_local_cmd *x, const struct exec_spec *c, con
 		x->cwd = xasprintf("%s/%s", dir, wd);
 	else
 		x->cwd = xstrdup(c->run_workdir ? c->run_workdir : dir);
+	if (wd) {
+		/* a step's own workdir: inside FERRY_ALLOWED_ROOTS when set (the run's directory counts) */
+		char *real = realpath(x->cwd, NULL);
+		int ok = real == NULL || exec_user_may_read(real, "workdir", c->run_workdir, c->home);
+		free(real);
+		if (!ok) {
+			free(x->cwd);
+			x->cwd = NULL;
+			return FERRY_EINVALID;
+		}
+	}
 	x->argv = xcalloc(json_array_size(cmd) + 1, sizeof(char *));
 	json_array_foreach(cmd, i, v)
 		x->argv[i] = xstrdup(json_string_value(v));

@@ -35,14 +35,42 @@
 #include "lib/util.h"
 
 static struct exec_user job_user; /* written once by exec_user_setup, before any thread */
+static char **allowed_roots;      /* FERRY_ALLOWED_ROOTS, resolved; NULL: not set. Same life. */
 
 static void job_path(void);
+
+/* FERRY_ALLOWED_ROOTS: directories separated by ':', each resolved now; one that does not exist is an error. */
+static int roots_setup(const char *spec)
+{
+	char *copy, *save = NULL;
+	size_t n = 0;
+
+	if (spec == NULL || *spec == '\0')
+		return FERRY_OK;
+	copy = xstrdup(spec);
+	allowed_roots = xcalloc(strlen(spec) / 2 + 2, sizeof(char *));
+	for (char *d = strtok_r(copy, ":", &save); d; d = strtok_r(NULL, ":", &save)) {
+		char *real = realpath(d, NULL);
+		if (real == NULL || d[0] != '/') {
+			ferry_error_set("FERRY_ALLOWED_ROOTS: %s is not an existing absolute directory%s%s", d,
+					real ? "" : ": ", real ? "" : strerror(errno));
+			free(real);
+			free(copy);
+			return FERRY_EINVALID;
+		}
+		allowed_roots[n++] = real;
+	}
+	free(copy);
+	return FERRY_OK;
+}
 
 int exec_user_setup(const char *name)
 {
 	struct passwd *pw;
 
 	memset(&job_user, 0, sizeof(job_user));
+	if (roots_setup(getenv("FERRY_ALLOWED_ROOTS")) < 0)
+		return FERRY_EINVALID;
 	if (geteuid() != 0) {
 		pw = getpwuid(geteuid());
 		if (name && *name && (pw == NULL || strcmp(name, pw->pw_name) != 0)) {
@@ -214,4 +242,63 @@ int exec_user_drop(void)
 	    syscall(SYS_setresuid, job_user.uid, job_user.uid, job_user.uid) < 0)
 		return -1;
 	return 0;
+}
+
+/* Whether the job user may read REAL (resolved): every directory above it searchable, itself readable (and searchable if a directory). */
+static int job_user_reads(const char *real, const struct stat *st)
+{
+	char *dir = xstrdup(real), *slash = strrchr(dir, '/');
+	struct stat dst;
+	int in_group = st->st_gid == job_user.gid, ok;
+
+	if (slash)
+		*(slash == dir ? slash + 1 : slash) = '\0';
+	ok = first_closed(dir, &dst) < 0;
+	free(dir);
+	for (int i = 0; i < job_user.ngroups && !in_group; i++)
+		in_group = st->st_gid == job_user.groups[i];
+	if (ok) {
+		mode_t r = st->st_uid == job_user.uid ? S_IRUSR : in_group ? S_IRGRP : S_IROTH;
+		mode_t x = st->st_uid == job_user.uid ? S_IXUSR : in_group ? S_IXGRP : S_IXOTH;
+		ok = S_ISDIR(st->st_mode) ? (st->st_mode & x) != 0 : (st->st_mode & r) != 0;
+	}
+	return ok;
+}
+
+int exec_user_may_read(const char *real, const char *what, const char *workdir, const char *home)
+{
+	struct stat st;
+
+	if (allowed_roots) {
+		int in = (workdir && path_within(real, workdir)) != 0;
+		char *runs = home ? xasprintf("%s/runs", home) : NULL;
+		in = in || (runs && path_within(real, runs));
+		free(runs);
+		for (size_t i = 0; allowed_roots[i] && !in; i++)
+			in = path_within(real, allowed_roots[i]);
+		if (!in) {
+			char *list = NULL;
+			for (size_t i = 0; allowed_roots[i]; i++) {
+				char *l = xasprintf("%s%s%s", list ? list : "", list ? ":" : "", allowed_roots[i]);
+				free(list);
+				list = l;
+			}
+			ferry_error_set("%s %s lies outside FERRY_ALLOWED_ROOTS (%s)%s%s", what, real, list,
+					workdir ? " and the run's directory " : "", workdir ? workdir : "");
+			free(list);
+			return 0;
+		}
+	}
+	if (!job_user.active)
+		return 1;
+	if (stat(real, &st) < 0) {
+		ferry_error_set("%s %s: %s", what, real, strerror(errno));
+		return 0;
+	}
+	if (!job_user_reads(real, &st)) {
+		ferry_error_set("%s %s cannot be read by the job user %s: Ferry reads for a run only what "
+				"its jobs could read themselves", what, real, job_user.name);
+		return 0;
+	}
+	return 1;
 }

@@ -44,6 +44,7 @@
 #include "runs/runs.h"
 #include "store/store.h"
 #include "store/store_schedules.h"
+#include "exec/exec.h"
 #include "lib/util.h"
 
 /* Most files a watched directory may hold, and how deep it may nest. */
@@ -421,6 +422,18 @@ static int data_look(PGconn *conn, const json_t *t, struct watch *w, int64_t now
 	if (dir == NULL) {
 		warn_once(w, workflow, name, "a relative path needs the workflow registered from a directory");
 		return FERRY_OK;
+	}
+	{
+		/* what a run would be started from: only what its jobs could read (exec_user.c) */
+		char *real = realpath(dir, NULL);
+		int ok = real == NULL || exec_user_may_read(real, "data trigger path",
+							    json_string_value(json_object_get(t, "workdir")), NULL);
+		free(real);
+		if (!ok) {
+			warn_once(w, workflow, name, ferry_error_last());
+			free(dir);
+			return FERRY_OK;
+		}
 	}
 	if ((error = listing_read(&l, dir, json_object_get(spec, "ignore"))) < 0) {
 		warn_once(w, workflow, name, ferry_error_last());

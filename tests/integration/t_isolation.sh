@@ -118,3 +118,36 @@ Y
 	stop_daemon a
 	FERRY_HOME="$home" ferryd db stop
 }
+
+# Finding 4 and the roots: Ferry reads for a run only what its jobs could
+# read, and, with FERRY_ALLOWED_ROOTS, only below those roots. On 058d658
+# {"yaml": <register artifact: etc/shadow>, "workdir": "/"} registered the
+# host's shadow file and a viewer downloaded it.
+test_isolation_reads_only_what_jobs_could() {
+	start_daemon a FERRY_JOB_USER=
+	api POST /api/v1/runs "$(jq -n '{yaml: "name: esc\nsteps:\n  - {name: register, kind: register, model: esc, artifact: etc/shadow}\n", workdir: "/"}')"
+	assert_eq "$CODE" 201 "workdir / is a directory ferry-job can enter: $BODY"
+	id=$(echo "$BODY" | json 'j["id"]')
+	wait_run "$id" failed 30
+	assert_match "$(step_col "$id" register reason)" "artifact /etc/shadow cannot be read by the job user ferry-job" "refused, saying why"
+	assert_eq "$(sql "SELECT count(*) FROM model_versions")" 0 "nothing registered"
+	stop_daemon a
+	# with roots: a workdir, a step's workdir and a dataset outside them are refused
+	mkdir -p "$FERRY_HOME/allowed/data"
+	echo x >"$FERRY_HOME/allowed/data/a.txt"
+	start_daemon b FERRY_JOB_USER= FERRY_ALLOWED_ROOTS="$FERRY_HOME/allowed"
+	api POST /api/v1/runs "$(jq -n '{yaml: "name: w\nsteps:\n  - {name: s, command: [true]}\n", workdir: "/tmp"}')"
+	assert_eq "$CODE" 400 "a workdir outside the roots"
+	assert_match "$BODY" 'workdir /tmp lies outside FERRY_ALLOWED_ROOTS.*"field":"workdir"' "names the field and the roots"
+	api POST /api/v1/runs "$(jq -n --arg wd "$FERRY_HOME/allowed" '{yaml: "name: w\nsteps:\n  - {name: in, command: [cat, data/a.txt]}\n  - {name: out, workdir: /etc, command: [true]}\n  - {name: ds, kind: cache, dataset: /etc}\n", workdir: $wd}')"
+	assert_eq "$CODE" 201 "a workdir inside: $BODY"
+	id=$(echo "$BODY" | json 'j["id"]')
+	wait_run "$id" failed 30
+	assert_eq "$(step_col "$id" in state)" succeeded "a step inside the roots runs"
+	assert_match "$(step_col "$id" out reason)" "workdir /etc lies outside FERRY_ALLOWED_ROOTS" "a step's workdir outside"
+	assert_match "$(step_col "$id" ds reason)" "dataset /etc lies outside FERRY_ALLOWED_ROOTS" "a dataset outside"
+	# a root that does not exist stops the daemon at start, naming it
+	spawn_daemon c FERRY_ALLOWED_ROOTS=/no/such/root
+	for _ in $(seq 1 50); do kill -0 "$(daemon_pid c)" 2>/dev/null || break; sleep 0.1; done
+	assert_match "$(cat "$FERRY_HOME/ferryd-c.log")" "FERRY_ALLOWED_ROOTS: /no/such/root is not an existing absolute directory" "a bad root"
+}
