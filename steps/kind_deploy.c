@@ -431,6 +431,14 @@ static int deploy_prepare(struct step_result *res, json_t **env, const struct st
 		res->outputs = json_pack("{s:s, s:s, s:b}", "deployment", name, "version", version, "deployed", 0);
 		return 1;
 	}
+	{
+		/* traffic, replicas and the production alias are an admin's to move (steps.h) */
+		char *what = xasprintf("deploying to %s", name);
+		error = steps_submitter_is_admin(r, res, what);
+		free(what);
+		if (error <= 0)
+			return error < 0 ? error : 1;
+	}
 	if (nrep < 1)
 		nrep = 1;
 	if ((error = upstream_version(r, model, &version, &artifact)) < 0 ||

@@ -39,6 +39,22 @@ void step_result_dispose(struct step_result *res)
 	step_result_init(res);
 }
 
+int steps_submitter_is_admin(const struct step_run *r, struct step_result *res, const char *what)
+{
+	char *who = NULL, *role = NULL;
+	int error = store_run_submitter(r->conn, r->run_id, &who, &role);
+
+	if (error < 0)
+		return error;
+	error = strcmp(role, "admin") == 0;
+	if (!error)
+		step_result_fail_final(res, "%s needs role admin; run %lld acts for %s, whose role is %s", what,
+				       (long long)r->run_id, who, role);
+	free(who);
+	free(role);
+	return error;
+}
+
 void steps_log(const struct step_run *r, const char *fmt, ...)
 {
 	/* the log is the job's too: never through a link it left, never blocked on a FIFO (lib/jobfile.h) */

@@ -457,6 +457,14 @@ int store_token_list(struct store_token **out, int *n, PGconn *conn);
 int store_token_live(struct store_token **out, int *n, PGconn *conn);
 /* Revokes name: FERRY_ENOTFOUND when there is none, FERRY_ECONFLICT when it already was. */
 int store_token_revoke(PGconn *conn, const char *name);
+/*
+ * Who a run acts for and that one's role now ("viewer", "operator",
+ * "admin", or "none" for a revoked or unknown token): the token that
+ * submitted it, the last editor of the schedule or the registrar of the
+ * trigger that started it; `ferry dev` runs are admin's. *who and *role
+ * are the caller's.
+ */
+int store_run_submitter(PGconn *conn, int64_t run_id, char **who, char **role);
 /* Frees n tokens from the functions above; accepts NULL. */
 void store_tokens_free(struct store_token *v, int n);
 

@@ -332,7 +332,7 @@ out:
 	" AND triggers.spec->>'repo' IS NOT DISTINCT FROM $4::jsonb->>'repo' "          \
 	" AND triggers.spec->>'branch' IS NOT DISTINCT FROM $4::jsonb->>'branch')"
 
-static int sync_triggers(PGconn *conn, const char *workflow, const json_t *list)
+static int sync_triggers(PGconn *conn, const char *workflow, const json_t *list, const char *actor)
 {
 	json_t *s;
 	size_t i;
@@ -342,14 +342,15 @@ static int sync_triggers(PGconn *conn, const char *workflow, const json_t *list)
 
 	json_array_foreach(list, i, s) {
 		char *spec = json_dumps(s, JSON_COMPACT);
-		const char *p[4] = {workflow, json_string_value(json_object_get(s, "name")),
-				    json_string_value(json_object_get(s, "kind")), spec};
+		const char *p[5] = {workflow, json_string_value(json_object_get(s, "name")),
+				    json_string_value(json_object_get(s, "kind")), spec, actor};
 		error = store_q(NULL, conn,
-				"INSERT INTO triggers (workflow, name, kind, spec) VALUES ($1, $2, $3, $4) "
+				"INSERT INTO triggers (workflow, name, kind, spec, updated_by) VALUES ($1, $2, $3, $4, $5) "
 				"ON CONFLICT (workflow, name) DO UPDATE SET kind = $3, spec = $4, updated_at = now(), "
+				"  updated_by = $5, "
 				"  state = CASE WHEN " SAME_WATCH " THEN triggers.state END, "
 				"  since = CASE WHEN " SAME_WATCH " THEN triggers.since ELSE now() END",
-				4, p);
+				5, p);
 		free(spec);
 		if (error < 0)
 			return error;
@@ -376,7 +377,7 @@ int store_sched_sync(PGconn *conn, const char *workflow, const json_t *spec, con
 
 	error = sync_schedules(conn, workflow, sl ? sl : empty, actor, next_of);
 	if (error == FERRY_OK)
-		error = sync_triggers(conn, workflow, tl ? tl : empty);
+		error = sync_triggers(conn, workflow, tl ? tl : empty, actor);
 	json_decref(empty);
 	return error;
 }

@@ -106,6 +106,48 @@ int store_token_revoke(PGconn *conn, const char *name)
 	return error;
 }
 
+int store_run_submitter(PGconn *conn, int64_t run_id, char **who, char **role)
+{
+	char id[24];
+	const char *p[1] = {id};
+	PGresult *res = NULL;
+	int error;
+
+	*who = *role = NULL;
+	snprintf(id, sizeof(id), "%lld", (long long)run_id);
+	/*
+	 * A schedule's run acts for who set the schedule up last, a trigger's
+	 * for who registered its workflow last; `ferry dev` and the benchmark
+	 * hold the database itself. The built-in admin token (also "admin (as
+	 * NAME)") is admin; a named token its role while it is not revoked.
+	 */
+	error = store_q(&res, conn,
+			"WITH r AS (SELECT actor, trigger FROM runs WHERE id = $1), "
+			"src AS (SELECT r.actor, r.trigger, CASE "
+			"  WHEN r.actor LIKE 'schedule:%' THEN (SELECT coalesce(s.updated_by, s.created_by) "
+			"    FROM schedules s WHERE 'schedule:' || s.workflow || '/' || s.name = r.actor) "
+			"  WHEN r.actor LIKE 'trigger:%' THEN (SELECT t.updated_by FROM triggers t "
+			"    WHERE 'trigger:' || t.workflow || '/' || t.name = r.actor) "
+			"  ELSE r.actor END AS who FROM r) "
+			"SELECT coalesce(src.who, src.actor), CASE "
+			"  WHEN src.trigger IN ('dev', 'bench') THEN 'admin' "
+			"  WHEN src.who = 'admin' OR src.who LIKE 'admin (as %' THEN 'admin' "
+			"  ELSE coalesce((SELECT role FROM api_tokens WHERE name = src.who AND revoked_at IS NULL), "
+			"                'none') END FROM src",
+			1, p);
+	if (error < 0)
+		return error;
+	if (PQntuples(res) != 1) {
+		PQclear(res);
+		ferry_error_set("run %s not found", id);
+		return FERRY_ENOTFOUND;
+	}
+	*who = xstrdup(PQgetvalue(res, 0, 0));
+	*role = xstrdup(PQgetvalue(res, 0, 1));
+	PQclear(res);
+	return FERRY_OK;
+}
+
 void store_tokens_free(struct store_token *v, int n)
 {
 	for (int i = 0; v && i < n; i++) {

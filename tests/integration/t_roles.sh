@@ -230,3 +230,65 @@ Y
 		"credential-looking keys redacted, the rest shown"
 	case $BODY in *s3cr3t*) fail "a secret value in the answer: $BODY" ;; esac
 }
+
+# What a run does for its submitter is checked against that one's role when
+# it happens: on 058d658 an operator's `register` step with alias
+# production moved production (the alias PUT answers an operator 403), and
+# a deploy step moved traffic. An admin's run does both; a run an admin's
+# schedule starts acts for that admin.
+test_roles_submitter_checked_when_the_step_acts() {
+	roles_tokens # before the daemon reads its tokens
+	start_daemon a
+	f=$(wf promo <<'Y'
+name: promo
+steps:
+  - name: train
+    kind: train
+    command: [sh, -c, 'echo w >"$FERRY_OUTPUT_DIR/model.bin"']
+  - name: register
+    kind: register
+    needs: [train]
+    model: m
+    alias: [production]
+Y
+)
+	body=$(jq -n --rawfile yaml "$f" '{yaml: $yaml, filename: "promo.yaml"}')
+	as_role operator POST /api/v1/runs "$body"
+	assert_eq "$CODE" 201 "an operator submits: $BODY"
+	id=$(echo "$BODY" | json 'j["id"]')
+	wait_run "$id" failed 30
+	assert_eq "$(step_col "$id" register reason)" \
+		"moving alias production of m needs role admin; run $id acts for role-operator, whose role is operator" "refused, saying who"
+	assert_eq "$(sql "SELECT count(*) FROM model_versions")" 0 "nothing registered"
+	as_role admin POST /api/v1/runs "$body"
+	id=$(echo "$BODY" | json 'j["id"]')
+	wait_run "$id" succeeded 30
+	assert_eq "$(sql "SELECT v.version FROM model_aliases a JOIN model_versions v ON v.id = a.version_id WHERE a.alias = 'production'")" 0.0.1 "an admin's run moves it"
+	# a token revoked after the submit: its run acts for no one when the step comes
+	g=$(wf slowpromo <<'Y'
+name: slowpromo
+steps:
+  - {name: wait, command: [sleep, "2"]}
+  - {name: train, kind: train, needs: [wait], command: [sh, -c, 'echo v >"$FERRY_OUTPUT_DIR/model.bin"']}
+  - {name: register, kind: register, needs: [train], model: m, alias: [production]}
+Y
+)
+	as_role admin POST /api/v1/runs "$(jq -n --rawfile yaml "$g" '{yaml: $yaml}')"
+	id=$(echo "$BODY" | json 'j["id"]')
+	ferryd token revoke role-admin >/dev/null
+	wait_run "$id" failed 30
+	assert_match "$(step_col "$id" register reason)" "acts for role-admin, whose role is none" "revoked meanwhile"
+	# a deploy step is an admin's action too
+	as_role operator POST /api/v1/runs "$(jq -n --rawfile yaml "$(wf dep <<'Y'
+name: dep
+steps:
+  - {name: train, kind: train, command: [sh, -c, 'echo d >"$FERRY_OUTPUT_DIR/model.bin"']}
+  - {name: register, kind: register, needs: [train], model: m}
+  - {name: deploy, kind: deploy, needs: [register], model: m, serve: [sh, -c, 'sleep 60'], sample: sample.json}
+Y
+)" '{yaml: $yaml}')"
+	id=$(echo "$BODY" | json 'j["id"]')
+	wait_run "$id" failed 30
+	assert_eq "$(step_col "$id" register state)" succeeded "registering without an alias is an operator's"
+	assert_match "$(step_col "$id" deploy reason)" "^deploying to m needs role admin; run $id acts for role-operator" "a deploy by an operator"
+}
