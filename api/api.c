@@ -610,6 +610,8 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
 
 	(void)version;
 	if (q == NULL) {
+		/* the headers are in: the connection no longer counts as waiting for them (api_conns.h) */
+		api_conns_headers_in(&a->conns, conn);
 		q = xcalloc(1, sizeof(*q));
 		q->started_us = clock_mono_us();
 		*con_cls = q;
@@ -651,9 +653,12 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
 static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
 			 enum MHD_RequestTerminationCode toe)
 {
+	struct api *a = cls;
 	struct req *q = *con_cls;
 
-	(void)cls, (void)conn, (void)toe;
+	(void)toe;
+	/* keep-alive: it waits for the next request's headers, bounded again */
+	api_conns_request_done(&a->conns, conn);
 	if (q) {
 		if (q->resp)
 			MHD_destroy_response(q->resp);
@@ -766,6 +771,17 @@ int api_start(struct api **out, const struct api_opts *o)
 
 	*out = NULL;
 	a->wake[0] = a->wake[1] = -1;
+	{
+		/* FERRY_API_HEADER_TIMEOUT_MS: how long a connection may take to send its request's headers */
+		int64_t ms = 10000;
+		const char *v = getenv("FERRY_API_HEADER_TIMEOUT_MS");
+		if (v && (parse_int64(v, &ms) < 0 || ms < 100 || ms > 600000)) {
+			ferry_error_set("FERRY_API_HEADER_TIMEOUT_MS must be a number of milliseconds from 100 to 600000");
+			free(a);
+			return FERRY_EINVALID;
+		}
+		api_conns_init(&a->conns, ms, 30000);
+	}
 	pthread_mutex_init(&a->park_mu, NULL);
 	pthread_mutex_init(&a->q_mu, NULL);
 	pthread_cond_init(&a->q_cv, NULL);
@@ -826,6 +842,7 @@ int api_start(struct api **out, const struct api_opts *o)
 				  MHD_OPTION_CONNECTION_LIMIT, (unsigned)512,
 				  MHD_OPTION_PER_IP_CONNECTION_LIMIT, (unsigned)256,
 				  MHD_OPTION_NOTIFY_COMPLETED, on_completed, a,
+				  MHD_OPTION_NOTIFY_CONNECTION, api_conns_notify, &a->conns,
 				  MHD_OPTION_END);
 	if (a->mhd == NULL) {
 		ferry_error_set("cannot listen on %s: %s", o->listen, strerror(errno));
@@ -873,6 +890,7 @@ void api_stop(struct api *a)
 		close(a->wake[1]);
 	free(a->parked);
 	pthread_mutex_destroy(&a->park_mu);
+	api_conns_dispose(&a->conns); /* MHD has stopped: every connection was closed and freed */
 	runcache_free(a->cache);
 	/* every slot is back: the workers and MHD have stopped */
 	for (int i = 0; a->free_list && i < a->free_top; i++)

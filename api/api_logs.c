@@ -136,6 +136,7 @@ void *api_logs_ticker(void *arg)
 	for (;;) {
 		int n = poll(&p, 1, PARK_MS);
 		api_logs_unpark_all(a);
+		api_conns_sweep(&a->conns); /* slow header senders (api_conns.h) */
 		if (n > 0 || a->stopping)
 			return NULL;
 	}

@@ -16,6 +16,7 @@
 #include <stdint.h>
 
 #include "api/api.h"
+#include "api/api_conns.h"
 #include "plan/config.h"
 #include "api/tokens.h"
 
@@ -66,6 +67,7 @@ struct api {
 	char url[80];          /* where clients on this machine reach the API */
 	struct runcache *cache; /* finished runs' JSON; NULL when turned off */
 	struct api_streams *ui;      /* the run streams and the DAG cache (api_stream.c) */
+	struct api_conns conns;      /* connections waiting for their headers, bounded (api_conns.h) */
 
 	/* log streams waiting for their file to grow: parked (suspended) until the next tick */
 	pthread_mutex_t park_mu;

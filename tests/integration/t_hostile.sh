@@ -465,3 +465,69 @@ for f_ in failures:
 sys.exit(1 if failures else 0)
 PY
 }
+
+# Slow header senders (slowloris): on 058d658, 300 connections sending one
+# header line every 10 s made /healthz fail for the whole 45 s: every
+# client is 127.0.0.1, so they took what the per-address limit allowed, and
+# MHD's idle timeout never fired (they were never idle). Now headers have a
+# deadline (FERRY_API_HEADER_TIMEOUT_MS, here 2 s) and at most 128
+# connections wait for theirs, the longest waiter cut first (api_conns.h).
+test_slow_header_senders_cut_and_healthz_answers() {
+	start_daemon a FERRY_API_HEADER_TIMEOUT_MS=2000
+	cat >"$FERRY_HOME/slowloris.py" <<'PY'
+import json, socket, sys, threading, time, urllib.request
+port = int(sys.argv[1])
+socks, closed_at, t0 = [], {}, time.monotonic()
+for i in range(300):
+    s = socket.create_connection(("127.0.0.1", port))
+    s.sendall(b"GET /api/v1/runs HTTP/1.1\r\nHost: x\r\n")
+    s.setblocking(False)
+    socks.append(s)
+def drip():
+    # one more header line every 0.5 s: never idle, never done
+    while time.monotonic() - t0 < 7:
+        for i, s in enumerate(socks):
+            if i in closed_at:
+                continue
+            try:
+                if s.recv(1) == b"":
+                    closed_at[i] = time.monotonic() - t0
+                    continue
+            except BlockingIOError:
+                pass
+            except OSError:
+                closed_at[i] = time.monotonic() - t0
+                continue
+            try:
+                s.sendall(b"X-Slow: %d\r\n" % i)
+            except OSError:
+                closed_at[i] = time.monotonic() - t0
+        time.sleep(0.5)
+t = threading.Thread(target=drip)
+t.start()
+worst, ok = 0.0, 0
+for _ in range(10):
+    a = time.monotonic()
+    try:
+        with urllib.request.urlopen("http://127.0.0.1:%d/healthz" % port, timeout=3) as r:
+            ok += r.status == 200
+    except Exception as e:
+        print("healthz failed:", e, file=sys.stderr)
+    worst = max(worst, time.monotonic() - a)
+    time.sleep(0.5)
+t.join()
+print(json.dumps({"healthz_ok": ok, "worst_ms": int(worst * 1000), "closed": len(closed_at),
+                  "last_closed_s": round(max(closed_at.values()), 1) if closed_at else None}))
+PY
+	out=$(python3 "$FERRY_HOME/slowloris.py" "$FERRY_PORT")
+	echo "slowloris: $out"
+	assert_eq "$(echo "$out" | json 'j["healthz_ok"]')" 10 "every /healthz answered during the attack"
+	[ "$(echo "$out" | json 'j["worst_ms"]')" -lt 2000 ] || fail "a /healthz waited: $out"
+	assert_eq "$(echo "$out" | json 'j["closed"]')" 300 "every slow sender was cut"
+	[ "$(echo "$out" | json 'int(j["last_closed_s"] < 4)')" = 1 ] || fail "cut too late: $out"
+	curl -fsS "$FERRY_URL/metrics" | grep -q '^ferry_api_connections_cut_total [1-9]' || fail "the cuts are not counted"
+	# a bad setting stops the daemon at start
+	spawn_daemon b FERRY_API_HEADER_TIMEOUT_MS=5
+	for _ in $(seq 1 50); do kill -0 "$(daemon_pid b)" 2>/dev/null || break; sleep 0.1; done
+	assert_match "$(cat "$FERRY_HOME/ferryd-b.log")" "FERRY_API_HEADER_TIMEOUT_MS must be" "refused"
+}
