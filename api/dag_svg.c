@@ -14,12 +14,19 @@
  */
 #include "api/dag_svg.h"
 
+#include <errno.h>
+#include <fcntl.h>
 #include <graphviz/gvc.h>
+#include <poll.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stddef.h>
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include "lib/util.h"
 
@@ -38,6 +45,8 @@ static lt_symlist_t builtins[] = {
 	{NULL, NULL},
 };
 
+#define DAG_TOO_BIG 16
+
 static pthread_mutex_t layout_mu = PTHREAD_MUTEX_INITIALIZER;
 static GVC_t *gvc; /* under layout_mu */
 
@@ -55,6 +64,8 @@ struct dag_cache {
 	struct entry *head, *tail; /* head: most recently used */
 	size_t max_entries, max_bytes, entries, bytes;
 	unsigned long long hits, misses, renders, evictions;
+	char too_big[DAG_TOO_BIG][80]; /* workflows whose layout ran out of time (a ring) */
+	unsigned too_big_next;
 };
 
 /* A label: the name and the kind on two lines, backslashes doubled (dot reads \N, \l, … in labels). */
@@ -204,12 +215,44 @@ static size_t svg_tidy(char *svg, size_t len)
 	return (size_t)(w - svg);
 }
 
+/*
+ * The layout runs in a child process: dot's time grows much faster than
+ * the graph (a 46 KB YAML of anchors made 90,000 edges and held a database
+ * worker and a core for over 90 s, and SIGTERM waited for it). The child
+ * is forked holding layout_mu (so no thread is inside libgvc, and the
+ * child's copy of its state is whole), lays the graph out and writes the
+ * SVG to a pipe; the parent reads it until DAG_RENDER_MS have passed, then
+ * kills the child and says the graph is too big to draw. Nothing the child
+ * does can stall the API beyond that, and it dies with the daemon
+ * (PR_SET_DEATHSIG).
+ */
+#define DAG_RENDER_MS 5000
+#define DAG_SVG_MAX (64u << 20)
+
+/* The child: layout, render, write, exit. Never returns. */
+static void render_child(Agraph_t *g, int fd)
+{
+	char *buf = NULL;
+	unsigned int n = 0;
+	int ok;
+
+	prctl(PR_SET_PDEATHSIG, SIGKILL);
+	if (gvc == NULL)
+		gvc = gvContextPlugins(builtins, 0);
+	ok = gvc && gvLayout(gvc, g, "dot") == 0 && gvRenderData(gvc, g, "svg", &buf, &n) == 0 && buf;
+	if (ok)
+		ok = fd_write_all(fd, buf, n) == 0;
+	_exit(ok ? 0 : 1);
+}
+
 int dag_svg_render(char **out, size_t *len, const json_t *steps)
 {
 	Agraph_t *g;
-	char *buf = NULL;
-	unsigned int n = 0;
-	int error = FERRY_OK;
+	int p[2], status = 0, error = FERRY_OK;
+	size_t n = 0, cap = 1 << 16;
+	char *buf;
+	int64_t deadline = clock_mono_ms() + DAG_RENDER_MS;
+	pid_t pid;
 
 	*out = NULL;
 	*len = 0;
@@ -219,28 +262,66 @@ int dag_svg_render(char **out, size_t *len, const json_t *steps)
 		pthread_mutex_unlock(&layout_mu);
 		return FERRY_EINVALID;
 	}
-	if (gvc == NULL)
-		gvc = gvContextPlugins(builtins, 0);
-	if (gvc == NULL || gvLayout(gvc, g, "dot") != 0) {
-		ferry_error_set("graphviz could not lay out the workflow (%s)", gvc ? "dot failed" : "no context");
-		error = FERRY_ERROR;
-	} else {
-		if (gvRenderData(gvc, g, "svg", &buf, &n) != 0 || buf == NULL) {
-			ferry_error_set("graphviz could not render the workflow as SVG");
-			error = FERRY_ERROR;
-		} else {
-			*out = xmalloc((size_t)n + 1);
-			memcpy(*out, buf, n);
-			(*out)[n] = '\0';
-			*len = svg_tidy(*out, n);
-		}
-		if (buf)
-			gvFreeRenderData(buf);
-		gvFreeLayout(gvc, g);
+	if (pipe2(p, O_CLOEXEC) < 0) {
+		ferry_error_set("pipe: %s", strerror(errno));
+		agclose(g);
+		pthread_mutex_unlock(&layout_mu);
+		return FERRY_ERROR;
 	}
+	pid = fork();
+	if (pid == 0) {
+		close(p[0]);
+		render_child(g, p[1]);
+	}
+	close(p[1]);
 	agclose(g);
 	pthread_mutex_unlock(&layout_mu);
-	return error;
+	if (pid < 0) {
+		ferry_error_set("fork: %s", strerror(errno));
+		close(p[0]);
+		return FERRY_ERROR;
+	}
+	buf = xmalloc(cap);
+	for (;;) {
+		struct pollfd pf = {.fd = p[0], .events = POLLIN};
+		int64_t left = deadline - clock_mono_ms();
+		ssize_t r;
+		if (left <= 0 || n > DAG_SVG_MAX) {
+			error = FERRY_EINVALID; /* too big to draw: in time, or at all */
+			break;
+		}
+		if (poll(&pf, 1, (int)left) <= 0)
+			continue; /* EINTR, or the deadline: looked at above */
+		if (n + 65536 + 1 > cap)
+			buf = xrealloc(buf, cap *= 2);
+		r = read(p[0], buf + n, cap - n - 1);
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r <= 0)
+			break;
+		n += (size_t)r;
+	}
+	close(p[0]);
+	if (error == FERRY_EINVALID)
+		kill(pid, SIGKILL);
+	while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
+		;
+	if (error == FERRY_EINVALID) {
+		ferry_error_set("the workflow's graph (%zu steps) takes more than %d s to lay out; too big to "
+				"draw: its steps are listed in the run's page", json_array_size(steps),
+				DAG_RENDER_MS / 1000);
+	} else if (!WIFEXITED(status) || WEXITSTATUS(status) != 0 || n == 0) {
+		ferry_error_set("graphviz could not lay out the workflow");
+		error = FERRY_ERROR;
+	}
+	if (error < 0) {
+		free(buf);
+		return error;
+	}
+	buf[n] = '\0';
+	*len = svg_tidy(buf, n);
+	*out = buf;
+	return FERRY_OK;
 }
 
 static void entry_unref(struct entry *e)
@@ -385,6 +466,15 @@ int dag_cache_render(const struct dag_svg **out, int *hit, struct dag_cache *c, 
 	pthread_mutex_lock(&c->render_mu);
 	pthread_mutex_lock(&c->mu);
 	e = find_locked(c, hash);
+	for (int i = 0; e == NULL && i < DAG_TOO_BIG; i++)
+		if (strcmp(c->too_big[i], hash) == 0) {
+			/* it ran out of time before: not again (the answer is the same) */
+			pthread_mutex_unlock(&c->mu);
+			pthread_mutex_unlock(&c->render_mu);
+			ferry_error_set("the workflow's graph (%zu steps) is too big to draw (its layout ran "
+					"out of time before); its steps are listed in the run's page", json_array_size(steps));
+			return FERRY_EINVALID;
+		}
 	pthread_mutex_unlock(&c->mu);
 	if (e) {
 		pthread_mutex_unlock(&c->render_mu);
@@ -393,6 +483,11 @@ int dag_cache_render(const struct dag_svg **out, int *hit, struct dag_cache *c, 
 		return FERRY_OK;
 	}
 	if ((error = dag_svg_render(&svg, &len, steps)) < 0) {
+		if (error == FERRY_EINVALID && strstr(ferry_error_last(), "to lay out; too big")) {
+			pthread_mutex_lock(&c->mu);
+			snprintf(c->too_big[c->too_big_next++ % DAG_TOO_BIG], sizeof(c->too_big[0]), "%s", hash);
+			pthread_mutex_unlock(&c->mu);
+		}
 		pthread_mutex_unlock(&c->render_mu);
 		return error;
 	}

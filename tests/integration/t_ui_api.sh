@@ -422,3 +422,57 @@ Y
 	api POST "/api/v1/runs/$id/stop"
 	wait_run "$id" stopped 30
 }
+
+# A graph dot cannot lay out in time: on 058d658 a 90,000-edge DAG (refused
+# at submit now: MAX_EDGES) held a database worker and a core for over 90 s,
+# /runs timed out and SIGTERM did not stop ferryd. Any graph now is laid out
+# in a child process with a 5 s deadline (dag_svg.c): past it the answer is
+# 422, remembered; the API answers meanwhile; SIGTERM is not held up.
+ui_lt() { awk -v a="$1" -v b="$2" 'BEGIN { exit !(a < b) }'; }
+
+ui_dense_dag() { # SEED: 1,000 steps in 10 layers, each needing 10 of the layer before (9,000 edges)
+	python3 - "$1" <<'PY'
+import random, sys
+random.seed(int(sys.argv[1]))
+print("name: dense%s" % sys.argv[1])
+print("steps:")
+for l in range(10):
+    for w in range(100):
+        needs = "" if l == 0 else ", needs: [%s]" % ", ".join("s%d_%d" % (l - 1, x) for x in random.sample(range(100), 10))
+        print("  - {name: s%d_%d%s, command: [\"true\"]}" % (l, w, needs))
+PY
+}
+
+test_ui_dag_svg_too_big_to_draw_in_time() {
+	start_daemon a FERRY_EXECUTOR=noop
+	ui_dense_dag 1 >"$FERRY_HOME/dense1.yaml"
+	id=$(submit "$FERRY_HOME/dense1.yaml")
+	curl -s -o "$FERRY_HOME/dag.out" -w '%{http_code} %{time_total}\n' -H "Authorization: Bearer $FERRY_API_TOKEN" \
+		"$FERRY_URL/api/v1/runs/$id/dag.svg" >"$FERRY_HOME/dag.code" &
+	dag=$!
+	sleep 1
+	# the API answers while the layout runs
+	t=$(curl -s -o /dev/null -w '%{http_code} %{time_total}' -H "Authorization: Bearer $FERRY_API_TOKEN" "$FERRY_URL/api/v1/runs?limit=5")
+	assert_eq "${t% *}" 200 "/runs during the layout"
+	ui_lt "${t#* }" 1 || fail "/runs waited ${t#* } s behind the layout"
+	wait "$dag"
+	read -r code secs <"$FERRY_HOME/dag.code"
+	assert_eq "$code" 422 "too big to draw: $(cat "$FERRY_HOME/dag.out")"
+	assert_match "$(cat "$FERRY_HOME/dag.out")" "takes more than 5 s to lay out; too big to draw" "says why"
+	ui_lt "$secs" 7 || fail "the answer took $secs s"
+	# remembered: the second ask is answered at once
+	t=$(curl -s -o "$FERRY_HOME/dag.out" -w '%{http_code} %{time_total}' -H "Authorization: Bearer $FERRY_API_TOKEN" "$FERRY_URL/api/v1/runs/$id/dag.svg")
+	assert_eq "${t% *}" 422 "again"
+	ui_lt "${t#* }" 1 || fail "laid out again: ${t#* } s"
+	# SIGTERM while another layout runs: ferryd is gone within the deadline, and no layout child stays
+	ui_dense_dag 2 >"$FERRY_HOME/dense2.yaml"
+	id2=$(submit "$FERRY_HOME/dense2.yaml")
+	curl -s -o /dev/null -H "Authorization: Bearer $FERRY_API_TOKEN" "$FERRY_URL/api/v1/runs/$id2/dag.svg" &
+	sleep 1
+	pid=$(daemon_pid a)
+	kill -TERM "$pid"
+	for _ in $(seq 1 80); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
+	! kill -0 "$pid" 2>/dev/null || fail "ferryd still runs 8 s after SIGTERM"
+	sleep 0.5
+	[ -z "$(pgrep -P "$pid")" ] || fail "a layout child outlived ferryd"
+}
