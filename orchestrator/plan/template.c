@@ -144,15 +144,20 @@ char *tmpl_value_text(const json_t *v)
 /* ---- shell quoting ----------------------------------------------------- */
 
 /* Where a place in a shell script is: the quoting it sits in (a stack). */
-enum { SHQ_PLAIN, SHQ_SQ, SHQ_DQ, SHQ_ANSI, SHQ_COMMENT, SHQ_SUB, SHQ_BQ, SHQ_BRACE };
+enum { SHQ_PLAIN, SHQ_SQ, SHQ_DQ, SHQ_ANSI, SHQ_COMMENT, SHQ_SUB, SHQ_BQ, SHQ_BRACE, SHQ_ARITH, SHQ_HEREDOC };
 #define SHQ_DEPTH 32
 struct shq {
 	unsigned char st[SHQ_DEPTH];
 	unsigned paren[SHQ_DEPTH];
+	char close[SHQ_DEPTH]; /* SHQ_ARITH: what ends it (')' of "))", or ']' of $[…]) */
 	int top;
 	bool esc;   /* the last character was an unquoted or "…" backslash */
 	bool rawbs; /* the last character was a backslash not itself escaped */
 	char prev; /* the last character scanned ('\0' at the start) */
+	bool bol;  /* at the start of a line */
+	/* a here-document announced (<<WORD) whose body starts at the next newline */
+	bool hd_pending, hd_dash, hd_dash_next;
+	char hd_delim[64], hd_next[64];
 };
 
 /* The shell a program names: sh, bash, dash or zsh, or a path ending in one. */
@@ -169,14 +174,108 @@ static bool is_shell(const char *prog)
 	return false;
 }
 
+/*
+ * Programs that run the rest of their arguments as a command, and how to
+ * step over their own: the option letters and long options that take the
+ * next argument as their value, how many operands come before the command
+ * (timeout's DURATION, taskset's MASK, chrt's PRIORITY), and whether
+ * NAME=VALUE words come first (env). `env -S` splits a string of its own:
+ * where a script would be in it is not followed (nothing is quoted).
+ */
+static const struct wrapper {
+	const char *name, *short_args, *const *long_args;
+	int operands;
+	bool assigns;
+} wrappers[] = {
+	{"env", "uC", (const char *const[]){"--unset", "--chdir", NULL}, 0, true},
+	{"timeout", "sk", (const char *const[]){"--signal", "--kill-after", NULL}, 1, false},
+	{"nice", "n", (const char *const[]){"--adjustment", NULL}, 0, false},
+	{"nohup", "", (const char *const[]){NULL}, 0, false},
+	{"setsid", "", (const char *const[]){NULL}, 0, false},
+	{"stdbuf", "ioe", (const char *const[]){"--input", "--output", "--error", NULL}, 0, false},
+	{"taskset", "", (const char *const[]){NULL}, 1, false},
+	{"numactl", "NmCipP", (const char *const[]){"--cpunodebind", "--membind", "--physcpubind",
+						    "--interleave", "--preferred", NULL}, 0, false},
+	{"xargs", "aEeIiLlnPsd", (const char *const[]){"--arg-file", "--delimiter", "--max-args",
+						       "--max-procs", "--max-chars", "--max-lines", NULL}, 0, false},
+	{"sudo", "ugChpDrtTUR", (const char *const[]){"--user", "--group", "--close-from", "--prompt",
+						      "--chdir", "--role", "--type", NULL}, 0, false},
+	{"doas", "uC", (const char *const[]){NULL}, 0, false},
+	{"chrt", "", (const char *const[]){NULL}, 1, false},
+	{"ionice", "cnp", (const char *const[]){"--class", "--classdata", NULL}, 0, false},
+	{"time", "fo", (const char *const[]){"--format", "--output", NULL}, 0, false},
+	{"exec", "a", (const char *const[]){NULL}, 0, false},
+	{"command", "", (const char *const[]){NULL}, 0, false},
+};
+
+static const struct wrapper *wrapper_of(const char *prog)
+{
+	const char *base = strrchr(prog, '/');
+	size_t i;
+
+	base = base ? base + 1 : prog;
+	for (i = 0; i < NELEM(wrappers); i++)
+		if (strcmp(base, wrappers[i].name) == 0)
+			return &wrappers[i];
+	return NULL;
+}
+
+/* The index of the program a wrapper at command[i] runs, or -1 when it cannot be followed. */
+static int past_wrapper(const json_t *command, size_t i, const struct wrapper *w)
+{
+	size_t n = json_array_size(command);
+	int operands = w->operands;
+
+	for (i++; i < n; i++) {
+		const char *a = json_string_value(json_array_get(command, i));
+		if (a == NULL)
+			return -1;
+		if (strcmp(a, "--") == 0) {
+			i++;
+			break;
+		}
+		if (a[0] == '-' && a[1] != '\0') {
+			if (strcmp(w->name, "env") == 0 && (strcmp(a, "-S") == 0 || strncmp(a, "--split-string", 14) == 0 ||
+							 (a[1] != '-' && strchr(a, 'S'))))
+				return -1; /* a string env splits itself */
+			if (a[1] == '-') {
+				for (const char *const *l = w->long_args; *l; l++)
+					if (strcmp(a, *l) == 0)
+						i++; /* --opt VALUE */
+			} else if (a[2] == '\0' && strchr(w->short_args, a[1])) {
+				i++; /* -o VALUE */
+			}
+			continue;
+		}
+		if (w->assigns && strchr(a, '=') != NULL && a[0] != '=')
+			continue;
+		if (operands > 0) {
+			operands--;
+			continue;
+		}
+		break;
+	}
+	return i < n ? (int)i : -1;
+}
+
 int tmpl_shell_script_index(const json_t *command)
 {
 	const char *a = json_string_value(json_array_get(command, 0));
-	size_t i;
+	const struct wrapper *w;
+	size_t i, start = 0;
+	int depth = 0;
 
+	/* env, timeout, nice … in front of the shell: the script is the shell's all the same */
+	while (a != NULL && (w = wrapper_of(a)) != NULL && depth++ < 8) {
+		int k = past_wrapper(command, start, w);
+		if (k < 0)
+			return -1;
+		start = (size_t)k;
+		a = json_string_value(json_array_get(command, start));
+	}
 	if (a == NULL || !is_shell(a))
 		return -1;
-	for (i = 1; i < json_array_size(command); i++) {
+	for (i = start + 1; i < json_array_size(command); i++) {
 		a = json_string_value(json_array_get(command, i));
 		if (a == NULL || (a[0] != '-' && a[0] != '+') || strcmp(a, "--") == 0)
 			return -1;
@@ -231,6 +330,38 @@ static void shq_scan(struct shq *q, const char *s, size_t n)
 		if (q->esc) {
 			q->esc = false;
 			q->prev = 'x';
+			q->bol = false;
+			continue;
+		}
+		if (*st == SHQ_HEREDOC) {
+			/* its body ends at a line that is the delimiter (after tabs with <<-) */
+			if (q->bol) {
+				size_t j = i, dl = strlen(q->hd_delim);
+				while (q->hd_dash && j < n && s[j] == '\t')
+					j++;
+				if (j + dl <= n && memcmp(s + j, q->hd_delim, dl) == 0 && (j + dl == n || s[j + dl] == '\n')) {
+					q->top--;
+					i = j + dl - (dl > 0);
+					q->prev = 'x';
+					q->bol = false;
+					continue;
+				}
+			}
+			q->bol = ch == '\n';
+			continue;
+		}
+		if (*st == SHQ_ARITH) {
+			/* only its end matters: a template in it is refused or written as a bare number */
+			if (ch == '(' || ch == '[')
+				q->paren[q->top]++;
+			else if ((ch == ')' || ch == ']') && q->paren[q->top] > 0)
+				q->paren[q->top]--;
+			else if (ch == q->close[q->top] && (ch == ']' || nx == ')')) {
+				q->top--;
+				i += ch == ')';
+			}
+			q->prev = ch;
+			q->bol = ch == '\n';
 			continue;
 		}
 		switch (*st) {
@@ -253,12 +384,67 @@ static void shq_scan(struct shq *q, const char *s, size_t n)
 				q->esc = true;
 			else if (ch == '"')
 				q->top--;
-			else if ((ch == '$' && (nx == '(' || nx == '{')) || ch == '`')
+			else if (ch == '$' && (nx == '[' || (nx == '(' && i + 2 < n && s[i + 2] == '('))) {
+				if (q->top + 1 < SHQ_DEPTH) {
+					q->st[++q->top] = SHQ_ARITH;
+					q->paren[q->top] = 0;
+					q->close[q->top] = nx == '[' ? ']' : ')';
+				}
+				i += nx == '[' ? 1 : 2;
+			} else if ((ch == '$' && (nx == '(' || nx == '{')) || ch == '`')
 				goto open_sub;
 			break;
 		default: /* SHQ_PLAIN, SHQ_SUB, SHQ_BQ, SHQ_BRACE */
+			if (ch == '\n' && q->hd_pending && q->top + 1 < SHQ_DEPTH) {
+				/* the line that announced a here-document ends: its body begins */
+				q->st[++q->top] = SHQ_HEREDOC;
+				memcpy(q->hd_delim, q->hd_next, sizeof(q->hd_delim));
+				q->hd_dash = q->hd_dash_next;
+				q->hd_pending = false;
+				q->prev = ch;
+				q->bol = true;
+				continue;
+			}
 			if (ch == '\\') {
 				q->esc = true;
+			} else if (ch == '<' && nx == '<' && (i + 2 >= n || s[i + 2] != '<')) {
+				/* <<WORD or <<-WORD: the delimiter with its quotes taken off */
+				size_t j = i + 2, k = 0;
+				q->hd_dash_next = j < n && s[j] == '-';
+				j += q->hd_dash_next;
+				while (j < n && (s[j] == ' ' || s[j] == '\t'))
+					j++;
+				/* the word, its quotes removed ('E F', "E F", \E and E"F" alike) */
+				for (char quote = 0; j < n && (quote || !strchr(" \t\n;&|()<>", s[j])); j++) {
+					char c = s[j];
+					if (quote ? c == quote : (c == '\'' || c == '"')) {
+						quote = quote ? 0 : c;
+						continue;
+					}
+					if (c == '\\' && !quote && j + 1 < n)
+						c = s[++j];
+					if (k + 1 < sizeof(q->hd_next))
+						q->hd_next[k++] = c;
+				}
+				q->hd_next[k] = '\0';
+				q->hd_pending = true;
+				i = j - 1;
+			} else if (ch == '$' && nx == '[') {
+				if (q->top + 1 < SHQ_DEPTH) {
+					q->st[++q->top] = SHQ_ARITH;
+					q->paren[q->top] = 0;
+					q->close[q->top] = ']';
+				}
+				i++;
+			} else if (((ch == '$' && nx == '(') || (ch == '(' && word_break(q->prev))) &&
+				   i + 2 - (ch == '(') < n && s[i + 2 - (ch == '(')] == '(') {
+				/* $((…)) and the ((…)) command: arithmetic */
+				if (q->top + 1 < SHQ_DEPTH) {
+					q->st[++q->top] = SHQ_ARITH;
+					q->paren[q->top] = 0;
+					q->close[q->top] = ')';
+				}
+				i += ch == '$' ? 2 : 1;
 			} else if (*st == SHQ_BRACE && (ch == '{' || ch == '}')) {
 				if (ch == '{')
 					q->paren[q->top]++;
@@ -290,6 +476,7 @@ static void shq_scan(struct shq *q, const char *s, size_t n)
 			break;
 		}
 		q->prev = ch;
+		q->bol = ch == '\n';
 		continue;
 open_sub:
 		if (q->top + 1 < SHQ_DEPTH) {
@@ -300,6 +487,7 @@ open_sub:
 		if (ch == '$')
 			i++;
 		q->prev = '(';
+		q->bol = false;
 	}
 }
 
@@ -320,12 +508,27 @@ static int shq_quote(struct tbuf *b, struct shq *q, const char *v)
 	/* `…` and ${…} inside "…" take quotes of their own ways: not modelled, refused */
 	for (i = 1; i <= q->top; i++) {
 		if (dq && (q->st[i] == SHQ_BQ || q->st[i] == SHQ_BRACE)) {
-			ferry_error_set("this place (inside `…` or ${…} within \"…\") cannot be "
-					"quoted safely");
+			ferry_error_set("inside `…` or ${…} within \"…\"");
+			return FERRY_EINVALID;
+		}
+		/* a value's newline and a line of its own would end the document, and $ and ` are code there */
+		if (q->st[i] == SHQ_HEREDOC) {
+			ferry_error_set("inside a here-document");
 			return FERRY_EINVALID;
 		}
 		if (q->st[i] == SHQ_DQ)
 			dq = true;
+	}
+	if (st == SHQ_ARITH) {
+		/* the shell evaluates what it finds there (bash runs a[$(…)]): a number, bare, or nothing */
+		const char *d = v + (*v == '-' || *v == '+');
+		if (*d == '\0' || d[strspn(d, "0123456789")] != '\0') {
+			ferry_error_set("inside arithmetic ($((…)), ((…)) or $[…]) with a value that is not an integer");
+			return FERRY_EINVALID;
+		}
+		tb_adds(b, v);
+		q->prev = 'x';
+		return FERRY_OK;
 	}
 
 	/* a backslash just before the template escapes a backslash of ours, not the quote */
@@ -397,12 +600,18 @@ static int render(char **out, const char *tmpl, const json_t *params, const char
 				goto out;
 			}
 			if (sh != NULL && shq_quote(&b, sh, val) < 0) {
-				char *env = tmpl_param_env_name(name);
+				char *env = tmpl_param_env_name(name), *place = xstrdup(ferry_error_last());
 
-				ferry_error_set("{{params.%s}} sits inside `…` or ${…} within \"…\" in "
-						"a shell script, where it cannot be quoted safely; use "
-						"\"$%s\" there instead", name, env);
+				if (strstr(place, "arithmetic"))
+					ferry_error_set("{{params.%s}} sits %s in a shell script; declare the "
+							"param as an integer (type: integer) so that only numbers "
+							"are accepted", name, place);
+				else
+					ferry_error_set("{{params.%s}} sits %s in a shell script, where it "
+							"cannot be quoted safely; use \"$%s\" there instead",
+							name, place, env);
 				free(env);
+				free(place);
 				goto out;
 			} else if (sh == NULL) {
 				tb_adds(&b, val);
@@ -416,9 +625,11 @@ static int render(char **out, const char *tmpl, const json_t *params, const char
 			if (refs(&val, expr, elen, refs_arg) < 0)
 				goto out;
 			if (sh != NULL && shq_quote(&b, sh, val) < 0) {
-				ferry_error_set("{{%.*s}} sits inside `…` or ${…} within \"…\" in a shell "
-						"script, where it cannot be quoted safely; pass it through the "
-						"step's env: and use \"$NAME\" there instead", (int)elen, expr);
+				char *place = xstrdup(ferry_error_last());
+				ferry_error_set("{{%.*s}} sits %s in a shell script, where it cannot be "
+						"quoted safely; pass it through the step's env: and use "
+						"\"$NAME\" there instead", (int)elen, expr, place);
+				free(place);
 				goto out;
 			} else if (sh == NULL) {
 				tb_adds(&b, val);

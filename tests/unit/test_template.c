@@ -140,6 +140,78 @@ static void test_template__render_shell(void **state)
 	cmd = json_pack("[s,s]", "sh", "-c");
 	assert_int_equal(tmpl_shell_script_index(cmd), -1);
 	json_decref(cmd);
+	/* wrappers in front of the shell (finding 5: [env, sh, -c, …] and [timeout, "10", bash, -c, …]) */
+	cmd = json_pack("[s,s,s,s]", "env", "sh", "-c", "x");
+	assert_int_equal(tmpl_shell_script_index(cmd), 3);
+	json_decref(cmd);
+	cmd = json_pack("[s,s,s,s,s]", "timeout", "10", "bash", "-c", "x");
+	assert_int_equal(tmpl_shell_script_index(cmd), 4);
+	json_decref(cmd);
+	cmd = json_pack("[s,s,s,s,s,s,s,s,s,s,s,s,s,s]", "/usr/bin/env", "-u", "HOME", "A=1", "timeout", "-s",
+			"KILL", "--kill-after=5", "1m", "nice", "-n", "5", "sh", "-c");
+	assert_int_equal(tmpl_shell_script_index(cmd), -1); /* no script after -c */
+	json_array_append_new(cmd, json_string("x"));
+	assert_int_equal(tmpl_shell_script_index(cmd), 14);
+	json_decref(cmd);
+	cmd = json_pack("[s,s,s,s,s,s,s,s,s]", "nohup", "setsid", "stdbuf", "-oL", "taskset", "-c", "0,1", "dash", "-ec");
+	json_array_append_new(cmd, json_string("x"));
+	assert_int_equal(tmpl_shell_script_index(cmd), 9);
+	json_decref(cmd);
+	cmd = json_pack("[s,s,s,s,s,s,s]", "xargs", "-n", "1", "sh", "-c", "x", "_");
+	assert_int_equal(tmpl_shell_script_index(cmd), 5);
+	json_decref(cmd);
+	cmd = json_pack("[s,s,s,s,s]", "env", "-S", "sh -c", "x", "y");
+	assert_int_equal(tmpl_shell_script_index(cmd), -1);
+	json_decref(cmd);
+	cmd = json_pack("[s,s,s]", "env", "python3", "-c");
+	assert_int_equal(tmpl_shell_script_index(cmd), -1);
+	json_decref(cmd);
+}
+
+/* A place the scanner refuses: the message names it. */
+static void assert_refused(const char *script, const char *v, const char *place)
+{
+	json_t *params = json_pack("{s:s}", "who", v);
+	char *out = NULL;
+
+	if (tmpl_render_shell(&out, script, params, "7") != FERRY_EINVALID)
+		fail_msg("rendered \"%s\" as \"%s\"", script, out);
+	assert_null(out);
+	assert_non_null(strstr(ferry_error_last(), place));
+	json_decref(params);
+}
+
+/*
+ * Here-documents and arithmetic (issue 24, finding 5): on 56c5f5c a value
+ * 1$(touch x) ran inside `cat <<EOF … {{params.p}}` and inside
+ * $(( 1 + {{params.p}} )), and a newline plus EOF ended a quoted
+ * here-document early.
+ */
+static void test_template__heredoc_and_arithmetic(void **state)
+{
+	(void)state;
+	assert_refused("cat <<EOF\nhello {{params.who}}\nEOF\n", "1$(touch x)", "sits inside a here-document");
+	assert_refused("cat <<'EOF'\n{{params.who}}\nEOF\n", "a\nEOF\ntouch x", "inside a here-document");
+	assert_refused("cat <<-\"E F\" >f\n\t{{params.who}}\n\tE F\n", "a", "inside a here-document");
+	assert_refused("x=$(cat <<EOF\n{{params.who}}\nEOF\n)", "a", "inside a here-document");
+	/* after the document ends, and on the line that announces it, quoting as usual */
+	assert_shell("cat <<EOF\nhi $x\nEOF\necho {{params.who}}", "a b", "cat <<EOF\nhi $x\nEOF\necho 'a b'");
+	assert_shell("cat <<-EOF\n\thi\n\tEOF\necho {{params.who}}", "a", "cat <<-EOF\n\thi\n\tEOF\necho 'a'");
+	assert_shell("cat <<EOF {{params.who}}\nbody\nEOF\n", "a b", "cat <<EOF 'a b'\nbody\nEOF\n");
+	assert_shell("cat <<< {{params.who}}", "a b", "cat <<< 'a b'");
+	assert_shell("echo 1 <<2 {{params.who}}\n2\necho {{params.who}}", "z", "echo 1 <<2 'z'\n2\necho 'z'");
+	/* arithmetic: an integer is written bare; anything else is refused */
+	assert_shell("echo $(( 1 + {{params.who}} ))", "41", "echo $(( 1 + 41 ))");
+	assert_shell("echo \"$(( {{params.who}} * 2 ))\" {{params.who}}", "-3", "echo \"$(( -3 * 2 ))\" '-3'");
+	assert_shell("(( n = {{params.who}} )); echo {{params.who}}", "5", "(( n = 5 )); echo '5'");
+	assert_shell("echo $[ {{params.who}} + 1 ]", "2", "echo $[ 2 + 1 ]");
+	assert_shell("echo $(( (1 + 2) * {{params.who}} )) {{params.who}}", "7", "echo $(( (1 + 2) * 7 )) '7'");
+	assert_refused("echo $(( 1 + {{params.who}} ))", "1$(touch x)", "inside arithmetic");
+	assert_refused("echo $(( 1 + {{params.who}} ))", "a[$(id)]", "declare the param as an integer");
+	assert_refused("(( {{params.who}} ))", "", "inside arithmetic");
+	/* a subshell, a command substitution: not arithmetic */
+	assert_shell("(echo {{params.who}})", "a b", "(echo 'a b')");
+	assert_shell("echo $(echo {{params.who}})", "a b", "echo $(echo 'a b')");
 }
 
 static void test_template__shell_param_uses(void **state)
@@ -172,6 +244,7 @@ int main(void)
 		cmocka_unit_test(test_template__render),
 		cmocka_unit_test(test_template__render_refs),
 		cmocka_unit_test(test_template__render_shell),
+		cmocka_unit_test(test_template__heredoc_and_arithmetic),
 		cmocka_unit_test(test_template__shell_param_uses),
 	};
 
