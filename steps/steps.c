@@ -165,8 +165,54 @@ static int render_value(json_t *obj, const char *key, json_t *v, const json_t *i
 	return FERRY_OK;
 }
 
+/*
+ * The strings the plan kept whole (the spec's "templated": [field] or
+ * [field, index or key]), each rendered once with the run's params and the
+ * step outputs together: a value's own "{{…}}" stays text.
+ */
+static int render_templated(json_t *s, const json_t *templated, const json_t *params, int64_t run_id,
+			    const json_t *inputs)
+{
+	json_t *cmd = json_object_get(s, "command"), *where;
+	int script = tmpl_shell_script_index(cmd);
+	char id[24];
+	size_t i;
+
+	snprintf(id, sizeof(id), "%lld", (long long)run_id);
+	json_array_foreach(templated, i, where) {
+		const char *field = json_string_value(json_array_get(where, 0));
+		json_t *key = json_array_get(where, 1), *holder = s, *v;
+		char *r = NULL;
+		int shell = 0, error;
+		if (field == NULL)
+			continue;
+		if (key) {
+			holder = json_object_get(s, field);
+			v = json_is_integer(key) ? json_array_get(holder, (size_t)json_integer_value(key))
+						 : json_object_get(holder, json_string_value(key));
+			shell = strcmp(field, "command") == 0 && json_is_integer(key) && json_integer_value(key) == script;
+		} else {
+			v = json_object_get(s, field);
+		}
+		if (!json_is_string(v))
+			continue;
+		if ((error = tmpl_render_all(&r, json_string_value(v), shell, params, id, output_ref,
+					     (void *)inputs)) < 0)
+			return error;
+		if (key && json_is_integer(key))
+			json_array_set_new(holder, (size_t)json_integer_value(key), json_string(r));
+		else if (key)
+			json_object_set_new(holder, json_string_value(key), json_string(r));
+		else
+			json_object_set_new(s, field, json_string(r));
+		free(r);
+	}
+	json_object_del(s, "templated");
+	return FERRY_OK;
+}
+
 /* A copy of spec with the step references rendered; *out is the caller's. */
-static int render_spec(json_t **out, const json_t *spec, const json_t *inputs)
+static int render_spec(json_t **out, const json_t *spec, const json_t *inputs, const json_t *run, int64_t run_id)
 {
 	static const char *const fields[] = {"workdir", "dataset", "artifact", "labels", "webhook"};
 	json_t *s = json_deep_copy(spec), *cmd = json_object_get(s, "command"), *env, *v;
@@ -175,6 +221,13 @@ static int render_spec(json_t **out, const json_t *spec, const json_t *inputs)
 	size_t i;
 	int error = FERRY_OK;
 
+	if (json_object_get(spec, "templated")) {
+		/* planned by this version: only what the plan kept, params and outputs in one pass */
+		error = render_templated(s, json_object_get(spec, "templated"), json_object_get(run, "params"),
+					 run_id, inputs);
+		goto out;
+	}
+	/* a spec planned before: params are in already, the step references left */
 	json_array_foreach(cmd, i, v) {
 		char *r = NULL;
 		if (!json_is_string(v) || strstr(json_string_value(v), "{{") == NULL)
@@ -364,7 +417,7 @@ int steps_prepare(json_t **rendered, json_t **env, char **key_out, struct step_r
 			return 1;
 		*key_out = xstrdup(key);
 	}
-	if ((rc = render_spec(rendered, r->spec, r->inputs)) < 0) {
+	if ((rc = render_spec(rendered, r->spec, r->inputs, r->run, r->run_id)) < 0) {
 		step_result_fail_final(res, "%s", ferry_error_last());
 		return 1;
 	}

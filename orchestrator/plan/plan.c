@@ -177,25 +177,42 @@ static int resolve_params(struct run_plan *p, const struct run_plan_in *in)
 	return error;
 }
 
-/* Renders a string with the run's params and id; on error leaves the message set. */
-static int render(json_t **out, const char *s, const json_t *params, const char *run_id)
+/*
+ * A string of the step rendered now, or kept whole: one that refers to a
+ * step output is rendered once, params and outputs together, when the step
+ * is claimed (tmpl_render_all), so a value's own "{{…}}" is never read as
+ * a template; it is rendered here too, to report a bad param now, and the
+ * result dropped. where ([field] or [field, index or key]) joins the
+ * spec's "templated" list.
+ */
+static int render_or_keep(json_t **out, const char *s, bool shell, const json_t *params, const char *run_id,
+			  json_t *templated, json_t *where)
 {
 	char *r = NULL;
-	int error = tmpl_render(&r, s, params, run_id);
+	int error = shell ? tmpl_render_shell(&r, s, params, run_id) : tmpl_render(&r, s, params, run_id);
 
-	if (error < 0)
+	if (error < 0) {
+		json_decref(where);
 		return error;
-	*out = json_string(r);
+	}
+	if (tmpl_has_step_ref(s)) {
+		*out = json_string(s);
+		json_array_append_new(templated, where);
+	} else {
+		*out = json_string(r);
+		json_decref(where);
+	}
 	free(r);
 	return FERRY_OK;
 }
 
 /*
  * Copies field of the workflow's step into the resolved spec when it has a
- * value: a string with its params rendered, anything else as it is.
+ * value: a string with its params rendered (or kept for the claim),
+ * anything else as it is.
  */
 static int copy_field(json_t *spec, const json_t *step, const char *field, const json_t *params,
-		      const char *run_id)
+		      const char *run_id, json_t *templated)
 {
 	json_t *f = json_object_get(step, field), *r = NULL;
 	int error;
@@ -204,7 +221,8 @@ static int copy_field(json_t *spec, const json_t *step, const char *field, const
 		return FERRY_OK;
 	if (!json_is_string(f))
 		return json_object_set(spec, field, f) < 0 ? FERRY_ERROR : FERRY_OK;
-	if ((error = render(&r, json_string_value(f), params, run_id)) < 0)
+	if ((error = render_or_keep(&r, json_string_value(f), false, params, run_id, templated,
+				    json_pack("[s]", field))) < 0)
 		return error;
 	json_object_set_new(spec, field, r);
 	return FERRY_OK;
@@ -215,7 +233,8 @@ static int copy_field(json_t *spec, const json_t *step, const char *field, const
  * (STK_PLAN rows of every kind's table, kind.h: every step carries some of
  * them, whatever its kind).
  */
-static int copy_kind_fields(json_t *spec, const json_t *step, const json_t *params, const char *run_id)
+static int copy_kind_fields(json_t *spec, const json_t *step, const json_t *params, const char *run_id,
+			    json_t *templated)
 {
 	const struct step_kind *kind;
 	const struct step_key *row;
@@ -228,7 +247,7 @@ static int copy_kind_fields(json_t *spec, const json_t *step, const json_t *para
 				continue;
 			for (size_t j = 0; (name = row->name ? (j == 0 ? row->name : NULL) : row->names(j)) != NULL; j++)
 				if ((error = copy_field(spec, step, row->field && row->name ? row->field : name, params,
-							run_id)) < 0)
+							run_id, templated)) < 0)
 					return error;
 		}
 	return FERRY_OK;
@@ -280,6 +299,7 @@ static json_t *ancestors(struct graph *g, const struct plan_step *ps, size_t i, 
 static int step_spec(json_t **out, const json_t *step, const json_t *params, const char *run_id)
 {
 	json_t *spec = json_object(), *cmd = json_array(), *env = json_object(), *v;
+	json_t *templated = json_array();
 	const char *key, *wd;
 	int script = tmpl_shell_script_index(json_object_get(step, "command"));
 	size_t i;
@@ -287,15 +307,9 @@ static int step_spec(json_t **out, const json_t *step, const json_t *params, con
 
 	json_array_foreach(json_object_get(step, "command"), i, v) {
 		json_t *r = NULL;
-		char *s = NULL;
-		if ((int)i == script) {
-			if ((error = tmpl_render_shell(&s, json_string_value(v), params, run_id)) < 0)
-				goto out;
-			r = json_string(s);
-			free(s);
-		} else if ((error = render(&r, json_string_value(v), params, run_id)) < 0) {
+		if ((error = render_or_keep(&r, json_string_value(v), (int)i == script, params, run_id, templated,
+					    json_pack("[s,I]", "command", (json_int_t)i))) < 0)
 			goto out;
-		}
 		json_array_append_new(cmd, r);
 	}
 	json_object_foreach((json_t *)params, key, v) {
@@ -305,23 +319,27 @@ static int step_spec(json_t **out, const json_t *step, const json_t *params, con
 	}
 	json_object_foreach(json_object_get(step, "env"), key, v) {
 		json_t *r = NULL;
-		if ((error = render(&r, json_string_value(v), params, run_id)) < 0)
+		if ((error = render_or_keep(&r, json_string_value(v), false, params, run_id, templated,
+					    json_pack("[s,s]", "env", key))) < 0)
 			goto out;
 		json_object_set_new(env, key, r);
 	}
 	wd = str_at(step, "workdir");
 	if (wd) {
 		json_t *r = NULL;
-		if ((error = render(&r, wd, params, run_id)) < 0)
+		if ((error = render_or_keep(&r, wd, false, params, run_id, templated, json_pack("[s]", "workdir"))) < 0)
 			goto out;
 		json_object_set_new(spec, "workdir", r);
 	}
 	json_object_set(spec, "image", json_object_get(step, "image"));
 	/* where the job runs (the engine picks its executor type from these) and the kind's fields */
-	error = copy_kind_fields(spec, step, params, run_id);
+	error = copy_kind_fields(spec, step, params, run_id, templated);
 out:
 	json_object_set_new(spec, "command", cmd);
 	json_object_set_new(spec, "env", env);
+	/* always, empty too: the claim renders only what is listed (steps.c), nothing else is a template */
+	json_object_set(spec, "templated", templated);
+	json_decref(templated);
 	if (error < 0) {
 		json_decref(spec);
 		spec = NULL;

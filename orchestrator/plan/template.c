@@ -569,7 +569,7 @@ static int shq_quote(struct tbuf *b, struct shq *q, const char *v)
 /* ---- rendering --------------------------------------------------------- */
 
 /* Renders tmpl; with sh, a shell script whose params are written shell-quoted. */
-static int render(char **out, const char *tmpl, const json_t *params, const char *run_id,
+static int render(char **out, const char *tmpl, const json_t *params, bool with_params, const char *run_id,
 		  struct shq *sh, tmpl_ref_fn refs, void *refs_arg)
 {
 	struct tbuf b = {0};
@@ -590,7 +590,7 @@ static int render(char **out, const char *tmpl, const json_t *params, const char
 		tb_addn(&b, p, (size_t)(start - p));
 		if (sh != NULL)
 			shq_scan(sh, p, (size_t)(start - p));
-		if (t.kind == TMPL_PARAM && refs == NULL) {
+		if (t.kind == TMPL_PARAM && with_params) {
 			name = xstrndup(t.a, t.alen);
 			v = params ? json_object_get(params, name) : NULL;
 			if (v == NULL || (val = tmpl_value_text(v)) == NULL) {
@@ -656,26 +656,47 @@ out:
 
 int tmpl_render(char **out, const char *tmpl, const json_t *params, const char *run_id)
 {
-	return render(out, tmpl, params, run_id, NULL, NULL, NULL);
+	return render(out, tmpl, params, true, run_id, NULL, NULL, NULL);
 }
 
 int tmpl_render_shell(char **out, const char *script, const json_t *params, const char *run_id)
 {
 	struct shq sh = {0};
 
-	return render(out, script, params, run_id, &sh, NULL, NULL);
+	return render(out, script, params, true, run_id, &sh, NULL, NULL);
 }
 
 int tmpl_render_refs(char **out, const char *tmpl, tmpl_ref_fn refs, void *arg)
 {
-	return render(out, tmpl, NULL, NULL, NULL, refs, arg);
+	return render(out, tmpl, NULL, false, NULL, NULL, refs, arg);
 }
 
 int tmpl_render_shell_refs(char **out, const char *script, tmpl_ref_fn refs, void *arg)
 {
 	struct shq sh = {0};
 
-	return render(out, script, NULL, NULL, &sh, refs, arg);
+	return render(out, script, NULL, false, NULL, &sh, refs, arg);
+}
+
+int tmpl_render_all(char **out, const char *tmpl, bool shell, const json_t *params, const char *run_id,
+		    tmpl_ref_fn refs, void *arg)
+{
+	struct shq sh = {0};
+
+	return render(out, tmpl, params, true, run_id, shell ? &sh : NULL, refs, arg);
+}
+
+bool tmpl_has_step_ref(const char *s)
+{
+	const char *start, *expr = NULL, *end = NULL;
+	size_t elen = 0;
+
+	while (s != NULL && (start = tmpl_next(s, &expr, &elen, &end)) != NULL && end != NULL) {
+		if (tmpl_expr_parse(expr, elen).kind == TMPL_STEP)
+			return true;
+		s = end;
+	}
+	return false;
 }
 
 char *tmpl_param_env_name(const char *name)

@@ -90,6 +90,19 @@ int tmpl_render_refs(char **out, const char *tmpl, tmpl_ref_fn refs, void *arg);
 int tmpl_render_shell_refs(char **out, const char *script, tmpl_ref_fn refs, void *arg);
 
 /*
+ * One pass over tmpl: params, {{run.id}} and step outputs (refs) together,
+ * shell-quoted when shell. A value's own "{{…}}" is written as text, never
+ * read as a template: the plan keeps a string that refers to a step output
+ * whole until the step is claimed, and renders it here once (the spec's
+ * "templated" list says which strings those are).
+ */
+int tmpl_render_all(char **out, const char *tmpl, bool shell, const json_t *params, const char *run_id,
+		    tmpl_ref_fn refs, void *arg);
+
+/* Whether s holds a {{steps.STEP.outputs.KEY}} reference. */
+bool tmpl_has_step_ref(const char *s);
+
+/*
  * The index of the script argument in a command array (the argument after
  * -c, or after an option cluster holding c, when argv[0] is sh, bash, dash
  * or zsh, or a path ending in one), or -1 when the command has none.

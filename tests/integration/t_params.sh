@@ -126,3 +126,29 @@ Y
 	assert_eq "$(echo "$log" | sed -n 1p)" 'name=m";echo INJECTED;echo "x' "a job's output stays one literal inside \"…\""
 	assert_eq "$(echo "$log" | sed -n 2p)" "note=$evil" "a person's data stays one literal, bare"
 }
+
+# Templates are read once: a param whose value holds "{{steps.…}}" is that
+# text, not a second template. On 56c5f5c the value was expanded again at
+# claim time (the plan wrote params in, the claim read the result).
+test_params_rendered_once() {
+	start_daemon a
+	f=$(wf once <<'Y'
+name: once
+params:
+  p: {type: string}
+steps:
+  - name: a
+    command: [sh, -c, 'echo "{\"y\": \"from-a\"}" >"$FERRY_OUTPUT_DIR/outputs.json"']
+  - name: b
+    needs: [a]
+    env: {V: "{{params.p}}|{{steps.a.outputs.y}}"}
+    command: [sh, -c, 'echo "script={{params.p}}|{{steps.a.outputs.y}}"; echo "env=$V"; echo "arg=$1"', x, "{{params.p}}|{{steps.a.outputs.y}}"]
+Y
+)
+	id=$(submit "$f" '{"p": "{{steps.a.outputs.y}}"}')
+	wait_run "$id" succeeded 20
+	log=$(cat "$FERRY_HOME/runs/$id/b/1/log")
+	assert_eq "$log" 'script={{steps.a.outputs.y}}|from-a
+env={{steps.a.outputs.y}}|from-a
+arg={{steps.a.outputs.y}}|from-a' "a value's braces stay text in a script, an env value and an argument"
+}
