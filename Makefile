@@ -118,6 +118,10 @@ $(B)/tests/bench_dispatch: tests/bench/bench_dispatch.c $(ENGINE_OBJ)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $< $(ENGINE_OBJ) $(LDLIBS)
 
+$(B)/tests/quote_oracle: tests/fuzz/quote_oracle.c $(ENGINE_OBJ)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $< $(ENGINE_OBJ) $(LDLIBS)
+
 $(B)/tests/bench_fingerprint: tests/bench/bench_fingerprint.c $(ENGINE_OBJ)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $< $(ENGINE_OBJ) $(LDLIBS)
@@ -178,6 +182,9 @@ bench: deps
 fuzz:
 	@$(MAKE) --no-print-directory deps DEB_RUN="clang libclang-rt-14-dev $(DEB_RUN)"
 	@tests/fuzz/run.sh
+	@# the shell quoting of templates against dash and bash (tests/fuzz/quote_oracle.c)
+	@$(MAKE) --no-print-directory $(B)/tests/quote_oracle
+	@$(B)/tests/quote_oracle --execs $${QUOTE_EXECS:-1000000} --seed $${QUOTE_SEED:-$$(date +%s)}
 	@# the request fuzzer: generated hostile requests against a sanitized daemon
 	@$(MAKE) --no-print-directory SANITIZE=address,undefined all bin/ferryd-test
 	@tests/integration/run.sh test_hostile_requests
