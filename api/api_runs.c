@@ -107,6 +107,42 @@ static int workdir_ok(struct reply *r, const char *wd)
 	return ok ? 0 : -1;
 }
 
+/*
+ * Whether a run may come from repository repo: one FERRY_GIT_REPOS names
+ * (URL or path prefixes, separated by blanks or commas, matched at a '/'),
+ * when it is set; a local path also only one the job user could read (and
+ * inside FERRY_ALLOWED_ROOTS). 0, or -1 with the 400 answered.
+ */
+static int repo_ok(struct reply *r, const char *repo)
+{
+	const char *list = getenv("FERRY_GIT_REPOS");
+
+	if (list && *list) {
+		char *copy = xstrdup(list), *save = NULL;
+		int ok = 0;
+		for (char *e = strtok_r(copy, " ,\t\n", &save); e && !ok; e = strtok_r(NULL, " ,\t\n", &save)) {
+			size_t n = strlen(e);
+			ok = strncmp(repo, e, n) == 0 && (repo[n] == '\0' || repo[n] == '/' || e[n - 1] == '/');
+		}
+		free(copy);
+		if (!ok) {
+			reply_error(r, 400, "invalid_field", "repo",
+				    "field \"repo\" names a repository FERRY_GIT_REPOS does not allow", NULL);
+			return -1;
+		}
+	}
+	if (repo[0] == '/') {
+		char *real = realpath(repo, NULL);
+		int ok = real && exec_user_may_read(real, "repo", NULL, NULL);
+		if (!ok)
+			reply_error(r, 400, "invalid_field", "repo", real ? ferry_error_last() : "field \"repo\" does not exist", NULL);
+		free(real);
+		if (!ok)
+			return -1;
+	}
+	return 0;
+}
+
 void api_runs_create(struct api *a, struct reply *r, PGconn *db, struct req *q)
 {
 	struct MHD_Connection *conn = q->conn;
@@ -144,6 +180,8 @@ void api_runs_create(struct api *a, struct reply *r, PGconn *db, struct req *q)
 		reply_error(r, 400, "invalid_field", "repo", "field \"repo\" must be a URL or an absolute path", NULL);
 		goto out;
 	}
+	if (repo && repo_ok(r, repo) < 0)
+		goto out;
 	if ((ref || path) && repo == NULL) {
 		reply_error(r, 400, "invalid_field", ref ? "ref" : "path", "\"ref\" and \"path\" go with \"repo\"", NULL);
 		goto out;

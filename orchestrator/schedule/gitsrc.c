@@ -159,7 +159,7 @@ static int cb_tips(const char *refname, const git_oid *a, const git_oid *b, void
 	return fetch_check(payload);
 }
 
-/* ssh: the agent's keys, once (libgit2 asks again after each refusal). Nothing else is offered. */
+/* ssh: the agent's keys, once (libgit2 asks again after each refusal), with FERRY_GIT_SSH_AGENT=1. Nothing else is offered. */
 static int cb_credentials(git_credential **out, const char *url, const char *user, unsigned int allowed,
 			  void *payload)
 {
@@ -168,7 +168,9 @@ static int cb_credentials(git_credential **out, const char *url, const char *use
 	(void)url;
 	if (fetch_check(f) < 0)
 		return -1;
-	if ((allowed & GIT_CREDENTIAL_SSH_KEY) && f->cred_tries++ == 0)
+	/* the daemon's own agent keys only when its operator says so: a submitted ssh URL is anyone's */
+	if ((allowed & GIT_CREDENTIAL_SSH_KEY) && f->cred_tries++ == 0 && getenv("FERRY_GIT_SSH_AGENT") &&
+	    strcmp(getenv("FERRY_GIT_SSH_AGENT"), "1") == 0)
 		return git_credential_ssh_key_from_agent(out, user ? user : "git");
 	return GIT_PASSTHROUGH;
 }

@@ -325,6 +325,30 @@ test_submit_from_git_repo_pins_the_commit() {
 	assert_match "$err" "nobranch" "missing ref named"
 }
 
+# A run from a repository takes only those FERRY_GIT_REPOS allows (when
+# set), and a local one only if the job user could read it: on 058d658
+# {"repo": "/any/local/repo"} cloned any repository of the host and echoed
+# its contents in parse errors.
+test_submit_from_git_repo_only_allowed() {
+	git_repo
+	mkdir -m 700 "$FERRY_HOME/closed"
+	cp -r "$FERRY_HOME/origin.git" "$FERRY_HOME/closed/origin.git"
+	cp -r "$FERRY_HOME/origin.git" "$FERRY_HOME/origin.git2"
+	start_daemon a FERRY_JOB_USER= FERRY_GIT_REPOS="$FERRY_HOME/origin.git, https://git.example.com/team/"
+	run=$(ferry submit --repo "$FERRY_HOME/origin.git" --ref main --path workflows/train.yaml) || fail "an allowed repository"
+	wait_run "$run" succeeded 20
+	for repo in "$FERRY_HOME/origin.git2" "$FERRY_HOME/closed/origin.git" https://git.example.com/teamX/r.git; do
+		api POST /api/v1/runs "$(jq -n --arg r "$repo" '{repo: $r, ref: "main", path: "workflows/train.yaml"}')"
+		assert_eq "$CODE" 400 "$repo is not allowed: $BODY"
+		assert_match "$BODY" 'FERRY_GIT_REPOS does not allow.*"field":"repo"' "says which field and why"
+	done
+	stop_daemon a
+	start_daemon b FERRY_JOB_USER=
+	api POST /api/v1/runs "$(jq -n --arg r "$FERRY_HOME/closed/origin.git" '{repo: $r, ref: "main", path: "workflows/train.yaml"}')"
+	assert_eq "$CODE" 400 "a repository the job user cannot read: $BODY"
+	assert_match "$BODY" "cannot be read by the job user ferry-job" "says why"
+}
+
 # the retraining story of workflows/digits.yaml (a copy, so the repository is not written):
 # new labelled samples retrain and deploy past the gate; a bad batch is kept out by it
 test_digits_retrains_on_new_data_only_past_the_gate() {
