@@ -96,4 +96,5 @@ const struct step_kind kind_label = {
 	.command = SKC_FORBIDDEN, .no_command = "waits for a person and runs no command",
 	.keys = label_keys,
 	.prepare = label_prepare,
+	.lane = label_lane,
 };

@@ -154,6 +154,20 @@ out:
 	return error;
 }
 
+const char *label_lane(const json_t *spec, char *buf, size_t n)
+{
+	const char *hook = json_string_value(json_object_get(spec, "webhook")), *host, *end;
+
+	if (hook == NULL && getenv("FERRY_LABEL_WEBHOOK") && *getenv("FERRY_LABEL_WEBHOOK"))
+		hook = getenv("FERRY_LABEL_WEBHOOK");
+	if (hook == NULL || (host = strstr(hook, "://")) == NULL)
+		return NULL;
+	/* the service is the scheme and authority: every path on it shares the lane */
+	end = host + 3 + strcspn(host + 3, "/?#");
+	snprintf(buf, n, "webhook %.*s", (int)(end - hook), hook);
+	return buf;
+}
+
 /* Appends a line to the attempt's log so `ferry logs` shows what the step did. */
 int label_step(const struct step_run *r, struct step_result *res)
 {

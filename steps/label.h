@@ -20,4 +20,7 @@ int label_step(const struct step_run *r, struct step_result *res);
  */
 int label_count(int64_t *items, int64_t *unlabelled, const char *dataset, const char *labels);
 
+/* The step_kind lane of a label step: "webhook SCHEME://HOST[:PORT]" of its webhook, or NULL. */
+const char *label_lane(const json_t *spec, char *buf, size_t n);
+
 #endif

@@ -937,6 +937,12 @@ static int claim(struct engine *e)
 		*w->c = c[i];
 		memset(&c[i], 0, sizeof(c[i])); /* moved */
 		w->dir = exec_attempt_dir(e->home, w->c->run_id, w->c->name, w->c->attempt);
+		{
+			/* one worker per outside service the kind's work waits on (workers.h) */
+			const struct step_kind *k = w->c->kind ? step_kind_find(w->c->kind) : NULL;
+			if (k && k->lane && k->lane(w->c->spec, w->w.lane, sizeof(w->w.lane)) == NULL)
+				w->w.lane[0] = '\0';
+		}
 		submit_work(e, w);
 	}
 	store_claims_free(c, n);

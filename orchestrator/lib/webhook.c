@@ -34,8 +34,11 @@ int webhook_post(json_t **answer, const char *url, const json_t *body, int tries
 	long code = 0;
 	int error = FERRY_ERROR;
 
+	int64_t deadline = clock_mono_ms() + WEBHOOK_BUDGET_MS;
+
 	*answer = NULL;
 	for (int t = 1; t <= tries; t++) {
+		int64_t left = deadline - clock_mono_ms();
 		char *buf = NULL;
 		size_t blen = 0;
 		FILE *b = open_memstream(&buf, &blen);
@@ -48,8 +51,9 @@ int webhook_post(json_t **answer, const char *url, const json_t *body, int tries
 		curl_easy_setopt(c, CURLOPT_PROTOCOLS_STR, "http,https");
 		curl_easy_setopt(c, CURLOPT_POSTFIELDS, payload);
 		curl_easy_setopt(c, CURLOPT_HTTPHEADER, hdr);
-		curl_easy_setopt(c, CURLOPT_CONNECTTIMEOUT_MS, 2000L);
-		curl_easy_setopt(c, CURLOPT_TIMEOUT_MS, 5000L);
+		/* each try within what is left of the call's budget */
+		curl_easy_setopt(c, CURLOPT_CONNECTTIMEOUT_MS, (long)(left < 2000 ? left : 2000));
+		curl_easy_setopt(c, CURLOPT_TIMEOUT_MS, (long)(left < 5000 ? left : 5000));
 		curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
 		curl_easy_setopt(c, CURLOPT_ERRORBUFFER, err);
 		curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, body_write);
@@ -76,8 +80,15 @@ int webhook_post(json_t **answer, const char *url, const json_t *body, int tries
 		flog_warn("%s", ferry_error_last());
 		if (code >= 400 && code < 500 && code != 429 && code != 408)
 			break; /* the hook refuses the task: trying again will not help */
-		if (t < tries)
-			usleep((useconds_t)(250000 << (t - 1)));
+		if (t < tries) {
+			int64_t pause = 250 << (t - 1);
+			if (deadline - clock_mono_ms() < pause + 100) {
+				ferry_error_set("%s; the webhook's %d s budget is spent", ferry_error_last(),
+						WEBHOOK_BUDGET_MS / 1000);
+				break;
+			}
+			usleep((useconds_t)(pause * 1000));
+		}
 	}
 	curl_slist_free_all(hdr);
 	free(payload);

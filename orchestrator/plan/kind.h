@@ -167,6 +167,14 @@ struct step_kind {
 	 * (the step fails, may be retried). NULL for kinds without a job.
 	 */
 	int (*job_done)(struct step_result *res, const struct step_run *r);
+
+	/*
+	 * The outside service a claimed step's daemon work waits on (SKF_DAEMON
+	 * kinds), written into buf (n bytes), or NULL for none: the daemon's
+	 * worker pool runs one such item per service at a time (workers.h), so
+	 * one that never answers holds one worker. NULL hook: no lane.
+	 */
+	const char *(*lane)(const json_t *spec, char *buf, size_t n);
 };
 
 /* The kind called name, or NULL. */

@@ -8,11 +8,17 @@
 
 #include <pthread.h>
 #include <stdlib.h>
+#include <string.h>
 #include <sys/resource.h>
 #include <unistd.h>
 
 #include "store/db.h"
 #include "lib/util.h"
+
+struct worker_arg {
+	struct workers *p;
+	int slot;
+};
 
 struct workers {
 	pthread_mutex_t mu;
@@ -25,7 +31,38 @@ struct workers {
 	char *conninfo;
 	int n;
 	pthread_t *threads;
+	const char **busy; /* the lanes running now: one per thread at most */
+	struct worker_arg *args;
 };
+
+/* Under mu: whether lane is running now. */
+static int lane_busy(const struct workers *p, const char *lane)
+{
+	if (lane[0] == '\0')
+		return 0;
+	for (int i = 0; i < p->n; i++)
+		if (p->busy[i] && strcmp(p->busy[i], lane) == 0)
+			return 1;
+	return 0;
+}
+
+/* Under mu: the first queued item whose lane is free, unlinked; NULL when none is. */
+static struct work *take_runnable(struct workers *p)
+{
+	for (struct work *w = p->queue, *prev = NULL; w; prev = w, w = w->next) {
+		if (lane_busy(p, w->lane))
+			continue;
+		if (prev)
+			prev->next = w->next;
+		else
+			p->queue = w->next;
+		if (p->queue_tail == w)
+			p->queue_tail = prev;
+		w->next = NULL;
+		return w;
+	}
+	return NULL;
+}
 
 static void append(struct work **head, struct work **tail, struct work *w)
 {
@@ -39,7 +76,8 @@ static void append(struct work **head, struct work **tail, struct work *w)
 
 static void *worker_main(void *arg)
 {
-	struct workers *p = arg;
+	struct workers *p = ((struct worker_arg *)arg)->p;
+	int slot = ((struct worker_arg *)arg)->slot;
 	PGconn *conn = NULL;
 
 	/*
@@ -52,16 +90,13 @@ static void *worker_main(void *arg)
 	for (;;) {
 		struct work *w;
 		pthread_mutex_lock(&p->mu);
-		while (p->queue == NULL && !p->stopping)
+		while ((w = take_runnable(p)) == NULL && !(p->stopping && p->queue == NULL))
 			pthread_cond_wait(&p->cv, &p->mu);
-		w = p->queue;
 		if (w == NULL) { /* stopping, and nothing left */
 			pthread_mutex_unlock(&p->mu);
 			break;
 		}
-		p->queue = w->next;
-		if (p->queue == NULL)
-			p->queue_tail = NULL;
+		p->busy[slot] = w->lane[0] ? w->lane : NULL;
 		pthread_mutex_unlock(&p->mu);
 
 		if (conn && PQstatus(conn) != CONNECTION_OK) {
@@ -73,7 +108,9 @@ static void *worker_main(void *arg)
 		w->run(w, conn);
 
 		pthread_mutex_lock(&p->mu);
+		p->busy[slot] = NULL;
 		append(&p->done, &p->done_tail, w);
+		pthread_cond_broadcast(&p->cv); /* an item waiting for this lane may go */
 		pthread_mutex_unlock(&p->mu);
 		(void)!write(p->wake_fd, "w", 1);
 	}
@@ -92,8 +129,11 @@ int workers_new(struct workers **out, int n, const char *conninfo, int wake_fd)
 	p->wake_fd = wake_fd;
 	p->conninfo = xstrdup(conninfo);
 	p->threads = xcalloc((size_t)n, sizeof(*p->threads));
+	p->busy = xcalloc((size_t)n, sizeof(*p->busy));
+	p->args = xcalloc((size_t)n, sizeof(*p->args));
 	for (p->n = 0; p->n < n; p->n++) {
-		if (pthread_create(&p->threads[p->n], NULL, worker_main, p) != 0) {
+		p->args[p->n] = (struct worker_arg){p, p->n};
+		if (pthread_create(&p->threads[p->n], NULL, worker_main, &p->args[p->n]) != 0) {
 			ferry_error_set("cannot start worker thread %d of %d", p->n + 1, n);
 			workers_free(p, NULL);
 			return FERRY_ERROR;
@@ -155,6 +195,8 @@ void workers_free(struct workers *p, void (*drop)(struct work *w))
 	pthread_mutex_destroy(&p->mu);
 	pthread_cond_destroy(&p->cv);
 	free(p->threads);
+	free(p->busy);
+	free(p->args);
 	free(p->conninfo);
 	free(p);
 }

@@ -32,6 +32,13 @@ struct work {
 	/* Applies the result and frees the item. */
 	void (*done)(struct work *w, void *ctx);
 	const struct task *task; /* the periodic task whose round made it (task.h), or NULL */
+	/*
+	 * What outside service the item waits on ("" for none): at most one item
+	 * per lane runs at a time, and one whose lane is busy waits in the queue
+	 * without a worker, so a service that never answers holds one worker,
+	 * not all of them (a label webhook's host: kind.h's lane hook).
+	 */
+	char lane[160];
 	int again;
 	struct work *next;
 };

@@ -385,3 +385,52 @@ Y
 	assert_eq "$(step_col "$id" approve "outputs->>'timed_out'")" true "the gate's timeout continued it"
 	assert_eq "$(sql "SELECT count(*) FROM events WHERE run_id = $id AND kind = 'step.timed_out'")" 1 "event"
 }
+
+# A labelling service that never answers holds one worker, once: on 058d658
+# each label step's webhook took a worker for 3 x 5 s, and four of them
+# delayed an unrelated register step by 30 s. Now a call has an 8 s budget
+# for all its tries, and the pool runs one call per service at a time
+# (workers.h lanes): the register finishes while the calls wait their turn.
+test_label_webhook_silent_holds_one_worker() {
+	python3 -c '
+import socket, sys, time
+s = socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+s.bind(("127.0.0.1", 0)); s.listen(64)
+open(sys.argv[1], "w").write(str(s.getsockname()[1]))
+conns = []
+while True:
+    c, _ = s.accept(); conns.append(c)  # accepted, never answered
+' "$FERRY_HOME/silent.port" &
+	echo $! >"$FERRY_HOME/daemon.silent.pid"
+	for _ in $(seq 1 50); do [ -s "$FERRY_HOME/silent.port" ] && break; sleep 0.1; done
+	start_daemon a
+	make_dataset "$FERRY_HOME/ds"
+	f=$(wf silent <<Y
+name: silent
+steps:
+$(for i in 1 2 3 4; do printf '  - {name: l%d, kind: label, dataset: %s, webhook: "http://127.0.0.1:%s/t%d"}\n' "$i" "$FERRY_HOME/ds" "$(cat "$FERRY_HOME/silent.port")" "$i"; done)
+Y
+)
+	id=$(submit "$f")
+	sleep 1 # the label steps are on the workers
+	g=$(wf reg <<'Y'
+name: reg
+steps:
+  - {name: train, kind: train, command: [sh, -c, 'echo w >"$FERRY_OUTPUT_DIR/model.bin"']}
+  - {name: register, kind: register, needs: [train], model: quiet}
+Y
+)
+	start=$SECONDS
+	id2=$(submit "$g")
+	wait_run "$id2" succeeded 20
+	took=$((SECONDS - start))
+	echo "register beside four silent webhooks: ${took}s"
+	[ "$took" -le 6 ] || fail "the register waited ${took}s behind the webhooks"
+	# and each call gave up within its budget, one at a time: the first fails by about 8 s
+	sql_until "(SELECT count(*) FROM steps WHERE run_id = $id AND state = 'failed') >= 1" 12 ||
+		fail "no call ended within its budget"
+	assert_eq "$(sql "SELECT count(*) FROM steps WHERE run_id = $id AND state = 'failed'")" 1 "one at a time"
+	assert_match "$(sql "SELECT string_agg(coalesce(reason, ''), ' | ') FROM steps WHERE run_id = $id AND state = 'failed'")" \
+		"budget is spent|timed out|Timeout" "a call ends within its budget"
+	kill "$(cat "$FERRY_HOME/daemon.silent.pid")" # the calls still queued fail at once: a quick stop
+}
