@@ -317,8 +317,14 @@ int main(int argc, char **argv)
 	time_t t0 = time(NULL);
 
 	for (int i = 1; i + 1 < argc; i += 2) {
-		if (strcmp(argv[i], "--execs") == 0)
-			execs = atol(argv[i + 1]);
+		if (strcmp(argv[i], "--execs") == 0) {
+			int64_t v;
+			if (parse_int64(argv[i + 1], &v) < 0 || v < 1) {
+				fprintf(stderr, "quote_oracle: --execs takes a number of cases\n");
+				return 2;
+			}
+			execs = (long)v;
+		}
 		else if (strcmp(argv[i], "--seed") == 0)
 			rng ^= strtoull(argv[i + 1], NULL, 10) * 0x9E3779B97F4A7C15ULL;
 		else if (strcmp(argv[i], "--shell") == 0)
