@@ -13,9 +13,15 @@
  * closes the quote it is in, appears single-quoted ('\'' for each '), and
  * reopens the quote; inside `…` its backslashes, backquotes and dollars are
  * escaped once more per level. `…` and ${…} inside "…" have quoting rules
- * of their own that differ between shells: a template there is refused.
- * Here-documents are not tracked. `ferry validate` warns about every such
- * use and shows the "$FERRY_PARAM_X" form, which is always safe.
+ * of their own that differ between shells: a template there is refused,
+ * and so is one in a here-document's body (tracked from <<WORD to its
+ * delimiter line: a value's newline and a line equal to the delimiter
+ * would end it). In arithmetic ($((…)), ((…)), $[…]) the shell evaluates
+ * what it finds (bash runs a[$(…)]): only an integer is written, bare.
+ * Wrapper programs (env, timeout, nice, …) in front of the shell are
+ * stepped over. `ferry validate` warns about every such use and shows the
+ * "$FERRY_PARAM_X" form. tests/fuzz/quote_oracle.c checks all of it
+ * against dash and bash.
  */
 #include "plan/template.h"
 
