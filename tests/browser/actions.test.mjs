@@ -9,7 +9,7 @@
 //   - logs: a 200 MB log opens at its tail in under 2 s and pages back,
 //     live follow, carriage-return collapse, search, Ferry's lines, download.
 // Screenshots go to $FERRY_SHOTS.
-import { readFileSync, mkdtempSync, statSync } from 'node:fs';
+import { readFileSync, mkdtempSync, statSync, chmodSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import {
@@ -19,17 +19,20 @@ import {
 const browser = await launch();
 const ctx = await browser.newContext({ viewport: { width: 1280, height: 900 }, acceptDownloads: true });
 const scratch = mkdtempSync(join(tmpdir(), 'ferry-browser-'));
+chmodSync(scratch, 0o1777); // jobs run as ferry-job and leave their markers here
 let op, viewer, page, digitsRun, stopRun;
 
 try {
   await test('digits.yaml from the submit form: label continued from the page, live to succeeded, train log and metrics', async () => {
     op = await namedToken('browser-op', 'operator');
     viewer = await namedToken('browser-viewer', 'viewer');
+    // digits deploys: a deploy step needs the run's submitter to be an admin when it acts
+    const adm = await namedToken('browser-admin', 'admin');
     const yaml = readFileSync(`${ROOT}/workflows/digits.yaml`, 'utf8');
     const reg = await api('POST', '/api/v1/workflows', { yaml, filename: 'digits.yaml', workdir: `${ROOT}/workflows` });
     eq(reg.status, 201, `register digits: ${reg.text}`);
-    page = await signedIn(ctx, op, 'operator', '#/submit?workflow=digits');
-    await page.locator('#who', { hasText: 'browser-op (operator)' }).waitFor();
+    page = await signedIn(ctx, adm, 'admin', '#/submit?workflow=digits');
+    await page.locator('#who', { hasText: 'browser-admin (admin)' }).waitFor();
     // the form is built from the declared params, at their defaults
     eq(await page.locator('#param-C').inputValue(), '10', 'C from its default');
     eq(await page.locator('#param-gamma').inputValue(), '0.05', 'gamma from its default');
@@ -39,7 +42,7 @@ try {
     digitsRun = Number(page.url().match(/#\/runs\/(\d+)$/)[1]);
     const run = (await api('GET', `/api/v1/runs/${digitsRun}`)).json;
     eq(run.params.C, '8', 'the run has the param from the form');
-    eq(run.actor, 'browser-op', 'the run was started by the named token');
+    eq(run.actor, 'browser-admin', 'the run was started by the named token');
     // every step, the ones not started too, in the table and the DAG
     await page.locator('#steps tbody tr').first().waitFor();
     const names = await page.locator('#steps tbody tr').evaluateAll((rows) => rows.map((r) => r.dataset.step));
@@ -61,7 +64,7 @@ try {
     await page.fill('#continue-data', '{"reviewed_by": "browser"}');
     await page.screenshot({ path: `${SHOTS}/continue-1280.png`, fullPage: true });
     await page.click('#continue');
-    await page.locator('#action-result.ok', { hasText: 'as browser-op' }).waitFor();
+    await page.locator('#action-result.ok', { hasText: 'as browser-admin' }).waitFor();
     // live, without a reload: train runs, then everything succeeds (the deploy's load test included)
     await page.locator('#dag g[id="step-train"].state-running, #dag g[id="step-train"].state-succeeded').first().waitFor({ timeout: 20000 });
     await page.locator('#steps tr[data-step="deploy"] .state-succeeded').waitFor({ timeout: 150000 });
@@ -101,7 +104,7 @@ try {
     await page.click('#events summary');
     await page.locator('#events tr[data-kind="step.continued"]').waitFor();
     const row = await page.locator('#events tr[data-kind="step.continued"]').innerText();
-    assert(row.includes('browser-op') && row.includes('label'), `the event names the token: ${row}`);
+    assert(row.includes('browser-admin') && row.includes('label'), `the event names the token: ${row}`);
   });
 
   await test('stop and retry from the page, each in the events with the token name', async () => {
@@ -116,6 +119,7 @@ steps:
     eq(sub.status, 201, sub.text);
     stopRun = sub.json.id;
     await waitStep(stopRun, 'slow', 'running', 20);
+    page = await signedIn(ctx, op, 'operator', '#/runs'); // an operator stops and retries
     await page.goto(`${URL_BASE}/ui/#/runs/${stopRun}`);
     await page.locator('#stop').waitFor();
     eq(await page.locator('#retry').isVisible(), false, 'no retry while the run goes');
