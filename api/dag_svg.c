@@ -221,12 +221,22 @@ static size_t svg_tidy(char *svg, size_t len)
  * worker and a core for over 90 s, and SIGTERM waited for it). The child
  * is forked holding layout_mu (so no thread is inside libgvc, and the
  * child's copy of its state is whole), lays the graph out and writes the
- * SVG to a pipe; the parent reads it until DAG_RENDER_MS have passed, then
+ * SVG to a pipe; the parent reads it until FERRY_DAG_RENDER_TIMEOUT_MS
+ * (default DAG_RENDER_MS) have passed, then
  * kills the child and says the graph is too big to draw. Nothing the child
  * does can stall the API beyond that, and it dies with the daemon
  * (PR_SET_DEATHSIG).
  */
-#define DAG_RENDER_MS 5000
+#define DAG_RENDER_MS 10000
+
+/* FERRY_DAG_RENDER_TIMEOUT_MS, 100 ms to 10 min, else the default. */
+static int64_t render_ms(void)
+{
+	int64_t ms;
+	const char *v = getenv("FERRY_DAG_RENDER_TIMEOUT_MS");
+
+	return v && parse_int64(v, &ms) == 0 && ms >= 100 && ms <= 600000 ? ms : DAG_RENDER_MS;
+}
 #define DAG_SVG_MAX (64u << 20)
 
 /* The child: layout, render, write, exit. Never returns. */
@@ -251,7 +261,7 @@ int dag_svg_render(char **out, size_t *len, const json_t *steps)
 	int p[2], status = 0, error = FERRY_OK;
 	size_t n = 0, cap = 1 << 16;
 	char *buf;
-	int64_t deadline = clock_mono_ms() + DAG_RENDER_MS;
+	int64_t limit = render_ms(), deadline = clock_mono_ms() + limit;
 	pid_t pid;
 
 	*out = NULL;
@@ -307,9 +317,9 @@ int dag_svg_render(char **out, size_t *len, const json_t *steps)
 	while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
 		;
 	if (error == FERRY_EINVALID) {
-		ferry_error_set("the workflow's graph (%zu steps) takes more than %d s to lay out; too big to "
+		ferry_error_set("the workflow's graph (%zu steps) takes more than %.1f s to lay out; too big to "
 				"draw: its steps are listed in the run's page", json_array_size(steps),
-				DAG_RENDER_MS / 1000);
+				(double)limit / 1000);
 	} else if (!WIFEXITED(status) || WEXITSTATUS(status) != 0 || n == 0) {
 		ferry_error_set("graphviz could not lay out the workflow");
 		error = FERRY_ERROR;

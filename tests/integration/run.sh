@@ -59,6 +59,12 @@ if [ "$(id -u)" = 0 ] && getent passwd ferry-job >/dev/null &&
 	echo "integration: ferry-job cannot read $ROOT (a directory above it is closed to that user): jobs run as root in this run, but for the isolation tests"
 	export FERRY_JOB_USER=root
 fi
+# A sanitized build (make SANITIZE=…) forks and lays graphs out many times
+# slower: the DAG picture's layout deadline (dag_svg.c, 10 s) is raised so a
+# 2,000-step picture is not called too big for the build's sake.
+if ldd "$ROOT/bin/ferryd" 2>/dev/null | grep -q libasan; then
+	export FERRY_DAG_RENDER_TIMEOUT_MS=60000
+fi
 LANES=${TEST_LANES:-4}
 LANE_PIDS=()
 

@@ -128,9 +128,12 @@ test_schedule_catchup_after_downtime_as_configured() {
 	# the ticks of the downtime: all accounted for; the newest fired with at most max_catchup (2) before it
 	local win="nominal_at > to_timestamp($down_from) AND nominal_at <= to_timestamp($down_to)"
 	[ "$(ticks "$all" "$win")" -ge 5 ] || fail "the downtime's ticks are not all on record"
-	assert_eq "$(ticks "$all" "$win AND reason = 'caught up'")" 2 "caught-up runs (max_catchup 2)"
+	# caught up: counted from the downtime on, not only up to down_to: a start slower than a
+	# second (a sanitized build on a busy machine) moves the newest missed tick past down_to,
+	# and one of the two caught up before it with it
+	assert_eq "$(ticks "$all" "nominal_at > to_timestamp($down_from) AND reason = 'caught up'")" 2 "caught-up runs (max_catchup 2)"
 	[ "$(ticks "$all" "$win AND reason = 'missed: over max_catchup 2'")" -ge 2 ] || fail "the ones over the cap are not skipped"
-	assert_eq "$(ticks "$latest" "$win AND reason = 'caught up'")" 0 "catchup latest caught up a run"
+	assert_eq "$(ticks "$latest" "nominal_at > to_timestamp($down_from) AND reason = 'caught up'")" 0 "catchup latest caught up a run"
 	[ "$(ticks "$latest" "$win AND reason = 'missed: catchup latest'")" -ge 4 ] || fail "catchup latest: missed ticks not recorded"
 	exactly_once "$all" 1
 	exactly_once "$latest" 1
