@@ -244,6 +244,12 @@ void api_step_logs(struct api *a, struct reply *r, PGconn *db, struct req *q)
 		return;
 	}
 	/*
+	 * Claimed, not started: where its job will write (the console asks as
+	 * soon as the run's JSON counts the attempt; that was a 404 before)
+	 */
+	if (dir == NULL)
+		dir = exec_attempt_dir(a->home ? a->home : ".", id, step, attempt);
+	/*
 	 * The log lies in the job's directory, where the job may have put a
 	 * link to a secret or a FIFO in its place: opened as hostile
 	 * (lib/jobfile.h), never followed, never waited on.

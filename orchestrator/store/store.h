@@ -286,7 +286,11 @@ int store_workflow_latest(json_t **spec, char **hash, char **yaml, char **workdi
 /* {"events":[…]} of a run, oldest first, after event id after (0: all). */
 int store_run_events(char **out, PGconn *conn, int64_t id, int64_t after);
 
-/* Where an attempt's log is: attempt 0 means the latest. *dir is the caller's. */
+/*
+ * Where an attempt's log is: attempt 0 means the latest. *dir is the
+ * caller's; NULL (and *running 1) for an attempt claimed whose job has not
+ * started yet: its log is empty so far.
+ */
 int store_step_log(char **dir, int *attempt, int *running, PGconn *conn, int64_t run,
 		   const char *step, int want_attempt);
 

@@ -568,7 +568,11 @@ int store_step_log(char **dir, int *attempt, int *running, PGconn *conn, int64_t
 	if (PQgetvalue(res, 0, 0)[0] != 't') {
 		ferry_error_set("run %lld has no step \"%s\"", (long long)run, step);
 		error = FERRY_ENOTFOUND;
-	} else if (PQgetisnull(res, 0, 1) || PQgetisnull(res, 0, 2)) {
+	} else if (!PQgetisnull(res, 0, 1) && PQgetisnull(res, 0, 2)) {
+		/* claimed, its job not started yet: no directory, an empty log for now */
+		*attempt = (int)store_intval(res, 0, 1);
+		*running = 1;
+	} else if (PQgetisnull(res, 0, 1)) {
 		if (want_attempt)
 			ferry_error_set("step \"%s\" of run %lld has no attempt %d", step, (long long)run, want_attempt);
 		else
