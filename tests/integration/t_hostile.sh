@@ -485,7 +485,7 @@ for i in range(300):
     socks.append(s)
 def drip():
     # one more header line every 0.5 s: never idle, never done
-    while time.monotonic() - t0 < 7:
+    while time.monotonic() - t0 < 5:
         for i, s in enumerate(socks):
             if i in closed_at:
                 continue
@@ -506,7 +506,7 @@ def drip():
 t = threading.Thread(target=drip)
 t.start()
 worst, ok = 0.0, 0
-for _ in range(10):
+for _ in range(8):
     a = time.monotonic()
     try:
         with urllib.request.urlopen("http://127.0.0.1:%d/healthz" % port, timeout=3) as r:
@@ -514,14 +514,14 @@ for _ in range(10):
     except Exception as e:
         print("healthz failed:", e, file=sys.stderr)
     worst = max(worst, time.monotonic() - a)
-    time.sleep(0.5)
+    time.sleep(0.4)
 t.join()
 print(json.dumps({"healthz_ok": ok, "worst_ms": int(worst * 1000), "closed": len(closed_at),
                   "last_closed_s": round(max(closed_at.values()), 1) if closed_at else None}))
 PY
 	out=$(python3 "$FERRY_HOME/slowloris.py" "$FERRY_PORT")
 	echo "slowloris: $out"
-	assert_eq "$(echo "$out" | json 'j["healthz_ok"]')" 10 "every /healthz answered during the attack"
+	assert_eq "$(echo "$out" | json 'j["healthz_ok"]')" 8 "every /healthz answered during the attack"
 	[ "$(echo "$out" | json 'j["worst_ms"]')" -lt 2000 ] || fail "a /healthz waited: $out"
 	assert_eq "$(echo "$out" | json 'j["closed"]')" 300 "every slow sender was cut"
 	[ "$(echo "$out" | json 'int(j["last_closed_s"] < 4)')" = 1 ] || fail "cut too late: $out"
