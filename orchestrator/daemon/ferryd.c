@@ -595,9 +595,17 @@ static void embedded_release(const char *home, const char *conninfo, int keep)
  */
 static int home_lock_down(const char *home)
 {
-	char *runs = xasprintf("%s/runs", home), *art = xasprintf("%s/artifacts", home);
+	char *runs = xasprintf("%s/runs", home), *art = xasprintf("%s/artifacts", home), *real = realpath(home, NULL);
+	struct stat st;
 	int error = FERRY_ERROR;
 
+	/* the home is made 0711: never a shared directory (/tmp, /) whose mode is everyone's */
+	if (real == NULL || stat(real, &st) < 0 || (st.st_mode & S_ISVTX) || strcmp(real, "/") == 0) {
+		ferry_error_set("FERRY_HOME %s must be a directory of Ferry's own, not a shared one like /tmp "
+				"(ferryd makes it 0711); use a directory under it, e.g. %s/ferry", home,
+				real && strcmp(real, "/") != 0 ? real : "/var/lib");
+		goto out;
+	}
 	if (chmod(home, 0711) < 0 || mkdir_p(runs, 0711) < 0 || chmod(runs, 0711) < 0 ||
 	    mkdir_p(art, 0700) < 0 || chmod(art, 0700) < 0) {
 		ferry_error_set("FERRY_HOME %s: %s", home, errno ? strerror(errno) : ferry_error_last());
@@ -607,6 +615,7 @@ static int home_lock_down(const char *home)
 out:
 	free(runs);
 	free(art);
+	free(real);
 	return error;
 }
 

@@ -67,6 +67,13 @@ test_isolation_job_user_settings() {
 	for _ in $(seq 1 50); do kill -0 "$(daemon_pid b)" 2>/dev/null || break; sleep 0.1; done
 	! kill -0 "$(daemon_pid b)" 2>/dev/null || fail "ferryd started in a home ferry-job cannot reach"
 	assert_match "$(cat "$FERRY_HOME/ferryd-b.log")" "the job user ferry-job cannot enter $FERRY_HOME/closed .mode 0700, owner uid 0.: jobs could not reach" "says which directory"
+	# a shared directory as the home: refused, its mode untouched (ferryd makes a home 0711)
+	before=$(stat -c %a /tmp)
+	spawn_daemon d FERRY_JOB_USER= FERRY_HOME=/tmp
+	for _ in $(seq 1 50); do kill -0 "$(daemon_pid d)" 2>/dev/null || break; sleep 0.1; done
+	! kill -0 "$(daemon_pid d)" 2>/dev/null || fail "ferryd started with FERRY_HOME=/tmp"
+	assert_match "$(cat "$FERRY_HOME/ferryd-d.log")" "must be a directory of Ferry's own, not a shared one like /tmp" "says why"
+	assert_eq "$(stat -c %a /tmp)" "$before" "/tmp keeps its mode"
 	# root, explicitly: jobs run as root, and the log says what that costs
 	start_daemon c FERRY_JOB_USER=root
 	id=$(submit "$(wf who <<'Y'
