@@ -589,9 +589,11 @@ static void embedded_release(const char *home, const char *conninfo, int keep)
 
 /*
  * $FERRY_HOME as a job may see it (exec_user.c): the home and runs/ only
- * searchable, so a job reaches its attempt directory by name and lists
- * nothing; artifacts/ the daemon's alone. The job user must be able to
- * search down to runs/: a home under a 0700 directory is refused here.
+ * searchable (0711) when jobs run as the job user, so a job reaches its
+ * attempt directory by name and lists nothing (0700 when jobs run as the
+ * daemon's own user: nobody else needs in); artifacts/ the daemon's alone.
+ * The job user must be able to search down to runs/: a home under a 0700
+ * directory is refused here.
  */
 static int home_lock_down(const char *home)
 {
@@ -606,7 +608,10 @@ static int home_lock_down(const char *home)
 				real && strcmp(real, "/") != 0 ? real : "/var/lib");
 		goto out;
 	}
-	if (chmod(home, 0711) < 0 || mkdir_p(runs, 0711) < 0 || chmod(runs, 0711) < 0 ||
+	/* searchable by the job user when there is one; else nobody's but the daemon's */
+	mode_t open_to_jobs = exec_user_get() ? 0711 : 0700;
+
+	if (chmod(home, open_to_jobs) < 0 || mkdir_p(runs, open_to_jobs) < 0 || chmod(runs, open_to_jobs) < 0 ||
 	    mkdir_p(art, 0700) < 0 || chmod(art, 0700) < 0) {
 		ferry_error_set("FERRY_HOME %s: %s", home, errno ? strerror(errno) : ferry_error_last());
 		goto out;
