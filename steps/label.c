@@ -154,12 +154,20 @@ out:
 	return error;
 }
 
-const char *label_lane(const json_t *spec, char *buf, size_t n)
+/* The step's webhook, else the daemon's default labelling service (FERRY_LABEL_WEBHOOK), or NULL. */
+static const char *hook_of(const json_t *spec)
 {
-	const char *hook = json_string_value(json_object_get(spec, "webhook")), *host, *end;
+	const char *hook = json_string_value(json_object_get(spec, "webhook"));
 
 	if (hook == NULL && getenv("FERRY_LABEL_WEBHOOK") && *getenv("FERRY_LABEL_WEBHOOK"))
 		hook = getenv("FERRY_LABEL_WEBHOOK");
+	return hook;
+}
+
+const char *label_lane(const json_t *spec, char *buf, size_t n)
+{
+	const char *hook = hook_of(spec), *host, *end;
+
 	if (hook == NULL || (host = strstr(hook, "://")) == NULL)
 		return NULL;
 	/* the service is the scheme and authority: every path on it shares the lane */
@@ -173,7 +181,7 @@ int label_step(const struct step_run *r, struct step_result *res)
 {
 	const char *ds = json_string_value(json_object_get(r->spec, "dataset"));
 	const char *lf = json_string_value(json_object_get(r->spec, "labels"));
-	const char *hook = json_string_value(json_object_get(r->spec, "webhook"));
+	const char *hook = hook_of(r->spec);
 	char *joined = NULL, *dataset = NULL, *labels = NULL, *msg = NULL;
 	json_t *task = NULL, *answer = NULL;
 	int64_t items = 0, unlabelled = 0;
@@ -182,8 +190,6 @@ int label_step(const struct step_run *r, struct step_result *res)
 	int error = FERRY_OK;
 
 	step_result_init(res);
-	if (hook == NULL && getenv("FERRY_LABEL_WEBHOOK") && *getenv("FERRY_LABEL_WEBHOOK"))
-		hook = getenv("FERRY_LABEL_WEBHOOK"); /* the daemon's default labelling service */
 	if (ds == NULL) {
 		ferry_error_set("a label step needs \"dataset\"");
 		return FERRY_EINVALID;
