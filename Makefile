@@ -185,6 +185,9 @@ fuzz:
 	@# the shell quoting of templates against dash and bash (tests/fuzz/quote_oracle.c)
 	@$(MAKE) --no-print-directory $(B)/tests/quote_oracle
 	@$(B)/tests/quote_oracle --execs $${QUOTE_EXECS:-1000000} --seed $${QUOTE_SEED:-$$(date +%s)}
+	@# haproxy's runtime changes against its config, 2,000 random steps (make test runs 120)
+	@$(MAKE) --no-print-directory $(B)/tests/test_haproxy
+	@HAP_RANDOM_STEPS=$${HAP_RANDOM_STEPS:-2000} $(B)/tests/test_haproxy --only '*random_changes'
 	@# the request fuzzer: generated hostile requests against a sanitized daemon
 	@$(MAKE) --no-print-directory SANITIZE=address,undefined all bin/ferryd-test
 	@tests/integration/run.sh test_hostile_requests
