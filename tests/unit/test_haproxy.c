@@ -760,8 +760,9 @@ static void test_haproxy__random_changes(void **state)
 {
 	struct fixture *f = *state;
 	struct want w;
-	unsigned seed = getenv("HAP_SEED") ? (unsigned)strtoul(getenv("HAP_SEED"), NULL, 10) : (unsigned)getpid();
-	int steps = getenv("HAP_RANDOM_STEPS") ? atoi(getenv("HAP_RANDOM_STEPS")) : 120;
+	int64_t v;
+	unsigned seed = getenv("HAP_SEED") && parse_int64(getenv("HAP_SEED"), &v) == 0 ? (unsigned)v : (unsigned)getpid();
+	int steps = getenv("HAP_RANDOM_STEPS") && parse_int64(getenv("HAP_RANDOM_STEPS"), &v) == 0 ? (int)v : 120;
 	int weight[NBACK], drain[NBACK], counts[NBACK];
 
 	printf("# seed %u, %d steps\n", seed, steps);
