@@ -295,8 +295,9 @@ static void h_ready(struct api *a, struct reply *r, PGconn *db, struct req *q)
  * operator runs workflows (submits, stops, retries, continues, deletes a
  * run, registers a workflow); an admin changes what serves and what runs by
  * itself (model aliases, deployments and their traffic, predictions through
- * the API, schedules, triggers). The OpenAPI document lists each route with
- * its role as x-ferry-role (tests/unit/test_api.c checks).
+ * the API, schedules, triggers, secrets; anyone lists secrets' names, never a value).
+ * The OpenAPI document lists each route with its role as x-ferry-role
+ * (tests/unit/test_api.c checks).
  */
 const struct api_route api_routes[] = {
 	{"GET", "/healthz", PUBLIC, 0, f_health, NULL, NULL, NULL},
@@ -350,6 +351,9 @@ const struct api_route api_routes[] = {
 	{"GET", "/api/v1/triggers", VIEWER, 0, NULL, api_triggers_list, NULL, NULL},
 	{"GET", "/api/v1/audit", VIEWER, 0, NULL, api_audit, "object object_id before limit", NULL},
 	{"PATCH", "/api/v1/triggers/{id}", ADMIN, 0, NULL, api_trigger_patch, NULL, "paused"},
+	{"GET", "/api/v1/secrets", VIEWER, 0, NULL, api_secrets_list, NULL, NULL},
+	{"PUT", "/api/v1/secrets/{name}", ADMIN, 0, NULL, api_secret_put, NULL, "value"},
+	{"DELETE", "/api/v1/secrets/{name}", ADMIN, 0, NULL, api_secret_delete, NULL, NULL},
 	{NULL, NULL, 0, 0, NULL, NULL, NULL, NULL},
 };
 
@@ -662,6 +666,8 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
 	if (q) {
 		if (q->resp)
 			MHD_destroy_response(q->resp);
+		if (q->body) /* a body may hold a secret's value (PUT /secrets/{name}) */
+			explicit_bzero(q->body, q->len);
 		free(q->body);
 		free(q);
 		*con_cls = NULL;

@@ -125,6 +125,10 @@ void api_run_delete(struct api *a, struct reply *r, PGconn *db, struct req *q);
 void api_run_stop(struct api *a, struct reply *r, PGconn *db, struct req *q);
 void api_run_retry(struct api *a, struct reply *r, PGconn *db, struct req *q);
 void api_audit(struct api *a, struct reply *r, PGconn *db, struct req *q);
+/* api_secrets.c */
+void api_secrets_list(struct api *a, struct reply *r, PGconn *db, struct req *q);
+void api_secret_put(struct api *a, struct reply *r, PGconn *db, struct req *q);
+void api_secret_delete(struct api *a, struct reply *r, PGconn *db, struct req *q);
 void api_run_events(struct api *a, struct reply *r, PGconn *db, struct req *q);
 void api_step_continue(struct api *a, struct reply *r, PGconn *db, struct req *q);
 void api_workflows_list(struct api *a, struct reply *r, PGconn *db, struct req *q);

@@ -101,6 +101,7 @@ int cmd_models(const struct ctx *x, int argc, char **argv); /* models.c */
 int cmd_deployments(const struct ctx *x, int argc, char **argv); /* deployments.c */
 int cmd_schedules(const struct ctx *x, int argc, char **argv);   /* schedules.c */
 int cmd_triggers(const struct ctx *x, int argc, char **argv);    /* schedules.c */
+int cmd_secrets(const struct ctx *x, int argc, char **argv);     /* secrets.c */
 int cmd_cache(const struct ctx *x, int argc, char **argv); /* cache.c */
 int cmd_events(const struct ctx *x, int argc, char **argv); /* events.c */
 int cmd_audit(const struct ctx *x, int argc, char **argv);  /* events.c */

@@ -106,6 +106,52 @@ static json_t *shell_param_warnings(const char *path, const json_t *spec, bool p
 	return out;
 }
 
+/*
+ * The secrets spec's steps name, checked against the daemon's (GET
+ * /secrets, names only): each not set there is an error at its step,
+ * appended to errs as FILE:LINE:COL. Without a daemon to ask, a warning
+ * says they were not checked (validate works offline). Returns how many
+ * are not set.
+ */
+static size_t check_secrets(const char *path, const json_t *spec, cfg_errors *errs, json_t *warnings, bool print)
+{
+	ferry_client *c = NULL;
+	json_t *answer = NULL, *st, *v, *known = json_object(), *s;
+	size_t i, k, missing = 0, named = 0;
+
+	json_array_foreach(json_object_get(spec, "steps"), i, st)
+		named += json_array_size(json_object_get(st, "secrets"));
+	if (named == 0)
+		goto out;
+	if (client_open(&c) < 0 || client_request(&answer, c, "GET", "/secrets", NULL) < 0) {
+		char *w = xasprintf("the secrets its steps name were not checked: no daemon answered (%s)",
+				    ferry_error_last());
+		if (print)
+			fprintf(stderr, "%s: warning: %s\n", path, w);
+		json_array_append_new(warnings, json_string(w));
+		free(w);
+		goto out;
+	}
+	json_array_foreach(json_object_get(answer, "secrets"), i, s)
+		json_object_set_new(known, jstr(s, "name", ""), json_true());
+	json_array_foreach(json_object_get(spec, "steps"), i, st) {
+		json_array_foreach(json_object_get(st, "secrets"), k, v) {
+			if (json_object_get(known, json_string_value(v)))
+				continue;
+			cfg_errors_add(errs, xasprintf("%s:%lld:%lld: step \"%s\": secret %s is not set on the daemon; "
+						       "an admin sets it with `ferry secrets set %s`", path,
+						       (long long)json_integer_value(json_object_get(st, "line")),
+						       (long long)json_integer_value(json_object_get(st, "col")),
+						       jstr(st, "name", "?"), json_string_value(v), json_string_value(v)));
+			missing++;
+		}
+	}
+out:
+	json_decref(answer), json_decref(known);
+	client_free(c);
+	return missing;
+}
+
 static int cmd_validate(const struct ctx *x, int argc, char **argv)
 {
 	struct workflow_file wf = {0};
@@ -122,21 +168,24 @@ static int cmd_validate(const struct ctx *x, int argc, char **argv)
 	path = argv[optind];
 
 	rc = workflow_file_load(&wf, path);
-	status = rc == 0 ? FX_OK : FX_USAGE;
-	if (rc == 0)
+	if (rc == 0) {
 		nsteps = json_array_size(json_object_get(wf.spec, "steps"));
+		warnings = shell_param_warnings(path, wf.spec, !json);
+		if (check_secrets(path, wf.spec, &wf.errs, warnings, !json) > 0) {
+			rc = FERRY_EINVALID;
+			ferry_error_set("secrets not set");
+		}
+	}
+	status = rc == 0 ? FX_OK : FX_USAGE;
 	if (!json) {
 		if (rc == 0) {
 			printf("%s: ok %s workflow %s, %zu step%s, hash %.12s\n", path, dash(x->cli),
 			       jstr(wf.spec, "name", "?"), nsteps, nsteps == 1 ? "" : "s", wf.hash);
 			fflush(stdout);
-			warnings = shell_param_warnings(path, wf.spec, true);
 		} else
 			workflow_file_report(&wf);
 		goto out;
 	}
-	if (rc == 0)
-		warnings = shell_param_warnings(path, wf.spec, false);
 	errors = json_array();
 	if (rc != 0 && wf.errs.len == 0)
 		json_array_append_new(errors, json_string(ferry_error_last()));
@@ -633,7 +682,10 @@ static int cmd_help(const struct ctx *x, int argc, char **argv)
 static const struct command commands[] = {
 	{"validate", "Check a workflow file locally, without the daemon.",
 	 "ferry validate FILE [-o json]",
-	 "Options:\n"
+	 "The one question asked of a daemon, when one answers: are the secrets its\n"
+	 "steps name set there (GET /api/v1/secrets, names only)? Without one, a\n"
+	 "warning says they were not checked.\n"
+	 "\nOptions:\n"
 	 "  -o, --output FORMAT   text (default) or json\n"
 	 "\nExit status: 0 valid, 2 invalid (each error as FILE:LINE:COL: message on stderr).\n"
 	 "\nExample:\n  ferry validate workflows/hello.yaml\n",
@@ -849,6 +901,25 @@ static const struct command commands[] = {
 	 "  -o, --output json   print the API's JSON\n"
 	 "\nExample:\n  ferry triggers pause 1\n",
 	 cmd_triggers},
+	{"secrets", "Secrets steps name under secrets: set (admin), list (names only), remove.",
+	 "ferry secrets list [-o json]\n"
+	 "       ferry secrets set NAME < FILE\n"
+	 "       ferry secrets rm NAME",
+	 "  list      every secret's name, who set it last and when; never a value\n"
+	 "  set       store NAME's value, read from stdin (asked for without echo on a\n"
+	 "            terminal; one trailing newline dropped); sealed with AES-256-GCM\n"
+	 "            under $FERRY_HOME/secrets.key, never shown again\n"
+	 "  rm        remove NAME; a step that names it fails to start until it is set\n"
+	 "\nA step gets the secrets it lists in its environment, under their names,\n"
+	 "and each value is masked as *** in its log:\n"
+	 "    secrets: [HF_TOKEN]\n"
+	 "Submitting a run whose steps name a secret that is not set is refused.\n"
+	 "\nOptions:\n"
+	 "  -o, --output json   print the API's JSON\n"
+	 "\nExamples:\n"
+	 "  ferry secrets set HF_TOKEN < ~/.hf_token\n"
+	 "  ferry secrets list\n",
+	 cmd_secrets},
 	{"cache", "Show the data cache of cache steps: entries, sessions, hit/miss totals.",
 	 "ferry cache [--host NAME] [-o json]",
 	 "Options:\n"

@@ -38,6 +38,7 @@ int keys_executor(struct cfg_key_ctx *c, const yaml_node_t *n, json_t **out);
 int keys_resources(struct cfg_key_ctx *c, const yaml_node_t *n, json_t **out);
 int keys_network(struct cfg_key_ctx *c, const yaml_node_t *n, json_t **out);
 int keys_exec_options(struct cfg_key_ctx *c, const yaml_node_t *n, json_t **out);
+int keys_secrets(struct cfg_key_ctx *c, const yaml_node_t *n, json_t **out);
 /* The names of the executors' options blocks (exec.h options_key), NULL past the last. */
 const char *keys_exec_options_name(size_t i);
 
@@ -47,6 +48,8 @@ const char *keys_exec_options_name(size_t i);
 #define KEY_CACHE .name = "cache", .flags = STK_PLAN, .absent = "false", .parse = keys_cache
 #define KEY_GATE .name = "gate", .flags = STK_PLAN, .absent = "[]", .parse = keys_gate
 /* the monitor's (monitor.md): a field only when given */
+/* a job's secrets by name (a field only when given: specs without it hash as before) */
+#define KEY_SECRETS .name = "secrets", .flags = STK_JOB | STK_PLAN, .parse = keys_secrets
 #define KEY_HANG .name = "hang", .flags = STK_PLAN | STK_LAST, .parse = keys_hang
 #define KEY_WATCH .name = "watch", .flags = STK_PLAN | STK_LAST, .parse = keys_watch
 
@@ -57,7 +60,7 @@ const char *keys_exec_options_name(size_t i);
 	{.name = "network", .flags = STK_JOB | STK_PLAN, .absent = "null", .parse = keys_network}, \
 	{.names = keys_exec_options_name, .flags = STK_JOB | STK_PLAN, .parse = keys_exec_options}
 
-/* A job kind's keys beside its own: where it runs, then its cache. */
-#define KEYS_JOB KEYS_PLACEMENT, {KEY_CACHE}
+/* A job kind's keys beside its own: where it runs, its secrets, then its cache. */
+#define KEYS_JOB KEYS_PLACEMENT, {KEY_SECRETS}, {KEY_CACHE}
 
 #endif

@@ -12,6 +12,9 @@
  *   OPTIONS:    an executor's own block (exec.h options_key, e.g. slurm:),
  *               parsed by that executor; only beside it (or the daemon's
  *               default when none is named)
+ *   secrets:    [NAME, …]: secrets (`ferryd secret set NAME`) put in the
+ *               job's environment under their names when it starts, masked
+ *               in its log; names only here (submit refuses one not set)
  *   cache:      keep a success in the step result cache
  *   gate:       METRIC: "OP VALUE" pairs (gate.h), in file order
  *   hang:, watch:  what the job monitor applies (monitor.md), only when
@@ -41,6 +44,7 @@
 #include "monitor/watchpoints.h"
 #include "plan/config.h"
 #include "plan/gate.h"
+#include "store/store.h"
 
 #define NELEM(a) (sizeof(a) / sizeof((a)[0]))
 
@@ -165,6 +169,59 @@ int keys_exec_options(struct cfg_key_ctx *c, const yaml_node_t *n, json_t **out)
 		return 0;
 	}
 	return owner->options_parse(c, n, out);
+}
+
+/* ---- secrets ---------------------------------------------------------------- */
+
+/* secrets: a list of names, each an environment name not in env:, on an executor that masks them. */
+int keys_secrets(struct cfg_key_ctx *c, const yaml_node_t *n, json_t **out)
+{
+	const json_t *spec = cfg_key_spec(c);
+	json_t *names = json_array();
+	const char *ex = json_string_value(json_object_get(spec, "executor"));
+	const struct exec_type *t = ex ? exec_type_find(ex) : NULL;
+	const yaml_node_t *it;
+	const char *name;
+	size_t k = 0;
+
+	*out = NULL;
+	if (!present(n)) { /* absent: no field */
+		json_decref(names);
+		return 0;
+	}
+	*out = names;
+	if (n->type != YAML_SEQUENCE_NODE) {
+		cfg_key_err(c, n, "secrets must be a list of secret names (e.g. [HF_TOKEN, DB_PASSWORD]), not a %s",
+			    ntype(n));
+		return 0;
+	}
+	if (t != NULL && (t->flags & EXF_SECRETS) == 0) {
+		char *ok = exec_type_names_with(EXF_SECRETS, " or ");
+		cfg_key_err(c, n, "secrets: executor %s cannot mask them in its log; use %s", t->name, ok);
+		free(ok);
+	}
+	while (cfg_key_next_item(c, n, &k, &it)) {
+		if ((name = cfg_key_text(c, it, "a secret name")) == NULL)
+			continue;
+		if (!store_secret_name_ok(name))
+			cfg_key_err(c, it, "secret name %s is not valid: letters, digits and _, not starting with a "
+				    "digit or FERRY_ (it is the job's environment variable)", cfg_key_q(c, name));
+		else if (json_object_get(json_object_get(spec, "env"), name) != NULL)
+			cfg_key_err(c, it, "%s is in env: too; a secret is its own variable, remove it from env:",
+				    cfg_key_q(c, name));
+		else {
+			size_t i;
+			json_t *v;
+			int dup = 0;
+			json_array_foreach(names, i, v)
+				dup |= strcmp(json_string_value(v), name) == 0;
+			if (dup)
+				cfg_key_err(c, it, "secret %s is listed twice", cfg_key_q(c, name));
+			else
+				json_array_append_new(names, json_string(name));
+		}
+	}
+	return 0;
 }
 
 /* ---- cache and gate --------------------------------------------------------- */

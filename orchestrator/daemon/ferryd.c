@@ -29,6 +29,8 @@
  *                       store a named API token's hash, print the token once
  *   ferryd token list   name, role, created, revoked (never a token)
  *   ferryd token revoke NAME
+ *   ferryd secret set NAME < FILE | list | rm NAME
+ *                       step secrets: sealed with $FERRY_HOME/secrets.key, names listed, never a value
  */
 #include <ctype.h>
 #include <dirent.h>
@@ -56,6 +58,7 @@
 #include "store/store.h"
 #include "api/tokens.h"
 #include "lib/envsecret.h"
+#include "lib/seal.h"
 #include "lib/util.h"
 
 #define FERRY_VERSION "0.1.0"
@@ -184,7 +187,8 @@ static json_t *daemons_of(const char *home)
 		path = xasprintf("/proc/%ld/cmdline", pid);
 		if (file_read(&cmd, &cmdlen, path) == FERRY_OK)
 			for (size_t i = 0; i < cmdlen; i += strlen(cmd + i) + 1)
-				if (strcmp(cmd + i, "db") == 0 || strcmp(cmd + i, "token") == 0)
+				if (strcmp(cmd + i, "db") == 0 || strcmp(cmd + i, "token") == 0 ||
+				    strcmp(cmd + i, "secret") == 0)
 					serving = 0;
 		dburl = environ_get(env, envlen, "FERRY_DATABASE_URL");
 		if (!serving || (dburl && *dburl))
@@ -447,6 +451,77 @@ out:
 }
 
 /*
+ * `ferryd secret set NAME | list | rm NAME`: the secrets steps name, on
+ * this daemon's database, sealed with $FERRY_HOME/secrets.key (made by the
+ * first set). The value comes from stdin; nothing prints one. As the
+ * daemon's own user, the actor is "admin".
+ */
+static int secret_command(int argc, char **argv, const char *home)
+{
+	char *conninfo = NULL, *value = NULL;
+	size_t n = 0;
+	PGconn *db = NULL;
+	int status = 1;
+	const char *sub = argc >= 1 ? argv[0] : "";
+	int want = strcmp(sub, "list") == 0 ? 1 : strcmp(sub, "set") == 0 || strcmp(sub, "rm") == 0 ? 2 : 0;
+
+	if (want == 0 || argc != want) {
+		fprintf(stderr, "usage: ferryd secret set NAME < FILE\n"
+				"       ferryd secret list\n"
+				"       ferryd secret rm NAME\n");
+		return 2;
+	}
+	if (strcmp(sub, "set") == 0 && !store_secret_name_ok(argv[1])) {
+		fprintf(stderr, "ferryd: secret set: invalid name \"%.64s\": letters, digits and _, not starting "
+				"with a digit or FERRY_ (it is the job's environment variable)\n", argv[1]);
+		return 2;
+	}
+	if (db_conninfo(&conninfo, home) < 0 || db_connect(&db, conninfo) < 0 || db_migrate(db) < 0) {
+		fprintf(stderr, "ferryd: %s\n", ferry_error_last());
+		goto out;
+	}
+	if (strcmp(sub, "list") == 0) {
+		json_t *list = NULL, *s;
+		size_t i;
+		if (store_secret_list(&list, db) < 0) {
+			fprintf(stderr, "ferryd: %s\n", ferry_error_last());
+			goto out;
+		}
+		printf("%-32s %-24s %s\n", "NAME", "UPDATED BY", "UPDATED AT");
+		json_array_foreach(list, i, s)
+			printf("%-32s %-24s %s\n", json_string_value(json_object_get(s, "name")),
+			       json_string_value(json_object_get(s, "updated_by")),
+			       json_string_value(json_object_get(s, "updated_at")));
+		json_decref(list);
+		status = 0;
+	} else if (strcmp(sub, "rm") == 0) {
+		if (store_secret_delete(db, argv[1], "admin") < 0)
+			fprintf(stderr, "ferryd: %s\n", ferry_error_last());
+		else {
+			fprintf(stderr, "ferryd: secret \"%s\" removed\n", argv[1]);
+			status = 0;
+		}
+	} else {
+		const unsigned char *key = seal_key_of(home, 1);
+		if (key == NULL || seal_read_stdin(&value, &n, argv[1]) < 0 ||
+		    store_secret_set(db, key, argv[1], value, n, "admin") < 0) {
+			fprintf(stderr, "ferryd: secret set: %s\n", ferry_error_last());
+			goto out;
+		}
+		fprintf(stderr, "ferryd: secret \"%s\" set (%zu bytes); steps list it under secrets:\n", argv[1], n);
+		status = 0;
+	}
+out:
+	if (value) {
+		explicit_bzero(value, n);
+		free(value);
+	}
+	PQfinish(db);
+	free(conninfo);
+	return status;
+}
+
+/*
  * Writes url to path atomically (a temporary file renamed over it), so a
  * reader sees the old address or the new one, never half of one.
  */
@@ -628,7 +703,8 @@ static void usage(FILE *f)
 {
 	fprintf(f, "usage: ferryd [--log-format text|json] [--log-level debug|info|warn|error] [--keep-db]\n"
 		   "       ferryd db start|stop|status [-o json]\n"
-		   "       ferryd token create NAME [--role viewer|operator|admin] | list | revoke NAME\n\n"
+		   "       ferryd token create NAME [--role viewer|operator|admin] | list | revoke NAME\n"
+		   "       ferryd secret set NAME < FILE | list | rm NAME\n\n"
 		   "Runs Ferry's daemon: REST API on FERRY_LISTEN (default 127.0.0.1:8080), state in\n"
 		   "FERRY_HOME (default ./.ferry), database FERRY_DATABASE_URL or an embedded PostgreSQL.\n"
 		   "An embedded PostgreSQL that ferryd starts is stopped when it exits, unless --keep-db\n"
@@ -663,6 +739,11 @@ int main(int argc, char **argv)
 		flog_setup(level >= 0 ? level : FLOG_INFO, json_logs);
 		engine_opts_default(&eo);
 		return token_command(argc - 2, argv + 2, eo.home);
+	}
+	if (argc >= 2 && strcmp(argv[1], "secret") == 0) {
+		flog_setup(level >= 0 ? level : FLOG_INFO, json_logs);
+		engine_opts_default(&eo);
+		return secret_command(argc - 2, argv + 2, eo.home);
 	}
 	if (argc >= 3 && strcmp(argv[1], "db") == 0 && strcmp(argv[2], "status") == 0) {
 		/* before getopt: db status takes its own -o */

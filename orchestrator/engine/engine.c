@@ -52,6 +52,7 @@
 #include "exec/proc.h"
 #include "engine/health.h"
 #include "lib/metrics.h"
+#include "lib/seal.h"
 #include "monitor/monitor.h"
 #include "engine/notify.h"
 #include "engine/retention.h"
@@ -853,9 +854,24 @@ static void start_job(struct engine *e, struct store_claim *c, char *key)
 		free(names);
 		t = NULL;
 	}
+	if (t != NULL && json_array_size(json_object_get(c->spec, "secrets")) > 0 && (t->flags & EXF_SECRETS) == 0) {
+		char *names = exec_type_names_with(EXF_SECRETS, " or ");
+		ferry_error_set("secrets: executor %s cannot mask them in its log; use %s", t->name, names);
+		free(names);
+		t = NULL;
+	}
 	if (t != NULL) {
 		struct exec_spec s = {0};
+		json_t *secrets = NULL;
+		json_t *names = json_object_get(c->spec, "secrets");
+		/* the step's secrets opened only now, for the job's environment (never in its spec) */
+		if (json_array_size(names) > 0 &&
+		    store_secrets_open(&secrets, e->conn, seal_key_of(e->home, 0), names) < 0) {
+			rc = FERRY_EINVALID;
+			goto started;
+		}
 		exec_spec_from_json(&s, c->spec, t);
+		s.secrets = secrets;
 		s.run_id = c->run_id;
 		s.step_id = c->step_id;
 		s.attempt = c->attempt;
@@ -864,9 +880,11 @@ static void start_job(struct engine *e, struct store_claim *c, char *key)
 		s.timeout_ms = c->timeout_ms;
 		s.home = e->home;
 		rc = t->start(j, &s, EXEC_ONESHOT, &st);
+		seal_values_dispose(secrets);
 	} else {
 		rc = FERRY_EINVALID;
 	}
+started:
 
 	if (rc < 0) {
 		flog_error("run %lld step %s: cannot start: %s", (long long)c->run_id, c->name,

@@ -82,6 +82,12 @@ struct exec_spec {
 	json_t *options;         /* the executor's own options (slurm: the step's slurm: block) or NULL */
 	int64_t timeout_ms;      /* 0: none */
 	/*
+	 * The step's secrets opened ({"NAME": "value"}) or NULL: a row with
+	 * EXF_SECRETS puts them in the job's environment and masks them in its
+	 * log; never logged, never in a handle or an error.
+	 */
+	json_t *secrets;
+	/*
 	 * Where: the attempt directory is HOME/runs/RUN/NAME/ATTEMPT (its log
 	 * DIR/log, its outputs DIR/out), the step's checkpoint directory
 	 * HOME/runs/RUN/NAME/checkpoint (exec_attempt_dirs makes them); a
@@ -120,6 +126,7 @@ enum exec_type_flag {
 	EXF_NO_DIR = 1u << 1,   /* it writes nothing under the attempt directory */
 	EXF_IMAGES = 1u << 2,   /* it runs a step's image (containers): image: other than host */
 	EXF_SERVICES = 1u << 3, /* it runs EXEC_SERVICE jobs on this host (deploy replicas) */
+	EXF_SECRETS = 1u << 4,  /* it gives a job its spec's secrets and masks them in DIR/log (logmask.h) */
 };
 
 /* A job's kind of life. */

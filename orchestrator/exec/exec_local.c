@@ -3,8 +3,9 @@
  * table (see exec.h). It forks a small supervisor (the shim) per attempt:
  * the shim starts a new session (so the job is one process group the engine
  * can signal), writes its pid and start time to DIR/status, starts the
- * command (vfork + exec) with stdout and stderr appended to DIR/log, waits
- * for it and appends how it ended to DIR/status. Because the shim outlives
+ * command (vfork + exec) with stdout and stderr appended to DIR/log (through
+ * a pipe it copies with the step's secrets masked, logmask.h, when the
+ * step has any), waits for it and appends how it ended to DIR/status. Because the shim outlives
  * a killed daemon, and its pid is in DIR/status before the command runs, a restarted daemon re-adopts the job (same
  * pid and start time) or reads its status even when the daemon died before
  * it could record the handle in the database. The handle is
@@ -29,6 +30,7 @@
 #include <unistd.h>
 
 #include "exec/exec_shim.h"
+#include "exec/logmask.h"
 #include "exec/proc.h"
 #include "lib/jobfile.h"
 #include "lib/util.h"
@@ -64,7 +66,7 @@ static char **build_env(const struct exec_spec *c, const char *dir, const char *
 
 	while (environ[n])
 		n++;
-	envp = xcalloc(n + json_object_size(env) + 16, sizeof(char *));
+	envp = xcalloc(n + json_object_size(env) + json_object_size(c->secrets) + 16, sizeof(char *));
 	for (size_t i = 0; i < n; i++) {
 		if (env_hide(environ[i], u != NULL))
 			continue;
@@ -89,22 +91,28 @@ static char **build_env(const struct exec_spec *c, const char *dir, const char *
 	envp[k++] = xasprintf("FERRY_METRICS_FILE=%s/metrics.jsonl", dir);
 	json_object_foreach(env, key, v)
 		envp[k++] = xasprintf("%s=%s", key, json_string_value(v));
+	/* the step's secrets, opened by the engine (never in its spec or env:) */
+	json_object_foreach(c->secrets, key, v)
+		envp[k++] = xasprintf("%s=%s", key, json_string_value(v));
 	envp[k] = NULL;
 	return envp;
 }
 
 static void free_vec(char **v)
 {
-	for (size_t i = 0; v && v[i]; i++)
+	for (size_t i = 0; v && v[i]; i++) {
+		explicit_bzero(v[i], strlen(v[i])); /* an environment may hold a secret's value */
 		free(v[i]);
+	}
 	free(v);
 }
 
 /* The shim: runs in the forked child, never returns. */
-static void shim(char **argv, char **envp, const char *cwd, const char *log, const char *status)
+static void shim(char **argv, char **envp, const char *cwd, const char *log, const char *status,
+		 struct logmask *mask)
 {
 	sigset_t none;
-	int logfd, nullfd, st = 0, fd;
+	int logfd, nullfd, st = 0, fd, pipefd[2] = {-1, -1};
 	pid_t pid;
 	char buf[64];
 	size_t n;
@@ -128,12 +136,23 @@ static void shim(char **argv, char **envp, const char *cwd, const char *log, con
 	fd = open(status, O_WRONLY | O_CREAT | O_TRUNC | O_APPEND, 0644);
 	if (fd >= 0)
 		exec_shim_write_pid(fd);
+	/* a job with secrets writes into a pipe; the shim masks their values on the way to DIR/log */
+	if (mask && logfd >= 0 && pipe2(pipefd, O_CLOEXEC) < 0) {
+		static const char msg[] = "ferry: cannot make the pipe that masks secrets in this log\n";
+		(void)fd_write_all(logfd, msg, sizeof(msg) - 1);
+		if (fd >= 0)
+			(void)fd_write_all(fd, "exit 126\n", 9);
+		_exit(0);
+	}
 	/* vfork: the child only rearranges descriptors and execs, so nothing is copied */
 	pid = vfork();
 	if (pid == 0) {
 		if (nullfd >= 0)
 			dup2(nullfd, 0);
-		if (logfd >= 0) {
+		if (pipefd[1] >= 0) {
+			dup2(pipefd[1], 1);
+			dup2(pipefd[1], 2);
+		} else if (logfd >= 0) {
 			dup2(logfd, 1);
 			dup2(logfd, 2);
 		}
@@ -163,8 +182,14 @@ static void shim(char **argv, char **envp, const char *cwd, const char *log, con
 	signal(SIGTERM, SIG_IGN);
 	signal(SIGINT, SIG_IGN);
 	signal(SIGHUP, SIG_IGN);
+	if (pipefd[1] >= 0)
+		close(pipefd[1]);
 	if (pid < 0) {
 		st = 127 << 8;
+		if (pipefd[0] >= 0)
+			close(pipefd[0]);
+	} else if (pipefd[0] >= 0) {
+		st = logmask_pump(mask, pipefd[0], logfd, pid);
 	} else {
 		while (waitpid(pid, &st, 0) < 0 && errno == EINTR)
 			;
@@ -234,6 +259,7 @@ int exec_local_start(struct exec_job *job, const struct exec_spec *c)
 {
 	struct exec_local_cmd x = {0};
 	char *dir = NULL, *out = NULL, *log = NULL, *status = NULL, *ckpt = NULL;
+	struct logmask *mask = NULL;
 	pid_t pid;
 	int error = FERRY_ERROR;
 
@@ -247,13 +273,14 @@ int exec_local_start(struct exec_job *job, const struct exec_spec *c)
 		goto out;
 	error = FERRY_ERROR;
 
+	mask = logmask_new(c->secrets);
 	pid = fork();
 	if (pid < 0) {
 		ferry_error_set("fork: %s", strerror(errno));
 		goto out;
 	}
 	if (pid == 0)
-		shim(x.argv, x.envp, x.cwd, log, status);
+		shim(x.argv, x.envp, x.cwd, log, status, mask);
 	setpgid(pid, pid); /* also done by the shim's setsid; closes the race for kill(-pid) */
 	job->pid = pid;
 	job->pid_start = exec_pid_start(pid);
@@ -267,6 +294,7 @@ int exec_local_start(struct exec_job *job, const struct exec_spec *c)
 out:
 	free(dir), free(out), free(log), free(status), free(ckpt);
 	exec_local_cmd_dispose(&x);
+	logmask_free(mask);
 	return error;
 }
 
@@ -518,7 +546,7 @@ static void local_tick(void *inst, const char *home)
 
 const struct exec_type exec_local = {
 	.name = "local",
-	.flags = EXF_SERVICES,
+	.flags = EXF_SERVICES | EXF_SECRETS,
 	.start = local_start,
 	.poll = local_poll,
 	.signal = local_signal,

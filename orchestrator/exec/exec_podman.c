@@ -13,7 +13,10 @@
  * run` attached. With `--log-driver passthrough` the container's stdout
  * and stderr are the shim's descriptors on DIR/log: the job writes its log
  * straight into the attempt directory, without a copy, and the log stays
- * there after the container is gone and even if the shim dies. When `podman
+ * there after the container is gone and even if the shim dies (a step with
+ * secrets writes into a pipe instead, which the shim copies to DIR/log with
+ * the values masked: logmask.h; their values reach podman by name, through
+ * its environment, never argv). When `podman
  * run` returns, the shim appends how the job ended to DIR/status ("oom MB"
  * when the memory limit killed it, then "exit N"), leaves a grandchild to
  * `podman rm` the container and remove its cgroup, and exits: the engine
@@ -67,6 +70,7 @@
  */
 #include "exec/exec_podman.h"
 #include "exec/exec_shim.h"
+#include "exec/logmask.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -113,8 +117,10 @@ static char *podman_path(void)
 
 void exec_podman_vec_free(char **v)
 {
-	for (size_t i = 0; v && v[i]; i++)
+	for (size_t i = 0; v && v[i]; i++) {
+		explicit_bzero(v[i], strlen(v[i])); /* podman's environment may hold a secret's value */
 		free(v[i]);
+	}
 	free(v);
 }
 
@@ -306,7 +312,8 @@ int exec_podman_argv(char ***argv, char ***envp, const struct exec_spec *c, cons
 		if (eq == NULL)
 			continue;
 		key = xstrndup(x.envp[i], (size_t)(eq - x.envp[i]));
-		if (strncmp(key, "FERRY_", 6) == 0 || json_object_get(env, key) != NULL) {
+		if (strncmp(key, "FERRY_", 6) == 0 || json_object_get(env, key) != NULL ||
+		    json_object_get(c->secrets, key) != NULL) {
 			if (podman_reads(key)) {
 				vec_add2(&a, "--env", xstrdup(x.envp[i]));
 			} else {
@@ -349,6 +356,7 @@ struct shim_plan {
 	char *mem_peak;      /* cgroup v1 memory.max_usage_in_bytes of it */
 	long long limit_mb;  /* the memory limit; 0: none */
 	char **rmdirs;       /* the attempt's cgroup in each hierarchy */
+	struct logmask *mask; /* the step's secrets to mask in DIR/log (a pipe between), or NULL */
 };
 
 static void plan_dispose(struct shim_plan *p)
@@ -361,6 +369,7 @@ static void plan_dispose(struct shim_plan *p)
 	exec_podman_vec_free(p->rmdirs);
 	free(p->dir), free(p->log), free(p->status), free(p->mem_events), free(p->mem_peak);
 	free(p->conmon_oom);
+	logmask_free(p->mask);
 	memset(p, 0, sizeof(*p));
 }
 
@@ -568,7 +577,19 @@ static void shim(const struct shim_plan *p)
 	signal(SIGTERM, SIG_IGN);
 	signal(SIGINT, SIG_IGN);
 	signal(SIGHUP, SIG_IGN);
-	if (p->run_argv) {
+	if (p->run_argv && p->mask && logfd >= 0) {
+		/* secrets: the container writes into a pipe, the shim masks them on the way to DIR/log */
+		int pfd[2];
+		if (pipe2(pfd, O_CLOEXEC) == 0) {
+			pid_t pid = shim_spawn(p->run_argv, p->envp, nullfd, pfd[1], pfd[1]);
+			close(pfd[1]);
+			st = pid < 0 ? (close(pfd[0]), -1) : logmask_pump(p->mask, pfd[0], logfd, pid);
+		} else {
+			st = -1;
+		}
+		if (st >= 0 && WIFEXITED(st))
+			code = WEXITSTATUS(st);
+	} else if (p->run_argv) {
 		st = shim_wait(shim_spawn(p->run_argv, p->envp, nullfd, logfd, logfd));
 		if (st >= 0 && WIFEXITED(st))
 			code = WEXITSTATUS(st);
@@ -686,6 +707,7 @@ static int podman_start(struct exec_job *job, const struct exec_spec *c, enum ex
 		goto out;
 	if ((error = exec_podman_argv(&p.run_argv, &p.envp, c, c->home, dir)) < 0)
 		goto out;
+	p.mask = logmask_new(c->secrets);
 	if (p.run_argv[0][0] != '/') {
 		ferry_error_set("podman is not installed here (make deps; then deploy/podman.sh)");
 		error = FERRY_EINVALID;
@@ -1100,7 +1122,7 @@ static int podman_orphans(const char *home, int (*want)(int64_t run, const char 
 
 const struct exec_type exec_podman = {
 	.name = "podman",
-	.flags = EXF_IMAGES | EXF_SERVICES,
+	.flags = EXF_IMAGES | EXF_SERVICES | EXF_SECRETS,
 	.init = podman_init,
 	.fini = podman_fini,
 	.start = podman_start,

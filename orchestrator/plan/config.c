@@ -170,6 +170,11 @@ static void errs_push(cfg_errors *errs, char *s)
 	errs->items[errs->len++] = s;
 }
 
+void cfg_errors_add(cfg_errors *errs, char *s)
+{
+	errs_push(errs, s);
+}
+
 /* Sorts the collected errors by position and appends them to errs. */
 static void errs_emit(struct ctx *c, cfg_errors *errs)
 {

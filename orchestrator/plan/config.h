@@ -55,6 +55,8 @@ typedef struct {
 	size_t cap;
 } cfg_errors;
 
+/* Appends s ("FILE:LINE:COL: message", taken) to errs: a check after the parse (runs.c's secrets). */
+void cfg_errors_add(cfg_errors *errs, char *s);
 /* Frees the strings held by errs and empties it (errs itself is the caller's). */
 void cfg_errors_dispose(cfg_errors *errs);
 

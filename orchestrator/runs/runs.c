@@ -15,6 +15,53 @@
 #include "store/store.h"
 #include "lib/util.h"
 
+/*
+ * Every secret the steps that will run name must be set: one that is not
+ * is an error at its step (FILE:LINE:COL), as a YAML error is, and the run
+ * is not made. Names only: no value is read here.
+ */
+static int check_secrets(PGconn *conn, const struct run_plan *plan, const char *filename, cfg_errors *errs)
+{
+	json_t *names = json_array(), *missing = NULL, *st, *v;
+	size_t i, k, n = 0;
+	int error;
+
+	for (i = 0; i < plan->nsteps; i++)
+		if (plan->steps[i].state != STEP_SKIPPED && plan->steps[i].state != STEP_SUCCEEDED)
+			json_array_extend(names, json_object_get(plan->steps[i].spec, "secrets"));
+	if (json_array_size(names) == 0) {
+		json_decref(names);
+		return FERRY_OK;
+	}
+	error = store_secrets_missing(&missing, conn, names);
+	json_decref(names);
+	if (error < 0 || json_array_size(missing) == 0)
+		goto out;
+	json_array_foreach(json_object_get(plan->spec, "steps"), i, st) {
+		json_array_foreach(json_object_get(st, "secrets"), k, v) {
+			const char *name = json_string_value(v);
+			size_t m;
+			json_t *x;
+			json_array_foreach(missing, m, x) {
+				if (strcmp(json_string_value(x), name) != 0)
+					continue;
+				cfg_errors_add(errs, xasprintf("%s:%lld:%lld: step \"%s\": secret %s is not set; an admin "
+							       "sets it with `ferry secrets set %s`",
+							       filename ? filename : "<inline>",
+							       (long long)json_integer_value(json_object_get(st, "line")),
+							       (long long)json_integer_value(json_object_get(st, "col")),
+							       json_string_value(json_object_get(st, "name")), name, name));
+				n++;
+			}
+		}
+	}
+	ferry_error_set("%zu secret%s not set", n, n == 1 ? "" : "s");
+	error = FERRY_EINVALID;
+out:
+	json_decref(missing);
+	return error;
+}
+
 int runs_create(int64_t *out_id, PGconn *conn, const struct runs_new *rn, cfg_errors *errs)
 {
 	struct store_run_row row;
@@ -57,6 +104,8 @@ int runs_create(int64_t *out_id, PGconn *conn, const struct runs_new *rn, cfg_er
 			*rn->bad_field = "workdir";
 		goto out;
 	}
+	if ((error = check_secrets(conn, plan, rn->filename ? rn->filename : rn->workflow, errs)) < 0)
+		goto out;
 
 	memset(&row, 0, sizeof(row));
 	row.trigger = rn->trigger;

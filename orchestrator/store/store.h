@@ -472,4 +472,32 @@ int store_run_submitter(PGconn *conn, int64_t run_id, char **who, char **role);
 /* Frees n tokens from the functions above; accepts NULL. */
 void store_tokens_free(struct store_token *v, int n);
 
+/* ---- step secrets (store_secrets.c) ---- */
+
+#define SECRET_MIN_LEN 4     /* shorter values would mask ordinary text in logs */
+
+/* Whether name suits a secret: an environment name ([A-Za-z_][A-Za-z0-9_]*, at most 128), not FERRY_*. */
+int store_secret_name_ok(const char *name);
+/*
+ * Seals value (n bytes) under key (lib/seal.h) and stores it as name for
+ * actor, with an audit entry (object "secret", the name, never the value);
+ * FERRY_EINVALID for a bad name or value.
+ */
+int store_secret_set(PGconn *conn, const unsigned char *key, const char *name, const char *value, size_t n,
+		     const char *actor);
+/* Removes name for actor (audited): FERRY_ENOTFOUND when there is none. */
+int store_secret_delete(PGconn *conn, const char *name, const char *actor);
+/* [{"name", "updated_by", "updated_at"}] by name, never a value; *out is the caller's. */
+int store_secret_list(json_t **out, PGconn *conn);
+/* Of names (a JSON array of strings), those not set, sorted; *missing is the caller's. */
+int store_secrets_missing(json_t **missing, PGconn *conn, const json_t *names);
+/*
+ * {"NAME": "value"} of names, opened with key (NULL: the daemon has none);
+ * FERRY_ENOTFOUND naming one not set, FERRY_EINVALID when one does not open.
+ * *values is the caller's (a job's environment): never log it.
+ */
+int store_secrets_open(json_t **values, PGconn *conn, const unsigned char *key, const json_t *names);
+
+/* ---- end of step secrets ---- */
+
 #endif

@@ -419,3 +419,29 @@ Y
 	logged "removed container $first: run $id step work attempt 1 is no longer running" "$FERRY_HOME/ferryd-a.log" || fail "no log line for the orphan"
 	podman_wait_none "$id"
 }
+
+# A container step's secret: in the container's environment (reached by
+# name through podman's, never its argv), masked in DIR/log by the shim
+# (the container writes into a pipe when the step has secrets).
+test_podman_secret_in_the_container_masked_in_its_log() {
+	podman_up
+	start_daemon a FERRY_EXECUTOR=podman FERRY_JOB_USER=
+	api PUT /api/v1/secrets/MODEL_TOKEN '{"value": "podman-s3cret-v4lue"}'
+	assert_eq "$CODE" 200 "set: $BODY"
+	id=$(submit "$(wf psec <<'Y'
+name: psec
+steps:
+  - name: use
+    image: ferry-base
+    command: [sh, -c, 'test "$MODEL_TOKEN" = podman-s3cret-v4lue && echo same; echo "token: $MODEL_TOKEN"; echo "$MODEL_TOKEN" >&2']
+    secrets: [MODEL_TOKEN]
+Y
+)")
+	wait_run "$id" succeeded 60
+	log=$(cat "$FERRY_HOME/runs/$id/use/1/log")
+	assert_match "$log" 'same' "the container got the value"
+	assert_match "$log" 'token: \*\*\*' "masked on stdout"
+	assert_eq "$(grep -cx '\*\*\*' "$FERRY_HOME/runs/$id/use/1/log")" 1 "masked on stderr"
+	case $log in *podman-s3cret-v4lue*) fail "the value is in the log: $log" ;; esac
+	podman_wait_none "$id"
+}

@@ -92,6 +92,7 @@ test_roles_every_cli_verb_with_every_role() {
 		"deployments promote 999999 1|admin" "deployments stop 999999|admin" "deployments delete 999999|admin"
 		"deployments predict 999999 $FERRY_HOME/req.json|admin" "schedules create noworkflow '0 * * * *'|admin"
 		"schedules pause 999999|admin" "schedules delete 999999|admin" "triggers pause 999999|admin"
+		"secrets list|viewer" "secrets set NOSECRET|admin" "secrets rm NOSECRET|admin"
 	)
 	local c verb need who out bad=0 rank_need rank_who
 	declare -A rank=([viewer]=1 [operator]=2 [admin]=3)

@@ -1,0 +1,45 @@
+/*
+ * logmask — a job's output with its secrets' values masked as it is
+ * written: the shim of an executor that runs a step with `secrets:` gives
+ * the job a pipe instead of DIR/log and copies what comes through it to
+ * DIR/log, each exact value of a secret (and each line of a multi-line
+ * one) replaced by "***" — also when a value arrives split over reads.
+ *
+ * Only a possible start of a value is held back (the longest tail of what
+ * came that begins a value), so the log stays live; what is held is
+ * written when more data shows it is not a value, or at the end.
+ *
+ * logmask_new allocates everything; the rest runs in a shim (a fork of a
+ * threaded daemon): no allocation, only read, write, poll and waitpid.
+ */
+#ifndef FERRY_EXEC_LOGMASK_H
+#define FERRY_EXEC_LOGMASK_H
+
+#include <jansson.h>
+#include <stddef.h>
+#include <sys/types.h>
+
+#define LOGMASK_MARK "***"
+/* values shorter than this are refused when set (they would mask ordinary text) */
+#define LOGMASK_MIN_LEN 4
+
+struct logmask;
+
+/* A masker for the values of secrets ({"NAME": "value"}); NULL when there is nothing to mask. */
+struct logmask *logmask_new(const json_t *secrets);
+void logmask_free(struct logmask *m);
+
+/* Copies p (n bytes) to fd, masked; a possible start of a value is held back. */
+void logmask_feed(struct logmask *m, int fd, const char *p, size_t n);
+/* Writes what is held back (the end of the output). */
+void logmask_flush(struct logmask *m, int fd);
+
+/*
+ * Copies what comes through in (the read end of the job's pipe) to out,
+ * masked, until child has ended and in has nothing more for a moment
+ * (a grandchild that keeps the pipe open does not hold the shim), then
+ * flushes and closes in. Returns child's wait status, or -1.
+ */
+int logmask_pump(struct logmask *m, int in, int out, pid_t child);
+
+#endif
