@@ -223,8 +223,9 @@ static int f_openapi(struct api *a, struct reply *r, struct req *q)
  */
 static void whoami_reply(struct reply *r, struct req *q)
 {
-	json_t *o = json_pack("{s:s, s:s, s:b, s:b}", "name", q->token_name, "role", token_role_name(q->role),
-			      "can_act", q->role >= ROLE_OPERATOR, "can_admin", q->role >= ROLE_ADMIN);
+	json_t *o = json_pack("{s:s, s:s, s:b, s:b, s:b}", "name", q->token_name, "role", token_role_name(q->role),
+			      "can_act", q->role >= ROLE_OPERATOR, "can_deploy", q->role >= ROLE_DEPLOYER,
+			      "can_admin", q->role >= ROLE_ADMIN);
 
 	reply_json(r, 200, json_dumps(o, JSON_COMPACT));
 	json_decref(o);
@@ -288,14 +289,16 @@ static void h_ready(struct api *a, struct reply *r, PGconn *db, struct req *q)
 #define PUBLIC ROUTE_PUBLIC
 #define VIEWER ROLE_VIEWER
 #define OPERATOR ROLE_OPERATOR
+#define DEPLOYER ROLE_DEPLOYER
 #define ADMIN ROLE_ADMIN
 
 /*
  * Every route, with the least role that may call it: a viewer reads; an
  * operator runs workflows (submits, stops, retries, continues, deletes a
- * run, registers a workflow); an admin changes what serves and what runs by
- * itself (model aliases, deployments and their traffic, predictions through
- * the API, schedules, triggers, secrets; anyone lists secrets' names, never a value).
+ * run, registers a workflow); a deployer changes what serves (model
+ * aliases, deployments and their traffic, predictions through the API); an
+ * admin changes what runs by itself and what jobs are given (schedules,
+ * triggers, secrets; anyone lists secrets' names, never a value).
  * The OpenAPI document lists each route with its role as x-ferry-role
  * (tests/unit/test_api.c checks).
  */
@@ -330,15 +333,15 @@ const struct api_route api_routes[] = {
 	{"GET", "/api/v1/models/{name}/versions", VIEWER, 0, NULL, api_model_versions, NULL, NULL},
 	{"GET", "/api/v1/models/{name}/versions/{version}", VIEWER, 0, NULL, api_model_version, NULL, NULL},
 	{"GET", "/api/v1/models/{name}/versions/{version}/artifact", VIEWER, 0, NULL, api_model_artifact, "path", NULL},
-	{"PUT", "/api/v1/models/{name}/aliases/{alias}", ADMIN, 0, NULL, api_model_alias_put, NULL,
+	{"PUT", "/api/v1/models/{name}/aliases/{alias}", DEPLOYER, 0, NULL, api_model_alias_put, NULL,
 	 "version"},
 	{"GET", "/api/v1/cache", VIEWER, 0, NULL, api_cache_get, "host", NULL},
 	{"GET", "/api/v1/deployments", VIEWER, 0, NULL, api_deployments_list, NULL, NULL},
 	{"GET", "/api/v1/deployments/{id}", VIEWER, 0, NULL, api_deployment_get, NULL, NULL},
-	{"PATCH", "/api/v1/deployments/{id}", ADMIN, 0, NULL, api_deployment_patch, NULL,
+	{"PATCH", "/api/v1/deployments/{id}", DEPLOYER, 0, NULL, api_deployment_patch, NULL,
 	 "traffic replicas action version auto_stop extend"},
-	{"DELETE", "/api/v1/deployments/{id}", ADMIN, 0, NULL, api_deployment_delete, NULL, NULL},
-	{"POST", "/api/v1/deployments/{id}/predict", ADMIN, 0, NULL, api_deployment_predict, NULL,
+	{"DELETE", "/api/v1/deployments/{id}", DEPLOYER, 0, NULL, api_deployment_delete, NULL, NULL},
+	{"POST", "/api/v1/deployments/{id}/predict", DEPLOYER, 0, NULL, api_deployment_predict, NULL,
 	 "id inputs outputs parameters"},
 	{"POST", "/api/v1/hooks/git", PUBLIC, 0, NULL, api_hook_git, NULL, NULL},
 	{"GET", "/api/v1/schedules", VIEWER, 0, NULL, api_schedules_list, NULL, NULL},
@@ -360,6 +363,7 @@ const struct api_route api_routes[] = {
 #undef PUBLIC
 #undef VIEWER
 #undef OPERATOR
+#undef DEPLOYER
 #undef ADMIN
 
 /*

@@ -251,18 +251,8 @@ void api_deployment_patch(struct api *a, struct reply *r, PGconn *db, struct req
 	if (error == 0 && action && strcmp(action, "promote") == 0) {
 		want = json_pack("{s:i}", version, 100);
 		json_decref(after);
+		/* the promoted version is production now: the alias moves with the weights (store_deploy.c) */
 		error = store_deploy_weights(db, q->id, want, actor, "promote", &after);
-		/* the promoted version is production now: the registry's alias follows */
-		if (error == 0) {
-			struct deployment *dep = NULL;
-			char *vj = NULL;
-			if (store_deployment_get(&dep, db, q->id) == 0 &&
-			    store_model_alias_set(&vj, db, dep->model, "production", version, actor) < 0)
-				flog_warn("deployment %lld: moving the production alias to %s: %s", (long long)q->id,
-					  version, ferry_error_last());
-			free(vj);
-			deployment_free(dep);
-		}
 	}
 	if (error == 0 && action && strcmp(action, "rollback") == 0) {
 		if ((error = store_deploy_last_weights(db, q->id, &want)) == 0) {
@@ -282,7 +272,7 @@ void api_deployment_patch(struct api *a, struct reply *r, PGconn *db, struct req
 	}
 	if (error == 0 && as_secs >= 0)
 		error = store_deploy_auto_stop(db, q->id, as_secs, 0, actor);
-	if (error == 0 && extend_secs > 0)
+	if (error == 0 && extend_secs >= 0) /* 0: "never", an extend without end */
 		error = store_deploy_auto_stop(db, q->id, extend_secs, 1, actor);
 	if (error == 0 && action && (strcmp(action, "stop") == 0 || strcmp(action, "start") == 0))
 		error = store_deploy_set_state(db, q->id, strcmp(action, "stop") == 0 ? "stopped" : "running", actor);

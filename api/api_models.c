@@ -83,6 +83,22 @@ void api_model_alias_put(struct api *a, struct reply *r, PGconn *db, struct req 
 			    NULL);
 		goto out;
 	}
+	{
+		/* an alias that follows a deployment's traffic moves with its weights, not by hand */
+		char *dep = NULL;
+		if ((error = store_alias_bound(&dep, db, name, alias)) < 0) {
+			reply_store_error(r, error);
+			goto out;
+		}
+		if (dep) {
+			char *msg = xasprintf("alias %s of model %s follows the traffic of deployment %s (it names the "
+					      "version that serves): `ferry deployments promote` moves it with the "
+					      "traffic", alias, name, dep);
+			reply_error(r, 409, "conflict", "alias", msg, NULL);
+			free(msg), free(dep);
+			goto out;
+		}
+	}
 	actor = actor_of(q);
 	error = store_model_alias_set(&json, db, name, alias, version, actor);
 	if (error == FERRY_EINVALID)

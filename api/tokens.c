@@ -49,6 +49,8 @@ enum token_role token_role_parse(const char *s)
 		return ROLE_VIEWER;
 	if (strcmp(s, "operator") == 0)
 		return ROLE_OPERATOR;
+	if (strcmp(s, "deployer") == 0)
+		return ROLE_DEPLOYER;
 	if (strcmp(s, "admin") == 0)
 		return ROLE_ADMIN;
 	return 0;
@@ -61,6 +63,8 @@ const char *token_role_name(enum token_role role)
 		return "viewer";
 	case ROLE_OPERATOR:
 		return "operator";
+	case ROLE_DEPLOYER:
+		return "deployer";
 	case ROLE_ADMIN:
 		return "admin";
 	}

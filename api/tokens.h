@@ -26,7 +26,9 @@
 enum token_role {
 	ROLE_VIEWER = 1,   /* GET and HEAD only */
 	ROLE_OPERATOR = 2, /* also start, stop, retry, continue and delete runs, register workflows */
-	ROLE_ADMIN = 3,    /* everything: also model aliases, deployments, predictions, schedules, triggers */
+	ROLE_DEPLOYER = 3, /* also what serves: model aliases, deployments (traffic, promote, rollback, scale,
+	                    * extend, stop, start, delete), predictions; a run's register alias and deploy */
+	ROLE_ADMIN = 4,    /* everything: also schedules, triggers, secrets */
 };
 
 /* A token's name, as recorded as the actor of what it does, at most 63 bytes. */

@@ -22,7 +22,7 @@ static const struct sub subs[] = {
 	{"list", -1, ""},
 	{"get", 0, "DEPLOYMENT"},
 	{"traffic", 2, "DEPLOYMENT VERSION PERCENT"},
-	{"extend", 1, "DEPLOYMENT HOURS (1h-24h)"},
+	{"extend", 1, "DEPLOYMENT HOURS (1h-24h, or never)"},
 	{"stop", 0, "DEPLOYMENT"},
 	{"start", 0, "DEPLOYMENT"},
 	{"promote", 1, "DEPLOYMENT VERSION"},

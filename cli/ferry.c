@@ -838,14 +838,15 @@ static const struct command commands[] = {
 	 "  ferry models versions digits\n"
 	 "  ferry models download digits production ./model\n"
 	 "  ferry models get digits production\n"
-	 "  ferry models alias digits production 0.0.1     # roll back\n",
+	 "  ferry models alias digits candidate 0.0.2      # production follows a deployment's\n"
+	 "                                                 # traffic: ferry deployments promote\n",
 	 cmd_models},
 	{"deployments", "Deployed models: versions, traffic split, replicas, auto-stop.",
 	 "ferry deployments list [-o json]\n"
 	 "       ferry deployments get ID [-o json]\n"
 	 "       ferry deployments traffic ID VERSION PERCENT\n"
 	 "       ferry deployments scale ID VERSION REPLICAS\n"
-	 "       ferry deployments extend ID HOURS\n"
+	 "       ferry deployments extend ID HOURS|never\n"
 	 "       ferry deployments stop|start|rollback|delete ID\n"
 	 "       ferry deployments promote ID VERSION\n"
 	 "       ferry deployments predict ID REQUEST.json",
@@ -853,7 +854,7 @@ static const struct command commands[] = {
 	 "  get       one deployment, its deadline and replicas' health\n"
 	 "  traffic   give VERSION PERCENT of the traffic; the others share the rest\n"
 	 "  scale     run REPLICAS (1-5) replicas of VERSION\n"
-	 "  extend    move the auto-stop deadline by HOURS (1h-24h)\n"
+	 "  extend    move the auto-stop deadline by HOURS (1h-24h); never: no auto-stop\n"
 	 "  stop      drain, stop the replicas, keep the versions and weights\n"
 	 "  start     bring a stopped deployment back with its weights\n"
 	 "  promote   100% to VERSION\n"

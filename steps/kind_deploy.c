@@ -293,7 +293,7 @@ static int canary(const struct step_run *r, int64_t dep, const char *name, const
 	struct deployment *d = NULL;
 	json_t *before = json_object();
 	size_t i;
-	int error = FERRY_OK, last = 0;
+	int error = FERRY_OK;
 
 	/* the weights to come back to */
 	if ((error = store_deployment_get(&d, r->conn, dep)) < 0)
@@ -312,7 +312,6 @@ static int canary(const struct step_run *r, int64_t dep, const char *name, const
 		free(why);
 		if (error < 0 || (error = reconcile_now(r->conn, r->home, r->actor)) < 0)
 			goto out;
-		last = pct;
 		if (json_array_size(json_object_get(cn, "steps")) == i + 1 && pct == 100)
 			break; /* the last step: nothing left to judge against */
 		if (tally(r->home, name, ord, &c0, &b0) < 0)
@@ -368,12 +367,7 @@ static int canary(const struct step_run *r, int64_t dep, const char *name, const
 			break;
 		}
 	}
-	if (last == 100) {
-		char *vj = NULL;
-		if (store_model_alias_set(&vj, r->conn, model, "production", version, r->actor) < 0)
-			flog_warn("canary: moving the production alias to %s %s: %s", model, version, ferry_error_last());
-		free(vj);
-	}
+	/* at 100% production moved with the weights (store_deploy.c's alias_follows) */
 	goto out;
 judge_failed:
 	ferry_error_set("canary: HAProxy's statistics could not be read (%s); rolled back", ferry_error_last());
@@ -432,9 +426,9 @@ static int deploy_prepare(struct step_result *res, json_t **env, const struct st
 		return 1;
 	}
 	{
-		/* traffic, replicas and the production alias are an admin's to move (steps.h) */
+		/* traffic, replicas and the production alias are a deployer's to move (steps.h) */
 		char *what = xasprintf("deploying to %s", name);
-		error = steps_submitter_is_admin(r, res, what);
+		error = steps_submitter_may_deploy(r, res, what);
 		free(what);
 		if (error <= 0)
 			return error < 0 ? error : 1;

@@ -365,7 +365,7 @@ int registry_step(const struct step_run *r, struct step_result *res)
 	if (json_array_size(json_object_get(r->spec, "aliases")) > 0) {
 		char *what = xasprintf("moving alias %s of %s",
 				       json_string_value(json_array_get(json_object_get(r->spec, "aliases"), 0)), model);
-		error = steps_submitter_is_admin(r, res, what);
+		error = steps_submitter_may_deploy(r, res, what);
 		free(what);
 		if (error <= 0)
 			return error < 0 ? error : FERRY_OK; /* res says why */

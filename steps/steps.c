@@ -39,13 +39,25 @@ void step_result_dispose(struct step_result *res)
 	step_result_init(res);
 }
 
-int steps_submitter_is_admin(const struct step_run *r, struct step_result *res, const char *what)
+int steps_submitter_may_deploy(const struct step_run *r, struct step_result *res, const char *what)
 {
 	char *who = NULL, *role = NULL;
 	int error = store_run_submitter(r->conn, r->run_id, &who, &role);
 
 	if (error < 0)
 		return error;
+	error = strcmp(role, "deployer") == 0 || strcmp(role, "admin") == 0;
+	if (!error && (strncmp(who, "trigger:", 8) == 0 || strncmp(who, "schedule:", 9) == 0))
+		/* a trigger registered before its registrar was recorded (migration 0019) */
+		step_result_fail_final(res, "%s needs role deployer or above; run %lld was started by %s, whose "
+				       "registrar is not recorded: register the workflow again (ferry workflow "
+				       "register) as a deployer or an admin", what, (long long)r->run_id, who);
+	else if (!error)
+		step_result_fail_final(res, "%s needs role deployer or above; run %lld acts for %s, whose role is %s",
+				       what, (long long)r->run_id, who, role);
+	free(who);
+	free(role);
+	return error;
 	error = strcmp(role, "admin") == 0;
 	if (!error && (strncmp(who, "trigger:", 8) == 0 || strncmp(who, "schedule:", 9) == 0))
 		/* a trigger registered before its registrar was recorded (migration 0019) */

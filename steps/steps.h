@@ -25,13 +25,14 @@ void steps_log(const struct step_run *r, const char *fmt, ...) FERRY_PRINTF(2, 3
 void step_result_fail_final(struct step_result *res, const char *fmt, ...) FERRY_PRINTF(2, 3);
 
 /*
- * Whether run r acts for an admin now (store_run_submitter): moving an
- * alias or traffic is an admin's action (the API's routes say so), and a
- * run does it for whoever submitted it, checked when the step does it, not
- * when the run was submitted. 1: yes; 0: res failed for good, saying WHAT
- * needed admin and who the run acts for; <0: the database failed.
+ * Whether run r acts for a deployer or an admin now (store_run_submitter):
+ * moving an alias or traffic is a deployer's action (the API's routes say
+ * so), and a run does it for whoever submitted it, checked when the step
+ * does it, not when the run was submitted. 1: yes; 0: res failed for good,
+ * saying WHAT needed the role and who the run acts for; <0: the database
+ * failed.
  */
-int steps_submitter_is_admin(const struct step_run *r, struct step_result *res, const char *what);
+int steps_submitter_may_deploy(const struct step_run *r, struct step_result *res, const char *what);
 
 /* Whether the kind of in, an entry of r->inputs ({"kind":"…",…}), has every flag of flags. */
 int steps_input_has(const json_t *in, unsigned flags);

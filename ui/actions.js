@@ -11,14 +11,14 @@ import { el, call, callJSON, token, quiet, Unauthorized } from './lib.js';
 
 let me = null; // {token, answer: a promise of the whoami}: callers at the same time share one request
 
-// {name, role, can_act, can_admin} of the token in use.
+// {name, role, can_act, can_deploy, can_admin} of the token in use.
 export function whoami() {
   const t = token();
   if (me && me.token === t) return me.answer;
   const answer = callJSON('/whoami').catch((e) => {
     if (e instanceof Unauthorized) { me = null; throw e; }
     // an older daemon without /whoami: offer the buttons, the API decides
-    return { name: 'this token', role: 'unknown', can_act: true, can_admin: false };
+    return { name: 'this token', role: 'unknown', can_act: true, can_deploy: true, can_admin: false };
   });
   me = { token: t, answer };
   return answer;
@@ -35,7 +35,7 @@ export function resultRegion(id = 'action-result') {
 export function roleNote(who) {
   if (who.can_act) return null;
   return el('p', { class: 'note', id: 'role-note' },
-    `Signed in as ${who.name} (${who.role}): you can look at everything, not act. Ask for an operator token to act.`);
+    `Signed in as ${who.name} (${who.role}): you can look at everything here, not act. Ask for a token with a role that may.`);
 }
 
 // A button for an action: disabled (with the reason as its title) when the token may not act.

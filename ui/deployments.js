@@ -14,7 +14,7 @@
 import { el, stateBadge, timeCell, parseTime, callJSON, setView, viewSignal, quiet } from './lib.js';
 import { whoami, resultRegion, roleNote, actionButton, act } from './actions.js';
 
-const EXTEND_HOURS = [1, 2, 4, 8, 24]; // what PATCH extend takes: whole hours 1-24
+const EXTEND_HOURS = [1, 2, 4, 8, 24]; // what PATCH extend takes: whole hours 1-24, or "never"
 const LIVE_MS = 3000; // how often the live traffic figures are read
 
 // A deployment's state as symbol and word: running/stopped are run-like states.
@@ -55,7 +55,9 @@ export async function deploymentsPage() {
 
 export async function deploymentPage(id) {
   const signal = viewSignal();
-  const who = await whoami();
+  // deployments are a deployer's to change: the buttons act for a deployer or an admin only
+  const me = await whoami();
+  const who = { ...me, can_act: me.can_deploy ?? me.can_admin };
   let d = await callJSON(`/deployments/${id}`, { signal });
   const head = el('div', { class: 'run-head' });
   const timer = el('p', { id: 'auto-stop', class: 'timer' });
@@ -131,13 +133,14 @@ export async function deploymentPage(id) {
   function renderActions() {
     const running = d.state === 'running';
     const hours = el('select', { id: 'extend-hours', name: 'extend', disabled: !running },
-      EXTEND_HOURS.map((h) => el('option', { value: `${h}h` }, `${h} h`)));
+      [...EXTEND_HOURS.map((h) => el('option', { value: `${h}h` }, `${h} h`)), el('option', { value: 'never' }, 'never (no auto-stop)')]);
     const patch = (btn, what, payload) => async () => {
       const r = await act({ btn, out, what, path: `/deployments/${id}`, method: 'PATCH', body: payload, signal, who });
       if (r) { d = r; render(); }
     };
     const extend = actionButton('+ Extend', who, null, { id: 'extend', hidden: !running, title: 'move the auto-stop deadline later' });
-    extend.addEventListener('click', () => patch(extend, `Extend deployment ${d.name} by ${hours.value}`, { extend: hours.value })());
+    extend.addEventListener('click', () => patch(extend, hours.value === 'never' ? `Keep deployment ${d.name} running (no auto-stop)`
+      : `Extend deployment ${d.name} by ${hours.value}`, { extend: hours.value })());
     const stop = actionButton('■ Stop', who, null, { id: 'dep-stop', hidden: !running });
     stop.addEventListener('click', patch(stop, `Stop deployment ${d.name}`, { action: 'stop' }));
     const start = actionButton('▶ Start', who, null, { id: 'dep-start', hidden: running });

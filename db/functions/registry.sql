@@ -65,6 +65,48 @@ BEGIN
 END;
 $$;
 
+-- The deployment whose traffic alias p_alias of model p_model follows, or
+-- NULL: "production" names the version that serves a deployment of the
+-- model (the largest share; ferry_deployment_alias_sync keeps it so), so
+-- while one exists nothing else moves it (a register step, PUT alias).
+CREATE OR REPLACE FUNCTION ferry_alias_bound(p_model text, p_alias text)
+RETURNS text
+LANGUAGE sql STABLE AS $$
+	SELECT name FROM deployments WHERE model = p_model AND p_alias = 'production' ORDER BY id LIMIT 1
+$$;
+
+-- Moves "production" of the model deployment p_dep serves to the serving
+-- version with the largest weight (a tie keeps the current one), for
+-- p_actor, in the caller's transaction: every change of weights (a deploy
+-- step, a canary step, traffic, promote, rollback, a retirement) ends with
+-- it, so the registry and the traffic split never disagree. Nothing moves
+-- when nothing has weight or it already points there. Returns the version.
+CREATE OR REPLACE FUNCTION ferry_deployment_alias_sync(p_dep bigint, p_actor text)
+RETURNS text
+LANGUAGE plpgsql AS $$
+DECLARE
+	v_model text;
+	v_cur text;
+	v_top text;
+BEGIN
+	SELECT model INTO v_model FROM deployments WHERE id = p_dep;
+	IF NOT FOUND THEN
+		RETURN NULL;
+	END IF;
+	SELECT v.version INTO v_cur
+	FROM model_aliases a JOIN models m ON m.id = a.model_id JOIN model_versions v ON v.id = a.version_id
+	WHERE m.name = v_model AND a.alias = 'production';
+	SELECT dv.version INTO v_top FROM deployment_versions dv
+	WHERE dv.deployment_id = p_dep AND dv.state = 'serving' AND dv.weight > 0
+	ORDER BY dv.weight DESC, (dv.version = v_cur) DESC NULLS LAST, dv.ord DESC LIMIT 1;
+	IF v_top IS NULL OR v_top IS NOT DISTINCT FROM v_cur THEN
+		RETURN v_cur;
+	END IF;
+	PERFORM ferry_model_alias_set(v_model, 'production', v_top, p_actor);
+	RETURN v_top;
+END;
+$$;
+
 -- Registers a version of p_model (created on first use) in one transaction:
 -- the artifact row (once per sha256), the version numbered from the latest
 -- by p_bump (patch: 0.0.1 → 0.0.2, minor: → 0.1.0, major: → 1.0.0; the
@@ -90,6 +132,7 @@ DECLARE
 	v_actor text := p_actor;
 	v_trigger text;
 	v_alias text;
+	v_dep text;
 BEGIN
 	IF p_bump NOT IN ('patch', 'minor', 'major') THEN
 		RAISE EXCEPTION 'version bump "%" is not patch, minor or major', p_bump USING ERRCODE = '22023';
@@ -112,6 +155,15 @@ BEGIN
 		FROM runs WHERE id = p_run;
 		v_actor := coalesce(v_actor, p_actor);
 	END IF;
+
+	-- an alias a deployment's traffic decides is not a register step's to move
+	FOREACH v_alias IN ARRAY CASE WHEN v_trigger = 'dev' THEN '{}' ELSE coalesce(p_aliases, '{}') END LOOP
+		v_dep := ferry_alias_bound(p_model, v_alias);
+		IF v_dep IS NOT NULL THEN
+			RAISE EXCEPTION 'alias "%" of model "%" follows the traffic of deployment "%" (it names the version that serves); register with another alias, such as candidate: the deploy step moves % when the new version takes the traffic',
+				v_alias, p_model, v_dep, v_alias USING ERRCODE = '55000';
+		END IF;
+	END LOOP;
 
 	SELECT v.major, v.minor, v.patch INTO v_maj, v_min, v_pat FROM model_versions v
 	WHERE v.model_id = v_model ORDER BY v.major DESC, v.minor DESC, v.patch DESC LIMIT 1;

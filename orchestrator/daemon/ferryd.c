@@ -25,7 +25,7 @@
  *   ferryd db stop      stop it
  *   ferryd db status [-o json]
  *                       what runs where: data dir, pid, socket, conninfo, daemons
- *   ferryd token create NAME [--role viewer|operator|admin]
+ *   ferryd token create NAME [--role viewer|operator|deployer|admin]
  *                       store a named API token's hash, print the token once
  *   ferryd token list   name, role, created, revoked (never a token)
  *   ferryd token revoke NAME
@@ -363,7 +363,7 @@ static int token_create(PGconn *db, int argc, char **argv)
 			name = argv[i];
 		else {
 			fprintf(stderr, "ferryd: token create: unexpected \"%s\"\n"
-					"usage: ferryd token create NAME [--role viewer|operator|admin]\n", argv[i]);
+					"usage: ferryd token create NAME [--role viewer|operator|deployer|admin]\n", argv[i]);
 			return 2;
 		}
 	}
@@ -375,7 +375,7 @@ static int token_create(PGconn *db, int argc, char **argv)
 		return 2;
 	}
 	if (token_role_parse(role) == 0) {
-		fprintf(stderr, "ferryd: token create: invalid role \"%s\"; use viewer, operator or admin\n", role);
+		fprintf(stderr, "ferryd: token create: invalid role \"%s\"; use viewer, operator, deployer or admin\n", role);
 		return 2;
 	}
 	if (getrandom(raw, sizeof(raw), 0) != (ssize_t)sizeof(raw)) {
@@ -421,7 +421,7 @@ static int token_command(int argc, char **argv, const char *home)
 
 	if (argc < 1 || (strcmp(argv[0], "create") != 0 && strcmp(argv[0], "list") != 0 &&
 			 strcmp(argv[0], "revoke") != 0)) {
-		fprintf(stderr, "usage: ferryd token create NAME [--role viewer|operator|admin]\n"
+		fprintf(stderr, "usage: ferryd token create NAME [--role viewer|operator|deployer|admin]\n"
 				"       ferryd token list\n"
 				"       ferryd token revoke NAME\n");
 		return 2;
@@ -703,7 +703,7 @@ static void usage(FILE *f)
 {
 	fprintf(f, "usage: ferryd [--log-format text|json] [--log-level debug|info|warn|error] [--keep-db]\n"
 		   "       ferryd db start|stop|status [-o json]\n"
-		   "       ferryd token create NAME [--role viewer|operator|admin] | list | revoke NAME\n"
+		   "       ferryd token create NAME [--role viewer|operator|deployer|admin] | list | revoke NAME\n"
 		   "       ferryd secret set NAME < FILE | list | rm NAME\n\n"
 		   "Runs Ferry's daemon: REST API on FERRY_LISTEN (default 127.0.0.1:8080), state in\n"
 		   "FERRY_HOME (default ./.ferry), database FERRY_DATABASE_URL or an embedded PostgreSQL.\n"

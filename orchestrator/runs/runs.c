@@ -62,6 +62,51 @@ out:
 	return error;
 }
 
+/*
+ * An alias that follows a deployment's traffic (store_alias_bound:
+ * "production" while a deployment serves the model) is not a step's to
+ * set: a step that would (its "model" and "aliases") is an error at its
+ * line naming the deployment, and the run is not made.
+ */
+static int check_bound_aliases(PGconn *conn, const struct run_plan *plan, const char *filename, cfg_errors *errs)
+{
+	size_t n = 0;
+	int error = FERRY_OK;
+
+	for (size_t i = 0; i < plan->nsteps && error == FERRY_OK; i++) {
+		const json_t *spec = plan->steps[i].spec, *v;
+		const char *model = json_string_value(json_object_get(spec, "model"));
+		size_t k;
+		if (model == NULL || plan->steps[i].state == STEP_SKIPPED || plan->steps[i].state == STEP_SUCCEEDED)
+			continue;
+		json_array_foreach(json_object_get(spec, "aliases"), k, v) {
+			char *dep = NULL;
+			json_t *st;
+			size_t j;
+			if ((error = store_alias_bound(&dep, conn, model, json_string_value(v))) < 0 || dep == NULL)
+				break;
+			json_array_foreach(json_object_get(plan->spec, "steps"), j, st) {
+				if (strcmp(json_string_value(json_object_get(st, "name")), plan->steps[i].name) != 0)
+					continue;
+				cfg_errors_add(errs, xasprintf("%s:%lld:%lld: step \"%s\": alias %s of model %s follows "
+							       "the traffic of deployment %s (it names the version that "
+							       "serves); register with another alias, such as candidate",
+							       filename ? filename : "<inline>",
+							       (long long)json_integer_value(json_object_get(st, "line")),
+							       (long long)json_integer_value(json_object_get(st, "col")),
+							       plan->steps[i].name, json_string_value(v), model, dep));
+				n++;
+			}
+			free(dep);
+		}
+	}
+	if (error == FERRY_OK && n > 0) {
+		ferry_error_set("%zu alias%s bound to a deployment", n, n == 1 ? "" : "es");
+		error = FERRY_EINVALID;
+	}
+	return error;
+}
+
 int runs_create(int64_t *out_id, PGconn *conn, const struct runs_new *rn, cfg_errors *errs)
 {
 	struct store_run_row row;
@@ -104,7 +149,10 @@ int runs_create(int64_t *out_id, PGconn *conn, const struct runs_new *rn, cfg_er
 			*rn->bad_field = "workdir";
 		goto out;
 	}
-	if ((error = check_secrets(conn, plan, rn->filename ? rn->filename : rn->workflow, errs)) < 0)
+	if ((error = check_secrets(conn, plan, rn->filename ? rn->filename : rn->workflow, errs)) < 0 ||
+	    /* a dev run moves no alias (db/functions/registry.sql): nothing to refuse */
+	    ((rn->trigger == NULL || strcmp(rn->trigger, "dev") != 0) &&
+	     (error = check_bound_aliases(conn, plan, rn->filename ? rn->filename : rn->workflow, errs)) < 0))
 		goto out;
 
 	memset(&row, 0, sizeof(row));

@@ -403,6 +403,12 @@ int store_model_version(char **out, PGconn *conn, const char *name, const char *
 /* Points alias at version (one event when it moves); the version's JSON. */
 int store_model_alias_set(char **out, PGconn *conn, const char *name, const char *alias,
 			  const char *version, const char *actor);
+/*
+ * The deployment whose traffic alias of model follows ("production" while
+ * one serves the model: it moves with the weights, nothing else moves it),
+ * or *deployment NULL. *deployment is the caller's.
+ */
+int store_alias_bound(char **deployment, PGconn *conn, const char *model, const char *alias);
 /* ---- data cache (store_cache.c; steps/datacache.c is the user) ---- */
 
 /* A complete entry to record; nothing here is taken over. */

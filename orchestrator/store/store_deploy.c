@@ -169,6 +169,19 @@ static void rollback(PGconn *conn)
 	store_q(NULL, conn, "ROLLBACK", 0, NULL);
 }
 
+/*
+ * "production" follows the weights just written, in the same transaction
+ * (db/functions/registry.sql ferry_deployment_alias_sync): every change of
+ * a deployment's weights ends with this, so the registry never names a
+ * version that does not serve.
+ */
+static int alias_follows(PGconn *conn, const char *dep, const char *actor)
+{
+	const char *p[2] = {dep, actor};
+
+	return store_q(NULL, conn, "SELECT ferry_deployment_alias_sync($1::bigint, $2)", 2, p);
+}
+
 int store_deploy_shift(PGconn *conn, int64_t dep, const char *version, int traffic, int auto_stop_s,
 		       const char *actor, const char *why, json_t **weights)
 {
@@ -228,7 +241,8 @@ int store_deploy_shift(PGconn *conn, int64_t dep, const char *version, int traff
 	detail = json_pack("{s:s, s:O, s:O, s:s}", "version", version, "before", before, "after", after, "why", why);
 	error = store_deploy_event(conn, dep, actor, "traffic", detail);
 	json_decref(detail);
-	if (error < 0 || (error = store_q(NULL, conn, "COMMIT", 0, NULL)) < 0)
+	if (error < 0 || (error = alias_follows(conn, d, actor)) < 0 ||
+	    (error = store_q(NULL, conn, "COMMIT", 0, NULL)) < 0)
 		goto fail;
 	*weights = json_incref(after);
 	goto out;
@@ -829,7 +843,8 @@ int store_deploy_weights(PGconn *conn, int64_t dep, const json_t *want, const ch
 	detail = json_pack("{s:O, s:O}", "before", before, "after", now);
 	error = store_deploy_event(conn, dep, actor, kind, detail);
 	json_decref(detail);
-	if (error < 0 || (error = store_q(NULL, conn, "COMMIT", 0, NULL)) < 0)
+	if (error < 0 || (error = alias_follows(conn, d, actor)) < 0 ||
+	    (error = store_q(NULL, conn, "COMMIT", 0, NULL)) < 0)
 		goto fail;
 	*after = json_incref(now);
 	goto out;
@@ -924,10 +939,14 @@ int store_deploy_auto_stop(PGconn *conn, int64_t dep, int secs, int extend, cons
 	PGresult *res = NULL;
 	int error;
 
-	/* extend: the deadline moves by secs from where it is (or from now); else auto-stop is reset */
+	/*
+	 * extend: the deadline moves by secs from where it is (or from now), or
+	 * with secs 0 ("never") goes, auto-stop with it; else auto-stop is reset.
+	 * Each is an event with its actor.
+	 */
 	if ((error = store_q(&res, conn,
 			     "WITH u AS (UPDATE deployments SET updated_at = now(), warned_at = NULL, "
-			     "  auto_stop_s = CASE WHEN $3::int = 1 THEN auto_stop_s ELSE $2::int END, "
+			     "  auto_stop_s = CASE WHEN $3::int = 1 AND $2::int IS NOT NULL THEN auto_stop_s ELSE $2::int END, "
 			     "  deadline = CASE WHEN $2::int IS NULL THEN NULL "
 			     "                  WHEN $3::int = 1 THEN greatest(coalesce(deadline, now()), now()) + $2::int * interval '1 second' "
 			     "                  ELSE now() + $2::int * interval '1 second' END "

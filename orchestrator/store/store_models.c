@@ -197,3 +197,18 @@ int store_model_alias_set(char **out, PGconn *conn, const char *name, const char
 		return error;
 	return json_result(out, res, "model", name);
 }
+
+int store_alias_bound(char **deployment, PGconn *conn, const char *model, const char *alias)
+{
+	const char *p[2] = {model, alias};
+	PGresult *res = NULL;
+	int error = store_q(&res, conn, "SELECT ferry_alias_bound($1, $2)", 2, p);
+
+	*deployment = NULL;
+	if (error < 0)
+		return error;
+	if (PQntuples(res) == 1 && !PQgetisnull(res, 0, 0))
+		*deployment = xstrdup(PQgetvalue(res, 0, 0));
+	PQclear(res);
+	return FERRY_OK;
+}

@@ -161,7 +161,7 @@ steps:
     try {
       const p = await signedIn(c2, viewer, 'viewer', `#/runs/${id}`);
       await p.locator('#who', { hasText: 'browser-viewer (viewer)' }).waitFor();
-      await p.locator('#role-note', { hasText: 'browser-viewer (viewer): you can look at everything, not act' }).waitFor();
+      await p.locator('#role-note', { hasText: 'browser-viewer (viewer): you can look at everything here, not act' }).waitFor();
       assert(await p.locator('#stop').isDisabled(), 'stop is disabled for a viewer');
       await p.click('#dag g[id="step-approve"]');
       await p.locator('#continue').waitFor();

@@ -200,6 +200,10 @@ while time.time() < end:
 open(out, "w").write("%d %d\n" % (ok, failed))
 PY
 	load=$!
+	# production names the version with the largest share: 0.0.1 at 80% (on 33ed911 a deploy
+	# without a canary set no alias, and rollback left production where promote had put it)
+	api GET /api/v1/models/digits/versions/production
+	assert_eq "$(echo "$BODY" | json 'j["version"]')" 0.0.1 "production is the 80% version"
 	sleep 1
 	api PATCH /api/v1/deployments/1 '{"action": "promote", "version": "0.0.2"}'
 	assert_eq "$CODE" 200 "promote: $BODY"
@@ -211,6 +215,11 @@ PY
 	api PATCH /api/v1/deployments/1 '{"action": "rollback"}'
 	assert_eq "$CODE" 200 "rollback: $BODY"
 	assert_eq "$(dep_json | json '{v["version"]: v["weight"] for v in j["versions"]}')" '{"0.0.1": 80, "0.0.2": 20}' "rolled back"
+	api GET /api/v1/models/digits/versions/production
+	assert_eq "$(echo "$BODY" | json 'j["version"]')" 0.0.1 "rollback restored production with the weights"
+	api GET /api/v1/models/digits
+	assert_eq "$(echo "$BODY" | json '[(e["kind"], e.get("detail", {}).get("to")) for e in j["events"] if e["kind"].startswith("alias")]')" \
+		'[["alias.set", "0.0.1"], ["alias.moved", "0.0.2"], ["alias.moved", "0.0.1"]]' "each move an event, in order"
 	wait "$load"
 	read -r ok failed <"$FERRY_HOME/load.out"
 	echo "under load: $ok ok, $failed failed"
@@ -241,6 +250,34 @@ test_deploy_patch_validation() {
 	assert_eq "$(dep_json | json '{v["version"]: v["weight"] for v in j["versions"]}')" "$before" "nothing changed"
 	api PATCH /api/v1/deployments/9 '{"action": "stop"}'
 	assert_eq "$CODE" 404 "unknown deployment"
+	# production follows the traffic: no one moves it by hand, no register step moves it
+	api PUT /api/v1/models/digits/aliases/production '{"version": "0.0.2"}'
+	assert_eq "$CODE" 409 "PUT production: $BODY"
+	assert_match "$BODY" 'follows the traffic of deployment digits' "says why"
+	rc=0; ferry models alias digits production 0.0.2 >/dev/null 2>"$FERRY_HOME/alias.err" || rc=$?
+	[ "$rc" != 0 ] || fail "ferry models alias moved production"
+	api PUT /api/v1/models/digits/aliases/candidate '{"version": "0.0.2"}'
+	assert_eq "$CODE" 200 "another alias moves freely: $BODY"
+	f=$(deploy_wf 20)
+	sed -i '0,/^    model: digits$/s//    model: digits\n    alias: production/' "$f" # the register step's
+	body=$(jq -n --rawfile yaml "$f" '{yaml: $yaml, filename: "dep.yaml"}')
+	n=$(sql "SELECT count(*) FROM runs")
+	api POST /api/v1/runs "$body"
+	assert_eq "$CODE" 400 "a register step into production: $BODY"
+	assert_match "$BODY" 'dep.yaml:[0-9]+:[0-9]+: step \\"register\\": alias production of model digits follows the traffic of deployment digits' "at its step"
+	assert_eq "$(sql "SELECT count(*) FROM runs")" "$n" "no run made"
+	api GET /api/v1/models/digits/versions/production
+	assert_eq "$(echo "$BODY" | json 'j["version"]')" 0.0.1 "production unmoved"
+	# extend, from the CLI: by hours moves the deadline; never clears it (on 33ed911 `extend 1 never`
+	# exited 0 and changed nothing, no event); each is an event with its actor; 48h is refused
+	ferry deployments extend 1 2h >/dev/null || fail "extend 2h"
+	assert_eq "$(sql "SELECT detail->>'seconds' FROM deployment_events WHERE deployment_id = 1 AND kind = 'extended' ORDER BY id DESC LIMIT 1")" 7200 "extended by 2 h"
+	ferry deployments extend 1 never >/dev/null || fail "extend never"
+	assert_eq "$(dep_json | json '[j["auto_stop_s"], j.get("deadline")]')" '[null, null]' "no auto-stop, no deadline"
+	assert_eq "$(sql "SELECT count(*) FROM deployment_events WHERE deployment_id = 1 AND kind = 'extended' AND detail->'deadline' = 'null'::jsonb")" 1 "the never is an event"
+	rc=0; ferry deployments extend 1 48h >/dev/null 2>"$FERRY_HOME/ext.err" || rc=$?
+	[ "$rc" != 0 ] || fail "extend 48h was accepted"
+	assert_match "$(cat "$FERRY_HOME/ext.err")" 'or "never"' "the way out"
 }
 
 # auto-stop (an hour of 3 s here, so the warning comes 0.5 s before): replicas stopped, the front port freed; start brings it back with its weights

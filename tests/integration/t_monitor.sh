@@ -13,7 +13,7 @@
 # Those that judge a job by how much CPU it gets run alone, after the lanes
 # (a spinning job starved by the other lanes on 2 cores looks idle):
 # group solo: test_monitor_busy_loop_is_hung_spinning test_monitor_varying_cpu_without_io_is_never_hung
-# group solo: test_monitor_low_utilization_warns_idle_not_busy
+# group solo: test_monitor_low_utilization_not_warned_when_busy
 
 # the test configuration: a period of 1 s, 3 quiet periods, a 3 s window, 2 s to confirm, 2 s
 # warm-up; flat up to a standard deviation of 20 points, since a spinning job on this shared
@@ -210,7 +210,7 @@ test_monitor_fail_fails_the_step_without_retry() {
 	assert_match "$(mon "$id" train 'j["events"][-1]["detail"]["action"]')" fail "the event names the action"
 }
 
-test_monitor_low_utilization_warns_idle_not_busy() {
+test_monitor_low_utilization_warns_idle() {
 	mon_daemon
 	f=$(one_step idle 'exec sleep 8' "    hang: off")
 	id=$(submit "$f")
@@ -220,7 +220,11 @@ test_monitor_low_utilization_warns_idle_not_busy() {
 	assert_match "$(echo "$d" | json 'j["message"]')" 'mean CPU utilization [0-9.]+% over the last 3 s is below 50%' "the figures"
 	assert_eq "$(echo "$d" | json 'j["source"]')" cpu "no GPU: CPU utilization"
 	assert_eq "$(mon_events "$id" train monitor.hung)" 0 "hang: off: never judged"
+}
 
+# the busy half judges a job by the CPU it gets: alone, after the lanes
+test_monitor_low_utilization_not_warned_when_busy() {
+	mon_daemon
 	f=$(py_step busy "    hang: off" <<'PY'
 import time
 end = time.time() + 8

@@ -221,7 +221,7 @@ Y
 	set -e
 	assert_eq "$rc" 1 "an unknown version exits 1"
 	assert_eq "$rc2" 2 "an unknown subcommand is a usage error"
-	assert_match "$(ferry models --help)" 'ferry models alias digits production 0.0.1' "--help has examples"
+	assert_match "$(ferry models --help)" 'ferry models alias digits candidate 0.0.2' "--help has examples"
 }
 
 test_register_failures_leave_nothing() {
@@ -343,8 +343,10 @@ test_digits_example() {
 	assert_eq "$(step_col "$id2" register "outputs->>'sha256'")" "$(step_col "$id" register "outputs->>'sha256'")" "same model bytes"
 	assert_eq "$(blobs)" 1 "stored once"
 	assert_match "$(sql "SELECT data_fingerprint FROM model_versions WHERE version = '0.0.2'")" '^sha256:[0-9a-f]{64}$' "data lineage"
-	out=$(ferry models get digits production)
-	assert_match "$out" 'Version: +0.0.2' "0.0.2 is production"
+	# 0.0.2 took 20% of the traffic: registered as candidate; production is the 80% version
+	assert_match "$(ferry models get digits production)" 'Version: +0.0.1' "0.0.1 is production"
+	out=$(ferry models get digits candidate)
+	assert_match "$out" 'Version: +0.0.2' "0.0.2 is the candidate"
 	assert_match "$out" "Created: .* by admin \\(as $(id -un)\\)\$" "registered for the person who submitted the run"
 }
 

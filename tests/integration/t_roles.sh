@@ -3,7 +3,7 @@
 #
 # The walk: every operation of the served OpenAPI
 # document (generated from the route table: each declares x-ferry-role) is
-# called with no token and with a viewer's, an operator's and an admin's;
+# called with no token and with a viewer's, an operator's, a deployer's and an admin's;
 # every CLI verb that calls the API is run with each role too. A role below
 # the route's is answered 401 (no token) or 403 forbidden naming the role
 # it takes; a role at or above it never is. On 058d658 an operator reached
@@ -13,7 +13,7 @@
 
 roles_tokens() {
 	local r
-	for r in viewer operator admin; do
+	for r in viewer operator deployer admin; do
 		ferryd token create "role-$r" --role "$r" >"$FERRY_HOME/token.$r" 2>/dev/null ||
 			fail "cannot create the $r token"
 	done
@@ -25,8 +25,8 @@ test_roles_every_route_walked_with_every_role() {
 	python3 - "$FERRY_URL" "$FERRY_HOME" <<'PY' || fail "the walk found answers that disagree with the declared roles"
 import json, re, sys, urllib.request, urllib.error
 url, home = sys.argv[1:3]
-tok = {r: open("%s/token.%s" % (home, r)).read().strip() for r in ("viewer", "operator", "admin")}
-rank = {"public": 0, "viewer": 1, "operator": 2, "admin": 3}
+tok = {r: open("%s/token.%s" % (home, r)).read().strip() for r in ("viewer", "operator", "deployer", "admin")}
+rank = {"public": 0, "viewer": 1, "operator": 2, "deployer": 3, "admin": 4}
 doc = json.load(urllib.request.urlopen(url + "/api/v1/openapi.json"))
 # path parameters that name nothing: a walk must change nothing it reaches
 fill = {"id": "999999", "step": "nostep", "name": "nomodel", "version": "1", "alias": "noalias", "file": "app.js"}
@@ -40,7 +40,7 @@ for path, item in doc["paths"].items():
             bad.append("%s %s declares no role (x-ferry-role %r)" % (method.upper(), path, need))
             continue
         target = url + re.sub(r"\{(\w+)\}", lambda m: fill[m.group(1)], path)
-        for who in ("none", "viewer", "operator", "admin"):
+        for who in ("none", "viewer", "operator", "deployer", "admin"):
             n += 1
             hdr = {"Content-Type": "application/json"}
             if who != "none":
@@ -67,7 +67,7 @@ for path, item in doc["paths"].items():
                     bad.append("%s %s needs %s; %s got %d %s" % (method.upper(), path, need, who, code, text[:120]))
             elif refused_token or refused_role:
                 bad.append("%s %s needs %s; %s was refused: %d %s" % (method.upper(), path, need, who, code, text[:120]))
-print("walked %d calls over %d operations" % (n, n // 4))
+print("walked %d calls over %d operations" % (n, n // 5))
 for b in bad:
     print("  " + b)
 sys.exit(1 if bad else 0)
@@ -88,17 +88,18 @@ test_roles_every_cli_verb_with_every_role() {
 		"triggers list|viewer" "cache|viewer" "workflow list|viewer" "audit|viewer"
 		"submit $ROOT/workflows/hello.yaml|operator" "stop 999999|operator" "retry 999999|operator"
 		"delete 999999|operator" "continue 999999 nostep|operator" "workflow register $ROOT/workflows/hello.yaml|operator"
-		"models alias nomodel production 1|admin" "deployments traffic 999999 1 50|admin"
-		"deployments promote 999999 1|admin" "deployments stop 999999|admin" "deployments delete 999999|admin"
-		"deployments predict 999999 $FERRY_HOME/req.json|admin" "schedules create noworkflow '0 * * * *'|admin"
+		"models alias nomodel production 1|deployer" "deployments traffic 999999 1 50|deployer"
+		"deployments promote 999999 1|deployer" "deployments stop 999999|deployer" "deployments delete 999999|deployer"
+		"deployments extend 999999 never|deployer" "deployments rollback 999999|deployer"
+		"deployments predict 999999 $FERRY_HOME/req.json|deployer" "schedules create noworkflow '0 * * * *'|admin"
 		"schedules pause 999999|admin" "schedules delete 999999|admin" "triggers pause 999999|admin"
 		"secrets list|viewer" "secrets set NOSECRET|admin" "secrets rm NOSECRET|admin"
 	)
 	local c verb need who out bad=0 rank_need rank_who
-	declare -A rank=([viewer]=1 [operator]=2 [admin]=3)
+	declare -A rank=([viewer]=1 [operator]=2 [deployer]=3 [admin]=4)
 	for c in "${calls[@]}"; do
 		verb=${c%|*} need=${c##*|}
-		for who in viewer operator admin; do
+		for who in viewer operator deployer admin; do
 			out=$(eval "FERRY_API_TOKEN=\$(cat \"\$FERRY_HOME/token.$who\") \"\$ROOT/bin/ferry\" $verb" 2>&1 </dev/null) || true
 			rank_need=${rank[$need]} rank_who=${rank[$who]}
 			if [ "$rank_who" -lt "$rank_need" ]; then
@@ -259,12 +260,12 @@ Y
 	id=$(echo "$BODY" | json 'j["id"]')
 	wait_run "$id" failed 30
 	assert_eq "$(step_col "$id" register reason)" \
-		"moving alias production of m needs role admin; run $id acts for role-operator, whose role is operator" "refused, saying who"
+		"moving alias production of m needs role deployer or above; run $id acts for role-operator, whose role is operator" "refused, saying who"
 	assert_eq "$(sql "SELECT count(*) FROM model_versions")" 0 "nothing registered"
-	as_role admin POST /api/v1/runs "$body"
+	as_role deployer POST /api/v1/runs "$body"
 	id=$(echo "$BODY" | json 'j["id"]')
 	wait_run "$id" succeeded 30
-	assert_eq "$(sql "SELECT v.version FROM model_aliases a JOIN model_versions v ON v.id = a.version_id WHERE a.alias = 'production'")" 0.0.1 "an admin's run moves it"
+	assert_eq "$(sql "SELECT v.version FROM model_aliases a JOIN model_versions v ON v.id = a.version_id WHERE a.alias = 'production'")" 0.0.1 "a deployer's run moves it"
 	# a token revoked after the submit: its run acts for no one when the step comes
 	g=$(wf slowpromo <<'Y'
 name: slowpromo
@@ -291,5 +292,5 @@ Y
 	id=$(echo "$BODY" | json 'j["id"]')
 	wait_run "$id" failed 30
 	assert_eq "$(step_col "$id" register state)" succeeded "registering without an alias is an operator's"
-	assert_match "$(step_col "$id" deploy reason)" "^deploying to m needs role admin; run $id acts for role-operator" "a deploy by an operator"
+	assert_match "$(step_col "$id" deploy reason)" "^deploying to m needs role deployer or above; run $id acts for role-operator" "a deploy by an operator"
 }

@@ -17,7 +17,7 @@ test_tokens_viewer_is_read_only() {
 	FERRY_API_TOKEN=$viewer api GET "/api/v1/runs/$id"
 	assert_eq "$CODE" 200 "a viewer reads a run"
 	FERRY_API_TOKEN=$viewer api GET /api/v1/whoami
-	assert_eq "$BODY" '{"name":"watcher","role":"viewer","can_act":false,"can_admin":false}' "whoami: a viewer"
+	assert_eq "$BODY" '{"name":"watcher","role":"viewer","can_act":false,"can_deploy":false,"can_admin":false}' "whoami: a viewer"
 	api GET /api/v1/whoami
 	assert_eq "$(echo "$BODY" | json '[j["role"], j["can_act"], j["can_admin"]]')" '["admin", true, true]' "whoami: the daemon's own token"
 	FERRY_API_TOKEN=nope api GET /api/v1/whoami
