@@ -339,7 +339,7 @@ const struct api_route api_routes[] = {
 	{"GET", "/api/v1/deployments", VIEWER, 0, NULL, api_deployments_list, NULL, NULL},
 	{"GET", "/api/v1/deployments/{id}", VIEWER, 0, NULL, api_deployment_get, NULL, NULL},
 	{"PATCH", "/api/v1/deployments/{id}", DEPLOYER, 0, NULL, api_deployment_patch, NULL,
-	 "traffic replicas action version auto_stop extend"},
+	 "traffic replicas action version auto_stop extend retire_after"},
 	{"DELETE", "/api/v1/deployments/{id}", DEPLOYER, 0, NULL, api_deployment_delete, NULL, NULL},
 	{"POST", "/api/v1/deployments/{id}/predict", DEPLOYER, 0, NULL, api_deployment_predict, NULL,
 	 "id inputs outputs parameters"},

@@ -150,7 +150,40 @@ void api_deployment_get(struct api *a, struct reply *r, PGconn *db, struct req *
 	deployment_free(dep);
 }
 
-static const char *const actions[] = {"stop", "start", "promote", "rollback", NULL};
+static const char *const actions[] = {"stop", "start", "promote", "rollback", "retire", NULL};
+
+/*
+ * retire VERSION: its traffic goes to the others first (refused when it
+ * has all of it), then it retires (its replicas stop in the next round).
+ */
+static int retire_version(PGconn *db, int64_t dep, const char *version, const char *actor, json_t **after)
+{
+	json_t *want = json_pack("{s:i}", version, 0), *det = json_pack("{s:s}", "why", "retired by hand");
+	struct deployment *d = NULL;
+	const struct deploy_version *v;
+	int error;
+
+	if ((error = store_deployment_get(&d, db, dep)) < 0)
+		goto out;
+	if ((v = deployment_version(d, version)) == NULL || v->state != DEPLOY_V_SERVING) {
+		ferry_error_set("retire: version %s does not serve in deployment %s", version, d->name);
+		error = FERRY_EINVALID;
+		goto out;
+	}
+	if (v->weight == 100) {
+		ferry_error_set("retire: version %s takes all of deployment %s's traffic: give it to another version "
+				"first (ferry deployments promote)", version, d->name);
+		error = FERRY_ECONFLICT;
+		goto out;
+	}
+	if (v->weight > 0 && (error = store_deploy_weights(db, dep, want, actor, "traffic", after)) < 0)
+		goto out;
+	error = store_deploy_version_retire(db, dep, version, actor, det);
+out:
+	deployment_free(d);
+	json_decref(want), json_decref(det);
+	return error;
+}
 
 /* The traffic field: {"VERSION": pct, …} with every value checked. */
 static int check_traffic(struct reply *r, json_t *t)
@@ -205,7 +238,7 @@ void api_deployment_patch(struct api *a, struct reply *r, PGconn *db, struct req
 	json_t *body = body_object(r, q), *traffic, *after = NULL, *d = NULL, *want = NULL;
 	const char *action = NULL, *version = NULL;
 	char *actor = NULL;
-	int error = 0, as_secs = -1, extend_secs = -1, k;
+	int error = 0, as_secs = -1, extend_secs = -1, retire_secs = -1, k;
 
 	if (body == NULL)
 		return;
@@ -234,14 +267,23 @@ void api_deployment_patch(struct api *a, struct reply *r, PGconn *db, struct req
 		reply_error(r, 400, "invalid_field", "extend", ferry_error_last(), NULL);
 		goto out;
 	}
-	if (action && (strcmp(action, "promote") == 0) && version == NULL) {
+	if (action && (strcmp(action, "promote") == 0 || strcmp(action, "retire") == 0) && version == NULL) {
 		reply_error(r, 400, "missing_field", "version",
-			    "field \"version\" is required with action promote: the version that gets 100%", NULL);
+			    strcmp(action, "promote") == 0
+				    ? "field \"version\" is required with action promote: the version that gets 100%"
+				    : "field \"version\" is required with action retire: the version that retires",
+			    NULL);
 		goto out;
 	}
-	if (!traffic && !action && as_secs < 0 && extend_secs < 0 && !json_object_get(body, "replicas")) {
+	if (json_object_get(body, "retire_after") &&
+	    deploy_check_retire_after(json_object_get(body, "retire_after"), "retire_after", &retire_secs) < 0) {
+		reply_error(r, 400, "invalid_field", "retire_after", ferry_error_last(), NULL);
+		goto out;
+	}
+	if (!traffic && !action && as_secs < 0 && extend_secs < 0 && retire_secs < 0 && !json_object_get(body, "replicas")) {
 		reply_error(r, 400, "missing_field", "traffic",
-			    "nothing to change: give traffic, replicas, auto_stop, extend or action (stop, start, promote, rollback)",
+			    "nothing to change: give traffic, replicas, auto_stop, extend, retire_after or action (stop, "
+			    "start, promote, rollback, retire)",
 			    NULL);
 		goto out;
 	}
@@ -270,6 +312,13 @@ void api_deployment_patch(struct api *a, struct reply *r, PGconn *db, struct req
 				break;
 		}
 	}
+	if (error == 0 && action && strcmp(action, "retire") == 0) {
+		json_decref(after);
+		after = NULL;
+		error = retire_version(db, q->id, version, actor, &after);
+	}
+	if (error == 0 && retire_secs >= 0)
+		error = store_deploy_retire_after(db, q->id, retire_secs, actor);
 	if (error == 0 && as_secs >= 0)
 		error = store_deploy_auto_stop(db, q->id, as_secs, 0, actor);
 	if (error == 0 && extend_secs >= 0) /* 0: "never", an extend without end */

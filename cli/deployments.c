@@ -30,6 +30,7 @@ static const struct sub subs[] = {
 	{"predict", 1, "DEPLOYMENT REQUEST.json"},
 	{"delete", 0, "DEPLOYMENT"},
 	{"scale", 2, "DEPLOYMENT VERSION REPLICAS (1-5)"},
+	{"retire", 1, "DEPLOYMENT VERSION"},
 	{NULL, 0, NULL},
 };
 
@@ -41,14 +42,29 @@ static void print_one(const json_t *d)
 	printf("%-4lld %-16s %-10s %-8s %-24s deadline %s\n", (long long)json_integer_value(json_object_get(d, "id")),
 	       jstr(d, "name", "?"), jstr(d, "model", "?"), jstr(d, "state", "?"), jstr(d, "url", "?"),
 	       jstr(d, "deadline", "never"));
+	printf("     %-10s %4s  %-8s  %s\n", "VERSION", "SHARE", "STATE", "REPLICAS (idx:port health)");
 	json_array_foreach(json_object_get(d, "versions"), i, v) {
+		if (strcmp(jstr(v, "state", ""), "retired") == 0)
+			continue; /* listed apart below */
 		printf("     %-10s %3lld%%  %-8s", jstr(v, "version", "?"),
 		       (long long)json_integer_value(json_object_get(v, "weight")), jstr(v, "state", "?"));
 		json_array_foreach(json_object_get(v, "replica_list"), j, r)
 			printf("  r%lld:%lld %s%s", (long long)json_integer_value(json_object_get(r, "idx")),
 			       (long long)json_integer_value(json_object_get(r, "port")), jstr(r, "health", "?"),
 			       json_integer_value(json_object_get(r, "restarts")) > 0 ? " (restarted)" : "");
+		if (json_is_string(json_object_get(v, "zero_since")))
+			printf("  (at 0%% since %s)", jstr(v, "zero_since", "?"));
 		printf("\n");
+	}
+	{
+		int any = 0;
+		json_array_foreach(json_object_get(d, "versions"), i, v) {
+			if (strcmp(jstr(v, "state", ""), "retired") != 0)
+				continue;
+			printf("%s%s", any++ ? ", " : "     retired (traffic brings one back): ", jstr(v, "version", "?"));
+		}
+		if (any)
+			printf("\n");
 	}
 }
 
@@ -66,7 +82,7 @@ int cmd_deployments(const struct ctx *x, int argc, char **argv)
 	if (argc < 2 || strcmp(argv[1], "-h") == 0 || strcmp(argv[1], "--help") == 0) {
 		if (argc < 2)
 			return usage_error(x, "which one: list, get, traffic, scale, extend, stop, start, promote, "
-					      "rollback, predict or delete?");
+					      "rollback, retire, predict or delete?");
 		return print_help(x->cmd);
 	}
 	for (k = 0; subs[k].name && strcmp(subs[k].name, argv[1]) != 0; k++)
@@ -110,6 +126,9 @@ int cmd_deployments(const struct ctx *x, int argc, char **argv)
 		break;
 	case 6:
 		body = json_pack("{s:s, s:s}", "action", "promote", "version", ops[1]);
+		break;
+	case 11:
+		body = json_pack("{s:s, s:s}", "action", "retire", "version", ops[1]);
 		break;
 	case 8:
 		if (file_read(&text, NULL, ops[1]) < 0 || (body = json_loads(text, 0, NULL)) == NULL) {

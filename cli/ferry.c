@@ -849,6 +849,7 @@ static const struct command commands[] = {
 	 "       ferry deployments extend ID HOURS|never\n"
 	 "       ferry deployments stop|start|rollback|delete ID\n"
 	 "       ferry deployments promote ID VERSION\n"
+	 "       ferry deployments retire ID VERSION\n"
 	 "       ferry deployments predict ID REQUEST.json",
 	 "  list      deployments with their versions, weights and replicas\n"
 	 "  get       one deployment, its deadline and replicas' health\n"
@@ -859,6 +860,9 @@ static const struct command commands[] = {
 	 "  start     bring a stopped deployment back with its weights\n"
 	 "  promote   100% to VERSION\n"
 	 "  rollback  the weights before the last change\n"
+	 "  retire    VERSION's traffic to the others, its replicas stopped (a version at\n"
+	 "            0% retires by itself after the deployment's retire_after, 1h by\n"
+	 "            default); traffic to a retired version brings it back\n"
 	 "  predict   send an inference request through the front address\n"
 	 "  delete    stop and forget the deployment\n"
 	 "  -o, --output json   print the API's JSON\n"

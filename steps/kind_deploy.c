@@ -484,6 +484,12 @@ static int deploy_prepare(struct step_result *res, json_t **env, const struct st
 	if ((error = store_deploy_ensure(r->conn, name, model, replica_free_port(), auto_stop_s, r->run_id,
 					 r->actor, &dep, &port, &created)) < 0)
 		goto fail;
+	if (json_is_string(json_object_get(r->spec, "retire_after"))) {
+		int secs = DEPLOY_RETIRE_AFTER_DEFAULT_S;
+		deploy_check_retire_after(json_object_get(r->spec, "retire_after"), "retire_after", &secs);
+		if ((error = store_deploy_retire_after(r->conn, dep, secs, r->actor)) < 0)
+			goto fail;
+	}
 	if (!created) {
 		char *why = xasprintf("run %lld step %s deploys %s %s", (long long)r->run_id, r->name, model, version);
 		int woke = 0;
@@ -850,6 +856,21 @@ static int keys_auto_stop(struct cfg_key_ctx *c, const yaml_node_t *n, json_t **
 	return 0;
 }
 
+/* retire_after: a duration or never, checked, kept as written (absent: the deployment's stays) */
+static int keys_retire_after(struct cfg_key_ctx *c, const yaml_node_t *n, json_t **out)
+{
+	json_t *a = present(n) && n->type == YAML_SCALAR_NODE ? json_string(sval(n)) : NULL;
+	int secs;
+
+	*out = NULL;
+	if (!present(n))
+		return 0;
+	if (deploy_check_retire_after(a ? a : json_null(), "retire_after", &secs) < 0)
+		cfg_key_err(c, n, "%s", ferry_error_last());
+	*out = a ? a : json_null();
+	return 0;
+}
+
 static int keys_load_test(struct cfg_key_ctx *c, const yaml_node_t *n, json_t **out)
 {
 	*out = parse_load_test(c, n);
@@ -877,6 +898,7 @@ static const struct step_key deploy_keys[] = {
 	{.name = "sample", .flags = STK_PLAN, .parse = keys_sample},
 	{.name = "deployment", .flags = STK_PLAN, .parse = keys_deployment},
 	{.name = "auto_stop", .flags = STK_PLAN, .parse = keys_auto_stop},
+	{.name = "retire_after", .flags = STK_PLAN, .parse = keys_retire_after},
 	{.name = "load_test", .flags = STK_PLAN, .parse = keys_load_test},
 	{.name = "canary", .flags = STK_PLAN, .parse = keys_canary},
 	{.name = "approve", .flags = STK_PLAN, .parse = keys_approve},

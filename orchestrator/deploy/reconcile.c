@@ -124,6 +124,14 @@ static void replicas_stop_all(PGconn *conn, const char *actor, const struct depl
 		const struct deploy_version *v = &d->versions[i];
 		if (!all && v->state != DEPLOY_V_RETIRED)
 			continue;
+		/*
+		 * a version starting belongs to its deploy step, which starts a
+		 * stopped deployment again when it is done: stopping its replicas
+		 * here killed a rollout that an auto-stop reached first ("exited
+		 * before it was ready", seen under load)
+		 */
+		if (v->state == DEPLOY_V_STARTING)
+			continue;
 		for (size_t j = 0; j < v->nreplicas; j++) {
 			const struct deploy_replica *rep = &v->replicas[j];
 			if (rep->health == DEPLOY_H_STOPPED && !(rep->handle && replica_alive(rep->handle)))
@@ -216,6 +224,14 @@ int reconcile_now(PGconn *conn, const char *home, const char *actor)
 	pthread_mutex_lock(&lock);
 	if ((error = store_deploy_due(conn, actor, &due, &ndue, &warned, &nwarned)) < 0)
 		goto out;
+	{
+		/* versions at 0% past retire_after retire now: their replicas stop in this round */
+		int nret = 0;
+		if ((error = store_deploy_retire_due(conn, actor, &nret)) < 0)
+			goto out;
+		if (nret > 0)
+			flog_info("deployments: %d version%s at 0%% past retire_after retired", nret, nret == 1 ? "" : "s");
+	}
 	warn_webhook(warned, nwarned);
 	for (int x = 0; x < ndue; x++)
 		flog_info("deployment %lld: auto-stop deadline reached, stopping", (long long)due[x]);

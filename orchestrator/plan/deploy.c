@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "lib/durations.h"
 #include "lib/util.h"
 
 /*
@@ -185,4 +186,22 @@ bad:
 	ferry_error_set("%s: a deployment name is 1-64 letters, digits, _ . - starting with a letter or digit",
 			field);
 	return FERRY_EINVALID;
+}
+
+int deploy_check_retire_after(const json_t *v, const char *field, int *secs)
+{
+	const char *s = json_string_value(v);
+	int64_t ms;
+
+	if (s && strcmp(s, "never") == 0) {
+		*secs = 0;
+		return FERRY_OK;
+	}
+	if (s == NULL || duration_parse(s, &ms) < 0 || ms < 1000 || ms > (int64_t)30 * 24 * 3600 * 1000) {
+		ferry_error_set("%s: a duration from 1s to 30d (30s, 10m, 1h) or \"never\": how long a version "
+				"stays at 0%% before it retires", field);
+		return FERRY_EINVALID;
+	}
+	*secs = (int)(ms / 1000);
+	return FERRY_OK;
 }

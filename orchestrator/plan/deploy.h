@@ -53,6 +53,14 @@ int deploy_check_replicas(const json_t *v, const char *field, int *out);
  * of an "hour" in seconds (tests stop deployments in seconds).
  */
 int deploy_check_auto_stop(const json_t *v, const char *field, int *secs);
+
+/*
+ * retire_after (a deploy step's key, PATCH's field): how long a version may
+ * stay at 0% before it retires — a duration from 1s to 30d, or "never"
+ * (*secs 0). FERRY_EINVALID naming field otherwise.
+ */
+#define DEPLOY_RETIRE_AFTER_DEFAULT_S 3600
+int deploy_check_retire_after(const json_t *v, const char *field, int *secs);
 /* How long before its deadline a deployment's auto-stop is announced: 10 minutes of an "hour" (see above). */
 int deploy_warn_lead_s(void);
 

@@ -290,7 +290,7 @@ static void version_dispose(struct deploy_version *v)
 	for (size_t i = 0; i < v->nreplicas; i++)
 		replica_dispose(&v->replicas[i]);
 	free(v->replicas);
-	free(v->version), free(v->artifact), free(v->step);
+	free(v->version), free(v->artifact), free(v->step), free(v->zero_since);
 	json_decref(v->serve);
 	json_decref(v->load_test);
 }
@@ -418,7 +418,8 @@ static int version_from_json(struct deploy_version *v, const json_t *j)
 	    (error = field_enum(&st, j, "version", "state", vstate_names)) < 0 ||
 	    (error = field_str(&v->artifact, j, "version", "artifact", 0)) < 0 ||
 	    (error = field_i64(&v->run_id, j, "version", "run_id", 1)) < 0 ||
-	    (error = field_str(&v->step, j, "version", "step", 1)) < 0)
+	    (error = field_str(&v->step, j, "version", "step", 1)) < 0 ||
+	    (error = field_str(&v->zero_since, j, "version", "zero_since", 1)) < 0)
 		return error;
 	v->state = (enum deploy_version_state)st;
 	v->serve = field_json(j, "serve");
@@ -449,6 +450,7 @@ static int deployment_fill(struct deployment *d, const json_t *j)
 	    (error = field_int(&d->port, j, "deployment", "port", 0)) < 0 ||
 	    (error = field_enum(&st, j, "deployment", "state", state_names)) < 0 ||
 	    (error = field_int(&d->auto_stop_s, j, "deployment", "auto_stop_s", 1)) < 0 ||
+	    (error = field_int(&d->retire_after_s, j, "deployment", "retire_after_s", 1)) < 0 ||
 	    (error = field_str(&d->deadline, j, "deployment", "deadline", 1)) < 0 ||
 	    (error = field_str(&d->created_at, j, "deployment", "created_at", 1)) < 0 ||
 	    (error = field_i64(&d->run_id, j, "deployment", "run_id", 1)) < 0)
@@ -550,6 +552,7 @@ static json_t *version_to_json(const struct deploy_version *v)
 	json_object_set_new(o, "artifact", json_string(v->artifact));
 	json_object_set_new(o, "replicas", json_integer(v->want_replicas));
 	json_object_set_new(o, "load_test", json_or_null(v->load_test));
+	json_object_set_new(o, "zero_since", str_or_null(v->zero_since));
 	json_object_set_new(o, "replica_list", reps);
 	return o;
 }
@@ -572,6 +575,7 @@ json_t *deployment_to_json(const struct deployment *d)
 	json_object_set_new(o, "versions", vs);
 	json_object_set_new(o, "created_at", str_or_null(d->created_at));
 	json_object_set_new(o, "auto_stop_s", d->auto_stop_s ? json_integer(d->auto_stop_s) : json_null());
+	json_object_set_new(o, "retire_after_s", d->retire_after_s ? json_integer(d->retire_after_s) : json_null());
 	return o;
 }
 
@@ -596,12 +600,12 @@ static int deploy_rows(PGconn *conn, int64_t only_id, json_t **out)
 	if ((error = store_q(&res, conn,
 			     "SELECT coalesce(jsonb_agg(jsonb_build_object("
 			     "  'id', d.id, 'name', d.name, 'model', d.model, 'port', d.port, "
-			     "  'state', d.state, 'auto_stop_s', d.auto_stop_s, "
+			     "  'state', d.state, 'auto_stop_s', d.auto_stop_s, 'retire_after_s', d.retire_after_s, "
 			     "  'deadline', d.deadline, 'created_at', d.created_at, 'run_id', d.run_id, "
 			     "  'versions', (SELECT coalesce(jsonb_agg(jsonb_build_object("
 			     "     'version', v.version, 'ord', v.ord, 'weight', v.weight, 'replicas', v.replicas, "
 			     "     'state', v.state, 'artifact', v.artifact, 'serve', v.serve, 'load_test', v.load_test, "
-			     "     'run_id', v.run_id, 'step', v.step, "
+			     "     'run_id', v.run_id, 'step', v.step, 'zero_since', v.zero_since, "
 			     "     'replica_list', (SELECT coalesce(jsonb_agg(jsonb_build_object("
 			     "        'idx', r.idx, 'port', r.port, 'health', r.health, 'restarts', r.restarts, "
 			     "        'generation', r.generation, 'handle', r.handle, 'last_error', r.last_error, "
@@ -783,6 +787,23 @@ int store_deploy_weights(PGconn *conn, int64_t dep, const json_t *want, const ch
 		goto fail;
 	}
 	PQclear(res);
+	res = NULL;
+	if (strcmp(kind, "rollback") != 0) {
+		/* traffic for a retired version brings it back: serving again, its replicas start (reconcile) */
+		json_object_foreach((json_t *)want, k, v) {
+			const char *p3[3] = {d, k, actor};
+			if (json_integer_value(v) <= 0)
+				continue;
+			if ((error = store_q(NULL, conn,
+					     "WITH u AS (UPDATE deployment_versions SET state = 'serving' "
+					     "  WHERE deployment_id = $1::bigint AND version = $2 AND state = 'retired' "
+					     "  RETURNING version) "
+					     "INSERT INTO deployment_events (deployment_id, actor, kind, detail) "
+					     "SELECT $1::bigint, $3, 'version-restored', jsonb_build_object('version', version) FROM u",
+					     3, p3)) < 0)
+				goto fail;
+		}
+	}
 	if ((error = store_q(&res, conn,
 			     "SELECT version, weight FROM deployment_versions WHERE deployment_id = $1::bigint "
 			     "AND state = 'serving' ORDER BY ord",
@@ -1071,4 +1092,56 @@ json_t *store_step_outputs(PGconn *conn, int64_t step_id)
 		out = json_loads(PQgetvalue(res, 0, 0), 0, NULL);
 	PQclear(res);
 	return out;
+}
+
+int store_deploy_retire_due(PGconn *conn, const char *actor, int *n)
+{
+	const char *p[1] = {actor};
+	PGresult *res = NULL;
+	int error;
+
+	*n = 0;
+	/*
+	 * A serving version at 0% for longer than its deployment's retire_after_s,
+	 * while another version takes the traffic (the last one with weight is
+	 * never retired by time): retired, an event each, in one statement.
+	 */
+	if ((error = store_q(&res, conn,
+			     "WITH due AS (SELECT dv.deployment_id, dv.version, d.retire_after_s FROM deployment_versions dv "
+			     "  JOIN deployments d ON d.id = dv.deployment_id "
+			     "  WHERE dv.state = 'serving' AND dv.weight = 0 AND d.retire_after_s IS NOT NULL "
+			     "  AND dv.zero_since < now() - d.retire_after_s * interval '1 second' "
+			     "  AND EXISTS (SELECT 1 FROM deployment_versions o WHERE o.deployment_id = dv.deployment_id "
+			     "              AND o.state = 'serving' AND o.weight > 0) "
+			     "  FOR UPDATE OF dv), "
+			     "u AS (UPDATE deployment_versions v SET state = 'retired' FROM due "
+			     "  WHERE v.deployment_id = due.deployment_id AND v.version = due.version "
+			     "  RETURNING v.deployment_id, v.version, due.retire_after_s) "
+			     "INSERT INTO deployment_events (deployment_id, actor, kind, detail) "
+			     "SELECT deployment_id, $1, 'version-retired', jsonb_build_object('version', version, "
+			     "  'why', format('at 0%% for more than retire_after (%s s): drained, its replicas stop', "
+			     "  retire_after_s)) FROM u RETURNING deployment_id",
+			     1, p)) < 0)
+		return error;
+	*n = PQntuples(res);
+	PQclear(res);
+	return FERRY_OK;
+}
+
+int store_deploy_retire_after(PGconn *conn, int64_t dep, int secs, const char *actor)
+{
+	char d[32], s[16];
+	const char *p[3] = {I64(d, dep), secs > 0 ? I64(s, secs) : NULL, actor};
+	PGresult *res = NULL;
+	int error;
+
+	if ((error = store_q(&res, conn,
+			     "WITH u AS (UPDATE deployments SET retire_after_s = $2::int, updated_at = now() "
+			     "  WHERE id = $1::bigint AND retire_after_s IS DISTINCT FROM $2::int RETURNING id), "
+			     "ev AS (INSERT INTO deployment_events (deployment_id, actor, kind, detail) "
+			     "  SELECT id, $3, 'retire-after', jsonb_build_object('seconds', $2::int) FROM u) "
+			     "SELECT 1 FROM deployments WHERE id = $1::bigint",
+			     3, p)) < 0)
+		return error;
+	return one_row(res, dep);
 }

@@ -104,6 +104,7 @@ struct deploy_version {
 	json_t *load_test;        /* the load test's result, or NULL */
 	int64_t run_id;           /* the run that deployed it; 0: none */
 	char *step;               /* that run's step, or NULL */
+	char *zero_since;         /* serving at 0% since (it retires retire_after_s later), or NULL */
 	struct deploy_replica *replicas; /* by idx */
 	size_t nreplicas;
 };
@@ -115,6 +116,7 @@ struct deployment {
 	int port;                 /* the front address: http://127.0.0.1:port */
 	enum deploy_state state;
 	int auto_stop_s;          /* 0: never */
+	int retire_after_s;       /* a version at 0% that long retires; 0: never */
 	char *deadline;           /* when it stops (a timestamp as PostgreSQL writes it in JSON), or NULL */
 	char *created_at;
 	int64_t run_id;           /* the run whose deploy step created it; 0: none */
@@ -205,6 +207,14 @@ int store_deploy_set_state(PGconn *conn, int64_t dep, const char *state, const c
 
 /* auto-stop set to secs (0: never) from now, or with extend the deadline moved by secs. */
 int store_deploy_auto_stop(PGconn *conn, int64_t dep, int secs, int extend, const char *actor);
+/*
+ * Retires every serving version at 0% for longer than its deployment's
+ * retire_after_s while another takes traffic (the reconcile round's first
+ * step: its replicas stop in the same round); *n of them, an event each.
+ */
+int store_deploy_retire_due(PGconn *conn, const char *actor, int *n);
+/* Sets deployment dep's retire_after_s (secs 0: never), an event when it changes; FERRY_ENOTFOUND. */
+int store_deploy_retire_after(PGconn *conn, int64_t dep, int secs, const char *actor);
 
 /*
  * Sets a serving version's replica count (1–5): rows for new replicas

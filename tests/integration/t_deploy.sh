@@ -228,6 +228,51 @@ PY
 	haproxy_vs_db || fail "HAProxy differs from the database after rollback"
 }
 
+# Versions retire: one at 0% past retire_after is drained and its replicas
+# stop (an event), traffic brings it back, `retire` does it at once. On
+# 33ed911 a version at 0% kept its replicas running forever.
+test_deploy_versions_retire_and_come_back() {
+	two_versions
+	api PATCH /api/v1/deployments/1 '{"retire_after": "2s"}'
+	assert_eq "$CODE" 200 "retire_after: $BODY"
+	assert_eq "$(dep_json | json 'j["retire_after_s"]')" 2 "set"
+	api PATCH /api/v1/deployments/1 '{"retire_after": "soon"}'
+	assert_eq "$(echo "$BODY" | json 'j["error"]["field"]')" retire_after "a bad one names the field"
+	ferry deployments promote 1 0.0.2 >/dev/null || fail "promote"
+	for _ in $(seq 1 150); do
+		[ "$(dep_json | json '[v["state"] for v in j["versions"]]')" = '["retired", "serving"]' ] && break
+		sleep 0.1
+	done
+	assert_eq "$(dep_json | json '[v["state"] for v in j["versions"]]')" '["retired", "serving"]' "0.0.1 retired after 2 s at 0%"
+	for _ in $(seq 1 50); do
+		[ "$(dep_json | json '[r["health"] for r in j["versions"][0]["replica_list"]]')" = '["stopped"]' ] && break
+		sleep 0.1
+	done
+	assert_eq "$(dep_json | json '[r["health"] for r in j["versions"][0]["replica_list"]]')" '["stopped"]' "its replica stopped"
+	assert_match "$(dep_json | json '[e["detail"].get("why", "") for e in j["events"] if e["kind"] == "version-retired"]')" \
+		'at 0% for more than retire_after \(2 s\)' "the event says why"
+	assert_match "$(ferry deployments get 1)" 'retired \(traffic brings one back\): 0.0.1' "listed apart"
+	# traffic brings it back: serving, its replica started, requests reach it
+	ferry deployments traffic 1 0.0.1 50 >/dev/null || fail "traffic to a retired version"
+	for _ in $(seq 1 100); do
+		[ "$(dep_json | json '[r["health"] for r in j["versions"][0]["replica_list"]]')" = '["healthy"]' ] && break
+		sleep 0.1
+	done
+	assert_eq "$(dep_json | json '[(v["state"], v["weight"]) for v in j["versions"]]')" '[["serving", 50], ["serving", 50]]' "back"
+	out=$(count_versions 100)
+	assert_match "$out" '^0.0.1 [0-9]+' "0.0.1 answers again: $out"
+	assert_match "$out" 'failed 0' "nothing failed: $out"
+	# retire at once: its traffic to the other, then retired; the last one with traffic is not retired
+	ferry deployments retire 1 0.0.1 >/dev/null || fail "retire"
+	assert_eq "$(dep_json | json '[(v["state"], v["weight"]) for v in j["versions"]]')" '[["retired", 0], ["serving", 100]]' "retired by hand"
+	rc=0; ferry deployments retire 1 0.0.2 >/dev/null 2>"$FERRY_HOME/retire.err" || rc=$?
+	[ "$rc" != 0 ] || fail "retired the version with all the traffic"
+	assert_match "$(cat "$FERRY_HOME/retire.err")" 'takes all of deployment digits.s traffic' "says why"
+	assert_match "$(sql "SELECT string_agg(kind, ',' ORDER BY id) FROM deployment_events WHERE deployment_id = 1")" \
+		'version-retired.*version-restored.*version-retired' "each an event"
+	haproxy_vs_db || fail "HAProxy differs from the database"
+}
+
 # bad input is a 400 naming the field and changes nothing
 test_deploy_patch_validation() {
 	two_versions

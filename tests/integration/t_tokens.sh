@@ -58,7 +58,7 @@ test_tokens_operator_is_the_actor() {
 	assert_eq "$(sql "SELECT actor FROM events WHERE run_id = $id AND kind = 'run.retry'")" ci-bot "the retry's actor"
 	FERRY_API_TOKEN=$op api PUT /api/v1/models/m/aliases/prod '{"version": "1"}'
 	assert_eq "$CODE" 403 "moving an alias takes an admin"
-	assert_match "$(echo "$BODY" | json 'j["error"]["message"]')" 'operator.*admin' "the message says the role it takes"
+	assert_match "$(echo "$BODY" | json 'j["error"]["message"]')" 'operator.*deployer' "the message says the role it takes"
 	adm=$(token boss admin)
 	sleep 1.5
 	FERRY_API_TOKEN=$adm api PUT /api/v1/models/m/aliases/prod '{"version": "1"}'

@@ -385,7 +385,9 @@ test_digits_retrains_on_new_data_only_past_the_gate() {
 	assert_match "$(step_col "$bad" evaluate reason)" "^gate failed: accuracy 0\.8" "the gate says why"
 	assert_eq "$(step_col "$bad" register state)" skipped "nothing registered"
 	assert_eq "$(sql "SELECT count(*) FROM model_versions")" 2 "versions"
-	assert_match "$(ferry models get digits production)" 'Version: +0.0.2' "production stays"
+	# 0.0.2 takes 20% of the traffic: production is still the 80% version, 0.0.2 the candidate
+	assert_match "$(ferry models get digits production)" 'Version: +0.0.1' "production stays"
+	assert_match "$(ferry models get digits candidate)" 'Version: +0.0.2' "the candidate stays"
 	# the nightly schedule came with the registration
 	assert_eq "$(sql "SELECT cron || ' ' || timezone || ' ' || concurrency FROM schedules WHERE workflow = 'digits'")" \
 		"0 3 * * * Europe/Berlin forbid" "the nightly schedule"

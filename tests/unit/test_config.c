@@ -289,7 +289,7 @@ static void test_config__unknown_step_key(void **state)
 		      "w.yaml:3:15: unknown step key \"comand\" (did you mean \"command\"?); known "
 		      "keys: name, kind, needs, command, env, image, workdir, timeout, retry, executor, "
 		      "resources, network, slurm, secrets, cache, gate, model, dataset, labels, webhook, on_timeout, "
-		      "artifact, version, alias, serve, traffic, replicas, sample, deployment, auto_stop, load_test, canary, approve, hang, watch",
+		      "artifact, version, alias, serve, traffic, replicas, sample, deployment, auto_stop, retire_after, load_test, canary, approve, hang, watch",
 		      NULL);
 }
 
@@ -600,7 +600,7 @@ static void test_config__multiple_errors_in_order(void **state)
 		      "w.yaml:12:14: timeout: duration \"5\": missing unit (use e.g. 30s, 5m, 2h)",
 		      "w.yaml:13:5: unknown step key \"extra\"; known keys: name, kind, needs, "
 		      "command, env, image, workdir, timeout, retry, executor, resources, network, slurm, secrets, cache, gate, model, "
-		      "dataset, labels, webhook, on_timeout, artifact, version, alias, serve, traffic, replicas, sample, deployment, auto_stop, load_test, canary, approve, hang, watch", NULL);
+		      "dataset, labels, webhook, on_timeout, artifact, version, alias, serve, traffic, replicas, sample, deployment, auto_stop, retire_after, load_test, canary, approve, hang, watch", NULL);
 }
 
 static void test_config__aliases(void **state)

@@ -140,17 +140,17 @@ static const char rows[] =
 	"\"state\":\"running\",\"run_id\":12,\"deadline\":\"2030-01-01T10:00:00.5+00:00\",\"versions\":["
 	"{\"ord\":1,\"step\":\"deploy\",\"serve\":{\"env\":{},\"command\":[\"serve.sh\"],\"workdir\":\"/w\","
 	"\"placement\":{\"image\":null,\"executor\":\"local\",\"resources\":null}},\"state\":\"serving\",\"run_id\":12,"
-	"\"weight\":80,\"version\":\"0.0.1\",\"artifact\":\"/a/1\",\"replicas\":1,\"load_test\":{\"levels\":[]},"
+	"\"weight\":80,\"version\":\"0.0.1\",\"artifact\":\"/a/1\",\"replicas\":1,\"load_test\":{\"levels\":[]},\"zero_since\":null,"
 	"\"replica_list\":[{\"idx\":1,\"port\":40100,\"handle\":{\"pid\":42,\"start\":99,\"executor\":\"local\"},"
 	"\"health\":\"healthy\",\"restarts\":0,\"generation\":1,\"last_error\":null,\"next_start_in_ms\":0},"
 	"{\"idx\":2,\"port\":40101,\"handle\":null,\"health\":\"stopped\",\"restarts\":3,\"generation\":0,"
 	"\"last_error\":\"its process had exited\",\"next_start_in_ms\":1500}]},"
 	"{\"ord\":2,\"step\":null,\"serve\":{\"command\":[\"serve.sh\"]},\"state\":\"retired\",\"run_id\":null,"
-	"\"weight\":0,\"version\":\"0.0.2\",\"artifact\":\"/a/2\",\"replicas\":2,\"load_test\":null,\"replica_list\":[]}],"
-	"\"created_at\":\"2029-12-31T10:00:00+00:00\",\"auto_stop_s\":3600},"
+	"\"weight\":0,\"version\":\"0.0.2\",\"artifact\":\"/a/2\",\"replicas\":2,\"load_test\":null,\"zero_since\":null,\"replica_list\":[]}],"
+	"\"created_at\":\"2029-12-31T10:00:00+00:00\",\"auto_stop_s\":3600,\"retire_after_s\":3600},"
 	"{\"id\":8,\"url\":\"http://127.0.0.1:40002\",\"name\":\"other\",\"port\":40002,\"model\":\"m\","
 	"\"state\":\"stopped\",\"run_id\":null,\"deadline\":null,\"versions\":[],"
-	"\"created_at\":\"2029-12-31T11:00:00+00:00\",\"auto_stop_s\":null}]";
+	"\"created_at\":\"2029-12-31T11:00:00+00:00\",\"auto_stop_s\":null,\"retire_after_s\":null}]";
 
 static void test_deploy__from_json(void **state)
 {
