@@ -28,6 +28,8 @@
 
 #include "exec/exec.h"
 #include "store/store.h"
+#include "store/store_deploy.h"
+#include "plan/deploy.h"
 #include "lib/jobfile.h"
 #include "lib/util.h"
 
@@ -69,7 +71,7 @@ static int log_attempt_over(struct log_stream *ls)
 	int code, sig, over = exec_read_status(ls->dir, &code, &sig), attempt = 0, running = 1;
 	PGconn *db;
 
-	if (!over && clock_mono_ms() >= ls->next_db_check) {
+	if (!over && ls->step != NULL && clock_mono_ms() >= ls->next_db_check) { /* a replica: its status alone */
 		ls->next_db_check = clock_mono_ms() + 2000;
 		db = api_pool_try_get(ls->api); /* none free: look again next time */
 		if (db) {
@@ -201,6 +203,102 @@ static int logs_gone(struct reply *r, PGconn *db, int64_t id)
 	return 1;
 }
 
+/*
+ * Answers with the log in dir (fd open on it, st its stat; no_file: fd is
+ * /dev/null, the log not there yet), from offset, length bytes (-1: to the
+ * end), or followed until the attempt (a step's: step, run_id; a replica's:
+ * step NULL, its DIR/status alone) is over. Takes fd and dir.
+ */
+static void reply_log(struct api *a, struct reply *r, struct MHD_Connection *conn, int fd, const struct stat *st,
+		      int no_file, char *dir, const char *step, int64_t run_id, int attempt, int running,
+		      int64_t offset, int64_t length, int follow)
+{
+	struct MHD_Response *resp = NULL;
+	struct log_stream *ls;
+	char hdr[32], size_hdr[32];
+
+	if (offset > 0 && lseek(fd, offset, SEEK_SET) < 0) {
+		close(fd);
+		free(dir);
+		reply_error(r, 400, "invalid_field", "offset", "offset is past what can be read", NULL);
+		return;
+	}
+	snprintf(hdr, sizeof(hdr), "%d", attempt);
+	snprintf(size_hdr, sizeof(size_hdr), "%lld", (long long)st->st_size);
+	if (follow) {
+		/* a followed log lasts as long as its attempt: it counts against FERRY_UI_STREAMS like a run's stream */
+		if (api_stream_slot_take(a, r) < 0) {
+			close(fd);
+			free(dir);
+			return;
+		}
+		ls = xcalloc(1, sizeof(*ls));
+		ls->api = a;
+		ls->fd = fd;
+		ls->dir = dir;
+		ls->step = step ? xstrdup(step) : NULL;
+		{
+			const union MHD_ConnectionInfo *ci =
+				MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CONNECTION_FD);
+			ls->sock = ci ? ci->connect_fd : -1;
+		}
+		ls->conn = conn;
+		ls->run_id = run_id;
+		ls->attempt = attempt;
+		ls->ended = !running;
+		ls->no_file = no_file && offset == 0;
+		ls->next_db_check = clock_mono_ms() + 2000;
+		resp = MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 64 * 1024, log_stream_read,
+							 ls, log_stream_free);
+	} else {
+		size_t left = st->st_size > offset ? (size_t)(st->st_size - offset) : 0;
+
+		if (length >= 0 && (uint64_t)length < left)
+			left = (size_t)length;
+		resp = MHD_create_response_from_fd_at_offset64(left, fd, (uint64_t)offset);
+		free(dir);
+	}
+	MHD_add_response_header(resp, "Content-Type", "text/plain; charset=utf-8");
+	MHD_add_response_header(resp, "X-Ferry-Attempt", hdr);
+	/* the whole log's size when asked: a viewer reads a range and knows what lies before and after */
+	MHD_add_response_header(resp, "X-Ferry-Log-Size", size_hdr);
+	r->status = 200;
+	r->resp = resp;
+}
+
+/*
+ * The query arguments every log route takes: offset, length (-1: to the
+ * end) and follow (1 or true, 0 or false; not with length). 0, or -1 with
+ * a 400 naming the field.
+ */
+static int log_args(struct reply *r, struct MHD_Connection *conn, int64_t *offset, int64_t *length, int *followed)
+{
+	const char *off_s = MHD_lookup_connection_value(conn, MHD_GET_ARGUMENT_KIND, "offset");
+	const char *follow = MHD_lookup_connection_value(conn, MHD_GET_ARGUMENT_KIND, "follow");
+	const char *len_s = MHD_lookup_connection_value(conn, MHD_GET_ARGUMENT_KIND, "length");
+
+	*offset = 0, *length = -1;
+	if (off_s && (parse_int64(off_s, offset) < 0 || *offset < 0)) {
+		reply_error(r, 400, "invalid_field", "offset", "offset must be a byte count >= 0", NULL);
+		return -1;
+	}
+	if (follow && strcmp(follow, "0") != 0 && strcmp(follow, "1") != 0 && strcmp(follow, "false") != 0 &&
+	    strcmp(follow, "true") != 0) {
+		reply_error(r, 400, "invalid_field", "follow", "follow must be 1 (or true) or 0 (or false)", NULL);
+		return -1;
+	}
+	if (len_s && (parse_int64(len_s, length) < 0 || *length < 0)) {
+		reply_error(r, 400, "invalid_field", "length", "length must be a byte count >= 0", NULL);
+		return -1;
+	}
+	if (len_s && follow && strcmp(follow, "0") != 0 && strcmp(follow, "false") != 0) {
+		reply_error(r, 400, "invalid_field", "length", "length and follow exclude each other: a followed log has no end", NULL);
+		return -1;
+	}
+	*followed = follow && strcmp(follow, "0") != 0 && strcmp(follow, "false") != 0;
+	return 0;
+}
+
 void api_step_logs(struct api *a, struct reply *r, PGconn *db, struct req *q)
 {
 	struct MHD_Connection *conn = q->conn;
@@ -208,37 +306,17 @@ void api_step_logs(struct api *a, struct reply *r, PGconn *db, struct req *q)
 	const char *step = q->caps[1];
 	int head = q->head;
 	const char *att_s = MHD_lookup_connection_value(conn, MHD_GET_ARGUMENT_KIND, "attempt");
-	const char *off_s = MHD_lookup_connection_value(conn, MHD_GET_ARGUMENT_KIND, "offset");
-	const char *follow = MHD_lookup_connection_value(conn, MHD_GET_ARGUMENT_KIND, "follow");
-	const char *len_s = MHD_lookup_connection_value(conn, MHD_GET_ARGUMENT_KIND, "length");
 	int64_t want = 0, offset = 0, length = -1;
-	struct MHD_Response *resp = NULL;
-	struct log_stream *ls;
-	char *dir = NULL, hdr[32], size_hdr[32];
-	int attempt = 0, running = 0, fd, error, no_file = 0;
+	char *dir = NULL;
+	int attempt = 0, running = 0, fd, error, no_file = 0, followed = 0;
 	struct stat st;
 
 	if (att_s && (parse_int64(att_s, &want) < 0 || want < 1 || want > 1000000)) {
 		reply_error(r, 400, "invalid_field", "attempt", "attempt must be a positive integer", NULL);
 		return;
 	}
-	if (off_s && (parse_int64(off_s, &offset) < 0 || offset < 0)) {
-		reply_error(r, 400, "invalid_field", "offset", "offset must be a byte count >= 0", NULL);
+	if (log_args(r, conn, &offset, &length, &followed) < 0)
 		return;
-	}
-	if (follow && strcmp(follow, "0") != 0 && strcmp(follow, "1") != 0 && strcmp(follow, "false") != 0 &&
-	    strcmp(follow, "true") != 0) {
-		reply_error(r, 400, "invalid_field", "follow", "follow must be 1 (or true) or 0 (or false)", NULL);
-		return;
-	}
-	if (len_s && (parse_int64(len_s, &length) < 0 || length < 0)) {
-		reply_error(r, 400, "invalid_field", "length", "length must be a byte count >= 0", NULL);
-		return;
-	}
-	if (len_s && follow && strcmp(follow, "0") != 0 && strcmp(follow, "false") != 0) {
-		reply_error(r, 400, "invalid_field", "length", "length and follow exclude each other: a followed log has no end", NULL);
-		return;
-	}
 	if ((error = store_step_log(&dir, &attempt, &running, db, id, step, (int)want)) < 0) {
 		reply_store_error(r, error);
 		return;
@@ -272,52 +350,79 @@ void api_step_logs(struct api *a, struct reply *r, PGconn *db, struct req *q)
 		st.st_size = 0;
 		no_file = 1;
 	}
-	if (offset > 0 && lseek(fd, offset, SEEK_SET) < 0) {
-		close(fd);
-		free(dir);
-		reply_error(r, 400, "invalid_field", "offset", "offset is past what can be read", NULL);
-		return;
-	}
-	snprintf(hdr, sizeof(hdr), "%d", attempt);
-	snprintf(size_hdr, sizeof(size_hdr), "%lld", (long long)st.st_size);
-	if (!head && follow && strcmp(follow, "0") != 0 && strcmp(follow, "false") != 0) {
-		/* a followed log lasts as long as its attempt: it counts against FERRY_UI_STREAMS like a run's stream */
-		if (api_stream_slot_take(a, r) < 0) {
-			close(fd);
-			free(dir);
-			return;
-		}
-		ls = xcalloc(1, sizeof(*ls));
-		ls->api = a;
-		ls->fd = fd;
-		ls->dir = dir;
-		ls->step = xstrdup(step);
-		{
-			const union MHD_ConnectionInfo *ci =
-				MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CONNECTION_FD);
-			ls->sock = ci ? ci->connect_fd : -1;
-		}
-		ls->conn = conn;
-		ls->run_id = id;
-		ls->attempt = attempt;
-		ls->ended = !running;
-		ls->no_file = no_file && offset == 0;
-		ls->next_db_check = clock_mono_ms() + 2000;
-		resp = MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 64 * 1024, log_stream_read,
-							 ls, log_stream_free);
-	} else {
-		size_t left = st.st_size > offset ? (size_t)(st.st_size - offset) : 0;
-
-		if (length >= 0 && (uint64_t)length < left)
-			left = (size_t)length;
-		resp = MHD_create_response_from_fd_at_offset64(left, fd, (uint64_t)offset);
-		free(dir);
-	}
-	MHD_add_response_header(resp, "Content-Type", "text/plain; charset=utf-8");
-	MHD_add_response_header(resp, "X-Ferry-Attempt", hdr);
-	/* the whole log's size when asked: a viewer reads a range and knows what lies before and after */
-	MHD_add_response_header(resp, "X-Ferry-Log-Size", size_hdr);
-	r->status = 200;
-	r->resp = resp;
+	reply_log(a, r, conn, fd, &st, no_file, dir, step, id, attempt, running, offset, length, !head && followed);
 }
 
+
+/*
+ * GET /deployments/{id}/logs?version=V&replica=N[&follow=1][&offset=][&length=]:
+ * a model-server replica's log (its current start's: DIR/log of its
+ * handle), followed while it runs. version: default the one with the most
+ * traffic; replica: default 1.
+ */
+void api_deployment_logs(struct api *a, struct reply *r, PGconn *db, struct req *q)
+{
+	struct MHD_Connection *conn = q->conn;
+	const char *ver = MHD_lookup_connection_value(conn, MHD_GET_ARGUMENT_KIND, "version");
+	const char *rep_s = MHD_lookup_connection_value(conn, MHD_GET_ARGUMENT_KIND, "replica");
+	struct deployment *d = NULL;
+	const struct deploy_version *v = NULL;
+	const struct deploy_replica *rep = NULL;
+	int64_t idx = 1, offset, length;
+	int followed = 0, error, fd, running;
+	const char *dir;
+	struct stat st;
+
+	if (rep_s && (parse_int64(rep_s, &idx) < 0 || idx < 1 || idx > DEPLOY_MAX_REPLICAS)) {
+		reply_error(r, 400, "invalid_field", "replica", "replica must be a replica's number, 1-5", NULL);
+		return;
+	}
+	if (log_args(r, conn, &offset, &length, &followed) < 0)
+		return;
+	if ((error = store_deployment_get(&d, db, q->id)) < 0) {
+		reply_store_error(r, error);
+		return;
+	}
+	if (ver) {
+		v = deployment_version(d, ver);
+	} else {
+		for (size_t i = 0; i < d->nversions; i++)
+			if (d->versions[i].state != DEPLOY_V_RETIRED && (v == NULL || d->versions[i].weight > v->weight))
+				v = &d->versions[i];
+	}
+	if (v == NULL) {
+		char *msg = ver ? xasprintf("deployment %s has no version %s", d->name, ver)
+				: xasprintf("deployment %s has no version serving", d->name);
+		reply_error(r, 404, "not_found", ver ? "version" : NULL, msg, NULL);
+		free(msg);
+		deployment_free(d);
+		return;
+	}
+	for (size_t j = 0; j < v->nreplicas; j++)
+		if (v->replicas[j].idx == (int)idx)
+			rep = &v->replicas[j];
+	dir = rep ? json_string_value(json_object_get(rep->handle, "dir")) : NULL;
+	if (dir == NULL) {
+		char *msg = xasprintf("%s %s of deployment %s has no replica %lld that ever started", d->model,
+				      v->version, d->name, (long long)idx);
+		reply_error(r, 404, "not_found", "replica", msg, NULL);
+		free(msg);
+		deployment_free(d);
+		return;
+	}
+	/* the server's own file: opened as hostile, like a job's (lib/jobfile.h) */
+	fd = jobfile_open(dir, "log", &st);
+	if (fd == FERRY_EINVALID) {
+		reply_error(r, 409, "log_unreadable", NULL, ferry_error_last(), NULL);
+		deployment_free(d);
+		return;
+	}
+	if (fd < 0) {
+		fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
+		st.st_size = 0;
+	}
+	running = rep->health != DEPLOY_H_STOPPED;
+	reply_log(a, r, conn, fd, &st, 0, xstrdup(dir), NULL, 0, rep->generation, running, offset, length,
+		  !q->head && followed);
+	deployment_free(d);
+}

@@ -96,6 +96,7 @@ void api_pool_put(struct api *a, PGconn *c);
  * them (api_stop).
  */
 void api_step_logs(struct api *a, struct reply *r, PGconn *db, struct req *q);
+void api_deployment_logs(struct api *a, struct reply *r, PGconn *db, struct req *q);
 /* api_monitor.c: GET /runs/{id}/steps/{step}/monitor */
 void api_step_monitor(struct api *a, struct reply *r, PGconn *db, struct req *q);
 /* api_deploy.c */

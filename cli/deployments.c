@@ -68,6 +68,60 @@ static void print_one(const json_t *d)
 	}
 }
 
+static int log_begin(void *arg, ferry_client *c)
+{
+	(void)arg, (void)c;
+	return 0;
+}
+
+static int log_data(void *arg, const char *buf, size_t len)
+{
+	(void)arg;
+	if (fwrite(buf, 1, len, stdout) != len)
+		return -1;
+	fflush(stdout);
+	return 0;
+}
+
+/* `ferry deployments logs DEPLOYMENT [VERSION] [REPLICA] [-f]`: a replica's log, followed with -f. */
+static int replica_logs(const struct ctx *x, int argc, char **argv)
+{
+	ferry_client *c = NULL;
+	struct client_sink sink = {log_begin, log_data, NULL};
+	const char *ops[3] = {NULL, NULL, NULL};
+	int follow = 0, n = 0, rc, status;
+	int64_t id = 0, idx = 0;
+	char *path = NULL, *vesc = NULL;
+
+	for (int i = 2; i < argc; i++) {
+		if (strcmp(argv[i], "-f") == 0 || strcmp(argv[i], "--follow") == 0)
+			follow = 1;
+		else if (argv[i][0] == '-' || n == 3)
+			return usage_error(x, "deployments logs takes DEPLOYMENT [VERSION] [REPLICA] [-f], not '%s'", argv[i]);
+		else
+			ops[n++] = argv[i];
+	}
+	if (n == 0)
+		return usage_error(x, "deployments logs takes DEPLOYMENT [VERSION] [REPLICA] [-f]");
+	if (parse_run_id(x, ops[0], &id) != 0)
+		return FX_USAGE;
+	if (ops[2] && (parse_int64(ops[2], &idx) < 0 || idx < 1 || idx > 5))
+		return usage_error(x, "REPLICA must be a replica's number, 1-5, not '%s'", ops[2]);
+	if (ops[1])
+		vesc = client_escape(ops[1]);
+	path = xasprintf("/deployments/%lld/logs?replica=%lld%s%s%s", (long long)id, (long long)(idx ? idx : 1),
+			 vesc ? "&version=" : "", vesc ? vesc : "", follow ? "&follow=1" : "");
+	free(vesc);
+	if ((status = open_client(&c)) != FX_OK)
+		goto out;
+	rc = client_stream(c, path, follow, &sink);
+	status = rc < 0 ? report_request_error(c, rc) : FX_OK;
+out:
+	free(path);
+	client_free(c);
+	return status;
+}
+
 int cmd_deployments(const struct ctx *x, int argc, char **argv)
 {
 	ferry_client *c = NULL;
@@ -82,9 +136,11 @@ int cmd_deployments(const struct ctx *x, int argc, char **argv)
 	if (argc < 2 || strcmp(argv[1], "-h") == 0 || strcmp(argv[1], "--help") == 0) {
 		if (argc < 2)
 			return usage_error(x, "which one: list, get, traffic, scale, extend, stop, start, promote, "
-					      "rollback, retire, predict or delete?");
+					      "rollback, retire, logs, predict or delete?");
 		return print_help(x->cmd);
 	}
+	if (strcmp(argv[1], "logs") == 0)
+		return replica_logs(x, argc, argv);
 	for (k = 0; subs[k].name && strcmp(subs[k].name, argv[1]) != 0; k++)
 		;
 	if (subs[k].name == NULL)

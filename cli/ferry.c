@@ -850,6 +850,7 @@ static const struct command commands[] = {
 	 "       ferry deployments stop|start|rollback|delete ID\n"
 	 "       ferry deployments promote ID VERSION\n"
 	 "       ferry deployments retire ID VERSION\n"
+	 "       ferry deployments logs ID [VERSION] [REPLICA] [-f]\n"
 	 "       ferry deployments predict ID REQUEST.json",
 	 "  list      deployments with their versions, weights and replicas\n"
 	 "  get       one deployment, its deadline and replicas' health\n"
@@ -864,6 +865,8 @@ static const struct command commands[] = {
 	 "            0% retires by itself after the deployment's retire_after, 1h by\n"
 	 "            default); traffic to a retired version brings it back\n"
 	 "  predict   send an inference request through the front address\n"
+	 "  logs      a replica's log (default: replica 1 of the version with the most\n"
+	 "            traffic); -f follows it while the replica runs\n"
 	 "  delete    stop and forget the deployment\n"
 	 "  -o, --output json   print the API's JSON\n"
 	 "\nExample:\n"

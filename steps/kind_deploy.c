@@ -20,6 +20,9 @@
  */
 #include "steps/steps.h"
 
+#include <curl/curl.h>
+#include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -173,6 +176,17 @@ static int load_test(const struct step_run *r, int64_t dep, const char *model, c
 	}
 	flog_info("run %lld step %s: load test of %s %s: %s", (long long)r->run_id, r->name, model, version,
 		  pass == 1 ? "passed" : reason ? reason : ferry_error_last());
+	{
+		/* each level's figures in the step's log, then the verdict */
+		size_t k;
+		json_t *l;
+		json_array_foreach(json_object_get(result, "levels"), k, l) {
+			char *line = json_dumps(l, JSON_COMPACT);
+			steps_log(r, "load test level %zu: %s", k + 1, line ? line : "?");
+			free(line);
+		}
+		steps_log(r, "load test: %s", pass == 1 ? "passed" : reason ? reason : ferry_error_last());
+	}
 	json_decref(result);
 	json_decref(prod);
 	if (pass == 1)
@@ -261,6 +275,73 @@ static double probe_p99(const struct step_run *r, int64_t dep, const char *model
 }
 
 /* Sleeps ms in short slices (the step's worker; nothing else waits on it). */
+/*
+ * A canary's own traffic (canary.traffic.rate): the sample POSTed through
+ * the deployment's front address at a steady rate, each request marked
+ * X-Ferry-Synthetic: canary, on a thread of its own until stopped; so a
+ * canary is judged with no outside clients (HAProxy counts these with the
+ * users' requests; the canary-step events say how many were ours).
+ */
+struct synth {
+	pthread_t th;
+	int started;
+	char *url;
+	const char *body;
+	double rps;
+	atomic_int stop;
+	atomic_long sent;
+};
+
+static size_t synth_discard(char *p, size_t size, size_t n, void *arg)
+{
+	(void)p, (void)arg;
+	return size * n;
+}
+
+static void *synth_main(void *arg)
+{
+	struct synth *s = arg;
+	CURL *h = curl_easy_init();
+	struct curl_slist *hdr = NULL;
+	int64_t t0 = clock_mono_us();
+	long i = 0;
+
+	if (h == NULL)
+		return NULL;
+	hdr = curl_slist_append(hdr, "Content-Type: application/json");
+	hdr = curl_slist_append(hdr, "X-Ferry-Synthetic: canary");
+	curl_easy_setopt(h, CURLOPT_URL, s->url);
+	curl_easy_setopt(h, CURLOPT_HTTPHEADER, hdr);
+	curl_easy_setopt(h, CURLOPT_POSTFIELDS, s->body);
+	curl_easy_setopt(h, CURLOPT_TIMEOUT_MS, 5000L);
+	curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
+	curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, synth_discard);
+	while (!atomic_load(&s->stop)) {
+		int64_t due = t0 + (int64_t)((double)i * 1e6 / s->rps), now = clock_mono_us();
+		if (now < due) {
+			usleep((useconds_t)(due - now < 50000 ? due - now : 50000));
+			continue;
+		}
+		(void)curl_easy_perform(h); /* an error is the canary's to count (HAProxy does) */
+		atomic_fetch_add(&s->sent, 1);
+		i++;
+	}
+	curl_slist_free_all(hdr);
+	curl_easy_cleanup(h);
+	return NULL;
+}
+
+static void synth_stop(struct synth *s)
+{
+	if (s->started) {
+		atomic_store(&s->stop, 1);
+		pthread_join(s->th, NULL);
+		s->started = 0;
+	}
+	free(s->url);
+	s->url = NULL;
+}
+
 static void nap(int64_t ms)
 {
 	int64_t until = clock_mono_ms() + ms;
@@ -288,16 +369,32 @@ static int canary(const struct step_run *r, int64_t dep, const char *name, const
 	int64_t min_req = json_integer_value(json_object_get(cn, "min_requests"));
 	int64_t max_rt = json_integer_value(json_object_get(cn, "max_rtime_ms"));
 	int64_t max_p99 = json_integer_value(json_object_get(cn, "max_p99_ms"));
-	double p99;
+	double p99 = -1;
 	double max_err = json_number_value(json_object_get(cn, "max_error_rate"));
 	struct deployment *d = NULL;
 	json_t *before = json_object();
+	struct synth synth = {0};
+	char *synth_body = NULL;
 	size_t i;
 	int error = FERRY_OK;
 
 	/* the weights to come back to */
 	if ((error = store_deployment_get(&d, r->conn, dep)) < 0)
 		goto out;
+	if (json_number_value(json_object_get(cn, "traffic_rps")) > 0) {
+		if (read_sample(r, &synth_body) < 0 || synth_body == NULL) {
+			ferry_error_set("canary.traffic sends the sample: the step needs sample: (a request file)");
+			error = FERRY_EINVALID;
+			goto out;
+		}
+		synth.url = xasprintf("http://127.0.0.1:%d/v2/models/%s/infer", d->port, model);
+		synth.body = synth_body;
+		synth.rps = json_number_value(json_object_get(cn, "traffic_rps"));
+		if (pthread_create(&synth.th, NULL, synth_main, &synth) == 0)
+			synth.started = 1;
+		steps_log(r, "sending the sample at %g/s through http://127.0.0.1:%d (X-Ferry-Synthetic: canary)",
+			  synth.rps, d->port);
+	}
 	for (i = 0; i < d->nversions; i++)
 		if (d->versions[i].state == DEPLOY_V_SERVING)
 			json_object_set_new(before, d->versions[i].version, json_integer(d->versions[i].weight));
@@ -309,11 +406,15 @@ static int canary(const struct step_run *r, int64_t dep, const char *name, const
 		json_decref(*weights);
 		*weights = NULL;
 		error = store_deploy_shift(r->conn, dep, version, pct, auto_stop_s, r->actor, why, weights);
+		if (error == FERRY_OK)
+			steps_log(r, "%s: %s %s takes %d%% of the traffic", why, model, version, pct);
 		free(why);
 		if (error < 0 || (error = reconcile_now(r->conn, r->home, r->actor)) < 0)
 			goto out;
 		if (json_array_size(json_object_get(cn, "steps")) == i + 1 && pct == 100)
 			break; /* the last step: nothing left to judge against */
+		steps_log(r, "judging it over %lld ms (at least %lld requests to it; 5xx rate, p99, mean time)",
+			  (long long)interval, (long long)min_req);
 		if (tally(r->home, name, ord, &c0, &b0) < 0)
 			goto judge_failed;
 		for (;;) {
@@ -328,11 +429,15 @@ static int canary(const struct step_run *r, int64_t dep, const char *name, const
 			}
 			creq = c1.req - c0.req, breq = b1.req - b0.req;
 			if (creq < min_req) {
+				steps_log(r, "  %lld requests reached %s in that interval, %lld needed to judge it%s", (long long)creq,
+					  version, (long long)min_req, waited < 3 ? ": waiting another interval" : "");
 				if (++waited <= 3)
 					continue;
 				ferry_error_set("canary at %d%%: only %lld requests reached %s %s in %d intervals (at least "
-						"%lld needed to judge it); rolled back", pct, (long long)creq, model, version,
-						waited, (long long)min_req);
+						"%lld needed to judge it); rolled back. A canary judges requests: send "
+						"traffic to http://127.0.0.1:%d, or let the step send the sample itself "
+						"(canary: {traffic: {rate: 20/s}})", pct, (long long)creq, model, version,
+						waited, (long long)min_req, d->port);
 				goto rollback;
 			}
 			/* min_requests 0 and none came: the counters judge nothing, the probe still does */
@@ -340,11 +445,14 @@ static int canary(const struct step_run *r, int64_t dep, const char *name, const
 			berr = breq > 0 ? (double)(b1.err - b0.err) / (double)breq : 0;
 			crt = creq > 0 ? (c1.rtime_sum - c0.rtime_sum) / (double)creq : 0;
 			{
-				json_t *ev = json_pack("{s:s, s:i, s:I, s:f, s:I, s:f, s:f}", "version", version, "traffic", pct,
+				json_t *ev = json_pack("{s:s, s:i, s:I, s:f, s:I, s:f, s:f, s:I}", "version", version, "traffic", pct,
 						       "requests", (json_int_t)creq, "error_rate", cerr, "baseline_requests",
-						       (json_int_t)breq, "baseline_error_rate", berr, "rtime_ms", crt);
+						       (json_int_t)breq, "baseline_error_rate", berr, "rtime_ms", crt,
+						       "synthetic_sent", (json_int_t)atomic_load(&synth.sent));
 				store_deploy_event(r->conn, dep, r->actor, "canary-step", ev);
 				json_decref(ev);
+				steps_log(r, "  %s: %lld requests, %.1f%% 5xx, %.1f ms mean; the others: %lld requests, %.1f%% 5xx",
+					  version, (long long)creq, 100 * cerr, crt, (long long)breq, 100 * berr);
 			}
 			if (cerr > max_err && cerr > berr) {
 				ferry_error_set("canary at %d%%: %s %s answered 5xx to %.1f%% of %lld requests (limit %.1f%%, "
@@ -352,7 +460,9 @@ static int canary(const struct step_run *r, int64_t dep, const char *name, const
 						100 * cerr, (long long)creq, 100 * max_err, 100 * berr, (long long)breq);
 				goto rollback;
 			}
-			if (max_p99 > 0 && (p99 = probe_p99(r, dep, model, version)) > (double)max_p99) {
+			if (max_p99 > 0 && (p99 = probe_p99(r, dep, model, version)) >= 0)
+				steps_log(r, "  probed p99 of %s: %.1f ms (limit %lld ms)", version, p99, (long long)max_p99);
+			if (max_p99 > 0 && p99 > (double)max_p99) {
 				ferry_error_set("canary at %d%%: %s %s answered the sample with a p99 of %.1f ms (limit %lld "
 						"ms; %d probes); rolled back", pct, model, version, p99, (long long)max_p99,
 						PROBE_REQUESTS);
@@ -364,9 +474,11 @@ static int canary(const struct step_run *r, int64_t dep, const char *name, const
 						(long long)max_rt);
 				goto rollback;
 			}
+			steps_log(r, "  passed");
 			break;
 		}
 	}
+	steps_log(r, "canary done: %s %s serves 100%%; production follows", model, version);
 	/* at 100% production moved with the weights (store_deploy.c's alias_follows) */
 	goto out;
 judge_failed:
@@ -375,6 +487,8 @@ rollback:
 	{
 		char *why = xstrdup(ferry_error_last());
 		json_t *after = NULL, *det = json_pack("{s:s}", "reason", why);
+		synth_stop(&synth);
+		steps_log(r, "%s: the weights from before the canary are back, %s is retired", why, version);
 		if (store_deploy_weights(r->conn, dep, before, r->actor, "canary-rolled-back", &after) < 0)
 			flog_error("canary rollback of %s: %s", version, ferry_error_last());
 		store_deploy_version_retire(r->conn, dep, version, r->actor, det);
@@ -386,6 +500,8 @@ rollback:
 		error = FERRY_EINVALID;
 	}
 out:
+	synth_stop(&synth);
+	free(synth_body);
 	deployment_free(d);
 	json_decref(before);
 	return error;
@@ -540,6 +656,8 @@ static int deploy_prepare(struct step_result *res, json_t **env, const struct st
 				}
 		deployment_free(d);
 	}
+	steps_log(r, "deploying %s %s into deployment %s (http://127.0.0.1:%d): %d replica%s", model, version, name,
+		  port, nrep, nrep == 1 ? "" : "s");
 	until = clock_mono_ms() + READY_TIMEOUT_MS;
 	if (replica_free_ports(ports, nrep) < 0) {
 		ferry_error_set("no free ports for %d replicas", nrep);
@@ -556,11 +674,14 @@ static int deploy_prepare(struct step_result *res, json_t **env, const struct st
 		    (error = store_deploy_replica_put(r->conn, dep, version, i + 1, s.port, handles[i], 1, "starting",
 						      NULL)) < 0)
 			goto undo;
+		steps_log(r, "replica %d started on port %d (its log: ferry deployments logs %lld %s %d)", i + 1, s.port,
+			  (long long)dep, version, i + 1);
 	}
 	for (int i = 0; i < nrep; i++) {
 		if ((error = replica_wait_ready(ports[i], model, sample, handles[i], until)) < 0)
 			goto undo;
 		store_deploy_replica_health(r->conn, dep, version, i + 1, "healthy", NULL, 0, 0);
+		steps_log(r, "replica %d ready: it answered its health check and the sample request", i + 1);
 	}
 	/* the load-test gate: before any traffic moves */
 	if (json_is_object(json_object_get(r->spec, "load_test")) &&
@@ -579,6 +700,11 @@ static int deploy_prepare(struct step_result *res, json_t **env, const struct st
 		free(why);
 		if (error < 0)
 			goto undo;
+		{
+			char *w = json_dumps(weights, JSON_COMPACT);
+			steps_log(r, "traffic: %s", w ? w : "?");
+			free(w);
+		}
 	}
 	/* traffic moves when HAProxy has it: the step ends with the version live */
 	if ((error = reconcile_now(r->conn, r->home, r->actor)) < 0)
@@ -608,6 +734,7 @@ out_failed:
 undo:
 	{
 		char *why = xstrdup(ferry_error_last());
+		steps_log(r, "%s: its replicas stopped, the version removed, traffic left as it was", why);
 		stop_all(handles, nrep);
 		if (store_deploy_version_drop(r->conn, dep, version, r->actor, why) < 0)
 			flog_error("deployment %s: removing version %s that never served: %s", name, version,
@@ -758,7 +885,7 @@ static json_t *parse_canary(struct cfg_key_ctx *c, const yaml_node_t *n)
 	}
 	if (n->type != YAML_MAPPING_NODE) {
 		cfg_key_err(c, n, "canary must be a mapping: steps, interval, max_error_rate, max_p99_ms, max_rtime_ms, "
-			 "min_requests");
+			 "min_requests, traffic");
 		return cn;
 	}
 	while (cfg_key_next_pair(c, n, &k, &key, &val)) {
@@ -768,6 +895,33 @@ static json_t *parse_canary(struct cfg_key_ctx *c, const yaml_node_t *n)
 			json_t *l = int_list(c, val, "canary.steps", 1, 100);
 			if (l)
 				json_object_set_new(cn, "steps", l);
+			continue;
+		}
+		if (strcmp(name, "traffic") == 0) {
+			/* traffic: {rate: 20/s}: the step sends the sample itself (no outside clients needed) */
+			const yaml_node_t *tk, *tv;
+			size_t tk_i = 0;
+			if (val->type != YAML_MAPPING_NODE) {
+				cfg_key_err(c, val, "canary.traffic must be a mapping: {rate: 20/s}");
+				continue;
+			}
+			while (cfg_key_next_pair(c, val, &tk_i, &tk, &tv)) {
+				const char *tn = cfg_key_text(c, tk, "a canary.traffic key"), *ts;
+				char *end;
+				double rate;
+				if (tn == NULL || (ts = cfg_key_text(c, tv, tn)) == NULL)
+					continue;
+				if (strcmp(tn, "rate") != 0) {
+					cfg_key_err(c, tk, "unknown canary.traffic key %s; known: rate", cfg_key_q(c, tn));
+					continue;
+				}
+				rate = strtod(ts, &end);
+				if (end == ts || (*end != '\0' && strcmp(end, "/s") != 0) || !(rate > 0) || rate > 1000)
+					cfg_key_err(c, tv, "canary.traffic.rate: %s is not a rate from 0 to 1000 requests a "
+						    "second (e.g. 20/s)", cfg_key_q(c, ts));
+				else
+					json_object_set_new(cn, "traffic_rps", json_real(rate));
+			}
 			continue;
 		}
 		if ((s = cfg_key_text(c, val, name)) == NULL)
@@ -792,7 +946,7 @@ static json_t *parse_canary(struct cfg_key_ctx *c, const yaml_node_t *n)
 				json_object_set_new(cn, name, json_integer(v));
 		} else {
 			cfg_key_err(c, key, "unknown canary key %s; known: steps, interval, max_error_rate, max_p99_ms, "
-				 "max_rtime_ms, min_requests", cfg_key_q(c, name));
+				 "max_rtime_ms, min_requests, traffic", cfg_key_q(c, name));
 		}
 	}
 	return cn;

@@ -99,7 +99,10 @@ test_deploy_first_version_then_split_80_20() {
 	assert_match "$(step_col "$id" deploy reason)" "digits 0.0.1 serves 100% of deployment digits" "the first version gets everything"
 	out=$(count_versions 50)
 	assert_match "$out" "^0.0.1 50" "the first version served every request"
-	id2=$(submit "$(deploy_wf 20)" '{"C": "5"}')
+	f=$(deploy_wf 20)
+	# the second version's server logs each request (for its followed log below)
+	sed -i 's|serve: \[/usr/bin/python3, \(.*\)\]|serve: [/usr/bin/python3, \1, --verbose]|' "$f"
+	id2=$(submit "$f" '{"C": "5"}')
 	wait_run "$id2" succeeded 120
 	assert_match "$(step_col "$id2" deploy reason)" "digits 0.0.2 serves 20% of deployment digits" "the second version at 20%"
 	out=$(count_versions 2000)
@@ -122,6 +125,31 @@ test_deploy_first_version_then_split_80_20() {
 	assert_match "$out" "^0.0.1 500" "all to version 0.0.1"
 	# the change is an event with its actor
 	assert_match "$(dep_json | json '[e for e in j["events"] if e["kind"] == "traffic"][-1]["actor"]')" "^admin \\(as tester\\)$" "the actor"
+	# what the deploy did, in its step's log (on 33ed911 that log was empty)
+	out=$(ferry logs "$id2" deploy)
+	assert_match "$out" 'replica 1 started on port [0-9]+' "the replica's start"
+	assert_match "$out" 'replica 1 ready: it answered its health check and the sample request' "its readiness"
+	assert_match "$out" 'traffic: \{"0.0.1": ?80, ?"0.0.2": ?20\}' "the traffic it moved"
+	# a replica's own log, and followed: what it writes while followed arrives
+	assert_match "$(ferry deployments logs 1 0.0.2 1)" 'serve.py: listening on http://127.0.0.1:[0-9]+' "a replica's log"
+	assert_match "$(ferry deployments logs 1)" 'serve.py: listening on' "by default the version with the most traffic"
+	rc=0; ferry deployments logs 1 9.9.9 >/dev/null 2>"$FERRY_HOME/dl.err" || rc=$?
+	[ "$rc" != 0 ] || fail "a version that is not there"
+	assert_match "$(cat "$FERRY_HOME/dl.err")" 'has no version 9.9.9' "says so"
+	api PATCH /api/v1/deployments/1 '{"traffic": {"0.0.2": 100}}'
+	ferry deployments logs 1 0.0.2 1 -f >"$FERRY_HOME/follow.out" 2>&1 &
+	fpid=$!
+	sleep 0.5
+	n0=$(grep -c 'POST /v2/models/digits/infer' "$FERRY_HOME/follow.out" || true)
+	count_versions 20 >/dev/null
+	for _ in $(seq 1 30); do
+		[ "$(grep -c 'POST /v2/models/digits/infer' "$FERRY_HOME/follow.out" || true)" -ge $((n0 + 20)) ] && break
+		sleep 0.1
+	done
+	kill -0 "$fpid" 2>/dev/null || fail "-f returned while the replica runs: $(tail -3 "$FERRY_HOME/follow.out")"
+	[ "$(grep -c 'POST /v2/models/digits/infer' "$FERRY_HOME/follow.out" || true)" -ge $((n0 + 20)) ] ||
+		fail "the 20 requests sent while following did not arrive: $(tail -3 "$FERRY_HOME/follow.out")"
+	kill "$fpid"; wait "$fpid" 2>/dev/null || true
 }
 
 # two_versions: 0.0.1 deployed, then 0.0.2 at 20%; DAEMON_ENV extra settings for the daemon
@@ -271,6 +299,62 @@ test_deploy_versions_retire_and_come_back() {
 	assert_match "$(sql "SELECT string_agg(kind, ',' ORDER BY id) FROM deployment_events WHERE deployment_id = 1")" \
 		'version-retired.*version-restored.*version-retired' "each an event"
 	haproxy_vs_db || fail "HAProxy differs from the database"
+}
+
+# A canary with traffic of its own (canary.traffic.rate): with no outside
+# client, a version answering 5xx is rolled back and a good one promoted,
+# each judged on the requests the step sent (counted in its events); a
+# first version with no traffic and no `traffic:` fails saying how to give
+# it some. On 33ed911 every one of these rolled back: "only 0 requests reached".
+test_deploy_canary_with_its_own_traffic() {
+	deploy_up
+	start_daemon a
+	id=$(submit "$(deploy_wf 100)")
+	wait_run "$id" succeeded 120
+	# test doubles of model servers (the mechanism is under test, not the model): one answers its
+	# warm-up and then 500 to everything, the other 200 to everything
+	cat >"$FERRY_HOME/double_serve.py" <<'PY'
+import http.server, os, socketserver, sys
+bad, served = sys.argv[1] == "bad", {"n": 0}
+class H(http.server.BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+    def log_message(self, *a): pass
+    def reply(self, code, body):
+        self.send_response(code); self.send_header("Content-Length", str(len(body))); self.end_headers(); self.wfile.write(body)
+    def do_GET(self): self.reply(200, b"{}")
+    def do_POST(self):
+        self.rfile.read(int(self.headers.get("Content-Length", 0)))
+        served["n"] += 1
+        ok = not bad or served["n"] == 1
+        self.reply(200 if ok else 500, b'{"model_version":"%s","outputs":[]}' % os.environ["FERRY_MODEL_VERSION"].encode() if ok else b'{"error":"broken"}')
+class S(socketserver.ThreadingMixIn, http.server.HTTPServer):
+    allow_reuse_address = True; daemon_threads = True
+S(("127.0.0.1", int(os.environ["FERRY_PORT"])), H).serve_forever()
+PY
+	local canary="    canary: {steps: [50, 100], interval: 1s, max_error_rate: 5%, min_requests: 5, traffic: {rate: 40/s}}"
+	f=$(deploy_wf 100 "$canary")
+	sed -i "s|serve: .*|serve: [/usr/bin/python3, $FERRY_HOME/double_serve.py, bad]|" "$f"
+	id2=$(submit "$f" '{"C": "5"}')
+	wait_run "$id2" failed 60
+	assert_match "$(step_col "$id2" deploy reason)" "canary at 50%: digits 0.0.2 answered 5xx to" "rolled back on its own requests"
+	assert_match "$(ferry logs "$id2" deploy)" 'sending the sample at 40/s through http://127.0.0.1:[0-9]+ \(X-Ferry-Synthetic: canary\)' "the log says so"
+	assert_eq "$(sql "SELECT (detail->>'synthetic_sent')::int > 0 FROM deployment_events WHERE kind = 'canary-step' ORDER BY id DESC LIMIT 1")" t "its requests counted"
+	assert_eq "$(dep_json | json '{v["version"]: v["weight"] for v in j["versions"] if v["state"] == "serving"}')" '{"0.0.1": 100}' "traffic as before"
+	f=$(deploy_wf 100 "$canary")
+	sed -i "s|serve: .*|serve: [/usr/bin/python3, $FERRY_HOME/double_serve.py, good]|" "$f"
+	id3=$(submit "$f" '{"C": "6"}')
+	wait_run "$id3" succeeded 60
+	assert_eq "$(dep_json | json '{v["version"]: v["weight"] for v in j["versions"] if v["state"] == "serving"}')" '{"0.0.1": 0, "0.0.3": 100}' "promoted"
+	api GET /api/v1/models/digits/versions/production
+	assert_eq "$(echo "$BODY" | json 'j["version"]')" 0.0.3 "production followed"
+	assert_match "$(ferry logs "$id3" deploy)" 'canary done: digits 0.0.3 serves 100%' "narrated to the end"
+	# a first version, no clients, no traffic: the step fails saying how to give it some
+	f=$(deploy_wf 100 "    deployment: lonely
+    canary: {steps: [50, 100], interval: 300ms, min_requests: 5}")
+	sed -i "s|serve: .*|serve: [/usr/bin/python3, $FERRY_HOME/double_serve.py, good]|" "$f"
+	id4=$(submit "$f" '{"C": "7"}')
+	wait_run "$id4" failed 60
+	assert_match "$(step_col "$id4" deploy reason)" 'only 0 requests reached digits 0.0.4 .*send traffic to http://127.0.0.1:[0-9]+, or let the step send the sample itself \(canary: \{traffic: \{rate: 20/s\}\}\)' "the way out"
 }
 
 # bad input is a 400 naming the field and changes nothing
