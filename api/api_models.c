@@ -47,13 +47,130 @@ void api_model_get(struct api *a, struct reply *r, PGconn *db, struct req *q)
 	reply_store(r, error, json);
 }
 
+/* ?tag=KEY=VALUE → {"KEY": "VALUE"} (the versions that carry it); -1 and a 400 when malformed. */
+static int tag_filter(struct reply *r, struct req *q, json_t **tags)
+{
+	const char *t = MHD_lookup_connection_value(q->conn, MHD_GET_ARGUMENT_KIND, "tag");
+	const char *eq = t ? strchr(t, '=') : NULL;
+
+	*tags = NULL;
+	if (t == NULL)
+		return 0;
+	if (eq == NULL || eq == t) {
+		reply_error(r, 400, "invalid_field", "tag", "tag must be KEY=VALUE", NULL);
+		return -1;
+	}
+	*tags = json_object();
+	{
+		char *key = xstrndup(t, (size_t)(eq - t));
+		json_object_set_new(*tags, key, json_string(eq + 1));
+		free(key);
+	}
+	return 0;
+}
+
 void api_model_versions(struct api *a, struct reply *r, PGconn *db, struct req *q)
 {
 	char *json = NULL;
-	int error = store_model_versions(&json, db, q->caps[0]);
+	json_t *tags = NULL;
+	int error;
+
+	(void)a;
+	if (tag_filter(r, q, &tags) < 0)
+		return;
+	error = store_model_versions(&json, db, q->caps[0], tags);
+	json_decref(tags);
+	reply_store(r, error, json);
+}
+
+/* {"description": "…", "tags": {K: V|null}, "archived": bool (versions only)}: checked, each optional. */
+static int edit_fields(struct reply *r, json_t *body, int version, const char **desc, json_t **tags, int *archived)
+{
+	json_t *t = json_object_get(body, "tags"), *v, *a = json_object_get(body, "archived");
+	const char *k;
+
+	*desc = NULL, *tags = NULL, *archived = -1;
+	if (opt_string(desc, r, body, "description") < 0)
+		return -1;
+	if (*desc && strlen(*desc) > 4096) {
+		reply_error(r, 400, "invalid_field", "description", "description: at most 4,096 bytes", NULL);
+		return -1;
+	}
+	if (t) {
+		if (!json_is_object(t) || json_object_size(t) > 64) {
+			reply_error(r, 400, "invalid_field", "tags", "tags must be an object of at most 64 NAME: \"value\" "
+				    "(null removes one)", NULL);
+			return -1;
+		}
+		json_object_foreach(t, k, v) {
+			if (strlen(k) == 0 || strlen(k) > 64 || !(json_is_string(v) || json_is_null(v)) ||
+			    (json_is_string(v) && json_string_length(v) > 256)) {
+				reply_error(r, 400, "invalid_field", "tags", "each tag is a name of 1-64 bytes and a string "
+					    "value of at most 256 bytes, or null to remove it", NULL);
+				return -1;
+			}
+		}
+		*tags = t;
+	}
+	if (a) {
+		if (!version || !json_is_boolean(a)) {
+			reply_error(r, 400, "invalid_field", "archived", version ? "archived must be true or false"
+				    : "archived applies to a version (PATCH …/versions/{version})", NULL);
+			return -1;
+		}
+		*archived = json_is_true(a);
+	}
+	if (*desc == NULL && *tags == NULL && *archived < 0) {
+		reply_error(r, 400, "missing_field", "description", version ? "nothing to change: give description, tags "
+			    "or archived" : "nothing to change: give description or tags", NULL);
+		return -1;
+	}
+	return 0;
+}
+
+/* PATCH /models/{name} and /models/{name}/versions/{version}: description, tags, archived. */
+static void model_patch(struct reply *r, PGconn *db, struct req *q, const char *version)
+{
+	json_t *body = body_object(r, q), *tags;
+	const char *desc;
+	char *actor = NULL, *json = NULL;
+	int archived, error;
+
+	if (body == NULL)
+		return;
+	if (edit_fields(r, body, version != NULL, &desc, &tags, &archived) < 0)
+		goto out;
+	actor = actor_of(q);
+	error = store_model_edit(&json, db, q->caps[0], version, desc, tags, archived, actor);
+	if (error == FERRY_EINVALID)
+		reply_error(r, 400, "invalid_field", "tags", ferry_error_last(), NULL);
+	else
+		reply_store(r, error, json);
+out:
+	free(actor);
+	json_decref(body);
+}
+
+void api_model_patch(struct api *a, struct reply *r, PGconn *db, struct req *q)
+{
+	(void)a;
+	model_patch(r, db, q, NULL);
+}
+
+void api_model_version_patch(struct api *a, struct reply *r, PGconn *db, struct req *q)
+{
+	(void)a;
+	model_patch(r, db, q, q->caps[1]);
+}
+
+void api_model_alias_delete(struct api *a, struct reply *r, PGconn *db, struct req *q)
+{
+	char *actor = actor_of(q), *json = NULL;
+	int error = store_model_alias_delete(&json, db, q->caps[0], q->caps[1], actor);
 
 	(void)a;
 	reply_store(r, error, json);
+	free(actor);
 }
 
 void api_model_version(struct api *a, struct reply *r, PGconn *db, struct req *q)

@@ -127,6 +127,11 @@ static void print_versions(const struct ctx *x, const json_t *answer)
 		snprintf(sha, sizeof(sha), "%.12s", jstr(art, "sha256", ""));
 		if (json_is_true(json_object_get(v, "dev")))
 			snprintf(run + strlen(run), sizeof(run) - strlen(run), " (dev)");
+		if (json_is_true(json_object_get(v, "archived"))) {
+			char *a2 = xasprintf("%s%s(archived)", al, *al ? " " : "");
+			free(al);
+			al = a2;
+		}
 		table_add(&t, (const char *const[]){jstr(v, "version", "?"), *al ? al : dash(x->cli), created, run,
 						     sha, *mt ? mt : dash(x->cli)});
 		free(al), free(mt);
@@ -150,6 +155,17 @@ static void print_version(const struct ctx *x, const json_t *v)
 	printf("Version:   %s%s\n", jstr(v, "version", "?"),
 	       json_is_true(json_object_get(v, "dev")) ? " (dev: registered by a dev run; never takes an alias)" : "");
 	printf("Aliases:   %s\n", *al ? al : dash(x->cli));
+	if (json_is_true(json_object_get(v, "archived")))
+		printf("Archived:  %s by %s (never deployed or aliased until restored)\n", jstr(v, "archived_at", "?"),
+		       jstr(v, "archived_by", "?"));
+	if (json_is_string(json_object_get(v, "description")))
+		printf("About:     %s\n", jstr(v, "description", ""));
+	if (json_object_size(json_object_get(v, "tags")) > 0) {
+		printf("Tags:     ");
+		json_object_foreach(json_object_get(v, "tags"), key, val)
+			printf(" %s=%s", key, json_string_value(val) ? json_string_value(val) : "");
+		printf("\n");
+	}
 	printf("Created:   %s by %s\n", created, jstr(v, "actor", "?"));
 	printf("Artifact:  %s (%s, %lld bytes)\n", jstr(art, "name", "?"), jstr(art, "kind", "?"),
 	       (long long)jint(art, "bytes", 0));
@@ -426,11 +442,170 @@ done:
 	return status;
 }
 
+/* The numbers of metrics (a JSON object) as text, "-" when absent. */
+static void num_or_dash(char *buf, size_t cap, const json_t *metrics, const char *key)
+{
+	const json_t *v = json_object_get(metrics, key);
+
+	if (json_is_number(v))
+		snprintf(buf, cap, "%.6g", json_number_value(v));
+	else
+		snprintf(buf, cap, "-");
+}
+
+/* `ferry models compare NAME V1 V2`: metrics side by side (V2 − V1), then params and lineage that differ. */
+static int models_compare(const struct ctx *x, ferry_client *c, const char *e1, const char *v1, const char *v2)
+{
+	json_t *a = NULL, *b = NULL, *keys = json_object(), *val;
+	char *p1 = NULL, *p2 = NULL, *e2 = client_escape(v1), *e3 = client_escape(v2);
+	const char *key;
+	int rc, status = FX_OK;
+	struct table t;
+
+	p1 = xasprintf("/models/%s/versions/%s", e1, e2);
+	p2 = xasprintf("/models/%s/versions/%s", e1, e3);
+	if ((rc = client_request(&a, c, "GET", p1, NULL)) < 0 || (rc = client_request(&b, c, "GET", p2, NULL)) < 0) {
+		status = report_request_error(c, rc);
+		goto out;
+	}
+	json_object_foreach(json_object_get(a, "metrics"), key, val)
+		json_object_set_new(keys, key, json_true());
+	json_object_foreach(json_object_get(b, "metrics"), key, val)
+		json_object_set_new(keys, key, json_true());
+	printf("%s: %s (A) against %s (B)\n", jstr(a, "model", "?"), jstr(a, "version", "?"), jstr(b, "version", "?"));
+	table_init(&t, 4);
+	table_add(&t, (const char *const[]){"METRIC", "A", "B", "B - A"});
+	json_object_foreach(keys, key, val) {
+		char sa[32], sb[32], d[32] = "-";
+		const json_t *ma = json_object_get(json_object_get(a, "metrics"), key);
+		const json_t *mb = json_object_get(json_object_get(b, "metrics"), key);
+		num_or_dash(sa, sizeof(sa), json_object_get(a, "metrics"), key);
+		num_or_dash(sb, sizeof(sb), json_object_get(b, "metrics"), key);
+		if (json_is_number(ma) && json_is_number(mb))
+			snprintf(d, sizeof(d), "%+.6g", json_number_value(mb) - json_number_value(ma));
+		table_add(&t, (const char *const[]){key, sa, sb, d});
+	}
+	table_print(&t, stdout, "");
+	table_dispose(&t);
+	/* params and lineage: only what differs */
+	{
+		const char *sect[] = {"params", "lineage"};
+		for (size_t s = 0; s < 2; s++) {
+			json_t *all = json_object(), *pa = json_object_get(a, sect[s]), *pb = json_object_get(b, sect[s]);
+			int shown = 0;
+			json_object_update(all, pa);
+			json_object_update(all, pb);
+			json_object_foreach(all, key, val) {
+				char *ta = json_dumps(json_object_get(pa, key), JSON_ENCODE_ANY | JSON_COMPACT);
+				char *tb = json_dumps(json_object_get(pb, key), JSON_ENCODE_ANY | JSON_COMPACT);
+				if (!json_equal(json_object_get(pa, key), json_object_get(pb, key))) {
+					if (!shown++)
+						printf("%s that differ:\n", sect[s]);
+					printf("  %-16s A %s  B %s\n", key, ta ? ta : dash(x->cli), tb ? tb : dash(x->cli));
+				}
+				free(ta), free(tb);
+			}
+			if (!shown)
+				printf("%s: the same\n", sect[s]);
+			json_decref(all);
+		}
+	}
+out:
+	free(p1), free(p2), free(e2), free(e3);
+	json_decref(a), json_decref(b), json_decref(keys);
+	return status;
+}
+
+/*
+ * The registry's edits: archive/restore NAME VERSION, tag NAME [VERSION]
+ * KEY=VALUE… (KEY= removes), describe NAME [VERSION] TEXT, alias NAME
+ * ALIAS --delete, compare NAME V1 V2. -1: not one of these.
+ */
+static int models_edit(const struct ctx *x, int argc, char **argv)
+{
+	const char *sub = argv[1];
+	ferry_client *c = NULL;
+	json_t *body = NULL, *answer = NULL;
+	char *path = NULL, *e1 = NULL, *e2 = NULL;
+	const char *method = "PATCH";
+	int n = argc - 2, rc, status;
+	char **ops = argv + 2;
+
+	if (strcmp(sub, "archive") == 0 || strcmp(sub, "restore") == 0) {
+		if (n != 2)
+			return usage_error(x, "models %s takes NAME VERSION", sub);
+		body = json_pack("{s:b}", "archived", strcmp(sub, "archive") == 0);
+	} else if (strcmp(sub, "tag") == 0) {
+		int first = n >= 2 && strchr(ops[1], '=') == NULL ? 2 : 1;
+		if (n < first + 1)
+			return usage_error(x, "models tag takes NAME [VERSION] KEY=VALUE... (KEY= removes a tag)");
+		body = json_pack("{s:{}}", "tags");
+		for (int i = first; i < n; i++) {
+			const char *eq = strchr(ops[i], '=');
+			char *k;
+			if (eq == NULL || eq == ops[i]) {
+				json_decref(body);
+				return usage_error(x, "'%s' is not KEY=VALUE", ops[i]);
+			}
+			k = xstrndup(ops[i], (size_t)(eq - ops[i]));
+			json_object_set_new(json_object_get(body, "tags"), k, eq[1] ? json_string(eq + 1) : json_null());
+			free(k);
+		}
+		n = first; /* NAME [VERSION] */
+	} else if (strcmp(sub, "describe") == 0) {
+		if (n != 2 && n != 3)
+			return usage_error(x, "models describe takes NAME [VERSION] TEXT (\"\" clears it)");
+		body = json_pack("{s:s}", "description", ops[n - 1]);
+		n--;
+	} else if (strcmp(sub, "compare") == 0) {
+		if (n != 3)
+			return usage_error(x, "models compare takes NAME VERSION|ALIAS VERSION|ALIAS");
+	} else if (strcmp(sub, "alias") == 0 && n == 3 && strcmp(ops[2], "--delete") == 0) {
+		method = "DELETE";
+	} else {
+		return -1;
+	}
+	e1 = client_escape(ops[0]);
+	if ((status = open_client(&c)) != FX_OK)
+		goto out;
+	if (strcmp(sub, "compare") == 0) {
+		status = models_compare(x, c, e1, ops[1], ops[2]);
+		goto out;
+	}
+	if (strcmp(method, "DELETE") == 0) {
+		e2 = client_escape(ops[1]);
+		path = xasprintf("/models/%s/aliases/%s", e1, e2);
+	} else if (n == 2) {
+		e2 = client_escape(ops[1]);
+		path = xasprintf("/models/%s/versions/%s", e1, e2);
+	} else {
+		path = xasprintf("/models/%s", e1);
+	}
+	rc = client_request(&answer, c, method, path, body);
+	if (rc < 0) {
+		status = report_request_error(c, rc);
+		goto out;
+	}
+	status = FX_OK;
+	if (strcmp(method, "DELETE") == 0)
+		printf("%s: alias %s removed\n", ops[0], ops[1]);
+	else if (n == 2)
+		print_version(x, answer);
+	else
+		printf("%s: %s\n", ops[0], "updated");
+out:
+	free(path), free(e1), free(e2);
+	json_decref(body), json_decref(answer);
+	client_free(c);
+	return status;
+}
+
 int cmd_models(const struct ctx *x, int argc, char **argv)
 {
 	static const struct option longopts[] = {
 		{"output", required_argument, NULL, 'o'},
 		{"force", no_argument, NULL, 'f'},
+		{"tag", required_argument, NULL, 't'},
 		{"help", no_argument, NULL, 'h'},
 		{0},
 	};
@@ -439,24 +614,34 @@ int cmd_models(const struct ctx *x, int argc, char **argv)
 	ferry_client *c = NULL;
 	json_t *answer = NULL, *body = NULL;
 	char *path = NULL, *e1 = NULL, *e2 = NULL;
-	const char *sub;
+	const char *sub, *tag = NULL;
 	bool json = false, force = false;
 	int ch, rc, status = FX_USAGE, k, nops;
 	char **ops;
 
 	if (argc < 2 || strcmp(argv[1], "-h") == 0 || strcmp(argv[1], "--help") == 0) {
 		if (argc < 2)
-			return usage_error(x, "which one: list, versions, get, alias or download?");
+			return usage_error(x, "which one: list, versions, get, alias, download, compare, tag, describe, "
+					      "archive or restore?");
 		return print_help(x->cmd);
 	}
 	sub = argv[1];
+	if ((rc = models_edit(x, argc, argv)) >= 0)
+		return rc;
 	for (k = 0; k < 5 && strcmp(sub, subs[k]) != 0; k++)
 		;
 	if (k == 5)
 		return usage_error(x, "unknown subcommand '%s' (list, versions, get, alias or download)", sub);
 	optind = 0;
-	while ((ch = getopt_long(argc - 1, argv + 1, ":o:fh", longopts, NULL)) != -1) {
+	while ((ch = getopt_long(argc - 1, argv + 1, ":o:ft:h", longopts, NULL)) != -1) {
 		switch (ch) {
+		case 't':
+			if (k != 1 || strchr(optarg, '=') == NULL) {
+				status = usage_error(x, "--tag KEY=VALUE is for models versions");
+				goto out;
+			}
+			tag = optarg;
+			break;
 		case 'f':
 			if (k != 4) {
 				status = usage_error(x, "--force is for models download");
@@ -495,7 +680,13 @@ int cmd_models(const struct ctx *x, int argc, char **argv)
 		path = xstrdup("/models");
 		break;
 	case 1:
-		path = xasprintf("/models/%s/versions", e1);
+		if (tag) {
+			char *et = client_escape(tag);
+			path = xasprintf("/models/%s/versions?tag=%s", e1, et);
+			free(et);
+		} else {
+			path = xasprintf("/models/%s/versions", e1);
+		}
 		break;
 	case 2:
 	case 4:

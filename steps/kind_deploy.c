@@ -54,8 +54,24 @@ static int upstream_version(const struct step_run *r, const char *model, const c
 		const char *m = json_string_value(json_object_get(o, "model"));
 		if (m && strcmp(m, model) == 0 && json_string_value(json_object_get(o, "version")) &&
 		    json_string_value(json_object_get(o, "artifact"))) {
+			char *vj = NULL;
+			json_t *v;
 			*version = json_string_value(json_object_get(o, "version"));
 			*artifact = json_string_value(json_object_get(o, "artifact"));
+			/* an archived version is kept, never deployed (ferry models restore brings it back) */
+			if (store_model_version(&vj, r->conn, model, *version) == FERRY_OK &&
+			    (v = json_loads(vj, 0, NULL)) != NULL) {
+				int archived = json_is_true(json_object_get(v, "archived"));
+				json_decref(v);
+				free(vj);
+				if (archived) {
+					ferry_error_set("%s %s is archived: it is not deployed (ferry models restore %s %s)",
+							model, *version, model, *version);
+					return FERRY_EINVALID;
+				}
+			} else {
+				free(vj);
+			}
 			return FERRY_OK;
 		}
 	}

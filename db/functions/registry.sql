@@ -14,7 +14,9 @@ LANGUAGE sql STABLE AS $$
 		'lineage', json_build_object('run', v.run_id, 'step', v.step, 'workflow', v.workflow,
 		                             'workflow_hash', v.workflow_hash,
 		                             'data_fingerprint', v.data_fingerprint),
-		'dev', v.dev, 'actor', v.actor, 'created_at', ferry_ts(v.created_at))
+		'dev', v.dev, 'actor', v.actor, 'created_at', ferry_ts(v.created_at),
+		'description', v.description, 'tags', v.tags,
+		'archived', v.archived_at IS NOT NULL, 'archived_at', ferry_ts(v.archived_at), 'archived_by', v.archived_by)
 	FROM model_versions v JOIN models m ON m.id = v.model_id JOIN artifacts x ON x.sha256 = v.artifact
 	WHERE v.id = p_id
 $$;
@@ -39,6 +41,10 @@ BEGIN
 	SELECT id, dev INTO v_vid, v_dev FROM model_versions WHERE model_id = v_model AND version = p_version;
 	IF NOT FOUND THEN
 		RAISE EXCEPTION 'model "%" has no version "%"', p_model, p_version USING ERRCODE = 'P0002';
+	END IF;
+	IF EXISTS (SELECT 1 FROM model_versions WHERE id = v_vid AND archived_at IS NOT NULL) THEN
+		RAISE EXCEPTION 'version % of model "%" is archived: restore it first (ferry models restore % %)',
+			p_version, p_model, p_model, p_version USING ERRCODE = '55000';
 	END IF;
 	IF v_dev THEN
 		RAISE EXCEPTION 'version % of model "%" was registered by a dev run (ferry dev run): a dev version never takes an alias; register it from a real run',
@@ -204,5 +210,119 @@ BEGIN
 		END IF;
 	END LOOP;
 	RETURN QUERY SELECT v_version, true, ferry_model_version_json(v_vid);
+END;
+$$;
+
+-- Removes alias p_alias of model p_model (an event); one that follows a
+-- deployment's traffic (ferry_alias_bound) is refused. Returns the model's
+-- aliases after, {"alias": "version"}.
+CREATE OR REPLACE FUNCTION ferry_model_alias_delete(p_model text, p_alias text, p_actor text)
+RETURNS json
+LANGUAGE plpgsql AS $$
+DECLARE
+	v_model bigint;
+	v_version text;
+	v_dep text;
+BEGIN
+	SELECT id INTO v_model FROM models WHERE name = p_model FOR UPDATE;
+	IF NOT FOUND THEN
+		RAISE EXCEPTION 'model "%" not found', p_model USING ERRCODE = 'P0002';
+	END IF;
+	v_dep := ferry_alias_bound(p_model, p_alias);
+	IF v_dep IS NOT NULL THEN
+		RAISE EXCEPTION 'alias "%" of model "%" follows the traffic of deployment "%": it goes with the deployment, not by hand',
+			p_alias, p_model, v_dep USING ERRCODE = '55000';
+	END IF;
+	DELETE FROM model_aliases a USING model_versions v
+	WHERE a.model_id = v_model AND a.alias = p_alias AND v.id = a.version_id
+	RETURNING v.version INTO v_version;
+	IF NOT FOUND THEN
+		RAISE EXCEPTION 'model "%" has no alias "%"', p_model, p_alias USING ERRCODE = 'P0002';
+	END IF;
+	UPDATE models SET updated_at = now() WHERE id = v_model;
+	INSERT INTO model_events (model_id, version, alias, actor, kind, detail)
+	VALUES (v_model, v_version, p_alias, p_actor, 'alias.deleted', jsonb_build_object('from', v_version));
+	RETURN (SELECT coalesce(json_object_agg(a.alias, v.version ORDER BY a.alias), '{}')
+	        FROM model_aliases a JOIN model_versions v ON v.id = a.version_id WHERE a.model_id = v_model);
+END;
+$$;
+
+-- Edits a model (p_version NULL) or one of its versions: p_description
+-- (NULL: unchanged, '' clears it), p_tags merged (a null value removes that
+-- tag), p_archived (NULL: unchanged; true archives: refused while the
+-- version serves a deployment or an alias points at it; false restores).
+-- One model event per edit, with what changed. Returns the model's or the
+-- version's JSON.
+CREATE OR REPLACE FUNCTION ferry_model_edit(p_model text, p_version text, p_description text, p_tags jsonb,
+                                            p_archived boolean, p_actor text)
+RETURNS json
+LANGUAGE plpgsql AS $$
+DECLARE
+	v_model bigint;
+	v_vid bigint;
+	v_was boolean;
+	v_dep text;
+	v_alias text;
+	v_changed jsonb := '{}';
+BEGIN
+	SELECT id INTO v_model FROM models WHERE name = p_model FOR UPDATE;
+	IF NOT FOUND THEN
+		RAISE EXCEPTION 'model "%" not found', p_model USING ERRCODE = 'P0002';
+	END IF;
+	IF p_tags IS NOT NULL AND jsonb_typeof(p_tags) <> 'object' THEN
+		RAISE EXCEPTION 'tags must be an object of name: value' USING ERRCODE = '22023';
+	END IF;
+	IF p_version IS NULL THEN
+		UPDATE models SET description = CASE WHEN p_description IS NULL THEN description
+		                                     ELSE nullif(p_description, '') END,
+		       tags = CASE WHEN p_tags IS NULL THEN tags ELSE jsonb_strip_nulls(tags || p_tags) END,
+		       updated_at = now()
+		WHERE id = v_model;
+	ELSE
+		SELECT id, archived_at IS NOT NULL INTO v_vid, v_was FROM model_versions
+		WHERE model_id = v_model AND version = p_version FOR UPDATE;
+		IF NOT FOUND THEN
+			RAISE EXCEPTION 'model "%" has no version "%"', p_model, p_version USING ERRCODE = 'P0002';
+		END IF;
+		IF p_archived AND NOT v_was THEN
+			SELECT d.name INTO v_dep FROM deployment_versions dv JOIN deployments d ON d.id = dv.deployment_id
+			WHERE d.model = p_model AND dv.version = p_version AND dv.state <> 'retired' LIMIT 1;
+			IF v_dep IS NOT NULL THEN
+				RAISE EXCEPTION 'version % of model "%" serves in deployment "%": retire it there first (ferry deployments retire)',
+					p_version, p_model, v_dep USING ERRCODE = '55000';
+			END IF;
+			SELECT a.alias INTO v_alias FROM model_aliases a WHERE a.version_id = v_vid ORDER BY a.alias LIMIT 1;
+			IF v_alias IS NOT NULL THEN
+				RAISE EXCEPTION 'version % of model "%" is alias "%": move or delete the alias first',
+					p_version, p_model, v_alias USING ERRCODE = '55000';
+			END IF;
+		END IF;
+		UPDATE model_versions SET
+		       description = CASE WHEN p_description IS NULL THEN description ELSE nullif(p_description, '') END,
+		       tags = CASE WHEN p_tags IS NULL THEN tags ELSE jsonb_strip_nulls(tags || p_tags) END,
+		       archived_at = CASE WHEN p_archived IS NULL THEN archived_at WHEN p_archived THEN coalesce(archived_at, now())
+		                          ELSE NULL END,
+		       archived_by = CASE WHEN p_archived IS NULL THEN archived_by WHEN p_archived THEN coalesce(archived_by, p_actor)
+		                          ELSE NULL END
+		WHERE id = v_vid;
+		UPDATE models SET updated_at = now() WHERE id = v_model;
+	END IF;
+	IF p_description IS NOT NULL THEN
+		v_changed := v_changed || jsonb_build_object('description', nullif(p_description, ''));
+	END IF;
+	IF p_tags IS NOT NULL THEN
+		v_changed := v_changed || jsonb_build_object('tags', p_tags);
+	END IF;
+	INSERT INTO model_events (model_id, version, actor, kind, detail)
+	VALUES (v_model, p_version, p_actor,
+	        CASE WHEN p_archived IS NOT NULL AND p_archived <> coalesce(v_was, false)
+	             THEN CASE WHEN p_archived THEN 'version.archived' ELSE 'version.restored' END
+	             WHEN p_version IS NULL THEN 'model.edited' ELSE 'version.edited' END,
+	        v_changed);
+	IF p_version IS NULL THEN
+		RETURN json_build_object('name', p_model, 'description', (SELECT description FROM models WHERE id = v_model),
+		                         'tags', (SELECT tags FROM models WHERE id = v_model));
+	END IF;
+	RETURN ferry_model_version_json(v_vid);
 END;
 $$;

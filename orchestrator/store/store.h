@@ -396,8 +396,8 @@ int store_model_alias_get(char **version, json_t **metrics, PGconn *conn, const 
 int store_models_list(char **out, PGconn *conn);
 /* One model with its aliases and its history of events; FERRY_ENOTFOUND. */
 int store_model_get(char **out, PGconn *conn, const char *name);
-/* {"model":NAME,"versions":[…]} newest first; FERRY_ENOTFOUND. */
-int store_model_versions(char **out, PGconn *conn, const char *name);
+/* {"model":NAME,"versions":[…]} newest first, only those with every tag of tags (NULL: all); FERRY_ENOTFOUND. */
+int store_model_versions(char **out, PGconn *conn, const char *name, const json_t *tags);
 /* One version, named by its number or by an alias; FERRY_ENOTFOUND. */
 int store_model_version(char **out, PGconn *conn, const char *name, const char *version);
 /* Points alias at version (one event when it moves); the version's JSON. */
@@ -408,6 +408,16 @@ int store_model_alias_set(char **out, PGconn *conn, const char *name, const char
  * one serves the model: it moves with the weights, nothing else moves it),
  * or *deployment NULL. *deployment is the caller's.
  */
+/* Removes alias of model (an event; one bound to a deployment refused); *out: the aliases after. */
+int store_model_alias_delete(char **out, PGconn *conn, const char *name, const char *alias, const char *actor);
+/*
+ * Edits model name (version NULL) or one version: description (NULL
+ * unchanged, "" cleared), tags merged (a JSON null value removes one; NULL
+ * unchanged), archived (-1 unchanged, 1 archive, 0 restore). An event; *out
+ * the model's or version's JSON. db/functions/registry.sql ferry_model_edit.
+ */
+int store_model_edit(char **out, PGconn *conn, const char *name, const char *version, const char *description,
+		     const json_t *tags, int archived, const char *actor);
 int store_alias_bound(char **deployment, PGconn *conn, const char *model, const char *alias);
 /* ---- data cache (store_cache.c; steps/datacache.c is the user) ---- */
 

@@ -107,6 +107,7 @@ int store_models_list(char **out, PGconn *conn)
 			     "  'aliases', (SELECT coalesce(json_object_agg(a.alias, v.version ORDER BY a.alias), '{}') "
 			     "              FROM model_aliases a JOIN model_versions v ON v.id = a.version_id "
 			     "              WHERE a.model_id = m.id), "
+			     "  'description', m.description, 'tags', m.tags, "
 			     "  'created_at', ferry_ts(m.created_at), 'updated_at', ferry_ts(m.updated_at)"
 			     ") ORDER BY m.name), '[]')) FROM models m", 0, NULL)) < 0)
 		return error;
@@ -132,25 +133,30 @@ int store_model_get(char **out, PGconn *conn, const char *name)
 			     "                 'actor', e.actor, 'kind', e.kind, 'version', e.version, 'alias', e.alias, "
 			     "                 'detail', e.detail) ORDER BY e.id), '[]') "
 			     "             FROM model_events e WHERE e.model_id = m.id), "
+			     "  'description', m.description, 'tags', m.tags, "
 			     "  'created_at', ferry_ts(m.created_at), 'updated_at', ferry_ts(m.updated_at)) "
 			     "FROM models m WHERE m.name = $1", 1, p)) < 0)
 		return error;
 	return json_result(out, res, "model", name);
 }
 
-int store_model_versions(char **out, PGconn *conn, const char *name)
+int store_model_versions(char **out, PGconn *conn, const char *name, const json_t *tags)
 {
-	const char *p[1] = {name};
+	char *tj = tags ? json_dumps(tags, JSON_COMPACT) : NULL;
+	const char *p[2] = {name, tj};
 	PGresult *res = NULL;
 	int error;
 
 	*out = NULL;
-	if ((error = store_q(&res, conn,
-			     "SELECT json_build_object('model', m.name, 'versions', "
-			     "  (SELECT coalesce(json_agg(ferry_model_version_json(v.id) "
-			     "                   ORDER BY v.major DESC, v.minor DESC, v.patch DESC), '[]') "
-			     "   FROM model_versions v WHERE v.model_id = m.id)) "
-			     "FROM models m WHERE m.name = $1", 1, p)) < 0)
+	/* tags: only the versions that have each of these (tags @> filter) */
+	error = store_q(&res, conn,
+			"SELECT json_build_object('model', m.name, 'versions', "
+			"  (SELECT coalesce(json_agg(ferry_model_version_json(v.id) "
+			"                   ORDER BY v.major DESC, v.minor DESC, v.patch DESC), '[]') "
+			"   FROM model_versions v WHERE v.model_id = m.id AND ($2::jsonb IS NULL OR v.tags @> $2::jsonb))) "
+			"FROM models m WHERE m.name = $1", 2, p);
+	free(tj);
+	if (error < 0)
 		return error;
 	return json_result(out, res, "model", name);
 }
@@ -211,4 +217,32 @@ int store_alias_bound(char **deployment, PGconn *conn, const char *model, const 
 		*deployment = xstrdup(PQgetvalue(res, 0, 0));
 	PQclear(res);
 	return FERRY_OK;
+}
+
+int store_model_alias_delete(char **out, PGconn *conn, const char *name, const char *alias, const char *actor)
+{
+	const char *p[3] = {name, alias, actor};
+	PGresult *res = NULL;
+	int error;
+
+	*out = NULL;
+	if ((error = store_q(&res, conn, "SELECT ferry_model_alias_delete($1, $2, $3)", 3, p)) < 0)
+		return error;
+	return json_result(out, res, "model", name);
+}
+
+int store_model_edit(char **out, PGconn *conn, const char *name, const char *version, const char *description,
+		     const json_t *tags, int archived, const char *actor)
+{
+	char *tj = tags ? json_dumps(tags, JSON_COMPACT) : NULL;
+	const char *p[6] = {name, version, description, tj, archived < 0 ? NULL : archived ? "true" : "false", actor};
+	PGresult *res = NULL;
+	int error;
+
+	*out = NULL;
+	error = store_q(&res, conn, "SELECT ferry_model_edit($1, $2, $3, $4::jsonb, $5::boolean, $6)", 6, p);
+	free(tj);
+	if (error < 0)
+		return error;
+	return json_result(out, res, "model", name);
 }

@@ -388,3 +388,69 @@ Y
 	api GET "/api/v1/runs?trigger=dev"
 	assert_eq "$(echo "$BODY" | json '[r["dev"] for r in j["runs"]]')" "[true]" "the runs list too"
 }
+
+# The registry a team expects: descriptions and tags on a model and its
+# versions (versions filtered by a tag), an alias removed, a version
+# archived (never aliased or deployed until restored; refused while an
+# alias points at it), two versions compared; each change a model event.
+# None of these existed on 33ed911.
+test_registry_tags_archive_alias_delete_compare() {
+	start_daemon a
+	f=$(wf meta <<'Y'
+name: meta
+params:
+  acc: {default: "0.9"}
+steps:
+  - name: train
+    kind: train
+    command: [sh, -c, 'echo "{{params.acc}}" >"$FERRY_OUTPUT_DIR/model.bin"']
+  - name: evaluate
+    kind: evaluate
+    needs: [train]
+    command: [sh, -c, 'echo "{\"accuracy\": {{params.acc}}, \"f1\": 0.8}" >"$FERRY_OUTPUT_DIR/metrics.json"']
+  - {name: register, kind: register, needs: [evaluate], model: mt, alias: candidate}
+Y
+)
+	id=$(submit "$f")
+	wait_run "$id" succeeded 20
+	id=$(submit "$f" '{"acc": "0.95"}')
+	wait_run "$id" succeeded 20
+	ferry models describe mt "the digits classifier" >/dev/null || fail "describe a model"
+	ferry models tag mt team=vision >/dev/null || fail "tag a model"
+	ferry models tag mt 0.0.2 stage=qa dataset=v2 >/dev/null || fail "tag a version"
+	ferry models describe mt 0.0.2 "trained on batch 2" >/dev/null || fail "describe a version"
+	api GET /api/v1/models/mt
+	assert_eq "$(echo "$BODY" | json '[j["description"], j["tags"]]')" '["the digits classifier", {"team": "vision"}]' "the model's"
+	api GET "/api/v1/models/mt/versions?tag=stage=qa"
+	assert_eq "$(echo "$BODY" | json '[v["version"] for v in j["versions"]]')" '["0.0.2"]' "filtered by a tag"
+	assert_match "$(ferry models get mt 0.0.2)" 'About: +trained on batch 2' "shown"
+	ferry models tag mt 0.0.2 stage= >/dev/null || fail "remove a tag"
+	api GET /api/v1/models/mt/versions/0.0.2
+	assert_eq "$(echo "$BODY" | json 'j["tags"]')" '{"dataset": "v2"}' "removed"
+	# compare: metrics side by side with B - A, params that differ
+	out=$(ferry models compare mt 0.0.1 0.0.2)
+	assert_match "$out" 'accuracy +0.9 +0.95 +\+0.05' "metrics and the difference"
+	assert_match "$out" 'f1 +0.8 +0.8 +\+0' "an equal one"
+	assert_match "$out" 'acc +A "0.9" +B "0.95"' "the param that differs"
+	# archive: refused while an alias points at it; the alias removed, then archived; no alias takes it
+	rc=0; ferry models archive mt 0.0.2 >/dev/null 2>"$FERRY_HOME/arch.err" || rc=$?
+	[ "$rc" != 0 ] || fail "archived a version an alias points at"
+	assert_match "$(cat "$FERRY_HOME/arch.err")" 'is alias "candidate": move or delete the alias first' "says why"
+	ferry models alias mt candidate --delete >/dev/null || fail "alias --delete"
+	api GET /api/v1/models/mt
+	assert_eq "$(echo "$BODY" | json 'j["aliases"]')" '{}' "no alias left"
+	ferry models archive mt 0.0.2 >/dev/null || fail "archive"
+	api PUT /api/v1/models/mt/aliases/candidate '{"version": "0.0.2"}'
+	assert_eq "$CODE" 409 "an archived version takes no alias: $BODY"
+	assert_match "$(ferry models versions mt)" '0.0.2 +\(archived\)' "listed as archived"
+	ferry models restore mt 0.0.2 >/dev/null || fail "restore"
+	api PUT /api/v1/models/mt/aliases/candidate '{"version": "0.0.2"}'
+	assert_eq "$CODE" 200 "restored: it takes an alias again"
+	api DELETE /api/v1/models/mt/aliases/nosuch
+	assert_eq "$CODE" 404 "an alias that is not there"
+	api PATCH /api/v1/models/mt '{"archived": true}'
+	assert_eq "$(echo "$BODY" | json 'j["error"]["field"]')" archived "archived is a version's"
+	api GET /api/v1/models/mt
+	assert_eq "$(echo "$BODY" | json '[e["kind"] for e in j["events"] if e["kind"] not in ("version.registered", "alias.set", "alias.moved")]')" \
+		'["model.edited", "model.edited", "version.edited", "version.edited", "version.edited", "alias.deleted", "version.archived", "version.restored"]' "each change an event"
+}

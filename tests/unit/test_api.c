@@ -223,7 +223,7 @@ static void test_api__405_lists_the_paths_methods(void **state)
 	assert_null(api_route_find(api_routes, "HEAD", "/api/v1/runs/1/retry", caps, allow, sizeof(allow)));
 	assert_string_equal(allow, "POST");
 	assert_null(api_route_find(api_routes, "GET", "/api/v1/models/m/aliases/a", caps, allow, sizeof(allow)));
-	assert_string_equal(allow, "PUT");
+	assert_string_equal(allow, "PUT, DELETE");
 	assert_null(api_route_find(api_routes, "PATCH", "/api/v1/runs/7", caps, allow, sizeof(allow)));
 	assert_string_equal(allow, "GET, HEAD, DELETE");
 	assert_null(api_route_find(api_routes, "DELETE", "/api/v1/runs/7/events", caps, allow, sizeof(allow)));
