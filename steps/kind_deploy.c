@@ -387,6 +387,8 @@ static int canary(const struct step_run *r, int64_t dep, const char *name, const
 	int64_t max_p99 = json_integer_value(json_object_get(cn, "max_p99_ms"));
 	double p99 = -1;
 	double max_err = json_number_value(json_object_get(cn, "max_error_rate"));
+	int64_t threshold = json_integer_value(json_object_get(cn, "threshold"));
+	int failed = 0;
 	struct deployment *d = NULL;
 	json_t *before = json_object();
 	struct synth synth = {0};
@@ -474,7 +476,7 @@ static int canary(const struct step_run *r, int64_t dep, const char *name, const
 				ferry_error_set("canary at %d%%: %s %s answered 5xx to %.1f%% of %lld requests (limit %.1f%%, "
 						"the other versions %.1f%% of %lld); rolled back", pct, model, version,
 						100 * cerr, (long long)creq, 100 * max_err, 100 * berr, (long long)breq);
-				goto rollback;
+				goto check_failed;
 			}
 			if (max_p99 > 0 && (p99 = probe_p99(r, dep, model, version)) >= 0)
 				steps_log(r, "  probed p99 of %s: %.1f ms (limit %lld ms)", version, p99, (long long)max_p99);
@@ -482,16 +484,25 @@ static int canary(const struct step_run *r, int64_t dep, const char *name, const
 				ferry_error_set("canary at %d%%: %s %s answered the sample with a p99 of %.1f ms (limit %lld "
 						"ms; %d probes); rolled back", pct, model, version, p99, (long long)max_p99,
 						PROBE_REQUESTS);
-				goto rollback;
+				goto check_failed;
 			}
 			if (max_rt > 0 && crt > (double)max_rt) {
 				ferry_error_set("canary at %d%%: %s %s answered in %.1f ms on average over %lld requests "
 						"(limit %lld ms); rolled back", pct, model, version, crt, (long long)creq,
 						(long long)max_rt);
-				goto rollback;
+				goto check_failed;
 			}
 			steps_log(r, "  passed");
 			break;
+		check_failed:
+			/* threshold: this many failed checks roll back; fewer, and it is judged again at the same weight */
+			if (++failed < threshold) {
+				steps_log(r, "  check failed (%d of %lld before a rollback): %s", failed, (long long)threshold,
+					  ferry_error_last());
+				c0 = c1, b0 = b1, waited = 0;
+				continue;
+			}
+			goto rollback;
 		}
 	}
 	steps_log(r, "canary done: %s %s serves 100%%; production follows", model, version);
@@ -888,8 +899,11 @@ static json_t *parse_load_test(struct cfg_key_ctx *c, const yaml_node_t *n)
  */
 static json_t *parse_canary(struct cfg_key_ctx *c, const yaml_node_t *n)
 {
-	json_t *cn = json_pack("{s:[i,i,i], s:I, s:f, s:n, s:i}", "steps", 10, 50, 100, "interval_ms",
-			       (json_int_t)120000, "max_error_rate", 0.01, "max_rtime_ms", "min_requests", 20);
+	json_t *cn = json_pack("{s:[i,i,i], s:I, s:f, s:n, s:i, s:i}", "steps", 10, 50, 100, "interval_ms",
+			       (json_int_t)120000, "max_error_rate", 0.01, "max_rtime_ms", "min_requests", 20,
+			       "threshold", 1);
+	int64_t step_weight = 0, max_weight = 50;
+	const yaml_node_t *steps_node = NULL, *sw_node = NULL;
 	const yaml_node_t *key, *val;
 	const char *name, *s;
 	size_t k = 0;
@@ -900,8 +914,8 @@ static json_t *parse_canary(struct cfg_key_ctx *c, const yaml_node_t *n)
 		return json_null();
 	}
 	if (n->type != YAML_MAPPING_NODE) {
-		cfg_key_err(c, n, "canary must be a mapping: steps, interval, max_error_rate, max_p99_ms, max_rtime_ms, "
-			 "min_requests, traffic");
+		cfg_key_err(c, n, "canary must be a mapping: steps (or step_weight, max_weight), interval, "
+			 "max_error_rate (or min_success_rate), max_p99_ms, max_rtime_ms, min_requests, threshold, traffic");
 		return cn;
 	}
 	while (cfg_key_next_pair(c, n, &k, &key, &val)) {
@@ -911,6 +925,7 @@ static json_t *parse_canary(struct cfg_key_ctx *c, const yaml_node_t *n)
 			json_t *l = int_list(c, val, "canary.steps", 1, 100);
 			if (l)
 				json_object_set_new(cn, "steps", l);
+			steps_node = val;
 			continue;
 		}
 		if (strcmp(name, "traffic") == 0) {
@@ -954,6 +969,27 @@ static json_t *parse_canary(struct cfg_key_ctx *c, const yaml_node_t *n)
 				cfg_key_err(c, val, "canary.max_error_rate: %s is not a percentage (e.g. 1%%)", cfg_key_q(c, s));
 			else
 				json_object_set_new(cn, "max_error_rate", json_real(*end == '%' ? x / 100 : x));
+		} else if (strcmp(name, "min_success_rate") == 0) {
+			/* Flagger's request-success-rate: the same check as max_error_rate, written the other way */
+			char *end;
+			double x = strtod(s, &end);
+			if (end == s || (*end != '\0' && strcmp(end, "%") != 0) || x < 0 || x > 100 ||
+			    (*end != '%' && x > 1))
+				cfg_key_err(c, val, "canary.min_success_rate: %s is not a percentage (e.g. 99%%)", cfg_key_q(c, s));
+			else
+				json_object_set_new(cn, "max_error_rate", json_real(1 - (*end == '%' ? x / 100 : x)));
+		} else if (strcmp(name, "step_weight") == 0 || strcmp(name, "max_weight") == 0 ||
+			   strcmp(name, "threshold") == 0) {
+			int64_t lo = 1, hi = strcmp(name, "threshold") == 0 ? 20 : 99;
+			if (parse_int64(s, &v) < 0 || v < lo || v > hi)
+				cfg_key_err(c, val, "canary.%s: %s is not an integer from %lld to %lld", name, cfg_key_q(c, s),
+					    (long long)lo, (long long)hi);
+			else if (strcmp(name, "threshold") == 0)
+				json_object_set_new(cn, "threshold", json_integer(v));
+			else if (strcmp(name, "step_weight") == 0)
+				step_weight = v, sw_node = val;
+			else
+				max_weight = v;
 		} else if (strcmp(name, "max_rtime_ms") == 0 || strcmp(name, "min_requests") == 0 ||
 			   strcmp(name, "max_p99_ms") == 0) {
 			if (parse_int64(s, &v) < 0 || v < 0)
@@ -961,9 +997,20 @@ static json_t *parse_canary(struct cfg_key_ctx *c, const yaml_node_t *n)
 			else
 				json_object_set_new(cn, name, json_integer(v));
 		} else {
-			cfg_key_err(c, key, "unknown canary key %s; known: steps, interval, max_error_rate, max_p99_ms, "
-				 "max_rtime_ms, min_requests, traffic", cfg_key_q(c, name));
+			cfg_key_err(c, key, "unknown canary key %s; known: steps (or step_weight and max_weight), interval, "
+				 "max_error_rate (or min_success_rate), max_p99_ms, max_rtime_ms, min_requests, "
+				 "threshold, traffic", cfg_key_q(c, name));
 		}
+	}
+	if (step_weight > 0) {
+		/* Flagger's stepWeight/maxWeight: step_weight, 2 × step_weight, … up to max_weight, then 100 */
+		json_t *l = json_array();
+		if (steps_node != NULL)
+			cfg_key_err(c, sw_node, "canary: give steps or step_weight (with max_weight), not both");
+		for (int64_t w = step_weight; w <= max_weight && w < 100; w += step_weight)
+			json_array_append_new(l, json_integer(w));
+		json_array_append_new(l, json_integer(100));
+		json_object_set_new(cn, "steps", l);
 	}
 	return cn;
 }

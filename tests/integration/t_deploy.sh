@@ -332,11 +332,14 @@ class S(socketserver.ThreadingMixIn, http.server.HTTPServer):
 S(("127.0.0.1", int(os.environ["FERRY_PORT"])), H).serve_forever()
 PY
 	local canary="    canary: {steps: [50, 100], interval: 1s, max_error_rate: 5%, min_requests: 5, traffic: {rate: 40/s}}"
-	f=$(deploy_wf 100 "$canary")
+	# Flagger's knobs: step_weight/max_weight for the steps, min_success_rate, threshold 2: one failed check is judged again
+	f=$(deploy_wf 100 "    canary: {step_weight: 50, max_weight: 50, interval: 1s, min_success_rate: 95%, min_requests: 5, threshold: 2, traffic: {rate: 40/s}}")
 	sed -i "s|serve: .*|serve: [/usr/bin/python3, $FERRY_HOME/double_serve.py, bad]|" "$f"
 	id2=$(submit "$f" '{"C": "5"}')
 	wait_run "$id2" failed 60
 	assert_match "$(step_col "$id2" deploy reason)" "canary at 50%: digits 0.0.2 answered 5xx to" "rolled back on its own requests"
+	assert_match "$(ferry logs "$id2" deploy)" 'check failed \(1 of 2 before a rollback\)' "the first failed check judged again (threshold 2)"
+	assert_eq "$(sql "SELECT count(*) FROM deployment_events WHERE kind = 'canary-step' AND detail->>'version' = '0.0.2'")" 2 "two checks"
 	assert_match "$(ferry logs "$id2" deploy)" 'sending the sample at 40/s through http://127.0.0.1:[0-9]+ \(X-Ferry-Synthetic: canary\)' "the log says so"
 	assert_eq "$(sql "SELECT (detail->>'synthetic_sent')::int > 0 FROM deployment_events WHERE kind = 'canary-step' ORDER BY id DESC LIMIT 1")" t "its requests counted"
 	assert_eq "$(dep_json | json '{v["version"]: v["weight"] for v in j["versions"] if v["state"] == "serving"}')" '{"0.0.1": 100}' "traffic as before"

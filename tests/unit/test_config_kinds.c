@@ -364,6 +364,40 @@ static void test_config__production_model_inference(void **state)
 		      "-, starting with a letter or digit", NULL);
 }
 
+/* A canary written Flagger's way: step_weight up to max_weight then 100, min_success_rate, threshold. */
+static void test_config__canary_flagger_knobs(void **state)
+{
+	json_t *spec, *cn;
+	char *steps;
+
+	(void)state;
+	spec = parse_ok("name: x\n"
+			"steps:\n"
+			"  - {name: r, kind: register, model: m}\n"
+			"  - name: d\n"
+			"    kind: deploy\n"
+			"    needs: [r]\n"
+			"    model: m\n"
+			"    serve: [serve.sh]\n"
+			"    canary: {step_weight: 20, max_weight: 60, min_success_rate: 99%, threshold: 3, interval: 1s}\n");
+	cn = json_object_get(json_array_get(json_object_get(spec, "steps"), 1), "canary");
+	steps = json_dumps(json_object_get(cn, "steps"), JSON_COMPACT);
+	assert_string_equal(steps, "[20,40,60,100]");
+	free(steps);
+	assert_true(json_number_value(json_object_get(cn, "max_error_rate")) > 0.0099 &&
+		    json_number_value(json_object_get(cn, "max_error_rate")) < 0.0101);
+	assert_int_equal(json_integer_value(json_object_get(cn, "threshold")), 3);
+	json_decref(spec);
+	expect_errors("name: x\n"
+		      "steps:\n"
+		      "  - {name: r, kind: register, model: m}\n"
+		      "  - {name: d, kind: deploy, needs: [r], model: m, serve: [s], canary: {steps: [50, 100], step_weight: 10}}\n"
+		      "  - {name: e, kind: deploy, needs: [r], model: m, serve: [s], canary: {threshold: 0, min_success_rate: 120%}}\n",
+		      "w.yaml:4:103: canary: give steps or step_weight (with max_weight), not both",
+		      "w.yaml:5:83: canary.threshold: \"0\" is not an integer from 1 to 20",
+		      "w.yaml:5:104: canary.min_success_rate: \"120%\" is not a percentage (e.g. 99%)", NULL);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -376,6 +410,7 @@ int main(void)
 		cmocka_unit_test(test_config__gate_entries),
 		cmocka_unit_test(test_config__kind_templates),
 		cmocka_unit_test(test_config__production_model_inference),
+		cmocka_unit_test(test_config__canary_flagger_knobs),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
