@@ -122,6 +122,59 @@ out:
 	return status;
 }
 
+/*
+ * `ferry deployments get`'s rest: per version HAProxy's counters (requests,
+ * 5xx, mean time) and its load test, then the last events.
+ */
+static void print_details(const json_t *d)
+{
+	const json_t *stats = json_object_get(json_object_get(d, "stats"), "versions"), *v, *e;
+	const json_t *events = json_object_get(d, "events");
+	size_t i, n = json_array_size(events);
+
+	printf("     %-10s %10s %8s %10s  %s\n", "VERSION", "REQUESTS", "5XX", "MEAN MS", "LOAD TEST");
+	json_array_foreach(json_object_get(d, "versions"), i, v) {
+		const char *ver = jstr(v, "version", "?");
+		const json_t *st = json_object_get(stats, ver), *lt = json_object_get(v, "load_test"), *lv;
+		char lts[160] = "-";
+		size_t j;
+		if (strcmp(jstr(v, "state", ""), "retired") == 0)
+			continue;
+		if (json_is_object(lt)) {
+			/* the worst level's p99 and the verdict */
+			double worst = -1;
+			int64_t conc = 0, errs = 0;
+			json_array_foreach(json_object_get(lt, "levels"), j, lv) {
+				errs += json_integer_value(json_object_get(lv, "errors"));
+				if (json_number_value(json_object_get(lv, "p99_ms")) > worst) {
+					worst = json_number_value(json_object_get(lv, "p99_ms"));
+					conc = json_integer_value(json_object_get(lv, "concurrency"));
+				}
+			}
+			snprintf(lts, sizeof(lts), "%zu levels, worst p99 %.1f ms at concurrency %lld, %lld errors",
+				 json_array_size(json_object_get(lt, "levels")), worst, (long long)conc, (long long)errs);
+		}
+		if (st)
+			printf("     %-10s %10lld %8lld %10.1f  %s\n", ver,
+			       (long long)json_integer_value(json_object_get(st, "requests")),
+			       (long long)json_integer_value(json_object_get(st, "errors_5xx")),
+			       json_number_value(json_object_get(st, "rtime_ms")), lts);
+		else
+			printf("     %-10s %10s %8s %10s  %s\n", ver, "-", "-", "-", lts);
+	}
+	if (n > 0) {
+		printf("     last events:\n");
+		for (i = n > 8 ? n - 8 : 0; i < n; i++) {
+			char *det;
+			e = json_array_get(events, i);
+			det = json_dumps(json_object_get(e, "detail"), JSON_COMPACT);
+			printf("       %s  %-22s %-20s %.100s\n", jstr(e, "at", "?"), jstr(e, "kind", "?"), jstr(e, "actor", "?"),
+			       det ? det : "");
+			free(det);
+		}
+	}
+}
+
 int cmd_deployments(const struct ctx *x, int argc, char **argv)
 {
 	ferry_client *c = NULL;
@@ -231,6 +284,8 @@ int cmd_deployments(const struct ctx *x, int argc, char **argv)
 			print_one(d);
 	} else {
 		print_one(answer);
+		if (k == 1)
+			print_details(answer);
 	}
 out:
 	free(path), free(text);

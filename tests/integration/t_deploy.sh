@@ -125,6 +125,13 @@ test_deploy_first_version_then_split_80_20() {
 	assert_match "$out" "^0.0.1 500" "all to version 0.0.1"
 	# the change is an event with its actor
 	assert_match "$(dep_json | json '[e for e in j["events"] if e["kind"] == "traffic"][-1]["actor"]')" "^admin \\(as tester\\)$" "the actor"
+	# ferry deployments get: headed tables, per-version counters, the last events (on 33ed911: no headers, no events)
+	out=$(ferry deployments get 1)
+	assert_match "$out" 'VERSION +SHARE +STATE +REPLICAS' "the versions' header"
+	assert_match "$out" 'VERSION +REQUESTS +5XX +MEAN MS +LOAD TEST' "the counters' header"
+	assert_match "$out" '0.0.1 +[0-9]{3,} +0 ' "0.0.1's requests from HAProxy"
+	assert_match "$out" 'last events:' "the events"
+	assert_match "$out" 'traffic +admin \(as tester\)' "who moved the traffic"
 	# what the deploy did, in its step's log (on 33ed911 that log was empty)
 	out=$(ferry logs "$id2" deploy)
 	assert_match "$out" 'replica 1 started on port [0-9]+' "the replica's start"
