@@ -332,6 +332,8 @@ const struct api_route api_routes[] = {
 	{"GET", "/api/v1/models/{name}", VIEWER, 0, NULL, api_model_get, NULL, NULL},
 	{"PATCH", "/api/v1/models/{name}", DEPLOYER, 0, NULL, api_model_patch, NULL, "description tags"},
 	{"GET", "/api/v1/models/{name}/versions", VIEWER, 0, NULL, api_model_versions, "tag", NULL},
+	{"POST", "/api/v1/models/{name}/versions", DEPLOYER, 0, NULL, api_model_register, NULL,
+	 "path alias version metrics params description tags"},
 	{"PATCH", "/api/v1/models/{name}/versions/{version}", DEPLOYER, 0, NULL, api_model_version_patch, NULL,
 	 "description tags archived"},
 	{"GET", "/api/v1/models/{name}/versions/{version}", VIEWER, 0, NULL, api_model_version, NULL, NULL},

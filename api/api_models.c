@@ -10,6 +10,7 @@
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -17,6 +18,8 @@
 #include <unistd.h>
 
 #include "api/api_priv.h"
+#include "exec/exec.h"
+#include "steps/registry.h"
 #include "store/store.h"
 #include "lib/util.h"
 
@@ -335,4 +338,116 @@ out:
 	free(text), free(store), free(fpath);
 	json_decref(manifest);
 	json_decref(v);
+}
+
+/*
+ * POST /models/{name}/versions {"path", "alias", "version", "metrics",
+ * "params", "description", "tags"}: registers a version outside a
+ * pipeline (MLflow's register_model): the file or directory at path on
+ * this machine — an absolute path the job user could read, inside
+ * FERRY_ALLOWED_ROOTS when set, never Ferry's own files — stored
+ * content-addressed like a register step's, no run in its lineage. An alias
+ * that follows a deployment's traffic is refused, as for a step.
+ */
+void api_model_register(struct api *a, struct reply *r, PGconn *db, struct req *q)
+{
+	json_t *body = body_object(r, q), *aliases = NULL, *metrics, *params, *v, *vjson = NULL;
+	const char *path = NULL, *bump = NULL, *desc = NULL, *base, *home = a->home ? a->home : ".ferry";
+	struct registry_artifact art = {0};
+	struct store_model_reg reg = {0};
+	char real[PATH_MAX], *actor = NULL, *version = NULL, *json = NULL, *homereal = NULL;
+	int created = 0, error;
+	size_t i;
+
+	if (body == NULL)
+		return;
+	if (opt_string(&path, r, body, "path") < 0 || opt_string(&bump, r, body, "version") < 0 ||
+	    opt_string(&desc, r, body, "description") < 0)
+		goto out;
+	if (path == NULL || path[0] != '/') {
+		reply_error(r, 400, "invalid_field", "path", "field \"path\" (an absolute path on the daemon's machine) "
+			    "is required", NULL);
+		goto out;
+	}
+	if (bump && strcmp(bump, "patch") != 0 && strcmp(bump, "minor") != 0 && strcmp(bump, "major") != 0) {
+		reply_error(r, 400, "invalid_field", "version", "version must be patch, minor or major (the bump)", NULL);
+		goto out;
+	}
+	metrics = json_object_get(body, "metrics");
+	params = json_object_get(body, "params");
+	if ((metrics && !json_is_object(metrics)) || (params && !json_is_object(params))) {
+		reply_error(r, 400, "invalid_field", metrics && !json_is_object(metrics) ? "metrics" : "params",
+			    "metrics and params are objects", NULL);
+		goto out;
+	}
+	v = json_object_get(body, "alias");
+	aliases = json_is_string(v) ? json_pack("[O]", v) : json_is_array(v) ? json_incref(v) : json_array();
+	if (v && !json_is_string(v) && !json_is_array(v)) {
+		reply_error(r, 400, "invalid_field", "alias", "alias is a name or a list of names", NULL);
+		goto out;
+	}
+	json_array_foreach(aliases, i, v) {
+		char *dep = NULL;
+		if (!json_is_string(v)) {
+			reply_error(r, 400, "invalid_field", "alias", "alias is a name or a list of names", NULL);
+			goto out;
+		}
+		if ((error = store_alias_bound(&dep, db, q->caps[0], json_string_value(v))) < 0) {
+			reply_store_error(r, error);
+			goto out;
+		}
+		if (dep) {
+			char *msg = xasprintf("alias %s of model %s follows the traffic of deployment %s: register with "
+					      "another alias, such as candidate", json_string_value(v), q->caps[0], dep);
+			reply_error(r, 409, "conflict", "alias", msg, NULL);
+			free(msg), free(dep);
+			goto out;
+		}
+	}
+	/* what a job could read, and never Ferry's own files (its database, tokens, keys, artifacts) */
+	homereal = realpath(home, NULL);
+	if (realpath(path, real) == NULL) {
+		char *msg = xasprintf("path %s: %s", path, strerror(errno));
+		reply_error(r, errno == ENOENT ? 404 : 400, errno == ENOENT ? "not_found" : "invalid_field", "path", msg,
+			    NULL);
+		free(msg);
+		goto out;
+	}
+	if ((homereal && path_within(real, homereal)) || !exec_user_may_read(real, "path", NULL, NULL)) {
+		if (homereal && path_within(real, homereal))
+			ferry_error_set("path %s is inside Ferry's home: register a file of yours", real);
+		reply_error(r, 400, "invalid_field", "path", ferry_error_last(), NULL);
+		goto out;
+	}
+	if ((error = registry_artifact_put(&art, home, real)) < 0) {
+		reply_store_error(r, error);
+		goto out;
+	}
+	actor = actor_of(q);
+	base = strrchr(real, '/') + 1;
+	reg = (struct store_model_reg){
+		.model = q->caps[0], .bump = bump ? bump : "patch", .sha256 = art.sha256, .kind = art.kind,
+		.bytes = art.bytes, .path = art.path, .name = *base ? base : "artifact", .source = real,
+		.metrics = metrics, .params = params, .aliases = aliases, .actor = actor,
+	};
+	if ((error = store_model_register(&version, &created, &vjson, db, &reg)) < 0) {
+		if (error == FERRY_EINVALID)
+			reply_error(r, 400, "invalid_field", "alias", ferry_error_last(), NULL);
+		else
+			reply_store_error(r, error);
+		goto out;
+	}
+	if ((desc || json_object_get(body, "tags")) &&
+	    store_model_edit(&json, db, q->caps[0], version, desc, json_object_get(body, "tags"), -1, actor) == 0) {
+		reply_json(r, 201, json);
+		json = NULL;
+	} else {
+		reply_json(r, 201, json_dumps(vjson, JSON_COMPACT));
+	}
+	flog_info("model %s %s registered from %s by %s", q->caps[0], version, real, actor);
+out:
+	registry_artifact_dispose(&art);
+	free(actor), free(version), free(json), free(homereal);
+	json_decref(aliases), json_decref(vjson);
+	json_decref(body);
 }

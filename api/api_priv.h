@@ -271,6 +271,8 @@ int opt_bool(int *out, struct reply *r, json_t *body, const char *field);
 api_handler api_models_list, api_model_get, api_model_versions, api_model_version, api_model_alias_put;
 /* description, tags, archived (PATCH); an alias removed (DELETE) */
 api_handler api_model_patch, api_model_version_patch, api_model_alias_delete;
+/* a version registered from a path on this machine, outside a pipeline (POST …/versions) */
+api_handler api_model_register;
 /*
  * GET /models/{name}/versions/{version}/artifact[?path=P]: a file
  * artifact's bytes; a directory's manifest (JSON: format, files[] with

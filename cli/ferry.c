@@ -825,7 +825,8 @@ static const struct command commands[] = {
 	 "       ferry models compare NAME VERSION|ALIAS VERSION|ALIAS\n"
 	 "       ferry models tag NAME [VERSION] KEY=VALUE... (KEY= removes)\n"
 	 "       ferry models describe NAME [VERSION] TEXT\n"
-	 "       ferry models archive|restore NAME VERSION",
+	 "       ferry models archive|restore NAME VERSION\n"
+	 "       ferry models register NAME PATH [--alias A]... [--version patch|minor|major] [--description TEXT]",
 	 "Subcommands:\n"
 	 "  list        models with their number of versions, latest version and aliases\n"
 	 "  versions    a model's versions, newest first, with aliases, run and metrics\n"
@@ -838,6 +839,8 @@ static const struct command commands[] = {
 	 "  tag         set tags on the model or a version (KEY= removes one); versions\n"
 	 "              --tag KEY=VALUE lists those that carry it\n"
 	 "  describe    a description of the model or a version (\"\" clears it)\n"
+	 "  register    a version from a file or directory on this machine, outside a\n"
+	 "              pipeline (stored content-addressed; no run in its lineage)\n"
 	 "  archive     keep a version but never deploy or alias it (refused while it\n"
 	 "              serves or an alias points at it); restore undoes it\n"
 	 "  download    the version's artifact into DIR (created when missing): a file as\n"

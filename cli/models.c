@@ -562,6 +562,47 @@ static int models_edit(const struct ctx *x, int argc, char **argv)
 			return usage_error(x, "models compare takes NAME VERSION|ALIAS VERSION|ALIAS");
 	} else if (strcmp(sub, "alias") == 0 && n == 3 && strcmp(ops[2], "--delete") == 0) {
 		method = "DELETE";
+	} else if (strcmp(sub, "register") == 0) {
+		/* NAME PATH [--alias A]... [--version patch|minor|major] [--description TEXT] */
+		const char *name = NULL, *src = NULL;
+		char real[PATH_MAX];
+		body = json_pack("{s:[]}", "alias");
+		for (int i = 0; i < n; i++) {
+			if ((strcmp(ops[i], "--alias") == 0 || strcmp(ops[i], "--version") == 0 ||
+			     strcmp(ops[i], "--description") == 0) && i + 1 < n) {
+				if (ops[i][2] == 'a')
+					json_array_append_new(json_object_get(body, "alias"), json_string(ops[i + 1]));
+				else
+					json_object_set_new(body, ops[i] + 2, json_string(ops[i + 1]));
+				i++;
+			} else if (ops[i][0] == '-') {
+				json_decref(body);
+				return usage_error(x, "models register: unexpected '%s'", ops[i]);
+			} else if (name == NULL) {
+				name = ops[i];
+			} else if (src == NULL) {
+				src = ops[i];
+			} else {
+				json_decref(body);
+				return usage_error(x, "models register takes NAME PATH [--alias A]... [--version patch|minor|major] "
+						      "[--description TEXT]");
+			}
+		}
+		if (name == NULL || src == NULL) {
+			json_decref(body);
+			return usage_error(x, "models register takes NAME PATH [--alias A]... [--version patch|minor|major] "
+					      "[--description TEXT]");
+		}
+		/* the daemon reads it on this machine: an absolute path */
+		if (realpath(src, real) == NULL) {
+			fprintf(stderr, "ferry: models register: %s: %s\n", src, strerror(errno));
+			json_decref(body);
+			return FX_FAIL;
+		}
+		json_object_set_new(body, "path", json_string(real));
+		method = "POST";
+		ops[0] = (char *)name;
+		n = -1;
 	} else {
 		return -1;
 	}
@@ -575,6 +616,8 @@ static int models_edit(const struct ctx *x, int argc, char **argv)
 	if (strcmp(method, "DELETE") == 0) {
 		e2 = client_escape(ops[1]);
 		path = xasprintf("/models/%s/aliases/%s", e1, e2);
+	} else if (strcmp(method, "POST") == 0) {
+		path = xasprintf("/models/%s/versions", e1);
 	} else if (n == 2) {
 		e2 = client_escape(ops[1]);
 		path = xasprintf("/models/%s/versions/%s", e1, e2);
@@ -589,6 +632,8 @@ static int models_edit(const struct ctx *x, int argc, char **argv)
 	status = FX_OK;
 	if (strcmp(method, "DELETE") == 0)
 		printf("%s: alias %s removed\n", ops[0], ops[1]);
+	else if (strcmp(method, "POST") == 0)
+		print_version(x, answer);
 	else if (n == 2)
 		print_version(x, answer);
 	else

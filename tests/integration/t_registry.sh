@@ -450,7 +450,24 @@ Y
 	assert_eq "$CODE" 404 "an alias that is not there"
 	api PATCH /api/v1/models/mt '{"archived": true}'
 	assert_eq "$(echo "$BODY" | json 'j["error"]["field"]')" archived "archived is a version's"
+	# a version registered outside a pipeline: a file of the user's, never one of Ferry's or one a job could not read
+	d=$(mktemp -d /tmp/ferry-reg.XXXXXX); chmod 755 "$d"
+	echo "hand-made weights" >"$d/mt.bin"; chmod 644 "$d/mt.bin"
+	out=$(ferry models register mt "$d/mt.bin" --alias staging --description "made by hand" --version minor) ||
+		fail "models register: $out"
+	assert_match "$out" 'Version: +0.1.0' "a minor bump"
+	assert_match "$out" 'Aliases: +staging' "its alias"
+	assert_match "$out" 'About: +made by hand' "its description"
+	assert_eq "$(sql "SELECT run_id IS NULL AND source = '$d/mt.bin' FROM model_versions WHERE version = '0.1.0'")" t "no run, its source"
+	rm -rf "$d"
+	api POST /api/v1/models/mt/versions "{\"path\": \"$FERRY_HOME/ferryd-a.log\"}"
+	assert_eq "$CODE" 400 "Ferry's own file: $BODY"
+	assert_match "$BODY" "inside Ferry's home" "says why"
+	api POST /api/v1/models/mt/versions '{"path": "/etc/shadow"}'
+	assert_eq "$(echo "$BODY" | json 'j["error"]["field"]')" path "a file the job user cannot read: $BODY"
+	api POST /api/v1/models/mt/versions '{"path": "relative.bin"}'
+	assert_eq "$CODE" 400 "a relative path"
 	api GET /api/v1/models/mt
 	assert_eq "$(echo "$BODY" | json '[e["kind"] for e in j["events"] if e["kind"] not in ("version.registered", "alias.set", "alias.moved")]')" \
-		'["model.edited", "model.edited", "version.edited", "version.edited", "version.edited", "alias.deleted", "version.archived", "version.restored"]' "each change an event"
+		'["model.edited", "model.edited", "version.edited", "version.edited", "version.edited", "alias.deleted", "version.archived", "version.restored", "version.edited"]' "each change an event (the last: the registered version's description)"
 }
