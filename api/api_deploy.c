@@ -17,6 +17,7 @@
 
 #include "api/api_priv.h"
 #include "plan/deploy.h"
+#include "deploy/hap_log.h"
 #include "deploy/reconcile.h"
 #include "deploy/replicas.h"
 #include "store/store.h"
@@ -49,13 +50,39 @@ void api_deployments_list(struct api *a, struct reply *r, PGconn *db, struct req
 	deployments_free(list, n);
 }
 
-/* d as GET answers it: with its events. */
+/*
+ * The proxy's per-request log over the last LIVE_WINDOW_S seconds, per
+ * version (hap_log.h): {"VERSION": {"requests", "rps", "error_rate",
+ * "p50_ms", "p90_ms", "p99_ms"}, …, "window_s"}; a version with no request
+ * in the window is absent. Empty on a daemon that does not run HAProxy.
+ */
+#define LIVE_WINDOW_S 60
+static json_t *live_json(const struct deployment *d)
+{
+	json_t *live = json_object();
+
+	json_object_set_new(live, "window_s", json_integer(LIVE_WINDOW_S));
+	for (size_t i = 0; i < d->nversions; i++) {
+		struct hap_live l;
+		if (hap_log_window(d->name, d->versions[i].ord, LIVE_WINDOW_S, &l) < 0)
+			continue;
+		json_object_set_new(live, d->versions[i].version,
+				    json_pack("{s:I, s:f, s:f, s:f, s:f, s:f}", "requests", (json_int_t)l.requests, "rps",
+					      (double)l.requests / l.seconds, "error_rate",
+					      (double)l.errors_5xx / (double)l.requests, "p50_ms", l.p50_ms, "p90_ms",
+					      l.p90_ms, "p99_ms", l.p99_ms));
+	}
+	return live;
+}
+
+/* d as GET answers it: with its events and the live figures of its versions. */
 static json_t *one_json(PGconn *db, const struct deployment *d)
 {
 	json_t *j = deployment_to_json(d), *ev = NULL;
 
 	if (store_deploy_events(db, d->id, EVENTS_SHOWN, &ev) == 0)
 		json_object_set_new(j, "events", ev);
+	json_object_set_new(j, "live", live_json(d));
 	return j;
 }
 

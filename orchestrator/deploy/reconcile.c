@@ -9,6 +9,7 @@
 
 #include "plan/deploy.h"
 #include "deploy/haproxy.h"
+#include "deploy/hap_log.h"
 #include "deploy/replicas.h"
 #include "store/store_deploy.h"
 #include "lib/util.h"
@@ -37,6 +38,9 @@ static struct hap *hap_for(const char *home)
 		if (hap_open(&hap, dir) < 0) {
 			flog_error("HAProxy in %s: %s", dir, ferry_error_last());
 			hap = NULL;
+		} else if (hap_log_start(dir) < 0) {
+			/* the traffic still flows; only the live percentiles are missing */
+			flog_warn("%s", ferry_error_last());
 		}
 		free(dir);
 	}

@@ -1,0 +1,248 @@
+/*
+ * hap_log — see hap_log.h. One table of up to HAP_LOG_KEYS (frontend,
+ * version) rings under one mutex; a slot is reused when its second comes
+ * round again (its second is stored with it, so a stale slot counts for
+ * nothing). A histogram bucket b holds times in [lo(b), lo(b+1)): 1 ms
+ * steps below 100 ms, then steps of 5%, so a percentile is within 5% (or
+ * 1 ms) of the exact one; it answers with the bucket's middle.
+ */
+#include "deploy/hap_log.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <math.h>
+#include <poll.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "lib/util.h"
+
+#define HAP_LOG_KEYS 64
+#define LINEAR_MS 100
+#define GROWTH 1.05
+#define NBUCKETS 300 /* 100 linear + 200 × 5% reaches past 1.7 × 10^6 ms */
+
+struct slot {
+	int64_t second;
+	uint32_t requests, errors;
+	uint32_t hist[NBUCKETS];
+};
+
+struct key {
+	char frontend[64];
+	int ord;
+	struct slot slots[HAP_LOG_SLOTS];
+};
+
+static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
+static struct key *keys[HAP_LOG_KEYS];
+static int nkeys;
+static atomic_uint_fast64_t nlines, nbad;
+
+static pthread_t reader;
+static int running, sockfd = -1, wake[2] = {-1, -1};
+static char *sockpath;
+
+static int bucket_of(double ms)
+{
+	int b;
+
+	if (ms < 0)
+		ms = 0;
+	if (ms < LINEAR_MS)
+		return (int)ms;
+	b = LINEAR_MS + (int)(log(ms / LINEAR_MS) / log(GROWTH));
+	return b < NBUCKETS ? b : NBUCKETS - 1;
+}
+
+/* The lower bound of bucket b, in ms. */
+static double bucket_lo(int b)
+{
+	return b < LINEAR_MS ? (double)b : LINEAR_MS * pow(GROWTH, b - LINEAR_MS);
+}
+
+/* The key of (frontend, ord), made when create; NULL when absent or the table is full. Under mu. */
+static struct key *key_of(const char *frontend, int ord, int create)
+{
+	for (int i = 0; i < nkeys; i++)
+		if (keys[i]->ord == ord && strcmp(keys[i]->frontend, frontend) == 0)
+			return keys[i];
+	if (!create || nkeys == HAP_LOG_KEYS || strlen(frontend) >= sizeof(keys[0]->frontend))
+		return NULL;
+	keys[nkeys] = xcalloc(1, sizeof(struct key));
+	snprintf(keys[nkeys]->frontend, sizeof(keys[nkeys]->frontend), "%s", frontend);
+	keys[nkeys]->ord = ord;
+	return keys[nkeys++];
+}
+
+void hap_log_feed(const char *line, int64_t now_s)
+{
+	char frontend[64], server[64];
+	int status, ord, idx;
+	double ta;
+	struct key *k;
+	struct slot *s;
+
+	atomic_fetch_add(&nlines, 1);
+	/* "FRONTEND SERVER STATUS TA"; a request that reached no server names <NOSRV> */
+	if (sscanf(line, "%63s %63s %d %lf", frontend, server, &status, &ta) != 4 ||
+	    sscanf(server, "v%d-r%d", &ord, &idx) != 2 || ord < 1) {
+		atomic_fetch_add(&nbad, 1);
+		return;
+	}
+	pthread_mutex_lock(&mu);
+	if ((k = key_of(frontend, ord, 1)) != NULL) {
+		s = &k->slots[now_s % HAP_LOG_SLOTS];
+		if (s->second != now_s) {
+			memset(s, 0, sizeof(*s));
+			s->second = now_s;
+		}
+		s->requests++;
+		s->errors += status >= 500;
+		s->hist[bucket_of(ta)]++;
+	}
+	pthread_mutex_unlock(&mu);
+}
+
+/* The time (ms) at quantile q of hist (total n): the middle of its bucket. */
+static double quantile(const uint64_t *hist, uint64_t n, double q)
+{
+	uint64_t rank = (uint64_t)ceil(q * (double)n), seen = 0;
+
+	if (rank == 0)
+		rank = 1;
+	for (int b = 0; b < NBUCKETS; b++) {
+		seen += hist[b];
+		if (seen >= rank)
+			return b < LINEAR_MS ? (double)b + 0.5 : (bucket_lo(b) + bucket_lo(b + 1)) / 2;
+	}
+	return -1;
+}
+
+int hap_log_window(const char *frontend, int ord, int secs, struct hap_live *out)
+{
+	uint64_t hist[NBUCKETS] = {0};
+	int64_t now = (int64_t)time(NULL);
+	struct key *k;
+
+	memset(out, 0, sizeof(*out));
+	out->p50_ms = out->p90_ms = out->p99_ms = -1;
+	if (secs < 1)
+		secs = 1;
+	if (secs > HAP_LOG_SLOTS)
+		secs = HAP_LOG_SLOTS;
+	out->seconds = secs;
+	pthread_mutex_lock(&mu);
+	if ((k = key_of(frontend, ord, 0)) != NULL) {
+		for (int i = 0; i < secs; i++) {
+			const struct slot *s = &k->slots[(now - i) % HAP_LOG_SLOTS];
+			if (s->second != now - i)
+				continue;
+			out->requests += s->requests;
+			out->errors_5xx += s->errors;
+			for (int b = 0; b < NBUCKETS; b++)
+				hist[b] += s->hist[b];
+		}
+	}
+	pthread_mutex_unlock(&mu);
+	if (out->requests == 0)
+		return FERRY_ENOTFOUND;
+	out->p50_ms = quantile(hist, (uint64_t)out->requests, 0.50);
+	out->p90_ms = quantile(hist, (uint64_t)out->requests, 0.90);
+	out->p99_ms = quantile(hist, (uint64_t)out->requests, 0.99);
+	return FERRY_OK;
+}
+
+void hap_log_counts(uint64_t *lines, uint64_t *bad)
+{
+	*lines = atomic_load(&nlines);
+	*bad = atomic_load(&nbad);
+}
+
+static void *reader_main(void *arg)
+{
+	struct pollfd p[2] = {{.fd = sockfd, .events = POLLIN}, {.fd = wake[0], .events = POLLIN}};
+	char buf[1024];
+
+	(void)arg;
+	for (;;) {
+		if (poll(p, 2, -1) < 0 && errno != EINTR)
+			break;
+		if (p[1].revents)
+			break;
+		if (p[0].revents & POLLIN) {
+			ssize_t n = recv(sockfd, buf, sizeof(buf) - 1, MSG_DONTWAIT);
+			if (n > 0) {
+				buf[n] = '\0';
+				buf[strcspn(buf, "\n")] = '\0';
+				hap_log_feed(buf, (int64_t)time(NULL));
+			}
+		}
+	}
+	return NULL;
+}
+
+int hap_log_start(const char *dir)
+{
+	struct sockaddr_un sa = {.sun_family = AF_UNIX};
+	char *path = xasprintf("%s/log.sock", dir);
+
+	if (running && sockpath && strcmp(sockpath, path) == 0) {
+		free(path);
+		return FERRY_OK;
+	}
+	hap_log_stop();
+	if (strlen(path) >= sizeof(sa.sun_path)) {
+		ferry_error_set("HAProxy's log socket %s: the path is too long for a unix socket", path);
+		free(path);
+		return FERRY_EINVALID;
+	}
+	strcpy(sa.sun_path, path);
+	unlink(path);
+	sockfd = socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+	if (sockfd < 0 || bind(sockfd, (struct sockaddr *)&sa, sizeof(sa)) < 0 || pipe2(wake, O_CLOEXEC) < 0) {
+		ferry_error_set("HAProxy's log socket %s: %s", path, strerror(errno));
+		if (sockfd >= 0)
+			close(sockfd);
+		sockfd = -1;
+		free(path);
+		return FERRY_ERROR;
+	}
+	{
+		/* room for a burst: lines that find it full are dropped by HAProxy, never waited for */
+		int sz = 4 << 20;
+		(void)setsockopt(sockfd, SOL_SOCKET, SO_RCVBUF, &sz, sizeof(sz));
+	}
+	if (pthread_create(&reader, NULL, reader_main, NULL) != 0) {
+		ferry_error_set("HAProxy's log reader: cannot start a thread");
+		close(sockfd), close(wake[0]), close(wake[1]);
+		sockfd = wake[0] = wake[1] = -1;
+		unlink(path);
+		free(path);
+		return FERRY_ERROR;
+	}
+	sockpath = path;
+	running = 1;
+	return FERRY_OK;
+}
+
+void hap_log_stop(void)
+{
+	if (!running)
+		return;
+	(void)!write(wake[1], "x", 1);
+	pthread_join(reader, NULL);
+	close(sockfd), close(wake[0]), close(wake[1]);
+	sockfd = wake[0] = wake[1] = -1;
+	unlink(sockpath);
+	free(sockpath);
+	sockpath = NULL;
+	running = 0;
+}

@@ -1,0 +1,53 @@
+/*
+ * hap_log — what each request through HAProxy took, per version, live.
+ *
+ * HAProxy sends one line per request ("FRONTEND SERVER STATUS TA_MS", the
+ * template's log-format, `format raw`) as a datagram to a unix socket in
+ * its directory; a thread of the daemon that runs HAProxy reads them and
+ * keeps, per frontend and version (the server name's vORD), the last
+ * HAP_LOG_SLOTS seconds as one slot a second: requests, 5xx answers and a
+ * log-linear histogram of the times (1 ms steps to 100 ms, then 5% steps),
+ * from which a window's p50/p90/p99 come. Sending costs the request path a
+ * sendto() on a datagram socket that never blocks HAProxy (a full buffer
+ * drops lines, counted), where HAProxy's own stats keep only a mean per
+ * server (hap_stats). Thread-safe; the request path is HAProxy's, never
+ * this code's.
+ */
+#ifndef FERRY_HAP_LOG_H
+#define FERRY_HAP_LOG_H
+
+#include <stdint.h>
+
+#define HAP_LOG_SLOTS 120 /* seconds of history kept per version */
+
+/* A window's figures for one version. */
+struct hap_live {
+	int64_t requests, errors_5xx;
+	double p50_ms, p90_ms, p99_ms; /* -1 when no request */
+	double seconds;                /* the window's length */
+};
+
+/*
+ * Starts reading the log socket DIR/log.sock (made anew; the template
+ * names it) on a thread of its own; again for the same dir does nothing.
+ * 0, or negative with the error set.
+ */
+int hap_log_start(const char *dir);
+
+/* Stops the thread and removes the socket (daemon exit). */
+void hap_log_stop(void);
+
+/*
+ * The last secs seconds (1..HAP_LOG_SLOTS, the current second included)
+ * of version ord of frontend: *out filled; 0, or FERRY_ENOTFOUND when no
+ * request of it was seen in that window or no log is read here.
+ */
+int hap_log_window(const char *frontend, int ord, int secs, struct hap_live *out);
+
+/* Lines read and lines that did not parse, since the start (metrics, tests). */
+void hap_log_counts(uint64_t *lines, uint64_t *bad);
+
+/* For the unit test: feeds one line as if HAProxy had sent it at unix second now_s. */
+void hap_log_feed(const char *line, int64_t now_s);
+
+#endif

@@ -1,0 +1,76 @@
+/*
+ * Unit tests for orchestrator/deploy/hap_log: the proxy's per-request lines
+ * turned into per-version windows — counts, 5xx, percentiles within the
+ * histogram's 5% (or 1 ms), seconds that age out, lines that do not parse.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <stdio.h>
+#include <time.h>
+
+#include "deploy/hap_log.h"
+#include "lib/util.h"
+
+static void feed_ms(const char *front, int ord, int status, double ms, int64_t at)
+{
+	char line[128];
+
+	snprintf(line, sizeof(line), "%s v%d-r1 %d %.0f", front, ord, status, ms);
+	hap_log_feed(line, at);
+}
+
+static void test_hap_log__percentiles_and_windows(void **state)
+{
+	int64_t now = (int64_t)time(NULL);
+	struct hap_live l;
+	uint64_t lines, bad;
+
+	(void)state;
+	/* 1,000 requests of version 1 now: 1..1000 ms; version 2 of the same frontend: 10 of 5xx */
+	for (int i = 1; i <= 1000; i++)
+		feed_ms("digits", 1, 200, i, now);
+	for (int i = 0; i < 10; i++)
+		feed_ms("digits", 2, i < 3 ? 503 : 200, 20, now);
+	assert_int_equal(hap_log_window("digits", 1, 1, &l), 0);
+	assert_int_equal(l.requests, 1000);
+	assert_int_equal(l.errors_5xx, 0);
+	/* the exact ones are 500, 900, 990 ms: within 5% */
+	assert_true(l.p50_ms > 475 && l.p50_ms < 525);
+	assert_true(l.p90_ms > 855 && l.p90_ms < 945);
+	assert_true(l.p99_ms > 940 && l.p99_ms < 1040);
+	assert_int_equal(hap_log_window("digits", 2, 1, &l), 0);
+	assert_int_equal(l.requests, 10);
+	assert_int_equal(l.errors_5xx, 3);
+	assert_true(l.p50_ms >= 20 && l.p50_ms < 21); /* 1 ms steps below 100 ms */
+	/* what came 30 s ago is in a 60 s window, not in a 10 s one */
+	feed_ms("old", 1, 200, 5, now - 30);
+	assert_int_equal(hap_log_window("old", 1, 10, &l), FERRY_ENOTFOUND);
+	assert_int_equal(hap_log_window("old", 1, 60, &l), 0);
+	assert_int_equal(l.requests, 1);
+	/* a slot from a lap ago counts for nothing (its second is another) */
+	feed_ms("lap", 1, 200, 5, now - HAP_LOG_SLOTS);
+	assert_int_equal(hap_log_window("lap", 1, HAP_LOG_SLOTS, &l), FERRY_ENOTFOUND);
+	/* unknown frontend or version; lines that do not parse are counted, not kept */
+	assert_int_equal(hap_log_window("digits", 9, 60, &l), FERRY_ENOTFOUND);
+	hap_log_counts(&lines, &bad);
+	hap_log_feed("digits <NOSRV> 503 0", now);
+	hap_log_feed("garbage", now);
+	{
+		uint64_t lines2, bad2;
+		hap_log_counts(&lines2, &bad2);
+		assert_int_equal(lines2 - lines, 2);
+		assert_int_equal(bad2 - bad, 2);
+	}
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_hap_log__percentiles_and_windows),
+	};
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
