@@ -178,11 +178,13 @@ static void *reader_main(void *arg)
 		if (p[1].revents)
 			break;
 		if (p[0].revents & POLLIN) {
-			ssize_t n = recv(sockfd, buf, sizeof(buf) - 1, MSG_DONTWAIT);
-			if (n > 0) {
+			/* every datagram waiting, then one poll again: a wake-up per burst, not per request */
+			int64_t now = (int64_t)time(NULL);
+			ssize_t n;
+			while ((n = recv(sockfd, buf, sizeof(buf) - 1, MSG_DONTWAIT)) > 0) {
 				buf[n] = '\0';
 				buf[strcspn(buf, "\n")] = '\0';
-				hap_log_feed(buf, (int64_t)time(NULL));
+				hap_log_feed(buf, now);
 			}
 		}
 	}
