@@ -82,23 +82,47 @@ static struct key *key_of(const char *frontend, int ord, int create)
 	return keys[nkeys++];
 }
 
+/* The next blank-separated word of *p into out (cap bytes); 0 when none or too long. */
+static int word(const char **p, char *out, size_t cap)
+{
+	size_t n;
+
+	*p += strspn(*p, " ");
+	n = strcspn(*p, " ");
+	if (n == 0 || n >= cap)
+		return 0;
+	memcpy(out, *p, n);
+	out[n] = '\0';
+	*p += n;
+	return 1;
+}
+
 void hap_log_feed(const char *line, int64_t now_s)
 {
-	char frontend[64], server[64];
-	int status, ord, idx;
+	char frontend[64], server[64], st[16], tas[32], *end;
+	const char *p = line;
+	int64_t status, ord, idx;
 	double ta;
 	struct key *k;
 	struct slot *s;
 
 	atomic_fetch_add(&nlines, 1);
-	/* "FRONTEND SERVER STATUS TA"; a request that reached no server names <NOSRV> */
-	if (sscanf(line, "%63s %63s %d %lf", frontend, server, &status, &ta) != 4 ||
-	    sscanf(server, "v%d-r%d", &ord, &idx) != 2 || ord < 1) {
+	/* "FRONTEND SERVER STATUS TA"; a request that reached no server names <NOSRV>, which is not counted */
+	if (!word(&p, frontend, sizeof(frontend)) || !word(&p, server, sizeof(server)) || !word(&p, st, sizeof(st)) ||
+	    !word(&p, tas, sizeof(tas)) || parse_int64(st, &status) < 0 || server[0] != 'v' ||
+	    (ta = strtod(tas, &end), end == tas || *end != '\0') || strchr(server, '-') == NULL ||
+	    strncmp(strchr(server, '-'), "-r", 2) != 0) {
+		atomic_fetch_add(&nbad, 1);
+		return;
+	}
+	*strchr(server, '-') = '\0';
+	if (parse_int64(server + 1, &ord) < 0 || ord < 1 || ord > 1000000 ||
+	    parse_int64(server + strlen(server) + 2, &idx) < 0) {
 		atomic_fetch_add(&nbad, 1);
 		return;
 	}
 	pthread_mutex_lock(&mu);
-	if ((k = key_of(frontend, ord, 1)) != NULL) {
+	if ((k = key_of(frontend, (int)ord, 1)) != NULL) {
 		s = &k->slots[now_s % HAP_LOG_SLOTS];
 		if (s->second != now_s) {
 			memset(s, 0, sizeof(*s));
@@ -106,6 +130,7 @@ void hap_log_feed(const char *line, int64_t now_s)
 		}
 		s->requests++;
 		s->errors += status >= 500;
+		(void)idx;
 		s->hist[bucket_of(ta)]++;
 	}
 	pthread_mutex_unlock(&mu);
@@ -206,7 +231,7 @@ int hap_log_start(const char *dir)
 		free(path);
 		return FERRY_EINVALID;
 	}
-	strcpy(sa.sun_path, path);
+	memcpy(sa.sun_path, path, strlen(path) + 1);
 	unlink(path);
 	sockfd = socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0);
 	if (sockfd < 0 || bind(sockfd, (struct sockaddr *)&sa, sizeof(sa)) < 0 || pipe2(wake, O_CLOEXEC) < 0) {
