@@ -48,6 +48,12 @@ ${2:-}
 Y
 }
 
+# double_model FILE: the workflow's train step writes a stand-in model instead of training one (for
+# versions a test double serves: the model is not under test, and scikit-learn's training costs CPU)
+double_model() {
+	sed -i "s|command: \[/usr/bin/python3, $ROOT/workflows/digits/train.py, .*\]|command: [sh, -c, 'echo weights >\"\$FERRY_OUTPUT_DIR/model.bin\"']|" "$1"
+}
+
 dep_json() { api GET /api/v1/deployments/1; [ "$CODE" = 200 ] || fail "GET /deployments/1: $CODE $BODY"; echo "$BODY"; }
 front_port() { dep_json | json 'j["port"]'; }
 
@@ -342,6 +348,7 @@ PY
 	# Flagger's knobs: step_weight/max_weight for the steps, min_success_rate, threshold 2: one failed check is judged again
 	f=$(deploy_wf 100 "    canary: {step_weight: 50, max_weight: 50, interval: 1s, min_success_rate: 95%, min_requests: 5, threshold: 2, traffic: {rate: 40/s}}")
 	sed -i "s|serve: .*|serve: [/usr/bin/python3, $FERRY_HOME/double_serve.py, bad]|" "$f"
+	double_model "$f"
 	id2=$(submit "$f" '{"C": "5"}')
 	wait_run "$id2" failed 60
 	assert_match "$(step_col "$id2" deploy reason)" "canary at 50%: digits 0.0.2 answered 5xx to" "rolled back on its own requests"
@@ -352,6 +359,7 @@ PY
 	assert_eq "$(dep_json | json '{v["version"]: v["weight"] for v in j["versions"] if v["state"] == "serving"}')" '{"0.0.1": 100}' "traffic as before"
 	f=$(deploy_wf 100 "$canary")
 	sed -i "s|serve: .*|serve: [/usr/bin/python3, $FERRY_HOME/double_serve.py, good]|" "$f"
+	double_model "$f"
 	id3=$(submit "$f" '{"C": "6"}')
 	wait_run "$id3" succeeded 60
 	assert_eq "$(dep_json | json '{v["version"]: v["weight"] for v in j["versions"] if v["state"] == "serving"}')" '{"0.0.1": 0, "0.0.3": 100}' "promoted"
@@ -362,6 +370,7 @@ PY
 	f=$(deploy_wf 100 "    deployment: lonely
     canary: {steps: [50, 100], interval: 300ms, min_requests: 5}")
 	sed -i "s|serve: .*|serve: [/usr/bin/python3, $FERRY_HOME/double_serve.py, good]|" "$f"
+	double_model "$f"
 	id4=$(submit "$f" '{"C": "7"}')
 	wait_run "$id4" failed 60
 	assert_match "$(step_col "$id4" deploy reason)" 'only 0 requests reached digits 0.0.4 .*send traffic to http://127.0.0.1:[0-9]+, or let the step send the sample itself \(canary: \{traffic: \{rate: 20/s\}\}\)' "the way out"
@@ -395,6 +404,7 @@ S(("127.0.0.1", int(os.environ["FERRY_PORT"])), H).serve_forever()
 PY
 	f=$(deploy_wf 100)
 	sed -i "s|serve: .*|serve: [/usr/bin/python3, $FERRY_HOME/slow_double.py]|" "$f"
+	double_model "$f"
 	id=$(submit "$f")
 	wait_run "$id" succeeded 60
 	client=$(python3 - "$(front_port)" "$ROOT/workflows/digits/sample.json" <<'PY'
@@ -425,6 +435,7 @@ sys.exit(0 if ok else 1)" "$live" "$c50" "$c90" "$c99" ||
 	# a canary judged on those live percentiles: its own traffic through the proxy, the version 50 ms slow, 30 ms allowed
 	f=$(deploy_wf 100 "    canary: {steps: [50, 100], interval: 1s, max_p99_ms: 30, min_requests: 5, traffic: {rate: 30/s}}")
 	sed -i "s|serve: .*|serve: [/usr/bin/python3, $FERRY_HOME/slow_double.py]|" "$f"
+	double_model "$f"
 	id2=$(submit "$f" '{"C": "5"}')
 	wait_run "$id2" failed 60
 	assert_match "$(step_col "$id2" deploy reason)" 'canary at 50%: digits 0.0.2 answered with a p99 of [0-9.]+ ms \(limit 30 ms\); rolled back' "rolled back"
@@ -603,6 +614,7 @@ S(("127.0.0.1", int(os.environ["FERRY_PORT"])), H).serve_forever()
 PY
 	f=$(deploy_wf 100 "    canary: {steps: [30, 100], interval: 1s, max_error_rate: 5%, min_requests: 5}")
 	sed -i "s|serve: .*|serve: [/usr/bin/python3, $FERRY_HOME/bad_serve.py]|" "$f"
+	double_model "$f"
 	python3 - "$(front_port)" "$ROOT/workflows/digits/sample.json" "$FERRY_HOME/load.out" <<'PY' &
 import http.client, sys, time
 port, sample = int(sys.argv[1]), open(sys.argv[2]).read()
@@ -770,6 +782,7 @@ S(("127.0.0.1", int(os.environ["FERRY_PORT"])), H).serve_forever()
 PY
 	f=$(deploy_wf 100 "    canary: {steps: [50, 100], interval: 1s, max_p99_ms: 200, min_requests: 0}")
 	sed -i "s|serve: .*|serve: [/usr/bin/python3, $FERRY_HOME/slow_serve.py]|" "$f"
+	double_model "$f"
 	id2=$(submit "$f" '{"C": "5"}')
 	wait_run "$id2" failed 60
 	assert_match "$(step_col "$id2" deploy reason)" "canary at 50%: digits 0.0.2 answered with a p99 of [0-9.]+ ms \(limit 200 ms\); rolled back" "the reason"
