@@ -44,7 +44,7 @@ void hap_log_stop(void);
  */
 int hap_log_window(const char *frontend, int ord, int secs, struct hap_live *out);
 
-/* Lines read and lines that did not parse, since the start (metrics, tests). */
+/* Lines read and lines that did not parse, since the start (the unit test reads them; not in /metrics yet). */
 void hap_log_counts(uint64_t *lines, uint64_t *bad);
 
 /* For the unit test: feeds one line as if HAProxy had sent it at unix second now_s. */

@@ -8,12 +8,44 @@
  */
 #include "runs/runs.h"
 
+#include <stdarg.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "plan/plan.h"
 #include "store/store.h"
 #include "lib/util.h"
+
+/* Whether plan's step i will run here (not left out of a dev subset, not reused). */
+static int step_runs(const struct run_plan *plan, size_t i)
+{
+	return plan->steps[i].state != STEP_SKIPPED && plan->steps[i].state != STEP_SUCCEEDED;
+}
+
+/* Adds "FILE:LINE:COL: step "NAME": MESSAGE" to errs, at step name's place in the workflow. */
+static void step_error(cfg_errors *errs, const struct run_plan *plan, const char *filename, const char *name,
+		       const char *fmt, ...) FERRY_PRINTF(5, 6);
+static void step_error(cfg_errors *errs, const struct run_plan *plan, const char *filename, const char *name,
+		       const char *fmt, ...)
+{
+	json_t *st, *at = NULL;
+	char *msg = NULL;
+	va_list ap;
+	size_t i;
+
+	json_array_foreach(json_object_get(plan->spec, "steps"), i, st)
+		if (strcmp(json_string_value(json_object_get(st, "name")), name) == 0)
+			at = st;
+	va_start(ap, fmt);
+	if (vasprintf(&msg, fmt, ap) < 0)
+		abort();
+	va_end(ap);
+	cfg_errors_add(errs, xasprintf("%s:%lld:%lld: step \"%s\": %s", filename ? filename : "<inline>",
+				       (long long)json_integer_value(json_object_get(at, "line")),
+				       (long long)json_integer_value(json_object_get(at, "col")), name, msg));
+	free(msg);
+}
 
 /*
  * Every secret the steps that will run name must be set: one that is not
@@ -22,12 +54,12 @@
  */
 static int check_secrets(PGconn *conn, const struct run_plan *plan, const char *filename, cfg_errors *errs)
 {
-	json_t *names = json_array(), *missing = NULL, *st, *v;
-	size_t i, k, n = 0;
+	json_t *names = json_array(), *missing = NULL, *v, *x;
+	size_t i, k, m, n = 0;
 	int error;
 
 	for (i = 0; i < plan->nsteps; i++)
-		if (plan->steps[i].state != STEP_SKIPPED && plan->steps[i].state != STEP_SUCCEEDED)
+		if (step_runs(plan, i))
 			json_array_extend(names, json_object_get(plan->steps[i].spec, "secrets"));
 	if (json_array_size(names) == 0) {
 		json_decref(names);
@@ -37,23 +69,17 @@ static int check_secrets(PGconn *conn, const struct run_plan *plan, const char *
 	json_decref(names);
 	if (error < 0 || json_array_size(missing) == 0)
 		goto out;
-	json_array_foreach(json_object_get(plan->spec, "steps"), i, st) {
-		json_array_foreach(json_object_get(st, "secrets"), k, v) {
-			const char *name = json_string_value(v);
-			size_t m;
-			json_t *x;
-			json_array_foreach(missing, m, x) {
-				if (strcmp(json_string_value(x), name) != 0)
-					continue;
-				cfg_errors_add(errs, xasprintf("%s:%lld:%lld: step \"%s\": secret %s is not set; an admin "
-							       "sets it with `ferry secrets set %s`",
-							       filename ? filename : "<inline>",
-							       (long long)json_integer_value(json_object_get(st, "line")),
-							       (long long)json_integer_value(json_object_get(st, "col")),
-							       json_string_value(json_object_get(st, "name")), name, name));
-				n++;
-			}
-		}
+	for (i = 0; i < plan->nsteps; i++) {
+		if (!step_runs(plan, i))
+			continue;
+		json_array_foreach(json_object_get(plan->steps[i].spec, "secrets"), k, v)
+			json_array_foreach(missing, m, x)
+				if (json_equal(x, v)) {
+					step_error(errs, plan, filename, plan->steps[i].name, "secret %s is not set; an admin "
+						   "sets it with `ferry secrets set %s`", json_string_value(v),
+						   json_string_value(v));
+					n++;
+				}
 	}
 	ferry_error_set("%zu secret%s not set", n, n == 1 ? "" : "s");
 	error = FERRY_EINVALID;
@@ -77,26 +103,18 @@ static int check_bound_aliases(PGconn *conn, const struct run_plan *plan, const 
 		const json_t *spec = plan->steps[i].spec, *v;
 		const char *model = json_string_value(json_object_get(spec, "model"));
 		size_t k;
-		if (model == NULL || plan->steps[i].state == STEP_SKIPPED || plan->steps[i].state == STEP_SUCCEEDED)
+		if (model == NULL || !step_runs(plan, i))
 			continue;
 		json_array_foreach(json_object_get(spec, "aliases"), k, v) {
 			char *dep = NULL;
-			json_t *st;
-			size_t j;
-			if ((error = store_alias_bound(&dep, conn, model, json_string_value(v))) < 0 || dep == NULL)
+			if ((error = store_alias_bound(&dep, conn, model, json_string_value(v))) < 0)
 				break;
-			json_array_foreach(json_object_get(plan->spec, "steps"), j, st) {
-				if (strcmp(json_string_value(json_object_get(st, "name")), plan->steps[i].name) != 0)
-					continue;
-				cfg_errors_add(errs, xasprintf("%s:%lld:%lld: step \"%s\": alias %s of model %s follows "
-							       "the traffic of deployment %s (it names the version that "
-							       "serves); register with another alias, such as candidate",
-							       filename ? filename : "<inline>",
-							       (long long)json_integer_value(json_object_get(st, "line")),
-							       (long long)json_integer_value(json_object_get(st, "col")),
-							       plan->steps[i].name, json_string_value(v), model, dep));
-				n++;
-			}
+			if (dep == NULL) /* this one is free; the next may not be */
+				continue;
+			step_error(errs, plan, filename, plan->steps[i].name, "alias %s of model %s follows the traffic of "
+				   "deployment %s (it names the version that serves); register with another alias, "
+				   "such as candidate", json_string_value(v), model, dep);
+			n++;
 			free(dep);
 		}
 	}

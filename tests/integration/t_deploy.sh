@@ -48,6 +48,31 @@ ${2:-}
 Y
 }
 
+# model_double FILE: a test double of a model server (the mechanism is under test, not the model),
+# its mode its argument: good answers 200 to everything, bad its warm-up and then 500 to everything,
+# slow 200 to everything 50 ms late
+model_double() {
+	cat >"$1" <<'PY'
+import http.server, os, socketserver, sys, time
+mode, served = sys.argv[1], {"n": 0}
+class H(http.server.BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+    def log_message(self, *a): pass
+    def reply(self, code, body):
+        self.send_response(code); self.send_header("Content-Length", str(len(body))); self.end_headers(); self.wfile.write(body)
+    def do_GET(self): self.reply(200, b"{}")
+    def do_POST(self):
+        self.rfile.read(int(self.headers.get("Content-Length", 0)))
+        served["n"] += 1
+        if mode == "slow": time.sleep(0.05)
+        ok = mode != "bad" or served["n"] == 1
+        self.reply(200 if ok else 500, b'{"model_version":"%s","outputs":[]}' % os.environ["FERRY_MODEL_VERSION"].encode() if ok else b'{"error":"broken"}')
+class S(socketserver.ThreadingMixIn, http.server.HTTPServer):
+    allow_reuse_address = True; daemon_threads = True
+S(("127.0.0.1", int(os.environ["FERRY_PORT"])), H).serve_forever()
+PY
+}
+
 # double_model FILE: the workflow's train step writes a stand-in model instead of training one (for
 # versions a test double serves: the model is not under test, and scikit-learn's training costs CPU)
 double_model() {
@@ -152,7 +177,8 @@ test_deploy_first_version_then_split_80_20() {
 	api PATCH /api/v1/deployments/1 '{"traffic": {"0.0.2": 100}}'
 	ferry deployments logs 1 0.0.2 1 -f >"$FERRY_HOME/follow.out" 2>&1 &
 	fpid=$!
-	sleep 0.5
+	# the follow prints what the log holds at once (the server's start line), then what comes
+	for _ in $(seq 1 50); do grep -q 'listening on' "$FERRY_HOME/follow.out" && break; sleep 0.1; done
 	n0=$(grep -c 'POST /v2/models/digits/infer' "$FERRY_HOME/follow.out" || true)
 	count_versions 20 >/dev/null
 	for _ in $(seq 1 30); do
@@ -324,26 +350,7 @@ test_deploy_canary_with_its_own_traffic() {
 	start_daemon a
 	id=$(submit "$(deploy_wf 100)")
 	wait_run "$id" succeeded 120
-	# test doubles of model servers (the mechanism is under test, not the model): one answers its
-	# warm-up and then 500 to everything, the other 200 to everything
-	cat >"$FERRY_HOME/double_serve.py" <<'PY'
-import http.server, os, socketserver, sys
-bad, served = sys.argv[1] == "bad", {"n": 0}
-class H(http.server.BaseHTTPRequestHandler):
-    protocol_version = "HTTP/1.1"
-    def log_message(self, *a): pass
-    def reply(self, code, body):
-        self.send_response(code); self.send_header("Content-Length", str(len(body))); self.end_headers(); self.wfile.write(body)
-    def do_GET(self): self.reply(200, b"{}")
-    def do_POST(self):
-        self.rfile.read(int(self.headers.get("Content-Length", 0)))
-        served["n"] += 1
-        ok = not bad or served["n"] == 1
-        self.reply(200 if ok else 500, b'{"model_version":"%s","outputs":[]}' % os.environ["FERRY_MODEL_VERSION"].encode() if ok else b'{"error":"broken"}')
-class S(socketserver.ThreadingMixIn, http.server.HTTPServer):
-    allow_reuse_address = True; daemon_threads = True
-S(("127.0.0.1", int(os.environ["FERRY_PORT"])), H).serve_forever()
-PY
+	model_double "$FERRY_HOME/double_serve.py"
 	local canary="    canary: {steps: [50, 100], interval: 1s, max_error_rate: 5%, min_requests: 5, traffic: {rate: 40/s}}"
 	# Flagger's knobs: step_weight/max_weight for the steps, min_success_rate, threshold 2: one failed check is judged again
 	f=$(deploy_wf 100 "    canary: {step_weight: 50, max_weight: 50, interval: 1s, min_success_rate: 95%, min_requests: 5, threshold: 2, traffic: {rate: 40/s}}")
@@ -386,24 +393,9 @@ PY
 test_deploy_live_percentiles_from_the_proxy_log() {
 	deploy_up
 	start_daemon a
-	cat >"$FERRY_HOME/slow_double.py" <<'PY'
-import http.server, os, socketserver, time
-class H(http.server.BaseHTTPRequestHandler):
-    protocol_version = "HTTP/1.1"
-    def log_message(self, *a): pass
-    def reply(self, body):
-        self.send_response(200); self.send_header("Content-Length", str(len(body))); self.end_headers(); self.wfile.write(body)
-    def do_GET(self): self.reply(b"{}")
-    def do_POST(self):
-        self.rfile.read(int(self.headers.get("Content-Length", 0)))
-        time.sleep(0.05)
-        self.reply(b'{"model_version":"%s","outputs":[]}' % os.environ["FERRY_MODEL_VERSION"].encode())
-class S(socketserver.ThreadingMixIn, http.server.HTTPServer):
-    allow_reuse_address = True; daemon_threads = True
-S(("127.0.0.1", int(os.environ["FERRY_PORT"])), H).serve_forever()
-PY
+	model_double "$FERRY_HOME/double_serve.py"
 	f=$(deploy_wf 100)
-	sed -i "s|serve: .*|serve: [/usr/bin/python3, $FERRY_HOME/slow_double.py]|" "$f"
+	sed -i "s|serve: .*|serve: [/usr/bin/python3, $FERRY_HOME/double_serve.py, slow]|" "$f"
 	double_model "$f"
 	id=$(submit "$f")
 	wait_run "$id" succeeded 60
@@ -434,7 +426,7 @@ sys.exit(0 if ok else 1)" "$live" "$c50" "$c90" "$c99" ||
 		fail "the proxy's percentiles ($live) are not within 10% (p50, p90) and 20% (p99) of the client's ($c50, $c90, $c99 ms)"
 	# a canary judged on those live percentiles: its own traffic through the proxy, the version 50 ms slow, 30 ms allowed
 	f=$(deploy_wf 100 "    canary: {steps: [50, 100], interval: 1s, max_p99_ms: 30, min_requests: 5, traffic: {rate: 30/s}}")
-	sed -i "s|serve: .*|serve: [/usr/bin/python3, $FERRY_HOME/slow_double.py]|" "$f"
+	sed -i "s|serve: .*|serve: [/usr/bin/python3, $FERRY_HOME/double_serve.py, slow]|" "$f"
 	double_model "$f"
 	id2=$(submit "$f" '{"C": "5"}')
 	wait_run "$id2" failed 60
@@ -479,6 +471,12 @@ test_deploy_patch_validation() {
 	api POST /api/v1/runs "$body"
 	assert_eq "$CODE" 400 "a register step into production: $BODY"
 	assert_match "$BODY" 'dep.yaml:[0-9]+:[0-9]+: step \\"register\\": alias production of model digits follows the traffic of deployment digits' "at its step"
+	assert_eq "$(sql "SELECT count(*) FROM runs")" "$n" "no run made"
+	# production after a free alias is refused too (on 1d1c77e the check stopped at the first free one)
+	sed -i 's/^    alias: production$/    alias: [candidate, production]/' "$f"
+	body=$(jq -n --rawfile yaml "$f" '{yaml: $yaml, filename: "dep.yaml"}')
+	api POST /api/v1/runs "$body"
+	assert_eq "$CODE" 400 "production after candidate: $BODY"
 	assert_eq "$(sql "SELECT count(*) FROM runs")" "$n" "no run made"
 	api GET /api/v1/models/digits/versions/production
 	assert_eq "$(echo "$BODY" | json 'j["version"]')" 0.0.1 "production unmoved"
