@@ -39,6 +39,8 @@ int keys_resources(struct cfg_key_ctx *c, const yaml_node_t *n, json_t **out);
 int keys_network(struct cfg_key_ctx *c, const yaml_node_t *n, json_t **out);
 int keys_exec_options(struct cfg_key_ctx *c, const yaml_node_t *n, json_t **out);
 int keys_secrets(struct cfg_key_ctx *c, const yaml_node_t *n, json_t **out);
+/* keys_deploy.c: a deploy step's key table */
+extern const struct step_key deploy_keys[];
 /* The names of the executors' options blocks (exec.h options_key), NULL past the last. */
 const char *keys_exec_options_name(size_t i);
 
