@@ -192,6 +192,8 @@ static void h_metrics(struct api *a, struct reply *r, PGconn *db, struct req *q)
 		health_render(a->health, &buf, &len, &cap);
 	if (db == NULL || store_metrics(&buf, &len, &cap, db) < 0)
 		metrics_appendf(&buf, &len, &cap, "# database unavailable: %s\n", ferry_error_last());
+	else
+		api_deploy_metrics(db, &buf, &len, &cap);
 	r->status = 200;
 	r->body = buf;
 	r->content_type = "text/plain; version=0.0.4";

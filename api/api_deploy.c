@@ -22,6 +22,7 @@
 #include "deploy/replicas.h"
 #include "store/store.h"
 #include "store/store_deploy.h"
+#include "lib/metrics.h"
 #include "lib/util.h"
 
 #define EVENTS_SHOWN 50
@@ -35,24 +36,9 @@ static void reply_list(struct reply *r, int error, json_t *j)
 	reply_json(r, 200, json_dumps(j, JSON_COMPACT));
 }
 
-void api_deployments_list(struct api *a, struct reply *r, PGconn *db, struct req *q)
-{
-	struct deployment *list = NULL;
-	json_t *j = json_array();
-	size_t n = 0;
-	int error = store_deployments_list(&list, &n, db);
-
-	(void)a, (void)q;
-	for (size_t i = 0; error == 0 && i < n; i++)
-		json_array_append_new(j, deployment_to_json(&list[i]));
-	reply_list(r, error, j);
-	json_decref(j);
-	deployments_free(list, n);
-}
-
 /*
  * The proxy's per-request log over the last LIVE_WINDOW_S seconds, per
- * version (hap_log.h): {"VERSION": {"requests", "rps", "error_rate",
+ * version (hap_log.h): {"VERSION": {"requests", "synthetic", "rps", "error_rate",
  * "p50_ms", "p90_ms", "p99_ms"}, …, "window_s"}; a version with no request
  * in the window is absent. Empty on a daemon that does not run HAProxy.
  */
@@ -67,12 +53,92 @@ static json_t *live_json(const struct deployment *d)
 		if (hap_log_window(d->name, d->versions[i].ord, LIVE_WINDOW_S, &l) < 0)
 			continue;
 		json_object_set_new(live, d->versions[i].version,
-				    json_pack("{s:I, s:f, s:f, s:f, s:f, s:f}", "requests", (json_int_t)l.requests, "rps",
-					      (double)l.requests / l.seconds, "error_rate",
+				    json_pack("{s:I, s:I, s:f, s:f, s:f, s:f, s:f}", "requests", (json_int_t)l.requests,
+					      "synthetic", (json_int_t)l.synthetic, "rps", (double)l.requests / l.seconds,
+					      "error_rate",
 					      (double)l.errors_5xx / (double)l.requests, "p50_ms", l.p50_ms, "p90_ms",
 					      l.p90_ms, "p99_ms", l.p99_ms));
 	}
 	return live;
+}
+
+void api_deployments_list(struct api *a, struct reply *r, PGconn *db, struct req *q)
+{
+	struct deployment *list = NULL;
+	json_t *j = json_array();
+	size_t n = 0;
+	int error = store_deployments_list(&list, &n, db);
+
+	(void)a, (void)q;
+	for (size_t i = 0; error == 0 && i < n; i++) {
+		json_t *one = deployment_to_json(&list[i]);
+		json_object_set_new(one, "live", live_json(&list[i]));
+		json_array_append_new(j, one);
+	}
+	reply_list(r, error, j);
+	json_decref(j);
+	deployments_free(list, n);
+}
+
+/* A Prometheus label value: backslash, quote and newline escaped. */
+static void label(char *out, size_t cap, const char *v)
+{
+	size_t o = 0;
+
+	for (; *v && o + 3 < cap; v++) {
+		if (*v == '\\' || *v == '"' || *v == '\n')
+			out[o++] = '\\';
+		out[o++] = *v == '\n' ? 'n' : *v;
+	}
+	out[o] = '\0';
+}
+
+/*
+ * /metrics' per-version live figures (the proxy's log over the last
+ * LIVE_WINDOW_S seconds, as GET /deployments/{id} has them): requests and
+ * the synthetic ones among them, 5xx, and the request time at p50/p90/p99
+ * (a summary's quantiles, in seconds). Only versions with requests in the
+ * window, on the daemon that runs HAProxy.
+ */
+void api_deploy_metrics(PGconn *db, char **buf, size_t *len, size_t *cap)
+{
+	struct deployment *list = NULL;
+	size_t n = 0;
+	int head = 0;
+
+	if (store_deployments_list(&list, &n, db) < 0)
+		return;
+	for (size_t i = 0; i < n; i++)
+		for (size_t k = 0; k < list[i].nversions; k++) {
+			struct hap_live l;
+			char dn[160], vn[160];
+			if (hap_log_window(list[i].name, list[i].versions[k].ord, LIVE_WINDOW_S, &l) < 0)
+				continue;
+			if (!head++)
+				metrics_appendf(buf, len, cap,
+						"# HELP ferry_deployment_requests Requests through the proxy to a version "
+						"in the last %d s (its log).\n# TYPE ferry_deployment_requests gauge\n"
+						"# HELP ferry_deployment_synthetic_requests Of those, a canary's own "
+						"(X-Ferry-Synthetic).\n# TYPE ferry_deployment_synthetic_requests gauge\n"
+						"# HELP ferry_deployment_errors_5xx Of those, answered 5xx.\n"
+						"# TYPE ferry_deployment_errors_5xx gauge\n"
+						"# HELP ferry_deployment_request_seconds Request time through the proxy "
+						"over the last %d s.\n# TYPE ferry_deployment_request_seconds summary\n",
+						LIVE_WINDOW_S, LIVE_WINDOW_S);
+			label(dn, sizeof(dn), list[i].name);
+			label(vn, sizeof(vn), list[i].versions[k].version);
+			metrics_appendf(buf, len, cap,
+					"ferry_deployment_requests{deployment=\"%s\",version=\"%s\"} %lld\n"
+					"ferry_deployment_synthetic_requests{deployment=\"%s\",version=\"%s\"} %lld\n"
+					"ferry_deployment_errors_5xx{deployment=\"%s\",version=\"%s\"} %lld\n"
+					"ferry_deployment_request_seconds{deployment=\"%s\",version=\"%s\",quantile=\"0.5\"} %.6f\n"
+					"ferry_deployment_request_seconds{deployment=\"%s\",version=\"%s\",quantile=\"0.9\"} %.6f\n"
+					"ferry_deployment_request_seconds{deployment=\"%s\",version=\"%s\",quantile=\"0.99\"} %.6f\n",
+					dn, vn, (long long)l.requests, dn, vn, (long long)l.synthetic, dn, vn,
+					(long long)l.errors_5xx, dn, vn, l.p50_ms / 1000, dn, vn, l.p90_ms / 1000, dn, vn,
+					l.p99_ms / 1000);
+		}
+	deployments_free(list, n);
 }
 
 /* d as GET answers it: with its events and the live figures of its versions. */

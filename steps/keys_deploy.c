@@ -159,7 +159,7 @@ static json_t *parse_canary(struct cfg_key_ctx *c, const yaml_node_t *n)
 	}
 	if (n->type != YAML_MAPPING_NODE) {
 		cfg_key_err(c, n, "canary must be a mapping: steps (or step_weight, max_weight), interval, "
-			 "max_error_rate (or min_success_rate), max_p99_ms, max_rtime_ms, min_requests, threshold, traffic");
+			 "max_error_rate (or min_success_rate), max_p99_ms, max_rtime_ms, min_requests, max_wait, threshold, traffic");
 		return cn;
 	}
 	while (cfg_key_next_pair(c, n, &k, &key, &val)) {
@@ -173,11 +173,12 @@ static json_t *parse_canary(struct cfg_key_ctx *c, const yaml_node_t *n)
 			continue;
 		}
 		if (strcmp(name, "traffic") == 0) {
-			/* traffic: {rate: 20/s}: the step sends the sample itself (no outside clients needed) */
+			/* traffic: {rate: 20/s, requests: FILE}: the step sends the sample (or the recorded
+			 * requests of FILE) itself: no outside clients needed */
 			const yaml_node_t *tk, *tv;
 			size_t tk_i = 0;
 			if (val->type != YAML_MAPPING_NODE) {
-				cfg_key_err(c, val, "canary.traffic must be a mapping: {rate: 20/s}");
+				cfg_key_err(c, val, "canary.traffic must be a mapping: {rate: 20/s, requests: FILE}");
 				continue;
 			}
 			while (cfg_key_next_pair(c, val, &tk_i, &tk, &tv)) {
@@ -186,8 +187,15 @@ static json_t *parse_canary(struct cfg_key_ctx *c, const yaml_node_t *n)
 				double rate;
 				if (tn == NULL || (ts = cfg_key_text(c, tv, tn)) == NULL)
 					continue;
+				if (strcmp(tn, "requests") == 0) {
+					/* recorded request bodies, one JSON document a line; read when the step runs */
+					json_object_set_new(cn, "traffic_requests", json_string(ts));
+					if (json_object_get(cn, "traffic_rps") == NULL)
+						json_object_set_new(cn, "traffic_rps", json_real(20));
+					continue;
+				}
 				if (strcmp(tn, "rate") != 0) {
-					cfg_key_err(c, tk, "unknown canary.traffic key %s; known: rate", cfg_key_q(c, tn));
+					cfg_key_err(c, tk, "unknown canary.traffic key %s; known: rate, requests", cfg_key_q(c, tn));
 					continue;
 				}
 				rate = strtod(ts, &end);
@@ -206,6 +214,12 @@ static json_t *parse_canary(struct cfg_key_ctx *c, const yaml_node_t *n)
 				cfg_key_err(c, val, "canary.interval: %s is not a duration (e.g. 30s, 2m)", cfg_key_q(c, s));
 			else
 				json_object_set_new(cn, "interval_ms", json_integer(v));
+		} else if (strcmp(name, "max_wait") == 0) {
+			/* how long a step waits for min_requests (absent: the interval and three more) */
+			if (duration_parse(s, &v) < 0 || v < 100)
+				cfg_key_err(c, val, "canary.max_wait: %s is not a duration (e.g. 10m)", cfg_key_q(c, s));
+			else
+				json_object_set_new(cn, "max_wait_ms", json_integer(v));
 		} else if (strcmp(name, "max_error_rate") == 0) {
 			char *end;
 			double x = strtod(s, &end);
@@ -243,7 +257,7 @@ static json_t *parse_canary(struct cfg_key_ctx *c, const yaml_node_t *n)
 		} else {
 			cfg_key_err(c, key, "unknown canary key %s; known: steps (or step_weight and max_weight), interval, "
 				 "max_error_rate (or min_success_rate), max_p99_ms, max_rtime_ms, min_requests, "
-				 "threshold, traffic", cfg_key_q(c, name));
+				 "max_wait, threshold, traffic", cfg_key_q(c, name));
 		}
 	}
 	if (step_weight > 0) {

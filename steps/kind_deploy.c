@@ -293,17 +293,20 @@ static double probe_p99(const struct step_run *r, int64_t dep, const char *model
 
 /* Sleeps ms in short slices (the step's worker; nothing else waits on it). */
 /*
- * A canary's own traffic (canary.traffic.rate): the sample POSTed through
- * the deployment's front address at a steady rate, each request marked
- * X-Ferry-Synthetic: canary, on a thread of its own until stopped; so a
- * canary is judged with no outside clients (HAProxy counts these with the
- * users' requests; the canary-step events say how many were ours).
+ * A canary's own traffic (canary.traffic: {rate, requests}): the sample, or
+ * the recorded requests of a file (one JSON body a line) in turn, POSTed
+ * through the deployment's front address at a steady rate, each request
+ * marked X-Ferry-Synthetic: canary, on a thread of its own until stopped;
+ * so a canary is judged with no outside clients. HAProxy's counters hold
+ * them with the users' requests; its log captures the mark, so the live
+ * figures and the canary-step events count ours apart.
  */
 struct synth {
 	pthread_t th;
 	int started;
 	char *url;
-	const char *body;
+	char **bodies; /* the sample, or each request of canary.traffic.requests, in turn */
+	size_t nbodies;
 	double rps;
 	atomic_int stop;
 	atomic_long sent;
@@ -329,7 +332,6 @@ static void *synth_main(void *arg)
 	hdr = curl_slist_append(hdr, "X-Ferry-Synthetic: canary");
 	curl_easy_setopt(h, CURLOPT_URL, s->url);
 	curl_easy_setopt(h, CURLOPT_HTTPHEADER, hdr);
-	curl_easy_setopt(h, CURLOPT_POSTFIELDS, s->body);
 	curl_easy_setopt(h, CURLOPT_TIMEOUT_MS, 5000L);
 	curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
 	curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, synth_discard);
@@ -339,6 +341,7 @@ static void *synth_main(void *arg)
 			usleep((useconds_t)(due - now < 50000 ? due - now : 50000));
 			continue;
 		}
+		curl_easy_setopt(h, CURLOPT_POSTFIELDS, s->bodies[i % (long)s->nbodies]);
 		(void)curl_easy_perform(h); /* an error is the canary's to count (HAProxy does) */
 		atomic_fetch_add(&s->sent, 1);
 		i++;
@@ -357,6 +360,70 @@ static void synth_stop(struct synth *s)
 	}
 	free(s->url);
 	s->url = NULL;
+	for (size_t i = 0; i < s->nbodies; i++)
+		free(s->bodies[i]);
+	free(s->bodies);
+	s->bodies = NULL, s->nbodies = 0;
+}
+
+#define REQUESTS_MAX 10000
+#define REQUESTS_FILE_MAX (64 << 20)
+
+/*
+ * canary.traffic.requests: the recorded request bodies of FILE (inside the
+ * workflow's directory, like the sample), one JSON document a line, blank
+ * lines skipped; each checked, at most REQUESTS_MAX of them.
+ */
+static int read_requests(const struct step_run *r, const char *file, struct synth *s)
+{
+	char *path = file[0] == '/' || r->workdir == NULL ? xstrdup(file) : xasprintf("%s/%s", r->workdir, file);
+	char *real = realpath(path, NULL), *text = NULL, *line, *next;
+	size_t len = 0, lineno = 0;
+	int error;
+
+	if (real == NULL || (file[0] != '/' && r->workdir && !path_within(real, r->workdir))) {
+		ferry_error_set("canary.traffic.requests %s: not a file inside the workflow's directory", file);
+		error = FERRY_EINVALID;
+		goto out;
+	}
+	if ((error = file_read(&text, &len, real)) < 0)
+		goto out;
+	if (len > REQUESTS_FILE_MAX) {
+		ferry_error_set("canary.traffic.requests %s: %zu bytes, more than %d MiB", file, len, REQUESTS_FILE_MAX >> 20);
+		error = FERRY_EINVALID;
+		goto out;
+	}
+	for (line = text; line && *line; line = next) {
+		json_error_t je;
+		json_t *j;
+		next = strchr(line, '\n');
+		if (next)
+			*next++ = '\0';
+		lineno++;
+		if (line[strspn(line, " \t\r")] == '\0')
+			continue;
+		if ((j = json_loads(line, JSON_DECODE_ANY, &je)) == NULL) {
+			ferry_error_set("canary.traffic.requests %s:%zu:%d: not a JSON request (%s)", file, lineno,
+					je.column, je.text);
+			error = FERRY_EINVALID;
+			goto out;
+		}
+		json_decref(j);
+		if (s->nbodies == REQUESTS_MAX) {
+			ferry_error_set("canary.traffic.requests %s: more than %d requests", file, REQUESTS_MAX);
+			error = FERRY_EINVALID;
+			goto out;
+		}
+		s->bodies = xrealloc(s->bodies, (s->nbodies + 1) * sizeof(*s->bodies));
+		s->bodies[s->nbodies++] = xstrdup(line);
+	}
+	if (s->nbodies == 0) {
+		ferry_error_set("canary.traffic.requests %s: no request in it (one JSON body a line)", file);
+		error = FERRY_EINVALID;
+	}
+out:
+	free(path), free(real), free(text);
+	return error;
 }
 
 static void nap(int64_t ms)
@@ -384,6 +451,12 @@ static int canary(const struct step_run *r, int64_t dep, const char *name, const
 	const json_t *cn = json_object_get(r->spec, "canary"), *stp;
 	int64_t interval = json_integer_value(json_object_get(cn, "interval_ms"));
 	int64_t min_req = json_integer_value(json_object_get(cn, "min_requests"));
+	/* waiting for min_requests: max_wait, or the interval and three more */
+	int64_t max_wait = json_integer_value(json_object_get(cn, "max_wait_ms")) > 0
+				   ? json_integer_value(json_object_get(cn, "max_wait_ms"))
+				   : 4 * interval,
+		since = 0;
+	int first = 1; /* no version served before this one */
 	int64_t max_rt = json_integer_value(json_object_get(cn, "max_rtime_ms"));
 	int64_t max_p99 = json_integer_value(json_object_get(cn, "max_p99_ms"));
 	double p99 = -1;
@@ -401,25 +474,40 @@ static int canary(const struct step_run *r, int64_t dep, const char *name, const
 	if ((error = store_deployment_get(&d, r->conn, dep)) < 0)
 		goto out;
 	if (json_number_value(json_object_get(cn, "traffic_rps")) > 0) {
-		if (read_sample(r, &synth_body) < 0 || synth_body == NULL) {
-			ferry_error_set("canary.traffic sends the sample: the step needs sample: (a request file)");
+		const char *file = json_string_value(json_object_get(cn, "traffic_requests"));
+		if (file != NULL) {
+			if ((error = read_requests(r, file, &synth)) < 0)
+				goto out;
+		} else if (read_sample(r, &synth_body) < 0 || synth_body == NULL) {
+			ferry_error_set("canary.traffic sends the sample: the step needs sample: (a request file), or "
+					"canary.traffic.requests: (a file of recorded requests)");
 			error = FERRY_EINVALID;
 			goto out;
+		} else {
+			synth.bodies = xcalloc(1, sizeof(*synth.bodies));
+			synth.bodies[synth.nbodies++] = synth_body;
+			synth_body = NULL;
 		}
 		synth.url = xasprintf("http://127.0.0.1:%d/v2/models/%s/infer", d->port, model);
-		synth.body = synth_body;
 		synth.rps = json_number_value(json_object_get(cn, "traffic_rps"));
 		if (pthread_create(&synth.th, NULL, synth_main, &synth) == 0)
 			synth.started = 1;
-		steps_log(r, "sending the sample at %g/s through http://127.0.0.1:%d (X-Ferry-Synthetic: canary)",
-			  synth.rps, d->port);
+		if (file != NULL)
+			steps_log(r, "sending the %zu recorded request%s of %s in turn at %g/s through http://127.0.0.1:%d "
+				  "(X-Ferry-Synthetic: canary)", synth.nbodies, synth.nbodies == 1 ? "" : "s", file,
+				  synth.rps, d->port);
+		else
+			steps_log(r, "sending the sample at %g/s through http://127.0.0.1:%d (X-Ferry-Synthetic: canary)",
+				  synth.rps, d->port);
 	}
 	for (i = 0; i < d->nversions; i++)
-		if (d->versions[i].state == DEPLOY_V_SERVING)
+		if (d->versions[i].state == DEPLOY_V_SERVING) {
 			json_object_set_new(before, d->versions[i].version, json_integer(d->versions[i].weight));
+			first &= d->versions[i].weight == 0 || strcmp(d->versions[i].version, version) == 0;
+		}
 	json_object_set_new(before, version, json_integer(0));
 	json_array_foreach(json_object_get(cn, "steps"), i, stp) {
-		int pct = (int)json_integer_value(stp), waited = 0;
+		int pct = (int)json_integer_value(stp);
 		struct tally c0, b0, c1, b1;
 		char *why = xasprintf("canary step %zu of %zu: %d%%", i + 1, json_array_size(json_object_get(cn, "steps")), pct);
 		json_decref(*weights);
@@ -436,9 +524,12 @@ static int canary(const struct step_run *r, int64_t dep, const char *name, const
 			  (long long)interval, (long long)min_req);
 		if (tally(r->home, name, ord, &c0, &b0) < 0)
 			goto judge_failed;
+		since = clock_mono_ms();
 		for (;;) {
 			double cerr, berr, crt;
 			int64_t creq, breq;
+			struct hap_live live;
+			int secs, have_live;
 			nap(interval);
 			if (tally(r->home, name, ord, &c1, &b1) < 0)
 				goto judge_failed;
@@ -448,30 +539,45 @@ static int canary(const struct step_run *r, int64_t dep, const char *name, const
 			}
 			creq = c1.req - c0.req, breq = b1.req - b0.req;
 			if (creq < min_req) {
-				steps_log(r, "  %lld requests reached %s in that interval, %lld needed to judge it%s", (long long)creq,
-					  version, (long long)min_req, waited < 3 ? ": waiting another interval" : "");
-				if (++waited <= 3)
+				/* another interval while it ends within max_wait of the judging's start */
+				int more = clock_mono_ms() - since + interval <= max_wait;
+				steps_log(r, "  %lld requests reached %s so far, %lld needed to judge it%s", (long long)creq,
+					  version, (long long)min_req, more ? ": waiting another interval" : "");
+				if (more)
 					continue;
-				ferry_error_set("canary at %d%%: only %lld requests reached %s %s in %d intervals (at least "
-						"%lld needed to judge it); rolled back. A canary judges requests: send "
+				ferry_error_set("canary at %d%%: only %lld requests reached %s %s in %.1f s (max_wait; at least "
+						"%lld needed to judge it); %s. A canary judges requests: send "
 						"traffic to http://127.0.0.1:%d, or let the step send the sample itself "
-						"(canary: {traffic: {rate: 20/s}})", pct, (long long)creq, model, version,
-						waited, (long long)min_req, d->port);
+						"(canary: {traffic: {rate: 20/s}}) or recorded requests (canary: {traffic: "
+						"{rate: 20/s, requests: FILE}})", pct, (long long)creq, model, version,
+						(double)(clock_mono_ms() - since) / 1000, (long long)min_req,
+						first ? "not deployed (no version served before it)" : "rolled back", d->port);
 				goto rollback;
 			}
 			/* min_requests 0 and none came: the counters judge nothing, the probe still does */
 			cerr = creq > 0 ? (double)(c1.err - c0.err) / (double)creq : 0;
 			berr = breq > 0 ? (double)(b1.err - b0.err) / (double)breq : 0;
 			crt = creq > 0 ? (c1.rtime_sum - c0.rtime_sum) / (double)creq : 0;
+			/* the proxy's log over the interval's whole seconds and the one under way (one slot a
+			 * second): the live p99, and which of the requests were the step's own */
+			secs = (int)((interval + 999) / 1000) + 1;
+			have_live = hap_log_window(name, ord, secs, &live) == 0;
 			{
 				json_t *ev = json_pack("{s:s, s:i, s:I, s:f, s:I, s:f, s:f, s:I}", "version", version, "traffic", pct,
 						       "requests", (json_int_t)creq, "error_rate", cerr, "baseline_requests",
 						       (json_int_t)breq, "baseline_error_rate", berr, "rtime_ms", crt,
 						       "synthetic_sent", (json_int_t)atomic_load(&synth.sent));
+				if (have_live)
+					json_object_set_new(ev, "live", json_pack("{s:I, s:I, s:i}", "requests",
+										   (json_int_t)live.requests, "synthetic",
+										   (json_int_t)live.synthetic, "seconds", secs));
 				store_deploy_event(r->conn, dep, r->actor, "canary-step", ev);
 				json_decref(ev);
 				steps_log(r, "  %s: %lld requests, %.1f%% 5xx, %.1f ms mean; the others: %lld requests, %.1f%% 5xx",
 					  version, (long long)creq, 100 * cerr, crt, (long long)breq, 100 * berr);
+				if (have_live && live.synthetic > 0)
+					steps_log(r, "  of %lld requests to %s through the proxy in %d s, %lld were the step's own",
+						  (long long)live.requests, version, secs, (long long)live.synthetic);
 			}
 			if (cerr > max_err && cerr > berr) {
 				ferry_error_set("canary at %d%%: %s %s answered 5xx to %.1f%% of %lld requests (limit %.1f%%, "
@@ -482,13 +588,10 @@ static int canary(const struct step_run *r, int64_t dep, const char *name, const
 			if (max_p99 > 0) {
 				/* the p99 of the users' (and the step's own) requests in the interval, from the proxy's
 				 * log; probing the replicas only when too few came through it */
-				struct hap_live l;
-				/* the interval's whole seconds and the one under way (the log keeps one slot a second) */
-				int secs = (int)((interval + 999) / 1000) + 1;
-				if (hap_log_window(name, ord, secs, &l) == 0 && l.requests >= (min_req > 0 ? min_req : 1)) {
-					p99 = l.p99_ms;
+				if (have_live && live.requests >= (min_req > 0 ? min_req : 1)) {
+					p99 = live.p99_ms;
 					steps_log(r, "  live p99 of %s: %.1f ms over %lld requests in %d s (limit %lld ms)", version,
-						  p99, (long long)l.requests, secs, (long long)max_p99);
+						  p99, (long long)live.requests, secs, (long long)max_p99);
 				} else if ((p99 = probe_p99(r, dep, model, version)) >= 0) {
 					steps_log(r, "  probed p99 of %s: %.1f ms (limit %lld ms; too few requests through the "
 						  "proxy)", version, p99, (long long)max_p99);
@@ -512,7 +615,7 @@ static int canary(const struct step_run *r, int64_t dep, const char *name, const
 			if (++failed < threshold) {
 				steps_log(r, "  check failed (%d of %lld before a rollback): %s", failed, (long long)threshold,
 					  ferry_error_last());
-				c0 = c1, b0 = b1, waited = 0;
+				c0 = c1, b0 = b1, since = clock_mono_ms();
 				continue;
 			}
 			goto rollback;

@@ -31,7 +31,7 @@
 
 struct slot {
 	int64_t second;
-	uint32_t requests, errors;
+	uint32_t requests, errors, synthetic;
 	uint32_t hist[NBUCKETS];
 };
 
@@ -99,7 +99,7 @@ static int word(const char **p, char *out, size_t cap)
 
 void hap_log_feed(const char *line, int64_t now_s)
 {
-	char frontend[64], server[64], st[16], tas[32], *end;
+	char frontend[64], server[64], st[16], tas[32], mark[64], *end;
 	const char *p = line;
 	int64_t status, ord, idx;
 	double ta;
@@ -107,7 +107,9 @@ void hap_log_feed(const char *line, int64_t now_s)
 	struct slot *s;
 
 	atomic_fetch_add(&nlines, 1);
-	/* "FRONTEND SERVER STATUS TA"; a request that reached no server names <NOSRV>, which is not counted */
+	/* "FRONTEND SERVER STATUS TA {MARK}"; a request that reached no server names <NOSRV>, which is not
+	 * counted; MARK, HAProxy's capture of X-Ferry-Synthetic, is "{}" for users' requests (or absent,
+	 * with a template of before it) */
 	if (!word(&p, frontend, sizeof(frontend)) || !word(&p, server, sizeof(server)) || !word(&p, st, sizeof(st)) ||
 	    !word(&p, tas, sizeof(tas)) || parse_int64(st, &status) < 0 || server[0] != 'v' ||
 	    (ta = strtod(tas, &end), end == tas || *end != '\0') || strchr(server, '-') == NULL ||
@@ -130,6 +132,7 @@ void hap_log_feed(const char *line, int64_t now_s)
 		}
 		s->requests++;
 		s->errors += status >= 500;
+		s->synthetic += word(&p, mark, sizeof(mark)) && strcmp(mark, "{}") != 0 && strcmp(mark, "{-}") != 0;
 		(void)idx;
 		s->hist[bucket_of(ta)]++;
 	}
@@ -172,6 +175,7 @@ int hap_log_window(const char *frontend, int ord, int secs, struct hap_live *out
 				continue;
 			out->requests += s->requests;
 			out->errors_5xx += s->errors;
+			out->synthetic += s->synthetic;
 			for (int b = 0; b < NBUCKETS; b++)
 				hist[b] += s->hist[b];
 		}

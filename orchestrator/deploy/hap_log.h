@@ -1,11 +1,12 @@
 /*
  * hap_log — what each request through HAProxy took, per version, live.
  *
- * HAProxy sends one line per request ("FRONTEND SERVER STATUS TA_MS", the
+ * HAProxy sends one line per request ("FRONTEND SERVER STATUS TA_MS {MARK}", the
  * template's log-format, `format raw`) as a datagram to a unix socket in
  * its directory; a thread of the daemon that runs HAProxy reads them and
  * keeps, per frontend and version (the server name's vORD), the last
- * HAP_LOG_SLOTS seconds as one slot a second: requests, 5xx answers and a
+ * HAP_LOG_SLOTS seconds as one slot a second: requests, 5xx answers,
+ * those marked synthetic (a canary's own, X-Ferry-Synthetic) and a
  * log-linear histogram of the times (1 ms steps to 100 ms, then 5% steps),
  * from which a window's p50/p90/p99 come. Sending costs the request path a
  * sendto() on a datagram socket that never blocks HAProxy (a full buffer
@@ -23,6 +24,7 @@
 /* A window's figures for one version. */
 struct hap_live {
 	int64_t requests, errors_5xx;
+	int64_t synthetic; /* of requests, those marked X-Ferry-Synthetic (a canary's own) */
 	double p50_ms, p90_ms, p99_ms; /* -1 when no request */
 	double seconds;                /* the window's length */
 };

@@ -341,9 +341,10 @@ test_deploy_versions_retire_and_come_back() {
 }
 
 # A canary with traffic of its own (canary.traffic.rate): with no outside
-# client, a version answering 5xx is rolled back and a good one promoted,
-# each judged on the requests the step sent (counted in its events); a
-# first version with no traffic and no `traffic:` fails saying how to give
+# client, a version answering 5xx is rolled back and a good one promoted
+# on replayed recorded requests, each judged on the requests the step sent
+# (counted apart in its events and /metrics); a first version with no
+# traffic and no `traffic:` waits max_wait and fails saying how to give
 # it some. On 33ed911 every one of these rolled back: "only 0 requests reached".
 test_deploy_canary_with_its_own_traffic() {
 	deploy_up
@@ -364,23 +365,32 @@ test_deploy_canary_with_its_own_traffic() {
 	assert_match "$(ferry logs "$id2" deploy)" 'sending the sample at 40/s through http://127.0.0.1:[0-9]+ \(X-Ferry-Synthetic: canary\)' "the log says so"
 	assert_eq "$(sql "SELECT (detail->>'synthetic_sent')::int > 0 FROM deployment_events WHERE kind = 'canary-step' ORDER BY id DESC LIMIT 1")" t "its requests counted"
 	assert_eq "$(dep_json | json '{v["version"]: v["weight"] for v in j["versions"] if v["state"] == "serving"}')" '{"0.0.1": 100}' "traffic as before"
-	f=$(deploy_wf 100 "$canary")
+	# the good one judged on recorded requests (canary.traffic.requests: one JSON body a line), counted apart as ours
+	printf '%s\n' '{"inputs": [{"name": "a"}]}' '' '{"inputs": [{"name": "b"}]}' >"$FERRY_HOME/recorded.jsonl"
+	f=$(deploy_wf 100 "    canary: {steps: [50, 100], interval: 1s, max_error_rate: 5%, min_requests: 5, traffic: {rate: 40/s, requests: $FERRY_HOME/recorded.jsonl}}")
 	sed -i "s|serve: .*|serve: [/usr/bin/python3, $FERRY_HOME/double_serve.py, good]|" "$f"
 	double_model "$f"
 	id3=$(submit "$f" '{"C": "6"}')
 	wait_run "$id3" succeeded 60
+	assert_match "$(ferry logs "$id3" deploy)" "sending the 2 recorded requests of $FERRY_HOME/recorded.jsonl in turn at 40/s" "replays the file"
+	assert_eq "$(sql "SELECT (detail->'live'->>'synthetic')::int > 0 AND (detail->'live'->>'synthetic')::int <= (detail->'live'->>'requests')::int FROM deployment_events WHERE kind = 'canary-step' AND detail->>'version' = '0.0.3'")" t "the proxy's log counts ours apart"
+	api GET /metrics
+	assert_match "$BODY" 'ferry_deployment_synthetic_requests\{deployment="digits",version="0.0.3"\} [1-9]' "in /metrics too"
+	assert_match "$BODY" 'ferry_deployment_request_seconds\{deployment="digits",version="0.0.3",quantile="0.99"\} 0\.[0-9]+' "with its percentiles"
 	assert_eq "$(dep_json | json '{v["version"]: v["weight"] for v in j["versions"] if v["state"] == "serving"}')" '{"0.0.1": 0, "0.0.3": 100}' "promoted"
 	api GET /api/v1/models/digits/versions/production
 	assert_eq "$(echo "$BODY" | json 'j["version"]')" 0.0.3 "production followed"
 	assert_match "$(ferry logs "$id3" deploy)" 'canary done: digits 0.0.3 serves 100%' "narrated to the end"
 	# a first version, no clients, no traffic: the step fails saying how to give it some
 	f=$(deploy_wf 100 "    deployment: lonely
-    canary: {steps: [50, 100], interval: 300ms, min_requests: 5}")
+    canary: {steps: [50, 100], interval: 300ms, min_requests: 5, max_wait: 2s}")
 	sed -i "s|serve: .*|serve: [/usr/bin/python3, $FERRY_HOME/double_serve.py, good]|" "$f"
 	double_model "$f"
 	id4=$(submit "$f" '{"C": "7"}')
 	wait_run "$id4" failed 60
-	assert_match "$(step_col "$id4" deploy reason)" 'only 0 requests reached digits 0.0.4 .*send traffic to http://127.0.0.1:[0-9]+, or let the step send the sample itself \(canary: \{traffic: \{rate: 20/s\}\}\)' "the way out"
+	assert_match "$(step_col "$id4" deploy reason)" 'only 0 requests reached digits 0.0.4 in [0-9.]+ s \(max_wait.*not deployed \(no version served before it\).*send traffic to http://127.0.0.1:[0-9]+, or let the step send the sample itself \(canary: \{traffic: \{rate: 20/s\}\}\)' "the way out"
+	# it waited max_wait (2 s: 5 more intervals when each takes 300 ms, 4 on a busy machine), not the default 3 more
+	assert_eq "$(ferry logs "$id4" deploy | grep -c 'waiting another interval' | awk '{print ($1 >= 4)}')" 1 "waited up to max_wait"
 }
 
 # Live per-version percentiles from HAProxy's per-request log (hap_log.c):

@@ -398,6 +398,32 @@ static void test_config__canary_flagger_knobs(void **state)
 		      "w.yaml:5:104: canary.min_success_rate: \"120%\" is not a percentage (e.g. 99%)", NULL);
 }
 
+/* A canary's own traffic from recorded requests (rate 20/s unless given) and how long it waits for requests. */
+static void test_config__canary_recorded_requests_and_max_wait(void **state)
+{
+	json_t *spec, *cn;
+
+	(void)state;
+	spec = parse_ok("name: x\n"
+			"steps:\n"
+			"  - {name: r, kind: register, model: m}\n"
+			"  - {name: d, kind: deploy, needs: [r], model: m, serve: [s], canary: {max_wait: 2m, traffic: {requests: rec.jsonl}}}\n"
+			"  - {name: e, kind: deploy, needs: [r], model: m, serve: [s], canary: {traffic: {rate: 5/s, requests: rec.jsonl}}}\n");
+	cn = json_object_get(json_array_get(json_object_get(spec, "steps"), 1), "canary");
+	assert_string_equal(json_string_value(json_object_get(cn, "traffic_requests")), "rec.jsonl");
+	assert_true(json_number_value(json_object_get(cn, "traffic_rps")) == 20);
+	assert_int_equal(json_integer_value(json_object_get(cn, "max_wait_ms")), 120000);
+	cn = json_object_get(json_array_get(json_object_get(spec, "steps"), 2), "canary");
+	assert_true(json_number_value(json_object_get(cn, "traffic_rps")) == 5);
+	json_decref(spec);
+	expect_errors("name: x\n"
+		      "steps:\n"
+		      "  - {name: r, kind: register, model: m}\n"
+		      "  - {name: d, kind: deploy, needs: [r], model: m, serve: [s], canary: {max_wait: soon, traffic: {replay: f}}}\n",
+		      "w.yaml:4:82: canary.max_wait: \"soon\" is not a duration (e.g. 10m)",
+		      "w.yaml:4:98: unknown canary.traffic key \"replay\"; known: rate, requests", NULL);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -411,6 +437,7 @@ int main(void)
 		cmocka_unit_test(test_config__kind_templates),
 		cmocka_unit_test(test_config__production_model_inference),
 		cmocka_unit_test(test_config__canary_flagger_knobs),
+		cmocka_unit_test(test_config__canary_recorded_requests_and_max_wait),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

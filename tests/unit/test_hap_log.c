@@ -67,10 +67,29 @@ static void test_hap_log__percentiles_and_windows(void **state)
 	}
 }
 
+/* a canary's own requests (the captured X-Ferry-Synthetic, HAProxy's %hr) are counted apart */
+static void test_hap_log__synthetic_requests_counted_apart(void **state)
+{
+	int64_t now = (int64_t)time(NULL);
+	struct hap_live l;
+
+	(void)state;
+	hap_log_feed("syn v1-r0 200 3 {}", now);         /* a user's */
+	hap_log_feed("syn v1-r0 200 4 {canary}", now);   /* the step's own */
+	hap_log_feed("syn v1-r1 500 5 {canary}", now);
+	hap_log_feed("syn v1-r1 200 6", now);            /* a template without the capture */
+	hap_log_feed("syn v1-r1 200 6 {-}", now);
+	assert_int_equal(hap_log_window("syn", 1, 1, &l), 0);
+	assert_int_equal(l.requests, 5);
+	assert_int_equal(l.synthetic, 2);
+	assert_int_equal(l.errors_5xx, 1);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_hap_log__percentiles_and_windows),
+		cmocka_unit_test(test_hap_log__synthetic_requests_counted_apart),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
