@@ -4,7 +4,9 @@
 # requests during promotes and rollbacks under load. Prints one JSON line:
 #   {"bench":"deploy","requests":N,"direct_p50_ms":…,"direct_p99_ms":…,
 #    "proxy_p50_ms":…,"proxy_p99_ms":…,"proxy_p99_ratio":…,"direct_rps":…,
-#    "proxy_rps":…,"weight_apply_ms":…,"failed_during_promote":…}
+#    "proxy_rps":…,"weight_apply_ms":…,"failed_during_promote":…,
+#    "log_on_p99_ms":…,"log_off_p99_ms":…,"log_overhead_p99_ratio":…,
+#    "canary_decision_s":…,"canary_interval_s":…}
 #
 # Starts the embedded PostgreSQL and a real bin/ferryd in a private
 # directory under /tmp (127.0.0.1 only) and deploys two versions of the
@@ -26,6 +28,16 @@
 #  - failed_during_promote: wrk -c4 through the front while the API
 #    promotes 0.0.2, rolls back, promotes 0.0.1, rolls back (CYCLES times);
 #    wrk's non-2xx answers and socket errors (connect, read, write, timeout).
+#  - log_overhead_p99_ratio: the proxy's p99 with HAProxy's per-request log
+#    on against off (the issue's target: <= 1.05): ROUNDS rounds of wrk
+#    through the front with the built-in template and with ferryd restarted
+#    on a copy without the log lines (FERRY_HAPROXY_TEMPLATE; its reconcile
+#    reloads HAProxy, checked by the node name and by the live figures
+#    staying empty), in the order on off, off on, on off, …
+#  - canary_decision_s: a third version whose server answers 500 deployed
+#    with a canary (steps 50, 100; interval CANARY_INTERVAL s, default 2;
+#    traffic of its own at 40/s): from the event that gave it 50% to the
+#    rollback's event (the issue's target: <= 2 intervals).
 # Everything it started is stopped at the end (the deployment through the
 # API, then the daemon, HAProxy, any replica left, PostgreSQL) and its
 # directory removed. BENCH_KEEP=1 keeps the directory (logs).
@@ -99,17 +111,31 @@ trap 'exit 130' INT TERM
 
 PG=$(FERRY_HOME="$WORK/pg" bin/ferryd db start 2>"$WORK/pg.log") || { cat "$WORK/pg.log" >&2; die "cannot start PostgreSQL"; }
 
-# a free port: ferryd binds port 0 and publishes the address it got
-FERRY_DATABASE_URL=$PG FERRY_LISTEN=127.0.0.1:0 FERRY_ADDRESS_FILE="$WORK/ferryd.url" FERRY_API_TOKEN=$TOKEN \
-	FERRY_LOG_LEVEL=${BENCH_LOG_LEVEL:-warn} bin/ferryd >"$WORK/ferryd.log" 2>&1 &
-daemon=$!
-for _ in $(seq 1 200); do
-	[ -z "$URL" ] && [ -s "$WORK/ferryd.url" ] && URL=$(head -1 "$WORK/ferryd.url")
-	[ -n "$URL" ] && curl -fsS -m 2 "$URL/readyz" >/dev/null 2>&1 && break
-	kill -0 "$daemon" 2>/dev/null || die "ferryd exited at start"
-	sleep 0.05
-done
-[ -n "$URL" ] && curl -fsS -m 2 "$URL/readyz" >/dev/null 2>&1 || die "ferryd is not ready (address: ${URL:-none})"
+# start_ferryd [TEMPLATE]: a daemon on a free port (it binds port 0 and publishes the address it got),
+# with HAProxy's configuration from TEMPLATE when given (FERRY_HAPROXY_TEMPLATE)
+start_ferryd() {
+	URL=""
+	rm -f "$WORK/ferryd.url"
+	FERRY_DATABASE_URL=$PG FERRY_LISTEN=127.0.0.1:0 FERRY_ADDRESS_FILE="$WORK/ferryd.url" FERRY_API_TOKEN=$TOKEN \
+		FERRY_HAPROXY_TEMPLATE=${1:-} FERRY_LOG_LEVEL=${BENCH_LOG_LEVEL:-warn} bin/ferryd >>"$WORK/ferryd.log" 2>&1 &
+	daemon=$!
+	for _ in $(seq 1 200); do
+		[ -z "$URL" ] && [ -s "$WORK/ferryd.url" ] && URL=$(head -1 "$WORK/ferryd.url")
+		[ -n "$URL" ] && curl -fsS -m 2 "$URL/readyz" >/dev/null 2>&1 && break
+		kill -0 "$daemon" 2>/dev/null || die "ferryd exited at start"
+		sleep 0.05
+	done
+	[ -n "$URL" ] && curl -fsS -m 2 "$URL/readyz" >/dev/null 2>&1 || die "ferryd is not ready (address: ${URL:-none})"
+}
+
+stop_ferryd() {
+	kill -TERM "$daemon" 2>/dev/null || true
+	for _ in $(seq 1 300); do kill -0 "$daemon" 2>/dev/null || break; sleep 0.1; done
+	kill -0 "$daemon" 2>/dev/null && die "ferryd did not stop"
+	wait "$daemon" 2>/dev/null || true
+}
+
+start_ferryd
 
 # api METHOD PATH [JSON]: prints the body; fails on anything but 2xx
 api() {
@@ -179,6 +205,58 @@ for i in $(seq 1 "$ROUNDS"); do
 		{ cat "$WORK/proxy.$i" >&2; die "wrk failed"; }
 done
 
+# --- log_overhead_p99_ratio: the proxy path with HAProxy's per-request log on against off ---
+# The daemon restarted with a template without the log lines (FERRY_HAPROXY_TEMPLATE) and back:
+# its reconcile reloads HAProxy (the template is part of the node name), replicas keep serving.
+grep -v -e '^ *log ' -e '^ *log-format ' deploy/haproxy.cfg.tmpl >"$WORK/nolog.tmpl"
+# hap_node: the node name of the running HAProxy (a digest of its layout and template)
+hap_node() {
+	python3 - "$FERRY_HOME/haproxy/admin.sock" <<'PY'
+import socket, sys
+s = socket.socket(socket.AF_UNIX); s.settimeout(5); s.connect(sys.argv[1]); s.sendall(b"show info\n")
+out = b""
+while True:
+    b = s.recv(65536)
+    if not b: break
+    out += b
+print(next((l.split(":", 1)[1].strip() for l in out.decode().splitlines() if l.startswith("node:")), ""))
+PY
+}
+# restart_with [TEMPLATE]: ferryd again with that template; returns once HAProxy runs the new layout
+restart_with() {
+	local before after
+	before=$(hap_node)
+	stop_ferryd
+	start_ferryd "${1:-}"
+	for _ in $(seq 1 300); do
+		after=$(hap_node 2>/dev/null || true)
+		[ -n "$after" ] && [ "$after" != "$before" ] && return 0
+		sleep 0.1
+	done
+	die "HAProxy was not reloaded with the ${1:-built-in} template in 30 s"
+}
+live_requests() { dep 'j.get("live", {}).get("0.0.1", {}).get("requests", 0)'; }
+# measure_log on|off N: one round through the front, HAProxy's log as said (ferryd restarted when it differs)
+LOG=on
+measure_log() {
+	if [ "$1" != "$LOG" ]; then
+		restart_with "$([ "$1" = off ] && echo "$WORK/nolog.tmpl")"
+		LOG=$1
+	fi
+	wrk -t1 -c4 -d"${ROUND_SECS}s" --latency -s "$WORK/post.lua" "$(infer "$FRONT")" >"$WORK/log$1.$2" 2>&1 ||
+		{ cat "$WORK/log$1.$2" >&2; die "wrk failed"; }
+	if [ "$1" = on ]; then
+		[ "$(live_requests)" -gt 0 ] || die "no live figures with the per-request log on"
+	else
+		[ "$(live_requests)" = 0 ] || die "live figures with the per-request log off: the template was not applied"
+	fi
+}
+# on, off; off, on; on, off …: neither always first after a restart
+for i in $(seq 1 "$ROUNDS"); do
+	if [ $((i % 2)) = 1 ]; then measure_log on "$i"; measure_log off "$i"; else measure_log off "$i"; measure_log on "$i"; fi
+done
+[ "$LOG" = on ] || restart_with ""
+
 # --- weight_apply_ms: PATCH sent → HAProxy reports the new weights ---
 python3 - "$URL" "$TOKEN" "$CHANGES" >"$WORK/apply.json" <<'PY'
 import http.client, json, statistics, sys, time
@@ -243,9 +321,48 @@ done
 wait "$load" || { cat "$WORK/promote.wrk" >&2; die "wrk failed during promote"; }
 kill -0 "$daemon" 2>/dev/null || die "ferryd died"
 
-python3 - "$WORK" "$ROUNDS" <<'PY'
+# --- canary_decision_s: a version answering 5xx takes canary traffic → its rollback ---
+# a third version, served by a model server that answers 500 after its warm-up, canary with traffic
+# of its own (no client); the time between the event that gave it 50% and its rollback's, both the
+# database's clock. Stand-in weights: the model is not under test.
+cat >"$WORK/bad_serve.py" <<'PY'
+import http.server, os, socketserver
+served = {"n": 0}
+class H(http.server.BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+    def log_message(self, *a): pass
+    def reply(self, code, body):
+        self.send_response(code); self.send_header("Content-Length", str(len(body))); self.end_headers(); self.wfile.write(body)
+    def do_GET(self): self.reply(200, b"{}")
+    def do_POST(self):
+        self.rfile.read(int(self.headers.get("Content-Length", 0)))
+        served["n"] += 1
+        self.reply(200 if served["n"] == 1 else 500, b'{"outputs":[]}')
+class S(socketserver.ThreadingMixIn, http.server.HTTPServer):
+    allow_reuse_address = True; daemon_threads = True
+S(("127.0.0.1", int(os.environ["FERRY_PORT"])), H).serve_forever()
+PY
+CANARY_INTERVAL=${CANARY_INTERVAL:-2}
+sed -e "s|command: \[/usr/bin/python3, $ROOT/workflows/digits/train.py, .*\]|command: [sh, -c, 'echo weights >\"\$FERRY_OUTPUT_DIR/model.bin\"']|" \
+	-e "s|serve: .*|serve: [/usr/bin/python3, $WORK/bad_serve.py]|" \
+	-e "s|traffic: 20|traffic: 100\n    canary: {steps: [50, 100], interval: ${CANARY_INTERVAL}s, max_error_rate: 5%, min_requests: 5, traffic: {rate: 40/s}}|" \
+	"$WORK/dep.yaml" >"$WORK/bad.yaml"
+api PATCH /api/v1/deployments/1 '{"traffic": {"0.0.1": 100}}' >/dev/null
+body=$(python3 -c 'import json, sys; print(json.dumps({"yaml": open(sys.argv[1]).read(), "params": {"C": "1"}}))' "$WORK/bad.yaml")
+id=$(api POST /api/v1/runs "$body" | python3 -c 'import json, sys; print(json.load(sys.stdin)["id"])') ||
+	die "cannot submit the bad canary"
+state=""
+for _ in $(seq 1 1200); do
+	state=$(api GET "/api/v1/runs/$id" | python3 -c 'import json, sys; print(json.load(sys.stdin)["state"])') || state=""
+	case $state in failed) break ;; succeeded|stopped) die "the bad canary's run $id $state" ;; esac
+	sleep 0.1
+done
+[ "$state" = failed ] || die "the bad canary's run $id did not finish in 120 s (state '$state')"
+api GET /api/v1/deployments/1 >"$WORK/canary.json"
+
+python3 - "$WORK" "$ROUNDS" "$CANARY_INTERVAL" <<'PY'
 import json, re, statistics, sys
-work, rounds = sys.argv[1], int(sys.argv[2])
+work, rounds, interval = sys.argv[1], int(sys.argv[2]), float(sys.argv[3])
 UNITS = {"us": 0.001, "ms": 1.0, "s": 1000.0, "m": 60000.0}
 
 def parse(path):
@@ -275,6 +392,20 @@ if errors:
     sys.exit("bench deploy: %d failed requests while measuring latency" % errors)
 med = lambda xs, k: statistics.median(x[k] for x in xs)
 apply = json.load(open(work + "/apply.json"))
+on = [parse("%s/logon.%d" % (work, i)) for i in range(1, rounds + 1)]
+off = [parse("%s/logoff.%d" % (work, i)) for i in range(1, rounds + 1)]
+if sum(x["errors"] for x in on + off):
+    sys.exit("bench deploy: failed requests while measuring the log's cost")
+from datetime import datetime
+events = json.load(open(work + "/canary.json"))["events"]
+def at(e):
+    return datetime.fromisoformat(re.sub(r"([+-]\d\d)$", r"\1:00", e["at"].replace(" ", "T")))
+took = [e for e in events if e["kind"] == "traffic" and e["detail"].get("version") == "0.0.3"
+        and e["detail"].get("why", "").startswith("canary step 1 ")]
+back = [e for e in events if e["kind"] == "canary-rolled-back"]
+if not took or not back:
+    sys.exit("bench deploy: no canary step or rollback among the events: %s" % [e["kind"] for e in events])
+decision = (at(back[-1]) - at(took[-1])).total_seconds()
 promote = parse(work + "/promote.wrk")
 print(json.dumps({
     "bench": "deploy", "requests": sum(x["n"] for x in d + p),
@@ -284,9 +415,13 @@ print(json.dumps({
     "direct_rps": round(med(d, "rps")), "proxy_rps": round(med(p, "rps")),
     "weight_apply_ms": round(apply["median"], 1),
     "failed_during_promote": promote["errors"],
+    "log_on_p99_ms": round(med(on, "p99"), 3), "log_off_p99_ms": round(med(off, "p99"), 3),
+    "log_overhead_p99_ratio": round(med(on, "p99") / med(off, "p99"), 2),
+    "canary_decision_s": round(decision, 2), "canary_interval_s": interval,
 }, separators=(",", ":")))
 print("bench deploy: rounds direct p99 %s, proxy p99 %s; weight apply max %.1f ms, %d GETs before HAProxy had it; "
-      "%d requests during the promote/rollback cycles" %
-      ([x["p99"] for x in d], [x["p99"] for x in p], apply["max"], apply["late_gets"], promote["n"]),
+      "%d requests during the promote/rollback cycles; log on p99 %s, off %s" %
+      ([x["p99"] for x in d], [x["p99"] for x in p], apply["max"], apply["late_gets"], promote["n"],
+       [x["p99"] for x in on], [x["p99"] for x in off]),
       file=sys.stderr)
 PY
