@@ -692,7 +692,8 @@ test_deploy_rollback_after_third_version() {
 	haproxy_vs_db || fail "HAProxy differs from the database"
 }
 
-# approve: true waits for a person; a bad payload is refused with the field named; the payload's settings apply
+# approve: true waits for a person; a bad payload is refused with the field named; the payload's settings apply;
+# a version archived while its deploy waits is refused
 test_deploy_approve_waits_and_applies_payload() {
 	deploy_up
 	start_daemon a
@@ -715,6 +716,17 @@ test_deploy_approve_waits_and_applies_payload() {
 	assert_eq "$(dep_json | json '[len(v["replica_list"]) for v in j["versions"]]')" "[1, 2]" "the approved replicas"
 	assert_eq "$(dep_json | json 'j["auto_stop_s"]')" 7200 "the approved auto-stop"
 	assert_match "$(sql "SELECT string_agg(kind || ':' || actor, ',' ORDER BY id) FROM events WHERE run_id = $id2 AND step = 'deploy'")" "step.approved:admin \\(as tester\\)" "who approved"
+	# a version archived while its deploy waits is not deployed (the registry's archive holds at deploy time)
+	f=$(deploy_wf 50 "    approve: true")
+	double_model "$f"
+	id3=$(submit "$f" '{"C": "6"}')
+	wait_step "$id3" deploy waiting 60
+	ferry models archive digits 0.0.3 >/dev/null || fail "archive 0.0.3"
+	api POST "/api/v1/runs/$id3/steps/deploy/continue" '{}'
+	assert_eq "$CODE" 200 "approve: $BODY"
+	wait_run "$id3" failed 60
+	assert_match "$(step_col "$id3" deploy reason)" 'digits 0.0.3 is archived: it is not deployed \(ferry models restore digits 0.0.3\)' "refused, saying how to bring it back"
+	assert_eq "$(dep_json | json '{v["version"]: v["weight"] for v in j["versions"]}')" '{"0.0.1": 70, "0.0.2": 30}' "traffic as it was"
 	haproxy_vs_db || fail "HAProxy differs from the database"
 }
 
