@@ -9,7 +9,8 @@
  *   - writes the handles of started jobs that are not recorded yet (a failed
  *     record is retried here, never only logged), then closes finished
  *     attempts in one ferry_finish() call; when that made steps ready,
- *     claims again at once instead of waiting for a poll;
+ *     claims again at once instead of waiting for a poll; then what jobs
+ *     that cannot run yet wait for (exec_job_note) as their steps' reasons;
  *   - runs the periodic tasks that are due (tasks[] in engine_table.c, a table of
  *     rows of store/task.h: the polling fallback, lease renewal, leader
  *     election, adoption of this host's orphans, the leader's reaper of
@@ -471,6 +472,24 @@ static void poll_jobs(struct engine *e, int64_t now)
 	}
 	if (chld)
 		exec_tick_all(e->home);
+}
+
+/* The notes of running jobs that changed (what each waits for) as their steps' reasons; retried next tick while a write fails. */
+static void write_notes(struct engine *e)
+{
+	if (e->conn == NULL || PQstatus(e->conn) != CONNECTION_OK)
+		return;
+	for (int i = 0; i < e->njobs; i++) {
+		struct exec_job *j = e->jobs[i];
+		if (!j->note_changed)
+			continue;
+		if (store_step_note(e->conn, j->step_id, j->attempt, j->note) < 0) {
+			flog_warn("run %lld step %s attempt %d: cannot record what it waits for: %s", (long long)j->run_id,
+				  j->name, j->attempt, ferry_error_last());
+			return;
+		}
+		j->note_changed = 0;
+	}
 }
 
 void engine_kill_job(struct engine *e, struct exec_job *j, enum attempt_outcome outcome, char *reason)
@@ -1044,6 +1063,7 @@ int engine_tick(struct engine *e, int64_t max_wait_ms)
 	}
 	if (flush_records(e) < 0 || flush_done(e) < 0)
 		goto next;
+	write_notes(e);
 	if (e->retry_wall_ms && clock_wall_ms() >= e->retry_wall_ms) {
 		e->retry_wall_ms = 0;
 		e->claim_now = 1;

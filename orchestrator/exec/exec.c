@@ -346,9 +346,19 @@ void exec_job_dispose(struct exec_job *job)
 	free(job->name);
 	free(job->dir);
 	free(job->kill_reason);
+	free(job->note);
 	json_decref(job->handle);
 	json_decref(job->ctx);
 	memset(job, 0, sizeof(*job));
+}
+
+void exec_job_note(struct exec_job *job, const char *note)
+{
+	if (note == NULL ? job->note == NULL : job->note != NULL && strcmp(job->note, note) == 0)
+		return;
+	free(job->note);
+	job->note = note ? xstrdup(note) : NULL;
+	job->note_changed = 1;
 }
 
 void exec_spawnattr_child(posix_spawnattr_t *at)

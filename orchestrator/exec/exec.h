@@ -56,6 +56,13 @@ struct exec_job {
 	int kill_final;           /* failed for good: not retried (the monitor's fail) */
 	int killed_hard;
 	int recorded;       /* its handle is in the database */
+	/*
+	 * What the job waits for while it cannot run yet ("waiting for Slurm:
+	 * …"), set by its type through exec_job_note; the engine shows it as
+	 * the step's reason while it runs (note_changed: not written yet).
+	 */
+	char *note;
+	int note_changed;
 	json_t *ctx;        /* the engine's: {kind, spec, workdir, inputs, run, cache_key} */
 };
 
@@ -245,6 +252,8 @@ void exec_types_fini(void);
 /* A new job of type t (may be NULL) with its instance, otherwise zeroed; exec_job_free releases it. */
 struct exec_job *exec_job_new(const struct exec_type *t);
 void exec_job_free(struct exec_job *job);
+/* Sets job's note (a copy; NULL clears it), marked changed when it differs. */
+void exec_job_note(struct exec_job *job, const char *note);
 
 /*
  * Runs argv (PATH searched) with its output captured into *out (the

@@ -26,7 +26,11 @@
  * DIR/status is read first on every poll: a job whose script recorded its
  * exit ends even while slurmctld or slurmrestd is down. An outage (no
  * connection, a time-out, slurmctld unreachable) only delays the next
- * request; what Slurm refuses (a bad request, a bad token) fails the step.
+ * request — a job not submitted yet notes "waiting for Slurm: …" as its
+ * step's reason (exec_job_note) and fails after slurm.submit_timeout when
+ * nothing can have reached slurmctld; what Slurm refuses (a bad request,
+ * a bad token, a partition it does not have: a REST error number that is
+ * not an outage, whatever the HTTP status) fails the step.
  *
  * Each job's state (struct sljob) is its exec_job's priv, freed by
  * cleanup (or dispose); what all jobs share — the curl multi handle, when
@@ -110,6 +114,9 @@ struct sljob {
 	int want_sig, sent_sig; /* cancel: wanted and accepted signals (SIGTERM < SIGKILL) */
 	int64_t next_ms;       /* when the next request may go */
 	int outages;           /* in a row, for the log */
+	int64_t waiting_since; /* the first outage of the submit now waiting (monotonic ms), 0: none */
+	int64_t submit_timeout_ms; /* slurm.submit_timeout: how long a submit waits for Slurm; 0: forever */
+	char *note;            /* what the step waits for (exec_job_note), NULL: nothing */
 	struct op op;
 	int ended;
 	struct exec_status end;
@@ -460,6 +467,9 @@ static void set_job_id(struct sljob *s, int64_t id)
 {
 	s->job_id = id;
 	s->phase = PH_WATCH;
+	s->waiting_since = 0;
+	free(s->note);
+	s->note = NULL;
 	if (s->handle)
 		json_object_set_new(s->handle, "job_id", json_integer(id));
 	flog_debug("step %lld attempt %d: Slurm job %lld", (long long)s->step_id, s->attempt, (long long)id);
@@ -486,18 +496,45 @@ static void op_done(struct sljob *s)
 	json_t *j = s->cli ? NULL : json_loads(o->text ? o->text : "", 0, NULL);
 	const char *etext = NULL;
 	int enum_ = j ? exec_slurm_rest_error(j, &etext) : 0;
-	int outage = o->ans == ANS_OUTAGE || (!s->cli && enum_ != 0 && exec_slurm_rest_outage(enum_, etext));
+	/*
+	 * An outage is an answer that never came, or one whose Slurm error says
+	 * slurmctld was not reached; when slurmrestd names the error, that
+	 * decides, whatever its HTTP status (it answers 500 to an invalid
+	 * partition, which is Slurm's final word, not an outage).
+	 */
+	int outage = !s->cli && enum_ != 0 ? exec_slurm_rest_outage(enum_, etext) : o->ans == ANS_OUTAGE;
 	enum op_kind kind = o->kind;
+	int64_t now = clock_mono_ms();
 
-	s->next_ms = clock_mono_ms() + poll_ms();
-	s->sl->away_until = outage ? clock_mono_ms() + 5000 : 0;
+	s->next_ms = now + poll_ms();
+	s->sl->away_until = outage ? now + 5000 : 0;
 	if (outage) {
+		char *why = xstrndup(etext ? etext : o->text ? o->text : "", 200);
+		why[strcspn(why, "\n")] = '\0';
 		if (s->outages++ % 10 == 0)
 			flog_warn("step %lld attempt %d: Slurm did not answer (%s); asking again",
-				  (long long)s->step_id, s->attempt, etext ? etext : o->text);
+				  (long long)s->step_id, s->attempt, why);
 		if (kind == OP_SUBMIT)
 			/* connection refused: nothing was sent; anything else may have reached slurmctld */
-			s->maybe_submitted = s->cli ? 1 : !(o->text && strstr(o->text, "Couldn't connect"));
+			s->maybe_submitted = !(o->text && (strstr(o->text, "Couldn't connect") ||
+							   strstr(o->text, "contact slurm controller") ||
+							   strstr(o->text, "Connection refused")));
+		if (s->phase == PH_SUBMIT) {
+			/* not submitted yet: the step says so, and gives up after slurm.submit_timeout */
+			if (s->waiting_since == 0)
+				s->waiting_since = now;
+			if (s->submit_timeout_ms > 0 && now - s->waiting_since >= s->submit_timeout_ms &&
+			    !s->maybe_submitted) {
+				s->ended = 1;
+				s->end.exit_code = -1;
+				s->end.reason = xasprintf("Slurm did not answer for %lld s (slurm.submit_timeout): %s",
+							  (long long)(s->submit_timeout_ms / 1000), why);
+			} else {
+				free(s->note);
+				s->note = xasprintf("waiting for Slurm: %s", why);
+			}
+		}
+		free(why);
 		goto out;
 	}
 	s->outages = 0;
@@ -869,6 +906,7 @@ static struct sljob *sljob_new(struct exec_job *ej, const char *dir, json_t *sav
 	s->name = xstrdup(json_string_value(json_object_get(job, "name")) ? json_string_value(json_object_get(job, "name")) : "");
 	s->comment = xstrdup(json_string_value(json_object_get(job, "comment")) ? json_string_value(json_object_get(job, "comment")) : dir);
 	s->end.exit_code = -1;
+	s->submit_timeout_ms = json_integer_value(json_object_get(saved, "submit_timeout_ms"));
 	if (ej->inst == NULL) /* a job the caller made itself (a test, a replica) */
 		ej->inst = exec_type_instance(&exec_slurm);
 	s->sl = ej->inst;
@@ -889,6 +927,7 @@ static void sljob_free(struct exec_job *job)
 	free(s->dir), free(s->name), free(s->comment);
 	json_decref(s->req);
 	free(s->end.reason);
+	free(s->note);
 	free(s);
 }
 
@@ -955,8 +994,9 @@ static int slurm_start(struct exec_job *job, const struct exec_spec *c, enum exe
 		goto out;
 	/* name: for people (squeue); comment: the attempt directory, unique across daemons sharing Slurm */
 	name = xasprintf("ferry-%lld-%s-%d", (long long)c->run_id, c->name, c->attempt);
-	saved = json_pack("{s:s, s:o}", "via", via && strcmp(via, "cli") == 0 ? "cli" : "rest", "request",
-			  exec_slurm_request(c, script, json_incref(env), x.cwd, dir, name));
+	saved = json_pack("{s:s, s:o, s:I}", "via", via && strcmp(via, "cli") == 0 ? "cli" : "rest", "request",
+			  exec_slurm_request(c, script, json_incref(env), x.cwd, dir, name), "submit_timeout_ms",
+			  json_integer_value(json_object_get(sl, "submit_timeout_ms")));
 	/* before it is sent: a restarted daemon finds the request (and so the job) from the directory */
 	free(path);
 	path = xasprintf("%s/slurm.json", dir);
@@ -1015,6 +1055,7 @@ static int slurm_poll(struct exec_job *job, struct exec_status *st)
 	}
 	s->handle = job->handle;
 	advance(s);
+	exec_job_note(job, s->ended ? NULL : s->note);
 	if (!s->ended)
 		return 0;
 	give_end(s, st);

@@ -125,6 +125,12 @@ struct store_orphan {
 int store_orphans(struct store_orphan **out, int *n, PGconn *conn, const char *owner,
 		  const char *host);
 void store_orphans_free(struct store_orphan *v, int n);
+/*
+ * A running attempt's note (exec_job_note: "waiting for Slurm: …") as its
+ * step's reason while the attempt is the step's latest and running; NULL
+ * clears it.
+ */
+int store_step_note(PGconn *conn, int64_t step_id, int attempt, const char *note);
 /* Whether attempt of step (by name) of run is running: 1, 0, or a negative FERRY_E* code. */
 int store_attempt_is_running(PGconn *conn, int64_t run, const char *step, int attempt);
 /* Takes an attempt over from prev_owner; 1 if taken, 0 if someone else did. */

@@ -360,6 +360,20 @@ void store_orphans_free(struct store_orphan *v, int n)
 	free(v);
 }
 
+int store_step_note(PGconn *conn, int64_t step_id, int attempt, const char *note)
+{
+	char st[32], att[16];
+	const char *params[3] = {st, att, note};
+
+	snprintf(st, sizeof(st), "%lld", (long long)step_id);
+	snprintf(att, sizeof(att), "%d", attempt);
+	/* only the attempt that is still the step's, still running: a late note changes nothing else */
+	return store_q(NULL, conn,
+		       "UPDATE steps SET reason = $3 WHERE id = $1::bigint AND attempts = $2::int AND state = 'running' "
+		       "AND reason IS DISTINCT FROM $3",
+		       3, params);
+}
+
 int store_attempt_is_running(PGconn *conn, int64_t run, const char *step, int attempt)
 {
 	char r[32], att[16];

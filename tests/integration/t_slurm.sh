@@ -282,6 +282,51 @@ Y
 	assert_eq "$(slurm_jobs)" "" "no Slurm job left"
 }
 
+# What Slurm refuses for good (a partition it does not have) fails the
+# attempt with Slurm's message, both ways of talking to it; before, a REST
+# answer 500 counted as an outage and the step stayed running forever.
+test_slurm_permanent_error_fails_the_step() {
+	slurm_up
+	start_daemon a
+	f=$(wf nosuch <<'Y'
+name: nosuch
+steps:
+  - {name: rest, executor: slurm, slurm: {partition: nosuch}, command: [sh, -c, 'echo never']}
+  - {name: cli, executor: slurm, slurm: {partition: nosuch, via: cli}, command: [sh, -c, 'echo never']}
+Y
+)
+	id=$(submit "$f")
+	wait_run "$id" failed 30
+	assert_match "$(step_col "$id" rest reason)" 'Slurm refused the job: .*[Ii]nvalid partition' "rest: Slurm's message"
+	assert_match "$(step_col "$id" cli reason)" 'Slurm refused the job: .*[Ii]nvalid partition' "cli: Slurm's message"
+	assert_eq "$(slurm_jobs)" "" "no Slurm job"
+}
+
+# Slurm away while a step is submitted: the step's reason says it waits for
+# Slurm (and why), the reason goes once it is submitted, and with
+# slurm.submit_timeout the attempt fails when Slurm stays away that long.
+test_slurm_waiting_reason_and_submit_timeout() {
+	slurm_up
+	kill "$(cat "$FERRY_SLURM_DIR/run/slurmrestd.pid")"
+	sleep 0.5
+	start_daemon a
+	f=$(wf waits <<'Y'
+name: waits
+steps:
+  - {name: patient, executor: slurm, command: [sh, -c, 'echo patient']}
+  - {name: bounded, executor: slurm, slurm: {submit_timeout: 3s}, command: [sh, -c, 'echo bounded']}
+Y
+)
+	id=$(submit "$f")
+	wait_step "$id" bounded failed 20
+	assert_match "$(step_col "$id" bounded reason)" 'Slurm did not answer for 3 s \(slurm.submit_timeout\): .*' "bounded: failed after its bound"
+	assert_match "$(step_col "$id" patient reason)" '^waiting for Slurm: ' "patient: says what it waits for"
+	assert_match "$(ferry get "$id")" 'waiting for Slurm: ' "shown by ferry get"
+	"$ROOT/deploy/slurm.sh" start "$FERRY_SLURM_DIR" >/dev/null
+	wait_step "$id" patient succeeded 60
+	assert_eq "$(step_col "$id" patient "coalesce(reason, '')")" "" "the reason went with the wait"
+}
+
 # image: other than host on slurm: the batch script runs the command in
 # `podman run` with the attempt's directories mounted at their own paths
 test_slurm_image_runs_in_podman() {
