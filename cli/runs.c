@@ -19,6 +19,8 @@
 
 /* ---- get ---- */
 
+#define PARAM_SHOWN 80 /* bytes of a param's value ferry get prints */
+
 static void print_params(const json_t *params)
 {
 	const char *key;
@@ -27,8 +29,16 @@ static void print_params(const json_t *params)
 
 	json_object_foreach((json_t *)params, key, val) {
 		char *text = json_is_string(val) ? NULL : json_dumps(val, JSON_ENCODE_ANY | JSON_COMPACT);
-		printf("%s%s=%s", first ? "" : ", ", key,
-		       json_is_string(val) ? json_string_value(val) : text ? text : "?");
+		const char *v = json_is_string(val) ? json_string_value(val) : text ? text : "?";
+		/* a long value cut (whole in -o json), with its size; a newline shown as \n */
+		size_t n = strlen(v), shown = n > PARAM_SHOWN ? PARAM_SHOWN : n;
+		while (shown < n && shown > 0 && ((unsigned char)v[shown] & 0xC0) == 0x80)
+			shown--; /* not inside a UTF-8 character */
+		printf("%s%s=", first ? "" : ", ", key);
+		for (size_t i = 0; i < shown; i++)
+			fputs(v[i] == '\n' ? "\\n" : (char[2]){v[i], '\0'}, stdout);
+		if (shown < n)
+			printf("… (%zu bytes; ferry get -o json has it whole)", n);
 		free(text);
 		first = false;
 	}

@@ -170,13 +170,22 @@ static void shim(char **argv, char **envp, const char *cwd, const char *log, con
 		}
 		execvpe(argv[0], argv, envp);
 		{
+			/* what execve said, in words (no strerror: this is a vfork child) */
 			static const char msg1[] = "ferry: cannot execute ";
-			static const char msg2[] = ": command not found or not executable\n";
+			static const char e2big[] = ": its arguments and environment are too large for the kernel "
+						    "(E2BIG: at most 128 KiB a value, about 2 MiB in all); pass large "
+						    "inputs in a file, not a param or env value\n";
+			static const char eacces[] = ": permission denied (not executable, or a directory on its "
+						     "path is not searchable by the job's user)\n";
+			static const char enoexec[] = ": not an executable format (a script needs a #! line)\n";
+			static const char enoent[] = ": command not found or not executable\n";
+			int e = errno;
+			const char *m = e == E2BIG ? e2big : e == EACCES ? eacces : e == ENOEXEC ? enoexec : enoent;
 			(void)fd_write_all(2, msg1, sizeof(msg1) - 1);
 			(void)fd_write_all(2, argv[0], strlen(argv[0]));
-			(void)fd_write_all(2, msg2, sizeof(msg2) - 1);
+			(void)fd_write_all(2, m, strlen(m));
+			_exit(e == ENOENT || e == ENOTDIR ? 127 : 126);
 		}
-		_exit(127);
 	}
 	/* the shim stays to record the result, whatever the group is sent */
 	signal(SIGTERM, SIG_IGN);

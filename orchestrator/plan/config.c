@@ -976,6 +976,7 @@ int cfg_params_resolve(json_t **out, const json_t *spec, const json_t *given)
 	const char *key;
 	char *val = NULL;
 	void *it;
+	size_t total = 0;
 	int error = FERRY_EINVALID;
 
 	*out = NULL;
@@ -1013,6 +1014,20 @@ int cfg_params_resolve(json_t **out, const json_t *spec, const json_t *given)
 		}
 		if (cfg_param_check(json_object_iter_value(it), val, &names) < 0) {
 			ferry_error_set("parameter %s %s", qk, names.p);
+			goto out;
+		}
+		/* each is in every job's environment (FERRY_PARAM_NAME), where the kernel takes 128 KiB a value */
+		if (strlen(val) > CFG_PARAM_VALUE_MAX) {
+			ferry_error_set("parameter %s is %zu bytes, more than the %d a value may hold (params go into "
+					"each job's environment); pass a large input as a file or a dataset",
+					qk, strlen(val), CFG_PARAM_VALUE_MAX);
+			goto out;
+		}
+		total += strlen(key) + strlen(val);
+		if (total > CFG_PARAMS_TOTAL_MAX) {
+			ferry_error_set("parameters hold %zu bytes up to %s, more than the %d all of them may hold "
+					"(they go into each job's environment); pass large inputs as files",
+					total, qk, CFG_PARAMS_TOTAL_MAX);
 			goto out;
 		}
 		json_object_set_new(res, key, json_string(val));

@@ -90,9 +90,12 @@ int64_t cfg_memory_mb(const char *s);
 /*
  * Resolves a run's parameters against spec["params"]: given is a JSON object
  * (values string, number or boolean; NULL means none). Fills defaults,
- * rejects unknown names and missing required ones (FERRY_EINVALID, message
- * names the parameter). *out is a new object name -> string value.
+ * rejects unknown names, missing required ones and values past the limits
+ * below (FERRY_EINVALID, message names the parameter and the limit). *out
+ * is a new object name -> string value.
  */
+#define CFG_PARAM_VALUE_MAX (64 * 1024)   /* bytes of one value: under the kernel's 128 KiB an env string */
+#define CFG_PARAMS_TOTAL_MAX (512 * 1024) /* names and values together: a quarter of ARG_MAX's usual 2 MiB */
 int cfg_params_resolve(json_t **out, const json_t *spec, const json_t *given);
 
 #endif

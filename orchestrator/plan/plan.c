@@ -290,6 +290,49 @@ static json_t *ancestors(struct graph *g, const struct plan_step *ps, size_t i, 
 	return out;
 }
 
+#define ARG_STRLEN_MAX (128 * 1024 - 1) /* the kernel's MAX_ARG_STRLEN, less its NUL */
+#define EXEC_TOTAL_MAX (1024 * 1024)      /* argv and env together: half of ARG_MAX's usual 2 MiB */
+
+/*
+ * Whether a step's command and environment can be executed at all: the
+ * kernel refuses (E2BIG) a string of 128 KiB or more, and argv and envp
+ * past ARG_MAX; the daemon's own FERRY_* variables come on top, hence half.
+ */
+static int exec_size_check(const char *step, const json_t *cmd, const json_t *env)
+{
+	size_t total = 0, i;
+	const char *key;
+	json_t *v;
+
+	json_array_foreach(cmd, i, v) {
+		size_t n = strlen(json_string_value(v) ? json_string_value(v) : "");
+		if (n > ARG_STRLEN_MAX) {
+			ferry_error_set("step %s: command[%zu] is %zu bytes after its templates, more than the %d the "
+					"kernel takes in one argument; pass a large input as a file", step, i, n,
+					ARG_STRLEN_MAX);
+			return FERRY_EINVALID;
+		}
+		total += n + 1;
+	}
+	json_object_foreach((json_t *)env, key, v) {
+		size_t n = strlen(key) + 1 + strlen(json_string_value(v) ? json_string_value(v) : "");
+		if (n > ARG_STRLEN_MAX) {
+			ferry_error_set("step %s: env %s is %zu bytes after its templates, more than the %d the kernel "
+					"takes in one environment variable; pass a large input as a file", step, key,
+					n, ARG_STRLEN_MAX);
+			return FERRY_EINVALID;
+		}
+		total += n + 1;
+	}
+	if (total > EXEC_TOTAL_MAX) {
+		ferry_error_set("step %s: its command and environment hold %zu bytes, more than the %d a job may be "
+				"given (the kernel's limit is about 2 MiB with the daemon's variables); pass large "
+				"inputs as files", step, total, EXEC_TOTAL_MAX);
+		return FERRY_EINVALID;
+	}
+	return FERRY_OK;
+}
+
 /*
  * The resolved spec of one step: command, env, workdir and the kind's fields
  * rendered. The script of a shell command (sh -c SCRIPT) gets its params
@@ -333,7 +376,8 @@ static int step_spec(json_t **out, const json_t *step, const json_t *params, con
 	}
 	json_object_set(spec, "image", json_object_get(step, "image"));
 	/* where the job runs (the engine picks its executor type from these) and the kind's fields */
-	error = copy_kind_fields(spec, step, params, run_id, templated);
+	if ((error = copy_kind_fields(spec, step, params, run_id, templated)) == FERRY_OK)
+		error = exec_size_check(str_at(step, "name"), cmd, env);
 out:
 	json_object_set_new(spec, "command", cmd);
 	json_object_set_new(spec, "env", env);

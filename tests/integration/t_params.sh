@@ -152,3 +152,52 @@ Y
 env={{steps.a.outputs.y}}|from-a
 arg={{steps.a.outputs.y}}|from-a' "a value's braces stay text in a script, an env value and an argument"
 }
+
+# A param too large for a job's environment is refused at submit with the
+# param and the limit named (before: a 900 KB value was accepted and the
+# step failed with "exit code 127: ferry: cannot execute sh: command not
+# found"); a step whose templates make an environment variable too large
+# is refused naming it; what reaches execve too large anyway (an output
+# rendered at claim time) is reported as E2BIG; ferry get cuts long values.
+test_params_too_large_for_a_job() {
+	start_daemon a
+	f=$(wf big <<'Y'
+name: big
+params:
+  blob: {default: "x"}
+steps:
+  - {name: a, command: [sh, -c, 'echo ${#FERRY_PARAM_BLOB}'], env: {TRIPLE: "{{params.blob}}{{params.blob}}{{params.blob}}"}}
+Y
+)
+	# body N: a request file (curl reads it: an argument that long is E2BIG for curl itself)
+	body() { python3 -c 'import json,sys; print(json.dumps({"yaml": open(sys.argv[1]).read(), "params": {"blob": "y" * int(sys.argv[2])}}))' "$f" "$1" >"$FERRY_HOME/body.json"; echo "@$FERRY_HOME/body.json"; }
+	api POST /api/v1/runs "$(body 900000)"
+	assert_eq "$CODE" 400 "900 KB: $BODY"
+	assert_eq "$(echo "$BODY" | json 'j["error"]["field"]')" params "the field"
+	assert_match "$(echo "$BODY" | json 'j["error"]["message"]')" '^parameter "blob" is 900000 bytes, more than the 65536 a value may hold' "the param and the limit"
+	# 50 KB is a param's, three of it in one env variable are not
+	api POST /api/v1/runs "$(body 50000)"
+	assert_eq "$CODE" 400 "150 KB in one variable: $BODY"
+	assert_match "$(echo "$BODY" | json 'j["error"]["message"]')" 'step a: env TRIPLE is 150007 bytes after its templates, more than the 131071' "the variable named"
+	assert_eq "$(sql 'SELECT count(*) FROM runs')" 0 "no run was created"
+	sed -i 's/, env: {TRIPLE: .*}}$/}/' "$f"
+	api POST /api/v1/runs "$(body 50000)"
+	assert_eq "$CODE" 201 "50 KB: $BODY"
+	id=$(echo "$BODY" | json 'j["id"]')
+	wait_run "$id" succeeded 30
+	assert_eq "$(ferry logs "$id" a)" 50000 "the job had it whole"
+	out=$(ferry get "$id")
+	assert_match "$out" 'blob=y{80}… \(50000 bytes; ferry get -o json has it whole\)' "cut in ferry get"
+	[ "$(echo "$out" | wc -c)" -lt 5000 ] || fail "ferry get printed the whole value"
+	# too large at claim time: an output rendered into the next step's command
+	g=$(wf e2big <<'Y'
+name: e2big
+steps:
+  - {name: make, command: [sh, -c, 'python3 -c "import json; print(json.dumps({\"big\": \"z\" * 200000}))" >"$FERRY_OUTPUT_DIR/outputs.json"']}
+  - {name: use, needs: [make], command: [echo, "{{steps.make.outputs.big}}"]}
+Y
+)
+	id=$(submit "$g")
+	wait_run "$id" failed 30
+	assert_match "$(step_col "$id" use reason)" '^exit code 126: ferry: cannot execute echo: its arguments and environment are too large for the kernel \(E2BIG' "E2BIG said as such"
+}
