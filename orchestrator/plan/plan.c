@@ -298,7 +298,7 @@ static json_t *ancestors(struct graph *g, const struct plan_step *ps, size_t i, 
  * kernel refuses (E2BIG) a string of 128 KiB or more, and argv and envp
  * past ARG_MAX; the daemon's own FERRY_* variables come on top, hence half.
  */
-static int exec_size_check(const char *step, const json_t *cmd, const json_t *env)
+static int exec_size_check(const json_t *cmd, const json_t *env)
 {
 	size_t total = 0, i;
 	const char *key;
@@ -307,8 +307,8 @@ static int exec_size_check(const char *step, const json_t *cmd, const json_t *en
 	json_array_foreach(cmd, i, v) {
 		size_t n = strlen(json_string_value(v) ? json_string_value(v) : "");
 		if (n > ARG_STRLEN_MAX) {
-			ferry_error_set("step %s: command[%zu] is %zu bytes after its templates, more than the %d the "
-					"kernel takes in one argument; pass a large input as a file", step, i, n,
+			ferry_error_set("command[%zu] is %zu bytes after its templates, more than the %d the "
+					"kernel takes in one argument; pass a large input as a file", i, n,
 					ARG_STRLEN_MAX);
 			return FERRY_EINVALID;
 		}
@@ -317,17 +317,17 @@ static int exec_size_check(const char *step, const json_t *cmd, const json_t *en
 	json_object_foreach((json_t *)env, key, v) {
 		size_t n = strlen(key) + 1 + strlen(json_string_value(v) ? json_string_value(v) : "");
 		if (n > ARG_STRLEN_MAX) {
-			ferry_error_set("step %s: env %s is %zu bytes after its templates, more than the %d the kernel "
-					"takes in one environment variable; pass a large input as a file", step, key,
+			ferry_error_set("env %s is %zu bytes after its templates, more than the %d the kernel "
+					"takes in one environment variable; pass a large input as a file", key,
 					n, ARG_STRLEN_MAX);
 			return FERRY_EINVALID;
 		}
 		total += n + 1;
 	}
 	if (total > EXEC_TOTAL_MAX) {
-		ferry_error_set("step %s: its command and environment hold %zu bytes, more than the %d a job may be "
+		ferry_error_set("its command and environment hold %zu bytes, more than the %d a job may be "
 				"given (the kernel's limit is about 2 MiB with the daemon's variables); pass large "
-				"inputs as files", step, total, EXEC_TOTAL_MAX);
+				"inputs as files", total, EXEC_TOTAL_MAX);
 		return FERRY_EINVALID;
 	}
 	return FERRY_OK;
@@ -339,7 +339,8 @@ static int exec_size_check(const char *step, const json_t *cmd, const json_t *en
  * shell-quoted; every param is also in the env as FERRY_PARAM_NAME, under
  * the step's own env.
  */
-static int step_spec(json_t **out, const json_t *step, const json_t *params, const char *run_id)
+static int step_spec(json_t **out, const json_t *step, const json_t *params, const json_t *run_env,
+		     const char *run_id)
 {
 	json_t *spec = json_object(), *cmd = json_array(), *env = json_object(), *v;
 	json_t *templated = json_array();
@@ -360,6 +361,8 @@ static int step_spec(json_t **out, const json_t *step, const json_t *params, con
 		json_object_set(env, name, v);
 		free(name);
 	}
+	json_object_foreach((json_t *)run_env, key, v)
+		json_object_set(env, key, v);
 	json_object_foreach(json_object_get(step, "env"), key, v) {
 		json_t *r = NULL;
 		if ((error = render_or_keep(&r, json_string_value(v), false, params, run_id, templated,
@@ -377,7 +380,7 @@ static int step_spec(json_t **out, const json_t *step, const json_t *params, con
 	json_object_set(spec, "image", json_object_get(step, "image"));
 	/* where the job runs (the engine picks its executor type from these) and the kind's fields */
 	if ((error = copy_kind_fields(spec, step, params, run_id, templated)) == FERRY_OK)
-		error = exec_size_check(str_at(step, "name"), cmd, env);
+		error = exec_size_check(cmd, env);
 out:
 	json_object_set_new(spec, "command", cmd);
 	json_object_set_new(spec, "env", env);
@@ -509,7 +512,7 @@ int run_plan_make(struct run_plan **out, const struct run_plan_in *in, cfg_error
 			p->edges[p->nedges].needs = j;
 			p->nedges++;
 		}
-		if ((error = step_spec(&s->spec, st, p->params, run_id)) < 0) {
+		if ((error = step_spec(&s->spec, st, p->params, in->env, run_id)) < 0) {
 			char msg[512];
 			snprintf(msg, sizeof(msg), "step \"%s\": %s", s->name, ferry_error_last());
 			ferry_error_set("%s", msg);

@@ -44,6 +44,9 @@ struct run_plan_in {
 	const json_t *offered;
 	const char *only, *from, *to; /* dev subset: at most one, NULL for the whole run */
 	int64_t run_id;         /* rendered into {{run.id}} */
+	/* Variables every job of the run gets under the step's own env (a git
+	 * run's FERRY_GIT_COMMIT, FERRY_GIT_REPO, FERRY_GIT_REF), or NULL. */
+	const json_t *env;
 };
 
 /* One step of the plan, as its steps row will hold it. */

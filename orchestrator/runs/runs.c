@@ -125,12 +125,43 @@ static int check_bound_aliases(PGconn *conn, const struct run_plan *plan, const 
 	return error;
 }
 
+/*
+ * What every job of a run from a git commit (a git trigger, or a run
+ * submitted by repo and ref) is told: FERRY_GIT_COMMIT, FERRY_GIT_REPO and
+ * FERRY_GIT_REF (the trigger's branch or the ref asked for), and git's
+ * safe.directory for the checkout (the run's working directory: a work tree
+ * of that commit, gitsrc.c); NULL for other runs.
+ */
+static json_t *run_git_env(const json_t *origin, const char *workdir)
+{
+	const json_t *g = json_object_get(origin, "git");
+	const char *ref;
+	json_t *env;
+
+	if (!json_is_object(g) || !json_string_value(json_object_get(g, "commit")))
+		return NULL;
+	env = json_pack("{s:O}", "FERRY_GIT_COMMIT", json_object_get(g, "commit"));
+	if (json_string_value(json_object_get(g, "repo")))
+		json_object_set(env, "FERRY_GIT_REPO", json_object_get(g, "repo"));
+	ref = json_string_value(json_object_get(g, "branch")) ? json_string_value(json_object_get(g, "branch"))
+							      : json_string_value(json_object_get(g, "ref"));
+	if (ref)
+		json_object_set_new(env, "FERRY_GIT_REF", json_string(ref));
+	/* the checkout is the daemon's, the job another user's: git trusts it only when told (a
+	 * command-scope setting, as `git -c safe.directory=DIR` would be) */
+	if (workdir)
+		json_object_set_new(env, "GIT_CONFIG_COUNT", json_string("1")),
+		json_object_set_new(env, "GIT_CONFIG_KEY_0", json_string("safe.directory")),
+		json_object_set_new(env, "GIT_CONFIG_VALUE_0", json_string(workdir));
+	return env;
+}
+
 int runs_create(int64_t *out_id, PGconn *conn, const struct runs_new *rn, cfg_errors *errs)
 {
 	struct store_run_row row;
 	struct run_plan_in in;
 	struct run_plan *plan = NULL;
-	json_t *spec = NULL;
+	json_t *spec = NULL, *git_env = NULL;
 	char *hash = NULL, *yaml = NULL, *reg_workdir = NULL;
 	const char *workdir = rn->workdir;
 	int64_t id = 0;
@@ -160,6 +191,7 @@ int runs_create(int64_t *out_id, PGconn *conn, const struct runs_new *rn, cfg_er
 	in.from = rn->from;
 	in.to = rn->to;
 	in.run_id = id;
+	in.env = git_env = run_git_env(rn->origin, rn->workdir);
 	if ((error = run_plan_make(&plan, &in, errs)) < 0)
 		goto out;
 	if ((error = run_plan_check_files(plan, workdir)) < 0) {
@@ -195,7 +227,7 @@ out:
 	if (error < 0)
 		*out_id = 0;
 	run_plan_free(plan);
-	json_decref(spec);
+	json_decref(spec), json_decref(git_env);
 	free(hash), free(yaml), free(reg_workdir);
 	return error;
 }

@@ -952,6 +952,92 @@ next:
 	return error;
 }
 
+static int chmod_entry(const char *path, const struct stat *st, int type, struct FTW *ftw)
+{
+	(void)ftw;
+	if (type == FTW_D || type == FTW_DP)
+		return chmod(path, 0755) < 0 ? -1 : 0;
+	if (type == FTW_F)
+		return chmod(path, (st->st_mode & 0111) ? 0755 : 0644) < 0 ? -1 : 0;
+	return 0;
+}
+
+/*
+ * Makes dir (an exported checkout of commit c) a work tree of it, as `git
+ * clone --depth 1` would: a .git of its own holding the commit and its tree
+ * (one pack from a pack builder; .git/shallow names the commit, whose
+ * parents are not there), HEAD detached at it, an index of its tree and
+ * `origin` the repository. So `git rev-parse HEAD`, `git status` and `git
+ * log -1` in a job name the commit of its run. Self-contained and readable
+ * by the job user (nothing points back into Ferry's mirrors); git's own
+ * ownership check is the job's environment's (runs.c: safe.directory).
+ */
+static int worktree_git(git_repository *src, const git_commit *c, const char *dir, const char *url)
+{
+	git_repository *w = NULL;
+	git_packbuilder *pb = NULL;
+	git_index *idx = NULL;
+	git_tree *tree = NULL;
+	git_remote *origin = NULL;
+	git_odb *odb = NULL;
+	const git_oid *id = git_commit_id(c);
+	char hex[GIT_OID_HEXSZ + 1], *path = NULL;
+	int gerr, error = FERRY_OK;
+
+	if ((gerr = git_repository_init(&w, dir, 0)) < 0) {
+		error = git_fail(gerr, "making the checkout's .git");
+		goto out;
+	}
+	path = xasprintf("%s/.git/objects/pack", dir);
+	if ((gerr = git_packbuilder_new(&pb, src)) < 0 || (gerr = git_packbuilder_insert_commit(pb, id)) < 0 ||
+	    (gerr = git_packbuilder_write(pb, path, 0444, NULL, NULL)) < 0) {
+		error = git_fail(gerr, "packing the commit into the checkout's .git");
+		goto out;
+	}
+	if ((gerr = git_repository_odb(&odb, w)) < 0 || (gerr = git_odb_refresh(odb)) < 0 ||
+	    (gerr = git_repository_set_head_detached(w, id)) < 0 ||
+	    (gerr = git_tree_lookup(&tree, w, git_commit_tree_id(c))) < 0 ||
+	    (gerr = git_repository_index(&idx, w)) < 0 || (gerr = git_index_read_tree(idx, tree)) < 0 ||
+	    (gerr = git_index_write(idx)) < 0) {
+		error = git_fail(gerr, "writing the checkout's HEAD and index");
+		goto out;
+	}
+	if (url && (gerr = git_remote_create(&origin, w, "origin", url)) < 0) {
+		error = git_fail(gerr, "naming the checkout's origin");
+		goto out;
+	}
+	free(path);
+	path = xasprintf("%s/.git/shallow", dir);
+	git_oid_tostr(hex, sizeof(hex), id);
+	{
+		int fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+		hex[GIT_OID_HEXSZ] = '\n';
+		if (fd < 0 || fd_write_all(fd, hex, sizeof(hex)) < 0) {
+			ferry_error_set("cannot write %s: %s", path, strerror(errno));
+			error = FERRY_ERROR;
+		}
+		if (fd >= 0)
+			close(fd);
+		if (error < 0)
+			goto out;
+	}
+	free(path);
+	path = xasprintf("%s/.git", dir);
+	if (nftw(path, chmod_entry, 16, FTW_PHYS) < 0) {
+		ferry_error_set("cannot open %s to the job's user: %s", path, strerror(errno));
+		error = FERRY_ERROR;
+	}
+out:
+	git_remote_free(origin);
+	git_index_free(idx);
+	git_tree_free(tree);
+	git_odb_free(odb);
+	git_packbuilder_free(pb);
+	git_repository_free(w);
+	free(path);
+	return error;
+}
+
 int gitsrc_checkout(const char *repo, const char *cache_dir, const char *commit, const char *dir)
 {
 	git_repository *r = NULL;
@@ -1000,7 +1086,7 @@ int gitsrc_checkout(const char *repo, const char *cache_dir, const char *commit,
 		goto out;
 	}
 	error = tree_write(r, tree, dfd, "", 0);
-	if (error < 0)
+	if (error < 0 || (error = worktree_git(r, c, tmp, repo)) < 0)
 		goto out;
 	if (rename(tmp, dir) < 0) {
 		/* another caller renamed the same commit's tree first: theirs is as good */

@@ -178,7 +178,7 @@ Y
 	# 50 KB is a param's, three of it in one env variable are not
 	api POST /api/v1/runs "$(body 50000)"
 	assert_eq "$CODE" 400 "150 KB in one variable: $BODY"
-	assert_match "$(echo "$BODY" | json 'j["error"]["message"]')" 'step a: env TRIPLE is 150007 bytes after its templates, more than the 131071' "the variable named"
+	assert_match "$(echo "$BODY" | json 'j["error"]["message"]')" 'step "a": env TRIPLE is 150007 bytes after its templates, more than the 131071' "the variable named"
 	assert_eq "$(sql 'SELECT count(*) FROM runs')" 0 "no run was created"
 	sed -i 's/, env: {TRIPLE: .*}}$/}/' "$f"
 	api POST /api/v1/runs "$(body 50000)"

@@ -227,7 +227,7 @@ triggers:
   - git: {repo: $FERRY_HOME/origin.git, branch: main}
 steps:
   - name: s
-    command: [sh, -c, 'cat version.txt; echo commit {{params.git_commit}}']
+    command: [sh, -c, 'cat version.txt; echo commit {{params.git_commit}}; echo "head \$(git rev-parse HEAD)"; echo "env \$FERRY_GIT_COMMIT \$FERRY_GIT_REF \$FERRY_GIT_REPO"; echo "subject \$(git log -1 --format=%s)"; echo "dirty \$(git status --porcelain | wc -l)"']
 Y
 )
 	ferry workflow register "$f" >/dev/null || fail "register gw"
@@ -235,7 +235,7 @@ Y
 
 test_git_trigger_new_commit_one_run_with_its_commit() {
 	git_repo
-	start_daemon a FERRY_GIT_POLL_MS=500
+	start_daemon a FERRY_GIT_POLL_MS=500 FERRY_JOB_USER=ferry-job # as by default: git trusts the checkout of another user
 	git_wf
 	local id; id=$(trig_id gw)
 	wait_baseline "$id"
@@ -249,6 +249,13 @@ test_git_trigger_new_commit_one_run_with_its_commit() {
 	wait_run "$run" succeeded 20
 	# it ran in a checkout of that commit
 	ferry logs "$run" s | grep -qx v2 || fail "the run did not see the commit's files"
+	# a work tree of that commit, as the job's user sees it: git answers with the run's commit (before:
+	# the checkout was no repository and git found Ferry's own clone above it), and the FERRY_GIT_* variables
+	local log; log=$(ferry logs "$run" s)
+	assert_match "$log" "head $c2" "git rev-parse HEAD in the job: $log"
+	assert_match "$log" "env $c2 main $FERRY_HOME/origin.git" "FERRY_GIT_COMMIT, _REF, _REPO"
+	assert_match "$log" "subject v2" "git log"
+	assert_match "$log" "dirty 0" "git status: a clean work tree"
 	ferry get "$run" | grep -q "^Commit: *${c2:0:12} on main" || fail "ferry get does not show the commit"
 	sleep 2
 	assert_eq "$(trig_runs "$id")" 1 "one commit, one run"

@@ -322,9 +322,21 @@ static void test_gitsrc__checkout(void **state)
 	assert_string_equal(text, "deep\n");
 	free(text);
 	free(p);
-	p = xasprintf("%s/.git", dir);
-	assert_int_equal(lstat(p, &st), -1);
-	free(p);
+	/* a work tree of C1 (a shallow clone's): git answers for it, with nothing changed */
+	{
+		char head[41];
+		capture(head, "git -C '%s' rev-parse HEAD", dir);
+		assert_string_equal(head, C1);
+		/* (capture reads 40 characters: no line of git status is 40 zeros) */
+		capture(head, "git -C '%s' status --porcelain | wc -l | tr -d ' ' | "
+			"sed 's/^0$/0000000000000000000000000000000000000000/'", dir);
+		assert_string_equal(head, "0000000000000000000000000000000000000000");
+		p = xasprintf("%s/.git/shallow", dir);
+		assert_int_equal(file_read(&text, &len, p), 0);
+		assert_int_equal(strncmp(text, C1, 40), 0);
+		free(text);
+		free(p);
+	}
 	p = xasprintf("%s/new.txt", dir); /* C3's file is not in C1 */
 	assert_int_equal(lstat(p, &st), -1);
 	free(p);
