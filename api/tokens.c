@@ -1,8 +1,13 @@
 /*
  * tokens — see tokens.h. The named tokens are an array sorted by hash,
  * replaced whole by the reloader; a lookup takes the mutex, searches, and
- * copies out the name and role. The reloader waits on a pipe (tokens_free
- * writes to it) at most RELOAD_MS at a time between reads.
+ * copies out the name and role. The reloader holds its own connection,
+ * LISTENs on ferry_tokens (migration 0024: every change of api_tokens
+ * notifies at commit) and reads the live tokens again when told, so a
+ * token created or revoked on any daemon counts everywhere at once; it
+ * reads them anyway every RELOAD_MS (a notification missed while the
+ * connection was being made again) and after each reconnect. It waits on
+ * the connection's socket and a pipe (tokens_free writes to it).
  */
 #include "api/tokens.h"
 
@@ -19,7 +24,8 @@
 #include "store/db.h"
 #include "lib/util.h"
 
-#define RELOAD_MS 1000         /* a created or revoked token takes effect within about this */
+#define RELOAD_MS 30000        /* read again without a notification at least this often (FERRY_TOKENS_RELOAD_MS) */
+#define RETRY_MS 1000          /* after a failed connect or read */
 #define CONNECT_MS 2000        /* the reloader's connection attempt is bounded by this */
 #define WARN_AFTER 5           /* failed reads in a row before a warning */
 
@@ -142,27 +148,63 @@ int tokens_check(struct tokens *t, const char *header, enum token_role *role, ch
 	return found;
 }
 
-/* Waits up to ms for tokens_free; 1 when it was called. */
-static int stop_requested(struct tokens *t, int ms)
+/*
+ * Waits up to ms for tokens_free (1), a notification on conn (0, consumed)
+ * or the time (0); -1 when the connection broke.
+ */
+static int wait_event(struct tokens *t, PGconn *conn, int ms)
 {
-	struct pollfd p = {.fd = t->wake[0], .events = POLLIN};
+	struct pollfd p[2] = {{.fd = t->wake[0], .events = POLLIN}, {.fd = conn ? PQsocket(conn) : -1, .events = POLLIN}};
+	PGnotify *nt;
 
-	return poll(&p, 1, ms) > 0;
+	if (poll(p, conn ? 2 : 1, ms) < 0 && errno != EINTR)
+		return -1;
+	if (p[0].revents)
+		return 1;
+	if (conn && p[1].revents) {
+		if (!PQconsumeInput(conn))
+			return -1;
+		/* told or not (a spurious wake-up), the tokens are read again */
+		while ((nt = PQnotifies(conn)) != NULL)
+			PQfreemem(nt);
+	}
+	return 0;
+}
+
+static int reload_ms(void)
+{
+	const char *s = getenv("FERRY_TOKENS_RELOAD_MS");
+	int64_t v;
+
+	return s && parse_int64(s, &v) == 0 && v >= 100 && v <= 3600000 ? (int)v : RELOAD_MS;
 }
 
 static void *reloader_main(void *arg)
 {
 	struct tokens *t = arg;
 	PGconn *conn = NULL;
-	int failures = 0;
+	int failures = 0, rc;
 
-	do {
+	for (;;) {
 		struct store_token *v = NULL;
 		int n = 0;
 
-		if (conn == NULL && db_connect_ex(&conn, t->conninfo, CONNECT_MS, 0) < 0) {
-			conn = NULL;
-			continue;
+		if (conn == NULL) {
+			PGresult *res;
+			if (db_connect_ex(&conn, t->conninfo, CONNECT_MS, 0) < 0) {
+				conn = NULL;
+				goto retry;
+			}
+			/* listening before the read: a change committed in between is read or notified */
+			res = PQexec(conn, "LISTEN ferry_tokens");
+			if (PQresultStatus(res) != PGRES_COMMAND_OK) {
+				flog_debug("api tokens: LISTEN ferry_tokens: %s", PQerrorMessage(conn));
+				PQclear(res);
+				PQfinish(conn);
+				conn = NULL;
+				goto retry;
+			}
+			PQclear(res);
 		}
 		if (store_token_live(&v, &n, conn) < 0) {
 			/* quiet while the daemon migrates a fresh database; once when it lasts */
@@ -173,12 +215,22 @@ static void *reloader_main(void *arg)
 				flog_debug("api tokens: cannot read the named tokens: %s", ferry_error_last());
 			PQfinish(conn);
 			conn = NULL;
-			continue;
+			goto retry;
 		}
 		failures = 0;
 		tokens_set(t, v, n);
 		store_tokens_free(v, n);
-	} while (!stop_requested(t, RELOAD_MS));
+		if ((rc = wait_event(t, conn, reload_ms())) == 1)
+			break;
+		if (rc < 0) {
+			PQfinish(conn);
+			conn = NULL;
+		}
+		continue;
+	retry:
+		if (wait_event(t, NULL, RETRY_MS) == 1)
+			break;
+	}
 	PQfinish(conn);
 	return NULL;
 }

@@ -5,11 +5,14 @@
  * (db/migrations/0008_api_tokens.sql), known by their sha256 only.
  *
  * Coherence: a reloader thread with its own connection (application_name
- * ferryd-api-tokens) reads the live named tokens every second and swaps the
- * table in, so a created token works, and a revoked one stops working,
- * within about a second. While the database cannot be read the last table
- * read stays in force (the daemon's own token always works); before the
- * first read only the daemon's own token is accepted.
+ * ferryd-api-tokens) LISTENs on ferry_tokens, which every change of the
+ * token table notifies at commit (migration 0024), reads the live named
+ * tokens when told (and every 30 s, and after a reconnect) and swaps the
+ * table in: a created token works, and a revoked one stops working, on
+ * every daemon as soon as the notification arrives (milliseconds). While
+ * the database cannot be read the last table read stays in force (the
+ * daemon's own token always works); before the first read only the
+ * daemon's own token is accepted.
  *
  * The request path never waits on the database: the daemon's token is
  * compared in constant time without any lock; any other token is hashed

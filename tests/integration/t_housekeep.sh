@@ -35,7 +35,7 @@ Y
 	assert_eq "$CODE" 200 "the finished run is read (and kept in the run cache)"
 
 	viewer=$(hk_token watcher viewer)
-	# the API reads the tokens every second: wait until it knows this one
+	# the API is told of it at once (NOTIFY ferry_tokens); the loop bounds the wait
 	for _ in $(seq 1 30); do
 		FERRY_API_TOKEN=$viewer api GET /api/v1/runs
 		[ "$CODE" = 200 ] && break

@@ -11,7 +11,7 @@ test_tokens_viewer_is_read_only() {
 	id=$(submit "$ROOT/workflows/hello.yaml")
 	viewer=$(token watcher viewer)
 	assert_match "$viewer" '^[0-9a-f]{48}$' "the token is printed once"
-	sleep 1.5 # the API reads the tokens every second
+	sleep 0.2 # the daemon is told at once (NOTIFY ferry_tokens)
 	FERRY_API_TOKEN=$viewer api GET /api/v1/runs
 	assert_eq "$CODE" 200 "a viewer lists runs"
 	FERRY_API_TOKEN=$viewer api GET "/api/v1/runs/$id"
@@ -101,6 +101,34 @@ test_tokens_revoke_and_list() {
 	assert_eq "$(sql "SELECT count(*) FROM api_tokens WHERE hash = encode(sha256('$other'::bytea), 'hex')")" 1 \
 		"only the sha256 is stored"
 	assert_eq "$(sql "SELECT count(*) FROM api_tokens WHERE hash = '$other' OR name = '$other'")" 0 "never the token"
+}
+
+# A token created or revoked counts on every daemon at once: each LISTENs on
+# ferry_tokens (migration 0024). With the fallback re-read a minute away
+# (FERRY_TOKENS_RELOAD_MS), only the notification can make the change
+# count on both daemons within seconds; before, each read every second and
+# a new token was refused for up to a second after `ferryd token create`.
+test_tokens_take_effect_at_once_on_every_daemon() {
+	start_daemon a FERRY_TOKENS_RELOAD_MS=60000
+	start_another b FERRY_TOKENS_RELOAD_MS=60000
+	local ua ub tok code
+	ua=$(daemon_url a); ub=$(daemon_url b)
+	sleep 0.5 # both have read the (empty) table and listen
+	tok=$(token quick viewer)
+	# until_code URL CODE: asks up to 5 s (a minute before any re-read): 1 when CODE never came
+	until_code() {
+		for _ in $(seq 1 100); do
+			code=$(curl -s -o /dev/null -w '%{http_code}' -H "Authorization: Bearer $tok" "$1/api/v1/runs")
+			[ "$code" = "$2" ] && return 0
+			sleep 0.05
+		done
+		return 1
+	}
+	until_code "$ua" 200 || fail "daemon a refused the new token ($code)"
+	until_code "$ub" 200 || fail "daemon b refused the new token ($code)"
+	ferryd token revoke quick 2>/dev/null || fail "revoke"
+	until_code "$ua" 401 || fail "daemon a still takes the revoked token ($code)"
+	until_code "$ub" 401 || fail "daemon b still takes the revoked token ($code)"
 }
 
 test_tokens_default_is_admin() {
