@@ -12,13 +12,42 @@
 # trigger watches workflows/digits/data/incoming and its nightly schedule is
 # on. A batch of new labelled samples is dropped there: the trigger starts a
 # run, which retrains on them, passes the gate against production and
-# deploys version 0.0.3. A bad batch (every 3 labelled 8) is dropped next:
+# deploys the next version. A bad batch (every 3 labelled 8) is dropped next:
 # its run fails the gate, and nothing is registered or deployed.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-export FERRY_HOME=${FERRY_HOME:-$PWD/.ferry}
+ROOT=$PWD
+# The demo works in a FERRY_HOME of its own, made anew each time (FERRY_DEMO_HOME, default
+# .ferry-demo, git-ignored), on a copy of the digits workflow: it writes nothing into the checkout,
+# and a later `bin/ferryd` (FERRY_HOME .ferry) inherits none of its workflows, triggers or deployments.
+export FERRY_HOME=${FERRY_DEMO_HOME:-$ROOT/.ferry-demo}
 export FERRY_LISTEN=${FERRY_LISTEN:-127.0.0.1:8080}
-export FERRY_URL=${FERRY_URL:-http://$FERRY_LISTEN}
+# the daemon writes the address it listens on here (FERRY_LISTEN may be port 0); the CLI reads it
+export FERRY_ADDRESS_FILE=$FERRY_HOME/ferryd.url
+unset FERRY_URL FERRY_DATABASE_URL
+
+# reset: what an earlier demo left in FERRY_HOME is stopped and removed (refused while its daemon runs)
+reset_home() {
+	local p f
+	[ -d "$FERRY_HOME" ] || return 0
+	if [ -s "$FERRY_ADDRESS_FILE" ] && curl -fsS -m 2 "$(head -1 "$FERRY_ADDRESS_FILE")/healthz" >/dev/null 2>&1; then
+		echo "demo: an earlier demo's ferryd still runs at $(head -1 "$FERRY_ADDRESS_FILE") (DEMO_KEEP=1?); stop it first" >&2
+		exit 1
+	fi
+	# HAProxy outlives ferryd by design, and a replica an aborted demo left: their pids are on file
+	if [ -s "$FERRY_HOME/haproxy/haproxy.pid" ]; then
+		p=$(cat "$FERRY_HOME/haproxy/haproxy.pid")
+		kill -TERM "$p" 2>/dev/null || true
+	fi
+	for f in "$FERRY_HOME"/deployments/*/runs/*/*/*/status; do
+		[ -f "$f" ] || continue
+		p=$(sed -n 's/^pid \([0-9]*\) .*/\1/p' "$f" | tail -n 1)
+		[ -z "$p" ] || kill -TERM -- "-$p" 2>/dev/null || true
+	done
+	bin/ferryd db stop >/dev/null 2>&1 || true
+	rm -rf "$FERRY_HOME"
+}
+reset_home
 mkdir -p "$FERRY_HOME"
 if [ "$(id -u)" = 0 ]; then
 	# the embedded PostgreSQL runs as 'postgres' and must be able to reach FERRY_HOME
@@ -28,44 +57,61 @@ if [ "$(id -u)" = 0 ]; then
 	if ! runuser -u postgres -- test -x "$FERRY_HOME" 2>/dev/null; then
 		alt=/var/tmp/ferry-demo
 		echo "demo: the postgres user cannot enter $FERRY_HOME (a parent directory is private); using $alt"
-		export FERRY_HOME=$alt
+		rmdir "$FERRY_HOME" 2>/dev/null || true
+		export FERRY_HOME=$alt FERRY_ADDRESS_FILE=$alt/ferryd.url
+		reset_home
 		mkdir -p "$FERRY_HOME"
 		chmod 755 "$FERRY_HOME"
 	fi
 fi
+# the workflow, its code and data, copied: its data trigger watches the copy's incoming/
+WF=$FERRY_HOME/workflows
+mkdir -p "$WF"
+cp workflows/digits.yaml "$WF/"
+cp -r workflows/digits "$WF/"
+rm -rf "$WF/digits/__pycache__" "$WF"/digits/data/incoming/*
+chmod -R a+rX "$WF"
 
 say() { printf '\n\033[1m== %s\033[0m\n' "$*"; }
 
-# the data trigger's folder: what an earlier demo dropped there is gone first
-INCOMING=workflows/digits/data/incoming
-rm -f "$INCOMING"/batch-*.csv "$INCOMING"/.batch-*
+# the data trigger's folder (the copy's)
+INCOMING=$WF/digits/data/incoming
 
-if curl -fsS "$FERRY_URL/healthz" >/dev/null 2>&1; then
-	echo "demo: something already answers on $FERRY_URL; stop it or set FERRY_LISTEN" >&2
-	exit 1
-fi
+case $FERRY_LISTEN in
+*:0) ;;
+*)
+	if curl -fsS "http://$FERRY_LISTEN/healthz" >/dev/null 2>&1; then
+		echo "demo: something already answers on http://$FERRY_LISTEN; stop it or set FERRY_LISTEN (127.0.0.1:0: any free port)" >&2
+		exit 1
+	fi
+	;;
+esac
 
 say "starting ferryd (state in $FERRY_HOME, log in $FERRY_HOME/ferryd.log)"
 bin/ferryd >"$FERRY_HOME/ferryd.log" 2>&1 &
 pid=$!
 cleanup() {
 	if [ -n "${DEPLOYED:-}" ]; then
-		say "ferry deployments stop 1   (drains, stops the replicas and HAProxy; start brings it back)"
-		bin/ferry deployments stop 1 || true
+		say "ferry deployments stop $DEPLOYED   (drains, stops the replicas and HAProxy; start brings it back)"
+		bin/ferry deployments stop "$DEPLOYED" || true
 	fi
-	rm -f "$INCOMING"/batch-*.csv "$INCOMING"/.batch-*
 	say "stopping ferryd and the embedded PostgreSQL"
 	kill -TERM "$pid" 2>/dev/null && wait "$pid" 2>/dev/null || true
 	bin/ferryd db stop || true
 }
 trap cleanup EXIT
 trap 'exit 130' INT TERM # Ctrl-C (DEMO_KEEP=1 waits for it): the cleanup runs
+FERRY_URL=""
 for _ in $(seq 1 300); do
-	# readyz: the API answers at once, the database (started, migrated) a moment later
-	curl -fsS "$FERRY_URL/readyz" >/dev/null 2>&1 && break
+	# the address it got (FERRY_LISTEN port 0: any free one), then readyz: the API answers at
+	# once, the database (started, migrated) a moment later
+	[ -z "$FERRY_URL" ] && [ -s "$FERRY_ADDRESS_FILE" ] && FERRY_URL=$(head -1 "$FERRY_ADDRESS_FILE")
+	[ -n "$FERRY_URL" ] && curl -fsS "$FERRY_URL/readyz" >/dev/null 2>&1 && break
 	kill -0 "$pid" 2>/dev/null || { cat "$FERRY_HOME/ferryd.log"; exit 1; }
 	sleep 0.1
 done
+[ -n "$FERRY_URL" ] || { echo "demo: ferryd wrote no address to $FERRY_ADDRESS_FILE" >&2; exit 1; }
+export FERRY_URL
 grep -E 'PostgreSQL|listening' "$FERRY_HOME/ferryd.log" || true
 say "the web console: open $FERRY_URL/ui/ and paste the token"
 echo "token: ${FERRY_API_TOKEN:-$(cat "$FERRY_HOME/api-token" 2>/dev/null)}"
@@ -76,6 +122,20 @@ step_state() {
 import json, sys
 run = json.load(sys.stdin)
 print(next((s["state"] for s in run["steps"] if s["name"] == sys.argv[1]), "?"))' "$2"
+}
+
+# out RUN STEP KEY: a step's output, from `ferry get -o json`
+out() {
+	bin/ferry get "$1" -o json | /usr/bin/python3 -c '
+import json, sys
+run = json.load(sys.stdin)
+s = next((s for s in run["steps"] if s["name"] == sys.argv[1]), {})
+print((s.get("outputs") or {}).get(sys.argv[2], "?"))' "$2" "$3"
+}
+
+# production: the version the digits model's production alias names now
+production() {
+	bin/ferry models get digits production -o json | /usr/bin/python3 -c 'import json,sys; print(json.load(sys.stdin)["version"])'
 }
 
 # one_run N [RUN]: submit the digits pipeline (or take RUN, started by a
@@ -119,10 +179,10 @@ one_run() {
 	RUN_ID=$id
 }
 
-say "ferry validate workflows/digits.yaml"
-bin/ferry validate workflows/digits.yaml
-say "ferry workflow register workflows/digits.yaml   (runs by name; its schedule and data trigger are on)"
-bin/ferry workflow register workflows/digits.yaml
+say "ferry validate $WF/digits.yaml   (a copy of workflows/digits.yaml and its code)"
+bin/ferry validate "$WF/digits.yaml"
+say "ferry workflow register $WF/digits.yaml   (runs by name; its schedule and data trigger are on)"
+bin/ferry workflow register "$WF/digits.yaml"
 
 one_run 1
 first=$RUN_ID
@@ -131,16 +191,19 @@ bin/ferry logs "$first" evaluate
 
 one_run 2
 second=$RUN_ID
+v1=$(out "$first" register version)
+v2=$(out "$second" register version)
+dep=$(out "$second" deploy id)
 
 say "ferry models versions digits"
 bin/ferry models versions digits
 say "ferry models get digits production"
 bin/ferry models get digits production
 
-DEPLOYED=1
-say "ferry deployments get 1   (0.0.1 keeps 80%, the new 0.0.2 takes 20%)"
-bin/ferry deployments get 1
-front=$(bin/ferry deployments get 1 -o json | /usr/bin/python3 -c 'import json,sys; print(json.load(sys.stdin)["url"])')
+DEPLOYED=$dep
+say "ferry deployments get $dep   ($v1 keeps 80%, the new $v2 takes 20%)"
+bin/ferry deployments get "$dep"
+front=$(bin/ferry deployments get "$dep" -o json | /usr/bin/python3 -c 'import json,sys; print(json.load(sys.stdin)["url"])')
 
 # predict N: N real predictions of sample.json through the front address; prints the split
 predict() {
@@ -158,14 +221,14 @@ PY
 }
 say "200 predictions through the front address $front"
 predict 200
-say "ferry deployments predict 1 workflows/digits/sample.json   (the online prediction test)"
-bin/ferry deployments predict 1 workflows/digits/sample.json
-say "ferry deployments promote 1 0.0.2"
-bin/ferry deployments promote 1 0.0.2
+say "ferry deployments predict $dep workflows/digits/sample.json   (the online prediction test)"
+bin/ferry deployments predict "$dep" workflows/digits/sample.json
+say "ferry deployments promote $dep $v2   (all traffic to it; production follows)"
+bin/ferry deployments promote "$dep" "$v2"
 say "200 predictions after the promote"
 predict 200
-deadline=$(bin/ferry deployments get 1 -o json | /usr/bin/python3 -c 'import json,sys; print(json.load(sys.stdin)["deadline"])')
-echo "auto-stop: the deployment stops at $deadline unless extended (ferry deployments extend 1 2h)"
+deadline=$(bin/ferry deployments get "$dep" -o json | /usr/bin/python3 -c 'import json,sys; print(json.load(sys.stdin)["deadline"])')
+echo "auto-stop: the deployment stops at $deadline unless extended (ferry deployments extend $dep 2h)"
 
 # drop FILE GENERATOR-ARGS: a batch written by new_batch.py, under a temporary name and renamed
 drop() {
@@ -194,17 +257,20 @@ drop batch-002.csv --count 300
 third=$(triggered "$second")
 echo "the data trigger started run $third"
 one_run 3 "$third"
-say "ferry models versions digits   (0.0.3 trained on the new samples, past the gate, now production)"
+v3=$(out "$third" register version)
+prod=$(production)
+say "ferry models versions digits   ($v3 trained on the new samples, past the gate; production stays $prod until $v3 serves all traffic)"
 bin/ferry models versions digits
-say "ferry deployments get 1   (0.0.3 takes 20%)"
-bin/ferry deployments get 1
+say "ferry deployments get $dep   ($v3 takes 20%)"
+bin/ferry deployments get "$dep"
 
 say "a bad batch: every 3 of the training images labelled 8"
 drop batch-003.csv --mislabelled
 fourth=$(triggered "$third")
 echo "the data trigger started run $fourth"
 EXPECT=failed one_run 4 "$fourth"
-say "ferry models get digits production   (still 0.0.3: the gate kept the bad model out)"
+[ "$(production)" = "$prod" ] || { echo "demo: production moved to $(production) after a failed gate" >&2; exit 1; }
+say "ferry models get digits production   (still $prod: the gate kept the bad model out)"
 bin/ferry models get digits production
 say "ferry schedules list   (the nightly retraining, 03:00 Europe/Berlin)"
 bin/ferry schedules list
@@ -213,7 +279,7 @@ blobs=$(find "$FERRY_HOME/artifacts/sha256" -type f | wc -l)
 say "demo finished"
 echo "run $first and run $second succeeded; run $second's train step came from the step cache"
 echo "(nothing changed), so both versions share one stored artifact: $blobs blob(s) in $FERRY_HOME/artifacts."
-echo "run $third, started by new data, retrained and deployed 0.0.3; run $fourth, started by a bad"
+echo "run $third, started by new data, retrained and deployed $v3; run $fourth, started by a bad"
 echo "batch, failed its gate and registered nothing."
 echo "Try: bin/ferryd &  then  bin/ferry submit workflows/digits.yaml -p C=1 --watch"
 if [ -n "${DEMO_KEEP:-}" ] && kill -0 "$pid" 2>/dev/null; then
