@@ -1,8 +1,8 @@
 /*
  * ferry events — a run's audit trail as GET /api/v1/runs/{id}/events has
  * it: every transition and every human action, oldest first, one line each
- * (time, actor, what, step and attempt, detail); -o json prints the answer
- * as is. --after ID prints only the events after that one (for scripts that
+ * (time, actor, what, step and attempt, and the detail's telling fields as
+ * KEY=VALUE, cut to a line); -o json prints the answer as is. --after ID prints only the events after that one (for scripts that
  * poll).
  *
  * ferry audit — the trail of what has no events of its own and what
@@ -19,6 +19,87 @@
 
 enum { OPT_AFTER = 640, OPT_OBJECT, OPT_ID };
 
+#define DETAIL_SHOWN 110 /* characters of an event's detail on its line (-o json has it all) */
+
+/* The keys that say most, first when an event's detail has them. */
+static const char *const first_keys[] = {"reason", "outcome", "state", "exit_code", "signal", "error", "version",
+					 "alias", "from", "to", "message", "note"};
+
+/* Writes " KEY=VALUE" for one member (a nested value by its size; the first without the blank). */
+static void detail_member(FILE *f, int *n, const char *key, const json_t *v)
+{
+	fprintf(f, "%s%s=", (*n)++ ? " " : "", key);
+	if (json_is_string(v)) {
+		const char *s = json_string_value(v);
+		int quote = *s == '\0' || strpbrk(s, " \t=\"") != NULL;
+		size_t i = 0;
+		if (quote)
+			fputc('"', f);
+		for (; s[i] && i < DETAIL_SHOWN; i++) /* a newline shown as \n */
+			fputs(s[i] == '\n' ? "\\n" : (char[2]){s[i], '\0'}, f);
+		if (quote)
+			fputc('"', f);
+	} else if (json_is_object(v)) {
+		fprintf(f, "{%zu}", json_object_size(v));
+	} else if (json_is_array(v)) {
+		fprintf(f, "[%zu]", json_array_size(v));
+	} else {
+		char *t = json_dumps(v, JSON_ENCODE_ANY | JSON_COMPACT);
+		fputs(t ? t : "?", f);
+		free(t);
+	}
+}
+
+static int is_first_key(const char *key)
+{
+	for (size_t k = 0; k < sizeof(first_keys) / sizeof(first_keys[0]); k++)
+		if (strcmp(key, first_keys[k]) == 0)
+			return 1;
+	return 0;
+}
+
+/*
+ * An event's detail on one readable line: its members as KEY=VALUE (the
+ * telling ones first: reason, outcome, state, …), a nested member by its
+ * size, the whole cut after DETAIL_SHOWN bytes with "…".
+ */
+static char *detail_line(const json_t *d)
+{
+	char *p = NULL;
+	size_t len = 0;
+	FILE *f;
+	const char *key;
+	const json_t *v;
+	int n = 0;
+
+	if (d == NULL || json_is_null(d) || (f = open_memstream(&p, &len)) == NULL)
+		return xstrdup("");
+	if (!json_is_object(d)) {
+		char *t = json_dumps(d, JSON_ENCODE_ANY | JSON_COMPACT);
+		fputs(t ? t : "", f);
+		free(t);
+	} else {
+		for (size_t i = 0; i < sizeof(first_keys) / sizeof(first_keys[0]); i++)
+			if ((v = json_object_get(d, first_keys[i])) != NULL && !json_is_null(v))
+				detail_member(f, &n, first_keys[i], v);
+		json_object_foreach((json_t *)d, key, v)
+			if (!is_first_key(key) && !json_is_null(v))
+				detail_member(f, &n, key, v);
+	}
+	fclose(f);
+	if (p && len > DETAIL_SHOWN) {
+		size_t cut = DETAIL_SHOWN;
+		char *q;
+		while (cut > 0 && ((unsigned char)p[cut] & 0xC0) == 0x80)
+			cut--; /* not inside a UTF-8 character */
+		p[cut] = '\0';
+		q = xasprintf("%s…", p);
+		free(p);
+		p = q;
+	}
+	return p ? p : xstrdup("");
+}
+
 static void print_events(const json_t *answer)
 {
 	static const char *const head[] = {"ID", "AT", "ACTOR", "EVENT", "STEP", "DETAIL"};
@@ -33,9 +114,8 @@ static void print_events(const json_t *answer)
 	table_init(&t, 6);
 	table_add(&t, head);
 	json_array_foreach(events, i, ev) {
-		const json_t *detail = json_object_get(ev, "detail");
 		char id[24], step[160], at[40];
-		char *d = detail && !json_is_null(detail) ? json_dumps(detail, JSON_COMPACT) : NULL;
+		char *d = detail_line(json_object_get(ev, "detail"));
 		int64_t ts;
 
 		snprintf(id, sizeof(id), "%lld", (long long)jint(ev, "id", 0));
@@ -125,7 +205,7 @@ static void print_audit(const json_t *answer)
 	table_add(&t, head);
 	json_array_foreach(entries, i, e) {
 		char id[24], at[40], obj[64];
-		char *d = json_dumps(json_object_get(e, "detail"), JSON_COMPACT);
+		char *d = detail_line(json_object_get(e, "detail"));
 		int64_t ts;
 
 		snprintf(id, sizeof(id), "%lld", (long long)jint(e, "id", 0));

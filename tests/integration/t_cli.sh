@@ -291,4 +291,19 @@ test_cli_events() {
 	set -e
 	assert_eq "$rc" 1 "no such run"
 	assert_eq "$rc2" 2 "a bad --after is a usage error"
+	# one readable line an event: the detail as KEY=VALUE, the reason first, a long one cut (before:
+	# the raw JSON, 4 KB a line for a step that failed with a long message)
+	f=$(wf longfail <<'Y'
+name: longfail
+steps:
+  - {name: a, command: [sh, -c, 'python3 -c "print(\"x\" * 3000)"; exit 3']}
+Y
+)
+	id=$(submit "$f")
+	wait_run "$id" failed 30
+	out=$(ferry events "$id")
+	assert_match "$out" 'step\.failed +a #1 +reason="exit code 3: x+…' "the reason first, quoted, cut"
+	assert_match "$out" 'run\.created' "every event"
+	echo "$out" | awk 'length($0) > 250 { exit 1 }' || fail "a line longer than 250 characters: $out"
+	assert_eq "$(ferry events "$id" -o json | json 'len([e["detail"].get("reason", "") for e in j["events"] if e["kind"] == "step.failed"][0]) > 150')" true "-o json has it whole"
 }
