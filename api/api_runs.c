@@ -256,6 +256,7 @@ void api_runs_list(struct api *a, struct reply *r, PGconn *db, struct req *q)
 	const char *state = MHD_lookup_connection_value(conn, MHD_GET_ARGUMENT_KIND, "state");
 	const char *wf = MHD_lookup_connection_value(conn, MHD_GET_ARGUMENT_KIND, "workflow");
 	const char *trig = MHD_lookup_connection_value(conn, MHD_GET_ARGUMENT_KIND, "trigger");
+	const char *not_trig = MHD_lookup_connection_value(conn, MHD_GET_ARGUMENT_KIND, "exclude_trigger");
 	const char *lim = MHD_lookup_connection_value(conn, MHD_GET_ARGUMENT_KIND, "limit");
 	const char *cur = MHD_lookup_connection_value(conn, MHD_GET_ARGUMENT_KIND, "cursor");
 	int64_t limit = 50, before = 0;
@@ -273,12 +274,15 @@ void api_runs_list(struct api *a, struct reply *r, PGconn *db, struct req *q)
 		reply_not_one_of(r, "state", state, names);
 		return;
 	}
-	if (trig) {
+	for (int f = 0; f < 2; f++) {
+		const char *v = f ? not_trig : trig;
 		int i;
-		for (i = 0; run_triggers[i] && strcmp(run_triggers[i], trig) != 0; i++)
+		if (v == NULL)
+			continue;
+		for (i = 0; run_triggers[i] && strcmp(run_triggers[i], v) != 0; i++)
 			;
 		if (run_triggers[i] == NULL) {
-			reply_not_one_of(r, "trigger", trig, run_triggers);
+			reply_not_one_of(r, f ? "exclude_trigger" : "trigger", v, run_triggers);
 			return;
 		}
 	}
@@ -303,7 +307,7 @@ void api_runs_list(struct api *a, struct reply *r, PGconn *db, struct req *q)
 		reply_error(r, 400, "invalid_field", "cursor", "cursor must be a next_cursor value", NULL);
 		return;
 	}
-	error = store_runs_list(&json, db, state, wf, trig, (int)limit, before);
+	error = store_runs_list(&json, db, state, wf, trig, not_trig, (int)limit, before);
 	if (error < 0)
 		reply_store_error(r, error);
 	else

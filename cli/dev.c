@@ -51,13 +51,16 @@ struct seen {
 static void usage(FILE *f)
 {
 	fprintf(f, "usage: ferry dev run FILE [--only STEP | --from STEP | --to STEP] [--reuse RUN]\n"
-		   "                      [--step | --break STEP]... [-p NAME=VALUE]...\n\n"
+		   "                      [--reuse-anyway] [--step | --break STEP]... [-p NAME=VALUE]...\n\n"
 		   "Runs the workflow in-process on the embedded database, printing each step\n"
 		   "transition and streaming step logs. With --only or --from, the steps above\n"
 		   "the selection are not run: their outputs, metrics and cache sessions come\n"
 		   "from run RUN (--reuse), or from the newest run of the workflow in which\n"
-		   "they succeeded. Exit status: 0 succeeded, 1 failed or stopped, 2 usage or\n"
-		   "validation error.\n\n"
+		   "they succeeded with the same inputs as now (their command and env, so the\n"
+		   "params, workdir, image, dataset). A run whose results were made from other\n"
+		   "inputs is named with the params that differ, and reused only with\n"
+		   "--reuse-anyway (the reused steps' reason says so). Exit status: 0\n"
+		   "succeeded, 1 failed or stopped, 2 usage or validation error.\n\n"
 		   "--step pauses before every step, --break STEP (repeatable, or NAME,NAME)\n"
 		   "before the named ones: it shows the step's rendered command, working\n"
 		   "directory, environment and the upstream outputs it reads, and reads an\n"
@@ -270,6 +273,7 @@ int dev_main(int argc, char **argv)
 		{"from", required_argument, NULL, 'f'},
 		{"to", required_argument, NULL, 't'},
 		{"reuse", required_argument, NULL, 'r'},
+		{"reuse-anyway", no_argument, NULL, 'A'},
 		{"step", no_argument, NULL, 'S'},
 		{"break", required_argument, NULL, 'B'},
 		{"param", required_argument, NULL, 'p'},
@@ -319,6 +323,7 @@ int dev_main(int argc, char **argv)
 				goto out;
 			}
 			break;
+		case 'A': rn.reuse_anyway = 1; break;
 		case 'S': stepper.all = 1; break;
 		case 'B':
 			if (dev_stepper_add_breaks(&stepper, optarg) < 0) {
@@ -345,9 +350,9 @@ int dev_main(int argc, char **argv)
 			goto out;
 		}
 	}
-	if (rn.reuse_run > 0 && rn.only == NULL && rn.from == NULL) {
-		fprintf(stderr, "ferry dev: --reuse goes with --only or --from (the steps they skip "
-				"take their results from that run)\n");
+	if ((rn.reuse_run > 0 || rn.reuse_anyway) && rn.only == NULL && rn.from == NULL) {
+		fprintf(stderr, "ferry dev: --reuse and --reuse-anyway go with --only or --from (the steps they "
+				"skip take their results from an earlier run)\n");
 		goto out;
 	}
 	if (optind != argc - 1 || subsets > 1) {

@@ -708,11 +708,13 @@ static const struct command commands[] = {
 	 "                          with --watch, the final run object)\n"
 	 "\nExample:\n  ferry submit workflows/digits.yaml -p C=0.5 --watch\n",
 	 cmd_submit},
-	{"list", "List runs, newest first.",
-	 "ferry list [--state STATE] [--workflow NAME] [--limit N] [-o json]",
+	{"list", "List runs, newest first (dev runs only with --dev).",
+	 "ferry list [--state STATE] [--workflow NAME] [--trigger T] [--dev] [--limit N] [-o json]",
 	 "Options:\n"
-	 "      --state STATE     pending, running, stopping, succeeded, failed or stopped\n"
+	 "      --state STATE     pending, running, waiting, stopping, succeeded, failed or stopped\n"
 	 "      --workflow NAME   only runs of this workflow\n"
+	 "      --trigger T       only runs started so: api, cli, dev, schedule, data, git or bench\n"
+	 "      --dev             show `ferry dev` runs too (left out by default)\n"
 	 "      --limit N         at most N runs\n"
 	 "  -o, --output FORMAT   text (default) or json (the server's answer)\n"
 	 "\nExample:\n  ferry list --state failed --limit 10\n",

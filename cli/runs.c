@@ -318,15 +318,19 @@ int cmd_list(const struct ctx *x, int argc, char **argv)
 	static const struct option longopts[] = {
 		{"state", required_argument, NULL, OPT_STATE},
 		{"workflow", required_argument, NULL, OPT_WORKFLOW},
+		{"trigger", required_argument, NULL, OPT_TRIGGER},
+		{"dev", no_argument, NULL, OPT_DEV},
 		{"limit", required_argument, NULL, OPT_LIMIT},
 		{"output", required_argument, NULL, 'o'},
 		{"help", no_argument, NULL, 'h'},
 		{0},
 	};
+	static const char *const triggers[] = {"api", "cli", "dev", "schedule", "data", "git", "bench"};
 	ferry_client *c = NULL;
 	json_t *answer = NULL, *runs;
 	char *query = xstrdup(""), *path = NULL;
-	bool json = false;
+	const char *trigger = NULL;
+	bool json = false, dev = false;
 	int64_t limit;
 	int ch, rc, status = FX_USAGE;
 
@@ -344,6 +348,22 @@ int cmd_list(const struct ctx *x, int argc, char **argv)
 			break;
 		case OPT_WORKFLOW:
 			query_add(&query, "workflow", optarg);
+			break;
+		case OPT_TRIGGER: {
+			size_t i;
+			for (i = 0; i < sizeof(triggers) / sizeof(triggers[0]) && strcmp(triggers[i], optarg) != 0; i++)
+				;
+			if (i == sizeof(triggers) / sizeof(triggers[0])) {
+				usage_error(x, "unknown trigger '%s' (one of api, cli, dev, schedule, data, git, bench)",
+					    optarg);
+				goto out;
+			}
+			trigger = optarg;
+			query_add(&query, "trigger", optarg);
+			break;
+		}
+		case OPT_DEV:
+			dev = true;
 			break;
 		case OPT_LIMIT:
 			/* the API's cap: it answers 400 above it rather than a short page */
@@ -369,6 +389,9 @@ int cmd_list(const struct ctx *x, int argc, char **argv)
 		status = usage_error(x, "unexpected argument '%s'", argv[optind]);
 		goto out;
 	}
+	/* dev runs (ferry dev) are a person's experiments: shown with --dev or --trigger dev */
+	if (!dev && trigger == NULL)
+		query_add(&query, "exclude_trigger", "dev");
 	if ((status = open_client(&c)) != FX_OK)
 		goto out;
 	path = xasprintf("/runs%s", query);

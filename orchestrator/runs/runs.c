@@ -215,6 +215,7 @@ int runs_create(int64_t *out_id, PGconn *conn, const struct runs_new *rn, cfg_er
 	row.idem_hash = rn->idem_hash;
 	row.no_cache = rn->no_cache;
 	row.reuse_run = rn->reuse_run;
+	row.reuse_anyway = rn->reuse_anyway;
 	row.dev_lease_ms = rn->dev_lease_ms;
 	row.origin = rn->origin;
 	row.schedule_id = rn->schedule_id;

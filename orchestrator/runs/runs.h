@@ -38,6 +38,9 @@ struct runs_new {
 	 * reuse) take their results from run reuse_run, or, when 0, from the
 	 * newest run of the same workflow in which they all succeeded. */
 	int64_t reuse_run;
+	int reuse_anyway;      /* reuse results made from other inputs (params, the step's
+	                        * command, …) too, marked so in their reason; else such a run
+	                        * is not reused and the error says what differs */
 	int64_t *reused_from;  /* where to write the run reused (0: none), or NULL */
 	int64_t dev_lease_ms;  /* > 0: a dev session's lease on the run, renewed by
 	                        * store_dev_lease_renew (dev runs only) */

@@ -162,8 +162,10 @@ struct store_run_row {
 	int no_cache;          /* no step of this run comes from the step cache */
 	/* the plan's reused steps (plan.h's reuse) take their results from run
 	 * reuse_run, or, when 0, from the newest run of the same workflow in
-	 * which they all succeeded */
+	 * which they all succeeded with the same inputs (command, env — so the
+	 * params —, workdir, image, dataset; reuse_anyway: with any) */
 	int64_t reuse_run;
+	int reuse_anyway;
 	int64_t dev_lease_ms;  /* > 0: a dev session's lease on the run, renewed by
 	                        * store_dev_lease_renew (dev runs only) */
 	/* Schedules and triggers (schedules.h): what started the run
@@ -248,7 +250,7 @@ int store_run_json(char **out, PGconn *conn, int64_t id);
 
 /* {"runs":[…],"next_cursor":…} newest first; filters may be NULL. */
 int store_runs_list(char **out, PGconn *conn, const char *state, const char *workflow,
-		    const char *trigger, int limit, int64_t before);
+		    const char *trigger, const char *not_trigger, int limit, int64_t before);
 
 /* Stops a run; *state_out is the new state. FERRY_ENOTFOUND, FERRY_ECONFLICT. */
 int store_run_stop(char **state_out, PGconn *conn, int64_t id, const char *actor);

@@ -227,33 +227,102 @@ static const char *reuse_names(struct sbuf *b, const char **frontier, const stru
 	return sbuf_close(b, n);
 }
 
+/* What of a step's spec makes its results (the step cache's key, less the inputs: steps.c). */
+#define INPUT_FIELDS "command", "env", "workdir", "image", "dataset"
+#define INPUTS_SQL(s)                                                                                      \
+	"jsonb_build_object('command', " s ".spec->'command', 'env', " s ".spec->'env', 'workdir', " s     \
+	".spec->'workdir', 'image', " s ".spec->'image', 'dataset', " s ".spec->'dataset')"
+
+/* {"STEP": {command, env, workdir, image, dataset}} of the plan's reused steps, as JSON text. */
+static char *reuse_inputs(const struct run_plan *p)
+{
+	static const char *const fields[] = {INPUT_FIELDS};
+	json_t *all = json_object();
+	char *txt;
+
+	for (size_t i = 0; i < p->nsteps; i++) {
+		json_t *one = json_object();
+		if (!p->steps[i].reuse) {
+			json_decref(one);
+			continue;
+		}
+		for (size_t k = 0; k < sizeof(fields) / sizeof(fields[0]); k++) {
+			json_t *v = json_object_get(p->steps[i].spec, fields[k]);
+			json_object_set(one, fields[k], v ? v : json_null());
+		}
+		json_object_set_new(all, p->steps[i].name, one);
+	}
+	txt = json_dumps(all, JSON_COMPACT);
+	json_decref(all);
+	return txt;
+}
+
+/* "rows=3 there, rows=100 here" for the params in which run src and the plan differ, or NULL. */
+static char *params_differ(PGconn *conn, int64_t src, const json_t *mine)
+{
+	char id[32];
+	const char *prm[1] = {id};
+	PGresult *res = NULL;
+	json_t *theirs = NULL, *v;
+	const char *key;
+	char *there = xstrdup(""), *here = xstrdup(""), *out = NULL;
+
+	snprintf(id, sizeof(id), "%lld", (long long)src);
+	if (store_q(&res, conn, "SELECT coalesce(params, '{}')::text FROM runs WHERE id = $1::bigint", 1, prm) < 0 ||
+	    PQntuples(res) != 1 || (theirs = json_loads(PQgetvalue(res, 0, 0), 0, NULL)) == NULL)
+		goto out;
+	json_object_foreach((json_t *)mine, key, v) {
+		json_t *t = json_object_get(theirs, key);
+		if (t != NULL && json_equal(t, v))
+			continue;
+		char *a = xasprintf("%s%s%s=%.40s", there, *there ? ", " : "", key, t ? json_string_value(t) : "(unset)");
+		char *b = xasprintf("%s%s%s=%.40s", here, *here ? ", " : "", key, json_string_value(v) ? json_string_value(v) : "?");
+		free(there), free(here);
+		there = a, here = b;
+	}
+	if (*there)
+		out = xasprintf("params %s there, %s here", there, here);
+out:
+	PQclear(res);
+	json_decref(theirs);
+	free(there), free(here);
+	return out;
+}
+
 /*
  * The run whose results the plan's reused steps take: rn->reuse_run when it
  * is a run of the same workflow in which they all succeeded, else the
- * newest such run. FERRY_ENOTFOUND, with a message showing the command that
- * makes one, when there is none.
+ * newest such run — in either case with the same inputs as this run's
+ * steps (command, env and so the params, workdir, image, dataset: what
+ * the step cache keys on, less the inputs above them), unless
+ * reuse_anyway. FERRY_ENOTFOUND, with a message showing the command that
+ * makes one or saying which params differ, when there is none.
  */
 static int reuse_source(int64_t *out, PGconn *conn, const struct run_plan *p,
 			const struct store_run_row *rn)
 {
 	struct sbuf names = {0};
 	const char *frontier = NULL, *arr = reuse_names(&names, &frontier, p);
-	char self[32], want[32], list[512];
-	const char *prm[4] = {p->workflow, self, rn->reuse_run > 0 ? want : NULL, arr};
+	char self[32], want[32], list[512], *inputs = reuse_inputs(p);
+	const char *prm[6] = {p->workflow, self, rn->reuse_run > 0 ? want : NULL, arr, inputs, "true"};
 	PGresult *res = NULL;
 	size_t len = 0;
+	int64_t other = 0;
 	int error;
+	static const char *const q =
+		"SELECT r.id FROM runs r "
+		"WHERE r.workflow_name = $1 AND r.id <> $2::bigint "
+		"  AND ($3::bigint IS NULL OR r.id = $3::bigint) "
+		"  AND (SELECT count(*) FROM steps s WHERE s.run_id = r.id AND s.state = 'succeeded' "
+		"       AND s.name = ANY ($4::text[]) "
+		"       AND ($6::boolean OR " INPUTS_SQL("s") " = ($5::jsonb -> s.name))) = cardinality($4::text[]) "
+		"ORDER BY r.id DESC LIMIT 1";
 
 	*out = 0;
 	snprintf(self, sizeof(self), "%lld", (long long)p->run_id);
 	snprintf(want, sizeof(want), "%lld", (long long)rn->reuse_run);
-	if ((error = store_q(&res, conn,
-		             "SELECT r.id FROM runs r "
-		             "WHERE r.workflow_name = $1 AND r.id <> $2::bigint "
-		             "  AND ($3::bigint IS NULL OR r.id = $3::bigint) "
-		             "  AND (SELECT count(*) FROM steps s WHERE s.run_id = r.id AND s.state = 'succeeded' "
-		             "       AND s.name = ANY ($4::text[])) = cardinality($4::text[]) "
-		             "ORDER BY r.id DESC LIMIT 1", 4, prm)) < 0)
+	prm[5] = rn->reuse_anyway ? "true" : "false";
+	if ((error = store_q(&res, conn, q, 6, prm)) < 0)
 		goto out;
 	if (PQntuples(res) == 1) {
 		error = parse_int64(PQgetvalue(res, 0, 0), out) < 0 ? FERRY_ERROR : FERRY_OK;
@@ -265,21 +334,36 @@ static int reuse_source(int64_t *out, PGconn *conn, const struct run_plan *p,
 			len += (size_t)snprintf(list + len, sizeof(list) - len, "%s%s", len ? ", " : "",
 						p->steps[i].name);
 	}
-	if (rn->reuse_run > 0)
+	/* a run with those steps succeeded, but from other inputs: say what differs */
+	PQclear(res);
+	res = NULL;
+	prm[5] = "true";
+	if (!rn->reuse_anyway && (error = store_q(&res, conn, q, 6, prm)) == FERRY_OK && PQntuples(res) == 1 &&
+	    parse_int64(PQgetvalue(res, 0, 0), &other) == 0) {
+		char *d = params_differ(conn, other, p->params);
+		ferry_error_set("run %lld ran %s with other inputs than this run's (%s): its results were made "
+				"for those. Make them with this run's (ferry dev run %s%s%s and the same params), "
+				"or reuse them anyway with --reuse-anyway", (long long)other, list,
+				d ? d : "the step's command, env, workdir, image or dataset changed since",
+				rn->filename ? rn->filename : "FILE", frontier ? " --to " : "", frontier ? frontier : "");
+		free(d);
+	} else if (rn->reuse_run > 0) {
 		ferry_error_set("run %lld is not a run of workflow \"%s\" in which %s succeeded, so "
 				"their outputs cannot be reused; leave out --reuse to take the newest "
 				"such run, or make one with: ferry dev run %s%s%s",
 				(long long)rn->reuse_run, p->workflow, list, rn->filename ? rn->filename : "FILE",
 				frontier ? " --to " : "", frontier ? frontier : "");
-	else
+	} else {
 		ferry_error_set("no earlier run of workflow \"%s\" in which %s succeeded, so there are no "
 				"outputs to reuse; make one with: ferry dev run %s%s%s",
 				p->workflow, list, rn->filename ? rn->filename : "FILE",
 				frontier ? " --to " : "", frontier ? frontier : "");
+	}
 	error = FERRY_ENOTFOUND;
 out:
 	PQclear(res);
 	free(names.p);
+	free(inputs);
 	return error;
 }
 
@@ -296,8 +380,8 @@ static int reuse_copy(PGconn *conn, const struct run_plan *p, int64_t src, const
 {
 	struct sbuf names = {0};
 	const char *frontier = NULL;
-	char self[32], from[32];
-	const char *prm[4] = {self, from, reuse_names(&names, &frontier, p), actor};
+	char self[32], from[32], *inputs = reuse_inputs(p);
+	const char *prm[5] = {self, from, reuse_names(&names, &frontier, p), actor, inputs};
 	int error;
 
 	snprintf(self, sizeof(self), "%lld", (long long)p->run_id);
@@ -305,18 +389,21 @@ static int reuse_copy(PGconn *conn, const struct run_plan *p, int64_t src, const
 	error = store_q(NULL, conn,
 		        "WITH u AS ("
 		        "  UPDATE steps d SET outputs = s.outputs, metrics = s.metrics, gate = s.gate, "
-		        "         reason = 'reused from run ' || s.run_id, started_at = now(), finished_at = now() "
+		        "         reason = 'reused from run ' || s.run_id || CASE WHEN " INPUTS_SQL("s")
+		        "           = ($5::jsonb -> s.name) THEN '' ELSE ' (made from other inputs: --reuse-anyway)' END, "
+		        "         started_at = now(), finished_at = now() "
 		        "  FROM steps s "
 		        "  WHERE d.run_id = $1::bigint AND d.name = ANY ($3::text[]) "
 		        "    AND s.run_id = $2::bigint AND s.name = d.name "
 		        "  RETURNING d.name, d.metrics, "
-		        "            jsonb_build_object('run', s.run_id, 'step', s.name, 'attempt', s.attempts) AS src), "
+		        "            jsonb_build_object('run', s.run_id, 'step', s.name, 'attempt', s.attempts, "
+		        "              'same_inputs', " INPUTS_SQL("s") " = ($5::jsonb -> s.name)) AS src), "
 		        "m AS (UPDATE runs SET metrics = coalesce(runs.metrics, '{}'::jsonb) || "
 		        "        (SELECT coalesce(jsonb_object_agg(u.name, u.metrics) FILTER (WHERE u.metrics IS NOT NULL), '{}') FROM u) "
 		        "      WHERE runs.id = $1::bigint) "
 		        "INSERT INTO events (run_id, step, actor, kind, detail) "
 		        "SELECT $1::bigint, u.name, $4, 'step.reused', jsonb_build_object('reused_from', u.src) FROM u",
-		        4, prm);
+		        5, prm);
 	if (error == FERRY_OK)
 		error = store_q(NULL, conn,
 			        "WITH n AS ("
@@ -331,6 +418,7 @@ static int reuse_copy(PGconn *conn, const struct run_plan *p, int64_t src, const
 			        "       jsonb_build_object('session', n.id::text) "
 			        "FROM n WHERE d.id = n.step_id", 3, prm);
 	free(names.p);
+	free(inputs);
 	return error;
 }
 
@@ -465,10 +553,10 @@ int store_run_json(char **out, PGconn *conn, int64_t id)
 }
 
 int store_runs_list(char **out, PGconn *conn, const char *state, const char *workflow,
-		    const char *trigger, int limit, int64_t before)
+		    const char *trigger, const char *not_trigger, int limit, int64_t before)
 {
 	char lim[16], bef[32];
-	const char *params[5] = {state, workflow, trigger, lim, before > 0 ? bef : NULL};
+	const char *params[6] = {state, workflow, trigger, lim, before > 0 ? bef : NULL, not_trigger};
 	PGresult *res = NULL;
 	int error;
 
@@ -482,6 +570,7 @@ int store_runs_list(char **out, PGconn *conn, const char *state, const char *wor
 		             "          (SELECT 1 FROM steps w WHERE w.run_id = runs.id AND w.state = 'waiting'))) "
 		             "    AND ($2::text IS NULL OR workflow_name = $2) "
 		             "    AND ($3::text IS NULL OR trigger = $3) "
+		             "    AND ($6::text IS NULL OR trigger <> $6) "
 		             "    AND ($5::bigint IS NULL OR id < $5) "
 		             "  ORDER BY id DESC LIMIT $4::int + 1) "
 		             "SELECT json_build_object('runs', coalesce((SELECT json_agg(json_build_object("
@@ -493,7 +582,7 @@ int store_runs_list(char **out, PGconn *conn, const char *state, const char *wor
 		             "    ORDER BY id DESC) FROM (SELECT * FROM page ORDER BY id DESC LIMIT $4::int) p), '[]'), "
 		             "  'next_cursor', CASE WHEN (SELECT count(*) FROM page) > $4::int "
 		             "    THEN (SELECT min(id) FROM (SELECT id FROM page ORDER BY id DESC LIMIT $4::int) p)::text END)",
-		             5, params)) < 0)
+		             6, params)) < 0)
 		return error;
 	*out = xstrdup(PQgetvalue(res, 0, 0));
 	PQclear(res);

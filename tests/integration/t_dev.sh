@@ -54,6 +54,46 @@ Y
 	assert_match "$out" "run $first is not a run of workflow \"reuse\" in which prepare, train succeeded" "--reuse of a run without them"
 }
 
+# --only reuses only results made from the same inputs: a prepare made with
+# rows=3 is not taken for a run with rows=100 (before: silently reused), the
+# error names the params that differ; --reuse-anyway takes it, marked so
+test_dev_run_reuse_needs_the_same_params() {
+	f=$(wf rows <<'Y'
+name: rows
+params:
+  rows: {default: "3"}
+steps:
+  - name: prepare
+    command: [sh, -c, 'echo "$FERRY_PARAM_ROWS rows" >"$FERRY_OUTPUT_DIR/data"']
+  - name: train
+    needs: [prepare]
+    command: [sh, -c, 'cat "$1"', x, "{{steps.prepare.outputs.data}}"]
+Y
+)
+	ferry dev run "$f" --to prepare -p rows=3 >/dev/null || fail "prepare with rows=3"
+	first=$(sql "SELECT max(id) FROM runs")
+	set +e
+	out=$(ferry dev run "$f" --only train -p rows=100 2>&1); rc=$?
+	set -e
+	assert_eq "$rc" 2 "refused: $out"
+	assert_match "$out" "run $first ran prepare with other inputs than this run's \(params rows=3 there, rows=100 here\)" "names the params"
+	assert_match "$out" "ferry dev run $f --to prepare" "how to make them"
+	assert_match "$out" "--reuse-anyway" "and the way past it"
+	# the same params: reused
+	out=$(ferry dev run "$f" --only train -p rows=3)
+	assert_match "$out" "train +\| 3 rows" "same params: reused"
+	# anyway: reused, and the reason says so
+	out=$(ferry dev run "$f" --only train -p rows=100 --reuse-anyway)
+	id=$(echo "$out" | sed -n 's/^run \([0-9]*\) (dev).*/\1/p')
+	assert_match "$out" "train +\| 3 rows" "reused anyway"
+	assert_match "$(step_col "$id" prepare reason)" "reused from run [0-9]+ \(made from other inputs: --reuse-anyway\)" "marked"
+	assert_eq "$(sql "SELECT detail->'reused_from'->>'same_inputs' FROM events WHERE run_id = $id AND kind = 'step.reused'")" false "in its event"
+	# made with rows=100, it is what --only takes next
+	ferry dev run "$f" --to prepare -p rows=100 >/dev/null || fail "prepare with rows=100"
+	out=$(ferry dev run "$f" --only train -p rows=100)
+	assert_match "$out" "train +\| 100 rows" "the matching run"
+}
+
 # the digits example debugged one step at a time: --only train and --from
 # evaluate take the label and the model of an earlier run
 test_dev_run_digits_reuse() {
@@ -106,7 +146,14 @@ Y
 	[ -s "$FERRY_HOME/runs/1/long/pid" ] || { cat "$FERRY_HOME/dev.out"; fail "the dev run's step never started"; }
 	job=$(cat "$FERRY_HOME/runs/1/long/pid")
 	assert_eq "$(sql "SELECT dev_lease_until > now() FROM runs WHERE id = 1")" t "the session holds a lease"
-	assert_match "$(ferry list)" "devkill +running +dev" "ferry list marks the run dev"
+	# dev runs are left out of ferry list (before: they crowded it), shown with --dev or --trigger dev
+	case "$(ferry list 2>&1)" in *devkill*) fail "ferry list shows a dev run" ;; esac
+	assert_match "$(ferry list --dev)" "devkill +running +dev" "ferry list --dev marks the run dev"
+	assert_match "$(ferry list --trigger dev)" "devkill +running +dev" "ferry list --trigger dev"
+	case "$(ferry list --trigger cli 2>&1)" in *devkill*) fail "--trigger cli shows a dev run" ;; esac
+	ferry list --trigger nosuch >/dev/null 2>&1 && fail "an unknown trigger is accepted"
+	api GET "/api/v1/runs?exclude_trigger=nosuch"
+	assert_eq "$CODE" 400 "exclude_trigger is checked: $BODY"
 	sleep 2.5 # longer than one lease: the session renews it while it lives
 	assert_eq "$(sql "SELECT state FROM runs WHERE id = 1")" running "a live session keeps its run"
 	kill -9 "$dev"
