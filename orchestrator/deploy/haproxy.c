@@ -166,6 +166,7 @@ static int template_cut(struct hap *h, const char *source)
 	h->srv = s_next, h->srv_len = (size_t)(se - s_next);
 	h->fe_b = se_next, h->fe_b_len = (size_t)(e - se_next);
 	h->tail = e_next, h->tail_len = strlen(e_next);
+	h->has_ab = strstr(t, "{{ab_route}}") != NULL && strstr(t, "{{ab_backend}}") != NULL;
 	return 0;
 }
 
@@ -181,6 +182,17 @@ static int name_ok(const char *s)
 		if (!isalnum((unsigned char)s[n]) && s[n] != '_' && s[n] != '.' && s[n] != '-')
 			return 0;
 	return n >= 1 && n <= NAME_MAX_LEN;
+}
+
+/* 1-64 letters, digits and the characters of extra: what may stand in the config unquoted. */
+static int token_ok(const char *s, const char *extra)
+{
+	size_t n = 0;
+
+	for (; s[n]; n++)
+		if (!isalnum((unsigned char)s[n]) && strchr(extra, s[n]) == NULL)
+			return 0;
+	return n >= 1 && n <= 64;
 }
 
 static int validate(const struct hap_frontend *fe, size_t n)
@@ -199,6 +211,19 @@ static int validate(const struct hap_frontend *fe, size_t n)
 		for (size_t j = 0; j < i; j++)
 			if (strcmp(fe[i].name, fe[j].name) == 0 || fe[i].port == fe[j].port) {
 				ferry_error_set("frontend %s: name or port %d used twice", fe[i].name, fe[i].port);
+				return FERRY_EINVALID;
+			}
+		if (fe[i].match_header != NULL &&
+		    (!token_ok(fe[i].match_header, "-") || (fe[i].match_value && !token_ok(fe[i].match_value, "._~-")))) {
+			ferry_error_set("frontend %s: a match header must be 1-64 of letters, digits and -, its value "
+					"1-64 of letters, digits and . _ ~ -", fe[i].name);
+			return FERRY_EINVALID;
+		}
+		for (size_t k = 0; k < fe[i].nab; k++)
+			if (!name_ok(fe[i].ab_servers[k].name) || fe[i].ab_servers[k].addr == NULL ||
+			    inet_pton(AF_INET, fe[i].ab_servers[k].addr, &a) != 1 || fe[i].ab_servers[k].port < 1 ||
+			    fe[i].ab_servers[k].port > 65535) {
+				ferry_error_set("frontend %s: A/B server %zu: a bad name, address or port", fe[i].name, k);
 				return FERRY_EINVALID;
 			}
 		if (fe[i].nservers > 0 && fe[i].servers == NULL) {
@@ -245,11 +270,44 @@ static char *layout_node(const struct hap *h, const struct hap_frontend *fe, siz
 		buf_printf(&b, "\nfrontend %s %d\n", fe[i].name, fe[i].port);
 		for (size_t k = 0; k < fe[i].nservers; k++)
 			buf_printf(&b, " %s\n", fe[i].servers[k].name);
+		if (fe[i].match_header) {
+			buf_printf(&b, " match %s %s\n", fe[i].match_header, fe[i].match_value ? fe[i].match_value : "");
+			for (size_t k = 0; k < fe[i].nab; k++)
+				buf_printf(&b, "  %s %s:%d\n", fe[i].ab_servers[k].name, fe[i].ab_servers[k].addr,
+					   fe[i].ab_servers[k].port);
+		}
 	}
 	sha256_hex(hex, b.p ? b.p : "", b.len);
 	free(b.p);
 	hex[16] = '\0';
 	return xasprintf("ferry-%s", hex);
+}
+
+/*
+ * An A/B test's two pieces of config: the frontend's rule (ab_route) and
+ * the backend of the tested version's servers (ab_backend), each "" when
+ * fe has none.
+ */
+static void ab_config(const struct hap_frontend *fe, char **route, char **backend)
+{
+	struct buf b = {0};
+
+	*route = *backend = NULL;
+	if (fe->match_header == NULL) {
+		*route = xstrdup("");
+		*backend = xstrdup("");
+		return;
+	}
+	if (fe->match_value)
+		*route = xasprintf("use_backend %s:ab if { req.hdr(%s) -m str %s }", fe->name, fe->match_header,
+				   fe->match_value);
+	else
+		*route = xasprintf("use_backend %s:ab if { req.hdr(%s) -m found }", fe->name, fe->match_header);
+	buf_printf(&b, "backend %s:ab\n", fe->name);
+	for (size_t k = 0; k < fe->nab; k++)
+		buf_printf(&b, "    server %s %s:%d weight 1\n", fe->ab_servers[k].name, fe->ab_servers[k].addr,
+			   fe->ab_servers[k].port);
+	*backend = b.p ? b.p : xstrdup("");
 }
 
 static char *render_config(const struct hap *h, const struct hap_frontend *fe, size_t n, const char *node)
@@ -259,9 +317,11 @@ static char *render_config(const struct hap *h, const struct hap_frontend *fe, s
 
 	subst(&b, h->head, h->head_len, kv_head);
 	for (size_t i = 0; i < n; i++) {
-		char port[16];
+		char port[16], *route, *backend;
 		snprintf(port, sizeof(port), "%d", fe[i].port);
-		const char *kv_fe[] = {"dir", h->dir, "node", node, "name", fe[i].name, "port", port, NULL};
+		ab_config(&fe[i], &route, &backend);
+		const char *kv_fe[] = {"dir", h->dir, "node", node, "name", fe[i].name, "port", port,
+				       "ab_route", route, "ab_backend", backend, NULL};
 		subst(&b, h->fe_a, h->fe_a_len, kv_fe);
 		for (size_t k = 0; k < fe[i].nservers; k++) {
 			const struct hap_server *s = &fe[i].servers[k];
@@ -274,6 +334,7 @@ static char *render_config(const struct hap *h, const struct hap_frontend *fe, s
 			subst(&b, h->srv, h->srv_len, kv_srv);
 		}
 		subst(&b, h->fe_b, h->fe_b_len, kv_fe);
+		free(route), free(backend);
 	}
 	subst(&b, h->tail, h->tail_len, kv_head);
 	return b.p ? b.p : xstrdup("");
@@ -379,6 +440,9 @@ static int parse_servers_state(char *text, struct live *l)
 			ferry_error_set("haproxy: unexpected line in show servers state: %s", line);
 			return FERRY_ERROR;
 		}
+		/* an A/B backend (NAME:ab): its servers are the layout's (weight 1, changed by a reload) */
+		if (strlen(f[1]) > 3 && strcmp(f[1] + strlen(f[1]) - 3, ":ab") == 0)
+			continue;
 		if (l->n == cap) {
 			cap = cap ? cap * 2 : 16;
 			l->s = xrealloc(l->s, cap * sizeof(*l->s));
@@ -699,6 +763,13 @@ int hap_apply(struct hap *h, const struct hap_frontend *fe, size_t n, json_t *ch
 
 	if ((rc = validate(fe, n)) < 0)
 		return rc;
+	for (size_t i = 0; i < n; i++)
+		if (fe[i].match_header && !h->has_ab) {
+			ferry_error_set("frontend %s: header routing needs {{ab_route}} in the template's frontend and "
+					"{{ab_backend}} after its servers (FERRY_HAPROXY_TEMPLATE; see "
+					"deploy/haproxy.cfg.tmpl)", fe[i].name);
+			return FERRY_EINVALID;
+		}
 	pthread_mutex_lock(&h->mu);
 	if (n == 0) {
 		if (hap_running_pid(h) > 0) {

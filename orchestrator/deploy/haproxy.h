@@ -31,6 +31,16 @@ struct hap_frontend {
 	int port;         /* front port on 127.0.0.1 */
 	const struct hap_server *servers;
 	size_t nservers;
+	/*
+	 * Header routing (an A/B test), or match_header NULL: a request with
+	 * header match_header (equal to match_value, or any value when NULL)
+	 * goes to ab_servers (backend NAME:ab), the others by the weights.
+	 * Header: [A-Za-z0-9-]{1,64}; value: [A-Za-z0-9._~-]{1,64}. Part of
+	 * the layout: a change reloads HAProxy.
+	 */
+	const char *match_header, *match_value;
+	const struct hap_server *ab_servers;
+	size_t nab;
 };
 
 struct hap;

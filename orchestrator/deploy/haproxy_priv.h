@@ -32,6 +32,7 @@ struct hap {
 	char *tmpl;
 	const char *head, *fe_a, *srv, *fe_b, *tail;
 	size_t head_len, fe_a_len, srv_len, fe_b_len, tail_len;
+	int has_ab; /* the template has {{ab_route}} and {{ab_backend}} (header routing) */
 };
 
 /* A growing buffer. */

@@ -303,6 +303,7 @@ void deployment_dispose(struct deployment *d)
 		version_dispose(&d->versions[i]);
 	free(d->versions);
 	free(d->name), free(d->model), free(d->deadline), free(d->created_at);
+	free(d->match_version), free(d->match_header), free(d->match_value);
 	memset(d, 0, sizeof(*d));
 }
 
@@ -453,7 +454,10 @@ static int deployment_fill(struct deployment *d, const json_t *j)
 	    (error = field_int(&d->retire_after_s, j, "deployment", "retire_after_s", 1)) < 0 ||
 	    (error = field_str(&d->deadline, j, "deployment", "deadline", 1)) < 0 ||
 	    (error = field_str(&d->created_at, j, "deployment", "created_at", 1)) < 0 ||
-	    (error = field_i64(&d->run_id, j, "deployment", "run_id", 1)) < 0)
+	    (error = field_i64(&d->run_id, j, "deployment", "run_id", 1)) < 0 ||
+	    (error = field_str(&d->match_version, j, "deployment", "match_version", 1)) < 0 ||
+	    (error = field_str(&d->match_header, j, "deployment", "match_header", 1)) < 0 ||
+	    (error = field_str(&d->match_value, j, "deployment", "match_value", 1)) < 0)
 		return error;
 	d->state = (enum deploy_state)st;
 	if (vs != NULL && !json_is_array(vs))
@@ -576,6 +580,11 @@ json_t *deployment_to_json(const struct deployment *d)
 	json_object_set_new(o, "created_at", str_or_null(d->created_at));
 	json_object_set_new(o, "auto_stop_s", d->auto_stop_s ? json_integer(d->auto_stop_s) : json_null());
 	json_object_set_new(o, "retire_after_s", d->retire_after_s ? json_integer(d->retire_after_s) : json_null());
+	/* an A/B test's routing: {version, header, value}, or null */
+	json_object_set_new(o, "match", d->match_version ? json_pack("{s:s, s:s, s:o}", "version", d->match_version,
+								   "header", d->match_header, "value",
+								   str_or_null(d->match_value))
+						 : json_null());
 	return o;
 }
 
@@ -602,6 +611,7 @@ static int deploy_rows(PGconn *conn, int64_t only_id, json_t **out)
 			     "  'id', d.id, 'name', d.name, 'model', d.model, 'port', d.port, "
 			     "  'state', d.state, 'auto_stop_s', d.auto_stop_s, 'retire_after_s', d.retire_after_s, "
 			     "  'deadline', d.deadline, 'created_at', d.created_at, 'run_id', d.run_id, "
+			     "  'match_version', d.match_version, 'match_header', d.match_header, 'match_value', d.match_value, "
 			     "  'versions', (SELECT coalesce(jsonb_agg(jsonb_build_object("
 			     "     'version', v.version, 'ord', v.ord, 'weight', v.weight, 'replicas', v.replicas, "
 			     "     'state', v.state, 'artifact', v.artifact, 'serve', v.serve, 'load_test', v.load_test, "
@@ -1110,6 +1120,7 @@ int store_deploy_retire_due(PGconn *conn, const char *actor, int *n)
 			     "WITH due AS (SELECT dv.deployment_id, dv.version, d.retire_after_s FROM deployment_versions dv "
 			     "  JOIN deployments d ON d.id = dv.deployment_id "
 			     "  WHERE dv.state = 'serving' AND dv.weight = 0 AND d.retire_after_s IS NOT NULL "
+			     "  AND dv.version IS DISTINCT FROM d.match_version "
 			     "  AND dv.zero_since < now() - d.retire_after_s * interval '1 second' "
 			     "  AND EXISTS (SELECT 1 FROM deployment_versions o WHERE o.deployment_id = dv.deployment_id "
 			     "              AND o.state = 'serving' AND o.weight > 0) "

@@ -120,9 +120,22 @@ struct deployment {
 	char *deadline;           /* when it stops (a timestamp as PostgreSQL writes it in JSON), or NULL */
 	char *created_at;
 	int64_t run_id;           /* the run whose deploy step created it; 0: none */
+	/* an A/B test (migration 0025): requests with header match_header (= match_value, or any
+	 * value when NULL) go to match_version alone; NULL when none runs */
+	char *match_version, *match_header, *match_value;
 	struct deploy_version *versions; /* by ord */
 	size_t nversions;
 };
+
+/*
+ * Starts (version not NULL) or ends (NULL) deployment dep's A/B routing:
+ * requests with header (equal to value, or any value when value is NULL)
+ * go to version alone. An event each ("ab-started", "ab-ended") with the
+ * actor and why. FERRY_ENOTFOUND when dep or version is not there.
+ * (store_deploy_ab.c)
+ */
+int store_deploy_match(PGconn *conn, int64_t dep, const char *version, const char *header, const char *value,
+		       const char *actor, const char *why);
 
 /* Releases d's members (d itself stays: an element of an array); NULL is fine. */
 void deployment_dispose(struct deployment *d);

@@ -113,12 +113,12 @@ static int free_port(void)
 	return port;
 }
 
-/* GET / through port; the body (the backend's name) into body. 0, or -1 on any failure. */
-static int http_get(int port, char *body, size_t size, int *status)
+/* GET / through port with one more header line (or ""); the body into body. 0, or -1 on any failure. */
+static int http_get_hdr(int port, const char *hdr, char *body, size_t size, int *status)
 {
 	struct sockaddr_in sa = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK),
 				 .sin_port = htons((uint16_t)port)};
-	static const char req[] = "GET / HTTP/1.0\r\nHost: test\r\n\r\n";
+	char req[256];
 	char buf[4096];
 	size_t got = 0;
 	int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0), rc = -1;
@@ -127,7 +127,8 @@ static int http_get(int port, char *body, size_t size, int *status)
 	if (fd < 0)
 		return -1;
 	set_timeouts(fd);
-	if (connect(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0 || fd_write_all(fd, req, sizeof(req) - 1) < 0) {
+	snprintf(req, sizeof(req), "GET / HTTP/1.0\r\nHost: test\r\n%s\r\n", hdr);
+	if (connect(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0 || fd_write_all(fd, req, strlen(req)) < 0) {
 		fprintf(stderr, "# request to %d: connect/send: %s\n", port, strerror(errno));
 		goto out;
 	}
@@ -161,8 +162,14 @@ out:
 	return rc;
 }
 
-/* Sends n requests; counts[i] how many backend i answered (by name "bI"); returns the failures. */
-static int send_many(int port, int n, int counts[NBACK])
+/* GET / through port; the body (the backend's name) into body. 0, or -1 on any failure. */
+static int http_get(int port, char *body, size_t size, int *status)
+{
+	return http_get_hdr(port, "", body, size, status);
+}
+
+/* Sends n requests with one more header line (or ""); counts[i] how many backend i answered; the failures. */
+static int send_many_hdr(int port, const char *hdr, int n, int counts[NBACK])
 {
 	int fails = 0;
 
@@ -170,7 +177,7 @@ static int send_many(int port, int n, int counts[NBACK])
 	for (int i = 0; i < n; i++) {
 		char body[64];
 		int st = 0;
-		if (http_get(port, body, sizeof(body), &st) < 0 || st != 200 || body[0] != 'b') {
+		if (http_get_hdr(port, hdr, body, sizeof(body), &st) < 0 || st != 200 || body[0] != 'b') {
 			fails++;
 			continue;
 		}
@@ -179,6 +186,11 @@ static int send_many(int port, int n, int counts[NBACK])
 			counts[k]++;
 	}
 	return fails;
+}
+
+static int send_many(int port, int n, int counts[NBACK])
+{
+	return send_many_hdr(port, "", n, counts);
 }
 
 static int setup(void **state)
@@ -243,7 +255,7 @@ static void want_set(struct want *w, const struct fixture *f, size_t n, const in
 {
 	for (size_t i = 0; i < n; i++)
 		w->s[i] = (struct hap_server){names[i], "127.0.0.1", f->back_port[i], weight[i], drain ? drain[i] : 0};
-	w->fe = (struct hap_frontend){"digits", f->front, w->s, n};
+	w->fe = (struct hap_frontend){.name = "digits", .port = f->front, .servers = w->s, .nservers = n};
 }
 
 /* How many entries of changes have what (and, when server is not NULL, that server). */
@@ -589,6 +601,55 @@ static void test_haproxy__state_survives_reload_crash_restart(void **state)
 }
 
 /* Servers and frontends added or removed reload haproxy; the new layout serves. */
+/*
+ * Header routing (an A/B test): with a match the requests that carry the
+ * header (with its value) go to the A/B backend's server alone, the others
+ * by the weights (the tested version at 0 gets none of them); applying the
+ * same again changes nothing (no reload); without the match all go by the
+ * weights again; a value that could break the config is refused.
+ */
+static void test_haproxy__header_routing(void **state)
+{
+	struct fixture *f = *state;
+	struct want w;
+	json_t *changes = json_array();
+	int counts[NBACK];
+
+	want_set(&w, f, 2, (int[]){100, 0}, NULL);
+	w.fe.match_header = "X-Canary";
+	w.fe.match_value = "insider";
+	w.fe.ab_servers = &w.s[1];
+	w.fe.nab = 1;
+	assert_int_equal(hap_apply(f->h, &w.fe, 1, changes), 0);
+	assert_int_equal(send_many(f->front, 40, counts), 0);
+	assert_int_equal(counts[0], 40);
+	assert_int_equal(send_many_hdr(f->front, "X-Canary: insider\r\n", 40, counts), 0);
+	assert_int_equal(counts[1], 40);
+	assert_int_equal(send_many_hdr(f->front, "X-Canary: other\r\n", 20, counts), 0);
+	assert_int_equal(counts[0], 20);
+	json_array_clear(changes);
+	assert_int_equal(hap_apply(f->h, &w.fe, 1, changes), 0);
+	assert_int_equal(json_array_size(changes), 0); /* the A/B backend is not a difference */
+	/* any value: the header's presence */
+	w.fe.match_value = NULL;
+	assert_int_equal(hap_apply(f->h, &w.fe, 1, changes), 0);
+	assert_int_equal(send_many_hdr(f->front, "X-Canary: whatever\r\n", 20, counts), 0);
+	assert_int_equal(counts[1], 20);
+	/* the test over: by the weights again */
+	w.fe.match_header = NULL;
+	w.fe.nab = 0;
+	json_array_clear(changes);
+	assert_int_equal(hap_apply(f->h, &w.fe, 1, changes), 0);
+	assert_int_equal(count_changes(changes, "reloaded", NULL), 1);
+	assert_int_equal(send_many_hdr(f->front, "X-Canary: insider\r\n", 20, counts), 0);
+	assert_int_equal(counts[0], 20);
+	/* nothing that could end a config line or open an ACL of its own */
+	w.fe.match_header = "X-Canary";
+	w.fe.match_value = "a } or { always_true";
+	assert_int_equal(hap_apply(f->h, &w.fe, 1, changes), FERRY_EINVALID);
+	json_decref(changes);
+}
+
 static void test_haproxy__layout_changes_reload(void **state)
 {
 	struct fixture *f = *state;
@@ -613,8 +674,8 @@ static void test_haproxy__layout_changes_reload(void **state)
 	/* v1 removed, a second deployment added */
 	json_array_clear(changes);
 	other.port = f->back_port[3];
-	two[0] = (struct hap_frontend){"digits", f->front, w.s + 1, 2};
-	two[1] = (struct hap_frontend){"iris", port2, &other, 1};
+	two[0] = (struct hap_frontend){.name = "digits", .port = f->front, .servers = w.s + 1, .nservers = 2};
+	two[1] = (struct hap_frontend){.name = "iris", .port = port2, .servers = &other, .nservers = 1};
 	assert_int_equal(hap_apply(f->h, two, 2, changes), 0);
 	assert_int_equal(count_changes(changes, "server-removed", "v1-r1"), 1);
 	assert_int_equal(count_changes(changes, "frontend-added", NULL), 1);
@@ -839,6 +900,7 @@ int main(int argc, char **argv)
 		cmocka_unit_test_setup_teardown(test_haproxy__reload_by_someone_else_during_a_change, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_haproxy__reload_right_after_start, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_haproxy__layout_changes_reload, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_haproxy__header_routing, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_haproxy__no_failure_under_load, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_haproxy__random_changes, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_haproxy__bad_input_changes_nothing, setup, teardown),
