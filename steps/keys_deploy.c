@@ -12,12 +12,14 @@
  *   retire_after: a duration or never; absent, the deployment's stays
  *   load_test:    levels and thresholds before traffic moves (loadtest.h)
  *   canary:       steps (or step_weight/max_weight), interval, checks,
- *                 threshold, max_wait and traffic {rate, requests}
+ *                 threshold, max_wait and traffic {rate, requests}; or,
+ *                 an A/B test, match {header, value} and iterations
  *   approve:      wait for a person before traffic moves
  *
  * May include what steps/ may (its README); adding a key is a parser here
  * and a row in deploy_keys, its use in kind_deploy.c.
  */
+#include <ctype.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -141,13 +143,24 @@ static json_t *parse_load_test(struct cfg_key_ctx *c, const yaml_node_t *n)
  * by step, each judged from HAProxy's counters over the interval and a
  * probe of the canary's replicas (kind_deploy.c).
  */
+/* 1-64 letters, digits and the characters of extra: what HAProxy's config takes unquoted (haproxy.c). */
+static int match_token(const char *s, const char *extra)
+{
+	size_t n = 0;
+
+	for (; s[n]; n++)
+		if (!isalnum((unsigned char)s[n]) && strchr(extra, s[n]) == NULL)
+			return 0;
+	return n >= 1 && n <= 64;
+}
+
 static json_t *parse_canary(struct cfg_key_ctx *c, const yaml_node_t *n)
 {
 	json_t *cn = json_pack("{s:[i,i,i], s:I, s:f, s:n, s:i, s:i}", "steps", 10, 50, 100, "interval_ms",
 			       (json_int_t)120000, "max_error_rate", 0.01, "max_rtime_ms", "min_requests", 20,
 			       "threshold", 1);
 	int64_t step_weight = 0, max_weight = 50;
-	const yaml_node_t *steps_node = NULL, *sw_node = NULL;
+	const yaml_node_t *steps_node = NULL, *sw_node = NULL, *match_node = NULL;
 	const yaml_node_t *key, *val;
 	const char *name, *s;
 	size_t k = 0;
@@ -159,7 +172,8 @@ static json_t *parse_canary(struct cfg_key_ctx *c, const yaml_node_t *n)
 	}
 	if (n->type != YAML_MAPPING_NODE) {
 		cfg_key_err(c, n, "canary must be a mapping: steps (or step_weight, max_weight), interval, "
-			 "max_error_rate (or min_success_rate), max_p99_ms, max_rtime_ms, min_requests, max_wait, threshold, traffic");
+			 "max_error_rate (or min_success_rate), max_p99_ms, max_rtime_ms, min_requests, max_wait, threshold, traffic, "
+			 "match and iterations (an A/B test)");
 		return cn;
 	}
 	while (cfg_key_next_pair(c, n, &k, &key, &val)) {
@@ -170,6 +184,35 @@ static json_t *parse_canary(struct cfg_key_ctx *c, const yaml_node_t *n)
 			if (l)
 				json_object_set_new(cn, "steps", l);
 			steps_node = val;
+			continue;
+		}
+		if (strcmp(name, "match") == 0) {
+			/* match: {header: X-Canary, value: insider}: an A/B test (kind_deploy.c's ab_test) */
+			static const char *const mkeys[] = {"header", "value"};
+			const yaml_node_t *mv[2] = {NULL, NULL};
+			const char *h = NULL, *mval = NULL;
+			match_node = val;
+			if (!cfg_key_map_fields(c, val, "canary.match", mkeys, 2, mv))
+				continue;
+			if (!present(mv[0]) || (h = cfg_key_text(c, mv[0], "canary.match.header")) == NULL) {
+				cfg_key_err(c, val, "canary.match needs a header: {header: X-Canary, value: insider}");
+				continue;
+			}
+			if (!match_token(h, "-")) {
+				cfg_key_err(c, mv[0], "canary.match.header %s is not a header name (1-64 of letters, "
+					    "digits and -)", cfg_key_q(c, h));
+				continue;
+			}
+			if (present(mv[1]) && ((mval = cfg_key_text(c, mv[1], "canary.match.value")) == NULL ||
+					       !match_token(mval, "._~-"))) {
+				if (mval)
+					cfg_key_err(c, mv[1], "canary.match.value %s: 1-64 of letters, digits and . _ ~ - "
+						    "(it is matched exactly)", cfg_key_q(c, mval));
+				continue;
+			}
+			json_object_set_new(cn, "match_header", json_string(h));
+			if (mval)
+				json_object_set_new(cn, "match_value", json_string(mval));
 			continue;
 		}
 		if (strcmp(name, "traffic") == 0) {
@@ -237,13 +280,13 @@ static json_t *parse_canary(struct cfg_key_ctx *c, const yaml_node_t *n)
 			else
 				json_object_set_new(cn, "max_error_rate", json_real(1 - (*end == '%' ? x / 100 : x)));
 		} else if (strcmp(name, "step_weight") == 0 || strcmp(name, "max_weight") == 0 ||
-			   strcmp(name, "threshold") == 0) {
-			int64_t lo = 1, hi = strcmp(name, "threshold") == 0 ? 20 : 99;
+			   strcmp(name, "threshold") == 0 || strcmp(name, "iterations") == 0) {
+			int64_t lo = 1, hi = strcmp(name, "threshold") == 0 ? 20 : strcmp(name, "iterations") == 0 ? 100 : 99;
 			if (parse_int64(s, &v) < 0 || v < lo || v > hi)
 				cfg_key_err(c, val, "canary.%s: %s is not an integer from %lld to %lld", name, cfg_key_q(c, s),
 					    (long long)lo, (long long)hi);
-			else if (strcmp(name, "threshold") == 0)
-				json_object_set_new(cn, "threshold", json_integer(v));
+			else if (strcmp(name, "threshold") == 0 || strcmp(name, "iterations") == 0)
+				json_object_set_new(cn, name, json_integer(v));
 			else if (strcmp(name, "step_weight") == 0)
 				step_weight = v, sw_node = val;
 			else
@@ -257,10 +300,20 @@ static json_t *parse_canary(struct cfg_key_ctx *c, const yaml_node_t *n)
 		} else {
 			cfg_key_err(c, key, "unknown canary key %s; known: steps (or step_weight and max_weight), interval, "
 				 "max_error_rate (or min_success_rate), max_p99_ms, max_rtime_ms, min_requests, "
-				 "max_wait, threshold, traffic", cfg_key_q(c, name));
+				 "max_wait, threshold, traffic, match, iterations", cfg_key_q(c, name));
 		}
 	}
-	if (step_weight > 0) {
+	if (match_node != NULL) {
+		/* an A/B test: the matching requests for `iterations` intervals, then all; no steps */
+		if (steps_node != NULL || step_weight > 0)
+			cfg_key_err(c, match_node, "canary.match (an A/B test) takes iterations, not steps or step_weight");
+		if (json_object_get(cn, "iterations") == NULL)
+			json_object_set_new(cn, "iterations", json_integer(3));
+		json_object_set_new(cn, "steps", json_pack("[i]", 100));
+	} else if (json_object_get(cn, "iterations") != NULL) {
+		cfg_key_err(c, n, "canary.iterations goes with match (an A/B test); a canary by weight takes steps");
+	}
+	if (step_weight > 0 && match_node == NULL) {
 		/* Flagger's stepWeight/maxWeight: step_weight, 2 × step_weight, … up to max_weight, then 100 */
 		json_t *l = json_array();
 		if (steps_node != NULL)

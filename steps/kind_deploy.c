@@ -307,6 +307,7 @@ struct synth {
 	char *url;
 	char **bodies; /* the sample, or each request of canary.traffic.requests, in turn */
 	size_t nbodies;
+	char *header;  /* an A/B test's "NAME: VALUE", so that its requests reach the version, or NULL */
 	double rps;
 	atomic_int stop;
 	atomic_long sent;
@@ -330,6 +331,8 @@ static void *synth_main(void *arg)
 		return NULL;
 	hdr = curl_slist_append(hdr, "Content-Type: application/json");
 	hdr = curl_slist_append(hdr, "X-Ferry-Synthetic: canary");
+	if (s->header)
+		hdr = curl_slist_append(hdr, s->header);
 	curl_easy_setopt(h, CURLOPT_URL, s->url);
 	curl_easy_setopt(h, CURLOPT_HTTPHEADER, hdr);
 	curl_easy_setopt(h, CURLOPT_TIMEOUT_MS, 5000L);
@@ -358,8 +361,8 @@ static void synth_stop(struct synth *s)
 		pthread_join(s->th, NULL);
 		s->started = 0;
 	}
-	free(s->url);
-	s->url = NULL;
+	free(s->url), free(s->header);
+	s->url = s->header = NULL;
 	for (size_t i = 0; i < s->nbodies; i++)
 		free(s->bodies[i]);
 	free(s->bodies);
@@ -426,6 +429,46 @@ out:
 	return error;
 }
 
+/*
+ * Starts the canary's own traffic when canary.traffic asks for it (the
+ * sample, or the recorded requests of a file), with header (an A/B test's
+ * "NAME: VALUE") on each request when not NULL. 0, or an error (set).
+ */
+static int synth_start(const struct step_run *r, const json_t *cn, int port, const char *model, const char *header,
+		       struct synth *synth, char **synth_body)
+{
+	const char *file = json_string_value(json_object_get(cn, "traffic_requests"));
+	int error;
+
+	if (!(json_number_value(json_object_get(cn, "traffic_rps")) > 0))
+		return FERRY_OK;
+	if (file != NULL) {
+		if ((error = read_requests(r, file, synth)) < 0)
+			return error;
+	} else if (read_sample(r, synth_body) < 0 || *synth_body == NULL) {
+		ferry_error_set("canary.traffic sends the sample: the step needs sample: (a request file), or "
+				"canary.traffic.requests: (a file of recorded requests)");
+		return FERRY_EINVALID;
+	} else {
+		synth->bodies = xcalloc(1, sizeof(*synth->bodies));
+		synth->bodies[synth->nbodies++] = *synth_body;
+		*synth_body = NULL;
+	}
+	synth->url = xasprintf("http://127.0.0.1:%d/v2/models/%s/infer", port, model);
+	synth->header = header ? xstrdup(header) : NULL;
+	synth->rps = json_number_value(json_object_get(cn, "traffic_rps"));
+	if (pthread_create(&synth->th, NULL, synth_main, synth) == 0)
+		synth->started = 1;
+	if (file != NULL)
+		steps_log(r, "sending the %zu recorded request%s of %s in turn at %g/s through http://127.0.0.1:%d "
+			  "(X-Ferry-Synthetic: canary%s%s)", synth->nbodies, synth->nbodies == 1 ? "" : "s", file,
+			  synth->rps, port, header ? ", " : "", header ? header : "");
+	else
+		steps_log(r, "sending the sample at %g/s through http://127.0.0.1:%d (X-Ferry-Synthetic: canary%s%s)",
+			  synth->rps, port, header ? ", " : "", header ? header : "");
+	return FERRY_OK;
+}
+
 static void nap(int64_t ms)
 {
 	int64_t until = clock_mono_ms() + ms;
@@ -473,33 +516,8 @@ static int canary(const struct step_run *r, int64_t dep, const char *name, const
 	/* the weights to come back to */
 	if ((error = store_deployment_get(&d, r->conn, dep)) < 0)
 		goto out;
-	if (json_number_value(json_object_get(cn, "traffic_rps")) > 0) {
-		const char *file = json_string_value(json_object_get(cn, "traffic_requests"));
-		if (file != NULL) {
-			if ((error = read_requests(r, file, &synth)) < 0)
-				goto out;
-		} else if (read_sample(r, &synth_body) < 0 || synth_body == NULL) {
-			ferry_error_set("canary.traffic sends the sample: the step needs sample: (a request file), or "
-					"canary.traffic.requests: (a file of recorded requests)");
-			error = FERRY_EINVALID;
-			goto out;
-		} else {
-			synth.bodies = xcalloc(1, sizeof(*synth.bodies));
-			synth.bodies[synth.nbodies++] = synth_body;
-			synth_body = NULL;
-		}
-		synth.url = xasprintf("http://127.0.0.1:%d/v2/models/%s/infer", d->port, model);
-		synth.rps = json_number_value(json_object_get(cn, "traffic_rps"));
-		if (pthread_create(&synth.th, NULL, synth_main, &synth) == 0)
-			synth.started = 1;
-		if (file != NULL)
-			steps_log(r, "sending the %zu recorded request%s of %s in turn at %g/s through http://127.0.0.1:%d "
-				  "(X-Ferry-Synthetic: canary)", synth.nbodies, synth.nbodies == 1 ? "" : "s", file,
-				  synth.rps, d->port);
-		else
-			steps_log(r, "sending the sample at %g/s through http://127.0.0.1:%d (X-Ferry-Synthetic: canary)",
-				  synth.rps, d->port);
-	}
+	if ((error = synth_start(r, cn, d->port, model, NULL, &synth, &synth_body)) < 0)
+		goto out;
 	for (i = 0; i < d->nversions; i++)
 		if (d->versions[i].state == DEPLOY_V_SERVING) {
 			json_object_set_new(before, d->versions[i].version, json_integer(d->versions[i].weight));
@@ -647,6 +665,147 @@ out:
 	free(synth_body);
 	deployment_free(d);
 	json_decref(before);
+	return error;
+}
+
+/*
+ * An A/B test (canary.match: {header, value}): the new version serves 0%
+ * of the traffic, and every request that carries the header (with the
+ * value) goes to it alone (store_deploy_match; HAProxy's NAME:ab backend),
+ * with the step's own traffic marked so when canary.traffic asks for it.
+ * Each of canary.iterations intervals is judged on the proxy's log of the
+ * version's requests in it (at least min_requests, waiting up to
+ * max_wait): a 5xx rate over max_error_rate or a p99 over max_p99_ms is a
+ * failed check, threshold of them a rollback (routing ended, the version
+ * retired, the weights untouched). All passed: the routing ends and the
+ * version takes 100% (production follows, store_deploy.c).
+ */
+static int ab_test(const struct step_run *r, int64_t dep, const char *name, const char *model, const char *version,
+		   int ord, int auto_stop_s, json_t **weights)
+{
+	const json_t *cn = json_object_get(r->spec, "canary");
+	const char *header = json_string_value(json_object_get(cn, "match_header"));
+	const char *value = json_string_value(json_object_get(cn, "match_value"));
+	int64_t interval = json_integer_value(json_object_get(cn, "interval_ms"));
+	int64_t min_req = json_integer_value(json_object_get(cn, "min_requests"));
+	int64_t max_p99 = json_integer_value(json_object_get(cn, "max_p99_ms"));
+	int64_t threshold = json_integer_value(json_object_get(cn, "threshold"));
+	int64_t iterations = json_integer_value(json_object_get(cn, "iterations"));
+	int64_t max_wait = json_integer_value(json_object_get(cn, "max_wait_ms")) > 0
+				   ? json_integer_value(json_object_get(cn, "max_wait_ms"))
+				   : 4 * interval;
+	double max_err = json_number_value(json_object_get(cn, "max_error_rate"));
+	struct deployment *d = NULL;
+	struct synth synth = {0};
+	char *synth_body = NULL, *hline = xasprintf("%s: %s", header, value ? value : "1"), *why;
+	int others = 0, failed = 0, error;
+
+	if ((error = store_deployment_get(&d, r->conn, dep)) < 0)
+		goto out;
+	for (size_t i = 0; i < d->nversions; i++)
+		others += d->versions[i].state == DEPLOY_V_SERVING && d->versions[i].weight > 0 &&
+			  strcmp(d->versions[i].version, version) != 0;
+	if (others == 0) {
+		ferry_error_set("an A/B test (canary.match) sends the matching requests to %s %s and the others to "
+				"the versions serving now, and deployment %s has none: deploy a first version without "
+				"match", model, version, name);
+		goto rollback;
+	}
+	why = xasprintf("A/B test: requests with %s%s%s go to %s", header, value ? ": " : "", value ? value : "",
+			version);
+	if ((error = store_deploy_shift(r->conn, dep, version, 0, auto_stop_s, r->actor, why, weights)) == FERRY_OK)
+		error = store_deploy_match(r->conn, dep, version, header, value, r->actor, why);
+	free(why);
+	if (error < 0 || (error = reconcile_now(r->conn, r->home, r->actor)) < 0)
+		goto out;
+	steps_log(r, "A/B test: requests to http://127.0.0.1:%d with %s%s%s go to %s %s, the others by the weights "
+		  "as before; %lld interval%s of %lld ms", d->port, header, value ? ": " : " (any value)",
+		  value ? value : "", model, version, (long long)iterations, iterations == 1 ? "" : "s",
+		  (long long)interval);
+	if ((error = synth_start(r, cn, d->port, model, hline, &synth, &synth_body)) < 0)
+		goto rollback;
+	for (int64_t it = 1; it <= iterations; it++) {
+		int64_t since = clock_mono_ms();
+		for (;;) {
+			struct hap_live l;
+			int secs, have;
+			double err;
+			nap(interval);
+			secs = (int)((clock_mono_ms() - since + 999) / 1000) + 1;
+			have = hap_log_window(name, ord, secs, &l) == 0;
+			if (!have || l.requests < (min_req > 0 ? min_req : 1)) {
+				int more = clock_mono_ms() - since + interval <= max_wait;
+				steps_log(r, "  %lld matching requests reached %s so far, %lld needed to judge it%s",
+					  (long long)(have ? l.requests : 0), version, (long long)min_req,
+					  more ? ": waiting another interval" : "");
+				if (more)
+					continue;
+				ferry_error_set("A/B test of %s %s: only %lld requests with %s reached it in %.1f s (max_wait; at "
+						"least %lld needed to judge it); rolled back. Send requests with the header "
+						"%s to http://127.0.0.1:%d, or let the step send some itself (canary: "
+						"{traffic: {rate: 20/s}})", model, version, (long long)(have ? l.requests : 0),
+						header, (double)(clock_mono_ms() - since) / 1000, (long long)min_req, hline,
+						d->port);
+				goto rollback;
+			}
+			err = (double)l.errors_5xx / (double)l.requests;
+			{
+				json_t *ev = json_pack("{s:s, s:I, s:I, s:I, s:f, s:f}", "version", version, "iteration",
+						       (json_int_t)it, "requests", (json_int_t)l.requests, "synthetic",
+						       (json_int_t)l.synthetic, "error_rate", err, "p99_ms", l.p99_ms);
+				store_deploy_event(r->conn, dep, r->actor, "ab-check", ev);
+				json_decref(ev);
+			}
+			steps_log(r, "  iteration %lld of %lld: %lld requests (%lld the step's own), %.1f%% 5xx, p99 %.1f ms",
+				  (long long)it, (long long)iterations, (long long)l.requests, (long long)l.synthetic,
+				  100 * err, l.p99_ms);
+			if (err > max_err)
+				ferry_error_set("A/B test of %s %s: it answered 5xx to %.1f%% of %lld requests (limit %.1f%%); "
+						"rolled back", model, version, 100 * err, (long long)l.requests, 100 * max_err);
+			else if (max_p99 > 0 && l.p99_ms > (double)max_p99)
+				ferry_error_set("A/B test of %s %s: it answered with a p99 of %.1f ms (limit %lld ms); "
+						"rolled back", model, version, l.p99_ms, (long long)max_p99);
+			else
+				break;
+			if (++failed < threshold) {
+				steps_log(r, "  check failed (%d of %lld before a rollback): %s", failed, (long long)threshold,
+					  ferry_error_last());
+				since = clock_mono_ms();
+				continue;
+			}
+			goto rollback;
+		}
+	}
+	synth_stop(&synth);
+	json_decref(*weights);
+	*weights = NULL;
+	why = xasprintf("A/B test passed: %s takes all the traffic", version);
+	if ((error = store_deploy_match(r->conn, dep, NULL, NULL, NULL, r->actor, why)) == FERRY_OK)
+		error = store_deploy_shift(r->conn, dep, version, 100, auto_stop_s, r->actor, why, weights);
+	free(why);
+	if (error < 0 || (error = reconcile_now(r->conn, r->home, r->actor)) < 0)
+		goto out;
+	steps_log(r, "A/B test passed: %s %s serves 100%%; production follows", model, version);
+	goto out;
+rollback:
+	{
+		char *reason = xstrdup(ferry_error_last());
+		json_t *det = json_pack("{s:s}", "reason", reason);
+		synth_stop(&synth);
+		steps_log(r, "%s: the header routing ends, %s is retired, the weights stay as they were", reason, version);
+		store_deploy_match(r->conn, dep, NULL, NULL, NULL, r->actor, reason);
+		store_deploy_version_retire(r->conn, dep, version, r->actor, det);
+		reconcile_now(r->conn, r->home, r->actor);
+		flog_warn("run %lld step %s: %s", (long long)r->run_id, r->name, reason);
+		ferry_error_set("%s", reason);
+		free(reason);
+		json_decref(det);
+		error = FERRY_EINVALID;
+	}
+out:
+	synth_stop(&synth);
+	free(synth_body), free(hline);
+	deployment_free(d);
 	return error;
 }
 
@@ -832,7 +991,10 @@ static int deploy_prepare(struct step_result *res, json_t **env, const struct st
 		goto undo;
 	if (json_is_object(json_object_get(r->spec, "canary"))) {
 		/* traffic grows step by step; a failed step rolls back and retires the version */
-		if ((error = canary(r, dep, name, model, version, ord, auto_stop_s, &weights)) < 0) {
+		error = json_string_value(json_object_get(json_object_get(r->spec, "canary"), "match_header"))
+				? ab_test(r, dep, name, model, version, ord, auto_stop_s, &weights)
+				: canary(r, dep, name, model, version, ord, auto_stop_s, &weights);
+		if (error < 0) {
 			res->final = 1;
 			res->reason = xstrdup(ferry_error_last());
 			goto out_failed;

@@ -218,10 +218,10 @@ int reconcile_now(PGconn *conn, const char *home, const char *actor)
 	struct deploy_warning *warned = NULL;
 	json_t *changes = json_array(), *c;
 	struct hap_frontend *fe = NULL;
-	struct hap_server *sv = NULL;
+	struct hap_server *sv = NULL, *absv = NULL;
 	char **names = NULL;
 	unsigned char *ok = NULL; /* each replica's health this round, the replicas of list in order */
-	size_t i, j, k, n = 0, nwarned = 0, nfe = 0, nsv = 0, nnames = 0, cap = 0, off;
+	size_t i, j, k, n = 0, nwarned = 0, nfe = 0, nsv = 0, nab = 0, nnames = 0, cap = 0, off;
 	int64_t *due = NULL;
 	int ndue = 0, error;
 
@@ -277,6 +277,7 @@ int reconcile_now(PGconn *conn, const char *home, const char *actor)
 	}
 	fe = xcalloc(n + 1, sizeof(*fe));
 	sv = xcalloc(cap + 1, sizeof(*sv));
+	absv = xcalloc(cap + 1, sizeof(*absv));
 	names = xcalloc(cap + 1, sizeof(*names));
 	/* one frontend per running deployment, each replica of a serving version a server */
 	off = 0;
@@ -304,9 +305,22 @@ int reconcile_now(PGconn *conn, const char *home, const char *actor)
 				sv[nsv].addr = "127.0.0.1";
 				sv[nsv].port = rep->port;
 				sv[nsv].weight = ok[off + k] ? deploy_server_weight(v->weight, healthy) : 0;
+				/* an A/B test's version: its healthy replicas also take the requests that match */
+				if (running && ok[off + k] && d->match_version && strcmp(d->match_version, v->version) == 0) {
+					if (fe[nfe].nab == 0)
+						fe[nfe].ab_servers = absv + nab;
+					absv[nab] = sv[nsv];
+					absv[nab++].weight = 1;
+					fe[nfe].nab++;
+				}
 				nsv++;
 				fe[nfe].nservers++;
 			}
+		}
+		/* the header routes only while the tested version has a healthy replica to route to */
+		if (running && fe[nfe].nab > 0) {
+			fe[nfe].match_header = d->match_header;
+			fe[nfe].match_value = d->match_value;
 		}
 		nfe += running;
 	}
@@ -338,7 +352,7 @@ out:
 	pthread_mutex_unlock(&lock);
 	for (i = 0; i < nnames; i++)
 		free(names[i]);
-	free(names), free(sv), free(fe), free(due), free(ok);
+	free(names), free(sv), free(absv), free(fe), free(due), free(ok);
 	deployments_free(list, n);
 	deploy_warnings_free(warned, nwarned);
 	json_decref(changes);

@@ -21,11 +21,12 @@ int store_deploy_match(PGconn *conn, int64_t dep, const char *version, const cha
 	int error, n;
 
 	snprintf(d, sizeof(d), "%lld", (long long)dep);
-	/* a version named must be one of the deployment's; ending one that is not set changes nothing */
+	/* a version named must be one of the deployment's serving ones; ending none is FERRY_ENOTFOUND */
 	if ((error = store_q(&res, conn,
 			     "WITH u AS (UPDATE deployments d SET match_version = $2, match_header = $3, match_value = $4, "
 			     "                                updated_at = now() "
-			     "  WHERE d.id = $1::bigint AND ($2::text IS NULL OR EXISTS (SELECT 1 FROM deployment_versions v "
+			     "  WHERE d.id = $1::bigint AND ($2::text IS NOT NULL OR d.match_version IS NOT NULL) "
+			     "  AND ($2::text IS NULL OR EXISTS (SELECT 1 FROM deployment_versions v "
 			     "        WHERE v.deployment_id = d.id AND v.version = $2 AND v.state = 'serving')) "
 			     "  RETURNING d.id, (SELECT match_version FROM deployments o WHERE o.id = d.id) AS was) "
 			     "INSERT INTO deployment_events (deployment_id, actor, kind, detail) "
@@ -38,7 +39,8 @@ int store_deploy_match(PGconn *conn, int64_t dep, const char *version, const cha
 	n = PQntuples(res);
 	PQclear(res);
 	if (n == 0) {
-		ferry_error_set(version ? "deployment %lld has no serving version %s" : "deployment %lld not found",
+		ferry_error_set(version ? "deployment %lld has no serving version %s"
+					: "deployment %lld not found, or no A/B test runs on it%s",
 				(long long)dep, version ? version : "");
 		return FERRY_ENOTFOUND;
 	}

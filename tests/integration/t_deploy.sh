@@ -83,15 +83,17 @@ dep_json() { api GET /api/v1/deployments/1; [ "$CODE" = 200 ] || fail "GET /depl
 front_port() { dep_json | json 'j["port"]'; }
 
 # count_versions N: sends N predictions through the front; prints "VERSION COUNT" lines and failures
-count_versions() {
-	python3 - "${FRONT:-$(front_port)}" "$1" "$ROOT/workflows/digits/sample.json" <<'PY'
+count_versions() { # N [HEADER VALUE]: with that header on each request
+	python3 - "${FRONT:-$(front_port)}" "$1" "$ROOT/workflows/digits/sample.json" "${2:-}" "${3:-}" <<'PY'
 import collections, http.client, json, sys
 port, n, sample = int(sys.argv[1]), int(sys.argv[2]), open(sys.argv[3]).read()
+hdr = {"Content-Type": "application/json"}
+if sys.argv[4]: hdr[sys.argv[4]] = sys.argv[5]
 seen, failed = collections.Counter(), 0
 c = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
 for _ in range(n):
     try:
-        c.request("POST", "/v2/models/digits/infer", sample, {"Content-Type": "application/json"})
+        c.request("POST", "/v2/models/digits/infer", sample, hdr)
         r = c.getresponse(); body = r.read()
         if r.status != 200: failed += 1; continue
         seen[json.loads(body).get("model_version", "?")] += 1
@@ -391,6 +393,57 @@ test_deploy_canary_with_its_own_traffic() {
 	assert_match "$(step_col "$id4" deploy reason)" 'only 0 requests reached digits 0.0.4 in [0-9.]+ s \(max_wait.*not deployed \(no version served before it\).*send traffic to http://127.0.0.1:[0-9]+, or let the step send the sample itself \(canary: \{traffic: \{rate: 20/s\}\}\)' "the way out"
 	# it waited max_wait (2 s: 5 more intervals when each takes 300 ms, 4 on a busy machine), not the default 3 more
 	assert_eq "$(ferry logs "$id4" deploy | grep -c 'waiting another interval' | awk '{print ($1 >= 4)}')" 1 "waited up to max_wait"
+}
+
+# An A/B test (canary.match): while it runs, requests with the header go
+# to the new version alone and the others to the old one by the weights;
+# each iteration is judged on the proxy's log of its requests (the step's
+# own traffic carries the header); passed, the new version takes 100% and
+# production follows; a version answering 5xx is rolled back with the
+# routing ended and the weights untouched.
+test_deploy_ab_test_by_header() {
+	deploy_up
+	start_daemon a
+	model_double "$FERRY_HOME/double_serve.py"
+	f=$(deploy_wf 100)
+	sed -i "s|serve: .*|serve: [/usr/bin/python3, $FERRY_HOME/double_serve.py, good]|" "$f"
+	double_model "$f"
+	id=$(submit "$f")
+	wait_run "$id" succeeded 60
+	FRONT=$(front_port)
+	f=$(deploy_wf 100 "    canary: {match: {header: X-Canary, value: insider}, iterations: 3, interval: 2s, max_error_rate: 5%, min_requests: 5, traffic: {rate: 30/s}}")
+	sed -i "s|serve: .*|serve: [/usr/bin/python3, $FERRY_HOME/double_serve.py, good]|" "$f"
+	double_model "$f"
+	id2=$(submit "$f" '{"C": "5"}')
+	sql_until "EXISTS (SELECT 1 FROM deployment_events WHERE kind = 'ab-started')" 60 || fail "no A/B test started"
+	sleep 0.5 # HAProxy reloaded with the routing (reconcile_now before the step goes on)
+	assert_eq "$(dep_json | json 'j["match"]')" '{"version": "0.0.2", "header": "X-Canary", "value": "insider"}' "the routing is shown"
+	out=$(count_versions 30)
+	assert_match "$out" '^0.0.1 30' "without the header: the old version: $out"
+	out=$(count_versions 30 X-Canary insider)
+	assert_match "$out" '^0.0.2 30' "with it: the new one alone: $out"
+	out=$(count_versions 20 X-Canary someone)
+	assert_match "$out" "^0.0.1 20" "another value: the old one: $out"
+	wait_run "$id2" succeeded 60
+	assert_eq "$(dep_json | json '{v["version"]: v["weight"] for v in j["versions"] if v["state"] == "serving"}')" '{"0.0.1": 0, "0.0.2": 100}' "passed: all the traffic"
+	assert_eq "$(dep_json | json 'j["match"]')" null "the routing ended"
+	api GET /api/v1/models/digits/versions/production
+	assert_eq "$(echo "$BODY" | json 'j["version"]')" 0.0.2 "production followed"
+	assert_eq "$(sql "SELECT count(*) FROM deployment_events WHERE kind = 'ab-check' AND (detail->>'synthetic')::int > 0")" 3 "three checks on the step's own requests"
+	assert_match "$(ferry logs "$id2" deploy)" 'iteration 3 of 3: [0-9]+ requests' "narrated"
+	haproxy_vs_db || fail "HAProxy differs from the database"
+	# a bad version: rolled back, routing ended, the weights as they were
+	f=$(deploy_wf 100 "    canary: {match: {header: X-Canary}, iterations: 2, interval: 1s, max_error_rate: 5%, min_requests: 5, traffic: {rate: 30/s}}")
+	sed -i "s|serve: .*|serve: [/usr/bin/python3, $FERRY_HOME/double_serve.py, bad]|" "$f"
+	double_model "$f"
+	id3=$(submit "$f" '{"C": "6"}')
+	wait_run "$id3" failed 60
+	assert_match "$(step_col "$id3" deploy reason)" 'A/B test of digits 0.0.3: it answered 5xx to [0-9.]+% of [0-9]+ requests .*rolled back' "why"
+	assert_eq "$(dep_json | json '{v["version"]: v["weight"] for v in j["versions"] if v["state"] == "serving"}')" '{"0.0.1": 0, "0.0.2": 100}' "the weights as they were"
+	assert_eq "$(dep_json | json 'j["match"]')" null "the routing ended"
+	out=$(count_versions 20 X-Canary anything)
+	assert_match "$out" '^0.0.2 20' "the header routes nowhere now: $out"
+	haproxy_vs_db || fail "HAProxy differs from the database"
 }
 
 # Live per-version percentiles from HAProxy's per-request log (hap_log.c):

@@ -424,6 +424,36 @@ static void test_config__canary_recorded_requests_and_max_wait(void **state)
 		      "w.yaml:4:98: unknown canary.traffic key \"replay\"; known: rate, requests", NULL);
 }
 
+/* An A/B test: match {header, value}, iterations (3 unless given), no steps; bad names refused. */
+static void test_config__canary_ab_match(void **state)
+{
+	json_t *spec, *cn;
+
+	(void)state;
+	spec = parse_ok("name: x\n"
+			"steps:\n"
+			"  - {name: r, kind: register, model: m}\n"
+			"  - {name: d, kind: deploy, needs: [r], model: m, serve: [s], canary: {match: {header: X-Canary, value: insider}}}\n"
+			"  - {name: e, kind: deploy, needs: [r], model: m, serve: [s], canary: {match: {header: X-Beta}, iterations: 5}}\n");
+	cn = json_object_get(json_array_get(json_object_get(spec, "steps"), 1), "canary");
+	assert_string_equal(json_string_value(json_object_get(cn, "match_header")), "X-Canary");
+	assert_string_equal(json_string_value(json_object_get(cn, "match_value")), "insider");
+	assert_int_equal(json_integer_value(json_object_get(cn, "iterations")), 3);
+	cn = json_object_get(json_array_get(json_object_get(spec, "steps"), 2), "canary");
+	assert_null(json_object_get(cn, "match_value"));
+	assert_int_equal(json_integer_value(json_object_get(cn, "iterations")), 5);
+	json_decref(spec);
+	expect_errors("name: x\n"
+		      "steps:\n"
+		      "  - {name: r, kind: register, model: m}\n"
+		      "  - {name: d, kind: deploy, needs: [r], model: m, serve: [s], canary: {steps: [50, 100], match: {header: X-C}}}\n"
+		      "  - {name: e, kind: deploy, needs: [r], model: m, serve: [s], canary: {match: {header: 'X C', value: 'a}'}}}\n"
+		      "  - {name: f, kind: deploy, needs: [r], model: m, serve: [s], canary: {iterations: 2}}\n",
+		      "w.yaml:4:97: canary.match (an A/B test) takes iterations, not steps or step_weight",
+		      "w.yaml:5:88: canary.match.header \"X C\" is not a header name (1-64 of letters, digits and -)",
+		      "w.yaml:6:71: canary.iterations goes with match (an A/B test); a canary by weight takes steps", NULL);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -438,6 +468,7 @@ int main(void)
 		cmocka_unit_test(test_config__production_model_inference),
 		cmocka_unit_test(test_config__canary_flagger_knobs),
 		cmocka_unit_test(test_config__canary_recorded_requests_and_max_wait),
+		cmocka_unit_test(test_config__canary_ab_match),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
