@@ -8,8 +8,10 @@
 // {"extend":"2h"} or {"action":"stop"|"start"}); the outcome, or the API's
 // message (a viewer's 403 among them), goes to the result region. Live
 // traffic per version (requests/s, 5xx rate, mean response time) comes from
-// HAProxy's counters in GET's stats, read every few seconds; p99 is not
-// live (HAProxy keeps means): the load test's and the canary's are shown.
+// HAProxy's counters in GET's stats, read every few seconds, and its p50 and
+// p99 over the last minute from the proxy's per-request log (GET's live,
+// with how many of those requests were a canary's own); an A/B test's
+// header routing (GET's match) is said above the versions.
 
 import { el, stateBadge, timeCell, parseTime, callJSON, setView, viewSignal, quiet } from './lib.js';
 import { whoami, resultRegion, roleNote, actionButton, act } from './actions.js';
@@ -88,7 +90,7 @@ export async function deploymentPage(id) {
     drawTimer();
     renderActions();
     // sections with nothing to show are null: left out, not written as text
-    body.replaceChildren(...[el('h2', {}, 'Versions'), versionsTable(d), liveBox, loadTests(d), canary(d), haproxy(d), events(d)]
+    body.replaceChildren(...[el('h2', {}, 'Versions'), abNote(d), versionsTable(d), liveBox, loadTests(d), canary(d), haproxy(d), events(d)]
       .filter(Boolean));
     drawLive();
   }
@@ -100,6 +102,7 @@ export async function deploymentPage(id) {
   let prev = null;
   function drawLive() {
     const st = d.stats && d.stats.versions ? d.stats : null;
+    const lv = d.live && Object.keys(d.live).some((k) => k !== 'window_s') ? d.live : null;
     const rows = (d.versions || []).filter((v) => v.state !== 'retired').map((v) => {
       const now = st && st.versions[v.version], was = prev && prev.versions[v.version];
       const dt = prev && st ? (st.at_ms - prev.at_ms) / 1000 : 0;
@@ -108,20 +111,23 @@ export async function deploymentPage(id) {
         el('td', { class: 'num rps' }, dreq !== null && dt > 0 && dreq >= 0 ? (dreq / dt).toFixed(1) : '—'),
         el('td', { class: 'num err' }, dreq > 0 && derr >= 0 ? pct(derr / dreq) : '—'),
         el('td', { class: 'num rtime' }, now && now.requests ? ms(now.rtime_ms) : '—'),
+        el('td', { class: 'num p50' }, lv && lv[v.version] ? ms(lv[v.version].p50_ms) : '—'),
+        el('td', { class: 'num p99' }, lv && lv[v.version] ? ms(lv[v.version].p99_ms) : '—'),
+        el('td', { class: 'num ours opt' }, lv && lv[v.version] && lv[v.version].synthetic ? `${lv[v.version].synthetic} of ${lv[v.version].requests}` : ''),
         el('td', { class: 'num total opt' }, now ? `${now.requests} (${now.errors_5xx} 5xx)` : '—'));
     });
     liveBox.replaceChildren(el('h2', { id: 'live-h' }, 'Live traffic'),
       st ? el('div', { class: 'table-wrap' }, el('table', { id: 'live' },
-        el('thead', {}, el('tr', {}, ['Version', 'Requests/s', 'Error rate (5xx)', 'Mean response', 'Since HAProxy started'].map((h, i) =>
-          el('th', { scope: 'col', class: i === 4 ? 'opt' : null }, h)))), el('tbody', {}, rows)))
+        el('thead', {}, el('tr', {}, ['Version', 'Requests/s', 'Error rate (5xx)', 'Mean response', 'p50 (1 min)', 'p99 (1 min)', 'A canary\'s own', 'Since HAProxy started'].map((h, i) =>
+          el('th', { scope: 'col', class: i >= 6 ? 'opt' : null }, h)))), el('tbody', {}, rows)))
         : el('p', { class: 'note' }, 'HAProxy does not answer: no live figures.'),
-      el('p', { class: 'note' }, `Rates over the last ${LIVE_MS / 1000} s, read every ${LIVE_MS / 1000} s. HAProxy keeps means, not percentiles: p99 is what a load test or a canary measured, shown below when there was one.`));
+      el('p', { class: 'note' }, `Rates over the last ${LIVE_MS / 1000} s, read every ${LIVE_MS / 1000} s; p50 and p99 of the requests through the proxy in the last minute (its per-request log, on the daemon that runs HAProxy; — without requests).`));
   }
   async function readLive() {
     try {
       const next = await callJSON(`/deployments/${id}`, { signal });
       prev = d.stats && d.stats.versions ? d.stats : null;
-      d = { ...d, stats: next.stats };
+      d = { ...d, stats: next.stats, live: next.live };
       drawLive();
     } catch (e) {
       if (!quiet(e)) liveBox.append(el('p', { class: 'error' }, `Reading the counters: ${e.message}`));
@@ -187,6 +193,14 @@ function versionsTable(d) {
       el('td', { class: 'num weight' }, `${v.weight}%`),
       el('td', {}, replicas(v)),
       el('td', { class: 'opt' }, v.run_id ? el('a', { href: `#/runs/${v.run_id}` }, `#${v.run_id}${v.step ? ` ${v.step}` : ''}`) : '—'))))));
+}
+
+// An A/B test's header routing while one runs (GET's match), or nothing.
+function abNote(d) {
+  const m = d.match;
+  if (!m) return null;
+  return el('p', { id: 'ab-match', class: 'note' }, `A/B test: requests with the header ${m.header}`,
+    m.value ? `: ${m.value}` : ' (any value)', ` go to ${m.version} alone; the others by the weights below.`);
 }
 
 const ms = (x) => (typeof x === 'number' ? `${Number(x.toPrecision(4))} ms` : '—');

@@ -191,6 +191,12 @@ try {
     const errCell = await lr.locator('td.err').innerText();
     assert(errCell === '0%' || errCell === '—', `no 5xx: ${errCell}`);
     assert(/ ms$/.test(await lr.locator('td.rtime').innerText()), 'a mean response time');
+    // p50 and p99 over the last minute, from the proxy's per-request log (GET's live)
+    await page.waitForFunction(() => / ms$/.test(document.querySelector('#live tr[data-version="0.0.1"] td.p99').textContent),
+      null, { timeout: 8000, polling: 100 });
+    assert(/ ms$/.test(await lr.locator('td.p50').innerText()), 'a live p50');
+    const live = (await api('GET', `/api/v1/deployments/${dep.id}`)).json.live['0.0.1'];
+    assert(live && live.requests >= 30, `the API's live figures count them: ${JSON.stringify(live)}`);
     await page.locator('#haproxy summary').click();
     eq(await page.locator('#haproxy tbody tr').count(), 1, 'HAProxy applies one server');
     await page.screenshot({ path: `${SHOTS}/deployment-1280.png`, fullPage: true });
