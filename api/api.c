@@ -313,7 +313,7 @@ const struct api_route api_routes[] = {
 	{"GET", "/ui", PUBLIC, 0, api_ui_fast, NULL, NULL, NULL},
 	{"GET", "/ui/", PUBLIC, 0, api_ui_fast, NULL, NULL, NULL},
 	{"GET", "/ui/{file}", PUBLIC, 0, api_ui_fast, NULL, NULL, NULL},
-	{"GET", "/api/v1/runs", VIEWER, 0, NULL, api_runs_list, "state workflow trigger limit cursor", NULL},
+	{"GET", "/api/v1/runs", VIEWER, 0, NULL, api_runs_list, "state workflow trigger exclude_trigger limit cursor", NULL},
 	{"POST", "/api/v1/runs", OPERATOR, 0, NULL, api_runs_create, NULL,
 	 "yaml workflow filename params workdir trigger no_cache repo ref path"},
 	{"GET", "/api/v1/runs/stream", VIEWER, 0, NULL, api_runs_stream, NULL, NULL}, /* before /runs/{id} */

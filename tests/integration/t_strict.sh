@@ -90,7 +90,7 @@ test_strict_query_values() {
 	assert_eq "$CODE" 400 "an unknown query parameter"
 	assert_eq "$(err_code)" unknown_field "its code"
 	assert_eq "$(err_field)" stat "the parameter named"
-	assert_match "$(err_msg)" 'valid query parameters: state, workflow, trigger, limit, cursor' "the valid ones listed"
+	assert_match "$(err_msg)" 'valid query parameters: state, workflow, trigger, exclude_trigger, limit, cursor' "the valid ones listed"
 	api GET "/api/v1/runs/$id?verbose=1"
 	assert_eq "$CODE" 400 "GET /runs/{id} takes none (also when answered from the cache)"
 	assert_eq "$(err_field)" verbose "named"
