@@ -35,10 +35,13 @@ static void print_row(const json_t *s)
 {
 	const json_t *last = json_object_get(s, "last");
 
+	int paused = json_is_true(json_object_get(s, "paused"));
+
+	/* paused: no next fire time until it is resumed (not "never": it has upcoming times once resumed) */
 	printf("%-4lld %-16s %-12s %-18s %-16s %-7s next %s", (long long)json_integer_value(json_object_get(s, "id")),
 	       jstr(s, "workflow", "?"), jstr(s, "name", "?"), jstr(s, "cron", "?"), jstr(s, "timezone", "UTC"),
-	       json_is_true(json_object_get(s, "paused")) ? "paused" : jstr(s, "concurrency", "allow"),
-	       jstr(s, "next_at", "never"));
+	       paused ? "paused" : jstr(s, "concurrency", "allow"),
+	       paused ? "none while paused (ferry schedules resume)" : jstr(s, "next_at", "never"));
 	if (json_is_object(last))
 		printf("  last %s %s%s%s", jstr(last, "nominal_at", "?"), jstr(last, "outcome", "?"),
 		       json_is_string(json_object_get(last, "reason")) ? ": " : "", jstr(last, "reason", ""));
@@ -67,7 +70,7 @@ static void print_one(const json_t *s)
 	printf("  gap %s, overlap %s, catchup %s (max %lld), source %s\n", jstr(s, "gap", "?"), jstr(s, "overlap", "?"),
 	       jstr(s, "catchup", "?"), (long long)json_integer_value(json_object_get(s, "max_catchup")),
 	       jstr(s, "source", "?"));
-	printf("Next:\n");
+	printf(json_is_true(json_object_get(s, "paused")) ? "Next, once resumed (paused now: none fires):\n" : "Next:\n");
 	print_next(s);
 	printf("Ticks (newest first):\n");
 	json_array_foreach(json_object_get(s, "ticks"), i, t) {

@@ -166,7 +166,11 @@ test_schedule_pause_resume_and_api() {
 	start_daemon a
 	sched_wf pz '{cron: "* * * * * *"}'
 	local id; id=$(sched_id pz)
-	ferry schedules pause "$id" >/dev/null || fail "ferry schedules pause"
+	out=$(ferry schedules pause "$id") || fail "ferry schedules pause"
+	# paused: no "next never" above a list of upcoming times (before: both)
+	assert_match "$out" "next none while paused \(ferry schedules resume\)" "the row says paused"
+	assert_match "$out" "Next, once resumed \(paused now: none fires\):" "the list says when it applies"
+	case "$out" in *"next never"*) fail "next never on a paused schedule: $out" ;; esac
 	sleep 3
 	local p; p=$(ticks "$id" "reason = 'paused'")
 	[ "$p" -ge 2 ] || fail "paused ticks are not recorded as skipped ($p)"
