@@ -147,10 +147,10 @@ static const char rows[] =
 	"\"last_error\":\"its process had exited\",\"next_start_in_ms\":1500}]},"
 	"{\"ord\":2,\"step\":null,\"serve\":{\"command\":[\"serve.sh\"]},\"state\":\"retired\",\"run_id\":null,"
 	"\"weight\":0,\"version\":\"0.0.2\",\"artifact\":\"/a/2\",\"replicas\":2,\"load_test\":null,\"zero_since\":null,\"replica_list\":[]}],"
-	"\"created_at\":\"2029-12-31T10:00:00+00:00\",\"auto_stop_s\":3600,\"retire_after_s\":3600},"
+	"\"created_at\":\"2029-12-31T10:00:00+00:00\",\"auto_stop_s\":3600,\"retire_after_s\":3600,\"match\":null},"
 	"{\"id\":8,\"url\":\"http://127.0.0.1:40002\",\"name\":\"other\",\"port\":40002,\"model\":\"m\","
 	"\"state\":\"stopped\",\"run_id\":null,\"deadline\":null,\"versions\":[],"
-	"\"created_at\":\"2029-12-31T11:00:00+00:00\",\"auto_stop_s\":null,\"retire_after_s\":null}]";
+	"\"created_at\":\"2029-12-31T11:00:00+00:00\",\"auto_stop_s\":null,\"retire_after_s\":null,\"match\":null}]";
 
 static void test_deploy__from_json(void **state)
 {
