@@ -134,6 +134,7 @@ void api_secret_put(struct api *a, struct reply *r, PGconn *db, struct req *q);
 void api_secret_delete(struct api *a, struct reply *r, PGconn *db, struct req *q);
 void api_run_events(struct api *a, struct reply *r, PGconn *db, struct req *q);
 void api_step_continue(struct api *a, struct reply *r, PGconn *db, struct req *q);
+void api_step_reject(struct api *a, struct reply *r, PGconn *db, struct req *q);
 void api_workflows_list(struct api *a, struct reply *r, PGconn *db, struct req *q);
 void api_workflow_register(struct api *a, struct reply *r, PGconn *db, struct req *q);
 

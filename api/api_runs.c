@@ -512,6 +512,34 @@ void api_step_continue(struct api *a, struct reply *r, PGconn *db, struct req *q
 	json_decref(body);
 }
 
+/* POST /runs/{id}/steps/{step}/reject {"reason": "…"}: the waiting step fails with the reason. */
+void api_step_reject(struct api *a, struct reply *r, PGconn *db, struct req *q)
+{
+	int64_t id = q->id;
+	const char *step = q->caps[1];
+	json_t *body = body_object(r, q), *reason;
+	char *actor = NULL;
+	int error;
+
+	if (body == NULL)
+		return;
+	reason = json_object_get(body, "reason");
+	if (reason != NULL && !json_is_null(reason) && (!json_is_string(reason) || json_string_length(reason) > 2000)) {
+		reply_error(r, 400, "invalid_field", "reason", "reason must be a string of at most 2,000 characters", NULL);
+		json_decref(body);
+		return;
+	}
+	actor = actor_of(q);
+	error = store_step_reject(db, id, step, actor, json_string_value(reason));
+	run_changed(a, id);
+	if (error < 0)
+		reply_store_error(r, error);
+	else
+		run_reply(r, db, id, 200);
+	free(actor);
+	json_decref(body);
+}
+
 void api_workflows_list(struct api *a, struct reply *r, PGconn *db, struct req *q)
 {
 	char *json = NULL;

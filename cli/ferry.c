@@ -562,6 +562,82 @@ static int cmd_retry(const struct ctx *x, int argc, char **argv)
 	return status;
 }
 
+/* ---- reject ---- */
+
+/* ferry reject RUN STEP [--reason TEXT]: a waiting step fails with the reason (POST …/reject). */
+static int cmd_reject(const struct ctx *x, int argc, char **argv)
+{
+	static const struct option longopts[] = {
+		{"reason", required_argument, NULL, OPT_DATA},
+		{"output", required_argument, NULL, 'o'},
+		{"help", no_argument, NULL, 'h'},
+		{0},
+	};
+	ferry_client *c = NULL;
+	json_t *body = NULL, *run = NULL;
+	const char *reason = NULL, *step;
+	char *esc = NULL, *path = NULL;
+	bool json = false;
+	int64_t id;
+	int ch, rc, status = FX_USAGE;
+
+	optind = 0;
+	while ((ch = getopt_long(argc, argv, ":o:h", longopts, NULL)) != -1) {
+		switch (ch) {
+		case OPT_DATA:
+			reason = optarg;
+			break;
+		case 'o':
+			if (parse_output(x, optarg, &json) != 0)
+				goto out;
+			break;
+		case 'h':
+			status = print_help(x->cmd);
+			goto out;
+		default:
+			status = option_error(x, ch, argv);
+			goto out;
+		}
+	}
+	if (argc - optind != 2) {
+		status = usage_error(x, argc == optind ? "missing RUN and STEP" :
+				     argc - optind == 1 ? "missing STEP" : "expected RUN and STEP only");
+		goto out;
+	}
+	if (parse_run_id(x, argv[optind], &id) != 0)
+		goto out;
+	step = argv[optind + 1];
+	if (*step == '\0') {
+		status = usage_error(x, "STEP is empty");
+		goto out;
+	}
+	body = reason ? json_pack("{s:s}", "reason", reason) : json_object();
+	if (body == NULL) {
+		status = usage_error(x, "--reason is not UTF-8 text");
+		goto out;
+	}
+	if ((status = open_client(&c)) != FX_OK)
+		goto out;
+	esc = client_escape(step);
+	path = xasprintf("/runs/%" PRId64 "/steps/%s/reject", id, esc);
+	rc = client_request(&run, c, "POST", path, body);
+	if (rc < 0) {
+		status = report_request_error(c, rc);
+		goto out;
+	}
+	if (json)
+		print_json(run);
+	else
+		printf("run %" PRId64 " step %s rejected\n", id, step);
+	status = FX_OK;
+out:
+	free(esc), free(path);
+	json_decref(body);
+	json_decref(run);
+	client_free(c);
+	return status;
+}
+
 /* ---- continue ---- */
 
 static int cmd_continue(const struct ctx *x, int argc, char **argv)
@@ -817,6 +893,17 @@ static const struct command commands[] = {
 	 "  ferry continue 12 label\n"
 	 "  ferry continue 12 approve --data '{\"approved_by\": \"ana\", \"ok\": true}'\n",
 	 cmd_continue},
+	{"reject", "Say no to a waiting step (a gate, a label step, a deploy awaiting approval): it fails.",
+	 "ferry reject RUN STEP [--reason TEXT] [-o json]",
+	 "Options:\n"
+	 "      --reason TEXT     why; the step's reason becomes \"rejected by YOU: TEXT\"\n"
+	 "  -o, --output FORMAT   text (default) or json (the run object)\n"
+	 "\nThe step fails for good (no retry) and the run goes on as after any failure: the\n"
+	 "steps below it are skipped. Recorded as a step.rejected event with the reason.\n"
+	 "\nExit status: 0 rejected, 1 no such run or step, the step is not waiting, or\n"
+	 "ferryd failed, 2 usage error.\n"
+	 "\nExample:\n  ferry reject 12 approve --reason 'f1 dropped on the new data'\n",
+	 cmd_reject},
 	{"models", "The model registry: models, versions, lineage, aliases.",
 	 "ferry models list [-o json]\n"
 	 "       ferry models versions NAME [-o json]\n"

@@ -79,3 +79,44 @@ BEGIN
 	RETURN 'succeeded';
 END;
 $$;
+
+-- ferry_reject: a person says no to a waiting step (POST
+-- /runs/{id}/steps/{step}/reject, ferry reject): it fails with the reason
+-- ("rejected by ACTOR: REASON"), final (not retried), a step.rejected event
+-- with the reason, and its run moves on as after any failure (the steps
+-- below it are skipped; the run fails unless something else decides).
+CREATE OR REPLACE FUNCTION ferry_reject(p_run bigint, p_step text, p_actor text, p_reason text) RETURNS text
+LANGUAGE plpgsql AS $$
+DECLARE
+	v_id bigint;
+	v_state text;
+	v_ready int;
+	v_reason text;
+BEGIN
+	PERFORM 1 FROM runs WHERE id = p_run FOR UPDATE;
+	IF NOT FOUND THEN
+		RAISE EXCEPTION 'run % not found', p_run USING ERRCODE = 'P0002';
+	END IF;
+	SELECT id, state INTO v_id, v_state FROM steps WHERE run_id = p_run AND name = p_step FOR UPDATE;
+	IF NOT FOUND THEN
+		RAISE EXCEPTION 'run % has no step "%"', p_run, p_step USING ERRCODE = 'P0002';
+	END IF;
+	IF v_state <> 'waiting' THEN
+		RAISE EXCEPTION 'step "%" of run % is %, not waiting: only a waiting step can be rejected', p_step, p_run, v_state
+		USING ERRCODE = '55000';
+	END IF;
+	v_reason := 'rejected by ' || p_actor || coalesce(': ' || nullif(btrim(p_reason), ''), '');
+	UPDATE steps SET state = 'failed', reason = v_reason, started_at = coalesce(started_at, now()),
+	       finished_at = now()
+	WHERE id = v_id;
+	DELETE FROM step_waits WHERE step_id = v_id;
+	INSERT INTO events (run_id, step, actor, kind, detail)
+	VALUES (p_run, p_step, p_actor, 'step.rejected', jsonb_build_object('reason', v_reason));
+	UPDATE runs SET state = 'running', started_at = coalesce(started_at, now()) WHERE id = p_run AND state = 'pending';
+	v_ready := ferry_release(p_actor, NULL, ARRAY[v_id], ARRAY[p_run]);
+	IF v_ready > 0 THEN
+		PERFORM pg_notify('ferry_ready', '');
+	END IF;
+	RETURN 'failed';
+END;
+$$;

@@ -305,6 +305,12 @@ int store_step_log(char **dir, int *attempt, int *running, PGconn *conn, int64_t
 /* Continues a waiting step for actor with optional data (JSON text or NULL). */
 int store_step_continue(PGconn *conn, int64_t run, const char *step, const char *actor,
 			const char *data);
+/*
+ * A person says no to a waiting step (ferry_reject): it fails, final, with
+ * "rejected by ACTOR: REASON", a step.rejected event; the run moves on as
+ * after a failure. FERRY_ENOTFOUND, FERRY_ECONFLICT (not waiting).
+ */
+int store_step_reject(PGconn *conn, int64_t run, const char *step, const char *actor, const char *reason);
 
 /* Appends gauges (runs by state, open steps by state, queue depth) in the
  * Prometheus text format to the growing buffer *buf. */

@@ -685,3 +685,12 @@ int store_step_continue(PGconn *conn, int64_t run, const char *step, const char 
 	snprintf(runbuf, sizeof(runbuf), "%lld", (long long)run);
 	return store_q(NULL, conn, "SELECT ferry_continue($1, $2, $3, $4::jsonb)", 4, params);
 }
+
+int store_step_reject(PGconn *conn, int64_t run, const char *step, const char *actor, const char *reason)
+{
+	char runbuf[32];
+	const char *params[4] = {runbuf, step, actor, reason};
+
+	snprintf(runbuf, sizeof(runbuf), "%lld", (long long)run);
+	return store_q(NULL, conn, "SELECT ferry_reject($1, $2, $3, $4)", 4, params);
+}

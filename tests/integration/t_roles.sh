@@ -87,7 +87,7 @@ test_roles_every_cli_verb_with_every_role() {
 		"models list|viewer" "models versions nomodel|viewer" "deployments list|viewer" "schedules list|viewer"
 		"triggers list|viewer" "cache|viewer" "workflow list|viewer" "audit|viewer"
 		"submit $ROOT/workflows/hello.yaml|operator" "stop 999999|operator" "retry 999999|operator"
-		"delete 999999|operator" "continue 999999 nostep|operator" "workflow register $ROOT/workflows/hello.yaml|operator"
+		"delete 999999|operator" "continue 999999 nostep|operator" "reject 999999 nostep|operator" "workflow register $ROOT/workflows/hello.yaml|operator"
 		"models alias nomodel production 1|deployer" "deployments traffic 999999 1 50|deployer"
 		"deployments promote 999999 1|deployer" "deployments stop 999999|deployer" "deployments delete 999999|deployer"
 		"deployments extend 999999 never|deployer" "deployments rollback 999999|deployer"

@@ -101,3 +101,32 @@ Y
 	assert_match "$out" "label +waiting .*labelling task: 2 of 2 items in $FERRY_HOME/ds have no label.*ferry continue $id label" "get: task and command"
 	ferry list | grep -Eq "^$id +lab +waiting" || fail "list shows waiting"
 }
+
+# A waiting gate said no to (ferry reject): the step fails with the reason
+# and who said it, not retried, an event with the reason; the run fails and
+# the steps below are skipped. Before, a gate could only be continued or
+# left to time out. Rejecting a step that is not waiting is a 409.
+test_gate_rejected_with_a_reason() {
+	start_daemon a
+	f=$(wf rej <<'Y'
+name: rej
+steps:
+  - {name: approve, kind: gate}
+  - {name: after, needs: [approve], command: [sh, -c, 'echo never']}
+Y
+)
+	id=$(submit "$f")
+	wait_step "$id" approve waiting 20
+	out=$(ferry reject "$id" approve --reason 'f1 dropped on the new data') || fail "ferry reject: $out"
+	assert_eq "$out" "run $id step approve rejected" "said"
+	wait_run "$id" failed 20
+	assert_match "$(step_col "$id" approve reason)" '^rejected by admin \(as [a-z]+\): f1 dropped on the new data$' "the reason and who"
+	assert_eq "$(step_col "$id" after state)" skipped "the step below skipped"
+	assert_match "$(sql "SELECT detail->>'reason' FROM events WHERE run_id = $id AND kind = 'step.rejected'")" \
+		'f1 dropped on the new data$' "an event"
+	api POST "/api/v1/runs/$id/steps/approve/reject" '{}'
+	assert_eq "$CODE" 409 "not waiting any more: $BODY"
+	api POST "/api/v1/runs/$id/steps/approve/reject" '{"reason": 3}'
+	assert_eq "$CODE" 400 "a reason that is not text: $BODY"
+	assert_eq "$(echo "$BODY" | json 'j["error"]["field"]')" reason "names the field"
+}
