@@ -320,7 +320,7 @@ const struct api_route api_routes[] = {
 	{"GET", "/api/v1/runs/{id}", VIEWER, 0, api_run_cached, api_run_get, NULL, NULL},
 	{"DELETE", "/api/v1/runs/{id}", OPERATOR, 0, NULL, api_run_delete, NULL, NULL},
 	{"POST", "/api/v1/runs/{id}/stop", OPERATOR, 0, NULL, api_run_stop, NULL, NULL},
-	{"POST", "/api/v1/runs/{id}/retry", OPERATOR, 0, NULL, api_run_retry, NULL, "from no_cache"},
+	{"POST", "/api/v1/runs/{id}/retry", OPERATOR, 0, NULL, api_run_retry, NULL, "from no_cache params"},
 	{"GET", "/api/v1/runs/{id}/events", VIEWER, 0, NULL, api_run_events, "after", NULL},
 	{"GET", "/api/v1/runs/{id}/stream", VIEWER, 0, NULL, api_run_stream, NULL, NULL},
 	{"GET", "/api/v1/runs/{id}/dag.svg", VIEWER, 0, NULL, api_run_dag_svg, NULL, NULL},

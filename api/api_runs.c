@@ -338,7 +338,7 @@ void api_run_stop(struct api *a, struct reply *r, PGconn *db, struct req *q)
 void api_run_retry(struct api *a, struct reply *r, PGconn *db, struct req *q)
 {
 	int64_t id = q->id;
-	json_t *body = body_object(r, q);
+	json_t *body = body_object(r, q), *params;
 	const char *from = NULL;
 	char *actor = NULL;
 	int error, no_cache = 0;
@@ -347,10 +347,19 @@ void api_run_retry(struct api *a, struct reply *r, PGconn *db, struct req *q)
 		return;
 	if (opt_string(&from, r, body, "from") < 0 || opt_bool(&no_cache, r, body, "no_cache") < 0)
 		goto out;
+	params = json_object_get(body, "params");
+	if (params != NULL && (!json_is_object(params) || json_object_size(params) == 0)) {
+		reply_error(r, 400, "invalid_field", "params", "params must be an object of name: value (at least one)",
+			    NULL);
+		goto out;
+	}
 	actor = actor_of(q);
-	error = store_run_retry(db, id, from, actor, no_cache);
+	/* new params: the run planned again with them, the steps they change run again (runs.c) */
+	error = runs_retry(db, id, from, actor, no_cache, params);
 	run_changed(a, id);
-	if (error < 0)
+	if (error == FERRY_EINVALID && params != NULL)
+		reply_error(r, 400, "invalid_field", "params", ferry_error_last(), NULL);
+	else if (error < 0)
 		reply_store_error(r, error);
 	else
 		run_reply(r, db, id, 200);

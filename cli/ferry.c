@@ -515,22 +515,29 @@ static int cmd_retry(const struct ctx *x, int argc, char **argv)
 	static const struct option longopts[] = {
 		{"from", required_argument, NULL, OPT_FROM},
 		{"no-cache", no_argument, NULL, OPT_NO_CACHE},
+		{"param", required_argument, NULL, 'p'},
 		{"watch", no_argument, NULL, 'w'},
 		{"output", required_argument, NULL, 'o'},
 		{"help", no_argument, NULL, 'h'},
 		{0},
 	};
 	const char *from = NULL;
-	json_t *body = NULL;
+	json_t *body = NULL, *params = json_object();
 	bool json = false, watch = false, no_cache = false;
 	int64_t id;
 	int ch, status;
 
 	optind = 0;
-	while ((ch = getopt_long(argc, argv, ":wo:h", longopts, NULL)) != -1) {
+	while ((ch = getopt_long(argc, argv, ":wp:o:h", longopts, NULL)) != -1) {
 		switch (ch) {
 		case OPT_FROM:
 			from = optarg;
+			break;
+		case 'p':
+			if (add_param(x, params, optarg) != 0) {
+				json_decref(params);
+				return FX_USAGE;
+			}
 			break;
 		case OPT_NO_CACHE:
 			no_cache = true;
@@ -543,20 +550,29 @@ static int cmd_retry(const struct ctx *x, int argc, char **argv)
 				return FX_USAGE;
 			break;
 		case 'h':
+			json_decref(params);
 			return print_help(x->cmd);
 		default:
+			json_decref(params);
 			return option_error(x, ch, argv);
 		}
 	}
-	if ((status = parse_run_operand(x, argc, argv, &id)) >= 0)
+	if ((status = parse_run_operand(x, argc, argv, &id)) >= 0 ||
+	    (from != NULL && *from == '\0' && (status = usage_error(x, "--from needs a step name")) >= 0)) {
+		json_decref(params);
 		return status;
-	if (from != NULL && *from == '\0')
-		return usage_error(x, "--from needs a step name");
+	}
 	body = from != NULL ? json_pack("{s:s}", "from", from) : json_object();
-	if (body == NULL)
+	if (body == NULL) {
+		json_decref(params);
 		return usage_error(x, "step name '%s' is not valid UTF-8", from);
+	}
 	if (no_cache)
 		json_object_set_new(body, "no_cache", json_true());
+	/* new params: the steps they change run again too, and the run records them (runs_retry) */
+	if (json_object_size(params) > 0)
+		json_object_set(body, "params", params);
+	json_decref(params);
 	status = run_action(x, id, "retry", body, from, json, watch);
 	json_decref(body);
 	return status;
@@ -862,13 +878,16 @@ static const struct command commands[] = {
 	 "\nExample:\n  ferry stop 12\n",
 	 cmd_stop},
 	{"retry", "Retry a failed or stopped run, or rerun a finished one from a step.",
-	 "ferry retry RUN [--from STEP] [--no-cache] [--watch] [-o json]",
+	 "ferry retry RUN [--from STEP] [--no-cache] [-p NAME=VALUE]... [--watch] [-o json]",
 	 "Options:\n"
 	 "      --from STEP       rerun STEP and everything after it (any finished run)\n"
 	 "      --no-cache        run steps with `cache: true` even when a cached result fits\n"
+	 "  -p, --param N=V       change a param: every step it changes (its command, env…)\n"
+	 "                        runs again with what is below it; recorded in the run\n"
 	 "  -w, --watch           follow the run until it ends; exit 1 if it fails\n"
 	 "  -o, --output FORMAT   text (default) or json (the run object)\n"
-	 "\nExamples:\n  ferry retry 12 --from train\n  ferry retry 12 --from train --no-cache\n",
+	 "\nExamples:\n  ferry retry 12 --from train\n  ferry retry 12 --from train --no-cache\n"
+	 "  ferry retry 12 -p C=5\n",
 	 cmd_retry},
 	{"delete", "Delete a finished run: its record, events, logs and attempt directories.",
 	 "ferry delete RUN [-o json]",

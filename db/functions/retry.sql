@@ -10,18 +10,51 @@
 -- attempts stay; what re-run steps produced before is cleared; their retry
 -- budget starts afresh; with p_no_cache they do not come from the step
 -- cache.
-CREATE OR REPLACE FUNCTION ferry_retry(p_run bigint, p_from text, p_actor text, p_no_cache boolean) RETURNS text
+--
+-- With p_params (the run's params, some changed) and p_specs ({"STEP":
+-- spec} planned with them, runs.c): without p_from, every step whose spec
+-- changes runs again too, with everything downstream of it — and as every
+-- param is in each job's environment, that is every step of a job; with
+-- p_from, only what p_from retries, with the new specs, the steps above
+-- keeping results made with the old params (the event lists them as
+-- "kept"). The run's params are replaced and the event says which changed
+-- (from, to). A succeeded run may be retried so; params equal to the
+-- run's are an error (22023).
+CREATE OR REPLACE FUNCTION ferry_retry(p_run bigint, p_from text, p_actor text, p_no_cache boolean,
+                                       p_params jsonb, p_specs jsonb) RETURNS text
 LANGUAGE plpgsql AS $$
 DECLARE
 	v_state text;
 	v_from bigint;
 	v_set bigint[];
+	v_changed bigint[];
+	v_kept bigint[];
+	v_old jsonb;
+	v_diff jsonb;
 BEGIN
 	SELECT state INTO v_state FROM runs WHERE id = p_run FOR UPDATE;
 	IF NOT FOUND THEN
 		RAISE EXCEPTION 'run % not found', p_run USING ERRCODE = 'P0002';
 	END IF;
-	IF p_from IS NULL AND v_state NOT IN ('failed', 'stopped') THEN
+	IF p_specs IS NOT NULL THEN
+		SELECT array_agg(id) INTO v_changed FROM steps
+		WHERE run_id = p_run AND p_specs ? name AND spec IS DISTINCT FROM (p_specs -> name);
+		IF p_from IS NOT NULL THEN
+			v_kept := v_changed; -- those outside what p_from retries, found below
+			v_changed := NULL;
+		END IF;
+		SELECT params INTO v_old FROM runs WHERE id = p_run;
+		SELECT jsonb_object_agg(k, jsonb_build_object('from', v_old -> k, 'to', p_params -> k)) INTO v_diff
+		FROM (SELECT jsonb_object_keys(p_params) AS k) x WHERE (v_old -> k) IS DISTINCT FROM (p_params -> k);
+		IF v_diff IS NULL THEN
+			RAISE EXCEPTION 'params: they are the run''s already; retry without them' USING ERRCODE = '22023';
+		END IF;
+		IF v_changed IS NULL AND v_state = 'succeeded' AND p_from IS NULL THEN
+			RAISE EXCEPTION 'params: no step of run % reads what changed (%), so nothing would run again', p_run,
+			      (SELECT string_agg(k, ', ') FROM jsonb_object_keys(v_diff) k) USING ERRCODE = '22023';
+		END IF;
+	END IF;
+	IF p_from IS NULL AND v_changed IS NULL AND v_state NOT IN ('failed', 'stopped') THEN
 		RAISE EXCEPTION 'run % is %: only a failed or stopped run can be retried; to re-run a succeeded one, retry it from a step ("from")', p_run, v_state
 		USING ERRCODE = '55000';
 	END IF;
@@ -37,6 +70,8 @@ BEGIN
 	END IF;
 	WITH RECURSIVE down (id) AS (
 		SELECT v_from WHERE v_from IS NOT NULL
+		UNION
+		SELECT unnest(v_changed)
 		UNION
 		SELECT e.step_id FROM step_deps e JOIN down ON e.needs_id = down.id
 	)
@@ -59,6 +94,10 @@ BEGIN
 		UNION
 		SELECT s.id FROM up JOIN steps s ON s.id = up.id WHERE s.restage AND s.state = 'succeeded'
 	) x;
+	IF p_specs IS NOT NULL THEN
+		UPDATE steps SET spec = p_specs -> name WHERE id = ANY (v_set) AND p_specs ? name;
+		UPDATE runs SET params = p_params WHERE id = p_run;
+	END IF;
 	UPDATE steps s SET state = 'blocked', tries = 0, not_before = NULL, exit_code = NULL,
 	       reason = NULL, started_at = NULL, finished_at = NULL,
 	       outputs = NULL, metrics = NULL, gate = NULL, cached_from = NULL,
@@ -83,7 +122,9 @@ BEGIN
 	WHERE id = p_run;
 	INSERT INTO events (run_id, actor, kind, detail)
 	VALUES (p_run, p_actor, 'run.retry', jsonb_strip_nulls(jsonb_build_object('from', p_from,
-	        'no_cache', CASE WHEN p_no_cache THEN true END,
+	        'no_cache', CASE WHEN p_no_cache THEN true END, 'params', v_diff,
+	        'kept', (SELECT jsonb_agg(name ORDER BY idx) FROM steps
+	                 WHERE id = ANY (v_kept) AND NOT id = ANY (coalesce(v_set, '{}'::bigint[]))),
 	        'steps', (SELECT jsonb_agg(name ORDER BY idx) FROM steps WHERE id = ANY (v_set)))));
 	PERFORM pg_notify('ferry_ready', '');
 	RETURN 'pending';

@@ -232,3 +232,47 @@ out:
 	free(hash), free(yaml), free(reg_workdir);
 	return error;
 }
+
+int runs_retry(PGconn *conn, int64_t id, const char *from, const char *actor, int no_cache, const json_t *params)
+{
+	struct run_plan_in in;
+	struct run_plan *plan = NULL;
+	json_t *spec = NULL, *old = NULL, *origin = NULL, *given = NULL, *env = NULL, *specs = NULL, *v;
+	char *hash = NULL, *yaml = NULL, *workdir = NULL;
+	const char *key;
+	cfg_errors errs = {0};
+	int error;
+
+	if (params == NULL)
+		return store_run_retry(conn, id, from, actor, no_cache);
+	if (!json_is_object(params) || json_object_size(params) == 0) {
+		ferry_error_set("params must be an object of name: value, at least one");
+		return FERRY_EINVALID;
+	}
+	if ((error = store_run_plan_source(conn, id, &spec, &hash, &yaml, &old, &origin, &workdir)) < 0)
+		goto out;
+	/* the run's params, the given ones over them, resolved (typed, checked) as at submit */
+	given = json_deep_copy(old);
+	json_object_foreach((json_t *)params, key, v)
+		json_object_set(given, key, v);
+	memset(&in, 0, sizeof(in));
+	in.spec = spec;
+	in.hash = hash;
+	in.spec_yaml = yaml;
+	in.params = given;
+	in.run_id = id;
+	in.env = env = run_git_env(origin, workdir);
+	if ((error = run_plan_make(&plan, &in, &errs)) < 0)
+		goto out;
+	specs = json_object();
+	for (size_t i = 0; i < plan->nsteps; i++)
+		json_object_set(specs, plan->steps[i].name, plan->steps[i].spec);
+	error = store_run_retry_params(conn, id, from, actor, no_cache, plan->params, specs);
+out:
+	run_plan_free(plan);
+	cfg_errors_dispose(&errs);
+	json_decref(spec), json_decref(old), json_decref(origin), json_decref(given), json_decref(env);
+	json_decref(specs);
+	free(hash), free(yaml), free(workdir);
+	return error;
+}

@@ -87,4 +87,15 @@ struct runs_new {
  */
 int runs_create(int64_t *out_id, PGconn *conn, const struct runs_new *rn, cfg_errors *errs);
 
+/*
+ * Retries finished run id (store_run_retry: its failed, stopped and
+ * skipped steps, or from step `from` down), with params (an object of
+ * name: value, or NULL) over the run's own: the run is planned again with
+ * them, and every step whose definition changes (its command, env, …)
+ * runs again too, with the steps below it; the new params are recorded
+ * with the retry's event. FERRY_EINVALID for params the workflow does not
+ * take (the message names the param), or that change nothing.
+ */
+int runs_retry(PGconn *conn, int64_t id, const char *from, const char *actor, int no_cache, const json_t *params);
+
 #endif

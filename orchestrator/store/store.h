@@ -260,6 +260,16 @@ int store_run_stop(char **state_out, PGconn *conn, int64_t id, const char *actor
  * no_cache). FERRY_ENOTFOUND, FERRY_ECONFLICT.
  */
 int store_run_retry(PGconn *conn, int64_t id, const char *from, const char *actor, int no_cache);
+/*
+ * The same with the run's new params (all of them) and its steps' specs
+ * planned with them ({"STEP": spec}, runs_retry): the steps whose spec
+ * changes run again too, with what is below them; the params are recorded.
+ */
+int store_run_retry_params(PGconn *conn, int64_t id, const char *from, const char *actor, int no_cache,
+			   const json_t *run_params, const json_t *specs);
+/* What run id was planned from: its workflow version (spec, hash, YAML), params, origin, workdir (the caller's). */
+int store_run_plan_source(PGconn *conn, int64_t id, json_t **spec, char **hash, char **yaml, json_t **params,
+			  json_t **origin, char **workdir);
 
 /*
  * Stores a workflow version (spec and hash from cfg_workflow_parse, yaml

@@ -607,11 +607,52 @@ int store_run_stop(char **state_out, PGconn *conn, int64_t id, const char *actor
 
 int store_run_retry(PGconn *conn, int64_t id, const char *from, const char *actor, int no_cache)
 {
+	return store_run_retry_params(conn, id, from, actor, no_cache, NULL, NULL);
+}
+
+int store_run_retry_params(PGconn *conn, int64_t id, const char *from, const char *actor, int no_cache,
+			   const json_t *run_params, const json_t *specs)
+{
 	char idbuf[32];
-	const char *params[4] = {idbuf, from, actor, no_cache ? "t" : "f"};
+	char *pj = run_params ? json_dumps(run_params, JSON_COMPACT) : NULL, *sj = specs ? json_dumps(specs, JSON_COMPACT) : NULL;
+	const char *params[6] = {idbuf, from, actor, no_cache ? "t" : "f", pj, sj};
+	int error;
 
 	snprintf(idbuf, sizeof(idbuf), "%lld", (long long)id);
-	return store_q(NULL, conn, "SELECT ferry_retry($1, $2, $3, $4)", 4, params);
+	error = store_q(NULL, conn, "SELECT ferry_retry($1, $2, $3, $4, $5::jsonb, $6::jsonb)", 6, params);
+	free(pj), free(sj);
+	return error;
+}
+
+int store_run_plan_source(PGconn *conn, int64_t id, json_t **spec, char **hash, char **yaml, json_t **params,
+			  json_t **origin, char **workdir)
+{
+	char idbuf[32];
+	const char *p[1] = {idbuf};
+	PGresult *res = NULL;
+	int error;
+
+	*spec = *params = *origin = NULL;
+	*hash = *yaml = *workdir = NULL;
+	snprintf(idbuf, sizeof(idbuf), "%lld", (long long)id);
+	if ((error = store_q(&res, conn,
+			     "SELECT w.spec::text, w.hash, w.yaml, r.params::text, r.origin::text, r.workdir "
+			     "FROM runs r JOIN workflows w ON w.hash = r.workflow_hash WHERE r.id = $1::bigint",
+			     1, p)) < 0)
+		return error;
+	if (PQntuples(res) != 1) {
+		PQclear(res);
+		ferry_error_set("run %lld not found", (long long)id);
+		return FERRY_ENOTFOUND;
+	}
+	*spec = json_loads(PQgetvalue(res, 0, 0), 0, NULL);
+	*hash = xstrdup(PQgetvalue(res, 0, 1));
+	*yaml = xstrdup(PQgetvalue(res, 0, 2));
+	*params = json_loads(PQgetvalue(res, 0, 3), 0, NULL);
+	*origin = PQgetisnull(res, 0, 4) ? NULL : json_loads(PQgetvalue(res, 0, 4), 0, NULL);
+	*workdir = PQgetisnull(res, 0, 5) ? NULL : xstrdup(PQgetvalue(res, 0, 5));
+	PQclear(res);
+	return *spec && *params ? FERRY_OK : FERRY_EDB;
 }
 
 int store_run_events(char **out, PGconn *conn, int64_t id, int64_t after)

@@ -307,3 +307,50 @@ Y
 	echo "$out" | awk 'length($0) > 250 { exit 1 }' || fail "a line longer than 250 characters: $out"
 	assert_eq "$(ferry events "$id" -o json | json 'len([e["detail"].get("reason", "") for e in j["events"] if e["kind"] == "step.failed"][0]) > 150')" true "-o json has it whole"
 }
+
+# ferry retry -p: a changed param reruns the steps it changes (and what is
+# below them), the others keep their results; the run records the params
+# and the event says what changed. Before, a retry could not change params.
+test_cli_retry_with_changed_params() {
+	start_daemon a
+	f=$(wf rp <<'Y'
+name: rp
+params:
+  rows: {type: integer, default: 3}
+  tag: {default: a}
+steps:
+  - {name: fixed, command: [sh, -c, 'echo fixed']}
+  - {name: prepare, needs: [fixed], command: [sh, -c, 'echo "rows $FERRY_PARAM_ROWS"']}
+  - {name: train, needs: [prepare], command: [sh, -c, 'echo trained']}
+  - {name: side, needs: [fixed], command: [sh, -c, 'echo "tag $FERRY_PARAM_TAG"']}
+Y
+)
+	id=$(submit "$f")
+	wait_run "$id" succeeded 30
+	out=$(ferry retry "$id" -p rows=100) || fail "ferry retry -p: $out"
+	wait_run "$id" succeeded 30
+	assert_eq "$(ferry logs "$id" prepare)" "rows 100" "prepare ran with the new value"
+	# every param is in each job's environment: every step's definition changed, all ran again
+	assert_eq "$(sql "SELECT string_agg(name || '=' || attempts, ' ' ORDER BY idx) FROM steps WHERE run_id = $id")" \
+		"fixed=2 prepare=2 train=2 side=2" "every step ran again with the new params"
+	assert_eq "$(sql "SELECT params->>'rows' FROM runs WHERE id = $id")" 100 "the run records it"
+	assert_eq "$(sql "SELECT detail->'params'->'rows'->>'from' || '->' || (detail->'params'->'rows'->>'to') FROM events WHERE run_id = $id AND kind = 'run.retry'")" "3->100" "the event says what changed"
+	# --from: that step and below with the new value, the steps above keep theirs, listed as kept
+	ferry retry "$id" --from prepare -p rows=7 >/dev/null || fail "ferry retry --from -p"
+	wait_run "$id" succeeded 30
+	assert_eq "$(ferry logs "$id" prepare)" "rows 7" "prepare ran with 7"
+	assert_eq "$(sql "SELECT string_agg(name || '=' || attempts, ' ' ORDER BY idx) FROM steps WHERE run_id = $id")" \
+		"fixed=2 prepare=3 train=3 side=2" "--from prepare: prepare and train"
+	assert_eq "$(sql "SELECT detail->'kept' FROM events WHERE run_id = $id AND kind = 'run.retry' ORDER BY id DESC LIMIT 1")" \
+		'["fixed", "side"]' "the steps that kept results made with the old params"
+	# checked as at submit; unchanged or unknown params are refused, naming params
+	api POST "/api/v1/runs/$id/retry" '{"params": {"rows": "many"}}'
+	assert_eq "$CODE" 400 "a bad value: $BODY"
+	assert_match "$(echo "$BODY" | json 'j["error"]["message"]')" 'parameter "rows" must be an integer' "the rule"
+	api POST "/api/v1/runs/$id/retry" '{"params": {"nosuch": "1"}}'
+	assert_eq "$CODE" 400 "an unknown param"
+	assert_eq "$(echo "$BODY" | json 'j["error"]["field"]')" params "names the field"
+	api POST "/api/v1/runs/$id/retry" '{"params": {"rows": 7}}'
+	assert_eq "$CODE" 400 "nothing changes: $BODY"
+	assert_eq "$(sql "SELECT state FROM runs WHERE id = $id")" succeeded "nothing ran"
+}
