@@ -68,7 +68,11 @@ struct dag_cache {
 	unsigned too_big_next;
 };
 
-/* A label: the name and the kind on two lines, backslashes doubled (dot reads \N, \l, … in labels). */
+/*
+ * A label: the name and the kind on two lines, backslashes doubled (dot
+ * reads \N, \l, … in labels); the name alone when the kind says nothing
+ * more (a step named after its kind, "train train" before).
+ */
 static char *label_of(const char *name, const char *kind)
 {
 	size_t n = strlen(name) + strlen(kind), k = 0;
@@ -78,6 +82,10 @@ static char *label_of(const char *name, const char *kind)
 		if (*p == '\\')
 			out[k++] = '\\';
 		out[k++] = *p;
+	}
+	if (*kind == '\0' || strcmp(name, kind) == 0) {
+		out[k] = '\0';
+		return out;
 	}
 	out[k++] = '\n';
 	for (const char *p = kind; *p; p++) {

@@ -179,7 +179,9 @@ function replicas(v) {
   return el('div', {}, el('span', {}, `${healthy} of ${rs.length} healthy`),
     el('ul', { class: 'replicas' }, rs.map((r) => el('li', { 'data-replica': r.idx },
       `#${r.idx} `, healthBadge(r.health), ` · port ${r.port}${r.restarts ? ` · ${r.restarts} restarts` : ''}`,
-      r.last_error ? el('span', { class: 'error' }, ` · ${r.last_error}`) : null))));
+      // the last error beside a replica that is not healthy; a healthy one's is history, said as such
+      r.last_error && r.health !== 'healthy' ? el('span', { class: 'error' }, ` · ${r.last_error}`)
+        : r.last_error && r.restarts ? el('span', { class: 'note' }, ` · before its last restart: ${r.last_error}`) : null))));
 }
 
 function versionsTable(d) {

@@ -191,8 +191,8 @@ export class StepPanel {
       el('tbody', {}, list.map((a) => el('tr', { class: a.attempt === shown ? 'selected' : null, 'data-attempt': a.attempt },
         el('td', { class: 'num' }, a.attempt), el('td', {}, stateBadge(a.state)),
         el('td', {}, timeCell(a.started_at)), el('td', {}, duration(a.started_at, a.finished_at)),
-        el('td', { class: 'num opt' }, a.exit_code ?? (a.signal ? `signal ${a.signal}` : '—')), el('td', {}, a.reason || ''),
-        el('td', {}, a.attempt === shown ? 'shown' : el('button', { type: 'button', class: 'step-link',
+        el('td', { class: 'num opt' }, a.exit_code ?? (a.signal ? `signal ${a.signal}` : '—')), el('td', { class: 'reason' }, a.reason || ''),
+        el('td', { class: 'log-cell' }, a.attempt === shown ? 'shown' : el('button', { type: 'button', class: 'step-link',
           onclick: () => { this.attempt = a.attempt; this.container.dispatchEvent(new Event('rerender')); } }, `log ${a.attempt}`))))))));
   }
 

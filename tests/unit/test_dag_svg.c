@@ -76,8 +76,10 @@ static void test_dag_svg__nodes_edges_labels(void **state)
 	assert_null(strstr(svg, "&#45;&gt;"));
 	assert_null(strstr(svg, "font-family"));
 	assert_int_equal(count(svg, "<title>"), 6); /* the graph's and the five nodes' */
-	/* the label's second line is the kind */
+	/* the label's second line is the kind, unless the name is the kind ("train train" before) */
 	assert_non_null(strstr(svg, ">evaluate</text>"));
+	assert_int_equal(count(svg, ">train</text>"), 1);
+	assert_int_equal(count(svg, ">deploy</text>"), 1);
 	/* a node's box is a polygon (the console colours polygons by state), right after its title */
 	assert_non_null(strstr(svg, "<title>train</title>\n<polygon "));
 	/* Graphviz's comments are dropped (nothing in them that the title does not say) */
