@@ -6,6 +6,7 @@
 #   make demo       deps + build + embedded PostgreSQL + daemon + example pipeline
 #   make bench      dispatch benchmark (JSON lines)
 #   make fuzz       libFuzzer targets over the parsers (clang)
+#   make install    PREFIX=/usr/local DESTDIR=: binaries, manual pages, the systemd unit
 #   SANITIZE=address,undefined  builds everything with sanitizers
 
 CC ?= cc
@@ -45,9 +46,9 @@ DEB_BUILD := gcc make pkg-config libpq-dev libcurl4-openssl-dev libmicrohttpd-de
 DEB_RUN := postgresql postgresql-client curl procps jq python3 python3-sklearn wrk \
 	podman runc busybox-static tini \
 	slurm-wlm slurmrestd slurm-wlm-jwt-plugin munge \
-	docker.io haproxy elfutils gdb git chromium nodejs
+	docker.io haproxy elfutils gdb git chromium nodejs help2man
 
-.PHONY: all deps check test unit integration demo bench fuzz clean variant
+.PHONY: all deps check test unit integration demo bench fuzz clean variant install
 
 all: bin/ferryd bin/ferry
 
@@ -129,6 +130,24 @@ $(B)/tests/bench_fingerprint: tests/bench/bench_fingerprint.c $(ENGINE_OBJ)
 $(B)/tests/bench_haproxy: tests/bench/bench_haproxy.c $(ENGINE_OBJ)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $< $(ENGINE_OBJ) $(LDLIBS)
+
+# make install PREFIX=/usr/local DESTDIR=: the binaries, their manual pages
+# (help2man, from --help), the systemd unit (User=ferry) and the docs; as root
+# with no DESTDIR, the system user ferry and /var/lib/ferry too
+PREFIX ?= /usr/local
+DESTDIR ?=
+install: all
+	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/lib/systemd/system \
+		$(DESTDIR)$(PREFIX)/share/man/man1 $(DESTDIR)$(PREFIX)/share/man/man8 $(DESTDIR)$(PREFIX)/share/doc/ferry
+	install -m 0755 bin/ferryd bin/ferry $(DESTDIR)$(PREFIX)/bin/
+	sed 's|@PREFIX@|$(PREFIX)|g' deploy/ferryd.service >$(DESTDIR)$(PREFIX)/lib/systemd/system/ferryd.service
+	chmod 0644 $(DESTDIR)$(PREFIX)/lib/systemd/system/ferryd.service
+	help2man --no-info --section 8 --name "Ferry's daemon: ML workflows, their jobs and deployments" \
+		bin/ferryd | gzip -9n >$(DESTDIR)$(PREFIX)/share/man/man8/ferryd.8.gz
+	help2man --no-info --section 1 --name "Ferry's command-line client" \
+		bin/ferry | gzip -9n >$(DESTDIR)$(PREFIX)/share/man/man1/ferry.1.gz
+	install -m 0644 README.md deploy/CONFIG.md deploy/haproxy.cfg.tmpl $(DESTDIR)$(PREFIX)/share/doc/ferry/
+	@if [ -z "$(DESTDIR)" ] && [ "$$(id -u)" = 0 ]; then deploy/install-user.sh ferry /var/lib/ferry; fi
 
 deps:
 	@missing=$$(for p in $(DEB_BUILD) $(DEB_RUN); do \
