@@ -131,12 +131,14 @@ $(B)/tests/bench_haproxy: tests/bench/bench_haproxy.c $(ENGINE_OBJ)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $< $(ENGINE_OBJ) $(LDLIBS)
 
-# make install PREFIX=/usr/local DESTDIR=: the binaries, their manual pages
+# make && make install PREFIX=/usr/local DESTDIR=: the binaries, their manual pages
 # (help2man, from --help), the systemd unit (User=ferry) and the docs; as root
 # with no DESTDIR, the system user ferry and /var/lib/ferry too
 PREFIX ?= /usr/local
 DESTDIR ?=
-install: all
+install:
+	@# what `make` built, as it is (never rebuilt here: a test installs beside the suite's binaries)
+	@test -x bin/ferryd -a -x bin/ferry || { echo "install: bin/ferryd and bin/ferry are missing: run make first" >&2; exit 1; }
 	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/lib/systemd/system \
 		$(DESTDIR)$(PREFIX)/share/man/man1 $(DESTDIR)$(PREFIX)/share/man/man8 $(DESTDIR)$(PREFIX)/share/doc/ferry
 	install -m 0755 bin/ferryd bin/ferry $(DESTDIR)$(PREFIX)/bin/
