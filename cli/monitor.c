@@ -93,22 +93,54 @@ static void print_util(const char *indent, const json_t *samples)
 		if (json_is_number(u))
 			last = v[i];
 	}
-	if (n > 0) {
+	if (n > 0 && isfinite(last)) {
 		printf("%sutilization  ", indent);
 		sparkline(stdout, v, n, SPARK_WIDTH);
-		if (isfinite(last))
-			printf("  %.1f%%", last);
-		fputc('\n', stdout);
+		printf("  %.1f%%\n", last);
+	} else if (n > 0) {
+		/* no sample had a rate yet (the first one has none): said, not drawn as an empty line */
+		printf("%sutilization  not measured (%zu sample%s, none with a rate yet)\n", indent, n, n == 1 ? "" : "s");
 	}
 	free(v);
+}
+
+static bool step_over(const json_t *doc)
+{
+	const char *st = jstr(doc, "step_state", "");
+	return strcmp(st, "succeeded") == 0 || strcmp(st, "failed") == 0 || strcmp(st, "stopped") == 0 ||
+	       strcmp(st, "skipped") == 0;
+}
+
+/*
+ * What the hang detector concluded, said for the state the step is in: its
+ * state and why while the step runs; once it is over, "never judged" for an
+ * attempt that ended within the warm-up (not "warmup: not judged until …"),
+ * else its last verdict before the end. The caller's to free.
+ */
+static char *verdict(const json_t *doc)
+{
+	const char *state = jstr(doc, "state", "?"), *why = jstr(doc, "why", ""), *until;
+
+	if (!step_over(doc))
+		return xasprintf("%s: %s", state, why);
+	if (strcmp(state, "warmup") == 0) {
+		long secs = (until = strstr(why, "until ")) != NULL ? strtol(until + 6, NULL, 10) : 0;
+		return secs > 0 ? xasprintf("never judged: it ended within the first %ld s, the warm-up", secs)
+				: xstrdup("never judged: it ended within the warm-up");
+	}
+	if (strstr(why, "detection is off") != NULL)
+		return xstrdup("hang detection was off for this step");
+	return xasprintf("last verdict before it ended: %s (%s)", state, why);
 }
 
 void monitor_print_brief(const json_t *doc)
 {
 	const json_t *series = json_object_get(doc, "series"), *s;
 	const char *name;
+	char *v = verdict(doc);
 
-	printf("  %-12s %s: %s\n", jstr(doc, "step", "?"), jstr(doc, "state", "?"), jstr(doc, "why", ""));
+	printf("  %-12s %s\n", jstr(doc, "step", "?"), v);
+	free(v);
 	print_util("    ", json_object_get(doc, "samples"));
 	json_object_foreach((json_t *)series, name, s)
 		print_series("    ", name, s);
@@ -156,9 +188,11 @@ static void print_doc(const json_t *doc)
 	const char *name;
 	struct table t;
 
-	printf("Run %lld step %s attempt %lld (%s): %s\n", (long long)jint(doc, "run", 0), jstr(doc, "step", "?"),
-	       (long long)jint(doc, "attempt", 0), jstr(doc, "step_state", "?"), jstr(doc, "state", "?"));
-	printf("  %s\n", jstr(doc, "why", ""));
+	char *v = verdict(doc);
+
+	printf("Run %lld step %s attempt %lld, %s; the monitor: %s\n", (long long)jint(doc, "run", 0),
+	       jstr(doc, "step", "?"), (long long)jint(doc, "attempt", 0), jstr(doc, "step_state", "?"), v);
+	free(v);
 	if (jstr(doc, "phase", NULL))
 		printf("  phase: %s\n", jstr(doc, "phase", ""));
 	if (n > 0) {
@@ -184,13 +218,6 @@ static void print_doc(const json_t *doc)
 		json_array_foreach(events, i, s)
 			print_event(s);
 	}
-}
-
-static bool step_over(const json_t *doc)
-{
-	const char *st = jstr(doc, "step_state", "");
-	return strcmp(st, "succeeded") == 0 || strcmp(st, "failed") == 0 || strcmp(st, "stopped") == 0 ||
-	       strcmp(st, "skipped") == 0;
 }
 
 /* -f: prints what is new in each answer until the step is over. */

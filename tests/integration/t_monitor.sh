@@ -247,7 +247,7 @@ test_monitor_cli_and_metrics_show_the_detector() {
 	wait_event "$id" train monitor.hung 20
 	out=$(ferry monitor "$id" train); rc=$?
 	assert_eq "$rc" 0 "ferry monitor exits 0"
-	assert_match "$out" "Run $id step train attempt 1 \(running\): hung" "the state in the first line"
+	assert_match "$out" "Run $id step train attempt 1, running; the monitor: hung" "the state in the first line"
 	assert_match "$out" 'utilization +[▁▂▃▄▅▆▇█]+' "utilization as a sparkline"
 	assert_match "$out" 'AT +UTIL +CPU_MS +RCHAR +WCHAR +LOG +PHASE +STATE' "the samples as a table"
 	assert_match "$out" 'monitor.suspected' "the events"
@@ -267,6 +267,16 @@ test_monitor_cli_and_metrics_show_the_detector() {
 	kill -0 $fpid 2>/dev/null && { kill $fpid; fail "ferry monitor -f did not end with the step"; }
 	assert_match "$(cat "$FERRY_HOME/follow.out")" 'suspected' "-f printed samples as the state changed"
 	assert_match "$(cat "$FERRY_HOME/follow.out")" 'step train stopped' "-f ends with the step"
+	assert_match "$(ferry get "$id")" 'train +last verdict before it ended: hung \(no change' "over: its last verdict"
+	# a step that ended within its warm-up: "never judged", not "warmup: not judged until …" (before:
+	# a failed step's headline read "(failed): warmup", every finished train step "not judged until 300 s")
+	f=$(one_step quickfail 'echo quick; sleep 2.5; exit 3' "    hang: {warmup: 30s}")  # sampled, within its warm-up
+	id2=$(submit "$f")
+	wait_run "$id2" failed 20
+	out=$(ferry get "$id2")
+	assert_match "$out" 'train +never judged: it ended within the first 30 s, the warm-up' "a step over within its warm-up"
+	case "$out" in *"not judged until"*) fail "a finished step shown as warming up: $out" ;; esac
+	assert_match "$(ferry monitor "$id2" train)" "Run $id2 step train attempt 1, failed; the monitor: never judged" "ferry monitor's first line"
 	metrics=$(curl -fsS "$FERRY_URL/metrics")
 	echo "$metrics" | grep -q "ferry_job_monitor_state{run=\"$id\"" && fail "the gauges of an ended attempt go"
 	true
@@ -302,6 +312,7 @@ PY
 	[ "$(mon "$id" train 'j["series"]["lr"]["count"]')" -ge 7 ] || fail "every metric of the file is kept, to the failure"
 	out=$(ferry get "$id")
 	assert_match "$out" 'loss +[▁▂▃▄▅▆▇█!]+ +last' "ferry get draws the series"
+	assert_match "$out" 'train +hang detection was off for this step' "what the detector concluded, for a step that is over"
 
 	# a loss that stops improving: a warning, the job goes on and succeeds
 	f=$(py_step stall "    hang: off
