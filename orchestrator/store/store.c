@@ -172,7 +172,12 @@ int store_metrics(char **buf, size_t *len, size_t *cap, PGconn *conn)
 	for (int i = 0; i < PQntuples(res); i++) {
 		const char *name = PQgetvalue(res, i, 0);
 		if (strcmp(name, last) != 0) {
-			metrics_appendf(buf, len, cap, "# TYPE %s gauge\n", name);
+			/* what promtool check metrics asks of each family: its help, then its type */
+			const char *help = strcmp(name, "ferry_runs") == 0 ? "Runs in the database, by state."
+					   : strcmp(name, "ferry_open_steps") == 0
+						   ? "Steps of unfinished runs, by state."
+						   : "Ready steps waiting to be claimed.";
+			metrics_appendf(buf, len, cap, "# HELP %s %s\n# TYPE %s gauge\n", name, help, name);
 			last = name;
 		}
 		if (PQgetisnull(res, i, 1))

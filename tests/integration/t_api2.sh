@@ -108,4 +108,9 @@ test_metrics_and_openapi() {
 	assert_match "$m" 'ferry_dispatch_claim_seconds_bucket\{le="\+Inf"\} [1-9]' "claim histogram"
 	doc=$(curl -sS "$FERRY_URL/api/v1/openapi.json")
 	assert_eq "$(echo "$doc" | json 'j["openapi"]')" "3.0.3" "OpenAPI 3"
+	# Prometheus' own linter on the live exposition: every family with HELP and TYPE, names and
+	# units as it wants them (before: ferry_open_steps, ferry_queue_depth, ferry_runs had no HELP)
+	command -v promtool >/dev/null || fail "promtool is not installed (make deps: prometheus)"
+	out=$(curl -sS "$FERRY_URL/metrics" | promtool check metrics 2>&1) || fail "promtool check metrics: $out"
+	assert_eq "$out" "" "promtool finds nothing to say"
 }

@@ -379,6 +379,8 @@ test_deploy_canary_with_its_own_traffic() {
 	api GET /metrics
 	assert_match "$BODY" 'ferry_deployment_synthetic_requests\{deployment="digits",version="0.0.3"\} [1-9]' "in /metrics too"
 	assert_match "$BODY" 'ferry_deployment_request_seconds\{deployment="digits",version="0.0.3",quantile="0.99"\} 0\.[0-9]+' "with its percentiles"
+	out=$(echo "$BODY" | promtool check metrics 2>&1) || fail "promtool check metrics: $out"
+	assert_eq "$out" "" "the deployment families pass promtool too"
 	assert_eq "$(dep_json | json '{v["version"]: v["weight"] for v in j["versions"] if v["state"] == "serving"}')" '{"0.0.1": 0, "0.0.3": 100}' "promoted"
 	api GET /api/v1/models/digits/versions/production
 	assert_eq "$(echo "$BODY" | json 'j["version"]')" 0.0.3 "production followed"

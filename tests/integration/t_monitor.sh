@@ -261,6 +261,8 @@ test_monitor_cli_and_metrics_show_the_detector() {
 	metrics=$(curl -fsS "$FERRY_URL/metrics")
 	assert_match "$metrics" "ferry_job_monitor_state\{run=\"$id\",step=\"train\",attempt=\"1\",state=\"hung\"\} 1" "a Prometheus gauge of the state"
 	assert_match "$metrics" "ferry_job_utilization_percent\{run=\"$id\",step=\"train\",attempt=\"1\"\} [0-9.]+" "… and utilization"
+	out=$(echo "$metrics" | promtool check metrics 2>&1) || fail "promtool check metrics: $out"
+	assert_eq "$out" "" "the monitor's families pass promtool"
 	ferry stop "$id" >/dev/null
 	wait_run "$id" stopped 20
 	for _ in $(seq 1 50); do kill -0 $fpid 2>/dev/null || break; sleep 0.1; done
