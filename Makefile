@@ -164,20 +164,24 @@ deps:
 		useradd --system --user-group --home-dir /var/lib/ferry-job --create-home \
 			--shell /usr/sbin/nologin ferry-job; \
 	fi
-	@# the browser tests' driver (tests/browser): npm ci when node_modules is missing or older than the lock file
-	@if [ ! -f tests/browser/node_modules/.package-lock.json ] || \
-	    [ tests/browser/package-lock.json -nt tests/browser/node_modules/.package-lock.json ]; then \
-		echo "deps: npm ci in tests/browser"; \
-		command -v npm >/dev/null || DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends npm; \
-		(cd tests/browser && npm ci --no-audit --no-fund --loglevel=error); \
-	fi
+	@# the browser tests' driver (tests/browser) and the OpenAPI lint (tests/api): npm ci when
+	@# node_modules is missing or older than the lock file
+	@for d in tests/browser tests/api; do \
+		if [ ! -f $$d/node_modules/.package-lock.json ] || [ $$d/package-lock.json -nt $$d/node_modules/.package-lock.json ]; then \
+			echo "deps: npm ci in $$d"; \
+			command -v npm >/dev/null || DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends npm; \
+			(cd $$d && npm ci --no-audit --no-fund --loglevel=error) || exit 1; \
+		fi; \
+	done
 
 # what STYLE promises, checked before any test: banned functions, the layers
-# (tests/check-layers.sh), the README's workflow reference, and (when the
+# (tests/check-layers.sh), the OpenAPI document's lint (tests/api/lint.sh,
+# Redocly CLI), the README's workflow reference, and (when the
 # duplicates tool is installed) the places the tree repeats itself, as information
 check: $(B)/tests/test_readme
 	@tests/check-banned.sh
 	@tests/check-layers.sh
+	@tests/api/lint.sh
 	@$(B)/tests/test_readme >/dev/null 2>&1 && echo "check-readme: clean" || { $(B)/tests/test_readme; exit 1; }
 	@if command -v duplicates >/dev/null; then duplicates --most 1 | head -1 | sed 's/^/duplicates (information): /'; fi
 
