@@ -471,6 +471,8 @@ static int dispatch(struct api *a, struct reply *r, struct MHD_Connection *conn,
 	}
 	q->conn = conn;
 	q->rt = rt;
+	if (a->trace_fd >= 0 && q->url == NULL)
+		q->url = xstrdup(url);
 	q->head = strcmp(method, "HEAD") == 0;
 	if (rt->handler == NULL)
 		return rt->fast(a, r, q); /* answered from memory alone, before any check (health) */
@@ -610,6 +612,7 @@ static void *db_worker_main(void *arg)
 		pthread_mutex_unlock(&a->q_mu);
 
 		db_phase(a, &r, q);
+		api_trace(a, q, q->rt->method, q->url, &r);
 		q->resp = reply_response(&r);
 		q->status = r.status;
 		MHD_resume_connection(q->conn); /* MHD calls on_request again, which queues q->resp */
@@ -659,6 +662,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
 			reply_error(&r, 503, "shutting_down", NULL,
 				    "ferryd is shutting down; retry against another replica or later", NULL);
 		}
+		api_trace(a, q, method, url, &r);
 		resp = reply_response(&r);
 	}
 	ret = MHD_queue_response(conn, r.status, resp);
@@ -683,6 +687,7 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
 		if (q->body) /* a body may hold a secret's value (PUT /secrets/{name}) */
 			explicit_bzero(q->body, q->len);
 		free(q->body);
+		free(q->url);
 		free(q);
 		*con_cls = NULL;
 	}
@@ -791,6 +796,7 @@ int api_start(struct api **out, const struct api_opts *o)
 
 	*out = NULL;
 	a->wake[0] = a->wake[1] = -1;
+	api_trace_open(a);
 	{
 		/* FERRY_API_HEADER_TIMEOUT_MS: how long a connection may take to send its request's headers */
 		int64_t ms = 10000;

@@ -29,6 +29,7 @@ struct req {
 	/* what the handler needs, set by the fast phase (dispatch) */
 	struct MHD_Connection *conn;
 	const struct api_route *rt;
+	char *url;         /* the request's path, for the trace (FERRY_API_TRACE only), or NULL */
 	char caps[2][128]; /* the {x} segments of the path, in order */
 	int64_t id;        /* the {id} segment (a positive integer) when the pattern has one */
 	int head;          /* a HEAD served by the GET route: no body goes out */
@@ -52,6 +53,17 @@ struct reply {
 	int replayed;             /* an idempotent start answered from its key */
 };
 
+/*
+ * FERRY_API_TRACE=FILE: each answer as one JSON line appended to FILE
+ * (method, url, route, status, content type and the JSON body), for the
+ * integration suite's check of every answer against api/openapi.json
+ * (tests/api/validate.py). Off (trace_fd -1) unless set. api_trace.c
+ */
+void api_trace_open(struct api *a);
+void api_trace(const struct api *a, const struct req *q, const char *method, const char *url,
+	       const struct reply *r);
+
+
 /* The API server (api.h): shared by api.c and the handler files that keep state (api_logs.c). */
 struct api {
 	struct MHD_Daemon *mhd;
@@ -66,6 +78,7 @@ struct api {
 	struct health *health; /* the daemon's flags (readyz, metrics); may be NULL */
 	char url[80];          /* where clients on this machine reach the API */
 	struct runcache *cache; /* finished runs' JSON; NULL when turned off */
+	int trace_fd;           /* FERRY_API_TRACE: one JSON line an answer (api_trace.c), or -1 */
 	struct api_streams *ui;      /* the run streams and the DAG cache (api_stream.c) */
 	struct api_conns conns;      /* connections waiting for their headers, bounded (api_conns.h) */
 

@@ -83,7 +83,8 @@ spawn_daemon() {
 	local name=${1:-a}; shift || true
 	rm -f "$FERRY_HOME/ferryd-$name.url"
 	# shellcheck disable=SC2086
-	env FERRY_ADDRESS_FILE="$FERRY_HOME/ferryd-$name.url" "$@" "${FERRYD:-ferryd}" ${FERRYD_ARGS:---log-level debug} \
+	env FERRY_ADDRESS_FILE="$FERRY_HOME/ferryd-$name.url" FERRY_API_TRACE="$FERRY_HOME/api-trace.jsonl" "$@" \
+		"${FERRYD:-ferryd}" ${FERRYD_ARGS:---log-level debug} \
 		>"$FERRY_HOME/ferryd-$name.log" 2>&1 &
 	echo $! >"$FERRY_HOME/daemon.$name.pid"
 }
