@@ -21,7 +21,7 @@
 -- (from, to). A succeeded run may be retried so; params equal to the
 -- run's are an error (22023).
 CREATE OR REPLACE FUNCTION ferry_retry(p_run bigint, p_from text, p_actor text, p_no_cache boolean,
-                                       p_params jsonb, p_specs jsonb) RETURNS text
+                                       p_params jsonb DEFAULT NULL, p_specs jsonb DEFAULT NULL) RETURNS text
 LANGUAGE plpgsql AS $$
 DECLARE
 	v_state text;

@@ -83,7 +83,9 @@ spawn_daemon() {
 	local name=${1:-a}; shift || true
 	rm -f "$FERRY_HOME/ferryd-$name.url"
 	# shellcheck disable=SC2086
-	env FERRY_ADDRESS_FILE="$FERRY_HOME/ferryd-$name.url" FERRY_API_TRACE="$FERRY_HOME/api-trace.jsonl" "$@" \
+	# each answer traced (api_trace.c) where the suite checks them all at its end (run.sh)
+	env FERRY_ADDRESS_FILE="$FERRY_HOME/ferryd-$name.url" \
+		FERRY_API_TRACE="${API_TRACE_DIR:-$FERRY_HOME}/${FERRY_HOME##*/}.jsonl" "$@" \
 		"${FERRYD:-ferryd}" ${FERRYD_ARGS:---log-level debug} \
 		>"$FERRY_HOME/ferryd-$name.log" 2>&1 &
 	echo $! >"$FERRY_HOME/daemon.$name.pid"

@@ -284,6 +284,11 @@ lane() {
 	echo "lane $lane $busy" >>"$SUITE/times"
 }
 
+# the daemons' traces of their answers (lib.sh's spawn_daemon), kept past each test's directory
+export API_TRACE_DIR="$SUITE/api-trace"
+mkdir -p "$API_TRACE_DIR"
+chmod 777 "$API_TRACE_DIR" # a daemon run as another user (t_install.sh's ferry) traces here too
+
 suite_start=$(now)
 [ "$LANES" -ge 1 ] 2>/dev/null || LANES=1
 for i in $(seq 1 "$LANES"); do
@@ -296,6 +301,21 @@ if [ ${#solo[@]} -gt 0 ]; then
 	start=$(now)
 	for t in "${solo[@]}"; do run_test "$t" solo; done
 	echo "group solo $(since "$start") solo" >>"$SUITE/times"
+fi
+
+# every answer the suite's daemons gave (FERRY_API_TRACE, lib.sh) against api/openapi.json: the
+# route and status documented, the JSON body valid for its schema (tests/api/validate.py); counted
+# as one more test, failed on any violation
+traces=("$API_TRACE_DIR"/*.jsonl)
+if [ -e "${traces[0]}" ]; then
+	if /usr/bin/python3 "$ROOT/tests/api/validate.py" "$ROOT/api/openapi.json" "${traces[@]}" >"$SUITE/openapi.log" 2>&1; then
+		echo "0 test_api_answers_match_openapi_json 0" >>"$SUITE/results"
+		tail -1 "$SUITE/openapi.log"
+	else
+		echo "1 test_api_answers_match_openapi_json 0" >>"$SUITE/results"
+		echo "not ok - test_api_answers_match_openapi_json"
+		sed 's/^/    # /' "$SUITE/openapi.log"
+	fi
 fi
 
 passed=$(awk '$1 == 0' "$SUITE/results" | wc -l)
