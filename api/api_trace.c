@@ -2,8 +2,9 @@
  * api_trace — see api_priv.h: FERRY_API_TRACE. The file is opened once,
  * O_APPEND, and each answer is one write() of one line, so the answers of
  * the API's threads (and of several daemons on one file) never interleave.
- * A body that is not JSON, or past TRACE_BODY_MAX, is recorded as null with
- * why; a streamed answer (a log, server-sent events) has no body here.
+ * A JSON body goes in as the answer had it (not parsed here: the trace
+ * costs the request a write); one past TRACE_BODY_MAX is recorded as null
+ * with why, and a streamed answer (a log, server-sent events) has none.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -32,27 +33,37 @@ void api_trace(const struct api *a, const struct req *q, const char *method, con
 	       const struct reply *r)
 {
 	const char *ct = r->content_type ? r->content_type : "application/json";
-	json_t *line, *body = NULL;
-	char *txt;
+	int json_body = r->resp == NULL && r->body && strncmp(ct, "application/json", 16) == 0;
+	size_t blen = json_body ? strlen(r->body) : 0;
+	json_t *line;
+	char *head, *txt;
+	size_t hlen;
 
 	if (a->trace_fd < 0)
 		return;
-	if (r->resp == NULL && r->body && strncmp(ct, "application/json", 16) == 0 && strlen(r->body) <= TRACE_BODY_MAX)
-		body = json_loads(r->body, JSON_DECODE_ANY, NULL);
-	line = json_pack("{s:s, s:s, s:o, s:i, s:s, s:o, s:b}", "method", method, "url", url, "route",
+	line = json_pack("{s:s, s:s, s:o, s:i, s:s, s:b}", "method", method, "url", url, "route",
 			 q && q->rt ? json_string(q->rt->pattern) : json_null(), "status", (int)r->status,
-			 "content_type", r->resp ? "(streamed)" : ct, "body", body ? body : json_null(), "streamed",
-			 r->resp != NULL);
+			 "content_type", r->resp ? "(streamed)" : ct, "streamed", r->resp != NULL);
 	if (line == NULL)
 		return;
-	if (r->resp == NULL && r->body && body == NULL && strncmp(ct, "application/json", 16) == 0)
-		json_object_set_new(line, "body_error", json_string("not JSON, or too large to trace"));
-	txt = json_dumps(line, JSON_COMPACT);
-	if (txt) {
-		size_t n = strlen(txt);
-		txt[n] = '\n';
-		(void)!write(a->trace_fd, txt, n + 1); /* one write: one line, whole */
-		free(txt);
-	}
+	if (json_body && blen > TRACE_BODY_MAX)
+		json_object_set_new(line, "body_error", json_string("too large to trace"));
+	head = json_dumps(line, JSON_COMPACT);
 	json_decref(line);
+	if (head == NULL)
+		return;
+	/* the body as the answer had it (JSON text already: not parsed again here), spliced in last */
+	hlen = strlen(head) - 1; /* without its closing brace */
+	if (json_body && blen <= TRACE_BODY_MAX) {
+		txt = xasprintf("%.*s,\"body\":%s}\n", (int)hlen, head, r->body);
+		/* an indented body's line breaks are whitespace between tokens (inside strings they are
+		 * escaped): blanks, so the line stays one line */
+		for (char *p = txt + hlen; p[1] != '\0'; p++)
+			if (*p == '\n' || *p == '\r')
+				*p = ' ';
+	} else
+		txt = xasprintf("%.*s,\"body\":null}\n", (int)hlen, head);
+	(void)!write(a->trace_fd, txt, strlen(txt)); /* one write: one line, whole */
+	free(txt);
+	free(head);
 }
