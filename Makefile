@@ -176,7 +176,7 @@ deps:
 
 # what STYLE promises, checked before any test: banned functions, the layers
 # (tests/check-layers.sh), the OpenAPI document's lint (tests/api/lint.sh,
-# Redocly CLI), the README's workflow reference, and (when the
+# Redocly's lint engine), the README's workflow reference, and (when the
 # duplicates tool is installed) the places the tree repeats itself, as information
 check: $(B)/tests/test_readme
 	@tests/check-banned.sh

@@ -43,21 +43,39 @@ static void sparkline(FILE *out, const double *v, size_t n, size_t width)
 	}
 }
 
-/* One metric's series {"points":[[step,value|null],…],"min","last",…} as "NAME ▁▂▃ last X at step S (min …)". */
+/* A value of the document as text: a number, or NaN/Infinity/-Infinity as written (never a null read as 0). */
+static void value_text(char *buf, size_t n, const json_t *x)
+{
+	if (json_is_number(x))
+		snprintf(buf, n, "%.4g", json_number_value(x));
+	else if (json_is_string(x))
+		snprintf(buf, n, "%s", json_string_value(x));
+	else
+		snprintf(buf, n, "?");
+}
+
+/* One metric's series {"points":[[step,value],…],"min","last",…} as "NAME ▁▂▃ last X at step S (min …)". */
 static void print_series(const char *indent, const char *name, const json_t *s)
 {
 	const json_t *pts = json_object_get(s, "points"), *p;
 	size_t n = json_array_size(pts), i;
 	double *v = xcalloc(n ? n : 1, sizeof(*v));
+	char last[32];
 
 	json_array_foreach(pts, i, p) {
 		const json_t *x = json_array_get(p, 1);
-		v[i] = json_is_number(x) ? json_number_value(x) : NAN;
+		v[i] = json_is_number(x) ? json_number_value(x) : NAN; /* NaN, ±Infinity: drawn as "!" */
 	}
 	printf("%s%-12s ", indent, name);
+	if (json_integer_value(json_object_get(s, "count")) == 0) {
+		/* a watched metric the job never wrote: said so, not "last 0 at step 0" */
+		printf("never written\n");
+		free(v);
+		return;
+	}
 	sparkline(stdout, v, n, SPARK_WIDTH);
-	printf("  last %.4g at step %lld", json_number_value(json_object_get(s, "last")),
-	       (long long)json_integer_value(json_object_get(s, "last_step")));
+	value_text(last, sizeof(last), json_object_get(s, "last"));
+	printf("  last %s at step %lld", last, (long long)json_integer_value(json_object_get(s, "last_step")));
 	if (json_is_number(json_object_get(s, "min")))
 		printf(", min %.4g at step %lld", json_number_value(json_object_get(s, "min")),
 		       (long long)json_integer_value(json_object_get(s, "min_step")));

@@ -113,9 +113,18 @@ static const char *num(char buf[GATE_NUMBUF], double v)
 	return gate_num(buf, v);
 }
 
+/*
+ * A value for the monitor document: a number, or NaN, Infinity, -Infinity as
+ * those strings (JSON has no such numbers) — what the watchpoint events say
+ * too (monitor.c), so the document and the events agree.
+ */
 static json_t *json_num(double v)
 {
-	return isfinite(v) ? json_real(v) : json_null();
+	if (isnan(v))
+		return json_string("NaN");
+	if (isinf(v))
+		return json_string(v > 0 ? "Infinity" : "-Infinity");
+	return json_real(v);
 }
 
 static bool is_blank(char c)

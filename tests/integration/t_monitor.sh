@@ -291,7 +291,8 @@ test_monitor_watchpoints_fail_on_nan_and_warn_on_stall() {
     watch:
       loss:
         - {rule: nan_or_inf, action: fail}
-        - \"> 10 * min\"" <<'PY'
+        - \"> 10 * min\"
+      accuracy: [nan_or_inf]" <<'PY'
 import json, os, time
 out = open(os.environ["FERRY_METRICS_FILE"], "a")
 for step in range(0, 200, 10):
@@ -309,11 +310,13 @@ PY
 	d=$(sql "SELECT detail FROM events WHERE run_id = $id AND kind = 'monitor.watch'")
 	assert_eq "$(echo "$d" | json 'j["rule"]')" nan_or_inf "the event names the rule"
 	assert_eq "$(echo "$d" | json 'j["value"]')" NaN "… and the value"
-	assert_eq "$(mon "$id" train '",".join(r["state"] for r in j["watch"])')" "fired,ok" "the results, rule by rule"
+	assert_eq "$(mon "$id" train '",".join(r["state"] for r in j["watch"])')" "fired,ok,ok" "the results, rule by rule"
 	assert_eq "$(mon "$id" train '" ".join("%d:%.4f" % (p[0], p[1]) for p in j["series"]["loss"]["points"][:3])')" "0:1.0000 10:0.0909 20:0.0476" "the series through the API"
 	[ "$(mon "$id" train 'j["series"]["lr"]["count"]')" -ge 7 ] || fail "every metric of the file is kept, to the failure"
+	assert_eq "$(mon "$id" train 'j["series"]["loss"]["last"]')" NaN "the document says NaN, as the event does (before: null)"
 	out=$(ferry get "$id")
-	assert_match "$out" 'loss +[▁▂▃▄▅▆▇█!]+ +last' "ferry get draws the series"
+	assert_match "$out" 'loss +[▁▂▃▄▅▆▇█!]+ +last NaN at step' "ferry get draws the series and says NaN (before: last 0)"
+	assert_match "$out" 'accuracy +never written' "a watched metric the job never wrote says so (before: last 0 at step 0)"
 	assert_match "$out" 'train +hang detection was off for this step' "what the detector concluded, for a step that is over"
 
 	# a loss that stops improving: a warning, the job goes on and succeeds

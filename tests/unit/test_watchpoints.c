@@ -527,10 +527,10 @@ static void test_wp__python_nan(void **state)
 	assert_int_equal(stat_of(w, "offset"), (long long)len);
 	free(text);
 	text = series_text(w, "loss");
-	/* non-finite values are null in points; min and max over the finite ones; "note" is no series */
-	assert_string_equal(text, "{\"points\":[[1,null],[2,0.5],[3,null]],\"stride\":1,\"min\":0.5,"
+	/* non-finite values are "NaN", "Infinity" (as the events say them); min and max over the finite ones; "note" is no series */
+	assert_string_equal(text, "{\"points\":[[1,\"NaN\"],[2,0.5],[3,\"Infinity\"]],\"stride\":1,\"min\":0.5,"
 		"\"min_step\":2,\"max\":0.5,\"max_step\":2,\"first\":0.5,\"first_step\":2,"
-		"\"last\":null,\"last_step\":3,\"count\":3}");
+		"\"last\":\"Infinity\",\"last_step\":3,\"count\":3}");
 	assert_int_equal(stat_of(w, "metrics"), 2);
 	free(text);
 	free(cmd);
