@@ -213,6 +213,8 @@ fuzz:
 	@# haproxy's runtime changes against its config, 2,000 random steps (make test runs 120)
 	@$(MAKE) --no-print-directory $(B)/tests/test_haproxy
 	@HAP_RANDOM_STEPS=$${HAP_RANDOM_STEPS:-2000} $(B)/tests/test_haproxy --only '*random_changes'
+	@# deployments: 1,000 random changes, HAProxy against the database after each (make test runs 150)
+	@DEPLOY_CHANGES=$${DEPLOY_CHANGES:-1000} tests/integration/run.sh test_deploy_random_changes_agree_with_haproxy
 	@# the request fuzzer: generated hostile requests against a sanitized daemon
 	@$(MAKE) --no-print-directory SANITIZE=address,undefined all bin/ferryd-test
 	@tests/integration/run.sh test_hostile_requests

@@ -7,7 +7,8 @@
 #
 # Replay a failure with its seed (printed first): DEPLOY_SEED=N
 # tests/integration/run.sh test_deploy_random_changes_agree_with_haproxy.
-# DEPLOY_CHANGES sets how many changes (default 300). Uses t_deploy.sh's
+# DEPLOY_CHANGES sets how many changes (default 150 in make test, whose time
+# is bounded; make fuzz runs 1,000). Uses t_deploy.sh's
 # helpers (deploy_up, deploy_wf, count_versions), sourced beside this file.
 # In group deploy (run.sh), beside t_deploy.sh's tests.
 # group: deploy
@@ -254,7 +255,7 @@ leader_again() {
 }
 
 test_deploy_random_changes_agree_with_haproxy() {
-	local seed=${DEPLOY_SEED:-$(($(date +%s%N) % 32768))} total=${DEPLOY_CHANGES:-300} applied=0 n r what
+	local seed=${DEPLOY_SEED:-$(($(date +%s%N) % 32768))} total=${DEPLOY_CHANGES:-150} applied=0 n r what
 	local drv="$FERRY_HOME/rand.py" state="$FERRY_HOME/rand.state"
 	echo "seed $seed (replay: DEPLOY_SEED=$seed)"
 	RANDOM=$seed
