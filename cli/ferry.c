@@ -578,7 +578,50 @@ static int cmd_retry(const struct ctx *x, int argc, char **argv)
 	return status;
 }
 
-/* ---- reject ---- */
+/* ---- continue and reject: a waiting step's two answers ---- */
+
+/* The RUN STEP operands after the options; FX_OK, or a usage error (said). */
+static int run_step_operands(const struct ctx *x, int argc, char **argv, int64_t *id, const char **step)
+{
+	if (argc - optind != 2)
+		return usage_error(x, argc == optind ? "missing RUN and STEP" :
+				   argc - optind == 1 ? "missing STEP" : "expected RUN and STEP only");
+	if (parse_run_id(x, argv[optind], id) != 0)
+		return FX_USAGE;
+	*step = argv[optind + 1];
+	if (**step == '\0')
+		return usage_error(x, "STEP is empty");
+	return FX_OK;
+}
+
+/* POST /runs/ID/steps/STEP/VERB with body; prints the run (-o json) or "run ID step STEP DONE". */
+static int post_step(int64_t id, const char *step, const char *verb, const char *done, json_t *body, bool json)
+{
+	ferry_client *c = NULL;
+	json_t *run = NULL;
+	char *esc = NULL, *path = NULL;
+	int rc, status;
+
+	if ((status = open_client(&c)) != FX_OK)
+		return status;
+	esc = client_escape(step);
+	path = xasprintf("/runs/%" PRId64 "/steps/%s/%s", id, esc, verb);
+	rc = client_request(&run, c, "POST", path, body);
+	if (rc < 0) {
+		status = report_request_error(c, rc);
+	} else {
+		if (json)
+			print_json(run);
+		else
+			printf("run %" PRId64 " step %s %s\n", id, step, done);
+		status = FX_OK;
+	}
+	fflush(stdout);
+	free(path), free(esc);
+	json_decref(run);
+	client_free(c);
+	return status;
+}
 
 /* ferry reject RUN STEP [--reason TEXT]: a waiting step fails with the reason (POST …/reject). */
 static int cmd_reject(const struct ctx *x, int argc, char **argv)
@@ -589,13 +632,11 @@ static int cmd_reject(const struct ctx *x, int argc, char **argv)
 		{"help", no_argument, NULL, 'h'},
 		{0},
 	};
-	ferry_client *c = NULL;
-	json_t *body = NULL, *run = NULL;
+	json_t *body;
 	const char *reason = NULL, *step;
-	char *esc = NULL, *path = NULL;
 	bool json = false;
 	int64_t id;
-	int ch, rc, status = FX_USAGE;
+	int ch, status;
 
 	optind = 0;
 	while ((ch = getopt_long(argc, argv, ":o:h", longopts, NULL)) != -1) {
@@ -605,56 +646,22 @@ static int cmd_reject(const struct ctx *x, int argc, char **argv)
 			break;
 		case 'o':
 			if (parse_output(x, optarg, &json) != 0)
-				goto out;
+				return FX_USAGE;
 			break;
 		case 'h':
-			status = print_help(x->cmd);
-			goto out;
+			return print_help(x->cmd);
 		default:
-			status = option_error(x, ch, argv);
-			goto out;
+			return option_error(x, ch, argv);
 		}
 	}
-	if (argc - optind != 2) {
-		status = usage_error(x, argc == optind ? "missing RUN and STEP" :
-				     argc - optind == 1 ? "missing STEP" : "expected RUN and STEP only");
-		goto out;
-	}
-	if (parse_run_id(x, argv[optind], &id) != 0)
-		goto out;
-	step = argv[optind + 1];
-	if (*step == '\0') {
-		status = usage_error(x, "STEP is empty");
-		goto out;
-	}
-	body = reason ? json_pack("{s:s}", "reason", reason) : json_object();
-	if (body == NULL) {
-		status = usage_error(x, "--reason is not UTF-8 text");
-		goto out;
-	}
-	if ((status = open_client(&c)) != FX_OK)
-		goto out;
-	esc = client_escape(step);
-	path = xasprintf("/runs/%" PRId64 "/steps/%s/reject", id, esc);
-	rc = client_request(&run, c, "POST", path, body);
-	if (rc < 0) {
-		status = report_request_error(c, rc);
-		goto out;
-	}
-	if (json)
-		print_json(run);
-	else
-		printf("run %" PRId64 " step %s rejected\n", id, step);
-	status = FX_OK;
-out:
-	free(esc), free(path);
+	if ((status = run_step_operands(x, argc, argv, &id, &step)) != FX_OK)
+		return status;
+	if ((body = reason ? json_pack("{s:s}", "reason", reason) : json_object()) == NULL)
+		return usage_error(x, "--reason is not UTF-8 text");
+	status = post_step(id, step, "reject", "rejected", body, json);
 	json_decref(body);
-	json_decref(run);
-	client_free(c);
 	return status;
 }
-
-/* ---- continue ---- */
 
 static int cmd_continue(const struct ctx *x, int argc, char **argv)
 {
@@ -664,14 +671,12 @@ static int cmd_continue(const struct ctx *x, int argc, char **argv)
 		{"help", no_argument, NULL, 'h'},
 		{0},
 	};
-	ferry_client *c = NULL;
-	json_t *data = NULL, *body = NULL, *run = NULL;
+	json_t *data = NULL, *body = NULL;
 	const char *step;
-	char *esc = NULL, *path = NULL;
 	json_error_t jerr;
 	bool json = false;
 	int64_t id;
-	int ch, rc, status = FX_USAGE;
+	int ch, status = FX_USAGE;
 
 	optind = 0;
 	while ((ch = getopt_long(argc, argv, ":o:h", longopts, NULL)) != -1) {
@@ -697,47 +702,18 @@ static int cmd_continue(const struct ctx *x, int argc, char **argv)
 			goto out;
 		}
 	}
-	if (argc - optind != 2) {
-		status = usage_error(x, argc == optind ? "missing RUN and STEP" :
-				     argc - optind == 1 ? "missing STEP" :
-				     "expected RUN and STEP only");
+	if ((status = run_step_operands(x, argc, argv, &id, &step)) != FX_OK)
 		goto out;
-	}
-	if (parse_run_id(x, argv[optind], &id) != 0)
-		goto out;
-	step = argv[optind + 1];
-	if (*step == '\0') {
-		status = usage_error(x, "STEP is empty");
-		goto out;
-	}
 	body = data != NULL ? json_pack("{s:O}", "data", data) : json_object();
 	if (body == NULL) {
 		fprintf(stderr, "ferry: cannot encode the request body\n");
 		status = FX_FAIL;
 		goto out;
 	}
-	if ((status = open_client(&c)) != FX_OK)
-		goto out;
-	esc = client_escape(step);
-	path = xasprintf("/runs/%" PRId64 "/steps/%s/continue", id, esc);
-	rc = client_request(&run, c, "POST", path, body);
-	if (rc < 0) {
-		status = report_request_error(c, rc);
-		goto out;
-	}
-	if (json)
-		print_json(run);
-	else
-		printf("run %" PRId64 " step %s continued\n", id, step);
-	status = FX_OK;
+	status = post_step(id, step, "continue", "continued", body, json);
 out:
-	fflush(stdout);
-	free(path);
-	free(esc);
-	json_decref(run);
 	json_decref(body);
 	json_decref(data);
-	client_free(c);
 	return status;
 }
 
