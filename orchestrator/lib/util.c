@@ -80,7 +80,10 @@ char *xstrdup(const char *s)
 
 char *xstrndup(const char *s, size_t n)
 {
-	char *p = xmalloc(n + 1);
+	char *p;
+
+	n = strnlen(s, n); /* at most n bytes, never past the end of s (strndup's rule) */
+	p = xmalloc(n + 1);
 	memcpy(p, s, n);
 	p[n] = '\0';
 	return p;

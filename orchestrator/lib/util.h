@@ -33,6 +33,7 @@ void *xmalloc(size_t n);
 void *xcalloc(size_t n, size_t size);
 void *xrealloc(void *p, size_t n);
 char *xstrdup(const char *s);
+/* At most the first n bytes of s, as strndup: it stops at s's end (read no further) */
 char *xstrndup(const char *s, size_t n);
 /* Returns a newly allocated formatted string; the caller frees it. */
 char *xasprintf(const char *fmt, ...) FERRY_PRINTF(1, 2);

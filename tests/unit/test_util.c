@@ -87,6 +87,18 @@ static void test_util__xasprintf(void **state)
 	free(s);
 }
 
+/* xstrndup stops at the string's end: a bound longer than the string reads no further (ASan saw
+ * Slurm's 35-byte error copied with a bound of 300, exec_slurm.c's refused) */
+static void test_util__xstrndup_stops_at_the_end(void **state)
+{
+	char *heap = xstrdup("short"), *a = xstrndup(heap, 300), *b = xstrndup("abcdef", 3);
+
+	(void)state;
+	assert_string_equal(a, "short");
+	assert_string_equal(b, "abc");
+	free(heap), free(a), free(b);
+}
+
 static void test_util__hex_encode(void **state)
 {
 	const unsigned char bytes[] = {0x00, 0x0f, 0xa5, 0xff};
@@ -118,6 +130,7 @@ int main(void)
 		cmocka_unit_test(test_util__mkdir_p_and_file_read),
 		cmocka_unit_test(test_util__error_buffer),
 		cmocka_unit_test(test_util__xasprintf),
+		cmocka_unit_test(test_util__xstrndup_stops_at_the_end),
 		cmocka_unit_test(test_util__error_wraps_the_last),
 		cmocka_unit_test(test_util__hex_encode),
 		cmocka_unit_test(test_util__sha256_hex),
