@@ -187,11 +187,12 @@ export class StepPanel {
     const shown = this.attempt || s.attempts;
     return el('div', {}, el('h3', {}, 'Attempts'), el('div', { class: 'table-wrap' }, el('table', { id: 'attempts' },
       el('thead', {}, el('tr', {}, el('th', {}, '#'), el('th', {}, 'State'), el('th', {}, 'Started'),
-        el('th', {}, 'Duration'), el('th', { class: 'opt' }, 'Exit'), el('th', {}, 'Reason'), el('th', {}, 'Log'))),
+        el('th', {}, 'Duration'), el('th', {}, 'Reason'), el('th', {}, 'Log'))),
       el('tbody', {}, list.map((a) => el('tr', { class: a.attempt === shown ? 'selected' : null, 'data-attempt': a.attempt },
         el('td', { class: 'num' }, a.attempt), el('td', {}, stateBadge(a.state)),
         el('td', {}, timeCell(a.started_at)), el('td', {}, duration(a.started_at, a.finished_at)),
-        el('td', { class: 'num opt' }, a.exit_code ?? (a.signal ? `signal ${a.signal}` : '—')), el('td', { class: 'reason' }, a.reason || ''),
+        // the exit code is in the reason ("exit code 3: …", "signal 9"): no column of its own, so the Log one fits
+        el('td', { class: 'reason' }, a.reason || (a.exit_code ? `exit code ${a.exit_code}` : a.signal ? `signal ${a.signal}` : '')),
         el('td', { class: 'log-cell' }, a.attempt === shown ? 'shown' : el('button', { type: 'button', class: 'step-link',
           onclick: () => { this.attempt = a.attempt; this.container.dispatchEvent(new Event('rerender')); } }, `log ${a.attempt}`))))))));
   }

@@ -219,6 +219,30 @@ try {
     await page.screenshot({ path: `${SHOTS}/step-1280.png`, fullPage: true });
   });
 
+  await test('a failed attempt with a long reason: the attempts table keeps its Log column in the panel', async () => {
+    // one unbroken 400-character word as the last line of the log: the attempt's reason (before: it
+    // pushed the Log column out of the panel, behind a horizontal scroll)
+    const yaml = `name: console-long-reason
+steps:
+  - {name: fails, command: [sh, -c, 'printf "%0400d\\\\n" 0 | tr 0 x; exit 3']}
+`;
+    const sub = await api('POST', '/api/v1/runs', { yaml, filename: 'long-reason.yaml' });
+    eq(sub.status, 201, `POST /runs: ${sub.text}`);
+    await waitRun(sub.json.id, 'failed', 20);
+    await page.goto(`${URL_BASE}/ui/#/runs/${sub.json.id}`);
+    await page.click('#steps tr[data-step="fails"] button');
+    await page.locator('#attempts tbody tr').waitFor();
+    const reason = await page.locator('#attempts td.reason').innerText();
+    assert(reason.includes('xxxxxxxxxx'), `the long reason is shown: ${reason.slice(0, 80)}`);
+    const fit = await page.evaluate(() => {
+      const wrap = document.querySelector('#attempts').closest('.table-wrap');
+      const log = document.querySelector('#attempts td.log-cell').getBoundingClientRect();
+      return { scroll: wrap.scrollWidth, client: wrap.clientWidth, logRight: log.right, wrapRight: wrap.getBoundingClientRect().right };
+    });
+    assert(fit.scroll <= fit.client + 1, `no horizontal scroll in the attempts table: ${JSON.stringify(fit)}`);
+    assert(fit.logRight <= fit.wrapRight + 1, `the Log cell is inside the panel: ${JSON.stringify(fit)}`);
+  });
+
   await test('a bad token shows the form with the error', async () => {
     const c2 = await browser.newContext();
     const p2 = await c2.newPage();
