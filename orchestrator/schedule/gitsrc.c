@@ -2,7 +2,7 @@
  * gitsrc — git sources through libgit2: which commit a ref names, whether
  * one commit descends from another, a file at a commit, an exported
  * checkout of a commit, a commit's summary, and the HMAC check of a push
- * webhook (gitsrc.h).
+ * webhook (gitsrc.h); the checkout is gitsrc_checkout.c's.
  *
  * Why mirrors: a git trigger polls a repository every minute and a run
  * reads its workflow and checks out its code at a pinned commit. For a
@@ -32,6 +32,7 @@
  * at most GITSRC_CHECKOUT_FILE_MAX, and nests directories 256 deep at most.
  */
 #include "schedule/gitsrc.h"
+#include "schedule/gitsrc_priv.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -55,8 +56,6 @@
 #include "lib/util.h"
 
 #define SYMLINK_HOPS 8
-#define LINK_MAX_BYTES 4096
-#define TREE_DEPTH_MAX 256
 #define SUBJECT_MAX 1000
 
 static pthread_once_t init_once = PTHREAD_ONCE_INIT;
@@ -82,7 +81,7 @@ void gitsrc_set_fetch_timeout(int ms)
 }
 
 /* Sets the message "what: libgit2's message" and maps libgit2's code to ours. */
-static int git_fail(int gerr, const char *what)
+int gitsrc_fail(int gerr, const char *what)
 {
 	const git_error *e = git_error_last();
 	const char *msg = e && e->message ? e->message : "unknown libgit2 error";
@@ -218,7 +217,7 @@ static int rm_entry(const char *path, const struct stat *st, int flag, struct FT
 }
 
 /* Removes a tree we wrote; links are removed, never followed (FTW_PHYS). */
-static void tree_remove(const char *dir)
+void gitsrc_tree_remove(const char *dir)
 {
 	if (nftw(dir, rm_entry, 16, FTW_DEPTH | FTW_PHYS) < 0 && errno != ENOENT)
 		flog_warn("gitsrc: cannot remove %s: %s", dir, strerror(errno));
@@ -264,7 +263,7 @@ static int mirror_fetch(git_repository *r, const char *url)
 	gerr = git_remote_create_with_opts(&remote, url, &ro);
 	if (gerr < 0) {
 		char *what = xasprintf("the remote %s", url);
-		error = git_fail(gerr, what);
+		error = gitsrc_fail(gerr, what);
 		free(what);
 		goto out;
 	}
@@ -275,7 +274,7 @@ static int mirror_fetch(git_repository *r, const char *url)
 			error = FERRY_ERROR;
 		} else {
 			char *what = xasprintf("fetching %s", url);
-			error = git_fail(gerr, what);
+			error = gitsrc_fail(gerr, what);
 			free(what);
 		}
 		goto out;
@@ -307,7 +306,7 @@ static int mirror_create(const char *url, const char *mirror)
 	init.flags = GIT_REPOSITORY_INIT_BARE | GIT_REPOSITORY_INIT_MKPATH;
 	gerr = git_repository_init_ext(&r, tmp, &init);
 	if (gerr < 0) {
-		error = git_fail(gerr, "creating a mirror");
+		error = gitsrc_fail(gerr, "creating a mirror");
 		goto out;
 	}
 	/* for a person looking at the cache: whose mirror this is */
@@ -335,7 +334,7 @@ static int mirror_create(const char *url, const char *mirror)
 out:
 	git_repository_free(r);
 	if (made)
-		tree_remove(tmp);
+		gitsrc_tree_remove(tmp);
 	free(url_file);
 	free(tmp);
 	return error;
@@ -357,7 +356,7 @@ static int mirror_update(const char *url, const char *mirror, int always)
 		error = FERRY_OK; /* another caller made it while we waited */
 	} else {
 		gerr = git_repository_open_bare(&r, mirror);
-		error = gerr < 0 ? git_fail(gerr, "opening the mirror") : mirror_fetch(r, url);
+		error = gerr < 0 ? gitsrc_fail(gerr, "opening the mirror") : mirror_fetch(r, url);
 	}
 	git_repository_free(r);
 	close(fd); /* releases the flock */
@@ -368,7 +367,7 @@ static int mirror_update(const char *url, const char *mirror, int always)
  * Opens repo for one call: a local path in place, a URL's mirror (fetched
  * first when fetch is set, made when missing). *out is the caller's.
  */
-static int repo_open(git_repository **out, const char *repo, const char *cache_dir, int fetch)
+int gitsrc_repo_open(git_repository **out, const char *repo, const char *cache_dir, int fetch)
 {
 	char *mirror = NULL;
 	struct stat st;
@@ -394,7 +393,7 @@ static int repo_open(git_repository **out, const char *repo, const char *cache_d
 		}
 		if (gerr < 0) {
 			char *what = xasprintf("opening %s", repo);
-			error = git_fail(gerr, what);
+			error = gitsrc_fail(gerr, what);
 			free(what);
 			return error;
 		}
@@ -413,7 +412,7 @@ static int repo_open(git_repository **out, const char *repo, const char *cache_d
 	if (error == 0) {
 		gerr = git_repository_open_bare(out, mirror);
 		if (gerr < 0)
-			error = git_fail(gerr, "opening the mirror");
+			error = gitsrc_fail(gerr, "opening the mirror");
 	}
 	free(mirror);
 	return error;
@@ -476,7 +475,7 @@ static int resolve_fail(int gerr, const char *repo, const char *ref)
 		return FERRY_ENOTFOUND;
 	}
 	what = xasprintf("%s: resolving %s", repo, ref);
-	error = git_fail(gerr, what);
+	error = gitsrc_fail(gerr, what);
 	free(what);
 	return error;
 }
@@ -560,7 +559,7 @@ int gitsrc_resolve(char oid[41], const char *repo, const char *ref, const char *
 				"or a commit id)", ref ? quote_clip(buf, sizeof(buf), ref, strlen(ref), 24) : "(null)");
 		return FERRY_EINVALID;
 	}
-	error = repo_open(&r, repo, cache_dir, 1);
+	error = gitsrc_repo_open(&r, repo, cache_dir, 1);
 	if (error < 0)
 		return error;
 	error = ref_resolve(&id, r, ref, repo);
@@ -571,7 +570,7 @@ int gitsrc_resolve(char oid[41], const char *repo, const char *ref, const char *
 }
 
 /* Looks up the commit whose id (4 to 40 hex) is hex. *out is the caller's (git_commit_free). */
-static int commit_lookup(git_commit **out, git_repository *r, const char *hex, const char *repo)
+int gitsrc_commit_lookup(git_commit **out, git_repository *r, const char *hex, const char *repo)
 {
 	git_oid prefix;
 	char buf[256];
@@ -596,7 +595,7 @@ static int commit_lookup(git_commit **out, git_repository *r, const char *hex, c
 	}
 	if (gerr < 0) {
 		char *what = xasprintf("%s: commit %s", repo, hex);
-		int error = git_fail(gerr, what);
+		int error = gitsrc_fail(gerr, what);
 		free(what);
 		return error;
 	}
@@ -609,12 +608,12 @@ int gitsrc_descends(const char *repo, const char *cache_dir, const char *a, cons
 	git_commit *ca = NULL, *cb = NULL;
 	int error;
 
-	error = repo_open(&r, repo, cache_dir, 0);
+	error = gitsrc_repo_open(&r, repo, cache_dir, 0);
 	if (error < 0)
 		return error;
-	error = commit_lookup(&ca, r, a, repo);
+	error = gitsrc_commit_lookup(&ca, r, a, repo);
 	if (error == 0)
-		error = commit_lookup(&cb, r, b, repo);
+		error = gitsrc_commit_lookup(&cb, r, b, repo);
 	if (error < 0)
 		goto out;
 	if (git_oid_equal(git_commit_id(ca), git_commit_id(cb))) {
@@ -623,7 +622,7 @@ int gitsrc_descends(const char *repo, const char *cache_dir, const char *a, cons
 	}
 	error = git_graph_descendant_of(r, git_commit_id(ca), git_commit_id(cb));
 	if (error < 0)
-		error = git_fail(error, "comparing commits");
+		error = gitsrc_fail(error, "comparing commits");
 out:
 	git_commit_free(ca);
 	git_commit_free(cb);
@@ -633,11 +632,6 @@ out:
 
 /* ---- paths in a tree ---- */
 
-enum {
-	DOTDOT_NO,      /* a user's path: ".." is refused */
-	DOTDOT_LEXICAL, /* a link followed through tree objects: ".." pops a name */
-	DOTDOT_LEADING, /* a link written to disk: ".." only before the first name */
-};
 
 /*
  * Normalises base (a normalised directory in the tree, "" for the top)
@@ -652,7 +646,7 @@ enum {
  * descends, and every link it descends through obeys the same rule, so no
  * chain of links leaves the checkout.
  */
-static int path_norm(char **out, const char *base, const char *rel, int dotdot)
+int gitsrc_path_norm(char **out, const char *base, const char *rel, int dotdot)
 {
 	const char *parts[2] = { base, rel };
 	size_t n = 0;
@@ -701,7 +695,7 @@ bad:
 }
 
 /* The directory part of a normalised path ("" for a top-level name); the caller frees it. */
-static char *path_dir(const char *path)
+char *gitsrc_path_dir(const char *path)
 {
 	const char *slash = strrchr(path, '/');
 
@@ -709,7 +703,7 @@ static char *path_dir(const char *path)
 }
 
 /* The bytes of the blob id into *out (NUL-terminated), refusing more than max. */
-static int blob_read(char **out, size_t *len, git_repository *r, const git_oid *id, size_t max,
+int gitsrc_blob_read(char **out, size_t *len, git_repository *r, const git_oid *id, size_t max,
 		     const char *path)
 {
 	git_odb *odb = NULL;
@@ -723,7 +717,7 @@ static int blob_read(char **out, size_t *len, git_repository *r, const git_oid *
 	if (gerr == 0)
 		gerr = git_odb_read_header(&size, &type, odb, id);
 	if (gerr < 0) {
-		error = git_fail(gerr, path);
+		error = gitsrc_fail(gerr, path);
 		goto out;
 	}
 	if (size > max) {
@@ -733,7 +727,7 @@ static int blob_read(char **out, size_t *len, git_repository *r, const git_oid *
 	}
 	gerr = git_blob_lookup(&blob, r, id);
 	if (gerr < 0) {
-		error = git_fail(gerr, path);
+		error = gitsrc_fail(gerr, path);
 		goto out;
 	}
 	size = (size_t)git_blob_rawsize(blob);
@@ -765,20 +759,20 @@ int gitsrc_read(char **out, size_t *len, const char *repo, const char *cache_dir
 
 	*out = NULL;
 	*len = 0;
-	if (!path || !path[0] || path[0] == '/' || path_norm(&cur, "", path, DOTDOT_NO) < 0 || !cur[0]) {
+	if (!path || !path[0] || path[0] == '/' || gitsrc_path_norm(&cur, "", path, DOTDOT_NO) < 0 || !cur[0]) {
 		ferry_error_set("%s: give a relative path inside the repository, without \"..\"",
 				path ? quote_clip(buf, sizeof(buf), path, strlen(path), 48) : "(null)");
 		free(cur);
 		return FERRY_EINVALID;
 	}
-	error = repo_open(&r, repo, cache_dir, 0);
+	error = gitsrc_repo_open(&r, repo, cache_dir, 0);
 	if (error == 0)
-		error = commit_lookup(&c, r, commit, repo);
+		error = gitsrc_commit_lookup(&c, r, commit, repo);
 	if (error < 0)
 		goto out;
 	gerr = git_commit_tree(&tree, c);
 	if (gerr < 0) {
-		error = git_fail(gerr, "reading the commit's tree");
+		error = gitsrc_fail(gerr, "reading the commit's tree");
 		goto out;
 	}
 	for (int hop = 0;; hop++) {
@@ -791,7 +785,7 @@ int gitsrc_read(char **out, size_t *len, const char *repo, const char *cache_dir
 			goto out;
 		}
 		if (gerr < 0) {
-			error = git_fail(gerr, cur);
+			error = gitsrc_fail(gerr, cur);
 			goto out;
 		}
 		if (git_tree_entry_type(e) == GIT_OBJECT_TREE) {
@@ -805,7 +799,7 @@ int gitsrc_read(char **out, size_t *len, const char *repo, const char *cache_dir
 			goto out;
 		}
 		if (git_tree_entry_filemode(e) != GIT_FILEMODE_LINK) {
-			error = blob_read(out, len, r, git_tree_entry_id(e), GITSRC_READ_MAX, cur);
+			error = gitsrc_blob_read(out, len, r, git_tree_entry_id(e), GITSRC_READ_MAX, cur);
 			goto out;
 		}
 		/* a symlink: followed inside the tree only */
@@ -814,12 +808,12 @@ int gitsrc_read(char **out, size_t *len, const char *repo, const char *cache_dir
 			error = FERRY_EINVALID;
 			goto out;
 		}
-		error = blob_read(&target, &n, r, git_tree_entry_id(e), LINK_MAX_BYTES, cur);
+		error = gitsrc_blob_read(&target, &n, r, git_tree_entry_id(e), LINK_MAX_BYTES, cur);
 		if (error < 0)
 			goto out;
-		dir = path_dir(cur);
+		dir = gitsrc_path_dir(cur);
 		next = NULL;
-		if (target[0] == '/' || strlen(target) != n || path_norm(&next, dir, target, DOTDOT_LEXICAL) < 0 || !next[0]) {
+		if (target[0] == '/' || strlen(target) != n || gitsrc_path_norm(&next, dir, target, DOTDOT_LEXICAL) < 0 || !next[0]) {
 			ferry_error_set("%s: %s is a symlink that leaves the repository", repo, cur);
 			error = FERRY_EINVALID;
 			free(dir);
@@ -838,276 +832,6 @@ out:
 	free(cur);
 	free(target);
 	git_tree_entry_free(e);
-	git_tree_free(tree);
-	git_commit_free(c);
-	git_repository_free(r);
-	return error;
-}
-
-/* ---- checkout ---- */
-
-static int name_ok(const char *name)
-{
-	return name[0] && strcmp(name, ".") != 0 && strcmp(name, "..") != 0 && !strchr(name, '/') &&
-	       strcasecmp(name, ".git") != 0;
-}
-
-/* Writes all of buf to a new file name in dfd with mode; never through a link (O_EXCL | O_NOFOLLOW). */
-static int file_write_at(int dfd, const char *name, const char *buf, size_t n, mode_t mode, const char *rel)
-{
-	int fd = openat(dfd, name, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
-
-	if (fd < 0 || fd_write_all(fd, buf, n) < 0 || fchmod(fd, mode) < 0) {
-		ferry_error_set("cannot write %s: %s", rel, strerror(errno));
-		if (fd >= 0)
-			close(fd);
-		return FERRY_ERROR;
-	}
-	if (close(fd) < 0) {
-		ferry_error_set("cannot write %s: %s", rel, strerror(errno));
-		return FERRY_ERROR;
-	}
-	return FERRY_OK;
-}
-
-/* Writes tree's entries into the directory dfd; rel is the tree's path in the commit ("" at the top). */
-static int tree_write(git_repository *r, const git_tree *tree, int dfd, const char *rel, int depth)
-{
-	size_t count = git_tree_entrycount(tree);
-	int error = FERRY_OK;
-
-	if (depth > TREE_DEPTH_MAX) {
-		ferry_error_set("%s: directories nest more than %d deep", rel, TREE_DEPTH_MAX);
-		return FERRY_EINVALID;
-	}
-	for (size_t i = 0; i < count && error == 0; i++) {
-		const git_tree_entry *e = git_tree_entry_byindex(tree, i);
-		const char *name = git_tree_entry_name(e);
-		git_filemode_t mode = git_tree_entry_filemode(e);
-		char *path = rel[0] ? xasprintf("%s/%s", rel, name) : xstrdup(name);
-		char *buf = NULL, *norm = NULL;
-		git_tree *sub = NULL;
-		size_t n = 0;
-		int fd, gerr;
-
-		if (!name_ok(name)) {
-			ferry_error_set("the commit has an entry %s that cannot be written safely", path);
-			error = FERRY_EINVALID;
-			goto next;
-		}
-		switch (mode) {
-		case GIT_FILEMODE_TREE:
-			if (mkdirat(dfd, name, 0755) < 0) {
-				ferry_error_set("cannot create %s: %s", path, strerror(errno));
-				error = FERRY_ERROR;
-				goto next;
-			}
-			fd = openat(dfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-			if (fd < 0) {
-				ferry_error_set("cannot open %s: %s", path, strerror(errno));
-				error = FERRY_ERROR;
-				goto next;
-			}
-			gerr = git_tree_lookup(&sub, r, git_tree_entry_id(e));
-			error = gerr < 0 ? git_fail(gerr, path) : tree_write(r, sub, fd, path, depth + 1);
-			close(fd);
-			break;
-		case GIT_FILEMODE_BLOB:
-		case GIT_FILEMODE_BLOB_EXECUTABLE:
-			error = blob_read(&buf, &n, r, git_tree_entry_id(e), GITSRC_CHECKOUT_FILE_MAX, path);
-			if (error == 0)
-				error = file_write_at(dfd, name, buf, n,
-						      mode == GIT_FILEMODE_BLOB_EXECUTABLE ? 0755 : 0644, path);
-			break;
-		case GIT_FILEMODE_LINK: {
-			char *dir = path_dir(path);
-
-			error = blob_read(&buf, &n, r, git_tree_entry_id(e), LINK_MAX_BYTES, path);
-			if (error == 0 && (buf[0] == '\0' || buf[0] == '/' || strlen(buf) != n ||
-					   path_norm(&norm, dir, buf, DOTDOT_LEADING) < 0)) {
-				ferry_error_set("the symlink %s points outside the checkout; Ferry writes "
-						"only links that stay inside it", path);
-				error = FERRY_EINVALID;
-			}
-			free(dir);
-			if (error == 0 && symlinkat(buf, dfd, name) < 0) {
-				ferry_error_set("cannot create the symlink %s: %s", path, strerror(errno));
-				error = FERRY_ERROR;
-			}
-			break;
-		}
-		case GIT_FILEMODE_COMMIT:
-			break; /* a submodule: not part of this repository's content */
-		default:
-			ferry_error_set("%s has an unknown file mode %o", path, (unsigned)mode);
-			error = FERRY_EINVALID;
-			break;
-		}
-next:
-		git_tree_free(sub);
-		free(buf);
-		free(norm);
-		free(path);
-	}
-	return error;
-}
-
-static int chmod_entry(const char *path, const struct stat *st, int type, struct FTW *ftw)
-{
-	(void)ftw;
-	if (type == FTW_D || type == FTW_DP)
-		return chmod(path, 0755) < 0 ? -1 : 0;
-	if (type == FTW_F)
-		return chmod(path, (st->st_mode & 0111) ? 0755 : 0644) < 0 ? -1 : 0;
-	return 0;
-}
-
-/*
- * Makes dir (an exported checkout of commit c) a work tree of it, as `git
- * clone --depth 1` would: a .git of its own holding the commit and its tree
- * (one pack from a pack builder; .git/shallow names the commit, whose
- * parents are not there), HEAD detached at it, an index of its tree and
- * `origin` the repository. So `git rev-parse HEAD`, `git status` and `git
- * log -1` in a job name the commit of its run. Self-contained and readable
- * by the job user (nothing points back into Ferry's mirrors); git's own
- * ownership check is the job's environment's (runs.c: safe.directory).
- */
-static int worktree_git(git_repository *src, const git_commit *c, const char *dir, const char *url)
-{
-	git_repository *w = NULL;
-	git_packbuilder *pb = NULL;
-	git_index *idx = NULL;
-	git_tree *tree = NULL;
-	git_config *cfg = NULL;
-	git_odb *odb = NULL;
-	const git_oid *id = git_commit_id(c);
-	char hex[GIT_OID_HEXSZ + 1], *path = NULL;
-	int gerr, error = FERRY_OK;
-
-	if ((gerr = git_repository_init(&w, dir, 0)) < 0) {
-		error = git_fail(gerr, "making the checkout's .git");
-		goto out;
-	}
-	path = xasprintf("%s/.git/objects/pack", dir);
-	if ((gerr = git_packbuilder_new(&pb, src)) < 0 || (gerr = git_packbuilder_insert_commit(pb, id)) < 0 ||
-	    (gerr = git_packbuilder_write(pb, path, 0444, NULL, NULL)) < 0) {
-		error = git_fail(gerr, "packing the commit into the checkout's .git");
-		goto out;
-	}
-	if ((gerr = git_repository_odb(&odb, w)) < 0 || (gerr = git_odb_refresh(odb)) < 0 ||
-	    (gerr = git_repository_set_head_detached(w, id)) < 0 ||
-	    (gerr = git_tree_lookup(&tree, w, git_commit_tree_id(c))) < 0 ||
-	    (gerr = git_repository_index(&idx, w)) < 0 || (gerr = git_index_read_tree(idx, tree)) < 0 ||
-	    (gerr = git_index_write(idx)) < 0) {
-		error = git_fail(gerr, "writing the checkout's HEAD and index");
-		goto out;
-	}
-	/* origin by two config entries, not git_remote_create: libgit2 1.5's regexp search (its
-	 * multivar write) leaks its pcre2 match data on every no-match (LeakSanitizer saw it) */
-	if (url && ((gerr = git_repository_config(&cfg, w)) < 0 ||
-		    (gerr = git_config_set_string(cfg, "remote.origin.url", url)) < 0 ||
-		    (gerr = git_config_set_string(cfg, "remote.origin.fetch", "+refs/heads/*:refs/remotes/origin/*")) < 0)) {
-		error = git_fail(gerr, "naming the checkout's origin");
-		goto out;
-	}
-	free(path);
-	path = xasprintf("%s/.git/shallow", dir);
-	git_oid_tostr(hex, sizeof(hex), id);
-	{
-		int fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
-		hex[GIT_OID_HEXSZ] = '\n';
-		if (fd < 0 || fd_write_all(fd, hex, sizeof(hex)) < 0) {
-			ferry_error_set("cannot write %s: %s", path, strerror(errno));
-			error = FERRY_ERROR;
-		}
-		if (fd >= 0)
-			close(fd);
-		if (error < 0)
-			goto out;
-	}
-	free(path);
-	path = xasprintf("%s/.git", dir);
-	if (nftw(path, chmod_entry, 16, FTW_PHYS) < 0) {
-		ferry_error_set("cannot open %s to the job's user: %s", path, strerror(errno));
-		error = FERRY_ERROR;
-	}
-out:
-	git_config_free(cfg);
-	git_index_free(idx);
-	git_tree_free(tree);
-	git_odb_free(odb);
-	git_packbuilder_free(pb);
-	git_repository_free(w);
-	free(path);
-	return error;
-}
-
-int gitsrc_checkout(const char *repo, const char *cache_dir, const char *commit, const char *dir)
-{
-	git_repository *r = NULL;
-	git_commit *c = NULL;
-	git_tree *tree = NULL;
-	char *tmp = NULL, *parent = NULL;
-	struct stat st;
-	int gerr, error, dfd = -1, made = 0;
-
-	if (!dir || !dir[0]) {
-		ferry_error_set("no checkout directory given");
-		return FERRY_EINVALID;
-	}
-	if (lstat(dir, &st) == 0) {
-		if (S_ISDIR(st.st_mode))
-			return FERRY_OK; /* the same commit, written before */
-		ferry_error_set("%s exists and is not a directory", dir);
-		return FERRY_EINVALID;
-	}
-	error = repo_open(&r, repo, cache_dir, 0);
-	if (error == 0)
-		error = commit_lookup(&c, r, commit, repo);
-	if (error < 0)
-		goto out;
-	gerr = git_commit_tree(&tree, c);
-	if (gerr < 0) {
-		error = git_fail(gerr, "reading the commit's tree");
-		goto out;
-	}
-	parent = path_dir(dir);
-	if (parent[0] && mkdir_p(parent, 0755) < 0) {
-		error = FERRY_ERROR;
-		goto out;
-	}
-	tmp = xasprintf("%s.tmp-XXXXXX", dir);
-	if (!mkdtemp(tmp)) {
-		ferry_error_set("cannot create %s: %s", tmp, strerror(errno));
-		error = FERRY_ERROR;
-		goto out;
-	}
-	made = 1;
-	dfd = open(tmp, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-	if (dfd < 0 || fchmod(dfd, 0755) < 0) {
-		ferry_error_set("cannot open %s: %s", tmp, strerror(errno));
-		error = FERRY_ERROR;
-		goto out;
-	}
-	error = tree_write(r, tree, dfd, "", 0);
-	if (error < 0 || (error = worktree_git(r, c, tmp, repo)) < 0)
-		goto out;
-	if (rename(tmp, dir) < 0) {
-		/* another caller renamed the same commit's tree first: theirs is as good */
-		if ((errno == ENOTEMPTY || errno == EEXIST) && lstat(dir, &st) == 0 && S_ISDIR(st.st_mode))
-			goto out;
-		ferry_error_set("cannot move the checkout to %s: %s", dir, strerror(errno));
-		error = FERRY_ERROR;
-		goto out;
-	}
-	made = 0;
-out:
-	if (dfd >= 0)
-		close(dfd);
-	if (made)
-		tree_remove(tmp);
-	free(tmp);
-	free(parent);
 	git_tree_free(tree);
 	git_commit_free(c);
 	git_repository_free(r);
@@ -1186,14 +910,14 @@ int gitsrc_commit_info(json_t **out, const char *repo, const char *cache_dir, co
 	int gerr, error;
 
 	*out = NULL;
-	error = repo_open(&r, repo, cache_dir, 0);
+	error = gitsrc_repo_open(&r, repo, cache_dir, 0);
 	if (error == 0)
-		error = commit_lookup(&c, r, commit, repo);
+		error = gitsrc_commit_lookup(&c, r, commit, repo);
 	if (error < 0)
 		goto out;
 	gerr = git_object_short_id(&shortid, (const git_object *)c);
 	if (gerr < 0) {
-		error = git_fail(gerr, "abbreviating the commit id");
+		error = gitsrc_fail(gerr, "abbreviating the commit id");
 		goto out;
 	}
 	a = git_commit_author(c);
