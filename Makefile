@@ -46,7 +46,7 @@ DEB_BUILD := gcc make pkg-config libpq-dev libcurl4-openssl-dev libmicrohttpd-de
 DEB_RUN := postgresql postgresql-client curl procps jq python3 python3-sklearn wrk \
 	podman runc busybox-static tini \
 	slurm-wlm slurmrestd slurm-wlm-jwt-plugin munge \
-	docker.io haproxy elfutils gdb git chromium nodejs help2man prometheus python3-jsonschema
+	docker.io haproxy elfutils gdb python3-dbg git chromium nodejs help2man prometheus python3-jsonschema
 
 .PHONY: all deps check test unit integration demo bench fuzz clean variant install
 

@@ -167,20 +167,22 @@ void monitor_print_brief(const json_t *doc)
 
 static void sample_row(struct table *t, const json_t *s)
 {
-	char at[40], util[16], cpu[24], rc[24], wc[24], lg[24];
-	const json_t *u = json_object_get(s, "util");
+	char at[40], util[16], dem[16], cpu[24], rc[24], wc[24], lg[24];
+	const json_t *u = json_object_get(s, "util"), *d = json_object_get(s, "demand");
 
 	fmt_local(at, sizeof(at), jint(s, "at_ms", 0), false);
 	snprintf(util, sizeof(util), json_is_number(u) ? "%.1f%%" : "-", json_number_value(u));
+	snprintf(dem, sizeof(dem), json_is_number(d) ? "%.1f%%" : "-", json_number_value(d));
 	snprintf(cpu, sizeof(cpu), "%lld", (long long)jint(s, "cpu_ms", -1));
 	snprintf(rc, sizeof(rc), "%lld", (long long)jint(s, "rchar", -1));
 	snprintf(wc, sizeof(wc), "%lld", (long long)jint(s, "wchar", -1));
 	snprintf(lg, sizeof(lg), "%lld", (long long)jint(s, "log_bytes", -1));
-	const char *row[] = {at, util, cpu, rc, wc, lg, jstr(s, "phase", "-"), jstr(s, "state", "?")};
+	const char *row[] = {at, util, dem, cpu, rc, wc, lg, jstr(s, "phase", "-"), jstr(s, "state", "?")};
 	table_add(t, row);
 }
 
-static const char *const sample_head[] = {"AT", "UTIL", "CPU_MS", "RCHAR", "WCHAR", "LOG", "PHASE", "STATE"};
+/* UTIL: the CPU (or GPU) share the job got; DEMAND: what its busiest thread asked for (monitor.md) */
+static const char *const sample_head[] = {"AT", "UTIL", "DEMAND", "CPU_MS", "RCHAR", "WCHAR", "LOG", "PHASE", "STATE"};
 
 static void print_event(const json_t *ev)
 {
@@ -215,7 +217,7 @@ static void print_doc(const json_t *doc)
 		printf("  phase: %s\n", jstr(doc, "phase", ""));
 	if (n > 0) {
 		print_util("  ", samples);
-		table_init(&t, 8);
+		table_init(&t, sizeof(sample_head) / sizeof(sample_head[0]));
 		table_add(&t, sample_head);
 		for (i = n > 10 ? n - 10 : 0; i < n; i++)
 			sample_row(&t, json_array_get(samples, i));

@@ -21,8 +21,8 @@
  *               given, normalized, so that the monitor merges them over
  *               the daemon's settings at run time:
  *     hang: off | {period: 30s, periods: 4, window: 2m, confirm: 1m,
- *                  warmup: 5m, variance: 25, low: 10, high: 90,
- *                  on_hang: notify|restart|fail, phases: {checkpoint: 30m}}
+ *                  warmup: 5m, variance: 25, low: 10, high: 90, clear: 3,
+ *                  cadence: 10, on_hang: notify|restart|fail, phases: {checkpoint: 30m}}
  *       → {"period_ms":…, …, "phases":{"checkpoint":1800000}} (hang_setting)
  *     watch: {METRIC: [RULE | {rule: RULE, action: notify|fail|restart}]}
  *       → {"METRIC":[{"rule":"…","action":"notify"}, …]} (wp_rule_parse)

@@ -41,6 +41,7 @@
 
 #include "exec/exec.h"
 #include "lib/util.h"
+#include "monitor/pystack.h"
 
 #define PROC_TEXT_MAX 4096 /* bytes read of one /proc file (cmdline is cut there) */
 
@@ -297,6 +298,19 @@ static json_t *process_entry(int pid, int want_stack, const struct tools *t, int
 		}
 		if (by && strcmp(by, "gdb") == 0 && t->eu_stack)
 			json_object_set_new(e, "collector", json_string("gdb"));
+		/* a CPython process: its Python frames too (pystack.h), in what is left of its budget */
+		if (state != 'Z' && state != 'X' && t->gdb && pystack_is_python(pid)) {
+			char *pwhy = NULL;
+			int64_t left = until - clock_mono_ms();
+			json_t *py = left > 0 ? pystack_collect(pid, left, &pwhy) : NULL;
+			unstop(pid, state);
+			if (py)
+				json_object_set_new(e, "python", py);
+			else
+				json_object_set_new(e, "python_error",
+						    json_string(pwhy ? pwhy : "no time was left for its Python frames"));
+			free(pwhy);
+		}
 	} else {
 		json_object_set_new(e, "stack", json_null());
 	}
@@ -442,6 +456,30 @@ static void frames(char *out, size_t cap, size_t *n, const char *stack)
 	}
 }
 
+/* Appends where a Python process's threads are (the GIL's holder first, at most 3): " python: f (x.py:9) [LWP 42, GIL]" */
+static void python_where(char *out, size_t cap, size_t *n, const json_t *py)
+{
+	const json_t *threads = json_object_get(py, "threads"), *t;
+	json_int_t gil = json_integer_value(json_object_get(py, "gil_lwp"));
+	size_t i;
+	int shown = 0;
+
+	if (py == NULL || *n >= cap)
+		return;
+	*n += (size_t)snprintf(out + *n, cap - *n, " python:");
+	for (int pass = 0; pass < 2; pass++) {
+		json_array_foreach(threads, i, t) {
+			json_int_t lwp = json_integer_value(json_object_get(t, "lwp"));
+			const char *where = json_string_value(json_object_get(t, "where"));
+			if (where == NULL || (pass == 0) != (gil > 0 && lwp == gil) || shown == 3 || *n >= cap)
+				continue;
+			*n += (size_t)snprintf(out + *n, cap - *n, "%s %.160s [LWP %lld%s]", shown ? ";" : "", where,
+					       (long long)lwp, gil > 0 && lwp == gil ? ", GIL" : "");
+			shown++;
+		}
+	}
+}
+
 char *evidence_summary(const json_t *ev)
 {
 	const json_t *procs = json_object_get(ev, "processes");
@@ -469,6 +507,7 @@ char *evidence_summary(const json_t *ev)
 			else if (n < sizeof(line))
 				n += (size_t)snprintf(line + n, sizeof(line) - n, " no stack (%.200s)",
 						      serr ? serr : "not collected");
+			python_where(line, sizeof(line) - 1, &n, json_object_get(e, "python"));
 		}
 		if (n >= sizeof(line))
 			n = sizeof(line) - 1;

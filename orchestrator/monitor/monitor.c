@@ -26,6 +26,7 @@
 
 #include "plan/config.h"
 #include "plan/kind.h"
+#include "monitor/demand.h"
 #include "monitor/evidence.h"
 #include "monitor/gpu.h"
 #include "monitor/hang.h"
@@ -56,7 +57,8 @@ struct mon_job {
 	int trains;             /* its kind trains a model (SKF_TRAINS): the low-utilization rule applies */
 	struct hang_cfg cfg;
 	struct hang_det det;
-	struct watch *watch;
+	struct demand demand;         /* its threads' runnable time at the last look */
+	struct watch *watch;          /* follows its metrics file (rules, series, lines for the cadence) */
 	double cpus;
 	int gpus;
 	int64_t next_ms, last_write_ms, start_ms;
@@ -71,6 +73,7 @@ struct mon_job {
 	int busy;                     /* its evidence is being collected */
 	int acted;                    /* a kill was asked: nothing more to judge */
 	int dirty;                    /* something to write now (a rule fired) */
+	int marks;                    /* its metrics file or heartbeat has been seen */
 	struct {
 		int64_t t;
 		double u;
@@ -241,10 +244,13 @@ static struct mon_job *job_new(struct monitor *m, const struct exec_job *j, int6
 	/* the step's settings were checked when the workflow was; a bad one here keeps the daemon's */
 	if (hang_cfg_apply(&mj->cfg, json_object_get(spec, "hang")) < 0)
 		flog_warn("run %lld step %s: hang settings: %s", (long long)mj->run_id, mj->name, ferry_error_last());
-	if (json_object_size(watch) > 0 && watch_new(&mj->watch, watch) < 0) {
+	/* every job's metrics file is followed: the series, and the lines' cadence; rules where it has them */
+	if (watch_new(&mj->watch, json_object_size(watch) > 0 ? watch : NULL) < 0) {
 		flog_warn("run %lld step %s: watch: %s", (long long)mj->run_id, mj->name, ferry_error_last());
-		mj->watch = NULL;
+		if (watch_new(&mj->watch, NULL) < 0)
+			mj->watch = NULL;
 	}
+	demand_init(&mj->demand);
 	hang_det_init(&mj->det, now);
 	mj->start_ms = mj->next_ms = now;
 	mj->samples = json_array();
@@ -477,13 +483,22 @@ static void lowutil(struct monitor *m, PGconn *conn, struct mon_job *mj, int64_t
 static void look(struct monitor *m, PGconn *conn, struct mon_job *mj, const struct exec_job *j, int64_t now)
 {
 	struct exec_sample s;
-	struct hang_obs o = {.t_ms = now, .util = -1};
+	struct hang_obs o = {.t_ms = now, .util = -1, .demand = -1};
 	char phase[HANG_PHASE_LEN];
-	int have = j->type->sample && j->type->sample(j, &s) == 0;
+	int have;
 	enum hang_verdict v;
 	json_t *sample;
 	double gutil = -1;
 	int64_t gmem = -1;
+
+	/*
+	 * While its evidence is collected the job is stopped by the stack
+	 * collectors (a second for gdb's Python frames): not judged, or the
+	 * stop would look like idleness and clear the verdict being recorded.
+	 */
+	if (mj->busy)
+		return;
+	have = j->type->sample && j->type->sample(j, &s) == 0;
 
 	o.rchar = have ? s.rchar : -1;
 	o.wchar = have ? s.wchar : -1;
@@ -494,27 +509,42 @@ static void look(struct monitor *m, PGconn *conn, struct mon_job *mj, const stru
 	o.heartbeat_ns = file_mtime_ns(mj->dir, "heartbeat");
 	read_phase(mj->dir, phase, sizeof(phase));
 	o.phase = phase;
+	/* the metrics written since the last look: rules judged (acted on below), lines counted for the cadence */
+	o.metrics_lines = o.metrics_ns = -1;
+	if (mj->watch && !mj->acted) {
+		char *path = xasprintf("%s/metrics.jsonl", mj->dir);
+		if (watch_follow(mj->watch, path) < 0)
+			flog_debug("run %lld step %s: metrics file: %s", (long long)mj->run_id, mj->name,
+				   ferry_error_last());
+		free(path);
+		if ((o.metrics_ns = file_mtime_ns(mj->dir, "metrics.jsonl")) >= 0)
+			o.metrics_lines = watch_lines(mj->watch);
+	}
 
 	/* utilization: the job's GPUs where it has any, else its CPU time over the interval */
 	if (have && s.have_gpu) {
 		gutil = s.gpu_util;
 		gmem = s.gpu_mem_mb;
-	} else if (gpu_sampler_available(m->gpu)) {
+	} else {
 		int *pids = NULL, npids = 0;
 		json_t *per = NULL;
 		if (j->type->pids)
 			(void)j->type->pids(j, &pids, &npids);
-		if (gpu_for_job(m->gpu, pids, npids, mj->gpus, mj->visible, &gutil, &gmem, &per) == 1) {
+		if (gpu_sampler_available(m->gpu) &&
+		    gpu_for_job(m->gpu, pids, npids, mj->gpus, mj->visible, &gutil, &gmem, &per) == 1) {
 			json_decref(mj->gpus_now);
 			mj->gpus_now = per;
 		} else {
 			json_decref(per);
 			gutil = -1;
 		}
+		/* what its threads ask for (CPU jobs; a GPU's utilization is judged as it is) */
+		o.demand = npids > 0 ? demand_look(&mj->demand, "/proc", pids, npids, now) : -1;
 		free(pids);
 	}
 	if (gutil >= 0) {
 		o.util = gutil;
+		o.demand = -1;
 	} else if (have && mj->have_prev && now > mj->prev_t && s.cpu_ms >= mj->prev_cpu) {
 		o.util = (double)(s.cpu_ms - mj->prev_cpu) * 100.0 / (double)(now - mj->prev_t);
 		if (mj->cpus > 1)
@@ -536,6 +566,8 @@ static void look(struct monitor *m, PGconn *conn, struct mon_job *mj, const stru
 			   "write_bytes", (json_int_t)o.write_bytes, "cpu_ms", (json_int_t)o.cpu_ms, "log_bytes",
 			   (json_int_t)o.log_bytes, "state", hang_state_name(mj->det.state));
 	json_object_set_new(sample, "util", o.util >= 0 ? json_real(round(o.util * 10) / 10) : json_null());
+	if (o.demand >= 0)
+		json_object_set_new(sample, "demand", json_real(round(o.demand * 10) / 10));
 	if (gutil >= 0) {
 		json_object_set_new(sample, "gpu_util", json_real(gutil));
 		json_object_set_new(sample, "gpu_mem_mb", json_integer(gmem));
@@ -557,14 +589,8 @@ static void look(struct monitor *m, PGconn *conn, struct mon_job *mj, const stru
 		else if (v == HV_HUNG)
 			hung(m, mj, j);
 	}
-	if (mj->watch && !mj->acted) {
-		char *path = xasprintf("%s/metrics.jsonl", mj->dir);
-		if (watch_follow(mj->watch, path) < 0)
-			flog_debug("run %lld step %s: metrics file: %s", (long long)mj->run_id, mj->name,
-				   ferry_error_last());
-		free(path);
+	if (mj->watch && !mj->acted)
 		watch_fired(m, conn, mj);
-	}
 	lowutil(m, conn, mj, now);
 	if (!mj->written_once || mj->dirty || mj->det.state != mj->written || now - mj->last_write_ms >= WRITE_EVERY_MS)
 		write_row(conn, mj, NULL, now);
@@ -689,10 +715,20 @@ int64_t monitor_round(struct monitor *m, PGconn *conn, struct exec_job *const *j
 		/* a job being killed is past judging */
 		if (j->killing)
 			continue;
+		/*
+		 * A job's first progress mark (its metrics file or heartbeat
+		 * appearing) is looked at at once, in the round that sees it: its
+		 * cadence is learned from there (hang_look_ms), not a period later.
+		 */
+		if (!mj->marks && mj->cfg.cadence_k > 0 && now < mj->next_ms &&
+		    (file_mtime_ns(mj->dir, "metrics.jsonl") >= 0 || file_mtime_ns(mj->dir, "heartbeat") >= 0)) {
+			mj->marks = 1;
+			mj->next_ms = now;
+		}
 		if (now >= mj->next_ms) {
 			look(m, conn, mj, j, now);
 			changed = 1;
-			mj->next_ms = now + hang_sample_ms(&mj->cfg);
+			mj->next_ms = now + hang_look_ms(&mj->det, &mj->cfg);
 		}
 		if (mj->next_ms - now < next)
 			next = mj->next_ms - now;

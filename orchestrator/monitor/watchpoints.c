@@ -975,6 +975,11 @@ json_t *watch_results_json(const struct watch *w)
 	return all;
 }
 
+int64_t watch_lines(const struct watch *w)
+{
+	return w ? w->lines : 0;
+}
+
 json_t *watch_stats_json(const struct watch *w)
 {
 	return json_pack("{s:I,s:I,s:I,s:I,s:I,s:I,s:I}", "lines", (json_int_t)w->lines,

@@ -10,9 +10,9 @@
 # group podman: test_monitor_podman_job_sampled_through_its_cgroup
 # group docker: test_monitor_docker_job_sampled_through_its_cgroup
 # group slurm: test_monitor_slurm_job_sampled_through_sstat
-# Those that judge a job by how much CPU it gets run alone, after the lanes
-# (a spinning job starved by the other lanes on 2 cores looks idle):
-# group solo: test_monitor_busy_loop_is_hung_spinning test_monitor_varying_cpu_without_io_is_never_hung
+# The low-utilization rule judges the CPU share a job gets: its busy half
+# runs alone, after the lanes (the hang rule judges what a job asks for, so
+# its spinning and varying tests make their own contention, in the lanes):
 # group solo: test_monitor_low_utilization_not_warned_when_busy
 
 # the test configuration: a period of 1 s, 3 quiet periods, a 3 s window, 2 s to confirm, 2 s
@@ -100,17 +100,70 @@ test_monitor_sleep_is_hung_within_bound() {
 	wait_run "$id" stopped 20
 }
 
+# compete: two processes spinning beside the job, each in its own session (an
+# autogroup of its own, as other users' work is), killed with the test (their
+# command lines name its home)
+compete() {
+	printf 'while True:\n    pass\n' >"$FERRY_HOME/compete.py"
+	setsid python3 "$FERRY_HOME/compete.py" </dev/null >/dev/null 2>&1 &
+	setsid python3 "$FERRY_HOME/compete.py" </dev/null >/dev/null 2>&1 &
+}
+
+# share_stats RUN STEP: "MEDIAN VARIANCE" of the CPU share in the step's samples
+share_stats() {
+	mon "$1" "$2" 'next((lambda v: "%.1f %.1f" % (v[len(v) // 2], sum((x - sum(v) / len(v)) ** 2 for x in v) / len(v)))(sorted(u)) for u in [[s["util"] for s in j["samples"] if s["util"] is not None and s["state"] in ("quiet", "suspected", "hung")]])'
+}
+
+# A busy loop with no IO while two other processes compete for the cores: the
+# CPU share it gets is not flat at the high end (the old rule's input, shown
+# here to vary), what it asks for is — spinning, hung.
 test_monitor_busy_loop_is_hung_spinning() {
 	mon_daemon
+	compete
 	f=$(py_step spinner <<'PY'
 while True:
     pass
 PY
 )
 	id=$(submit "$f")
-	wait_event "$id" train monitor.hung 25
+	wait_event "$id" train monitor.hung 40
 	detail=$(sql "SELECT detail->>'message' FROM events WHERE run_id = $id AND kind = 'monitor.hung'")
 	assert_match "$detail" 'spinning' "a busy loop with no IO is flat at the high end"
+	assert_match "$detail" "demand \(a thread's time on a CPU or waiting for one\) flat over 3 s" "judged by its demand"
+	assert_match "$detail" 'the CPU share it got: median [0-9.]+%' "… the share it got said beside"
+	read -r med var <<<"$(share_stats "$id" train)"
+	python3 -c "import sys; sys.exit(0 if $med < 90 or $var > 400 else 1)" ||
+		fail "the CPU share was flat at the high end (median $med, variance $var): there was no contention"
+	assert_eq "$(mon_events "$id" train monitor.cleared)" 0 "never cleared on the way"
+	api POST "/api/v1/runs/$id/stop"
+	wait_run "$id" stopped 20
+}
+
+# A Python job blocked in its own function: the evidence has each thread's
+# Python traceback (gdb's py-bt, python3-dbg), the summary names the
+# function and line, and says the GIL is free (every thread waits).
+test_monitor_python_job_evidence_names_the_blocked_line() {
+	mon_daemon
+	f=$(py_step pyhang <<'PY'
+import threading
+def wait_for_batch(ev):
+    ev.wait()
+print("loading", flush=True)
+wait_for_batch(threading.Event())
+PY
+)
+	id=$(submit "$f")
+	wait_event "$id" train monitor.hung 25
+	detail=$(sql "SELECT detail FROM events WHERE run_id = $id AND kind = 'monitor.hung'")
+	py=$(echo "$detail" | json '[p for p in j["evidence"]["processes"] if p.get("python")][0]["python"]')
+	assert_eq "$(echo "$py" | json 'j["threads"][0]["where"]')" "wait_for_batch ($FERRY_HOME/pyhang.py:3)" \
+		"the blocked thread's innermost frame of the job's own code"
+	assert_match "$(echo "$py" | json 'j["stack"]')" 'ev\.wait\(\)' "the traceback shows the line's code"
+	assert_match "$(echo "$py" | json 'j["gil"]')" '^not held' "no thread holds the GIL"
+	assert_match "$(echo "$detail" | json 'j["summary"]')" "python: wait_for_batch \\($FERRY_HOME/pyhang.py:3\\)" \
+		"the summary names the function and line"
+	assert_match "$(echo "$detail" | json '[p for p in j["evidence"]["processes"] if p.get("python")][0]["stack"]')" \
+		'_PyEval_EvalFrameDefault|PyEval' "the native stack is kept beside it"
 	api POST "/api/v1/runs/$id/stop"
 	wait_run "$id" stopped 20
 }
@@ -132,9 +185,11 @@ PY
 	assert_eq "$(mon_events "$id" train monitor.hung)" 0 "never hung"
 }
 
+# Compute that varies (busy 1 s, asleep 1 s) under the same contention: its
+# demand varies too — quiet, but busy, never suspected.
 test_monitor_varying_cpu_without_io_is_never_hung() {
 	mon_daemon
-	# busy 1 s, idle 1 s, for 14 s: no IO, but utilization swings
+	compete
 	f=$(py_step varying <<'PY'
 import time
 end = time.time() + 14
@@ -147,9 +202,92 @@ PY
 )
 	id=$(submit "$f")
 	wait_run "$id" succeeded 40
-	assert_eq "$(mon_events "$id" train monitor.hung)" 0 "varying utilization is work, not a hang"
+	assert_eq "$(mon_events "$id" train monitor.suspected)" 0 "varying utilization is work, not a hang"
 	assert_match "$(sql "SELECT why FROM attempt_monitor a JOIN steps s ON s.id = a.step_id WHERE s.run_id = $id")" \
 		'busy' "stage 2 judged it busy: quiet, but utilization varies"
+	[ "$(mon "$id" train 'len([s for s in j["samples"] if s.get("demand") is not None])')" -ge 5 ] ||
+		fail "the samples carry the demand"
+}
+
+# Suspected while it spins, then a short sleep (a look or two off its flat
+# line), then spinning again, with no progress: the suspicion holds and the
+# job is declared hung — one noisy look no longer clears it (monitor.md:
+# `clear`).
+test_monitor_noise_does_not_clear_a_suspicion() {
+	mon_daemon "$MON_HANG,confirm=4s"
+	f=$(py_step flapping <<'PY'
+import time
+def spin(s):
+    t = time.time() + s
+    while time.time() < t:
+        pass
+spin(6)
+while True:
+    time.sleep(0.6)
+    spin(4)
+PY
+)
+	id=$(submit "$f")
+	wait_event "$id" train monitor.hung 40
+	assert_eq "$(mon_events "$id" train monitor.suspected)" 1 "suspected once"
+	assert_eq "$(mon_events "$id" train monitor.cleared)" 0 "the sleeps did not clear it"
+	assert_match "$(sql "SELECT detail->>'message' FROM events WHERE run_id = $id AND kind = 'monitor.hung'")" \
+		'spinning' "hung, with the suspicion's figures"
+	api POST "/api/v1/runs/$id/stop"
+	wait_run "$id" stopped 20
+}
+
+# The default rule (no FERRY_HANG: 30 s periods, 5 min warm-up) and a job that
+# writes a metrics line every 2 s: its cadence is learned, and when it stops
+# it is declared hung within 60 s of its last line (192 s without; its first
+# lines teach the monitor its cadence, 4 marks from the file's appearing);
+# beside it one that writes a 30 s checkpoint between its lines is never
+# suspected.
+test_monitor_metrics_cadence_decides_within_a_minute() {
+	start_daemon a
+	cat >"$FERRY_HOME/cad.py" <<'PY'
+import os, sys, time
+out = open(os.environ["FERRY_METRICS_FILE"], "a")
+def lines(n):
+    for i in range(n):
+        out.write('{"loss": %f}\n' % (1.0 / (i + 1)))
+        out.flush()
+        time.sleep(2)
+lines(7)
+if sys.argv[1] == "hang":
+    print("last line at", time.time(), flush=True)
+    time.sleep(1000)
+ck = open(os.environ["FERRY_CHECKPOINT_DIR"] + "/ckpt.bin", "ab", buffering=0)
+for i in range(30):
+    ck.write(b"x" * 65536)
+    time.sleep(1)
+lines(4)
+PY
+	f=$(wf cadence <<Y
+name: cadence
+steps:
+  - name: stuck
+    kind: train
+    command: [python3, $FERRY_HOME/cad.py, hang]
+  - name: ckpt
+    kind: train
+    command: [python3, $FERRY_HOME/cad.py, checkpoint]
+Y
+)
+	id=$(submit "$f")
+	wait_event "$id" stuck monitor.hung 100
+	api GET "/api/v1/runs/$id/steps/stuck/logs"
+	last=$(echo "$BODY" | sed -n 's/^last line at \([0-9.]*\)$/\1/p' | tail -1)
+	[ -n "$last" ] || fail "the job said when it wrote its last line: $BODY"
+	took=$(sql "SELECT round(extract(epoch FROM at) - $last) FROM events WHERE run_id = $id AND step = 'stuck' AND kind = 'monitor.hung'")
+	[ "$took" -le 60 ] || fail "declared hung $took s after its last metrics line (bound 60 s)"
+	detail=$(sql "SELECT detail->>'message' FROM events WHERE run_id = $id AND kind = 'monitor.hung'")
+	assert_match "$detail" '\(10 × its 2\.[0-9] s cadence of metrics lines or heartbeats\)' "the cadence is named"
+	assert_match "$detail" 'idle' "… and the flat utilization"
+	wait_step "$id" ckpt succeeded 60
+	assert_eq "$(mon_events "$id" ckpt monitor.suspected)" 0 "the checkpoint's IO keeps it alive: never suspected"
+	api POST "/api/v1/runs/$id/stop"
+	wait_run "$id" stopped 20
 }
 
 test_monitor_heartbeat_and_phase_keep_a_job_alive() {
@@ -249,7 +387,7 @@ test_monitor_cli_and_metrics_show_the_detector() {
 	assert_eq "$rc" 0 "ferry monitor exits 0"
 	assert_match "$out" "Run $id step train attempt 1, running; the monitor: hung" "the state in the first line"
 	assert_match "$out" 'utilization +[▁▂▃▄▅▆▇█]+' "utilization as a sparkline"
-	assert_match "$out" 'AT +UTIL +CPU_MS +RCHAR +WCHAR +LOG +PHASE +STATE' "the samples as a table"
+	assert_match "$out" 'AT +UTIL +DEMAND +CPU_MS +RCHAR +WCHAR +LOG +PHASE +STATE' "the samples as a table, what the job got and what it asked for"
 	assert_match "$out" 'monitor.suspected' "the events"
 	assert_match "$out" 'monitor.hung' "… with the hang"
 	assert_eq "$(ferry monitor "$id" train -o json | json 'j["state"]')" hung "-o json: the document"

@@ -181,7 +181,7 @@ static void test_config__hang_and_watch(void **state)
 	expect_errors("name: w\nsteps:\n  - name: t\n    command: [\"true\"]\n    hang: {period: 5, windw: 1m, on_hang: panic}\n",
 		      "w.yaml:5:20: hang period: duration \"5\": missing unit (use e.g. 30s, 5m, 2h)",
 		      "w.yaml:5:23: hang has no setting \"windw\"; the settings are period, periods, window, confirm, "
-		      "warmup, variance, low, high, on_hang, enabled and phases",
+		      "warmup, variance, low, high, clear, cadence, on_hang, enabled and phases",
 		      "w.yaml:5:43: hang on_hang \"panic\" is not valid; use notify, restart or fail", NULL);
 	expect_errors("name: w\nsteps:\n  - name: t\n    command: [\"true\"]\n    watch: {loss: [\"> ten * min\"]}\n",
 		      "w.yaml:5:20: watch rule \"> ten * min\": expected a number after \">\", not \"ten\" (watching \"loss\")",

@@ -35,6 +35,8 @@ struct sim {
 	int64_t t, io;
 	const char *phase;
 	int64_t heartbeat;
+	double demand;          /* the next looks' demand (-1: not known) */
+	int64_t lines, lines_ns; /* the metrics file: lines so far and its mtime (-1: none) */
 };
 
 static enum hang_verdict step(struct sim *s, int64_t dt, int active, double util)
@@ -46,6 +48,7 @@ static enum hang_verdict step(struct sim *s, int64_t dt, int active, double util
 		s->io += 4096;
 	o = (struct hang_obs){.t_ms = s->t, .rchar = 100, .wchar = s->io, .read_bytes = -1, .write_bytes = -1,
 			      .cpu_ms = 0, .log_bytes = 10, .heartbeat_ns = s->heartbeat, .util = util,
+			      .demand = s->demand, .metrics_lines = s->lines, .metrics_ns = s->lines_ns,
 			      .phase = s->phase};
 	return hang_feed(&s->d, &s->c, &o);
 }
@@ -56,6 +59,8 @@ static void sim_init(struct sim *s)
 	test_cfg(&s->c);
 	s->t = 1000000;
 	s->heartbeat = -1;
+	s->demand = -1;
+	s->lines = s->lines_ns = -1;
 	hang_det_init(&s->d, s->t);
 }
 
@@ -246,10 +251,202 @@ static void test_hang__unknown_counters(void **state)
 	for (i = 0; i < 40 && s.d.state != HS_SUSPECTED; i++) {
 		s.t += 250;
 		o = (struct hang_obs){.t_ms = s.t, .rchar = -1, .wchar = -1, .read_bytes = -1, .write_bytes = -1,
-				      .cpu_ms = -1, .log_bytes = -1, .heartbeat_ns = -1, .util = 0};
+				      .cpu_ms = -1, .log_bytes = -1, .heartbeat_ns = -1, .util = 0, .demand = -1,
+				      .metrics_lines = -1, .metrics_ns = -1};
 		hang_feed(&s.d, &s.c, &o);
 	}
 	assert_int_equal(s.d.state, HS_SUSPECTED);
+}
+
+/*
+ * A spinning thread on a busy machine: the share it gets swings (37–86 %,
+ * as measured beside two competing processes on 2 cores), what it asks for
+ * (on a CPU or waiting for one) is flat at ~100 %. Judged by the share
+ * alone it is busy for ever; by its demand it is spinning. A job whose
+ * compute varies varies in demand too: busy.
+ */
+static void test_hang__spinning_by_demand_under_contention(void **state)
+{
+	static const double share[] = {37, 86, 52, 71, 44, 83, 60, 39, 77, 66};
+	struct sim s;
+	int i;
+
+	(void)state;
+	/* the share alone (no demand known): never suspected */
+	sim_init(&s);
+	for (i = 0; i < 120; i++)
+		assert_int_not_equal(step(&s, 250, 0, share[i % 10]), HV_SUSPECTED);
+	assert_int_equal(s.d.state, HS_QUIET);
+	assert_non_null(strstr(s.d.why, "busy"));
+
+	/* with its demand: spinning, and the message shows both figures */
+	sim_init(&s);
+	for (i = 0; i < 120 && s.d.state != HS_HUNG; i++) {
+		s.demand = 98.5 + (i % 3) * 0.5;
+		step(&s, 250, 0, share[i % 10]);
+	}
+	assert_int_equal(s.d.state, HS_HUNG);
+	assert_non_null(strstr(s.d.why, "spinning"));
+	assert_non_null(strstr(s.d.why, "demand (a thread's time on a CPU or waiting for one) flat"));
+	assert_non_null(strstr(s.d.why, "the CPU share it got: median"));
+	assert_true(s.d.variance > 200 && s.d.dvariance < 1);
+
+	/* varying compute: demand swings between busy and asleep, so does the share */
+	sim_init(&s);
+	for (i = 0; i < 120; i++) {
+		s.demand = (i / 4) % 2 ? 100 : 0;
+		assert_int_not_equal(step(&s, 250, 0, (i / 4) % 2 ? share[i % 10] : 0), HV_SUSPECTED);
+	}
+	assert_int_equal(s.d.state, HS_QUIET);
+
+	/* starved: a spinning thread on a crowded machine gets 5–20 % but asks for 100 %: spinning, not idle */
+	sim_init(&s);
+	for (i = 0; i < 120 && s.d.state != HS_SUSPECTED; i++) {
+		s.demand = 99.5;
+		step(&s, 250, 0, 5 + (i % 2) * 5);
+	}
+	assert_int_equal(s.d.state, HS_SUSPECTED);
+	assert_non_null(strstr(s.d.why, "spinning"));
+
+	/* idle is judged on the share: asleep gets nothing and asks for nothing */
+	sim_init(&s);
+	s.demand = 0;
+	assert_true(until(&s, HV_SUSPECTED, 20000, 0, 0) > 0);
+	assert_non_null(strstr(s.d.why, "idle"));
+}
+
+/*
+ * Hysteresis: a suspected job that goes flat, noisy for a look, flat again
+ * with no progress stays suspected and is declared hung on time; `clear`
+ * non-flat looks in a row clear it; any activity clears it at once.
+ */
+static void test_hang__suspicion_holds_through_noise(void **state)
+{
+	struct sim s;
+	int64_t t_susp;
+	int i;
+
+	(void)state;
+	sim_init(&s);
+	assert_int_equal(s.c.clear_looks, 3);
+	assert_true(until(&s, HV_SUSPECTED, 20000, 0, 99) > 0);
+	t_susp = s.t;
+	/* one noisy look: not cleared, still suspected, and the why says so */
+	assert_int_equal(step(&s, 250, 0, 0), HV_NONE);
+	assert_int_equal(s.d.state, HS_SUSPECTED);
+	assert_non_null(strstr(s.d.why, "still suspected: quiet for"));
+	assert_non_null(strstr(s.d.why, "1 look in a row off its flat line (utilization 0.0%, the suspicion's median 99.0%), 3 clear it"));
+	/* flat again: hung at the confirmation, counted from the suspicion */
+	for (i = 0; i < 20 && s.d.state != HS_HUNG; i++)
+		step(&s, 250, 0, 99);
+	assert_int_equal(s.d.state, HS_HUNG);
+	assert_in_range(s.t - t_susp, 2000, 2250);
+
+	/* clear=1 (the old rule): one noisy look clears it */
+	sim_init(&s);
+	s.c.clear_looks = 1;
+	assert_true(until(&s, HV_SUSPECTED, 20000, 0, 99) > 0);
+	assert_int_equal(step(&s, 250, 0, 0), HV_CLEARED);
+
+	/* three non-flat looks in a row clear it */
+	sim_init(&s);
+	assert_true(until(&s, HV_SUSPECTED, 20000, 0, 99) > 0);
+	assert_int_equal(step(&s, 250, 0, 0), HV_NONE);
+	assert_int_equal(step(&s, 250, 0, 40), HV_NONE);
+	assert_int_equal(step(&s, 250, 0, 0), HV_CLEARED);
+	assert_int_equal(s.d.state, HS_QUIET);
+
+	/* activity clears it at once */
+	sim_init(&s);
+	assert_true(until(&s, HV_SUSPECTED, 20000, 0, 99) > 0);
+	assert_int_equal(step(&s, 250, 0, 0), HV_NONE);
+	assert_int_equal(step(&s, 250, 1, 0), HV_CLEARED);
+}
+
+/* A default-rule job writing a metrics line every `gap` ms for `lines` lines (looks every 15 s, as the monitor's); then quiet */
+static void metrics_job(struct sim *s, int64_t gap, int lines, double util)
+{
+	int64_t next = s->t;
+
+	hang_cfg_default(&s->c);
+	s->lines = 0;
+	for (int i = 0; i < lines;) {
+		s->t += 1;
+		if (s->t >= next) {
+			s->lines++, s->lines_ns = s->t * 1000000, s->io += 80;
+			next += gap;
+			i++;
+		}
+		if ((s->t - 1000000) % hang_look_ms(&s->d, &s->c) == 0)
+			hang_feed(&s->d, &s->c, &(struct hang_obs){.t_ms = s->t, .rchar = 100, .wchar = s->io,
+				  .read_bytes = -1, .write_bytes = -1, .log_bytes = 10, .heartbeat_ns = -1, .util = util,
+				  .demand = -1, .metrics_lines = s->lines, .metrics_ns = s->lines_ns});
+	}
+}
+
+/*
+ * Cadence: a job that writes a metrics line every 2 s has a cadence of
+ * 2 s once four gaps are seen; when it stops it is suspected after 10 ×
+ * 2 s of quiet and hung after as long again — within 60 s under the
+ * default rule (192 s without metrics), its warm-up waived. Progress that
+ * goes on as IO (a checkpoint written) keeps it alive; a declared phase
+ * keeps its own allowance.
+ */
+static void test_hang__metrics_cadence(void **state)
+{
+	struct sim s;
+	int64_t took;
+
+	(void)state;
+	sim_init(&s);
+	metrics_job(&s, 2000, 40, 0);
+	assert_int_equal(s.d.cadence_ms, 2000);
+	assert_int_equal(hang_look_ms(&s.d, &s.c), 2000);
+	took = until(&s, HV_HUNG, 120000, 0, 0);
+	assert_in_range(took, 40000, 46000);
+	assert_non_null(strstr(s.d.why, "(10 × its 2.0 s cadence of metrics lines or heartbeats)"));
+
+	/* learned within 28 s: the first look that finds a metrics file (15 s), then looks every 2 s */
+	sim_init(&s);
+	metrics_job(&s, 2000, 14, 0);
+	assert_int_equal(s.d.cadence_ms, 2000);
+
+	/* 30 lines in its first 90 s: past the warm-up once its cadence is known */
+	sim_init(&s);
+	metrics_job(&s, 3000, 30, 0);
+	assert_int_equal(s.d.cadence_ms, 3000);
+	took = until(&s, HV_SUSPECTED, 120000, 0, 0);
+	assert_in_range(took, 30000, 36000);
+
+	/* a checkpoint written for 30 s (IO), then lines again: never suspected */
+	sim_init(&s);
+	metrics_job(&s, 2000, 40, 99);
+	assert_int_equal(until(&s, HV_SUSPECTED, 30000, 1, 99), -1);
+	metrics_job(&s, 2000, 10, 99);
+	assert_int_not_equal(s.d.state, HS_SUSPECTED);
+
+	/* a declared eval phase keeps its hour */
+	sim_init(&s);
+	metrics_job(&s, 2000, 40, 99);
+	s.phase = "eval";
+	assert_int_equal(until(&s, HV_SUSPECTED, 300000, 0, 99), -1);
+	assert_int_equal(s.d.state, HS_PHASE);
+
+	/* cadence=0: the plain rule, 4 periods of 30 s, then 2 min of window */
+	sim_init(&s);
+	metrics_job(&s, 2000, 40, 0);
+	s.c.cadence_k = 0;
+	took = until(&s, HV_SUSPECTED, 400000, 0, 0);
+	assert_true(took >= 120000);
+
+	/* irregular heartbeats every 1–3 s: the median gap is the cadence */
+	sim_init(&s);
+	hang_cfg_default(&s.c);
+	for (int i = 0; i < 12; i++) {
+		s.heartbeat = (s.t + 1000 + (i % 3) * 1000) * 1000000;
+		step(&s, 1000 + (i % 3) * 1000, 0, 0);
+	}
+	assert_int_equal(s.d.cadence_ms, 2000);
 }
 
 static void test_hang__settings(void **state)
@@ -273,11 +470,19 @@ static void test_hang__settings(void **state)
 	assert_int_equal(hang_setting(o, "windw", "1m"), FERRY_EINVALID);
 	assert_non_null(strstr(ferry_error_last(), "hang has no setting \"windw\""));
 	assert_int_equal(hang_setting(o, "phase.Bad Name", "1m"), FERRY_EINVALID);
+	assert_int_equal(hang_setting(o, "clear", "0"), FERRY_EINVALID);
+	assert_string_equal(ferry_error_last(), "hang clear \"0\" must be a whole number from 1 to 100 "
+			    "(non-flat looks in a row that clear a suspicion)");
+	assert_int_equal(hang_setting(o, "cadence", "x"), FERRY_EINVALID);
+	assert_int_equal(hang_setting(o, "clear", "5"), 0);
+	assert_int_equal(hang_setting(o, "cadence", "0"), 0);
 	hang_cfg_default(&c);
 	assert_int_equal(hang_cfg_apply(&c, o), 0);
 	assert_int_equal(c.period_ms, 45000);
 	assert_int_equal(c.warmup_ms, 0);
 	assert_int_equal(c.action, HANG_RESTART);
+	assert_int_equal(c.clear_looks, 5);
+	assert_int_equal(c.cadence_k, 0);
 	for (int k = 0; k < c.nphases; k++)
 		if (strcmp(c.phases[k].name, "eval") == 0)
 			assert_int_equal(c.phases[k].ms, 7200000);
@@ -300,6 +505,9 @@ int main(void)
 		cmocka_unit_test(test_hang__cleared_then_again),
 		cmocka_unit_test(test_hang__disabled),
 		cmocka_unit_test(test_hang__unknown_counters),
+		cmocka_unit_test(test_hang__spinning_by_demand_under_contention),
+		cmocka_unit_test(test_hang__suspicion_holds_through_noise),
+		cmocka_unit_test(test_hang__metrics_cadence),
 		cmocka_unit_test(test_hang__settings),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -1,0 +1,104 @@
+/*
+ * demand — see demand.h. A look reads one small file per thread (two
+ * numbers), builds the new table sorted by thread id and finds each
+ * thread's previous figure by binary search: O(T log T) for T threads, no
+ * allocation. Threads that appeared since the previous look have no
+ * interval to judge and are skipped; those gone are forgotten.
+ */
+#include "monitor/demand.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "lib/util.h"
+
+void demand_init(struct demand *d)
+{
+	memset(d, 0, sizeof(*d));
+}
+
+static int cmp_tid(const void *a, const void *b)
+{
+	const struct demand_thread *x = a, *y = b;
+	return (x->tid > y->tid) - (x->tid < y->tid);
+}
+
+/* "run_ns wait_ns slices": the first two summed, -1 when unreadable */
+static int64_t read_schedstat(const char *path)
+{
+	char buf[128], *end;
+	ssize_t n;
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	long long run, wait;
+
+	if (fd < 0)
+		return -1;
+	n = read(fd, buf, sizeof(buf) - 1);
+	close(fd);
+	if (n <= 0)
+		return -1;
+	buf[n] = '\0';
+	errno = 0;
+	run = strtoll(buf, &end, 10);
+	if (end == buf || *end != ' ')
+		return -1;
+	wait = strtoll(end + 1, &end, 10);
+	if (errno != 0 || (*end != ' ' && *end != '\n') || run < 0 || wait < 0)
+		return -1;
+	return (int64_t)run + (int64_t)wait;
+}
+
+double demand_look(struct demand *d, const char *proc_root, const int *pids, int npids, int64_t now_ms)
+{
+	struct demand_thread prev[DEMAND_THREADS]; /* 8 KiB */
+	int nprev = d->n, n = 0, seen = 0;
+	int64_t dt = d->at_ms ? now_ms - d->at_ms : 0;
+	double best = -1;
+
+	memcpy(prev, d->t, (size_t)nprev * sizeof(prev[0]));
+	for (int i = 0; i < npids && n < DEMAND_THREADS; i++) {
+		char dir[256];
+		DIR *td;
+		struct dirent *de;
+
+		snprintf(dir, sizeof(dir), "%s/%d/task", proc_root, pids[i]);
+		if ((td = opendir(dir)) == NULL)
+			continue;
+		while ((de = readdir(td)) != NULL && n < DEMAND_THREADS) {
+			char path[320];
+			int64_t tid, ns;
+			if (de->d_name[0] < '1' || de->d_name[0] > '9' || parse_int64(de->d_name, &tid) < 0)
+				continue;
+			snprintf(path, sizeof(path), "%s/%lld/schedstat", dir, (long long)tid);
+			if ((ns = read_schedstat(path)) < 0)
+				continue;
+			d->t[n].tid = (int)tid;
+			d->t[n].ns = ns;
+			n++;
+		}
+		closedir(td);
+	}
+	qsort(d->t, (size_t)n, sizeof(d->t[0]), cmp_tid);
+	if (dt > 0) {
+		for (int i = 0; i < n; i++) {
+			struct demand_thread *p = bsearch(&d->t[i], prev, (size_t)nprev, sizeof(prev[0]), cmp_tid);
+			double pct;
+			if (p == NULL || d->t[i].ns < p->ns)
+				continue;
+			seen = 1;
+			pct = (double)(d->t[i].ns - p->ns) * 100.0 / ((double)dt * 1e6);
+			if (pct > best)
+				best = pct;
+		}
+	}
+	d->n = n;
+	d->at_ms = now_ms;
+	if (!seen)
+		return -1;
+	return best > 100 ? 100 : best;
+}

@@ -1,0 +1,44 @@
+/*
+ * demand — how much CPU a job's threads ask for, not how much they get.
+ *
+ * The CPU share (CPU time over wall time) of a thread spinning forever
+ * falls and swings when other work competes for the cores: beside two
+ * other busy processes on 2 cores it got 37–86 % a sample, so a hang rule
+ * judging the share never saw it flat. Its demand does not: the kernel's
+ * per-thread scheduler statistics (/proc/PID/task/TID/schedstat: time on a
+ * CPU and time waiting in a run queue, in ns) add up to the wall time for
+ * a thread that is always runnable, whatever share it gets.
+ *
+ * demand_look gives the busiest thread's runnable time over the interval
+ * since the previous look, in percent of it: ~100 for a spinning thread on
+ * any machine, ~0 for one asleep in a deadlock, in between (and varying)
+ * for work that sleeps on IO or a timer. No state outside struct demand;
+ * proc_root is "/proc" (tests give a tree of their own).
+ */
+#ifndef FERRY_DEMAND_H
+#define FERRY_DEMAND_H
+
+#include <stdint.h>
+
+#define DEMAND_THREADS 512 /* threads followed per job; more are not judged */
+
+struct demand {
+	int64_t at_ms; /* the previous look, 0 before one */
+	int n;
+	struct demand_thread {
+		int tid;
+		int64_t ns; /* on a CPU + waiting for one, since the thread started */
+	} t[DEMAND_THREADS];
+};
+
+void demand_init(struct demand *d);
+
+/*
+ * One look at every thread of pids at now_ms (monotonic): the busiest
+ * thread's demand in percent (0–100) since the previous look, or -1 when
+ * there is none to compare with (the first look, no thread seen in both,
+ * or no schedstat: a kernel without CONFIG_SCHED_INFO).
+ */
+double demand_look(struct demand *d, const char *proc_root, const int *pids, int npids, int64_t now_ms);
+
+#endif
