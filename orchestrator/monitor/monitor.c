@@ -74,6 +74,7 @@ struct mon_job {
 	int acted;                    /* a kill was asked: nothing more to judge */
 	int dirty;                    /* something to write now (a rule fired) */
 	int marks;                    /* its metrics file or heartbeat has been seen */
+	int64_t marks_checked_ms;     /* … last looked for (at most once a second) */
 	struct {
 		int64_t t;
 		double u;
@@ -717,13 +718,16 @@ int64_t monitor_round(struct monitor *m, PGconn *conn, struct exec_job *const *j
 			continue;
 		/*
 		 * A job's first progress mark (its metrics file or heartbeat
-		 * appearing) is looked at at once, in the round that sees it: its
-		 * cadence is learned from there (hang_look_ms), not a period later.
+		 * appearing) is looked at at once, in the round that sees it (looked
+		 * for once a second): its cadence is learned from there
+		 * (hang_look_ms), not a period later.
 		 */
-		if (!mj->marks && mj->cfg.cadence_k > 0 && now < mj->next_ms &&
-		    (file_mtime_ns(mj->dir, "metrics.jsonl") >= 0 || file_mtime_ns(mj->dir, "heartbeat") >= 0)) {
-			mj->marks = 1;
-			mj->next_ms = now;
+		if (!mj->marks && mj->cfg.cadence_k > 0 && now < mj->next_ms && now - mj->marks_checked_ms >= 1000) {
+			mj->marks_checked_ms = now;
+			if (file_mtime_ns(mj->dir, "metrics.jsonl") >= 0 || file_mtime_ns(mj->dir, "heartbeat") >= 0) {
+				mj->marks = 1;
+				mj->next_ms = now;
+			}
 		}
 		if (now >= mj->next_ms) {
 			look(m, conn, mj, j, now);

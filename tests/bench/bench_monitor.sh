@@ -31,7 +31,7 @@
 #    (no IO, 100 % runnable) while two other processes spin beside it, each
 #    in its own session, under the test configuration: seconds from its last
 #    write to monitor.hung (judged on its threads' demand, monitor.md).
-# Everything it started is stopped at the end. BENCH_KEEP=1 keeps the directory.
+# DETECT=0 measures the sampler's cost alone. Everything it started is stopped at the end. BENCH_KEEP=1 keeps the directory.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 ROOT=$PWD
@@ -163,6 +163,9 @@ print('%.3f %.4f' % (d, d / 15))        # the default samples every 15 s
 " "$on" "$off" "$HZ" "$WINDOW")
 
 # ---- detection ----------------------------------------------------------------
+# the job runs as its own user (FERRY_JOB_USER): the marks go where it may write
+mkdir -p "$WORK/marks"
+chmod 1777 "$WORK/marks"
 cat >"$WORK/hang.py" <<'PY'
 import os, sys, time
 # sleep, spin: writes for 3 s, notes when it stopped, then sleeps or spins
@@ -192,7 +195,7 @@ detect() {
 	local id mode=$1 mark
 	shift
 	start_daemon "$@"
-	mark="$WORK/last-write.$DB"
+	mark="$WORK/marks/last-write.$DB"
 	printf 'name: hang\nsteps:\n  - name: train\n    kind: train\n    command: [python3, %s, %s, %s]\n' \
 		"$WORK/hang.py" "$mark" "$mode" >"$WORK/hang.yaml"
 	id=$(submit "$WORK/hang.yaml")
@@ -207,6 +210,11 @@ detect() {
 	python3 -c "import sys; print('%.1f' % (float(sys.argv[1]) - float(open(sys.argv[2]).read())))" "$at" "$mark"
 }
 
+if [ "${DETECT:-1}" = 0 ]; then # the sampler's cost alone
+	printf '{"bench":"monitor","jobs":%d,"window_s":%d,"sampler_cpu_pct_per_32_jobs":%s,"sampler_cpu_pct_per_32_jobs_1s":%s}\n' \
+		"$JOBS" "$WINDOW" "$pct_default" "$pct_1s"
+	exit 0
+fi
 TEST_RULE="period=1s,periods=3,window=3s,confirm=2s,warmup=2s"
 test_s=$(detect sleep FERRY_HANG="$TEST_RULE")
 # two competitors, each in its own session (an autogroup of its own, as other users' work)

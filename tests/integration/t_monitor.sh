@@ -21,6 +21,10 @@
 # that alternates busy and idle seconds has a variance near 2,500)
 MON_HANG="period=1s,periods=3,window=3s,confirm=2s,warmup=2s,variance=400"
 
+# the tests of what follows a hang (actions, restarts, the CLI) on an idle job need no more than
+# half these times: an idle job's share and demand are flat at 0 on any machine
+MON_FAST="period=500ms,periods=2,window=1500ms,confirm=1s,warmup=1s,variance=400"
+
 mon_daemon() { start_daemon a FERRY_HANG="${1:-$MON_HANG}" FERRY_LOW_UTIL="${2:-window=3s,every=1h,below=50}"; }
 
 # mon RUN STEP EXPR: evaluates EXPR over the step's monitor document
@@ -143,7 +147,7 @@ PY
 # Python traceback (gdb's py-bt, python3-dbg), the summary names the
 # function and line, and says the GIL is free (every thread waits).
 test_monitor_python_job_evidence_names_the_blocked_line() {
-	mon_daemon
+	mon_daemon "$MON_FAST"
 	f=$(py_step pyhang <<'PY'
 import threading
 def wait_for_batch(ev):
@@ -312,7 +316,7 @@ PY
 }
 
 test_monitor_restart_resumes_from_checkpoint_and_gives_up_after_3() {
-	mon_daemon
+	mon_daemon "$MON_FAST"
 	# each attempt counts itself in its checkpoint, says where it resumed, then hangs
 	f=$(py_step restarting "    hang: {on_hang: restart}" <<'PY'
 import os, time
@@ -337,7 +341,7 @@ PY
 }
 
 test_monitor_fail_fails_the_step_without_retry() {
-	mon_daemon
+	mon_daemon "$MON_FAST"
 	f=$(one_step failing 'exec sleep 1000' "    retry: 2
     hang: {on_hang: fail}")
 	id=$(submit "$f")
@@ -376,7 +380,7 @@ PY
 }
 
 test_monitor_cli_and_metrics_show_the_detector() {
-	mon_daemon
+	mon_daemon "$MON_FAST"
 	f=$(one_step clihang 'echo started; exec sleep 1000')
 	id=$(submit "$f")
 	# follow it live in the background while it is judged
@@ -569,7 +573,7 @@ Y
 
 test_monitor_events_posted_to_the_notify_webhook() {
 	url=$(start_receiver) # t_notify.sh's: its first POST answered 500 (retried), bodies to posts
-	start_daemon a FERRY_HANG="$MON_HANG" FERRY_LOW_UTIL="window=1h" FERRY_NOTIFY_WEBHOOK="$url"
+	start_daemon a FERRY_HANG="$MON_FAST" FERRY_LOW_UTIL="window=1h" FERRY_NOTIFY_WEBHOOK="$url"
 	id=$(submit "$(one_step posted 'exec sleep 1000')")
 	wait_event "$id" train monitor.hung 20
 	for _ in $(seq 1 50); do grep -q '"monitor.hung"' "$FERRY_HOME/posts" 2>/dev/null && break; sleep 0.1; done
