@@ -309,14 +309,16 @@ dc_metric() {
 }
 
 # A hit on unchanged data reads no byte of it: the fingerprint comes from the
-# stat memo. Data written just before a run is read in full (racily clean).
-# Its second run must end within the racy window: alone, after the lanes.
-# group solo: test_datacache_hit_reads_metadata_only
+# stat memo. Data changed within the racy window (2 s) of a run is read in
+# full and not remembered. (Its mtime is set a minute ahead, so the first two
+# runs find it racy however slow this machine is; then a minute back, and
+# the change of its ctime is waited out.)
 test_datacache_hit_reads_metadata_only() {
 	start_daemon a
 	W="$FERRY_HOME/work"
 	mkdir -p "$W/data"
 	echo "1,2,3" >"$W/data/a.csv"
+	touch -d "+1 minute" "$W/data/a.csv"
 	f=$(wf dcm <<'Y'
 name: dcm
 steps:
@@ -329,7 +331,8 @@ Y
 	id=$(dc_submit "$W" "$f")
 	wait_run "$id" succeeded 20
 	assert_eq "$(dc_metric ferry_fingerprint_reads_total)" 2 "and not remembered while it may still change"
-	sleep 2.5 # the data is now older than the racy window
+	touch -d "-1 minute" "$W/data/a.csv"
+	sleep 2.5 # the data (its ctime, set by touch) is now older than the racy window
 	id=$(dc_submit "$W" "$f")
 	wait_run "$id" succeeded 20
 	assert_eq "$(dc_metric ferry_fingerprint_reads_total)" 3 "read once more, now remembered"

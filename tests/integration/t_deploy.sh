@@ -8,8 +8,6 @@
 # before, and the traffic checks count requests under load; two of these at
 # once race for ports and starve each other's model servers.
 # group: deploy
-# Auto-stop after 3 s must not overtake the second version's deploy: alone, after the lanes.
-# group solo: test_deploy_auto_stop_and_start_again
 
 # deploy_down: daemons first, then every replica (their supervisors lead
 # their process groups) and this home's HAProxy
@@ -560,9 +558,20 @@ test_deploy_patch_validation() {
 }
 
 # auto-stop (an hour of 3 s here, so the warning comes 0.5 s before): replicas stopped, the front port freed; start brings it back with its weights
+# Two versions deployed with no auto-stop, then one set (an "hour" is 3 s
+# here): a warning, the stop, then started again with the same weights. (The
+# deadline is set after the deploys, so a slow machine cannot let it pass
+# between them.)
 test_deploy_auto_stop_and_start_again() {
 	url=$(start_receiver)
-	DAEMON_ENV="FERRY_TEST_AUTO_STOP_UNIT_S=3 FERRY_NOTIFY_WEBHOOK=$url" two_versions
+	deploy_up
+	start_daemon a FERRY_TEST_AUTO_STOP_UNIT_S=3 FERRY_NOTIFY_WEBHOOK="$url"
+	id=$(submit "$(deploy_wf 20 "    auto_stop: never")")
+	wait_run "$id" succeeded 120
+	id2=$(submit "$(deploy_wf 20 "    auto_stop: never")" '{"C": "5"}')
+	wait_run "$id2" succeeded 120
+	api PATCH /api/v1/deployments/1 '{"auto_stop": "1h"}'
+	assert_eq "$CODE" 200 "auto_stop 1h: $BODY"
 	port=$(front_port)
 	for _ in $(seq 1 100); do
 		[ "$(dep_json | json 'j["state"]')" = stopped ] && break
