@@ -206,6 +206,7 @@ PY
 )
 	id=$(submit "$f")
 	wait_run "$id" succeeded 40
+	[ "$(mon_events "$id" train monitor.suspected)" = 0 ] || { mon "$id" train '[(s["util"], s.get("demand"), s["state"], s["at_ms"] % 100000) for s in j["samples"]]' >&2; sql "SELECT at, kind, detail->>'message' FROM events WHERE run_id = $id AND kind LIKE 'monitor.%' ORDER BY id" >&2; }
 	assert_eq "$(mon_events "$id" train monitor.suspected)" 0 "varying utilization is work, not a hang"
 	assert_match "$(sql "SELECT why FROM attempt_monitor a JOIN steps s ON s.id = a.step_id WHERE s.run_id = $id")" \
 		'busy' "stage 2 judged it busy: quiet, but utilization varies"
