@@ -618,11 +618,15 @@ enum hang_verdict hang_feed(struct hang_det *d, const struct hang_cfg *c, const 
 		return HV_NONE;
 	}
 	/*
-	 * idle: the share it gets, flat and low — and what it asks for low too
-	 * (a thread starved on a crowded machine gets little but wants a core);
+	 * idle: the share it gets, flat and low — and what it asks for flat and
+	 * low too (a thread starved on a crowded machine gets little but wants a
+	 * core; one that computes half of each second gets a third of a core
+	 * then, a share whose swing is under the variance bound, while what it
+	 * asks for swings between 0 and 100);
 	 * spinning: what it asks for, flat and high
 	 */
-	idle = d->variance <= c->flat_var && d->median <= c->low_pct && (!d->has_demand || d->dmedian <= c->low_pct);
+	idle = d->variance <= c->flat_var && d->median <= c->low_pct &&
+	       (!d->has_demand || (d->dvariance <= c->flat_var && d->dmedian <= c->low_pct));
 	spin = !idle && d->dvariance <= c->flat_var && d->dmedian >= c->high_pct;
 	if (idle || spin) {
 		int n = snprintf(d->why, sizeof(d->why), "no change of rchar, wchar, read_bytes, write_bytes, log, "

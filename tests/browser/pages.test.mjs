@@ -8,6 +8,7 @@
 // second, so the tick history is real), a data trigger by registering a
 // workflow that declares one. Screenshots at 1280 and 375 px to $FERRY_SHOTS.
 import { writeFileSync, mkdirSync } from 'node:fs';
+import { execSync } from 'node:child_process';
 import {
   URL_BASE, SHOTS, ROOT, test, assert, eq, api, waitRun, namedToken, launch, signedIn, watch, consoleErrors, done,
 } from './harness.mjs';
@@ -231,6 +232,28 @@ try {
     await page.locator('#dep-versions tr[data-version="0.0.1"]', { hasText: '1 of 1 healthy' }).waitFor();
     await narrow(page, `#/deployments/${id}`, 'deployment', '#dep-versions');
     await narrow(page, '#/deployments', 'deployments', '#deployments');
+  });
+
+  await test('a replica killed and restarted: ✓ healthy, its last error said as what happened before the restart, not in red', async () => {
+    const id = (await api('GET', '/api/v1/deployments')).json.find((d) => d.model === 'tiny').id;
+    const rep = () => api('GET', `/api/v1/deployments/${id}`).then((r) => r.json.versions[0].replica_list[0]);
+    const port = (await rep()).port;
+    const pid = execSync(`ss -ltnpH 'sport = :${port}'`).toString().match(/pid=(\d+)/);
+    assert(pid, `a process listens on the replica's port ${port}`);
+    process.kill(Number(pid[1]), 'SIGKILL');
+    const end = Date.now() + 30000;
+    let r = await rep();
+    while (Date.now() < end && !(r.restarts >= 1 && r.health === 'healthy')) {
+      await new Promise((ok) => setTimeout(ok, 200));
+      r = await rep();
+    }
+    assert(r.restarts >= 1 && r.health === 'healthy' && r.last_error, `restarted and healthy, its error kept: ${JSON.stringify(r)}`);
+    await page.goto(`${URL_BASE}/ui/#/deployments/${id}`);
+    const li = page.locator('#dep-versions li[data-replica="1"]');
+    await li.filter({ hasText: 'before its last restart' }).waitFor({ timeout: 10000 });
+    const text = await li.innerText();
+    assert(/✓\s*healthy/.test(text) && text.includes(`before its last restart: ${r.last_error}`), `the replica's line: ${text}`);
+    eq(await li.locator('.error').count(), 0, 'no red error beside a healthy replica');
   });
 
   await test('a viewer: the deployment\'s buttons are disabled, and a forced one shows the API\'s 403 message', async () => {

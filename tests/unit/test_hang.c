@@ -308,6 +308,22 @@ static void test_hang__spinning_by_demand_under_contention(void **state)
 	assert_int_equal(s.d.state, HS_SUSPECTED);
 	assert_non_null(strstr(s.d.why, "spinning"));
 
+	/*
+	 * busy half of each 2 s on a crowded machine (a full run's samples, 500 ms
+	 * apart): the share swings 0–33 %, under a variance bound of 400 and with
+	 * its median low; the demand swings 0–100 %: busy, not idle
+	 */
+	sim_init(&s);
+	s.c.flat_var = 400;
+	{
+		static const double sh[] = {29.9, 33.2, 2.0, 0.0}, dm[] = {94.1, 98.3, 5.6, 0.0};
+		for (i = 0; i < 160; i++) {
+			s.demand = dm[(i / 2) % 4];
+			assert_int_not_equal(step(&s, 250, 0, sh[(i / 2) % 4]), HV_SUSPECTED);
+		}
+	}
+	assert_int_equal(s.d.state, HS_QUIET);
+
 	/* idle is judged on the share: asleep gets nothing and asks for nothing */
 	sim_init(&s);
 	s.demand = 0;
