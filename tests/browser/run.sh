@@ -18,7 +18,7 @@ cleanup() {
 	done
 	# what a deploy step left running (replicas, HAProxy): killed once the daemon is gone
 	declare -F stop_deployments >/dev/null && stop_deployments "$SUITE/console"
-	FERRY_HOME="$SUITE/pg" "$ROOT/bin/ferryd" db stop >/dev/null 2>&1
+	if declare -F pg_stop_now >/dev/null; then pg_stop_now "$SUITE/pg"; else FERRY_HOME="$SUITE/pg" "$ROOT/bin/ferryd" db stop >/dev/null 2>&1; fi
 	[ -n "${KEEP:-}" ] || rm -rf "$SUITE"
 }
 trap cleanup EXIT

@@ -101,7 +101,7 @@ cleanup() {
 		g=${f#"$SUITE"/group.}; g=${g%.up}
 		declare -F "group_teardown_$g" >/dev/null && "group_teardown_$g" >/dev/null 2>&1
 	done
-	FERRY_HOME="$SUITE/pg" "$ROOT/bin/ferryd" db stop >/dev/null 2>&1
+	pg_stop_now "$SUITE/pg"
 	pkill -9 -f "$SUITE/" 2>/dev/null
 	[ -n "${KEEP:-}" ] || rm -rf "$SUITE"
 }
