@@ -51,7 +51,8 @@ struct seen {
 static void usage(FILE *f)
 {
 	fprintf(f, "usage: ferry dev run FILE [--only STEP | --from STEP | --to STEP] [--reuse RUN]\n"
-		   "                      [--reuse-anyway] [--step | --break STEP]... [-p NAME=VALUE]...\n\n"
+		   "                      [--reuse-anyway] [--step | --break STEP]... [--retries]\n"
+		   "                      [-p NAME=VALUE]...\n\n"
 		   "Runs the workflow in-process on the embedded database, printing each step\n"
 		   "transition and streaming step logs. With --only or --from, the steps above\n"
 		   "the selection are not run: their outputs, metrics and cache sessions come\n"
@@ -61,6 +62,9 @@ static void usage(FILE *f)
 		   "inputs is named with the params that differ, and reused only with\n"
 		   "--reuse-anyway (the reused steps' reason says so). Exit status: 0\n"
 		   "succeeded, 1 failed or stopped, 2 usage or validation error.\n\n"
+		   "A dev run fails fast: a step that fails is not tried again whatever its\n"
+		   "retry: says (the failure is what is being debugged); --retries keeps\n"
+		   "the steps' retries, as a run submitted to the daemon has them.\n\n"
 		   "--step pauses before every step, --break STEP (repeatable, or NAME,NAME)\n"
 		   "before the named ones: it shows the step's rendered command, working\n"
 		   "directory, environment and the upstream outputs it reads, and reads an\n"
@@ -68,7 +72,7 @@ static void usage(FILE *f)
 		   "from --reuse RUN or the newest run in which it succeeded), h (a shell in\n"
 		   "its working directory with its environment), q (quit: stop the run).\n\n"
 		   "examples:\n"
-		   "  ferry dev run workflows/hello.yaml\n"
+		   "  ferry dev run workflows/hello.yaml --retries\n"
 		   "  ferry dev run workflows/hello.yaml --only greet -p who=ferry\n"
 		   "  ferry dev run workflows/hello.yaml --from join\n"
 		   "  ferry dev run workflows/digits.yaml --only train --reuse 12\n"
@@ -276,6 +280,7 @@ int dev_main(int argc, char **argv)
 		{"reuse-anyway", no_argument, NULL, 'A'},
 		{"step", no_argument, NULL, 'S'},
 		{"break", required_argument, NULL, 'B'},
+		{"retries", no_argument, NULL, 'R'},
 		{"param", required_argument, NULL, 'p'},
 		{"help", no_argument, NULL, 'h'},
 		{NULL, 0, NULL, 0},
@@ -292,7 +297,8 @@ int dev_main(int argc, char **argv)
 	PGconn *conn = NULL;
 	size_t len = 0;
 	int64_t run_id = 0, reused_from = 0, started;
-	int c, status = 2, subsets = 0, stop_sent = 0, pg_started = 0, stepping = 0;
+	int c, status = 2, subsets = 0, stop_sent = 0, pg_started = 0, stepping = 0, keep_retries = 0;
+	int retries_dropped = 0;
 	struct sigaction sa;
 	struct dev_stepper stepper;
 
@@ -324,6 +330,7 @@ int dev_main(int argc, char **argv)
 			}
 			break;
 		case 'A': rn.reuse_anyway = 1; break;
+		case 'R': keep_retries = 1; break;
 		case 'S': stepper.all = 1; break;
 		case 'B':
 			if (dev_stepper_add_breaks(&stepper, optarg) < 0) {
@@ -388,6 +395,8 @@ int dev_main(int argc, char **argv)
 	rn.actor = getenv("USER") ? getenv("USER") : "dev";
 	rn.workdir = absdir;
 	rn.reused_from = &reused_from;
+	rn.no_retries = !keep_retries;
+	rn.retries_dropped = &retries_dropped;
 	rn.dev_lease_ms = eo.lease_ms;
 	if (runs_create(&run_id, conn, &rn, &errs) < 0) {
 		for (size_t i = 0; i < errs.len; i++)
@@ -402,6 +411,9 @@ int dev_main(int argc, char **argv)
 		       (long long)run_id, file, (long long)reused_from);
 	else
 		printf("run %lld (dev) of %s\n", (long long)run_id, file);
+	if (retries_dropped > 0)
+		printf("a dev run fails fast: the retry: of %d step%s is not applied (--retries applies it)\n",
+		       retries_dropped, retries_dropped == 1 ? "" : "s");
 	eo.run_filter = run_id;
 	eo.poll_ms = 200;
 	if (engine_new(&e, &eo, conninfo) < 0) {

@@ -1,9 +1,11 @@
 /*
  * demand — see demand.h. A look reads one small file per thread (two
- * numbers), builds the new table sorted by thread id and finds each
- * thread's previous figure by binary search: O(T log T) for T threads, no
- * allocation. Threads that appeared since the previous look have no
- * interval to judge and are skipped; those gone are forgotten.
+ * numbers), each timed on its own (so the reader's being descheduled
+ * between threads or before the look costs nothing), builds the new table
+ * sorted by thread id and finds each thread's previous figure by binary
+ * search: O(T log T) for T threads, no allocation. Threads that appeared
+ * since the previous look have no interval to judge and are skipped; those
+ * gone are forgotten.
  */
 #include "monitor/demand.h"
 
@@ -13,6 +15,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "lib/util.h"
@@ -53,11 +56,39 @@ static int64_t read_schedstat(const char *path)
 	return (int64_t)run + (int64_t)wait;
 }
 
-double demand_look(struct demand *d, const char *proc_root, const int *pids, int npids, int64_t now_ms)
+static int64_t mono_ns(void)
 {
-	struct demand_thread prev[DEMAND_THREADS]; /* 8 KiB */
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+/*
+ * One thread's figure and the time it was read: the clock read just before
+ * and after its file, the midpoint kept; a read that took longer than
+ * READ_SLOP_NS (this thread was descheduled in between) is done once more.
+ */
+#define READ_SLOP_NS 2000000
+static int64_t read_timed(const char *path, int64_t fixed_ns, int64_t *at)
+{
+	int64_t ns = -1, t0, t1;
+
+	for (int k = 0; k < 2; k++) {
+		t0 = fixed_ns >= 0 ? fixed_ns : mono_ns();
+		ns = read_schedstat(path);
+		t1 = fixed_ns >= 0 ? fixed_ns : mono_ns();
+		*at = t0 + (t1 - t0) / 2;
+		if (ns < 0 || t1 - t0 <= READ_SLOP_NS)
+			break;
+	}
+	return ns;
+}
+
+double demand_look(struct demand *d, const char *proc_root, const int *pids, int npids, int64_t now_ns)
+{
+	struct demand_thread prev[DEMAND_THREADS]; /* 12 KiB */
 	int nprev = d->n, n = 0, seen = 0;
-	int64_t dt = d->at_ms ? now_ms - d->at_ms : 0;
 	double best = -1;
 
 	memcpy(prev, d->t, (size_t)nprev * sizeof(prev[0]));
@@ -71,33 +102,31 @@ double demand_look(struct demand *d, const char *proc_root, const int *pids, int
 			continue;
 		while ((de = readdir(td)) != NULL && n < DEMAND_THREADS) {
 			char path[320];
-			int64_t tid, ns;
+			int64_t tid, ns, at;
 			if (de->d_name[0] < '1' || de->d_name[0] > '9' || parse_int64(de->d_name, &tid) < 0)
 				continue;
 			snprintf(path, sizeof(path), "%s/%lld/schedstat", dir, (long long)tid);
-			if ((ns = read_schedstat(path)) < 0)
+			if ((ns = read_timed(path, now_ns, &at)) < 0)
 				continue;
 			d->t[n].tid = (int)tid;
 			d->t[n].ns = ns;
+			d->t[n].at_ns = at;
 			n++;
 		}
 		closedir(td);
 	}
 	qsort(d->t, (size_t)n, sizeof(d->t[0]), cmp_tid);
-	if (dt > 0) {
-		for (int i = 0; i < n; i++) {
-			struct demand_thread *p = bsearch(&d->t[i], prev, (size_t)nprev, sizeof(prev[0]), cmp_tid);
-			double pct;
-			if (p == NULL || d->t[i].ns < p->ns)
-				continue;
-			seen = 1;
-			pct = (double)(d->t[i].ns - p->ns) * 100.0 / ((double)dt * 1e6);
-			if (pct > best)
-				best = pct;
-		}
+	for (int i = 0; i < n; i++) {
+		struct demand_thread *p = bsearch(&d->t[i], prev, (size_t)nprev, sizeof(prev[0]), cmp_tid);
+		double pct;
+		if (p == NULL || d->t[i].ns < p->ns || d->t[i].at_ns <= p->at_ns)
+			continue;
+		seen = 1;
+		pct = (double)(d->t[i].ns - p->ns) * 100.0 / (double)(d->t[i].at_ns - p->at_ns);
+		if (pct > best)
+			best = pct;
 	}
 	d->n = n;
-	d->at_ms = now_ms;
 	if (!seen)
 		return -1;
 	return best > 100 ? 100 : best;

@@ -12,8 +12,12 @@
  * demand_look gives the busiest thread's runnable time over the interval
  * since the previous look, in percent of it: ~100 for a spinning thread on
  * any machine, ~0 for one asleep in a deadlock, in between (and varying)
- * for work that sleeps on IO or a timer. No state outside struct demand;
- * proc_root is "/proc" (tests give a tree of their own).
+ * for work that sleeps on IO or a timer. The kernel adds a wait to
+ * run_delay when it ends (the thread runs again): a look taken while the
+ * thread waits misses that wait and the next look has it, so single looks
+ * of a spinning thread on a crowded machine read 85–100 % and their sum is
+ * exact. No state outside struct demand; proc_root is "/proc" (tests give
+ * a tree of their own).
  */
 #ifndef FERRY_DEMAND_H
 #define FERRY_DEMAND_H
@@ -23,22 +27,26 @@
 #define DEMAND_THREADS 512 /* threads followed per job; more are not judged */
 
 struct demand {
-	int64_t at_ms; /* the previous look, 0 before one */
 	int n;
 	struct demand_thread {
 		int tid;
-		int64_t ns; /* on a CPU + waiting for one, since the thread started */
+		int64_t ns;    /* on a CPU + waiting for one, since the thread started */
+		int64_t at_ns; /* when that was read (monotonic) */
 	} t[DEMAND_THREADS];
 };
 
 void demand_init(struct demand *d);
 
 /*
- * One look at every thread of pids at now_ms (monotonic): the busiest
- * thread's demand in percent (0–100) since the previous look, or -1 when
- * there is none to compare with (the first look, no thread seen in both,
- * or no schedstat: a kernel without CONFIG_SCHED_INFO).
+ * One look at every thread of pids: the busiest thread's demand in percent
+ * (0–100) since the previous look, or -1 when there is none to compare with
+ * (the first look, no thread seen in both, or no schedstat: a kernel
+ * without CONFIG_SCHED_INFO). now_ns is the time of the look (monotonic,
+ * tests give their own), or < 0: each thread's file is timed as it is read
+ * — a caller's earlier timestamp would count the time the reader was
+ * descheduled as time the threads did not run (a spinning thread measured
+ * at 83 % on a loaded machine).
  */
-double demand_look(struct demand *d, const char *proc_root, const int *pids, int npids, int64_t now_ms);
+double demand_look(struct demand *d, const char *proc_root, const int *pids, int npids, int64_t now_ns);
 
 #endif

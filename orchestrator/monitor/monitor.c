@@ -540,7 +540,7 @@ static void look(struct monitor *m, PGconn *conn, struct mon_job *mj, const stru
 			gutil = -1;
 		}
 		/* what its threads ask for (CPU jobs; a GPU's utilization is judged as it is) */
-		o.demand = npids > 0 ? demand_look(&mj->demand, "/proc", pids, npids, now) : -1;
+		o.demand = npids > 0 ? demand_look(&mj->demand, "/proc", pids, npids, -1) : -1;
 		free(pids);
 	}
 	if (gutil >= 0) {

@@ -194,6 +194,12 @@ int runs_create(int64_t *out_id, PGconn *conn, const struct runs_new *rn, cfg_er
 	in.env = git_env = run_git_env(rn->origin, rn->workdir);
 	if ((error = run_plan_make(&plan, &in, errs)) < 0)
 		goto out;
+	if (rn->no_retries)
+		for (size_t i = 0; i < plan->nsteps; i++) {
+			if (plan->steps[i].retry_limit > 0 && rn->retries_dropped)
+				(*rn->retries_dropped)++;
+			plan->steps[i].retry_limit = 0;
+		}
 	if ((error = run_plan_check_files(plan, workdir)) < 0) {
 		if (rn->bad_field)
 			*rn->bad_field = "workdir";

@@ -34,6 +34,10 @@ struct runs_new {
 	const char *idem_key;  /* Idempotency-Key, or NULL */
 	const char *idem_hash; /* sha256 of the request body, with idem_key */
 	int no_cache;          /* no step of this run comes from the step cache */
+	int no_retries;        /* its steps are not tried again when they fail, whatever their
+	                        * retry: says (a dev run fails fast unless --retries) */
+	int *retries_dropped;  /* with no_retries: where to write how many steps had a retry:
+	                        * that was not applied, or NULL */
 	/* --only/--from dev subsets: the steps above the selection (plan.h's
 	 * reuse) take their results from run reuse_run, or, when 0, from the
 	 * newest run of the same workflow in which they all succeeded. */

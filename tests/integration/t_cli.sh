@@ -95,7 +95,7 @@ test_cli_unreachable_daemon() {
 test_dev_run_whole_and_subsets() {
 	unset FERRY_DATABASE_URL
 	export FERRY_DATABASE_URL="${PG_CONN/dbname=ferry/dbname=t_test_dev_run_whole_and_subsets}"
-	out=$(ferry dev run "$ROOT/workflows/hello.yaml" -p who=dev)
+	out=$(ferry dev run "$ROOT/workflows/hello.yaml" -p who=dev --retries)
 	echo "$out"
 	assert_match "$out" 'greet +\| hello, dev' "streams step logs"
 	assert_match "$out" 'flaky +running' "transitions"
@@ -109,7 +109,7 @@ test_dev_run_whole_and_subsets() {
 	id=$(echo "$out" | sed -n 's/^run \([0-9]*\) (dev).*/\1/p')
 	to=$id
 	assert_eq "$(sql "SELECT string_agg(name || '=' || state, ' ' ORDER BY idx) FROM steps WHERE run_id = $id")" "greet=succeeded count=succeeded flaky=skipped join=skipped" "--to"
-	out=$(ferry dev run "$ROOT/workflows/hello.yaml" --from flaky)
+	out=$(ferry dev run "$ROOT/workflows/hello.yaml" --from flaky --retries)
 	id=$(echo "$out" | sed -n 's/^run \([0-9]*\) (dev).*/\1/p')
 	assert_eq "$(sql "SELECT string_agg(name || '=' || state, ' ' ORDER BY idx) FROM steps WHERE run_id = $id")" "greet=succeeded count=succeeded flaky=succeeded join=succeeded" "--from"
 	assert_eq "$(sql "SELECT string_agg(name || ': ' || reason, ', ' ORDER BY idx) FROM steps WHERE run_id = $id AND attempts = 0")" \
@@ -133,6 +133,25 @@ Y
 	assert_eq "$rc" 1 "failed run"
 	assert_match "$out" 'boom +\| about to fail' "log streamed"
 	assert_match "$out" 'exit code 4' "reason shown"
+}
+
+# A dev run fails fast: hello's flaky step (retry: limit 2) fails its first
+# attempt and the run fails, said at the start; --retries keeps the retries
+# (test_dev_run_whole_and_subsets). Before, a dev run waited through each
+# failing step's retries and backoffs.
+test_dev_run_fails_fast_unless_retries() {
+	set +e
+	out=$(ferry dev run "$ROOT/workflows/hello.yaml" 2>&1); rc=$?
+	set -e
+	assert_eq "$rc" 1 "the flaky step fails the dev run"
+	assert_match "$out" 'a dev run fails fast: the retry: of 1 step is not applied \(--retries applies it\)' "said at the start"
+	id=$(echo "$out" | sed -n 's/^run \([0-9]*\) (dev).*/\1/p')
+	assert_eq "$(step_col "$id" flaky attempts)" 1 "one attempt"
+	assert_eq "$(step_col "$id" flaky state)" failed "failed, not retrying"
+	out=$(ferry dev run "$ROOT/workflows/hello.yaml" --retries) || fail "with --retries: $out"
+	id=$(echo "$out" | sed -n 's/^run \([0-9]*\) (dev).*/\1/p')
+	assert_eq "$(step_col "$id" flaky attempts)" 2 "--retries: retried once, as the workflow says"
+	case $out in *"fails fast"*) fail "--retries: no fail-fast line" ;; esac
 }
 # candidate tests for t_cli.sh (ferry logs / ferry continue)
 
