@@ -106,8 +106,9 @@ test_tokens_revoke_and_list() {
 # A token created or revoked counts on every daemon at once: each LISTENs on
 # ferry_tokens (migration 0024). With the fallback re-read a minute away
 # (FERRY_TOKENS_RELOAD_MS), only the notification can make the change
-# count on both daemons within seconds; before, each read every second and
-# a new token was refused for up to a second after `ferryd token create`.
+# count on both daemons within seconds — and within half a second of its
+# creation; before, each read every second and a new token was refused for
+# up to a second after `ferryd token create`.
 test_tokens_take_effect_at_once_on_every_daemon() {
 	start_daemon a FERRY_TOKENS_RELOAD_MS=60000
 	start_another b FERRY_TOKENS_RELOAD_MS=60000
@@ -129,6 +130,17 @@ test_tokens_take_effect_at_once_on_every_daemon() {
 	ferryd token revoke quick 2>/dev/null || fail "revoke"
 	until_code "$ua" 401 || fail "daemon a still takes the revoked token ($code)"
 	until_code "$ub" 401 || fail "daemon b still takes the revoked token ($code)"
+	# and at once, not within a second: three new tokens, each taken within
+	# half a second of `ferryd token create` returning (a reader polling every
+	# second, as before, would pass all three about one time in eight)
+	local i t0 ms
+	for i in 1 2 3; do
+		tok=$(token "soon$i" viewer)
+		t0=$(date +%s%N)
+		until_code "$ua" 200 || fail "daemon a refused new token soon$i ($code)"
+		ms=$((($(date +%s%N) - t0) / 1000000))
+		[ "$ms" -lt 500 ] || fail "new token soon$i was taken after $ms ms"
+	done
 }
 
 test_tokens_default_is_admin() {
