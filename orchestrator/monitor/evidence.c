@@ -238,9 +238,10 @@ static int run_collector(const char *tool, int pid, int64_t left_ms, char before
 
 struct tools {
 	int eu_stack, gdb;
+	int py_left; /* CPython processes that may still get their Python frames */
 };
 
-static json_t *process_entry(int pid, int want_stack, const struct tools *t, int64_t timeout_ms)
+static json_t *process_entry(int pid, int want_stack, struct tools *t, int64_t timeout_ms)
 {
 	char buf[PROC_TEXT_MAX], *stack = NULL, *why = NULL;
 	const char *by = NULL;
@@ -298,11 +299,15 @@ static json_t *process_entry(int pid, int want_stack, const struct tools *t, int
 		}
 		if (by && strcmp(by, "gdb") == 0 && t->eu_stack)
 			json_object_set_new(e, "collector", json_string("gdb"));
-		/* a CPython process: its Python frames too (pystack.h), in what is left of its budget */
-		if (state != 'Z' && state != 'X' && t->gdb && pystack_is_python(pid)) {
+		/*
+		 * a CPython process: its Python frames too (pystack.h), with a budget
+		 * of their own (gdb loads the interpreter's debug symbols: a second
+		 * here, several on a loaded machine)
+		 */
+		if (state != 'Z' && state != 'X' && t->gdb && t->py_left > 0 && pystack_is_python(pid)) {
 			char *pwhy = NULL;
-			int64_t left = until - clock_mono_ms();
-			json_t *py = left > 0 ? pystack_collect(pid, left, &pwhy) : NULL;
+			json_t *py = pystack_collect(pid, timeout_ms * 2, &pwhy);
+			t->py_left--;
 			unstop(pid, state);
 			if (py)
 				json_object_set_new(e, "python", py);
@@ -395,7 +400,7 @@ static json_t *iso_now(void)
 
 json_t *evidence_collect(const int *pids, int npids, const char *log_path, int log_lines, int64_t timeout_ms)
 {
-	struct tools t = {on_path("eu-stack"), on_path("gdb")};
+	struct tools t = {on_path("eu-stack"), on_path("gdb"), EVIDENCE_MAX_PYTHON};
 	json_t *ev, *procs = json_array();
 	char *why = NULL;
 	int listed = 0;

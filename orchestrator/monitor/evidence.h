@@ -14,6 +14,7 @@
 #include "store/workers.h"
 
 #define EVIDENCE_MAX_STACKS 16      /* processes that get a native stack; the rest state and wchan */
+#define EVIDENCE_MAX_PYTHON 4       /* … of which CPython ones that get their Python frames (pystack.h) */
 #define EVIDENCE_MAX_PROCS 256      /* processes listed at all ("processes_omitted" counts the rest) */
 #define EVIDENCE_STACK_MAX 16384    /* bytes of one process's stack text */
 #define EVIDENCE_LOG_BYTES 65536    /* the log tail is taken from the file's last this many bytes */

@@ -159,7 +159,8 @@ PY
 	id=$(submit "$f")
 	wait_event "$id" train monitor.hung 25
 	detail=$(sql "SELECT detail FROM events WHERE run_id = $id AND kind = 'monitor.hung'")
-	py=$(echo "$detail" | json '[p for p in j["evidence"]["processes"] if p.get("python")][0]["python"]')
+	py=$(echo "$detail" | json '[p for p in j["evidence"]["processes"] if p.get("python")][0]["python"]') ||
+		fail "no Python frames in the evidence: $(echo "$detail" | json '[(p["comm"], p.get("python_error")) for p in j["evidence"]["processes"]]')"
 	assert_eq "$(echo "$py" | json 'j["threads"][0]["where"]')" "wait_for_batch ($FERRY_HOME/pyhang.py:3)" \
 		"the blocked thread's innermost frame of the job's own code"
 	assert_match "$(echo "$py" | json 'j["stack"]')" 'ev\.wait\(\)' "the traceback shows the line's code"
