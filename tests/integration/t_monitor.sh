@@ -508,6 +508,10 @@ Y
 	if [ "$ex" != slurm ]; then
 		assert_eq "$(echo "$d" | json '[p["state"] for p in j["evidence"]["processes"] if p["comm"] == "sleep"][0]')" S \
 			"$ex: the container's processes (its cgroup) in the evidence"
+		# what its threads ask for, from their schedstat on this host: asleep, nothing
+		assert_eq "$(mon "$id" train 'max(s["demand"] for s in j["samples"][-5:]) < 5')" true "$ex: its demand sampled, ~0 while it sleeps"
+	else
+		assert_eq "$(mon "$id" train 'len([s for s in j["samples"] if "demand" in s])')" 0 "slurm: no demand (sstat has no run-queue time)"
 	fi
 	api POST "/api/v1/runs/$id/stop"
 	wait_run "$id" stopped 60
