@@ -24,6 +24,21 @@
  * on the daemon's worker pool), and their ratio.
  *
  *   bench_dispatch --slow-neighbour [--artifact-mb MB]
+ *
+ * With --chain N (local executor) it prints chain: N /bin/true steps one
+ * after another, from the run's creation to its end (runs.created_at to
+ * finished_at), five runs, the median: run_ms and per_step_ms.
+ *
+ *   bench_dispatch --chain 40
+ *
+ * With --scale N,N,… it prints scale: one fan-out/fan-in run of each size
+ * (root → N−2 parallel → join) on the executor given, from its creation to
+ * its end: run_s and steps_per_sec per size, and how the cost per step
+ * grows from the smallest to the largest (per_step_growth: 1 is linear);
+ * create_s is the part of it spent creating the run (planning it and
+ * writing its steps, in this process: runs_create).
+ *
+ *   bench_dispatch --scale 1000,5000 [--executor noop|local]
  */
 #include <getopt.h>
 #include <signal.h>
@@ -235,6 +250,77 @@ static void slow_neighbour(int mb)
 	       q99 > 0 ? h99 / q99 : 0);
 }
 
+/* Waits for run id to end (timeout_s); its creation to its end, in seconds (-1: it did not end). */
+static double run_seconds(int64_t id, int timeout_s)
+{
+	char sql[256];
+
+	snprintf(sql, sizeof(sql), "SELECT extract(epoch FROM finished_at - created_at) FROM runs WHERE id = %lld "
+		 "AND state = 'succeeded'", (long long)id);
+	for (int i = 0; i < timeout_s * 100; i++) {
+		double v = sql_double(sql);
+		if (v >= 0)
+			return v;
+		usleep(10 * 1000);
+	}
+	fprintf(stderr, "bench: run %lld did not succeed in %d s\n", (long long)id, timeout_s);
+	return -1;
+}
+
+static int cmp_dbl(const void *a, const void *b)
+{
+	double x = *(const double *)a, y = *(const double *)b;
+	return (x > y) - (x < y);
+}
+
+/* chain: see the header. */
+static void chain_bench(int len, const char *executor, const char *cmd)
+{
+	double ms[5];
+	char *yaml = workflow_yaml("bench-chain40", 0, len, cmd);
+
+	for (int i = 0; i < 5; i++)
+		ms[i] = run_seconds(create_run(yaml), 120) * 1000;
+	free(yaml);
+	qsort(ms, 5, sizeof(ms[0]), cmp_dbl);
+	printf("{\"bench\":\"chain\",\"executor\":\"%s\",\"steps\":%d,\"run_ms\":%.0f,\"per_step_ms\":%.2f,"
+	       "\"run_ms_min\":%.0f,\"run_ms_max\":%.0f}\n", executor, len, ms[2], ms[2] / len, ms[0], ms[4]);
+}
+
+/* scale: see the header. */
+static void scale_bench(const char *sizes, const char *executor, const char *cmd)
+{
+	int n[8], k = 0;
+	double secs[8], create[8];
+	char *copy = xstrdup(sizes), *save = NULL, *tok;
+
+	for (tok = strtok_r(copy, ",", &save); tok && k < 8; tok = strtok_r(NULL, ",", &save))
+		if ((n[k] = (int)strtol(tok, NULL, 10)) >= 3)
+			k++;
+	free(copy);
+	for (int i = 0; i < k; i++) {
+		char *yaml = workflow_yaml("bench-scale", n[i] - 2, 0, cmd);
+		int64_t t0 = clock_mono_us(), id = create_run(yaml);
+		create[i] = (double)(clock_mono_us() - t0) / 1e6;
+		secs[i] = run_seconds(id, 1200);
+		free(yaml);
+	}
+	printf("{\"bench\":\"scale\",\"executor\":\"%s\",\"shape\":\"root, N-2 parallel, join\",\"steps\":[", executor);
+	for (int i = 0; i < k; i++)
+		printf("%s%d", i ? "," : "", n[i]);
+	printf("],\"run_s\":[");
+	for (int i = 0; i < k; i++)
+		printf("%s%.2f", i ? "," : "", secs[i]);
+	printf("],\"create_s\":[");
+	for (int i = 0; i < k; i++)
+		printf("%s%.2f", i ? "," : "", create[i]);
+	printf("],\"steps_per_sec\":[");
+	for (int i = 0; i < k; i++)
+		printf("%s%.0f", i ? "," : "", secs[i] > 0 ? n[i] / secs[i] : 0);
+	printf("],\"per_step_growth\":%.2f}\n",
+	       k > 1 && secs[0] > 0 && secs[k - 1] > 0 ? (secs[k - 1] / n[k - 1]) / (secs[0] / n[0]) : 0);
+}
+
 static double vm_hwm_mb(pid_t pid)
 {
 	char path[64], *buf = NULL, *p;
@@ -255,10 +341,13 @@ int main(int argc, char **argv)
 		{"width", required_argument, NULL, 'w'},
 		{"slow-neighbour", no_argument, NULL, 's'},
 		{"artifact-mb", required_argument, NULL, 'a'},
+		{"chain", required_argument, NULL, 'c'},
+		{"scale", required_argument, NULL, 'S'},
 		{NULL, 0, NULL, 0},
 	};
 	const char *executor = "noop", *cmd;
-	int runs = 200, width = 48, c, slow = 0, artifact_mb = 1024;
+	int runs = 200, width = 48, c, slow = 0, artifact_mb = 1024, chain_len = 0;
+	const char *scale = NULL;
 	char home[] = "/tmp/ferry-bench.XXXXXX", *conninfo = NULL, *yaml, *jobs = NULL;
 	double sps, hop50, hop99, r2r50, r2r99, rss;
 	int64_t chain_id, first_c;
@@ -276,6 +365,10 @@ int main(int argc, char **argv)
 			slow = 1, executor = "local";
 		else if (c == 'a')
 			artifact_mb = (int)strtol(optarg, NULL, 10);
+		else if (c == 'c')
+			chain_len = (int)strtol(optarg, NULL, 10), executor = "local";
+		else if (c == 'S')
+			scale = optarg;
 		else
 			return 2;
 	}
@@ -304,6 +397,15 @@ int main(int argc, char **argv)
 	}
 	daemon = start_daemon(home, jobs, conninfo, executor);
 	usleep(500 * 1000);
+	if (chain_len > 0 || scale) {
+		if (chain_len > 0)
+			chain_bench(chain_len, executor, cmd);
+		else
+			scale_bench(scale, executor, cmd);
+		kill(daemon, SIGTERM);
+		waitpid(daemon, NULL, 0);
+		goto out;
+	}
 	if (slow) {
 		slow_neighbour(artifact_mb);
 		kill(daemon, SIGTERM);

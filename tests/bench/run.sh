@@ -7,6 +7,9 @@ make --no-print-directory "$B/tests/bench_dispatch" "$B/tests/bench_fingerprint"
 "$B/tests/bench_dispatch" --executor noop --runs 200 --width 48
 "$B/tests/bench_dispatch" --executor local --runs 40 --width 48
 "$B/tests/bench_dispatch" --slow-neighbour --artifact-mb 1024
+"$B/tests/bench_dispatch" --chain 40
+"$B/tests/bench_dispatch" --scale 1000,5000 --executor noop
+"$B/tests/bench_dispatch" --scale 1000,5000 --executor local
 tests/bench/api.sh
 tests/bench/executor_podman.sh
 tests/bench/executor_slurm.sh
