@@ -39,6 +39,9 @@
  * writing its steps, in this process: runs_create).
  *
  *   bench_dispatch --scale 1000,5000 [--executor noop|local]
+ *
+ * BENCH_AUTO_EXPLAIN=MS logs the plans of the daemon's statements slower
+ * than MS ms to the cluster's log (BENCH_KEEP=1 keeps it); see main.
  */
 #include <getopt.h>
 #include <signal.h>
@@ -380,6 +383,27 @@ int main(int argc, char **argv)
 	if (db_conninfo(&conninfo, home) < 0 || db_connect(&conn, conninfo) < 0 || db_migrate(conn) < 0) {
 		fprintf(stderr, "bench: %s\n", ferry_error_last());
 		return 1;
+	}
+	/*
+	 * BENCH_AUTO_EXPLAIN=MS: the daemon's statements slower than MS ms are
+	 * logged with their plans (auto_explain, nested statements of the
+	 * functions too, with actual rows) to the cluster's log under the
+	 * bench's home (BENCH_KEEP=1 keeps it): where a slow run's time goes.
+	 */
+	if (getenv("BENCH_AUTO_EXPLAIN")) {
+		char *q = xasprintf("ALTER SYSTEM SET auto_explain.log_min_duration = %d",
+				    (int)strtol(getenv("BENCH_AUTO_EXPLAIN"), NULL, 10));
+		const char *const sets[] = {"LOAD 'auto_explain'",
+			"ALTER SYSTEM SET session_preload_libraries = 'auto_explain'", q,
+			"ALTER SYSTEM SET auto_explain.log_nested_statements = on",
+			"ALTER SYSTEM SET auto_explain.log_analyze = on", "SELECT pg_reload_conf()"};
+		for (size_t i = 0; i < sizeof(sets) / sizeof(sets[0]); i++) {
+			PGresult *r = PQexec(conn, sets[i]);
+			if (PQresultStatus(r) != PGRES_COMMAND_OK && PQresultStatus(r) != PGRES_TUPLES_OK)
+				fprintf(stderr, "bench: %s: %s", sets[i], PQerrorMessage(conn));
+			PQclear(r);
+		}
+		free(q);
 	}
 
 	/*
