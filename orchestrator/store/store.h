@@ -211,8 +211,11 @@ int store_run_id_reserve(int64_t *out, PGconn *conn);
  * *out_id the run (and, when reused_from is not NULL, *reused_from the
  * run its reused steps came from, 0 when none); 1 with *out_id the run the key made
  * first (same body) or FERRY_ECONFLICT; 2 when the occasion hook answered
- * > 0; else a negative code. Nothing is kept unless it returns 0.
+ * > 0; else a negative code. Nothing is kept unless it returns 0. A run
+ * of STORE_ANALYZE_STEPS steps or more has the step tables' statistics
+ * taken again before it commits (see store_runs.c).
  */
+#define STORE_ANALYZE_STEPS 1000
 int store_run_write(int64_t *out_id, int64_t *reused_from, PGconn *conn, const struct run_plan *plan,
 		    const struct store_run_row *row);
 
