@@ -518,7 +518,7 @@ static void look(struct monitor *m, PGconn *conn, struct mon_job *mj, const stru
 			flog_debug("run %lld step %s: metrics file: %s", (long long)mj->run_id, mj->name,
 				   ferry_error_last());
 		free(path);
-		if ((o.metrics_ns = file_mtime_ns(mj->dir, "metrics.jsonl")) >= 0)
+		if ((o.metrics_ns = watch_mtime_ns(mj->watch)) >= 0)
 			o.metrics_lines = watch_lines(mj->watch);
 	}
 
@@ -540,12 +540,12 @@ static void look(struct monitor *m, PGconn *conn, struct mon_job *mj, const stru
 			gutil = -1;
 		}
 		/* what its threads ask for (CPU jobs; a GPU's utilization is judged as it is) */
-		o.demand = npids > 0 ? demand_look(&mj->demand, "/proc", pids, npids, -1) : -1;
+		if (gutil < 0 && npids > 0)
+			o.demand = demand_look(&mj->demand, "/proc", pids, npids, -1);
 		free(pids);
 	}
 	if (gutil >= 0) {
 		o.util = gutil;
-		o.demand = -1;
 	} else if (have && mj->have_prev && now > mj->prev_t && s.cpu_ms >= mj->prev_cpu) {
 		o.util = (double)(s.cpu_ms - mj->prev_cpu) * 100.0 / (double)(now - mj->prev_t);
 		if (mj->cpus > 1)

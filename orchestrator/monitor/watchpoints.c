@@ -90,6 +90,7 @@ struct watch {
 	int64_t offset;
 	bool skipping; /* inside a line over WP_LINE_MAX: drop up to its newline */
 	bool have_file;
+	int64_t mtime_ns; /* of the file the last follow read, -1 when it found none */
 	dev_t dev;
 	ino_t ino;
 	int64_t lines, malformed, skipped_long, ignored, restarts;
@@ -684,6 +685,7 @@ static int follow(struct watch *w, const char *path, bool end)
 	if (path == NULL)
 		return 0;
 	fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY | O_NOFOLLOW); /* the job's file (lib/jobfile.h) */
+	w->mtime_ns = -1;
 	if (fd < 0) {
 		if (errno == ENOENT)
 			return 0; /* the job has written nothing yet, or removed it */
@@ -713,6 +715,7 @@ static int follow(struct watch *w, const char *path, bool end)
 		w->restarts++;
 	}
 	w->have_file = true;
+	w->mtime_ns = (int64_t)st.st_mtim.tv_sec * 1000000000 + st.st_mtim.tv_nsec;
 	w->dev = st.st_dev;
 	w->ino = st.st_ino;
 
@@ -833,6 +836,7 @@ int watch_new(struct watch **out, const json_t *spec)
 	int error = FERRY_EINVALID;
 
 	*out = NULL;
+	w->mtime_ns = -1;
 	if (spec != NULL && !json_is_object(spec)) {
 		ferry_error_set("watch: expected an object of metric: [rules]");
 		goto out;
@@ -978,6 +982,11 @@ json_t *watch_results_json(const struct watch *w)
 int64_t watch_lines(const struct watch *w)
 {
 	return w ? w->lines : 0;
+}
+
+int64_t watch_mtime_ns(const struct watch *w)
+{
+	return w ? w->mtime_ns : -1;
 }
 
 json_t *watch_stats_json(const struct watch *w)

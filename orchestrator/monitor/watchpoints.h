@@ -137,6 +137,8 @@ int watch_take_fired(struct watch *w, struct wp_fired *out); /* 1 with *out fill
 json_t *watch_series_json(const struct watch *w);
 /* The lines read so far (the "lines" of the stats): the job's progress marks for the hang rule's cadence. */
 int64_t watch_lines(const struct watch *w);
+/* The mtime (ns) of the regular file the last watch_follow read (opened without following links), or -1. */
+int64_t watch_mtime_ns(const struct watch *w);
 json_t *watch_results_json(const struct watch *w);
 json_t *watch_stats_json(const struct watch *w);
 

@@ -602,6 +602,19 @@ int gitsrc_commit_lookup(git_commit **out, git_repository *r, const char *hex, c
 	return FERRY_OK;
 }
 
+int gitsrc_commit_open(git_repository **r, git_commit **c, git_tree **tree, const char *repo,
+		       const char *cache_dir, const char *hex)
+{
+	int error, gerr;
+
+	if ((error = gitsrc_repo_open(r, repo, cache_dir, 0)) < 0 ||
+	    (error = gitsrc_commit_lookup(c, *r, hex, repo)) < 0)
+		return error;
+	if (tree && (gerr = git_commit_tree(tree, *c)) < 0)
+		return gitsrc_fail(gerr, "reading the commit's tree");
+	return FERRY_OK;
+}
+
 int gitsrc_descends(const char *repo, const char *cache_dir, const char *a, const char *b)
 {
 	git_repository *r = NULL;
@@ -765,16 +778,8 @@ int gitsrc_read(char **out, size_t *len, const char *repo, const char *cache_dir
 		free(cur);
 		return FERRY_EINVALID;
 	}
-	error = gitsrc_repo_open(&r, repo, cache_dir, 0);
-	if (error == 0)
-		error = gitsrc_commit_lookup(&c, r, commit, repo);
-	if (error < 0)
+	if ((error = gitsrc_commit_open(&r, &c, &tree, repo, cache_dir, commit)) < 0)
 		goto out;
-	gerr = git_commit_tree(&tree, c);
-	if (gerr < 0) {
-		error = gitsrc_fail(gerr, "reading the commit's tree");
-		goto out;
-	}
 	for (int hop = 0;; hop++) {
 		char *dir, *next;
 
@@ -910,10 +915,7 @@ int gitsrc_commit_info(json_t **out, const char *repo, const char *cache_dir, co
 	int gerr, error;
 
 	*out = NULL;
-	error = gitsrc_repo_open(&r, repo, cache_dir, 0);
-	if (error == 0)
-		error = gitsrc_commit_lookup(&c, r, commit, repo);
-	if (error < 0)
+	if ((error = gitsrc_commit_open(&r, &c, NULL, repo, cache_dir, commit)) < 0)
 		goto out;
 	gerr = git_object_short_id(&shortid, (const git_object *)c);
 	if (gerr < 0) {

@@ -224,7 +224,7 @@ int gitsrc_checkout(const char *repo, const char *cache_dir, const char *commit,
 	git_tree *tree = NULL;
 	char *tmp = NULL, *parent = NULL;
 	struct stat st;
-	int gerr, error, dfd = -1, made = 0;
+	int error, dfd = -1, made = 0;
 
 	if (!dir || !dir[0]) {
 		ferry_error_set("no checkout directory given");
@@ -236,16 +236,8 @@ int gitsrc_checkout(const char *repo, const char *cache_dir, const char *commit,
 		ferry_error_set("%s exists and is not a directory", dir);
 		return FERRY_EINVALID;
 	}
-	error = gitsrc_repo_open(&r, repo, cache_dir, 0);
-	if (error == 0)
-		error = gitsrc_commit_lookup(&c, r, commit, repo);
-	if (error < 0)
+	if ((error = gitsrc_commit_open(&r, &c, &tree, repo, cache_dir, commit)) < 0)
 		goto out;
-	gerr = git_commit_tree(&tree, c);
-	if (gerr < 0) {
-		error = gitsrc_fail(gerr, "reading the commit's tree");
-		goto out;
-	}
 	parent = gitsrc_path_dir(dir);
 	if (parent[0] && mkdir_p(parent, 0755) < 0) {
 		error = FERRY_ERROR;

@@ -18,6 +18,13 @@ int gitsrc_fail(int gerr, const char *what);
 int gitsrc_repo_open(git_repository **out, const char *repo, const char *cache_dir, int fetch);
 /* The commit named by hex (40 hex digits) in r; FERRY_ENOTFOUND naming repo when absent. */
 int gitsrc_commit_lookup(git_commit **out, git_repository *r, const char *hex, const char *repo);
+/*
+ * repo opened (not fetched), its commit hex looked up and, when tree is not
+ * NULL, that commit's tree: each set when reached, the caller's to free
+ * whatever the result.
+ */
+int gitsrc_commit_open(git_repository **r, git_commit **c, git_tree **tree, const char *repo,
+		       const char *cache_dir, const char *hex);
 
 enum {
 	DOTDOT_NO,      /* a user's path: ".." is refused */

@@ -608,9 +608,16 @@ static void test_wp__truncate_and_replace(void **state)
 	const char *one = "{\"step\": 9, \"loss\": 9}\n";
 
 	(void)state;
+	assert_true(watch_mtime_ns(w) < 0); /* no file read yet */
 	puts_(path, "w", two);
 	assert_int_equal(watch_follow(w, path), 0);
 	assert_int_equal(stat_of(w, "offset"), (long long)strlen(two));
+	{
+		/* the mtime of the file read: the hang rule's cadence of metrics lines */
+		struct stat st;
+		assert_int_equal(stat(path, &st), 0);
+		assert_true(watch_mtime_ns(w) == (int64_t)st.st_mtim.tv_sec * 1000000000 + st.st_mtim.tv_nsec);
+	}
 	/* truncated and rewritten shorter: read again from 0 */
 	puts_(path, "w", one);
 	assert_int_equal(watch_follow(w, path), 0);
@@ -627,10 +634,11 @@ static void test_wp__truncate_and_replace(void **state)
 	s = series_text(w, "loss");
 	assert_non_null(strstr(s, "\"points\":[[1,1.0],[2,2.0],[9,9.0],[1,1.0],[2,2.0]]"));
 	free(s);
-	/* removed: not an error, nothing changes */
+	/* removed: not an error, nothing changes; no mtime */
 	assert_int_equal(unlink(path), 0);
 	assert_int_equal(watch_follow(w, path), 0);
 	assert_int_equal(stat_of(w, "lines"), 5);
+	assert_true(watch_mtime_ns(w) < 0);
 	free(other);
 	free(path);
 	watch_free(w);
@@ -652,6 +660,18 @@ static void test_wp__not_a_file(void **state)
 	want = xasprintf("metrics file %s: not a regular file", fifo);
 	assert_string_equal(ferry_error_last(), want);
 	free(want);
+	assert_true(watch_mtime_ns(w) < 0);
+	/* a link is not followed (the job's file: lib/jobfile.h), and gives no mtime */
+	{
+		char *target = path_of("linked.jsonl"), *link = path_of("link.jsonl");
+		puts_(target, "w", "{\"loss\": 1}\n");
+		unlink(link);
+		assert_int_equal(symlink(target, link), 0);
+		assert_int_equal(watch_follow(w, link), FERRY_ERROR);
+		assert_true(watch_mtime_ns(w) < 0);
+		assert_int_equal(stat_of(w, "lines"), 0);
+		free(target), free(link);
+	}
 	free(fifo);
 	watch_free(w);
 }
