@@ -32,6 +32,7 @@ int keys_on_timeout(struct cfg_key_ctx *c, const yaml_node_t *n, json_t **out);
 /* keys_job.c */
 int keys_cache(struct cfg_key_ctx *c, const yaml_node_t *n, json_t **out);
 int keys_gate(struct cfg_key_ctx *c, const yaml_node_t *n, json_t **out);
+int keys_on_fail(struct cfg_key_ctx *c, const yaml_node_t *n, json_t **out);
 int keys_hang(struct cfg_key_ctx *c, const yaml_node_t *n, json_t **out);
 int keys_watch(struct cfg_key_ctx *c, const yaml_node_t *n, json_t **out);
 int keys_executor(struct cfg_key_ctx *c, const yaml_node_t *n, json_t **out);
@@ -49,6 +50,8 @@ const char *keys_exec_options_name(size_t i);
 #define KEY_ON_TIMEOUT .name = "on_timeout", .flags = STK_PLAN, .absent = "\"fail\"", .parse = keys_on_timeout
 #define KEY_CACHE .name = "cache", .flags = STK_PLAN, .absent = "false", .parse = keys_cache
 #define KEY_GATE .name = "gate", .flags = STK_PLAN, .absent = "[]", .parse = keys_gate
+/* what a failed gate does: fail (the default) or skip what follows; a field only when given */
+#define KEY_ON_FAIL .name = "on_fail", .flags = STK_PLAN, .parse = keys_on_fail
 /* the monitor's (monitor.md): a field only when given */
 /* a job's secrets by name (a field only when given: specs without it hash as before) */
 #define KEY_SECRETS .name = "secrets", .flags = STK_JOB | STK_PLAN, .parse = keys_secrets

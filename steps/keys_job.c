@@ -232,6 +232,20 @@ int keys_cache(struct cfg_key_ctx *c, const yaml_node_t *n, json_t **out)
 	return 0;
 }
 
+/* on_fail: fail (the default: the step fails, and its run) or skip (the step and what needs it are skipped). */
+int keys_on_fail(struct cfg_key_ctx *c, const yaml_node_t *n, json_t **out)
+{
+	static const char *const values[] = {"fail", "skip"};
+
+	*out = NULL;
+	if (!present(n))
+		return 0; /* a field only when given */
+	if (!present(cfg_key_value(c, "gate")))
+		cfg_key_err(c, n, "on_fail says what a failed gate does; this step has no gate");
+	*out = keys_choice(c, n, "on_fail", values, 2);
+	return 0;
+}
+
 /* gate: METRIC: "OP VALUE" pairs, in file order, as gate_parse() items. */
 int keys_gate(struct cfg_key_ctx *c, const yaml_node_t *n, json_t **out)
 {

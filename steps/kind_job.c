@@ -6,7 +6,8 @@
  * cache step gets FERRY_CACHE_DIR; when the job exited 0, the files of its
  * output directory become outputs, its metrics.json the step's metrics,
  * and its gate (train and evaluate) is evaluated against them: a malformed
- * metrics.json or a gate that does not hold fails the step for good.
+ * metrics.json or a gate that does not hold fails the step for good (or,
+ * with on_fail: skip, skips it and what needs it).
  */
 #include "steps/steps.h"
 
@@ -124,7 +125,7 @@ static int collect_outputs(json_t **out, struct step_result *res, const struct s
 /* Evaluates the gate of r against res->metrics; fails res (final) when it does not hold. */
 static void check_gate(struct step_result *res, const struct step_run *r, const json_t *gate)
 {
-	const char *model = json_string_value(json_object_get(r->spec, "model"));
+	const char *model = json_string_value(json_object_get(r->spec, "model")), *on_fail;
 	json_t *prod = NULL, *item;
 	char *version = NULL, *label = NULL, *reason = NULL;
 	int needs_prod = 0, rc;
@@ -149,7 +150,12 @@ static void check_gate(struct step_result *res, const struct step_run *r, const 
 		}
 	}
 	rc = gate_eval(&res->gate, &reason, gate, res->metrics, prod, label);
-	if (rc == 0) {
+	on_fail = json_string_value(json_object_get(r->spec, "on_fail"));
+	if (rc == 0 && on_fail != NULL && strcmp(on_fail, "skip") == 0) {
+		/* the run goes on without what follows: skipped, as a when: that does not hold */
+		res->outcome = OUTCOME_SKIPPED;
+		res->reason = xasprintf("%s; what needs it is skipped (on_fail: skip)", reason);
+	} else if (rc == 0) {
 		step_result_fail_final(res, "%s", reason);
 	} else if (rc < 0) {
 		step_result_fail_final(res, "gate: %s", ferry_error_last());
@@ -188,8 +194,9 @@ out:
 
 /* Their keys (steps/keys.h): where the job runs, its cache, the gate of train and evaluate, the monitor's. */
 static const struct step_key run_keys[] = {KEYS_JOB, {KEY_HANG}, {KEY_WATCH}, {0}};
-static const struct step_key train_keys[] = {KEYS_JOB, {KEY_GATE}, {KEY_HANG}, {KEY_WATCH}, {0}};
-static const struct step_key evaluate_keys[] = {KEYS_JOB, {KEY_GATE}, {KEY_MODEL}, {KEY_HANG}, {KEY_WATCH}, {0}};
+static const struct step_key train_keys[] = {KEYS_JOB, {KEY_GATE}, {KEY_ON_FAIL}, {KEY_HANG}, {KEY_WATCH}, {0}};
+static const struct step_key evaluate_keys[] = {KEYS_JOB, {KEY_GATE}, {KEY_ON_FAIL}, {KEY_MODEL}, {KEY_HANG}, {KEY_WATCH},
+					       {0}};
 
 const struct step_kind kind_run = {
 	.name = "run", .flags = SKF_JOB,

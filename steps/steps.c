@@ -417,6 +417,7 @@ int steps_prepare(json_t **rendered, json_t **env, char **key_out, struct step_r
 {
 	const struct step_kind *kind = step_kind_find(r->kind);
 	struct step_run rr = *r;
+	json_t *flow_env = NULL;
 	char key[65];
 	int rc;
 
@@ -426,6 +427,13 @@ int steps_prepare(json_t **rendered, json_t **env, char **key_out, struct step_r
 	step_result_init(res);
 	if (kind == NULL) {
 		step_result_fail_final(res, "unknown step kind \"%s\"", r->kind ? r->kind : "");
+		return 1;
+	}
+	if (steps_when(res, r) != 0)
+		return 1;
+	if ((kind->flags & SKF_WAITS) && json_object_get(r->spec, "when") != NULL) {
+		/* claimed for its condition only (plan.c): it holds, so the step waits for its person now */
+		res->outcome = OUTCOME_WAITING;
 		return 1;
 	}
 	if (step_kind_key(kind, "cache") != NULL && json_is_true(json_object_get(r->spec, "cache"))) {
@@ -439,6 +447,11 @@ int steps_prepare(json_t **rendered, json_t **env, char **key_out, struct step_r
 		return 1;
 	}
 	rr.spec = *rendered;
+	if (json_is_true(json_object_get(r->spec, "finally"))) {
+		/* how the run's other steps went: succeeded, failed or stopped */
+		const char *st = json_string_value(json_object_get(r->run, "body_state"));
+		flow_env = json_pack("{s:s}", "FERRY_RUN_STATE", st ? st : "");
+	}
 	if (kind->prepare != NULL)
 		rc = kind->prepare(res, env, &rr);
 	else if ((kind->flags & SKF_JOB) != 0)
@@ -446,6 +459,12 @@ int steps_prepare(json_t **rendered, json_t **env, char **key_out, struct step_r
 	else {
 		ferry_error_set("a %s step is never claimed", kind->name);
 		rc = FERRY_ERROR;
+	}
+	if (flow_env != NULL && *env != NULL) {
+		json_object_update(*env, flow_env);
+		json_decref(flow_env);
+	} else if (flow_env != NULL) {
+		*env = flow_env;
 	}
 	if (rc == 0 && (kind->flags & SKF_JOB) == 0) {
 		ferry_error_set("a %s step runs no job", kind->name);

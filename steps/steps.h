@@ -34,6 +34,14 @@ void step_result_fail_final(struct step_result *res, const char *fmt, ...) FERRY
  */
 int steps_submitter_may_deploy(const struct step_run *r, struct step_result *res, const char *what);
 
+/*
+ * A claimed step's when: (steps/when.c): 0 when it has none or it holds
+ * (the step goes on), 1 when res is decided: skipped (it did not hold,
+ * the values in the reason), failed for good (it could not be evaluated)
+ * or failed (the registry could not be read).
+ */
+int steps_when(struct step_result *res, const struct step_run *r);
+
 /* Whether the kind of in, an entry of r->inputs ({"kind":"…",…}), has every flag of flags. */
 int steps_input_has(const json_t *in, unsigned flags);
 

@@ -52,7 +52,7 @@ BEGIN
 	             AND x.name IN (SELECT jsonb_array_elements_text(u.spec -> 'ancestors'))), '{}') END,
 	       CASE WHEN u.spec ? 'ancestors' THEN jsonb_build_object('params', runs.params,
 	           'workflow', runs.workflow_name, 'workflow_hash', runs.workflow_hash,
-	           'no_cache', runs.no_cache, 'dev', runs.trigger = 'dev') END
+	           'no_cache', runs.no_cache, 'dev', runs.trigger = 'dev', 'body_state', runs.body_state) END
 	FROM u JOIN runs ON runs.id = u.run_id
 	ORDER BY u.id;
 END;

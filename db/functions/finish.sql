@@ -10,7 +10,9 @@
 -- opened its task: the step waits for a person, with a deadline when it
 -- has a timeout), restart (the job monitor killed a hung job to run it
 -- again: the attempt failed, the step is ready at once without counting
--- a try; monitor.c caps the restarts). p_final: a failure retrying cannot fix (a failed gate, a
+-- a try; monitor.c caps the restarts), skipped (the step's when: did not
+-- hold or its gate failed with on_fail: skip: the step is skipped, and so
+-- is what follows it, ferry_release_skipped). p_final: a failure retrying cannot fix (a failed gate, a
 -- malformed metrics.json): no retry. Also records what a step produced:
 -- outputs, metrics (merged into the run's too), gate results, the
 -- step-cache key of a job worth caching and, for a step finished from
@@ -27,6 +29,7 @@ DECLARE
 	v_ok bigint[];
 	v_failed bigint[];
 	v_closed bigint[];
+	v_skipped bigint[];
 	v_retry timestamptz;
 	v_ready int := 0;
 	v_n int;
@@ -38,7 +41,7 @@ BEGIN
 		            outputs, metrics, gate, cache_key, cached_from)
 	), a AS (
 		UPDATE attempts a SET state = CASE WHEN inp.outcome IN ('succeeded', 'stopped', 'lost') THEN inp.outcome
-		                                   WHEN inp.outcome = 'waiting' THEN 'succeeded' ELSE 'failed' END,
+		                                   WHEN inp.outcome IN ('waiting', 'skipped') THEN 'succeeded' ELSE 'failed' END,
 		       exit_code = inp.exit_code, signal = inp.signal, reason = inp.reason, finished_at = now()
 		FROM inp
 		WHERE a.step_id = inp.step_id AND a.attempt = inp.attempt AND a.state = 'running'
@@ -49,12 +52,13 @@ BEGIN
 		       state = CASE
 		               WHEN a.outcome = 'succeeded' THEN 'succeeded'
 		               WHEN r.state = 'stopping' OR a.outcome = 'stopped' THEN 'stopped'
+		               WHEN a.outcome = 'skipped' THEN 'skipped'
 		               WHEN a.outcome = 'waiting' THEN 'waiting'
 		               WHEN a.outcome IN ('lost', 'restart') OR (NOT coalesce(a.final, false) AND s.tries <= s.retry_limit) THEN 'ready'
 		               ELSE 'failed' END,
 		       tries = CASE WHEN a.outcome IN ('lost', 'restart') THEN s.tries - 1 ELSE s.tries END,
 		       not_before = CASE
-		               WHEN a.outcome IN ('succeeded', 'stopped', 'lost', 'waiting', 'restart') OR r.state = 'stopping'
+		               WHEN a.outcome IN ('succeeded', 'stopped', 'lost', 'waiting', 'restart', 'skipped') OR r.state = 'stopping'
 		                    OR coalesce(a.final, false) OR s.tries > s.retry_limit THEN NULL
 		               ELSE now() + least(s.max_backoff_ms::float8,
 		                                  s.backoff_ms * power(2, s.tries - 1))
@@ -98,13 +102,17 @@ BEGIN
 	SELECT array_agg(s.id) FILTER (WHERE s.state = 'succeeded'),
 	       array_agg(s.id) FILTER (WHERE s.state IN ('failed', 'stopped')),
 	       array_agg(s.run_id) FILTER (WHERE s.state NOT IN ('ready', 'waiting')),
+	       array_agg(s.id) FILTER (WHERE s.state = 'skipped'),
 	       min(s.not_before),
 	       count(*) FILTER (WHERE s.state = 'ready' AND s.not_before IS NULL)
-	INTO v_ok, v_failed, v_closed, v_retry, v_n
+	INTO v_ok, v_failed, v_closed, v_skipped, v_retry, v_n
 	FROM s;
 	v_ready := coalesce(v_n, 0);
 
 	v_ready := v_ready + ferry_release(p_owner, v_ok, v_failed, v_closed);
+	IF v_skipped IS NOT NULL THEN
+		v_ready := v_ready + ferry_release_skipped(p_owner, v_skipped);
+	END IF;
 
 	IF v_ready > 0 THEN
 		PERFORM pg_notify('ferry_ready', '');

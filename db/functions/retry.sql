@@ -9,7 +9,8 @@
 -- and the retried run needs a session of its own pinning it. Earlier
 -- attempts stay; what re-run steps produced before is cleared; their retry
 -- budget starts afresh; with p_no_cache they do not come from the step
--- cache.
+-- cache. The steps under finally: run again after them, whatever they
+-- did before.
 --
 -- With p_params (the run's params, some changed) and p_specs ({"STEP":
 -- spec} planned with them, runs.c): without p_from, every step whose spec
@@ -79,6 +80,8 @@ BEGIN
 		SELECT id FROM down
 		UNION
 		SELECT id FROM steps WHERE run_id = p_run AND state IN ('failed', 'stopped', 'skipped')
+		UNION -- the finally steps run again after whatever runs again
+		SELECT id FROM steps WHERE run_id = p_run AND spec ->> 'finally' = 'true'
 	) x;
 	-- the steps above the retried ones that stage data for them (restage)
 	-- run again with them, so the retried run re-opens its cache sessions (a
@@ -102,6 +105,7 @@ BEGIN
 	       reason = NULL, started_at = NULL, finished_at = NULL,
 	       outputs = NULL, metrics = NULL, gate = NULL, cached_from = NULL,
 	       deps_pending = (SELECT count(*) FROM step_deps d WHERE d.step_id = s.id AND d.needs_id = ANY (v_set))
+	                      + CASE WHEN s.spec ->> 'finally' = 'true' THEN 1 ELSE 0 END
 	WHERE s.id = ANY (v_set);
 	WITH u AS (
 		UPDATE steps SET state = CASE WHEN waits THEN 'waiting' ELSE 'ready' END,
@@ -115,7 +119,7 @@ BEGIN
 	SELECT u.id, u.run_id, now() + u.timeout_ms * interval '1 millisecond', coalesce(u.on_timeout, 'fail')
 	FROM u WHERE u.state = 'waiting' AND u.timeout_ms > 0
 	ON CONFLICT (step_id) DO UPDATE SET deadline = excluded.deadline;
-	UPDATE runs SET state = 'pending', finished_at = NULL, reason = NULL, no_cache = p_no_cache,
+	UPDATE runs SET state = 'pending', finished_at = NULL, reason = NULL, no_cache = p_no_cache, body_state = NULL,
 	       metrics = (SELECT jsonb_object_agg(name, metrics) FROM steps
 	                  WHERE run_id = p_run AND metrics IS NOT NULL),
 	       open_steps = open_steps + coalesce(array_length(v_set, 1), 0)

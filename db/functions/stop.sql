@@ -2,15 +2,18 @@
 --
 -- ferry_stop stops a run for p_actor: steps not started yet stop at once;
 -- running ones are killed by their owners (NOTIFY ferry_stop), after which
--- ferry_finish moves the run from stopping to stopped. Returns the run's
--- new state.
+-- ferry_finish moves the run from stopping to stopped — or, when it has
+-- steps under finally:, to running them (then stopped). Returns the run's
+-- new state: stopping, stopped, or running (its finally steps run).
 CREATE OR REPLACE FUNCTION ferry_stop(p_run bigint, p_actor text) RETURNS text
 LANGUAGE plpgsql AS $$
 DECLARE
 	v_state text;
-	v_n int;
+	v_body text;
+	v_closed bigint[];
+	v_ready int;
 BEGIN
-	SELECT state INTO v_state FROM runs WHERE id = p_run FOR UPDATE;
+	SELECT state, body_state INTO v_state, v_body FROM runs WHERE id = p_run FOR UPDATE;
 	IF NOT FOUND THEN
 		RAISE EXCEPTION 'run % not found', p_run USING ERRCODE = 'P0002';
 	END IF;
@@ -20,28 +23,36 @@ BEGIN
 	IF v_state NOT IN ('pending', 'running') THEN
 		RAISE EXCEPTION 'run % is already %', p_run, v_state USING ERRCODE = '55000';
 	END IF;
+	-- the run is stopping: its running jobs are killed by their owners; what
+	-- is not started stops now, but for the finally steps, which run once
+	-- the rest is terminal (stopping the run again stops them too)
+	UPDATE runs SET state = 'stopping', reason = 'stopped by ' || p_actor WHERE id = p_run;
 	WITH u AS (
 		UPDATE steps SET state = 'stopped', finished_at = now(), not_before = NULL,
 		       reason = 'run stopped by ' || p_actor
 		WHERE run_id = p_run AND state IN ('blocked', 'ready', 'waiting')
+		  AND (v_body IS NOT NULL OR spec ->> 'finally' IS DISTINCT FROM 'true')
 		RETURNING id, name
 	), dq AS (
 		DELETE FROM step_queue q USING u WHERE q.step_id = u.id
+	), dw AS (
+		DELETE FROM step_waits w USING u WHERE w.step_id = u.id
 	), ev AS (
 		INSERT INTO events (run_id, step, actor, kind) SELECT p_run, u.name, p_actor, 'step.stopped' FROM u
 	)
-	SELECT count(*) INTO v_n FROM u;
-	UPDATE runs SET open_steps = open_steps - v_n WHERE id = p_run;
-	IF EXISTS (SELECT 1 FROM steps WHERE run_id = p_run AND state = 'running') THEN
-		v_state := 'stopping';
-		UPDATE runs SET state = v_state, reason = 'stopped by ' || p_actor WHERE id = p_run;
-		PERFORM pg_notify('ferry_stop', p_run::text);
-	ELSE
-		v_state := 'stopped';
-		UPDATE runs SET state = v_state, reason = 'stopped by ' || p_actor, finished_at = now()
-		WHERE id = p_run;
-	END IF;
+	SELECT array_agg(p_run) INTO v_closed FROM u;
 	INSERT INTO events (run_id, actor, kind) VALUES (p_run, p_actor, 'run.stop');
+	IF v_closed IS NOT NULL THEN
+		-- the run finishes (stopped) here when nothing runs, or releases its finally steps
+		v_ready := ferry_release(p_actor, NULL, NULL, v_closed);
+		IF v_ready > 0 THEN
+			PERFORM pg_notify('ferry_ready', '');
+		END IF;
+	END IF;
+	SELECT state INTO v_state FROM runs WHERE id = p_run;
+	IF v_state = 'stopping' THEN
+		PERFORM pg_notify('ferry_stop', p_run::text);
+	END IF;
 	RETURN v_state;
 END;
 $$;

@@ -16,7 +16,10 @@
  *            without counting a try), waiting (the step now waits for a
  *            person: the attempt itself succeeded), restart (the monitor
  *            killed a hung job to run it again: the attempt failed, the
- *            step is ready at once without counting a try); the step
+ *            step is ready at once without counting a try), skipped
+ *            (its when: condition did not hold, or its gate failed with
+ *            on_fail: skip: the step is skipped and so is what needs it,
+ *            but for needs with if: any; the attempt succeeded); the step
  *            kinds decide one of succeeded, failed and waiting in their
  *            step_result, which starts as none
  */
@@ -69,8 +72,9 @@ enum attempt_outcome {
 	OUTCOME_LOST,
 	OUTCOME_WAITING,
 	OUTCOME_RESTART,
+	OUTCOME_SKIPPED,
 };
-#define ATTEMPT_OUTCOME_COUNT (OUTCOME_RESTART + 1)
+#define ATTEMPT_OUTCOME_COUNT (OUTCOME_SKIPPED + 1)
 
 /*
  * The name of a value as stored in the database ("pending", "blocked", …),

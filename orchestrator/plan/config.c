@@ -21,6 +21,7 @@
  * proportional to the input, and stops with one error when it runs out.
  */
 #include "plan/config_priv.h"
+#include "plan/cond.h"
 #include "plan/template.h"
 
 #include <ctype.h>
@@ -36,15 +37,17 @@
 #define MAX_SHOWN_ERRORS 100
 #define NAME_CHARS "abcdefghijklmnopqrstuvwxyz0123456789_.-"
 
-static const char *const top_keys[] = {"name", "description", "params", "steps", "schedule", "triggers"};
-enum { TK_NAME, TK_DESC, TK_PARAMS, TK_STEPS, TK_SCHEDULE, TK_TRIGGERS, TK_N };
+static const char *const top_keys[] = {"name", "description", "params", "steps", "schedule", "triggers",
+				       "finally"};
+enum { TK_NAME, TK_DESC, TK_PARAMS, TK_STEPS, TK_SCHEDULE, TK_TRIGGERS, TK_FINALLY, TK_N };
 static const char *const param_keys[] = {"default", "description", "type", "values",
 					 "pattern", "min", "max"};
 static const char *const retry_keys[] = {"limit", "backoff", "max_backoff"};
 /* The keys every step may have, whatever its kind; its kind's own follow (cfg_keys_list). */
 static const char *const generic_keys[] = {"name", "kind", "needs", "command", "env", "image",
-					   "workdir", "timeout", "retry"};
-enum { GK_NAME, GK_KIND, GK_NEEDS, GK_COMMAND, GK_ENV, GK_IMAGE, GK_WORKDIR, GK_TIMEOUT, GK_RETRY };
+					   "workdir", "timeout", "retry", "when", "fail_run"};
+enum { GK_NAME, GK_KIND, GK_NEEDS, GK_COMMAND, GK_ENV, GK_IMAGE, GK_WORKDIR, GK_TIMEOUT, GK_RETRY, GK_WHEN,
+       GK_FAIL_RUN };
 
 /* ---- small helpers ---------------------------------------------------- */
 
@@ -459,11 +462,17 @@ static void parse_params(struct ctx *c, const yaml_node_t *n)
 	}
 }
 
-static json_t *parse_needs(struct ctx *c, struct step *st, const yaml_node_t *n)
+/*
+ * needs: a step name, or a list of step names and {step: NAME, if: any}
+ * items (any: the step also runs when NAME was skipped). The names go into
+ * the spec's "needs"; those with if: any also into "needs_any".
+ */
+static json_t *parse_needs(struct ctx *c, struct step *st, const yaml_node_t *n, json_t *js)
 {
-	json_t *arr = json_array();
+	static const char *const item_keys[] = {"step", "if"};
+	json_t *arr = json_array(), *any = NULL;
 	const yaml_node_t *it;
-	const char *s;
+	const char *s, *cond;
 	size_t k = 0;
 
 	if (!present(n))
@@ -474,12 +483,93 @@ static json_t *parse_needs(struct ctx *c, struct step *st, const yaml_node_t *n)
 	}
 	st->needs = xcalloc(n->type == YAML_SCALAR_NODE ? 1 : nitems(n) + 1, sizeof(*st->needs));
 	while (cfg_next_item(c, n, &k, &it)) {
+		if (it->type == YAML_MAPPING_NODE) {
+			const yaml_node_t *v[2] = {NULL, NULL};
+			if (!cfg_map_fields(c, it, "a needs item", item_keys, 2, v, NULL))
+				continue;
+			if (!present(v[0])) {
+				err_node(c, it, "a needs item that is a mapping names its step: {step: NAME, if: any}");
+				continue;
+			}
+			if ((s = cfg_text(c, v[0], "a needs step")) == NULL)
+				continue;
+			if (present(v[1]) && (cond = cfg_text(c, v[1], "a needs condition")) != NULL) {
+				if (strcmp(cond, "any") == 0) {
+					if (any == NULL)
+						any = json_array();
+					json_array_append_new(any, json_string(s));
+				} else if (strcmp(cond, "succeeded") != 0) {
+					err_node(c, v[1], "if: %s is not a needs condition; use succeeded (the default: "
+						 "run only when %s succeeded) or any (also when it was skipped)",
+						 cfg_q(c, cond), cfg_q(c, s));
+				}
+			}
+			st->needs[st->nneeds++] = v[0];
+			json_array_append_new(arr, json_string(s));
+			continue;
+		}
 		if ((s = cfg_text(c, it, "a needs item")) == NULL)
 			continue;
 		st->needs[st->nneeds++] = it;
 		json_array_append_new(arr, json_string(s));
 	}
+	if (any != NULL)
+		json_object_set_new(js, "needs_any", any);
 	return arr;
+}
+
+/* A YAML boolean (true/false in their three spellings); false after an error. */
+static bool cfg_bool(struct ctx *c, const yaml_node_t *n, const char *what)
+{
+	const char *s = cfg_text(c, n, what);
+
+	if (s != NULL && (strcmp(s, "true") == 0 || strcmp(s, "True") == 0 || strcmp(s, "TRUE") == 0))
+		return true;
+	if (s != NULL && strcmp(s, "false") != 0 && strcmp(s, "False") != 0 && strcmp(s, "FALSE") != 0)
+		err_node(c, n, "%s must be true or false, not %s", what, cfg_q(c, s));
+	return false;
+}
+
+/*
+ * when: a condition (plan/cond.h) checked here — its grammar, its params
+ * declared, its steps upstream (with the templates' references, once the
+ * graph is known), production's model found after the graph — and kept as
+ * written for the claim to evaluate.
+ */
+static json_t *parse_when(struct ctx *c, size_t i, const yaml_node_t *n)
+{
+	struct cond *cd = NULL;
+	const char *s;
+
+	if (n->type == YAML_SCALAR_NODE && n->data.scalar.style == YAML_PLAIN_SCALAR_STYLE &&
+	    (strcmp(sval(n), "true") == 0 || strcmp(sval(n), "false") == 0))
+		return json_string(sval(n));
+	if ((s = cfg_text(c, n, "when")) == NULL)
+		return NULL;
+	if (cond_parse(&cd, s) < 0) {
+		err_node(c, n, "when %s: %s", cfg_q(c, s), ferry_error_last());
+		return NULL;
+	}
+	for (size_t k = 0; k < cond_nrefs(cd); k++) {
+		const struct cond_ref *r = cond_ref_at(cd, k);
+		if (r->kind == CREF_PARAM && json_object_get(c->params, r->key) == NULL) {
+			struct sbuf decl = {0};
+			list_keys(c->params, &decl);
+			err_node(c, n, "when refers to undeclared parameter %s; declared: %s", cfg_q(c, r->key),
+				 decl.p);
+			free(decl.p);
+		} else if (r->kind == CREF_OUTPUT || r->kind == CREF_METRIC) {
+			if (c->ntrefs == c->captrefs) {
+				c->captrefs = c->captrefs ? c->captrefs * 2 : 8;
+				c->trefs = xrealloc(c->trefs, c->captrefs * sizeof(*c->trefs));
+			}
+			c->trefs[c->ntrefs++] = (struct tref){i, n, xstrdup(r->step)};
+		} else if (r->kind == CREF_PRODUCTION && c->steps[i].when_prod == NULL) {
+			c->steps[i].when_prod = n;
+		}
+	}
+	cond_free(cd);
+	return json_string(s);
 }
 
 static json_t *parse_command(struct ctx *c, size_t i, const yaml_node_t *n,
@@ -683,7 +773,7 @@ static json_t *parse_step(struct ctx *c, size_t i, const yaml_node_t *n)
 	json_object_set_new(js, "name", json_string(s ? s : ""));
 	kind = c->steps[i].kind = cfg_kind_parse(c, v[GK_KIND], &s);
 	json_object_set_new(js, "kind", json_string(s ? s : step_kind_default()->name));
-	json_object_set_new(js, "needs", parse_needs(c, &c->steps[i], v[GK_NEEDS]));
+	json_object_set_new(js, "needs", parse_needs(c, &c->steps[i], v[GK_NEEDS], js));
 	if (kind && kind->command == SKC_FORBIDDEN && present(v[GK_COMMAND]))
 		err_node(c, v[GK_COMMAND], "a %s step %s; remove \"command\"", kind->name,
 			 kind->no_command);
@@ -699,6 +789,19 @@ static json_t *parse_step(struct ctx *c, size_t i, const yaml_node_t *n)
 			    json_integer(duration_field(c, v[GK_TIMEOUT], "timeout", 0)));
 	json_object_set_new(js, "retry", parse_retry(c, v[GK_RETRY]));
 	cfg_kind_fields(c, i, kind, keys, v, js, 0);
+	if (present(v[GK_WHEN])) {
+		json_t *w = parse_when(c, i, v[GK_WHEN]);
+		if (w != NULL)
+			json_object_set_new(js, "when", w);
+	}
+	if (c->steps[i].final) {
+		json_object_set_new(js, "finally", json_true());
+		if (present(v[GK_FAIL_RUN]))
+			json_object_set_new(js, "fail_run", json_boolean(cfg_bool(c, v[GK_FAIL_RUN], "fail_run")));
+	} else if (present(v[GK_FAIL_RUN])) {
+		err_node(c, v[GK_FAIL_RUN], "fail_run applies to the steps under finally: (whether their failure "
+			 "fails a run that succeeded); a step of steps: fails its run anyway");
+	}
 	json_object_set_new(js, "line", json_integer(pos1(n->start_mark.line)));
 	json_object_set_new(js, "col", json_integer(pos1(n->start_mark.column)));
 out:
@@ -707,10 +810,16 @@ out:
 	return js;
 }
 
-static void parse_steps(struct ctx *c, const yaml_node_t *root, const yaml_node_t *n, json_t *arr)
+/*
+ * steps: and finally: (the steps that run once every other step is
+ * terminal, whatever the outcome), into one array: the finally steps last,
+ * "finally": true in their specs.
+ */
+static void parse_steps(struct ctx *c, const yaml_node_t *root, const yaml_node_t *n, const yaml_node_t *fin,
+			json_t *arr)
 {
 	const yaml_node_t *st;
-	size_t k = 0;
+	size_t k = 0, nfin = 0;
 
 	if (!present(n)) {
 		err_node(c, n ? n : root, "missing required key \"steps\" (a list of steps)");
@@ -724,14 +833,24 @@ static void parse_steps(struct ctx *c, const yaml_node_t *root, const yaml_node_
 		err_node(c, n, "steps must not be empty");
 		return;
 	}
-	if (nitems(n) > MAX_STEPS) {
-		err_node(c, n, "too many steps (%zu); at most %d are allowed", nitems(n), MAX_STEPS);
+	if (present(fin) && fin->type != YAML_SEQUENCE_NODE) {
+		err_node(c, fin, "finally must be a list of steps (\"- name: ...\"), not a %s", ntype(fin));
+		fin = NULL;
+	}
+	nfin = present(fin) ? nitems(fin) : 0;
+	if (nitems(n) + nfin > MAX_STEPS) {
+		err_node(c, n, "too many steps (%zu); at most %d are allowed", nitems(n) + nfin, MAX_STEPS);
 		return;
 	}
-	c->steps = xcalloc(nitems(n), sizeof(*c->steps));
-	c->nsteps = nitems(n);
+	c->steps = xcalloc(nitems(n) + nfin, sizeof(*c->steps));
+	c->nsteps = nitems(n) + nfin;
 	while (cfg_next_item(c, n, &k, &st))
 		json_array_append_new(arr, parse_step(c, k - 1, st));
+	for (k = 0; k < nfin; k++)
+		c->steps[nitems(n) + k].final = true;
+	k = 0;
+	while (nfin > 0 && cfg_next_item(c, fin, &k, &st))
+		json_array_append_new(arr, parse_step(c, nitems(n) + k - 1, st));
 }
 
 /* ---- the step graph --------------------------------------------------- */
@@ -765,7 +884,7 @@ static json_t *check_workflow(struct ctx *c, const yaml_node_t *root)
 	if (present(v[TK_PARAMS]) && !c->over)
 		parse_params(c, v[TK_PARAMS]);
 	if (!c->over)
-		parse_steps(c, root, v[TK_STEPS], steps);
+		parse_steps(c, root, v[TK_STEPS], v[TK_FINALLY], steps);
 	if (c->nsteps > 0 && !c->over)
 		cfg_graph_check(c);
 	if (c->nsteps > 0 && !c->over)

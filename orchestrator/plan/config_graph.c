@@ -93,6 +93,14 @@ static void resolve_needs(struct ctx *c)
 				free(known.p);
 			} else if (j == i) {
 				err_node(c, it, "step %s needs itself; remove it from needs", cfg_sname(c, i));
+			} else if (c->steps[j].final && !st->final) {
+				err_node(c, it, "step %s needs %s, a finally step: finally steps run after every "
+					 "other step; move %s under finally: too, or %s under steps:", cfg_sname(c, i),
+					 cfg_q(c, sval(it)), cfg_sname(c, i), cfg_q(c, sval(it)));
+			} else if (st->final && !c->steps[j].final) {
+				err_node(c, it, "finally step %s needs %s: a finally step runs after every step "
+					 "of steps: already (and may use their outputs); its needs name only other "
+					 "finally steps", cfg_sname(c, i), cfg_q(c, sval(it)));
 			} else if (mark[j] == i + 1) {
 				err_node(c, it, "step %s lists %s in needs twice", cfg_sname(c, i),
 					 cfg_q(c, sval(it)));
@@ -203,6 +211,8 @@ static void check_step_refs(struct ctx *c)
 			err_node(c, r->node, "template refers to unknown step %s", cfg_q(c, r->target));
 		} else if ((j = (size_t)json_integer_value(jv)) == r->step) {
 			err_node(c, r->node, "step %s cannot use its own outputs", cfg_sname(c, r->step));
+		} else if (c->steps[r->step].final && !c->steps[j].final) {
+			/* a finally step comes after every step of steps: */
 		} else if (!cfg_has_up(c, r->step, j)) {
 			err_node(c, r->node, "step %s uses outputs of %s, which is not upstream of it; "
 				 "add %s to its needs", cfg_sname(c, r->step), cfg_q(c, r->target),

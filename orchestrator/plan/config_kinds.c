@@ -115,6 +115,52 @@ void cfg_kind_fields(struct ctx *c, size_t i, const struct step_kind *kind,
 
 /* ---- after the graph -------------------------------------------------- */
 
+/*
+ * The model a when: condition's production.METRIC reads: the step's own
+ * model:, else the one model the register steps above or below it
+ * register, else (finally steps) the workflow's one registered model.
+ * Kept in the spec as "when_model".
+ */
+static void when_models(struct ctx *c)
+{
+	for (size_t i = 0; i < c->nsteps; i++) {
+		const struct step *st = &c->steps[i];
+		const json_t *own = json_object_get(st->spec, "model");
+		json_t *models;
+		size_t j;
+
+		if (st->when_prod == NULL)
+			continue;
+		if (json_is_string(own)) {
+			json_object_set(st->spec, "when_model", (json_t *)own);
+			continue;
+		}
+		models = json_array();
+		for (size_t r = 0; r < c->nsteps; r++) {
+			const struct step *reg = &c->steps[r];
+			json_t *m = json_object_get(reg->spec, "model");
+
+			if (r == i || reg->kind == NULL || (reg->kind->flags & SKF_REGISTERS) == 0 || !json_is_string(m))
+				continue;
+			if (!st->final && !cfg_has_up(c, r, i) && !cfg_has_up(c, i, r))
+				continue;
+			for (j = 0; j < json_array_size(models); j++)
+				if (json_equal(json_array_get(models, j), m))
+					break;
+			if (j == json_array_size(models))
+				json_array_append(models, m);
+		}
+		if (json_array_size(models) == 1)
+			json_object_set(st->spec, "when_model", json_array_get(models, 0));
+		else
+			err_node(c, st->when_prod, "step %s's when reads production, but %s; production is the "
+				 "production version of the model a register step above or below it registers",
+				 cfg_sname(c, i), json_array_size(models) == 0 ? "no register step above or below it "
+				 "names a model" : "the register steps above and below it register different models");
+		json_decref(models);
+	}
+}
+
 void cfg_kind_models(struct ctx *c)
 {
 	struct sbuf found = {0};
@@ -168,4 +214,5 @@ void cfg_kind_models(struct ctx *c)
 		json_decref(models);
 	}
 	free(found.p);
+	when_models(c);
 }

@@ -35,6 +35,8 @@ struct step {
 	json_t *spec;                 /* its normalised spec (borrowed) */
 	const yaml_node_t *prod_gate; /* first gate comparison against production,
 	                               * when the step names no model */
+	const yaml_node_t *when_prod; /* its when: node, when the condition reads production */
+	bool final;                   /* listed under finally: */
 	const yaml_node_t **needs;    /* needs items that are strings */
 	size_t nneeds;
 	size_t *adj, nadj;            /* resolved needs, as step indexes */

@@ -378,6 +378,13 @@ static int step_spec(json_t **out, const json_t *step, const json_t *params, con
 		json_object_set_new(spec, "workdir", r);
 	}
 	json_object_set(spec, "image", json_object_get(step, "image"));
+	/* the condition, evaluated at claim time (steps.c), and what a finally step is; when present */
+	{
+		static const char *const flow[] = {"when", "when_model", "finally", "fail_run"};
+		for (i = 0; i < sizeof(flow) / sizeof(flow[0]); i++)
+			if ((v = json_object_get(step, flow[i])) != NULL)
+				json_object_set(spec, flow[i], v);
+	}
 	/* where the job runs (the engine picks its executor type from these) and the kind's fields */
 	if ((error = copy_kind_fields(spec, step, params, run_id, templated)) == FERRY_OK)
 		error = exec_size_check(cmd, env);
@@ -395,6 +402,18 @@ out:
 	return error;
 }
 
+/* Whether step st lists need with if: any ("needs_any" in its spec). */
+static int needs_any(const json_t *st, const char *need)
+{
+	const json_t *v;
+	size_t k;
+
+	json_array_foreach(json_object_get(st, "needs_any"), k, v)
+		if (strcmp(json_string_value(v), need) == 0)
+			return 1;
+	return 0;
+}
+
 /*
  * Whether a step is handed its ancestors' outputs and the run at claim time:
  * never one that waits for a person; always a kind that takes inputs; any
@@ -407,6 +426,8 @@ static int wants_ancestors(const struct plan_step *s, const json_t *step, int st
 	char *txt;
 	int refers;
 
+	if (json_object_get(step, "when") != NULL || s->final)
+		return 1; /* the condition reads them; a finally step is told how the run went */
 	if (s->kind->flags & SKF_WAITS)
 		return 0;
 	if ((s->kind->flags & SKF_INPUTS) || stages_up || json_is_true(json_object_get(step, "cache")))
@@ -461,7 +482,9 @@ static int plan_step_init(struct plan_step *s, const json_t *st, size_t i)
 	s->backoff_ms = json_integer_value(json_object_get(retry, "backoff_ms"));
 	s->max_backoff_ms = json_integer_value(json_object_get(retry, "max_backoff_ms"));
 	s->timeout_ms = json_integer_value(json_object_get(st, "timeout_ms"));
-	s->waits = (s->kind->flags & SKF_WAITS) != 0;
+	/* a condition is evaluated at claim time, also for a kind that then waits */
+	s->waits = (s->kind->flags & SKF_WAITS) != 0 && json_object_get(st, "when") == NULL;
+	s->final = json_is_true(json_object_get(st, "finally"));
 	s->restage = (s->kind->flags & SKF_STAGES) != 0;
 	return FERRY_OK;
 }
@@ -510,6 +533,7 @@ int run_plan_make(struct run_plan **out, const struct run_plan_in *in, cfg_error
 			s->deps_pending += sel[j] != 0;
 			p->edges[p->nedges].step = (int)i;
 			p->edges[p->nedges].needs = j;
+			p->edges[p->nedges].any = needs_any(st, p->steps[j].name);
 			p->nedges++;
 		}
 		if ((error = step_spec(&s->spec, st, p->params, in->env, run_id)) < 0) {
@@ -520,6 +544,11 @@ int run_plan_make(struct run_plan **out, const struct run_plan_in *in, cfg_error
 		}
 		{
 			json_t *anc = ancestors(&g, p->steps, i, &stages_up);
+			if (s->final) /* every step of steps: is before it */
+				for (size_t k = 0; k < p->nsteps; k++)
+					if (!json_is_true(json_object_get(json_array_get(steps, k), "finally")))
+						json_array_append_new(anc, json_string(str_at(json_array_get(steps, k),
+											   "name")));
 			if (wants_ancestors(s, st, stages_up))
 				json_object_set(s->spec, "ancestors", anc);
 			json_decref(anc);
@@ -537,6 +566,10 @@ int run_plan_make(struct run_plan **out, const struct run_plan_in *in, cfg_error
 			continue;
 		}
 		p->open_steps++;
+		if (s->final) {
+			s->deps_pending++; /* on the run's other steps: ferry_release */
+			p->final_steps++;
+		}
 		s->state = s->deps_pending > 0 ? STEP_BLOCKED : s->waits ? STEP_WAITING : STEP_READY;
 		p->any_ready |= s->state == STEP_READY;
 		p->starts_running |= s->state == STEP_WAITING;

@@ -10,6 +10,10 @@
  * and unit tests exercise it alone. The one look at files,
  * run_plan_check_files(), is separate and comes after.
  *
+ * A step with when: is claimed to have its condition evaluated, even one
+ * of a kind that waits for a person (which then waits once it holds): its
+ * waits is 0. Steps under finally: start blocked on the run's other steps.
+ *
  * Kinds are looked up in the step-kind table (kind.h) and only their flags
  * are consulted: SKF_WAITS (enters waiting, never claimed), SKF_STAGES
  * (stages data for the steps below), SKF_INPUTS (needs its ancestors at
@@ -67,14 +71,21 @@ struct plan_step {
 	                 * is handed its ancestors' outputs at claim time */
 	int waits;      /* the kind waits for a person (steps.waits) */
 	int restage;    /* the kind stages data for steps below (steps.restage) */
+	int final;      /* listed under finally: (its spec says "finally": true): blocked with
+	                 * one dependency more, on the run's other steps, released when
+	                 * they are all terminal (db/functions/release.sql) */
 	int reuse;      /* left out of an --only/--from dev subset but above a selected
 	                 * step: succeeded at once, its outputs, metrics and gate taken
 	                 * from an earlier run (the store picks which) */
 };
 
-/* step needs `needs` (indices into run_plan.steps), one per entry of needs:, in file order. */
+/*
+ * step needs `needs` (indices into run_plan.steps), one per entry of needs:, in
+ * file order; any: it runs when needs succeeded or was skipped (needs: [{step:
+ * X, if: any}]), not only when it succeeded.
+ */
 struct plan_edge {
-	int step, needs;
+	int step, needs, any;
 };
 
 /* A planned run; all of it belongs to the plan and goes with run_plan_free(). */
@@ -90,6 +101,7 @@ struct run_plan {
 	struct plan_edge *edges;
 	size_t nedges;
 	int open_steps;         /* steps not skipped nor reused */
+	int final_steps;        /* of those, the ones under finally: */
 	int nreuse;             /* steps with reuse set */
 	int any_ready;          /* a step is ready at once (wake the dispatchers) */
 	int starts_running;     /* a waiting step at the start: the run is under way at once */

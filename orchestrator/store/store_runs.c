@@ -69,12 +69,13 @@ static int run_write(PGconn *conn, const struct run_plan *p, const struct store_
 {
 	struct sbuf names = {0}, idx = {0}, kinds = {0}, states = {0}, pend = {0}, lim = {0},
 		    back = {0}, maxb = {0}, tmo = {0}, specs = {0}, why = {0}, waits = {0},
-		    restage = {0}, e_step = {0}, e_need = {0};
-	char run_id[32], open[16], *spec_txt = NULL, *params_txt = NULL, *origin_txt = NULL;
+		    restage = {0}, e_step = {0}, e_need = {0}, e_any = {0};
+	char run_id[32], open[16], final[16], *spec_txt = NULL, *params_txt = NULL, *origin_txt = NULL;
 	int error, n = (int)p->nsteps;
 
 	snprintf(run_id, sizeof(run_id), "%lld", (long long)p->run_id);
 	snprintf(open, sizeof(open), "%d", p->open_steps);
+	snprintf(final, sizeof(final), "%d", p->final_steps);
 	spec_txt = json_dumps(p->spec, JSON_COMPACT);
 	params_txt = json_dumps(p->params, JSON_COMPACT);
 	origin_txt = rn->origin ? json_dumps(rn->origin, JSON_COMPACT) : NULL;
@@ -87,19 +88,19 @@ static int run_write(PGconn *conn, const struct run_plan *p, const struct store_
 	}
 	{
 		char sched[32], trig[32];
-		const char *prm[13] = {run_id, p->hash, p->workflow, params_txt, rn->trigger, rn->actor,
+		const char *prm[14] = {run_id, p->hash, p->workflow, params_txt, rn->trigger, rn->actor,
 				       rn->workdir, open, rn->no_cache ? "t" : "f",
 				       p->starts_running ? "t" : "f", origin_txt,
-				       rn->schedule_id > 0 ? sched : NULL, rn->trigger_id > 0 ? trig : NULL};
+				       rn->schedule_id > 0 ? sched : NULL, rn->trigger_id > 0 ? trig : NULL, final};
 		snprintf(sched, sizeof(sched), "%lld", (long long)rn->schedule_id);
 		snprintf(trig, sizeof(trig), "%lld", (long long)rn->trigger_id);
 		if ((error = store_q(NULL, conn,
 			             "INSERT INTO runs (id, workflow_hash, workflow_name, params, trigger, actor, "
 			             "                  workdir, open_steps, no_cache, state, started_at, origin, "
-			             "                  schedule_id, trigger_id) "
+			             "                  schedule_id, trigger_id, final_steps) "
 			             "VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, "
 			             "        CASE WHEN $10::boolean THEN 'running' ELSE 'pending' END, "
-			             "        CASE WHEN $10::boolean THEN now() END, $11, $12, $13)", 13, prm)) < 0)
+			             "        CASE WHEN $10::boolean THEN now() END, $11, $12, $13, $14)", 14, prm)) < 0)
 			goto out;
 	}
 	for (int i = 0; i < n; i++) {
@@ -150,15 +151,17 @@ static int run_write(PGconn *conn, const struct run_plan *p, const struct store_
 	for (size_t k = 0; k < p->nedges; k++) {
 		sbuf_sep(&e_step, (int)k), sbuf_elem(&e_step, p->steps[p->edges[k].step].name);
 		sbuf_sep(&e_need, (int)k), sbuf_elem(&e_need, p->steps[p->edges[k].needs].name);
+		sbuf_sep(&e_any, (int)k), sbuf_str(&e_any, p->edges[k].any ? "t" : "f");
 	}
 	if (p->nedges > 0) {
-		const char *prm[3] = {run_id, sbuf_close(&e_step, (int)p->nedges),
-				      sbuf_close(&e_need, (int)p->nedges)};
+		const char *prm[4] = {run_id, sbuf_close(&e_step, (int)p->nedges),
+				      sbuf_close(&e_need, (int)p->nedges), sbuf_close(&e_any, (int)p->nedges)};
 		if ((error = store_q(NULL, conn,
-			             "INSERT INTO step_deps (needs_id, step_id) "
-			             "SELECT n.id, s.id FROM unnest($2::text[], $3::text[]) AS e(step, needs) "
+			             "INSERT INTO step_deps (needs_id, step_id, if_any) "
+			             "SELECT n.id, s.id, e.any FROM unnest($2::text[], $3::text[], $4::boolean[]) "
+			             "  AS e(step, needs, any) "
 			             "JOIN steps s ON s.run_id = $1 AND s.name = e.step "
-			             "JOIN steps n ON n.run_id = $1 AND n.name = e.needs", 3, prm)) < 0)
+			             "JOIN steps n ON n.run_id = $1 AND n.name = e.needs", 4, prm)) < 0)
 			goto out;
 	}
 	{
@@ -173,7 +176,7 @@ out:
 	free(spec_txt), free(params_txt), free(origin_txt);
 	free(names.p), free(idx.p), free(kinds.p), free(states.p), free(pend.p), free(lim.p);
 	free(back.p), free(maxb.p), free(tmo.p), free(specs.p), free(why.p), free(waits.p);
-	free(restage.p), free(e_step.p), free(e_need.p);
+	free(restage.p), free(e_step.p), free(e_need.p), free(e_any.p);
 	return error;
 }
 

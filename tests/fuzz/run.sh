@@ -64,6 +64,10 @@ write_dict() {
 		printf '%s\n' '"*"' '"*/"' '"-"' '","' '" "' '"@yearly"' '"@annually"' '"@monthly"' \
 			'"@weekly"' '"@daily"' '"@midnight"' '"@hourly"' '"JAN"' '"dec"' '"MON"' \
 			'"sun"' '"SAT"' '"L"' '"W"' '"#"' '"?"' '"59"' '"23"' '"31"' '"12"' '"7"' ;;
+	cond)
+		printf '%s\n' '"params."' '"steps."' '".outputs."' '".metrics."' '"production."' '"{{"' '"}}"' \
+			'">="' '"<="' '"=="' '"!="' '"&&"' '"||"' '" and "' '" or "' '"not "' '"true"' \
+			'"false"' '"null"' '"("' '")"' '"[\"x\"]"' '"%"' '"1e-3"' '"\x27"' ;;
 	*) return 1 ;;
 	esac
 }

@@ -248,7 +248,7 @@ static void test_config__unknown_top_level_key(void **state)
 		      "  - {name: a, command: a}\n",
 		      "w.yaml:1:1: missing required key \"steps\" (a list of steps)",
 		      "w.yaml:2:1: unknown top-level key \"stpes\" (did you mean \"steps\"?); "
-		      "known keys: name, description, params, steps, schedule, triggers", NULL);
+		      "known keys: name, description, params, steps, schedule, triggers, finally", NULL);
 }
 
 static void test_config__unknown_kind(void **state)
@@ -287,8 +287,8 @@ static void test_config__unknown_step_key(void **state)
 		      "w.yaml:3:5: step is missing required key \"command\" (a list like "
 		      "[python, train.py] or one shell string)",
 		      "w.yaml:3:15: unknown step key \"comand\" (did you mean \"command\"?); known "
-		      "keys: name, kind, needs, command, env, image, workdir, timeout, retry, executor, "
-		      "resources, network, slurm, secrets, cache, gate, model, dataset, labels, webhook, on_timeout, "
+		      "keys: name, kind, needs, command, env, image, workdir, timeout, retry, when, fail_run, executor, "
+		      "resources, network, slurm, secrets, cache, gate, on_fail, model, dataset, labels, webhook, on_timeout, "
 		      "artifact, version, alias, serve, traffic, replicas, sample, deployment, auto_stop, retire_after, load_test, canary, approve, hang, watch",
 		      NULL);
 }
@@ -599,8 +599,62 @@ static void test_config__multiple_errors_in_order(void **state)
 		      "run directory or an absolute path",
 		      "w.yaml:12:14: timeout: duration \"5\": missing unit (use e.g. 30s, 5m, 2h)",
 		      "w.yaml:13:5: unknown step key \"extra\"; known keys: name, kind, needs, "
-		      "command, env, image, workdir, timeout, retry, executor, resources, network, slurm, secrets, cache, gate, model, "
+		      "command, env, image, workdir, timeout, retry, when, fail_run, executor, resources, network, slurm, secrets, cache, "
+		      "gate, on_fail, model, "
 		      "dataset, labels, webhook, on_timeout, artifact, version, alias, serve, traffic, replicas, sample, deployment, auto_stop, retire_after, load_test, canary, approve, hang, watch", NULL);
+}
+
+/* when:, needs if: any, finally: and on_fail: mistakes, each at its place with its rule */
+static void test_config__conditions_and_finally(void **state)
+{
+	json_t *spec;
+
+	(void)state;
+	expect_errors("name: w\n"
+		      "params: {n: 1}\n"
+		      "steps:\n"
+		      "  - {name: a, command: a, when: 'params.n = 1'}\n"
+		      "  - {name: b, command: b, when: 'params.m == 1'}\n"
+		      "  - {name: c, command: c, when: 'steps.d.outputs.x > 1'}\n"
+		      "  - {name: d, command: d, needs: [{step: a, if: maybe}, {if: any}]}\n"
+		      "  - {name: e, command: e, when: 'production.f1 < 1'}\n"
+		      "  - {name: f, command: f, needs: z1, fail_run: true}\n"
+		      "  - {name: g, kind: evaluate, command: g, on_fail: skip}\n"
+		      "finally:\n"
+		      "  - {name: z1, command: z, needs: a}\n",
+		      "w.yaml:4:33: when \"params.n = 1\": at column 10: \"=\" is not an operator; compare with \"==\"",
+		      "w.yaml:5:33: when refers to undeclared parameter \"m\"; declared: n",
+		      "w.yaml:6:33: step \"c\" uses outputs of \"d\", which is not upstream of it; add \"d\" to its needs",
+		      "w.yaml:7:49: if: \"maybe\" is not a needs condition; use succeeded (the default: run only when "
+		      "\"a\" succeeded) or any (also when it was skipped)",
+		      "w.yaml:7:57: a needs item that is a mapping names its step: {step: NAME, if: any}",
+		      "w.yaml:8:33: step \"e\"'s when reads production, but no register step above or below it names "
+		      "a model; production is the production version of the model a register step above or below it "
+		      "registers",
+		      "w.yaml:9:34: step \"f\" needs \"z1\", a finally step: finally steps run after every other step; "
+		      "move \"f\" under finally: too, or \"z1\" under steps:",
+		      "w.yaml:9:48: fail_run applies to the steps under finally: (whether their failure fails a run that "
+		      "succeeded); a step of steps: fails its run anyway",
+		      "w.yaml:10:52: on_fail says what a failed gate does; this step has no gate",
+		      "w.yaml:12:35: finally step \"z1\" needs \"a\": a finally step runs after every step of steps: "
+		      "already (and may use their outputs); its needs name only other finally steps", NULL);
+	/* what comes out: the condition as written, the model production means, finally steps last */
+	spec = parse_ok("name: w\n"
+			"steps:\n"
+			"  - {name: t, kind: train, command: t, gate: {accuracy: '>= 0.9'}, on_fail: skip}\n"
+			"  - {name: r, kind: register, needs: t, model: digits}\n"
+			"  - {name: d, needs: [{step: r, if: any}], command: d,\n"
+			"     when: '{{steps.t.metrics.accuracy}} >= production.accuracy'}\n"
+			"finally:\n"
+			"  - {name: z, command: [sh, -c, 'echo {{steps.t.outputs.model}}']}\n");
+	assert_string_equal(str_at(step_at(spec, 0), "on_fail"), "skip");
+	assert_string_equal(str_at(step_at(spec, 2), "when"), "{{steps.t.metrics.accuracy}} >= production.accuracy");
+	assert_string_equal(str_at(step_at(spec, 2), "when_model"), "digits");
+	assert_string_equal(json_string_value(json_array_get(json_object_get(step_at(spec, 2), "needs_any"), 0)), "r");
+	assert_string_equal(str_at(step_at(spec, 3), "name"), "z");
+	assert_true(json_is_true(json_object_get(step_at(spec, 3), "finally")));
+	assert_null(json_object_get(step_at(spec, 1), "finally"));
+	json_decref(spec);
 }
 
 static void test_config__aliases(void **state)
@@ -828,6 +882,7 @@ int main(void)
 		cmocka_unit_test(test_config__multiple_errors_in_order),
 		cmocka_unit_test(test_config__placement),
 		cmocka_unit_test(test_config__aliases),
+		cmocka_unit_test(test_config__conditions_and_finally),
 		cmocka_unit_test(test_config__alias_amplification_bounded),
 		cmocka_unit_test(test_config__step_limit),
 		cmocka_unit_test(test_config__edge_limit),

@@ -407,6 +407,20 @@ static void test_kinds__prepare_gate_and_unknown_fail(void **state)
 		rendered = NULL;
 		claimed_dispose(&c);
 	}
+	/* a gate with when: is claimed for its condition: it waits when it holds, else it is skipped */
+	for (size_t i = 0; i < 2; i++) {
+		struct claimed c;
+		claimed_init(&c, "gate", i == 0 ? "{\"when\":\"true\"}" : "{\"when\":\"params.go == 1\"}", "{}",
+			     "/nonexistent");
+		assert_int_equal(steps_prepare(&rendered, &env, &key, &res, &c.r), 1);
+		assert_string_equal(attempt_outcome_name(res.outcome), i == 0 ? "waiting" : "failed");
+		if (i == 1) /* the claim handed no params: said so */
+			assert_non_null(strstr(res.reason, "params.go: the run has no param go"));
+		step_result_dispose(&res);
+		json_decref(rendered);
+		rendered = NULL;
+		claimed_dispose(&c);
+	}
 }
 
 /* A job below a staging step (a cache step) gets its FERRY_CACHE_DIR, or fails when it is gone. */

@@ -206,6 +206,46 @@ static void test_plan__diamond(void **state)
 	run_plan_free(p);
 }
 
+/* when:, needs with if: any and finally: as the plan carries them (the state machine is release.sql's) */
+static void test_plan__conditions_and_finally(void **state)
+{
+	struct run_plan *p;
+	const json_t *anc;
+
+	(void)state;
+	p = plan_ok("name: c\n"
+		    "params: {deploy: true}\n"
+		    "steps:\n"
+		    "  - {name: a, command: a}\n"
+		    "  - {name: ok, kind: gate, when: 'params.deploy == true'}\n"
+		    "  - {name: b, needs: a, when: \"steps.a.outputs.n > 1\", command: b}\n"
+		    "  - {name: c, needs: [a, {step: b, if: any}], command: c}\n"
+		    "finally:\n"
+		    "  - {name: tidy, command: [sh, -c, 'echo $FERRY_RUN_STATE'], fail_run: true}\n"
+		    "  - {name: last, needs: tidy, command: z}\n");
+	/* a gate with a condition is claimed to evaluate it: it does not wait at once */
+	assert_string_equal(state_of(p, "ok"), "ready");
+	assert_false(step(p, "ok")->waits);
+	assert_string_equal(json_string_value(json_object_get(step(p, "b")->spec, "when")), "steps.a.outputs.n > 1");
+	assert_non_null(json_object_get(step(p, "b")->spec, "ancestors"));
+	/* the edges: c -> b is if: any, c -> a is not */
+	for (size_t k = 0; k < p->nedges; k++) {
+		const char *from = p->steps[p->edges[k].step].name, *to = p->steps[p->edges[k].needs].name;
+		assert_int_equal(p->edges[k].any, strcmp(from, "c") == 0 && strcmp(to, "b") == 0);
+	}
+	/* finally steps: blocked on the rest (one dependency more), handed every other step */
+	assert_true(step(p, "tidy")->final);
+	assert_int_equal(step(p, "tidy")->deps_pending, 1);
+	assert_int_equal(step(p, "last")->deps_pending, 2);
+	assert_string_equal(state_of(p, "tidy"), "blocked");
+	assert_true(json_is_true(json_object_get(step(p, "tidy")->spec, "fail_run")));
+	anc = json_object_get(step(p, "tidy")->spec, "ancestors");
+	assert_int_equal(json_array_size(anc), 4);
+	assert_int_equal(p->final_steps, 2);
+	assert_int_equal(p->open_steps, 6);
+	run_plan_free(p);
+}
+
 static void test_plan__gate_first(void **state)
 {
 	struct run_plan *p;
@@ -723,6 +763,7 @@ int main(void)
 		cmocka_unit_test(test_plan__chain),
 		cmocka_unit_test(test_plan__diamond),
 		cmocka_unit_test(test_plan__gate_first),
+		cmocka_unit_test(test_plan__conditions_and_finally),
 		cmocka_unit_test(test_plan__dev_subsets),
 		cmocka_unit_test(test_plan__params_and_templates),
 		cmocka_unit_test(test_plan__shell_params_quoted_and_in_env),

@@ -1,0 +1,184 @@
+# Branching and always-run steps through a real daemon: when: (evaluated
+# when the step would start, from params, outputs, metrics and the
+# registry's production version), needs with if: any, a gate's on_fail:
+# skip, and the steps under finally: after a success, a failure, a stop
+# and a retry.
+
+test_when_skips_a_branch_and_if_any_goes_on() {
+	start_daemon a
+	f=$(wf branch <<'Y'
+name: branch
+params: {go: true, mode: fast}
+steps:
+  - {name: a, command: [sh, -c, 'echo "{\"n\": 3, \"tag\": \"v1\"}" > "$FERRY_OUTPUT_DIR/outputs.json"']}
+  - {name: big, needs: a, when: "steps.a.outputs.n > 5", command: [sh, -c, 'echo big']}
+  - {name: after_big, needs: big, command: [sh, -c, 'echo never']}
+  - {name: below_after, needs: after_big, command: [sh, -c, 'echo never']}
+  - {name: either, needs: [a, {step: big, if: any}], command: [sh, -c, 'echo either']}
+  - {name: go, needs: a, when: "params.go == true and {{steps.a.outputs.tag}} == 'v1' and params.mode != 'slow'", command: [sh, -c, 'echo go']}
+  - {name: ask, kind: gate, needs: a, when: "params.mode == 'slow'"}
+  - {name: broken, needs: a, when: "steps.a.outputs.tag >= 3", command: [sh, -c, 'echo never']}
+Y
+)
+	id=$(submit "$f")
+	wait_run "$id" failed 30
+	assert_eq "$(step_col "$id" big state)" skipped "the condition did not hold"
+	assert_eq "$(step_col "$id" big reason)" 'when "steps.a.outputs.n > 5" did not hold (steps.a.outputs.n = 3)' "its reason shows the condition and the value"
+	assert_eq "$(step_col "$id" after_big state)" skipped "what needs it is skipped"
+	assert_eq "$(step_col "$id" after_big reason)" "upstream step big was skipped" "saying why"
+	assert_eq "$(step_col "$id" below_after state)" skipped "and so on down"
+	assert_eq "$(step_col "$id" either state)" succeeded "if: any takes a skipped step as done"
+	assert_eq "$(step_col "$id" go state)" succeeded "a condition that holds lets the step run"
+	grep -q 'ferry: when ".*" holds (params.go = "true", steps.a.outputs.tag = "v1", params.mode = "fast")' \
+		"$FERRY_HOME/runs/$id/go/1/log" || { cat "$FERRY_HOME/runs/$id/go/1/log"; fail "the log says why it ran"; }
+	assert_eq "$(step_col "$id" ask state)" skipped "a gate with a false condition never waits"
+	# a condition that cannot be evaluated fails the step for good, naming the values
+	assert_eq "$(step_col "$id" broken state)" failed "a comparison that does not fit"
+	assert_match "$(step_col "$id" broken reason)" 'cannot compare "v1" \(a string\) >= 3 \(a number\)' "the reason names it"
+	assert_eq "$(step_col "$id" broken attempts)" 1 "not retried"
+	assert_eq "$(sql "SELECT count(*) FROM events WHERE run_id = $id AND kind = 'step.skipped'")" 4 "an event per skipped step"
+	# the same without the broken step: skipped steps do not fail a run
+	sed -i '/name: broken/d' "$f"
+	id=$(submit "$f" '{"mode": "slow"}')
+	wait_step "$id" ask waiting 30
+	assert_eq "$(step_col "$id" go state)" skipped "params.mode != 'slow' did not hold"
+	assert_eq "$(step_col "$id" ask deps_pending)" 0 "the gate waits for its person once its condition held"
+	"$ROOT/bin/ferry" continue "$id" ask >/dev/null || fail "continue"
+	wait_run "$id" succeeded 30
+}
+
+# the issue's case: a candidate not better than production is not deployed, and the run succeeds
+test_when_skips_a_deploy_not_better_than_production() {
+	start_daemon a
+	cat >"$FERRY_HOME/train.sh" <<'S'
+echo "model $F1" > "$FERRY_OUTPUT_DIR/model"
+echo "{\"f1\": $F1}" > "$FERRY_OUTPUT_DIR/metrics.json"
+S
+	f=$(wf prod <<Y
+name: prod
+params: {f1: "0.9"}
+steps:
+  - {name: train, kind: train, command: [sh, $FERRY_HOME/train.sh], env: {F1: "{{params.f1}}"}}
+  - {name: register, kind: register, needs: train, model: m, alias: [production]}
+Y
+)
+	id=$(submit "$f" '{"f1": "0.93"}')
+	wait_run "$id" succeeded 30
+	f=$(wf cand <<Y
+name: cand
+params: {f1: "0.9"}
+steps:
+  - {name: train, kind: train, command: [sh, $FERRY_HOME/train.sh], env: {F1: "{{params.f1}}"}}
+  - {name: register, kind: register, needs: train, model: m}
+  - name: deploy
+    kind: deploy
+    needs: register
+    model: m
+    serve: [/bin/false]
+    when: "{{steps.train.metrics.f1}} >= production.f1"
+  - {name: tell, needs: [{step: deploy, if: any}], command: [sh, -c, 'echo told']}
+Y
+)
+	id=$(submit "$f" '{"f1": "0.91"}')
+	wait_run "$id" succeeded 30
+	assert_eq "$(step_col "$id" deploy state)" skipped "not better than production: not deployed"
+	assert_eq "$(step_col "$id" deploy reason)" 'when "{{steps.train.metrics.f1}} >= production.f1" did not hold (steps.train.metrics.f1 = 0.91, production.f1 = 0.93 (m 0.0.1))' "the values in the reason"
+	assert_eq "$(step_col "$id" tell state)" succeeded "what takes any outcome goes on"
+	assert_eq "$(sql "SELECT count(*) FROM deployments")" 0 "nothing deployed"
+	api GET "/api/v1/runs/$id"
+	assert_eq "$(echo "$BODY" | json 'j["state"]')" succeeded "the API says the run succeeded"
+}
+
+test_gate_on_fail_skip_lets_the_run_succeed() {
+	start_daemon a
+	f=$(wf soft <<'Y'
+name: soft
+steps:
+  - {name: evaluate, kind: evaluate, command: [sh, -c, 'echo "{\"accuracy\": 0.5}" > "$FERRY_OUTPUT_DIR/metrics.json"'],
+     gate: {accuracy: ">= 0.9"}, on_fail: skip}
+  - {name: publish, needs: evaluate, command: [sh, -c, 'echo never']}
+  - {name: report, needs: [{step: evaluate, if: any}], command: [sh, -c, 'echo report']}
+Y
+)
+	id=$(submit "$f")
+	wait_run "$id" succeeded 30
+	assert_eq "$(step_col "$id" evaluate state)" skipped "a failed gate with on_fail: skip"
+	assert_match "$(step_col "$id" evaluate reason)" "accuracy 0.5 < 0.9.*what needs it is skipped \(on_fail: skip\)" "the gate's reason"
+	assert_eq "$(step_col "$id" evaluate "gate->0->>'passed'")" false "the gate's result is kept"
+	assert_eq "$(step_col "$id" evaluate "metrics->>'accuracy'")" 0.5 "and the metrics"
+	assert_eq "$(step_col "$id" publish state)" skipped "what needs it is skipped"
+	assert_eq "$(step_col "$id" report state)" succeeded "if: any goes on"
+}
+
+test_finally_runs_after_success_failure_and_stop() {
+	start_daemon a
+	f=$(wf fin <<'Y'
+name: fin
+params: {fail: "no", nap: "0"}
+steps:
+  - {name: work, command: [sh, -c, 'echo "{\"n\": 7}" > "$FERRY_OUTPUT_DIR/outputs.json"; sleep $NAP; [ "$FAIL" = no ]'],
+     env: {FAIL: "{{params.fail}}", NAP: "{{params.nap}}"}}
+  - {name: more, needs: work, command: [sh, -c, 'echo more']}
+finally:
+  - {name: notify, command: [sh, -c, 'echo "state=$FERRY_RUN_STATE n={{steps.work.outputs.n}}"']}
+  - {name: tidy, needs: notify, command: [sh, -c, 'echo tidy; exit 3']}
+Y
+)
+	# succeeded: the finally steps run after the rest; a failing one without fail_run is only reported
+	id=$(submit "$f")
+	wait_run "$id" succeeded 30
+	assert_eq "$(cat "$FERRY_HOME/runs/$id/notify/1/log")" "state=succeeded n=7" "FERRY_RUN_STATE and an output of a step above"
+	assert_eq "$(step_col "$id" tidy state)" failed "its failure is reported"
+	assert_eq "$(sql "SELECT (SELECT started_at FROM steps WHERE run_id = $id AND name = 'notify') >= (SELECT finished_at FROM steps WHERE run_id = $id AND name = 'more')")" t "after every other step"
+	assert_eq "$(sql "SELECT detail->>'body_state' FROM events WHERE run_id = $id AND kind = 'run.finally'")" succeeded "the run.finally event"
+	# failed: they run all the same, and the run stays failed
+	id=$(submit "$f" '{"fail": "yes"}')
+	wait_run "$id" failed 30
+	assert_eq "$(step_col "$id" more state)" skipped "below the failure"
+	assert_eq "$(cat "$FERRY_HOME/runs/$id/notify/1/log")" "state=failed n=7" "told the run failed"
+	# a retry runs them again after what it re-runs
+	"$ROOT/bin/ferry" retry "$id" >/dev/null || fail "retry"
+	wait_run "$id" failed 30
+	assert_eq "$(step_col "$id" notify attempts)" 2 "notify ran again"
+	# stopped: ferry stop ends the work, the finally steps run, the run ends stopped
+	id=$(submit "$f" '{"nap": "30"}')
+	wait_step "$id" work running 30
+	"$ROOT/bin/ferry" stop "$id" >/dev/null || fail "stop"
+	wait_run "$id" stopped 30
+	assert_eq "$(step_col "$id" notify state)" succeeded "the finally step ran after the stop"
+	assert_match "$(cat "$FERRY_HOME/runs/$id/notify/1/log")" "^state=stopped" "told the run was stopped"
+	assert_eq "$(step_col "$id" more state)" stopped "the rest stopped"
+	# fail_run: a finally step's failure fails a run that succeeded
+	f=$(wf fin3 <<'Y'
+name: fin3
+steps:
+  - {name: work, command: [sh, -c, 'echo work']}
+finally:
+  - {name: check, command: [sh, -c, 'exit 3'], fail_run: true}
+Y
+)
+	id=$(submit "$f")
+	wait_run "$id" failed 30
+	assert_eq "$(step_col "$id" work state)" succeeded "the work succeeded"
+	assert_eq "$(step_col "$id" check state)" failed "the check did not"
+}
+
+test_finally_steps_stop_on_a_second_stop() {
+	start_daemon a
+	f=$(wf fin2 <<'Y'
+name: fin2
+steps:
+  - {name: work, command: [sh, -c, 'sleep 30']}
+finally:
+  - {name: cleanup, command: [sh, -c, 'sleep 30']}
+Y
+)
+	id=$(submit "$f")
+	wait_step "$id" work running 30
+	"$ROOT/bin/ferry" stop "$id" >/dev/null || fail "stop"
+	wait_step "$id" cleanup running 30
+	assert_eq "$(sql "SELECT state FROM runs WHERE id = $id")" running "running its finally steps"
+	"$ROOT/bin/ferry" stop "$id" >/dev/null || fail "the second stop"
+	wait_run "$id" stopped 30
+	assert_eq "$(step_col "$id" cleanup state)" stopped "the second stop stops them"
+}
