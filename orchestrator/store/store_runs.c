@@ -158,8 +158,8 @@ static int run_write(PGconn *conn, const struct run_plan *p, const struct store_
 				      sbuf_close(&e_need, (int)p->nedges), sbuf_close(&e_any, (int)p->nedges)};
 		if ((error = store_q(NULL, conn,
 			             "INSERT INTO step_deps (needs_id, step_id, if_any) "
-			             "SELECT n.id, s.id, e.any FROM unnest($2::text[], $3::text[], $4::boolean[]) "
-			             "  AS e(step, needs, any) "
+			             "SELECT n.id, s.id, e.if_any FROM unnest($2::text[], $3::text[], $4::boolean[]) "
+			             "  AS e(step, needs, if_any) "
 			             "JOIN steps s ON s.run_id = $1 AND s.name = e.step "
 			             "JOIN steps n ON n.run_id = $1 AND n.name = e.needs", 4, prm)) < 0)
 			goto out;

@@ -120,14 +120,16 @@ steps:
      env: {FAIL: "{{params.fail}}", NAP: "{{params.nap}}"}}
   - {name: more, needs: work, command: [sh, -c, 'echo more']}
 finally:
-  - {name: notify, command: [sh, -c, 'echo "state=$FERRY_RUN_STATE n={{steps.work.outputs.n}}"']}
+  - {name: notify, command: [sh, -c, 'echo "state=$FERRY_RUN_STATE"']}
+  - {name: report, when: "steps.work.outputs.n != null", command: [sh, -c, 'echo "n={{steps.work.outputs.n}}"']}
   - {name: tidy, needs: notify, command: [sh, -c, 'echo tidy; exit 3']}
 Y
 )
 	# succeeded: the finally steps run after the rest; a failing one without fail_run is only reported
 	id=$(submit "$f")
 	wait_run "$id" succeeded 30
-	assert_eq "$(cat "$FERRY_HOME/runs/$id/notify/1/log")" "state=succeeded n=7" "FERRY_RUN_STATE and an output of a step above"
+	assert_eq "$(cat "$FERRY_HOME/runs/$id/notify/1/log")" "state=succeeded" "FERRY_RUN_STATE"
+	assert_eq "$(cat "$FERRY_HOME/runs/$id/report/1/log" | grep -v '^ferry: when')" "n=7" "an output of a step above"
 	assert_eq "$(step_col "$id" tidy state)" failed "its failure is reported"
 	assert_eq "$(sql "SELECT (SELECT started_at FROM steps WHERE run_id = $id AND name = 'notify') >= (SELECT finished_at FROM steps WHERE run_id = $id AND name = 'more')")" t "after every other step"
 	assert_eq "$(sql "SELECT detail->>'body_state' FROM events WHERE run_id = $id AND kind = 'run.finally'")" succeeded "the run.finally event"
@@ -135,7 +137,8 @@ Y
 	id=$(submit "$f" '{"fail": "yes"}')
 	wait_run "$id" failed 30
 	assert_eq "$(step_col "$id" more state)" skipped "below the failure"
-	assert_eq "$(cat "$FERRY_HOME/runs/$id/notify/1/log")" "state=failed n=7" "told the run failed"
+	assert_eq "$(cat "$FERRY_HOME/runs/$id/notify/1/log")" "state=failed" "told the run failed"
+	assert_eq "$(step_col "$id" report state)" skipped "a failed step has no outputs: its references are null"
 	# a retry runs them again after what it re-runs
 	"$ROOT/bin/ferry" retry "$id" >/dev/null || fail "retry"
 	wait_run "$id" failed 30
