@@ -121,13 +121,64 @@ int steps_input_has(const json_t *in, unsigned flags)
  * FERRY_EINVALID when the step or output is missing or
  * not a string or number (the message names it).
  */
-static int ref_value(char **val, const char *e, const char *end, const json_t *inputs)
+/* What a claim-time reference reads: the succeeded ancestors, and a foreach child's item (or NULL). */
+struct refs {
+	const json_t *inputs;
+	const json_t *item;
+};
+
+/* v as a reference writes it: a string as it is, anything else as compact JSON. */
+static char *value_text(const json_t *v)
 {
+	return json_is_string(v) ? xstrdup(json_string_value(v)) : json_dumps(v, JSON_ENCODE_ANY | JSON_COMPACT);
+}
+
+/* {{item}}, {{item.KEY}}, {{steps.X.outputs}}: 0 with *val, 1 when e…end is none of them, or an error. */
+static int ref_item_or_all(char **val, const char *e, const char *end, const struct refs *rf)
+{
+	size_t n = (size_t)(end - e);
+	const json_t *v;
+
+	if ((n == 4 && memcmp(e, "item", 4) == 0) || (n > 5 && memcmp(e, "item.", 5) == 0)) {
+		if (rf->item == NULL) {
+			ferry_error_set("{{%.*s}}: this step has no item (only the children of a foreach step do)", (int)n, e);
+			return FERRY_EINVALID;
+		}
+		v = n == 4 ? rf->item : json_object_getn(rf->item, e + 5, n - 5);
+		if (v == NULL) {
+			ferry_error_set("{{%.*s}}: the item has no key \"%.*s\"", (int)n, e, (int)(n - 5), e + 5);
+			return FERRY_EINVALID;
+		}
+		*val = value_text(v);
+		return FERRY_OK;
+	}
+	if (n > 6 + 8 && memcmp(e, "steps.", 6) == 0 && memcmp(end - 8, ".outputs", 8) == 0) {
+		char *step = xstrndup(e + 6, n - 6 - 8);
+		const json_t *in = json_object_get(rf->inputs, step);
+		if (in == NULL) {
+			ferry_error_set("{{steps.%s.outputs}}: step %s has not succeeded in this run", step, step);
+			free(step);
+			return FERRY_EINVALID;
+		}
+		free(step);
+		v = json_object_get(in, "outputs");
+		*val = value_text(v ? v : json_null());
+		return FERRY_OK;
+	}
+	return 1;
+}
+
+static int ref_value(char **val, const char *e, const char *end, const struct refs *rf)
+{
+	const json_t *inputs = rf->inputs;
 	const char *key;
 	const json_t *in, *outs, *v;
 	char *step, *k;
+	int rc;
 
 	*val = NULL;
+	if ((rc = ref_item_or_all(val, e, end, rf)) != 1)
+		return rc;
 	for (key = end; key > e && key[-1] != '.'; key--)
 		;
 	if (end - e <= 6 || strncmp(e, "steps.", 6) != 0 || key - e < 6 + 9 ||
@@ -156,7 +207,7 @@ static int ref_value(char **val, const char *e, const char *end, const json_t *i
 	return FERRY_EINVALID;
 }
 
-/* The tmpl_ref_fn of a step's fields: inputs is arg. */
+/* The tmpl_ref_fn of a step's fields: arg is a struct refs. */
 static int output_ref(char **val, const char *expr, size_t len, void *arg)
 {
 	int rc = ref_value(val, expr, expr + len, arg);
@@ -168,7 +219,7 @@ static int output_ref(char **val, const char *expr, size_t len, void *arg)
 	return rc;
 }
 
-static int render_value(json_t *obj, const char *key, json_t *v, const json_t *inputs)
+static int render_value(json_t *obj, const char *key, json_t *v, const struct refs *inputs)
 {
 	char *r = NULL;
 	int error;
@@ -188,7 +239,7 @@ static int render_value(json_t *obj, const char *key, json_t *v, const json_t *i
  * step outputs together: a value's own "{{…}}" stays text.
  */
 static int render_templated(json_t *s, const json_t *templated, const json_t *params, int64_t run_id,
-			    const json_t *inputs)
+			    const struct refs *inputs)
 {
 	json_t *cmd = json_object_get(s, "command"), *where;
 	int script = tmpl_shell_script_index(cmd);
@@ -229,8 +280,9 @@ static int render_templated(json_t *s, const json_t *templated, const json_t *pa
 }
 
 /* A copy of spec with the step references rendered; *out is the caller's. */
-static int render_spec(json_t **out, const json_t *spec, const json_t *inputs, const json_t *run, int64_t run_id)
+static int render_spec(json_t **out, const json_t *spec, const json_t *inputs_obj, const json_t *run, int64_t run_id)
 {
+	struct refs rf = {inputs_obj, json_object_get(spec, "item")}, *inputs = &rf;
 	static const char *const fields[] = {"workdir", "dataset", "artifact", "labels", "webhook"};
 	json_t *s = json_deep_copy(spec), *cmd = json_object_get(s, "command"), *env, *v;
 	int script = tmpl_shell_script_index(cmd);
@@ -431,6 +483,8 @@ int steps_prepare(json_t **rendered, json_t **env, char **key_out, struct step_r
 	}
 	if (steps_when(res, r) != 0)
 		return 1;
+	if (json_object_get(r->spec, "foreach") != NULL)
+		return steps_foreach_expand(res, r); /* the step itself runs no job: its children do */
 	if ((kind->flags & SKF_WAITS) && json_object_get(r->spec, "when") != NULL) {
 		/* claimed for its condition only (plan.c): it holds, so the step waits for its person now */
 		res->outcome = OUTCOME_WAITING;
@@ -447,6 +501,13 @@ int steps_prepare(json_t **rendered, json_t **env, char **key_out, struct step_r
 		return 1;
 	}
 	rr.spec = *rendered;
+	if (json_object_get(r->spec, "item") != NULL) {
+		/* a fan-out's child: its item, as {{item}} writes it, and its index */
+		char *item = value_text(json_object_get(r->spec, "item")), idx[24];
+		snprintf(idx, sizeof(idx), "%lld", (long long)json_integer_value(json_object_get(r->spec, "item_index")));
+		flow_env = json_pack("{s:s,s:s}", "FERRY_ITEM", item, "FERRY_ITEM_INDEX", idx);
+		free(item);
+	}
 	if (json_is_true(json_object_get(r->spec, "finally"))) {
 		/* how the run's other steps went: succeeded, failed or stopped */
 		const char *st = json_string_value(json_object_get(r->run, "body_state"));

@@ -42,6 +42,13 @@ int steps_submitter_may_deploy(const struct step_run *r, struct step_result *res
  */
 int steps_when(struct step_result *res, const struct step_run *r);
 
+/*
+ * A claimed foreach step (steps/foreach.c): its list read, its children
+ * written; res is expanded (outputs {"items": N}), or failed saying why.
+ * Returns 1 (res is decided).
+ */
+int steps_foreach_expand(struct step_result *res, const struct step_run *r);
+
 /* Whether the kind of in, an entry of r->inputs ({"kind":"…",…}), has every flag of flags. */
 int steps_input_has(const json_t *in, unsigned flags);
 

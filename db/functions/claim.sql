@@ -6,7 +6,8 @@
 -- an attempt row for each with a lease, moving pending runs to running, and
 -- logging the transitions. For steps whose spec lists "ancestors" it also
 -- hands out the succeeded ancestors' kinds, outputs and metrics and the
--- run's context (params, workflow, no_cache).
+-- run's context (params, workflow, no_cache, body_state). A fan-out's child
+-- is handed its parent's spec with its item over it (fanout.sql).
 
 -- p_step (not NULL) claims that step only: `ferry dev run --step` lets one
 -- step at a time go after the person said "run" (migration 0013 dropped the
@@ -32,7 +33,7 @@ BEGIN
 		UPDATE steps s SET state = 'running', attempts = s.attempts + 1, tries = s.tries + 1,
 		       started_at = now(), finished_at = NULL, not_before = NULL, exit_code = NULL, reason = NULL
 		FROM c WHERE s.id = c.id AND s.state = 'ready'
-		RETURNING s.id, s.run_id, s.name, s.attempts, s.kind, s.timeout_ms, s.spec
+		RETURNING s.id, s.run_id, s.name, s.attempts, s.kind, s.timeout_ms, s.spec, s.parent_id
 	), a AS (
 		INSERT INTO attempts (step_id, attempt, state, owner, host, lease_until)
 		SELECT u.id, u.attempts, 'running', p_owner, p_host, now() + p_lease_ms * interval '1 millisecond' FROM u
@@ -43,17 +44,24 @@ BEGIN
 		INSERT INTO events (run_id, step, attempt, actor, kind)
 		SELECT u.run_id, u.name, u.attempts, p_owner, 'step.running' FROM u
 	)
-	SELECT u.id, u.run_id, u.name, u.attempts, u.kind, u.timeout_ms, u.spec, runs.workdir,
-	       CASE WHEN u.spec ? 'ancestors' THEN coalesce((
-	           SELECT jsonb_object_agg(x.name, jsonb_build_object('kind', x.kind, 'outputs', x.outputs,
-	                                                               'metrics', x.metrics))
+	SELECT u.id, u.run_id, u.name, u.attempts, u.kind, u.timeout_ms, m.spec, runs.workdir,
+	       CASE WHEN m.spec ? 'ancestors' THEN coalesce((
+	           SELECT jsonb_object_agg(x.name, jsonb_build_object('kind', x.kind, 'metrics', x.metrics,
+	               -- a fan-out's outputs: its items' outputs, in item order (null for an item that failed)
+	               'outputs', CASE WHEN x.spec ? 'foreach' THEN (
+	                   SELECT jsonb_agg(c.outputs ORDER BY c.item_index) FROM steps c WHERE c.parent_id = x.id)
+	                   ELSE x.outputs END))
 	           FROM steps x
-	           WHERE x.run_id = u.run_id AND x.state = 'succeeded'
-	             AND x.name IN (SELECT jsonb_array_elements_text(u.spec -> 'ancestors'))), '{}') END,
-	       CASE WHEN u.spec ? 'ancestors' THEN jsonb_build_object('params', runs.params,
+	           WHERE x.run_id = u.run_id AND x.state = 'succeeded' AND x.parent_id IS NULL
+	             AND x.name IN (SELECT jsonb_array_elements_text(m.spec -> 'ancestors'))), '{}') END,
+	       CASE WHEN m.spec ? 'ancestors' THEN jsonb_build_object('params', runs.params,
 	           'workflow', runs.workflow_name, 'workflow_hash', runs.workflow_hash,
 	           'no_cache', runs.no_cache, 'dev', runs.trigger = 'dev', 'body_state', runs.body_state) END
 	FROM u JOIN runs ON runs.id = u.run_id
+	LEFT JOIN steps p ON p.id = u.parent_id,
+	-- a fan-out's child: its parent's spec with its own item over it
+	LATERAL (SELECT CASE WHEN u.parent_id IS NULL THEN u.spec
+	                     ELSE (p.spec - 'foreach' - 'max_parallel' - 'min_success') || u.spec END AS spec) m
 	ORDER BY u.id;
 END;
 $$;

@@ -12,7 +12,8 @@
 -- again: the attempt failed, the step is ready at once without counting
 -- a try; monitor.c caps the restarts), skipped (the step's when: did not
 -- hold or its gate failed with on_fail: skip: the step is skipped, and so
--- is what follows it, ferry_release_skipped). p_final: a failure retrying cannot fix (a failed gate, a
+-- is what follows it, ferry_release_skipped), expanded (a foreach step
+-- wrote its children: it runs on through them, fanout.sql). p_final: a failure retrying cannot fix (a failed gate, a
 -- malformed metrics.json): no retry. Also records what a step produced:
 -- outputs, metrics (merged into the run's too), gate results, the
 -- step-cache key of a job worth caching and, for a step finished from
@@ -30,6 +31,10 @@ DECLARE
 	v_failed bigint[];
 	v_closed bigint[];
 	v_skipped bigint[];
+	v_parents bigint[];
+	v_pn int[];
+	v_pok int[];
+	v_expanded bigint[];
 	v_retry timestamptz;
 	v_ready int := 0;
 	v_n int;
@@ -41,7 +46,8 @@ BEGIN
 		            outputs, metrics, gate, cache_key, cached_from)
 	), a AS (
 		UPDATE attempts a SET state = CASE WHEN inp.outcome IN ('succeeded', 'stopped', 'lost') THEN inp.outcome
-		                                   WHEN inp.outcome IN ('waiting', 'skipped') THEN 'succeeded' ELSE 'failed' END,
+		                                   WHEN inp.outcome IN ('waiting', 'skipped', 'expanded') THEN 'succeeded'
+		                                   ELSE 'failed' END,
 		       exit_code = inp.exit_code, signal = inp.signal, reason = inp.reason, finished_at = now()
 		FROM inp
 		WHERE a.step_id = inp.step_id AND a.attempt = inp.attempt AND a.state = 'running'
@@ -53,23 +59,28 @@ BEGIN
 		               WHEN a.outcome = 'succeeded' THEN 'succeeded'
 		               WHEN r.state = 'stopping' OR a.outcome = 'stopped' THEN 'stopped'
 		               WHEN a.outcome = 'skipped' THEN 'skipped'
+		               WHEN a.outcome = 'expanded' THEN 'running'
 		               WHEN a.outcome = 'waiting' THEN 'waiting'
 		               WHEN a.outcome IN ('lost', 'restart') OR (NOT coalesce(a.final, false) AND s.tries <= s.retry_limit) THEN 'ready'
 		               ELSE 'failed' END,
 		       tries = CASE WHEN a.outcome IN ('lost', 'restart') THEN s.tries - 1 ELSE s.tries END,
 		       not_before = CASE
-		               WHEN a.outcome IN ('succeeded', 'stopped', 'lost', 'waiting', 'restart', 'skipped') OR r.state = 'stopping'
+		               WHEN a.outcome IN ('succeeded', 'stopped', 'lost', 'waiting', 'restart', 'skipped', 'expanded')
+		                    OR r.state = 'stopping'
 		                    OR coalesce(a.final, false) OR s.tries > s.retry_limit THEN NULL
 		               ELSE now() + least(s.max_backoff_ms::float8,
 		                                  s.backoff_ms * power(2, s.tries - 1))
 		                            * (0.5 + random() * 0.5) * interval '1 millisecond' END,
 		       exit_code = a.exit_code, reason = a.reason,
 		       outputs = a.outputs, metrics = a.metrics, gate = a.gate, cached_from = a.cached_from,
-		       finished_at = CASE WHEN a.outcome = 'waiting' AND r.state <> 'stopping' THEN NULL ELSE now() END
+		       finished_at = CASE WHEN a.outcome IN ('waiting', 'expanded') AND r.state <> 'stopping' THEN NULL
+		                          ELSE now() END
 		FROM a, runs r
 		WHERE s.id = a.step_id AND s.attempts = a.attempt AND s.state = 'running' AND r.id = s.run_id
 		RETURNING s.id, s.run_id, s.dev, s.name, s.state, s.not_before, s.timeout_ms, s.spec ->> 'on_timeout' AS on_timeout,
-		          a.attempt, a.reason, a.exit_code, a.outputs, a.metrics, a.gate, a.cache_key, a.cached_from
+		          a.attempt, a.reason, a.exit_code, a.outputs, a.metrics, a.gate, a.cache_key, a.cached_from,
+		          s.parent_id, a.outcome = 'expanded' AND s.state = 'running' AS expanded,
+		          s.spec ->> 'max_parallel' AS max_parallel, s.spec ->> 'min_success' AS min_success
 	), q AS (
 		INSERT INTO step_queue (step_id, run_id, dev, not_before)
 		SELECT s.id, s.run_id, s.dev, s.not_before FROM s WHERE s.state = 'ready'
@@ -85,33 +96,65 @@ BEGIN
 		ON CONFLICT (key) DO UPDATE SET run_id = excluded.run_id, step = excluded.step,
 		       attempt = excluded.attempt, outputs = excluded.outputs, metrics = excluded.metrics,
 		       gate = excluded.gate, created_at = now()
+	), fo AS (
+		-- an expanded fan-out: its counters, from its children as they are (a retry keeps those that succeeded)
+		INSERT INTO fanouts (step_id, run_id, total, max_parallel, min_success, done, succeeded)
+		SELECT s.id, s.run_id, (s.outputs ->> 'items')::int, coalesce(s.max_parallel::int, 0),
+		       coalesce(s.min_success::float8, 1),
+		       (SELECT count(*) FROM steps c WHERE c.parent_id = s.id
+		        AND c.state IN ('succeeded', 'failed', 'skipped', 'stopped')),
+		       (SELECT count(*) FROM steps c WHERE c.parent_id = s.id AND c.state = 'succeeded')
+		FROM s WHERE s.expanded
+		ON CONFLICT (step_id) DO UPDATE SET total = excluded.total, max_parallel = excluded.max_parallel,
+		       min_success = excluded.min_success, done = excluded.done, succeeded = excluded.succeeded,
+		       next_index = 0, active = 0
 	), rm AS (
+		-- a fan-out's children keep their metrics to themselves: the run's row is not written per item
 		UPDATE runs r SET metrics = coalesce(r.metrics, '{}'::jsonb) || m.obj
 		FROM (SELECT s.run_id, jsonb_object_agg(s.name, s.metrics) AS obj FROM s
-		      WHERE s.metrics IS NOT NULL GROUP BY s.run_id) m
+		      WHERE s.metrics IS NOT NULL AND s.parent_id IS NULL GROUP BY s.run_id) m
 		WHERE r.id = m.run_id
+	), closed_children AS (
+		SELECT s.parent_id AS p, count(*)::int AS n, (count(*) FILTER (WHERE s.state = 'succeeded'))::int AS ok
+		FROM s WHERE s.parent_id IS NOT NULL AND s.state IN ('succeeded', 'failed', 'skipped', 'stopped')
+		GROUP BY s.parent_id
 	), e AS (
 		INSERT INTO events (run_id, step, attempt, actor, kind, detail)
 		SELECT s.run_id, s.name, s.attempt, p_owner,
-		       CASE WHEN s.state = 'ready' THEN 'step.retrying' ELSE 'step.' || s.state END,
+		       CASE WHEN s.state = 'ready' THEN 'step.retrying' WHEN s.expanded THEN 'step.expanded'
+		            ELSE 'step.' || s.state END,
 		       jsonb_strip_nulls(jsonb_build_object('exit_code', s.exit_code, 'reason', s.reason,
 		                                            'not_before', s.not_before, 'cached_from', s.cached_from,
 		                                            'outputs', CASE WHEN s.state = 'waiting' THEN s.outputs END))
 		FROM s
 	)
-	SELECT array_agg(s.id) FILTER (WHERE s.state = 'succeeded'),
-	       array_agg(s.id) FILTER (WHERE s.state IN ('failed', 'stopped')),
-	       array_agg(s.run_id) FILTER (WHERE s.state NOT IN ('ready', 'waiting')),
-	       array_agg(s.id) FILTER (WHERE s.state = 'skipped'),
+	-- children (parent_id) close into their fan-out's counters, not into the run's open steps
+	SELECT array_agg(s.id) FILTER (WHERE s.state = 'succeeded' AND s.parent_id IS NULL),
+	       array_agg(s.id) FILTER (WHERE s.state IN ('failed', 'stopped') AND s.parent_id IS NULL),
+	       array_agg(s.run_id) FILTER (WHERE s.state NOT IN ('ready', 'waiting', 'running') AND s.parent_id IS NULL),
+	       array_agg(s.id) FILTER (WHERE s.state = 'skipped' AND s.parent_id IS NULL),
 	       min(s.not_before),
-	       count(*) FILTER (WHERE s.state = 'ready' AND s.not_before IS NULL)
-	INTO v_ok, v_failed, v_closed, v_skipped, v_retry, v_n
+	       count(*) FILTER (WHERE s.state = 'ready' AND s.not_before IS NULL),
+	       (SELECT array_agg(g.p ORDER BY g.p) FROM closed_children g),
+	       (SELECT array_agg(g.n ORDER BY g.p) FROM closed_children g),
+	       (SELECT array_agg(g.ok ORDER BY g.p) FROM closed_children g),
+	       array_agg(s.id) FILTER (WHERE s.expanded)
+	INTO v_ok, v_failed, v_closed, v_skipped, v_retry, v_n, v_parents, v_pn, v_pok, v_expanded
 	FROM s;
+	IF v_expanded IS NOT NULL THEN
+		-- the fan-outs just written start: their first children are released (or, all done already, they end)
+		v_parents := coalesce(v_parents, '{}') || v_expanded;
+		v_pn := coalesce(v_pn, '{}') || array_fill(0, ARRAY[cardinality(v_expanded)]);
+		v_pok := coalesce(v_pok, '{}') || array_fill(0, ARRAY[cardinality(v_expanded)]);
+	END IF;
 	v_ready := coalesce(v_n, 0);
 
 	v_ready := v_ready + ferry_release(p_owner, v_ok, v_failed, v_closed);
 	IF v_skipped IS NOT NULL THEN
 		v_ready := v_ready + ferry_release_skipped(p_owner, v_skipped);
+	END IF;
+	IF v_parents IS NOT NULL THEN
+		v_ready := v_ready + ferry_fanout_progress(p_owner, v_parents, v_pn, v_pok);
 	END IF;
 
 	IF v_ready > 0 THEN

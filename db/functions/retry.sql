@@ -28,6 +28,7 @@ DECLARE
 	v_state text;
 	v_from bigint;
 	v_set bigint[];
+	v_down bigint[];
 	v_changed bigint[];
 	v_kept bigint[];
 	v_old jsonb;
@@ -76,8 +77,13 @@ BEGIN
 		UNION
 		SELECT e.step_id FROM step_deps e JOIN down ON e.needs_id = down.id
 	)
+	SELECT array_agg(id) INTO v_down FROM down;
+	-- a fan-out run again from above, or with changed params, starts afresh: its list may be another;
+	-- one that only failed keeps the items that succeeded (its failed ones are retried below)
+	DELETE FROM steps WHERE parent_id = ANY (v_down);
+	DELETE FROM fanouts WHERE step_id = ANY (v_down);
 	SELECT array_agg(id) INTO v_set FROM (
-		SELECT id FROM down
+		SELECT unnest(v_down) AS id
 		UNION
 		SELECT id FROM steps WHERE run_id = p_run AND state IN ('failed', 'stopped', 'skipped')
 		UNION -- the finally steps run again after whatever runs again
@@ -110,7 +116,7 @@ BEGIN
 	WITH u AS (
 		UPDATE steps SET state = CASE WHEN waits THEN 'waiting' ELSE 'ready' END,
 		       started_at = CASE WHEN waits THEN now() END
-		WHERE id = ANY (v_set) AND deps_pending = 0
+		WHERE id = ANY (v_set) AND deps_pending = 0 AND parent_id IS NULL -- children: their fan-out releases them
 		RETURNING id, run_id, dev, state, timeout_ms, spec ->> 'on_timeout' AS on_timeout
 	), q AS (
 		INSERT INTO step_queue (step_id, run_id, dev) SELECT u.id, u.run_id, u.dev FROM u WHERE u.state = 'ready'
@@ -121,15 +127,16 @@ BEGIN
 	ON CONFLICT (step_id) DO UPDATE SET deadline = excluded.deadline;
 	UPDATE runs SET state = 'pending', finished_at = NULL, reason = NULL, no_cache = p_no_cache, body_state = NULL,
 	       metrics = (SELECT jsonb_object_agg(name, metrics) FROM steps
-	                  WHERE run_id = p_run AND metrics IS NOT NULL),
-	       open_steps = open_steps + coalesce(array_length(v_set, 1), 0)
+	                  WHERE run_id = p_run AND metrics IS NOT NULL AND parent_id IS NULL),
+	       open_steps = open_steps + (SELECT count(*) FROM steps WHERE id = ANY (v_set) AND parent_id IS NULL)
 	WHERE id = p_run;
 	INSERT INTO events (run_id, actor, kind, detail)
 	VALUES (p_run, p_actor, 'run.retry', jsonb_strip_nulls(jsonb_build_object('from', p_from,
 	        'no_cache', CASE WHEN p_no_cache THEN true END, 'params', v_diff,
 	        'kept', (SELECT jsonb_agg(name ORDER BY idx) FROM steps
 	                 WHERE id = ANY (v_kept) AND NOT id = ANY (coalesce(v_set, '{}'::bigint[]))),
-	        'steps', (SELECT jsonb_agg(name ORDER BY idx) FROM steps WHERE id = ANY (v_set)))));
+	        'steps', (SELECT jsonb_agg(name ORDER BY idx) FROM steps WHERE id = ANY (v_set) AND parent_id IS NULL),
+	        'items', (SELECT NULLIF(count(*), 0) FROM steps WHERE id = ANY (v_set) AND parent_id IS NOT NULL))));
 	PERFORM pg_notify('ferry_ready', '');
 	RETURN 'pending';
 END;

@@ -11,6 +11,7 @@ DECLARE
 	v_state text;
 	v_body text;
 	v_closed bigint[];
+	v_children boolean;
 	v_ready int;
 BEGIN
 	SELECT state, body_state INTO v_state, v_body FROM runs WHERE id = p_run FOR UPDATE;
@@ -32,22 +33,30 @@ BEGIN
 		       reason = 'run stopped by ' || p_actor
 		WHERE run_id = p_run AND state IN ('blocked', 'ready', 'waiting')
 		  AND (v_body IS NOT NULL OR spec ->> 'finally' IS DISTINCT FROM 'true')
-		RETURNING id, name
+		RETURNING id, name, parent_id
 	), dq AS (
 		DELETE FROM step_queue q USING u WHERE q.step_id = u.id
 	), dw AS (
 		DELETE FROM step_waits w USING u WHERE w.step_id = u.id
 	), ev AS (
-		INSERT INTO events (run_id, step, actor, kind) SELECT p_run, u.name, p_actor, 'step.stopped' FROM u
+		-- a fan-out's children stop with it, one event for them all (the run.stop)
+		INSERT INTO events (run_id, step, actor, kind)
+		SELECT p_run, u.name, p_actor, 'step.stopped' FROM u WHERE u.parent_id IS NULL
 	)
-	SELECT array_agg(p_run) INTO v_closed FROM u;
+	SELECT array_agg(p_run) FILTER (WHERE u.parent_id IS NULL), bool_or(u.parent_id IS NOT NULL)
+	INTO v_closed, v_children FROM u;
 	INSERT INTO events (run_id, actor, kind) VALUES (p_run, p_actor, 'run.stop');
+	v_ready := 0;
 	IF v_closed IS NOT NULL THEN
 		-- the run finishes (stopped) here when nothing runs, or releases its finally steps
 		v_ready := ferry_release(p_actor, NULL, NULL, v_closed);
-		IF v_ready > 0 THEN
-			PERFORM pg_notify('ferry_ready', '');
-		END IF;
+	END IF;
+	IF v_children THEN
+		-- fan-outs whose children all stopped end here; those with children still running, when they end
+		v_ready := v_ready + ferry_fanout_recount(p_actor, p_run);
+	END IF;
+	IF v_ready > 0 THEN
+		PERFORM pg_notify('ferry_ready', '');
 	END IF;
 	SELECT state INTO v_state FROM runs WHERE id = p_run;
 	IF v_state = 'stopping' THEN

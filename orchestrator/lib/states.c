@@ -45,6 +45,7 @@ static const char *const outcome_names[ATTEMPT_OUTCOME_COUNT] = {
 	[OUTCOME_WAITING] = "waiting",
 	[OUTCOME_RESTART] = "restart",
 	[OUTCOME_SKIPPED] = "skipped",
+	[OUTCOME_EXPANDED] = "expanded",
 };
 
 static const char *name_of(const char *const *names, int n, int v)

@@ -19,7 +19,9 @@
  *            step is ready at once without counting a try), skipped
  *            (its when: condition did not hold, or its gate failed with
  *            on_fail: skip: the step is skipped and so is what needs it,
- *            but for needs with if: any; the attempt succeeded); the step
+ *            but for needs with if: any; the attempt succeeded), expanded
+ *            (a foreach step wrote its children: it stays running until
+ *            they are all terminal; the attempt succeeded); the step
  *            kinds decide one of succeeded, failed and waiting in their
  *            step_result, which starts as none
  */
@@ -73,8 +75,9 @@ enum attempt_outcome {
 	OUTCOME_WAITING,
 	OUTCOME_RESTART,
 	OUTCOME_SKIPPED,
+	OUTCOME_EXPANDED,
 };
-#define ATTEMPT_OUTCOME_COUNT (OUTCOME_SKIPPED + 1)
+#define ATTEMPT_OUTCOME_COUNT (OUTCOME_EXPANDED + 1)
 
 /*
  * The name of a value as stored in the database ("pending", "blocked", …),

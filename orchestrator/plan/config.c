@@ -22,6 +22,7 @@
  */
 #include "plan/config_priv.h"
 #include "plan/cond.h"
+#include "plan/foreach.h"
 #include "plan/template.h"
 
 #include <ctype.h>
@@ -45,9 +46,10 @@ static const char *const param_keys[] = {"default", "description", "type", "valu
 static const char *const retry_keys[] = {"limit", "backoff", "max_backoff"};
 /* The keys every step may have, whatever its kind; its kind's own follow (cfg_keys_list). */
 static const char *const generic_keys[] = {"name", "kind", "needs", "command", "env", "image",
-					   "workdir", "timeout", "retry", "when", "fail_run"};
+					   "workdir", "timeout", "retry", "when", "fail_run", "foreach",
+					   "max_parallel", "min_success"};
 enum { GK_NAME, GK_KIND, GK_NEEDS, GK_COMMAND, GK_ENV, GK_IMAGE, GK_WORKDIR, GK_TIMEOUT, GK_RETRY, GK_WHEN,
-       GK_FAIL_RUN };
+       GK_FAIL_RUN, GK_FOREACH, GK_MAX_PARALLEL, GK_MIN_SUCCESS };
 
 /* ---- small helpers ---------------------------------------------------- */
 
@@ -403,15 +405,17 @@ void cfg_check_templates(struct ctx *c, const yaml_node_t *n, const char *s, siz
 				 cfg_q(c, e + 7), decl.p);
 			free(decl.p);
 			decl = (struct sbuf){0};
-		} else if (t.kind == TMPL_STEP) {
+		} else if (t.kind == TMPL_STEP || t.kind == TMPL_STEP_ALL || t.kind == TMPL_ITEM) {
 			if (c->ntrefs == c->captrefs) {
 				c->captrefs = c->captrefs ? c->captrefs * 2 : 8;
 				c->trefs = xrealloc(c->trefs, c->captrefs * sizeof(*c->trefs));
 			}
-			c->trefs[c->ntrefs++] = (struct tref){step, n, xstrndup(t.a, t.alen)};
+			/* an item (target NULL) is checked once the step's foreach is known */
+			c->trefs[c->ntrefs++] = (struct tref){step, n, t.kind == TMPL_ITEM ? NULL : xstrndup(t.a, t.alen)};
 		} else if (t.kind == TMPL_BAD) {
-			err_node(c, n, "unknown template expression %s; use params.NAME, run.id "
-				 "or steps.STEP.outputs.KEY", cfg_q(c, e));
+			err_node(c, n, "unknown template expression %s; use params.NAME, run.id, "
+				 "steps.STEP.outputs.KEY, steps.STEP.outputs or (under foreach:) item, item.KEY",
+				 cfg_q(c, e));
 		}
 		free(e);
 		p = end;
@@ -516,6 +520,101 @@ static json_t *parse_needs(struct ctx *c, struct step *st, const yaml_node_t *n,
 	if (any != NULL)
 		json_object_set_new(js, "needs_any", any);
 	return arr;
+}
+
+/* A literal foreach item: a scalar (a string), or a mapping of scalars (an object of strings). */
+static json_t *foreach_literal_item(struct ctx *c, const yaml_node_t *n)
+{
+	const yaml_node_t *key, *val;
+	json_t *obj;
+	size_t k = 0;
+	const char *ks, *vs;
+
+	if (n->type == YAML_SCALAR_NODE)
+		return json_string(sval(n));
+	if (n->type != YAML_MAPPING_NODE) {
+		err_node(c, n, "a foreach item is a value or a mapping of values, not a %s", ntype(n));
+		return NULL;
+	}
+	obj = json_object();
+	while (cfg_next_pair(c, n, &k, &key, &val)) {
+		if ((ks = cfg_text(c, key, "a foreach item key")) == NULL ||
+		    (vs = cfg_text(c, val, "a foreach item value")) == NULL)
+			continue;
+		if (!tmpl_ident_ok(ks, strlen(ks)))
+			err_node(c, key, "foreach item key %s is not a name {{item.KEY}} can use (letters, digits, _)",
+				 cfg_q(c, ks));
+		json_object_set_new(obj, ks, json_string(vs));
+	}
+	return obj;
+}
+
+/*
+ * foreach: what a step fans out over — a literal list, "{{steps.X.outputs.K}}"
+ * (a list an upstream step wrote), "{{params.P}}" (a param holding a JSON
+ * list, or lines), or {range: N}. Into the spec as {"items": […]},
+ * {"ref": {"step", "key"}}, {"param": P} or {"range": N}.
+ */
+static json_t *parse_foreach(struct ctx *c, size_t i, const yaml_node_t *n)
+{
+	static const char *const range_keys[] = {"range"};
+	const yaml_node_t *v[1] = {NULL};
+	const char *s, *expr = NULL, *end = NULL;
+	size_t elen = 0;
+	json_t *items, *out;
+
+	if (n->type == YAML_SEQUENCE_NODE) {
+		const yaml_node_t *it;
+		size_t k = 0;
+		items = json_array();
+		while (cfg_next_item(c, n, &k, &it)) {
+			json_t *item = foreach_literal_item(c, it);
+			if (item != NULL)
+				json_array_append_new(items, item);
+		}
+		if (foreach_items(&out, items, "foreach") < 0)
+			err_node(c, n, "%s", ferry_error_last());
+		json_decref(out);
+		return json_pack("{s:o}", "items", items);
+	}
+	if (n->type == YAML_MAPPING_NODE) {
+		int64_t r = 0;
+		if (!cfg_map_fields(c, n, "foreach", range_keys, 1, v, NULL) || !present(v[0])) {
+			err_node(c, n, "foreach is a list, \"{{steps.STEP.outputs.KEY}}\", \"{{params.NAME}}\" or "
+				 "{range: N}");
+			return NULL;
+		}
+		if ((s = cfg_text(c, v[0], "foreach range")) == NULL)
+			return NULL;
+		if (parse_int64(s, &r) < 0 || r < 1 || r > FOREACH_MAX_ITEMS) {
+			err_node(c, v[0], "foreach range %s must be a whole number from 1 to %d", cfg_q(c, s),
+				 FOREACH_MAX_ITEMS);
+			return NULL;
+		}
+		return json_pack("{s:I}", "range", (json_int_t)r);
+	}
+	if ((s = cfg_text(c, n, "foreach")) == NULL)
+		return NULL;
+	if (tmpl_next(s, &expr, &elen, &end) == s && end != NULL && *end == '\0') {
+		struct tmpl_expr t = tmpl_expr_parse(expr, elen);
+		if (t.kind == TMPL_PARAM && json_object_getn(c->params, t.a, t.alen) != NULL)
+			return json_pack("{s:s%}", "param", t.a, t.alen);
+		if (t.kind == TMPL_STEP) {
+			char *step = xstrndup(t.a, t.alen);
+			const char *key = t.a + t.alen + strlen(".outputs.");
+			if (c->ntrefs == c->captrefs) {
+				c->captrefs = c->captrefs ? c->captrefs * 2 : 8;
+				c->trefs = xrealloc(c->trefs, c->captrefs * sizeof(*c->trefs));
+			}
+			c->trefs[c->ntrefs++] = (struct tref){i, n, xstrdup(step)};
+			out = json_pack("{s:{s:s,s:s%}}", "ref", "step", step, "key", key, (size_t)(expr + elen - key));
+			free(step);
+			return out;
+		}
+	}
+	err_node(c, n, "foreach %s: use a list, one reference \"{{steps.STEP.outputs.KEY}}\" or "
+		 "\"{{params.NAME}}\" (a declared param), or {range: N}", cfg_q(c, s));
+	return NULL;
 }
 
 /* A YAML boolean (true/false in their three spellings); false after an error. */
@@ -793,6 +892,36 @@ static json_t *parse_step(struct ctx *c, size_t i, const yaml_node_t *n)
 		json_t *w = parse_when(c, i, v[GK_WHEN]);
 		if (w != NULL)
 			json_object_set_new(js, "when", w);
+	}
+	if (present(v[GK_FOREACH])) {
+		json_t *fe = parse_foreach(c, i, v[GK_FOREACH]);
+		const char *t;
+		int64_t mp = 0;
+		if (kind != NULL && ((kind->flags & SKF_JOB) == 0 || (kind->flags & SKF_DAEMON) != 0))
+			err_node(c, v[GK_FOREACH], "foreach applies to the kinds that run a job (run, train, evaluate), "
+				 "not to a %s step", kind->name);
+		if (c->steps[i].final)
+			err_node(c, v[GK_FOREACH], "a finally step cannot fan out");
+		if (fe != NULL)
+			json_object_set_new(js, "foreach", fe);
+		if (present(v[GK_MAX_PARALLEL]) && (t = cfg_text(c, v[GK_MAX_PARALLEL], "max_parallel")) != NULL) {
+			if (parse_int64(t, &mp) < 0 || mp < 1 || mp > 100000)
+				err_node(c, v[GK_MAX_PARALLEL], "max_parallel %s must be a whole number from 1 to 100000",
+					 cfg_q(c, t));
+			json_object_set_new(js, "max_parallel", json_integer((json_int_t)mp));
+		}
+		if (present(v[GK_MIN_SUCCESS]) && (t = cfg_text(c, v[GK_MIN_SUCCESS], "min_success")) != NULL) {
+			double f = foreach_min_success(t);
+			if (f < 0)
+				err_node(c, v[GK_MIN_SUCCESS], "min_success %s must be a percentage (95%%) or a fraction "
+					 "in (0, 1]: the part of the items that must succeed", cfg_q(c, t));
+			json_object_set_new(js, "min_success", json_real(f < 0 ? 1 : f));
+		}
+	} else {
+		if (present(v[GK_MAX_PARALLEL]))
+			err_node(c, v[GK_MAX_PARALLEL], "max_parallel applies to a step with foreach:");
+		if (present(v[GK_MIN_SUCCESS]))
+			err_node(c, v[GK_MIN_SUCCESS], "min_success applies to a step with foreach:");
 	}
 	if (c->steps[i].final) {
 		json_object_set_new(js, "finally", json_true());

@@ -205,9 +205,13 @@ static void check_step_refs(struct ctx *c)
 
 	for (k = 0; k < c->ntrefs; k++) {
 		const struct tref *r = &c->trefs[k];
-		json_t *jv = json_object_get(c->byname, r->target);
+		json_t *jv = r->target ? json_object_get(c->byname, r->target) : NULL;
 
-		if (jv == NULL) {
+		if (r->target == NULL) {
+			if (json_object_get(c->steps[r->step].spec, "foreach") == NULL)
+				err_node(c, r->node, "step %s uses {{item}}, which only a step with foreach: has",
+					 cfg_sname(c, r->step));
+		} else if (jv == NULL) {
 			err_node(c, r->node, "template refers to unknown step %s", cfg_q(c, r->target));
 		} else if ((j = (size_t)json_integer_value(jv)) == r->step) {
 			err_node(c, r->node, "step %s cannot use its own outputs", cfg_sname(c, r->step));

@@ -380,7 +380,8 @@ static int step_spec(json_t **out, const json_t *step, const json_t *params, con
 	json_object_set(spec, "image", json_object_get(step, "image"));
 	/* the condition, evaluated at claim time (steps.c), and what a finally step is; when present */
 	{
-		static const char *const flow[] = {"when", "when_model", "finally", "fail_run"};
+		static const char *const flow[] = {"when", "when_model", "finally", "fail_run", "foreach", "max_parallel",
+						   "min_success"};
 		for (i = 0; i < sizeof(flow) / sizeof(flow[0]); i++)
 			if ((v = json_object_get(step, flow[i])) != NULL)
 				json_object_set(spec, flow[i], v);
@@ -426,8 +427,8 @@ static int wants_ancestors(const struct plan_step *s, const json_t *step, int st
 	char *txt;
 	int refers;
 
-	if (json_object_get(step, "when") != NULL || s->final)
-		return 1; /* the condition reads them; a finally step is told how the run went */
+	if (json_object_get(step, "when") != NULL || s->final || json_object_get(step, "foreach") != NULL)
+		return 1; /* the condition reads them; a finally step is told how the run went; a list is read */
 	if (s->kind->flags & SKF_WAITS)
 		return 0;
 	if ((s->kind->flags & SKF_INPUTS) || stages_up || json_is_true(json_object_get(step, "cache")))

@@ -104,6 +104,12 @@ struct tmpl_expr tmpl_expr_parse(const char *e, size_t n)
 		t.kind = TMPL_RUNID;
 	} else if (n > 7 && memcmp(e, "params.", 7) == 0 && tmpl_ident_ok(e + 7, n - 7)) {
 		t = (struct tmpl_expr){TMPL_PARAM, e + 7, n - 7};
+	} else if (n == 4 && memcmp(e, "item", 4) == 0) {
+		t.kind = TMPL_ITEM;
+	} else if (n > 5 && memcmp(e, "item.", 5) == 0 && tmpl_ident_ok(e + 5, n - 5)) {
+		t = (struct tmpl_expr){TMPL_ITEM, e + 5, n - 5};
+	} else if (n > 6 + 8 && memcmp(e, "steps.", 6) == 0 && memcmp(e + n - 8, ".outputs", 8) == 0) {
+		t = (struct tmpl_expr){TMPL_STEP_ALL, e + 6, n - 6 - 8};
 	} else if (n > 6 && memcmp(e, "steps.", 6) == 0) {
 		/* step names may hold dots: KEY is after the last one */
 		for (key = e + n; key > e && key[-1] != '.'; key--)
@@ -627,7 +633,7 @@ static int render(char **out, const char *tmpl, const json_t *params, bool with_
 			name = val = NULL;
 		} else if (t.kind == TMPL_RUNID && run_id != NULL) {
 			tb_adds(&b, run_id);
-		} else if (t.kind == TMPL_STEP && refs != NULL) {
+		} else if ((t.kind == TMPL_STEP || t.kind == TMPL_STEP_ALL || t.kind == TMPL_ITEM) && refs != NULL) {
 			if (refs(&val, expr, elen, refs_arg) < 0)
 				goto out;
 			if (sh != NULL && shq_quote(&b, sh, val) < 0) {
@@ -698,7 +704,8 @@ bool tmpl_has_step_ref(const char *s)
 	size_t elen = 0;
 
 	while (s != NULL && (start = tmpl_next(s, &expr, &elen, &end)) != NULL && end != NULL) {
-		if (tmpl_expr_parse(expr, elen).kind == TMPL_STEP)
+		enum tmpl_kind k = tmpl_expr_parse(expr, elen).kind;
+		if (k == TMPL_STEP || k == TMPL_STEP_ALL || k == TMPL_ITEM)
 			return true;
 		s = end;
 	}

@@ -22,6 +22,8 @@ enum tmpl_kind {
 	TMPL_PARAM, /* params.NAME */
 	TMPL_RUNID, /* run.id */
 	TMPL_STEP,  /* steps.STEP.outputs.KEY */
+	TMPL_STEP_ALL, /* steps.STEP.outputs: all of them, as JSON (a fan-out's: the list of its items') */
+	TMPL_ITEM,  /* item, item.KEY: a foreach child's item (a is KEY, or NULL) */
 };
 
 /* A classified expression; a points into the text it was parsed from. */
@@ -45,7 +47,10 @@ bool tmpl_ident_ok(const char *s, size_t n);
  */
 const char *tmpl_next(const char *s, const char **expr, size_t *elen, const char **end);
 
-/* Classifies expression e (n bytes, trimmed): params.NAME, run.id, steps.STEP.outputs.KEY. */
+/*
+ * Classifies expression e (n bytes, trimmed): params.NAME, run.id,
+ * steps.STEP.outputs.KEY, steps.STEP.outputs, item, item.KEY.
+ */
 struct tmpl_expr tmpl_expr_parse(const char *e, size_t n);
 
 /*
@@ -72,8 +77,9 @@ int tmpl_render(char **out, const char *tmpl, const json_t *params, const char *
 int tmpl_render_shell(char **out, const char *script, const json_t *params, const char *run_id);
 
 /*
- * At claim time, the {{steps.STEP.outputs.KEY}} references left in tmpl:
- * refs resolves each (expr is the text between the braces, "steps.…",
+ * At claim time, the {{steps.STEP.outputs.KEY}}, {{steps.STEP.outputs}},
+ * {{item}} and {{item.KEY}} references left in tmpl: refs resolves each
+ * (expr is the text between the braces, "steps.…" or "item…",
  * trimmed; *val newly allocated, or a negative code with the message set)
  * and the value is written as it is. Anything else between braces, and an
  * unclosed "{{", stays as written. *out is newly allocated; the caller
@@ -99,7 +105,7 @@ int tmpl_render_shell_refs(char **out, const char *script, tmpl_ref_fn refs, voi
 int tmpl_render_all(char **out, const char *tmpl, bool shell, const json_t *params, const char *run_id,
 		    tmpl_ref_fn refs, void *arg);
 
-/* Whether s holds a {{steps.STEP.outputs.KEY}} reference. */
+/* Whether s holds a reference resolved at claim time: {{steps.…}}, {{item}}, {{item.KEY}}. */
 bool tmpl_has_step_ref(const char *s);
 
 /*

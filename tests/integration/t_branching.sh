@@ -185,3 +185,32 @@ Y
 	wait_run "$id" stopped 30
 	assert_eq "$(step_col "$id" cleanup state)" stopped "the second stop stops them"
 }
+
+test_foreach_fans_out_and_reduces_in_order() {
+	start_daemon a
+	f=$(wf fan <<'Y'
+name: fan
+steps:
+  - {name: split, command: [/usr/bin/python3, -c, 'import json, os; json.dump({"shards": ["s%02d" % i for i in range(20)]}, open(os.environ["FERRY_OUTPUT_DIR"] + "/outputs.json", "w"))']}
+  - name: work
+    needs: split
+    foreach: "{{steps.split.outputs.shards}}"
+    max_parallel: 3
+    command: [sh, -c, 'echo "{\"v\": \"{{item}}-$FERRY_ITEM_INDEX\"}" > "$FERRY_OUTPUT_DIR/outputs.json"; [ "$FERRY_ITEM" = "{{item}}" ]; sleep 0.1']
+  - {name: reduce, needs: work, command: [sh, -c, 'echo "{{steps.work.outputs}}"']}
+Y
+)
+	id=$(submit "$f")
+	wait_run "$id" succeeded 60
+	assert_eq "$(sql "SELECT count(*) FROM steps WHERE run_id = $id AND parent_id IS NOT NULL")" 20 "one child per item"
+	assert_eq "$(step_col "$id" work state)" succeeded "the fan-out succeeded"
+	assert_eq "$(step_col "$id" work reason)" "20 of 20 items succeeded" "its reason counts them"
+	assert_eq "$(/usr/bin/python3 -c 'import json,sys; print([o["v"] for o in json.loads(sys.stdin.read())] == ["s%02d-%d" % (i, i) for i in range(20)])' < "$FERRY_HOME/runs/$id/reduce/1/log")" True "the reduce reads the items' outputs in item order"
+	# max_parallel: never more than 3 items at once (attempts' intervals overlapping any one's start)
+	assert_eq "$(sql "SELECT max(n) <= 3 FROM (SELECT (SELECT count(*) FROM attempts b JOIN steps c ON c.id = b.step_id
+		WHERE c.parent_id = p.parent_id AND b.started_at <= a.started_at AND b.finished_at > a.started_at) AS n
+		FROM attempts a JOIN steps p ON p.id = a.step_id WHERE p.run_id = $id AND p.parent_id IS NOT NULL) x")" t "at most max_parallel at once"
+	api GET "/api/v1/runs/$id"
+	assert_eq "$(echo "$BODY" | json '[s["name"] for s in j["steps"]]')" '["split", "work", "reduce"]' "the children are not listed"
+	assert_eq "$(echo "$BODY" | json 'j["steps"][1]["items"]["total"]')" 20 "the fan-out's items"
+}

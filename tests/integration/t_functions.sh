@@ -23,11 +23,11 @@ test_functions_applied_once_and_when_changed() {
 		assert_eq "$(sql "SELECT sha256 FROM schema_functions WHERE name = '$n'")" "$(fn_sha "$n")" "sha256 of $n.sql"
 	done
 	for p in ferry_claim ferry_release ferry_finish ferry_retry ferry_stop ferry_continue ferry_expire_waits \
-		ferry_ts ferry_run_json ferry_model_version_json ferry_model_alias_set ferry_model_register \
+		ferry_ts ferry_run_json ferry_unblock ferry_release_skipped ferry_model_version_json ferry_model_alias_set ferry_model_register \
 		ferry_cache_hit ferry_cache_open ferry_cache_commit ferry_cache_evict ferry_cache_release ferry_run_changed; do
 		assert_eq "$(sql "SELECT count(*) FROM pg_proc WHERE proname = '$p'")" 1 "one $p"
 	done
-	assert_eq "$(sql "SELECT pg_get_functiondef('ferry_release'::regproc) LIKE '%s.waits%'")" t "the current ferry_release is the file's"
+	assert_eq "$(sql "SELECT pg_get_functiondef('ferry_release'::regproc) LIKE '%ferry_unblock%'")" t "the current ferry_release is the file's"
 	assert_eq "$(ts_of)" "2020-01-02T03:04:05.678Z" "ferry_ts works"
 	stamps=$(sql "SELECT string_agg(name || '@' || applied_at, ',' ORDER BY name) FROM schema_functions")
 

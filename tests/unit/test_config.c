@@ -287,7 +287,7 @@ static void test_config__unknown_step_key(void **state)
 		      "w.yaml:3:5: step is missing required key \"command\" (a list like "
 		      "[python, train.py] or one shell string)",
 		      "w.yaml:3:15: unknown step key \"comand\" (did you mean \"command\"?); known "
-		      "keys: name, kind, needs, command, env, image, workdir, timeout, retry, when, fail_run, executor, "
+		      "keys: name, kind, needs, command, env, image, workdir, timeout, retry, when, fail_run, foreach, max_parallel, min_success, executor, "
 		      "resources, network, slurm, secrets, cache, gate, on_fail, model, dataset, labels, webhook, on_timeout, "
 		      "artifact, version, alias, serve, traffic, replicas, sample, deployment, auto_stop, retire_after, load_test, canary, approve, hang, watch",
 		      NULL);
@@ -466,8 +466,8 @@ static void test_config__template_undeclared_param(void **state)
 		      "    env: {K: \"{{ nope }}\"}\n"
 		      "    workdir: \"{{ params.b\"\n",
 		      "w.yaml:5:39: template refers to undeclared parameter \"c\"; declared: a, b",
-		      "w.yaml:6:14: unknown template expression \"nope\"; use params.NAME, run.id or "
-		      "steps.STEP.outputs.KEY",
+		      "w.yaml:6:14: unknown template expression \"nope\"; use params.NAME, run.id, "
+		      "steps.STEP.outputs.KEY, steps.STEP.outputs or (under foreach:) item, item.KEY",
 		      "w.yaml:7:14: unclosed \"{{\" in \"{{ params.b\"; close it with \"}}\"", NULL);
 }
 
@@ -599,7 +599,7 @@ static void test_config__multiple_errors_in_order(void **state)
 		      "run directory or an absolute path",
 		      "w.yaml:12:14: timeout: duration \"5\": missing unit (use e.g. 30s, 5m, 2h)",
 		      "w.yaml:13:5: unknown step key \"extra\"; known keys: name, kind, needs, "
-		      "command, env, image, workdir, timeout, retry, when, fail_run, executor, resources, network, slurm, secrets, cache, "
+		      "command, env, image, workdir, timeout, retry, when, fail_run, foreach, max_parallel, min_success, executor, resources, network, slurm, secrets, cache, "
 		      "gate, on_fail, model, "
 		      "dataset, labels, webhook, on_timeout, artifact, version, alias, serve, traffic, replicas, sample, deployment, auto_stop, retire_after, load_test, canary, approve, hang, watch", NULL);
 }
