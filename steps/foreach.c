@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "exec/exec.h"
 #include "plan/foreach.h"
 #include "store/store.h"
 
@@ -66,7 +67,16 @@ int steps_foreach_expand(struct step_result *res, const struct step_run *r)
 
 	if (items == NULL)
 		return 1;
-	rc = store_fanout_expand(r->conn, r->step_id, r->attempt, r->actor, items);
+	rc = FERRY_OK;
+	for (size_t at = 0; at < json_array_size(items) && rc == FERRY_OK; at += STORE_FANOUT_BATCH) {
+		json_t *batch = json_array();
+		for (size_t k = at; k < at + STORE_FANOUT_BATCH && k < json_array_size(items); k++)
+			json_array_append(batch, json_array_get(items, k));
+		if (at > 0)
+			EXEC_FAULT("expanding"); /* the crash tests: killed with some children written */
+		rc = store_fanout_expand(r->conn, r->step_id, r->attempt, r->actor, batch, at);
+		json_decref(batch);
+	}
 	if (rc == FERRY_ECONFLICT) {
 		/* someone else has the step now: nothing to report for this attempt but that */
 		res->outcome = OUTCOME_LOST;

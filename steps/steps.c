@@ -382,7 +382,8 @@ static json_t *canon_input(const json_t *in)
  */
 static void cache_key(char out[65], const struct step_run *r)
 {
-	static const char *const fields[] = {"command", "env", "workdir", "image", "dataset"};
+	/* "item": a fan-out's child is its item as much as its command */
+	static const char *const fields[] = {"command", "env", "workdir", "image", "dataset", "item"};
 	json_t *k = json_object(), *ins = json_object(), *in;
 	const char *name;
 	char *txt;

@@ -90,9 +90,11 @@ BEGIN
 		FROM s WHERE s.state = 'waiting' AND s.timeout_ms > 0
 		ON CONFLICT (step_id) DO UPDATE SET deadline = excluded.deadline
 	), sc AS (
+		-- one entry a key: two steps of one definition may finish in one batch
 		INSERT INTO step_cache (key, run_id, step, attempt, outputs, metrics, gate)
-		SELECT s.cache_key, s.run_id, s.name, s.attempt, s.outputs, s.metrics, s.gate
+		SELECT DISTINCT ON (s.cache_key) s.cache_key, s.run_id, s.name, s.attempt, s.outputs, s.metrics, s.gate
 		FROM s WHERE s.state = 'succeeded' AND s.cache_key IS NOT NULL AND s.cached_from IS NULL
+		ORDER BY s.cache_key, s.id
 		ON CONFLICT (key) DO UPDATE SET run_id = excluded.run_id, step = excluded.step,
 		       attempt = excluded.attempt, outputs = excluded.outputs, metrics = excluded.metrics,
 		       gate = excluded.gate, created_at = now()

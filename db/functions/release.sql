@@ -83,7 +83,8 @@ BEGIN
 	END IF;
 
 	-- runs lose one open step per step closed; with only finally steps left
-	-- they release them; at zero they finish
+	-- they release them; at zero they finish (a fan-out's items that failed
+	-- decided its own state, not the run's)
 	IF p_closed IS NOT NULL THEN
 		WITH c AS (
 			SELECT x AS run_id, count(*)::int AS n FROM unnest(p_closed) AS x GROUP BY x
@@ -96,8 +97,8 @@ BEGIN
 			UPDATE runs r SET open_steps = r.open_steps - o.n,
 			       body_state = CASE WHEN NOT o.enters THEN r.body_state
 			                         WHEN r.state = 'stopping' THEN 'stopped'
-			                         WHEN EXISTS (SELECT 1 FROM steps x WHERE x.run_id = r.id AND x.state = 'failed') THEN 'failed'
-			                         WHEN EXISTS (SELECT 1 FROM steps x WHERE x.run_id = r.id AND x.state = 'stopped') THEN 'stopped'
+			                         WHEN EXISTS (SELECT 1 FROM steps x WHERE x.run_id = r.id AND x.state = 'failed' AND x.parent_id IS NULL) THEN 'failed'
+			                         WHEN EXISTS (SELECT 1 FROM steps x WHERE x.run_id = r.id AND x.state = 'stopped' AND x.parent_id IS NULL) THEN 'stopped'
 			                         ELSE 'succeeded' END,
 			       state = CASE
 			               WHEN r.state NOT IN ('pending', 'running', 'stopping') THEN r.state
@@ -108,8 +109,8 @@ BEGIN
 			                    SELECT 1 FROM steps x WHERE x.run_id = r.id AND x.state = 'failed'
 			                    AND x.spec ->> 'fail_run' = 'true') THEN 'failed'
 			               WHEN r.body_state IS NOT NULL THEN r.body_state
-			               WHEN EXISTS (SELECT 1 FROM steps x WHERE x.run_id = r.id AND x.state = 'failed') THEN 'failed'
-			               WHEN EXISTS (SELECT 1 FROM steps x WHERE x.run_id = r.id AND x.state = 'stopped') THEN 'stopped'
+			               WHEN EXISTS (SELECT 1 FROM steps x WHERE x.run_id = r.id AND x.state = 'failed' AND x.parent_id IS NULL) THEN 'failed'
+			               WHEN EXISTS (SELECT 1 FROM steps x WHERE x.run_id = r.id AND x.state = 'stopped' AND x.parent_id IS NULL) THEN 'stopped'
 			               ELSE 'succeeded' END,
 			       finished_at = CASE WHEN r.open_steps - o.n > 0 THEN r.finished_at ELSE now() END
 			FROM o WHERE r.id = o.id

@@ -518,13 +518,14 @@ int store_run_submitter(PGconn *conn, int64_t run_id, char **who, char **role);
 #define STORE_FANOUT_BATCH 2000 /* children written in one transaction */
 
 /*
- * Writes the children of foreach step step_id, one per item (a JSON array),
- * in batches of STORE_FANOUT_BATCH, each fenced on attempt (running, of
- * owner) and idempotent (a child written before is kept). Returns 0,
- * FERRY_ECONFLICT when the attempt is no longer owner's (the message says
- * so; the rest is not written), or FERRY_EDB.
+ * Writes children of foreach step step_id, one per item of items (a JSON
+ * array of at most STORE_FANOUT_BATCH), the first at index from, in one
+ * transaction fenced on attempt (running, of owner) and idempotent (a child
+ * written before is kept). Returns 0, FERRY_ECONFLICT when the attempt is no
+ * longer owner's (the message says so), or FERRY_EDB.
  */
-int store_fanout_expand(PGconn *conn, int64_t step_id, int attempt, const char *owner, const json_t *items);
+int store_fanout_expand(PGconn *conn, int64_t step_id, int attempt, const char *owner, const json_t *items,
+			size_t from);
 /* Frees n tokens from the functions above; accepts NULL. */
 void store_tokens_free(struct store_token *v, int n);
 

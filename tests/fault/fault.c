@@ -5,8 +5,9 @@
  *   kill:POINT  the daemon kills itself (SIGKILL) when the engine reaches POINT
  *   fail:POINT  the engine's action at POINT fails (FERRY_FAULT_TIMES times, default 1)
  * The points are "started" (a job was forked, its handle not yet recorded),
- * "record" (recording handles: fail makes it fail) and "record-failed"
- * (right after a failed record). It also registers the "test" executor
+ * "record" (recording handles: fail makes it fail), "record-failed"
+ * (right after a failed record) and "expanding" (a foreach step's children
+ * are being written: one batch is, the next is not). It also registers the "test" executor
  * type: the local executor with each hook call appended to
  * $FERRY_HOME/test-executor.log, so a test sees the engine go through the
  * table and nothing else.

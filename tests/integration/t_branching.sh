@@ -214,3 +214,48 @@ Y
 	assert_eq "$(echo "$BODY" | json '[s["name"] for s in j["steps"]]')" '["split", "work", "reduce"]' "the children are not listed"
 	assert_eq "$(echo "$BODY" | json 'j["steps"][1]["items"]["total"]')" 20 "the fan-out's items"
 }
+
+# the issue's case: 1,000 items from an upstream list, max_parallel 8; each
+# runs once, is cached, a retry runs only the ones that failed, the reduce
+# is in item order, min_success decides
+test_foreach_thousand_items_cache_retry_min_success() {
+	start_daemon a
+	local marks; marks=$(mktemp -d /tmp/ferry-marks.XXXXXX)
+	chmod 755 "$marks"
+	for i in 7 107 507; do touch "$marks/fail-$i"; done
+	f=$(wf thousand <<Y
+name: thousand
+steps:
+  - {name: list, command: [/usr/bin/python3, -c, 'import json, os; json.dump({"items": list(range(1000))}, open(os.environ["FERRY_OUTPUT_DIR"] + "/outputs.json", "w"))']}
+  - name: each
+    needs: list
+    foreach: "{{steps.list.outputs.items}}"
+    max_parallel: 8
+    cache: true
+    command: [sh, -c, '[ ! -e $marks/fail-\$FERRY_ITEM ] && echo "{\"sq\": \$((\$FERRY_ITEM * \$FERRY_ITEM))}" > "\$FERRY_OUTPUT_DIR/outputs.json"']
+  - {name: total, needs: each, command: [/usr/bin/python3, -c, 'import json, sys; l = json.loads(sys.argv[1]); print(len(l), sum(o["sq"] for o in l if o), [i for i, o in enumerate(l) if o is None])', "{{steps.each.outputs}}"]}
+Y
+)
+	id=$(submit "$f")
+	wait_run "$id" failed 120
+	assert_eq "$(step_col "$id" each reason)" "997 of 1000 items succeeded" "three items failed: 100% not met"
+	assert_eq "$(sql "SELECT count(*) FROM attempts a JOIN steps s ON s.id = a.step_id WHERE s.run_id = $id AND s.parent_id IS NOT NULL")" 1000 "each item ran once"
+	rm -f "$marks"/fail-*
+	"$ROOT/bin/ferry" retry "$id" >/dev/null || fail "retry"
+	wait_run "$id" succeeded 60
+	assert_eq "$(sql "SELECT count(*) FROM steps WHERE run_id = $id AND parent_id IS NOT NULL AND attempts = 2")" 3 "the retry ran only the three that failed"
+	assert_eq "$(sql "SELECT count(*) FROM attempts a JOIN steps s ON s.id = a.step_id WHERE s.run_id = $id AND s.parent_id IS NOT NULL")" 1003 "no finished item ran again"
+	assert_eq "$(grep -v '^ferry: ' "$FERRY_HOME/runs/$id/total/1/log")" "1000 332833500 []" "the reduce: every item's output, in order"
+	# a new run of the same workflow: every item from the step cache
+	id=$(submit "$f")
+	wait_run "$id" succeeded 120
+	assert_eq "$(sql "SELECT count(*) FROM steps WHERE run_id = $id AND parent_id IS NOT NULL AND cached_from IS NOT NULL")" 1000 "each item from the cache"
+	# min_success: 99% with three failures is enough, and the reduce sees null for them
+	for i in 7 107 507; do touch "$marks/fail-$i"; done
+	sed 's/    cache: true/    min_success: 99%/' "$f" >"$FERRY_HOME/some.yaml"
+	id=$(submit "$FERRY_HOME/some.yaml")
+	wait_run "$id" succeeded 120
+	assert_eq "$(step_col "$id" each reason)" "997 of 1000 items succeeded (min_success 99%)" "enough of them"
+	assert_eq "$(grep -v '^ferry: ' "$FERRY_HOME/runs/$id/total/1/log")" "1000 332564953 [7, 107, 507]" "null for the failed ones, in place"
+	rm -rf "$marks"
+}

@@ -221,3 +221,23 @@ Y
 	assert_eq "$(sql "SELECT count(*) FROM runs r, steps s WHERE s.run_id = $big AND s.name = 'register' AND r.id = $chain AND r.finished_at < s.finished_at")" 1 "the chain finished first"
 	assert_match "$(sql "SELECT version FROM model_versions v JOIN models m ON m.id = v.model_id WHERE m.name = 'big'")" '^0\.0\.1$' "registered"
 }
+
+# a daemon killed while a foreach step writes its children (one batch of
+# 2,000 written): the next claim writes the rest, no child twice, none missing
+test_fault_killed_mid_expansion_children_exactly_once() {
+	FERRYD=ferryd-test start_daemon a FERRY_FAULT=kill:expanding
+	f=$(wf fanout <<'Y'
+name: fanout
+steps:
+  - {name: each, foreach: {range: 4500}, command: [/bin/true]}
+Y
+)
+	id=$(submit_racing "$f")
+	wait_daemon_dead a
+	assert_eq "$(sql "SELECT count(*) FROM steps WHERE run_id = $id AND parent_id IS NOT NULL")" 2000 "killed after one batch"
+	start_daemon a
+	wait_run "$id" succeeded 90
+	assert_eq "$(sql "SELECT count(*), count(DISTINCT item_index), min(item_index), max(item_index) FROM steps WHERE run_id = $id AND parent_id IS NOT NULL")" "4500|4500|0|4499" "every item once"
+	assert_eq "$(sql "SELECT count(*) FROM attempts a JOIN steps s ON s.id = a.step_id WHERE s.run_id = $id AND s.parent_id IS NOT NULL")" 4500 "each item ran once"
+	assert_eq "$(step_col "$id" each attempts)" 2 "the step was claimed again and finished its list"
+}
