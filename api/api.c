@@ -327,6 +327,7 @@ const struct api_route api_routes[] = {
 	{"GET", "/api/v1/runs/{id}/steps/{step}", VIEWER, 0, NULL, api_step_get, NULL, NULL},
 	{"GET", "/api/v1/runs/{id}/steps/{step}/logs", VIEWER, 0, NULL, api_step_logs, "attempt offset length follow", NULL},
 	{"GET", "/api/v1/runs/{id}/steps/{step}/monitor", VIEWER, 0, NULL, api_step_monitor, "attempt", NULL},
+	{"GET", "/api/v1/runs/{id}/steps/{step}/items", VIEWER, 0, NULL, api_step_items, "offset limit state", NULL},
 	{"POST", "/api/v1/runs/{id}/steps/{step}/continue", OPERATOR, 0, NULL, api_step_continue, NULL, "data"},
 	{"POST", "/api/v1/runs/{id}/steps/{step}/reject", OPERATOR, 0, NULL, api_step_reject, NULL, "reason"},
 	{"GET", "/api/v1/workflows", VIEWER, 0, NULL, api_workflows_list, NULL, NULL},

@@ -725,3 +725,38 @@ void api_step_get(struct api *a, struct reply *r, PGconn *db, struct req *q)
 	}
 	reply_json(r, 200, json);
 }
+
+/* GET /runs/{id}/steps/{step}/items?offset=&limit=&state=: a fan-out's items, a page at a time. */
+void api_step_items(struct api *a, struct reply *r, PGconn *db, struct req *q)
+{
+	static const char *const states[] = {"blocked", "ready", "running", "succeeded", "failed", "skipped",
+					     "stopped", NULL};
+	const char *offset = MHD_lookup_connection_value(q->conn, MHD_GET_ARGUMENT_KIND, "offset");
+	const char *limit = MHD_lookup_connection_value(q->conn, MHD_GET_ARGUMENT_KIND, "limit");
+	const char *state = MHD_lookup_connection_value(q->conn, MHD_GET_ARGUMENT_KIND, "state");
+	int64_t off = 0, lim = 100;
+	char *json = NULL;
+	int error, known = state == NULL;
+
+	(void)a;
+	if (offset && (parse_int64(offset, &off) < 0 || off < 0 || off > 100000)) {
+		reply_error(r, 400, "invalid_field", "offset", "offset must be a whole number from 0 to 100000", NULL);
+		return;
+	}
+	if (limit && (parse_int64(limit, &lim) < 0 || lim < 1 || lim > 1000)) {
+		reply_error(r, 400, "invalid_field", "limit", "limit must be a whole number from 1 to 1000", NULL);
+		return;
+	}
+	for (int i = 0; state && states[i]; i++)
+		known |= strcmp(state, states[i]) == 0;
+	if (!known) {
+		reply_error(r, 400, "invalid_field", "state",
+			    "state must be blocked, ready, running, succeeded, failed, skipped or stopped", NULL);
+		return;
+	}
+	if ((error = store_step_items(&json, db, q->id, q->caps[1], off, (int)lim, state)) < 0) {
+		reply_store_error(r, error);
+		return;
+	}
+	reply_json(r, 200, json);
+}

@@ -307,6 +307,19 @@ static void step_why(char *buf, size_t n, const json_t *run, const json_t *step)
 		step_waiting_hint(buf, n, run, step);
 		return;
 	}
+	if (json_is_object(json_object_get(step, "items")) && running) {
+		/* a fan-out under way: its items, not its (expansion) attempt */
+		const json_t *it = json_object_get(step, "items");
+		snprintf(buf, n, "items: %" JSON_INTEGER_FORMAT " of %" JSON_INTEGER_FORMAT " done, %"
+			 JSON_INTEGER_FORMAT " running, %" JSON_INTEGER_FORMAT " failed", jint(it, "done", 0),
+			 jint(it, "total", 0), jint(it, "active", 0), jint(it, "failed", 0));
+		return;
+	}
+	if ((strcmp(state, "blocked") == 0 || strcmp(state, "ready") == 0) && json_is_string(json_object_get(step, "when"))) {
+		/* not evaluated yet: the condition it waits to check */
+		snprintf(buf, n, "when %s", jstr(step, "when", ""));
+		return;
+	}
 	if (strcmp(state, "ready") == 0 && jtime(step, "not_before", &t)) {
 		char when[32];
 		fmt_local(when, sizeof(when), t, false);

@@ -22,6 +22,14 @@ static json_t *resolve(struct step_result *res, const struct step_run *r, const 
 	json_t *items = NULL;
 	char *what = NULL;
 
+	if (json_object_get(r->spec, "sweep") != NULL) {
+		/* drawn again as the config drew them: the same list */
+		if (sweep_items(&items, json_object_get(r->spec, "sweep")) < 0) {
+			step_result_fail_final(res, "sweep: %s", ferry_error_last());
+			return NULL;
+		}
+		return items;
+	}
 	if ((v = json_object_get(fe, "items")) != NULL) {
 		what = xstrdup("foreach");
 	} else if ((v = json_object_get(fe, "range")) != NULL) {

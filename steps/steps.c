@@ -137,6 +137,7 @@ static char *value_text(const json_t *v)
 static int ref_item_or_all(char **val, const char *e, const char *end, const struct refs *rf)
 {
 	size_t n = (size_t)(end - e);
+	const char *at;
 	const json_t *v;
 
 	if ((n == 4 && memcmp(e, "item", 4) == 0) || (n > 5 && memcmp(e, "item.", 5) == 0)) {
@@ -149,6 +150,25 @@ static int ref_item_or_all(char **val, const char *e, const char *end, const str
 			ferry_error_set("{{%.*s}}: the item has no key \"%.*s\"", (int)n, e, (int)(n - 5), e + 5);
 			return FERRY_EINVALID;
 		}
+		*val = value_text(v);
+		return FERRY_OK;
+	}
+	if (n > 6 && memcmp(e, "steps.", 6) == 0 && ((at = memmem(e, n, ".best.outputs.", 14)) != NULL ||
+						      (at = memmem(e, n, ".best.params.", 13)) != NULL)) {
+		/* a sweep's best item: its outputs, or its parameters (its item) */
+		int params = at[6] == 'p';
+		const char *key = at + (params ? 13 : 14);
+		char *step = xstrndup(e + 6, (size_t)(at - (e + 6)));
+		const json_t *best = json_object_get(json_object_get(rf->inputs, step), "best");
+		v = json_object_getn(json_object_get(best, params ? "item" : "outputs"), key, (size_t)(end - key));
+		if (best == NULL || json_is_null(best) || v == NULL) {
+			ferry_error_set("{{%.*s}}: %s", (int)n, e, best == NULL || json_is_null(best) ?
+					"the sweep has no best item (did it "
+					"finish, with select:?)" : "the best item has no such key");
+			free(step);
+			return FERRY_EINVALID;
+		}
+		free(step);
 		*val = value_text(v);
 		return FERRY_OK;
 	}

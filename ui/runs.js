@@ -279,12 +279,13 @@ export async function runPage(id) {
 
   function renderRow(s) {
     const r = rows.get(s.name);
-    const key = `${s.state} ${s.attempts} ${s.started_at} ${s.finished_at}`;
+    const key = `${s.state} ${s.attempts} ${s.started_at} ${s.finished_at} ${s.items ? s.items.done : ''}`;
     // a running step's duration grows: it is written again on every update
     if (key !== r.key || (s.started_at && !s.finished_at)) {
       if (key !== r.key) {
         r.state.replaceChildren(stateBadge(s.state));
-        r.attempts.textContent = s.attempts ?? 0;
+        // a fan-out: its items done of all, not its one (expansion) attempt
+        r.attempts.textContent = s.items ? `${s.items.done}/${s.items.total} items` : (s.attempts ?? 0);
       }
       r.took.textContent = duration(s.started_at, s.finished_at);
       r.key = key;

@@ -84,6 +84,12 @@ export class StepPanel {
       el('dt', {}, 'Duration'), el('dd', {}, duration(s.started_at, s.finished_at)),
       s.needs && s.needs.length ? [el('dt', {}, 'Needs'), el('dd', {}, s.needs.join(', '))] : null,
       s.exit_code !== undefined && s.exit_code !== null ? [el('dt', {}, 'Exit code'), el('dd', {}, s.exit_code)] : null,
+      s.items ? [el('dt', {}, 'Items'), el('dd', { id: 'step-items' },
+        el('progress', { max: String(s.items.total), value: String(s.items.done) }),
+        ` ${s.items.done} of ${s.items.total} done: ${s.items.succeeded} succeeded, ${s.items.failed} failed, ` +
+        `${s.items.active} running` + (s.items.max_parallel ? ` (at most ${s.items.max_parallel} at once)` : ''))] : null,
+      s.when ? [el('dt', {}, 'When'), el('dd', { id: 'step-when' }, el('code', {}, s.when))] : null,
+      s.finally ? [el('dt', {}, 'Finally'), el('dd', {}, 'runs once every other step is done, whatever the outcome')] : null,
       s.reason ? [el('dt', {}, 'Reason'), el('dd', { id: 'step-reason' }, s.reason)] : null,
       s.not_before ? [el('dt', {}, 'Retry at'), el('dd', {}, timeCell(s.not_before))] : null,
       s.cached_from ? [el('dt', {}, 'Cached from'),

@@ -7,7 +7,9 @@
 -- logging the transitions. For steps whose spec lists "ancestors" it also
 -- hands out the succeeded ancestors' kinds, outputs and metrics and the
 -- run's context (params, workflow, no_cache, body_state). A fan-out's child
--- is handed its parent's spec with its item over it (fanout.sql).
+-- is handed its parent's spec with its item over it (fanout.sql), less
+-- what was the parent's alone: its list, its limits, its when: (judged
+-- once, before the fan-out).
 
 -- p_step (not NULL) claims that step only: `ferry dev run --step` lets one
 -- step at a time go after the person said "run" (migration 0013 dropped the
@@ -47,6 +49,7 @@ BEGIN
 	SELECT u.id, u.run_id, u.name, u.attempts, u.kind, u.timeout_ms, m.spec, runs.workdir,
 	       CASE WHEN m.spec ? 'ancestors' THEN coalesce((
 	           SELECT jsonb_object_agg(x.name, jsonb_build_object('kind', x.kind, 'metrics', x.metrics,
+	               'best', x.outputs -> 'best',
 	               -- a fan-out's outputs: its items' outputs, in item order (null for an item that failed)
 	               'outputs', CASE WHEN x.spec ? 'foreach' THEN (
 	                   SELECT jsonb_agg(c.outputs ORDER BY c.item_index) FROM steps c WHERE c.parent_id = x.id)
@@ -61,7 +64,8 @@ BEGIN
 	LEFT JOIN steps p ON p.id = u.parent_id,
 	-- a fan-out's child: its parent's spec with its own item over it
 	LATERAL (SELECT CASE WHEN u.parent_id IS NULL THEN u.spec
-	                     ELSE (p.spec - 'foreach' - 'max_parallel' - 'min_success') || u.spec END AS spec) m
+	                     ELSE (p.spec - 'foreach' - 'max_parallel' - 'min_success' - 'sweep' - 'select' - 'when'
+	                           - 'when_model') || u.spec END AS spec) m
 	ORDER BY u.id;
 END;
 $$;

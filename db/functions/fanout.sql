@@ -48,8 +48,11 @@ $$;
 -- (once per batch, whatever its size), the next children are released
 -- (not while the run is stopping), and a parent all of whose children are
 -- terminal ends: succeeded when at least min_success of the items did,
--- failed otherwise, stopped in a stopping run; what follows is
--- ferry_release's. Returns how many steps were enqueued.
+-- failed otherwise, stopped in a stopping run; a sweep with select:
+-- keeps its best item (by the metric its items reported in metrics.json,
+-- the lowest item first on a tie) and the leaderboard (the first 1,000)
+-- in its outputs, its metrics the best's, and fails when no item
+-- reported the metric; what follows is ferry_release's. Returns how many steps were enqueued.
 CREATE OR REPLACE FUNCTION ferry_fanout_progress(p_actor text, p_parents bigint[], p_closed int[], p_ok int[])
 RETURNS int
 LANGUAGE plpgsql AS $$
@@ -72,19 +75,46 @@ BEGIN
 		END IF;
 	END LOOP;
 	WITH d AS (
-		SELECT f.* FROM fanouts f WHERE f.step_id = ANY (p_parents) AND f.done >= f.total
+		SELECT f.*, p.spec -> 'select' ->> 'metric' AS metric, coalesce(p.spec -> 'select' ->> 'goal', 'max') AS goal
+		FROM fanouts f JOIN steps p ON p.id = f.step_id
+		WHERE f.step_id = ANY (p_parents) AND f.done >= f.total
+	), ranked AS (
+		-- a sweep with select: its succeeded items that reported the metric, best first (the leaderboard)
+		SELECT d.step_id, c.item_index, c.name, c.spec -> 'item' AS item, c.outputs, c.metrics,
+		       (c.metrics ->> d.metric)::float8 AS value,
+		       row_number() OVER (PARTITION BY d.step_id ORDER BY
+		           CASE WHEN d.goal = 'min' THEN (c.metrics ->> d.metric)::float8
+		                ELSE -(c.metrics ->> d.metric)::float8 END, c.item_index) AS rank
+		FROM d JOIN steps c ON c.parent_id = d.step_id
+		WHERE d.metric IS NOT NULL AND c.state = 'succeeded' AND jsonb_typeof(c.metrics -> d.metric) = 'number'
+	), sel AS (
+		SELECT rk.step_id,
+		       (SELECT jsonb_build_object('index', b.item_index, 'name', b.name, 'item', b.item, 'outputs', b.outputs,
+		                                  'metrics', b.metrics)
+		        FROM ranked b WHERE b.step_id = rk.step_id AND b.rank = 1) AS best,
+		       jsonb_agg(jsonb_build_object('rank', rk.rank, 'index', rk.item_index, 'item', rk.item, 'value', rk.value)
+		                 ORDER BY rk.rank) FILTER (WHERE rk.rank <= 1000) AS leaderboard
+		FROM ranked rk GROUP BY rk.step_id
 	), u AS (
 		UPDATE steps s SET
 		       state = CASE WHEN ru.state = 'stopping' THEN 'stopped'
-		                    WHEN d.succeeded >= ceil(d.min_success * d.total - 1e-9) THEN 'succeeded'
-		                    ELSE 'failed' END,
+		                    WHEN d.succeeded < ceil(d.min_success * d.total - 1e-9) THEN 'failed'
+		                    WHEN d.metric IS NOT NULL AND sel.best IS NULL THEN 'failed'
+		                    ELSE 'succeeded' END,
 		       reason = d.succeeded || ' of ' || d.total || ' items succeeded'
 		                || CASE WHEN d.min_success < 1
 		                        THEN ' (min_success ' || round((d.min_success * 100)::numeric, 2)::float8 || '%)'
-		                        ELSE '' END,
-		       outputs = jsonb_build_object('items', d.total, 'succeeded', d.succeeded),
+		                        ELSE '' END
+		                || CASE WHEN d.metric IS NULL THEN ''
+		                        WHEN sel.best IS NULL THEN '; no item reported the number ' || d.metric || ' to select by'
+		                        ELSE '; best: ' || (sel.best ->> 'name') || ' with ' || d.metric || ' '
+		                             || (sel.best -> 'metrics' ->> d.metric) || ' (' || d.goal || ')' END,
+		       outputs = jsonb_build_object('items', d.total, 'succeeded', d.succeeded)
+		                 || CASE WHEN sel.best IS NULL THEN '{}'::jsonb
+		                         ELSE jsonb_build_object('best', sel.best, 'leaderboard', sel.leaderboard) END,
+		       metrics = CASE WHEN sel.best IS NULL THEN s.metrics ELSE sel.best -> 'metrics' END,
 		       finished_at = now()
-		FROM d, runs ru
+		FROM d LEFT JOIN sel ON sel.step_id = d.step_id, runs ru
 		WHERE s.id = d.step_id AND s.state = 'running' AND ru.id = s.run_id
 		RETURNING s.id, s.run_id, s.name, s.state, s.reason
 	), ev AS (

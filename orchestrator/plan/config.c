@@ -23,9 +23,11 @@
 #include "plan/config_priv.h"
 #include "plan/cond.h"
 #include "plan/foreach.h"
+#include "plan/gate.h"
 #include "plan/template.h"
 
 #include <ctype.h>
+#include <math.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -46,10 +48,10 @@ static const char *const param_keys[] = {"default", "description", "type", "valu
 static const char *const retry_keys[] = {"limit", "backoff", "max_backoff"};
 /* The keys every step may have, whatever its kind; its kind's own follow (cfg_keys_list). */
 static const char *const generic_keys[] = {"name", "kind", "needs", "command", "env", "image",
-					   "workdir", "timeout", "retry", "when", "fail_run", "foreach",
+					   "workdir", "timeout", "retry", "when", "fail_run", "foreach", "sweep",
 					   "max_parallel", "min_success"};
 enum { GK_NAME, GK_KIND, GK_NEEDS, GK_COMMAND, GK_ENV, GK_IMAGE, GK_WORKDIR, GK_TIMEOUT, GK_RETRY, GK_WHEN,
-       GK_FAIL_RUN, GK_FOREACH, GK_MAX_PARALLEL, GK_MIN_SUCCESS };
+       GK_FAIL_RUN, GK_FOREACH, GK_SWEEP, GK_MAX_PARALLEL, GK_MIN_SUCCESS };
 
 /* ---- small helpers ---------------------------------------------------- */
 
@@ -617,6 +619,94 @@ static json_t *parse_foreach(struct ctx *c, size_t i, const yaml_node_t *n)
 	return NULL;
 }
 
+/* A YAML value as JSON, for sweeps: plain scalars that read as numbers or booleans as such, else strings. */
+static json_t *yaml_value(struct ctx *c, const yaml_node_t *n, int depth)
+{
+	const yaml_node_t *key, *val, *it;
+	json_t *out;
+	size_t k = 0;
+	char *end;
+
+	if (depth > 6) {
+		err_node(c, n, "nested too deep for a sweep");
+		return json_null();
+	}
+	if (n->type == YAML_SCALAR_NODE) {
+		const char *t = sval(n);
+		if (n->data.scalar.style == YAML_PLAIN_SCALAR_STYLE && *t) {
+			int64_t i;
+			double d;
+			if (parse_int64(t, &i) == 0)
+				return json_integer((json_int_t)i);
+			d = strtod(t, &end);
+			if (*end == '\0' && end != t && isfinite(d) && (isdigit((unsigned char)*t) || *t == '-' || *t == '.'))
+				return json_real(d);
+			if (strcmp(t, "true") == 0 || strcmp(t, "false") == 0)
+				return json_boolean(t[0] == 't');
+		}
+		return json_string(t);
+	}
+	if (n->type == YAML_SEQUENCE_NODE) {
+		out = json_array();
+		while (cfg_next_item(c, n, &k, &it))
+			json_array_append_new(out, yaml_value(c, it, depth + 1));
+		return out;
+	}
+	out = json_object();
+	while (cfg_next_pair(c, n, &k, &key, &val)) {
+		const char *ks = cfg_text(c, key, "a sweep key");
+		if (ks != NULL)
+			json_object_set_new(out, ks, yaml_value(c, val, depth + 1));
+	}
+	return out;
+}
+
+/*
+ * sweep: grid: or random: over named parameters (plan/foreach.h
+ * sweep_items, checked here by drawing them), and select: {metric, goal}
+ * to pick the best item. Into the spec as "sweep" (items drawn again at
+ * claim time: the same) and "select".
+ */
+static json_t *parse_sweep(struct ctx *c, size_t i, const yaml_node_t *n, json_t *js)
+{
+	static const char *const keys[] = {"grid", "random", "select"};
+	static const char *const sel_keys[] = {"metric", "goal"};
+	const yaml_node_t *v[3] = {NULL, NULL, NULL}, *sv[2] = {NULL, NULL};
+	json_t *sweep, *items = NULL;
+	const char *metric = NULL, *goal = "max";
+
+	(void)i;
+	if (!cfg_map_fields(c, n, "sweep", keys, 3, v, NULL))
+		return NULL;
+	if (present(v[0]) == present(v[1])) {
+		err_node(c, n, "a sweep has one of grid: {NAME: [values]} or random: {n, seed, params}");
+		return NULL;
+	}
+	sweep = json_object();
+	if (present(v[0]))
+		json_object_set_new(sweep, "grid", yaml_value(c, v[0], 0));
+	else
+		json_object_set_new(sweep, "random", yaml_value(c, v[1], 0));
+	if (sweep_items(&items, sweep) < 0)
+		err_node(c, present(v[0]) ? v[0] : v[1], "%s", ferry_error_last());
+	json_decref(items);
+	if (present(v[2]) && cfg_map_fields(c, v[2], "sweep select", sel_keys, 2, sv, NULL)) {
+		if (present(sv[0]) && (metric = cfg_text(c, sv[0], "select metric")) != NULL && !metrics_name_ok(metric))
+			err_node(c, sv[0], "select metric %s is not a metric name", cfg_q(c, metric));
+		if (!present(sv[0]))
+			err_node(c, v[2], "select names the metric of metrics.json to pick the best item by: "
+				 "{metric: accuracy, goal: max}");
+		if (present(sv[1]) && (goal = cfg_text(c, sv[1], "select goal")) != NULL &&
+		    strcmp(goal, "max") != 0 && strcmp(goal, "min") != 0) {
+			err_node(c, sv[1], "select goal %s: max (the highest wins) or min", cfg_q(c, goal));
+			goal = "max";
+		}
+		if (metric != NULL)
+			json_object_set_new(js, "select", json_pack("{s:s,s:s}", "metric", metric, "goal", goal ? goal : "max"));
+	}
+	return sweep;
+}
+
 /* A YAML boolean (true/false in their three spellings); false after an error. */
 static bool cfg_bool(struct ctx *c, const yaml_node_t *n, const char *what)
 {
@@ -893,17 +983,27 @@ static json_t *parse_step(struct ctx *c, size_t i, const yaml_node_t *n)
 		if (w != NULL)
 			json_object_set_new(js, "when", w);
 	}
-	if (present(v[GK_FOREACH])) {
-		json_t *fe = parse_foreach(c, i, v[GK_FOREACH]);
+	if (present(v[GK_FOREACH]) && present(v[GK_SWEEP]))
+		err_node(c, v[GK_SWEEP], "a step has foreach: or sweep:, not both (a sweep is a foreach over its "
+			 "combinations)");
+	if (present(v[GK_FOREACH]) || present(v[GK_SWEEP])) {
+		json_t *fe = present(v[GK_SWEEP]) ? parse_sweep(c, i, v[GK_SWEEP], js) : parse_foreach(c, i, v[GK_FOREACH]);
+		const char *key = present(v[GK_SWEEP]) ? "sweep" : "foreach";
 		const char *t;
 		int64_t mp = 0;
+		const yaml_node_t *at = present(v[GK_SWEEP]) ? v[GK_SWEEP] : v[GK_FOREACH];
 		if (kind != NULL && ((kind->flags & SKF_JOB) == 0 || (kind->flags & SKF_DAEMON) != 0))
-			err_node(c, v[GK_FOREACH], "foreach applies to the kinds that run a job (run, train, evaluate), "
-				 "not to a %s step", kind->name);
+			err_node(c, at, "%s applies to the kinds that run a job (run, train, evaluate), not to a %s step",
+				 key, kind->name);
 		if (c->steps[i].final)
-			err_node(c, v[GK_FOREACH], "a finally step cannot fan out");
-		if (fe != NULL)
+			err_node(c, at, "a finally step cannot fan out");
+		/* a sweep is a foreach over its items: "foreach" says so to the rest, "sweep" what they are */
+		if (fe != NULL && present(v[GK_SWEEP])) {
+			json_object_set_new(js, "sweep", fe);
+			json_object_set_new(js, "foreach", json_pack("{s:b}", "sweep", 1));
+		} else if (fe != NULL) {
 			json_object_set_new(js, "foreach", fe);
+		}
 		if (present(v[GK_MAX_PARALLEL]) && (t = cfg_text(c, v[GK_MAX_PARALLEL], "max_parallel")) != NULL) {
 			if (parse_int64(t, &mp) < 0 || mp < 1 || mp > 100000)
 				err_node(c, v[GK_MAX_PARALLEL], "max_parallel %s must be a whole number from 1 to 100000",
@@ -919,9 +1019,9 @@ static json_t *parse_step(struct ctx *c, size_t i, const yaml_node_t *n)
 		}
 	} else {
 		if (present(v[GK_MAX_PARALLEL]))
-			err_node(c, v[GK_MAX_PARALLEL], "max_parallel applies to a step with foreach:");
+			err_node(c, v[GK_MAX_PARALLEL], "max_parallel applies to a step with foreach: or sweep:");
 		if (present(v[GK_MIN_SUCCESS]))
-			err_node(c, v[GK_MIN_SUCCESS], "min_success applies to a step with foreach:");
+			err_node(c, v[GK_MIN_SUCCESS], "min_success applies to a step with foreach: or sweep:");
 	}
 	if (c->steps[i].final) {
 		json_object_set_new(js, "finally", json_true());

@@ -206,6 +206,21 @@ static void check_step_refs(struct ctx *c)
 	for (k = 0; k < c->ntrefs; k++) {
 		const struct tref *r = &c->trefs[k];
 		json_t *jv = r->target ? json_object_get(c->byname, r->target) : NULL;
+		size_t tl = r->target ? strlen(r->target) : 0, cut = 0;
+
+		/* STEP.best, STEP.best.params: a sweep's best item, of a step with select: */
+		if (jv == NULL && tl > 5 && strcmp(r->target + tl - 5, ".best") == 0)
+			cut = tl - 5;
+		else if (jv == NULL && tl > 12 && strcmp(r->target + tl - 12, ".best.params") == 0)
+			cut = tl - 12;
+		if (cut > 0) {
+			char *base = xstrndup(r->target, cut);
+			jv = json_object_get(c->byname, base);
+			if (jv != NULL && json_object_get(c->steps[json_integer_value(jv)].spec, "select") == NULL)
+				err_node(c, r->node, "step %s has no best item: only a sweep with select: has",
+					 cfg_q(c, base));
+			free(base);
+		}
 
 		if (r->target == NULL) {
 			if (json_object_get(c->steps[r->step].spec, "foreach") == NULL)

@@ -6,6 +6,8 @@
 
 #include <ctype.h>
 #include <errno.h>
+#include <stdint.h>
+#include <stdio.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -79,8 +81,8 @@ int foreach_parse_text(json_t **out, const char *text, size_t len, const char *w
 			if (e == start)
 				continue;
 			if (memchr(text + start, '\0', e - start) != NULL) {
+				ferry_error_set("%s: item %zu (a line) holds a NUL byte", what, json_array_size(arr) + 1);
 				json_decref(arr);
-				ferry_error_set("%s: line %zu holds a NUL byte", what, json_array_size(arr) + 1);
 				return FERRY_EINVALID;
 			}
 			if (json_array_size(arr) >= FOREACH_MAX_ITEMS) {
@@ -91,8 +93,8 @@ int foreach_parse_text(json_t **out, const char *text, size_t len, const char *w
 			}
 			json_t *s = json_stringn(text + start, e - start);
 			if (s == NULL) {
+				ferry_error_set("%s: item %zu (a line) is not UTF-8", what, json_array_size(arr) + 1);
 				json_decref(arr);
-				ferry_error_set("%s: line %zu is not UTF-8", what, json_array_size(arr) + 1);
 				return FERRY_EINVALID;
 			}
 			json_array_append_new(arr, s);
@@ -148,4 +150,157 @@ double foreach_min_success(const char *s)
 	else if (*end != '\0')
 		return -1;
 	return v > 0 && v <= 1 ? v : -1;
+}
+
+/* ---- sweeps ----------------------------------------------------------- */
+
+/* splitmix64: a small, well-mixed generator; the same seed gives the same draws everywhere */
+static uint64_t next_u64(uint64_t *s)
+{
+	uint64_t z = (*s += 0x9e3779b97f4a7c15ULL);
+
+	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+	z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+	return z ^ (z >> 31);
+}
+
+/* in [0, 1) */
+static double next_unit(uint64_t *s)
+{
+	return (double)(next_u64(s) >> 11) * 0x1.0p-53;
+}
+
+/* v rounded to 6 significant digits: 0.031622776601683794 is written 0.0316228 */
+static json_t *round6(double v)
+{
+	char buf[32];
+
+	snprintf(buf, sizeof(buf), "%.6g", v);
+	return json_real(strtod(buf, NULL));
+}
+
+/* [a, b] of numbers, a <= b (and a > 0 when positive), or an error naming name and rule. */
+static int range_of(const json_t *r, const char *name, const char *rule, int positive, double *a, double *b)
+{
+	if (!json_is_array(r) || json_array_size(r) != 2 || !json_is_number(json_array_get(r, 0)) ||
+	    !json_is_number(json_array_get(r, 1))) {
+		ferry_error_set("sweep param %s: %s takes [LOW, HIGH], two numbers", name, rule);
+		return FERRY_EINVALID;
+	}
+	*a = json_number_value(json_array_get(r, 0));
+	*b = json_number_value(json_array_get(r, 1));
+	if (!(*a <= *b) || (positive && *a <= 0)) {
+		ferry_error_set("sweep param %s: %s [%g, %g] must have LOW <= HIGH%s", name, rule, *a, *b,
+				positive ? " and LOW above 0" : "");
+		return FERRY_EINVALID;
+	}
+	return FERRY_OK;
+}
+
+/* One draw of param name by its rule. */
+static json_t *draw(uint64_t *st, const char *name, const json_t *rule)
+{
+	double a, b, u = next_unit(st);
+
+	if (json_is_array(rule)) {
+		if (json_array_size(rule) == 0) {
+			ferry_error_set("sweep param %s: the list of values is empty", name);
+			return NULL;
+		}
+		return json_incref(json_array_get(rule, (size_t)(u * (double)json_array_size(rule))));
+	}
+	if (json_object_get(rule, "uniform")) {
+		if (range_of(json_object_get(rule, "uniform"), name, "uniform", 0, &a, &b) < 0)
+			return NULL;
+		return round6(a + u * (b - a));
+	}
+	if (json_object_get(rule, "log_uniform")) {
+		if (range_of(json_object_get(rule, "log_uniform"), name, "log_uniform", 1, &a, &b) < 0)
+			return NULL;
+		return round6(exp(log(a) + u * (log(b) - log(a))));
+	}
+	if (json_object_get(rule, "int")) {
+		if (range_of(json_object_get(rule, "int"), name, "int", 0, &a, &b) < 0)
+			return NULL;
+		return json_integer((json_int_t)floor(ceil(a) + u * (floor(b) - ceil(a) + 1)));
+	}
+	ferry_error_set("sweep param %s: a list of values, {uniform: [LOW, HIGH]}, {log_uniform: [LOW, HIGH]} "
+			"or {int: [LOW, HIGH]}", name);
+	return NULL;
+}
+
+int sweep_items(json_t **out, const json_t *sweep)
+{
+	const json_t *grid = json_object_get(sweep, "grid"), *rnd = json_object_get(sweep, "random"), *v;
+	json_t *items = json_array();
+	const char *name;
+
+	*out = NULL;
+	if (grid != NULL) {
+		size_t total = 1, n = json_object_size(grid), k = 0;
+		const char **names = xcalloc(n + 1, sizeof(*names));
+		const json_t **vals = xcalloc(n + 1, sizeof(*vals));
+
+		json_object_foreach((json_t *)grid, name, v) {
+			if (!json_is_array(v) || json_array_size(v) == 0) {
+				ferry_error_set("sweep grid %s: a non-empty list of values", name);
+				goto bad_grid;
+			}
+			if ((total *= json_array_size(v)) > FOREACH_MAX_ITEMS) {
+				ferry_error_set("sweep grid: more than %d combinations", FOREACH_MAX_ITEMS);
+				goto bad_grid;
+			}
+			names[k] = name;
+			vals[k++] = v;
+		}
+		for (size_t i = 0; i < total; i++) {
+			json_t *item = json_object();
+			size_t rest = i;
+			/* the last name varies fastest */
+			for (size_t j = n; j-- > 0;) {
+				size_t m = json_array_size(vals[j]);
+				json_object_set(item, names[j], json_array_get(vals[j], rest % m));
+				rest /= m;
+			}
+			json_array_append_new(items, item);
+		}
+		free(names);
+		free(vals);
+		*out = items;
+		return FERRY_OK;
+bad_grid:
+		free(names);
+		free(vals);
+		json_decref(items);
+		return FERRY_EINVALID;
+	}
+	if (rnd != NULL) {
+		json_int_t n = json_integer_value(json_object_get(rnd, "n"));
+		uint64_t st = (uint64_t)json_integer_value(json_object_get(rnd, "seed"));
+		const json_t *params = json_object_get(rnd, "params");
+
+		if (n < 1 || n > FOREACH_MAX_ITEMS) {
+			ferry_error_set("sweep random n: from 1 to %d draws", FOREACH_MAX_ITEMS);
+			json_decref(items);
+			return FERRY_EINVALID;
+		}
+		for (json_int_t i = 0; i < n; i++) {
+			json_t *item = json_object();
+			json_object_foreach((json_t *)params, name, v) {
+				json_t *d = draw(&st, name, v);
+				if (d == NULL) {
+					json_decref(item);
+					json_decref(items);
+					return FERRY_EINVALID;
+				}
+				json_object_set_new(item, name, d);
+			}
+			json_array_append_new(items, item);
+		}
+		*out = items;
+		return FERRY_OK;
+	}
+	json_decref(items);
+	ferry_error_set("a sweep has grid: or random:");
+	return FERRY_EINVALID;
 }

@@ -43,4 +43,16 @@ json_t *foreach_range(long n);
  */
 double foreach_min_success(const char *s);
 
+/*
+ * The items of a sweep — {"grid": {NAME: [values]}} (every combination,
+ * the first name varying slowest) or {"random": {"n": N, "seed": S,
+ * "params": {NAME: [values] | {"uniform": [a, b]} | {"log_uniform": [a, b]}
+ * | {"int": [a, b]}}}} (N draws, the same for the same seed) — as a new
+ * array of objects NAME → value, the caller's. FERRY_EINVALID with the
+ * message naming the parameter and the rule: an empty list, a range the
+ * wrong way round, log_uniform not above 0, more than FOREACH_MAX_ITEMS
+ * combinations.
+ */
+int sweep_items(json_t **out, const json_t *sweep);
+
 #endif

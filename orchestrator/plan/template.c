@@ -110,8 +110,12 @@ struct tmpl_expr tmpl_expr_parse(const char *e, size_t n)
 		t = (struct tmpl_expr){TMPL_ITEM, e + 5, n - 5};
 	} else if (n > 6 + 8 && memcmp(e, "steps.", 6) == 0 && memcmp(e + n - 8, ".outputs", 8) == 0) {
 		t = (struct tmpl_expr){TMPL_STEP_ALL, e + 6, n - 6 - 8};
+	} else if (n > 6 && memcmp(e, "steps.", 6) == 0 && (key = memmem(e, n, ".best.params.", 13)) != NULL &&
+		   tmpl_ident_ok(key + 13, (size_t)(e + n - key - 13))) {
+		/* a sweep's best item's parameter: a is "STEP.best.params" */
+		t = (struct tmpl_expr){TMPL_STEP, e + 6, (size_t)(key + 12 - (e + 6))};
 	} else if (n > 6 && memcmp(e, "steps.", 6) == 0) {
-		/* step names may hold dots: KEY is after the last one */
+		/* step names may hold dots: KEY is after the last one ("STEP.best" for a sweep's best item) */
 		for (key = e + n; key > e && key[-1] != '.'; key--)
 			;
 		if (tmpl_ident_ok(key, (size_t)(e + n - key)) && key - e > 6 + 9 &&

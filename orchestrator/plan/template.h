@@ -21,7 +21,8 @@ enum tmpl_kind {
 	TMPL_BAD,   /* none of the below */
 	TMPL_PARAM, /* params.NAME */
 	TMPL_RUNID, /* run.id */
-	TMPL_STEP,  /* steps.STEP.outputs.KEY */
+	TMPL_STEP,  /* steps.STEP.outputs.KEY; a sweep's best item: steps.STEP.best.outputs.KEY
+	             * (a is "STEP.best"), steps.STEP.best.params.KEY (a is "STEP.best.params") */
 	TMPL_STEP_ALL, /* steps.STEP.outputs: all of them, as JSON (a fan-out's: the list of its items') */
 	TMPL_ITEM,  /* item, item.KEY: a foreach child's item (a is KEY, or NULL) */
 };

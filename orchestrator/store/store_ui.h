@@ -37,4 +37,16 @@ int store_events_marker(int64_t *last, PGconn *conn);
  */
 int store_step_spec(char **json, PGconn *conn, int64_t id, const char *step);
 
+/*
+ * *json (caller frees): the items of foreach step `step` of run id —
+ * {"run", "step", "total", "done", "succeeded", "failed", "active",
+ * "offset", "items": [{"index", "name", "state", "attempts", "item",
+ * "reason", "exit_code", "outputs", "cached", "started_at",
+ * "finished_at"}]} — limit of them in item order from offset, only those
+ * in state when it is not NULL: 0, FERRY_ENOTFOUND (no such run or step,
+ * or a step with no items), or FERRY_EDB.
+ */
+int store_step_items(char **json, PGconn *conn, int64_t id, const char *step, int64_t offset, int limit,
+		     const char *state);
+
 #endif

@@ -40,6 +40,12 @@
  *
  *   bench_dispatch --scale 1000,5000 [--executor noop|local]
  *
+ * With --foreach N it prints foreach: one step fanning out over N items
+ * (range: N) on the executor given: expand_s, run_s, items_per_sec, and
+ * the size and time of the run's JSON (see foreach_bench).
+ *
+ *   bench_dispatch --foreach 100000 [--executor noop|local]
+ *
  * BENCH_AUTO_EXPLAIN=MS logs the plans of the daemon's statements slower
  * than MS ms to the cluster's log (BENCH_KEEP=1 keeps it); see main.
  */
@@ -324,6 +330,36 @@ static void scale_bench(const char *sizes, const char *executor, const char *cmd
 	       k > 1 && secs[0] > 0 && secs[k - 1] > 0 ? (secs[k - 1] / n[k - 1]) / (secs[0] / n[0]) : 0);
 }
 
+/*
+ * foreach: one run of a single step that fans out over range: n, on the
+ * executor given: expand_s (creation to the step's expanded event: its n
+ * children written), run_s (creation to the run's end), items_per_sec over
+ * what follows the expansion, the run's JSON (ferry_run_json, what GET
+ * /runs/{id} sends) in bytes and milliseconds, and the finish batches the
+ * fan-in took (the fanouts row is written once a batch, never once an item).
+ */
+static void foreach_bench(int n, const char *executor, const char *cmd)
+{
+	char *yaml = xasprintf("name: bench-foreach\nsteps:\n  - {name: each, foreach: {range: %d}, command: [%s]}\n", n,
+			       cmd);
+	char sql[512];
+	int64_t id = create_run(yaml);
+	double run_s = run_seconds(id, 1200), expand_s, bytes, json_ms;
+	int64_t t0;
+
+	snprintf(sql, sizeof(sql), "SELECT extract(epoch FROM e.at - r.created_at) FROM events e JOIN runs r ON r.id = e.run_id "
+		 "WHERE e.run_id = %lld AND e.kind = 'step.expanded'", (long long)id);
+	expand_s = sql_double(sql);
+	snprintf(sql, sizeof(sql), "SELECT length(ferry_run_json(%lld)::text)", (long long)id);
+	t0 = clock_mono_us();
+	bytes = sql_double(sql);
+	json_ms = (double)(clock_mono_us() - t0) / 1000;
+	printf("{\"bench\":\"foreach\",\"executor\":\"%s\",\"items\":%d,\"expand_s\":%.2f,\"run_s\":%.2f,"
+	       "\"items_per_sec\":%.0f,\"run_json_bytes\":%.0f,\"run_json_ms\":%.1f}\n", executor, n, expand_s, run_s,
+	       run_s > expand_s ? n / (run_s - expand_s) : 0, bytes, json_ms);
+	free(yaml);
+}
+
 static double vm_hwm_mb(pid_t pid)
 {
 	char path[64], *buf = NULL, *p;
@@ -346,10 +382,11 @@ int main(int argc, char **argv)
 		{"artifact-mb", required_argument, NULL, 'a'},
 		{"chain", required_argument, NULL, 'c'},
 		{"scale", required_argument, NULL, 'S'},
+		{"foreach", required_argument, NULL, 'f'},
 		{NULL, 0, NULL, 0},
 	};
 	const char *executor = "noop", *cmd;
-	int runs = 200, width = 48, c, slow = 0, artifact_mb = 1024, chain_len = 0;
+	int runs = 200, width = 48, c, slow = 0, artifact_mb = 1024, chain_len = 0, foreach_n = 0;
 	const char *scale = NULL;
 	char home[] = "/tmp/ferry-bench.XXXXXX", *conninfo = NULL, *yaml, *jobs = NULL;
 	double sps, hop50, hop99, r2r50, r2r99, rss;
@@ -372,6 +409,8 @@ int main(int argc, char **argv)
 			chain_len = (int)strtol(optarg, NULL, 10), executor = "local";
 		else if (c == 'S')
 			scale = optarg;
+		else if (c == 'f')
+			foreach_n = (int)strtol(optarg, NULL, 10);
 		else
 			return 2;
 	}
@@ -421,9 +460,11 @@ int main(int argc, char **argv)
 	}
 	daemon = start_daemon(home, jobs, conninfo, executor);
 	usleep(500 * 1000);
-	if (chain_len > 0 || scale) {
+	if (chain_len > 0 || scale || foreach_n > 0) {
 		if (chain_len > 0)
 			chain_bench(chain_len, executor, cmd);
+		else if (foreach_n > 0)
+			foreach_bench(foreach_n, executor, cmd);
 		else
 			scale_bench(scale, executor, cmd);
 		kill(daemon, SIGTERM);

@@ -68,6 +68,9 @@ write_dict() {
 		printf '%s\n' '"params."' '"steps."' '".outputs."' '".metrics."' '"production."' '"{{"' '"}}"' \
 			'">="' '"<="' '"=="' '"!="' '"&&"' '"||"' '" and "' '" or "' '"not "' '"true"' \
 			'"false"' '"null"' '"("' '")"' '"[\"x\"]"' '"%"' '"1e-3"' '"\x27"' ;;
+	foreach)
+		printf '%s\n' '"["' '"]"' '","' '"\x0a"' '"\x0d\x0a"' '"{\"k\": "' '"}"' '"null"' '"\"uniform\""' \
+			'"\"log_uniform\""' '"\"int\""' '"1e308"' '"-1"' ;;
 	*) return 1 ;;
 	esac
 }

@@ -213,11 +213,26 @@ Y
 	api GET "/api/v1/runs/$id"
 	assert_eq "$(echo "$BODY" | json '[s["name"] for s in j["steps"]]')" '["split", "work", "reduce"]' "the children are not listed"
 	assert_eq "$(echo "$BODY" | json 'j["steps"][1]["items"]["total"]')" 20 "the fan-out's items"
+	# its items, a page at a time
+	api GET "/api/v1/runs/$id/steps/work/items?offset=5&limit=3"
+	assert_eq "$CODE" 200 "the items"
+	assert_eq "$(echo "$BODY" | json '[(i["index"], i["name"], i["item"], i["outputs"]["v"]) for i in j["items"]]')" \
+		'[[5, "work[5]", "s05", "s05-5"], [6, "work[6]", "s06", "s06-6"], [7, "work[7]", "s07", "s07-7"]]' "a page in item order"
+	api GET "/api/v1/runs/$id/steps/work/items?state=failed"
+	assert_eq "$(echo "$BODY" | json 'len(j["items"])')" 0 "none failed"
+	api GET "/api/v1/runs/$id/steps/split/items"
+	assert_eq "$CODE" 404 "a step without foreach has no items"
+	api GET "/api/v1/runs/$id/steps/work/items?limit=0"
+	assert_eq "$CODE" 400 "a bad limit"
+	# one item's spec is its parent's with its item
+	api GET "/api/v1/runs/$id/steps/work%5B3%5D"
+	assert_eq "$(echo "$BODY" | json '[j["spec"]["item"], j["spec"]["command"][0]]')" '["s03", "sh"]' "a child's spec"
 }
 
 # the issue's case: 1,000 items from an upstream list, max_parallel 8; each
-# runs once, is cached, a retry runs only the ones that failed, the reduce
-# is in item order, min_success decides
+# runs once and is cached, min_success decides, a new run takes them from
+# the cache, a retry runs only the ones that failed, the reduce is in item
+# order
 test_foreach_thousand_items_cache_retry_min_success() {
 	start_daemon a
 	local marks; marks=$(mktemp -d /tmp/ferry-marks.XXXXXX)
@@ -231,31 +246,56 @@ steps:
     needs: list
     foreach: "{{steps.list.outputs.items}}"
     max_parallel: 8
+    min_success: 99%
     cache: true
     command: [sh, -c, '[ ! -e $marks/fail-\$FERRY_ITEM ] && echo "{\"sq\": \$((\$FERRY_ITEM * \$FERRY_ITEM))}" > "\$FERRY_OUTPUT_DIR/outputs.json"']
   - {name: total, needs: each, command: [/usr/bin/python3, -c, 'import json, sys; l = json.loads(sys.argv[1]); print(len(l), sum(o["sq"] for o in l if o), [i for i, o in enumerate(l) if o is None])', "{{steps.each.outputs}}"]}
 Y
 )
+	# 99%: three failed items are few enough, and the reduce sees null in their places
 	id=$(submit "$f")
-	wait_run "$id" failed 120
-	assert_eq "$(step_col "$id" each reason)" "997 of 1000 items succeeded" "three items failed: 100% not met"
+	wait_run "$id" succeeded 120
+	assert_eq "$(step_col "$id" each reason)" "997 of 1000 items succeeded (min_success 99%)" "enough of them"
 	assert_eq "$(sql "SELECT count(*) FROM attempts a JOIN steps s ON s.id = a.step_id WHERE s.run_id = $id AND s.parent_id IS NOT NULL")" 1000 "each item ran once"
+	assert_eq "$(grep -v '^ferry: ' "$FERRY_HOME/runs/$id/total/1/log")" "1000 332564953 [7, 107, 507]" "null for the failed ones, in place"
+	# 100%: a new run takes the 997 from the cache, the three fail again, and so does the fan-out
+	sed 's/    min_success: 99%/    min_success: 100%/' "$f" >"$FERRY_HOME/all.yaml"
+	id=$(submit "$FERRY_HOME/all.yaml")
+	wait_run "$id" failed 120
+	assert_eq "$(step_col "$id" each reason)" "997 of 1000 items succeeded" "100% not met"
+	assert_eq "$(sql "SELECT count(*) FROM steps WHERE run_id = $id AND parent_id IS NOT NULL AND cached_from IS NOT NULL")" 997 "the items that succeeded before, from the step cache"
+	# a retry runs only the three
 	rm -f "$marks"/fail-*
 	"$ROOT/bin/ferry" retry "$id" >/dev/null || fail "retry"
 	wait_run "$id" succeeded 60
 	assert_eq "$(sql "SELECT count(*) FROM steps WHERE run_id = $id AND parent_id IS NOT NULL AND attempts = 2")" 3 "the retry ran only the three that failed"
 	assert_eq "$(sql "SELECT count(*) FROM attempts a JOIN steps s ON s.id = a.step_id WHERE s.run_id = $id AND s.parent_id IS NOT NULL")" 1003 "no finished item ran again"
 	assert_eq "$(grep -v '^ferry: ' "$FERRY_HOME/runs/$id/total/1/log")" "1000 332833500 []" "the reduce: every item's output, in order"
-	# a new run of the same workflow: every item from the step cache
-	id=$(submit "$f")
-	wait_run "$id" succeeded 120
-	assert_eq "$(sql "SELECT count(*) FROM steps WHERE run_id = $id AND parent_id IS NOT NULL AND cached_from IS NOT NULL")" 1000 "each item from the cache"
-	# min_success: 99% with three failures is enough, and the reduce sees null for them
-	for i in 7 107 507; do touch "$marks/fail-$i"; done
-	sed 's/    cache: true/    min_success: 99%/' "$f" >"$FERRY_HOME/some.yaml"
-	id=$(submit "$FERRY_HOME/some.yaml")
-	wait_run "$id" succeeded 120
-	assert_eq "$(step_col "$id" each reason)" "997 of 1000 items succeeded (min_success 99%)" "enough of them"
-	assert_eq "$(grep -v '^ferry: ' "$FERRY_HOME/runs/$id/total/1/log")" "1000 332564953 [7, 107, 507]" "null for the failed ones, in place"
 	rm -rf "$marks"
+}
+
+# the issue's case: a sweep on digits picks the best (C, gamma) and
+# registers it — its accuracy is the leaderboard's maximum
+test_sweep_on_digits_registers_the_best() {
+	start_daemon a
+	api POST /api/v1/runs "$(jq -n --rawfile yaml "$ROOT/workflows/digits-sweep.yaml" --arg workdir "$ROOT/workflows" \
+		'{yaml: $yaml, filename: "digits-sweep.yaml", workdir: $workdir}')"
+	assert_eq "$CODE" 201 "submitted: $BODY"
+	id=$(echo "$BODY" | json 'j["id"]')
+	wait_run "$id" succeeded 180
+	assert_eq "$(sql "SELECT count(*) FROM steps WHERE run_id = $id AND parent_id IS NOT NULL AND state = 'succeeded'")" 4 "one training per combination"
+	best=$(sql "SELECT max((metrics->>'cv_accuracy')::float8) FROM steps WHERE run_id = $id AND parent_id IS NOT NULL")
+	assert_eq "$(step_col "$id" train "(outputs->'best'->'metrics'->>'cv_accuracy')::float8")" "$best" "the best is the leaderboard's maximum"
+	assert_eq "$(step_col "$id" train "outputs->'leaderboard'->0->>'value'")" "$best" "and the leaderboard's first"
+	assert_eq "$(step_col "$id" train "jsonb_array_length(outputs->'leaderboard')")" 4 "every candidate ranked"
+	assert_eq "$(step_col "$id" train "(metrics->>'cv_accuracy')::float8")" "$best" "the step's metrics are the best's"
+	bname=$(step_col "$id" train "outputs->'best'->>'name'")
+	assert_match "$(step_col "$id" train reason)" "4 of 4 items succeeded; best: train\[[0-3]\] with cv_accuracy" "the reason names it"
+	# what was registered is the best candidate's model, byte for byte
+	model=$(sql "SELECT outputs->>'model' FROM steps WHERE run_id = $id AND name = '$bname'")
+	assert_eq "$(sql "SELECT v.artifact FROM model_versions v JOIN models m ON m.id = v.model_id WHERE m.name = 'digits-sweep'")" "$(sha256sum "$model" | cut -d' ' -f1)" "the best model registered"
+	# its params, as the step after it read them
+	c=$(sql "SELECT spec->'item'->>'C' FROM steps WHERE run_id = $id AND name = '$bname'")
+	g=$(sql "SELECT spec->'item'->>'gamma' FROM steps WHERE run_id = $id AND name = '$bname'")
+	assert_eq "$(grep -v '^ferry: ' "$FERRY_HOME/runs/$id/report/1/log")" "best C=$c gamma=$g" "{{steps.train.best.params.…}}"
 }

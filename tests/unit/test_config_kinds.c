@@ -333,8 +333,8 @@ static void test_config__kind_templates(void **state)
 		      "w.yaml:5:51: step \"r\" uses outputs of \"t\", which is not upstream of it; "
 		      "add \"t\" to its needs",
 		      "w.yaml:6:37: template refers to unknown step \"zz\"",
-		      "w.yaml:7:62: unknown template expression \"oops\"; use params.NAME, run.id or "
-		      "steps.STEP.outputs.KEY", NULL);
+		      "w.yaml:7:62: unknown template expression \"oops\"; use params.NAME, run.id, "
+		      "steps.STEP.outputs.KEY, steps.STEP.outputs or (under foreach:) item, item.KEY", NULL);
 }
 
 static void test_config__production_model_inference(void **state)
