@@ -93,6 +93,8 @@ int steps_foreach_expand(struct step_result *res, const struct step_run *r)
 		res->outcome = OUTCOME_FAILED; /* the database: the next try writes the rest */
 		res->reason = xasprintf("writing the items: %s", ferry_error_last());
 	} else {
+		if (store_fanout_analyze(r->conn, json_array_size(items)) < 0)
+			steps_log(r, "ferry: refreshing statistics after the items: %s", ferry_error_last());
 		res->outcome = OUTCOME_EXPANDED;
 		res->outputs = json_pack("{s:I}", "items", (json_int_t)json_array_size(items));
 		res->reason = xasprintf("%zu items", json_array_size(items));

@@ -50,9 +50,11 @@ BEGIN
 	       CASE WHEN m.spec ? 'ancestors' THEN coalesce((
 	           SELECT jsonb_object_agg(x.name, jsonb_build_object('kind', x.kind, 'metrics', x.metrics,
 	               'best', x.outputs -> 'best',
-	               -- a fan-out's outputs: its items' outputs, in item order (null for an item that failed)
-	               'outputs', CASE WHEN x.spec ? 'foreach' THEN (
+	               -- a fan-out's outputs: its items' outputs, in item order (null for an item that failed);
+	               -- not for another fan-out's items, each of which would read the whole list again
+	               'outputs', CASE WHEN x.spec ? 'foreach' AND u.parent_id IS NULL THEN (
 	                   SELECT jsonb_agg(c.outputs ORDER BY c.item_index) FROM steps c WHERE c.parent_id = x.id)
+	                   WHEN x.spec ? 'foreach' THEN NULL
 	                   ELSE x.outputs END))
 	           FROM steps x
 	           WHERE x.run_id = u.run_id AND x.state = 'succeeded' AND x.parent_id IS NULL

@@ -62,3 +62,10 @@ int store_fanout_expand(PGconn *conn, int64_t step_id, int attempt, const char *
 	PQclear(res);
 	return FERRY_OK;
 }
+
+int store_fanout_analyze(PGconn *conn, size_t children)
+{
+	if (children < STORE_ANALYZE_STEPS)
+		return FERRY_OK;
+	return store_tx(conn, "ANALYZE steps");
+}
