@@ -99,6 +99,7 @@ export class StepPanel {
     if (s.state === 'waiting') parts.push(this.continueForm(s));
     if (final) parts.push(this.retryFrom(s));
     parts.push(this.specPart(s));
+    parts.push(this.itemsPart(s));
     parts.push(this.attemptsPart(s));
     if (s.metrics && Object.keys(s.metrics).length) {
       parts.push(el('h3', {}, 'Metrics'), el('table', { id: 'metrics' }, el('tbody', {},
@@ -170,6 +171,45 @@ export class StepPanel {
   }
 
   // The resolved command, asked once per step.
+  // A fan-out's items (its children), asked for when wanted, a page of 100 at a time, all or by state;
+  // the page shown is asked again when the step's done count moves.
+  itemsPart(s) {
+    if (!s.items) return null;
+    if (!this.items || this.items.name !== s.name) {
+      this.items = { name: s.name, open: false, offset: 0, state: '', done: -1, el: el('div', { id: 'items' }) };
+    }
+    const it = this.items;
+    if (!it.open) {
+      it.el.replaceChildren(el('button', { type: 'button', id: 'items-show', onclick: () => { it.open = true; this.loadItems(); } },
+        `Show its ${s.items.total} items`));
+    } else if (it.done !== s.items.done) {
+      this.loadItems();
+    }
+    it.done = s.items.done;
+    return el('div', {}, el('h3', {}, 'Items'), it.el);
+  }
+
+  loadItems() {
+    const it = this.items;
+    const q = `offset=${it.offset}&limit=100${it.state ? `&state=${it.state}` : ''}`;
+    callJSON(`/runs/${this.runId}/steps/${encodeURIComponent(it.name)}/items?${q}`, { signal: this.signal }).then((j) => {
+      const pick = el('select', { id: 'items-state', 'aria-label': 'Items in state',
+        onchange: (ev) => { it.state = ev.target.value; it.offset = 0; this.loadItems(); } },
+        ['', 'failed', 'running', 'succeeded', 'blocked', 'ready', 'skipped', 'stopped'].map((v) =>
+          el('option', { value: v, selected: v === it.state }, v || 'all')));
+      const page = (d) => () => { it.offset = Math.max(0, it.offset + d); this.loadItems(); };
+      it.el.replaceChildren(
+        el('p', {}, pick, j.items.length ? ` items ${it.offset}–${it.offset + j.items.length - 1}` : ' none here',
+          ` `, el('button', { type: 'button', disabled: it.offset === 0, onclick: page(-100) }, 'Previous 100'),
+          ` `, el('button', { type: 'button', id: 'items-next', disabled: j.items.length < 100, onclick: page(100) }, 'Next 100')),
+        el('div', { class: 'table-wrap' }, el('table', { id: 'items-table' },
+          el('thead', {}, el('tr', {}, ['#', 'Item', 'State', 'Attempts', 'Reason'].map((h) => el('th', { scope: 'col' }, h)))),
+          el('tbody', {}, j.items.map((x) => el('tr', { 'data-item': x.index },
+            el('td', { class: 'num' }, x.index), el('td', {}, el('code', {}, typeof x.item === 'string' ? x.item : JSON.stringify(x.item))),
+            el('td', {}, stateBadge(x.state)), el('td', { class: 'num' }, x.attempts), el('td', { class: 'reason' }, x.reason || '')))))));
+    }).catch((e) => { if (!quiet(e)) it.el.replaceChildren(el('p', { class: 'error' }, `Items: ${e.message}`)); });
+  }
+
   specPart(s) {
     if (this.spec && this.spec.name === s.name) return this.spec.el;
     const box = el('div', { id: 'spec' });

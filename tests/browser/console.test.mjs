@@ -243,6 +243,33 @@ steps:
     assert(fit.logRight <= fit.wrapRight + 1, `the Log cell is inside the panel: ${JSON.stringify(fit)}`);
   });
 
+  await test('a fan-out: the step shows its progress, and its items a page at a time, by state', async () => {
+    const yaml = `name: console-fanout
+steps:
+  - {name: each, foreach: {range: 150}, max_parallel: 16, command: [sh, -c, 'test $((FERRY_ITEM % 50)) -ne 7']}
+`;
+    const sub = await api('POST', '/api/v1/runs', { yaml, filename: 'fanout.yaml' });
+    eq(sub.status, 201, `POST /runs: ${sub.text}`);
+    await waitRun(sub.json.id, 'failed', 60);
+    await page.goto(`${URL_BASE}/ui/#/runs/${sub.json.id}`);
+    const cell = page.locator('#steps tr[data-step="each"] td.num');
+    await cell.filter({ hasText: '150/150 items' }).waitFor();
+    await page.click('#steps tr[data-step="each"] button');
+    await page.locator('#step-items', { hasText: '147 succeeded, 3 failed' }).waitFor();
+    eq(await page.locator('#step-items progress').getAttribute('value'), '150', 'the progress bar');
+    await page.click('#items-show');
+    await page.locator('#items-table tbody tr').first().waitFor();
+    eq(await page.locator('#items-table tbody tr').count(), 100, 'the first page');
+    await page.click('#items-next');
+    await page.locator('#items-table tbody tr[data-item="149"]').waitFor();
+    eq(await page.locator('#items-table tbody tr').count(), 50, 'the second page');
+    await page.selectOption('#items-state', 'failed');
+    await page.locator('#items-table tbody tr[data-item="57"]').waitFor();
+    const rows = await page.locator('#items-table tbody tr').evaluateAll((trs) => trs.map((t) => t.dataset.item));
+    eq(rows.join(','), '7,57,107', 'the failed ones');
+    await page.screenshot({ path: `${SHOTS}/fanout-1280.png`, fullPage: true });
+  });
+
   await test('a bad token shows the form with the error', async () => {
     const c2 = await browser.newContext();
     const p2 = await c2.newPage();
