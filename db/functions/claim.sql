@@ -43,8 +43,9 @@ BEGIN
 		UPDATE runs SET state = 'running', started_at = coalesce(runs.started_at, now())
 		WHERE runs.id IN (SELECT u.run_id FROM u) AND runs.state = 'pending'
 	), e AS (
+		-- a fan-out's items do not log each start (their fan-out's step tells how many run)
 		INSERT INTO events (run_id, step, attempt, actor, kind)
-		SELECT u.run_id, u.name, u.attempts, p_owner, 'step.running' FROM u
+		SELECT u.run_id, u.name, u.attempts, p_owner, 'step.running' FROM u WHERE u.parent_id IS NULL
 	)
 	SELECT u.id, u.run_id, u.name, u.attempts, u.kind, u.timeout_ms, m.spec, runs.workdir,
 	       CASE WHEN m.spec ? 'ancestors' THEN coalesce((

@@ -128,7 +128,7 @@ BEGIN
 		       jsonb_strip_nulls(jsonb_build_object('exit_code', s.exit_code, 'reason', s.reason,
 		                                            'not_before', s.not_before, 'cached_from', s.cached_from,
 		                                            'outputs', CASE WHEN s.state = 'waiting' THEN s.outputs END))
-		FROM s
+		FROM s WHERE s.parent_id IS NULL OR s.state <> 'succeeded' -- an item's success: its fan-out counts it
 	)
 	-- children (parent_id) close into their fan-out's counters, not into the run's open steps
 	SELECT array_agg(s.id) FILTER (WHERE s.state = 'succeeded' AND s.parent_id IS NULL),
