@@ -115,6 +115,35 @@ void cfg_kind_fields(struct ctx *c, size_t i, const struct step_kind *kind,
 
 /* ---- after the graph -------------------------------------------------- */
 
+enum models_of { MODELS_BELOW, MODELS_AROUND, MODELS_ALL };
+
+/*
+ * The distinct model names (a new array) the register steps below step i
+ * register (MODELS_BELOW), above or below it (MODELS_AROUND), or anywhere
+ * in the workflow (MODELS_ALL), in file order.
+ */
+static json_t *register_models(struct ctx *c, size_t i, enum models_of which)
+{
+	json_t *models = json_array();
+	size_t j;
+
+	for (size_t r = 0; r < c->nsteps; r++) {
+		const struct step *reg = &c->steps[r];
+		json_t *m = json_object_get(reg->spec, "model");
+
+		if (r == i || reg->kind == NULL || (reg->kind->flags & SKF_REGISTERS) == 0 || !json_is_string(m))
+			continue;
+		if ((which == MODELS_BELOW && !cfg_has_up(c, r, i)) ||
+		    (which == MODELS_AROUND && !cfg_has_up(c, r, i) && !cfg_has_up(c, i, r)))
+			continue;
+		for (j = 0; j < json_array_size(models) && !json_equal(json_array_get(models, j), m); j++)
+			;
+		if (j == json_array_size(models))
+			json_array_append(models, m);
+	}
+	return models;
+}
+
 /*
  * The model a when: condition's production.METRIC reads: the step's own
  * model:, else the one model the register steps above or below it
@@ -127,7 +156,6 @@ static void when_models(struct ctx *c)
 		const struct step *st = &c->steps[i];
 		const json_t *own = json_object_get(st->spec, "model");
 		json_t *models;
-		size_t j;
 
 		if (st->when_prod == NULL)
 			continue;
@@ -135,21 +163,7 @@ static void when_models(struct ctx *c)
 			json_object_set(st->spec, "when_model", (json_t *)own);
 			continue;
 		}
-		models = json_array();
-		for (size_t r = 0; r < c->nsteps; r++) {
-			const struct step *reg = &c->steps[r];
-			json_t *m = json_object_get(reg->spec, "model");
-
-			if (r == i || reg->kind == NULL || (reg->kind->flags & SKF_REGISTERS) == 0 || !json_is_string(m))
-				continue;
-			if (!st->final && !cfg_has_up(c, r, i) && !cfg_has_up(c, i, r))
-				continue;
-			for (j = 0; j < json_array_size(models); j++)
-				if (json_equal(json_array_get(models, j), m))
-					break;
-			if (j == json_array_size(models))
-				json_array_append(models, m);
-		}
+		models = register_models(c, i, st->final ? MODELS_ALL : MODELS_AROUND);
 		if (json_array_size(models) == 1)
 			json_object_set(st->spec, "when_model", json_array_get(models, 0));
 		else
@@ -165,7 +179,7 @@ void cfg_kind_models(struct ctx *c)
 {
 	struct sbuf found = {0};
 	json_t *models;
-	size_t i, r, j;
+	size_t i, j;
 	bool takes_model;
 
 	for (i = 0; i < c->nsteps; i++) {
@@ -176,20 +190,7 @@ void cfg_kind_models(struct ctx *c)
 			continue;
 		/* the message asks for model: where the kind takes it, else for a kind that does */
 		takes_model = step_kind_key(st->kind, "model") != NULL;
-		models = json_array();
-		for (r = 0; r < c->nsteps; r++) {
-			const struct step *reg = &c->steps[r];
-			json_t *m = json_object_get(reg->spec, "model");
-
-			if (r == i || reg->kind == NULL || (reg->kind->flags & SKF_REGISTERS) == 0 ||
-			    !json_is_string(m) || !cfg_has_up(c, r, i))
-				continue;
-			for (j = 0; j < json_array_size(models); j++)
-				if (json_equal(json_array_get(models, j), m))
-					break;
-			if (j == json_array_size(models))
-				json_array_append(models, m);
-		}
+		models = register_models(c, i, MODELS_BELOW);
 		if (json_array_size(models) == 1) {
 			json_object_set(st->spec, "model", json_array_get(models, 0));
 			json_decref(models);
