@@ -58,18 +58,6 @@ int steps_submitter_may_deploy(const struct step_run *r, struct step_result *res
 	free(who);
 	free(role);
 	return error;
-	error = strcmp(role, "admin") == 0;
-	if (!error && (strncmp(who, "trigger:", 8) == 0 || strncmp(who, "schedule:", 9) == 0))
-		/* a trigger registered before its registrar was recorded (migration 0019) */
-		step_result_fail_final(res, "%s needs role admin; run %lld was started by %s, whose registrar is "
-				       "not recorded: register the workflow again (ferry workflow register) as an "
-				       "admin", what, (long long)r->run_id, who);
-	else if (!error)
-		step_result_fail_final(res, "%s needs role admin; run %lld acts for %s, whose role is %s", what,
-				       (long long)r->run_id, who, role);
-	free(who);
-	free(role);
-	return error;
 }
 
 void steps_log(const struct step_run *r, const char *fmt, ...)
