@@ -40,11 +40,13 @@
  *
  *   bench_dispatch --scale 1000,5000 [--executor noop|local]
  *
- * With --foreach N it prints foreach: one step fanning out over N items
- * (range: N) on the executor given: expand_s, run_s, items_per_sec, and
- * the size and time of the run's JSON (see foreach_bench).
+ * With --foreach N,N,… it prints foreach: one run of a step fanning out
+ * over N items (range: N) per size, on the executor given: expand_s (its
+ * children written), run_s, items_per_sec after the expansion, how the
+ * cost per item grows from the smallest to the largest (per_item_growth:
+ * 1 is linear), and the size and time of the largest run's JSON.
  *
- *   bench_dispatch --foreach 100000 [--executor noop|local]
+ *   bench_dispatch --foreach 1000,10000,100000 [--executor noop|local]
  *
  * BENCH_AUTO_EXPLAIN=MS logs the plans of the daemon's statements slower
  * than MS ms to the cluster's log (BENCH_KEEP=1 keeps it); see main.
@@ -331,33 +333,56 @@ static void scale_bench(const char *sizes, const char *executor, const char *cmd
 }
 
 /*
- * foreach: one run of a single step that fans out over range: n, on the
- * executor given: expand_s (creation to the step's expanded event: its n
- * children written), run_s (creation to the run's end), items_per_sec over
- * what follows the expansion, the run's JSON (ferry_run_json, what GET
- * /runs/{id} sends) in bytes and milliseconds, and the finish batches the
- * fan-in took (the fanouts row is written once a batch, never once an item).
+ * foreach: per size, one run of a single step that fans out over range: N,
+ * on the executor given: expand_s (creation to the step's expanded event:
+ * its N children written), run_s (creation to the run's end),
+ * items_per_sec over what follows the expansion; per_item_growth; and the
+ * largest run's JSON (ferry_run_json, what GET /runs/{id} sends) in bytes
+ * and milliseconds.
  */
-static void foreach_bench(int n, const char *executor, const char *cmd)
+static void foreach_bench(const char *sizes, const char *executor, const char *cmd)
 {
-	char *yaml = xasprintf("name: bench-foreach\nsteps:\n  - {name: each, foreach: {range: %d}, command: [%s]}\n", n,
-			       cmd);
-	char sql[512];
-	int64_t id = create_run(yaml);
-	double run_s = run_seconds(id, 1200), expand_s, bytes, json_ms;
-	int64_t t0;
+	int n[8], k = 0;
+	double expand[8], run[8], bytes = 0, json_ms = 0;
+	char *copy = xstrdup(sizes), *save = NULL, *tok;
 
-	snprintf(sql, sizeof(sql), "SELECT extract(epoch FROM e.at - r.created_at) FROM events e JOIN runs r ON r.id = e.run_id "
-		 "WHERE e.run_id = %lld AND e.kind = 'step.expanded'", (long long)id);
-	expand_s = sql_double(sql);
-	snprintf(sql, sizeof(sql), "SELECT length(ferry_run_json(%lld)::text)", (long long)id);
-	t0 = clock_mono_us();
-	bytes = sql_double(sql);
-	json_ms = (double)(clock_mono_us() - t0) / 1000;
-	printf("{\"bench\":\"foreach\",\"executor\":\"%s\",\"items\":%d,\"expand_s\":%.2f,\"run_s\":%.2f,"
-	       "\"items_per_sec\":%.0f,\"run_json_bytes\":%.0f,\"run_json_ms\":%.1f}\n", executor, n, expand_s, run_s,
-	       run_s > expand_s ? n / (run_s - expand_s) : 0, bytes, json_ms);
-	free(yaml);
+	for (tok = strtok_r(copy, ",", &save); tok && k < 8; tok = strtok_r(NULL, ",", &save))
+		if ((n[k] = (int)strtol(tok, NULL, 10)) >= 1)
+			k++;
+	free(copy);
+	for (int i = 0; i < k; i++) {
+		char *yaml = xasprintf("name: bench-foreach\nsteps:\n  - {name: each, foreach: {range: %d}, command: [%s]}\n",
+				       n[i], cmd);
+		char sql[512];
+		int64_t id = create_run(yaml), t0;
+
+		run[i] = run_seconds(id, 1200);
+		snprintf(sql, sizeof(sql), "SELECT extract(epoch FROM e.at - r.created_at) FROM events e JOIN runs r "
+			 "ON r.id = e.run_id WHERE e.run_id = %lld AND e.kind = 'step.expanded'", (long long)id);
+		expand[i] = sql_double(sql);
+		if (i == k - 1) { /* the largest run's JSON: what GET /runs/{id} sends */
+			snprintf(sql, sizeof(sql), "SELECT length(ferry_run_json(%lld)::text)", (long long)id);
+			t0 = clock_mono_us();
+			bytes = sql_double(sql);
+			json_ms = (double)(clock_mono_us() - t0) / 1000;
+		}
+		free(yaml);
+	}
+	printf("{\"bench\":\"foreach\",\"executor\":\"%s\",\"items\":[", executor);
+	for (int i = 0; i < k; i++)
+		printf("%s%d", i ? "," : "", n[i]);
+	printf("],\"expand_s\":[");
+	for (int i = 0; i < k; i++)
+		printf("%s%.2f", i ? "," : "", expand[i]);
+	printf("],\"run_s\":[");
+	for (int i = 0; i < k; i++)
+		printf("%s%.2f", i ? "," : "", run[i]);
+	printf("],\"items_per_sec\":[");
+	for (int i = 0; i < k; i++)
+		printf("%s%.0f", i ? "," : "", run[i] > expand[i] ? n[i] / (run[i] - expand[i]) : 0);
+	/* cost per item, largest over smallest: 1 is linear (the issue asks within 1.5) */
+	printf("],\"per_item_growth\":%.2f,\"run_json_bytes\":%.0f,\"run_json_ms\":%.1f}\n",
+	       k > 1 && run[0] > 0 && run[k - 1] > 0 ? (run[k - 1] / n[k - 1]) / (run[0] / n[0]) : 0, bytes, json_ms);
 }
 
 static double vm_hwm_mb(pid_t pid)
@@ -386,7 +411,8 @@ int main(int argc, char **argv)
 		{NULL, 0, NULL, 0},
 	};
 	const char *executor = "noop", *cmd;
-	int runs = 200, width = 48, c, slow = 0, artifact_mb = 1024, chain_len = 0, foreach_n = 0;
+	int runs = 200, width = 48, c, slow = 0, artifact_mb = 1024, chain_len = 0;
+	const char *foreach_sizes = NULL;
 	const char *scale = NULL;
 	char home[] = "/tmp/ferry-bench.XXXXXX", *conninfo = NULL, *yaml, *jobs = NULL;
 	double sps, hop50, hop99, r2r50, r2r99, rss;
@@ -410,7 +436,7 @@ int main(int argc, char **argv)
 		else if (c == 'S')
 			scale = optarg;
 		else if (c == 'f')
-			foreach_n = (int)strtol(optarg, NULL, 10);
+			foreach_sizes = optarg;
 		else
 			return 2;
 	}
@@ -460,11 +486,11 @@ int main(int argc, char **argv)
 	}
 	daemon = start_daemon(home, jobs, conninfo, executor);
 	usleep(500 * 1000);
-	if (chain_len > 0 || scale || foreach_n > 0) {
+	if (chain_len > 0 || scale || foreach_sizes) {
 		if (chain_len > 0)
 			chain_bench(chain_len, executor, cmd);
-		else if (foreach_n > 0)
-			foreach_bench(foreach_n, executor, cmd);
+		else if (foreach_sizes)
+			foreach_bench(foreach_sizes, executor, cmd);
 		else
 			scale_bench(scale, executor, cmd);
 		kill(daemon, SIGTERM);

@@ -10,7 +10,7 @@ make --no-print-directory "$B/tests/bench_dispatch" "$B/tests/bench_fingerprint"
 "$B/tests/bench_dispatch" --chain 40
 "$B/tests/bench_dispatch" --scale 1000,5000 --executor noop
 "$B/tests/bench_dispatch" --scale 1000,5000 --executor local
-"$B/tests/bench_dispatch" --foreach 100000 --executor noop
+"$B/tests/bench_dispatch" --foreach 1000,10000,100000 --executor noop
 tests/bench/api.sh
 tests/bench/executor_podman.sh
 tests/bench/executor_slurm.sh
