@@ -103,13 +103,18 @@ BEGIN
 		INSERT INTO fanouts (step_id, run_id, total, max_parallel, min_success, done, succeeded)
 		SELECT s.id, s.run_id, (s.outputs ->> 'items')::int, coalesce(s.max_parallel::int, 0),
 		       coalesce(s.min_success::float8, 1),
-		       (SELECT count(*) FROM steps c WHERE c.parent_id = s.id
+		       (SELECT count(*) FROM steps c WHERE c.parent_id = s.id AND c.item_index < (s.outputs ->> 'items')::int
 		        AND c.state IN ('succeeded', 'failed', 'skipped', 'stopped')),
-		       (SELECT count(*) FROM steps c WHERE c.parent_id = s.id AND c.state = 'succeeded')
+		       (SELECT count(*) FROM steps c WHERE c.parent_id = s.id AND c.item_index < (s.outputs ->> 'items')::int
+		        AND c.state = 'succeeded')
 		FROM s WHERE s.expanded
 		ON CONFLICT (step_id) DO UPDATE SET total = excluded.total, max_parallel = excluded.max_parallel,
 		       min_success = excluded.min_success, done = excluded.done, succeeded = excluded.succeeded,
 		       next_index = 0, active = 0
+	), gone AS (
+		-- items past the end of a list that got shorter (a retry from above): no longer the fan-out's
+		DELETE FROM steps c USING s WHERE s.expanded AND c.parent_id = s.id
+		AND c.item_index >= (s.outputs ->> 'items')::int
 	), rm AS (
 		-- a fan-out's children keep their metrics to themselves: the run's row is not written per item
 		UPDATE runs r SET metrics = coalesce(r.metrics, '{}'::jsonb) || m.obj

@@ -78,12 +78,15 @@ BEGIN
 		SELECT e.step_id FROM step_deps e JOIN down ON e.needs_id = down.id
 	)
 	SELECT array_agg(id) INTO v_down FROM down;
-	-- a fan-out run again from above, or with changed params, starts afresh: its list may be another;
-	-- one that only failed keeps the items that succeeded (its failed ones are retried below)
-	DELETE FROM steps WHERE parent_id = ANY (v_down);
+	-- a fan-out run again from above, or with changed params, starts afresh — every item runs
+	-- again (its list may be another: its next expansion rewrites the items and drops those past
+	-- the new end), each in an attempt of its own, never in an old one's directory; one that only
+	-- failed keeps the items that succeeded (its failed ones are retried below)
 	DELETE FROM fanouts WHERE step_id = ANY (v_down);
 	SELECT array_agg(id) INTO v_set FROM (
 		SELECT unnest(v_down) AS id
+		UNION
+		SELECT c.id FROM steps c WHERE c.parent_id = ANY (v_down)
 		UNION
 		SELECT id FROM steps WHERE run_id = p_run AND state IN ('failed', 'stopped', 'skipped')
 		UNION -- the finally steps run again after whatever runs again

@@ -521,7 +521,7 @@ int store_run_submitter(PGconn *conn, int64_t run_id, char **who, char **role);
  * Writes children of foreach step step_id, one per item of items (a JSON
  * array of at most STORE_FANOUT_BATCH), the first at index from, in one
  * transaction fenced on attempt (running, of owner) and idempotent (a child
- * written before is kept). Returns 0, FERRY_ECONFLICT when the attempt is no
+ * written before is kept, its item set to this one). Returns 0, FERRY_ECONFLICT when the attempt is no
  * longer owner's (the message says so), or FERRY_EDB.
  */
 int store_fanout_expand(PGconn *conn, int64_t step_id, int attempt, const char *owner, const json_t *items,

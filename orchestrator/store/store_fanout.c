@@ -45,7 +45,9 @@ int store_fanout_expand(PGconn *conn, int64_t step_id, int attempt, const char *
 				"  FROM steps p, jsonb_array_elements($4::jsonb) WITH ORDINALITY AS e(item, ord), "
 				"       LATERAL (SELECT $5::int + e.ord::int - 1 AS i) x "
 				"  WHERE p.id = $1 AND EXISTS (SELECT 1 FROM f) "
-				"  ON CONFLICT (parent_id, item_index) WHERE parent_id IS NOT NULL DO NOTHING "
+				/* written before: kept, its item the list's now (a retry from above may change it) */
+				"  ON CONFLICT (parent_id, item_index) WHERE parent_id IS NOT NULL DO UPDATE "
+				"  SET spec = excluded.spec WHERE steps.spec IS DISTINCT FROM excluded.spec "
 				"  RETURNING 1) "
 				"SELECT EXISTS (SELECT 1 FROM f), (SELECT count(*) FROM w)",
 				5, p);

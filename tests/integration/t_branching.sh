@@ -299,3 +299,31 @@ test_sweep_on_digits_registers_the_best() {
 	g=$(sql "SELECT spec->'item'->>'gamma' FROM steps WHERE run_id = $id AND name = '$bname'")
 	assert_eq "$(grep -v '^ferry: ' "$FERRY_HOME/runs/$id/report/1/log")" "best C=$c gamma=$g" "{{steps.train.best.params.…}}"
 }
+
+# a retry from above a fan-out whose list changed: every item runs again in
+# an attempt of its own (never in an old attempt's directory, whose output
+# files would be read as the new one's), the items past the new end are
+# gone, the reduce reads the new list
+test_foreach_retry_from_above_reruns_items_anew() {
+	start_daemon a
+	f=$(wf refan <<'Y'
+name: refan
+params: {n: "3"}
+steps:
+  - {name: split, command: [/usr/bin/python3, -c, 'import json, os, sys; json.dump({"l": list(range(int(sys.argv[1])))}, open(os.environ["FERRY_OUTPUT_DIR"] + "/outputs.json", "w"))', "{{params.n}}"]}
+  - name: work
+    needs: split
+    foreach: "{{steps.split.outputs.l}}"
+    command: [sh, -c, 'if [ "$FERRY_ITEM" = 2 ]; then echo stale > "$FERRY_OUTPUT_DIR/extra"; fi; echo "{\"v\": $FERRY_ITEM}" > "$FERRY_OUTPUT_DIR/outputs.json"']
+  - {name: reduce, needs: work, command: [sh, -c, 'echo "{{steps.work.outputs}}"']}
+Y
+)
+	id=$(submit "$f")
+	wait_run "$id" succeeded 30
+	"$ROOT/bin/ferry" retry "$id" --param n=2 >/dev/null || fail "retry with n=2"
+	wait_run "$id" succeeded 30
+	assert_eq "$(sql "SELECT string_agg(name || ':' || attempts, ',' ORDER BY item_index) FROM steps WHERE run_id = $id AND parent_id IS NOT NULL")" "work[0]:2,work[1]:2" "every item again, in a second attempt; item 2 gone"
+	[ -d "$FERRY_HOME/runs/$id/work[0]/2" ] || fail "the new attempt has its own directory"
+	assert_eq "$(grep -v '^ferry: ' "$FERRY_HOME/runs/$id/reduce/2/log")" '[{"v":0},{"v":1}]' "the reduce reads the new list"
+	assert_eq "$(step_col "$id" work reason)" "2 of 2 items succeeded" "the fan-out counts the new list"
+}
