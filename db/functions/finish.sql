@@ -111,6 +111,10 @@ BEGIN
 		ON CONFLICT (step_id) DO UPDATE SET total = excluded.total, max_parallel = excluded.max_parallel,
 		       min_success = excluded.min_success, done = excluded.done, succeeded = excluded.succeeded,
 		       next_index = 0, active = 0
+	), late_items AS (
+		-- a fan-out stopped while its items were being written: those written after the stop stop too
+		UPDATE steps c SET state = 'stopped', finished_at = now(), reason = 'run stopped'
+		FROM s WHERE c.parent_id = s.id AND s.state = 'stopped' AND c.state = 'blocked'
 	), gone AS (
 		-- items past the end of a list that got shorter (a retry from above): no longer the fan-out's
 		DELETE FROM steps c USING s WHERE s.expanded AND c.parent_id = s.id

@@ -4,6 +4,7 @@
  * ACTION:POINT words separated by spaces or commas:
  *   kill:POINT  the daemon kills itself (SIGKILL) when the engine reaches POINT
  *   fail:POINT  the engine's action at POINT fails (FERRY_FAULT_TIMES times, default 1)
+ *   sleep:POINT the daemon's thread that reaches POINT sleeps 3 s there (a window for the test)
  * The points are "started" (a job was forked, its handle not yet recorded),
  * "record" (recording handles: fail makes it fail), "record-failed"
  * (right after a failed record) and "expanding" (a foreach step's children
@@ -42,6 +43,11 @@ static int has(const char *action, const char *point)
 
 static int fault_hook(const char *point)
 {
+	if (has("sleep", point)) {
+		/* a window for the test to act in (a stop while a fan-out is being written); a worker's thread sleeps */
+		flog_warn("fault injected: sleeping 3 s at \"%s\"", point);
+		sleep(3);
+	}
 	if (has("kill", point)) {
 		flog_warn("fault injected: killing the daemon at \"%s\"", point);
 		kill(getpid(), SIGKILL);

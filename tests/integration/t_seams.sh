@@ -242,3 +242,24 @@ Y
 	assert_eq "$(sql "SELECT count(*) FROM attempts a JOIN steps s ON s.id = a.step_id WHERE s.run_id = $id AND s.parent_id IS NOT NULL")" 2100 "each item ran once"
 	assert_eq "$(step_col "$id" each attempts)" 2 "the step was claimed again and finished its list"
 }
+
+# a stop while a foreach step writes its children (ferryd-test sleeps 3 s
+# after the first batch of 2,000): the run ends stopped, and none of its
+# items is left blocked — not those written before the stop, nor after
+test_fault_stop_mid_expansion_leaves_no_item_blocked() {
+	FERRYD=ferryd-test start_daemon a FERRY_FAULT=sleep:expanding FERRY_EXECUTOR=noop
+	f=$(wf fanstop <<'Y'
+name: fanstop
+steps:
+  - {name: each, foreach: {range: 3000}, command: [noop]}
+Y
+)
+	id=$(submit "$f")
+	sql_until "(SELECT count(*) FROM steps WHERE run_id = $id AND parent_id IS NOT NULL) >= 2000" 20 ||
+		fail "the first batch was not written"
+	"$ROOT/bin/ferry" stop "$id" >/dev/null || fail "stop"
+	wait_run "$id" stopped 30
+	assert_eq "$(sql "SELECT count(*) FROM steps WHERE run_id = $id AND parent_id IS NOT NULL")" 3000 "the expansion finished writing"
+	assert_eq "$(sql "SELECT count(*) FROM steps WHERE run_id = $id AND parent_id IS NOT NULL AND state IN ('blocked', 'ready', 'running')")" 0 "no item left open"
+	assert_eq "$(step_col "$id" each state)" stopped "the fan-out stopped"
+}
