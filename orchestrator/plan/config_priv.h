@@ -121,6 +121,16 @@ bool cfg_next_pair(struct ctx *c, const yaml_node_t *n, size_t *k, const yaml_no
 bool cfg_next_item(struct ctx *c, const yaml_node_t *n, size_t *k, const yaml_node_t **it);
 /* Checks the {{…}} templates in s, the text of node n in step `step`. */
 void cfg_check_templates(struct ctx *c, const yaml_node_t *n, const char *s, size_t step);
+/* Appends "a, b" (the keys of obj) or "none" to b. */
+void cfg_list_keys(const json_t *obj, struct sbuf *b);
+
+/* config_flow.c: a step's when:, foreach:/sweep: (max_parallel, min_success) and fail_run nodes (NULL: absent) */
+struct cfg_flow_nodes {
+	const yaml_node_t *when, *fail_run, *foreach, *sweep, *max_parallel, *min_success;
+};
+/* Checks them for step i (of kind, NULL when unknown) and sets their fields in its spec js. */
+void cfg_flow_fields(struct ctx *c, size_t i, const struct step_kind *kind, const struct cfg_flow_nodes *f,
+		     json_t *js);
 /* Step j is upstream of step i (valid once the graph is computed). */
 bool cfg_has_up(const struct ctx *c, size_t i, size_t j);
 /*
