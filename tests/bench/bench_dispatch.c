@@ -298,37 +298,49 @@ static void chain_bench(int len, const char *executor, const char *cmd)
 	       "\"run_ms_min\":%.0f,\"run_ms_max\":%.0f}\n", executor, len, ms[2], ms[2] / len, ms[0], ms[4]);
 }
 
+/* The sizes of a comma-separated list (at most 8, each at least min) into n; how many. */
+static int parse_sizes(int n[8], const char *sizes, int min)
+{
+	char *copy = xstrdup(sizes), *save = NULL, *tok;
+	int k = 0;
+
+	for (tok = strtok_r(copy, ",", &save); tok && k < 8; tok = strtok_r(NULL, ",", &save))
+		if ((n[k] = (int)strtol(tok, NULL, 10)) >= min)
+			k++;
+	free(copy);
+	return k;
+}
+
+/* ,"key":[v0,v1,…] with decimals places. */
+static void print_list(const char *key, const double *v, int k, int decimals)
+{
+	printf(",\"%s\":[", key);
+	for (int i = 0; i < k; i++)
+		printf("%s%.*f", i ? "," : "", decimals, v[i]);
+	printf("]");
+}
+
 /* scale: see the header. */
 static void scale_bench(const char *sizes, const char *executor, const char *cmd)
 {
-	int n[8], k = 0;
-	double secs[8], create[8];
-	char *copy = xstrdup(sizes), *save = NULL, *tok;
+	int n[8], k = parse_sizes(n, sizes, 3);
+	double secs[8], create[8], steps[8], rate[8];
 
-	for (tok = strtok_r(copy, ",", &save); tok && k < 8; tok = strtok_r(NULL, ",", &save))
-		if ((n[k] = (int)strtol(tok, NULL, 10)) >= 3)
-			k++;
-	free(copy);
 	for (int i = 0; i < k; i++) {
 		char *yaml = workflow_yaml("bench-scale", n[i] - 2, 0, cmd);
 		int64_t t0 = clock_mono_us(), id = create_run(yaml);
 		create[i] = (double)(clock_mono_us() - t0) / 1e6;
 		secs[i] = run_seconds(id, 1200);
+		steps[i] = n[i];
+		rate[i] = secs[i] > 0 ? n[i] / secs[i] : 0;
 		free(yaml);
 	}
-	printf("{\"bench\":\"scale\",\"executor\":\"%s\",\"shape\":\"root, N-2 parallel, join\",\"steps\":[", executor);
-	for (int i = 0; i < k; i++)
-		printf("%s%d", i ? "," : "", n[i]);
-	printf("],\"run_s\":[");
-	for (int i = 0; i < k; i++)
-		printf("%s%.2f", i ? "," : "", secs[i]);
-	printf("],\"create_s\":[");
-	for (int i = 0; i < k; i++)
-		printf("%s%.2f", i ? "," : "", create[i]);
-	printf("],\"steps_per_sec\":[");
-	for (int i = 0; i < k; i++)
-		printf("%s%.0f", i ? "," : "", secs[i] > 0 ? n[i] / secs[i] : 0);
-	printf("],\"per_step_growth\":%.2f}\n",
+	printf("{\"bench\":\"scale\",\"executor\":\"%s\",\"shape\":\"root, N-2 parallel, join\"", executor);
+	print_list("steps", steps, k, 0);
+	print_list("run_s", secs, k, 2);
+	print_list("create_s", create, k, 2);
+	print_list("steps_per_sec", rate, k, 0);
+	printf(",\"per_step_growth\":%.2f}\n",
 	       k > 1 && secs[0] > 0 && secs[k - 1] > 0 ? (secs[k - 1] / n[k - 1]) / (secs[0] / n[0]) : 0);
 }
 
@@ -342,14 +354,9 @@ static void scale_bench(const char *sizes, const char *executor, const char *cmd
  */
 static void foreach_bench(const char *sizes, const char *executor, const char *cmd)
 {
-	int n[8], k = 0;
-	double expand[8], run[8], bytes = 0, json_ms = 0;
-	char *copy = xstrdup(sizes), *save = NULL, *tok;
+	int n[8], k = parse_sizes(n, sizes, 1);
+	double expand[8], run[8], items[8], rate[8], bytes = 0, json_ms = 0;
 
-	for (tok = strtok_r(copy, ",", &save); tok && k < 8; tok = strtok_r(NULL, ",", &save))
-		if ((n[k] = (int)strtol(tok, NULL, 10)) >= 1)
-			k++;
-	free(copy);
 	for (int i = 0; i < k; i++) {
 		char *yaml = xasprintf("name: bench-foreach\nsteps:\n  - {name: each, foreach: {range: %d}, command: [%s]}\n",
 				       n[i], cmd);
@@ -360,6 +367,8 @@ static void foreach_bench(const char *sizes, const char *executor, const char *c
 		snprintf(sql, sizeof(sql), "SELECT extract(epoch FROM e.at - r.created_at) FROM events e JOIN runs r "
 			 "ON r.id = e.run_id WHERE e.run_id = %lld AND e.kind = 'step.expanded'", (long long)id);
 		expand[i] = sql_double(sql);
+		items[i] = n[i];
+		rate[i] = run[i] > expand[i] ? n[i] / (run[i] - expand[i]) : 0;
 		if (i == k - 1) { /* the largest run's JSON: what GET /runs/{id} sends */
 			snprintf(sql, sizeof(sql), "SELECT length(ferry_run_json(%lld)::text)", (long long)id);
 			t0 = clock_mono_us();
@@ -368,20 +377,13 @@ static void foreach_bench(const char *sizes, const char *executor, const char *c
 		}
 		free(yaml);
 	}
-	printf("{\"bench\":\"foreach\",\"executor\":\"%s\",\"items\":[", executor);
-	for (int i = 0; i < k; i++)
-		printf("%s%d", i ? "," : "", n[i]);
-	printf("],\"expand_s\":[");
-	for (int i = 0; i < k; i++)
-		printf("%s%.2f", i ? "," : "", expand[i]);
-	printf("],\"run_s\":[");
-	for (int i = 0; i < k; i++)
-		printf("%s%.2f", i ? "," : "", run[i]);
-	printf("],\"items_per_sec\":[");
-	for (int i = 0; i < k; i++)
-		printf("%s%.0f", i ? "," : "", run[i] > expand[i] ? n[i] / (run[i] - expand[i]) : 0);
+	printf("{\"bench\":\"foreach\",\"executor\":\"%s\"", executor);
+	print_list("items", items, k, 0);
+	print_list("expand_s", expand, k, 2);
+	print_list("run_s", run, k, 2);
+	print_list("items_per_sec", rate, k, 0);
 	/* cost per item, largest over smallest: 1 is linear (the issue asks within 1.5) */
-	printf("],\"per_item_growth\":%.2f,\"run_json_bytes\":%.0f,\"run_json_ms\":%.1f}\n",
+	printf(",\"per_item_growth\":%.2f,\"run_json_bytes\":%.0f,\"run_json_ms\":%.1f}\n",
 	       k > 1 && run[0] > 0 && run[k - 1] > 0 ? (run[k - 1] / n[k - 1]) / (run[0] / n[0]) : 0, bytes, json_ms);
 }
 
