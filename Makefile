@@ -32,7 +32,7 @@ ENGINE_SRC := $(filter-out orchestrator/daemon/%,$(wildcard orchestrator/*/*.c))
 API_SRC := $(wildcard api/*.c)
 CLI_SRC := $(wildcard cli/*.c)
 ENGINE_OBJ := $(ENGINE_SRC:%.c=$(B)/%.o) $(B)/db/migrations.o $(B)/db/functions.o \
-	$(B)/deploy/haproxy_tmpl.o
+	$(B)/deploy/haproxy_tmpl.o $(B)/orchestrator/exec/exec_warm_source.o
 MIGRATIONS := $(sort $(wildcard db/migrations/*.sql))
 FUNCTIONS := $(sort $(wildcard db/functions/*.sql))
 UI_FILES := $(sort $(wildcard ui/*.html ui/*.js ui/*.css))
@@ -102,6 +102,16 @@ $(B)/deploy/haproxy_tmpl.c: deploy/haproxy.cfg.tmpl
 	  sed -e 's/\\/\\\\/g' -e 's/"/\\"/g' -e 's/^/\t"/' -e 's/$$/\\n"/' $<; echo ';'; } > $@
 
 $(B)/deploy/haproxy_tmpl.o: $(B)/deploy/haproxy_tmpl.c
+	$(CC) $(CFLAGS) -c -o $@ $<
+
+# the warm Python server (orchestrator/exec/exec_warm.c) built into ferryd, run as `python -c SOURCE`
+$(B)/orchestrator/exec/exec_warm_source.c: orchestrator/exec/exec_warm_server.py
+	@mkdir -p $(dir $@)
+	{ echo '/* generated from orchestrator/exec/exec_warm_server.py by the Makefile; do not edit */'; \
+	  echo 'extern const char warm_server_source[];'; echo 'const char warm_server_source[] ='; \
+	  sed -e 's/\\/\\\\/g' -e 's/"/\\"/g' -e 's/^/\t"/' -e 's/$$/\\n"/' $<; echo ';'; } > $@
+
+$(B)/orchestrator/exec/exec_warm_source.o: $(B)/orchestrator/exec/exec_warm_source.c
 	$(CC) $(CFLAGS) -c -o $@ $<
 
 $(B)/db/migrations.o $(B)/db/functions.o: $(B)/db/%.o: $(B)/db/%.c

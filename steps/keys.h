@@ -40,6 +40,7 @@ int keys_resources(struct cfg_key_ctx *c, const yaml_node_t *n, json_t **out);
 int keys_network(struct cfg_key_ctx *c, const yaml_node_t *n, json_t **out);
 int keys_exec_options(struct cfg_key_ctx *c, const yaml_node_t *n, json_t **out);
 int keys_secrets(struct cfg_key_ctx *c, const yaml_node_t *n, json_t **out);
+int keys_warm(struct cfg_key_ctx *c, const yaml_node_t *n, json_t **out);
 /* keys_deploy.c: a deploy step's key table */
 extern const struct step_key deploy_keys[];
 /* The names of the executors' options blocks (exec.h options_key), NULL past the last. */
@@ -65,7 +66,10 @@ const char *keys_exec_options_name(size_t i);
 	{.name = "network", .flags = STK_JOB | STK_PLAN, .absent = "null", .parse = keys_network}, \
 	{.names = keys_exec_options_name, .flags = STK_JOB | STK_PLAN, .parse = keys_exec_options}
 
-/* A job kind's keys beside its own: where it runs, its secrets, then its cache. */
-#define KEYS_JOB KEYS_PLACEMENT, {KEY_SECRETS}, {KEY_CACHE}
+/* a warm Python start (exec/warm.h): a field only when given */
+#define KEY_WARM .name = "warm", .flags = STK_JOB | STK_PLAN, .parse = keys_warm
+
+/* A job kind's keys beside its own: where it runs, its secrets, how it starts, then its cache. */
+#define KEYS_JOB KEYS_PLACEMENT, {KEY_SECRETS}, {KEY_WARM}, {KEY_CACHE}
 
 #endif

@@ -419,6 +419,7 @@ static int keys_approve(struct cfg_key_ctx *c, const yaml_node_t *n, json_t **ou
 
 const struct step_key deploy_keys[] = {
 	KEYS_PLACEMENT,
+	{KEY_WARM}, /* the replicas' model server started warm */
 	{KEY_MODEL, .required = 1, .hint = "the model whose registered version to deploy"},
 	{.name = "serve", .flags = STK_PLAN, .required = 1, .hint = "the model server's command", .parse = keys_serve},
 	{.name = "traffic", .flags = STK_PLAN, .parse = keys_traffic},

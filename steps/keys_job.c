@@ -171,6 +171,80 @@ int keys_exec_options(struct cfg_key_ctx *c, const yaml_node_t *n, json_t **out)
 	return owner->options_parse(c, n, out);
 }
 
+/* ---- warm starts ------------------------------------------------------------ */
+
+static const char *const warm_keys[] = {"python", "preload"};
+
+/* A dotted module name: identifiers joined by dots (data, never code: the server imports it by name). */
+static int module_name_ok(const char *s)
+{
+	int start = 1;
+
+	if (*s == '\0' || strlen(s) > 200)
+		return 0;
+	for (; *s; s++) {
+		if (*s == '.') {
+			if (start)
+				return 0;
+			start = 1;
+		} else if (isalpha((unsigned char)*s) || *s == '_' || (!start && isdigit((unsigned char)*s))) {
+			start = 0;
+		} else {
+			return 0;
+		}
+	}
+	return !start;
+}
+
+/*
+ * warm: {python: /usr/bin/python3, preload: [numpy, sklearn.svm]} — start
+ * the job as a fork of a server that imported those (exec/exec_warm.c); local
+ * executor only. Normalised {"python": PATH, "preload": [NAME, …]}; a
+ * field only when given.
+ */
+int keys_warm(struct cfg_key_ctx *c, const yaml_node_t *n, json_t **out)
+{
+	const yaml_node_t *v[NELEM(warm_keys)] = {NULL}, *it;
+	const char *ex = json_string_value(json_object_get(cfg_key_spec(c), "executor")), *py = "/usr/bin/python3";
+	json_t *mods;
+	size_t k = 0;
+
+	*out = NULL;
+	if (!present(n))
+		return 0;
+	if (ex != NULL && strcmp(ex, "local") != 0) {
+		cfg_key_err(c, n, "warm: applies to executor: local, not %s (a warm server runs on the host)",
+			    cfg_key_q(c, ex));
+		return 0;
+	}
+	if (!cfg_key_map_fields(c, n, "warm", warm_keys, NELEM(warm_keys), v))
+		return 0;
+	if (present(v[0]) && (py = cfg_key_text(c, v[0], "warm python")) != NULL && py[0] != '/') {
+		cfg_key_err(c, v[0], "warm python %s must be an absolute path (the interpreter the command runs)",
+			    cfg_key_q(c, py));
+		return 0;
+	}
+	if (py == NULL)
+		return 0;
+	mods = json_array();
+	if (!present(v[1])) {
+		cfg_key_err(c, n, "warm needs preload: the modules to import once, e.g. [numpy, sklearn.svm]");
+	} else {
+		while (cfg_key_next_item(c, v[1], &k, &it)) {
+			const char *m = cfg_key_text(c, it, "warm preload");
+			if (m == NULL)
+				continue;
+			if (!module_name_ok(m))
+				cfg_key_err(c, it, "warm preload %s must be a module name such as sklearn.svm",
+					    cfg_key_q(c, m));
+			else
+				json_array_append_new(mods, json_string(m));
+		}
+	}
+	*out = json_pack("{s:s, s:o}", "python", py, "preload", mods);
+	return 0;
+}
+
 /* ---- secrets ---------------------------------------------------------------- */
 
 /* secrets: a list of names, each an environment name not in env:, on an executor that masks them. */

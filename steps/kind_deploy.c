@@ -895,10 +895,11 @@ static int deploy_prepare(struct step_result *res, json_t **env, const struct st
 		goto fail;
 	}
 	/* what a restart of a replica needs, kept with the version */
-	spec = json_pack("{s:O, s:o, s:s?, s:{s:O?, s:O?, s:O?}}", "command", serve, "env",
+	spec = json_pack("{s:O, s:o, s:s?, s:{s:O?, s:O?, s:O?, s:O?}}", "command", serve, "env",
 			 json_object_get(r->spec, "env") ? json_incref(json_object_get(r->spec, "env")) : json_object(),
 			 "workdir", r->workdir, "placement", "executor", json_object_get(r->spec, "executor"),
-			 "image", json_object_get(r->spec, "image"), "resources", json_object_get(r->spec, "resources"));
+			 "image", json_object_get(r->spec, "image"), "resources", json_object_get(r->spec, "resources"),
+			 "warm", json_object_get(r->spec, "warm"));
 	if ((error = store_deploy_ensure(r->conn, name, model, replica_free_port(), auto_stop_s, r->run_id,
 					 r->actor, &dep, &port, &created)) < 0)
 		goto fail;

@@ -147,7 +147,7 @@ int replica_start(const struct replica_spec *s, json_t **handle)
 	/* a container replica shares the host's network: it listens on 127.0.0.1:port like a process */
 	spec = json_pack("{s:O, s:o, s:s}", "command", s->serve, "env", env, "network", "host");
 	if (s->placement) {
-		const char *keys[] = {"executor", "image", "resources"};
+		const char *keys[] = {"executor", "image", "resources", "warm"};
 		for (size_t i = 0; i < sizeof(keys) / sizeof(keys[0]); i++)
 			if (json_object_get(s->placement, keys[i]) && !json_is_null(json_object_get(s->placement, keys[i])))
 				json_object_set(spec, keys[i], json_object_get(s->placement, keys[i]));

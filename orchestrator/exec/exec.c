@@ -228,6 +228,7 @@ void exec_spec_from_json(struct exec_spec *s, json_t *spec, const struct exec_ty
 	s->resources = json_object_get(spec, "resources");
 	s->network = json_string_value(json_object_get(spec, "network"));
 	s->options = t ? json_object_get(spec, t->name) : NULL;
+	s->warm = json_object_get(spec, "warm");
 }
 
 void exec_signal(const struct exec_job *job, int sig)

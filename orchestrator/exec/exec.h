@@ -87,6 +87,7 @@ struct exec_spec {
 	json_t *resources;       /* {cpus, memory_mb, gpus} or NULL */
 	const char *network;     /* "host", else none */
 	json_t *options;         /* the executor's own options (slurm: the step's slurm: block) or NULL */
+	json_t *warm;            /* {"python": PATH, "preload": [MODULE, …]} or NULL (warm.h; local only) */
 	int64_t timeout_ms;      /* 0: none */
 	/*
 	 * The step's secrets opened ({"NAME": "value"}) or NULL: a row with
@@ -376,6 +377,41 @@ struct exec_local_cmd {
 int exec_local_cmd_make(struct exec_local_cmd *x, const struct exec_spec *s, const char *dir,
 			const char *out, const char *ckpt);
 void exec_local_cmd_dispose(struct exec_local_cmd *x);
+
+/*
+ * Warm Python starts (exec_warm.c, exec_warm_server.py): a step's
+ * `warm: {python: PATH, preload: [MODULE, …]}` names an interpreter and
+ * the modules it imports once; the daemon keeps a fork server per such
+ * pair and the local executor starts the step's Python entry point as a
+ * fork of it.
+ */
+struct logmask;
+/*
+ * Whether argv is a Python entry point the warm server for python (an
+ * absolute path) can run: argv[0] found on path (the job's PATH; a name
+ * with a '/' as it is) is python itself (same file once resolved), then
+ * -u, then SCRIPT (a readable file, relative to cwd), -m MODULE or
+ * -c CODE. 0 when it can, else -1 with *why saying what differs. Pure
+ * but for the file system; unit-tested.
+ */
+int warm_entry(char *const *argv, const char *path, const char *cwd, const char *python,
+	       const char **why);
+
+/*
+ * Starts x warm when c->warm allows: 1 with *pid and *start (the
+ * supervisor's, which leads the job's process group and writes DIR/status
+ * as the shim does), or 0 with *note (the caller's) saying why it starts
+ * cold — written to the job's log by the caller. log and status are the
+ * attempt's files; mask the step's secrets (NULL: none). Any thread.
+ */
+int warm_start(const struct exec_spec *c, const struct exec_local_cmd *x, const char *log,
+	       const char *status, const struct logmask *mask, pid_t *pid, int64_t *start, char **note);
+
+/* Closes the servers idle for FERRY_WARM_IDLE (default 10m); the engine's tick. */
+void warm_tick(void);
+
+/* The fork servers running now: [{python, preload, pid, state, preload_ms, jobs, idle_s}]. */
+json_t *warm_list(void);
 
 /* Sends sig to the job through its type. */
 void exec_signal(const struct exec_job *job, int sig);

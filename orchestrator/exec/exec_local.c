@@ -107,6 +107,8 @@ static void free_vec(char **v)
 	free(v);
 }
 
+static int read_status_file(const char *dir, pid_t *pid, int64_t *start, int *exit_code, int *sig);
+
 /* The shim: runs in the forked child, never returns. */
 static void shim(char **argv, char **envp, const char *cwd, const char *log, const char *status,
 		 struct logmask *mask)
@@ -264,6 +266,38 @@ void exec_local_cmd_dispose(struct exec_local_cmd *x)
 	memset(x, 0, sizeof(*x));
 }
 
+/*
+ * A step with warm: started as a fork of its warm server (exec_warm.c): 1 with
+ * the supervisor's pid and start time; else 0, the reason it starts cold
+ * appended to its log. A server that took the request but did not answer
+ * may have started the job all the same: DIR/status then names it.
+ */
+static int warm_or_note(const struct exec_spec *c, const struct exec_local_cmd *x, const char *dir,
+			const char *log, const char *status, const struct logmask *mask, pid_t *pid,
+			int64_t *start)
+{
+	char *note = NULL;
+	int code, sig, fd;
+
+	(void)unlink(status);
+	if (warm_start(c, x, log, status, mask, pid, start, &note))
+		return 1;
+	*pid = 0;
+	read_status_file(dir, pid, start, &code, &sig);
+	if (*pid > 0) {
+		free(note);
+		return 1;
+	}
+	if (note && (fd = open(log, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644)) >= 0) {
+		char *line = xasprintf("ferry: this attempt starts cold: %s\n", note);
+		(void)fd_write_all(fd, line, strlen(line));
+		free(line);
+		close(fd);
+	}
+	free(note);
+	return 0;
+}
+
 int exec_local_start(struct exec_job *job, const struct exec_spec *c)
 {
 	struct exec_local_cmd x = {0};
@@ -283,18 +317,26 @@ int exec_local_start(struct exec_job *job, const struct exec_spec *c)
 	error = FERRY_ERROR;
 
 	mask = logmask_new(c->secrets);
-	pid = fork();
-	if (pid < 0) {
-		ferry_error_set("fork: %s", strerror(errno));
-		goto out;
+	if (c->warm && warm_or_note(c, &x, dir, log, status, mask, &pid, &job->pid_start)) {
+		/* reparented to us (the subreaper) as the server's middle fork exited: a child, unless gone already */
+		char st[1024];
+		long long ppid = 0;
+		job->child = exec_proc_stat(st, sizeof(st), pid) == 0 && exec_stat_field(st, 4, &ppid) == 0 &&
+			     ppid == (long long)getpid();
+	} else {
+		pid = fork();
+		if (pid < 0) {
+			ferry_error_set("fork: %s", strerror(errno));
+			goto out;
+		}
+		if (pid == 0)
+			shim(x.argv, x.envp, x.cwd, log, status, mask);
+		setpgid(pid, pid); /* also done by the shim's setsid; closes the race for kill(-pid) */
+		job->pid_start = exec_pid_start(pid);
+		job->child = 1;
 	}
-	if (pid == 0)
-		shim(x.argv, x.envp, x.cwd, log, status, mask);
-	setpgid(pid, pid); /* also done by the shim's setsid; closes the race for kill(-pid) */
 	job->pid = pid;
-	job->pid_start = exec_pid_start(pid);
 	job->handle = json_pack("{s:i, s:I}", "pid", (int)pid, "start", (json_int_t)job->pid_start);
-	job->child = 1;
 	job->dir = dir;
 	dir = NULL;
 	if (c->timeout_ms > 0)
@@ -551,6 +593,7 @@ static void local_tick(void *inst, const char *home)
 
 	while (waitpid(-1, &st, WNOHANG) > 0)
 		;
+	warm_tick();
 }
 
 const struct exec_type exec_local = {

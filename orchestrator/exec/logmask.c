@@ -105,6 +105,15 @@ void logmask_free(struct logmask *m)
 	free(m->v), free(m->len), free(m->buf), free(m);
 }
 
+json_t *logmask_values(const struct logmask *m)
+{
+	json_t *out = json_array();
+
+	for (size_t i = 0; m && i < m->n; i++)
+		json_array_append_new(out, json_stringn(m->v[i], m->len[i]));
+	return out;
+}
+
 /* Writes buf up to where a value may still begin (all of it when final), masked; keeps the rest. */
 static void process(struct logmask *m, int fd, int final)
 {

@@ -28,6 +28,8 @@ struct logmask;
 /* A masker for the values of secrets ({"NAME": "value"}); NULL when there is nothing to mask. */
 struct logmask *logmask_new(const json_t *secrets);
 void logmask_free(struct logmask *m);
+/* The values masked (each secret's, and each line of a multi-line one), longest first: a JSON array of strings. */
+json_t *logmask_values(const struct logmask *m);
 
 /* Copies p (n bytes) to fd, masked; a possible start of a value is held back. */
 void logmask_feed(struct logmask *m, int fd, const char *p, size_t n);

@@ -31,6 +31,15 @@
  *
  *   bench_dispatch --chain 40
  *
+ * With --warm (local executor) it prints warm: a step that imports
+ * sklearn.svm started cold and warm (warm: {preload: [sklearn.svm]}, the
+ * server started by a first run), each from the run's creation to its
+ * end, five runs, the median (cold_ms, warm_ms); then a chain of 40
+ * Python steps (`python3 -c 'x = 1'`, the Windmill shape) cold and warm
+ * (chain_cold_ms, chain_warm_ms).
+ *
+ *   bench_dispatch --warm
+ *
  * With --scale N,N,… it prints scale: one fan-out/fan-in run of each size
  * (root → N−2 parallel → join) on the executor given, from its creation to
  * its end: run_s and steps_per_sec per size, and how the cost per step
@@ -298,6 +307,54 @@ static void chain_bench(int len, const char *executor, const char *cmd)
 	       "\"run_ms_min\":%.0f,\"run_ms_max\":%.0f}\n", executor, len, ms[2], ms[2] / len, ms[0], ms[4]);
 }
 
+/* A run of len Python steps one after another, each `python3 -c CODE`, warm with preload when not NULL. */
+static char *python_chain_yaml(int len, const char *code, const char *preload)
+{
+	char *y = xstrdup("name: bench-warm\nsteps:\n"), *t, needs[32] = "", warm[128] = "";
+
+	if (preload)
+		snprintf(warm, sizeof(warm), ", warm: {preload: [%s]}", preload);
+	for (int i = 0; i < len; i++) {
+		if (i > 0)
+			snprintf(needs, sizeof(needs), ", needs: [p%d]", i - 1);
+		t = xasprintf("%s  - {name: p%d, command: [/usr/bin/python3, -c, '%s']%s%s}\n", y, i, code, needs, warm);
+		free(y);
+		y = t;
+	}
+	return y;
+}
+
+/* The median of five runs of yaml, in ms (creation to end). */
+static double median_run_ms(const char *yaml)
+{
+	double ms[5];
+
+	for (int i = 0; i < 5; i++)
+		ms[i] = run_seconds(create_run(yaml), 300) * 1000;
+	qsort(ms, 5, sizeof(ms[0]), cmp_dbl);
+	return ms[2];
+}
+
+/* warm: see the header. */
+static void warm_bench(void)
+{
+	const char *imp = "import sklearn.svm", *nothing = "x = 1";
+	char *cold = python_chain_yaml(1, imp, NULL), *warm = python_chain_yaml(1, imp, "sklearn.svm");
+	char *ccold = python_chain_yaml(40, nothing, NULL), *cwarm = python_chain_yaml(40, nothing, "json");
+	double c, w, cc, cw;
+
+	c = median_run_ms(cold);
+	(void)run_seconds(create_run(warm), 120); /* starts the server (this run starts cold) */
+	(void)run_seconds(create_run(cwarm), 120);
+	sleep(3);
+	w = median_run_ms(warm);
+	cc = median_run_ms(ccold);
+	cw = median_run_ms(cwarm);
+	printf("{\"bench\":\"warm\",\"import\":\"sklearn.svm\",\"cold_ms\":%.0f,\"warm_ms\":%.0f,"
+	       "\"chain_steps\":40,\"chain_cold_ms\":%.0f,\"chain_warm_ms\":%.0f}\n", c, w, cc, cw);
+	free(cold), free(warm), free(ccold), free(cwarm);
+}
+
 /* The sizes of a comma-separated list (at most 8, each at least min) into n; how many. */
 static int parse_sizes(int n[8], const char *sizes, int min)
 {
@@ -410,10 +467,11 @@ int main(int argc, char **argv)
 		{"chain", required_argument, NULL, 'c'},
 		{"scale", required_argument, NULL, 'S'},
 		{"foreach", required_argument, NULL, 'f'},
+		{"warm", no_argument, NULL, 'W'},
 		{NULL, 0, NULL, 0},
 	};
 	const char *executor = "noop", *cmd;
-	int runs = 200, width = 48, c, slow = 0, artifact_mb = 1024, chain_len = 0;
+	int runs = 200, width = 48, c, slow = 0, artifact_mb = 1024, chain_len = 0, warm = 0;
 	const char *foreach_sizes = NULL;
 	const char *scale = NULL;
 	char home[] = "/tmp/ferry-bench.XXXXXX", *conninfo = NULL, *yaml, *jobs = NULL;
@@ -439,6 +497,8 @@ int main(int argc, char **argv)
 			scale = optarg;
 		else if (c == 'f')
 			foreach_sizes = optarg;
+		else if (c == 'W')
+			warm = 1, executor = "local";
 		else
 			return 2;
 	}
@@ -488,8 +548,10 @@ int main(int argc, char **argv)
 	}
 	daemon = start_daemon(home, jobs, conninfo, executor);
 	usleep(500 * 1000);
-	if (chain_len > 0 || scale || foreach_sizes) {
-		if (chain_len > 0)
+	if (chain_len > 0 || scale || foreach_sizes || warm) {
+		if (warm)
+			warm_bench();
+		else if (chain_len > 0)
 			chain_bench(chain_len, executor, cmd);
 		else if (foreach_sizes)
 			foreach_bench(foreach_sizes, executor, cmd);

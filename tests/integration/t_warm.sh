@@ -1,0 +1,175 @@
+# Warm Python starts (warm: on a step, orchestrator/exec/exec_warm.c): the first
+# step that asks starts cold and starts the server; later ones are forks of
+# it that see their own argv, environment, working directory, streams,
+# exit status and random seeds, are stopped and sampled as cold jobs are,
+# survive the daemon's restart, and fall back cold with a note when the
+# server cannot help. The digits train step gives the same model bytes
+# warm as cold, faster by the import time.
+
+# writes the warm-server check script and the workflow that runs it: warm_wf NAME PRELOAD
+warm_wf() {
+	cat >"$FERRY_HOME/probe.py" <<'P'
+import json, os, random, sys
+print(json.dumps({"argv": sys.argv, "cwd": os.getcwd(), "step": os.environ.get("FERRY_STEP"),
+                  "colour": os.environ.get("COLOUR"), "ppid_session": os.getsid(0) == os.getpgid(0),
+                  "r": random.random(), "main": __name__, "path0": sys.path[0],
+                  "modules": "json" in sys.modules}))
+print("secret:", os.environ.get("TOKEN"))
+sys.stdout.flush()
+sys.exit(int(os.environ.get("CODE", "0")))
+P
+	wf "$1" <<Y
+name: $1
+steps:
+  - {name: a, command: [/usr/bin/python3, $FERRY_HOME/probe.py, x, "y z"], env: {COLOUR: blue}, warm: {preload: [$2]}}
+Y
+}
+
+test_warm_job_is_its_own_process() {
+	start_daemon a
+	"$ROOT/bin/ferryd" secret set TOKEN <<<"s3cr3t-value-42" >/dev/null 2>&1 ||
+		printf 's3cr3t-value-42' | "$ROOT/bin/ferryd" secret set TOKEN >/dev/null || fail "secret set"
+	f=$(warm_wf probe json)
+	# the first one starts the server and runs cold
+	id=$(submit "$f")
+	wait_run "$id" succeeded 30
+	grep -q '^ferry: this attempt starts cold: the warm server for /usr/bin/python3 \[json\] is still importing$' \
+		"$FERRY_HOME/runs/$id/a/1/log" || { cat "$FERRY_HOME/runs/$id/a/1/log"; fail "the first says it starts cold"; }
+	logged 'warm: server [0-9]* for /usr/bin/python3 \[json\] ready' "$FERRY_HOME/ferryd-a.log" 20 ||
+		fail "the server never said it was ready"
+	# warm: two runs of the same step, one with a secret and an exit status
+	sed -i 's|warm: {preload: \[json\]}}|warm: {preload: [json]}, secrets: [TOKEN]}|' "$f"
+	id1=$(submit "$f")
+	sed -i 's|env: {COLOUR: blue}|env: {COLOUR: red, CODE: "3"}|' "$f"
+	id2=$(submit "$f")
+	wait_run "$id1" succeeded 30
+	wait_run "$id2" failed 30
+	for r in "$id1" "$id2"; do
+		log="$FERRY_HOME/runs/$r/a/1/log"
+		grep -q 'starts cold' "$log" && { cat "$log"; fail "run $r started cold"; }
+		j=$(head -1 "$log")
+		assert_eq "$(echo "$j" | json 'j["argv"]')" "[\"$FERRY_HOME/probe.py\", \"x\", \"y z\"]" "its own argv"
+		assert_eq "$(echo "$j" | json 'j["cwd"]')" "$FERRY_HOME/runs/$r/a/1" "its own working directory"
+		assert_eq "$(echo "$j" | json 'j["step"]')" a "Ferry's variables for the attempt"
+		assert_eq "$(echo "$j" | json 'j["ppid_session"]')" true "a process group of its session, as a cold job"
+		assert_eq "$(echo "$j" | json 'j["main"]')" __main__ "run as __main__"
+		assert_eq "$(echo "$j" | json 'j["path0"]')" "$FERRY_HOME" "the script's directory first on sys.path"
+		assert_eq "$(echo "$j" | json 'j["modules"]')" true "the preloaded module is there already"
+		assert_eq "$(sed -n 2p "$log")" "secret: ***" "the secret masked in the log"
+	done
+	assert_eq "$(head -1 "$FERRY_HOME/runs/$id1/a/1/log" | json 'j["colour"]')" blue "the step's env"
+	assert_eq "$(head -1 "$FERRY_HOME/runs/$id2/a/1/log" | json 'j["colour"]')" red "each its own"
+	r1=$(head -1 "$FERRY_HOME/runs/$id1/a/1/log" | json 'j["r"]')
+	r2=$(head -1 "$FERRY_HOME/runs/$id2/a/1/log" | json 'j["r"]')
+	[ "$r1" != "$r2" ] || fail "two forks drew the same random number ($r1)"
+	assert_eq "$(step_col "$id2" a exit_code)" 3 "its exit status"
+	assert_match "$(cat "$FERRY_HOME/runs/$id1/a/1/status")" '^pid [0-9]+ [0-9]+
+exit 0$' "the status file as the shim writes it"
+}
+
+test_warm_job_stopped_and_adopted() {
+	start_daemon a
+	cat >"$FERRY_HOME/sleeper.py" <<'P'
+import os, sys, time
+open(os.path.join(os.environ["FERRY_OUTPUT_DIR"], "pid"), "w").write(str(os.getpid()))
+print("sleeping", flush=True)
+time.sleep(float(sys.argv[1]))
+print("woke", flush=True)
+P
+	f=$(wf sl <<Y
+name: sl
+params: {s: {default: "0"}}
+steps:
+  - {name: a, command: [/usr/bin/python3, -u, $FERRY_HOME/sleeper.py, "{{params.s}}"], warm: {preload: [json, time]}}
+Y
+)
+	id=$(submit "$f")
+	wait_run "$id" succeeded 30
+	logged 'warm: server [0-9]* for /usr/bin/python3 \[json, time\] ready' "$FERRY_HOME/ferryd-a.log" 20 || fail "not ready"
+	# a stop reaches the warm job's process group
+	id=$(submit "$f" '{"s": "60"}')
+	sql_until "(SELECT count(*) FROM steps WHERE run_id = $id AND state = 'running') = 1" 20 || fail "not running"
+	logged sleeping "$FERRY_HOME/runs/$id/a/1/log" 20 || fail "it never started"
+	grep -q 'starts cold' "$FERRY_HOME/runs/$id/a/1/log" && fail "it started cold"
+	pid=$(cat "$FERRY_HOME/runs/$id/a/1/out/pid")
+	"$ROOT/bin/ferry" stop "$id" >/dev/null || fail "stop"
+	wait_run "$id" stopped 30
+	sleep 0.5
+	kill -0 "$pid" 2>/dev/null && fail "the warm job $pid outlived its stop"
+	# the daemon killed under a warm job: the next one adopts it and sees it end
+	id=$(submit "$f" '{"s": "3"}')
+	logged sleeping "$FERRY_HOME/runs/$id/a/1/log" 20 || fail "it never started"
+	grep -q 'starts cold' "$FERRY_HOME/runs/$id/a/1/log" && fail "it started cold"
+	stop_daemon a KILL
+	start_daemon a
+	wait_run "$id" succeeded 30
+	assert_eq "$(step_col "$id" a attempts)" 1 "adopted, not run again"
+	assert_eq "$(grep -c woke "$FERRY_HOME/runs/$id/a/1/log")" 1 "it ran to its end once"
+}
+
+test_warm_falls_back_cold_with_a_note() {
+	start_daemon a
+	f=$(wf nomod <<Y
+name: nomod
+steps:
+  - {name: a, command: [/usr/bin/python3, -c, 'print("ran")'], warm: {preload: [no_such_module_here]}}
+  - {name: b, needs: a, command: [sh, -c, 'echo sh'], warm: {preload: [json]}}
+Y
+)
+	id=$(submit "$f")
+	wait_run "$id" succeeded 30
+	logged 'warm: server [0-9]* for /usr/bin/python3 \[no_such_module_here\] failed: import no_such_module_here' \
+		"$FERRY_HOME/ferryd-a.log" 20 || fail "the daemon's log says the server failed"
+	id=$(submit "$f")
+	wait_run "$id" succeeded 30
+	log="$FERRY_HOME/runs/$id/a/1/log"
+	grep -q "^ferry: this attempt starts cold: the warm server for /usr/bin/python3 \[no_such_module_here\] failed: import no_such_module_here: ModuleNotFoundError" "$log" ||
+		{ cat "$log"; fail "the note names the import that failed"; }
+	assert_eq "$(tail -1 "$log")" ran "and the job ran cold"
+	grep -q "^ferry: this attempt starts cold: its command does not start the warm interpreter" "$FERRY_HOME/runs/$id/b/1/log" ||
+		{ cat "$FERRY_HOME/runs/$id/b/1/log"; fail "a command that is not the interpreter starts cold, saying so"; }
+	# bad keys are refused at submit with the line
+	f=$(wf badwarm <<Y
+name: badwarm
+steps:
+  - {name: a, command: [python3, x.py], warm: {python: python3, preload: ["os; import evil"]}}
+Y
+)
+	api POST /api/v1/runs "$(jq -n --rawfile yaml "$f" '{yaml: $yaml}')"
+	assert_eq "$CODE" 400 "a bad warm: is refused"
+	assert_match "$BODY" 'warm python .*python3.* must be an absolute path' "naming the rule"
+}
+
+# the issue's check: the digits train step warm gives the model a cold one gives, faster by the import
+test_warm_digits_train_same_model_faster_by_the_import() {
+	start_daemon a
+	train="[/usr/bin/python3, $ROOT/workflows/digits/train.py, --folds, \"2\"]"
+	f=$(wf dt <<Y
+name: dt
+steps:
+  - {name: prime, command: [/usr/bin/python3, -c, pass], warm: {preload: [sklearn.svm]}}
+  - {name: cold1, needs: prime, command: $train}
+  - {name: warm1, needs: cold1, command: $train, warm: {preload: [sklearn.svm]}}
+  - {name: cold2, needs: warm1, command: $train}
+  - {name: warm2, needs: cold2, command: $train, warm: {preload: [sklearn.svm]}}
+Y
+)
+	id=$(submit "$f")
+	wait_run "$id" succeeded 120
+	for s in warm1 warm2; do
+		grep -q 'starts cold' "$FERRY_HOME/runs/$id/$s/1/log" && { cat "$FERRY_HOME/runs/$id/$s/1/log"; fail "$s started cold"; }
+	done
+	sum=$(sha256sum <"$FERRY_HOME/runs/$id/cold1/1/out/model.pkl")
+	for s in warm1 cold2 warm2; do
+		assert_eq "$(sha256sum <"$FERRY_HOME/runs/$id/$s/1/out/model.pkl")" "$sum" "$s wrote the same model bytes as cold1"
+	done
+	# what the import costs here, now: a cold interpreter importing it less an empty one (the least of 2)
+	imp=$(for i in 1 2; do
+		a=$(date +%s%N); /usr/bin/python3 -c 'import sklearn.svm'; b=$(date +%s%N); /usr/bin/python3 -c pass; c=$(date +%s%N)
+		echo $(( (b - a - (c - b)) / 1000000 ))
+	done | sort -n | head -1)
+	ms() { sql "SELECT min(round(extract(epoch FROM finished_at - started_at) * 1000)) FROM steps WHERE run_id = $id AND name IN ($1)"; }
+	cold=$(ms "'cold1', 'cold2'") warm=$(ms "'warm1', 'warm2'")
+	echo "# digits train: cold ${cold} ms, warm ${warm} ms, the import ${imp} ms" >&2
+	[ $((cold - warm)) -ge "$imp" ] || fail "warm ($warm ms) is not faster than cold ($cold ms) by the import ($imp ms)"
+}
