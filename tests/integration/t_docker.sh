@@ -127,6 +127,7 @@ import sys, yaml
 w = yaml.safe_load(open(sys.argv[1]))
 train = next(s for s in w["steps"] if s["name"] == "train")
 train.pop("needs")
+train.pop("warm")  # a warm server runs on the host: refused beside a container executor
 train.update({"executor": "docker", "image": "ferry-python", "resources": {"cpus": 1, "memory": "1Gi"}})
 w["steps"] = [train]
 yaml.safe_dump(w, open(sys.argv[2], "w"), sort_keys=False)
