@@ -288,7 +288,7 @@ static void test_config__unknown_step_key(void **state)
 		      "[python, train.py] or one shell string)",
 		      "w.yaml:3:15: unknown step key \"comand\" (did you mean \"command\"?); known "
 		      "keys: name, kind, needs, command, env, image, workdir, timeout, retry, when, fail_run, foreach, sweep, max_parallel, min_success, executor, "
-		      "resources, network, slurm, secrets, cache, gate, on_fail, model, dataset, labels, webhook, on_timeout, "
+		      "resources, network, slurm, secrets, warm, cache, gate, on_fail, model, dataset, labels, webhook, on_timeout, "
 		      "artifact, version, alias, serve, traffic, replicas, sample, deployment, auto_stop, retire_after, load_test, canary, approve, hang, watch",
 		      NULL);
 }
@@ -599,7 +599,7 @@ static void test_config__multiple_errors_in_order(void **state)
 		      "run directory or an absolute path",
 		      "w.yaml:12:14: timeout: duration \"5\": missing unit (use e.g. 30s, 5m, 2h)",
 		      "w.yaml:13:5: unknown step key \"extra\"; known keys: name, kind, needs, "
-		      "command, env, image, workdir, timeout, retry, when, fail_run, foreach, sweep, max_parallel, min_success, executor, resources, network, slurm, secrets, cache, "
+		      "command, env, image, workdir, timeout, retry, when, fail_run, foreach, sweep, max_parallel, min_success, executor, resources, network, slurm, secrets, warm, cache, "
 		      "gate, on_fail, model, "
 		      "dataset, labels, webhook, on_timeout, artifact, version, alias, serve, traffic, replicas, sample, deployment, auto_stop, retire_after, load_test, canary, approve, hang, watch", NULL);
 }
