@@ -6,14 +6,19 @@
 import {
   URL_BASE, TOKEN, SHOTS, test, assert, eq, api, waitRun, launch, watch as watchPage, consoleErrors, done,
 } from './harness.mjs';
+import { writeFileSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 
-// three steps in a line; b sleeps so the page sees it running before it succeeds
+// three steps in a line; train waits for GATE (the test makes it once the page has seen the
+// run going), so the page sees it running before it succeeds however busy the machine is
+const GATE = join(tmpdir(), `ferry-console-gate-${process.pid}`);
 const WORKFLOW = `name: console-three
 steps:
   - {name: prepare, command: [sh, -c, "echo preparing the data"]}
   - name: train
     needs: [prepare]
-    command: [sh, -c, 'sleep 3; for i in 1 2 3; do echo "epoch $i loss 0.$i"; done; echo "{\\"accuracy\\": 0.93}" > "$FERRY_OUTPUT_DIR/metrics.json"; echo trained-marker']
+    command: [sh, -c, 'while [ ! -e ${GATE} ]; do sleep 0.1; done; for i in 1 2 3; do echo "epoch $i loss 0.$i"; done; echo "{\\"accuracy\\": 0.93}" > "$FERRY_OUTPUT_DIR/metrics.json"; echo trained-marker']
   - {name: report, needs: [train], command: [sh, -c, "echo done"]}
 `;
 
@@ -97,13 +102,15 @@ try {
       for (const s of ['prepare', 'train', 'report']) await page.locator(`#dag g[id="step-${s}"]`).waitFor();
     }
     if (streamRoute) {
-      // the run is still going (train sleeps 3 s): report must turn succeeded without a reload
+      // the run is still going (train waits for GATE): report must turn succeeded without a reload
       const before = await page.locator('#steps tr[data-step="report"] .state').innerText();
+      writeFileSync(GATE, '');
       assert(!before.includes('succeeded'), `report not succeeded yet at first: ${before}`);
       await page.locator('#steps tr[data-step="report"] .state-succeeded').waitFor({ timeout: 20000 });
       await page.locator('#live', { hasText: 'over' }).waitFor();
       if (dagRoute) await page.locator('#dag g[id="step-report"].state-succeeded').waitFor();
     } else {
+      writeFileSync(GATE, '');
       await page.locator('#live', { hasText: 'unavailable' }).waitFor();
       const seen = requests.length;
       await page.waitForTimeout(2500);
@@ -114,6 +121,7 @@ try {
     }
     await page.screenshot({ path: `${SHOTS}/run-1280.png`, fullPage: true });
   });
+  writeFileSync(GATE, ''); // whatever happened above: the run goes on for the tests below
 
   await test('live updates and the DAG through test doubles of the stream and dag.svg routes (where they are missing)', async () => {
     if (streamRoute && dagRoute) return; // the real routes were tested above
@@ -340,4 +348,5 @@ steps:
 }
 
 console.log(`# stream route: ${streamRoute ? 'yes' : 'no (table fallback tested)'}; dag.svg route: ${dagRoute ? 'yes' : 'no'}`);
+rmSync(GATE, { force: true });
 done();
