@@ -5,10 +5,12 @@
 # tests/integration/t_*.sh file; run one with: tests/integration/run.sh NAME…
 # Closing line: "integration: N passed, N failed" (tests/run-all.sh adds the total).
 #
-# Lanes: the tests run in TEST_LANES lanes at once (default 6; TEST_LANES=1
-# is the old serial run). Six on two cores: most of a test's time is
-# waiting (a daemon's poll, a replica's health check, a timer), and the
-# suite used half the CPU in four lanes (414 s against 469 s in all). Each test has its own database, FERRY_HOME and
+# Lanes: the tests run in TEST_LANES lanes at once (default 5; TEST_LANES=1
+# is the old serial run). Five on two cores: most of a test's time is
+# waiting (a daemon's poll, a replica's health check, a timer) and four
+# lanes used half the CPU; with six the deploy group (serial, in one lane)
+# slows to the whole suite's length. Clean-clone make test: 4 lanes 469 s,
+# 5 lanes 423 s, 6 lanes 414 and 471 s. Each test has its own database, FERRY_HOME and
 # ports (daemons listen on port 0), so most tests can run beside any other.
 # Each test's database is a copy of ferry_template, a database migrated once
 # at suite start (CREATE DATABASE t_x TEMPLATE ferry_template): its daemons
@@ -76,7 +78,7 @@ fi
 if ldd "$ROOT/bin/ferryd" 2>/dev/null | grep -q libasan; then
 	export FERRY_DAG_RENDER_TIMEOUT_MS=60000
 fi
-LANES=${TEST_LANES:-6}
+LANES=${TEST_LANES:-5}
 LANE_PIDS=()
 
 # All the files share one shell: a helper defined in two of them is the last
