@@ -80,7 +80,7 @@ function dagReady(n) {
 // Navigation to run id's page until its DAG is drawn with every state; the
 // dag.svg cache header it got. BENCH_PROFILE=1: the page's functions that
 // took the most time (self time, from Chromium's CPU profile) go to stderr.
-async function runPage(id) {
+async function runPage(id, nodes = STEPS) {
   const { ctx, page } = await freshPage();
   let cache = null, cdp = null;
   page.on('response', (r) => { if (r.url().endsWith(`/runs/${id}/dag.svg`)) cache = r.headers()['x-ferry-dag-cache']; });
@@ -95,7 +95,7 @@ async function runPage(id) {
   await page.evaluate(`window.dagReady = ${dagReady}`);
   // ms: the DAG and its states are in the DOM; painted: the frame after that is painted (style, layout, paint)
   const { ms, painted } = await page.evaluate((n) => window.dagReady(n).then((ms) => new Promise((ok) =>
-    requestAnimationFrame(() => setTimeout(() => ok({ ms, painted: performance.now() }), 0)))), STEPS);
+    requestAnimationFrame(() => setTimeout(() => ok({ ms, painted: performance.now() }), 0)))), nodes);
   if (cdp) {
     profileReport((await cdp.send('Profiler.stop')).profile, `run ${id}`);
     traceReport(JSON.parse(String(await browser.stopTracing())), `run ${id}`);
@@ -226,9 +226,22 @@ async function detail() {
   return { step_detail_ms: round(median(times)), step_detail_max_ms: round(max(times)) };
 }
 
+// A run whose one step fans out over BENCH_FANOUT_ITEMS items, expanded and
+// running: its page until the fan-out's node is drawn with its state (one
+// node with a progress bar, not a box an item), the median of three loads.
+async function fanout() {
+  const id = process.env.BENCH_FANOUT, times = [];
+  for (let i = 0; i < 3; i++) {
+    const { ms } = await runPage(id, 1);
+    times.push(ms);
+  }
+  return { foreach_items: Number(process.env.BENCH_FANOUT_ITEMS), foreach_run_page_ms: round(median(times)),
+    foreach_run_page_max_ms: round(max(times)) };
+}
+
 let out;
 try {
-  out = phase === 'detail' ? await detail() : await pages();
+  out = phase === 'detail' ? await detail() : phase === 'fanout' ? await fanout() : await pages();
 } finally {
   await browser.close();
 }

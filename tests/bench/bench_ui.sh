@@ -1,7 +1,11 @@
 #!/usr/bin/env bash
 # bench_ui: the web console on a 2,000-step workflow. Prints one JSON line:
 #   {"bench":"ui","steps":2000,"run_page_ms":…,"run_page_cached_ms":…,
-#    "log_line_to_screen_ms":…,"step_detail_ms":…, …}
+#    "log_line_to_screen_ms":…,"step_detail_ms":…,"foreach_items":100000,
+#    "foreach_run_page_ms":…,"foreach_expand_ms":…, …}
+# (foreach_*: a run whose one step fans out over 100,000 items, one running
+# at a time: its submit until every item is written, and its page until the
+# fan-out's node is drawn with its state)
 # (medians over the tries; each *_max_ms the worst; the definitions are in
 # bench_ui.mjs, which drives headless Chromium: /usr/bin/chromium and
 # playwright-core from tests/browser/node_modules), then the server side:
@@ -173,6 +177,24 @@ runs_csv() { local IFS=,; echo "$*"; }
 pages=$(browser BENCH_FIRST="$(runs_csv "${first[@]}")" BENCH_SECOND="$(runs_csv "${second[@]}")" \
 	BENCH_LOG_YAML="$WORK/log.yaml" pages) || die "bench_ui.mjs pages failed"
 
+# a fan-out of FANOUT items (BENCH_FANOUT_ITEMS, default 100,000), one running at a time and
+# waiting for $WORK/go: its expansion (submit to every item written), then its page
+FANOUT=${BENCH_FANOUT_ITEMS:-100000}
+printf '%s\n' "name: ui-bench-fanout" "steps:" "  - name: items" "    foreach: {range: $FANOUT}" "    max_parallel: 1" \
+	"    command: [sh, -c, 'while [ ! -e $WORK/go ]; do sleep 0.1; done']" >"$WORK/fanout.yaml"
+t0=$(date +%s%N)
+fan=$(submit "$WORK/fanout.yaml") || die "the fan-out was refused"
+for _ in $(seq 1 600); do
+	get "/runs/$fan" "$WORK/fan.json"
+	total=$(python3 -c 'import json,sys; s=json.load(open(sys.argv[1]))["steps"][0]; print((s.get("items") or {}).get("total", 0))' "$WORK/fan.json")
+	[ "$total" = "$FANOUT" ] && break
+	sleep 0.1
+done
+[ "$total" = "$FANOUT" ] || die "the fan-out has $total of $FANOUT items after 60 s"
+expand_ms=$(ms_since "$t0")
+fanpage=$(browser BENCH_FANOUT="$fan" BENCH_FANOUT_ITEMS="$FANOUT" fanout) || die "bench_ui.mjs fanout failed"
+stop "$fan"
+
 # the 2,000 steps run, alone: the last try's first run, to success
 last=${first[-1]}
 for id in "${first[@]}" "${second[@]}"; do [ "$id" = "$last" ] || stop "$id"; done
@@ -191,7 +213,7 @@ done_bytes=$(stat -c %s "$WORK/run.json")
 detail=$(browser BENCH_DETAIL="$last" detail) || die "bench_ui.mjs detail failed"
 
 med() { printf '%s\n' "$@" | median; }
-printf '{"bench":"ui","steps":%d,%s,%s,"submit_ms":%s,"run_json_ms":%s,"run_json_bytes":%s,"run_json_done_bytes":%s,"stream_first_event_ms":%s,"stream_event_bytes":%s,"dag_svg_ms":%s,"dag_svg_cached_ms":%s,"run_to_success_ms":%s}\n' \
+printf '{"bench":"ui","steps":%d,%s,%s,%s,"foreach_expand_ms":%s,"submit_ms":%s,"run_json_ms":%s,"run_json_bytes":%s,"run_json_done_bytes":%s,"stream_first_event_ms":%s,"stream_event_bytes":%s,"dag_svg_ms":%s,"dag_svg_cached_ms":%s,"run_to_success_ms":%s}\n' \
 	"$STEPS" "$(echo "$pages" | tail -1 | sed 's/^{//; s/}$//')" "$(echo "$detail" | tail -1 | sed 's/^{//; s/}$//')" \
-	"$(med "${submit_ms[@]}")" "$(med "${json_ms[@]}")" "$json_bytes" "$done_bytes" "$(med "${event_ms[@]}")" \
+	"$(echo "$fanpage" | tail -1 | sed 's/^{//; s/}$//')" "$expand_ms" "$(med "${submit_ms[@]}")" "$(med "${json_ms[@]}")" "$json_bytes" "$done_bytes" "$(med "${event_ms[@]}")" \
 	"$event_bytes" "$(med "${svg_ms[@]}")" "$(med "${svg_cached_ms[@]}")" "$run_ms"

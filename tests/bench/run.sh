@@ -8,6 +8,7 @@ make --no-print-directory "$B/tests/bench_dispatch" "$B/tests/bench_fingerprint"
 "$B/tests/bench_dispatch" --executor local --runs 40 --width 48
 "$B/tests/bench_dispatch" --slow-neighbour --artifact-mb 1024
 "$B/tests/bench_dispatch" --chain 40
+"$B/tests/bench_dispatch" --warm
 "$B/tests/bench_dispatch" --scale 1000,5000 --executor noop
 "$B/tests/bench_dispatch" --scale 1000,5000 --executor local
 "$B/tests/bench_dispatch" --foreach 1000,10000,100000 --executor noop
