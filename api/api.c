@@ -190,6 +190,7 @@ static void h_metrics(struct api *a, struct reply *r, PGconn *db, struct req *q)
 	}
 	if (a->health)
 		health_render(a->health, &buf, &len, &cap);
+	warm_metrics(&buf, &len, &cap);
 	if (db == NULL || store_metrics(&buf, &len, &cap, db) < 0)
 		metrics_appendf(&buf, &len, &cap, "# database unavailable: %s\n", ferry_error_last());
 	else

@@ -410,8 +410,8 @@ int warm_start(const struct exec_spec *c, const struct exec_local_cmd *x, const 
 /* Closes the servers idle for FERRY_WARM_IDLE (default 10m); the engine's tick. */
 void warm_tick(void);
 
-/* The fork servers running now: [{python, preload, pid, state, preload_ms, jobs, idle_s}]. */
-json_t *warm_list(void);
+/* The warm servers by state and the jobs started warm and cold, for /metrics (Prometheus text appended). */
+void warm_metrics(char **buf, size_t *len, size_t *cap);
 
 /* Sends sig to the job through its type. */
 void exec_signal(const struct exec_job *job, int sig);

@@ -55,6 +55,7 @@
 #include "exec/logmask.h"
 #include "exec/proc.h"
 #include "lib/durations.h"
+#include "lib/metrics.h"
 #include "lib/util.h"
 
 #define WARM_MAX 8             /* servers at once; the idlest goes for a new one */
@@ -70,7 +71,7 @@ enum warm_state { W_FREE, W_STARTING, W_READY, W_FAILED };
 struct warm_server {
 	enum warm_state state;
 	char key[65];
-	char *python, *preload; /* for notes and warm_list: the path, "a, b" */
+	char *python, *preload; /* for notes and the log: the path, "a, b" */
 	pid_t pid;
 	int fd;
 	char *error;            /* W_FAILED: why */
@@ -82,6 +83,7 @@ struct warm_server {
 
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 static struct warm_server servers[WARM_MAX];
+static uint64_t warm_starts, cold_starts; /* under lock: /metrics */
 
 /* ---- which commands run warm ------------------------------------------------ */
 
@@ -432,6 +434,9 @@ int warm_start(const struct exec_spec *c, const struct exec_local_cmd *x, const 
 			path = x->envp[i] + 5;
 	if (warm_entry(x->argv, path, x->cwd, python, &why) < 0) {
 		*note = xasprintf("%s", why);
+		pthread_mutex_lock(&lock);
+		cold_starts++;
+		pthread_mutex_unlock(&lock);
 		return 0;
 	}
 	/* the server's environment: the job's less what the attempt sets, its secrets and the step's other variables */
@@ -485,6 +490,10 @@ int warm_start(const struct exec_spec *c, const struct exec_local_cmd *x, const 
 				  s->error ? s->error : "no reason given");
 		break;
 	}
+	if (started)
+		warm_starts++;
+	else
+		cold_starts++;
 	pthread_mutex_unlock(&lock);
 	free(senv);
 	return started;
@@ -511,23 +520,25 @@ void warm_tick(void)
 	pthread_mutex_unlock(&lock);
 }
 
-json_t *warm_list(void)
+void warm_metrics(char **buf, size_t *len, size_t *cap)
 {
-	static const char *const names[] = {"free", "starting", "ready", "failed"};
-	json_t *out = json_array();
-	int64_t now = clock_mono_ms();
+	static const char *const names[] = {"starting", "ready", "failed"};
+	int count[3] = {0};
 
 	pthread_mutex_lock(&lock);
-	for (int i = 0; i < WARM_MAX; i++) {
-		struct warm_server *s = &servers[i];
-		if (s->state == W_FREE)
-			continue;
-		json_array_append_new(out, json_pack("{s:s, s:s, s:i, s:s, s:I, s:I, s:I, s:s?}", "python",
-						     s->python, "preload", s->preload, "pid", (int)s->pid,
-						     "state", names[s->state], "preload_ms", (json_int_t)s->preload_ms,
-						     "jobs", (json_int_t)s->jobs, "idle_s",
-						     (json_int_t)((now - s->used_ms) / 1000), "error", s->error));
-	}
+	for (int i = 0; i < WARM_MAX; i++)
+		if (servers[i].state != W_FREE)
+			count[servers[i].state - W_STARTING]++;
+	metrics_appendf(buf, len, cap,
+			"# HELP ferry_warm_servers Warm Python servers of this daemon (warm: on a step), by state.\n"
+			"# TYPE ferry_warm_servers gauge\n");
+	for (int i = 0; i < 3; i++)
+		metrics_appendf(buf, len, cap, "ferry_warm_servers{state=\"%s\"} %d\n", names[i], count[i]);
+	metrics_appendf(buf, len, cap,
+			"# HELP ferry_warm_starts_total Jobs with warm: started as a fork of their warm server.\n"
+			"# TYPE ferry_warm_starts_total counter\nferry_warm_starts_total %llu\n"
+			"# HELP ferry_warm_cold_starts_total Jobs with warm: that started cold (the reason is in their log).\n"
+			"# TYPE ferry_warm_cold_starts_total counter\nferry_warm_cold_starts_total %llu\n",
+			(unsigned long long)warm_starts, (unsigned long long)cold_starts);
 	pthread_mutex_unlock(&lock);
-	return out;
 }

@@ -65,6 +65,11 @@ test_warm_job_is_its_own_process() {
 	assert_eq "$(step_col "$id2" a exit_code)" 3 "its exit status"
 	assert_match "$(cat "$FERRY_HOME/runs/$id1/a/1/status")" '^pid [0-9]+ [0-9]+
 exit 0$' "the status file as the shim writes it"
+	# /metrics: one server ready, two jobs warm, one cold
+	m=$(curl -fsS -H "Authorization: Bearer $FERRY_API_TOKEN" "$FERRY_URL/metrics")
+	assert_match "$m" 'ferry_warm_servers\{state="ready"\} 1' "the server in /metrics"
+	assert_match "$m" 'ferry_warm_starts_total 2' "the warm starts counted"
+	assert_match "$m" 'ferry_warm_cold_starts_total 1' "the cold one counted"
 }
 
 test_warm_job_stopped_and_adopted() {
