@@ -43,6 +43,47 @@ BEGIN
 END;
 $$;
 
+-- ferry_fanout_stop_when: a sweep's early stop. When one of fan-out
+-- p_parent's succeeded items reported a metric meeting p_rule
+-- ({"metric", "op", "value"}, the config's), the items not released yet
+-- (index >= p_next) are skipped, saying which item met it, and nothing
+-- more is released; the running ones finish. The caller holds the fanouts
+-- row. Returns how many were skipped (0 when the rule does not hold yet).
+CREATE OR REPLACE FUNCTION ferry_fanout_stop_when(p_parent bigint, p_rule jsonb, p_next int) RETURNS int
+LANGUAGE plpgsql AS $$
+DECLARE
+	v_metric text := p_rule ->> 'metric';
+	v_op text := p_rule ->> 'op';
+	v_value float8 := (p_rule ->> 'value')::float8;
+	v_hit record;
+	v_n int;
+BEGIN
+	SELECT c.name, (c.metrics ->> v_metric)::float8 AS v INTO v_hit
+	FROM steps c
+	WHERE c.parent_id = p_parent AND c.state = 'succeeded' AND jsonb_typeof(c.metrics -> v_metric) = 'number'
+	  AND CASE v_op WHEN '>=' THEN (c.metrics ->> v_metric)::float8 >= v_value
+	                WHEN '>' THEN (c.metrics ->> v_metric)::float8 > v_value
+	                WHEN '<=' THEN (c.metrics ->> v_metric)::float8 <= v_value
+	                WHEN '<' THEN (c.metrics ->> v_metric)::float8 < v_value
+	                WHEN '==' THEN (c.metrics ->> v_metric)::float8 = v_value
+	                ELSE (c.metrics ->> v_metric)::float8 <> v_value END
+	ORDER BY c.item_index LIMIT 1;
+	IF NOT FOUND THEN
+		RETURN 0;
+	END IF;
+	WITH sk AS (
+		UPDATE steps SET state = 'skipped', finished_at = now(),
+		       reason = 'stop_when ' || v_metric || ' ' || v_op || ' ' || v_value || ' held for ' || v_hit.name
+		                || ' (' || v_metric || ' ' || v_hit.v || ')'
+		WHERE parent_id = p_parent AND item_index >= p_next AND state = 'blocked'
+		RETURNING 1
+	)
+	SELECT count(*) INTO v_n FROM sk;
+	UPDATE fanouts SET done = done + v_n, next_index = total WHERE step_id = p_parent;
+	RETURN v_n;
+END;
+$$;
+
 -- ferry_fanout_progress: for each parent p_parents[i], p_closed[i] of its
 -- children became terminal, p_ok[i] of them succeeded: its counters move
 -- (once per batch, whatever its size), the next children are released
@@ -62,20 +103,28 @@ DECLARE
 	v_ok bigint[];
 	v_failed bigint[];
 	v_closed bigint[];
+	v_skipped int;
 BEGIN
-	FOR r IN SELECT f.step_id, x.n, x.ok, ru.state AS run_state
+	FOR r IN SELECT f.step_id, x.n, x.ok, ru.state AS run_state, f.next_index, f.total,
+	                p.spec -> 'sweep' -> 'stop_when' AS stop_when
 	         FROM unnest(p_parents, p_closed, p_ok) AS x(id, n, ok)
-	         JOIN fanouts f ON f.step_id = x.id JOIN runs ru ON ru.id = f.run_id
+	         JOIN fanouts f ON f.step_id = x.id JOIN runs ru ON ru.id = f.run_id JOIN steps p ON p.id = f.step_id
 	         ORDER BY f.step_id FOR UPDATE OF f
 	LOOP
 		UPDATE fanouts SET done = done + r.n, succeeded = succeeded + r.ok, active = greatest(active - r.n, 0)
 		WHERE step_id = r.step_id;
+		IF r.stop_when IS NOT NULL AND r.ok > 0 AND r.next_index < r.total THEN
+			v_skipped := ferry_fanout_stop_when(r.step_id, r.stop_when, r.next_index);
+		END IF;
 		IF r.run_state <> 'stopping' THEN
 			v_ready := v_ready + ferry_fanout_release(r.step_id);
 		END IF;
 	END LOOP;
 	WITH d AS (
-		SELECT f.*, p.spec -> 'select' ->> 'metric' AS metric, coalesce(p.spec -> 'select' ->> 'goal', 'max') AS goal
+		SELECT f.*, p.spec -> 'select' ->> 'metric' AS metric, coalesce(p.spec -> 'select' ->> 'goal', 'max') AS goal,
+		       -- the items a sweep's stop_when left unstarted (skipped): not counted against min_success
+		       CASE WHEN p.spec -> 'sweep' -> 'stop_when' IS NULL THEN 0
+		            ELSE (SELECT count(*) FROM steps c WHERE c.parent_id = f.step_id AND c.state = 'skipped') END AS skipped
 		FROM fanouts f JOIN steps p ON p.id = f.step_id
 		WHERE f.step_id = ANY (p_parents) AND f.done >= f.total
 	), ranked AS (
@@ -98,10 +147,11 @@ BEGIN
 	), u AS (
 		UPDATE steps s SET
 		       state = CASE WHEN ru.state = 'stopping' THEN 'stopped'
-		                    WHEN d.succeeded < ceil(d.min_success * d.total - 1e-9) THEN 'failed'
+		                    WHEN d.succeeded < ceil(d.min_success * (d.total - d.skipped) - 1e-9) THEN 'failed'
 		                    WHEN d.metric IS NOT NULL AND sel.best IS NULL THEN 'failed'
 		                    ELSE 'succeeded' END,
 		       reason = d.succeeded || ' of ' || d.total || ' items succeeded'
+		                || CASE WHEN d.skipped > 0 THEN ', ' || d.skipped || ' not started (stop_when)' ELSE '' END
 		                || CASE WHEN d.min_success < 1
 		                        THEN ' (min_success ' || round((d.min_success * 100)::numeric, 2)::float8 || '%)'
 		                        ELSE '' END

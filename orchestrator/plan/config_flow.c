@@ -157,6 +157,34 @@ static json_t *yaml_value(struct ctx *c, const yaml_node_t *n, int depth)
 }
 
 /*
+ * stop_when: "METRIC OP NUMBER" (a gate's comparison, gate.h): the sweep
+ * stops starting items once one that succeeded reported METRIC meeting it
+ * (db/functions/fanout.sql ferry_fanout_stop_when). Into the sweep as
+ * "stop_when": {"metric", "op", "value"}.
+ */
+static void parse_stop_when(struct ctx *c, const yaml_node_t *n, json_t *sweep)
+{
+	const char *s = cfg_text(c, n, "stop_when");
+	struct gate_expr e = {0};
+	size_t k;
+	char *name;
+
+	if (s == NULL)
+		return;
+	k = strspn(s, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_.-/:");
+	name = xstrndup(s, k);
+	if (!metrics_name_ok(name) || gate_expr_parse(&e, "stop_when", s + k, 0) < 0) {
+		err_node(c, n, "stop_when %s: a metric, a comparison and a number, e.g. \"accuracy >= 0.99\"", cfg_q(c, s));
+	} else if (e.production) {
+		err_node(c, n, "stop_when %s: compares with a number, not production", cfg_q(c, s));
+	} else {
+		json_object_set_new(sweep, "stop_when", json_pack("{s:s,s:s,s:f}", "metric", name, "op", e.op,
+								  "value", e.value));
+	}
+	free(name);
+}
+
+/*
  * sweep: grid: or random: over named parameters (plan/foreach.h
  * sweep_items, checked here by drawing them), and select: {metric, goal}
  * to pick the best item. Into the spec as "sweep" (items drawn again at
@@ -164,14 +192,14 @@ static json_t *yaml_value(struct ctx *c, const yaml_node_t *n, int depth)
  */
 static json_t *parse_sweep(struct ctx *c, size_t i, const yaml_node_t *n, json_t *js)
 {
-	static const char *const keys[] = {"grid", "random", "select"};
+	static const char *const keys[] = {"grid", "random", "select", "stop_when"};
 	static const char *const sel_keys[] = {"metric", "goal"};
-	const yaml_node_t *v[3] = {NULL, NULL, NULL}, *sv[2] = {NULL, NULL};
+	const yaml_node_t *v[4] = {NULL, NULL, NULL, NULL}, *sv[2] = {NULL, NULL};
 	json_t *sweep, *items = NULL;
 	const char *metric = NULL, *goal = "max";
 
 	(void)i;
-	if (!cfg_map_fields(c, n, "sweep", keys, 3, v, NULL))
+	if (!cfg_map_fields(c, n, "sweep", keys, 4, v, NULL))
 		return NULL;
 	if (present(v[0]) == present(v[1])) {
 		err_node(c, n, "a sweep has one of grid: {NAME: [values]} or random: {n, seed, params}");
@@ -199,6 +227,8 @@ static json_t *parse_sweep(struct ctx *c, size_t i, const yaml_node_t *n, json_t
 		if (metric != NULL)
 			json_object_set_new(js, "select", json_pack("{s:s,s:s}", "metric", metric, "goal", goal ? goal : "max"));
 	}
+	if (present(v[3]))
+		parse_stop_when(c, v[3], sweep);
 	return sweep;
 }
 

@@ -274,6 +274,40 @@ Y
 	rm -rf "$marks"
 }
 
+# early stopping: once an item that succeeded meets stop_when, the items not started are
+# skipped (saying which item met it), the step succeeds with the best of those that ran
+test_sweep_stop_when_stops_starting_items() {
+	start_daemon a
+	f=$(wf early <<'Y'
+name: early
+steps:
+  - name: s
+    sweep: {grid: {x: [1, 2, 3, 4, 5, 6, 7, 8, 9, 10]}, select: {metric: score, goal: max}, stop_when: "score >= 0.9"}
+    max_parallel: 1
+    command: [sh, -c, 'if [ {{item.x}} -ge 4 ]; then s=1; else s=0.5; fi; echo "{\"score\": $s}" > "$FERRY_OUTPUT_DIR/metrics.json"']
+  - {name: after, needs: s, command: [sh, -c, 'echo "best x={{steps.s.best.params.x}}"']}
+Y
+)
+	id=$(submit "$f")
+	wait_run "$id" succeeded 60
+	assert_eq "$(sql "SELECT string_agg(state, ',' ORDER BY item_index) FROM steps WHERE run_id = $id AND parent_id IS NOT NULL")" \
+		"succeeded,succeeded,succeeded,succeeded,skipped,skipped,skipped,skipped,skipped,skipped" "items 5-10 never started"
+	assert_eq "$(sql "SELECT count(*) FROM attempts a JOIN steps s ON s.id = a.step_id WHERE s.run_id = $id AND s.parent_id IS NOT NULL")" 4 "four attempts"
+	assert_eq "$(step_col "$id" 's[4]' reason)" "stop_when score >= 0.9 held for s[3] (score 1)" "a skipped item says why"
+	assert_eq "$(step_col "$id" s reason)" "4 of 10 items succeeded, 6 not started (stop_when); best: s[3] with score 1.0 (max)" "the step's reason"
+	assert_eq "$(grep -v '^ferry: ' "$FERRY_HOME/runs/$id/after/1/log")" "best x=4" "the best carried on"
+	# a rule never met: every item runs
+	sed -i 's/score >= 0.9/score >= 2/' "$f"
+	id=$(submit "$f")
+	wait_run "$id" succeeded 60
+	assert_eq "$(sql "SELECT count(*) FROM steps WHERE run_id = $id AND parent_id IS NOT NULL AND state = 'succeeded'")" 10 "all ten"
+	# a bad rule is refused at submit, with its place
+	sed -i 's/score >= 2/score >= production/' "$f"
+	api POST /api/v1/runs "$(jq -n --rawfile yaml "$f" '{yaml: $yaml}')"
+	assert_eq "$CODE" 400 "refused"
+	assert_match "$BODY" 'stop_when .*compares with a number, not production' "saying why"
+}
+
 # the issue's case: a sweep on digits picks the best (C, gamma) and
 # registers it — its accuracy is the leaderboard's maximum
 test_sweep_on_digits_registers_the_best() {

@@ -190,6 +190,28 @@ static void test_config__hang_and_watch(void **state)
 		      "w.yaml:6:5: \"hang\" applies to run, train and evaluate steps; remove it from this label step", NULL);
 }
 
+/* a sweep's stop_when: "METRIC OP NUMBER" into {"metric", "op", "value"}; anything else refused with its place */
+static void test_config__sweep_stop_when(void **state)
+{
+	json_t *spec, *sw;
+
+	(void)state;
+	spec = parse_ok("name: w\nsteps:\n  - name: s\n    sweep: {grid: {x: [1, 2]}, stop_when: \"val_loss <= 0.25\"}\n"
+			"    command: [\"true\"]\n");
+	sw = json_object_get(json_object_get(json_array_get(json_object_get(spec, "steps"), 0), "sweep"), "stop_when");
+	assert_string_equal(json_string_value(json_object_get(sw, "metric")), "val_loss");
+	assert_string_equal(json_string_value(json_object_get(sw, "op")), "<=");
+	assert_true(json_real_value(json_object_get(sw, "value")) == 0.25);
+	json_decref(spec);
+	expect_errors("name: w\nsteps:\n  - name: s\n    sweep: {grid: {x: [1]}, stop_when: \"acc >= lots\"}\n"
+		      "    command: [\"true\"]\n",
+		      "w.yaml:4:40: stop_when \"acc >= lots\": a metric, a comparison and a number, e.g. \"accuracy >= 0.99\"",
+		      NULL);
+	expect_errors("name: w\nsteps:\n  - name: s\n    sweep: {grid: {x: [1]}, stop_when: \"0.9\"}\n"
+		      "    command: [\"true\"]\n",
+		      "w.yaml:4:40: stop_when \"0.9\": a metric, a comparison and a number, e.g. \"accuracy >= 0.99\"", NULL);
+}
+
 static void test_config__syntax_error_line_col(void **state)
 {
 	(void)state;
@@ -861,6 +883,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_config__valid_fan_out_fan_in),
 		cmocka_unit_test(test_config__syntax_error_line_col),
+		cmocka_unit_test(test_config__sweep_stop_when),
 		cmocka_unit_test(test_config__hang_and_watch),
 		cmocka_unit_test(test_config__schedule_and_triggers),
 		cmocka_unit_test(test_config__document_count_and_size),
