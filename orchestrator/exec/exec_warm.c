@@ -192,6 +192,19 @@ static void server_fail(struct warm_server *s, char *why)
 }
 
 /*
+ * A server that was ready and went away or stuck: killed, its slot freed
+ * (warm_start starts a new one at once). Unlike an import that failed,
+ * nothing says the next one would fail too.
+ */
+static void server_gone(struct warm_server *s, const char *what)
+{
+	flog_warn("warm: server %d for %s [%s] %s: starting a new one", (int)s->pid, s->python, s->preload, what);
+	if (s->pid > 0)
+		kill(-s->pid, SIGKILL);
+	server_close(s);
+}
+
+/*
  * The next line from the server within ms (0: only what is there now):
  * 1 with *out (the caller's), 0 when none came, -1 when the server is gone.
  */
@@ -392,8 +405,9 @@ static int server_request(struct warm_server *s, const struct exec_local_cmd *x,
 	explicit_bzero(text, len); /* the environment holds the step's secrets */
 	free(text);
 	if (off < len) {
-		server_fail(s, xstrdup("it did not take a request"));
-		*note = xstrdup("the warm server did not take the request");
+		*note = xasprintf("the warm server for %s [%s] did not take the request (a new one is starting)",
+				  s->python, s->preload);
+		server_gone(s, "did not take the request");
 		return 0;
 	}
 	r = server_line(s, (int)(until - clock_mono_ms()), &reply);
@@ -406,9 +420,11 @@ static int server_request(struct warm_server *s, const struct exec_local_cmd *x,
 		const char *e = json_string_value(json_object_get(reply, "error"));
 		*note = xasprintf("the warm server could not start it: %s", e ? e : "no reason given");
 	} else {
-		/* no answer: it may have forked the job before it stuck; its status file says */
-		server_fail(s, xstrdup(r == 0 ? "no reply in time" : "it exited"));
-		*note = xasprintf("the warm server %s", r == 0 ? "did not answer in time" : "exited");
+		/* no answer: it may have forked the job before it stuck; its status file says (exec_local.c) */
+		*note = xasprintf("the warm server for %s [%s] %s (a new one is starting)", s->python, s->preload,
+				  r == 0 ? "did not answer in time" : "exited");
+		server_gone(s, r == 0 ? "did not answer in time" : "exited");
+		return 0;
 	}
 	json_decref(reply);
 	s->used_ms = clock_mono_ms();
@@ -481,6 +497,8 @@ int warm_start(const struct exec_spec *c, const struct exec_local_cmd *x, const 
 	switch (server_check(s)) {
 	case W_READY:
 		started = server_request(s, x, log, status, mask, pid, start, note);
+		if (s->state == W_FREE) /* it was gone: a new one for the next step */
+			server_start(s, key, python, preload, senv, c->home);
 		break;
 	case W_STARTING:
 		*note = xasprintf("the warm server for %s [%s] is still importing", s->python, s->preload);

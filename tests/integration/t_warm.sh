@@ -112,6 +112,37 @@ Y
 	assert_eq "$(grep -c woke "$FERRY_HOME/runs/$id/a/1/log")" 1 "it ran to its end once"
 }
 
+# a ready server killed: the next step starts cold saying so and starts a new one; the one after is warm
+test_warm_server_killed_is_replaced() {
+	start_daemon a
+	f=$(wf again <<Y
+name: again
+steps:
+  - {name: a, command: [/usr/bin/python3, -c, 'print("ran")'], warm: {preload: [json]}}
+Y
+)
+	id=$(submit "$f")
+	wait_run "$id" succeeded 30
+	logged 'warm: server [0-9]* for /usr/bin/python3 \[json\] ready' "$FERRY_HOME/ferryd-a.log" 20 || fail "not ready"
+	server=$(sed -n 's/.*warm: server \([0-9]*\) for .* ready.*/\1/p' "$FERRY_HOME/ferryd-a.log" | head -1)
+	kill -9 "$server" || fail "no server $server to kill"
+	id=$(submit "$f")
+	wait_run "$id" succeeded 30
+	grep -q '^ferry: this attempt starts cold: the warm server for /usr/bin/python3 \[json\] \(exited\|did not take the request\) (a new one is starting)$' \
+		"$FERRY_HOME/runs/$id/a/1/log" || { cat "$FERRY_HOME/runs/$id/a/1/log"; fail "the note says the server went"; }
+	assert_eq "$(tail -1 "$FERRY_HOME/runs/$id/a/1/log")" ran "the step ran cold"
+	logged "warm: starting server [0-9]* for /usr/bin/python3 \[json\]" "$FERRY_HOME/ferryd-a.log" 1 || fail "no new server"
+	for _ in $(seq 1 50); do
+		[ "$(grep -c 'warm: server [0-9]* for /usr/bin/python3 \[json\] ready' "$FERRY_HOME/ferryd-a.log")" -ge 2 ] && break
+		id=$(submit "$f") && wait_run "$id" succeeded 30
+		sleep 0.2
+	done
+	id=$(submit "$f")
+	wait_run "$id" succeeded 30
+	grep -q 'starts cold' "$FERRY_HOME/runs/$id/a/1/log" && { cat "$FERRY_HOME/runs/$id/a/1/log"; fail "the new server is not used"; }
+	assert_eq "$(cat "$FERRY_HOME/runs/$id/a/1/log")" ran "warm again"
+}
+
 test_warm_falls_back_cold_with_a_note() {
 	start_daemon a
 	f=$(wf nomod <<Y
