@@ -545,7 +545,7 @@ void warm_metrics(char **buf, size_t *len, size_t *cap)
 
 	pthread_mutex_lock(&lock);
 	for (int i = 0; i < WARM_MAX; i++)
-		if (servers[i].state != W_FREE)
+		if (server_check(&servers[i]) != W_FREE) /* a starting one that said it is ready counts as ready */
 			count[servers[i].state - W_STARTING]++;
 	metrics_appendf(buf, len, cap,
 			"# HELP ferry_warm_servers Warm Python servers of this daemon (warm: on a step), by state.\n"

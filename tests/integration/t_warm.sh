@@ -6,6 +6,16 @@
 # server cannot help. The digits train step gives the same model bytes
 # warm as cold, faster by the import time.
 
+# warm_ready [STATE]: waits (20 s at most) until /metrics counts one warm server STATE (ready)
+warm_ready() {
+	for _ in $(seq 1 200); do
+		curl -fsS -H "Authorization: Bearer $FERRY_API_TOKEN" "$FERRY_URL/metrics" |
+			grep -q "^ferry_warm_servers{state=\"${1:-ready}\"} 1\$" && return 0
+		sleep 0.1
+	done
+	fail "no warm server became ${1:-ready}"
+}
+
 # writes the warm-server check script and the workflow that runs it: warm_wf NAME PRELOAD
 warm_wf() {
 	cat >"$FERRY_HOME/probe.py" <<'P'
@@ -35,8 +45,7 @@ test_warm_job_is_its_own_process() {
 	wait_run "$id" succeeded 30
 	grep -q '^ferry: this attempt starts cold: the warm server for /usr/bin/python3 \[json\] is still importing$' \
 		"$FERRY_HOME/runs/$id/a/1/log" || { cat "$FERRY_HOME/runs/$id/a/1/log"; fail "the first says it starts cold"; }
-	logged 'warm: server [0-9]* for /usr/bin/python3 \[json\] ready' "$FERRY_HOME/ferryd-a.log" 20 ||
-		fail "the server never said it was ready"
+	warm_ready
 	# warm: two runs of the same step, one with a secret and an exit status
 	sed -i 's|warm: {preload: \[json\]}}|warm: {preload: [json]}, secrets: [TOKEN]}|' "$f"
 	id1=$(submit "$f")
@@ -90,7 +99,7 @@ Y
 )
 	id=$(submit "$f")
 	wait_run "$id" succeeded 30
-	logged 'warm: server [0-9]* for /usr/bin/python3 \[json, time\] ready' "$FERRY_HOME/ferryd-a.log" 20 || fail "not ready"
+	warm_ready
 	# a stop reaches the warm job's process group
 	id=$(submit "$f" '{"s": "60"}')
 	sql_until "(SELECT count(*) FROM steps WHERE run_id = $id AND state = 'running') = 1" 20 || fail "not running"
@@ -123,7 +132,7 @@ Y
 )
 	id=$(submit "$f")
 	wait_run "$id" succeeded 30
-	logged 'warm: server [0-9]* for /usr/bin/python3 \[json\] ready' "$FERRY_HOME/ferryd-a.log" 20 || fail "not ready"
+	warm_ready
 	server=$(sed -n 's/.*warm: server \([0-9]*\) for .* ready.*/\1/p' "$FERRY_HOME/ferryd-a.log" | head -1)
 	kill -9 "$server" || fail "no server $server to kill"
 	id=$(submit "$f")
@@ -132,11 +141,7 @@ Y
 		"$FERRY_HOME/runs/$id/a/1/log" || { cat "$FERRY_HOME/runs/$id/a/1/log"; fail "the note says the server went"; }
 	assert_eq "$(tail -1 "$FERRY_HOME/runs/$id/a/1/log")" ran "the step ran cold"
 	logged "warm: starting server [0-9]* for /usr/bin/python3 \[json\]" "$FERRY_HOME/ferryd-a.log" 1 || fail "no new server"
-	for _ in $(seq 1 50); do
-		[ "$(grep -c 'warm: server [0-9]* for /usr/bin/python3 \[json\] ready' "$FERRY_HOME/ferryd-a.log")" -ge 2 ] && break
-		id=$(submit "$f") && wait_run "$id" succeeded 30
-		sleep 0.2
-	done
+	warm_ready
 	id=$(submit "$f")
 	wait_run "$id" succeeded 30
 	grep -q 'starts cold' "$FERRY_HOME/runs/$id/a/1/log" && { cat "$FERRY_HOME/runs/$id/a/1/log"; fail "the new server is not used"; }
@@ -154,8 +159,9 @@ Y
 )
 	id=$(submit "$f")
 	wait_run "$id" succeeded 30
+	warm_ready failed
 	logged 'warm: server [0-9]* for /usr/bin/python3 \[no_such_module_here\] failed: import no_such_module_here' \
-		"$FERRY_HOME/ferryd-a.log" 20 || fail "the daemon's log says the server failed"
+		"$FERRY_HOME/ferryd-a.log" 1 || fail "the daemon's log says the server failed"
 	id=$(submit "$f")
 	wait_run "$id" succeeded 30
 	log="$FERRY_HOME/runs/$id/a/1/log"
@@ -180,11 +186,19 @@ Y
 test_warm_digits_train_same_model_faster_by_the_import() {
 	start_daemon a
 	train="[/usr/bin/python3, $ROOT/workflows/digits/train.py, --folds, \"2\"]"
+	f=$(wf prime <<Y
+name: prime
+steps:
+  - {name: prime, command: [/usr/bin/python3, -c, pass], warm: {preload: [sklearn.svm]}}
+Y
+)
+	id=$(submit "$f")
+	wait_run "$id" succeeded 60
+	warm_ready
 	f=$(wf dt <<Y
 name: dt
 steps:
-  - {name: prime, command: [/usr/bin/python3, -c, pass], warm: {preload: [sklearn.svm]}}
-  - {name: cold1, needs: prime, command: $train}
+  - {name: cold1, command: $train}
   - {name: warm1, needs: cold1, command: $train, warm: {preload: [sklearn.svm]}}
   - {name: cold2, needs: warm1, command: $train}
   - {name: warm2, needs: cold2, command: $train, warm: {preload: [sklearn.svm]}}
