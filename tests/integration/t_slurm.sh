@@ -167,12 +167,8 @@ test_slurm_digits_train() {
 	/usr/bin/python3 -c 'import sklearn' 2>/dev/null || fail "python3-sklearn is not installed (make deps)"
 	slurm_up
 	start_daemon a FERRY_EXECUTOR=slurm
-	mkdir -p "$FERRY_HOME/wf"
-	cp -r "$ROOT/workflows/digits" "$FERRY_HOME/wf/"
-	rm -rf "$FERRY_HOME/wf/digits/__pycache__"
-	sed 's/p99_ms: "< 500"/p99_ms: "< 10000"/' "$ROOT/workflows/digits.yaml" >"$FERRY_HOME/wf/digits.yaml"
-	grep -q 'p99_ms: "< 10000"' "$FERRY_HOME/wf/digits.yaml" || fail "the example's load-test bound was not found"
-	id=$(ferry submit "$FERRY_HOME/wf/digits.yaml")
+	f=$(digits_copy) || fail "cannot copy the digits example"
+	id=$(ferry submit "$f")
 	wait_step "$id" label waiting 20
 	ferry continue "$id" label --data '{"reviewed_by": "ana"}' >/dev/null
 	wait_run "$id" succeeded 180
