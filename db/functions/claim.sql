@@ -57,9 +57,11 @@ BEGIN
 	                   SELECT jsonb_agg(c.outputs ORDER BY c.item_index) FROM steps c WHERE c.parent_id = x.id)
 	                   WHEN x.spec ? 'foreach' THEN NULL
 	                   ELSE x.outputs END))
+	           -- the ancestors by (run_id, name) = ANY (names): an index lookup each, whatever the
+	           -- run's size (a semi-join with the names scanned the run's steps, per claimed step)
 	           FROM steps x
-	           WHERE x.run_id = u.run_id AND x.state = 'succeeded' AND x.parent_id IS NULL
-	             AND x.name IN (SELECT jsonb_array_elements_text(m.spec -> 'ancestors'))), '{}') END,
+	           WHERE x.run_id = u.run_id AND x.name = ANY (ARRAY(SELECT jsonb_array_elements_text(m.spec -> 'ancestors')))
+	             AND x.state = 'succeeded' AND x.parent_id IS NULL), '{}') END,
 	       CASE WHEN m.spec ? 'ancestors' THEN jsonb_build_object('params', runs.params,
 	           'workflow', runs.workflow_name, 'workflow_hash', runs.workflow_hash,
 	           'no_cache', runs.no_cache, 'dev', runs.trigger = 'dev', 'body_state', runs.body_state) END
