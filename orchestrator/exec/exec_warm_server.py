@@ -215,11 +215,20 @@ def std_stream(fd, write, unbuffered, like):
                             line_buffering=fd == 2 or raw.isatty(), write_through=write and unbuffered)
 
 
-def shown(tb):
-    """The traceback from the job's own first frame, as a cold interpreter prints it."""
-    while tb is not None and (tb.tb_frame.f_code is run_job.__code__ or "runpy" in tb.tb_frame.f_code.co_filename):
+def shown(tb, runpy_too):
+    """The traceback as a cold interpreter prints it: without this server's frame, and without
+    runpy's for a script (`python -m` shows runpy's frames, as they are its own there)."""
+    while tb is not None and (tb.tb_frame.f_code is run_job.__code__ or
+                              (runpy_too and "runpy" in tb.tb_frame.f_code.co_filename)):
         tb = tb.tb_next
     return tb
+
+
+def report(runpy_too):
+    """Prints the exception being handled as an uncaught one is printed."""
+    t, v, tb = sys.exc_info()
+    tb = shown(tb, runpy_too)
+    sys.excepthook(t, v.with_traceback(tb), tb)
 
 
 def run_job(req):
@@ -261,9 +270,12 @@ def run_job(req):
             sys.path[0] = os.path.dirname(os.path.realpath(what))
             runpy.run_path(what, run_name="__main__")
         elif mode == "module":
-            sys.argv = [what] + args  # runpy puts the module's file in argv[0]
+            # as `python -m` runs it: in a __main__ of its own (not the server's globals), the
+            # module's file in argv[0]
+            sys.argv = [what] + args
             sys.path[0] = os.getcwd()
-            runpy.run_module(what, run_name="__main__", alter_sys=True)
+            sys.modules["__main__"] = types.ModuleType("__main__")
+            runpy._run_module_as_main(what, alter_argv=True)
         else:
             sys.argv = ["-c"] + args
             sys.path[0] = ""
@@ -272,15 +284,13 @@ def run_job(req):
     except SystemExit:
         raise
     except KeyboardInterrupt:
-        e = sys.exc_info()
-        sys.excepthook(e[0], e[1], shown(e[2]))
+        report(mode == "script")
         sys.stdout.flush()
         sys.stderr.flush()
         signal.signal(signal.SIGINT, signal.SIG_DFL)
         os.kill(os.getpid(), signal.SIGINT)
     except BaseException:
-        e = sys.exc_info()
-        sys.excepthook(e[0], e[1], shown(e[2]))
+        report(mode == "script")
         raise SystemExit(1)
     raise SystemExit(0)
 

@@ -223,3 +223,42 @@ Y
 	echo "# digits train: cold ${cold} ms, warm ${warm} ms, the import ${imp} ms" >&2
 	[ $((cold - warm)) -ge "$imp" ] || fail "warm ($warm ms) is not faster than cold ($cold ms) by the import ($imp ms)"
 }
+
+# -m MODULE, -c CODE and a script started warm print what they print cold: argv, __name__,
+# __file__, sys.path[0], the working directory, a failure's traceback and exit status
+test_warm_module_and_code_print_what_cold_does() {
+	start_daemon a
+	mkdir -p "$FERRY_HOME/proj"
+	cat >"$FERRY_HOME/proj/mymod.py" <<'P'
+import os, sys
+print(__name__, sys.argv, __file__, sys.path[0], os.getcwd(), sys.stdout.line_buffering)
+if sys.argv[1:] == ["boom"]:
+    raise ValueError("boom")
+P
+	for w in cold warm; do
+		warm=""
+		[ $w = warm ] && warm=", warm: {preload: [json]}"
+		wf "mc$w" >/dev/null <<Y
+name: mc$w
+steps:
+  - {name: m, workdir: $FERRY_HOME/proj, command: [/usr/bin/python3, -m, mymod, x]$warm}
+  - {name: b, workdir: $FERRY_HOME/proj, command: [/usr/bin/python3, -m, mymod, boom]$warm}
+  - {name: c, workdir: $FERRY_HOME/proj, command: [/usr/bin/python3, -c, 'import sys; print(__name__, sys.argv, sys.path[0]); sys.exit(7)', y]$warm}
+  - {name: s, workdir: $FERRY_HOME/proj, command: [/usr/bin/python3, $FERRY_HOME/proj/mymod.py, boom]$warm}
+Y
+	done
+	id=$(submit "$FERRY_HOME/mcwarm.yaml") # starts the server
+	wait_run "$id" failed 30
+	warm_ready
+	cold=$(submit "$FERRY_HOME/mccold.yaml")
+	warm=$(submit "$FERRY_HOME/mcwarm.yaml")
+	wait_run "$cold" failed 30
+	wait_run "$warm" failed 30
+	for s in m b c s; do
+		grep -q 'starts cold' "$FERRY_HOME/runs/$warm/$s/1/log" && { cat "$FERRY_HOME/runs/$warm/$s/1/log"; fail "$s started cold"; }
+		assert_eq "$(cat "$FERRY_HOME/runs/$warm/$s/1/log")" "$(cat "$FERRY_HOME/runs/$cold/$s/1/log")" "$s prints what it prints cold"
+		assert_eq "$(step_col "$warm" $s exit_code)" "$(step_col "$cold" $s exit_code)" "$s exits as it does cold"
+	done
+	assert_eq "$(step_col "$warm" c exit_code)" 7 "sys.exit(7)"
+	assert_match "$(cat "$FERRY_HOME/runs/$warm/b/1/log")" 'ValueError: boom' "the traceback"
+}
