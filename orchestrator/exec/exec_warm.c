@@ -59,7 +59,7 @@
 #include "lib/util.h"
 
 #define WARM_MAX 8             /* servers at once; the idlest goes for a new one */
-#define WARM_REPLY_MS 3000     /* a request's reply, at most */
+#define WARM_REPLY_MS 5000     /* a request's reply, at most (two forks of a big process on a loaded machine) */
 #define WARM_FAILED_MS 60000   /* a server that failed is not tried again for this long */
 #define WARM_IDLE_MS 600000    /* FERRY_WARM_IDLE's default */
 

@@ -10,7 +10,7 @@
 warm_ready() {
 	for _ in $(seq 1 200); do
 		curl -fsS -H "Authorization: Bearer $FERRY_API_TOKEN" "$FERRY_URL/metrics" |
-			grep -q "^ferry_warm_servers{state=\"${1:-ready}\"} 1\$" && return 0
+			grep "^ferry_warm_servers{state=\"${1:-ready}\"} 1\$" >/dev/null && return 0
 		sleep 0.1
 	done
 	fail "no warm server became ${1:-ready}"
@@ -182,14 +182,18 @@ Y
 	assert_match "$BODY" 'warm python .*python3.* must be an absolute path' "naming the rule"
 }
 
-# the issue's check: the digits train step warm gives the model a cold one gives, faster by the import
+# the issue's check: the digits train step warm gives the model a cold one gives, faster by the
+# import. The import is timed by steps of the same run between the trainings (what a cold
+# interpreter spends in `import`, by its own clock), so all run under the same load.
 test_warm_digits_train_same_model_faster_by_the_import() {
 	start_daemon a
+	mods="sklearn.svm, sklearn.model_selection, sklearn.datasets"
 	train="[/usr/bin/python3, $ROOT/workflows/digits/train.py, --folds, \"2\"]"
+	imp="[/usr/bin/python3, -c, 'import time; t = time.perf_counter(); import $mods; print(round((time.perf_counter() - t) * 1000))']"
 	f=$(wf prime <<Y
 name: prime
 steps:
-  - {name: prime, command: [/usr/bin/python3, -c, pass], warm: {preload: [sklearn.svm]}}
+  - {name: prime, command: [/usr/bin/python3, -c, pass], warm: {preload: [$mods]}}
 Y
 )
 	id=$(submit "$f")
@@ -199,9 +203,11 @@ Y
 name: dt
 steps:
   - {name: cold1, command: $train}
-  - {name: warm1, needs: cold1, command: $train, warm: {preload: [sklearn.svm]}}
+  - {name: imp1, needs: cold1, command: $imp}
+  - {name: warm1, needs: imp1, command: $train, warm: {preload: [$mods]}}
   - {name: cold2, needs: warm1, command: $train}
-  - {name: warm2, needs: cold2, command: $train, warm: {preload: [sklearn.svm]}}
+  - {name: imp2, needs: cold2, command: $imp}
+  - {name: warm2, needs: imp2, command: $train, warm: {preload: [$mods]}}
 Y
 )
 	id=$(submit "$f")
@@ -213,11 +219,7 @@ Y
 	for s in warm1 cold2 warm2; do
 		assert_eq "$(sha256sum <"$FERRY_HOME/runs/$id/$s/1/out/model.pkl")" "$sum" "$s wrote the same model bytes as cold1"
 	done
-	# what the import costs here, now: a cold interpreter importing it less an empty one (the least of 2)
-	imp=$(for i in 1 2; do
-		a=$(date +%s%N); /usr/bin/python3 -c 'import sklearn.svm'; b=$(date +%s%N); /usr/bin/python3 -c pass; c=$(date +%s%N)
-		echo $(( (b - a - (c - b)) / 1000000 ))
-	done | sort -n | head -1)
+	imp=$(cat "$FERRY_HOME/runs/$id/imp1/1/log" "$FERRY_HOME/runs/$id/imp2/1/log" | sort -n | head -1)
 	ms() { sql "SELECT min(round(extract(epoch FROM finished_at - started_at) * 1000)) FROM steps WHERE run_id = $id AND name IN ($1)"; }
 	cold=$(ms "'cold1', 'cold2'") warm=$(ms "'warm1', 'warm2'")
 	echo "# digits train: cold ${cold} ms, warm ${warm} ms, the import ${imp} ms" >&2
@@ -251,9 +253,15 @@ Y
 	wait_run "$id" failed 30
 	warm_ready
 	cold=$(submit "$FERRY_HOME/mccold.yaml")
-	warm=$(submit "$FERRY_HOME/mcwarm.yaml")
 	wait_run "$cold" failed 30
-	wait_run "$warm" failed 30
+	# a step may start cold on a loaded machine (a server slower than its bound to answer, said in
+	# its log): what is compared here is a warm start, so the warm run goes again then (3 tries)
+	for _ in 1 2 3; do
+		warm=$(submit "$FERRY_HOME/mcwarm.yaml")
+		wait_run "$warm" failed 30
+		grep -q 'starts cold' "$FERRY_HOME/runs/$warm"/*/1/log || break
+		warm_ready
+	done
 	for s in m b c s; do
 		grep -q 'starts cold' "$FERRY_HOME/runs/$warm/$s/1/log" && { cat "$FERRY_HOME/runs/$warm/$s/1/log"; fail "$s started cold"; }
 		assert_eq "$(cat "$FERRY_HOME/runs/$warm/$s/1/log")" "$(cat "$FERRY_HOME/runs/$cold/$s/1/log")" "$s prints what it prints cold"
