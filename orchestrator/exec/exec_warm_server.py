@@ -86,6 +86,15 @@ class Mask:
         self.buf = buf[hold:]
 
 
+def cannot_start(e, fd=2):
+    """B could not become the job: said in its log, and it ends as the shim's child does then (126),
+    never as a job that ran."""
+    try:
+        write_all(fd, ("ferry: cannot start the job warm: %s: %s\n" % (type(e).__name__, e)).encode())
+    finally:
+        os._exit(126)
+
+
 def supervise(req, status_fd, log_fd):
     """A: starts the job, waits for it, records how it ended; returns the request in B."""
     mask = Mask(req.get("mask") or [])
@@ -94,12 +103,15 @@ def supervise(req, status_fd, log_fd):
         r, w = os.pipe()
     pid = os.fork()
     if pid == 0:
-        os.close(status_fd)
-        out = w if w >= 0 else log_fd
-        null = os.open("/dev/null", os.O_RDONLY)
-        os.dup2(null, 0)
-        os.dup2(out, 1)
-        os.dup2(out, 2)
+        try:
+            os.close(status_fd)
+            out = w if w >= 0 else log_fd
+            null = os.open("/dev/null", os.O_RDONLY)
+            os.dup2(null, 0)
+            os.dup2(out, 1)
+            os.dup2(out, 2)
+        except BaseException as e:
+            cannot_start(e, log_fd)
         return req
     st = 0
     if w >= 0:
@@ -218,7 +230,7 @@ def std_stream(fd, write, unbuffered, like):
 def shown(tb, runpy_too):
     """The traceback as a cold interpreter prints it: without this server's frame, and without
     runpy's for a script (`python -m` shows runpy's frames, as they are its own there)."""
-    while tb is not None and (tb.tb_frame.f_code is run_job.__code__ or
+    while tb is not None and (tb.tb_frame.f_code is run_script.__code__ or
                               (runpy_too and "runpy" in tb.tb_frame.f_code.co_filename)):
         tb = tb.tb_next
     return tb
@@ -233,6 +245,15 @@ def report(runpy_too):
 
 def run_job(req):
     """B: becomes the job and runs it; ends the process (SystemExit) like a cold start."""
+    try:
+        mode, what, args = become_job(req)
+    except BaseException as e:
+        cannot_start(e)
+    run_script(mode, what, args)
+
+
+def become_job(req):
+    """B takes the job's signals, descriptors, directory, environment and streams."""
     argv = req["argv"]
     env = dict(e.split("=", 1) for e in req["env"] if "=" in e)
     for s in (signal.SIGTERM, signal.SIGHUP, signal.SIGCHLD, signal.SIGQUIT, signal.SIGUSR1,
@@ -263,6 +284,11 @@ def run_job(req):
         sys.modules["random"].seed()
     if "numpy.random" in sys.modules:
         sys.modules["numpy.random"].seed()
+    return mode, what, args
+
+
+def run_script(mode, what, args):
+    """The script as `python SCRIPT`, `python -m MODULE` or `python -c CODE` runs it."""
     import runpy
     try:
         if mode == "script":

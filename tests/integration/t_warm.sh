@@ -74,10 +74,18 @@ test_warm_job_is_its_own_process() {
 	assert_eq "$(step_col "$id2" a exit_code)" 3 "its exit status"
 	assert_match "$(cat "$FERRY_HOME/runs/$id1/a/1/status")" '^pid [0-9]+ [0-9]+
 exit 0$' "the status file as the shim writes it"
-	# /metrics: one server ready, two jobs warm, one cold
+	# a job that cannot become what it should (its working directory is gone) fails as the shim's
+	# does (126, said in its log), never as a job that ran
+	sed -i 's|env: {COLOUR: red, CODE: "3"}|env: {COLOUR: red}, workdir: /nonexistent/wd|' "$f"
+	id3=$(submit "$f")
+	wait_run "$id3" failed 30
+	assert_eq "$(step_col "$id3" a exit_code)" 126 "126, as a job that could not start"
+	grep -q "^ferry: cannot start the job warm: FileNotFoundError: .*/nonexistent/wd" "$FERRY_HOME/runs/$id3/a/1/log" ||
+		{ cat "$FERRY_HOME/runs/$id3/a/1/log"; fail "the log says why"; }
+	# /metrics: one server ready, three jobs warm, one cold
 	m=$(curl -fsS -H "Authorization: Bearer $FERRY_API_TOKEN" "$FERRY_URL/metrics")
 	assert_match "$m" 'ferry_warm_servers\{state="ready"\} 1' "the server in /metrics"
-	assert_match "$m" 'ferry_warm_starts_total 2' "the warm starts counted"
+	assert_match "$m" 'ferry_warm_starts_total 3' "the warm starts counted"
 	assert_match "$m" 'ferry_warm_cold_starts_total 1' "the cold one counted"
 }
 
