@@ -103,7 +103,6 @@ DECLARE
 	v_ok bigint[];
 	v_failed bigint[];
 	v_closed bigint[];
-	v_skipped int;
 BEGIN
 	FOR r IN SELECT f.step_id, x.n, x.ok, ru.state AS run_state, f.next_index, f.total,
 	                p.spec -> 'sweep' -> 'stop_when' AS stop_when
@@ -114,7 +113,7 @@ BEGIN
 		UPDATE fanouts SET done = done + r.n, succeeded = succeeded + r.ok, active = greatest(active - r.n, 0)
 		WHERE step_id = r.step_id;
 		IF r.stop_when IS NOT NULL AND r.ok > 0 AND r.next_index < r.total THEN
-			v_skipped := ferry_fanout_stop_when(r.step_id, r.stop_when, r.next_index);
+			PERFORM ferry_fanout_stop_when(r.step_id, r.stop_when, r.next_index);
 		END IF;
 		IF r.run_state <> 'stopping' THEN
 			v_ready := v_ready + ferry_fanout_release(r.step_id);

@@ -64,7 +64,6 @@
 #define WARM_IDLE_MS 600000    /* FERRY_WARM_IDLE's default */
 
 extern const char warm_server_source[]; /* exec_warm_server.py (the Makefile builds exec_warm_source.c) */
-extern char **environ;
 
 enum warm_state { W_FREE, W_STARTING, W_READY, W_FAILED };
 
@@ -75,8 +74,8 @@ struct warm_server {
 	pid_t pid;
 	int fd;
 	char *error;            /* W_FAILED: why */
-	int64_t started_ms, used_ms;
-	long preload_ms, jobs;
+	int64_t used_ms;        /* started, or last asked: the idle clock */
+	long preload_ms;
 	char *rbuf;             /* what was read past the last line */
 	size_t rlen;
 };
@@ -285,7 +284,7 @@ static void server_start(struct warm_server *s, const char *key, const char *pyt
 		free(s->preload);
 		s->preload = t;
 	}
-	s->started_ms = s->used_ms = clock_mono_ms();
+	s->used_ms = clock_mono_ms();
 	s->fd = -1;
 	argv[0] = (char *)python;
 	argv[1] = "-c";
@@ -296,7 +295,7 @@ static void server_start(struct warm_server *s, const char *key, const char *pyt
 	dir = xasprintf("%s/warm", home);
 	logpath = xasprintf("%s/%.16s.log", dir, key);
 	(void)mkdir(dir, 0700);
-	logfd = open(logpath, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+	logfd = open(logpath, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0600);
 	nullfd = open("/dev/null", O_RDONLY | O_CLOEXEC);
 	if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) < 0) {
 		server_fail(s, xasprintf("socketpair: %s", strerror(errno)));
@@ -317,7 +316,11 @@ static void server_start(struct warm_server *s, const char *key, const char *pyt
 			dup2(logfd, 1);
 			dup2(logfd, 2);
 		}
-		dup2(sv[1], 3);
+		/* fd 3 the server's end; dup2 onto itself would keep its close-on-exec */
+		if (sv[1] == 3)
+			fcntl(3, F_SETFD, 0);
+		else
+			dup2(sv[1], 3);
 		close_range(4, ~0U, 0);
 		if (exec_user_drop() < 0 || chdir("/") < 0)
 			_exit(126);
@@ -414,7 +417,6 @@ static int server_request(struct warm_server *s, const struct exec_local_cmd *x,
 	if (r == 1 && json_integer_value(json_object_get(reply, "pid")) > 0) {
 		*pid = (pid_t)json_integer_value(json_object_get(reply, "pid"));
 		*start = json_integer_value(json_object_get(reply, "start"));
-		s->jobs++;
 		ok = 1;
 	} else if (r == 1) {
 		const char *e = json_string_value(json_object_get(reply, "error"));

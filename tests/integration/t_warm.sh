@@ -278,3 +278,36 @@ Y
 	assert_eq "$(step_col "$warm" c exit_code)" 7 "sys.exit(7)"
 	assert_match "$(cat "$FERRY_HOME/runs/$warm/b/1/log")" 'ValueError: boom' "the traceback"
 }
+
+# secrets are masked warm as cold: a value split over two writes, and a shorter secret that
+# begins a longer one (the longer is masked whole, not as *** and the rest)
+test_warm_secrets_masked_across_writes() {
+	start_daemon a
+	printf 's3cr3t-value-42' | "$ROOT/bin/ferryd" secret set TOKEN >/dev/null || fail "secret set TOKEN"
+	printf 's3cr3t-value' | "$ROOT/bin/ferryd" secret set SHORT >/dev/null || fail "secret set SHORT"
+	cat >"$FERRY_HOME/leak.py" <<'P'
+import os, sys, time
+t = os.environ["TOKEN"]
+sys.stdout.write("a " + t[:12]); sys.stdout.flush(); time.sleep(0.3)
+sys.stdout.write(t[12:] + " b " + os.environ["SHORT"] + " c " + t + "\n"); sys.stdout.flush()
+P
+	for w in cold warm; do
+		warm=""
+		[ $w = warm ] && warm=", warm: {preload: [json]}"
+		wf "leak$w" >/dev/null <<Y
+name: leak$w
+steps:
+  - {name: a, command: [/usr/bin/python3, $FERRY_HOME/leak.py], secrets: [TOKEN, SHORT]$warm}
+Y
+	done
+	id=$(submit "$FERRY_HOME/leakwarm.yaml") # starts the server
+	wait_run "$id" succeeded 30
+	warm_ready
+	for w in cold warm; do
+		id=$(submit "$FERRY_HOME/leak$w.yaml")
+		wait_run "$id" succeeded 30
+		assert_eq "$(grep -v '^ferry: ' "$FERRY_HOME/runs/$id/a/1/log")" "a *** b *** c ***" "$w: every secret masked whole"
+		[ $w = warm ] && { grep -q 'starts cold' "$FERRY_HOME/runs/$id/a/1/log" && fail "it started cold"; }
+	done
+	return 0
+}
