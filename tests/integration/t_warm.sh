@@ -116,7 +116,7 @@ Y
 	pid=$(cat "$FERRY_HOME/runs/$id/a/1/out/pid")
 	"$ROOT/bin/ferry" stop "$id" >/dev/null || fail "stop"
 	wait_run "$id" stopped 30
-	sleep 0.5
+	for _ in $(seq 1 50); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
 	kill -0 "$pid" 2>/dev/null && fail "the warm job $pid outlived its stop"
 	# the daemon killed under a warm job: the next one adopts it and sees it end
 	id=$(submit "$f" '{"s": "3"}')
