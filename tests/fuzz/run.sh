@@ -86,10 +86,11 @@ mkdir -p "$OUT/obj"
 echo "fuzz: building the engine into $OUT/obj"
 db/gen-sql.sh migration $(ls db/migrations/*.sql | sort) > "$OUT/migrations.c"
 db/gen-sql.sh function $(ls db/functions/*.sql | sort) > "$OUT/functions.c"
-# the HAProxy template built into the engine: the Makefile's rule makes its C file
-make -s --no-print-directory SANITIZE= build/rel/deploy/haproxy_tmpl.c
+# the HAProxy template and the warm Python server built into the engine: the Makefile's rules make their C files
+GENERATED=(build/rel/deploy/haproxy_tmpl.c build/rel/orchestrator/exec/exec_warm_source.c)
+make -s --no-print-directory SANITIZE= "${GENERATED[@]}"
 objs=()
-for src in "${ENGINE_SRC[@]}" "$OUT/migrations.c" "$OUT/functions.c" build/rel/deploy/haproxy_tmpl.c; do
+for src in "${ENGINE_SRC[@]}" "$OUT/migrations.c" "$OUT/functions.c" "${GENERATED[@]}"; do
 	obj=$OUT/obj/$(echo "${src%.c}" | tr / _).o
 	"$FUZZ_CC" "${CFLAGS[@]}" -fsanitize=fuzzer-no-link,$SAN -c -o "$obj" "$src"
 	objs+=("$obj")
