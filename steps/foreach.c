@@ -23,11 +23,16 @@ static json_t *resolve(struct step_result *res, const struct step_run *r, const 
 	char *what = NULL;
 
 	if (json_object_get(r->spec, "sweep") != NULL) {
-		/* drawn again as the config drew them: the same list */
-		if (sweep_items(&items, json_object_get(r->spec, "sweep")) < 0) {
-			step_result_fail_final(res, "sweep: %s", ferry_error_last());
+		/* drawn again as the config drew them: the same list (a grid's "{{params.P}}" from the run's) */
+		json_t *sweep = NULL;
+		if (sweep_resolve(&sweep, json_object_get(r->spec, "sweep"), json_object_get(r->run, "params")) < 0 ||
+		    sweep_items(&items, sweep) < 0) {
+			step_result_fail_final(res, "%s%s", strncmp(ferry_error_last(), "sweep", 5) ? "sweep: " : "",
+					       ferry_error_last());
+			json_decref(sweep);
 			return NULL;
 		}
+		json_decref(sweep);
 		return items;
 	}
 	if ((v = json_object_get(fe, "items")) != NULL) {

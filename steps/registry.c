@@ -33,6 +33,7 @@
 #include "store/store.h"
 #include "exec/exec.h"
 #include "lib/util.h"
+#include "plan/template.h"
 
 #define TREE_MAX_FILES 100000
 
@@ -243,8 +244,47 @@ void registry_artifact_dispose(struct registry_artifact *a)
 /* ---- the register step ---------------------------------------------- */
 
 /*
+ * An upstream step's outputs as the lineage reads them: a sweep with
+ * select: stands for its best item (the claim hands it as "best"; its own
+ * "outputs" are the list of every item's).
+ */
+static const json_t *input_outputs(const json_t *in)
+{
+	const json_t *best = json_object_get(in, "best");
+
+	return json_is_object(best) ? json_object_get(best, "outputs") : json_object_get(in, "outputs");
+}
+
+/*
+ * The params a version was made with: the run's, with the item of each
+ * upstream sweep's best over them (a sweep over params C and gamma
+ * registers the C and gamma of the model it picked, not the lists it
+ * searched). A new object, the caller's.
+ */
+static json_t *lineage_params(const struct step_run *r)
+{
+	json_t *p = json_deep_copy(json_object_get(r->run, "params")), *in;
+	const char *name;
+
+	if (p == NULL)
+		p = json_object();
+	json_object_foreach((json_t *)r->inputs, name, in) {
+		const json_t *item = json_object_get(json_object_get(in, "best"), "item");
+		const char *k;
+		json_t *v;
+		json_object_foreach((json_t *)item, k, v) {
+			char *t = tmpl_value_text(v);
+			json_object_set_new(p, k, t ? json_string(t) : json_deep_copy(v));
+			free(t);
+		}
+	}
+	return p;
+}
+
+/*
  * The artifact's absolute, resolved path: the spec's (relative to the run's
- * directory), else an upstream `model` output (a train step's first: SKF_TRAINS). It
+ * directory), else an upstream `model` output (a train step's first: SKF_TRAINS;
+ * a sweep's: its best item's). It
  * must lie below the run's directory or below $FERRY_HOME/runs (what steps
  * wrote, this run's or, for a step from cache, an earlier one's): a
  * workflow does not register files from anywhere on the machine. *out is
@@ -261,7 +301,7 @@ static int artifact_source(char **out, const struct step_run *r)
 	*out = NULL;
 	if (given == NULL) {
 		json_object_foreach((json_t *)r->inputs, name, in) {
-			const char *m = json_string_value(json_object_get(json_object_get(in, "outputs"), "model"));
+			const char *m = json_string_value(json_object_get(input_outputs(in), "model"));
 			if (m && (found == NULL || steps_input_has(in, SKF_TRAINS)))
 				found = m;
 		}
@@ -332,7 +372,7 @@ static char *lineage_data(const json_t *inputs)
 	char hex[65];
 
 	json_object_foreach((json_t *)inputs, name, in) {
-		const json_t *outs = json_object_get(in, "outputs");
+		const json_t *outs = input_outputs(in);
 		int stages = steps_input_has(in, SKF_STAGES);
 		const char *f = json_string_value(json_object_get(outs, stages ? "fingerprint" : "data_fingerprint"));
 		if (f && (fp == NULL || stages))
@@ -355,7 +395,7 @@ int registry_step(const struct step_run *r, struct step_result *res)
 	const char *bump = json_string_value(json_object_get(r->spec, "version"));
 	const char *base;
 	char *src = NULL, *version = NULL, *data_fp = NULL;
-	json_t *metrics = NULL, *vjson = NULL;
+	json_t *metrics = NULL, *vjson = NULL, *params = NULL;
 	int created = 0, error;
 
 	if (model == NULL) {
@@ -376,11 +416,12 @@ int registry_step(const struct step_run *r, struct step_result *res)
 		goto out;
 	metrics = lineage_metrics(r->inputs);
 	data_fp = lineage_data(r->inputs);
+	params = lineage_params(r);
 	base = strrchr(src, '/') ? strrchr(src, '/') + 1 : src;
 	reg = (struct store_model_reg){
 		.model = model, .bump = bump ? bump : "patch", .sha256 = art.sha256, .kind = art.kind,
 		.bytes = art.bytes, .path = art.path, .name = base, .source = src, .metrics = metrics,
-		.params = json_object_get(r->run, "params"), .run_id = r->run_id, .step = r->name,
+		.params = params, .run_id = r->run_id, .step = r->name,
 		.data_fingerprint = data_fp, .aliases = json_object_get(r->spec, "aliases"), .actor = r->actor,
 	};
 	if ((error = store_model_register(&version, &created, &vjson, r->conn, &reg)) < 0) {
@@ -407,6 +448,7 @@ out:
 	registry_artifact_dispose(&art);
 	free(src), free(version), free(data_fp);
 	json_decref(metrics);
+	json_decref(params);
 	json_decref(vjson);
 	return error;
 }

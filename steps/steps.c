@@ -115,10 +115,19 @@ struct refs {
 	const json_t *item;
 };
 
-/* v as a reference writes it: a string as it is, anything else as compact JSON. */
+/*
+ * v as a reference writes it: a string as it is, a number as the shortest
+ * text that reads back the same (0.05, as {{item.K}} writes it — not
+ * 0.050000000000000003), a list or object as compact JSON with its numbers
+ * at the 15 digits they are stored with (sbuf_json).
+ */
 static char *value_text(const json_t *v)
 {
-	return json_is_string(v) ? xstrdup(json_string_value(v)) : json_dumps(v, JSON_ENCODE_ANY | JSON_COMPACT);
+	if (json_is_string(v))
+		return xstrdup(json_string_value(v));
+	if (json_is_number(v) || json_is_boolean(v))
+		return tmpl_value_text(v);
+	return json_dumps(v, JSON_ENCODE_ANY | JSON_COMPACT | JSON_REAL_PRECISION(15));
 }
 
 /* {{item}}, {{item.KEY}}, {{steps.X.outputs}}: 0 with *val, 1 when e…end is none of them, or an error. */
@@ -197,7 +206,7 @@ static int ref_value(char **val, const char *e, const char *end, const struct re
 	outs = json_object_get(in, "outputs");
 	v = json_object_getn(outs, key, (size_t)(end - key));
 	if (json_is_string(v) || json_is_number(v) || json_is_boolean(v)) {
-		*val = json_is_string(v) ? xstrdup(json_string_value(v)) : json_dumps(v, JSON_ENCODE_ANY | JSON_COMPACT);
+		*val = value_text(v);
 		free(step);
 		return FERRY_OK;
 	}

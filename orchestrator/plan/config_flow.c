@@ -185,6 +185,47 @@ static void parse_stop_when(struct ctx *c, const yaml_node_t *n, json_t *sweep)
 }
 
 /*
+ * A grid's "{{params.NAME}}" values name declared params; *resolved is the
+ * sweep with them replaced by the params' defaults (sweep_resolve; a param
+ * with no default stands as one value) for sweep_items to check. False
+ * after an error.
+ */
+static bool check_grid_params(struct ctx *c, const yaml_node_t *at, json_t *sweep, json_t **resolved)
+{
+	json_t *defs = json_object(), *p, *v;
+	const char *name;
+	bool ok = true;
+
+	json_object_foreach(json_object_get(sweep, "grid"), name, v) {
+		const char *s = json_string_value(v), *expr = NULL, *end = NULL;
+		size_t elen = 0;
+		if (s == NULL)
+			continue;
+		if (tmpl_next(s, &expr, &elen, &end) == s && end != NULL && *end == '\0') {
+			struct tmpl_expr t = tmpl_expr_parse(expr, elen);
+			if (t.kind == TMPL_PARAM && json_object_getn(c->params, t.a, t.alen) == NULL) {
+				struct sbuf decl = {0};
+				cfg_list_keys(c->params, &decl);
+				err_node(c, at, "sweep grid %s: params.%.*s is not a declared param (declared: %s)",
+					 name, (int)t.alen, t.a, decl.len ? decl.p : "none");
+				free(decl.p);
+				ok = false;
+			}
+		}
+	}
+	json_object_foreach(c->params, name, p) {
+		const json_t *d = json_object_get(p, "default");
+		json_object_set_new(defs, name, d ? json_incref((json_t *)d) : json_integer(0));
+	}
+	if (ok && sweep_resolve(resolved, sweep, defs) < 0) {
+		err_node(c, at, "%s", ferry_error_last());
+		ok = false;
+	}
+	json_decref(defs);
+	return ok;
+}
+
+/*
  * sweep: grid: or random: over named parameters (plan/foreach.h
  * sweep_items, checked here by drawing them), and select: {metric, goal}
  * to pick the best item. Into the spec as "sweep" (items drawn again at
@@ -195,7 +236,7 @@ static json_t *parse_sweep(struct ctx *c, size_t i, const yaml_node_t *n, json_t
 	static const char *const keys[] = {"grid", "random", "select", "stop_when"};
 	static const char *const sel_keys[] = {"metric", "goal"};
 	const yaml_node_t *v[4] = {NULL, NULL, NULL, NULL}, *sv[2] = {NULL, NULL};
-	json_t *sweep, *items = NULL;
+	json_t *sweep, *items = NULL, *resolved = NULL;
 	const char *metric = NULL, *goal = "max";
 
 	(void)i;
@@ -210,8 +251,9 @@ static json_t *parse_sweep(struct ctx *c, size_t i, const yaml_node_t *n, json_t
 		json_object_set_new(sweep, "grid", yaml_value(c, v[0], 0));
 	else
 		json_object_set_new(sweep, "random", yaml_value(c, v[1], 0));
-	if (sweep_items(&items, sweep) < 0)
+	if (check_grid_params(c, v[0], sweep, &resolved) && sweep_items(&items, resolved) < 0)
 		err_node(c, present(v[0]) ? v[0] : v[1], "%s", ferry_error_last());
+	json_decref(resolved);
 	json_decref(items);
 	if (present(v[2]) && cfg_map_fields(c, v[2], "sweep select", sel_keys, 2, sv, NULL)) {
 		if (present(sv[0]) && (metric = cfg_text(c, sv[0], "select metric")) != NULL && !metrics_name_ok(metric))

@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "lib/util.h"
+#include "plan/template.h"
 
 static int check_items(const json_t *arr, const char *what)
 {
@@ -303,4 +304,131 @@ bad_grid:
 	json_decref(items);
 	ferry_error_set("a sweep has grid: or random:");
 	return FERRY_EINVALID;
+}
+
+/* ---- a grid's values from a param --------------------------------------- */
+
+/* One value as written: an integer, a finite number, true/false, else the text itself. */
+static json_t *scalar_of(const char *t, size_t n)
+{
+	char *s = xstrndup(t, n), *end;
+	int64_t i;
+	double d;
+	json_t *v;
+
+	if (parse_int64(s, &i) == 0) {
+		v = json_integer((json_int_t)i);
+	} else if ((d = strtod(s, &end)), *end == '\0' && end != s && isfinite(d) &&
+		   (isdigit((unsigned char)*s) || *s == '-' || *s == '+' || *s == '.')) {
+		v = json_real(d);
+	} else if (strcmp(s, "true") == 0 || strcmp(s, "false") == 0) {
+		v = json_boolean(s[0] == 't');
+	} else {
+		v = json_stringn(t, n);
+	}
+	free(s);
+	return v;
+}
+
+int sweep_param_values(json_t **out, const json_t *value, const char *what)
+{
+	json_t *arr = NULL;
+	size_t i;
+	json_t *v;
+
+	*out = NULL;
+	if (json_is_array(value)) {
+		arr = json_copy((json_t *)value);
+	} else if (json_is_number(value) || json_is_boolean(value)) {
+		arr = json_pack("[O]", value);
+	} else if (json_is_string(value)) {
+		const char *t = json_string_value(value);
+		size_t n = json_string_length(value);
+		while (n > 0 && isspace((unsigned char)t[n - 1]))
+			n--;
+		while (n > 0 && isspace((unsigned char)*t))
+			t++, n--;
+		if (n == 0) {
+			ferry_error_set("%s: empty; give one value (10) or a JSON list ([1, 10])", what);
+			return FERRY_EINVALID;
+		}
+		if (*t == '[') {
+			json_error_t jerr;
+			arr = json_loadb(t, n, 0, &jerr);
+			if (arr == NULL || !json_is_array(arr)) {
+				ferry_error_set("%s: not a JSON list: %s at column %d", what,
+						arr ? "not a list" : jerr.text, jerr.column);
+				json_decref(arr);
+				return FERRY_EINVALID;
+			}
+		} else {
+			if (memchr(t, '\0', n) != NULL) {
+				ferry_error_set("%s: holds a NUL byte", what);
+				return FERRY_EINVALID;
+			}
+			arr = json_array();
+			json_array_append_new(arr, scalar_of(t, n));
+		}
+	} else {
+		ferry_error_set("%s: one value or a list of values, not %s", what,
+				json_is_object(value) ? "an object" : "null");
+		return FERRY_EINVALID;
+	}
+	if (json_array_size(arr) == 0) {
+		ferry_error_set("%s: the list is empty; a grid dimension needs at least one value", what);
+		json_decref(arr);
+		return FERRY_EINVALID;
+	}
+	json_array_foreach(arr, i, v) {
+		if (json_is_null(v) || json_is_array(v) || json_is_object(v)) {
+			ferry_error_set("%s: value %zu is %s; a grid takes numbers, text or booleans", what, i,
+					json_is_null(v) ? "null" : json_is_array(v) ? "a list" : "an object");
+			json_decref(arr);
+			return FERRY_EINVALID;
+		}
+	}
+	*out = arr;
+	return FERRY_OK;
+}
+
+int sweep_resolve(json_t **out, const json_t *sweep, const json_t *params)
+{
+	json_t *copy = json_deep_copy(sweep), *grid = json_object_get(copy, "grid"), *v;
+	const char *name;
+
+	*out = NULL;
+	json_object_foreach(grid, name, v) {
+		const char *s = json_string_value(v), *expr = NULL, *end = NULL;
+		size_t elen = 0;
+		struct tmpl_expr t = {TMPL_BAD, NULL, 0};
+		json_t *vals;
+		char *what, *pname;
+
+		if (s == NULL)
+			continue; /* a list: sweep_items checks it */
+		if (tmpl_next(s, &expr, &elen, &end) == s && end != NULL && *end == '\0')
+			t = tmpl_expr_parse(expr, elen);
+		if (t.kind != TMPL_PARAM) {
+			ferry_error_set("sweep grid %s: a list of values or \"{{params.NAME}}\", not \"%s\"", name, s);
+			json_decref(copy);
+			return FERRY_EINVALID;
+		}
+		pname = xstrndup(t.a, t.alen);
+		what = xasprintf("sweep grid %s: params.%s", name, pname);
+		if (json_object_get(params, pname) == NULL) {
+			ferry_error_set("%s has no value", what);
+			vals = NULL;
+		} else {
+			(void)sweep_param_values(&vals, json_object_get(params, pname), what);
+		}
+		free(what);
+		free(pname);
+		if (vals == NULL) {
+			json_decref(copy);
+			return FERRY_EINVALID;
+		}
+		json_object_set_new(grid, name, vals);
+	}
+	*out = copy;
+	return FERRY_OK;
 }

@@ -55,4 +55,23 @@ double foreach_min_success(const char *s);
  */
 int sweep_items(json_t **out, const json_t *sweep);
 
+/*
+ * The values a param gives a grid dimension ("{{params.C}}" in place of a
+ * list): a JSON list of values (the text "[1, 10]", or an array), or one
+ * value ("10", "rbf": a number when it reads as one). *out is a new
+ * non-empty array, the caller's; FERRY_EINVALID with a message that starts
+ * with what ("sweep grid C: params.C") for an empty text or list, JSON
+ * that does not parse, a null, a list or object inside the list.
+ */
+int sweep_param_values(json_t **out, const json_t *value, const char *what);
+
+/*
+ * sweep with its grid's param references resolved against params (NAME →
+ * value, a run's params or the declared defaults): a new object, the
+ * caller's. A grid value is a list, or a string that is exactly one
+ * "{{params.NAME}}". FERRY_EINVALID naming the grid key for any other
+ * string, a param without a value, or a value sweep_param_values refuses.
+ */
+int sweep_resolve(json_t **out, const json_t *sweep, const json_t *params);
+
 #endif

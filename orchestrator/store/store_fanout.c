@@ -29,7 +29,8 @@ int store_fanout_expand(PGconn *conn, int64_t step_id, int attempt, const char *
 	snprintf(id, sizeof(id), "%lld", (long long)step_id);
 	snprintf(att, sizeof(att), "%d", attempt);
 	snprintf(off, sizeof(off), "%zu", from);
-	txt = json_dumps(items, JSON_COMPACT);
+	/* 15 digits, as outputs and metrics (sbuf_json): an item 0.05 is stored as 0.05 */
+	txt = json_dumps(items, JSON_COMPACT | JSON_REAL_PRECISION(15));
 	{
 		const char *p[5] = {id, att, owner, txt, off};
 		error = store_q(&res, conn,

@@ -105,7 +105,7 @@ static int run_write(PGconn *conn, const struct run_plan *p, const struct store_
 	}
 	for (int i = 0; i < n; i++) {
 		const struct plan_step *s = &p->steps[i];
-		char *txt = json_dumps(s->spec, JSON_COMPACT);
+		char *txt = json_dumps(s->spec, JSON_COMPACT | JSON_REAL_PRECISION(15)); /* a grid's 0.05 as 0.05 */
 
 		sbuf_sep(&names, i), sbuf_elem(&names, s->name);
 		sbuf_sep(&idx, i), sbuf_int(&idx, s->idx);

@@ -3,7 +3,8 @@
  * text of a list for foreach_parse_text (a JSON array, or lines); the
  * first byte also picks a sweep built from the parsed items (as a grid
  * value list and as random draws), so ASan/LSan/UBSan see the list parser,
- * its limits and the sweep generator.
+ * its limits and the sweep generator. The same bytes are also a param's
+ * value for a grid dimension (sweep_param_values: a JSON list or one value).
  */
 #include <stdint.h>
 #include <stdlib.h>
@@ -18,6 +19,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
 	json_t *items = NULL, *sweep, *out = NULL;
 
+	{
+		json_t *text = json_stringn((const char *)data, size), *vals = NULL;
+		if (text != NULL && sweep_param_values(&vals, text, "fuzz") == 0)
+			json_decref(vals);
+		json_decref(text);
+	}
 	if (foreach_parse_text(&items, (const char *)data, size, "fuzz") != 0)
 		return 0;
 	if (size > 0 && json_array_size(items) <= 64) {

@@ -308,6 +308,37 @@ Y
 	assert_match "$BODY" 'stop_when .*compares with a number, not production' "saying why"
 }
 
+# a grid dimension from a param: the run's value, a JSON list or one value;
+# one that is not a list fails the step, saying so, and the run with it
+test_sweep_grid_from_params() {
+	start_daemon a
+	f=$(wf gridp <<'Y'
+name: gridp
+params: {x: "[1, 2]"}
+steps:
+  - name: s
+    sweep: {grid: {x: "{{params.x}}", y: [a, b]}, select: {metric: score, goal: min}}
+    command: [sh, -c, 'echo "{\"score\": {{item.x}}}" > "$FERRY_OUTPUT_DIR/metrics.json"; echo "x={{item.x}} y={{item.y}}"']
+Y
+)
+	id=$(submit "$f")
+	wait_run "$id" succeeded 60
+	assert_eq "$(sql "SELECT string_agg((spec->'item'->>'x') || (spec->'item'->>'y'), ' ' ORDER BY item_index) FROM steps WHERE run_id = $id AND parent_id IS NOT NULL")" \
+		"1a 1b 2a 2b" "the default's list"
+	id=$(ferry submit "$f" -p 'x=[3, 0.5, 7]')
+	wait_run "$id" succeeded 60
+	assert_eq "$(sql "SELECT count(*) FROM steps WHERE run_id = $id AND parent_id IS NOT NULL")" 6 "the run's list"
+	assert_eq "$(step_col "$id" s "outputs->'best'->'item'->>'x'")" 0.5 "the lowest score"
+	assert_eq "$(grep -v '^ferry: ' "$FERRY_HOME/runs/$id/s[2]/1/log")" "x=0.5 y=a" "rendered as written"
+	id=$(ferry submit "$f" -p x=9)
+	wait_run "$id" succeeded 60
+	assert_eq "$(sql "SELECT string_agg(name, ' ' ORDER BY item_index) FROM steps WHERE run_id = $id AND parent_id IS NOT NULL")" "s[0] s[1]" "one value"
+	id=$(ferry submit "$f" -p 'x=[1, 2')
+	wait_run "$id" failed 60
+	assert_match "$(step_col "$id" s reason)" '^sweep grid x: params.x: not a JSON list' "the step says why"
+	assert_eq "$(sql "SELECT count(*) FROM steps WHERE run_id = $id AND parent_id IS NOT NULL")" 0 "no item written"
+}
+
 # the issue's case: a sweep on digits picks the best (C, gamma) and
 # registers it — its accuracy is the leaderboard's maximum
 test_sweep_on_digits_registers_the_best() {

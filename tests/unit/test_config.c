@@ -212,6 +212,29 @@ static void test_config__sweep_stop_when(void **state)
 		      "w.yaml:4:40: stop_when \"0.9\": a metric, a comparison and a number, e.g. \"accuracy >= 0.99\"", NULL);
 }
 
+/* a grid dimension "{{params.NAME}}": kept as written, checked against the declared default */
+static void test_config__sweep_grid_from_params(void **state)
+{
+	json_t *spec, *grid;
+
+	(void)state;
+	spec = parse_ok("name: w\nparams: {C: \"[1, 10]\", g: \"0.05\", k: {description: none given}}\nsteps:\n  - name: s\n"
+			"    sweep: {grid: {C: \"{{params.C}}\", g: \"{{params.g}}\", k: \"{{params.k}}\", d: [2, 3]}}\n"
+			"    command: [echo, \"{{item.C}}\"]\n");
+	grid = json_object_get(json_object_get(json_array_get(json_object_get(spec, "steps"), 0), "sweep"), "grid");
+	assert_string_equal(json_string_value(json_object_get(grid, "C")), "{{params.C}}");
+	assert_int_equal(json_array_size(json_object_get(grid, "d")), 2);
+	json_decref(spec);
+	expect_errors("name: w\nparams: {C: \"[1, 10]\"}\nsteps:\n  - name: s\n    sweep: {grid: {x: \"{{params.nope}}\"}}\n"
+		      "    command: [\"true\"]\n",
+		      "w.yaml:5:19: sweep grid x: params.nope is not a declared param (declared: C)", NULL);
+	expect_errors("name: w\nparams: {C: \"[]\"}\nsteps:\n  - name: s\n    sweep: {grid: {C: \"{{params.C}}\"}}\n"
+		      "    command: [\"true\"]\n",
+		      "w.yaml:5:19: sweep grid C: params.C: the list is empty; a grid dimension needs at least one value", NULL);
+	expect_errors("name: w\nsteps:\n  - name: s\n    sweep: {grid: {C: \"1, 10\"}}\n    command: [\"true\"]\n",
+		      "w.yaml:4:19: sweep grid C: a list of values or \"{{params.NAME}}\", not \"1, 10\"", NULL);
+}
+
 static void test_config__syntax_error_line_col(void **state)
 {
 	(void)state;
@@ -884,6 +907,7 @@ int main(void)
 		cmocka_unit_test(test_config__valid_fan_out_fan_in),
 		cmocka_unit_test(test_config__syntax_error_line_col),
 		cmocka_unit_test(test_config__sweep_stop_when),
+		cmocka_unit_test(test_config__sweep_grid_from_params),
 		cmocka_unit_test(test_config__hang_and_watch),
 		cmocka_unit_test(test_config__schedule_and_triggers),
 		cmocka_unit_test(test_config__document_count_and_size),

@@ -121,12 +121,92 @@ static void test_foreach__sweeps(void **state)
 	json_decref(sweep);
 }
 
+/* sweep_param_values of in, which it takes (the tests' values are made in the call) */
+static int pv(json_t **out, json_t *in, const char *what)
+{
+	int rc = sweep_param_values(out, in, what);
+
+	json_decref(in);
+	return rc;
+}
+
+/* a grid dimension from a param: a JSON list or one value, numbers as numbers; anything else refused, saying what */
+static void test_foreach__sweep_params(void **state)
+{
+	json_t *v = NULL, *sweep, *params, *out = NULL, *items = NULL;
+	char *txt;
+
+	(void)state;
+	assert_int_equal(pv(&v, json_string(" [1, 10, \"rbf\"] "), "p"), 0);
+	txt = json_dumps(v, JSON_COMPACT);
+	assert_string_equal(txt, "[1,10,\"rbf\"]");
+	free(txt);
+	json_decref(v);
+	assert_int_equal(pv(&v, json_string("0.05"), "p"), 0);
+	assert_true(json_is_real(json_array_get(v, 0)) && json_real_value(json_array_get(v, 0)) == 0.05);
+	json_decref(v);
+	assert_int_equal(pv(&v, json_string("10"), "p"), 0);
+	assert_int_equal(json_integer_value(json_array_get(v, 0)), 10);
+	json_decref(v);
+	assert_int_equal(pv(&v, json_string(" rbf "), "p"), 0);
+	assert_string_equal(json_string_value(json_array_get(v, 0)), "rbf");
+	json_decref(v);
+	assert_int_equal(pv(&v, json_string("1e400"), "p"), 0); /* not finite: text */
+	assert_true(json_is_string(json_array_get(v, 0)));
+	json_decref(v);
+	assert_int_equal(pv(&v, json_integer(3), "p"), 0);
+	assert_int_equal(json_array_size(v), 1);
+	json_decref(v);
+
+	assert_int_equal(pv(&v, json_string("  "), "sweep grid C: params.C"), FERRY_EINVALID);
+	assert_null(v);
+	assert_string_equal(ferry_error_last(), "sweep grid C: params.C: empty; give one value (10) or a JSON list ([1, 10])");
+	assert_int_equal(pv(&v, json_string("[]"), "p"), FERRY_EINVALID);
+	assert_non_null(strstr(ferry_error_last(), "p: the list is empty"));
+	assert_int_equal(pv(&v, json_string("[1, 2"), "p"), FERRY_EINVALID);
+	assert_non_null(strstr(ferry_error_last(), "p: not a JSON list"));
+	assert_int_equal(pv(&v, json_string("[1, null]"), "p"), FERRY_EINVALID);
+	assert_non_null(strstr(ferry_error_last(), "p: value 1 is null"));
+	assert_int_equal(pv(&v, json_string("[[1]]"), "p"), FERRY_EINVALID);
+	assert_non_null(strstr(ferry_error_last(), "p: value 0 is a list"));
+	assert_int_equal(pv(&v, json_pack("{}"), "p"), FERRY_EINVALID);
+
+	/* resolved against a run's params: the grid's reference replaced, the literal list kept */
+	sweep = json_loads("{\"grid\": {\"C\": \"{{params.C}}\", \"gamma\": [0.01, 0.05]}, \"stop_when\": {}}", 0, NULL);
+	params = json_pack("{s:s}", "C", "[1, 10]");
+	assert_int_equal(sweep_resolve(&out, sweep, params), 0);
+	assert_int_equal(sweep_items(&items, out), 0);
+	assert_int_equal(json_array_size(items), 4);
+	assert_int_equal(json_integer_value(json_object_get(json_array_get(items, 3), "C")), 10);
+	assert_non_null(json_object_get(out, "stop_when"));
+	assert_string_equal(json_string_value(json_object_get(json_object_get(sweep, "grid"), "C")), "{{params.C}}"); /* not changed */
+	json_decref(items);
+	json_decref(out);
+	json_object_set_new(params, "C", json_string("7"));
+	assert_int_equal(sweep_resolve(&out, sweep, params), 0);
+	assert_int_equal(sweep_items(&items, out), 0);
+	assert_int_equal(json_array_size(items), 2);
+	json_decref(items);
+	json_decref(out);
+	json_object_del(params, "C");
+	assert_int_equal(sweep_resolve(&out, sweep, params), FERRY_EINVALID);
+	assert_null(out);
+	assert_string_equal(ferry_error_last(), "sweep grid C: params.C has no value");
+	json_decref(sweep);
+	sweep = json_loads("{\"grid\": {\"C\": \"x {{params.C}}\"}}", 0, NULL);
+	assert_int_equal(sweep_resolve(&out, sweep, params), FERRY_EINVALID);
+	assert_string_equal(ferry_error_last(), "sweep grid C: a list of values or \"{{params.NAME}}\", not \"x {{params.C}}\"");
+	json_decref(sweep);
+	json_decref(params);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_foreach__lists),
 		cmocka_unit_test(test_foreach__min_success),
 		cmocka_unit_test(test_foreach__sweeps),
+		cmocka_unit_test(test_foreach__sweep_params),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
