@@ -285,11 +285,12 @@ bin/ferry schedules list
 
 blobs=$(find "$FERRY_HOME/artifacts/sha256" -type f | wc -l)
 say "demo finished"
-echo "run $first and run $second succeeded; run $second's train step came from the step cache"
-echo "(nothing changed), so both versions share one stored artifact: $blobs blob(s) in $FERRY_HOME/artifacts."
+echo "run $first and run $second succeeded; train searched C and gamma (4 candidates, the best kept), and"
+echo "run $second's candidates came from the step cache (nothing changed), so both versions share one"
+echo "stored artifact: $blobs blob(s) in $FERRY_HOME/artifacts."
 echo "run $third, started by new data, retrained and deployed $v3; run $fourth, started by a bad"
 echo "batch, failed its gate and registered nothing."
-echo "Try: bin/ferryd &  then  bin/ferry submit workflows/digits.yaml -p C=1 --watch"
+echo "Try: bin/ferryd &  then  bin/ferry submit workflows/digits.yaml -p C='[1, 3, 10]' --watch"
 if [ -n "${DEMO_KEEP:-}" ] && kill -0 "$pid" 2>/dev/null; then
 	# make demo DEMO_KEEP=1: the daemon, its runs and deployment stay for the console until Ctrl-C
 	say "the console stays open at $FERRY_URL/ui/ (token above); Ctrl-C stops ferryd and PostgreSQL"

@@ -65,15 +65,17 @@ export class StepPanel {
     this.spec = null; // {name, el}
     this.monitor = null; // {key, el}
     this.payload = ''; // what the person typed in the continue box, kept across re-renders
+    this.logOf = null; // a fan-out's item whose log the Log part shows ({parent, name, attempts, running}); null: the step's own
   }
 
   select(name) {
-    if (name !== this.name) { this.attempt = null; this.payload = ''; }
+    if (name !== this.name) { this.attempt = null; this.payload = ''; this.logOf = null; }
     this.name = name;
   }
 
   // Renders the selected step of run; fresh: it was just selected (focus moves to its heading).
   render(run, fresh) {
+    this.lastRun = run;
     const s = (run.steps || []).find((x) => x.name === this.name);
     if (!s) return;
     const final = FINAL.has(run.state);
@@ -99,6 +101,7 @@ export class StepPanel {
     if (s.state === 'waiting') parts.push(this.continueForm(s));
     if (final) parts.push(this.retryFrom(s));
     parts.push(this.specPart(s));
+    parts.push(this.leaderboardPart(s));
     parts.push(this.itemsPart(s));
     parts.push(this.attemptsPart(s));
     if (s.metrics && Object.keys(s.metrics).length) {
@@ -113,7 +116,11 @@ export class StepPanel {
       parts.push(el('h3', {}, 'Outputs'), el('pre', { id: 'outputs' }, JSON.stringify(s.outputs, null, 2)));
     }
     parts.push(this.monitorPart(s));
-    parts.push(el('h3', {}, 'Log'), this.logPart(s));
+    const item = this.logOf && this.logOf.parent === s.name ? this.logOf : null;
+    parts.push(el('h3', { id: 'log-h' }, item ? `Log of ${item.name} ` : 'Log',
+      item ? el('button', { type: 'button', id: 'log-own', onclick: () => { this.logOf = null; this.attempt = null; this.render(this.lastRun, false); } },
+        `Show ${s.name}'s own`) : null), this.logPart(item ? { name: item.name, attempts: item.attempts,
+      attempt_list: [{ attempt: item.attempts, state: item.running ? 'running' : 'done' }] } : s));
     this.container.replaceChildren(...parts.filter(Boolean));
     if (fresh) this.container.querySelector('#detail-h').focus();
   }
@@ -189,6 +196,43 @@ export class StepPanel {
     return el('div', {}, el('h3', {}, 'Items'), it.el);
   }
 
+  // A sweep with select: its best item and the leaderboard (the first 20 of the outputs' 1,000), each with its log.
+  leaderboardPart(s) {
+    const o = s.outputs || {};
+    if (!o.best || !Array.isArray(o.leaderboard) || !o.leaderboard.length) return null;
+    const b = o.best;
+    const params = (x) => (x && typeof x === 'object' ? Object.entries(x).map(([k, v]) => `${k}=${v}`).join(', ') : String(x));
+    return el('div', { id: 'leaderboard' }, el('h3', {}, 'Best item'),
+      el('p', { id: 'best' }, el('strong', {}, b.name), ` ${params(b.item)}`, ' ',
+        this.itemLogButton(s, { name: b.name, index: b.index, attempts: 1, state: 'succeeded' })),
+      el('div', { class: 'table-wrap' }, el('table', { id: 'leaderboard-table' },
+        el('caption', {}, `Leaderboard: ${o.leaderboard.length} of ${o.items ?? '?'} items ranked`),
+        el('thead', {}, el('tr', {}, ['Rank', 'Item', 'Params', 'Value', ''].map((h) => el('th', { scope: 'col' }, h)))),
+        el('tbody', {}, o.leaderboard.slice(0, 20).map((x) => el('tr', { class: x.index === b.index ? 'selected' : null, 'data-item': x.index },
+          el('td', { class: 'num' }, x.rank), el('td', {}, `${s.name}[${x.index}]`), el('td', {}, el('code', {}, params(x.item))),
+          el('td', { class: 'num' }, x.value),
+          el('td', {}, this.itemLogButton(s, { name: `${s.name}[${x.index}]`, index: x.index, attempts: 1, state: 'succeeded' }))))))));
+  }
+
+  // A button that shows item's log (its latest attempt) in the Log part.
+  itemLogButton(s, item) {
+    return el('button', { type: 'button', class: 'item-log', 'data-log': item.name, disabled: !item.attempts,
+      onclick: async () => {
+        let { attempts, state } = item;
+        if (item.index !== undefined) { // from the leaderboard: its latest attempt, asked for
+          try {
+            const j = await callJSON(`/runs/${this.runId}/steps/${encodeURIComponent(s.name)}/items?offset=${item.index}&limit=1`, { signal: this.signal });
+            if (j.items && j.items[0]) ({ attempts, state } = j.items[0]);
+          } catch (e) { if (!quiet(e)) throw e; }
+        }
+        this.logOf = { parent: s.name, name: item.name, attempts, running: state === 'running' };
+        this.attempt = null;
+        this.render(this.lastRun, false);
+        const h = this.container.querySelector('#log-h');
+        if (h) h.scrollIntoView({ block: 'start' });
+      } }, 'Log');
+  }
+
   loadItems() {
     const it = this.items;
     const q = `offset=${it.offset}&limit=100${it.state ? `&state=${it.state}` : ''}`;
@@ -203,10 +247,11 @@ export class StepPanel {
           ` `, el('button', { type: 'button', disabled: it.offset === 0, onclick: page(-100) }, 'Previous 100'),
           ` `, el('button', { type: 'button', id: 'items-next', disabled: j.items.length < 100, onclick: page(100) }, 'Next 100')),
         el('div', { class: 'table-wrap' }, el('table', { id: 'items-table' },
-          el('thead', {}, el('tr', {}, ['#', 'Item', 'State', 'Attempts', 'Reason'].map((h) => el('th', { scope: 'col' }, h)))),
+          el('thead', {}, el('tr', {}, ['#', 'Item', 'State', 'Attempts', 'Reason', ''].map((h) => el('th', { scope: 'col' }, h)))),
           el('tbody', {}, j.items.map((x) => el('tr', { 'data-item': x.index },
             el('td', { class: 'num' }, x.index), el('td', {}, el('code', {}, typeof x.item === 'string' ? x.item : JSON.stringify(x.item))),
-            el('td', {}, stateBadge(x.state)), el('td', { class: 'num' }, x.attempts), el('td', { class: 'reason' }, x.reason || '')))))));
+            el('td', {}, stateBadge(x.state)), el('td', { class: 'num' }, x.attempts), el('td', { class: 'reason' }, x.reason || ''),
+            el('td', {}, this.itemLogButton({ name: it.name }, { name: `${it.name}[${x.index}]`, attempts: x.attempts, state: x.state }))))))));
     }).catch((e) => { if (!quiet(e)) it.el.replaceChildren(el('p', { class: 'error' }, `Items: ${e.message}`)); });
   }
 

@@ -3,8 +3,9 @@
 //   - workflows/digits.yaml submitted from the form (params from its
 //     declarations), every step on the run page, the label step continued
 //     from the page with a JSON payload, states changing live to succeeded
-//     (through train, the gate, register and deploy with real HAProxy and
-//     model servers), train's log and metrics, the actor in the events;
+//     (through train — a sweep over C and gamma —, the gate, register and
+//     deploy with real HAProxy and model servers), train's leaderboard,
+//     its best item's log and metrics, the actor in the events;
 //   - stop and retry from the page; a viewer token sees and cannot act;
 //   - logs: a 200 MB log opens at its tail in under 2 s and pages back,
 //     live follow, carriage-return collapse, search, Ferry's lines, download.
@@ -34,9 +35,9 @@ try {
     page = await signedIn(ctx, adm, 'admin', '#/submit?workflow=digits');
     await page.locator('#who', { hasText: 'browser-admin (admin)' }).waitFor();
     // the form is built from the declared params, at their defaults
-    eq(await page.locator('#param-C').inputValue(), '10', 'C from its default');
-    eq(await page.locator('#param-gamma').inputValue(), '0.05', 'gamma from its default');
-    await page.fill('#param-C', '8');
+    eq(await page.locator('#param-C').inputValue(), '[1, 10]', 'C from its default (the list the sweep searches)');
+    eq(await page.locator('#param-gamma').inputValue(), '[0.01, 0.05]', 'gamma from its default');
+    await page.fill('#param-C', '8'); // one value: the sweep trains C=8 with each gamma
     await page.click('#submit-go');
     await page.waitForURL(/#\/runs\/\d+$/);
     digitsRun = Number(page.url().match(/#\/runs\/(\d+)$/)[1]);
@@ -73,18 +74,30 @@ try {
     const after = (await api('GET', `/api/v1/runs/${digitsRun}`)).json;
     eq(after.state, 'succeeded', 'the run succeeded');
     eq(after.steps.find((s) => s.name === 'label').outputs.reviewed_by, 'browser', 'the payload became the output');
-    // train: its log and metrics, its command with the param rendered
+    // train, a sweep: its two candidates (C=8 from the form, each gamma), the best and the leaderboard,
+    // its metrics (the best's), the best item's log with the param rendered
     await page.click('#dag g[id="step-train"]');
     await page.locator('#detail-h', { hasText: 'train' }).waitFor();
-    await page.locator('#command', { hasText: '--C 8' }).waitFor();
+    await page.locator('#command', { hasText: '{{item.C}}' }).waitFor();
+    const tr = after.steps.find((s) => s.name === 'train');
+    eq(tr.outputs.leaderboard.length, 2, 'two candidates ranked');
+    await page.locator('#leaderboard-table tbody tr').first().waitFor();
+    eq(await page.locator('#leaderboard-table tbody tr').count(), 2, 'the leaderboard on the page');
+    await page.locator('#best', { hasText: `${tr.outputs.best.name} C=8, gamma=${tr.outputs.best.item.gamma}` }).waitFor();
     await page.locator('#metrics tr').first().waitFor();
     const metrics = await page.locator('#metrics').innerText();
-    assert(/accuracy/.test(metrics), `train's metrics: ${metrics}`);
-    await page.locator('#log .ln').first().waitFor();
+    assert(/cv_accuracy/.test(metrics), `train's metrics (the best's): ${metrics}`);
+    await page.click('#items-show');
+    await page.locator('#items-table tbody tr').nth(1).waitFor();
+    const items = await page.locator('#items-table tbody').innerText();
+    assert(/"C":8/.test(items) && /"gamma":0.01/.test(items) && /"gamma":0.05/.test(items), `train's items: ${items}`);
+    await page.click('#best button.item-log');
+    await page.locator('#log-h', { hasText: `Log of ${tr.outputs.best.name}` }).waitFor();
+    await page.locator('#log .ln', { hasText: 'trained SVC(C=8.0' }).first().waitFor();
     const log = await page.locator('#log').innerText();
-    const real = await api('GET', `/api/v1/runs/${digitsRun}/steps/train/logs`);
+    const real = await api('GET', `/api/v1/runs/${digitsRun}/steps/${encodeURIComponent(tr.outputs.best.name)}/logs`);
     const lastLine = real.text.trimEnd().split('\n').pop();
-    assert(log.includes(lastLine), `the page shows train's log (its last line ${JSON.stringify(lastLine)})`);
+    assert(log.includes(lastLine), `the page shows the best item's log (its last line ${JSON.stringify(lastLine)})`);
     await page.screenshot({ path: `${SHOTS}/digits-train-1280.png`, fullPage: true });
     const stray = (await page.locator('#view').innerText()).split('\n').filter((l) => /^(null|undefined|\[object Object\])$/.test(l.trim()));
     eq(stray.length, 0, 'no stray null/undefined text on the run page');

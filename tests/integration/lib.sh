@@ -233,6 +233,10 @@ step_col() { # RUN STEP COLUMN
 	sql "SELECT $3 FROM steps WHERE run_id = $1 AND name = '$2'"
 }
 
+best_item() { # RUN STEP: the name of the item a sweep with select: kept (train[3])
+	sql "SELECT outputs->'best'->>'name' FROM steps WHERE run_id = $1 AND name = '$2'"
+}
+
 # writes a workflow file: wf NAME <<YAML
 wf() {
 	cat >"$FERRY_HOME/$1.yaml"

@@ -103,14 +103,14 @@ test_dev_run_digits_reuse() {
 	wait_step "$id" label waiting 20
 	ferry continue "$id" label --data '{"reviewed_by": "ana"}' >/dev/null
 	wait_run "$id" succeeded 120
-	model=$(step_col "$id" train "outputs->>'model'")
+	model=$(step_col "$id" train "outputs->'best'->'outputs'->>'model'")
 
 	out=$(ferry dev run "$ROOT/workflows/digits.yaml" --only train --reuse "$id")
 	echo "$out"
 	only=$(echo "$out" | sed -n 's/^run \([0-9]*\) (dev).*/\1/p')
 	assert_match "$(echo "$out" | head -1)" "reusing the results of run $id" "first line"
 	assert_match "$out" "label +reused from run $id" "progress"
-	assert_eq "$(sql "SELECT string_agg(name || '=' || state, ' ' ORDER BY idx) FROM steps WHERE run_id = $only")" \
+	assert_eq "$(sql "SELECT string_agg(name || '=' || state, ' ' ORDER BY idx) FROM steps WHERE run_id = $only AND parent_id IS NULL")" \
 		"label=succeeded train=succeeded evaluate=skipped register=skipped deploy=skipped" "--only train --reuse"
 	assert_match "$(ferry get "$only")" "reused from run $id" "ferry get says where label came from"
 
@@ -118,10 +118,13 @@ test_dev_run_digits_reuse() {
 	echo "$out"
 	from=$(echo "$out" | sed -n 's/^run \([0-9]*\) (dev).*/\1/p')
 	assert_match "$(echo "$out" | head -1)" "reusing the results of run $only" "the newest run where label and train succeeded"
-	assert_eq "$(sql "SELECT string_agg(name || '=' || state, ' ' ORDER BY idx) FROM steps WHERE run_id = $from")" \
+	assert_eq "$(sql "SELECT string_agg(name || '=' || state, ' ' ORDER BY idx) FROM steps WHERE run_id = $from AND parent_id IS NULL")" \
 		"label=succeeded train=succeeded evaluate=succeeded register=succeeded deploy=succeeded" "--from evaluate"
-	assert_eq "$(step_col "$from" train "outputs->>'model'")" "$(step_col "$only" train "outputs->>'model'")" "the model reused"
-	assert_match "$(sql "SELECT spec::text FROM steps WHERE run_id = $from AND name = 'evaluate'")" "steps.train.outputs.model" "evaluate reads train's output"
+	assert_eq "$(step_col "$from" train "outputs->'best'->'outputs'->>'model'")" \
+		"$(step_col "$only" train "outputs->'best'->'outputs'->>'model'")" "the model reused"
+	assert_match "$(sql "SELECT spec::text FROM steps WHERE run_id = $from AND name = 'evaluate'")" "steps.train.best.outputs.model" "evaluate reads train's best output"
+	assert_eq "$(sql "SELECT artifact FROM model_versions v JOIN runs r ON r.id = v.run_id WHERE r.id = $from")" \
+		"$(sha256sum "$(step_col "$only" train "outputs->'best'->'outputs'->>'model'")" | cut -d' ' -f1)" "what register took is the reused best model"
 	[ -n "$(step_col "$from" evaluate "metrics->>'accuracy'")" ] || fail "evaluate scored the reused model"
 	assert_eq "$(sql "SELECT count(*) FROM attempts a JOIN steps s ON s.id = a.step_id WHERE s.run_id = $from AND s.name IN ('label', 'train')")" 0 "nothing above evaluate ran"
 	echo "model of run $id: $model"

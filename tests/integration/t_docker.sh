@@ -128,6 +128,11 @@ w = yaml.safe_load(open(sys.argv[1]))
 train = next(s for s in w["steps"] if s["name"] == "train")
 train.pop("needs")
 train.pop("warm")  # a warm server runs on the host: refused beside a container executor
+# one training (C=10, gamma=0.05), not the example's sweep: the step's own log and outputs
+for k in ("sweep", "max_parallel"):
+    train.pop(k)
+train["command"] = [a.replace("{{item.", "{{params.") for a in train["command"]]
+w["params"]["C"]["default"], w["params"]["gamma"]["default"] = "10", "0.05"
 train.update({"executor": "docker", "image": "ferry-python", "resources": {"cpus": 1, "memory": "1Gi"}})
 w["steps"] = [train]
 yaml.safe_dump(w, open(sys.argv[2], "w"), sort_keys=False)

@@ -314,7 +314,8 @@ Y
 }
 
 # The example users copy, with real scikit-learn jobs: label (continued from
-# the CLI), train, evaluate with its gate, register; twice.
+# the CLI), train (a sweep over C and gamma: the best is kept), evaluate
+# with its gate, register the best; twice.
 test_digits_example() {
 	[ -x /usr/bin/python3 ] && /usr/bin/python3 -c 'import sklearn' 2>/dev/null || fail "python3-sklearn is not installed (make deps)"
 	start_daemon a
@@ -330,15 +331,26 @@ test_digits_example() {
 	done
 	assert_eq "$(step_col "$id" register "outputs->>'version'")" 0.0.1 "first version"
 	assert_eq "$(sql "SELECT actor FROM events WHERE run_id = $id AND kind = 'step.continued'")" "admin (as $(id -un))" "who continued the label step (the CLI's user beside admin)"
-	# train.py's per-fold accuracy, followed by the job monitor under the step's watch: rules
-	assert_eq "$(ferry monitor "$id" train -o json | json 'j["series"]["fold_accuracy"]["count"]')" 5 "five folds in the series"
-	assert_eq "$(ferry monitor "$id" train -o json | json '",".join(r["state"] for r in j["watch"])')" ok,ok "no watchpoint fired"
+	# the sweep: one candidate per (C, gamma) of the params' default lists, the best registered
+	assert_eq "$(sql "SELECT string_agg((spec->'item')::text, ' ' ORDER BY item_index) FROM steps WHERE run_id = $id AND parent_id IS NOT NULL AND state = 'succeeded'")" \
+		'{"C": 1, "gamma": 0.01} {"C": 1, "gamma": 0.05} {"C": 10, "gamma": 0.01} {"C": 10, "gamma": 0.05}' "the grid of the defaults"
+	best=$(step_col "$id" train "outputs->'best'->>'name'")
+	top=$(sql "SELECT max((metrics->>'cv_accuracy')::float8) FROM steps WHERE run_id = $id AND parent_id IS NOT NULL")
+	assert_eq "$(step_col "$id" "$best" "(metrics->>'cv_accuracy')::float8")" "$top" "the best is the leaderboard's maximum"
+	assert_eq "$(sql "SELECT v.artifact FROM model_versions v WHERE v.version = '0.0.1'")" \
+		"$(sha256sum "$(step_col "$id" "$best" "outputs->>'model'")" | cut -d' ' -f1)" "the best candidate's model registered"
+	assert_eq "$(sql "SELECT (v.params->>'C') || ' ' || (v.params->>'gamma') FROM model_versions v WHERE v.version = '0.0.1'")" \
+		"$(step_col "$id" "$best" "(spec->'item'->>'C') || ' ' || (spec->'item'->>'gamma')")" "the version's params are the best's, not the lists"
+	# train.py's per-fold accuracy, followed by the job monitor under the step's watch: rules (each candidate's)
+	assert_eq "$(ferry monitor "$id" "$best" -o json | json 'j["series"]["fold_accuracy"]["count"]')" 5 "five folds in the series"
+	assert_eq "$(ferry monitor "$id" "$best" -o json | json '",".join(r["state"] for r in j["watch"])')" ok,ok "no watchpoint fired"
 
 	id2=$(ferry submit "$ROOT/workflows/digits.yaml")
 	wait_step "$id2" label waiting 20
 	ferry continue "$id2" label --data '{"reviewed_by": "ana"}' >/dev/null
 	wait_run "$id2" succeeded 120
-	assert_eq "$(step_col "$id2" train "cached_from->>'run'")" "$id" "the second train comes from cache"
+	assert_eq "$(sql "SELECT count(*) FROM steps WHERE run_id = $id2 AND parent_id IS NOT NULL AND cached_from->>'run' = '$id'")" 4 \
+		"the second run's candidates come from cache"
 	assert_eq "$(step_col "$id2" register "outputs->>'version'")" 0.0.2 "second version"
 	assert_eq "$(step_col "$id2" register "outputs->>'sha256'")" "$(step_col "$id" register "outputs->>'sha256'")" "same model bytes"
 	assert_eq "$(blobs)" 1 "stored once"

@@ -172,8 +172,9 @@ test_slurm_digits_train() {
 	wait_step "$id" label waiting 20
 	ferry continue "$id" label --data '{"reviewed_by": "ana"}' >/dev/null
 	wait_run "$id" succeeded 180
-	assert_eq "$(attempt_col "$id" train a.executor)" slurm "train ran on slurm"
-	model=$(step_col "$id" train "outputs->>'model'")
+	best=$(best_item "$id" train)
+	assert_eq "$(attempt_col "$id" "$best" a.executor)" slurm "train's candidates ran on slurm"
+	model=$(step_col "$id" "$best" "outputs->>'model'")
 	[ -s "$model" ] || fail "train wrote no model ($model)"
 	[ -n "$(step_col "$id" evaluate "metrics->>'accuracy'")" ] || fail "evaluate reported no accuracy"
 	assert_match "$(dep_json | json '[e["kind"] for e in j["events"]]')" 'load-test' "its load test ran"

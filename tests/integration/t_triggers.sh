@@ -378,8 +378,9 @@ test_digits_retrains_on_new_data_only_past_the_gate() {
 	wait_step "$good" label waiting 20
 	ferry continue "$good" label >/dev/null
 	wait_run "$good" succeeded 120
-	assert_eq "$(step_col "$good" train "cached_from")" "" "new data is trained on, not taken from the step cache"
-	assert_match "$(ferry logs "$good" train)" "digits: 1647 training images" "the 300 new images joined the 1,347"
+	assert_eq "$(sql "SELECT count(*) FROM steps WHERE run_id = $good AND parent_id IS NOT NULL AND cached_from IS NULL")" 4 \
+		"new data is trained on by every candidate, none taken from the step cache"
+	assert_match "$(ferry logs "$good" "$(best_item "$good" train)")" "digits: 1647 training images" "the 300 new images joined the 1,347"
 	assert_eq "$(step_col "$good" register "outputs->>'version'")" 0.0.2 "registered past the gate"
 	assert_eq "$(sql "SELECT params->>'data_added' FROM runs WHERE id = $good")" '["batch-002.csv"]' "the run names its data"
 	/usr/bin/python3 "$FERRY_HOME/wf/digits/new_batch.py" --mislabelled >"$inc/.b3.part"
