@@ -332,6 +332,7 @@ const struct api_route api_routes[] = {
 	{"POST", "/api/v1/runs/{id}/steps/{step}/continue", OPERATOR, 0, NULL, api_step_continue, NULL, "data"},
 	{"POST", "/api/v1/runs/{id}/steps/{step}/reject", OPERATOR, 0, NULL, api_step_reject, NULL, "reason"},
 	{"GET", "/api/v1/workflows", VIEWER, 0, NULL, api_workflows_list, NULL, NULL},
+	{"GET", "/api/v1/hosts", VIEWER, 0, NULL, api_hosts_list, NULL, NULL},
 	{"POST", "/api/v1/workflows", OPERATOR, 0, NULL, api_workflow_register, NULL, "yaml filename workdir"},
 	{"GET", "/api/v1/models", VIEWER, 0, NULL, api_models_list, NULL, NULL},
 	{"GET", "/api/v1/models/{name}", VIEWER, 0, NULL, api_model_get, NULL, NULL},

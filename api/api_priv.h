@@ -149,6 +149,7 @@ void api_run_events(struct api *a, struct reply *r, PGconn *db, struct req *q);
 void api_step_continue(struct api *a, struct reply *r, PGconn *db, struct req *q);
 void api_step_reject(struct api *a, struct reply *r, PGconn *db, struct req *q);
 void api_workflows_list(struct api *a, struct reply *r, PGconn *db, struct req *q);
+void api_hosts_list(struct api *a, struct reply *r, PGconn *db, struct req *q);
 void api_workflow_register(struct api *a, struct reply *r, PGconn *db, struct req *q);
 
 /*

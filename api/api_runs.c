@@ -561,6 +561,18 @@ void api_workflows_list(struct api *a, struct reply *r, PGconn *db, struct req *
 		reply_json(r, 200, json);
 }
 
+/* GET /hosts: the fleet's hosts from the daemons' heartbeats (store_hosts.c). */
+void api_hosts_list(struct api *a, struct reply *r, PGconn *db, struct req *q)
+{
+	char *json = NULL;
+	int error = store_hosts_list(&json, db);
+
+	(void)a, (void)q;
+	if (error < 0)
+		reply_store_error(r, error);
+	else
+		reply_json(r, 200, json);
+}
 
 /* ---- GET /runs/{id} from the run cache ---- */
 

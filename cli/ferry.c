@@ -1028,6 +1028,19 @@ static const struct command commands[] = {
 	 "  ferry secrets set HF_TOKEN < ~/.hf_token\n"
 	 "  ferry secrets list\n",
 	 cmd_secrets},
+	{"hosts", "Show the fleet: each host's state, last heartbeat, capacity, jobs and replicas.",
+	 "ferry hosts [-o json]",
+	 "One line per host a daemon ran on (FERRY_HOST, else the machine's name):\n"
+	 "  STATE     up (a daemon heartbeat within its lease), down (every daemon\n"
+	 "            stopped cleanly) or lost (the last one died or lost the database)\n"
+	 "  CPUS, MEMORY, GPUS  what its newest daemon detected: cgroup limits where\n"
+	 "            set, GPUs from FERRY_GPUS or nvidia-smi\n"
+	 "  JOBS, REPLICAS      its running attempts and live model-server replicas\n"
+	 "  LABELS    FERRY_HOST_LABELS, e.g. gpu=true,zone=eu-1\n"
+	 "\nOptions:\n"
+	 "  -o, --output FORMAT   text (default) or json (GET /api/v1/hosts)\n"
+	 "\nExample:\n  ferry hosts\n",
+	 cmd_hosts},
 	{"cache", "Show the data cache of cache steps: entries, sessions, hit/miss totals.",
 	 "ferry cache [--host NAME] [-o json]",
 	 "Options:\n"

@@ -163,6 +163,12 @@ int replica_start(const struct replica_spec *s, json_t **handle)
 		*handle = json_deep_copy(job.handle);
 		json_object_set_new(*handle, "dir", json_string(job.dir));
 		json_object_set_new(*handle, "executor", json_string(t->name));
+		{
+			/* where it runs: GET /hosts counts it there (and placement will, issue 29) */
+			char host[256];
+			ferry_host_name(host, sizeof(host));
+			json_object_set_new(*handle, "host", json_string(host));
+		}
 	} else if (error == 1) {
 		ferry_error_set("the replica ended at once (exit %d)", st.exit_code);
 		error = FERRY_ERROR;

@@ -177,6 +177,17 @@ int engine_new(struct engine **out, const struct engine_opts *opts, const char *
 	int error;
 
 	*out = NULL;
+	ferry_host_name(hostname, sizeof(hostname));
+	if (getenv("FERRY_HOST") && *getenv("FERRY_HOST")) {
+		/* the name this daemon's host goes by in the fleet (several "hosts" on one machine: tests) */
+		const char *h = getenv("FERRY_HOST");
+		size_t n = strlen(h);
+		if (n >= sizeof(hostname) || strspn(h, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789.-_") != n) {
+			ferry_error_set("FERRY_HOST \"%.80s\": a host name (letters, digits, '.', '-', '_')", h);
+			free(e);
+			return FERRY_EINVALID;
+		}
+	}
 	e->o = *opts;
 	e->type = exec_type_find(opts->executor ? opts->executor : "local");
 	if (e->type == NULL) {
@@ -190,7 +201,6 @@ int engine_new(struct engine **out, const struct engine_opts *opts, const char *
 	if (opts->health && !opts->run_filter)
 		health_set_leader(opts->health, 0); /* an election runs here: a follower until it wins */
 	e->conninfo = xstrdup(conninfo);
-	gethostname(hostname, sizeof(hostname) - 1);
 	e->host = xstrdup(hostname);
 	e->owner = xasprintf("%s/%d/%lld", hostname, (int)getpid(),
 			     (long long)exec_pid_start(getpid()));
@@ -1136,5 +1146,8 @@ void engine_release(struct engine *e)
 		if (store_release(e->conn, e->owner) < 0)
 			flog_error("releasing leases: %s", ferry_error_last());
 	}
+	/* a clean stop: this daemon's host row says so (the host task wrote it; a dev session has none) */
+	if (!e->o.run_filter && store_host_stopped(e->conn, e->owner) < 0)
+		flog_warn("marking this daemon stopped in daemons: %s", ferry_error_last());
 	engine_step_down(e, "shutting down");
 }

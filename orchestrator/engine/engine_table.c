@@ -8,6 +8,7 @@
  * the other folders' duties in their folders.
  */
 #include "engine/engine_priv.h"
+#include "engine/host.h"
 
 #include <stdlib.h>
 
@@ -34,6 +35,7 @@
 static const struct task *const tasks[] = {
 	&poll_task,
 	&heartbeat_task,
+	&host_task,         /* this daemon's host: capacity, address, heartbeat (host.c) */
 	&elect_task,
 	&recover_task,
 	&reap_task,
@@ -140,7 +142,8 @@ int engine_tasks_open(struct engine *e)
 	int error;
 
 	e->tc = (struct task_ctx){
-		.home = e->home, .owner = e->owner, .public_url = e->o.public_url,
+		.home = e->home, .owner = e->owner, .host = e->host, .dev = e->o.run_filter != 0,
+		.public_url = e->o.public_url,
 		.poll_ms = e->o.poll_ms, .lease_ms = e->o.lease_ms,
 		.retention_days = e->o.retention_days, .retention_period_ms = e->o.retention_period_ms,
 		.nworkers = e->o.workers, .workers = e->workers,

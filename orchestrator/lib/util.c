@@ -370,3 +370,19 @@ const char *quote_clip(char *buf, size_t cap, const char *s, size_t n, size_t ma
 	buf[o] = '\0';
 	return buf;
 }
+
+void ferry_host_name(char *buf, size_t n)
+{
+	const char *h = getenv("FERRY_HOST");
+
+	if (n == 0)
+		return;
+	if (h && *h) {
+		snprintf(buf, n, "%s", h);
+		return;
+	}
+	snprintf(buf, n, "localhost");
+	if (gethostname(buf, n - 1) < 0)
+		snprintf(buf, n, "localhost");
+	buf[n - 1] = '\0';
+}

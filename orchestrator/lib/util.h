@@ -101,4 +101,10 @@ int file_read(char **out, size_t *len, const char *path);
  */
 char *ferry_address_file(void);
 
+/*
+ * This daemon's host name in the fleet: FERRY_HOST when set (the engine
+ * refuses one that is not a host name), else the machine's; into buf.
+ */
+void ferry_host_name(char *buf, size_t n);
+
 #endif

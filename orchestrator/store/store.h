@@ -107,6 +107,20 @@ int store_expire_waits(int *ready_now, PGconn *conn, const char *actor);
 
 /* Renews the leases of owner's running attempts. */
 int store_heartbeat(PGconn *conn, const char *owner, int64_t lease_ms);
+
+/*
+ * Hosts (store_hosts.c): this daemon's row — its host's name, the address
+ * others reach it at (may be NULL), the capacity it detected and its
+ * labels (JSON objects), its lease — written again (a heartbeat);
+ * marked stopped at a clean shutdown; rows dead a day removed (*removed:
+ * how many); every host as GET /hosts answers ({"hosts": […]}, *out the
+ * caller's).
+ */
+int store_host_beat(PGconn *conn, const char *owner, const char *host, const char *address,
+		    const json_t *capacity, const json_t *labels, int64_t lease_ms);
+int store_host_stopped(PGconn *conn, const char *owner);
+int store_hosts_prune(PGconn *conn, int *removed);
+int store_hosts_list(char **out, PGconn *conn);
 /* Expires owner's leases now, so another daemon takes the attempts over. */
 int store_release(PGconn *conn, const char *owner);
 

@@ -1,0 +1,35 @@
+-- Hosts: what GET /hosts answers, from the daemons' heartbeats (daemons,
+-- migration 0029). A host is every daemon that named it; its state is
+-- "up" while one of them heartbeat within its lease, "down" when all
+-- stopped cleanly, else "lost" (the last one died or was cut off). Its
+-- capacity, labels and address are those its newest daemon wrote; its
+-- running jobs are the running attempts recorded with its name, its
+-- replicas the live deployment replicas whose handle names it.
+CREATE OR REPLACE FUNCTION ferry_hosts() RETURNS jsonb
+LANGUAGE sql STABLE AS $$
+	WITH d AS (
+		SELECT *, stopped_at IS NULL AND last_seen + lease_ms * interval '1 millisecond' > now() AS live,
+		       row_number() OVER (PARTITION BY host ORDER BY last_seen DESC) AS newest
+		FROM daemons
+	), h AS (
+		SELECT host,
+		       CASE WHEN bool_or(live) THEN 'up'
+		            WHEN bool_or(newest = 1 AND stopped_at IS NOT NULL) THEN 'down'
+		            ELSE 'lost' END AS state,
+		       count(*) FILTER (WHERE live) AS daemons,
+		       max(last_seen) AS last_seen, min(started_at) FILTER (WHERE live) AS up_since
+		FROM d GROUP BY host
+	)
+	SELECT jsonb_build_object('hosts', coalesce(jsonb_agg(jsonb_build_object(
+		'name', h.host, 'state', h.state, 'daemons', h.daemons,
+		'address', n.address, 'last_seen', ferry_ts(h.last_seen), 'up_since', ferry_ts(h.up_since),
+		'lease_ms', n.lease_ms, 'owner', n.owner,
+		'cpus', n.capacity -> 'cpus', 'memory_bytes', n.capacity -> 'memory_bytes',
+		'gpus', coalesce(n.capacity -> 'gpus', '[]'), 'resources', coalesce(n.capacity -> 'resources', '{}'),
+		'labels', n.labels,
+		'running_jobs', (SELECT count(*) FROM attempts a WHERE a.state = 'running' AND a.host = h.host),
+		'replicas', (SELECT count(*) FROM deployment_replicas r
+		             WHERE r.handle ->> 'host' = h.host AND r.health <> 'stopped'))
+		ORDER BY h.host), '[]'))
+	FROM h JOIN d n ON n.host = h.host AND n.newest = 1;
+$$;

@@ -1,0 +1,391 @@
+/*
+ * host — see host.h. The task's round is one upsert on the loop (the row
+ * is small and the statement bounded like every other on the loop); each
+ * daemon also removes the rows of daemons dead a day, once an hour.
+ */
+#include "engine/host.h"
+
+#include <ctype.h>
+#include <errno.h>
+#include <sched.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "exec/exec.h"
+#include "monitor/gpu.h"
+#include "store/store.h"
+#include "store/task.h"
+#include "lib/util.h"
+
+#define NVIDIA_SMI_TIMEOUT_MS 5000
+#define PRUNE_EVERY_MS 3600000
+
+double host_parse_cpu_max(const char *text)
+{
+	char *end;
+	double quota, period;
+
+	if (text == NULL || strncmp(text, "max", 3) == 0)
+		return -1;
+	errno = 0;
+	quota = strtod(text, &end);
+	if (errno != 0 || end == text || *end != ' ' || quota <= 0)
+		return -1;
+	period = strtod(end + 1, &end);
+	if (period <= 0 || (*end != '\0' && *end != '\n'))
+		return -1;
+	return quota / period;
+}
+
+int64_t host_parse_memory_max(const char *text)
+{
+	int64_t v;
+	char buf[32];
+	size_t n;
+
+	if (text == NULL || strncmp(text, "max", 3) == 0)
+		return -1;
+	n = strcspn(text, "\n");
+	if (n == 0 || n >= sizeof(buf))
+		return -1;
+	memcpy(buf, text, n);
+	buf[n] = '\0';
+	return parse_int64(buf, &v) == 0 && v > 0 ? v : -1;
+}
+
+int64_t host_parse_meminfo(const char *text)
+{
+	const char *p = text ? strstr(text, "MemTotal:") : NULL;
+	long long kb;
+
+	if (p == NULL || sscanf(p + 9, "%lld kB", &kb) != 1 || kb <= 0)
+		return -1;
+	return (int64_t)kb * 1024;
+}
+
+static int name_ok(const char *s, size_t n)
+{
+	if (n == 0 || n > 63)
+		return 0;
+	for (size_t i = 0; i < n; i++)
+		if (!isalnum((unsigned char)s[i]) && !strchr("_-./", s[i]))
+			return 0;
+	return 1;
+}
+
+/* s[0..n) with blanks trimmed: *start and *len */
+static void trim(const char *s, size_t n, const char **start, size_t *len)
+{
+	while (n > 0 && isspace((unsigned char)*s))
+		s++, n--;
+	while (n > 0 && isspace((unsigned char)s[n - 1]))
+		n--;
+	*start = s;
+	*len = n;
+}
+
+int host_parse_pairs(json_t **out, const char *text, int counts, const char *what)
+{
+	json_t *obj = json_object();
+	const char *p = text ? text : "";
+
+	*out = NULL;
+	while (*p) {
+		size_t n = strcspn(p, ","), kl, vl;
+		const char *eq = memchr(p, '=', n), *k, *v;
+		if (eq == NULL) {
+			trim(p, n, &k, &kl);
+			if (kl == 0 && (p[n] == '\0')) /* a trailing comma */
+				break;
+			ferry_error_set("%s: \"%.*s\" is not NAME=VALUE", what, (int)n, p);
+			goto bad;
+		}
+		trim(p, (size_t)(eq - p), &k, &kl);
+		trim(eq + 1, n - (size_t)(eq - p) - 1, &v, &vl);
+		if (!name_ok(k, kl)) {
+			ferry_error_set("%s: \"%.*s\" is not a name (letters, digits, _ - . /; at most 63)", what,
+					(int)kl, k);
+			goto bad;
+		}
+		if (json_object_getn(obj, k, kl) != NULL) {
+			ferry_error_set("%s: %.*s is given twice", what, (int)kl, k);
+			goto bad;
+		}
+		if (counts) {
+			char *t = xstrndup(v, vl);
+			int64_t c;
+			int ok = parse_int64(t, &c) == 0 && c >= 0;
+			free(t);
+			if (!ok) {
+				ferry_error_set("%s: %.*s=%.*s is not a whole number of 0 or more", what, (int)kl, k,
+						(int)vl, v);
+				goto bad;
+			}
+			json_object_setn_new(obj, k, kl, json_integer((json_int_t)c));
+		} else {
+			json_t *s = json_stringn(v, vl);
+			if (s == NULL || vl > 253) {
+				json_decref(s);
+				ferry_error_set("%s: the value of %.*s is not UTF-8 text of at most 253 bytes", what,
+						(int)kl, k);
+				goto bad;
+			}
+			json_object_setn_new(obj, k, kl, s);
+		}
+		p += n;
+		if (*p == ',')
+			p++;
+	}
+	*out = obj;
+	return FERRY_OK;
+bad:
+	json_decref(obj);
+	return FERRY_EINVALID;
+}
+
+int host_parse_gpus(json_t **out, const char *text)
+{
+	json_t *arr = json_array();
+	const char *p = text ? text : "", *t;
+	size_t tl;
+	int index = 0;
+
+	*out = NULL;
+	trim(p, strlen(p), &t, &tl);
+	if (tl == 0 || (tl == 4 && strncmp(t, "none", 4) == 0)) {
+		*out = arr;
+		return FERRY_OK;
+	}
+	while (*p) {
+		size_t n = strcspn(p, ",");
+		trim(p, n, &t, &tl);
+		if (tl > 0 && tl < 20 && strspn(t, "0123456789") == tl) {
+			char *s = xstrndup(t, tl);
+			int64_t i = 0;
+			(void)parse_int64(s, &i);
+			free(s);
+			json_array_append_new(arr, json_pack("{s:I}", "index", (json_int_t)i));
+		} else if (tl > 4 && tl < 64 && (strncmp(t, "GPU-", 4) == 0 || strncmp(t, "MIG-", 4) == 0) &&
+			   strspn(t + 4, "0123456789abcdefABCDEF-/") == tl - 4) {
+			json_array_append_new(arr, json_pack("{s:i,s:s%}", "index", index, "uuid", t, tl));
+		} else {
+			ferry_error_set("FERRY_GPUS: \"%.*s\" is neither a GPU index nor a GPU UUID (GPU-…, MIG-…); "
+					"give a list such as 0,1 or none", (int)n, p);
+			json_decref(arr);
+			return FERRY_EINVALID;
+		}
+		for (size_t k = 0; k + 1 < json_array_size(arr); k++)
+			if (json_equal(json_array_get(arr, k), json_array_get(arr, json_array_size(arr) - 1))) {
+				ferry_error_set("FERRY_GPUS: %.*s is listed twice", (int)tl, t);
+				json_decref(arr);
+				return FERRY_EINVALID;
+			}
+		index++;
+		p += n;
+		if (*p == ',')
+			p++;
+	}
+	*out = arr;
+	return FERRY_OK;
+}
+
+/* The text of a small file, or NULL. */
+static char *small_file(const char *path)
+{
+	char *buf = NULL;
+	size_t len = 0;
+
+	if (file_read(&buf, &len, path) < 0)
+		return NULL;
+	return buf;
+}
+
+/* The tightest cgroup v2 cpu.max and memory.max from this process's cgroup up to the root. */
+static void cgroup_limits(double *cpus, int64_t *mem)
+{
+	char *self = small_file("/proc/self/cgroup"), *path;
+	const char *p;
+
+	*cpus = -1;
+	*mem = -1;
+	if (self == NULL || (p = strstr(self, "0::")) == NULL) {
+		free(self);
+		return;
+	}
+	path = xstrndup(p + 3, strcspn(p + 3, "\n"));
+	for (;;) {
+		char *f = xasprintf("/sys/fs/cgroup%s/cpu.max", path), *t = small_file(f);
+		double c = host_parse_cpu_max(t);
+		free(f), free(t);
+		f = xasprintf("/sys/fs/cgroup%s/memory.max", path);
+		t = small_file(f);
+		int64_t m = host_parse_memory_max(t);
+		free(f), free(t);
+		if (c > 0 && (*cpus < 0 || c < *cpus))
+			*cpus = c;
+		if (m > 0 && (*mem < 0 || m < *mem))
+			*mem = m;
+		char *slash = strrchr(path, '/');
+		if (slash == NULL || path[0] == '\0')
+			break;
+		*slash = '\0';
+		if (path[0] == '\0')
+			break; /* the root's files are not limits */
+	}
+	free(path);
+	free(self);
+}
+
+/* The GPUs nvidia-smi lists ([{"index", "uuid", "memory_mb"}]), or an empty list. */
+static json_t *smi_gpus(void)
+{
+	const char *smi = getenv("FERRY_NVIDIA_SMI");
+	char *out = NULL, *found = NULL;
+	json_t *arr = json_array();
+	struct gpu_reading *g = NULL;
+	int n = 0;
+
+	if (smi == NULL || *smi == '\0') {
+		const char *path = getenv("PATH");
+		char *copy = xstrdup(path ? path : "/usr/bin:/bin"), *save = NULL;
+		for (char *d = strtok_r(copy, ":", &save); d && !found; d = strtok_r(NULL, ":", &save)) {
+			char *f = xasprintf("%s/nvidia-smi", d);
+			if (access(f, X_OK) == 0)
+				found = f;
+			else
+				free(f);
+		}
+		free(copy);
+		if (found == NULL)
+			return arr;
+		smi = found;
+	}
+	{
+		char *argv[] = {(char *)smi, "--query-gpu=index,uuid,utilization.gpu,memory.used,memory.total",
+				"--format=csv,noheader,nounits", NULL};
+		if (exec_capture(argv, &out, NVIDIA_SMI_TIMEOUT_MS) < 0) {
+			flog_warn("host: %s: %s; no GPUs counted (set FERRY_GPUS to declare them)", smi, ferry_error_last());
+		} else if (gpu_parse_query(out ? out : "", &g, &n) < 0) {
+			flog_warn("host: %s: %s; no GPUs counted", smi, ferry_error_last());
+		} else {
+			for (int i = 0; i < n; i++)
+				json_array_append_new(arr, json_pack("{s:i,s:s,s:I}", "index", g[i].index, "uuid", g[i].uuid,
+								     "memory_mb", (json_int_t)g[i].mem_total_mb));
+		}
+	}
+	free(g);
+	free(out);
+	free(found);
+	return arr;
+}
+
+int host_detect(json_t **capacity, json_t **labels)
+{
+	cpu_set_t set;
+	double cpus = -1, cg_cpus;
+	int64_t mem, cg_mem;
+	char *meminfo = small_file("/proc/meminfo");
+	json_t *gpus = NULL, *res = NULL;
+	const char *g = getenv("FERRY_GPUS");
+
+	*capacity = *labels = NULL;
+	if (host_parse_pairs(labels, getenv("FERRY_HOST_LABELS"), 0, "FERRY_HOST_LABELS") < 0 ||
+	    host_parse_pairs(&res, getenv("FERRY_RESOURCES"), 1, "FERRY_RESOURCES") < 0 ||
+	    (g != NULL && host_parse_gpus(&gpus, g) < 0)) {
+		free(meminfo);
+		json_decref(*labels), json_decref(res);
+		*labels = NULL;
+		return FERRY_EINVALID;
+	}
+	if (gpus == NULL)
+		gpus = smi_gpus();
+	if (sched_getaffinity(0, sizeof(set), &set) == 0)
+		cpus = CPU_COUNT(&set);
+	else
+		cpus = (double)sysconf(_SC_NPROCESSORS_ONLN);
+	mem = host_parse_meminfo(meminfo);
+	free(meminfo);
+	cgroup_limits(&cg_cpus, &cg_mem);
+	if (cg_cpus > 0 && cg_cpus < cpus)
+		cpus = cg_cpus;
+	if (cg_mem > 0 && (mem < 0 || cg_mem < mem))
+		mem = cg_mem;
+	*capacity = json_pack("{s:f,s:o,s:o,s:o}", "cpus", cpus, "memory_bytes",
+			      mem > 0 ? json_integer((json_int_t)mem) : json_null(), "gpus", gpus, "resources", res);
+	return FERRY_OK;
+}
+
+/* ---- the task ------------------------------------------------------------- */
+
+struct host_state {
+	json_t *capacity, *labels;
+	int64_t next_prune;
+};
+
+static int host_open(void **state, struct task_ctx *c)
+{
+	struct host_state *s;
+
+	if (c->dev)
+		return FERRY_OK; /* a dev session is not a host of the fleet */
+	s = xcalloc(1, sizeof(*s));
+	if (host_detect(&s->capacity, &s->labels) < 0) {
+		free(s);
+		return FERRY_EINVALID;
+	}
+	{
+		char *cap = json_dumps(s->capacity, JSON_COMPACT), *lab = json_dumps(s->labels, JSON_COMPACT);
+		flog_info("host %s: %s, labels %s", c->host, cap, lab);
+		free(cap), free(lab);
+	}
+	*state = s;
+	return FERRY_OK;
+}
+
+static void host_close(void *state)
+{
+	struct host_state *s = state;
+
+	if (s) {
+		json_decref(s->capacity), json_decref(s->labels);
+		free(s);
+	}
+}
+
+static struct work *host_round(struct task_ctx *c, void *state)
+{
+	struct host_state *s = state;
+	int64_t now = clock_mono_ms();
+
+	if (s == NULL)
+		return NULL;
+	if (store_host_beat(c->conn, c->owner, c->host, c->public_url, s->capacity, s->labels, c->lease_ms) < 0)
+		flog_error("host: writing this daemon's row: %s", ferry_error_last());
+	/* any daemon may prune (idempotent, a handful of rows): no leader needed for it */
+	if (now >= s->next_prune) {
+		int removed = 0;
+		s->next_prune = now + PRUNE_EVERY_MS;
+		if (store_hosts_prune(c->conn, &removed) < 0)
+			flog_warn("host: pruning dead daemons' rows: %s", ferry_error_last());
+		else if (removed > 0)
+			flog_info("host: removed %d daemon row%s dead a day", removed, removed == 1 ? "" : "s");
+	}
+	return NULL;
+}
+
+static int64_t every_third_lease(const struct task_ctx *c)
+{
+	return c->lease_ms / 3 > 0 ? c->lease_ms / 3 : 1;
+}
+
+/* every replica but dev sessions (open skips them too) */
+const struct task host_task = {
+	.name = "host",
+	.flags = TASK_NO_DEV,
+	.period = every_third_lease,
+	.open = host_open,
+	.close = host_close,
+	.start_round = host_round,
+};

@@ -1,0 +1,54 @@
+/*
+ * host — what this daemon's machine offers, and the `host` periodic task
+ * that writes it to the database with a heartbeat (store_hosts.c,
+ * GET /hosts). Capacity is detected once, when the engine starts:
+ *   cpus          the CPUs this process may use (sched_getaffinity), less
+ *                 where a cgroup v2 cpu.max quota on its way up says fewer
+ *   memory_bytes  MemTotal, less where a cgroup's memory.max says less
+ *   gpus          FERRY_GPUS (a declared list: "0,1", or UUIDs; "none"),
+ *                 else what `nvidia-smi` ($FERRY_NVIDIA_SMI, else on PATH)
+ *                 lists, asked once with a 5 s bound; none without either
+ *   resources     FERRY_RESOURCES, named counts ("license=2,fpga=1")
+ * and the labels are FERRY_HOST_LABELS ("gpu=true,zone=eu-1"). A setting
+ * that does not parse stops the daemon's start with the reason. The
+ * parsers are pure (tests/unit/test_host.c).
+ */
+#ifndef FERRY_HOST_H
+#define FERRY_HOST_H
+
+#include <jansson.h>
+#include <stdint.h>
+
+#include "store/task.h"
+
+/* cgroup v2 cpu.max ("QUOTA PERIOD" or "max PERIOD"): CPUs as a fraction, or -1 for no limit or bad text. */
+double host_parse_cpu_max(const char *text);
+/* cgroup v2 memory.max ("max" or bytes): bytes, or -1 for no limit or bad text. */
+int64_t host_parse_memory_max(const char *text);
+/* /proc/meminfo: MemTotal in bytes, or -1. */
+int64_t host_parse_meminfo(const char *text);
+/*
+ * "NAME=VALUE,NAME=VALUE" (blanks around either trimmed) into an object of
+ * strings (labels) or, with counts, of whole numbers >= 0 (resources).
+ * Names: letters, digits, '_', '-', '.', '/'. An empty text is an empty
+ * object. FERRY_EINVALID naming what (the setting) and the part.
+ */
+int host_parse_pairs(json_t **out, const char *text, int counts, const char *what);
+/*
+ * FERRY_GPUS: "0,1,3" (indices), "GPU-…,GPU-…" (UUIDs, indexed by their
+ * place), "none" or "" (no GPU) into [{"index", "uuid"?}]. FERRY_EINVALID
+ * for anything else, naming the part.
+ */
+int host_parse_gpus(json_t **out, const char *text);
+
+/*
+ * The capacity of this machine as above ({"cpus", "memory_bytes", "gpus",
+ * "resources"}) and its labels; FERRY_EINVALID with the message for a
+ * setting that does not parse. Blocks up to 5 s (nvidia-smi): at start.
+ */
+int host_detect(json_t **capacity, json_t **labels);
+
+/* The `host` task row: this daemon's row written every lease/3 (every replica but dev sessions). */
+extern const struct task host_task;
+
+#endif

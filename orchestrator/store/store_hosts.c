@@ -1,0 +1,68 @@
+/*
+ * store_hosts — the daemons' rows (migration 0029): each daemon's host
+ * task writes its own every lease/3 (what the machine offers, where it
+ * answers), a clean shutdown marks it stopped, the leader prunes the dead
+ * ones a day old, and GET /hosts reads them through ferry_hosts()
+ * (db/functions/hosts.sql).
+ */
+#include "store/store.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "store/store_priv.h"
+#include "lib/util.h"
+
+int store_host_beat(PGconn *conn, const char *owner, const char *host, const char *address,
+		    const json_t *capacity, const json_t *labels, int64_t lease_ms)
+{
+	char lease[24], *cap = json_dumps(capacity, JSON_COMPACT), *lab = json_dumps(labels, JSON_COMPACT);
+	const char *params[6] = {owner, host, address, cap, lab, lease};
+	int error;
+
+	snprintf(lease, sizeof(lease), "%lld", (long long)lease_ms);
+	error = store_q(NULL, conn,
+			"INSERT INTO daemons (owner, host, address, capacity, labels, lease_ms) "
+			"VALUES ($1, $2, $3, $4, $5, $6) "
+			"ON CONFLICT (owner) DO UPDATE SET address = $3, capacity = $4, labels = $5, lease_ms = $6, "
+			"  last_seen = now(), stopped_at = NULL",
+			6, params);
+	free(cap), free(lab);
+	return error;
+}
+
+int store_host_stopped(PGconn *conn, const char *owner)
+{
+	const char *params[1] = {owner};
+
+	return store_q(NULL, conn, "UPDATE daemons SET stopped_at = now() WHERE owner = $1", 1, params);
+}
+
+int store_hosts_prune(PGconn *conn, int *removed)
+{
+	PGresult *res = NULL;
+	int error;
+
+	*removed = 0;
+	/* dead a day: stopped, or silent past their lease */
+	error = store_q(&res, conn,
+			"WITH x AS (DELETE FROM daemons WHERE last_seen < now() - interval '1 day' RETURNING 1) "
+			"SELECT count(*) FROM x", 0, NULL);
+	if (error == FERRY_OK)
+		*removed = (int)store_intval(res, 0, 0);
+	PQclear(res);
+	return error;
+}
+
+int store_hosts_list(char **out, PGconn *conn)
+{
+	PGresult *res = NULL;
+	int error;
+
+	*out = NULL;
+	if ((error = store_q(&res, conn, "SELECT ferry_hosts()", 0, NULL)) < 0)
+		return error;
+	*out = xstrdup(PQgetvalue(res, 0, 0));
+	PQclear(res);
+	return FERRY_OK;
+}

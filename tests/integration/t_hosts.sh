@@ -1,0 +1,76 @@
+# Hosts (issue 29, item 1): every daemon writes what its host offers with
+# a heartbeat; GET /hosts and `ferry hosts` show the fleet. Two "hosts" on
+# this machine are two daemons with their own FERRY_HOST on one database.
+
+# two hosts up with what they declared; a job counted on the host that runs it;
+# kill -9 of one: lost after its lease; a clean stop: down; back: up again
+test_hosts_registered_lost_and_back() {
+	start_daemon a FERRY_HOST=host-a FERRY_GPUS=0,1 FERRY_RESOURCES=license=2 FERRY_HOST_LABELS="gpu=true,zone=eu-1"
+	start_another b FERRY_HOST=host-b FERRY_GPUS=none
+	local i
+	for i in $(seq 1 50); do
+		api GET /api/v1/hosts
+		[ "$(echo "$BODY" | json '" ".join(h["name"] + "=" + h["state"] for h in j["hosts"])')" = "host-a=up host-b=up" ] && break
+		sleep 0.1
+	done
+	assert_eq "$(echo "$BODY" | json '" ".join(h["name"] + "=" + h["state"] for h in j["hosts"])')" "host-a=up host-b=up" "both up"
+	assert_eq "$(echo "$BODY" | json '[h["gpus"] for h in j["hosts"] if h["name"] == "host-a"][0]')" '[{"index": 0}, {"index": 1}]' "host-a's declared GPUs"
+	assert_eq "$(echo "$BODY" | json '[[h["labels"], h["resources"]] for h in j["hosts"] if h["name"] == "host-a"][0]')" \
+		'[{"gpu": "true", "zone": "eu-1"}, {"license": 2}]' "its labels and resources"
+	assert_eq "$(echo "$BODY" | json '[len(h["gpus"]) for h in j["hosts"] if h["name"] == "host-b"][0]')" 0 "FERRY_GPUS=none"
+	assert_eq "$(echo "$BODY" | json 'all(h["cpus"] >= 1 and h["memory_bytes"] > 0 and h["address"].startswith("http://127.0.0.1:") for h in j["hosts"])')" true \
+		"CPUs, memory and the address each detected"
+	# a job runs on one of them: counted there
+	id=$(submit "$(wf hold <<'Y'
+name: hold
+steps:
+  - {name: s, command: [sleep, "30"]}
+Y
+)")
+	wait_step "$id" s running 20
+	ran=$(sql "SELECT a.host FROM attempts a JOIN steps s ON s.id = a.step_id WHERE s.run_id = $id")
+	api GET /api/v1/hosts
+	assert_eq "$(echo "$BODY" | json "[h['running_jobs'] for h in j['hosts'] if h['name'] == '$ran'][0]")" 1 "the running job on $ran"
+	ferry stop "$id" >/dev/null
+	out=$(ferry hosts)
+	echo "$out"
+	assert_match "$out" 'host-a +up .* 2 +[01] +0 +http://127\.0\.0\.1:[0-9]+ +gpu=true,zone=eu-1' "ferry hosts: host-a's line"
+	# kill -9 of b: up until its lease (2 s) passes, then lost
+	stop_daemon b KILL
+	for i in $(seq 1 60); do
+		api GET /api/v1/hosts
+		[ "$(echo "$BODY" | json '[h["state"] for h in j["hosts"] if h["name"] == "host-b"][0]')" = lost ] && break
+		sleep 0.1
+	done
+	assert_eq "$(echo "$BODY" | json '[h["state"] for h in j["hosts"] if h["name"] == "host-b"][0]')" lost "host-b lost after its lease"
+	assert_eq "$(echo "$BODY" | json '[h["daemons"] for h in j["hosts"] if h["name"] == "host-b"][0]')" 0 "no daemon up on it"
+	# back: up again (a new daemon row for the same host)
+	start_another b FERRY_HOST=host-b
+	for i in $(seq 1 50); do
+		api GET /api/v1/hosts
+		[ "$(echo "$BODY" | json '[h["state"] for h in j["hosts"] if h["name"] == "host-b"][0]')" = up ] && break
+		sleep 0.1
+	done
+	assert_eq "$(echo "$BODY" | json '[h["state"] for h in j["hosts"] if h["name"] == "host-b"][0]')" up "host-b back"
+	# a clean stop: down at once, not lost
+	stop_daemon b
+	api GET /api/v1/hosts
+	assert_eq "$(echo "$BODY" | json '[h["state"] for h in j["hosts"] if h["name"] == "host-b"][0]')" down "a clean stop: down"
+	assert_eq "$(sql "SELECT count(*) FROM daemons WHERE host = 'host-b'")" 2 "one row per daemon"
+}
+
+# a setting that does not parse stops the start with the reason; the name must be a host name
+test_hosts_bad_settings_refused() {
+	spawn_daemon a FERRY_HOST_LABELS=gpu
+	for _ in $(seq 1 100); do kill -0 "$(daemon_pid a)" 2>/dev/null || break; sleep 0.1; done
+	! kill -0 "$(daemon_pid a)" 2>/dev/null || fail "ferryd started with FERRY_HOST_LABELS=gpu"
+	assert_match "$(cat "$FERRY_HOME/ferryd-a.log")" 'FERRY_HOST_LABELS: "gpu" is not NAME=VALUE' "the reason"
+	spawn_daemon a "FERRY_HOST=bad host"
+	for _ in $(seq 1 100); do kill -0 "$(daemon_pid a)" 2>/dev/null || break; sleep 0.1; done
+	! kill -0 "$(daemon_pid a)" 2>/dev/null || fail "ferryd started with FERRY_HOST='bad host'"
+	assert_match "$(cat "$FERRY_HOME/ferryd-a.log")" 'FERRY_HOST "bad host": a host name' "the reason"
+	spawn_daemon a FERRY_GPUS=0,x
+	for _ in $(seq 1 100); do kill -0 "$(daemon_pid a)" 2>/dev/null || break; sleep 0.1; done
+	! kill -0 "$(daemon_pid a)" 2>/dev/null || fail "ferryd started with FERRY_GPUS=0,x"
+	assert_match "$(cat "$FERRY_HOME/ferryd-a.log")" 'FERRY_GPUS: "x" is neither' "the reason"
+}
