@@ -58,9 +58,14 @@ int64_t host_parse_memory_max(const char *text)
 int64_t host_parse_meminfo(const char *text)
 {
 	const char *p = text ? strstr(text, "MemTotal:") : NULL;
+	char *end;
 	long long kb;
 
-	if (p == NULL || sscanf(p + 9, "%lld kB", &kb) != 1 || kb <= 0)
+	if (p == NULL)
+		return -1;
+	errno = 0;
+	kb = strtoll(p + 9, &end, 10);
+	if (errno != 0 || end == p + 9 || kb <= 0 || kb > INT64_MAX / 1024 || strncmp(end, " kB", 3) != 0)
 		return -1;
 	return (int64_t)kb * 1024;
 }
