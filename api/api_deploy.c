@@ -430,7 +430,7 @@ void api_deployment_patch(struct api *a, struct reply *r, PGconn *db, struct req
 		goto out;
 	}
 	/* applied before the answer; the leader's rounds repair it from the database otherwise */
-	if (a->home && reconcile_now(db, a->home, actor) < 0)
+	if (a->home && reconcile_request(db, a->home, actor, 0) < 0)
 		flog_warn("deployment %lld: applying the change: %s", (long long)q->id, ferry_error_last());
 	error = one(&d, db, q->id);
 	reply_list(r, error, d);
@@ -449,11 +449,11 @@ void api_deployment_delete(struct api *a, struct reply *r, PGconn *db, struct re
 
 	/* stopped first (HAProxy drops its frontend, its replicas are stopped), then forgotten */
 	if ((error = store_deploy_set_state(db, q->id, "stopped", actor)) == 0 && a->home)
-		reconcile_now(db, a->home, actor);
+		reconcile_request(db, a->home, actor, 0);
 	if (error == 0)
 		error = store_deploy_delete(db, q->id);
 	if (error == 0 && a->home)
-		reconcile_now(db, a->home, actor);
+		reconcile_request(db, a->home, actor, 0);
 	if (error < 0)
 		reply_store_error(r, error);
 	else

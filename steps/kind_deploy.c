@@ -534,7 +534,7 @@ static int canary(const struct step_run *r, int64_t dep, const char *name, const
 		if (error == FERRY_OK)
 			steps_log(r, "%s: %s %s takes %d%% of the traffic", why, model, version, pct);
 		free(why);
-		if (error < 0 || (error = reconcile_now(r->conn, r->home, r->actor)) < 0)
+		if (error < 0 || (error = reconcile_request(r->conn, r->home, r->actor, RECONCILE_MAY_RUN)) < 0)
 			goto out;
 		if (json_array_size(json_object_get(cn, "steps")) == i + 1 && pct == 100)
 			break; /* the last step: nothing left to judge against */
@@ -653,7 +653,7 @@ rollback:
 		if (store_deploy_weights(r->conn, dep, before, r->actor, "canary-rolled-back", &after) < 0)
 			flog_error("canary rollback of %s: %s", version, ferry_error_last());
 		store_deploy_version_retire(r->conn, dep, version, r->actor, det);
-		reconcile_now(r->conn, r->home, r->actor);
+		reconcile_request(r->conn, r->home, r->actor, RECONCILE_MAY_RUN);
 		flog_warn("run %lld step %s: %s", (long long)r->run_id, r->name, why);
 		ferry_error_set("%s", why);
 		free(why);
@@ -716,7 +716,7 @@ static int ab_test(const struct step_run *r, int64_t dep, const char *name, cons
 	if ((error = store_deploy_shift(r->conn, dep, version, 0, auto_stop_s, r->actor, why, weights)) == FERRY_OK)
 		error = store_deploy_match(r->conn, dep, version, header, value, r->actor, why);
 	free(why);
-	if (error < 0 || (error = reconcile_now(r->conn, r->home, r->actor)) < 0)
+	if (error < 0 || (error = reconcile_request(r->conn, r->home, r->actor, RECONCILE_MAY_RUN)) < 0)
 		goto out;
 	steps_log(r, "A/B test: requests to http://127.0.0.1:%d with %s%s%s go to %s %s, the others by the weights "
 		  "as before; %lld interval%s of %lld ms", d->port, header, value ? ": " : " (any value)",
@@ -783,7 +783,7 @@ static int ab_test(const struct step_run *r, int64_t dep, const char *name, cons
 	if ((error = store_deploy_match(r->conn, dep, NULL, NULL, NULL, r->actor, why)) == FERRY_OK)
 		error = store_deploy_shift(r->conn, dep, version, 100, auto_stop_s, r->actor, why, weights);
 	free(why);
-	if (error < 0 || (error = reconcile_now(r->conn, r->home, r->actor)) < 0)
+	if (error < 0 || (error = reconcile_request(r->conn, r->home, r->actor, RECONCILE_MAY_RUN)) < 0)
 		goto out;
 	steps_log(r, "A/B test passed: %s %s serves 100%%; production follows", model, version);
 	goto out;
@@ -795,7 +795,7 @@ rollback:
 		steps_log(r, "%s: the header routing ends, %s is retired, the weights stay as they were", reason, version);
 		store_deploy_match(r->conn, dep, NULL, NULL, NULL, r->actor, reason);
 		store_deploy_version_retire(r->conn, dep, version, r->actor, det);
-		reconcile_now(r->conn, r->home, r->actor);
+		reconcile_request(r->conn, r->home, r->actor, RECONCILE_MAY_RUN);
 		flog_warn("run %lld step %s: %s", (long long)r->run_id, r->name, reason);
 		ferry_error_set("%s", reason);
 		free(reason);
@@ -1013,7 +1013,7 @@ static int deploy_prepare(struct step_result *res, json_t **env, const struct st
 		}
 	}
 	/* traffic moves when HAProxy has it: the step ends with the version live */
-	if ((error = reconcile_now(r->conn, r->home, r->actor)) < 0)
+	if ((error = reconcile_request(r->conn, r->home, r->actor, RECONCILE_MAY_RUN)) < 0)
 		flog_warn("run %lld step %s: HAProxy not updated yet (the reconcile task retries): %s",
 			  (long long)r->run_id, r->name, ferry_error_last());
 	res->outcome = OUTCOME_SUCCEEDED;

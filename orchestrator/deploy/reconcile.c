@@ -1,15 +1,21 @@
 /*
- * reconcile — see reconcile.h.
+ * reconcile — see reconcile.h. A round observes (each replica's process,
+ * and the health check of the serving ones), decides with no I/O
+ * (reconcile_plan.c) and applies: health and (re)starts, HAProxy, then
+ * the replicas HAProxy has left are removed or stopped.
  */
 #include "deploy/reconcile.h"
 
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "plan/deploy.h"
 #include "deploy/haproxy.h"
 #include "deploy/hap_log.h"
+#include "deploy/reconcile_plan.h"
 #include "deploy/replicas.h"
 #include "store/store_deploy.h"
 #include "lib/util.h"
@@ -21,6 +27,7 @@
 #define BACKOFF_MAX_MS 30000
 
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+static atomic_int leading; /* this process holds the leader lock (reconcile_set_leading) */
 /* the HAProxy of the last home reconciled (one home per daemon) */
 static struct hap *hap;
 static char *hap_home;
@@ -56,105 +63,89 @@ static int64_t backoff_ms(int restarts)
 	return ms < BACKOFF_MAX_MS ? ms : BACKOFF_MAX_MS;
 }
 
-/* Checks (and when it died, restarts) replica rep of version v of deployment d; 1 when healthy. */
-static int replica_check(PGconn *conn, const char *home, const char *actor, const struct deployment *d,
-			 const struct deploy_version *v, const struct deploy_replica *rep)
+/* RC_HEALTH: a live replica's health changed (the round's check said so). */
+static void apply_health(PGconn *conn, const char *actor, const struct deployment *d, const struct deploy_version *v,
+			 const struct deploy_replica *rep, enum deploy_health now)
 {
-	const char *health = deploy_health_name(rep->health);
+	int ok = now == DEPLOY_H_HEALTHY;
+	json_t *det = json_pack("{s:s, s:i, s:s, s:s}", "version", v->version, "replica", rep->idx, "from",
+				deploy_health_name(rep->health), "to", deploy_health_name(now));
+
+	store_deploy_replica_health(conn, d->id, v->version, rep->idx, deploy_health_name(now),
+				    ok ? NULL : "not ready (GET /v2/health/ready)", 0, 0);
+	store_deploy_event(conn, d->id, actor, ok ? "replica-healthy" : "replica-unhealthy", det);
+	json_decref(det);
+	flog_info("deployment %s: %s replica %d is %s", d->name, v->version, rep->idx, deploy_health_name(now));
+}
+
+/* RC_START: a serving replica whose process is gone (or never started) starts, its backoff passed. */
+static void apply_start(PGconn *conn, const char *home, const char *actor, const struct deployment *d,
+			const struct deploy_version *v, const struct deploy_replica *rep)
+{
 	int stopped = rep->health == DEPLOY_H_STOPPED;
-	long st = 0;
+	json_t *nh = NULL, *det;
+	struct replica_spec s = {
+		.home = home, .deployment = d->name, .ord = v->ord, .idx = rep->idx,
+		.generation = rep->generation + 1, .port = rep->port, .model = d->model,
+		.version = v->version, .artifact = v->artifact,
+		/* serve is what the deploy step kept for restarts: passed on as it is */
+		.serve = json_object_get(v->serve, "command"),
+		.env = json_object_get(v->serve, "env"),
+		.workdir = json_string_value(json_object_get(v->serve, "workdir")),
+		.placement = json_object_get(v->serve, "placement"),
+	};
 
-	if (rep->handle && replica_alive(rep->handle)) {
-		int ok = replica_http("GET", rep->port, "/v2/health/ready", NULL, HEALTH_TIMEOUT_MS, &st, NULL) == 0 &&
-			 st == 200;
-		enum deploy_health now = ok ? DEPLOY_H_HEALTHY : DEPLOY_H_UNHEALTHY;
-		if (rep->health != now) {
-			json_t *det = json_pack("{s:s, s:i, s:s, s:s}", "version", v->version, "replica", rep->idx, "from",
-						health, "to", deploy_health_name(now));
-			store_deploy_replica_health(conn, d->id, v->version, rep->idx, deploy_health_name(now),
-						    ok ? NULL : "not ready (GET /v2/health/ready)", 0, 0);
-			store_deploy_event(conn, d->id, actor, ok ? "replica-healthy" : "replica-unhealthy", det);
-			json_decref(det);
-			flog_info("deployment %s: %s replica %d is %s", d->name, v->version, rep->idx,
-				  deploy_health_name(now));
-		}
-		return ok;
+	if (replica_start(&s, &nh) < 0) {
+		char *err = xstrdup(ferry_error_last());
+		store_deploy_replica_health(conn, d->id, v->version, rep->idx, "unhealthy", err, 1,
+					    backoff_ms(rep->restarts));
+		flog_error("deployment %s: restarting %s replica %d: %s", d->name, v->version, rep->idx, err);
+		free(err);
+		return;
 	}
-	/* gone: restart it once its backoff passed */
-	if (rep->next_start_in_ms > 0)
-		return 0;
-	{
-		json_t *nh = NULL, *det;
-		struct replica_spec s = {
-			.home = home, .deployment = d->name, .ord = v->ord, .idx = rep->idx,
-			.generation = rep->generation + 1, .port = rep->port, .model = d->model,
-			.version = v->version, .artifact = v->artifact,
-			/* serve is what the deploy step kept for restarts: passed on as it is */
-			.serve = json_object_get(v->serve, "command"),
-			.env = json_object_get(v->serve, "env"),
-			.workdir = json_string_value(json_object_get(v->serve, "workdir")),
-			.placement = json_object_get(v->serve, "placement"),
-		};
-		if (replica_start(&s, &nh) < 0) {
-			char *err = xstrdup(ferry_error_last());
-			store_deploy_replica_health(conn, d->id, v->version, rep->idx, "unhealthy", err, 1,
-						    backoff_ms(rep->restarts));
-			flog_error("deployment %s: restarting %s replica %d: %s", d->name, v->version, rep->idx, err);
-			free(err);
-			return 0;
-		}
-		store_deploy_replica_put(conn, d->id, v->version, rep->idx, rep->port, nh, s.generation, "starting", NULL);
-		store_deploy_replica_health(conn, d->id, v->version, rep->idx, "starting",
-					    stopped ? NULL : "its process had exited", stopped ? 0 : 1,
-					    backoff_ms(rep->restarts + 1));
-		det = json_pack("{s:s, s:i, s:i, s:i}", "version", v->version, "replica", rep->idx, "port", rep->port,
-				"generation", s.generation);
-		store_deploy_event(conn, d->id, actor, stopped ? "replica-started" : "replica-restarted", det);
-		json_decref(det);
-		flog_info("deployment %s: %s replica %d %s on port %d", d->name, v->version, rep->idx,
-			  stopped ? "started" : "restarted", rep->port);
-		json_decref(nh);
-		return 0; /* healthy at a later round, once it answers */
-	}
+	store_deploy_replica_put(conn, d->id, v->version, rep->idx, rep->port, nh, s.generation, "starting", NULL);
+	store_deploy_replica_health(conn, d->id, v->version, rep->idx, "starting",
+				    stopped ? NULL : "its process had exited", stopped ? 0 : 1,
+				    backoff_ms(rep->restarts + 1));
+	det = json_pack("{s:s, s:i, s:i, s:i}", "version", v->version, "replica", rep->idx, "port", rep->port,
+			"generation", s.generation);
+	store_deploy_event(conn, d->id, actor, stopped ? "replica-started" : "replica-restarted", det);
+	json_decref(det);
+	flog_info("deployment %s: %s replica %d %s on port %d", d->name, v->version, rep->idx,
+		  stopped ? "started" : "restarted", rep->port);
+	json_decref(nh);
 }
 
-/*
- * Stops the live replicas of deployment d (every version when all, else
- * the retired ones), with an event each.
- */
-static void replicas_stop_all(PGconn *conn, const char *actor, const struct deployment *d, int all)
+/* RC_VERSION_*: a version with a share has no healthy replica (it gets no traffic), or has one again. */
+static void apply_version(PGconn *conn, const char *actor, const struct deployment *d, const struct deploy_version *v,
+			  int healthy)
 {
-	for (size_t i = 0; i < d->nversions; i++) {
-		const struct deploy_version *v = &d->versions[i];
-		if (!all && v->state != DEPLOY_V_RETIRED)
-			continue;
-		/*
-		 * a version starting belongs to its deploy step, which starts a
-		 * stopped deployment again when it is done: stopping its replicas
-		 * here killed a rollout that an auto-stop reached first ("exited
-		 * before it was ready", seen under load)
-		 */
-		if (v->state == DEPLOY_V_STARTING)
-			continue;
-		for (size_t j = 0; j < v->nreplicas; j++) {
-			const struct deploy_replica *rep = &v->replicas[j];
-			if (rep->health == DEPLOY_H_STOPPED && !(rep->handle && replica_alive(rep->handle)))
-				continue;
-			if (rep->handle)
-				replica_stop(rep->handle, STOP_GRACE_MS);
-			store_deploy_replica_health(conn, d->id, v->version, rep->idx, "stopped", NULL, 0, 0);
-			{
-				json_t *det = json_pack("{s:s, s:i}", "version", v->version, "replica", rep->idx);
-				store_deploy_event(conn, d->id, actor, "replica-stopped", det);
-				json_decref(det);
-			}
-		}
-	}
+	json_t *det = json_pack("{s:s, s:i, s:I}", "version", v->version, "healthy", healthy, "weight",
+				(json_int_t)v->weight);
+
+	store_deploy_event(conn, d->id, actor, healthy == 0 ? "version-no-healthy-replica" : "version-healthy-again", det);
+	json_decref(det);
+	if (healthy == 0)
+		flog_warn("deployment %s: version %s has no healthy replica: it gets no traffic until one is",
+			  d->name, v->version);
 }
 
-/* Stops replica rep (past its version's count) and forgets it, with an event. */
-static void replica_remove(PGconn *conn, const char *actor, const struct deployment *d,
-			   const struct deploy_version *v, const struct deploy_replica *rep)
+/* RC_STOP: a replica of a stopped deployment or a retired version stops, with an event. */
+static void apply_stop(PGconn *conn, const char *actor, const struct deployment *d, const struct deploy_version *v,
+		       const struct deploy_replica *rep)
+{
+	json_t *det = json_pack("{s:s, s:i}", "version", v->version, "replica", rep->idx);
+
+	if (rep->handle)
+		replica_stop(rep->handle, STOP_GRACE_MS);
+	store_deploy_replica_health(conn, d->id, v->version, rep->idx, "stopped", NULL, 0, 0);
+	store_deploy_event(conn, d->id, actor, "replica-stopped", det);
+	json_decref(det);
+}
+
+/* RC_REMOVE: a replica past its version's count stops and is forgotten, with an event. */
+static void apply_remove(PGconn *conn, const char *actor, const struct deployment *d,
+			 const struct deploy_version *v, const struct deploy_replica *rep)
 {
 	json_t *det = json_pack("{s:s, s:i}", "version", v->version, "replica", rep->idx);
 
@@ -175,16 +166,34 @@ static int64_t dep_of(const struct deployment *list, size_t n, const char *name)
 	return 0;
 }
 
-/* Whether version v of deployment d serves: its replicas are checked and get traffic. */
-static int serves(const struct deployment *d, const struct deploy_version *v)
+/*
+ * What this round sees of each replica (parallel to the list's replicas):
+ * whether its process lives, and for the live replicas of serving
+ * versions within their count, whether it answers its health check
+ * (HEALTH_TIMEOUT_MS each).
+ */
+static struct rc_seen *observe(const struct deployment *list, size_t n)
 {
-	return d->state == DEPLOY_RUNNING && v->state == DEPLOY_V_SERVING;
-}
+	size_t i, j, k, off = 0, total = 0;
+	struct rc_seen *seen;
 
-/* Whether rep is past its serving version's count (scaled down): it goes once HAProxy left it. */
-static int scaled_away(const struct deployment *d, const struct deploy_version *v, const struct deploy_replica *rep)
-{
-	return serves(d, v) && rep->idx > v->want_replicas;
+	for (i = 0; i < n; i++)
+		for (j = 0; j < list[i].nversions; j++)
+			total += list[i].versions[j].nreplicas;
+	seen = xcalloc(total + 1, sizeof(*seen));
+	for (i = 0; i < n; i++)
+		for (j = 0; j < list[i].nversions; off += list[i].versions[j++].nreplicas) {
+			const struct deploy_version *v = &list[i].versions[j];
+			for (k = 0; k < v->nreplicas; k++) {
+				const struct deploy_replica *rep = &v->replicas[k];
+				long st = 0;
+				seen[off + k].alive = rep->handle && replica_alive(rep->handle);
+				if (seen[off + k].alive && rc_serves(&list[i], v) && !rc_scaled_away(&list[i], v, rep))
+					seen[off + k].ready = replica_http("GET", rep->port, "/v2/health/ready", NULL,
+									   HEALTH_TIMEOUT_MS, &st, NULL) == 0 && st == 200;
+			}
+		}
+	return seen;
 }
 
 /*
@@ -216,16 +225,17 @@ int reconcile_now(PGconn *conn, const char *home, const char *actor)
 {
 	struct deployment *list = NULL;
 	struct deploy_warning *warned = NULL;
+	struct rc_seen *seen = NULL;
+	struct rc_plan plan = {0};
 	json_t *changes = json_array(), *c;
-	struct hap_frontend *fe = NULL;
-	struct hap_server *sv = NULL, *absv = NULL;
-	char **names = NULL;
-	unsigned char *ok = NULL; /* each replica's health this round, the replicas of list in order */
-	size_t i, j, k, n = 0, nwarned = 0, nfe = 0, nsv = 0, nab = 0, nnames = 0, cap = 0, off;
-	int64_t *due = NULL;
+	size_t i, n = 0, nwarned = 0;
+	int64_t *due = NULL, asked = 0;
 	int ndue = 0, error;
 
 	pthread_mutex_lock(&lock);
+	/* the asks this round answers: every one made before it read the rows */
+	if ((error = store_reconcile_requested(conn, &asked)) < 0)
+		goto out;
 	if ((error = store_deploy_due(conn, actor, &due, &ndue, &warned, &nwarned)) < 0)
 		goto out;
 	{
@@ -241,96 +251,27 @@ int reconcile_now(PGconn *conn, const char *home, const char *actor)
 		flog_info("deployment %lld: auto-stop deadline reached, stopping", (long long)due[x]);
 	if ((error = store_deployments_list(&list, &n, conn)) < 0)
 		goto out;
-	for (i = 0; i < n; i++)
-		for (j = 0; j < list[i].nversions; j++)
-			cap += list[i].versions[j].nreplicas;
-	ok = xcalloc(cap + 1, 1);
-	/* replicas first: health decides weights */
-	off = 0;
-	for (i = 0; i < n; i++) {
-		const struct deployment *d = &list[i];
-		for (j = 0; j < d->nversions; off += d->versions[j++].nreplicas) {
-			const struct deploy_version *v = &d->versions[j];
-			int healthy = 0, was = 0;
-			if (!serves(d, v))
-				continue;
-			for (k = 0; k < v->nreplicas; k++)
-				was += v->replicas[k].health == DEPLOY_H_HEALTHY;
-			for (k = 0; k < v->nreplicas; k++) {
-				if (scaled_away(d, v, &v->replicas[k]))
-					continue;
-				ok[off + k] = (unsigned char)replica_check(conn, home, actor, d, v, &v->replicas[k]);
-				healthy += ok[off + k];
-			}
-			/* a version without a healthy replica gets no traffic; the event says when and until when */
-			if ((healthy == 0) != (was == 0) && v->weight > 0) {
-				json_t *det = json_pack("{s:s, s:i, s:I}", "version", v->version, "healthy", healthy,
-							"weight", (json_int_t)v->weight);
-				store_deploy_event(conn, d->id, actor,
-						   healthy == 0 ? "version-no-healthy-replica" : "version-healthy-again", det);
-				json_decref(det);
-				if (healthy == 0)
-					flog_warn("deployment %s: version %s has no healthy replica: it gets no traffic until one is",
-						  d->name, v->version);
-			}
-		}
-	}
-	fe = xcalloc(n + 1, sizeof(*fe));
-	sv = xcalloc(cap + 1, sizeof(*sv));
-	absv = xcalloc(cap + 1, sizeof(*absv));
-	names = xcalloc(cap + 1, sizeof(*names));
-	/* one frontend per running deployment, each replica of a serving version a server */
-	off = 0;
-	for (i = 0; i < n; i++) {
-		const struct deployment *d = &list[i];
-		int running = d->state == DEPLOY_RUNNING;
-		if (running) {
-			fe[nfe].name = d->name;
-			fe[nfe].port = d->port;
-			fe[nfe].servers = sv + nsv;
-		}
-		for (j = 0; j < d->nversions; off += d->versions[j++].nreplicas) {
-			const struct deploy_version *v = &d->versions[j];
-			int healthy = 0;
-			if (!serves(d, v))
-				continue;
-			for (k = 0; k < v->nreplicas; k++)
-				healthy += ok[off + k]; /* 0 for those scaled away */
-			for (k = 0; k < v->nreplicas; k++) {
-				const struct deploy_replica *rep = &v->replicas[k];
-				if (scaled_away(d, v, rep))
-					continue;
-				names[nnames] = xasprintf("v%d-r%d", v->ord, rep->idx);
-				sv[nsv].name = names[nnames++];
-				sv[nsv].addr = "127.0.0.1";
-				sv[nsv].port = rep->port;
-				sv[nsv].weight = ok[off + k] ? deploy_server_weight(v->weight, healthy) : 0;
-				/* an A/B test's version: its healthy replicas also take the requests that match */
-				if (running && ok[off + k] && d->match_version && strcmp(d->match_version, v->version) == 0) {
-					if (fe[nfe].nab == 0)
-						fe[nfe].ab_servers = absv + nab;
-					absv[nab] = sv[nsv];
-					absv[nab++].weight = 1;
-					fe[nfe].nab++;
-				}
-				nsv++;
-				fe[nfe].nservers++;
-			}
-		}
-		/* the header routes only while the tested version has a healthy replica to route to */
-		if (running && fe[nfe].nab > 0) {
-			fe[nfe].match_header = d->match_header;
-			fe[nfe].match_value = d->match_value;
-		}
-		nfe += running;
+	/* observe, decide (reconcile_plan.c: no I/O), apply */
+	seen = observe(list, n);
+	reconcile_plan(&plan, list, n, seen);
+	for (i = 0; i < plan.nactions; i++) {
+		const struct rc_action *a = &plan.actions[i];
+		const struct deployment *d = &list[a->dep];
+		const struct deploy_version *v = &d->versions[a->ver];
+		if (a->what == RC_HEALTH)
+			apply_health(conn, actor, d, v, &v->replicas[a->rep], a->health);
+		else if (a->what == RC_START)
+			apply_start(conn, home, actor, d, v, &v->replicas[a->rep]);
+		else if (a->what == RC_VERSION_UNSERVED || a->what == RC_VERSION_SERVED)
+			apply_version(conn, actor, d, v, a->healthy);
 	}
 	if (hap_for(home) == NULL) {
 		error = FERRY_ERROR;
 		goto out;
 	}
 	/* nothing deployed and no HAProxy running: nothing to start */
-	if (nfe > 0 || hap_running(hap)) {
-		if ((error = hap_apply(hap, fe, nfe, changes)) < 0)
+	if (plan.nfe > 0 || hap_running(hap)) {
+		if ((error = hap_apply(hap, plan.fe, plan.nfe, changes)) < 0)
 			flog_error("HAProxy: %s", ferry_error_last());
 	}
 	json_array_foreach(changes, i, c) {
@@ -338,25 +279,69 @@ int reconcile_now(PGconn *conn, const char *home, const char *actor)
 		if (dep > 0)
 			store_deploy_event(conn, dep, actor, "haproxy", c);
 	}
-	/* replicas scaled away: HAProxy no longer sends them requests */
-	for (i = 0; i < n; i++)
-		for (j = 0; j < list[i].nversions; j++)
-			for (k = 0; k < list[i].versions[j].nreplicas; k++)
-				if (scaled_away(&list[i], &list[i].versions[j], &list[i].versions[j].replicas[k]))
-					replica_remove(conn, actor, &list[i], &list[i].versions[j],
-						       &list[i].versions[j].replicas[k]);
-	/* stopped deployments: HAProxy no longer sends them requests; their replicas go */
-	for (i = 0; i < n; i++)
-		replicas_stop_all(conn, actor, &list[i], list[i].state == DEPLOY_STOPPED);
+	/* HAProxy no longer sends them requests: replicas scaled away go, stopped ones stop */
+	for (i = 0; i < plan.nactions; i++) {
+		const struct rc_action *a = &plan.actions[i];
+		const struct deployment *d = &list[a->dep];
+		const struct deploy_version *v = &d->versions[a->ver];
+		if (a->what == RC_REMOVE)
+			apply_remove(conn, actor, d, v, &v->replicas[a->rep]);
+		else if (a->what == RC_STOP)
+			apply_stop(conn, actor, d, v, &v->replicas[a->rep]);
+	}
+	if (store_reconcile_done(conn, asked) < 0)
+		flog_warn("reconcile: recording the round: %s", ferry_error_last());
 out:
 	pthread_mutex_unlock(&lock);
-	for (i = 0; i < nnames; i++)
-		free(names[i]);
-	free(names), free(sv), free(absv), free(fe), free(due), free(ok);
+	rc_plan_free(&plan);
+	free(seen);
+	free(due);
 	deployments_free(list, n);
 	deploy_warnings_free(warned, nwarned);
 	json_decref(changes);
 	return error;
+}
+
+void reconcile_set_leading(int on)
+{
+	atomic_store(&leading, on != 0);
+}
+
+int reconcile_request(PGconn *conn, const char *home, const char *actor, int flags)
+{
+	int64_t ticket = 0, until = clock_mono_ms() + RECONCILE_WAIT_MS, pause_ms = 10;
+	int done = 0, leader = 0, error;
+
+	if ((flags & RECONCILE_MAY_RUN) && atomic_load(&leading))
+		return reconcile_now(conn, home, actor);
+	if ((error = store_reconcile_request(conn, &ticket)) < 0)
+		return error;
+	for (;;) {
+		if ((error = store_reconcile_check(conn, ticket, &done, &leader)) < 0)
+			return error;
+		if (done)
+			return FERRY_OK;
+		if (!leader && (flags & RECONCILE_MAY_RUN)) {
+			/* nobody leads (a dev session on its own): the round runs here */
+			flog_info("reconcile: no leader is up; this process runs the round");
+			return reconcile_now(conn, home, actor);
+		}
+		if (!leader) {
+			flog_warn("reconcile: no leader is up; the change is written and the next leader applies it");
+			return FERRY_OK;
+		}
+		if (clock_mono_ms() >= until) {
+			ferry_error_set("the leader ran no reconcile round within %d s; the change is written and its "
+					"next round applies it", RECONCILE_WAIT_MS / 1000);
+			return FERRY_ERROR;
+		}
+		{
+			struct timespec ts = {0, (long)pause_ms * 1000000L};
+			nanosleep(&ts, NULL);
+		}
+		if (pause_ms < 100)
+			pause_ms *= 2;
+	}
 }
 
 int reconcile_haproxy_read(const char *home, json_t **out)

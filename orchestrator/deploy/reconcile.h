@@ -1,11 +1,13 @@
 /*
  * reconcile — makes the replicas and HAProxy match the deployments'
  * desired state in PostgreSQL (store_deploy.h), and records every
- * difference it repaired as a deployment event. It runs as a leader task
- * on the worker pool every RECONCILE_EVERY_MS, and at once after a change
- * (a deploy step, the API) so traffic moves without waiting for the next
- * round. One round at a time per process (a mutex): the task and a step
- * never interleave their changes.
+ * difference it repaired as a deployment event. It runs on the leader
+ * only: as a task on its worker pool every RECONCILE_EVERY_MS, at once
+ * when another daemon asks for a round (reconcile_request: NOTIFY
+ * ferry_reconcile), and in the leader's own deploy steps and API calls
+ * after a change, so traffic moves without waiting for the next round.
+ * One round at a time per process (a mutex): the task and a step never
+ * interleave their changes.
  *
  * A round: deployments whose auto-stop deadline passed become stopped
  * (once, in the statement that finds them); each replica of a serving
@@ -26,6 +28,28 @@
 
 /* One round for home's deployments; may block (bounded): worker threads only. */
 int reconcile_now(PGconn *conn, const char *home, const char *actor);
+
+/*
+ * What a change of the desired state (a deploy step, the API) calls to have
+ * it applied before it answers. Rounds run on the leader only. With
+ * RECONCILE_MAY_RUN (a deploy step, on a worker thread) the leader's own
+ * process runs one here (as reconcile_now), and so does any process when
+ * none leads (a `ferry dev` session on its own database). Otherwise — the
+ * API always, a follower's deploy step — it asks the leader for one (a
+ * ticket and a NOTIFY ferry_reconcile, migration 0030; the leader's engine
+ * makes its reconcile task due at once) and waits, at most
+ * RECONCILE_WAIT_MS, until a round that began after the ask is over: it
+ * never touches a replica or HAProxy itself. The API with no leader up
+ * does not wait (the next leader applies the change). FERRY_ERROR (saying
+ * so) when the leader ran no round in time; the change stays written and
+ * its next round applies it.
+ */
+#define RECONCILE_WAIT_MS 30000
+enum { RECONCILE_MAY_RUN = 1 }; /* run the round here on the leader, or when none leads (not the API) */
+int reconcile_request(PGconn *conn, const char *home, const char *actor, int flags);
+
+/* Whether this process leads (the engine says so when it wins or loses the election). */
+void reconcile_set_leading(int leading);
 
 /*
  * The `reconcile` periodic task (task.h): every RECONCILE_EVERY_MS on the

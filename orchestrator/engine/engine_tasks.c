@@ -12,11 +12,13 @@
 
 #include <stdio.h>
 
+#include "deploy/reconcile.h"
 #include "engine/health.h"
 #include "exec/exec.h"
 #include "lib/util.h"
 #include "store/db.h"
 #include "store/store.h"
+#include "store/store_deploy.h"
 
 int64_t task_every_third_lease(const struct task_ctx *c)
 {
@@ -126,13 +128,14 @@ const struct task strays_task = {
  * leader dies (its session ends, the lock is released) or loses the
  * database, another replica leads within one lease. Dev sessions never lead.
  */
-#define LEADER_LOCK_KEY 0x66657279 /* "ferry" */
+#define LEADER_LOCK_KEY STORE_LEADER_LOCK_KEY /* "ferry" (store_deploy.h: a follower asks whether a leader is up) */
 
 void engine_step_down(struct engine *e, const char *why)
 {
 	if (e->leading)
 		flog_warn("no longer the leader: %s", why);
 	e->leading = 0;
+	reconcile_set_leading(0);
 	if (e->o.health && !e->o.run_filter)
 		health_set_leader(e->o.health, 0);
 	if (e->lead) {
@@ -176,6 +179,7 @@ static void elect(struct engine *e)
 	PQclear(res);
 	if (ok) {
 		e->leading = 1;
+		reconcile_set_leading(1);
 		if (e->o.health)
 			health_set_leader(e->o.health, 1);
 		flog_info("elected leader (owner %s)", e->owner);

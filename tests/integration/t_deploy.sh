@@ -342,6 +342,40 @@ test_deploy_versions_retire_and_come_back() {
 	haproxy_vs_db || fail "HAProxy differs from the database"
 }
 
+# Reconcile runs on the leader only (issue 29): a PATCH through a follower
+# writes the change and asks the leader for a round (NOTIFY
+# ferry_reconcile); when the answer comes HAProxy has the new weights, the
+# leader's round made them (its owner is the actor of the HAProxy event),
+# and the follower ran no round and touched no replica.
+test_deploy_patch_via_follower() {
+	deploy_up
+	start_daemon a
+	model_double "$FERRY_HOME/double_serve.py"
+	f=$(deploy_wf 50)
+	sed -i "s|serve: .*|serve: [/usr/bin/python3, $FERRY_HOME/double_serve.py, good]|; /warm:/d" "$f"
+	double_model "$f"
+	id=$(submit "$f")
+	wait_run "$id" succeeded 60
+	id=$(submit "$f" '{"C": "5"}')
+	wait_run "$id" succeeded 60
+	leader=$(sed -n 's/.*engine running (owner \([^ ,]*\).*/\1/p' "$FERRY_HOME/ferryd-a.log" | head -1)
+	[ -n "$leader" ] || fail "no owner in a's log"
+	start_another b
+	local url_a=$FERRY_URL
+	FERRY_URL=$(daemon_url b)
+	last=$(sql "SELECT coalesce(max(id), 0) FROM deployment_events")
+	api PATCH /api/v1/deployments/1 '{"traffic": {"0.0.2": 0}}'
+	assert_eq "$CODE" 200 "PATCH through the follower: $BODY"
+	FERRY_URL=$url_a
+	# applied when the answer came: HAProxy agrees with the database (0.0.2 at weight 0)
+	haproxy_vs_db || fail "HAProxy differs from the database after the follower's PATCH"
+	assert_eq "$(sql "SELECT string_agg(DISTINCT actor, ',') FROM deployment_events WHERE id > $last AND kind = 'haproxy'")" "$leader" \
+		"the leader's round moved HAProxy's weights"
+	! grep -Eq 'reconcile|replica [0-9]+ (started|restarted|removed)|HAProxy' "$FERRY_HOME/ferryd-b.log" ||
+		fail "the follower ran a round or touched a replica: $(grep -E 'reconcile|replica|HAProxy' "$FERRY_HOME/ferryd-b.log")"
+	assert_eq "$(sql "SELECT requested = done FROM reconcile_rounds")" t "the follower's ask was answered"
+}
+
 # A canary with traffic of its own (canary.traffic.rate): with no outside
 # client, a version answering 5xx is rolled back and a good one promoted
 # on replayed recorded requests, each judged on the requests the step sent
