@@ -45,7 +45,7 @@ BEGIN
 				'started_at', ferry_ts(s.started_at), 'finished_at', ferry_ts(s.finished_at),
 				'attempt_list', (SELECT coalesce(json_agg(json_build_object(
 					'attempt', a.attempt, 'state', a.state, 'exit_code', a.exit_code,
-					'signal', a.signal, 'reason', a.reason, 'owner', a.owner,
+					'signal', a.signal, 'reason', a.reason, 'owner', a.owner, 'host', a.host,
 					'started_at', ferry_ts(a.started_at), 'finished_at', ferry_ts(a.finished_at),
 					'log', a.dir || '/log') ORDER BY a.attempt), '[]')
 				  FROM attempts a WHERE a.step_id = s.id)

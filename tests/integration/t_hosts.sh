@@ -31,6 +31,8 @@ Y
 	ran=$(sql "SELECT a.host FROM attempts a JOIN steps s ON s.id = a.step_id WHERE s.run_id = $id")
 	api GET /api/v1/hosts
 	assert_eq "$(echo "$BODY" | json "[h['running_jobs'] for h in j['hosts'] if h['name'] == '$ran'][0]")" 1 "the running job on $ran"
+	api GET "/api/v1/runs/$id"
+	assert_eq "$(echo "$BODY" | json 'j["steps"][0]["attempt_list"][0]["host"]')" "$ran" "the run's JSON names the attempt's host"
 	ferry stop "$id" >/dev/null
 	out=$(ferry hosts)
 	echo "$out"
