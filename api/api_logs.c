@@ -75,7 +75,7 @@ static int log_attempt_over(struct log_stream *ls)
 		ls->next_db_check = clock_mono_ms() + 2000;
 		db = api_pool_try_get(ls->api); /* none free: look again next time */
 		if (db) {
-			if (store_step_log(&dir, &attempt, &running, db, ls->run_id, ls->step, ls->attempt) == 0)
+			if (store_step_log(&dir, &attempt, &running, NULL, db, ls->run_id, ls->step, ls->attempt) == 0)
 				over = !running;
 			api_pool_put(ls->api, db);
 		}
@@ -102,7 +102,7 @@ static int client_gone(int sock)
  * Suspends conn until the ticker's next round (PARK_MS) resumes it. 0 when
  * the API is stopping (nothing may be suspended then).
  */
-static int park(struct api *a, struct MHD_Connection *conn)
+int api_logs_park(struct api *a, struct MHD_Connection *conn)
 {
 	pthread_mutex_lock(&a->park_mu);
 	if (a->stopping) {
@@ -183,7 +183,7 @@ static ssize_t log_stream_read(void *cls, uint64_t pos, char *buf, size_t max)
 				continue;
 			}
 		}
-		if (!park(ls->api, ls->conn))
+		if (!api_logs_park(ls->api, ls->conn))
 			return MHD_CONTENT_READER_END_WITH_ERROR;
 		return 0;
 	}
@@ -307,7 +307,7 @@ void api_step_logs(struct api *a, struct reply *r, PGconn *db, struct req *q)
 	int head = q->head;
 	const char *att_s = MHD_lookup_connection_value(conn, MHD_GET_ARGUMENT_KIND, "attempt");
 	int64_t want = 0, offset = 0, length = -1;
-	char *dir = NULL;
+	char *dir = NULL, *host = NULL;
 	int attempt = 0, running = 0, fd, error, no_file = 0, followed = 0;
 	struct stat st;
 
@@ -317,7 +317,7 @@ void api_step_logs(struct api *a, struct reply *r, PGconn *db, struct req *q)
 	}
 	if (log_args(r, conn, &offset, &length, &followed) < 0)
 		return;
-	if ((error = store_step_log(&dir, &attempt, &running, db, id, step, (int)want)) < 0) {
+	if ((error = store_step_log(&dir, &attempt, &running, &host, db, id, step, (int)want)) < 0) {
 		reply_store_error(r, error);
 		return;
 	}
@@ -335,11 +335,36 @@ void api_step_logs(struct api *a, struct reply *r, PGconn *db, struct req *q)
 	fd = jobfile_open(dir, "log", &st);
 	if (fd == FERRY_EINVALID) {
 		char *why = xasprintf("the log of attempt %d cannot be served: %s", attempt, ferry_error_last());
-		free(dir);
+		free(dir), free(host);
 		reply_error(r, 409, "log_unreadable", NULL, why, NULL);
 		free(why);
 		return;
 	}
+	if (host != NULL) {
+		/*
+		 * The job ran on another host of the fleet, whose disk has its log:
+		 * served through that host's API; when that host is down, a copy
+		 * readable here (a shared FERRY_HOME, a host renamed) is served here
+		 */
+		char *esc = api_path_escape(step), *pq, *what = xasprintf("the log of step %s attempt %d", step, attempt);
+		char tail[48] = "";
+		int done;
+		if (length >= 0) /* length and follow exclude each other (log_args) */
+			snprintf(tail, sizeof(tail), "&length=%lld", (long long)length);
+		else if (followed)
+			snprintf(tail, sizeof(tail), "&follow=1");
+		pq = xasprintf("/api/v1/runs/%lld/steps/%s/logs?attempt=%d&offset=%lld%s", (long long)id, esc, attempt,
+			       (long long)offset, tail);
+		done = api_forward(a, r, db, q, host, pq, what, fd >= 0);
+		free(esc), free(pq), free(what);
+		if (done) {
+			if (fd >= 0)
+				close(fd);
+			free(dir), free(host);
+			return;
+		}
+	}
+	free(host);
 	if (fd < 0 && !running && logs_gone(r, db, id)) {
 		free(dir);
 		return;

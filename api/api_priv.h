@@ -150,6 +150,23 @@ void api_step_continue(struct api *a, struct reply *r, PGconn *db, struct req *q
 void api_step_reject(struct api *a, struct reply *r, PGconn *db, struct req *q);
 void api_workflows_list(struct api *a, struct reply *r, PGconn *db, struct req *q);
 void api_hosts_list(struct api *a, struct reply *r, PGconn *db, struct req *q);
+
+/*
+ * Forwarding (api_forward.c): when host (where what the request asks for
+ * lives: an attempt's host) is another host of the fleet and the request
+ * was not forwarded to us already, answers r through that host's API at
+ * path_query (its status, body and log headers streamed back, X-Ferry-Host
+ * naming it), or 503 naming the host when no daemon of it is up (unless
+ * have_here: a copy is readable here, served here then) or it does not
+ * answer; returns 1 then. 0: serve it here. what ("the log of step X
+ * attempt N") is for the messages.
+ */
+int api_forward(struct api *a, struct reply *r, PGconn *db, struct req *q, const char *host, const char *path_query,
+		const char *what, int have_here);
+/* s percent-encoded for a path segment (unreserved characters kept); the caller's. */
+char *api_path_escape(const char *s);
+/* Suspends conn until the log ticker's next round (api_logs.c); 0 when the API is stopping. */
+int api_logs_park(struct api *a, struct MHD_Connection *conn);
 void api_workflow_register(struct api *a, struct reply *r, PGconn *db, struct req *q);
 
 /*

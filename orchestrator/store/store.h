@@ -121,6 +121,12 @@ int store_host_beat(PGconn *conn, const char *owner, const char *host, const cha
 int store_host_stopped(PGconn *conn, const char *owner);
 int store_hosts_prune(PGconn *conn, int *removed);
 int store_hosts_list(char **out, PGconn *conn);
+/*
+ * Where host answers: its newest daemon's address (NULL: no daemon ever
+ * named it, or none published one), whether that daemon is live (its
+ * lease), when it was last seen (NULL when none). All the caller's.
+ */
+int store_host_address(char **address, int *live, char **last_seen, PGconn *conn, const char *host);
 /* Expires owner's leases now, so another daemon takes the attempts over. */
 int store_release(PGconn *conn, const char *owner);
 
@@ -324,9 +330,10 @@ int store_run_events(char **out, PGconn *conn, int64_t id, int64_t after);
 /*
  * Where an attempt's log is: attempt 0 means the latest. *dir is the
  * caller's; NULL (and *running 1) for an attempt claimed whose job has not
- * started yet: its log is empty so far.
+ * started yet: its log is empty so far. *host (when host is not NULL; the
+ * caller's) is the host the attempt runs or ran on.
  */
-int store_step_log(char **dir, int *attempt, int *running, PGconn *conn, int64_t run,
+int store_step_log(char **dir, int *attempt, int *running, char **host, PGconn *conn, int64_t run,
 		   const char *step, int want_attempt);
 
 /* Continues a waiting step for actor with optional data (JSON text or NULL). */

@@ -66,3 +66,26 @@ int store_hosts_list(char **out, PGconn *conn)
 	PQclear(res);
 	return FERRY_OK;
 }
+
+int store_host_address(char **address, int *live, char **last_seen, PGconn *conn, const char *host)
+{
+	const char *params[1] = {host};
+	PGresult *res = NULL;
+	int error;
+
+	*address = *last_seen = NULL;
+	*live = 0;
+	/* its newest daemon: the one that heartbeat last */
+	error = store_q(&res, conn,
+			"SELECT address, stopped_at IS NULL AND last_seen + lease_ms * interval '1 millisecond' > now(), "
+			"       ferry_ts(last_seen) "
+			"FROM daemons WHERE host = $1 ORDER BY last_seen DESC LIMIT 1",
+			1, params);
+	if (error == FERRY_OK && PQntuples(res) == 1) {
+		*address = store_dupval(res, 0, 0);
+		*live = PQgetvalue(res, 0, 1)[0] == 't';
+		*last_seen = store_dupval(res, 0, 2);
+	}
+	PQclear(res);
+	return error;
+}

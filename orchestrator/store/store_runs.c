@@ -693,7 +693,7 @@ int store_run_events(char **out, PGconn *conn, int64_t id, int64_t after)
 	return run_json_result(out, res, id);
 }
 
-int store_step_log(char **dir, int *attempt, int *running, PGconn *conn, int64_t run,
+int store_step_log(char **dir, int *attempt, int *running, char **host, PGconn *conn, int64_t run,
 		   const char *step, int want_attempt)
 {
 	char runbuf[32], attbuf[16];
@@ -702,10 +702,12 @@ int store_step_log(char **dir, int *attempt, int *running, PGconn *conn, int64_t
 	int error;
 
 	*dir = NULL;
+	if (host)
+		*host = NULL;
 	snprintf(runbuf, sizeof(runbuf), "%lld", (long long)run);
 	snprintf(attbuf, sizeof(attbuf), "%d", want_attempt);
 	if ((error = store_q(&res, conn,
-		             "SELECT s.id IS NOT NULL, a.attempt, a.dir, a.state = 'running' "
+		             "SELECT s.id IS NOT NULL, a.attempt, a.dir, a.state = 'running', a.host "
 		             "FROM (SELECT 1) one "
 		             "LEFT JOIN steps s ON s.run_id = $1 AND s.name = $2 "
 		             "LEFT JOIN LATERAL (SELECT * FROM attempts a WHERE a.step_id = s.id "
@@ -730,6 +732,8 @@ int store_step_log(char **dir, int *attempt, int *running, PGconn *conn, int64_t
 		*dir = xstrdup(PQgetvalue(res, 0, 2));
 		*running = PQgetvalue(res, 0, 3)[0] == 't';
 	}
+	if (error == FERRY_OK && host && !PQgetisnull(res, 0, 4))
+		*host = xstrdup(PQgetvalue(res, 0, 4));
 	PQclear(res);
 	return error;
 }

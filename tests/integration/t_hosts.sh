@@ -76,3 +76,54 @@ test_hosts_bad_settings_refused() {
 	! kill -0 "$(daemon_pid a)" 2>/dev/null || fail "ferryd started with FERRY_GPUS=0,x"
 	assert_match "$(cat "$FERRY_HOME/ferryd-a.log")" 'FERRY_GPUS: "x" is neither' "the reason"
 }
+
+# logs from anywhere (issue 29, item 4): a step that ran on host A (its own
+# FERRY_HOME: no shared disk) has its log served by host B's API — whole, a
+# range, followed to its end — through A's API; with A's daemon gone, B
+# answers 503 naming host-a. A log that is on B's own disk is served there.
+test_hosts_log_served_by_another_host() {
+	start_daemon a FERRY_HOST=host-a
+	id=$(submit "$(wf talk <<'Y'
+name: talk
+steps:
+  - {name: s, foreach: [1], command: [sh, -c, 'for i in 1 2 3; do echo "line $i"; sleep 0.3; done; sleep 2; echo end']}
+Y
+)")
+	wait_step "$id" 's[0]' running 20
+	mkdir -p "$FERRY_HOME/b"
+	start_another b FERRY_HOST=host-b FERRY_HOME="$FERRY_HOME/b"
+	local b; b=$(daemon_url b)
+	[ ! -e "$FERRY_HOME/b/runs/$id" ] || fail "host-b has the run's directory: nothing would be forwarded"
+	# followed from host-b while it runs on host-a, to its end
+	out=$(curl -sS -m 30 -H "Authorization: Bearer $FERRY_API_TOKEN" -D "$FERRY_HOME/h.txt" \
+		"$b/api/v1/runs/$id/steps/s%5B0%5D/logs?follow=1")
+	assert_eq "$(echo "$out" | tr '\n' '|')" "line 1|line 2|line 3|end|" "followed through host-b"
+	assert_match "$(cat "$FERRY_HOME/h.txt")" 'X-Ferry-Host: host-a' "it says where it came from"
+	assert_match "$(cat "$FERRY_HOME/h.txt")" 'X-Ferry-Attempt: 1' "which attempt"
+	wait_run "$id" succeeded 20
+	# whole, and a range
+	FERRY_URL=$b api GET "/api/v1/runs/$id/steps/s%5B0%5D/logs"
+	assert_eq "$CODE" 200 "whole: $BODY"
+	assert_eq "$(echo "$BODY" | grep -c '^line ')" 3 "the whole log"
+	FERRY_URL=$b api GET "/api/v1/runs/$id/steps/s%5B0%5D/logs?offset=7&length=6"
+	assert_eq "$BODY" "line 2" "a range"
+	# the CLI does not care where it ran
+	assert_match "$(FERRY_URL=$b ferry logs "$id" 's[0]')" 'line 3' "ferry logs through host-b"
+	# host-a's daemon killed: its API does not answer, 503 naming it
+	stop_daemon a KILL
+	FERRY_URL=$b api GET "/api/v1/runs/$id/steps/s%5B0%5D/logs"
+	assert_eq "$CODE" 503 "host-a down: $BODY"
+	assert_match "$BODY" 'host-a' "the answer names the host"
+	# lost (its lease passed), its disk elsewhere: 503 saying so; its disk readable here: served here
+	mv "$FERRY_HOME/runs" "$FERRY_HOME/runs.away"
+	for _ in $(seq 1 50); do
+		FERRY_URL=$b api GET "/api/v1/runs/$id/steps/s%5B0%5D/logs"
+		[[ "$BODY" == *"which is lost"* ]] && break
+		sleep 0.1
+	done
+	assert_eq "$CODE" 503 "host-a lost: $BODY"
+	assert_match "$BODY" 'on host host-a, which is lost \(last seen ' "saying so"
+	mv "$FERRY_HOME/runs.away" "$FERRY_HOME/runs"
+	FERRY_URL=$b api GET "/api/v1/runs/$id/steps/s%5B0%5D/logs"
+	assert_eq "$CODE $(echo "$BODY" | grep -c '^end$')" "200 1" "a copy on this machine's disk, served here"
+}
