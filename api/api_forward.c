@@ -167,7 +167,7 @@ static void *fwd_thread(void *arg)
 	struct curl_slist *h = NULL;
 
 	if (c == NULL) {
-		f->result = CURLE_OUT_OF_MEMORY;
+		f->result = CURLE_OUT_OF_MEMORY; /* before anyone reads it: headers_done stays 0 */
 		snprintf(f->err, sizeof(f->err), "curl_easy_init failed");
 	} else {
 		f->curl = c;
@@ -185,8 +185,9 @@ static void *fwd_thread(void *arg)
 		curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, on_body);
 		curl_easy_setopt(c, CURLOPT_WRITEDATA, f);
 		curl_easy_setopt(c, CURLOPT_ERRORBUFFER, f->err);
-		f->result = curl_easy_perform(c);
+		CURLcode res = curl_easy_perform(c);
 		pthread_mutex_lock(&f->mu);
+		f->result = res;
 		curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &f->status);
 		pthread_mutex_unlock(&f->mu);
 		curl_slist_free_all(h);
@@ -202,19 +203,6 @@ static void *fwd_thread(void *arg)
 	return NULL;
 }
 
-/* Whether the client closed its side of the connection. */
-static int gone(int sock)
-{
-	struct pollfd p = {.fd = sock, .events = POLLIN | POLLRDHUP};
-	char ch;
-
-	if (sock < 0 || poll(&p, 1, 0) <= 0)
-		return 0;
-	if (p.revents & (POLLHUP | POLLERR | POLLRDHUP))
-		return 1;
-	return recv(sock, &ch, 1, MSG_PEEK | MSG_DONTWAIT) == 0;
-}
-
 /* The MHD worker: what the pipe holds, parked when it holds nothing yet; never waits. */
 static ssize_t fwd_read(void *cls, uint64_t pos, char *buf, size_t max)
 {
@@ -228,11 +216,17 @@ static ssize_t fwd_read(void *cls, uint64_t pos, char *buf, size_t max)
 			return n;
 		if (n < 0 && errno == EINTR)
 			continue;
-		if (n == 0)
-			return f->result == CURLE_OK ? MHD_CONTENT_READER_END_OF_STREAM : MHD_CONTENT_READER_END_WITH_ERROR;
+		if (n == 0) {
+			/* EOF: the thread is done; how the transfer ended, read under its lock */
+			CURLcode res;
+			pthread_mutex_lock(&f->mu);
+			res = f->result;
+			pthread_mutex_unlock(&f->mu);
+			return res == CURLE_OK ? MHD_CONTENT_READER_END_OF_STREAM : MHD_CONTENT_READER_END_WITH_ERROR;
+		}
 		if (errno != EAGAIN)
 			return MHD_CONTENT_READER_END_WITH_ERROR;
-		if (f->api->stopping || gone(f->sock) || !api_logs_park(f->api, f->conn))
+		if (f->api->stopping || api_client_gone(f->sock) || !api_logs_park(f->api, f->conn))
 			return MHD_CONTENT_READER_END_WITH_ERROR;
 		return 0;
 	}

@@ -85,7 +85,7 @@ static int log_attempt_over(struct log_stream *ls)
 }
 
 /* Whether the client closed its side of the connection while we wait for data. */
-static int client_gone(int sock)
+int api_client_gone(int sock)
 {
 	struct pollfd p = {.fd = sock, .events = POLLIN | POLLRDHUP};
 	char c;
@@ -174,7 +174,7 @@ static ssize_t log_stream_read(void *cls, uint64_t pos, char *buf, size_t max)
 			return MHD_CONTENT_READER_END_WITH_ERROR;
 		if (ls->ended)
 			return MHD_CONTENT_READER_END_OF_STREAM;
-		if (ls->api->stopping || client_gone(ls->sock))
+		if (ls->api->stopping || api_client_gone(ls->sock))
 			return MHD_CONTENT_READER_END_WITH_ERROR;
 		if (clock_mono_ms() >= ls->next_check) {
 			ls->next_check = clock_mono_ms() + 500;

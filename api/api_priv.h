@@ -167,6 +167,8 @@ int api_forward(struct api *a, struct reply *r, PGconn *db, struct req *q, const
 char *api_path_escape(const char *s);
 /* Suspends conn until the log ticker's next round (api_logs.c); 0 when the API is stopping. */
 int api_logs_park(struct api *a, struct MHD_Connection *conn);
+/* Whether the client closed its side of the connection (sock: its socket; api_logs.c). */
+int api_client_gone(int sock);
 void api_workflow_register(struct api *a, struct reply *r, PGconn *db, struct req *q);
 
 /*

@@ -187,19 +187,6 @@ static ssize_t stream_read(void *cls, uint64_t pos, char *buf, size_t max)
 	return 0;
 }
 
-/* Whether the client closed its side of the connection (the stream only writes, so any read is EOF or junk). */
-static int client_gone(int sock)
-{
-	struct pollfd p = {.fd = sock, .events = POLLIN | POLLRDHUP};
-	char c;
-
-	if (sock < 0 || poll(&p, 1, 0) <= 0)
-		return 0;
-	if (p.revents & (POLLHUP | POLLERR | POLLRDHUP))
-		return 1;
-	return recv(sock, &c, 1, MSG_PEEK | MSG_DONTWAIT) == 0;
-}
-
 static int state_finished(const char *state)
 {
 	return strcmp(state, "succeeded") == 0 || strcmp(state, "failed") == 0 || strcmp(state, "stopped") == 0;
@@ -374,7 +361,7 @@ static void *poller_main(void *arg)
 		for (struct ui_stream *s = ui->streams; s; s = s->next) {
 			if (s->done || s->gone)
 				continue;
-			if (s->parked && client_gone(s->sock)) {
+			if (s->parked && api_client_gone(s->sock)) {
 				s->gone = 1;
 				stream_wake(s);
 				continue;
