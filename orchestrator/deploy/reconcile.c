@@ -302,9 +302,9 @@ out:
 	return error;
 }
 
-void reconcile_set_leading(int on)
+void reconcile_set_leading(int how)
 {
-	atomic_store(&leading, on != 0);
+	atomic_store(&leading, how);
 }
 
 int reconcile_request(PGconn *conn, const char *home, const char *actor, int flags)
@@ -312,7 +312,8 @@ int reconcile_request(PGconn *conn, const char *home, const char *actor, int fla
 	int64_t ticket = 0, until = clock_mono_ms() + RECONCILE_WAIT_MS, pause_ms = 10;
 	int done = 0, leader = 0, error;
 
-	if ((flags & RECONCILE_MAY_RUN) && atomic_load(&leading))
+	/* the leader's own deploy step; or a leader with no worker pool, whose task never runs a round */
+	if (((flags & RECONCILE_MAY_RUN) && atomic_load(&leading)) || atomic_load(&leading) == RECONCILE_LEADS_NO_POOL)
 		return reconcile_now(conn, home, actor);
 	if ((error = store_reconcile_request(conn, &ticket)) < 0)
 		return error;

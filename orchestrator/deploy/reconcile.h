@@ -48,8 +48,14 @@ int reconcile_now(PGconn *conn, const char *home, const char *actor);
 enum { RECONCILE_MAY_RUN = 1 }; /* run the round here on the leader, or when none leads (not the API) */
 int reconcile_request(PGconn *conn, const char *home, const char *actor, int flags);
 
-/* Whether this process leads (the engine says so when it wins or loses the election). */
-void reconcile_set_leading(int leading);
+/*
+ * Whether this process leads (the engine says so when it wins or loses the
+ * election): 0, 1, or RECONCILE_LEADS_NO_POOL — it leads with no worker
+ * pool (FERRY_WORKERS=0), so its task runs no round and every ask of this
+ * process runs it where it is asked.
+ */
+#define RECONCILE_LEADS_NO_POOL 2
+void reconcile_set_leading(int how);
 
 /*
  * The `reconcile` periodic task (task.h): every RECONCILE_EVERY_MS on the

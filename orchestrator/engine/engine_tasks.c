@@ -179,7 +179,7 @@ static void elect(struct engine *e)
 	PQclear(res);
 	if (ok) {
 		e->leading = 1;
-		reconcile_set_leading(1);
+		reconcile_set_leading(e->workers ? 1 : RECONCILE_LEADS_NO_POOL);
 		if (e->o.health)
 			health_set_leader(e->o.health, 1);
 		flog_info("elected leader (owner %s)", e->owner);

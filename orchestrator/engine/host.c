@@ -181,12 +181,15 @@ int host_parse_gpus(json_t **out, const char *text)
 			json_decref(arr);
 			return FERRY_EINVALID;
 		}
-		for (size_t k = 0; k + 1 < json_array_size(arr); k++)
-			if (json_equal(json_array_get(arr, k), json_array_get(arr, json_array_size(arr) - 1))) {
+		for (size_t k = 0; k + 1 < json_array_size(arr); k++) {
+			const json_t *a = json_array_get(arr, k), *b = json_array_get(arr, json_array_size(arr) - 1);
+			const char *key = json_object_get(b, "uuid") ? "uuid" : "index";
+			if (json_object_get(a, key) && json_equal(json_object_get(a, key), json_object_get(b, key))) {
 				ferry_error_set("FERRY_GPUS: %.*s is listed twice", (int)tl, t);
 				json_decref(arr);
 				return FERRY_EINVALID;
 			}
+		}
 		index++;
 		p += n;
 		if (*p == ',')

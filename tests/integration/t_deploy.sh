@@ -342,6 +342,25 @@ test_deploy_versions_retire_and_come_back() {
 	haproxy_vs_db || fail "HAProxy differs from the database"
 }
 
+# A leader with no worker pool (FERRY_WORKERS=0) runs no periodic round: a
+# PATCH on it applies the change itself (an ask of the leader waited 30 s
+# for a round that never came, and answered with HAProxy unchanged)
+test_deploy_patch_without_worker_pool() {
+	deploy_up
+	start_daemon a FERRY_WORKERS=0
+	model_double "$FERRY_HOME/double_serve.py"
+	f=$(deploy_wf 50)
+	sed -i "s|serve: .*|serve: [/usr/bin/python3, $FERRY_HOME/double_serve.py, good]|; /warm:/d" "$f"
+	double_model "$f"
+	id=$(submit "$f")
+	wait_run "$id" succeeded 60
+	id=$(submit "$f" '{"C": "5"}')
+	wait_run "$id" succeeded 60
+	api PATCH /api/v1/deployments/1 '{"traffic": {"0.0.2": 0}}'
+	assert_eq "$CODE" 200 "PATCH: $BODY"
+	haproxy_vs_db || fail "HAProxy differs from the database after the PATCH (no round applied it)"
+}
+
 # Reconcile runs on the leader only (issue 29): a PATCH through a follower
 # writes the change and asks the leader for a round (NOTIFY
 # ferry_reconcile); when the answer comes HAProxy has the new weights, the

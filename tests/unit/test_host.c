@@ -88,6 +88,8 @@ static void test_host__gpus(void **state)
 	assert_non_null(strstr(ferry_error_last(), "FERRY_GPUS: \"gpu1\" is neither a GPU index nor a GPU UUID"));
 	assert_int_equal(host_parse_gpus(&g, "0,1,0"), FERRY_EINVALID);
 	assert_string_equal(ferry_error_last(), "FERRY_GPUS: 0 is listed twice");
+	assert_int_equal(host_parse_gpus(&g, "GPU-aa, GPU-bb, GPU-aa"), FERRY_EINVALID);
+	assert_string_equal(ferry_error_last(), "FERRY_GPUS: GPU-aa is listed twice");
 }
 
 /* the capacity from the settings: declared GPUs (nvidia-smi not asked), resources, labels; a bad one refused */
