@@ -78,6 +78,15 @@ if [ -n "${DEMO_QUIET:-}" ]; then
 	QUIET=$DEMO_QUIET
 	sed -i "s/quiet: 5s/quiet: $QUIET/" "$WF/digits.yaml"
 fi
+# DEMO_P99_MS=N: the deploy's load test holds p99 < N ms instead of the workflow's 500 (the suite's run,
+# beside four busy lanes on two cores, where the pipeline is under test, not the machine's latency)
+if [ -n "${DEMO_P99_MS:-}" ]; then
+	case $DEMO_P99_MS in [1-9][0-9][0-9] | [1-9][0-9][0-9][0-9] | [1-9][0-9][0-9][0-9][0-9]) ;;
+	*) echo "demo: DEMO_P99_MS=$DEMO_P99_MS is not 100 to 99999" >&2; exit 2 ;; esac
+	sed -i "s/p99_ms: \"< 500\"/p99_ms: \"< $DEMO_P99_MS\"/" "$WF/digits.yaml"
+	grep -q "p99_ms: \"< $DEMO_P99_MS\"" "$WF/digits.yaml" || { echo "demo: the load test's p99 bound was not found" >&2; exit 2; }
+	echo "demo: the deploy's load test holds p99 < $DEMO_P99_MS ms (DEMO_P99_MS)"
+fi
 chmod -R a+rX "$WF"
 
 say() { printf '\n\033[1m== %s\033[0m\n' "$*"; }

@@ -78,8 +78,13 @@ static void adopt_orphan(struct engine *e, struct store_orphan *o)
 	if (rc == 1) {
 		adopted(e, o, j);
 	} else if (rc == 0) {
-		flog_info("run %lld step %s attempt %d finished while its owner %s was gone",
-			  (long long)o->run_id, o->name, o->attempt, o->owner);
+		flog_info("run %lld step %s attempt %d finished while its owner %s was gone%s",
+			  (long long)o->run_id, o->name, o->attempt, o->owner,
+			  o->handle == NULL && j->handle ? " (found in its directory)" : "");
+		if (o->handle == NULL && j->handle)
+			/* never recorded (its daemon died right after the start): kept, as for a job adopted running */
+			engine_push_record(e, o->step_id, o->attempt, t->name, json_dumps(j->handle, JSON_COMPACT),
+					   xstrdup(j->dir));
 		if (st.signal || st.exit_code) {
 			/* the executor's own explanation first (out of memory), as for a job we watched end */
 			engine_push_done(e, o->step_id, o->attempt, OUTCOME_FAILED, st.exit_code, st.signal,

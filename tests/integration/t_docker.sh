@@ -387,7 +387,8 @@ test_docker_daemon_killed_after_start_runs_once() {
 test_docker_daemon_kill9_mid_step_runs_once() {
 	docker_up
 	start_daemon a
-	id=$(submit "$(docker_counted_wf)")
+	# long enough to still run when a restarted daemon adopts it on a loaded machine (3 s was not)
+	id=$(submit "$(docker_counted_wf 10)")
 	wait_container >/dev/null
 	wait_handle "$id"
 	stop_daemon a KILL

@@ -306,11 +306,11 @@ Y
 }
 
 # the counted step: one line per run of its command, in the checkpoint dir (mounted)
-podman_counted_wf() {
-	wf counted <<'Y'
+podman_counted_wf() { # [SECONDS the work takes: 3]
+	wf counted <<Y
 name: counted
 steps:
-  - {name: work, executor: podman, image: ferry-base, command: [sh, -c, 'echo "attempt $FERRY_ATTEMPT" >> "$FERRY_CHECKPOINT_DIR/work.count"; sleep 3; echo done']}
+  - {name: work, executor: podman, image: ferry-base, command: [sh, -c, 'echo "attempt \$FERRY_ATTEMPT" >> "\$FERRY_CHECKPOINT_DIR/work.count"; sleep ${1:-3}; echo done']}
   - {name: after, needs: [work], command: [sh, -c, 'true']}
 Y
 }
@@ -338,7 +338,8 @@ test_podman_daemon_killed_after_start() {
 test_podman_daemon_kill9_mid_step() {
 	podman_up
 	start_daemon a
-	id=$(submit "$(podman_counted_wf)")
+	# long enough to still run when a restarted daemon adopts it on a loaded machine (3 s was not)
+	id=$(submit "$(podman_counted_wf 10)")
 	wait_step "$id" work running 10
 	for _ in $(seq 1 100); do [ -s "$FERRY_HOME/runs/$id/work/checkpoint/work.count" ] && break; sleep 0.1; done
 	stop_daemon a KILL
