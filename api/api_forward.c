@@ -248,7 +248,8 @@ int api_forward(struct api *a, struct reply *r, PGconn *db, struct req *q, const
 	char self[256], *address = NULL, *last_seen = NULL, *msg;
 	const char *auth = MHD_lookup_connection_value(q->conn, MHD_HEADER_KIND, "Authorization");
 	const char *fwd_hdr = MHD_lookup_connection_value(q->conn, MHD_HEADER_KIND, "X-Ferry-Forwarded");
-	int live = 0, error, follow = strstr(path_query, "follow=1") != NULL;
+	int live = 0, error, follow = strstr(path_query, "follow=1") != NULL, headers;
+	char why[CURL_ERROR_SIZE];
 	struct fwd *f;
 	pthread_t th;
 	struct MHD_Response *resp;
@@ -318,11 +319,13 @@ int api_forward(struct api *a, struct reply *r, PGconn *db, struct req *q, const
 			if (pthread_cond_timedwait(&f->cv, &f->mu, &until) != 0)
 				break;
 	}
+	headers = f->headers_done;
+	/* curl's message is complete once the thread is finished (its buffer is written during the transfer) */
+	snprintf(why, sizeof(why), "%s", f->finished && f->err[0] ? f->err : "no answer in time");
 	pthread_mutex_unlock(&f->mu);
-	if (!f->headers_done) {
+	if (!headers) {
 		atomic_store(&f->cancel, 1);
-		msg = xasprintf("%s is on host %s, whose API at %s did not answer: %s", what, host, address,
-				f->finished && f->err[0] ? f->err : "no answer in time");
+		msg = xasprintf("%s is on host %s, whose API at %s did not answer: %s", what, host, address, why);
 		reply_error(r, 503, "host_unreachable", NULL, msg, NULL);
 		free(msg);
 		if (follow)

@@ -29,7 +29,10 @@ try {
     viewer = await namedToken('browser-viewer', 'viewer');
     // digits deploys: a deploy step needs the run's submitter to be an admin when it acts
     const adm = await namedToken('browser-admin', 'admin');
-    const yaml = readFileSync(`${ROOT}/workflows/digits.yaml`, 'utf8');
+    // the console is under test, not latency: the deploy's load-test p99 bound relaxed as the suite's other
+    // runs of the example do (on a slow day it failed at 16 clients and the run never reached the page's end)
+    const yaml = readFileSync(`${ROOT}/workflows/digits.yaml`, 'utf8').replace('p99_ms: "< 500"', 'p99_ms: "< 10000"');
+    assert(yaml.includes('p99_ms: "< 10000"'), 'the example\'s load-test bound was found');
     const reg = await api('POST', '/api/v1/workflows', { yaml, filename: 'digits.yaml', workdir: `${ROOT}/workflows` });
     eq(reg.status, 201, `register digits: ${reg.text}`);
     page = await signedIn(ctx, adm, 'admin', '#/submit?workflow=digits');

@@ -380,7 +380,9 @@ test_docker_daemon_killed_after_start_runs_once() {
 	assert_eq "$(sql "SELECT coalesce(handle::text, 'none') FROM attempts a JOIN steps s ON s.id = a.step_id WHERE s.run_id = $id AND s.name = 'work'")" none "killed before the handle was recorded"
 	start_daemon a
 	docker_ran_once "$id"
-	grep -q "re-adopted docker job (found in its directory)" "$FERRY_HOME/ferryd-a.log" || fail "not adopted from the attempt directory"
+	# running still, or (its 3 s over before the restart on a loaded machine) ended: found in its directory
+	grep -Eq "re-adopted docker job \(found in its directory\)|finished while its owner .* was gone \(found in its directory\)" \
+		"$FERRY_HOME/ferryd-a.log" || fail "not adopted from the attempt directory"
 	assert_match "$(sql "SELECT handle->>'container' FROM attempts a JOIN steps s ON s.id = a.step_id WHERE s.run_id = $id AND s.name = 'work'")" '^ferry-' "the adopter recorded the handle"
 }
 
