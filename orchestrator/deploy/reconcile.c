@@ -18,6 +18,7 @@
 #include "deploy/reconcile_plan.h"
 #include "deploy/replicas.h"
 #include "store/store_deploy.h"
+#include "store/store_reconcile.h"
 #include "lib/util.h"
 #include "lib/webhook.h"
 #include "store/workers.h"

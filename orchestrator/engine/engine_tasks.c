@@ -18,7 +18,7 @@
 #include "lib/util.h"
 #include "store/db.h"
 #include "store/store.h"
-#include "store/store_deploy.h"
+#include "store/store_reconcile.h"
 
 int64_t task_every_third_lease(const struct task_ctx *c)
 {

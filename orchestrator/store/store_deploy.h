@@ -227,17 +227,6 @@ int store_deploy_auto_stop(PGconn *conn, int64_t dep, int secs, int extend, cons
  */
 int store_deploy_retire_due(PGconn *conn, const char *actor, int *n);
 
-/*
- * Rounds asked of the leader (migration 0030): a ticket (requested + 1,
- * with a NOTIFY ferry_reconcile); the `requested` a round starts from and,
- * when it is over, that it was done; whether ticket's round is done and
- * whether a leader holds the lock at all (a dev session alone has none).
- */
-#define STORE_LEADER_LOCK_KEY 0x66657279 /* "ferry": the leader's advisory lock (engine_tasks.c) */
-int store_reconcile_request(PGconn *conn, int64_t *ticket);
-int store_reconcile_requested(PGconn *conn, int64_t *requested);
-int store_reconcile_done(PGconn *conn, int64_t requested);
-int store_reconcile_check(PGconn *conn, int64_t ticket, int *done, int *leader);
 /* Sets deployment dep's retire_after_s (secs 0: never), an event when it changes; FERRY_ENOTFOUND. */
 int store_deploy_retire_after(PGconn *conn, int64_t dep, int secs, const char *actor);
 

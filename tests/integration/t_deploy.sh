@@ -342,12 +342,9 @@ test_deploy_versions_retire_and_come_back() {
 	haproxy_vs_db || fail "HAProxy differs from the database"
 }
 
-# A leader with no worker pool (FERRY_WORKERS=0) runs no periodic round: a
-# PATCH on it applies the change itself (an ask of the leader waited 30 s
-# for a round that never came, and answered with HAProxy unchanged)
-test_deploy_patch_without_worker_pool() {
-	deploy_up
-	start_daemon a FERRY_WORKERS=0
+# two_double_versions: versions 0.0.1 and 0.0.2 (50%) deployed, each served by a good test double
+two_double_versions() {
+	local f id
 	model_double "$FERRY_HOME/double_serve.py"
 	f=$(deploy_wf 50)
 	sed -i "s|serve: .*|serve: [/usr/bin/python3, $FERRY_HOME/double_serve.py, good]|; /warm:/d" "$f"
@@ -356,6 +353,15 @@ test_deploy_patch_without_worker_pool() {
 	wait_run "$id" succeeded 60
 	id=$(submit "$f" '{"C": "5"}')
 	wait_run "$id" succeeded 60
+}
+
+# A leader with no worker pool (FERRY_WORKERS=0) runs no periodic round: a
+# PATCH on it applies the change itself (an ask of the leader waited 30 s
+# for a round that never came, and answered with HAProxy unchanged)
+test_deploy_patch_without_worker_pool() {
+	deploy_up
+	start_daemon a FERRY_WORKERS=0
+	two_double_versions
 	api PATCH /api/v1/deployments/1 '{"traffic": {"0.0.2": 0}}'
 	assert_eq "$CODE" 200 "PATCH: $BODY"
 	haproxy_vs_db || fail "HAProxy differs from the database after the PATCH (no round applied it)"
@@ -369,14 +375,7 @@ test_deploy_patch_without_worker_pool() {
 test_deploy_patch_via_follower() {
 	deploy_up
 	start_daemon a
-	model_double "$FERRY_HOME/double_serve.py"
-	f=$(deploy_wf 50)
-	sed -i "s|serve: .*|serve: [/usr/bin/python3, $FERRY_HOME/double_serve.py, good]|; /warm:/d" "$f"
-	double_model "$f"
-	id=$(submit "$f")
-	wait_run "$id" succeeded 60
-	id=$(submit "$f" '{"C": "5"}')
-	wait_run "$id" succeeded 60
+	two_double_versions
 	leader=$(sed -n 's/.*engine running (owner \([^ ,]*\).*/\1/p' "$FERRY_HOME/ferryd-a.log" | head -1)
 	[ -n "$leader" ] || fail "no owner in a's log"
 	start_another b
