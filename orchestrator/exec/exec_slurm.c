@@ -787,6 +787,9 @@ static int slurm_adopt(struct exec_job *job, struct exec_status *st)
 			if (strncmp(line, "slurm ", 6) == 0)
 				parse_int64(line + 6, &id);
 	if (from_status_file(s)) {
+		/* ended while no daemon watched it: its handle still names the job (kept with the attempt) */
+		if (id > 0)
+			json_object_set_new(job->handle, "job_id", json_integer(id));
 		give_end(s, st);
 		sljob_free(job);
 		rc = 0;

@@ -212,6 +212,23 @@ test_slurm_daemon_killed_after_start() {
 		"$FERRY_HOME/ferryd-a.log" || fail "not adopted from the attempt directory"
 }
 
+# killed right after the submit, and the job over before the restart: the
+# restarted daemon finds it ended in its directory and records its handle
+# with the job id the script wrote (it was recorded without one)
+test_slurm_daemon_killed_after_start_job_ended_meanwhile() {
+	slurm_up
+	FERRYD=ferryd-test start_daemon a FERRY_FAULT=kill:started
+	id=$(submit_racing "$(slurm_counted_wf)")
+	wait_daemon_dead a
+	local st="$FERRY_HOME/runs/$id/work/1/status"
+	for _ in $(seq 1 150); do grep -q '^exit ' "$st" 2>/dev/null && break; sleep 0.1; done
+	grep -q '^exit ' "$st" || fail "the job did not end within 15 s"
+	start_daemon a
+	slurm_ran_once "$id"
+	grep -q "finished while its owner .* was gone (found in its directory)" "$FERRY_HOME/ferryd-a.log" ||
+		fail "not found ended in the attempt directory"
+}
+
 # a plain kill -9 while the Slurm job runs: the restarted daemon follows it by its recorded id
 test_slurm_daemon_kill9_while_running() {
 	slurm_up
