@@ -8,12 +8,11 @@
  * and the data fingerprint (a cache step's, an upstream `data_fingerprint`
  * output, or the fingerprint of a label step's dataset).
  *
- * Blob store layout: artifacts/sha256/AB/ABCDEF… (read-only files). A file
- * is written once: it is copied to a temporary name while hashed, then
- * renamed into place unless that blob already exists, so the same bytes
- * registered twice are stored once. A directory becomes a manifest (JSON:
- * each regular file's relative path, sha256 and size, sorted by path),
- * itself stored as a blob; its files are stored as blobs too. Symbolic
+ * Blob store layout: lib/blobs.h (artifacts/sha256/AB/ABCDEF…, read-only,
+ * written once: the same bytes registered twice are stored once). A
+ * directory becomes a manifest (JSON: each regular file's relative path,
+ * sha256 and size, sorted by path), itself stored as a blob; its files are
+ * stored as blobs too. Symbolic
  * links are not followed.
  */
 #include "steps/registry.h"
@@ -22,13 +21,13 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
-#include <openssl/evp.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "lib/blobs.h"
 #include "lib/fingerprint.h"
 #include "store/store.h"
 #include "exec/exec.h"
@@ -36,131 +35,6 @@
 #include "plan/template.h"
 
 #define TREE_MAX_FILES 100000
-
-/* Where the blob hex lives: HOME/artifacts/sha256/AB/HEX. The caller frees it. */
-static char *blob_path(const char *home, const char *hex)
-{
-	return xasprintf("%s/artifacts/sha256/%.2s/%s", home, hex, hex);
-}
-
-/*
- * Moves the finished temporary file tmp to the blob named hex, or removes
- * it when that blob is already there. *path is the blob's, the caller's.
- */
-static int blob_commit(char **path, const char *home, const char *tmp, const char *hex)
-{
-	char *dir = xasprintf("%s/artifacts/sha256/%.2s", home, hex);
-	char *dst = blob_path(home, hex);
-	int error = FERRY_OK;
-
-	if (mkdir_p(dir, 0750) < 0) {
-		error = FERRY_ERROR;
-	} else if (access(dst, F_OK) == 0) {
-		unlink(tmp); /* stored before: keep one copy */
-	} else if (chmod(tmp, 0444) < 0 || rename(tmp, dst) < 0) {
-		ferry_error_set("storing artifact %s: %s", dst, strerror(errno));
-		unlink(tmp);
-		error = FERRY_ERROR;
-	}
-	free(dir);
-	if (error < 0)
-		free(dst);
-	else
-		*path = dst;
-	return error;
-}
-
-/* A temporary file in HOME/artifacts/tmp; fd and *tmp (the caller's) on success. */
-static int blob_tmp(char **tmp, const char *home)
-{
-	char *dir = xasprintf("%s/artifacts/tmp", home);
-	int fd = -1;
-
-	*tmp = NULL;
-	if (mkdir_p(dir, 0750) == 0) {
-		*tmp = xasprintf("%s/blob.XXXXXX", dir);
-		fd = mkostemp(*tmp, O_CLOEXEC);
-		if (fd < 0) {
-			ferry_error_set("creating a file in %s: %s", dir, strerror(errno));
-			free(*tmp);
-			*tmp = NULL;
-		}
-	}
-	free(dir);
-	return fd;
-}
-
-/* Stores a buffer as a blob: hex, *path (the caller's). */
-static int blob_put_bytes(char hex[65], char **path, const char *home, const char *data, size_t len)
-{
-	char *tmp = NULL;
-	int fd, error = FERRY_ERROR;
-
-	sha256_hex(hex, data, len);
-	if ((fd = blob_tmp(&tmp, home)) < 0)
-		return FERRY_ERROR;
-	if (fd_write_all(fd, data, len) < 0 || fsync(fd) < 0) {
-		ferry_error_set("writing %s: %s", tmp, strerror(errno));
-		unlink(tmp);
-	} else {
-		error = blob_commit(path, home, tmp, hex);
-	}
-	close(fd);
-	free(tmp);
-	return error;
-}
-
-/* Stores the file src as a blob, hashing while it copies: hex, *bytes, *path (the caller's). */
-static int blob_put_file(char hex[65], int64_t *bytes, char **path, const char *home, const char *src)
-{
-	unsigned char buf[1 << 16], md[EVP_MAX_MD_SIZE];
-	unsigned int mdlen = 0;
-	EVP_MD_CTX *ctx = EVP_MD_CTX_new();
-	char *tmp = NULL;
-	/* a job's file: a FIFO in its place must not make the open or the copy wait (lib/jobfile.h) */
-	int in = open(src, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY), out = -1, error = FERRY_ERROR;
-	struct stat st;
-	ssize_t n;
-
-	*bytes = 0;
-	*path = NULL;
-	if (in < 0) {
-		ferry_error_set("artifact %s: %s", src, strerror(errno));
-		goto out;
-	}
-	if (fstat(in, &st) < 0 || !S_ISREG(st.st_mode)) {
-		ferry_error_set("artifact %s: not a regular file", src);
-		goto out;
-	}
-	if ((out = blob_tmp(&tmp, home)) < 0 || ctx == NULL || EVP_DigestInit_ex(ctx, EVP_sha256(), NULL) != 1)
-		goto out;
-	while ((n = read(in, buf, sizeof(buf))) != 0) {
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n < 0 || fd_write_all(out, buf, (size_t)n) < 0) {
-			ferry_error_set("copying artifact %s: %s", src, strerror(errno));
-			unlink(tmp);
-			goto out;
-		}
-		EVP_DigestUpdate(ctx, buf, (size_t)n);
-		*bytes += n;
-	}
-	if (fsync(out) < 0 || EVP_DigestFinal_ex(ctx, md, &mdlen) != 1) {
-		ferry_error_set("copying artifact %s: %s", src, strerror(errno));
-		unlink(tmp);
-		goto out;
-	}
-	hex_encode(hex, md, mdlen);
-	error = blob_commit(path, home, tmp, hex);
-out:
-	if (in >= 0)
-		close(in);
-	if (out >= 0)
-		close(out);
-	free(tmp);
-	EVP_MD_CTX_free(ctx);
-	return error;
-}
 
 /* Stores every regular file below dir (rel is its path in the tree) and lists it in files. */
 static int tree_walk(json_t *files, int64_t *bytes, const char *home, const char *dir, const char *rel)
@@ -187,7 +61,7 @@ static int tree_walk(json_t *files, int64_t *bytes, const char *home, const char
 				if (json_array_size(files) >= TREE_MAX_FILES) {
 					ferry_error_set("artifact directory has more than %d files", TREE_MAX_FILES);
 					error = FERRY_EINVALID;
-				} else if ((error = blob_put_file(hex, &size, &blob, home, path)) == 0) {
+				} else if ((error = blobs_put_file(hex, &size, &blob, home, path)) == 0) {
 					json_array_append_new(files, json_pack("{s:s, s:s, s:I}", "path", sub,
 									       "sha256", hex, "bytes", (json_int_t)size));
 					*bytes += size;
@@ -215,7 +89,7 @@ int registry_artifact_put(struct registry_artifact *out, const char *home, const
 	}
 	if (S_ISREG(st.st_mode)) {
 		out->kind = "file";
-		return blob_put_file(out->sha256, &out->bytes, &out->path, home, src);
+		return blobs_put_file(out->sha256, &out->bytes, &out->path, home, src);
 	}
 	if (!S_ISDIR(st.st_mode)) {
 		ferry_error_set("artifact %s is neither a file nor a directory", src);
@@ -226,7 +100,7 @@ int registry_artifact_put(struct registry_artifact *out, const char *home, const
 	if ((error = tree_walk(json_object_get(manifest, "files"), &out->bytes, home, src, "")) < 0)
 		goto out;
 	text = json_dumps(manifest, JSON_COMPACT | JSON_SORT_KEYS);
-	error = blob_put_bytes(out->sha256, &out->path, home, text, strlen(text));
+	error = blobs_put_bytes(out->sha256, &out->path, home, text, strlen(text));
 out:
 	free(text);
 	json_decref(manifest);

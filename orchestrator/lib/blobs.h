@@ -1,0 +1,38 @@
+/*
+ * blobs — the content-addressed blob store under $FERRY_HOME/artifacts:
+ * each blob is artifacts/sha256/AB/ABCDEF… (read-only), named by the
+ * sha256 of its bytes, written once (to artifacts/tmp while hashed, then
+ * renamed into place unless that blob is already there). The model
+ * registry stores artifacts here (steps/registry.c).
+ *
+ * Every function is safe from any thread.
+ */
+#ifndef FERRY_LIB_BLOBS_H
+#define FERRY_LIB_BLOBS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+/* Where blob hex lives in home's store (whether there or not). The caller frees it. */
+char *blobs_path(const char *home, const char *hex);
+
+/* Whether s is a blob's name: 64 lower-case hex digits. */
+int blobs_is_hex(const char *s);
+
+/*
+ * The blob a stored path names (any host's store: .../sha256/AB/HEX with
+ * AB the first two digits of HEX): 1 with hex filled, else 0.
+ */
+int blobs_hex_of(char hex[65], const char *path);
+
+/* Stores a buffer as a blob: hex and *path (the caller's). */
+int blobs_put_bytes(char hex[65], char **path, const char *home, const void *data, size_t len);
+
+/*
+ * Stores the regular file src as a blob, hashing while it copies: hex,
+ * *bytes and *path (the caller's). src is opened as a job's file (no link
+ * followed, a FIFO never waited on).
+ */
+int blobs_put_file(char hex[65], int64_t *bytes, char **path, const char *home, const char *src);
+
+#endif
