@@ -21,6 +21,7 @@
 #include "exec/exec.h"
 #include "steps/registry.h"
 #include "store/store.h"
+#include "lib/blobs.h"
 #include "lib/util.h"
 
 /* Replies with the JSON text a store call produced, or with its error. */
@@ -269,16 +270,35 @@ static void reply_blob(struct reply *r, const char *path, const char *sha256, co
 	r->resp = resp;
 }
 
+/*
+ * *path: blob hex in this host's store, fetched from a host that holds it
+ * when this one lacks it (store_blob_ensure: its hash checked). 0, or the
+ * answer made (503 naming the blob when no live host could give it). The
+ * worker waits for that transfer: bounded (5 s to connect, then at least
+ * 1 KiB/s), and once per blob and host, since the host keeps what it got.
+ */
+static int local_blob(char **path, struct api *a, struct reply *r, PGconn *db, const char *hex)
+{
+	int error = store_blob_ensure(path, db, a->home ? a->home : ".ferry", hex, 0);
+
+	if (error == FERRY_OK)
+		return 0;
+	if (error == FERRY_EINVALID && !blobs_is_hex(hex))
+		reply_error(r, 500, "internal", NULL, "the artifact record is damaged (not a sha256)", NULL);
+	else
+		reply_error(r, 503, "artifact_unavailable", NULL, ferry_error_last(), NULL);
+	return -1;
+}
+
 void api_model_artifact(struct api *a, struct reply *r, PGconn *db, struct req *q)
 {
 	const char *want = MHD_lookup_connection_value(q->conn, MHD_GET_ARGUMENT_KIND, "path");
-	const char *kind, *blob, *sha, *fsha = NULL, *name;
+	const char *kind, *sha, *fsha = NULL, *name;
 	json_t *v = NULL, *manifest = NULL, *f;
-	char *json = NULL, *text = NULL, *store = NULL, *fpath = NULL, msg[320];
+	char *json = NULL, *text = NULL, *blob = NULL, *fpath = NULL, msg[320];
 	size_t len, i;
 	int error;
 
-	(void)a;
 	if ((error = store_model_version(&json, db, q->caps[0], q->caps[1])) < 0) {
 		reply_store_error(r, error);
 		return;
@@ -286,27 +306,29 @@ void api_model_artifact(struct api *a, struct reply *r, PGconn *db, struct req *
 	v = json_loads(json, 0, NULL);
 	free(json);
 	kind = json_string_value(json_object_get(json_object_get(v, "artifact"), "kind"));
-	blob = json_string_value(json_object_get(json_object_get(v, "artifact"), "path"));
 	sha = json_string_value(json_object_get(json_object_get(v, "artifact"), "sha256"));
 	name = json_string_value(json_object_get(v, "version"));
-	if (kind == NULL || blob == NULL || sha == NULL) {
+	if (kind == NULL || sha == NULL) {
 		reply_error(r, 500, "internal", NULL, "the version has no artifact record", NULL);
 		goto out;
 	}
-	if (want == NULL) {
-		/* a file's bytes, or a directory's manifest: the client checks either against sha256 */
-		reply_blob(r, blob, sha, strcmp(kind, "tree") == 0 ? "application/json" : "application/octet-stream");
-		goto out;
-	}
-	if (strcmp(kind, "tree") != 0) {
+	if (want && strcmp(kind, "tree") != 0) {
 		reply_error(r, 400, "invalid_field", "path",
 			    "this version's artifact is a single file: leave out path", NULL);
 		goto out;
 	}
-	if (!clean_relative(want)) {
+	if (want && !clean_relative(want)) {
 		reply_error(r, 400, "invalid_field", "path",
 			    "path must be a file's relative path as the manifest lists it (no '..', '.', empty "
 			    "segments or leading '/')", NULL);
+		goto out;
+	}
+	/* by its sha256 in this host's store, whichever host registered it */
+	if (local_blob(&blob, a, r, db, sha) < 0)
+		goto out;
+	if (want == NULL) {
+		/* a file's bytes, or a directory's manifest: the client checks either against sha256 */
+		reply_blob(r, blob, sha, strcmp(kind, "tree") == 0 ? "application/json" : "application/octet-stream");
 		goto out;
 	}
 	/* only a path the manifest lists is served, from its blob: nothing outside the store is reachable */
@@ -324,20 +346,42 @@ void api_model_artifact(struct api *a, struct reply *r, PGconn *db, struct req *
 		reply_error(r, 404, "not_found", "path", msg, NULL);
 		goto out;
 	}
-	if (strlen(fsha) != 64 || strspn(fsha, "0123456789abcdef") != 64 || strrchr(blob, '/') == NULL) {
+	if (!blobs_is_hex(fsha)) {
 		reply_error(r, 500, "internal", NULL, "the artifact's manifest is damaged", NULL);
 		goto out;
 	}
-	/* blobs are STORE/AB/HEX: the manifest's own blob says where STORE is */
-	store = xstrndup(blob, (size_t)(strrchr(blob, '/') - blob));
-	if (strrchr(store, '/'))
-		*strrchr(store, '/') = '\0';
-	fpath = xasprintf("%s/%.2s/%s", store, fsha, fsha);
+	if (local_blob(&fpath, a, r, db, fsha) < 0)
+		goto out;
 	reply_blob(r, fpath, fsha, "application/octet-stream");
 out:
-	free(text), free(store), free(fpath);
+	free(text), free(blob), free(fpath);
 	json_decref(manifest);
 	json_decref(v);
+}
+
+/*
+ * GET /blobs/{sha256}: a blob of this host's store, for another daemon
+ * of the fleet that lacks it (store_blobs.c). Never forwarded: 404 when
+ * this host has none. An admin route (the fleet's daemons share their
+ * token); what it serves, a model's bytes, a viewer reads through
+ * /models/{name}/versions/{version}/artifact.
+ */
+void api_blob_get(struct api *a, struct reply *r, PGconn *db, struct req *q)
+{
+	char *path;
+
+	(void)db;
+	if (!blobs_is_hex(q->caps[0])) {
+		reply_error(r, 400, "invalid_field", "sha256", "a blob is named by its sha256: 64 lower-case hex digits",
+			    NULL);
+		return;
+	}
+	path = blobs_path(a->home ? a->home : ".ferry", q->caps[0]);
+	if (access(path, F_OK) != 0)
+		reply_error(r, 404, "not_found", "sha256", "this host's store has no such blob", NULL);
+	else
+		reply_blob(r, path, q->caps[0], "application/octet-stream");
+	free(path);
 }
 
 /*
@@ -419,7 +463,7 @@ void api_model_register(struct api *a, struct reply *r, PGconn *db, struct req *
 		reply_error(r, 400, "invalid_field", "path", ferry_error_last(), NULL);
 		goto out;
 	}
-	if ((error = registry_artifact_put(&art, home, real)) < 0) {
+	if ((error = registry_artifact_put(&art, home, real)) < 0 || (error = registry_artifact_held(db, &art)) < 0) {
 		reply_store_error(r, error);
 		goto out;
 	}

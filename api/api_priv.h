@@ -316,6 +316,7 @@ api_handler api_model_register;
  * path, sha256, bytes), or with ?path= the bytes of the manifest's file P.
  */
 api_handler api_model_artifact;
+api_handler api_blob_get;
 
 /* GET /ui, /ui/, /ui/{file} (api_ui.c): the console's files, from memory, without a token. */
 int api_ui_fast(struct api *a, struct reply *r, struct req *q);

@@ -972,7 +972,7 @@ static int deploy_prepare(struct step_result *res, json_t **env, const struct st
 					 .generation = 1, .port = ports[i], .model = model,
 					 .version = version, .artifact = artifact, .serve = serve,
 					 .env = json_object_get(r->spec, "env"), .workdir = r->workdir,
-					 .placement = json_object_get(spec, "placement")};
+					 .placement = json_object_get(spec, "placement"), .conn = r->conn};
 		if ((error = replica_start(&s, &handles[i])) < 0 ||
 		    (error = store_deploy_replica_put(r->conn, dep, version, i + 1, s.port, handles[i], 1, "starting",
 						      NULL)) < 0)

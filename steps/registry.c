@@ -89,7 +89,9 @@ int registry_artifact_put(struct registry_artifact *out, const char *home, const
 	}
 	if (S_ISREG(st.st_mode)) {
 		out->kind = "file";
-		return blobs_put_file(out->sha256, &out->bytes, &out->path, home, src);
+		if ((error = blobs_put_file(out->sha256, &out->bytes, &out->path, home, src)) == FERRY_OK)
+			out->blobs = json_pack("[s]", out->sha256);
+		return error;
 	}
 	if (!S_ISDIR(st.st_mode)) {
 		ferry_error_set("artifact %s is neither a file nor a directory", src);
@@ -100,7 +102,13 @@ int registry_artifact_put(struct registry_artifact *out, const char *home, const
 	if ((error = tree_walk(json_object_get(manifest, "files"), &out->bytes, home, src, "")) < 0)
 		goto out;
 	text = json_dumps(manifest, JSON_COMPACT | JSON_SORT_KEYS);
-	error = blobs_put_bytes(out->sha256, &out->path, home, text, strlen(text));
+	if ((error = blobs_put_bytes(out->sha256, &out->path, home, text, strlen(text))) == FERRY_OK) {
+		json_t *f;
+		size_t i;
+		out->blobs = json_pack("[s]", out->sha256);
+		json_array_foreach(json_object_get(manifest, "files"), i, f)
+			json_array_append(out->blobs, json_object_get(f, "sha256"));
+	}
 out:
 	free(text);
 	json_decref(manifest);
@@ -113,6 +121,22 @@ void registry_artifact_dispose(struct registry_artifact *a)
 		return;
 	free(a->path);
 	a->path = NULL;
+	json_decref(a->blobs);
+	a->blobs = NULL;
+}
+
+int registry_artifact_held(PGconn *conn, const struct registry_artifact *a)
+{
+	char host[256];
+	json_t *b;
+	size_t i;
+	int error = FERRY_OK;
+
+	ferry_host_name(host, sizeof(host));
+	json_array_foreach(a->blobs, i, b)
+		if (error == FERRY_OK)
+			error = store_blob_held(conn, json_string_value(b), host);
+	return error;
 }
 
 /* ---- the register step ---------------------------------------------- */
@@ -286,7 +310,8 @@ int registry_step(const struct step_run *r, struct step_result *res)
 	}
 	if ((error = artifact_source(&src, r)) < 0)
 		goto out;
-	if ((error = registry_artifact_put(&art, r->home, src)) < 0)
+	if ((error = registry_artifact_put(&art, r->home, src)) < 0 ||
+	    (error = registry_artifact_held(r->conn, &art)) < 0)
 		goto out;
 	metrics = lineage_metrics(r->inputs);
 	data_fp = lineage_data(r->inputs);

@@ -15,6 +15,7 @@ struct registry_artifact {
 	const char *kind;  /* "file" or "tree" */
 	int64_t bytes;     /* the file's size, or the sum of the directory's files */
 	char *path;        /* the blob (or the manifest blob) */
+	json_t *blobs;     /* every blob it is made of (the manifest's and its files'), hex strings */
 };
 
 /*
@@ -23,6 +24,9 @@ struct registry_artifact {
  */
 int registry_artifact_put(struct registry_artifact *out, const char *home, const char *src);
 void registry_artifact_dispose(struct registry_artifact *a);
+
+/* Records this host as a holder of every blob of a (so other hosts fetch them from here). */
+int registry_artifact_held(PGconn *conn, const struct registry_artifact *a);
 
 /*
  * The register step: stores its artifact and registers a version of its

@@ -93,7 +93,7 @@ static void apply_start(PGconn *conn, const char *home, const char *actor, const
 		.serve = json_object_get(v->serve, "command"),
 		.env = json_object_get(v->serve, "env"),
 		.workdir = json_string_value(json_object_get(v->serve, "workdir")),
-		.placement = json_object_get(v->serve, "placement"),
+		.placement = json_object_get(v->serve, "placement"), .conn = conn,
 	};
 
 	if (replica_start(&s, &nh) < 0) {

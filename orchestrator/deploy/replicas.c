@@ -26,6 +26,7 @@
 #include "exec/exec.h"
 #include "exec/proc.h"
 #include "store/store.h"
+#include "lib/blobs.h"
 #include "lib/util.h"
 
 /* The executor type of a replica's handle (local when it names none). */
@@ -120,10 +121,18 @@ int replica_start(const struct replica_spec *s, json_t **handle)
 
 	*handle = NULL;
 	memset(&job, 0, sizeof(job));
-	if (s->artifact && (model = model_copy(home, s->artifact)) == NULL) {
-		free(home);
-		json_decref(env);
-		return FERRY_ERROR;
+	if (s->artifact) {
+		/* the registered blob by its sha256 in this host's store, fetched from a holder when it lacks it */
+		char hex[65], *blob = NULL;
+		int bad = blobs_hex_of(hex, s->artifact) && s->conn &&
+			  store_blob_ensure(&blob, s->conn, s->home, hex, 0) < 0;
+		if (bad || (model = model_copy(home, blob ? blob : s->artifact)) == NULL) {
+			free(blob);
+			free(home);
+			json_decref(env);
+			return FERRY_ERROR;
+		}
+		free(blob);
 	}
 	if (t == NULL || (t->flags & EXF_SERVICES) == 0) {
 		char *names = exec_type_names_with(EXF_SERVICES, " or ");

@@ -14,6 +14,7 @@
 #define FERRY_REPLICAS_H
 
 #include <jansson.h>
+#include <libpq-fe.h>
 #include <stdint.h>
 
 struct replica_spec {
@@ -28,6 +29,7 @@ struct replica_spec {
 	const json_t *env;       /* extra environment (object) or NULL */
 	const char *workdir;     /* where it runs (the run's working directory) or NULL */
 	const json_t *placement; /* {executor, image, resources} of the deploy step, or NULL: local */
+	PGconn *conn;            /* to fetch the model from another host when this one lacks it (NULL: never) */
 };
 
 /*

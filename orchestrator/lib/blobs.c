@@ -1,8 +1,11 @@
 /*
- * blobs — see blobs.h.
+ * blobs — see blobs.h. The transfer between hosts (blobs_fetch) writes
+ * what arrives to a temporary file while hashing it, as a local put does,
+ * so a blob is never in place until its bytes are known to be its name.
  */
 #include "lib/blobs.h"
 
+#include <curl/curl.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <openssl/evp.h>
@@ -13,6 +16,10 @@
 #include <unistd.h>
 
 #include "lib/util.h"
+
+#define BLOBS_CONNECT_MS 5000
+#define BLOBS_LOW_SPEED_BYTES 1024 /* slower than this a second, for BLOBS_LOW_SPEED_S: given up */
+#define BLOBS_LOW_SPEED_S 30
 
 int blobs_is_hex(const char *s)
 {
@@ -151,5 +158,105 @@ out:
 		close(out);
 	free(tmp);
 	EVP_MD_CTX_free(ctx);
+	return error;
+}
+
+
+/* ---- from another host ----------------------------------------------- */
+
+struct fetch {
+	int fd;
+	EVP_MD_CTX *ctx;
+	int64_t bytes;
+	int failed; /* errno of a failed write */
+	CURL *curl;
+};
+
+static size_t fetch_write(char *p, size_t size, size_t n, void *ud)
+{
+	struct fetch *f = ud;
+	long code = 0;
+
+	curl_easy_getinfo(f->curl, CURLINFO_RESPONSE_CODE, &code);
+	if (code != 200)
+		return size * n; /* an error's body: not the blob (read for nothing) */
+	if (fd_write_all(f->fd, p, size * n) < 0) {
+		f->failed = errno ? errno : EIO;
+		return 0;
+	}
+	EVP_DigestUpdate(f->ctx, p, size * n);
+	f->bytes += (int64_t)(size * n);
+	return size * n;
+}
+
+int blobs_fetch(const char *home, const char *hex, const char *url, const char *token, int64_t *bytes)
+{
+	struct fetch f = {.fd = -1};
+	unsigned char md[EVP_MAX_MD_SIZE];
+	unsigned int mdlen = 0;
+	char *tmp = NULL, *auth = NULL, *dst = NULL, got[65], err[CURL_ERROR_SIZE] = "";
+	struct curl_slist *hdr = NULL;
+	long code = 0;
+	CURLcode rc;
+	int error = FERRY_ERROR;
+
+	*bytes = 0;
+	if (!blobs_is_hex(hex)) {
+		ferry_error_set("\"%.80s\" is not a sha256", hex);
+		return FERRY_EINVALID;
+	}
+	if ((f.fd = blob_tmp(&tmp, home)) < 0)
+		return FERRY_ERROR;
+	f.ctx = EVP_MD_CTX_new();
+	f.curl = curl_easy_init();
+	if (f.ctx == NULL || f.curl == NULL || EVP_DigestInit_ex(f.ctx, EVP_sha256(), NULL) != 1)
+		abort();
+	auth = xasprintf("Authorization: Bearer %s", token ? token : "");
+	hdr = curl_slist_append(NULL, auth);
+	/* the answer is this host's own: it never forwards a blob request further */
+	hdr = curl_slist_append(hdr, "X-Ferry-Forwarded: 1");
+	curl_easy_setopt(f.curl, CURLOPT_URL, url);
+	curl_easy_setopt(f.curl, CURLOPT_PROTOCOLS_STR, "http,https");
+	curl_easy_setopt(f.curl, CURLOPT_HTTPHEADER, hdr);
+	curl_easy_setopt(f.curl, CURLOPT_CONNECTTIMEOUT_MS, (long)BLOBS_CONNECT_MS);
+	curl_easy_setopt(f.curl, CURLOPT_LOW_SPEED_LIMIT, (long)BLOBS_LOW_SPEED_BYTES);
+	curl_easy_setopt(f.curl, CURLOPT_LOW_SPEED_TIME, (long)BLOBS_LOW_SPEED_S);
+	curl_easy_setopt(f.curl, CURLOPT_NOSIGNAL, 1L);
+	curl_easy_setopt(f.curl, CURLOPT_ERRORBUFFER, err);
+	curl_easy_setopt(f.curl, CURLOPT_WRITEFUNCTION, fetch_write);
+	curl_easy_setopt(f.curl, CURLOPT_WRITEDATA, &f);
+	curl_easy_setopt(f.curl, CURLOPT_USERAGENT, "ferryd");
+	rc = curl_easy_perform(f.curl);
+	curl_easy_getinfo(f.curl, CURLINFO_RESPONSE_CODE, &code);
+	if (f.failed) {
+		ferry_error_set("writing blob %.12s… into %s: %s", hex, tmp, strerror(f.failed));
+	} else if (rc != CURLE_OK) {
+		ferry_error_set("%s: %s", url, err[0] ? err : curl_easy_strerror(rc));
+	} else if (code == 404) {
+		ferry_error_set("%s: no such blob there", url);
+		error = FERRY_ENOTFOUND;
+	} else if (code != 200) {
+		ferry_error_set("%s answered HTTP %ld%s", url, code,
+				code == 401 || code == 403 ? " (the fleet's daemons share one FERRY_API_TOKEN)" : "");
+	} else if (fsync(f.fd) < 0 || EVP_DigestFinal_ex(f.ctx, md, &mdlen) != 1 || mdlen != 32) {
+		ferry_error_set("writing blob %.12s… into %s: %s", hex, tmp, strerror(errno));
+	} else {
+		hex_encode(got, md, mdlen);
+		if (strcmp(got, hex) != 0) {
+			/* never kept: what another host sent is checked against the name it was asked by */
+			ferry_error_set("%s sent bytes whose sha256 is %s, not %s: refused", url, got, hex);
+			error = FERRY_EINVALID;
+		} else if ((error = blob_commit(&dst, home, tmp, hex)) == FERRY_OK) {
+			*bytes = f.bytes;
+			tmp[0] = '\0'; /* moved into place (or the same blob was there) */
+		}
+	}
+	if (tmp && tmp[0])
+		unlink(tmp);
+	close(f.fd);
+	curl_slist_free_all(hdr);
+	curl_easy_cleanup(f.curl);
+	EVP_MD_CTX_free(f.ctx);
+	free(auth), free(tmp), free(dst);
 	return error;
 }

@@ -3,9 +3,13 @@
  * each blob is artifacts/sha256/AB/ABCDEF… (read-only), named by the
  * sha256 of its bytes, written once (to artifacts/tmp while hashed, then
  * renamed into place unless that blob is already there). The model
- * registry stores artifacts here (steps/registry.c).
+ * registry stores artifacts here (steps/registry.c); a host that lacks a
+ * blob fetches it from another host's API by its sha256 and keeps it only
+ * when the bytes hash to that name (blobs_fetch; store/store_blobs.c says
+ * which hosts hold what).
  *
- * Every function is safe from any thread.
+ * Every function is safe from any thread; blobs_fetch is bounded
+ * (BLOBS_CONNECT_MS to connect, then a minimum rate).
  */
 #ifndef FERRY_LIB_BLOBS_H
 #define FERRY_LIB_BLOBS_H
@@ -34,5 +38,15 @@ int blobs_put_bytes(char hex[65], char **path, const char *home, const void *dat
  * followed, a FIFO never waited on).
  */
 int blobs_put_file(char hex[65], int64_t *bytes, char **path, const char *home, const char *src);
+
+/*
+ * Fetches blob hex from url (another daemon's GET /api/v1/blobs/HEX) with
+ * the bearer token into home's store: hashed while it is written and kept
+ * only when its sha256 is hex (FERRY_EINVALID with both hashes said, the
+ * bytes dropped, when not). *bytes is its size. FERRY_ENOTFOUND when the
+ * host has no such blob; FERRY_ERROR (message set) when it cannot be
+ * reached or refuses.
+ */
+int blobs_fetch(const char *home, const char *hex, const char *url, const char *token, int64_t *bytes);
 
 #endif

@@ -127,6 +127,17 @@ int store_hosts_list(char **out, PGconn *conn);
  * lease), when it was last seen (NULL when none). All the caller's.
  */
 int store_host_address(char **address, int *live, char **last_seen, PGconn *conn, const char *host);
+/*
+ * Blobs held by hosts (store_blobs.c): records that host holds blob hex;
+ * the addresses of the live daemons of the other hosts that hold it
+ * (*urls, a JSON array of base URLs, the caller's, newest first); and
+ * *path (the caller's), blob hex in home's store, fetched from a holder
+ * first when this host lacks it (its hash checked; with tree, every file
+ * its manifest lists too). FERRY_ENOTFOUND when no live host holds it.
+ */
+int store_blob_held(PGconn *conn, const char *hex, const char *host);
+int store_blob_sources(json_t **urls, PGconn *conn, const char *hex, const char *host);
+int store_blob_ensure(char **path, PGconn *conn, const char *home, const char *hex, int tree);
 /* Expires owner's leases now, so another daemon takes the attempts over. */
 int store_release(PGconn *conn, const char *owner);
 

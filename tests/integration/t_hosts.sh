@@ -127,3 +127,93 @@ Y
 	FERRY_URL=$b api GET "/api/v1/runs/$id/steps/s%5B0%5D/logs"
 	assert_eq "$CODE $(echo "$BODY" | grep -c '^end$')" "200 1" "a copy on this machine's disk, served here"
 }
+
+# artifacts from anywhere (issue 29, item 5): a model registered on host A
+# (its own FERRY_HOME: no shared disk) is downloaded through host B's API,
+# which fetches the blob from A by its sha256, checks the hash, keeps it
+# and records itself as a holder; bytes that do not hash to their name are
+# refused and not kept; a deploy step that runs on B starts its replica
+# from the blob it fetched from A.
+test_hosts_model_from_another_host() {
+	command -v haproxy >/dev/null || fail "haproxy is not installed (make deps)"
+	trap 'stop_daemons; stop_deployments "$FERRY_HOME"; stop_deployments "$FERRY_HOME/b"' EXIT
+	# one job at a time on A: a job that holds it leaves the deploy to B
+	start_daemon a FERRY_HOST=host-a FERRY_MAX_JOBS=1
+	cat >"$FERRY_HOME/serve.py" <<'PY'
+import http.server, json, os
+model = open(os.environ["FERRY_MODEL_PATH"]).read().strip()
+class H(http.server.BaseHTTPRequestHandler):
+    def log_message(self, *a): pass
+    def reply(self, body):
+        b = json.dumps(body).encode(); self.send_response(200); self.send_header("Content-Length", str(len(b))); self.end_headers(); self.wfile.write(b)
+    def do_GET(self): self.reply({})
+    def do_POST(self):
+        self.rfile.read(int(self.headers.get("Content-Length", 0))); self.reply({"model": model})
+http.server.ThreadingHTTPServer(("127.0.0.1", int(os.environ["FERRY_PORT"])), H).serve_forever()
+PY
+	echo '{"inputs": []}' >"$FERRY_HOME/sample.json"
+	reg=$(wf reg <<'Y'
+name: reg
+params:
+  w: {default: "A"}
+steps:
+  - {name: train, kind: train, command: [sh, -c, 'echo "weights {{params.w}}" >"$FERRY_OUTPUT_DIR/model.bin"']}
+  - {name: register, kind: register, needs: [train], model: m}
+Y
+)
+	wait_run "$(submit "$reg")" succeeded 30
+	wait_run "$(submit "$reg" '{"w": "B"}')" succeeded 30
+	dep=$(wf dep <<Y
+name: dep
+steps:
+  - {name: train, kind: train, command: [sh, -c, 'echo "weights C" >"\$FERRY_OUTPUT_DIR/model.bin"']}
+  - {name: register, kind: register, needs: [train], model: m}
+  - {name: deploy, kind: deploy, needs: [register], model: m, approve: true, serve: [/usr/bin/python3, $FERRY_HOME/serve.py], sample: $FERRY_HOME/sample.json, traffic: 100}
+Y
+)
+	did=$(submit "$dep")
+	wait_step "$did" deploy waiting 30
+	hold=$(submit "$(wf hold <<'Y'
+name: hold
+steps:
+  - {name: s, command: [sleep, "120"]}
+Y
+)")
+	wait_step "$hold" s running 20
+	for v in 0.0.1 0.0.2 0.0.3; do
+		assert_eq "$(sql "SELECT string_agg(host, ',') FROM blob_holders WHERE sha256 = (SELECT artifact FROM model_versions WHERE version = '$v')")" host-a "$v held by host-a"
+	done
+	mkdir -p "$FERRY_HOME/b"
+	start_another b FERRY_HOST=host-b FERRY_HOME="$FERRY_HOME/b"
+	local b; b=$(daemon_url b)
+	# downloaded through B: fetched from A, its hash checked, kept, B a holder
+	sha1=$(sql "SELECT artifact FROM model_versions WHERE version = '0.0.1'")
+	[ ! -e "$FERRY_HOME/b/artifacts/sha256/${sha1:0:2}/$sha1" ] || fail "B has the blob before it asked for it"
+	out=$(FERRY_URL=$b ferry models download m 0.0.1 "$FERRY_HOME/got1" 2>&1) || fail "download through B: $out"
+	assert_eq "$(cat "$FERRY_HOME/got1/model.bin")" "weights A" "the bytes registered on A"
+	assert_eq "$(sha256sum <"$FERRY_HOME/b/artifacts/sha256/${sha1:0:2}/$sha1" | cut -d' ' -f1)" "$sha1" "B keeps the blob under its name"
+	assert_eq "$(sql "SELECT string_agg(host, ',' ORDER BY host) FROM blob_holders WHERE sha256 = '$sha1'")" host-a,host-b "B recorded as a holder"
+	logged "blob ${sha1:0:12}…: 10 bytes fetched from http://127.0.0.1:" "$FERRY_HOME/ferryd-b.log" || fail "B's log does not say it fetched the blob"
+	# A's copy of 0.0.2 damaged: B refuses what A sends, keeps nothing, says why
+	sha2=$(sql "SELECT artifact FROM model_versions WHERE version = '0.0.2'")
+	chmod u+w "$FERRY_HOME/artifacts/sha256/${sha2:0:2}/$sha2"
+	echo "weights X" >"$FERRY_HOME/artifacts/sha256/${sha2:0:2}/$sha2"
+	FERRY_URL=$b api GET /api/v1/models/m/versions/0.0.2/artifact
+	assert_eq "$CODE" 503 "damaged on A: $BODY"
+	assert_match "$BODY" "sent bytes whose sha256 is [0-9a-f]{64}, not $sha2: refused" "the hash named"
+	[ ! -e "$FERRY_HOME/b/artifacts/sha256/${sha2:0:2}/$sha2" ] || fail "B kept bytes that do not hash to their name"
+	assert_eq "$(sql "SELECT count(*) FROM blob_holders WHERE sha256 = '$sha2' AND host = 'host-b'")" 0 "B not a holder of it"
+	# a name that is not a sha256 is a 400 (the route is admin-only: test_roles walks it)
+	FERRY_URL=$b api GET /api/v1/blobs/nothex
+	assert_eq "$CODE" 400 "a bad name: $BODY"
+	# the deploy runs on B (A's one slot is taken): its replica serves the blob B fetched from A
+	api POST "/api/v1/runs/$did/steps/deploy/continue" '{}'
+	assert_eq "$CODE" 200 "approve: $BODY"
+	wait_run "$did" succeeded 60
+	assert_eq "$(sql "SELECT a.host FROM attempts a JOIN steps s ON s.id = a.step_id WHERE s.run_id = $did AND s.name = 'deploy' ORDER BY a.attempt DESC LIMIT 1")" host-b "the deploy ran on B"
+	sha3=$(sql "SELECT artifact FROM model_versions WHERE version = '0.0.3'")
+	[ -e "$FERRY_HOME/b/artifacts/sha256/${sha3:0:2}/$sha3" ] || fail "B did not fetch 0.0.3 for its replica"
+	port=$(sql "SELECT port FROM deployment_replicas ORDER BY idx LIMIT 1")
+	assert_eq "$(curl -sS -m 10 -X POST -d '{}' "http://127.0.0.1:$port/")" '{"model": "weights C"}' "the replica on B serves the model registered on A"
+	ferry stop "$hold" >/dev/null
+}

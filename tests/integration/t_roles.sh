@@ -29,7 +29,7 @@ tok = {r: open("%s/token.%s" % (home, r)).read().strip() for r in ("viewer", "op
 rank = {"public": 0, "viewer": 1, "operator": 2, "deployer": 3, "admin": 4}
 doc = json.load(urllib.request.urlopen(url + "/api/v1/openapi.json"))
 # path parameters that name nothing: a walk must change nothing it reaches
-fill = {"id": "999999", "step": "nostep", "name": "nomodel", "version": "1", "alias": "noalias", "file": "app.js"}
+fill = {"id": "999999", "step": "nostep", "name": "nomodel", "version": "1", "alias": "noalias", "file": "app.js", "sha256": "0" * 64}
 bad, n = [], 0
 for path, item in doc["paths"].items():
     for method, op in item.items():

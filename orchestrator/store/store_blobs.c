@@ -1,0 +1,163 @@
+/*
+ * store_blobs — artifacts from any host (issue 29, item 5). Each host
+ * keeps its own content-addressed store (lib/blobs.h); blob_holders
+ * (migration 0031) says which hosts hold which blob. A daemon that needs
+ * a blob it lacks — to serve a model's download, to start a replica —
+ * asks the live holders' APIs for it by its sha256 (GET /api/v1/blobs/HEX,
+ * the fleet's token), newest heartbeat first, keeps it only when its bytes
+ * hash to that name (blobs_fetch), and records itself as one more holder.
+ * A directory's artifact is its manifest and every file the manifest
+ * lists, each fetched the same way.
+ */
+#include "store/store.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "store/store_priv.h"
+#include "lib/blobs.h"
+#include "lib/envsecret.h"
+#include "lib/util.h"
+
+#define TREE_FILES_MAX 100000 /* as a register step stores at most (steps/registry.c) */
+
+int store_blob_held(PGconn *conn, const char *hex, const char *host)
+{
+	const char *params[2] = {hex, host};
+
+	return store_q(NULL, conn,
+		       "INSERT INTO blob_holders (sha256, host) VALUES ($1, $2) ON CONFLICT DO NOTHING", 2, params);
+}
+
+int store_blob_sources(json_t **urls, PGconn *conn, const char *hex, const char *host)
+{
+	const char *params[2] = {hex, host};
+	PGresult *res = NULL;
+	int error;
+
+	*urls = json_array();
+	/* each holder's newest live daemon that published an address, most recently seen first */
+	error = store_q(&res, conn,
+			"SELECT d.address FROM blob_holders b "
+			"JOIN LATERAL (SELECT address, last_seen FROM daemons d WHERE d.host = b.host "
+			"  AND d.stopped_at IS NULL AND d.last_seen + d.lease_ms * interval '1 millisecond' > now() "
+			"  AND d.address IS NOT NULL ORDER BY d.last_seen DESC LIMIT 1) d ON true "
+			"WHERE b.sha256 = $1 AND b.host <> $2 ORDER BY d.last_seen DESC",
+			2, params);
+	for (int i = 0; error == FERRY_OK && i < PQntuples(res); i++)
+		json_array_append_new(*urls, json_string(PQgetvalue(res, i, 0)));
+	PQclear(res);
+	return error;
+}
+
+/* The fleet's token: FERRY_API_TOKEN (a fleet shares one), else this host's $FERRY_HOME/api-token. */
+static char *fleet_token(const char *home)
+{
+	const char *env = envsecret_get("FERRY_API_TOKEN");
+	char *path, *buf = NULL;
+
+	if (env && *env)
+		return xstrdup(env);
+	path = xasprintf("%s/api-token", home);
+	if (file_read(&buf, NULL, path) == FERRY_OK)
+		buf[strcspn(buf, " \t\r\n")] = '\0';
+	free(path);
+	return buf;
+}
+
+/* One blob into home's store from the first holder that has it. */
+static int ensure_one(PGconn *conn, const char *home, const char *host, const char *hex)
+{
+	char *path = blobs_path(home, hex), *token = NULL, *why = NULL;
+	json_t *urls = NULL;
+	size_t i;
+	int error;
+
+	if (!blobs_is_hex(hex)) {
+		free(path);
+		ferry_error_set("\"%.80s\" is not a sha256 (a damaged manifest?)", hex);
+		return FERRY_EINVALID;
+	}
+	if (access(path, F_OK) == 0) {
+		free(path);
+		return FERRY_OK;
+	}
+	free(path);
+	if ((error = store_blob_sources(&urls, conn, hex, host)) < 0)
+		return error;
+	if (json_array_size(urls) == 0) {
+		ferry_error_set("blob %s is on no live host but this one's store lacks it", hex);
+		json_decref(urls);
+		return FERRY_ENOTFOUND;
+	}
+	token = fleet_token(home);
+	error = FERRY_ERROR;
+	for (i = 0; i < json_array_size(urls); i++) {
+		char *url = xasprintf("%s/api/v1/blobs/%s", json_string_value(json_array_get(urls, i)), hex);
+		int64_t bytes = 0;
+		int64_t t0 = clock_mono_ms();
+		error = blobs_fetch(home, hex, url, token, &bytes);
+		if (error == FERRY_OK)
+			flog_info("blob %.12s…: %lld bytes fetched from %s in %lld ms", hex, (long long)bytes,
+				  json_string_value(json_array_get(urls, i)), (long long)(clock_mono_ms() - t0));
+		else
+			flog_warn("blob %.12s…: %s", hex, ferry_error_last());
+		free(url);
+		if (error == FERRY_OK)
+			break;
+		free(why);
+		why = xstrdup(ferry_error_last());
+	}
+	if (error == FERRY_OK)
+		error = store_blob_held(conn, hex, host);
+	else
+		ferry_error_set("blob %s could not be fetched from any of its %zu holders (last: %s)", hex,
+				json_array_size(urls), why ? why : "?");
+	free(why);
+	free(token);
+	json_decref(urls);
+	return error;
+}
+
+int store_blob_ensure(char **path, PGconn *conn, const char *home, const char *hex, int tree)
+{
+	char host[256], *text = NULL, *mpath;
+	json_t *manifest = NULL, *f;
+	size_t i;
+	int error;
+
+	*path = NULL;
+	if (!blobs_is_hex(hex)) {
+		ferry_error_set("\"%.80s\" is not a sha256", hex);
+		return FERRY_EINVALID;
+	}
+	ferry_host_name(host, sizeof(host));
+	if ((error = ensure_one(conn, home, host, hex)) < 0)
+		return error;
+	mpath = blobs_path(home, hex);
+	if (tree) {
+		/* the manifest is here (and checked): each file it lists */
+		if (file_read(&text, NULL, mpath) < 0 || (manifest = json_loads(text, 0, NULL)) == NULL ||
+		    !json_is_array(json_object_get(manifest, "files")) ||
+		    json_array_size(json_object_get(manifest, "files")) > TREE_FILES_MAX) {
+			ferry_error_set("the manifest blob %s cannot be read as a manifest", hex);
+			error = FERRY_ERROR;
+		}
+		json_array_foreach(json_object_get(manifest, "files"), i, f) {
+			if (error < 0)
+				break;
+			error = ensure_one(conn, home, host, json_string_value(json_object_get(f, "sha256")) ?
+							     json_string_value(json_object_get(f, "sha256")) : "");
+		}
+	}
+	free(text);
+	json_decref(manifest);
+	if (error < 0) {
+		free(mpath);
+		return error;
+	}
+	*path = mpath;
+	return FERRY_OK;
+}
