@@ -8,6 +8,7 @@
  * the other folders' duties in their folders.
  */
 #include "engine/engine_priv.h"
+#include "engine/copies.h"
 #include "engine/host.h"
 
 #include <stdlib.h>
@@ -36,6 +37,7 @@ static const struct task *const tasks[] = {
 	&poll_task,
 	&heartbeat_task,
 	&host_task,         /* this daemon's host: capacity, address, heartbeat (host.c) */
+	&copies_task,       /* FERRY_ARTIFACT_COPIES: blobs kept on that many hosts (copies.c) */
 	&elect_task,
 	&recover_task,
 	&reap_task,

@@ -1,7 +1,9 @@
 /*
  * host — see host.h. The task's round is one upsert on the loop (the row
  * is small and the statement bounded like every other on the loop); each
- * daemon also removes the rows of daemons dead a day, once an hour.
+ * daemon also removes the rows of daemons dead a day, once an hour, and,
+ * once after it starts, records the blobs its artifact store holds that
+ * the database does not list for this host (a page a round).
  */
 #include "engine/host.h"
 
@@ -21,6 +23,7 @@
 
 #define NVIDIA_SMI_TIMEOUT_MS 5000
 #define PRUNE_EVERY_MS 3600000
+#define ANNOUNCE_PAGE 500 /* artifacts looked at a round, at start */
 
 double host_parse_cpu_max(const char *text)
 {
@@ -330,6 +333,8 @@ int host_detect(json_t **capacity, json_t **labels)
 struct host_state {
 	json_t *capacity, *labels;
 	int64_t next_prune;
+	int announced;   /* every blob of this host's store recorded as held here */
+	char *cursor;    /* how far the announcing has come (sha256 order) */
 };
 
 static int host_open(void **state, struct task_ctx *c)
@@ -358,6 +363,7 @@ static void host_close(void *state)
 
 	if (s) {
 		json_decref(s->capacity), json_decref(s->labels);
+		free(s->cursor);
 		free(s);
 	}
 }
@@ -371,6 +377,22 @@ static struct work *host_round(struct task_ctx *c, void *state)
 		return NULL;
 	if (store_host_beat(c->conn, c->owner, c->host, c->public_url, s->capacity, s->labels, c->lease_ms) < 0)
 		flog_error("host: writing this daemon's row: %s", ferry_error_last());
+	/*
+	 * the blobs this host's store holds and the database does not say so
+	 * (registered before blob_holders): recorded, ANNOUNCE_PAGE artifacts a
+	 * round, so that other hosts fetch them from here
+	 */
+	if (!s->announced) {
+		int held = 0, scanned = 0;
+		if (store_blobs_announce(&held, &scanned, &s->cursor, c->conn, c->home, c->host, ANNOUNCE_PAGE) < 0) {
+			flog_warn("host: recording the blobs this host holds: %s", ferry_error_last());
+		} else {
+			if (held > 0)
+				flog_info("host: recorded %d blob%s of this host's store as held here", held,
+					  held == 1 ? "" : "s");
+			s->announced = scanned < ANNOUNCE_PAGE;
+		}
+	}
 	/* any daemon may prune (idempotent, a handful of rows): no leader needed for it */
 	if (now >= s->next_prune) {
 		int removed = 0;

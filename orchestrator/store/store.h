@@ -138,6 +138,21 @@ int store_host_address(char **address, int *live, char **last_seen, PGconn *conn
 int store_blob_held(PGconn *conn, const char *hex, const char *host);
 int store_blob_sources(json_t **urls, PGconn *conn, const char *hex, const char *host);
 int store_blob_ensure(char **path, PGconn *conn, const char *home, const char *hex, int tree);
+/*
+ * The registered artifacts whose blobs are in home's store but not yet
+ * recorded as held by host (registered before blob_holders, or on a shared
+ * FERRY_HOME), recorded: up to limit artifacts a call after *cursor (the
+ * caller's; NULL at first), *scanned how many were looked at (fewer than
+ * limit: done), *held how many blobs were recorded.
+ */
+/*
+ * The blobs (*blobs, a JSON array of sha256 strings, the caller's; at most
+ * limit) this host should fetch so that each is kept on copies live hosts
+ * (engine/copies.h says how the hosts share the work).
+ */
+int store_blobs_to_copy(json_t **blobs, PGconn *conn, const char *host, int copies, int limit);
+int store_blobs_announce(int *held, int *scanned, char **cursor, PGconn *conn, const char *home, const char *host,
+			 int limit);
 /* Expires owner's leases now, so another daemon takes the attempts over. */
 int store_release(PGconn *conn, const char *owner);
 

@@ -161,3 +161,103 @@ int store_blob_ensure(char **path, PGconn *conn, const char *home, const char *h
 	*path = mpath;
 	return FERRY_OK;
 }
+
+int store_blobs_announce(int *held, int *scanned, char **cursor, PGconn *conn, const char *home, const char *host,
+			 int limit)
+{
+	char lim[16];
+	const char *params[3] = {host, *cursor ? *cursor : "", lim};
+	PGresult *res = NULL;
+	json_t *mine = json_array();
+	char *list = NULL;
+	int error, n;
+
+	*held = *scanned = 0;
+	snprintf(lim, sizeof(lim), "%d", limit);
+	/* registered artifacts this host is not recorded to hold, a page at a time in sha256 order */
+	error = store_q(&res, conn,
+			"SELECT a.sha256, a.kind FROM artifacts a WHERE a.sha256 > $2 AND NOT EXISTS ("
+			"  SELECT FROM blob_holders b WHERE b.sha256 = a.sha256 AND b.host = $1) "
+			"ORDER BY a.sha256 LIMIT $3::int",
+			3, params);
+	n = error == FERRY_OK ? PQntuples(res) : 0;
+	for (int i = 0; i < n; i++) {
+		const char *hex = PQgetvalue(res, i, 0);
+		char *path = blobs_path(home, hex), *text = NULL;
+		json_t *manifest, *f;
+		size_t k;
+
+		if (access(path, F_OK) == 0) {
+			json_array_append_new(mine, json_string(hex));
+			/* a directory's files: held where its manifest is (stored together) */
+			if (strcmp(PQgetvalue(res, i, 1), "tree") == 0 && file_read(&text, NULL, path) == FERRY_OK &&
+			    (manifest = json_loads(text, 0, NULL)) != NULL) {
+				json_array_foreach(json_object_get(manifest, "files"), k, f) {
+					const char *fh = json_string_value(json_object_get(f, "sha256"));
+					char *fp = fh && blobs_is_hex(fh) ? blobs_path(home, fh) : NULL;
+					if (fp && access(fp, F_OK) == 0)
+						json_array_append_new(mine, json_string(fh));
+					free(fp);
+				}
+				json_decref(manifest);
+			}
+		}
+		free(text);
+		free(path);
+	}
+	if (n > 0) {
+		free(*cursor);
+		*cursor = xstrdup(PQgetvalue(res, n - 1, 0));
+	}
+	PQclear(res);
+	if (error == FERRY_OK && json_array_size(mine) > 0) {
+		const char *p2[2] = {host, NULL};
+		list = json_dumps(mine, JSON_COMPACT);
+		p2[1] = list;
+		error = store_q(NULL, conn,
+				"INSERT INTO blob_holders (sha256, host) "
+				"SELECT x, $1 FROM jsonb_array_elements_text($2::jsonb) x ON CONFLICT DO NOTHING",
+				2, p2);
+	}
+	if (error == FERRY_OK) {
+		*held = (int)json_array_size(mine);
+		*scanned = n;
+	}
+	free(list);
+	json_decref(mine);
+	return error;
+}
+
+int store_blobs_to_copy(json_t **blobs, PGconn *conn, const char *host, int copies, int limit)
+{
+	char cp[16], lim[16];
+	const char *params[3] = {host, cp, lim};
+	PGresult *res = NULL;
+	int error;
+
+	*blobs = json_array();
+	snprintf(cp, sizeof(cp), "%d", copies);
+	snprintf(lim, sizeof(lim), "%d", limit);
+	/*
+	 * blobs with fewer live holders than wanted (copies, or every live host
+	 * when fewer), this host not one of them, and this host among the first
+	 * (wanted - holders) of the live hosts lacking it by md5(sha256 || host)
+	 */
+	error = store_q(&res, conn,
+			"WITH live AS (SELECT DISTINCT host FROM daemons WHERE stopped_at IS NULL "
+			"    AND last_seen + lease_ms * interval '1 millisecond' > now()), "
+			"  want AS (SELECT least($2::int, (SELECT count(*) FROM live))::int AS n), "
+			"  held AS (SELECT b.sha256, count(*) FILTER (WHERE b.host IN (SELECT host FROM live)) AS live_n, "
+			"    bool_or(b.host = $1) AS mine FROM blob_holders b GROUP BY b.sha256) "
+			"SELECT h.sha256 FROM held h, want w "
+			"WHERE NOT h.mine AND h.live_n > 0 AND h.live_n < w.n AND $1 IN (SELECT host FROM live) "
+			"  AND (SELECT count(*) FROM live l WHERE NOT EXISTS (SELECT FROM blob_holders x "
+			"         WHERE x.sha256 = h.sha256 AND x.host = l.host) "
+			"       AND md5(h.sha256 || l.host) < md5(h.sha256 || $1)) < w.n - h.live_n "
+			"ORDER BY h.sha256 LIMIT $3::int",
+			3, params);
+	for (int i = 0; error == FERRY_OK && i < PQntuples(res); i++)
+		json_array_append_new(*blobs, json_string(PQgetvalue(res, i, 0)));
+	PQclear(res);
+	return error;
+}

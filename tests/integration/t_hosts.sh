@@ -137,7 +137,9 @@ Y
 test_hosts_model_from_another_host() {
 	command -v haproxy >/dev/null || fail "haproxy is not installed (make deps)"
 	trap 'stop_daemons; stop_deployments "$FERRY_HOME"; stop_deployments "$FERRY_HOME/b"' EXIT
-	# one job at a time on A: a job that holds it leaves the deploy to B
+	# one job at a time on A: a job that holds it leaves the deploy to B; blobs
+	# copied only on demand here (test_hosts_blobs_kept_on_two_hosts copies ahead)
+	export FERRY_ARTIFACT_COPIES=1
 	start_daemon a FERRY_HOST=host-a FERRY_MAX_JOBS=1
 	cat >"$FERRY_HOME/serve.py" <<'PY'
 import http.server, json, os
@@ -216,4 +218,59 @@ Y
 	port=$(sql "SELECT port FROM deployment_replicas ORDER BY idx LIMIT 1")
 	assert_eq "$(curl -sS -m 10 -X POST -d '{}' "http://127.0.0.1:$port/")" '{"model": "weights C"}' "the replica on B serves the model registered on A"
 	ferry stop "$hold" >/dev/null
+}
+
+# blobs registered before the database said who holds them (migration
+# 0031) are recorded at the daemon's start — a directory's files too — so
+# another host can fetch them from here
+test_hosts_blobs_announced_at_start() {
+	start_daemon a FERRY_HOST=host-a
+	id=$(submit "$(wf tree <<'Y'
+name: tree
+steps:
+  - {name: train, kind: train, command: [sh, -c, 'mkdir -p "$FERRY_OUTPUT_DIR/m"; echo one >"$FERRY_OUTPUT_DIR/m/a"; echo two >"$FERRY_OUTPUT_DIR/m/b"; echo "{\"model\": \"$FERRY_OUTPUT_DIR/m\"}" >"$FERRY_OUTPUT_DIR/outputs.json"']}
+  - {name: register, kind: register, needs: [train], model: t}
+Y
+)")
+	wait_run "$id" succeeded 30
+	assert_eq "$(sql "SELECT kind FROM artifacts")" tree "a directory registered"
+	assert_eq "$(sql "SELECT count(*) FROM blob_holders WHERE host = 'host-a'")" 3 "its manifest and two files held by host-a"
+	stop_daemon a
+	sql "DELETE FROM blob_holders" >/dev/null
+	start_daemon a FERRY_HOST=host-a
+	logged "recorded 3 blobs of this host's store as held here" "$FERRY_HOME/ferryd-a.log" 10 ||
+		fail "the blobs were not recorded at start"
+	assert_eq "$(sql "SELECT count(*) FROM blob_holders WHERE host = 'host-a'")" 3 "recorded again"
+}
+
+# FERRY_ARTIFACT_COPIES (default 2): a blob registered on A is copied to
+# one more host ahead of need — one, not every other host — and when A is
+# lost, another host takes a copy from B, so two live hosts hold it again
+test_hosts_blobs_kept_on_two_hosts() {
+	start_daemon a FERRY_HOST=host-a
+	wait_run "$(submit "$(wf reg <<'Y'
+name: reg
+steps:
+  - {name: train, kind: train, command: [sh, -c, 'echo weights >"$FERRY_OUTPUT_DIR/model.bin"']}
+  - {name: register, kind: register, needs: [train], model: m}
+Y
+)")" succeeded 30
+	sha=$(sql "SELECT artifact FROM model_versions")
+	holders() { sql "SELECT string_agg(host, ',' ORDER BY host) FROM blob_holders WHERE sha256 = '$sha'"; }
+	assert_eq "$(holders)" host-a "held where it was registered"
+	mkdir -p "$FERRY_HOME/b" "$FERRY_HOME/c"
+	start_another b FERRY_HOST=host-b FERRY_HOME="$FERRY_HOME/b"
+	sql_until "(SELECT count(*) FROM blob_holders WHERE sha256 = '$sha') = 2" 20 || fail "not copied to host-b: $(holders)"
+	assert_eq "$(holders)" host-a,host-b "copied to the second host"
+	assert_eq "$(cat "$FERRY_HOME/b/artifacts/sha256/${sha:0:2}/$sha")" weights "the bytes on host-b"
+	logged "copies: blob ${sha:0:12}… now also kept on this host" "$FERRY_HOME/ferryd-b.log" || fail "host-b's log does not say so"
+	# a third host: two copies are enough
+	start_another c FERRY_HOST=host-c FERRY_HOME="$FERRY_HOME/c"
+	sleep 7 # more than a round of its copies task (5 s)
+	assert_eq "$(holders)" host-a,host-b "no third copy"
+	# host-a lost: host-c takes a copy from host-b
+	stop_daemon a KILL
+	sql_until "(SELECT count(*) FROM blob_holders WHERE sha256 = '$sha') = 3" 30 || fail "no new copy after host-a was lost: $(holders)"
+	assert_eq "$(holders)" host-a,host-b,host-c "host-c took a copy"
+	logged "fetched from $(daemon_url b)" "$FERRY_HOME/ferryd-c.log" || fail "host-c did not fetch it from host-b"
 }
