@@ -442,6 +442,27 @@ void api_deployment_logs(struct api *a, struct reply *r, PGconn *db, struct req 
 		deployment_free(d);
 		return;
 	}
+	{
+		/* a replica on another host of the fleet: its log is on that host's disk, served through its API */
+		const char *host = json_string_value(json_object_get(rep->handle, "host"));
+		char *esc = api_path_escape(v->version), *pq, *what, tail[48] = "";
+		int done;
+		if (length >= 0)
+			snprintf(tail, sizeof(tail), "&length=%lld", (long long)length);
+		else if (followed)
+			snprintf(tail, sizeof(tail), "&follow=1");
+		pq = xasprintf("/api/v1/deployments/%lld/logs?version=%s&replica=%lld&offset=%lld%s", (long long)q->id,
+			       esc, (long long)idx, (long long)offset, tail);
+		what = xasprintf("the log of replica %lld of %s %s", (long long)idx, d->model, v->version);
+		done = api_forward(a, r, db, q, host, pq, what, fd >= 0);
+		free(esc), free(pq), free(what);
+		if (done) {
+			if (fd >= 0)
+				close(fd);
+			deployment_free(d);
+			return;
+		}
+	}
 	if (fd < 0) {
 		fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
 		st.st_size = 0;

@@ -144,6 +144,7 @@ test_hosts_model_from_another_host() {
 	cat >"$FERRY_HOME/serve.py" <<'PY'
 import http.server, json, os
 model = open(os.environ["FERRY_MODEL_PATH"]).read().strip()
+print("serving", model, flush=True)
 class H(http.server.BaseHTTPRequestHandler):
     def log_message(self, *a): pass
     def reply(self, body):
@@ -217,6 +218,10 @@ Y
 	[ -e "$FERRY_HOME/b/artifacts/sha256/${sha3:0:2}/$sha3" ] || fail "B did not fetch 0.0.3 for its replica"
 	port=$(sql "SELECT port FROM deployment_replicas ORDER BY idx LIMIT 1")
 	assert_eq "$(curl -sS -m 10 -X POST -d '{}' "http://127.0.0.1:$port/")" '{"model": "weights C"}' "the replica on B serves the model registered on A"
+	# its log, on B's disk, through A's API (forwarded to B's)
+	out=$(curl -sS -m 20 -H "Authorization: Bearer $FERRY_API_TOKEN" -D "$FERRY_HOME/h.txt" "$FERRY_URL/api/v1/deployments/1/logs")
+	assert_match "$out" 'serving weights C' "the replica's log through host-a"
+	assert_match "$(cat "$FERRY_HOME/h.txt")" 'X-Ferry-Host: host-b' "forwarded to the host that runs it"
 	ferry stop "$hold" >/dev/null
 }
 
