@@ -10,8 +10,9 @@
  * X-Ferry-Forwarded, so the host serves it locally and never forwards it
  * again — and writes the body into a pipe. The answer is streamed from
  * that pipe by the MHD worker, which never waits: with nothing to read
- * the connection is parked like a followed log (api_logs.c) and looked at
- * again PARK_MS later. The pipe (1 MiB) bounds memory whatever the size of
+ * the connection is parked like a followed log (api_logs.c) and resumed
+ * as soon as the thread has written more (or at the ticker's next round,
+ * PARK_MS, when the two crossed). The pipe (1 MiB) bounds memory whatever the size of
  * the log; a followed log streams as long as the host streams it. A host
  * with no live daemon, or one that does not answer within FWD_CONNECT_MS,
  * is a 503 naming it.
@@ -157,6 +158,8 @@ static size_t on_body(char *buf, size_t size, size_t n, void *cls)
 			return 0;
 		done += (size_t)w;
 	}
+	/* the MHD worker parked the client while the pipe was empty: on at once */
+	api_logs_unpark(f->api, f->conn);
 	return len;
 }
 
@@ -199,6 +202,8 @@ static void *fwd_thread(void *arg)
 	pthread_mutex_unlock(&f->mu);
 	close(f->wr); /* EOF for the reader */
 	f->wr = -1;
+	if (!atomic_load(&f->cancel))
+		api_logs_unpark(f->api, f->conn);
 	fwd_unref(f);
 	return NULL;
 }

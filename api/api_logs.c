@@ -119,6 +119,22 @@ int api_logs_park(struct api *a, struct MHD_Connection *conn)
 	return 1;
 }
 
+int api_logs_unpark(struct api *a, struct MHD_Connection *conn)
+{
+	int found = 0;
+
+	pthread_mutex_lock(&a->park_mu);
+	for (int i = 0; i < a->nparked; i++)
+		if (a->parked[i] == conn) {
+			MHD_resume_connection(conn);
+			a->parked[i] = a->parked[--a->nparked];
+			found = 1;
+			break;
+		}
+	pthread_mutex_unlock(&a->park_mu);
+	return found;
+}
+
 /* Resumes every parked connection. */
 void api_logs_unpark_all(struct api *a)
 {

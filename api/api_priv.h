@@ -195,6 +195,12 @@ void api_stream_stop(struct api *a);
 void api_stream_free(struct api *a);
 void *api_logs_ticker(void *arg);
 void api_logs_unpark_all(struct api *a);
+/*
+ * Resumes conn now if it is parked (1), so an answer that another thread
+ * feeds (a forwarded one) goes on as soon as it has bytes, not at the
+ * ticker's next round; 0 when it is not parked.
+ */
+int api_logs_unpark(struct api *a, struct MHD_Connection *conn);
 
 /*
  * A route's handler, on a database worker: fills r from q. db is a pooled
