@@ -19,6 +19,7 @@ tests/bench/executor_slurm.sh
 "$B/tests/bench_haproxy" --changes 200
 tests/bench/bench_docker.sh
 tests/bench/bench_deploy.sh
+tests/bench/bench_fleet.sh
 tests/bench/bench_monitor.sh
 tests/bench/bench_schedules.sh
 tests/bench/bench_ui.sh
