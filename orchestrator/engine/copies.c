@@ -91,7 +91,8 @@ static struct work *copies_round(struct task_ctx *c, void *state)
 	struct copies_work *cw;
 	json_t *blobs = NULL;
 
-	if (s == NULL || s->copies < 2)
+	/* a transfer may take minutes: never on the loop (FERRY_WORKERS=0 copies nothing ahead of need) */
+	if (s == NULL || s->copies < 2 || c->workers == NULL)
 		return NULL;
 	if (store_blobs_to_copy(&blobs, c->conn, c->host, s->copies, COPIES_BATCH) < 0) {
 		flog_warn("copies: %s", ferry_error_last());
