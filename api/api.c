@@ -347,7 +347,7 @@ const struct api_route api_routes[] = {
 	{"PUT", "/api/v1/models/{name}/aliases/{alias}", DEPLOYER, 0, NULL, api_model_alias_put, NULL,
 	 "version"},
 	{"DELETE", "/api/v1/models/{name}/aliases/{alias}", DEPLOYER, 0, NULL, api_model_alias_delete, NULL, NULL},
-	{"GET", "/api/v1/blobs/{sha256}", ADMIN, 0, NULL, api_blob_get, NULL, NULL},
+	{"GET", "/api/v1/blobs/{sha256}", VIEWER, 0, NULL, api_blob_get, NULL, NULL},
 	{"GET", "/api/v1/cache", VIEWER, 0, NULL, api_cache_get, "host", NULL},
 	{"GET", "/api/v1/deployments", VIEWER, 0, NULL, api_deployments_list, NULL, NULL},
 	{"GET", "/api/v1/deployments/{id}", VIEWER, 0, NULL, api_deployment_get, NULL, NULL},

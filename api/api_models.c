@@ -362,9 +362,9 @@ out:
 /*
  * GET /blobs/{sha256}: a blob of this host's store, for another daemon
  * of the fleet that lacks it (store_blobs.c). Never forwarded: 404 when
- * this host has none. An admin route (the fleet's daemons share their
- * token); what it serves, a model's bytes, a viewer reads through
- * /models/{name}/versions/{version}/artifact.
+ * this host has none. A viewer's route, as every GET is (a viewer reads
+ * the same bytes through /models/{name}/versions/{version}/artifact);
+ * the daemons call it with the fleet's token.
  */
 void api_blob_get(struct api *a, struct reply *r, PGconn *db, struct req *q)
 {

@@ -206,7 +206,7 @@ Y
 	assert_match "$BODY" "sent bytes whose sha256 is [0-9a-f]{64}, not $sha2: refused" "the hash named"
 	[ ! -e "$FERRY_HOME/b/artifacts/sha256/${sha2:0:2}/$sha2" ] || fail "B kept bytes that do not hash to their name"
 	assert_eq "$(sql "SELECT count(*) FROM blob_holders WHERE sha256 = '$sha2' AND host = 'host-b'")" 0 "B not a holder of it"
-	# a name that is not a sha256 is a 400 (the route is admin-only: test_roles walks it)
+	# a name that is not a sha256 is a 400 (test_roles walks the route with every role)
 	FERRY_URL=$b api GET /api/v1/blobs/nothex
 	assert_eq "$CODE" 400 "a bad name: $BODY"
 	# the deploy runs on B (A's one slot is taken): its replica serves the blob B fetched from A
