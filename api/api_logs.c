@@ -161,6 +161,30 @@ void *api_logs_ticker(void *arg)
 }
 
 /*
+ * A log on another host's disk (host; NULL or this host: not forwarded),
+ * asked of that host's API at path (its query begun) with the same range
+ * or follow: 1 when answered so (fd, the local copy or -1, is closed),
+ * 0 to serve it here (api_forward says when).
+ */
+static int forward_log(struct api *a, struct reply *r, PGconn *db, struct req *q, const char *host, const char *path,
+		       int64_t offset, int64_t length, int followed, const char *what, int fd)
+{
+	char tail[48] = "", *pq;
+	int done;
+
+	if (length >= 0) /* length and follow exclude each other (log_args) */
+		snprintf(tail, sizeof(tail), "&length=%lld", (long long)length);
+	else if (followed)
+		snprintf(tail, sizeof(tail), "&follow=1");
+	pq = xasprintf("%s&offset=%lld%s", path, (long long)offset, tail);
+	done = api_forward(a, r, db, q, host, pq, what, fd >= 0);
+	free(pq);
+	if (done && fd >= 0)
+		close(fd);
+	return done;
+}
+
+/*
  * Called by the MHD worker that serves the connection; it must not wait. With
  * nothing new in the file and the attempt not over, the connection is parked
  * (suspended) and this returns 0; the ticker resumes it PARK_MS later.
@@ -362,20 +386,11 @@ void api_step_logs(struct api *a, struct reply *r, PGconn *db, struct req *q)
 		 * served through that host's API; when that host is down, a copy
 		 * readable here (a shared FERRY_HOME, a host renamed) is served here
 		 */
-		char *esc = api_path_escape(step), *pq, *what = xasprintf("the log of step %s attempt %d", step, attempt);
-		char tail[48] = "";
-		int done;
-		if (length >= 0) /* length and follow exclude each other (log_args) */
-			snprintf(tail, sizeof(tail), "&length=%lld", (long long)length);
-		else if (followed)
-			snprintf(tail, sizeof(tail), "&follow=1");
-		pq = xasprintf("/api/v1/runs/%lld/steps/%s/logs?attempt=%d&offset=%lld%s", (long long)id, esc, attempt,
-			       (long long)offset, tail);
-		done = api_forward(a, r, db, q, host, pq, what, fd >= 0);
+		char *esc = api_path_escape(step), *what = xasprintf("the log of step %s attempt %d", step, attempt);
+		char *pq = xasprintf("/api/v1/runs/%lld/steps/%s/logs?attempt=%d", (long long)id, esc, attempt);
+		int done = forward_log(a, r, db, q, host, pq, offset, length, followed, what, fd);
 		free(esc), free(pq), free(what);
 		if (done) {
-			if (fd >= 0)
-				close(fd);
 			free(dir), free(host);
 			return;
 		}
@@ -461,20 +476,13 @@ void api_deployment_logs(struct api *a, struct reply *r, PGconn *db, struct req 
 	{
 		/* a replica on another host of the fleet: its log is on that host's disk, served through its API */
 		const char *host = json_string_value(json_object_get(rep->handle, "host"));
-		char *esc = api_path_escape(v->version), *pq, *what, tail[48] = "";
-		int done;
-		if (length >= 0)
-			snprintf(tail, sizeof(tail), "&length=%lld", (long long)length);
-		else if (followed)
-			snprintf(tail, sizeof(tail), "&follow=1");
-		pq = xasprintf("/api/v1/deployments/%lld/logs?version=%s&replica=%lld&offset=%lld%s", (long long)q->id,
-			       esc, (long long)idx, (long long)offset, tail);
-		what = xasprintf("the log of replica %lld of %s %s", (long long)idx, d->model, v->version);
-		done = api_forward(a, r, db, q, host, pq, what, fd >= 0);
+		char *esc = api_path_escape(v->version);
+		char *what = xasprintf("the log of replica %lld of %s %s", (long long)idx, d->model, v->version);
+		char *pq = xasprintf("/api/v1/deployments/%lld/logs?version=%s&replica=%lld", (long long)q->id, esc,
+				     (long long)idx);
+		int done = forward_log(a, r, db, q, host, pq, offset, length, followed, what, fd);
 		free(esc), free(pq), free(what);
 		if (done) {
-			if (fd >= 0)
-				close(fd);
 			deployment_free(d);
 			return;
 		}

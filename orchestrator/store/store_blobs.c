@@ -70,21 +70,20 @@ static char *fleet_token(const char *home)
 /* One blob into home's store from the first holder that has it. */
 static int ensure_one(PGconn *conn, const char *home, const char *host, const char *hex)
 {
-	char *path = blobs_path(home, hex), *token = NULL, *why = NULL;
+	char *path, *token = NULL, *why = NULL;
 	json_t *urls = NULL;
 	size_t i;
-	int error;
+	int error, here;
 
 	if (!blobs_is_hex(hex)) {
-		free(path);
-		ferry_error_set("\"%.80s\" is not a sha256 (a damaged manifest?)", hex);
+		ferry_error_set("\"%.80s\" is not a sha256", hex ? hex : "");
 		return FERRY_EINVALID;
 	}
-	if (access(path, F_OK) == 0) {
-		free(path);
-		return FERRY_OK;
-	}
+	path = blobs_path(home, hex);
+	here = access(path, F_OK) == 0;
 	free(path);
+	if (here)
+		return FERRY_OK;
 	if ((error = store_blob_sources(&urls, conn, hex, host)) < 0)
 		return error;
 	if (json_array_size(urls) == 0) {
@@ -121,44 +120,59 @@ static int ensure_one(PGconn *conn, const char *home, const char *host, const ch
 	return error;
 }
 
+/*
+ * The sha256 of each file the manifest blob hex (in home's store) lists:
+ * *hexes, a JSON array of strings, the caller's. FERRY_ERROR when it is no
+ * manifest, lists more than TREE_FILES_MAX files or a name that is no sha256.
+ */
+static int manifest_files(json_t **hexes, const char *home, const char *hex)
+{
+	char *path = blobs_path(home, hex), *text = NULL;
+	json_t *manifest = NULL, *files, *f;
+	size_t i;
+	int error = FERRY_OK;
+
+	*hexes = json_array();
+	if (file_read(&text, NULL, path) < 0 || (manifest = json_loads(text, 0, NULL)) == NULL ||
+	    !json_is_array(files = json_object_get(manifest, "files")) || json_array_size(files) > TREE_FILES_MAX) {
+		error = FERRY_ERROR;
+	} else {
+		json_array_foreach(files, i, f) {
+			const char *fh = json_string_value(json_object_get(f, "sha256"));
+			if (!blobs_is_hex(fh)) {
+				error = FERRY_ERROR;
+				break;
+			}
+			json_array_append_new(*hexes, json_string(fh));
+		}
+	}
+	if (error < 0)
+		ferry_error_set("the manifest blob %s cannot be read as a manifest", hex);
+	free(text), free(path);
+	json_decref(manifest);
+	return error;
+}
+
 int store_blob_ensure(char **path, PGconn *conn, const char *home, const char *hex, int tree)
 {
-	char host[256], *text = NULL, *mpath;
-	json_t *manifest = NULL, *f;
+	char host[256];
+	json_t *files = NULL, *f;
 	size_t i;
 	int error;
 
 	*path = NULL;
-	if (!blobs_is_hex(hex)) {
-		ferry_error_set("\"%.80s\" is not a sha256", hex);
-		return FERRY_EINVALID;
-	}
 	ferry_host_name(host, sizeof(host));
 	if ((error = ensure_one(conn, home, host, hex)) < 0)
 		return error;
-	mpath = blobs_path(home, hex);
-	if (tree) {
-		/* the manifest is here (and checked): each file it lists */
-		if (file_read(&text, NULL, mpath) < 0 || (manifest = json_loads(text, 0, NULL)) == NULL ||
-		    !json_is_array(json_object_get(manifest, "files")) ||
-		    json_array_size(json_object_get(manifest, "files")) > TREE_FILES_MAX) {
-			ferry_error_set("the manifest blob %s cannot be read as a manifest", hex);
-			error = FERRY_ERROR;
-		}
-		json_array_foreach(json_object_get(manifest, "files"), i, f) {
-			if (error < 0)
+	/* a directory: its manifest is here (and checked), then each file it lists */
+	if (tree && (error = manifest_files(&files, home, hex)) == FERRY_OK)
+		json_array_foreach(files, i, f)
+			if ((error = ensure_one(conn, home, host, json_string_value(f))) < 0)
 				break;
-			error = ensure_one(conn, home, host, json_string_value(json_object_get(f, "sha256")) ?
-							     json_string_value(json_object_get(f, "sha256")) : "");
-		}
-	}
-	free(text);
-	json_decref(manifest);
-	if (error < 0) {
-		free(mpath);
+	json_decref(files);
+	if (error < 0)
 		return error;
-	}
-	*path = mpath;
+	*path = blobs_path(home, hex);
 	return FERRY_OK;
 }
 
@@ -183,26 +197,22 @@ int store_blobs_announce(int *held, int *scanned, char **cursor, PGconn *conn, c
 	n = error == FERRY_OK ? PQntuples(res) : 0;
 	for (int i = 0; i < n; i++) {
 		const char *hex = PQgetvalue(res, i, 0);
-		char *path = blobs_path(home, hex), *text = NULL;
-		json_t *manifest, *f;
+		char *path = blobs_path(home, hex);
+		json_t *files = NULL, *f;
 		size_t k;
 
 		if (access(path, F_OK) == 0) {
 			json_array_append_new(mine, json_string(hex));
 			/* a directory's files: held where its manifest is (stored together) */
-			if (strcmp(PQgetvalue(res, i, 1), "tree") == 0 && file_read(&text, NULL, path) == FERRY_OK &&
-			    (manifest = json_loads(text, 0, NULL)) != NULL) {
-				json_array_foreach(json_object_get(manifest, "files"), k, f) {
-					const char *fh = json_string_value(json_object_get(f, "sha256"));
-					char *fp = fh && blobs_is_hex(fh) ? blobs_path(home, fh) : NULL;
-					if (fp && access(fp, F_OK) == 0)
-						json_array_append_new(mine, json_string(fh));
+			if (strcmp(PQgetvalue(res, i, 1), "tree") == 0 && manifest_files(&files, home, hex) == FERRY_OK)
+				json_array_foreach(files, k, f) {
+					char *fp = blobs_path(home, json_string_value(f));
+					if (access(fp, F_OK) == 0)
+						json_array_append(mine, f);
 					free(fp);
 				}
-				json_decref(manifest);
-			}
+			json_decref(files);
 		}
-		free(text);
 		free(path);
 	}
 	if (n > 0) {

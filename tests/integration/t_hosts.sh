@@ -271,7 +271,14 @@ Y
 	logged "copies: blob ${sha:0:12}… now also kept on this host" "$FERRY_HOME/ferryd-b.log" || fail "host-b's log does not say so"
 	# a third host: two copies are enough
 	start_another c FERRY_HOST=host-c FERRY_HOME="$FERRY_HOME/c"
-	sleep 7 # more than a round of its copies task (5 s)
+	# two rounds of its copies task (the first at its start, then every 5 s): it chose to take none
+	local c n=0; c=$(daemon_url c)
+	for _ in $(seq 1 150); do
+		n=$(curl -sS -m 5 "$c/metrics" | sed -n 's/^ferry_periodic_runs_total{task="copies"} \([0-9]*\).*/\1/p')
+		[ "${n:-0}" -ge 2 ] && break
+		sleep 0.1
+	done
+	[ "${n:-0}" -ge 2 ] || fail "host-c's copies task did not run twice (runs: ${n:-none})"
 	assert_eq "$(holders)" host-a,host-b "no third copy"
 	# host-a lost: host-c takes a copy from host-b
 	stop_daemon a KILL
