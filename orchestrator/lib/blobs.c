@@ -110,7 +110,7 @@ int blobs_put_bytes(char hex[65], char **path, const char *home, const void *dat
 	return error;
 }
 
-int blobs_put_file(char hex[65], int64_t *bytes, char **path, const char *home, const char *src)
+static int put_file(char hex[65], int64_t *bytes, char **path, const char *home, const char *src)
 {
 	unsigned char buf[1 << 16], md[EVP_MAX_MD_SIZE];
 	unsigned int mdlen = 0;
@@ -159,6 +159,26 @@ out:
 	free(tmp);
 	EVP_MD_CTX_free(ctx);
 	return error;
+}
+
+struct put_file_args {
+	char *hex;
+	int64_t *bytes;
+	char **path;
+	const char *home, *src;
+};
+
+static int put_file_call(void *p)
+{
+	struct put_file_args *a = p;
+	return put_file(a->hex, a->bytes, a->path, a->home, a->src);
+}
+
+/* niced: hashing a large artifact yields to dispatch and jobs (run_niced) */
+int blobs_put_file(char hex[65], int64_t *bytes, char **path, const char *home, const char *src)
+{
+	struct put_file_args a = {hex, bytes, path, home, src};
+	return run_niced(put_file_call, &a);
 }
 
 

@@ -382,7 +382,7 @@ int fingerprint_of(char out[65], const char *path, const struct stat *st, const 
 	return error;
 }
 
-int fingerprint_path(char out[65], const char *path)
+static int path_here(char out[65], const char *path)
 {
 	struct fingerprint_tree t = {0};
 	struct stat st;
@@ -404,4 +404,22 @@ int fingerprint_path(char out[65], const char *path)
 		close(rootfd);
 	fingerprint_tree_dispose(&t);
 	return error;
+}
+
+struct path_args {
+	char *out;
+	const char *path;
+};
+
+static int path_call(void *p)
+{
+	struct path_args *a = p;
+	return path_here(a->out, a->path);
+}
+
+/* niced: reading and hashing a large dataset yields to dispatch and jobs (run_niced) */
+int fingerprint_path(char out[65], const char *path)
+{
+	struct path_args a = {out, path};
+	return run_niced(path_call, &a);
 }

@@ -11,10 +11,13 @@
 #include <ftw.h>
 #include <limits.h>
 #include <openssl/evp.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -385,4 +388,39 @@ void ferry_host_name(char *buf, size_t n)
 	if (gethostname(buf, n - 1) < 0)
 		snprintf(buf, n, "localhost");
 	buf[n - 1] = '\0';
+}
+
+struct niced {
+	int (*fn)(void *);
+	void *arg;
+	int rc;
+	char *error;
+};
+
+static void *niced_main(void *p)
+{
+	struct niced *n = p;
+
+	/* this thread only (a Linux thread's id names it); failing leaves it at the caller's */
+	if (setpriority(PRIO_PROCESS, (id_t)syscall(SYS_gettid), 10) < 0)
+		flog_debug("run_niced: cannot lower this thread's priority: %s", strerror(errno));
+	n->rc = n->fn(n->arg);
+	if (n->rc < 0)
+		n->error = xstrdup(ferry_error_last());
+	return NULL;
+}
+
+int run_niced(int (*fn)(void *), void *arg)
+{
+	struct niced n = {fn, arg, 0, NULL};
+	pthread_t t;
+
+	if (pthread_create(&t, NULL, niced_main, &n) != 0)
+		return fn(arg);
+	pthread_join(t, NULL);
+	if (n.error) {
+		ferry_error_set("%s", n.error);
+		free(n.error);
+	}
+	return n.rc;
 }

@@ -107,4 +107,16 @@ char *ferry_address_file(void);
  */
 void ferry_host_name(char *buf, size_t n);
 
+/*
+ * Runs fn(arg) on a thread of its own at nice 10 and returns what it
+ * returned, its error message carried over to this thread. For bulk CPU
+ * work (hashing an artifact, fingerprinting a dataset) that must yield to
+ * dispatch and jobs. Only that work is niced: on Linux a nice value is per
+ * thread, a process forked from a niced thread inherits it, and an
+ * unprivileged thread cannot lower it again — a worker thread niced for
+ * good started HAProxy, gdb and podman at nice 10 too, starved behind the
+ * jobs. Runs fn here when no thread can be made.
+ */
+int run_niced(int (*fn)(void *), void *arg);
+
 #endif

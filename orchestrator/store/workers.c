@@ -9,7 +9,6 @@
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/resource.h>
 #include <unistd.h>
 
 #include "store/db.h"
@@ -81,12 +80,11 @@ static void *worker_main(void *arg)
 	PGconn *conn = NULL;
 
 	/*
-	 * Background work yields the CPU to the dispatcher: on Linux a nice value
-	 * is per thread, so a registry copy hashing a large artifact on one core
-	 * does not slow other runs' steps on a small machine (dispatch_slow_neighbour).
+	 * Not niced: what a worker starts (HAProxy, a model server, gdb, podman)
+	 * would inherit it. The bulk CPU work that must yield to the dispatcher
+	 * (hashing an artifact or a dataset) runs niced by itself (run_niced in
+	 * lib/util.h; dispatch_slow_neighbour measures it).
 	 */
-	if (setpriority(PRIO_PROCESS, (id_t)gettid(), 10) < 0)
-		flog_debug("worker: cannot lower its priority");
 	for (;;) {
 		struct work *w;
 		pthread_mutex_lock(&p->mu);

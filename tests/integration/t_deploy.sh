@@ -130,6 +130,17 @@ test_deploy_first_version_then_split_80_20() {
 	id=$(submit "$(deploy_wf 20)")
 	wait_run "$id" succeeded 120
 	assert_match "$(step_col "$id" deploy reason)" "digits 0.0.1 serves 100% of deployment digits" "the first version gets everything"
+	# the proxy and the model servers run at the daemon's priority: the deploy
+	# step's worker thread started them, and a worker once ran at nice 10 for
+	# good (HAProxy served at nice 10, starved behind the jobs)
+	base=$(ps -o ni= -p "$(daemon_pid a)" | tr -d ' ')
+	assert_eq "$(ps -o ni= -p "$(cat "$FERRY_HOME/haproxy/haproxy.pid")" | tr -d ' ')" "$base" "HAProxy's nice value"
+	n=0
+	for p in $(sql "SELECT handle->>'pid' FROM deployment_replicas WHERE handle ? 'pid'"); do
+		assert_eq "$(ps -o ni= -p "$p" | tr -d ' ')" "$base" "replica $p's nice value"
+		n=$((n + 1))
+	done
+	[ "$n" -ge 1 ] || fail "no replica's pid on record"
 	out=$(count_versions 50)
 	assert_match "$out" "^0.0.1 50" "the first version served every request"
 	f=$(deploy_wf 20)

@@ -8,7 +8,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <errno.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include "lib/util.h"
@@ -123,6 +126,33 @@ static void test_util__sha256_hex(void **state)
 	assert_string_equal(out, "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855");
 }
 
+static int nice_seen = -100;
+
+static int read_nice(void *arg)
+{
+	errno = 0;
+	nice_seen = getpriority(PRIO_PROCESS, (id_t)syscall(SYS_gettid));
+	if (arg) {
+		ferry_error_set("failed on purpose: %s", (const char *)arg);
+		return FERRY_EINVALID;
+	}
+	return 7;
+}
+
+/* run_niced: fn at nice +10 on its own thread; this thread keeps its value; the error comes back. */
+static void test_util__run_niced(void **state)
+{
+	int base = getpriority(PRIO_PROCESS, (id_t)syscall(SYS_gettid));
+
+	(void)state;
+	assert_int_equal(run_niced(read_nice, NULL), 7);
+	assert_int_equal(nice_seen, base + 10 > 19 ? 19 : base + 10);
+	assert_int_equal(getpriority(PRIO_PROCESS, (id_t)syscall(SYS_gettid)), base);
+	ferry_error_clear();
+	assert_int_equal(run_niced(read_nice, "x"), FERRY_EINVALID);
+	assert_string_equal(ferry_error_last(), "failed on purpose: x");
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -134,6 +164,7 @@ int main(void)
 		cmocka_unit_test(test_util__error_wraps_the_last),
 		cmocka_unit_test(test_util__hex_encode),
 		cmocka_unit_test(test_util__sha256_hex),
+		cmocka_unit_test(test_util__run_niced),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
