@@ -188,6 +188,16 @@ static void h_metrics(struct api *a, struct reply *r, PGconn *db, struct req *q)
 				(unsigned long long)st.invalidations, (unsigned long long)st.flushes, st.entries,
 				st.bytes, st.enabled);
 	}
+	{
+		int open, max;
+		api_stream_counts(a, &open, &max);
+		metrics_appendf(&buf, &len, &cap,
+				"# HELP ferry_api_streams_open Streams open now: run events and followed logs.\n"
+				"# TYPE ferry_api_streams_open gauge\nferry_api_streams_open %d\n"
+				"# HELP ferry_api_streams_max The most streams this daemon serves at once (FERRY_UI_STREAMS).\n"
+				"# TYPE ferry_api_streams_max gauge\nferry_api_streams_max %d\n",
+				open, max);
+	}
 	if (a->health)
 		health_render(a->health, &buf, &len, &cap);
 	warm_metrics(&buf, &len, &cap);

@@ -186,6 +186,8 @@ void api_run_stream(struct api *a, struct reply *r, PGconn *db, struct req *q);
  */
 int api_stream_slot_take(struct api *a, struct reply *r);
 void api_stream_slot_release(struct api *a);
+/* Streams open now (run events and followed logs) and the most allowed (FERRY_UI_STREAMS); 0 and 0 without the console. */
+void api_stream_counts(struct api *a, int *open, int *max);
 void api_runs_stream(struct api *a, struct reply *r, PGconn *db, struct req *q);
 void api_run_dag_svg(struct api *a, struct reply *r, PGconn *db, struct req *q);
 void api_step_get(struct api *a, struct reply *r, PGconn *db, struct req *q);

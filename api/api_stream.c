@@ -533,6 +533,17 @@ void api_stream_slot_release(struct api *a)
 		slot_release(a->ui);
 }
 
+void api_stream_counts(struct api *a, int *open, int *max)
+{
+	*open = *max = 0;
+	if (a->ui) {
+		pthread_mutex_lock(&a->ui->mu);
+		*open = a->ui->nstreams;
+		*max = a->ui->max_streams;
+		pthread_mutex_unlock(&a->ui->mu);
+	}
+}
+
 static void stream_headers(struct reply *r, struct MHD_Response *resp)
 {
 	MHD_add_response_header(resp, "Content-Type", "text/event-stream; charset=utf-8");

@@ -301,12 +301,12 @@ static json_t *process_entry(int pid, int want_stack, struct tools *t, int64_t t
 			json_object_set_new(e, "collector", json_string("gdb"));
 		/*
 		 * a CPython process: its Python frames too (pystack.h), with a budget
-		 * of their own (gdb loads the interpreter's debug symbols: a second
-		 * here, several on a loaded machine)
+		 * of their own (PYSTACK_TIMEOUT_MS: gdb loads the interpreter's debug
+		 * symbols, seconds of CPU)
 		 */
 		if (state != 'Z' && state != 'X' && t->gdb && t->py_left > 0 && pystack_is_python(pid)) {
 			char *pwhy = NULL;
-			json_t *py = pystack_collect(pid, timeout_ms * 2, &pwhy);
+			json_t *py = pystack_collect(pid, PYSTACK_TIMEOUT_MS, &pwhy);
 			t->py_left--;
 			unstop(pid, state);
 			if (py)

@@ -20,6 +20,13 @@
 #include <stdint.h>
 
 #define PYSTACK_MAX 16384 /* bytes of the tracebacks' text */
+/*
+ * gdb's budget per process: reading the interpreter's debug symbols costs
+ * 1.3 s of CPU on an idle machine here (2.4 s with py-bt), and more than
+ * 10 s of wall time on one whose two cores run ten other things. The job
+ * is already hung and this runs on a worker thread, so the budget is long.
+ */
+#define PYSTACK_TIMEOUT_MS 30000
 
 /* 1 when pid runs a CPython interpreter (its executable is named python…). */
 int pystack_is_python(int pid);
