@@ -5,10 +5,15 @@
  *   kill:POINT  the daemon kills itself (SIGKILL) when the engine reaches POINT
  *   fail:POINT  the engine's action at POINT fails (FERRY_FAULT_TIMES times, default 1)
  *   sleep:POINT the daemon's thread that reaches POINT sleeps 3 s there (a window for the test)
+ *   hold:POINT  the thread that reaches POINT waits there until the file
+ *               $FERRY_HOME/fault.release exists (at most 5 min): work
+ *               that lasts exactly as long as the test wants, however slow
+ *               the machine
  * The points are "started" (a job was forked, its handle not yet recorded),
  * "record" (recording handles: fail makes it fail), "record-failed"
- * (right after a failed record) and "expanding" (a foreach step's children
- * are being written: one batch is, the next is not). It also registers the "test" executor
+ * (right after a failed record), "expanding" (a foreach step's children
+ * are being written: one batch is, the next is not) and "registering" (a
+ * register step's work, on a worker thread). It also registers the "test" executor
  * type: the local executor with each hook call appended to
  * $FERRY_HOME/test-executor.log, so a test sees the engine go through the
  * table and nothing else.
@@ -47,6 +52,14 @@ static int fault_hook(const char *point)
 		/* a window for the test to act in (a stop while a fan-out is being written); a worker's thread sleeps */
 		flog_warn("fault injected: sleeping 3 s at \"%s\"", point);
 		sleep(3);
+	}
+	if (has("hold", point)) {
+		const char *home = getenv("FERRY_HOME");
+		char *release = xasprintf("%s/fault.release", home ? home : ".");
+		flog_warn("fault injected: holding at \"%s\" until %s exists", point, release);
+		for (int i = 0; i < 3000 && access(release, F_OK) != 0; i++)
+			usleep(100000);
+		free(release);
 	}
 	if (has("kill", point)) {
 		flog_warn("fault injected: killing the daemon at \"%s\"", point);

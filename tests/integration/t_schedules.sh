@@ -97,6 +97,9 @@ test_schedule_replace_stops_the_running_run() {
 	sched_wf replace '{cron: "*/2 * * * * *", concurrency: replace}' 30
 	local id; id=$(sched_id replace)
 	wait_ticks "$id" 3 15
+	# paused, so no newer tick replaces the newest run while the older ones are
+	# looked at (a loaded machine takes seconds to; the cron fires every 2 s)
+	ferry schedules pause "$id" >/dev/null || fail "ferry schedules pause"
 	local runs last
 	runs=$(sql "SELECT string_agg(run_id::text, ' ' ORDER BY nominal_at) FROM schedule_ticks WHERE schedule_id = $id")
 	last=${runs##* }

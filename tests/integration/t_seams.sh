@@ -162,8 +162,8 @@ test_leader_elected_and_replaced() {
 }
 
 # Slow work the daemon does itself (here a label step whose labelling service
-# takes 4 s to answer) runs on the worker pool: another run's chain of steps
-# is dispatched and finishes meanwhile.
+# answers only when the test lets it) runs on the worker pool: another run's
+# chain of steps is dispatched and finishes meanwhile.
 test_slow_daemon_work_does_not_stop_dispatch() {
 	start_daemon a
 	mkdir -p "$FERRY_HOME/ds" && echo x >"$FERRY_HOME/ds/a.txt"
@@ -173,7 +173,8 @@ class H(http.server.BaseHTTPRequestHandler):
     def do_POST(self):
         self.rfile.read(int(self.headers["Content-Length"]))
         open(sys.argv[1] + ".got", "w").write("1")
-        time.sleep(4)
+        while not __import__("os").path.exists(sys.argv[1] + ".release"):
+            time.sleep(0.05)
         self.send_response(200); self.send_header("Content-Type", "application/json"); self.end_headers()
         self.wfile.write(json.dumps({"task_id": 7}).encode())
     def log_message(self, *a): pass
@@ -203,24 +204,30 @@ steps:
   - {name: s5, needs: [s4], command: [true]}
 Y
 )")
-	wait_run "$chain" succeeded 3
+	wait_run "$chain" succeeded 60
 	assert_eq "$(step_col "$slow" label state)" running "the label step is still posting its task"
-	wait_step "$slow" label waiting 10
+	touch "$FERRY_HOME/slow.port.release"
+	wait_step "$slow" label waiting 30
 	assert_eq "$(step_col "$slow" label "outputs->'task'->>'task_id'")" 7 "its result came back through the done queue"
 }
 
-# A register step copying and hashing a large artifact (1 GiB) runs on the
+# A register step's work (copying and hashing an artifact) runs on the
 # worker pool: another run's chain is dispatched and finishes meanwhile.
+# bin/ferryd-test holds the registration at its start until the test
+# releases it, so it lasts as long as the chain needs on any machine (it
+# was a 1 GiB copy, which a loaded machine finished first or not in 60 s).
 test_slow_register_does_not_stop_dispatch() {
-	start_daemon a
+	FERRYD=ferryd-test start_daemon a FERRY_FAULT=hold:registering
 	big=$(submit "$(wf big <<'Y'
 name: big
 steps:
-  - {name: train, kind: train, command: [sh, -c, 'head -c 1073741824 /dev/zero > "$FERRY_OUTPUT_DIR/model.bin"']}
+  - {name: train, kind: train, command: [sh, -c, 'head -c 67108864 /dev/zero > "$FERRY_OUTPUT_DIR/model.bin"']}
   - {name: register, kind: register, needs: [train], model: big}
 Y
 )")
 	wait_step "$big" register running 30
+	logged 'fault injected: holding at "registering"' "$FERRY_HOME/ferryd-a.log" 30 ||
+		fail "the registration did not start"
 	chain=$(submit "$(wf chain <<'Y'
 name: chain
 steps:
@@ -231,8 +238,9 @@ steps:
   - {name: s5, needs: [s4], command: [true]}
 Y
 )")
-	wait_run "$chain" succeeded 5
-	assert_eq "$(step_col "$big" register state)" running "the registration is still copying"
+	wait_run "$chain" succeeded 60
+	assert_eq "$(step_col "$big" register state)" running "the registration is still in progress"
+	touch "$FERRY_HOME/fault.release"
 	wait_run "$big" succeeded 60
 	assert_eq "$(sql "SELECT count(*) FROM runs r, steps s WHERE s.run_id = $big AND s.name = 'register' AND r.id = $chain AND r.finished_at < s.finished_at")" 1 "the chain finished first"
 	assert_match "$(sql "SELECT version FROM model_versions v JOIN models m ON m.id = v.model_id WHERE m.name = 'big'")" '^0\.0\.1$' "registered"

@@ -304,7 +304,9 @@ Y
 test_ui_2000_steps_run() {
 	local l i o t0 t1 t2
 	trap ui_cleanup EXIT
-	start_daemon a
+	# about size, not the layout's speed (4 s alone, past the 10 s default on
+	# a loaded machine; test_ui_dag_svg_too_big_to_draw_in_time has the deadline)
+	start_daemon a FERRY_DAG_RENDER_TIMEOUT_MS=120000
 	{
 		echo "name: big"
 		echo "steps:"
@@ -464,7 +466,9 @@ test_ui_dag_svg_too_big_to_draw_in_time() {
 	# remembered: the second ask is answered at once
 	t=$(curl -s -o "$FERRY_HOME/dag.out" -w '%{http_code} %{time_total}' -H "Authorization: Bearer $FERRY_API_TOKEN" "$FERRY_URL/api/v1/runs/$id/dag.svg")
 	assert_eq "${t% *}" 422 "again"
-	ui_lt "${t#* }" 1 || fail "laid out again: ${t#* } s"
+	# not laid out again: the answer says it ran out of time before (a new
+	# layout would say "takes more than 1.0 s"), whatever the machine's load
+	assert_match "$(cat "$FERRY_HOME/dag.out")" "its layout ran out of time before" "remembered, not laid out again"
 	# SIGTERM while another layout runs: ferryd is gone within the deadline, and no layout child stays
 	ui_dense_dag 2 >"$FERRY_HOME/dense2.yaml"
 	id2=$(submit "$FERRY_HOME/dense2.yaml")
