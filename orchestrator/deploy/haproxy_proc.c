@@ -65,6 +65,16 @@ static int deadline_left(int64_t deadline)
 	return left > 0 ? (int)left : 0;
 }
 
+/* poll on one descriptor until it is ready or the deadline: a signal (a job's SIGCHLD) is not the deadline. */
+static int poll_ready(struct pollfd *p, int64_t deadline)
+{
+	int r;
+
+	while ((r = poll(p, 1, deadline_left(deadline))) < 0 && errno == EINTR && deadline_left(deadline) > 0)
+		;
+	return r;
+}
+
 static void sleep_ms(int ms)
 {
 	struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
@@ -109,7 +119,7 @@ int hap_cli(const struct hap *h, const char *cmd, char **out)
 	while (sent < len) {
 		struct pollfd p = {fd, POLLOUT, 0};
 		ssize_t w;
-		if (poll(&p, 1, deadline_left(deadline)) <= 0) {
+		if (poll_ready(&p, deadline) <= 0) {
 			ferry_error_set("haproxy admin socket: no room to send '%s' within %d ms", cmd,
 					CLI_TIMEOUT_MS);
 			goto out;
@@ -125,7 +135,7 @@ int hap_cli(const struct hap *h, const char *cmd, char **out)
 	for (;;) {
 		struct pollfd p = {fd, POLLIN, 0};
 		ssize_t r;
-		if (poll(&p, 1, deadline_left(deadline)) <= 0) {
+		if (poll_ready(&p, deadline) <= 0) {
 			ferry_error_set("haproxy admin socket: no answer to '%s' within %d ms", cmd,
 					CLI_TIMEOUT_MS);
 			goto out;

@@ -227,11 +227,15 @@ static int server_line(struct warm_server *s, int ms, json_t **out)
 			return *out ? 1 : -1;
 		}
 		left = until - clock_mono_ms();
-		if (poll(&pf, 1, left > 0 ? (int)left : 0) <= 0)
+		if ((k = poll(&pf, 1, left > 0 ? (int)left : 0)) < 0 && errno == EINTR && left > 0)
+			continue; /* a signal (another job's SIGCHLD), not the deadline */
+		if (k <= 0)
 			return 0;
 		k = read(s->fd, chunk, sizeof(chunk));
+		if (k < 0 && (errno == EINTR || errno == EAGAIN))
+			continue; /* the deadline is looked at above */
 		if (k <= 0)
-			return k < 0 && (errno == EINTR || errno == EAGAIN) ? 0 : -1;
+			return -1;
 		if (s->rlen + (size_t)k > 1 << 20)
 			return -1; /* no line of ours is this long */
 		s->rbuf = xrealloc(s->rbuf, s->rlen + (size_t)k);
@@ -397,7 +401,11 @@ static int server_request(struct warm_server *s, const struct exec_local_cmd *x,
 		struct pollfd pf = {.fd = s->fd, .events = POLLOUT};
 		int64_t left = until - clock_mono_ms();
 		ssize_t k;
-		if (left <= 0 || poll(&pf, 1, (int)left) <= 0)
+		if (left <= 0)
+			break;
+		if ((k = poll(&pf, 1, (int)left)) < 0 && errno == EINTR)
+			continue; /* a signal, not the deadline */
+		if (k <= 0)
 			break;
 		k = send(s->fd, text + off, len - off, MSG_DONTWAIT | MSG_NOSIGNAL);
 		if (k < 0 && errno != EINTR && errno != EAGAIN)
