@@ -52,7 +52,8 @@ test_tokens_operator_is_the_actor() {
 	assert_eq "$(sql "SELECT actor FROM events WHERE run_id = $id AND kind = 'run.created'")" ci-bot "the creation event's actor"
 	FERRY_API_TOKEN=$op api POST "/api/v1/runs/$id/stop"
 	assert_match "$CODE" '^(200|409)$' "an operator stops a run"
-	wait_run "$id" stopped 30 || wait_run "$id" succeeded 30
+	# stopped, or (409) it had ended: wait_run fails at once on the other end state
+	sql_until "(SELECT state FROM runs WHERE id = $id) IN ('stopped', 'succeeded')" 30 || fail "run $id did not end"
 	FERRY_API_TOKEN=$op api POST "/api/v1/runs/$id/retry" '{}'
 	assert_match "$CODE" '^(200|202)$' "an operator retries a run"
 	assert_eq "$(sql "SELECT actor FROM events WHERE run_id = $id AND kind = 'run.retry'")" ci-bot "the retry's actor"
@@ -130,16 +131,15 @@ test_tokens_take_effect_at_once_on_every_daemon() {
 	ferryd token revoke quick 2>/dev/null || fail "revoke"
 	until_code "$ua" 401 || fail "daemon a still takes the revoked token ($code)"
 	until_code "$ub" 401 || fail "daemon b still takes the revoked token ($code)"
-	# and at once, not within a second: three new tokens, each taken within
-	# half a second of `ferryd token create` returning (a reader polling every
-	# second, as before, would pass all three about one time in eight)
-	local i t0 ms
+	# three more, each taken within the 5 s window: with the re-read a minute
+	# away only the notification can do it (a bound of half a second on the
+	# time taken failed on loaded machines; the time is printed)
+	local i t0
 	for i in 1 2 3; do
 		tok=$(token "soon$i" viewer)
 		t0=$(date +%s%N)
 		until_code "$ua" 200 || fail "daemon a refused new token soon$i ($code)"
-		ms=$((($(date +%s%N) - t0) / 1000000))
-		[ "$ms" -lt 500 ] || fail "new token soon$i was taken after $ms ms"
+		echo "new token soon$i taken after $((($(date +%s%N) - t0) / 1000000)) ms"
 	done
 }
 
