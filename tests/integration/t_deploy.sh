@@ -554,9 +554,9 @@ PY
 	assert_eq "$(echo "$live" | json 'j["requests"] >= 200')" true "every request counted: $live"
 	assert_eq "$(echo "$live" | json 'j["error_rate"]')" 0.0 "no 5xx"
 	python3 -c "import json,sys; l=json.loads(sys.argv[1]); c50, c90, c99 = map(float, sys.argv[2:5]); \
-ok = abs(l['p50_ms'] - c50) <= 0.1 * c50 and abs(l['p90_ms'] - c90) <= 0.1 * c90 and abs(l['p99_ms'] - c99) <= 0.2 * c99; \
+ok = abs(l['p50_ms'] - c50) <= 0.1 * c50 + 10 and abs(l['p90_ms'] - c90) <= 0.1 * c90 + 10 and abs(l['p99_ms'] - c99) <= 0.2 * c99 + 25; \
 sys.exit(0 if ok else 1)" "$live" "$c50" "$c90" "$c99" ||
-		fail "the proxy's percentiles ($live) are not within 10% (p50, p90) and 20% (p99) of the client's ($c50, $c90, $c99 ms)"
+		fail "the proxy's percentiles ($live) are not within 10% + 10 ms (p50, p90) and 20% + 25 ms (p99) of the client's ($c50, $c90, $c99 ms; the client's own time on a loaded machine is in its figures, not the proxy's)"
 	# a canary judged on those live percentiles: its own traffic through the proxy, the version 50 ms slow, 30 ms allowed
 	f=$(deploy_wf 100 "    canary: {steps: [50, 100], interval: 1s, max_p99_ms: 30, min_requests: 5, traffic: {rate: 30/s}}")
 	sed -i "s|serve: .*|serve: [/usr/bin/python3, $FERRY_HOME/double_serve.py, slow]|" "$f"
@@ -682,7 +682,13 @@ test_deploy_auto_stop_waits_for_a_rollout() {
 	sed -i "s|serve: \[/usr/bin/python3, \(.*\)\]|serve: [sh, -c, 'sleep 5; exec /usr/bin/python3 \1']|" "$f"
 	id2=$(submit "$f" '{"C": "5"}')
 	wait_run "$id2" succeeded 120
-	assert_eq "$(dep_json | json 'j["state"]')" running "running after the rollout"
+	# the new deadline (3 s from the deploy's traffic change) may pass before
+	# this is read on a loaded machine: what matters is that no stop came
+	# before the rollout ended, and that the new version came up
+	assert_eq "$(sql "SELECT count(*) FROM deployment_events WHERE deployment_id = 1 AND kind = 'auto-stopped'
+		AND at < (SELECT finished_at FROM steps WHERE run_id = $id2 AND name = 'deploy')")" 0 "auto-stopped during the rollout"
+	assert_eq "$(sql "SELECT count(*) FROM deployment_replicas WHERE deployment_id = 1 AND last_error LIKE '%before it was ready%'")" 0 \
+		"a replica killed while starting"
 	assert_eq "$(dep_json | json '{v["version"]: v["weight"] for v in j["versions"]}')" '{"0.0.1": 50, "0.0.2": 50}' "the split"
 	sql_until "(SELECT state = 'stopped' FROM deployments WHERE id = 1)" 10 || fail "never auto-stopped after the rollout"
 }
@@ -918,7 +924,8 @@ test_deploy_canary_slow_rolled_back_fast_promoted() {
 	id=$(submit "$(deploy_wf 100)")
 	wait_run "$id" succeeded 120
 	cat >"$FERRY_HOME/slow_serve.py" <<'PY'
-# ready, answers its warm-up request at once, then every other inference takes 300 ms (a slow tail)
+# ready, answers its warm-up request at once, then every other inference takes 1 s (a slow tail; the limit is
+# 600 ms so that the real server, 10 ms idle, passes on a loaded machine too)
 import http.server, os, socketserver, time
 served = {"n": 0}
 class H(http.server.BaseHTTPRequestHandler):
@@ -930,22 +937,22 @@ class H(http.server.BaseHTTPRequestHandler):
     def do_POST(self):
         self.rfile.read(int(self.headers.get("Content-Length", 0)))
         served["n"] += 1
-        if served["n"] > 1 and served["n"] % 2 == 0: time.sleep(0.3)
+        if served["n"] > 1 and served["n"] % 2 == 0: time.sleep(1.0)
         self.reply(200)
 class S(socketserver.ThreadingMixIn, http.server.HTTPServer):
     allow_reuse_address = True; daemon_threads = True
 S(("127.0.0.1", int(os.environ["FERRY_PORT"])), H).serve_forever()
 PY
-	f=$(deploy_wf 100 "    canary: {steps: [50, 100], interval: 1s, max_p99_ms: 200, min_requests: 0}")
+	f=$(deploy_wf 100 "    canary: {steps: [50, 100], interval: 1s, max_p99_ms: 600, min_requests: 0}")
 	sed -i "s|serve: .*|serve: [/usr/bin/python3, $FERRY_HOME/slow_serve.py]|" "$f"
 	double_model "$f"
 	id2=$(submit "$f" '{"C": "5"}')
 	wait_run "$id2" failed 60
-	assert_match "$(step_col "$id2" deploy reason)" "canary at 50%: digits 0.0.2 answered with a p99 of [0-9.]+ ms \(limit 200 ms\); rolled back" "the reason"
-	assert_match "$(ferry logs "$id2" deploy)" 'probed p99 of 0.0.2: [0-9.]+ ms \(limit 200 ms; too few requests through the proxy\)' "no traffic: the replicas probed"
+	assert_match "$(step_col "$id2" deploy reason)" "canary at 50%: digits 0.0.2 answered with a p99 of [0-9.]+ ms \(limit 600 ms\); rolled back" "the reason"
+	assert_match "$(ferry logs "$id2" deploy)" 'probed p99 of 0.0.2: [0-9.]+ ms \(limit 600 ms; too few requests through the proxy\)' "no traffic: the replicas probed"
 	assert_eq "$(dep_json | json '{v["version"]: [v["weight"], v["state"]] for v in j["versions"]}')" '{"0.0.1": [100, "serving"], "0.0.2": [0, "retired"]}' "rolled back"
 	# the real server passes the same canary and ends with all the traffic and the production alias
-	f=$(deploy_wf 100 "    canary: {steps: [50, 100], interval: 1s, max_p99_ms: 200, min_requests: 0}")
+	f=$(deploy_wf 100 "    canary: {steps: [50, 100], interval: 1s, max_p99_ms: 600, min_requests: 0}")
 	id3=$(submit "$f" '{"C": "3"}')
 	wait_run "$id3" succeeded 60
 	assert_eq "$(dep_json | json '{v["version"]: v["weight"] for v in j["versions"]}')" '{"0.0.1": 0, "0.0.2": 0, "0.0.3": 100}' "promoted by the canary"

@@ -79,13 +79,13 @@ assert_no_container() { # WHAT
 
 # wait_container: prints the name of this test's container once one runs
 wait_container() {
-	local c
-	for _ in $(seq 1 100); do
+	local c end=$((SECONDS + 60)) # a container's start through podman's service took past 10 s on a loaded machine
+	while [ "$SECONDS" -lt "$end" ]; do
 		c=$(dk_ours | head -1)
 		[ -n "$c" ] && { dk GET "/containers/$c/json"; echo "$DK_BODY" | grep -q '"Running":true' && { echo "$c"; return 0; }; }
 		sleep 0.1
 	done
-	fail "no container of this test started"
+	fail "no container of this test started within 60 s"
 }
 
 # hello_on_docker: workflows/hello.yaml with every step on executor docker, image ferry-base, as $FERRY_HOME/hello.yaml
