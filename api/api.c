@@ -337,6 +337,7 @@ const struct api_route api_routes[] = {
 	{"GET", "/api/v1/runs/{id}/dag.svg", VIEWER, 0, NULL, api_run_dag_svg, NULL, NULL},
 	{"GET", "/api/v1/runs/{id}/steps/{step}", VIEWER, 0, NULL, api_step_get, NULL, NULL},
 	{"GET", "/api/v1/runs/{id}/steps/{step}/logs", VIEWER, 0, NULL, api_step_logs, "attempt offset length follow", NULL},
+	{"GET", "/api/v1/runs/{id}/steps/{step}/outputs/{file}", VIEWER, 0, NULL, api_step_output, "attempt", NULL},
 	{"GET", "/api/v1/runs/{id}/steps/{step}/monitor", VIEWER, 0, NULL, api_step_monitor, "attempt", NULL},
 	{"GET", "/api/v1/runs/{id}/steps/{step}/items", VIEWER, 0, NULL, api_step_items, "offset limit state", NULL},
 	{"POST", "/api/v1/runs/{id}/steps/{step}/continue", OPERATOR, 0, NULL, api_step_continue, NULL, "data"},
@@ -391,17 +392,17 @@ const struct api_route api_routes[] = {
 #undef ADMIN
 
 /*
- * Matches url against pattern; up to two {x} segments are copied into
- * caps[0], caps[1] (each < 128 bytes). 1 on a match.
+ * Matches url against pattern; up to three {x} segments are copied into
+ * caps[0..2] (each < 128 bytes). 1 on a match.
  */
-static int route_match(const char *pattern, const char *url, char caps[2][128])
+static int route_match(const char *pattern, const char *url, char caps[3][128])
 {
 	int ncap = 0;
 
 	while (*pattern && *url) {
 		if (*pattern == '{') {
 			size_t n = strcspn(url, "/");
-			if (n == 0 || n >= 128 || ncap >= 2)
+			if (n == 0 || n >= 128 || ncap >= 3)
 				return 0;
 			memcpy(caps[ncap], url, n);
 			caps[ncap++][n] = '\0';
@@ -427,10 +428,10 @@ static void allow_add(char *out, size_t n, const char *method)
 }
 
 const struct api_route *api_route_find(const struct api_route *table, const char *method, const char *url,
-				       char caps[2][128], char *allow, size_t allow_len)
+				       char caps[3][128], char *allow, size_t allow_len)
 {
 	const char *want = strcmp(method, "HEAD") == 0 ? "GET" : method;
-	char scratch[2][128];
+	char scratch[3][128];
 
 	allow[0] = '\0';
 	for (const struct api_route *rt = table; rt->pattern; rt++) {

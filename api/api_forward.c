@@ -1,6 +1,6 @@
 /*
  * api_forward — a request for something another host holds (a step's log
- * its job wrote there) answered by that host's API, through this one: the
+ * or output file its job wrote there) answered by that host's API, through this one: the
  * fleet's daemons share one database, not a disk (issue 29).
  *
  * The host's address is its newest live daemon's (daemons, GET /hosts).
@@ -55,7 +55,7 @@ struct fwd {
 	pthread_cond_t cv;
 	int headers_done, finished;
 	long status;
-	char ctype[128], attempt[32], size[32];
+	char ctype[128], attempt[32], size[32], sha[72];
 	CURLcode result;
 	char err[CURL_ERROR_SIZE];
 };
@@ -119,6 +119,7 @@ static size_t on_header(char *buf, size_t size, size_t n, void *cls)
 		{"content-type:", offsetof(struct fwd, ctype), sizeof(((struct fwd *)0)->ctype)},
 		{"x-ferry-attempt:", offsetof(struct fwd, attempt), sizeof(((struct fwd *)0)->attempt)},
 		{"x-ferry-log-size:", offsetof(struct fwd, size), sizeof(((struct fwd *)0)->size)},
+		{"x-ferry-sha256:", offsetof(struct fwd, sha), sizeof(((struct fwd *)0)->sha)},
 	};
 
 	if (len <= 2 && (len == 0 || buf[0] == '\r' || buf[0] == '\n')) {
@@ -345,6 +346,8 @@ int api_forward(struct api *a, struct reply *r, PGconn *db, struct req *q, const
 		MHD_add_response_header(resp, "X-Ferry-Attempt", f->attempt);
 	if (f->size[0])
 		MHD_add_response_header(resp, "X-Ferry-Log-Size", f->size);
+	if (f->sha[0])
+		MHD_add_response_header(resp, "X-Ferry-Sha256", f->sha);
 	MHD_add_response_header(resp, "X-Ferry-Host", host);
 	r->status = (unsigned)(f->status >= 100 && f->status < 600 ? f->status : 502);
 	r->resp = resp;

@@ -410,6 +410,94 @@ void api_step_logs(struct api *a, struct reply *r, PGconn *db, struct req *q)
 }
 
 
+/* A file name an output directory may hold: no path, no dot file, not empty. */
+static int output_name_ok(const char *f)
+{
+	return f && f[0] && f[0] != '.' && strchr(f, '/') == NULL && strlen(f) < 256;
+}
+
+/*
+ * GET /runs/{id}/steps/{step}/outputs/{file}[?attempt=N]: a file the
+ * step's job left in its output directory (the step's outputs name them),
+ * whole, its sha256 in X-Ferry-Sha256 — how a step on another host gets
+ * the files of the steps above it (steps/inputs.c), and how a person
+ * downloads one. Served by the host that ran the attempt (forwarded there
+ * like its log); an attempt still running has no outputs yet (409).
+ */
+void api_step_output(struct api *a, struct reply *r, PGconn *db, struct req *q)
+{
+	const char *step = q->caps[1], *file = q->caps[2];
+	const char *att_s = MHD_lookup_connection_value(q->conn, MHD_GET_ARGUMENT_KIND, "attempt");
+	int64_t want = 0;
+	char *dir = NULL, *host = NULL, *rel, hex[65], hdr[16], *msg;
+	int attempt = 0, running = 0, fd, error;
+	struct MHD_Response *resp;
+	struct stat st;
+
+	if (!output_name_ok(file)) {
+		reply_error(r, 400, "invalid_field", "file", "file must be the name of a file in the step's output "
+			    "directory (no path, not a dot file)", NULL);
+		return;
+	}
+	if (att_s && (parse_int64(att_s, &want) < 0 || want < 1 || want > 1000000)) {
+		reply_error(r, 400, "invalid_field", "attempt", "attempt must be a positive integer", NULL);
+		return;
+	}
+	if ((error = store_step_log(&dir, &attempt, &running, &host, db, q->id, step, (int)want)) < 0) {
+		reply_store_error(r, error);
+		return;
+	}
+	if (running || dir == NULL) {
+		msg = xasprintf("attempt %d of step %s is still running; its outputs are read when it ends", attempt, step);
+		reply_error(r, 409, "still_running", NULL, msg, NULL);
+		free(msg), free(dir), free(host);
+		return;
+	}
+	/* a job's directory: opened as hostile (lib/jobfile.h), no link followed, never waited on */
+	rel = xasprintf("out/%s", file);
+	fd = jobfile_open(dir, rel, &st);
+	free(rel);
+	if (host != NULL) {
+		char *es = api_path_escape(step), *ef = api_path_escape(file);
+		char *what = xasprintf("output %s of step %s attempt %d", file, step, attempt);
+		char *pq = xasprintf("/api/v1/runs/%lld/steps/%s/outputs/%s?attempt=%d", (long long)q->id, es, ef, attempt);
+		int done = api_forward(a, r, db, q, host, pq, what, fd >= 0);
+		free(es), free(ef), free(what), free(pq);
+		if (done) {
+			if (fd >= 0)
+				close(fd);
+			free(dir), free(host);
+			return;
+		}
+	}
+	free(host);
+	if (fd < 0 || !S_ISREG(st.st_mode)) {
+		msg = fd == FERRY_EINVALID ? xasprintf("output %s of step %s attempt %d cannot be served: %s", file, step,
+						       attempt, ferry_error_last())
+					   : xasprintf("attempt %d of step %s left no file %s in its output directory",
+						       attempt, step, file);
+		reply_error(r, fd == FERRY_EINVALID ? 409 : 404, fd == FERRY_EINVALID ? "output_unreadable" : "not_found",
+			    NULL, msg, NULL);
+		free(msg), free(dir);
+		if (fd >= 0)
+			close(fd);
+		return;
+	}
+	free(dir);
+	if (sha256_fd(hex, fd) < 0 || lseek(fd, 0, SEEK_SET) < 0) {
+		close(fd);
+		reply_error(r, 500, "internal", NULL, "the output could not be read", NULL);
+		return;
+	}
+	resp = MHD_create_response_from_fd64((uint64_t)st.st_size, fd);
+	snprintf(hdr, sizeof(hdr), "%d", attempt);
+	MHD_add_response_header(resp, "Content-Type", "application/octet-stream");
+	MHD_add_response_header(resp, "X-Ferry-Attempt", hdr);
+	MHD_add_response_header(resp, "X-Ferry-Sha256", hex);
+	r->status = 200;
+	r->resp = resp;
+}
+
 /*
  * GET /deployments/{id}/logs?version=V&replica=N[&follow=1][&offset=][&length=]:
  * a model-server replica's log (its current start's: DIR/log of its

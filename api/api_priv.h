@@ -30,7 +30,7 @@ struct req {
 	struct MHD_Connection *conn;
 	const struct api_route *rt;
 	char *url;         /* the request's path, for the trace (FERRY_API_TRACE only), or NULL */
-	char caps[2][128]; /* the {x} segments of the path, in order */
+	char caps[3][128]; /* the {x} segments of the path, in order */
 	int64_t id;        /* the {id} segment (a positive integer) when the pattern has one */
 	int head;          /* a HEAD served by the GET route: no body goes out */
 	enum token_role role;        /* of the bearer token (routes that take one) */
@@ -109,6 +109,8 @@ void api_pool_put(struct api *a, PGconn *c);
  * them (api_stop).
  */
 void api_step_logs(struct api *a, struct reply *r, PGconn *db, struct req *q);
+/* GET /runs/{id}/steps/{step}/outputs/{file}: a file of the step's output directory, from its host. */
+void api_step_output(struct api *a, struct reply *r, PGconn *db, struct req *q);
 void api_deployment_logs(struct api *a, struct reply *r, PGconn *db, struct req *q);
 /* api_monitor.c: GET /runs/{id}/steps/{step}/monitor */
 void api_step_monitor(struct api *a, struct reply *r, PGconn *db, struct req *q);
@@ -267,7 +269,7 @@ int api_routes_check(const struct api_route *table);
  * pattern matches it: 404, else 405).
  */
 const struct api_route *api_route_find(const struct api_route *table, const char *method, const char *url,
-				       char caps[2][128], char *allow, size_t allow_len);
+				       char caps[3][128], char *allow, size_t allow_len);
 
 /* Sets r to status with body (JSON text, taken over). */
 void reply_json(struct reply *r, unsigned status, char *body);

@@ -487,7 +487,7 @@ int steps_prepare(json_t **rendered, json_t **env, char **key_out, struct step_r
 {
 	const struct step_kind *kind = step_kind_find(r->kind);
 	struct step_run rr = *r;
-	json_t *flow_env = NULL;
+	json_t *flow_env = NULL, *local_inputs = NULL;
 	char key[65];
 	int rc;
 
@@ -501,8 +501,18 @@ int steps_prepare(json_t **rendered, json_t **env, char **key_out, struct step_r
 	}
 	if (steps_when(res, r) != 0)
 		return 1;
-	if (json_object_get(r->spec, "foreach") != NULL)
-		return steps_foreach_expand(res, r); /* the step itself runs no job: its children do */
+	if (json_object_get(r->spec, "foreach") != NULL) {
+		/* the step itself runs no job: its children do; its list may be a file another host's step wrote */
+		if (steps_inputs_localize(&local_inputs, r) < 0) {
+			fail_last(res);
+			return 1;
+		}
+		if (local_inputs != NULL)
+			rr.inputs = local_inputs;
+		rc = steps_foreach_expand(res, &rr);
+		json_decref(local_inputs);
+		return rc;
+	}
 	if ((kind->flags & SKF_WAITS) && json_object_get(r->spec, "when") != NULL) {
 		/* claimed for its condition only (plan.c): it holds, so the step waits for its person now */
 		res->outcome = OUTCOME_WAITING;
@@ -514,8 +524,16 @@ int steps_prepare(json_t **rendered, json_t **env, char **key_out, struct step_r
 			return 1;
 		*key_out = xstrdup(key);
 	}
-	if ((rc = render_spec(rendered, r->spec, r->inputs, r->run, r->run_id)) < 0) {
+	/* the files of steps that ran on another host, fetched here first: the templates name them here */
+	if ((rc = steps_inputs_localize(&local_inputs, r)) < 0) {
+		fail_last(res);
+		return 1;
+	}
+	if (local_inputs != NULL)
+		rr.inputs = local_inputs;
+	if ((rc = render_spec(rendered, r->spec, rr.inputs, r->run, r->run_id)) < 0) {
 		step_result_fail_final(res, "%s", ferry_error_last());
+		json_decref(local_inputs);
 		return 1;
 	}
 	rr.spec = *rendered;
@@ -539,6 +557,7 @@ int steps_prepare(json_t **rendered, json_t **env, char **key_out, struct step_r
 		ferry_error_set("a %s step is never claimed", kind->name);
 		rc = FERRY_ERROR;
 	}
+	json_decref(local_inputs);
 	if (flow_env != NULL && *env != NULL) {
 		json_object_update(*env, flow_env);
 		json_decref(flow_env);

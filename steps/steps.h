@@ -49,6 +49,15 @@ int steps_when(struct step_result *res, const struct step_run *r);
  */
 int steps_foreach_expand(struct step_result *res, const struct step_run *r);
 
+/*
+ * The step's inputs with every output file of an attempt that ran on
+ * another host fetched here (steps/inputs.c): *out a copy that names the
+ * files on this host (the caller's), NULL when nothing had to change. An
+ * error (a file's host lost, its bytes not what it said) with the message
+ * set.
+ */
+int steps_inputs_localize(json_t **out, const struct step_run *r);
+
 /* Whether the kind of in, an entry of r->inputs ({"kind":"…",…}), has every flag of flags. */
 int steps_input_has(const json_t *in, unsigned flags);
 

@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -190,6 +191,7 @@ struct fetch {
 	int64_t bytes;
 	int failed; /* errno of a failed write */
 	CURL *curl;
+	char said[65]; /* X-Ferry-Sha256, when the host sent it */
 };
 
 static size_t fetch_write(char *p, size_t size, size_t n, void *ud)
@@ -209,16 +211,90 @@ static size_t fetch_write(char *p, size_t size, size_t n, void *ud)
 	return size * n;
 }
 
-int blobs_fetch(const char *home, const char *hex, const char *url, const char *token, int64_t *bytes)
+/* The header the serving host names the bytes' sha256 in (GET /runs/{id}/steps/{step}/outputs/{file}). */
+static size_t fetch_header(char *buf, size_t size, size_t n, void *ud)
 {
-	struct fetch f = {.fd = -1};
+	struct fetch *f = ud;
+	size_t len = size * n, k = sizeof("X-Ferry-Sha256:") - 1;
+
+	if (len > k && strncasecmp(buf, "X-Ferry-Sha256:", k) == 0) {
+		size_t at = k;
+		while (at < len && (buf[at] == ' ' || buf[at] == '\t'))
+			at++;
+		if (len - at >= 64) {
+			memcpy(f->said, buf + at, 64);
+			f->said[64] = '\0';
+		}
+	}
+	return len;
+}
+
+/*
+ * GET url with the fleet's token into fd, hashed while written: 0 with
+ * got (the bytes' sha256) and f->bytes, or an error named for what (a
+ * 404 is FERRY_ENOTFOUND).
+ */
+static int transfer(struct fetch *f, char got[65], const char *url, const char *token, const char *what)
+{
 	unsigned char md[EVP_MAX_MD_SIZE];
 	unsigned int mdlen = 0;
-	char *tmp = NULL, *auth = NULL, *dst = NULL, got[65], err[CURL_ERROR_SIZE] = "";
+	char *auth, err[CURL_ERROR_SIZE] = "";
 	struct curl_slist *hdr = NULL;
 	long code = 0;
 	CURLcode rc;
 	int error = FERRY_ERROR;
+
+	f->ctx = EVP_MD_CTX_new();
+	f->curl = curl_easy_init();
+	if (f->ctx == NULL || f->curl == NULL || EVP_DigestInit_ex(f->ctx, EVP_sha256(), NULL) != 1)
+		abort();
+	auth = xasprintf("Authorization: Bearer %s", token ? token : "");
+	hdr = curl_slist_append(NULL, auth);
+	/* the answer is this host's own: it never forwards the request further */
+	hdr = curl_slist_append(hdr, "X-Ferry-Forwarded: 1");
+	curl_easy_setopt(f->curl, CURLOPT_URL, url);
+	curl_easy_setopt(f->curl, CURLOPT_PROTOCOLS_STR, "http,https");
+	curl_easy_setopt(f->curl, CURLOPT_HTTPHEADER, hdr);
+	curl_easy_setopt(f->curl, CURLOPT_CONNECTTIMEOUT_MS, (long)BLOBS_CONNECT_MS);
+	curl_easy_setopt(f->curl, CURLOPT_LOW_SPEED_LIMIT, (long)BLOBS_LOW_SPEED_BYTES);
+	curl_easy_setopt(f->curl, CURLOPT_LOW_SPEED_TIME, (long)BLOBS_LOW_SPEED_S);
+	curl_easy_setopt(f->curl, CURLOPT_NOSIGNAL, 1L);
+	curl_easy_setopt(f->curl, CURLOPT_ERRORBUFFER, err);
+	curl_easy_setopt(f->curl, CURLOPT_WRITEFUNCTION, fetch_write);
+	curl_easy_setopt(f->curl, CURLOPT_WRITEDATA, f);
+	curl_easy_setopt(f->curl, CURLOPT_HEADERFUNCTION, fetch_header);
+	curl_easy_setopt(f->curl, CURLOPT_HEADERDATA, f);
+	curl_easy_setopt(f->curl, CURLOPT_USERAGENT, "ferryd");
+	rc = curl_easy_perform(f->curl);
+	curl_easy_getinfo(f->curl, CURLINFO_RESPONSE_CODE, &code);
+	if (f->failed) {
+		ferry_error_set("writing %s: %s", what, strerror(f->failed));
+	} else if (rc != CURLE_OK) {
+		ferry_error_set("%s: %s", url, err[0] ? err : curl_easy_strerror(rc));
+	} else if (code == 404) {
+		ferry_error_set("%s: no such %s there", url, what);
+		error = FERRY_ENOTFOUND;
+	} else if (code != 200) {
+		ferry_error_set("%s answered HTTP %ld%s", url, code,
+				code == 401 || code == 403 ? " (the fleet's daemons share one FERRY_API_TOKEN)" : "");
+	} else if (fsync(f->fd) < 0 || EVP_DigestFinal_ex(f->ctx, md, &mdlen) != 1 || mdlen != 32) {
+		ferry_error_set("writing %s: %s", what, strerror(errno));
+	} else {
+		hex_encode(got, md, mdlen);
+		error = FERRY_OK;
+	}
+	curl_slist_free_all(hdr);
+	curl_easy_cleanup(f->curl);
+	EVP_MD_CTX_free(f->ctx);
+	free(auth);
+	return error;
+}
+
+int blobs_fetch(const char *home, const char *hex, const char *url, const char *token, int64_t *bytes)
+{
+	struct fetch f = {.fd = -1};
+	char *tmp = NULL, *dst = NULL, got[65], what[96];
+	int error;
 
 	*bytes = 0;
 	if (!blobs_is_hex(hex)) {
@@ -227,41 +303,8 @@ int blobs_fetch(const char *home, const char *hex, const char *url, const char *
 	}
 	if ((f.fd = blob_tmp(&tmp, home)) < 0)
 		return FERRY_ERROR;
-	f.ctx = EVP_MD_CTX_new();
-	f.curl = curl_easy_init();
-	if (f.ctx == NULL || f.curl == NULL || EVP_DigestInit_ex(f.ctx, EVP_sha256(), NULL) != 1)
-		abort();
-	auth = xasprintf("Authorization: Bearer %s", token ? token : "");
-	hdr = curl_slist_append(NULL, auth);
-	/* the answer is this host's own: it never forwards a blob request further */
-	hdr = curl_slist_append(hdr, "X-Ferry-Forwarded: 1");
-	curl_easy_setopt(f.curl, CURLOPT_URL, url);
-	curl_easy_setopt(f.curl, CURLOPT_PROTOCOLS_STR, "http,https");
-	curl_easy_setopt(f.curl, CURLOPT_HTTPHEADER, hdr);
-	curl_easy_setopt(f.curl, CURLOPT_CONNECTTIMEOUT_MS, (long)BLOBS_CONNECT_MS);
-	curl_easy_setopt(f.curl, CURLOPT_LOW_SPEED_LIMIT, (long)BLOBS_LOW_SPEED_BYTES);
-	curl_easy_setopt(f.curl, CURLOPT_LOW_SPEED_TIME, (long)BLOBS_LOW_SPEED_S);
-	curl_easy_setopt(f.curl, CURLOPT_NOSIGNAL, 1L);
-	curl_easy_setopt(f.curl, CURLOPT_ERRORBUFFER, err);
-	curl_easy_setopt(f.curl, CURLOPT_WRITEFUNCTION, fetch_write);
-	curl_easy_setopt(f.curl, CURLOPT_WRITEDATA, &f);
-	curl_easy_setopt(f.curl, CURLOPT_USERAGENT, "ferryd");
-	rc = curl_easy_perform(f.curl);
-	curl_easy_getinfo(f.curl, CURLINFO_RESPONSE_CODE, &code);
-	if (f.failed) {
-		ferry_error_set("writing blob %.12s… into %s: %s", hex, tmp, strerror(f.failed));
-	} else if (rc != CURLE_OK) {
-		ferry_error_set("%s: %s", url, err[0] ? err : curl_easy_strerror(rc));
-	} else if (code == 404) {
-		ferry_error_set("%s: no such blob there", url);
-		error = FERRY_ENOTFOUND;
-	} else if (code != 200) {
-		ferry_error_set("%s answered HTTP %ld%s", url, code,
-				code == 401 || code == 403 ? " (the fleet's daemons share one FERRY_API_TOKEN)" : "");
-	} else if (fsync(f.fd) < 0 || EVP_DigestFinal_ex(f.ctx, md, &mdlen) != 1 || mdlen != 32) {
-		ferry_error_set("writing blob %.12s… into %s: %s", hex, tmp, strerror(errno));
-	} else {
-		hex_encode(got, md, mdlen);
+	snprintf(what, sizeof(what), "blob %.12s…", hex);
+	if ((error = transfer(&f, got, url, token, what)) == FERRY_OK) {
 		if (strcmp(got, hex) != 0) {
 			/* never kept: what another host sent is checked against the name it was asked by */
 			ferry_error_set("%s sent bytes whose sha256 is %s, not %s: refused", url, got, hex);
@@ -274,9 +317,50 @@ int blobs_fetch(const char *home, const char *hex, const char *url, const char *
 	if (tmp && tmp[0])
 		unlink(tmp);
 	close(f.fd);
-	curl_slist_free_all(hdr);
-	curl_easy_cleanup(f.curl);
-	EVP_MD_CTX_free(f.ctx);
-	free(auth), free(tmp), free(dst);
+	free(tmp), free(dst);
+	return error;
+}
+
+int blobs_download(const char *dest, const char *url, const char *token, char got[65], int64_t *bytes)
+{
+	struct fetch f = {.fd = -1};
+	char *tmp = xasprintf("%s.part.XXXXXX", dest), *slash = strrchr(tmp, '/');
+	int error;
+
+	*bytes = 0;
+	got[0] = '\0';
+	if (slash) {
+		*slash = '\0';
+		error = mkdir_p(tmp, 0750);
+		*slash = '/';
+		if (error < 0) {
+			free(tmp);
+			return FERRY_ERROR;
+		}
+	}
+	if ((f.fd = mkostemp(tmp, O_CLOEXEC)) < 0) {
+		ferry_error_set("creating %s: %s", tmp, strerror(errno));
+		free(tmp);
+		return FERRY_ERROR;
+	}
+	if ((error = transfer(&f, got, url, token, dest)) == FERRY_OK) {
+		if (f.said[0] == '\0') {
+			ferry_error_set("%s did not say the sha256 of what it sent (X-Ferry-Sha256): refused", url);
+			error = FERRY_EINVALID;
+		} else if (strcmp(got, f.said) != 0) {
+			ferry_error_set("%s sent bytes whose sha256 is %s, not the %s it said: refused", url, got, f.said);
+			error = FERRY_EINVALID;
+		} else if (fchmod(f.fd, 0640) < 0 || rename(tmp, dest) < 0) {
+			ferry_error_set("keeping %s: %s", dest, strerror(errno));
+			error = FERRY_ERROR;
+		} else {
+			*bytes = f.bytes;
+			tmp[0] = '\0';
+		}
+	}
+	if (tmp[0])
+		unlink(tmp);
+	close(f.fd);
+	free(tmp);
 	return error;
 }

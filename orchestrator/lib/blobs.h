@@ -49,4 +49,14 @@ int blobs_put_file(char hex[65], int64_t *bytes, char **path, const char *home, 
  */
 int blobs_fetch(const char *home, const char *hex, const char *url, const char *token, int64_t *bytes);
 
+/*
+ * Fetches a file another daemon serves with its sha256 in X-Ferry-Sha256
+ * (a step's output: GET /api/v1/runs/{id}/steps/{step}/outputs/{file})
+ * to dest (its directory made), hashed while written beside it and moved
+ * into place only when the bytes hash to what the host said: got and
+ * *bytes. FERRY_EINVALID (nothing kept) when they do not, or the host said
+ * no hash; FERRY_ENOTFOUND on a 404; FERRY_ERROR otherwise.
+ */
+int blobs_download(const char *dest, const char *url, const char *token, char got[65], int64_t *bytes);
+
 #endif

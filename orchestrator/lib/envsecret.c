@@ -66,3 +66,17 @@ const char *envsecret_get(const char *name)
 			return values[i];
 	return getenv(name);
 }
+
+char *envsecret_fleet_token(const char *home)
+{
+	const char *env = envsecret_get("FERRY_API_TOKEN");
+	char *path, *buf = NULL;
+
+	if (env && *env)
+		return xstrdup(env);
+	path = xasprintf("%s/api-token", home);
+	if (file_read(&buf, NULL, path) == FERRY_OK)
+		buf[strcspn(buf, " \t\r\n")] = '\0';
+	free(path);
+	return buf;
+}

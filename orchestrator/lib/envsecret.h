@@ -25,4 +25,11 @@ int envsecret_scrub(void);
 /* The value of NAME: from the table once scrubbed, else getenv (CLI, tests). NULL if unset. */
 const char *envsecret_get(const char *name);
 
+/*
+ * The token a daemon shows another daemon of its fleet (a blob, a step's
+ * output file): FERRY_API_TOKEN (a fleet shares one), else home's
+ * api-token file; the caller's, NULL when neither is there.
+ */
+char *envsecret_fleet_token(const char *home);
+
 #endif

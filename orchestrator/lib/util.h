@@ -73,6 +73,9 @@ void hex_encode(char *out, const unsigned char *p, size_t n);
 /* The sha256 of n bytes at p as 64 lowercase hex digits and a NUL. */
 void sha256_hex(char out[65], const void *p, size_t n);
 
+/* The sha256 of what is left to read from fd (read to its end): 0, or FERRY_ERROR with the message set. */
+int sha256_fd(char out[65], int fd);
+
 /*
  * Writes all n bytes (through EINTR and short writes); 0, or -1 with errno
  * set. Only write(2) is called: safe between fork and exec.

@@ -362,6 +362,13 @@ int store_run_events(char **out, PGconn *conn, int64_t id, int64_t after);
 int store_step_log(char **dir, int *attempt, int *running, char **host, PGconn *conn, int64_t run,
 		   const char *step, int want_attempt);
 
+/*
+ * The attempt of run whose directory (attempts.dir, on the host that ran
+ * it) is dir: its step's name, number and host (both strings the
+ * caller's). FERRY_ENOTFOUND when no attempt of the run has it.
+ */
+int store_attempt_of_dir(char **step, int *attempt, char **host, PGconn *conn, int64_t run, const char *dir);
+
 /* Continues a waiting step for actor with optional data (JSON text or NULL). */
 int store_step_continue(PGconn *conn, int64_t run, const char *step, const char *actor,
 			const char *data);

@@ -52,20 +52,6 @@ int store_blob_sources(json_t **urls, PGconn *conn, const char *hex, const char 
 	return error;
 }
 
-/* The fleet's token: FERRY_API_TOKEN (a fleet shares one), else this host's $FERRY_HOME/api-token. */
-static char *fleet_token(const char *home)
-{
-	const char *env = envsecret_get("FERRY_API_TOKEN");
-	char *path, *buf = NULL;
-
-	if (env && *env)
-		return xstrdup(env);
-	path = xasprintf("%s/api-token", home);
-	if (file_read(&buf, NULL, path) == FERRY_OK)
-		buf[strcspn(buf, " \t\r\n")] = '\0';
-	free(path);
-	return buf;
-}
 
 /* One blob into home's store from the first holder that has it. */
 static int ensure_one(PGconn *conn, const char *home, const char *host, const char *hex)
@@ -91,7 +77,7 @@ static int ensure_one(PGconn *conn, const char *home, const char *host, const ch
 		json_decref(urls);
 		return FERRY_ENOTFOUND;
 	}
-	token = fleet_token(home);
+	token = envsecret_fleet_token(home);
 	error = FERRY_ERROR;
 	for (i = 0; i < json_array_size(urls); i++) {
 		char *url = xasprintf("%s/api/v1/blobs/%s", json_string_value(json_array_get(urls, i)), hex);

@@ -738,6 +738,51 @@ int store_step_log(char **dir, int *attempt, int *running, char **host, PGconn *
 	return error;
 }
 
+int store_attempt_of_dir(char **step, int *attempt, char **host, PGconn *conn, int64_t run, const char *dir)
+{
+	char runbuf[32], *name, *att;
+	const char *params[4] = {runbuf, dir, NULL, NULL};
+	PGresult *res = NULL;
+	int error;
+
+	*step = *host = NULL;
+	*attempt = 0;
+	snprintf(runbuf, sizeof(runbuf), "%lld", (long long)run);
+	/* .../runs/RUN/STEP/ATTEMPT (exec_attempt_dir): looked up by its step and number, then compared whole */
+	name = xstrdup(dir);
+	att = strrchr(name, '/');
+	if (att == NULL || att == name) {
+		free(name);
+		ferry_error_set("%s is no attempt's directory", dir);
+		return FERRY_ENOTFOUND;
+	}
+	*att++ = '\0';
+	params[3] = att;
+	params[2] = strrchr(name, '/') ? strrchr(name, '/') + 1 : name;
+	error = strspn(att, "0123456789") == strlen(att) && att[0] && strlen(att) < 10
+			? store_q(&res, conn,
+				  "SELECT s.name, a.attempt, coalesce(a.host, '') FROM steps s "
+				  "JOIN attempts a ON a.step_id = s.id AND a.attempt = $4::int "
+				  "WHERE s.run_id = $1::bigint AND s.name = $3 AND a.dir = $2",
+				  4, params)
+			: FERRY_ENOTFOUND;
+	free(name);
+	if (error == FERRY_ENOTFOUND)
+		ferry_error_set("%s is no attempt's directory", dir);
+	if (error < 0)
+		return error;
+	if (PQntuples(res) == 0) {
+		ferry_error_set("no attempt of run %lld ran in %s", (long long)run, dir);
+		error = FERRY_ENOTFOUND;
+	} else {
+		*step = store_dupval(res, 0, 0);
+		*attempt = (int)store_intval(res, 0, 1);
+		*host = store_dupval(res, 0, 2);
+	}
+	PQclear(res);
+	return error;
+}
+
 int store_step_continue(PGconn *conn, int64_t run, const char *step, const char *actor,
 			const char *data)
 {

@@ -286,3 +286,75 @@ Y
 	assert_eq "$(holders)" host-a,host-b,host-c "host-c took a copy"
 	logged "fetched from $(daemon_url b)" "$FERRY_HOME/ferryd-c.log" || fail "host-c did not fetch it from host-b"
 }
+
+# step outputs between hosts (issue 29, item 5): a train step runs on A, the
+# evaluate step below it on B (no shared directory: each its own
+# FERRY_HOME). B fetches the model file from A's API, checks its sha256,
+# keeps it in its own directory for that attempt and renders
+# {{steps.train.outputs.model}} as that path; the output route serves the
+# file with its hash through any host; with A down, a step on B that needs
+# A's file fails saying where the file is.
+test_hosts_outputs_travel_between_hosts() {
+	# one job at a time on A: a job that holds it leaves the evaluate to B
+	start_daemon a FERRY_HOST=host-a FERRY_MAX_JOBS=1
+	f=$(wf te <<'Y'
+name: te
+steps:
+  - {name: train, kind: train, command: [sh, -c, 'printf "weights 42" >"$FERRY_OUTPUT_DIR/model.bin"; echo "{\"rows\": 3}" >"$FERRY_OUTPUT_DIR/outputs.json"']}
+  - {name: ok, kind: gate, needs: [train]}
+  - name: evaluate
+    kind: evaluate
+    needs: [ok]
+    command: [sh, -c, 'echo "{{steps.train.outputs.model}}" >"$FERRY_OUTPUT_DIR/path.txt"; cat "{{steps.train.outputs.model}}" >"$FERRY_OUTPUT_DIR/seen.txt" && echo "{\"accuracy\": 1, \"rows\": {{steps.train.outputs.rows}}}" >"$FERRY_OUTPUT_DIR/metrics.json"']
+Y
+)
+	id=$(submit "$f")
+	wait_step "$id" ok waiting 30
+	hold=$(submit "$(wf hold <<'Y'
+name: hold
+steps:
+  - {name: s, command: [sleep, "120"]}
+Y
+)")
+	wait_step "$hold" s running 20
+	mkdir -p "$FERRY_HOME/b"
+	start_another b FERRY_HOST=host-b FERRY_HOME="$FERRY_HOME/b"
+	local b; b=$(daemon_url b)
+	api POST "/api/v1/runs/$id/steps/ok/continue" '{}'
+	assert_eq "$CODE" 200 "continue: $BODY"
+	wait_run "$id" succeeded 60
+	assert_eq "$(sql "SELECT a.host FROM attempts a JOIN steps s ON s.id = a.step_id WHERE s.run_id = $id AND s.name = 'evaluate'")" host-b "the evaluate ran on B"
+	local here="$FERRY_HOME/b/runs/$id/evaluate/1/out"
+	assert_eq "$(cat "$here/path.txt")" "$FERRY_HOME/b/runs/$id/train/1/out/model.bin" "the template named B's copy"
+	assert_eq "$(cat "$here/seen.txt")" "weights 42" "the job read A's bytes on B"
+	assert_eq "$(step_col "$id" evaluate "(metrics->>'rows')::float::int")" 3 "a value output (outputs.json) needs no file"
+	sha=$(printf "weights 42" | sha256sum | cut -d' ' -f1)
+	logged "output model.bin of step train attempt 1 fetched from host host-a: 10 bytes, sha256 ${sha:0:12}" \
+		"$FERRY_HOME/ferryd-b.log" || fail "B's log does not say it fetched the file"
+	# the route: through B (forwarded to A) with the hash; bad names refused
+	curl -sS -m 20 -D "$FERRY_HOME/h.txt" -o "$FERRY_HOME/got.bin" -H "Authorization: Bearer $FERRY_API_TOKEN" \
+		"$b/api/v1/runs/$id/steps/train/outputs/model.bin" || fail "GET the output through B"
+	assert_eq "$(cat "$FERRY_HOME/got.bin")" "weights 42" "the output's bytes through B"
+	assert_match "$(tr -d '\r' <"$FERRY_HOME/h.txt")" "X-Ferry-Sha256: $sha" "its sha256 said"
+	assert_match "$(tr -d '\r' <"$FERRY_HOME/h.txt")" "X-Ferry-Host: host-a" "served by the host that ran it"
+	FERRY_URL=$b api GET "/api/v1/runs/$id/steps/train/outputs/..%2Fout%2Fmodel.bin"
+	assert_eq "$CODE" 404 "a path for a file name matches no route: $BODY"
+	FERRY_URL=$b api GET "/api/v1/runs/$id/steps/train/outputs/..."
+	assert_eq "$CODE" 400 "a dot name: $BODY"
+	assert_match "$BODY" '"file"' "the field named"
+	FERRY_URL=$b api GET "/api/v1/runs/$id/steps/train/outputs/nothing.bin"
+	assert_eq "$CODE" 404 "a file it did not leave: $BODY"
+	# host-a down: a new run's evaluate on B cannot get the file, and says where it is
+	ferry stop "$hold" >/dev/null
+	stop_daemon b
+	id2=$(submit "$f")
+	wait_step "$id2" ok waiting 30
+	stop_daemon a KILL
+	start_another b FERRY_HOST=host-b FERRY_HOME="$FERRY_HOME/b"
+	b=$(daemon_url b)
+	FERRY_URL=$b api POST "/api/v1/runs/$id2/steps/ok/continue" '{}'
+	wait_run "$id2" failed 60
+	reason=$(step_col "$id2" evaluate reason)
+	assert_match "$reason" "^output model.bin of step train \(attempt 1" "the reason names the file: $reason"
+	assert_match "$reason" "host-a" "and its host"
+}

@@ -186,7 +186,7 @@ static void test_api__routes_unique(void **state)
 
 static void test_api__route_by_method(void **state)
 {
-	char caps[2][128], allow[64];
+	char caps[3][128], allow[64];
 	const struct api_route *get, *post, *rt;
 
 	(void)state;
@@ -215,7 +215,7 @@ static void test_api__route_by_method(void **state)
 
 static void test_api__405_lists_the_paths_methods(void **state)
 {
-	char caps[2][128], allow[64];
+	char caps[3][128], allow[64];
 
 	(void)state;
 	assert_null(api_route_find(api_routes, "DELETE", "/api/v1/runs", caps, allow, sizeof(allow)));
@@ -253,7 +253,7 @@ static void test_api__patch_put_delete(void **state)
 		{"PUT", "/things/{id}/tags/{tag}", ROLE_ADMIN, 0, NULL, h_put, NULL, NULL},
 		{NULL, NULL, 0, 0, NULL, NULL, NULL, NULL},
 	};
-	char caps[2][128], allow[64];
+	char caps[3][128], allow[64];
 	const struct api_route *rt;
 
 	(void)state;

@@ -1,4 +1,4 @@
-/* Unit tests of the content-addressed blob store (lib/blobs.c): names, puts, and a fetch refused. */
+/* Unit tests of the content-addressed blob store (lib/blobs.c): names, puts, a fetch refused, downloads checked. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -8,7 +8,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <signal.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "lib/blobs.h"
@@ -89,12 +91,88 @@ static void test_blobs__fetch_unreachable_keeps_nothing(void **state)
 	free(cmd), free(path);
 }
 
+/*
+ * A real HTTP server (python3's http.server) that serves "hello" at /ok with
+ * its sha256 in X-Ferry-Sha256, at /bad with another one, at /none with
+ * none; 404 elsewhere. Its port is written to portfile.
+ */
+static const char server_py[] =
+	"import hashlib, http.server, os, sys\n"
+	"h = hashlib.sha256(b'hello').hexdigest(); o = hashlib.sha256(b'other').hexdigest()\n"
+	"class H(http.server.BaseHTTPRequestHandler):\n"
+	"    def log_message(self, *a): pass\n"
+	"    def do_GET(self):\n"
+	"        said = {'/ok': h, '/bad': o, '/none': None}\n"
+	"        if self.path not in said: self.send_response(404); self.end_headers(); return\n"
+	"        self.send_response(200); self.send_header('Content-Length', '5')\n"
+	"        if said[self.path]: self.send_header('X-Ferry-Sha256', said[self.path])\n"
+	"        self.end_headers(); self.wfile.write(b'hello')\n"
+	"s = http.server.HTTPServer(('127.0.0.1', 0), H)\n"
+	"open(sys.argv[1] + '.tmp', 'w').write(str(s.server_address[1])); os.rename(sys.argv[1] + '.tmp', sys.argv[1])\n"
+	"s.serve_forever()\n";
+
+/* blobs_download: kept only when the bytes hash to what the server said; nothing left otherwise */
+static void test_blobs__download_checks_the_said_hash(void **state)
+{
+	char tmpl[] = "/tmp/test_blobs.XXXXXX", *dir = mkdtemp(tmpl), *portfile, *text = NULL, *url, *dest, *cmd, got[65];
+	int64_t bytes = 0;
+	pid_t pid;
+
+	(void)state;
+	assert_non_null(dir);
+	portfile = xasprintf("%s/port", dir);
+	if ((pid = fork()) == 0) {
+		execl("/usr/bin/python3", "python3", "-c", server_py, portfile, (char *)NULL);
+		_exit(127);
+	}
+	for (int i = 0; i < 300 && access(portfile, F_OK) != 0; i++)
+		usleep(50000);
+	assert_int_equal(file_read(&text, NULL, portfile), 0);
+	dest = xasprintf("%s/a/b/out/model.bin", dir);
+
+	url = xasprintf("http://127.0.0.1:%s/ok", text);
+	assert_int_equal(blobs_download(dest, url, "t", got, &bytes), FERRY_OK);
+	assert_string_equal(got, "2cf24dba5fb0a30e26e83b2ac5b9e29e1b161e5c1fa7425e73043362938b9824"); /* sha256("hello") */
+	assert_int_equal(bytes, 5);
+	free(url), free(text);
+	assert_int_equal(file_read(&text, NULL, dest), 0);
+	assert_string_equal(text, "hello");
+	unlink(dest);
+
+	/* another hash said: refused, nothing kept */
+	free(text);
+	assert_int_equal(file_read(&text, NULL, portfile), 0);
+	url = xasprintf("http://127.0.0.1:%s/bad", text);
+	assert_int_equal(blobs_download(dest, url, "t", got, &bytes), FERRY_EINVALID);
+	assert_non_null(strstr(ferry_error_last(), "not the d929")); /* sha256("other") */
+	assert_int_not_equal(access(dest, F_OK), 0);
+	free(url);
+	/* no hash said: refused */
+	url = xasprintf("http://127.0.0.1:%s/none", text);
+	assert_int_equal(blobs_download(dest, url, "t", got, &bytes), FERRY_EINVALID);
+	assert_non_null(strstr(ferry_error_last(), "X-Ferry-Sha256"));
+	assert_int_not_equal(access(dest, F_OK), 0);
+	free(url);
+	/* a 404 */
+	url = xasprintf("http://127.0.0.1:%s/gone", text);
+	assert_int_equal(blobs_download(dest, url, "t", got, &bytes), FERRY_ENOTFOUND);
+	free(url);
+
+	kill(pid, SIGKILL);
+	waitpid(pid, NULL, 0);
+	/* nothing but the port file and the directories: no partial file left */
+	cmd = xasprintf("test -z \"$(find %s -type f ! -name port)\" && rm -rf %s", dir, dir);
+	assert_int_equal(system(cmd), 0);
+	free(cmd), free(dest), free(portfile), free(text);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_blobs__hex_of_a_store_path),
 		cmocka_unit_test(test_blobs__put_once_read_only),
 		cmocka_unit_test(test_blobs__fetch_unreachable_keeps_nothing),
+		cmocka_unit_test(test_blobs__download_checks_the_said_hash),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
