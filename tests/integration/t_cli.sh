@@ -194,11 +194,12 @@ test_cli_logs() {
 
 test_cli_logs_follow_live() {
 	start_daemon a
-	f=$(wf live <<'Y'
+	# the job writes its lines, then waits for the test before its last, partial one
+	f=$(wf live <<Y
 name: live
 steps:
   - name: slow
-    command: [sh, -c, 'for i in 1 2 3 4 5; do echo "line $i"; sleep 0.4; done; printf tail']
+    command: [sh, -c, 'for i in 1 2 3 4 5; do echo "line \$i"; sleep 0.4; done; while [ ! -e "$FERRY_HOME/go" ]; do sleep 0.1; done; printf tail']
 Y
 )
 	id=$(ferry submit "$f" | head -1)
@@ -206,10 +207,11 @@ Y
 	( ferry logs "$id" slow -f | while IFS= read -r l; do echo "$(date +%s.%N) $l"; done ) > "$FERRY_HOME/live.out" 2>"$FERRY_HOME/live.err" &
 	p=$!
 	wait_step "$id" slow running
-	sleep 1
+	for _ in $(seq 1 300); do [ "$(wc -l < "$FERRY_HOME/live.out")" -ge 1 ] && break; sleep 0.1; done
 	n=$(wc -l < "$FERRY_HOME/live.out")
 	[ "$n" -ge 1 ] || { cat "$FERRY_HOME/live.err"; fail "nothing streamed while running ($n)"; }
 	[ "$(step_col "$id" slow state)" = running ] || fail "step ended too soon"
+	touch "$FERRY_HOME/go"
 	wait $p
 	cat "$FERRY_HOME/live.out"
 	assert_eq "$(ferry logs "$id" slow -f | tail -c 4)" "tail" "last partial line"
