@@ -425,8 +425,16 @@ static int64_t every_reconcile(const struct task_ctx *c)
 	return RECONCILE_EVERY_MS;
 }
 
+/* A bad FERRY_DEPLOY_PORTS stops the start, saying why (the replicas' ports come from it). */
+static int reconcile_open(void **state, struct task_ctx *c)
+{
+	(void)state, (void)c;
+	return replica_ports_check();
+}
+
 const struct task reconcile_task = {
 	.name = "reconcile",
+	.open = reconcile_open,
 	.flags = TASK_LEADER | TASK_NO_DEV | TASK_POOL,
 	.period = every_reconcile,
 	.start_round = reconcile_round,

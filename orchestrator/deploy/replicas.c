@@ -16,6 +16,8 @@
 #include <curl/curl.h>
 #include <netinet/in.h>
 #include <signal.h>
+#include <stdatomic.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/ioctl.h>
@@ -329,42 +331,105 @@ int replica_wait_ready(int port, const char *model, const char *sample, const js
 	return FERRY_OK;
 }
 
+/*
+ * FERRY_DEPLOY_PORTS: LO-HI, 1 when set and valid (0 when unset, -1 with
+ * the message when not valid). The ports replicas and fronts listen on
+ * come from this range, not from the kernel's ephemeral ones: a firewall
+ * opens one range, and two daemons on one machine given disjoint ranges
+ * never pick the same port between choosing it and binding it.
+ */
+static int ports_range(int *lo, int *hi)
+{
+	const char *v = getenv("FERRY_DEPLOY_PORTS"), *dash;
+	int64_t a = 0, b = 0;
+	char first[16];
+
+	if (v == NULL || *v == '\0')
+		return 0;
+	dash = strchr(v, '-');
+	if (dash && (size_t)(dash - v) < sizeof(first)) {
+		snprintf(first, sizeof(first), "%.*s", (int)(dash - v), v);
+		if (parse_int64(first, &a) < 0 || parse_int64(dash + 1, &b) < 0)
+			a = b = 0;
+	}
+	*lo = (int)a, *hi = (int)b;
+	if (a < 1024 || b > 65535 || b < a + 15) {
+		ferry_error_set("FERRY_DEPLOY_PORTS \"%s\" must be LO-HI: the ports replicas and fronts listen on, "
+				"from 1024 to 65535, at least 16 of them (say 20000-20999)", v);
+		return -1;
+	}
+	return 1;
+}
+
+int replica_ports_check(void)
+{
+	int lo, hi;
+
+	return ports_range(&lo, &hi) < 0 ? FERRY_EINVALID : FERRY_OK;
+}
+
+/* A socket bound to 127.0.0.1:port (0: the kernel's choice), its port in *got; -1 when it cannot be. */
+static int bind_loopback(int port, int *got)
+{
+	struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
+	socklen_t len = sizeof(a);
+	int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+
+	if (fd < 0)
+		return -1;
+	a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	if (bind(fd, (struct sockaddr *)&a, sizeof(a)) < 0 || getsockname(fd, (struct sockaddr *)&a, &len) < 0) {
+		close(fd);
+		return -1;
+	}
+	*got = ntohs(a.sin_port);
+	return fd;
+}
+
 int replica_free_ports(int *out, int n)
 {
-	int fds[8], got = 0;
+	static atomic_uint next; /* where in the range the next search starts: round the range, not from LO each time */
+	int fds[8], got = 0, lo = 0, hi = 0, ranged = ports_range(&lo, &hi);
 
-	/* held open together, so the kernel hands out n different ports */
-	for (int i = 0; i < n && i < 8; i++) {
-		struct sockaddr_in a = {.sin_family = AF_INET};
-		socklen_t len = sizeof(a);
-		out[i] = 0;
-		fds[i] = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-		if (fds[i] < 0)
-			continue;
-		a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-		if (bind(fds[i], (struct sockaddr *)&a, sizeof(a)) == 0 &&
-		    getsockname(fds[i], (struct sockaddr *)&a, &len) == 0) {
-			out[i] = ntohs(a.sin_port);
-			got++;
+	if (n > 8)
+		n = 8;
+	if (ranged < 0)
+		return FERRY_ERROR;
+	/* held open together, so n different ports */
+	if (ranged) {
+		unsigned span = (unsigned)(hi - lo + 1), start;
+		if (atomic_load(&next) == 0)
+			atomic_store(&next, (unsigned)getpid() * 2654435761u | 1u);
+		start = atomic_fetch_add(&next, (unsigned)n) % span;
+		for (unsigned k = 0; k < span && got < n; k++) {
+			int fd = bind_loopback(lo + (int)((start + k) % span), &out[got]);
+			if (fd >= 0)
+				fds[got++] = fd;
+		}
+	} else {
+		for (int i = 0; i < n; i++) {
+			int fd = bind_loopback(0, &out[got]);
+			if (fd >= 0)
+				fds[got++] = fd;
 		}
 	}
-	for (int i = 0; i < n && i < 8; i++)
-		if (fds[i] >= 0)
-			close(fds[i]);
-	return got == n ? FERRY_OK : FERRY_ERROR;
+	for (int i = 0; i < got; i++)
+		close(fds[i]);
+	for (int i = got; i < n; i++)
+		out[i] = 0;
+	if (got < n) {
+		if (ranged)
+			ferry_error_set("no %d free ports on 127.0.0.1 in FERRY_DEPLOY_PORTS %d-%d", n, lo, hi);
+		else
+			ferry_error_set("no %d free ports on 127.0.0.1", n);
+		return FERRY_ERROR;
+	}
+	return FERRY_OK;
 }
 
 int replica_free_port(void)
 {
-	struct sockaddr_in a = {.sin_family = AF_INET};
-	socklen_t len = sizeof(a);
-	int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0), port = 0;
+	int port = 0;
 
-	if (fd < 0)
-		return 0;
-	a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-	if (bind(fd, (struct sockaddr *)&a, sizeof(a)) == 0 && getsockname(fd, (struct sockaddr *)&a, &len) == 0)
-		port = ntohs(a.sin_port);
-	close(fd);
-	return port;
+	return replica_free_ports(&port, 1) == FERRY_OK ? port : 0;
 }

@@ -60,10 +60,20 @@ int replica_http(const char *method, int port, const char *path, const char *bod
  */
 int replica_wait_ready(int port, const char *model, const char *sample, const json_t *handle, int64_t until_ms);
 
-/* n (at most 8) different TCP ports on 127.0.0.1 that nothing listens on now; FERRY_ERROR when short. */
+/*
+ * n (at most 8) different TCP ports on 127.0.0.1 that nothing listens on
+ * now: from FERRY_DEPLOY_PORTS ("LO-HI") when it is set, else the
+ * kernel's ephemeral ports (bind port 0); FERRY_ERROR when short.
+ */
 int replica_free_ports(int *out, int n);
 
-/* A TCP port on 127.0.0.1 that nothing listens on now (bind port 0); 0 on error. */
+/* One such port; 0 on error. */
 int replica_free_port(void);
+
+/*
+ * FERRY_DEPLOY_PORTS checked: 0 when unset or "LO-HI" with 1024 <= LO,
+ * LO + 15 <= HI <= 65535; FERRY_EINVALID with the message otherwise.
+ */
+int replica_ports_check(void);
 
 #endif

@@ -9,7 +9,8 @@
 # is the old serial run). Five on two cores: most of a test's time is
 # waiting (a daemon's poll, a replica's health check, a timer) and four
 # lanes used half the CPU; with six the deploy group (serial, in one lane)
-# slows to the whole suite's length. Clean-clone make test: 4 lanes 469 s,
+# slowed to the whole suite's length (it is two groups now, deploy and
+# deploy2, each with its own FERRY_DEPLOY_PORTS). Clean-clone make test: 4 lanes 469 s,
 # 5 lanes 423 s, 6 lanes 414 and 471 s. Each test has its own database, FERRY_HOME and
 # ports (daemons listen on port 0), so most tests can run beside any other.
 # Each test's database is a copy of ferry_template, a database migrated once

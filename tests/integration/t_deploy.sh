@@ -4,10 +4,15 @@
 # gets ready, a killed replica, auto-stop, and HAProxy agreeing with the
 # database after a daemon kill -9 and an HAProxy reload. Each test stops the
 # replicas and HAProxy of its FERRY_HOME when it ends, passed or failed.
-# One group (run.sh): replicas take ports a daemon picked free a moment
-# before, and the traffic checks count requests under load; two of these at
-# once race for ports and starve each other's model servers.
+# Two groups (run.sh), each in its own lane and its own FERRY_DEPLOY_PORTS
+# range: replicas take ports a daemon picked free a moment before, and two
+# daemons picking from the kernel's ephemeral ports at once could pick the
+# same one (one group of all of them was the suite's longest lane: 1,490 s
+# of a 1,910 s run on a loaded machine).
 # group: deploy
+# group deploy2: test_deploy_ab_test_by_header test_deploy_auto_stop_waits_for_a_rollout test_deploy_live_percentiles_from_the_proxy_log test_deploy_canary_5xx_rolled_back test_deploy_versions_retire_and_come_back test_deploy_first_version_then_split_80_20 test_deploy_rollback_after_third_version test_deploy_haproxy_agrees_after_crashes
+group_setup_deploy() { export FERRY_DEPLOY_PORTS=20000-24999; }
+group_setup_deploy2() { export FERRY_DEPLOY_PORTS=25000-29999; }
 
 # deploy_down: daemons first, then every replica (their supervisors lead
 # their process groups) and this home's HAProxy
@@ -130,6 +135,10 @@ test_deploy_first_version_then_split_80_20() {
 	id=$(submit "$(deploy_wf 20)")
 	wait_run "$id" succeeded 120
 	assert_match "$(step_col "$id" deploy reason)" "digits 0.0.1 serves 100% of deployment digits" "the first version gets everything"
+	# every port from the group's FERRY_DEPLOY_PORTS (25000-29999): the front and the replicas
+	for p in $(front_port) $(sql "SELECT port FROM deployment_replicas"); do
+		[ "$p" -ge 25000 ] && [ "$p" -le 29999 ] || fail "port $p is not in FERRY_DEPLOY_PORTS $FERRY_DEPLOY_PORTS"
+	done
 	# the proxy and the model servers run at the daemon's priority: the deploy
 	# step's worker thread started them, and a worker once ran at nice 10 for
 	# good (HAProxy served at nice 10, starved behind the jobs)
@@ -985,4 +994,14 @@ test_deploy_into_stopped_deployment_starts_it() {
 	assert_match "$out" "failed 0" "every request answered: $out"
 	assert_match "$out" "0.0.1 [0-9]+" "0.0.1 serves again: $out"
 	assert_match "$out" "0.0.2 [0-9]+" "0.0.2 serves: $out"
+}
+
+# FERRY_DEPLOY_PORTS that is no range of at least 16 ports stops the start, saying why
+test_deploy_ports_setting_refused() {
+	for v in 20000 100-200 30000-30005 x-y; do
+		spawn_daemon a FERRY_DEPLOY_PORTS=$v
+		for _ in $(seq 1 100); do kill -0 "$(daemon_pid a)" 2>/dev/null || break; sleep 0.1; done
+		! kill -0 "$(daemon_pid a)" 2>/dev/null || fail "ferryd started with FERRY_DEPLOY_PORTS=$v"
+		assert_match "$(cat "$FERRY_HOME/ferryd-a.log")" "FERRY_DEPLOY_PORTS \"$v\" must be LO-HI" "the reason for $v"
+	done
 }

@@ -10,8 +10,9 @@
 # DEPLOY_CHANGES sets how many changes (default 150 in make test, whose time
 # is bounded; make fuzz runs 1,000). Uses t_deploy.sh's
 # helpers (deploy_up, deploy_wf, count_versions), sourced beside this file.
-# In group deploy (run.sh), beside t_deploy.sh's tests.
-# group: deploy
+# In group deploy2 (run.sh), beside half of t_deploy.sh's tests, with their
+# FERRY_DEPLOY_PORTS (t_deploy.sh's group_setup_deploy2).
+# group: deploy2
 
 # rand_driver: writes the Python driver that applies changes and checks them
 # (one process per batch, one keep-alive connection: a few ms a change).
