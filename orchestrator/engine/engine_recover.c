@@ -97,6 +97,14 @@ static void adopt_orphan(struct engine *e, struct store_orphan *o)
 			json_decref(ctx);
 		}
 		exec_job_free(j);
+	} else if (rc == FERRY_EXEC_EAGAIN) {
+		/* it may still run: asked again at the next round, never retried on a guess */
+		flog_warn("run %lld step %s attempt %d: its %s could not be asked (%s); asking again at the next "
+			  "recovery round", (long long)o->run_id, o->name, o->attempt, t->name, ferry_error_last());
+		if (store_unadopt(e->conn, e->owner, o, e->o.lease_ms) < 0)
+			flog_error("giving attempt %d of run %lld step %s back: %s", o->attempt, (long long)o->run_id,
+				   o->name, ferry_error_last());
+		exec_job_free(j);
 	} else {
 		flog_warn("run %lld step %s attempt %d lost with its owner %s: %s", (long long)o->run_id,
 			  o->name, o->attempt, o->owner, t ? ferry_error_last() : "unknown executor");

@@ -175,7 +175,10 @@ struct exec_type {
 	 * handle, or when none was recorded from what the type left behind (the
 	 * attempt directory, a label on the container). 1: it runs, job is
 	 * filled and now ours; 0: it ended, *st filled; FERRY_ENOTFOUND: no
-	 * trace of it (it never started, or its host is another).
+	 * trace of it (it never started, or its host is another);
+	 * FERRY_EXEC_EAGAIN: what would tell (the container engine) did not
+	 * answer in time — the job may still run, so it is asked again later,
+	 * never called lost on that.
 	 */
 	int (*adopt)(struct exec_job *job, struct exec_status *st);
 	/* Resource use so far; FERRY_ENOTFOUND when the type cannot tell. */
@@ -281,6 +284,8 @@ void exec_spawnattr_child(posix_spawnattr_t *at);
  */
 #define EXEC_CAPTURE_MAX (16 << 20)
 #define FERRY_ETIMEDOUT_CAPTURE (-100)
+/* adopt: the job's executor could not be asked now; ask again at the next recovery round */
+#define FERRY_EXEC_EAGAIN (-101)
 int exec_capture_ex(char *const argv[], char **out, size_t max_out, int with_stderr, int *status,
 		    int64_t timeout_ms);
 

@@ -473,7 +473,7 @@ static int docker_adopt(struct exec_job *job, struct exec_status *st)
 	if (rc == 1) {
 		/* it runs without its shim: a new one follows it, the log appended from where it ended */
 		rc = dk_follow_again(job);
-		return rc < 0 ? rc : 1;
+		return rc < 0 ? FERRY_EXEC_EAGAIN : 1; /* it runs: asked again, never retried beside it */
 	}
 	if (rc == 0) {
 		dk_note_end(job, st);
@@ -482,7 +482,8 @@ static int docker_adopt(struct exec_job *job, struct exec_status *st)
 	}
 	if (rc == FERRY_ENOTFOUND && (sock = dk_socket()) != NULL)
 		(void)dk_remove(sock, dk_container(job), DK_QUICK_MS); /* created, never started */
-	return rc;
+	/* the engine did not answer (a loaded machine): the container may still run, so not lost */
+	return rc == FERRY_ENOTFOUND ? rc : FERRY_EXEC_EAGAIN;
 }
 
 /* Sums the "value" of the entries of a blkio list whose "op" is op (any case). */

@@ -958,9 +958,13 @@ static int podman_adopt(struct exec_job *job, struct exec_status *st)
 		goto out;
 	}
 	if ((rc = container_exists(podman, name)) <= 0) {
+		/*
+		 * podman did not answer (a loaded machine): the container may run
+		 * still, so not lost — a retry would run its work twice
+		 */
 		if (rc == 0)
 			ferry_error_set("neither its supervisor nor its container %s is left", name);
-		error = FERRY_ENOTFOUND;
+		error = rc == 0 ? FERRY_ENOTFOUND : FERRY_EXEC_EAGAIN;
 		goto out;
 	}
 	/* a new supervisor follows it: podman wait, then the same ending as a shim's */

@@ -181,6 +181,13 @@ int store_step_note(PGconn *conn, int64_t step_id, int attempt, const char *note
 int store_attempt_is_running(PGconn *conn, int64_t run, const char *step, int attempt);
 /* Takes an attempt over from prev_owner; 1 if taken, 0 if someone else did. */
 int store_adopt(PGconn *conn, const char *owner, const struct store_orphan *o, int64_t lease_ms);
+/*
+ * Gives an attempt owner adopted back to o's (gone) owner: this host's
+ * next recovery round finds it an orphan again (its executor could not be
+ * asked this time). Its lease is renewed, so no other host's reaper calls
+ * it lost meanwhile: it runs on this host, which is up.
+ */
+int store_unadopt(PGconn *conn, const char *owner, const struct store_orphan *o, int64_t lease_ms);
 
 /*
  * owner's running attempts whose run is stopping, with the reason each

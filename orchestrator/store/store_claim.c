@@ -418,6 +418,20 @@ int store_adopt(PGconn *conn, const char *owner, const struct store_orphan *o, i
 	return taken;
 }
 
+int store_unadopt(PGconn *conn, const char *owner, const struct store_orphan *o, int64_t lease_ms)
+{
+	char step[32], att[16], lease[32];
+	const char *params[5] = {owner, step, att, o->owner, lease};
+
+	snprintf(step, sizeof(step), "%lld", (long long)o->step_id);
+	snprintf(att, sizeof(att), "%d", o->attempt);
+	snprintf(lease, sizeof(lease), "%lld", (long long)lease_ms);
+	return store_q(NULL, conn,
+		       "UPDATE attempts SET owner = $4, lease_until = now() + $5::bigint * interval '1 millisecond' "
+		       "WHERE step_id = $2 AND attempt = $3 AND owner = $1 AND state = 'running'",
+		       5, params);
+}
+
 int store_stopping(int64_t **steps, int **attempts, char ***reasons, int *n, PGconn *conn, const char *owner)
 {
 	const char *params[1] = {owner};

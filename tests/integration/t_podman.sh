@@ -368,6 +368,40 @@ test_podman_supervisor_killed_container_followed() {
 	assert_eq "$(grep -c '^pid ' "$FERRY_HOME/runs/$id/work/1/status")" 1 "a new supervisor rewrote the status"
 }
 
+# the same, with podman not answering "container exists" in time when the
+# next daemon asks (a loaded machine): the attempt is not called lost and
+# retried on that — its container still runs, and a retry ran its work a
+# second time — but asked again at the next recovery round, then followed
+test_podman_adopt_asks_again_when_podman_is_slow() {
+	podman_up
+	local real; real=$(command -v podman)
+	cat >"$FERRY_HOME/slow-podman" <<P
+#!/bin/sh
+# podman, but "container exists" hangs while \$FERRY_HOME/podman.slow exists
+if [ "\$1 \$2" = "container exists" ] && [ -e "$FERRY_HOME/podman.slow" ]; then
+	echo asked >>"$FERRY_HOME/podman.asked"
+	sleep 30
+fi
+exec "$real" "\$@"
+P
+	chmod +x "$FERRY_HOME/slow-podman"
+	start_daemon a FERRY_PODMAN="$FERRY_HOME/slow-podman"
+	id=$(submit "$(podman_counted_wf 8)")
+	wait_step "$id" work running 10
+	for _ in $(seq 1 100); do [ -s "$FERRY_HOME/runs/$id/work/checkpoint/work.count" ] && break; sleep 0.1; done
+	shim=$(sed -n 's/^pid \([0-9]*\) .*/\1/p' "$FERRY_HOME/runs/$id/work/1/status")
+	[ -n "$shim" ] || fail "no supervisor pid in the status file"
+	stop_daemon a KILL
+	kill -9 "$shim"
+	touch "$FERRY_HOME/podman.slow"
+	start_daemon a FERRY_PODMAN="$FERRY_HOME/slow-podman"
+	logged "could not be asked (podman container exists .* did not answer within" "$FERRY_HOME/ferryd-a.log" 30 ||
+		fail "the slow podman was not reported"
+	rm -f "$FERRY_HOME/podman.slow"
+	podman_assert_ran_once "$id"
+	grep -q "re-adopted podman job" "$FERRY_HOME/ferryd-a.log" || fail "not adopted at the next round"
+}
+
 # a container left behind by a crash (exited, its supervisor gone) is swept
 test_podman_sweeps_leftover_containers() {
 	podman_up
