@@ -163,42 +163,46 @@ static int localize_one(struct localize *l, const char *v, char **path)
 	return error < 0 ? error : 1;
 }
 
+static int localize_tree(struct localize *l, json_t *v);
+
+/* x made local: *now a new string when it changed (NULL when not, or a tree changed in place); 0 or an error. */
+static int localize_value(struct localize *l, json_t *x, json_t **now)
+{
+	char *path = NULL;
+	int rc;
+
+	*now = NULL;
+	if (!json_is_string(x))
+		return localize_tree(l, x);
+	if ((rc = localize_one(l, json_string_value(x), &path)) == 1) {
+		*now = json_string(path);
+		l->changed = 1;
+	}
+	free(path);
+	return rc < 0 ? rc : 0;
+}
+
 /* Every string under v (an output value, a fan-out's list of them) made local in place. */
 static int localize_tree(struct localize *l, json_t *v)
 {
 	const char *key;
-	json_t *x;
+	json_t *x, *now;
 	size_t i;
-	char *path;
 	int rc;
 
 	if (json_is_object(v)) {
 		json_object_foreach(v, key, x) {
-			if (json_is_string(x)) {
-				if ((rc = localize_one(l, json_string_value(x), &path)) < 0)
-					return rc;
-				if (rc == 1) {
-					json_object_set_new(v, key, json_string(path));
-					l->changed = 1;
-				}
-				free(path);
-			} else if ((rc = localize_tree(l, x)) < 0) {
+			if ((rc = localize_value(l, x, &now)) < 0)
 				return rc;
-			}
+			if (now)
+				json_object_set_new(v, key, now);
 		}
 	} else if (json_is_array(v)) {
 		json_array_foreach(v, i, x) {
-			if (json_is_string(x)) {
-				if ((rc = localize_one(l, json_string_value(x), &path)) < 0)
-					return rc;
-				if (rc == 1) {
-					json_array_set_new(v, i, json_string(path));
-					l->changed = 1;
-				}
-				free(path);
-			} else if ((rc = localize_tree(l, x)) < 0) {
+			if ((rc = localize_value(l, x, &now)) < 0)
 				return rc;
-			}
+			if (now)
+				json_array_set_new(v, i, now);
 		}
 	}
 	return 0;

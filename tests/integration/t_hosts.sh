@@ -2,6 +2,21 @@
 # a heartbeat; GET /hosts and `ferry hosts` show the fleet. Two "hosts" on
 # this machine are two daemons with their own FERRY_HOST on one database.
 
+# hold_slot: a run whose one step sleeps, running; prints its id (with
+# FERRY_MAX_JOBS=1 it holds the daemon's only slot, so the next step goes
+# to another host)
+hold_slot() {
+	local id
+	id=$(submit "$(wf hold <<'Y'
+name: hold
+steps:
+  - {name: s, command: [sleep, "120"]}
+Y
+)")
+	wait_step "$id" s running 20
+	echo "$id"
+}
+
 # two hosts up with what they declared; a job counted on the host that runs it;
 # kill -9 of one: lost after its lease; a clean stop: down; back: up again
 test_hosts_registered_lost_and_back() {
@@ -176,13 +191,7 @@ Y
 )
 	did=$(submit "$dep")
 	wait_step "$did" deploy waiting 30
-	hold=$(submit "$(wf hold <<'Y'
-name: hold
-steps:
-  - {name: s, command: [sleep, "120"]}
-Y
-)")
-	wait_step "$hold" s running 20
+	hold=$(hold_slot) || fail "no run holds host-a's one slot"
 	for v in 0.0.1 0.0.2 0.0.3; do
 		assert_eq "$(sql "SELECT string_agg(host, ',') FROM blob_holders WHERE sha256 = (SELECT artifact FROM model_versions WHERE version = '$v')")" host-a "$v held by host-a"
 	done
@@ -310,13 +319,7 @@ Y
 )
 	id=$(submit "$f")
 	wait_step "$id" ok waiting 30
-	hold=$(submit "$(wf hold <<'Y'
-name: hold
-steps:
-  - {name: s, command: [sleep, "120"]}
-Y
-)")
-	wait_step "$hold" s running 20
+	hold=$(hold_slot) || fail "no run holds host-a's one slot"
 	mkdir -p "$FERRY_HOME/b"
 	start_another b FERRY_HOST=host-b FERRY_HOME="$FERRY_HOME/b"
 	local b; b=$(daemon_url b)

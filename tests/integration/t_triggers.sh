@@ -4,9 +4,10 @@
 # (the git CLI makes them; ferryd reads them through libgit2).
 
 # data_wf NAME QUIET [SLEEP]: a registered workflow (in $FERRY_HOME) watching $FERRY_HOME/incoming
-data_wf() {
+data_wf() { # NAME QUIET [SECONDS the step sleeps, or "hold": until $FERRY_HOME/release.NAME exists]
 	mkdir -p "$FERRY_HOME/incoming"
-	local f
+	local f wait="sleep ${3:-0}"
+	[ "${3:-}" = hold ] && wait="while [ ! -e $FERRY_HOME/release.$1 ]; do sleep 0.1; done"
 	f=$(wf "$1" <<Y
 name: $1
 params:
@@ -17,7 +18,7 @@ triggers:
   - data: {path: incoming, quiet: $2}
 steps:
   - name: s
-    command: [sh, -c, 'echo added {{params.data_added}}; sleep ${3:-0}']
+    command: [sh, -c, 'echo added {{params.data_added}}; $wait']
 Y
 )
 	ferry workflow register "$f" >/dev/null || fail "register $1"
@@ -137,7 +138,7 @@ test_data_trigger_half_written_file_waits() {
 
 test_data_trigger_changes_during_a_run_start_one_more() {
 	start_daemon a
-	data_wf dt3 1s 4
+	data_wf dt3 1s hold # the first run lasts until the changes below are made (it slept 4 s: a loaded machine ended it first)
 	local id; id=$(trig_id dt3)
 	wait_baseline "$id"
 	echo a >"$FERRY_HOME/incoming/a.csv"
@@ -148,6 +149,7 @@ test_data_trigger_changes_during_a_run_start_one_more() {
 	echo c >"$FERRY_HOME/incoming/c.csv"
 	sleep 1.5
 	assert_eq "$(trig_runs "$id")" 1 "a change during the run started a second run at once"
+	touch "$FERRY_HOME/release.dt3"
 	wait_run "$first" succeeded 20
 	wait_trig_runs "$id" 2 10
 	assert_eq "$(sql "SELECT origin->'data'->>'added' FROM runs WHERE trigger_id = $id AND id > $first")" '["b.csv", "c.csv"]' \
