@@ -1026,7 +1026,13 @@ static char *podman_log_path(const struct exec_job *job)
  * The sweep (a shell the daemon does not wait for): containers of this home
  * that are not running and whose supervisor (the pid line of the status in
  * their ferry.dir) is gone are removed with their cgroups. Running ones are
- * left to adoption.
+ * left to adoption. An exited one whose status has no end yet (its
+ * supervisor was killed before the container ended) has its exit code
+ * written there first: the container is the only record of it, and an
+ * adoption that found neither the supervisor, nor an end, nor the
+ * container called the attempt lost and ran its work again (one created
+ * and never started is removed as before: its attempt never ran; one
+ * podman cannot tell about is left to the next sweep).
  */
 static const char sweep_script[] =
 	"podman=$1 home=$2\n"
@@ -1036,6 +1042,11 @@ static const char sweep_script[] =
 	"  set -- $(sed -n 's/^pid \\([0-9]*\\) \\([0-9]*\\)$/\\1 \\2/p' \"$dir/status\" 2>/dev/null | tail -n 1)\n"
 	"  if [ -n \"${1:-}\" ] && [ -r \"/proc/$1/stat\" ] &&\n"
 	"     [ \"$(sed 's/.*) //' \"/proc/$1/stat\" | cut -d' ' -f20)\" = \"${2:-}\" ]; then continue; fi\n"
+	"  if [ -f \"$dir/status\" ] && ! grep -qE '^(exit|gone)( |$)' \"$dir/status\"; then\n"
+	"    set -- $(\"$podman\" inspect --format '{{.State.Status}} {{.State.ExitCode}}' \"$name\" 2>/dev/null)\n"
+	"    if [ \"${1:-}\" = exited ] && [ -n \"${2:-}\" ]; then echo \"exit $2\" >>\"$dir/status\";\n"
+	"    elif [ \"${1:-}\" != created ]; then continue; fi\n"
+	"  fi\n"
 	"  \"$podman\" rm -f \"$name\" >/dev/null 2>&1\n"
 	"  for d in /sys/fs/cgroup/*/ferry/\"$name\" /sys/fs/cgroup/ferry/\"$name\"; do\n"
 	"    [ -d \"$d\" ] && rmdir \"$d\" 2>/dev/null\n"

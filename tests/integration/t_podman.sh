@@ -409,7 +409,7 @@ test_podman_sweeps_leftover_containers() {
 	mkdir -p "$FERRY_HOME/runs/99/old/1"
 	echo "pid 999999 1" >"$FERRY_HOME/runs/99/old/1/status"
 	podman run --name "ferry-$h-99-old-1" --label ferry.run=99 --label "ferry.home=$FERRY_HOME" \
-		--label "ferry.dir=$FERRY_HOME/runs/99/old/1" ferry-base true
+		--label "ferry.dir=$FERRY_HOME/runs/99/old/1" ferry-base sh -c 'exit 3' || true
 	podman run -d --name "ferry-$h-98-live-1" --label ferry.run=98 --label "ferry.home=$FERRY_HOME" \
 		--label "ferry.dir=$FERRY_HOME/runs/98/live/1" ferry-base sleep 60 >/dev/null
 	start_daemon a
@@ -422,6 +422,9 @@ Y
 	wait_run "$id" succeeded 30
 	for _ in $(seq 1 150); do [ -z "$(podman_ours 99)" ] && break; sleep 0.1; done
 	[ -z "$(podman_ours 99)" ] || fail "the leftover container was not swept"
+	# its supervisor died before it ended: the container was the only record of
+	# its end, written into its status before the removal (an adoption reads it)
+	assert_eq "$(cat "$FERRY_HOME/runs/99/old/1/status")" "$(printf 'pid 999999 1\nexit 3')" "the end kept in its status"
 	sleep 1
 	assert_eq "$(podman inspect --format '{{.State.Status}}' "ferry-$h-98-live-1")" running "a running container is left to adoption"
 }
