@@ -181,11 +181,11 @@ test_slurm_digits_train() {
 }
 
 # a step whose work is counted, on Slurm
-slurm_counted_wf() {
+slurm_counted_wf() { # [SECONDS the work sleeps: 4]
 	wf counted <<Y
 name: counted
 steps:
-  - {name: work, executor: slurm, command: [sh, -c, 'echo "attempt \$FERRY_ATTEMPT" >> "$FERRY_HOME/shared/work.count"; sleep 4']}
+  - {name: work, executor: slurm, command: [sh, -c, 'echo "attempt \$FERRY_ATTEMPT" >> "$FERRY_HOME/shared/work.count"; sleep ${1:-4}']}
   - {name: after, needs: [work], command: [sh, -c, 'true']}
 Y
 }
@@ -233,7 +233,7 @@ test_slurm_daemon_killed_after_start_job_ended_meanwhile() {
 test_slurm_daemon_kill9_while_running() {
 	slurm_up
 	start_daemon a
-	id=$(submit "$(slurm_counted_wf)")
+	id=$(submit "$(slurm_counted_wf 15)") # still running when the restarted daemon looks (4 s ended first under load)
 	wait_step "$id" work running 10
 	for _ in $(seq 1 50); do [ -s "$FERRY_HOME/shared/work.count" ] && break; sleep 0.1; done
 	stop_daemon a KILL
