@@ -410,12 +410,6 @@ void api_step_logs(struct api *a, struct reply *r, PGconn *db, struct req *q)
 }
 
 
-/* A file name an output directory may hold: no path, no dot file, not empty. */
-static int output_name_ok(const char *f)
-{
-	return f && f[0] && f[0] != '.' && strchr(f, '/') == NULL && strlen(f) < 256;
-}
-
 /*
  * GET /runs/{id}/steps/{step}/outputs/{file}[?attempt=N]: a file the
  * step's job left in its output directory (the step's outputs name them),
@@ -434,7 +428,7 @@ void api_step_output(struct api *a, struct reply *r, PGconn *db, struct req *q)
 	struct MHD_Response *resp;
 	struct stat st;
 
-	if (!output_name_ok(file)) {
+	if (!jobfile_output_name_ok(file)) {
 		reply_error(r, 400, "invalid_field", "file", "file must be the name of a file in the step's output "
 			    "directory (no path, not a dot file)", NULL);
 		return;

@@ -32,6 +32,7 @@
 #include "exec/exec.h"
 #include "lib/blobs.h"
 #include "lib/envsecret.h"
+#include "lib/jobfile.h"
 #include "lib/util.h"
 #include "store/store.h"
 
@@ -40,12 +41,6 @@ struct localize {
 	char *token, *runs;
 	int changed;
 };
-
-/* A file name an output directory holds (the API's rule): no path, no dot file. */
-static int output_name_ok(const char *f)
-{
-	return f[0] && f[0] != '.' && strchr(f, '/') == NULL && strlen(f) < 256;
-}
 
 /* Whether path lies under this host's $FERRY_HOME/runs/. */
 static int under_home(struct localize *l, const char *path)
@@ -140,7 +135,7 @@ static int localize_one(struct localize *l, const char *v, char **path)
 		return 0;
 	for (p = v; (p = strstr(p, "/out/")) != NULL; p++)
 		out = p;
-	if (out == NULL || !output_name_ok(out + 5))
+	if (out == NULL || !jobfile_output_name_ok(out + 5))
 		return 0;
 	dir = xstrndup(v, (size_t)(out - v));
 	error = store_attempt_of_dir(&step, &attempt, &host, r->conn, r->run_id, dir);

@@ -190,3 +190,8 @@ int jobfile_read(char **out, size_t *len, const char *root, const char *rel, siz
 		*len = n;
 	return FERRY_OK;
 }
+
+int jobfile_output_name_ok(const char *name)
+{
+	return name && name[0] && name[0] != '.' && strchr(name, '/') == NULL && strlen(name) < 256;
+}

@@ -38,6 +38,13 @@
 int jobfile_open(const char *root, const char *rel, struct stat *st);
 
 /*
+ * Whether name may be a file of a job's output directory as others ask
+ * for it (the outputs route, a fetch from another host): one path
+ * component, not empty, not a dot file, under 256 bytes.
+ */
+int jobfile_output_name_ok(const char *name);
+
+/*
  * Opens root/rel for appending (made, 0644, when missing), beneath root and
  * never through a link, as above: a job that put a link to /etc/passwd or
  * a FIFO in place of its log has Ferry write nothing there and wait for
