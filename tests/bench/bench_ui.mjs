@@ -9,6 +9,8 @@
 //     (a step of BENCH_LOG_YAML printing "tick <ms since the epoch>")
 //   node bench_ui.mjs detail → step_detail_ms (clicks on nodes of the DAG of
 //     the finished run BENCH_DETAIL)
+//   node bench_ui.mjs biglog → big_log_tail_ms (a 200 MB log's tail on
+//     screen after a click, run BENCH_BIGLOG)
 // Each try is a fresh browser context: no HTTP cache, so dag.svg comes from
 // the daemon, laid out (first runs: its X-Ferry-Dag-Cache must say miss) or
 // from its cache (second runs: hit). playwright-core is the browser
@@ -239,9 +241,29 @@ async function fanout() {
     foreach_run_page_max_ms: round(max(times)) };
 }
 
+// A finished step whose log is BENCH_BIGLOG_BYTES long, ending in the line
+// "the-very-last-line": from the click on its row in the steps table until
+// that line is in #log (the page fetches the tail only), three fresh pages.
+async function biglog() {
+  const id = process.env.BENCH_BIGLOG, times = [];
+  for (let i = 0; i < 3; i++) {
+    const { ctx, page } = await freshPage();
+    await page.goto(`${URL_BASE}/ui/#/runs/${id}`, { waitUntil: 'commit' });
+    await page.locator('#steps tr[data-step="big"] button').waitFor({ timeout: 60000 });
+    const t0 = Date.now();
+    await page.click('#steps tr[data-step="big"] button');
+    await page.locator('#log', { hasText: 'the-very-last-line' }).waitFor({ timeout: 60000 });
+    times.push(Date.now() - t0);
+    await ctx.close();
+  }
+  return { big_log_bytes: Number(process.env.BENCH_BIGLOG_BYTES), big_log_tail_ms: round(median(times)),
+    big_log_tail_max_ms: round(max(times)) };
+}
+
 let out;
 try {
-  out = phase === 'detail' ? await detail() : phase === 'fanout' ? await fanout() : await pages();
+  out = phase === 'detail' ? await detail() : phase === 'fanout' ? await fanout()
+    : phase === 'biglog' ? await biglog() : await pages();
 } finally {
   await browser.close();
 }

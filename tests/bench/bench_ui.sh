@@ -26,7 +26,9 @@
 # run_page_cached_ms (hit). The first step of every run waits for a file,
 # so the runs stay running (the page follows their stream); at the end the
 # last try's first run is let go, alone, to success, and its page is where
-# step_detail_ms is taken. log_line_to_screen_ms: a step printing its clock
+# step_detail_ms is taken. big_log_tail_ms: a finished step's 200 MB log,
+# from the click on its row until its last line is on screen (the console
+# fetches the tail only). log_line_to_screen_ms: a step printing its clock
 # every 200 ms, its log followed by the page (null when the page shows no
 # line live). BENCH_LAYERS: another size (50 steps a layer); BENCH_PROFILE=1:
 # where the page's time goes, on stderr; BENCH_KEEP=1 keeps the directory.
@@ -212,8 +214,22 @@ run_ms=$(ms_since "$t0")
 done_bytes=$(stat -c %s "$WORK/run.json")
 detail=$(browser BENCH_DETAIL="$last" detail) || die "bench_ui.mjs detail failed"
 
+# a finished step with a 200 MB log: its tail on screen after a click
+BIGLOG=209715200
+printf '%s\n' "name: ui-bench-biglog" "steps:" "  - name: big" \
+	"    command: [sh, -c, 'yes \"the quick brown fox jumps over the lazy dog 0123456789\" | head -c $BIGLOG; echo; echo the-very-last-line']" >"$WORK/biglog.yaml"
+big=$(submit "$WORK/biglog.yaml") || die "the big-log run was refused"
+for _ in $(seq 1 600); do
+	get "/runs/$big" "$WORK/big.json"
+	state=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["state"])' "$WORK/big.json")
+	case $state in succeeded | failed | stopped) break ;; esac
+	sleep 0.2
+done
+[ "$state" = succeeded ] || die "the big-log run ended $state"
+biglog=$(browser BENCH_BIGLOG="$big" BENCH_BIGLOG_BYTES=$BIGLOG biglog) || die "bench_ui.mjs biglog failed"
+
 med() { printf '%s\n' "$@" | median; }
-printf '{"bench":"ui","steps":%d,%s,%s,%s,"foreach_expand_ms":%s,"submit_ms":%s,"run_json_ms":%s,"run_json_bytes":%s,"run_json_done_bytes":%s,"stream_first_event_ms":%s,"stream_event_bytes":%s,"dag_svg_ms":%s,"dag_svg_cached_ms":%s,"run_to_success_ms":%s}\n' \
+printf '{"bench":"ui","steps":%d,%s,%s,%s,%s,"foreach_expand_ms":%s,"submit_ms":%s,"run_json_ms":%s,"run_json_bytes":%s,"run_json_done_bytes":%s,"stream_first_event_ms":%s,"stream_event_bytes":%s,"dag_svg_ms":%s,"dag_svg_cached_ms":%s,"run_to_success_ms":%s}\n' \
 	"$STEPS" "$(echo "$pages" | tail -1 | sed 's/^{//; s/}$//')" "$(echo "$detail" | tail -1 | sed 's/^{//; s/}$//')" \
-	"$(echo "$fanpage" | tail -1 | sed 's/^{//; s/}$//')" "$expand_ms" "$(med "${submit_ms[@]}")" "$(med "${json_ms[@]}")" "$json_bytes" "$done_bytes" "$(med "${event_ms[@]}")" \
+	"$(echo "$fanpage" | tail -1 | sed 's/^{//; s/}$//')" "$(echo "$biglog" | tail -1 | sed 's/^{//; s/}$//')" "$expand_ms" "$(med "${submit_ms[@]}")" "$(med "${json_ms[@]}")" "$json_bytes" "$done_bytes" "$(med "${event_ms[@]}")" \
 	"$event_bytes" "$(med "${svg_ms[@]}")" "$(med "${svg_cached_ms[@]}")" "$run_ms"

@@ -7,7 +7,7 @@
 //     deploy with real HAProxy and model servers), train's leaderboard,
 //     its best item's log and metrics, the actor in the events;
 //   - stop and retry from the page; a viewer token sees and cannot act;
-//   - logs: a 200 MB log opens at its tail in under 2 s and pages back,
+//   - logs: a 200 MB log opens at its tail and pages back,
 //     live follow, carriage-return collapse, search, Ferry's lines, download.
 // Screenshots go to $FERRY_SHOTS.
 import { readFileSync, mkdtempSync, statSync, chmodSync } from 'node:fs';
@@ -201,7 +201,7 @@ steps:
     await api('POST', `/api/v1/runs/${id}/stop`);
   });
 
-  await test('logs: a 200 MB log opens at its tail in under 2 s, pages back, and downloads whole', async () => {
+  await test('logs: a 200 MB log opens at its tail, pages back, and downloads whole', async () => {
     const yaml = `name: console-biglog
 steps:
   - name: big
@@ -218,7 +218,8 @@ steps:
     await page.locator('#log', { hasText: 'the-very-last-line' }).waitFor({ timeout: 10000 });
     const ms = Date.now() - t0;
     console.log(`# 200 MB log: step click to its tail on screen in ${ms} ms`);
-    assert(ms < 2000, `the tail of a 200 MB log within 2 s (took ${ms} ms)`);
+    // how fast is make bench's (ui: big_log_tail_ms); here, that only the
+    // tail was fetched: the whole file would not come within the wait
     const note = await page.locator('#log-note').innerText();
     assert(/200\.\d MiB/.test(note), `the note gives the whole size: ${note}`);
     const lines1 = await page.locator('#log .ln').count();

@@ -119,12 +119,16 @@ daemon_url() {
 await_daemon() {
 	local name=${1:-a} what=${2:-readyz} url
 	url=$(daemon_url "$name") || { cat "$FERRY_HOME/ferryd-$name.log"; fail "ferryd $name published no address"; }
-	for _ in $(seq 1 150); do
+	# a wait, not a bound: on a loaded machine a daemon that starts its
+	# embedded PostgreSQL and migrates may take tens of seconds
+	local until=$((SECONDS + 60))
+	while [ "$SECONDS" -lt "$until" ]; do
 		curl -fsS -m 5 "$url/$what" >/dev/null 2>&1 && return 0
 		kill -0 "$(daemon_pid "$name")" 2>/dev/null || { cat "$FERRY_HOME/ferryd-$name.log"; fail "ferryd $name exited"; }
 		sleep 0.1
 	done
-	fail "ferryd $name did not answer /$what"
+	tail -20 "$FERRY_HOME/ferryd-$name.log" >&2
+	fail "ferryd $name did not answer /$what within 60 s"
 }
 
 # use_daemon NAME: FERRY_URL and FERRY_PORT (curl, the CLI, api) lead to daemon NAME.
