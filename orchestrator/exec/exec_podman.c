@@ -93,6 +93,7 @@
 #define CGROUP2_MAGIC 0x63677270
 #define SWEEP_EVERY_MS 30000
 #define EXISTS_TIMEOUT_MS 5000
+#define WAIT_TRIES 5 /* a follower's podman wait, a second apart */
 #define NELEM(a) (sizeof(a) / sizeof((a)[0]))
 
 /* Where podman is: FERRY_PODMAN, else the first podman on PATH; NULL when none. */
@@ -538,6 +539,30 @@ static int shim_oom(const struct shim_plan *p, int nullfd)
 	return 0;
 }
 
+/*
+ * Whether the status file at path has an end line ("exit N" or "gone"):
+ * the sweep's, written before it removed an exited container. In the
+ * forked shim, so no allocation: the file is small (pid, memory, end).
+ */
+static int shim_status_ended(const char *path)
+{
+	char buf[4096];
+	ssize_t n;
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+
+	if (fd < 0)
+		return 0;
+	n = read(fd, buf, sizeof(buf) - 1);
+	close(fd);
+	if (n <= 0)
+		return 0;
+	buf[n] = '\0';
+	for (char *l = buf; l && *l; l = strchr(l, '\n') ? strchr(l, '\n') + 1 : NULL)
+		if (strncmp(l, "exit ", 5) == 0 || strncmp(l, "gone\n", 5) == 0)
+			return 1;
+	return 0;
+}
+
 /* Removes the container, then its cgroup (retried while conmon or runc still leaves). */
 static void shim_remove(const struct shim_plan *p, int nullfd)
 {
@@ -553,7 +578,7 @@ static void shim_remove(const struct shim_plan *p, int nullfd)
 static void shim(const struct shim_plan *p)
 {
 	sigset_t none;
-	int logfd, nullfd, fd, st, code = -1;
+	int logfd, nullfd, fd, st, code = -1, recorded = 0;
 
 	sigemptyset(&none);
 	sigprocmask(SIG_SETMASK, &none, NULL);
@@ -566,8 +591,12 @@ static void shim(const struct shim_plan *p)
 		(void)chdir("/");
 	logfd = open(p->log, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
 	nullfd = open("/dev/null", O_RDWR | O_CLOEXEC);
-	/* the handle before the container can run (exec.h); how it ended after */
-	fd = open(p->status, O_WRONLY | O_CREAT | O_TRUNC | O_APPEND | O_CLOEXEC, 0644);
+	/*
+	 * the handle before the container can run (exec.h); how it ended after.
+	 * A follower appends: an end the sweep wrote there before it came
+	 * (the container removed) stays, and readers take the last pid line.
+	 */
+	fd = open(p->status, O_WRONLY | O_CREAT | (p->run_argv ? O_TRUNC : 0) | O_APPEND | O_CLOEXEC, 0644);
 	if (fd >= 0) {
 		exec_shim_write_pid(fd);
 		if (p->limit_mb > 0) /* for a follower after a restart: what "out of memory" means */
@@ -594,14 +623,24 @@ static void shim(const struct shim_plan *p)
 		if (st >= 0 && WIFEXITED(st))
 			code = WEXITSTATUS(st);
 	}
-	if (code < 0) {
-		/* following an adopted container, or podman run itself was killed: ask podman */
+	/*
+	 * following an adopted container, or podman run itself was killed: ask
+	 * podman, again when it fails (its storage busy on a loaded machine),
+	 * unless the sweep recorded the end meanwhile and removed the container.
+	 * "gone" calls the attempt lost, and its work runs again.
+	 */
+	for (int i = 0; code < 0 && !recorded && i < WAIT_TRIES; i++) {
 		char out[64];
+		struct timespec pause = {1, 0};
+		if (i > 0)
+			nanosleep(&pause, NULL);
 		st = shim_capture(p->wait_argv, p->envp, nullfd, out, sizeof(out));
 		if (st == 0)
 			code = (int)exec_podman_parse_ll(out);
+		else
+			recorded = shim_status_ended(p->status);
 	}
-	if (fd >= 0) {
+	if (fd >= 0 && !recorded) {
 		if (code < 0)
 			exec_shim_put_line(fd, "gone", 0, 0);
 		else if (code == 137 && p->limit_mb > 0 && shim_oom(p, nullfd))

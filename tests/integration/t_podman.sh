@@ -367,7 +367,40 @@ test_podman_supervisor_killed_container_followed() {
 	kill -9 "$shim"
 	start_daemon a
 	podman_assert_ran_once "$id"
-	assert_eq "$(grep -c '^pid ' "$FERRY_HOME/runs/$id/work/1/status")" 1 "a new supervisor rewrote the status"
+	assert_eq "$(grep -c '^pid ' "$FERRY_HOME/runs/$id/work/1/status")" 2 "a new supervisor appended its pid"
+}
+
+# the same, with the follower's first `podman wait` failing (podman's
+# storage busy under load, or the sweep removing the container after it
+# recorded its end): the follower asks again instead of writing "gone",
+# which called the attempt lost and ran its work a second time
+test_podman_follower_asks_again_when_wait_fails() {
+	podman_up
+	local real; real=$(command -v podman)
+	cat >"$FERRY_HOME/flaky-podman" <<P
+#!/bin/sh
+# podman, but "wait" fails once while \$FERRY_HOME/podman.flaky exists
+if [ "\$1" = wait ] && [ -e "$FERRY_HOME/podman.flaky" ]; then
+	rm -f "$FERRY_HOME/podman.flaky"
+	echo "Error: flaky podman" >&2
+	exit 125
+fi
+exec "$real" "\$@"
+P
+	chmod +x "$FERRY_HOME/flaky-podman"
+	start_daemon a FERRY_PODMAN="$FERRY_HOME/flaky-podman"
+	id=$(submit "$(podman_counted_wf 8)")
+	wait_step "$id" work running 10
+	for _ in $(seq 1 100); do [ -s "$FERRY_HOME/runs/$id/work/checkpoint/work.count" ] && break; sleep 0.1; done
+	shim=$(sed -n 's/^pid \([0-9]*\) .*/\1/p' "$FERRY_HOME/runs/$id/work/1/status")
+	[ -n "$shim" ] || fail "no supervisor pid in the status file"
+	stop_daemon a KILL
+	kill -9 "$shim"
+	touch "$FERRY_HOME/podman.flaky"
+	start_daemon a FERRY_PODMAN="$FERRY_HOME/flaky-podman"
+	podman_assert_ran_once "$id"
+	[ ! -e "$FERRY_HOME/podman.flaky" ] || fail "the follower never ran podman wait"
+	! grep -q '^gone$' "$FERRY_HOME/runs/$id/work/1/status" || fail "the follower wrote gone"
 }
 
 # the same, with podman not answering "container exists" in time when the
