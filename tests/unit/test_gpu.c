@@ -87,8 +87,9 @@ static int smi_calls(void)
 
 /*
  * Polls (period period_ms) every 5 ms until done says so or bound_ms pass;
- * asserts that no single poll took more than 50 ms (it never waits for the
- * child). Returns whether done came true.
+ * asserts that no single poll took 250 ms (it never waits for the child:
+ * a hung one is killed at 300 ms; 50 ms failed while a clean-clone run
+ * loaded the machine — a fork is slow then). Returns whether done came true.
  */
 static int poll_until(int (*done)(void), int64_t period_ms, int64_t bound_ms)
 {
@@ -97,7 +98,7 @@ static int poll_until(int (*done)(void), int64_t period_ms, int64_t bound_ms)
 	while (clock_mono_ms() < until) {
 		int64_t t0 = clock_mono_ms();
 		gpu_sampler_poll(sampler, t0, period_ms);
-		assert_true(clock_mono_ms() - t0 < 50);
+		assert_true(clock_mono_ms() - t0 < 250);
 		if (done())
 			return 1;
 		usleep(5000);
