@@ -365,9 +365,11 @@ static void test_gpu__sampler_hang_killed(void **state)
 	(void)state;
 	use_fake("8gpu");
 	sampler = gpu_sampler_new();
-	gpu_sampler_set_timeout(sampler, 300);
+	/* the first run under the default timeout: the double itself took past 300 ms on a loaded machine */
 	assert_true(poll_until(have_readings, 100, 10000));
-	assert_true(poll_until(idle, 100, 10000)); /* the first run over: a wait, not a bound (2 s failed under load) */
+	/* the run in progress over (a long period: no next run starts meanwhile); a wait, not a bound */
+	assert_true(poll_until(idle, 60000, 10000));
+	gpu_sampler_set_timeout(sampler, 300);
 	unlink(smi_log);
 	setenv("FAKE_SMI_SLEEP", "30", 1); /* the next run hangs */
 	usleep(100 * 1000); /* a period passed: the next poll starts the run that hangs */
