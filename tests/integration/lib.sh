@@ -61,14 +61,15 @@ stop_deployments() {
 	for f in "$1"/deployments/*/runs/*/*/*/status; do
 		[ -f "$f" ] || continue
 		p=$(sed -n 's/^pid \([0-9]*\) .*/\1/p' "$f" | tail -n 1)
-		[ -n "$p" ] && kill -KILL -- "-$p" 2>/dev/null
+		[ -n "$p" ] && { kill -KILL -- "-$p" 2>/dev/null || true; }
 	done
 	# replicas in containers: their home is their deployment's directory
 	for f in "$1"/deployments/*/runs/.podman; do
 		[ -f "$f" ] && podman ps -aq --filter "label=ferry.home=${f%/runs/.podman}" | xargs -r podman rm -f -t 0 >/dev/null 2>&1
 	done
-	[ -s "$1/haproxy/haproxy.pid" ] && kill -KILL "$(cat "$1/haproxy/haproxy.pid")" 2>/dev/null
-	pkill -KILL -f "haproxy .*$1/haproxy" 2>/dev/null
+	# each may find nothing to kill: || true, so a caller under set -e goes on
+	[ -s "$1/haproxy/haproxy.pid" ] && { kill -KILL "$(cat "$1/haproxy/haproxy.pid")" 2>/dev/null || true; }
+	pkill -KILL -f "haproxy .*$1/haproxy" 2>/dev/null || true
 	return 0
 }
 
