@@ -18,6 +18,7 @@
 #include "deploy/reconcile_plan.h"
 #include "deploy/replicas.h"
 #include "store/store_deploy.h"
+#include "store/store.h"
 #include "store/store_reconcile.h"
 #include "lib/util.h"
 #include "lib/webhook.h"
@@ -26,9 +27,18 @@
 #define HEALTH_TIMEOUT_MS 800
 #define STOP_GRACE_MS 5000
 #define BACKOFF_MAX_MS 30000
+#define FENCE_MIN_AGE_S 30 /* a replica's row is written right after its start: older with none is stale */
 
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 static atomic_int leading; /* this process holds the leader lock (reconcile_set_leading) */
+/* this process keeps its host's replicas: it holds the host's lock (the replicas task, store_host_keeper) */
+static atomic_int keeper;
+/*
+ * the replicas task has run here: until it has (and in a dev session, where
+ * it never runs) the leader's round judges this host's replicas itself
+ */
+static atomic_int keep_known;
+enum { SCOPE_LEADER, SCOPE_HOST };
 /* the HAProxy of the last home reconciled (one home per daemon) */
 static struct hap *hap;
 static char *hap_home;
@@ -64,6 +74,14 @@ static int64_t backoff_ms(int restarts)
 	return ms < BACKOFF_MAX_MS ? ms : BACKOFF_MAX_MS;
 }
 
+/* The host a replica's handle names when it is not this one (me), else NULL. */
+static const char *other_host(const json_t *handle, const char *me)
+{
+	const char *h = json_string_value(json_object_get(handle, "host"));
+
+	return h && strcmp(h, me) != 0 ? h : NULL;
+}
+
 /* RC_HEALTH: a live replica's health changed (the round's check said so). */
 static void apply_health(PGconn *conn, const char *actor, const struct deployment *d, const struct deploy_version *v,
 			 const struct deploy_replica *rep, enum deploy_health now)
@@ -85,6 +103,8 @@ static void apply_start(PGconn *conn, const char *home, const char *actor, const
 {
 	int stopped = rep->health == DEPLOY_H_STOPPED;
 	json_t *nh = NULL, *det;
+	char me[256];
+	const char *lost;
 	struct replica_spec s = {
 		.home = home, .deployment = d->name, .ord = v->ord, .idx = rep->idx,
 		.generation = rep->generation + 1, .port = rep->port, .model = d->model,
@@ -96,6 +116,17 @@ static void apply_start(PGconn *conn, const char *home, const char *actor, const
 		.placement = json_object_get(v->serve, "placement"), .conn = conn,
 	};
 
+	ferry_host_name(me, sizeof(me));
+	/*
+	 * its host is lost (observe): a replacement here, on a port of its own
+	 * (the old one may still hold its port there, which may be this
+	 * machine's too)
+	 */
+	if ((lost = other_host(rep->handle, me)) != NULL && (s.port = replica_free_port()) == 0) {
+		store_deploy_replica_health(conn, d->id, v->version, rep->idx, "unhealthy",
+					    "no free port for a replacement", 1, backoff_ms(rep->restarts));
+		return;
+	}
 	if (replica_start(&s, &nh) < 0) {
 		char *err = xstrdup(ferry_error_last());
 		store_deploy_replica_health(conn, d->id, v->version, rep->idx, "unhealthy", err, 1,
@@ -104,16 +135,25 @@ static void apply_start(PGconn *conn, const char *home, const char *actor, const
 		free(err);
 		return;
 	}
-	store_deploy_replica_put(conn, d->id, v->version, rep->idx, rep->port, nh, s.generation, "starting", NULL);
-	store_deploy_replica_health(conn, d->id, v->version, rep->idx, "starting",
-				    stopped ? NULL : "its process had exited", stopped ? 0 : 1,
-				    backoff_ms(rep->restarts + 1));
-	det = json_pack("{s:s, s:i, s:i, s:i}", "version", v->version, "replica", rep->idx, "port", rep->port,
-			"generation", s.generation);
-	store_deploy_event(conn, d->id, actor, stopped ? "replica-started" : "replica-restarted", det);
+	store_deploy_replica_put(conn, d->id, v->version, rep->idx, s.port, nh, s.generation, "starting", NULL);
+	{
+		char *why = lost ? xasprintf("its host %s was lost", lost) : NULL;
+		store_deploy_replica_health(conn, d->id, v->version, rep->idx, "starting",
+					    lost ? why : stopped ? NULL : "its process had exited", stopped ? 0 : 1,
+					    backoff_ms(rep->restarts + 1));
+		free(why);
+	}
+	det = json_pack("{s:s, s:i, s:i, s:i, s:s, s:s?}", "version", v->version, "replica", rep->idx, "port", s.port,
+			"generation", s.generation, "host", me, "lost_host", lost);
+	store_deploy_event(conn, d->id, actor,
+			   lost ? "replica-replaced" : stopped ? "replica-started" : "replica-restarted", det);
 	json_decref(det);
-	flog_info("deployment %s: %s replica %d %s on port %d", d->name, v->version, rep->idx,
-		  stopped ? "started" : "restarted", rep->port);
+	if (lost)
+		flog_warn("deployment %s: %s replica %d replaced here on port %d: its host %s is lost", d->name,
+			  v->version, rep->idx, s.port, lost);
+	else
+		flog_info("deployment %s: %s replica %d %s on port %d", d->name, v->version, rep->idx,
+			  stopped ? "started" : "restarted", s.port);
 	json_decref(nh);
 }
 
@@ -136,8 +176,11 @@ static void apply_stop(PGconn *conn, const char *actor, const struct deployment 
 		       const struct deploy_replica *rep)
 {
 	json_t *det = json_pack("{s:s, s:i}", "version", v->version, "replica", rep->idx);
+	char me[256];
 
-	if (rep->handle)
+	ferry_host_name(me, sizeof(me));
+	/* one of a lost host's: not a process here (its keeper fences it if that host comes back) */
+	if (rep->handle && other_host(rep->handle, me) == NULL)
 		replica_stop(rep->handle, STOP_GRACE_MS);
 	store_deploy_replica_health(conn, d->id, v->version, rep->idx, "stopped", NULL, 0, 0);
 	store_deploy_event(conn, d->id, actor, "replica-stopped", det);
@@ -149,8 +192,10 @@ static void apply_remove(PGconn *conn, const char *actor, const struct deploymen
 			 const struct deploy_version *v, const struct deploy_replica *rep)
 {
 	json_t *det = json_pack("{s:s, s:i}", "version", v->version, "replica", rep->idx);
+	char me[256];
 
-	if (rep->handle)
+	ferry_host_name(me, sizeof(me));
+	if (rep->handle && other_host(rep->handle, me) == NULL)
 		replica_stop(rep->handle, STOP_GRACE_MS);
 	store_deploy_replica_delete(conn, d->id, v->version, rep->idx);
 	store_deploy_event(conn, d->id, actor, "replica-removed", det);
@@ -168,15 +213,61 @@ static int64_t dep_of(const struct deployment *list, size_t n, const char *name)
 }
 
 /*
+ * The fleet's hosts as GET /hosts has them, by name: {"state", "ip"} (ip:
+ * the host part of its address, where HAProxy reaches its replicas).
+ * NULL when they could not be read: then no replica of another host is
+ * taken for lost this round.
+ */
+static json_t *hosts_read(PGconn *conn)
+{
+	char *text = NULL;
+	json_t *all, *h, *out;
+	size_t i;
+
+	if (store_hosts_list(&text, conn) < 0)
+		return NULL;
+	all = json_loads(text, 0, NULL);
+	free(text);
+	if (all == NULL)
+		return NULL;
+	out = json_object();
+	json_array_foreach(json_object_get(all, "hosts"), i, h) {
+		const char *name = json_string_value(json_object_get(h, "name"));
+		const char *addr = json_string_value(json_object_get(h, "address")), *p, *e;
+		char ip[128] = "";
+		if (addr && (p = strstr(addr, "://")) != NULL) {
+			p += 3;
+			if (*p == '[' && (e = strchr(p, ']')) != NULL) /* [v6]:port */
+				p++;
+			else
+				e = p + strcspn(p, ":/");
+			if ((size_t)(e - p) < sizeof(ip))
+				memcpy(ip, p, (size_t)(e - p)), ip[e - p] = '\0';
+		}
+		if (name)
+			json_object_set_new(out, name, json_pack("{s:s?, s:s}", "state",
+								 json_string_value(json_object_get(h, "state")), "ip", ip));
+	}
+	json_decref(all);
+	return out;
+}
+
+/*
  * What this round sees of each replica (parallel to the list's replicas):
  * whether its process lives, and for the live replicas of serving
  * versions within their count, whether it answers its health check
- * (HEALTH_TIMEOUT_MS each).
+ * (HEALTH_TIMEOUT_MS each). A replica whose handle names another host
+ * (me is this one) is never judged by a pid here: while that host is
+ * not lost it is remote (its row's health holds; HAProxy reaches it at
+ * the host's address), and once its host is lost it is not alive, so
+ * the plan starts a replacement here.
  */
-static struct rc_seen *observe(const struct deployment *list, size_t n)
+static struct rc_seen *observe(const struct deployment *list, size_t n, const json_t *hosts, const char *me,
+			       int scope)
 {
 	size_t i, j, k, off = 0, total = 0;
 	struct rc_seen *seen;
+	int keep = atomic_load(&keeper) || !atomic_load(&keep_known);
 
 	for (i = 0; i < n; i++)
 		for (j = 0; j < list[i].nversions; j++)
@@ -187,11 +278,33 @@ static struct rc_seen *observe(const struct deployment *list, size_t n)
 			const struct deploy_version *v = &list[i].versions[j];
 			for (k = 0; k < v->nreplicas; k++) {
 				const struct deploy_replica *rep = &v->replicas[k];
+				struct rc_seen *sn = &seen[off + k];
 				long st = 0;
-				seen[off + k].alive = rep->handle && replica_alive(rep->handle);
-				if (seen[off + k].alive && rc_serves(&list[i], v) && !rc_scaled_away(&list[i], v, rep))
-					seen[off + k].ready = replica_http("GET", rep->port, "/v2/health/ready", NULL,
-									   HEALTH_TIMEOUT_MS, &st, NULL) == 0 && st == 200;
+				const char *other = other_host(rep->handle, me);
+				if (other) {
+					const json_t *h = json_object_get(hosts, other);
+					const char *state = json_string_value(json_object_get(h, "state")),
+						   *ip = json_string_value(json_object_get(h, "ip"));
+					/* its host's keeper looks after it, unless that host is lost (the leader replaces it) */
+					if (scope == SCOPE_HOST || hosts == NULL || (state && strcmp(state, "lost") != 0)) {
+						sn->remote = 1;
+						sn->addr = ip && *ip ? ip : NULL;
+					}
+					continue;
+				}
+				/*
+				 * this host's: judged by its pid and health check only by the
+				 * daemon that keeps this host's replicas; never started: the
+				 * leader's to start
+				 */
+				if ((rep->handle && !keep) || (rep->handle == NULL && scope == SCOPE_HOST)) {
+					sn->remote = 1;
+					continue;
+				}
+				sn->alive = rep->handle && replica_alive(rep->handle);
+				if (sn->alive && rc_serves(&list[i], v) && !rc_scaled_away(&list[i], v, rep))
+					sn->ready = replica_http("GET", rep->port, "/v2/health/ready", NULL,
+								 HEALTH_TIMEOUT_MS, &st, NULL) == 0 && st == 200;
 			}
 		}
 	return seen;
@@ -222,13 +335,116 @@ static void warn_webhook(const struct deploy_warning *warned, size_t n)
 	}
 }
 
+/*
+ * This host's stale replicas stopped (replica_fence): those no row names —
+ * a lost host's, replaced elsewhere while it was away. Only by the keeper.
+ */
+static void fence(PGconn *conn, const char *home, const char *me)
+{
+	struct deployment *list = NULL;
+	char **keep = NULL, **slots = NULL;
+	size_t n = 0, nkeep = 0, nslots = 0, total = 0;
+
+	/* the rows as they are now: this round's starts and replacements written */
+	if (store_deployments_list(&list, &n, conn) < 0) {
+		flog_warn("replicas: no fencing this round: %s", ferry_error_last());
+		return;
+	}
+	for (size_t i = 0; i < n; i++)
+		for (size_t j = 0; j < list[i].nversions; j++)
+			total += list[i].versions[j].nreplicas;
+	keep = xcalloc(total + 1, sizeof(*keep));
+	slots = xcalloc(total + 1, sizeof(*slots));
+	for (size_t i = 0; i < n; i++)
+		for (size_t j = 0; j < list[i].nversions; j++)
+			for (size_t k = 0; k < list[i].versions[j].nreplicas; k++) {
+				const struct deploy_replica *rep = &list[i].versions[j].replicas[k];
+				const char *dir = json_string_value(json_object_get(rep->handle, "dir"));
+				if (rep->handle == NULL)
+					continue;
+				/*
+				 * a slot taken over by another host: a process of it here is
+				 * stale at once (one of this host that the rows read at the
+				 * round's start do not name yet may have just started)
+				 */
+				if (other_host(rep->handle, me))
+					slots[nslots++] = xasprintf("%s/runs/%d/r%d", list[i].name, list[i].versions[j].ord,
+								    rep->idx);
+				else if (dir)
+					keep[nkeep++] = (char *)dir;
+			}
+	replica_fence(home, keep, nkeep, slots, nslots, FENCE_MIN_AGE_S, STOP_GRACE_MS);
+	for (size_t i = 0; i < nslots; i++)
+		free(slots[i]);
+	free(slots);
+	free(keep);
+	deployments_free(list, n);
+}
+
+/* The index in seen of list[a->dep].versions[a->ver].replicas[a->rep]. */
+static size_t seen_at(const struct deployment *list, const struct rc_action *a)
+{
+	size_t off = 0;
+
+	for (size_t i = 0; i <= a->dep; i++)
+		for (size_t j = 0; j < list[i].nversions && (i < a->dep || j < a->ver); j++)
+			off += list[i].versions[j].nreplicas;
+	return off + a->rep;
+}
+
+/*
+ * A keeper's round (SCOPE_HOST): the replicas whose handle names this
+ * host — observed, restarted, stopped and removed as the plan says — and
+ * nothing else: no HAProxy, no auto-stop, no events about versions (the
+ * leader's round does those, from the health written here).
+ */
+static int host_round(PGconn *conn, const char *home, const char *actor)
+{
+	struct deployment *list = NULL;
+	struct rc_seen *seen = NULL;
+	struct rc_plan plan = {0};
+	char me[256];
+	size_t i, n = 0;
+	int error;
+
+	pthread_mutex_lock(&lock);
+	if ((error = store_deployments_list(&list, &n, conn)) < 0)
+		goto out;
+	ferry_host_name(me, sizeof(me));
+	seen = observe(list, n, NULL, me, SCOPE_HOST);
+	reconcile_plan(&plan, list, n, seen);
+	for (i = 0; i < plan.nactions; i++) {
+		const struct rc_action *a = &plan.actions[i];
+		const struct deployment *d = &list[a->dep];
+		const struct deploy_version *v = &d->versions[a->ver];
+		if (a->what == RC_VERSION_UNSERVED || a->what == RC_VERSION_SERVED || seen[seen_at(list, a)].remote)
+			continue;
+		if (a->what == RC_HEALTH)
+			apply_health(conn, actor, d, v, &v->replicas[a->rep], a->health);
+		else if (a->what == RC_START)
+			apply_start(conn, home, actor, d, v, &v->replicas[a->rep]);
+		else if (a->what == RC_REMOVE)
+			apply_remove(conn, actor, d, v, &v->replicas[a->rep]);
+		else if (a->what == RC_STOP)
+			apply_stop(conn, actor, d, v, &v->replicas[a->rep]);
+	}
+	fence(conn, home, me);
+out:
+	pthread_mutex_unlock(&lock);
+	rc_plan_free(&plan);
+	free(seen);
+	deployments_free(list, n);
+	return error;
+}
+
 int reconcile_now(PGconn *conn, const char *home, const char *actor)
 {
 	struct deployment *list = NULL;
 	struct deploy_warning *warned = NULL;
 	struct rc_seen *seen = NULL;
 	struct rc_plan plan = {0};
-	json_t *changes = json_array(), *c;
+	json_t *changes = json_array(), *c, *hosts = NULL;
+	char me[256];
 	size_t i, n = 0, nwarned = 0;
 	int64_t *due = NULL, asked = 0;
 	int ndue = 0, error;
@@ -253,18 +469,22 @@ int reconcile_now(PGconn *conn, const char *home, const char *actor)
 	if ((error = store_deployments_list(&list, &n, conn)) < 0)
 		goto out;
 	/* observe, decide (reconcile_plan.c: no I/O), apply */
-	seen = observe(list, n);
+	ferry_host_name(me, sizeof(me));
+	hosts = hosts_read(conn);
+	seen = observe(list, n, hosts, me, SCOPE_LEADER);
 	reconcile_plan(&plan, list, n, seen);
 	for (i = 0; i < plan.nactions; i++) {
 		const struct rc_action *a = &plan.actions[i];
 		const struct deployment *d = &list[a->dep];
 		const struct deploy_version *v = &d->versions[a->ver];
-		if (a->what == RC_HEALTH)
+		if (a->what == RC_VERSION_UNSERVED || a->what == RC_VERSION_SERVED)
+			apply_version(conn, actor, d, v, a->healthy);
+		else if (seen[seen_at(list, a)].remote)
+			continue; /* its host's keeper's */
+		else if (a->what == RC_HEALTH)
 			apply_health(conn, actor, d, v, &v->replicas[a->rep], a->health);
 		else if (a->what == RC_START)
 			apply_start(conn, home, actor, d, v, &v->replicas[a->rep]);
-		else if (a->what == RC_VERSION_UNSERVED || a->what == RC_VERSION_SERVED)
-			apply_version(conn, actor, d, v, a->healthy);
 	}
 	if (hap_for(home) == NULL) {
 		error = FERRY_ERROR;
@@ -285,11 +505,15 @@ int reconcile_now(PGconn *conn, const char *home, const char *actor)
 		const struct rc_action *a = &plan.actions[i];
 		const struct deployment *d = &list[a->dep];
 		const struct deploy_version *v = &d->versions[a->ver];
+		if ((a->what == RC_REMOVE || a->what == RC_STOP) && seen[seen_at(list, a)].remote)
+			continue; /* its host's keeper stops it (after this HAProxy change) */
 		if (a->what == RC_REMOVE)
 			apply_remove(conn, actor, d, v, &v->replicas[a->rep]);
 		else if (a->what == RC_STOP)
 			apply_stop(conn, actor, d, v, &v->replicas[a->rep]);
 	}
+	if (atomic_load(&keeper))
+		fence(conn, home, me);
 	if (store_reconcile_done(conn, asked) < 0)
 		flog_warn("reconcile: recording the round: %s", ferry_error_last());
 out:
@@ -300,6 +524,7 @@ out:
 	deployments_free(list, n);
 	deploy_warnings_free(warned, nwarned);
 	json_decref(changes);
+	json_decref(hosts);
 	return error;
 }
 
@@ -430,6 +655,50 @@ static int reconcile_open(void **state, struct task_ctx *c)
 {
 	(void)state, (void)c;
 	return replica_ports_check();
+}
+
+/* ---- every daemon's keeper task: its host's replicas ------------------------------ */
+
+static struct work *keep_round(struct task_ctx *c, void *state);
+
+const struct task replicas_task = {
+	.name = "replicas",
+	.flags = TASK_NO_DEV | TASK_POOL,
+	.period = every_reconcile,
+	.start_round = keep_round,
+	.free = reconcile_work_free,
+};
+
+static void keep_run(struct work *w, PGconn *conn)
+{
+	struct rec_work *r = (struct rec_work *)w;
+
+	if (conn != NULL && host_round(conn, r->home, r->actor) < 0)
+		flog_warn("replicas: %s", ferry_error_last());
+}
+
+/*
+ * On the loop: this daemon takes (or keeps) its host's lock on the engine's
+ * connection — one daemon per host keeps its replicas — then, when it
+ * keeps them and does not lead (the leader's round covers its own host),
+ * a round on the pool.
+ */
+static struct work *keep_round(struct task_ctx *c, void *state)
+{
+	int held = 0;
+	struct work *w;
+
+	(void)state;
+	if (store_host_keeper(c->conn, c->host, &held) < 0)
+		held = 0;
+	atomic_store(&keep_known, 1);
+	if (atomic_exchange(&keeper, held) != held)
+		flog_info("%s the replicas of host %s", held ? "keeping" : "no longer keeping", c->host);
+	if (!held || atomic_load(&leading) || c->workers == NULL)
+		return NULL;
+	w = reconcile_work_new(c->home, c->owner);
+	w->run = keep_run;
+	return w;
 }
 
 const struct task reconcile_task = {

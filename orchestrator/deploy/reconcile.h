@@ -62,6 +62,17 @@ void reconcile_set_leading(int how);
  * leader, one round for FERRY_HOME on the worker pool (none without one).
  */
 extern const struct task reconcile_task;
+/*
+ * Every daemon's (not dev sessions): one daemon per host — the one that
+ * holds the host's lock (store_host_keeper) — keeps the replicas whose
+ * handle names its host: checks them, restarts them with backoff, stops
+ * and removes them as the deployments say, every RECONCILE_EVERY_MS; the
+ * leader's round does the same for its own host when it keeps it, and
+ * leaves another host's replicas to their keeper (their recorded health
+ * weighs them in HAProxy, reached at their host's address) unless that
+ * host is lost: then it starts a replacement on its own host.
+ */
+extern const struct task replicas_task;
 
 /* What home's HAProxy applies now (hap_read); FERRY_ENOTFOUND when it does not run. */
 struct json_t;

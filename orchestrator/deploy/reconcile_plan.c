@@ -5,7 +5,8 @@
  *     the version's count: alive and ready → healthy, alive and not →
  *     unhealthy (an RC_HEALTH when that differs from its row); gone →
  *     RC_START once its restart backoff passed (counted unhealthy this
- *     round: it is healthy at a later round, once it answers);
+ *     round: it is healthy at a later round, once it answers); one on
+ *     another host that is up (remote): its row's health, no action;
  *   - a version with a share (weight > 0) whose healthy count crosses 0
  *     either way: RC_VERSION_UNSERVED / RC_VERSION_SERVED;
  *   - HAProxy: one frontend per running deployment; each such replica a
@@ -71,7 +72,10 @@ void reconcile_plan(struct rc_plan *out, const struct deployment *list, size_t n
 				const struct rc_seen *s = &seen[off + k];
 				if (rc_scaled_away(d, v, rep))
 					continue;
-				if (rep->handle && s->alive) {
+				if (rep->handle && s->remote) {
+					/* another host's, that host up: its recorded health holds */
+					ok[off + k] = rep->health == DEPLOY_H_HEALTHY;
+				} else if (rep->handle && s->alive) {
 					enum deploy_health now = s->ready ? DEPLOY_H_HEALTHY : DEPLOY_H_UNHEALTHY;
 					ok[off + k] = s->ready;
 					if (rep->health != now)
@@ -118,7 +122,7 @@ void reconcile_plan(struct rc_plan *out, const struct deployment *list, size_t n
 						continue;
 					out->names[out->nnames] = xasprintf("v%d-r%d", v->ord, rep->idx);
 					s->name = out->names[out->nnames++];
-					s->addr = "127.0.0.1";
+					s->addr = seen[off + k].addr ? seen[off + k].addr : "127.0.0.1";
 					s->port = rep->port;
 					s->weight = ok[off + k] ? deploy_server_weight(v->weight, healthy) : 0;
 					/* an A/B test's version: its healthy replicas also take the requests that match */
@@ -164,7 +168,8 @@ void reconcile_plan(struct rc_plan *out, const struct deployment *list, size_t n
 				continue;
 			for (k = 0; k < v->nreplicas; k++) {
 				const struct deploy_replica *rep = &v->replicas[k];
-				if (rep->health == DEPLOY_H_STOPPED && !(rep->handle && seen[off + k].alive))
+				if (rep->health == DEPLOY_H_STOPPED &&
+				    !(rep->handle && (seen[off + k].alive || seen[off + k].remote)))
 					continue;
 				add(out, &cap, (struct rc_action){RC_STOP, i, j, k, DEPLOY_H_STOPPED, 0});
 			}

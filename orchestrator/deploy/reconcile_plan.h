@@ -9,7 +9,11 @@
  * of a serving version, weighted by its version's share over its healthy
  * replicas), and the replicas to remove (past their version's count) or
  * stop (a stopped deployment's, a retired version's) once HAProxy has
- * left them. reconcile.c observes, calls it and applies the result;
+ * left them. A replica on another host that is up (rc_seen.remote) is
+ * never restarted or judged here: its recorded health decides its weight,
+ * and HAProxy reaches it at its host's address; one whose host is lost
+ * is not alive, so it is started again here (a replacement).
+ * reconcile.c observes, calls it and applies the result;
  * tests/unit/test_reconcile_plan.c covers each repair.
  */
 #ifndef FERRY_RECONCILE_PLAN_H
@@ -22,8 +26,10 @@
 
 /* What a round saw of one replica. */
 struct rc_seen {
-	unsigned char alive; /* its process lives (replica_alive of its handle) */
-	unsigned char ready; /* it answered GET /v2/health/ready with 200 (asked of live serving replicas only) */
+	unsigned char alive;  /* its process lives (replica_alive of its handle) */
+	unsigned char ready;  /* it answered GET /v2/health/ready with 200 (asked of live serving replicas only) */
+	unsigned char remote; /* it runs on another host that is up: not observed from here, its row's health holds */
+	const char *addr;     /* the IP address HAProxy reaches it at; NULL: 127.0.0.1 (this host) */
 };
 
 enum rc_what {

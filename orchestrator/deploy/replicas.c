@@ -12,6 +12,7 @@
 #include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <glob.h>
 #include <linux/fs.h>
 #include <curl/curl.h>
 #include <netinet/in.h>
@@ -228,6 +229,73 @@ void replica_stop(const json_t *handle, int64_t grace_ms)
 	if (job.type->cleanup)
 		job.type->cleanup(&job);
 	exec_job_dispose(&job);
+}
+
+#define FENCE_FRESH_S 5
+
+int replica_fence(const char *home, char *const *keep, size_t nkeep, char *const *slots, size_t nslots, int min_age_s,
+		  int64_t grace_ms)
+{
+	char *pattern = xasprintf("%s/deployments/*/runs/*/*/*/status", home);
+	glob_t g;
+	int stopped = 0;
+	time_t now = time(NULL);
+
+	memset(&g, 0, sizeof(g));
+	if (glob(pattern, 0, NULL, &g) != 0) {
+		free(pattern);
+		globfree(&g);
+		return 0;
+	}
+	for (size_t i = 0; i < g.gl_pathc; i++) {
+		char *dir = xstrdup(g.gl_pathv[i]), *text = NULL, *marker, *line, *next;
+		struct stat sb;
+		int64_t pid = 0, start = 0, v, t;
+		size_t k;
+		*strrchr(dir, '/') = '\0';
+		size_t prefix = strlen(home) + 13, slot;
+		for (k = 0; k < nkeep && strcmp(keep[k], dir) != 0; k++)
+			;
+		/* a row for its slot (deployment, version, index) names another process: stale at once */
+		for (slot = 0; slot < nslots; slot++) {
+			size_t len = strlen(slots[slot]);
+			if (strncmp(dir + prefix, slots[slot], len) == 0 && dir[prefix + len] == '/')
+				break;
+		}
+		/* the deployment's containers have handles that name them: not fenced from here */
+		/* dir is home/deployments/NAME/runs/…: the marker is home/deployments/NAME/runs/.podman */
+		marker = xasprintf("%.*s/.podman", (int)(strstr(dir + strlen(home) + 13, "/runs/") - dir) + 5, dir);
+		/* never one started in the last seconds: its row may not be written yet */
+		if (k < nkeep || stat(g.gl_pathv[i], &sb) < 0 || now - sb.st_mtime < FENCE_FRESH_S ||
+		    (slot == nslots && now - sb.st_mtime < min_age_s) ||
+		    access(marker, F_OK) == 0 || file_read(&text, NULL, g.gl_pathv[i]) < 0) {
+			free(marker), free(dir), free(text);
+			continue;
+		}
+		for (line = text; line && *line; line = next) {
+			char *sp;
+			if ((next = strchr(line, '\n')) != NULL)
+				*next++ = '\0';
+			if (strncmp(line, "pid ", 4) == 0 && (sp = strchr(line + 4, ' ')) != NULL) {
+				*sp = '\0';
+				if (parse_int64(line + 4, &v) == 0 && v > 0 && parse_int64(sp + 1, &t) == 0)
+					pid = v, start = t;
+			}
+		}
+		if (pid > 0 && exec_pid_alive((pid_t)pid, start)) {
+			json_t *h = json_pack("{s:s, s:I, s:I, s:s}", "executor", "local", "pid", (json_int_t)pid,
+					      "start", (json_int_t)start, "dir", dir);
+			flog_warn("replicas: %s runs here although no deployment's replica is it any more "
+				  "(replaced while this host was away): stopped", dir);
+			replica_stop(h, grace_ms);
+			json_decref(h);
+			stopped++;
+		}
+		free(marker), free(dir), free(text);
+	}
+	globfree(&g);
+	free(pattern);
+	return stopped;
 }
 
 struct buf {

@@ -46,6 +46,22 @@ int replica_alive(const json_t *handle);
 void replica_stop(const json_t *handle, int64_t grace_ms);
 
 /*
+ * Fences this host's stale replicas: each local replica under
+ * home/deployments whose supervisor lives and whose directory is none of
+ * keep[0..nkeep-1] (the directories the deployments' rows name on this
+ * host) is stopped as replica_stop does when its slot
+ * ("NAME/runs/ORD/rIDX") is among slots[0..nslots-1] (the slots whose row
+ * names a process on another host: one a lost host ran while the leader
+ * replaced it elsewhere), or when it is not and its status file is at
+ * least min_age_s old (a replica just started has no row yet); never
+ * one whose status file is younger than 5 s (a deploy step's start, on
+ * another thread, writes its row right after). Container replicas are left
+ * (their handle names the container). How many it stopped.
+ */
+int replica_fence(const char *home, char *const *keep, size_t nkeep, char *const *slots, size_t nslots, int min_age_s,
+		  int64_t grace_ms);
+
+/*
  * One HTTP request to 127.0.0.1:port (body NULL: GET); *status the HTTP
  * status, *resp (may be NULL) the answer's body, the caller's. FERRY_ERROR
  * (message set) when no answer came within timeout_ms.

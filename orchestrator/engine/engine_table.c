@@ -49,6 +49,7 @@ static const struct task *const tasks[] = {
 	&strays_task,       /* each executor type's leftovers (exited containers) */
 	&exec_orphans_task, /* running containers of finished attempts (exec_orphans.c) */
 	&reconcile_task,    /* deployments: replicas, HAProxy, auto-stop (reconcile.c) */
+	&replicas_task,     /* this host's replicas, kept by one daemon per host (reconcile.c) */
 	&monitor_task,      /* hang detection, watchpoints, low utilization (monitor.c) */
 	&schedules_task,    /* cron, data and git triggers (schedules.c) */
 };

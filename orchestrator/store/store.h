@@ -128,6 +128,12 @@ int store_hosts_list(char **out, PGconn *conn);
  */
 int store_host_address(char **address, int *live, char **last_seen, PGconn *conn, const char *host);
 /*
+ * Takes or keeps host's lock on conn (a session lock: held while the
+ * session lives): *held whether this session has it — the daemon that keeps
+ * the host's deployment replicas (deploy/reconcile.h replicas_task).
+ */
+int store_host_keeper(PGconn *conn, const char *host, int *held);
+/*
  * Blobs held by hosts (store_blobs.c): records that host holds blob hex;
  * the addresses of the live daemons of the other hosts that hold it
  * (*urls, a JSON array of base URLs, the caller's, newest first); and

@@ -89,3 +89,26 @@ int store_host_address(char **address, int *live, char **last_seen, PGconn *conn
 	PQclear(res);
 	return error;
 }
+
+/*
+ * The host's lock: a session-level advisory lock in the two-key space
+ * (class 1179800153, "FRRY"; the host's hashtext), so it never meets the
+ * one-key locks (the leader's, the migrations'). Taken again each round on the same
+ * session (re-entrant: it stays held while the session lives, and is
+ * released when the daemon or its connection dies).
+ */
+int store_host_keeper(PGconn *conn, const char *host, int *held)
+{
+	const char *params[1] = {host};
+	PGresult *res = NULL;
+	int error;
+
+	*held = 0;
+	if (conn == NULL)
+		return FERRY_EDB;
+	error = store_q(&res, conn, "SELECT pg_try_advisory_lock(1179800153, hashtext($1))", 1, params);
+	if (error == FERRY_OK)
+		*held = PQntuples(res) == 1 && PQgetvalue(res, 0, 0)[0] == 't';
+	PQclear(res);
+	return error;
+}

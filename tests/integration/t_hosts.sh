@@ -17,6 +17,25 @@ Y
 	echo "$id"
 }
 
+# serve_py: $FERRY_HOME/serve.py, a model server that answers every POST
+# with its model file's text, and $FERRY_HOME/sample.json
+serve_py() {
+	cat >"$FERRY_HOME/serve.py" <<'PY'
+import http.server, json, os
+model = open(os.environ["FERRY_MODEL_PATH"]).read().strip()
+print("serving", model, flush=True)
+class H(http.server.BaseHTTPRequestHandler):
+    def log_message(self, *a): pass
+    def reply(self, body):
+        b = json.dumps(body).encode(); self.send_response(200); self.send_header("Content-Length", str(len(b))); self.end_headers(); self.wfile.write(b)
+    def do_GET(self): self.reply({})
+    def do_POST(self):
+        self.rfile.read(int(self.headers.get("Content-Length", 0))); self.reply({"model": model})
+http.server.ThreadingHTTPServer(("127.0.0.1", int(os.environ["FERRY_PORT"])), H).serve_forever()
+PY
+	echo '{"inputs": []}' >"$FERRY_HOME/sample.json"
+}
+
 # two hosts up with what they declared; a job counted on the host that runs it;
 # kill -9 of one: lost after its lease; a clean stop: down; back: up again
 test_hosts_registered_lost_and_back() {
@@ -156,20 +175,7 @@ test_hosts_model_from_another_host() {
 	# copied only on demand here (test_hosts_blobs_kept_on_two_hosts copies ahead)
 	export FERRY_ARTIFACT_COPIES=1
 	start_daemon a FERRY_HOST=host-a FERRY_MAX_JOBS=1
-	cat >"$FERRY_HOME/serve.py" <<'PY'
-import http.server, json, os
-model = open(os.environ["FERRY_MODEL_PATH"]).read().strip()
-print("serving", model, flush=True)
-class H(http.server.BaseHTTPRequestHandler):
-    def log_message(self, *a): pass
-    def reply(self, body):
-        b = json.dumps(body).encode(); self.send_response(200); self.send_header("Content-Length", str(len(b))); self.end_headers(); self.wfile.write(b)
-    def do_GET(self): self.reply({})
-    def do_POST(self):
-        self.rfile.read(int(self.headers.get("Content-Length", 0))); self.reply({"model": model})
-http.server.ThreadingHTTPServer(("127.0.0.1", int(os.environ["FERRY_PORT"])), H).serve_forever()
-PY
-	echo '{"inputs": []}' >"$FERRY_HOME/sample.json"
+	serve_py
 	reg=$(wf reg <<'Y'
 name: reg
 params:
@@ -360,4 +366,75 @@ Y
 	reason=$(step_col "$id2" evaluate reason)
 	assert_match "$reason" "^output model.bin of step train \(attempt 1" "the reason names the file: $reason"
 	assert_match "$reason" "host-a" "and its host"
+}
+
+# Replicas across hosts (issue 29, item 2): a replica is kept by the host
+# its handle names — the one daemon there that holds the host's lock checks
+# it and restarts it; the leader never judges another host's replica by a
+# pid, weighs it by its recorded health at its host's address, and when its
+# host is lost starts a replacement on its own host, on a port of its own;
+# the lost host, back, stops the old ones (fenced out).
+test_hosts_replicas_kept_by_their_host_replaced_when_lost() {
+	command -v haproxy >/dev/null || fail "haproxy is not installed (make deps)"
+	trap 'stop_daemons; stop_deployments "$FERRY_HOME"; stop_deployments "$FERRY_HOME/b"' EXIT
+	start_daemon a FERRY_HOST=host-a FERRY_MAX_JOBS=1
+	serve_py
+	hold=$(hold_slot) || fail "no run holds host-a's one slot"
+	mkdir -p "$FERRY_HOME/b"
+	start_another b FERRY_HOST=host-b FERRY_HOME="$FERRY_HOME/b"
+	dep=$(wf dep <<Y
+name: dep
+steps:
+  - {name: train, kind: train, command: [sh, -c, 'echo "weights F" >"\$FERRY_OUTPUT_DIR/model.bin"']}
+  - {name: register, kind: register, needs: [train], model: m}
+  - {name: deploy, kind: deploy, needs: [register], model: m, serve: [/usr/bin/python3, $FERRY_HOME/serve.py], sample: $FERRY_HOME/sample.json, traffic: 100, replicas: 2}
+Y
+)
+	did=$(submit "$dep")
+	wait_run "$did" succeeded 90
+	assert_eq "$(sql "SELECT a.host FROM attempts a JOIN steps s ON s.id = a.step_id WHERE s.run_id = $did AND s.name = 'deploy' ORDER BY a.attempt DESC LIMIT 1")" host-b "the deploy ran on B"
+	assert_eq "$(sql "SELECT string_agg(handle->>'host', ',' ORDER BY idx) FROM deployment_replicas")" host-b,host-b "both replicas on B"
+	logged "keeping the replicas of host host-b" "$FERRY_HOME/b/ferryd-b.log" 10 || logged "keeping the replicas of host host-b" "$FERRY_HOME/ferryd-b.log" 10 ||
+		fail "B's daemon does not keep its host's replicas"
+	front=$(sql "SELECT port FROM deployments")
+	local out i
+	for i in $(seq 1 100); do
+		out=$(curl -sS -m 5 -X POST -d '{}' "http://127.0.0.1:$front/" 2>/dev/null) && [ -n "$out" ] && break
+		sleep 0.1
+	done
+	assert_match "$out" '"model": "weights F"' "the front (HAProxy on the leader, A) serves B's replicas"
+	# a replica of B dies: B's keeper restarts it, on B; the leader (A) does not touch it
+	owner_b=$(sql "SELECT owner FROM daemons WHERE host = 'host-b' AND stopped_at IS NULL ORDER BY last_seen DESC LIMIT 1")
+	pid1=$(sql "SELECT handle->>'pid' FROM deployment_replicas WHERE idx = 1")
+	kill -KILL -- "-$pid1" 2>/dev/null || kill -KILL "$pid1"
+	sql_until "(SELECT generation FROM deployment_replicas WHERE idx = 1) = 2" 30 || fail "replica 1 was not restarted"
+	assert_eq "$(sql "SELECT handle->>'host' FROM deployment_replicas WHERE idx = 1")" host-b "restarted on its host"
+	assert_eq "$(sql "SELECT actor FROM deployment_events WHERE kind = 'replica-restarted' ORDER BY id DESC LIMIT 1")" "$owner_b" "by B's daemon, not the leader"
+	# host B is lost (its daemon killed; cut off, its replicas run on): the leader replaces them on A, on new ports
+	old_ports=$(sql "SELECT string_agg(port::text, ',' ORDER BY idx) FROM deployment_replicas")
+	old_pids=$(sql "SELECT string_agg(handle->>'pid', ' ' ORDER BY idx) FROM deployment_replicas")
+	stop_daemon b KILL
+	sql_until "(SELECT count(*) FROM deployment_replicas WHERE handle->>'host' = 'host-a') = 2" 60 ||
+		fail "B's replicas were not replaced on A: $(sql "SELECT idx, handle->>'host', health, last_error FROM deployment_replicas")"
+	assert_eq "$(sql "SELECT count(*) FROM deployment_events WHERE kind = 'replica-replaced' AND detail->>'lost_host' = 'host-b'")" 2 "two replacements, each naming the lost host"
+	new_ports=$(sql "SELECT string_agg(port::text, ',' ORDER BY idx) FROM deployment_replicas")
+	[ "$new_ports" != "$old_ports" ] || fail "the replacements kept the lost replicas' ports ($new_ports)"
+	for i in $(seq 1 300); do
+		out=$(curl -sS -m 5 -X POST -d '{}' "http://127.0.0.1:$front/" 2>/dev/null) && case $out in *'"model"'*) break ;; esac
+		sleep 0.1
+	done
+	assert_match "$out" '"model": "weights F"' "the front serves the replacements"
+	for p in $old_pids; do kill -0 "$p" 2>/dev/null || fail "B's replica $p should still run while B is away"; done
+	# B back: its keeper fences its old replicas (their rows name the replacements); nothing started twice
+	start_another b FERRY_HOST=host-b FERRY_HOME="$FERRY_HOME/b"
+	for p in $old_pids; do
+		for i in $(seq 1 200); do kill -0 "$p" 2>/dev/null || break; sleep 0.1; done
+		! kill -0 "$p" 2>/dev/null || fail "B's old replica $p still runs after B came back"
+	done
+	logged "runs here although no deployment's replica is it any more" "$FERRY_HOME/ferryd-b.log" 5 ||
+		logged "runs here although no deployment's replica is it any more" "$FERRY_HOME/b/ferryd-b.log" 5 || fail "B's log does not say why it stopped them"
+	sleep 5 # two more rounds of B's keeper and of the leader
+	assert_eq "$(sql "SELECT string_agg(handle->>'host', ',' ORDER BY idx) FROM deployment_replicas")" host-a,host-a "the replicas stay on A"
+	assert_eq "$(sql "SELECT count(*) FROM deployment_events WHERE kind IN ('replica-started', 'replica-restarted', 'replica-replaced')")" 3 "no start after B came back"
+	ferry stop "$hold" >/dev/null
 }

@@ -7,8 +7,9 @@
  * weigh 0), a draining (retired) version's replicas stopped, a stopped
  * deployment's stopped but not a version its deploy step is starting,
  * the events of a version losing and regaining its last healthy replica,
- * and an A/B test's header routing only while its version has a healthy
- * replica.
+ * an A/B test's header routing only while its version has a healthy
+ * replica, and replicas on other hosts (left to a host that is up,
+ * started again when their host is lost).
  */
 #include <stdarg.h>
 #include <stddef.h>
@@ -114,7 +115,7 @@ static void test_reconcile_plan__missing_replica(void **state)
 				     rep(3, 1, DEPLOY_H_UNHEALTHY, 4000)};
 	struct deploy_version v[] = {ver("1.0", 1, 100, 3, DEPLOY_V_SERVING, 3, r)};
 	struct deployment d = dep("d", DEPLOY_RUNNING, 1, v);
-	struct rc_seen seen[] = {{1, 1}, {0, 0}, {0, 0}};
+	struct rc_seen seen[] = {{1, 1, 0, NULL}, {0, 0, 0, NULL}, {0, 0, 0, NULL}};
 	struct rc_plan p;
 	char buf[64];
 
@@ -142,7 +143,7 @@ static void test_reconcile_plan__health(void **state)
 				     rep(3, 1, DEPLOY_H_HEALTHY, 0)};
 	struct deploy_version v[] = {ver("1.0", 1, 100, 3, DEPLOY_V_SERVING, 3, r)};
 	struct deployment d = dep("d", DEPLOY_RUNNING, 1, v);
-	struct rc_seen seen[] = {{1, 1}, {1, 0}, {1, 1}};
+	struct rc_seen seen[] = {{1, 1, 0, NULL}, {1, 0, 0, NULL}, {1, 1, 0, NULL}};
 	struct rc_plan p;
 	char buf[64];
 	int w = deploy_server_weight(100, 2);
@@ -161,7 +162,7 @@ static void test_reconcile_plan__extra_replica(void **state)
 	struct deploy_replica r[] = {rep(1, 1, DEPLOY_H_HEALTHY, 0), rep(2, 1, DEPLOY_H_HEALTHY, 0)};
 	struct deploy_version v[] = {ver("1.0", 1, 100, 1, DEPLOY_V_SERVING, 2, r)};
 	struct deployment d = dep("d", DEPLOY_RUNNING, 1, v);
-	struct rc_seen seen[] = {{1, 1}, {1, 1}};
+	struct rc_seen seen[] = {{1, 1, 0, NULL}, {1, 1, 0, NULL}};
 	struct rc_plan p;
 	char buf[64];
 
@@ -182,7 +183,7 @@ static void test_reconcile_plan__weights(void **state)
 	struct deploy_version v[] = {ver("1.0", 1, 80, 2, DEPLOY_V_SERVING, 2, r1), ver("1.1", 2, 20, 2, DEPLOY_V_SERVING, 2, r2),
 				     ver("1.2", 3, 0, 1, DEPLOY_V_SERVING, 1, r3)};
 	struct deployment d = dep("d", DEPLOY_RUNNING, 3, v);
-	struct rc_seen seen[] = {{1, 1}, {1, 1}, {1, 1}, {1, 0}, {1, 1}};
+	struct rc_seen seen[] = {{1, 1, 0, NULL}, {1, 1, 0, NULL}, {1, 1, 0, NULL}, {1, 0, 0, NULL}, {1, 1, 0, NULL}};
 	struct rc_plan p;
 	char buf[128];
 	int a = deploy_server_weight(80, 2), b = deploy_server_weight(20, 1);
@@ -204,7 +205,7 @@ static void test_reconcile_plan__draining_version(void **state)
 	struct deploy_version v[] = {ver("1.0", 1, 100, 1, DEPLOY_V_SERVING, 1, r1),
 				     ver("0.9", 2, 0, 2, DEPLOY_V_RETIRED, 2, r2)};
 	struct deployment d = dep("d", DEPLOY_RUNNING, 2, v);
-	struct rc_seen seen[] = {{1, 1}, {1, 0}, {0, 0}};
+	struct rc_seen seen[] = {{1, 1, 0, NULL}, {1, 0, 0, NULL}, {0, 0, 0, NULL}};
 	struct rc_plan p;
 	char buf[64];
 
@@ -224,7 +225,7 @@ static void test_reconcile_plan__stopped_deployment(void **state)
 	struct deploy_version v[] = {ver("1.0", 1, 100, 2, DEPLOY_V_SERVING, 2, r1),
 				     ver("1.1", 2, 0, 1, DEPLOY_V_STARTING, 1, r2)};
 	struct deployment d = dep("d", DEPLOY_STOPPED, 2, v);
-	struct rc_seen seen[] = {{1, 0}, {1, 0}, {1, 0}};
+	struct rc_seen seen[] = {{1, 0, 0, NULL}, {1, 0, 0, NULL}, {1, 0, 0, NULL}};
 	struct rc_plan p;
 
 	(void)state;
@@ -245,7 +246,7 @@ static void test_reconcile_plan__version_events(void **state)
 	struct deploy_version v[] = {ver("1.0", 1, 60, 1, DEPLOY_V_SERVING, 1, r1), ver("1.1", 2, 40, 1, DEPLOY_V_SERVING, 1, r2),
 				     ver("1.2", 3, 0, 1, DEPLOY_V_SERVING, 1, r3)};
 	struct deployment d = dep("d", DEPLOY_RUNNING, 3, v);
-	struct rc_seen seen[] = {{1, 0}, {1, 1}, {1, 0}};
+	struct rc_seen seen[] = {{1, 0, 0, NULL}, {1, 1, 0, NULL}, {1, 0, 0, NULL}};
 	struct rc_plan p;
 
 	(void)state;
@@ -265,7 +266,7 @@ static void test_reconcile_plan__ab_routing(void **state)
 	struct deploy_version v[] = {ver("1.0", 1, 100, 1, DEPLOY_V_SERVING, 1, r1),
 				     ver("2.0", 2, 0, 2, DEPLOY_V_SERVING, 2, r2)};
 	struct deployment d = dep("d", DEPLOY_RUNNING, 2, v);
-	struct rc_seen seen[] = {{1, 1}, {1, 1}, {1, 0}};
+	struct rc_seen seen[] = {{1, 1, 0, NULL}, {1, 1, 0, NULL}, {1, 0, 0, NULL}};
 	struct rc_plan p;
 
 	(void)state;
@@ -296,7 +297,7 @@ static void test_reconcile_plan__two_deployments(void **state)
 	struct deploy_version v1[] = {ver("1.0", 1, 100, 1, DEPLOY_V_SERVING, 1, r1)};
 	struct deploy_version v2[] = {ver("1.0", 1, 100, 1, DEPLOY_V_SERVING, 1, r2)};
 	struct deployment d[2] = {dep("a", DEPLOY_RUNNING, 1, v1), dep("b", DEPLOY_RUNNING, 1, v2)};
-	struct rc_seen seen[] = {{1, 1}, {0, 0}};
+	struct rc_seen seen[] = {{1, 1, 0, NULL}, {0, 0, 0, NULL}};
 	struct rc_plan p;
 
 	(void)state;
@@ -314,6 +315,47 @@ static void test_reconcile_plan__two_deployments(void **state)
 	dep_free(&d[1]);
 }
 
+/*
+ * replicas on other hosts: one whose host is up is not judged by a pid here
+ * (no start, no health change; its row's health weighs it, at its host's
+ * address); one whose host is lost is not alive: started again here
+ */
+static void test_reconcile_plan__lost_host(void **state)
+{
+	struct deploy_replica r[] = {rep(1, 1, DEPLOY_H_HEALTHY, 0), rep(2, 1, DEPLOY_H_HEALTHY, 0),
+				     rep(3, 1, DEPLOY_H_UNHEALTHY, 0)};
+	struct deploy_version v[] = {ver("1.0", 1, 100, 3, DEPLOY_V_SERVING, 3, r)};
+	struct deployment d = dep("d", DEPLOY_RUNNING, 1, v);
+	/* r1 here and ready; r2 on host 10.0.0.2 (up); r3 on 10.0.0.3 (up, its row says unhealthy) */
+	struct rc_seen seen[] = {{1, 1, 0, NULL}, {0, 0, 1, "10.0.0.2"}, {0, 0, 1, "10.0.0.3"}};
+	struct rc_plan p;
+	char buf[64];
+	int w = deploy_server_weight(100, 2);
+
+	(void)state;
+	reconcile_plan(&p, &d, 1, seen);
+	snprintf(buf, sizeof(buf), "v1-r1=%d v1-r2=%d v1-r3=0", w, w);
+	check(actions(&p, &d), "", servers(&p, 0), buf);
+	assert_string_equal(p.fe[0].servers[0].addr, "127.0.0.1");
+	assert_string_equal(p.fe[0].servers[1].addr, "10.0.0.2");
+	assert_int_equal(p.fe[0].servers[1].port, 9002);
+	rc_plan_free(&p);
+	/* r2's host is lost: not alive, not remote — started again (here), no traffic meanwhile */
+	seen[1] = (struct rc_seen){0, 0, 0, NULL};
+	reconcile_plan(&p, &d, 1, seen);
+	snprintf(buf, sizeof(buf), "v1-r1=%d v1-r2=0 v1-r3=0", deploy_server_weight(100, 1));
+	check(actions(&p, &d), "START:v1-r2", servers(&p, 0), buf);
+	rc_plan_free(&p);
+	/* a stopped deployment: the remote replica is stopped too (its host is told to) */
+	d.state = DEPLOY_STOPPED;
+	seen[1] = (struct rc_seen){0, 0, 1, "10.0.0.2"};
+	reconcile_plan(&p, &d, 1, seen);
+	check(actions(&p, &d), "STOP:v1-r1 STOP:v1-r2 STOP:v1-r3", servers(&p, 0), NULL);
+	assert_int_equal(p.nfe, 0);
+	rc_plan_free(&p);
+	dep_free(&d);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -326,6 +368,7 @@ int main(void)
 		cmocka_unit_test(test_reconcile_plan__version_events),
 		cmocka_unit_test(test_reconcile_plan__ab_routing),
 		cmocka_unit_test(test_reconcile_plan__two_deployments),
+		cmocka_unit_test(test_reconcile_plan__lost_host),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
