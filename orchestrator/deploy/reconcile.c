@@ -6,6 +6,7 @@
  */
 #include "deploy/reconcile.h"
 
+#include <limits.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdlib.h>
@@ -344,6 +345,7 @@ static void fence(PGconn *conn, const char *home, const char *me)
 	struct deployment *list = NULL;
 	char **keep = NULL, **slots = NULL;
 	size_t n = 0, nkeep = 0, nslots = 0, total = 0;
+	int undirected = 0; /* handles of this host without a "dir": their process cannot be told apart */
 
 	/* the rows as they are now: this round's starts and replacements written */
 	if (store_deployments_list(&list, &n, conn) < 0) {
@@ -372,8 +374,10 @@ static void fence(PGconn *conn, const char *home, const char *me)
 								    rep->idx);
 				else if (dir)
 					keep[nkeep++] = (char *)dir;
+				else
+					undirected = 1;
 			}
-	replica_fence(home, keep, nkeep, slots, nslots, FENCE_MIN_AGE_S, STOP_GRACE_MS);
+	replica_fence(home, keep, nkeep, slots, nslots, undirected ? INT_MAX : FENCE_MIN_AGE_S, STOP_GRACE_MS);
 	for (size_t i = 0; i < nslots; i++)
 		free(slots[i]);
 	free(slots);
