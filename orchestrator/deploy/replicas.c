@@ -249,22 +249,29 @@ int replica_fence(const char *home, char *const *keep, size_t nkeep, char *const
 	}
 	for (size_t i = 0; i < g.gl_pathc; i++) {
 		char *dir = xstrdup(g.gl_pathv[i]), *text = NULL, *marker, *line, *next;
+		const char *runs;
 		struct stat sb;
 		int64_t pid = 0, start = 0, v, t;
-		size_t k;
+		size_t k, slot, rel = strlen(home) + strlen("/deployments/");
 		*strrchr(dir, '/') = '\0';
-		size_t prefix = strlen(home) + 13, slot;
+		if ((runs = strstr(dir + rel, "/runs/")) == NULL) {
+			free(dir);
+			continue;
+		}
 		for (k = 0; k < nkeep && strcmp(keep[k], dir) != 0; k++)
 			;
-		/* a row for its slot (deployment, version, index) names another process: stale at once */
+		/* its slot (deployment, version, index) given to another host: stale at once */
 		for (slot = 0; slot < nslots; slot++) {
 			size_t len = strlen(slots[slot]);
-			if (strncmp(dir + prefix, slots[slot], len) == 0 && dir[prefix + len] == '/')
+			if (strncmp(dir + rel, slots[slot], len) == 0 && dir[rel + len] == '/')
 				break;
 		}
-		/* the deployment's containers have handles that name them: not fenced from here */
-		/* dir is home/deployments/NAME/runs/…: the marker is home/deployments/NAME/runs/.podman */
-		marker = xasprintf("%.*s/.podman", (int)(strstr(dir + strlen(home) + 13, "/runs/") - dir) + 5, dir);
+		/*
+		 * a deployment whose replicas ran in containers (the marker
+		 * home/deployments/NAME/runs/.podman) is left: their handles name
+		 * the containers, not a process here
+		 */
+		marker = xasprintf("%.*s/.podman", (int)(runs - dir) + 5, dir);
 		/* never one started in the last seconds: its row may not be written yet */
 		if (k < nkeep || stat(g.gl_pathv[i], &sb) < 0 || now - sb.st_mtime < FENCE_FRESH_S ||
 		    (slot == nslots && now - sb.st_mtime < min_age_s) ||
@@ -285,8 +292,9 @@ int replica_fence(const char *home, char *const *keep, size_t nkeep, char *const
 		if (pid > 0 && exec_pid_alive((pid_t)pid, start)) {
 			json_t *h = json_pack("{s:s, s:I, s:I, s:s}", "executor", "local", "pid", (json_int_t)pid,
 					      "start", (json_int_t)start, "dir", dir);
-			flog_warn("replicas: %s runs here although no deployment's replica is it any more "
-				  "(replaced while this host was away): stopped", dir);
+			flog_warn("replicas: %s runs here although no deployment's replica is it any more (%s): stopped",
+				  dir, slot < nslots ? "its replica was replaced on another host while this one was away"
+						     : "no deployment names it");
 			replica_stop(h, grace_ms);
 			json_decref(h);
 			stopped++;
