@@ -693,12 +693,19 @@ static struct work *keep_round(struct task_ctx *c, void *state)
 	struct work *w;
 
 	(void)state;
+	/*
+	 * a daemon with no worker pool (FERRY_WORKERS=0) runs no keeper round:
+	 * it never takes the host's lock, and as a leader it judges its own
+	 * host's replicas itself (keep_known stays 0)
+	 */
+	if (c->workers == NULL)
+		return NULL;
 	if (store_host_keeper(c->conn, c->host, &held) < 0)
 		held = 0;
 	atomic_store(&keep_known, 1);
 	if (atomic_exchange(&keeper, held) != held)
 		flog_info("%s the replicas of host %s", held ? "keeping" : "no longer keeping", c->host);
-	if (!held || atomic_load(&leading) || c->workers == NULL)
+	if (!held || atomic_load(&leading))
 		return NULL;
 	w = reconcile_work_new(c->home, c->owner);
 	w->run = keep_run;
