@@ -340,7 +340,8 @@ test_ui_2000_steps_run() {
 		"$FERRY_URL/api/v1/runs/$id/dag.svg")
 	assert_eq "$code" 200 "GET dag.svg of 2,000 steps"
 	assert_eq "$(grep -c 'class="node step"' "$FERRY_HOME/big.svg")" 2000 "a node per step"
-	wait_run "$id" succeeded 60
+	# a wait, not a bound (bench_ui's run_to_success_ms is the figure): 60 s ended at layer 37 of 40 in a loaded clean clone
+	wait_run "$id" succeeded 300
 	t2=$(date +%s%N)
 	assert_eq "$(sql "SELECT count(*) FROM steps WHERE run_id = $id AND state = 'succeeded' AND attempts = 1")" 2000 \
 		"every step succeeded at its first attempt"
