@@ -30,6 +30,7 @@
 #include "exec/proc.h"
 #include "store/store.h"
 #include "lib/blobs.h"
+#include "lib/jobfile.h"
 #include "lib/util.h"
 
 /* The executor type of a replica's handle (local when it names none). */
@@ -275,7 +276,7 @@ int replica_fence(const char *home, char *const *keep, size_t nkeep, char *const
 		/* never one started in the last seconds: its row may not be written yet */
 		if (k < nkeep || stat(g.gl_pathv[i], &sb) < 0 || now - sb.st_mtime < FENCE_FRESH_S ||
 		    (slot == nslots && now - sb.st_mtime < min_age_s) ||
-		    access(marker, F_OK) == 0 || file_read(&text, NULL, g.gl_pathv[i]) < 0) {
+		    access(marker, F_OK) == 0 || jobfile_read(&text, NULL, dir, "status", EXEC_STATUS_MAX) < 0) {
 			free(marker), free(dir), free(text);
 			continue;
 		}

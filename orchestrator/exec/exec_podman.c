@@ -547,11 +547,17 @@ static int shim_oom(const struct shim_plan *p, int nullfd)
 static int shim_status_ended(const char *path)
 {
 	char buf[4096];
+	struct stat sb;
 	ssize_t n;
-	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	/* the job may write in its directory: no link followed, no FIFO waited on, a regular file only */
+	int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
 
 	if (fd < 0)
 		return 0;
+	if (fstat(fd, &sb) < 0 || !S_ISREG(sb.st_mode)) {
+		close(fd);
+		return 0;
+	}
 	n = read(fd, buf, sizeof(buf) - 1);
 	close(fd);
 	if (n <= 0)
