@@ -188,6 +188,71 @@ bad:
 	return FERRY_EINVALID;
 }
 
+/* Whether labels hold every pair of want. */
+static int labels_hold(const json_t *labels, const json_t *want)
+{
+	const char *k;
+	const json_t *v;
+
+	json_object_foreach((json_t *)want, k, v) {
+		const char *have = json_string_value(json_object_get(labels, k));
+		if (have == NULL || !json_is_string(v) || strcmp(have, json_string_value(v)) != 0)
+			return 0;
+	}
+	return 1;
+}
+
+/* Whether h is a better place than b (NULL: none yet): fewer of the version, fewer in all, prefer, name. */
+static int better(const struct deploy_host *h, const struct deploy_host *b, const char *prefer)
+{
+	int hp = prefer && strcmp(h->name, prefer) == 0, bp;
+
+	if (b == NULL)
+		return 1;
+	if (h->same != b->same)
+		return h->same < b->same;
+	if (h->replicas != b->replicas)
+		return h->replicas < b->replicas;
+	bp = prefer && strcmp(b->name, prefer) == 0;
+	if (hp != bp)
+		return hp;
+	return strcmp(h->name, b->name) < 0;
+}
+
+int deploy_place(const struct deploy_host *hosts, size_t n, const json_t *want, int need_gpus, const char *prefer)
+{
+	size_t up = 0, labelled = 0;
+	long best = -1;
+
+	for (size_t i = 0; i < n; i++) {
+		const struct deploy_host *h = &hosts[i], *b = best >= 0 ? &hosts[best] : NULL;
+		if (!h->up)
+			continue;
+		up++;
+		if (want && !labels_hold(h->labels, want))
+			continue;
+		labelled++;
+		if (h->gpus < need_gpus)
+			continue;
+		if (better(h, b, prefer))
+			best = (long)i;
+	}
+	if (best >= 0)
+		return (int)best;
+	if (up == 0) {
+		ferry_error_set("no host is up to run the replica (%zu known, none heartbeating)", n);
+	} else if (labelled == 0) {
+		char *w = json_dumps(want, JSON_COMPACT | JSON_SORT_KEYS);
+		ferry_error_set("no host that is up has the labels placement.hosts asks for (%s; %zu up)", w ? w : "?",
+				up);
+		free(w);
+	} else {
+		ferry_error_set("no host with the labels has %d GPU%s (%zu such host%s up)", need_gpus,
+				need_gpus == 1 ? "" : "s", labelled, labelled == 1 ? "" : "s");
+	}
+	return FERRY_ENOTFOUND;
+}
+
 int deploy_check_retire_after(const json_t *v, const char *field, int *secs)
 {
 	const char *s = json_string_value(v);

@@ -67,4 +67,27 @@ int deploy_warn_lead_s(void);
 /* A deployment name: [A-Za-z0-9][A-Za-z0-9_.-]{0,63}. */
 int deploy_check_name(const char *name, const char *field);
 
+/* A host a replica may go to, as placement sees it (issue 29: a fleet). */
+struct deploy_host {
+	const char *name;
+	int up;               /* a daemon of it heartbeat within its lease */
+	const json_t *labels; /* FERRY_HOST_LABELS as an object of strings, or NULL */
+	int gpus;             /* GPUs it has */
+	int replicas;         /* replicas placed there now, of every deployment */
+	int same;             /* of those, replicas of the version being placed */
+};
+
+/*
+ * Where one more replica of a version goes: among the up hosts whose labels
+ * hold every pair of want (a deploy step's placement.hosts; NULL: any host)
+ * and that have need_gpus GPUs, the one with the fewest replicas of that
+ * version (spread across hosts first), then the fewest replicas in all,
+ * then prefer (the placer's own host: no hop, the model likely there;
+ * NULL: none), then the first by name. Its index, or FERRY_ENOTFOUND with
+ * a message that says why no host fits (none up, none with the labels,
+ * too few GPUs). The caller counts the replica in (same, replicas) before
+ * placing the next one.
+ */
+int deploy_place(const struct deploy_host *hosts, size_t n, const json_t *want, int need_gpus, const char *prefer);
+
 #endif

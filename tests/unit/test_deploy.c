@@ -251,10 +251,58 @@ static void test_deploy__from_json_bad(void **state)
 	}
 }
 
+/* Placement: spread first, then the least loaded, labels and GPUs respected, and why none fits. */
+static void test_deploy__place(void **state)
+{
+	json_t *gpu = json_pack("{s:s}", "gpu", "true"), *lab_a = json_pack("{s:s, s:s}", "gpu", "true", "zone", "a"),
+	       *lab_b = json_pack("{s:s}", "zone", "b");
+	struct deploy_host h[] = {
+		{.name = "c", .up = 1, .labels = lab_b, .gpus = 0, .replicas = 0},
+		{.name = "a", .up = 1, .labels = lab_a, .gpus = 1, .replicas = 2},
+		{.name = "b", .up = 1, .labels = NULL, .gpus = 0, .replicas = 0},
+	};
+	int placed[3] = {0};
+
+	(void)state;
+	/* three replicas of one version: one on each host, the least loaded first, ties by name */
+	for (int r = 0; r < 3; r++) {
+		int i = deploy_place(h, 3, NULL, 0, NULL);
+		assert_true(i >= 0);
+		placed[i]++;
+		h[i].same++, h[i].replicas++;
+		if (r == 0)
+			assert_string_equal(h[i].name, "b"); /* b and c have 0 replicas: b by name */
+	}
+	assert_int_equal(placed[0] + placed[1] + placed[2], 3);
+	assert_true(placed[0] == 1 && placed[1] == 1 && placed[2] == 1);
+	/* a fourth: every host has one of the version; the least loaded in all (b or c with 1, not a with 3) */
+	assert_string_equal(h[deploy_place(h, 3, NULL, 0, NULL)].name, "b");
+	/* … of those equal, the placer's own host first */
+	assert_string_equal(h[deploy_place(h, 3, NULL, 0, "c")].name, "c");
+	assert_string_equal(h[deploy_place(h, 3, NULL, 0, "a")].name, "b"); /* a has more in all: not preferred */
+	/* labels: only a has gpu=true */
+	assert_string_equal(h[deploy_place(h, 3, gpu, 0, NULL)].name, "a");
+	assert_string_equal(h[deploy_place(h, 3, gpu, 1, NULL)].name, "a");
+	/* too few GPUs, said with the numbers */
+	assert_int_equal(deploy_place(h, 3, gpu, 2, NULL), FERRY_ENOTFOUND);
+	assert_non_null(strstr(ferry_error_last(), "no host with the labels has 2 GPUs (1 such host up)"));
+	/* a lost host takes nothing: its replicas go elsewhere */
+	h[1].up = 0;
+	assert_int_equal(deploy_place(h, 3, gpu, 0, NULL), FERRY_ENOTFOUND);
+	assert_non_null(strstr(ferry_error_last(), "no host that is up has the labels placement.hosts asks for ({\"gpu\":\"true\"}; 2 up)"));
+	assert_string_equal(h[deploy_place(h, 3, lab_b, 0, NULL)].name, "c");
+	h[0].up = h[2].up = 0;
+	assert_int_equal(deploy_place(h, 3, NULL, 0, NULL), FERRY_ENOTFOUND);
+	assert_non_null(strstr(ferry_error_last(), "no host is up"));
+	assert_int_equal(deploy_place(NULL, 0, NULL, 0, NULL), FERRY_ENOTFOUND);
+	json_decref(gpu), json_decref(lab_a), json_decref(lab_b);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_deploy__weights_add),
+		cmocka_unit_test(test_deploy__place),
 		cmocka_unit_test(test_deploy__weights_set),
 		cmocka_unit_test(test_deploy__server_weight),
 		cmocka_unit_test(test_deploy__checks),
