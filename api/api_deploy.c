@@ -487,7 +487,7 @@ void api_deployment_predict(struct api *a, struct reply *r, PGconn *db, struct r
 	}
 	path = xasprintf("/v2/models/%s/infer", d->model);
 	text = xstrndup(q->body, q->len);
-	if (replica_http("POST", d->port, path, text, 10000, &st, &resp) < 0) {
+	if (replica_http("POST", "127.0.0.1", d->port, path, text, 10000, &st, &resp) < 0) {
 		reply_error(r, 502, "bad_gateway", NULL, ferry_error_last(), NULL);
 	} else {
 		json_t *j = resp ? json_loads(resp, 0, NULL) : NULL;

@@ -417,6 +417,49 @@ static int keys_approve(struct cfg_key_ctx *c, const yaml_node_t *n, json_t **ou
 	return 0;
 }
 
+/*
+ * placement: {hosts: {LABEL: VALUE, …}}: the replicas go only to hosts
+ * whose FERRY_HOST_LABELS hold every pair (deploy/fleet.c); a value is a
+ * label's text (gpu: true is the label "true").
+ */
+static int keys_placement(struct cfg_key_ctx *c, const yaml_node_t *n, json_t **out)
+{
+	static const char *const pkeys[] = {"hosts"};
+	const yaml_node_t *pv[1] = {NULL}, *key, *val;
+	json_t *hosts = json_object();
+	size_t k = 0;
+
+	*out = NULL;
+	if (!present(n)) {
+		json_decref(hosts);
+		return 0;
+	}
+	if (!cfg_key_map_fields(c, n, "placement", pkeys, 1, pv) || !present(pv[0])) {
+		if (!present(pv[0]))
+			cfg_key_err(c, n, "placement needs hosts: the labels a host must have, e.g. {hosts: {gpu: \"true\"}}");
+		json_decref(hosts);
+		return 0;
+	}
+	if (pv[0]->type != YAML_MAPPING_NODE) {
+		cfg_key_err(c, pv[0], "placement.hosts must be a mapping of host labels, e.g. {gpu: \"true\", zone: eu-1}");
+		json_decref(hosts);
+		return 0;
+	}
+	while (cfg_key_next_pair(c, pv[0], &k, &key, &val)) {
+		const char *name = cfg_key_text(c, key, "a host label"), *text;
+		if (name == NULL)
+			continue;
+		if (val->type != YAML_SCALAR_NODE) {
+			cfg_key_err(c, val, "placement.hosts.%s: a label's value is text, e.g. \"true\"", name);
+			continue;
+		}
+		if ((text = cfg_key_text(c, val, "a host label's value")) != NULL)
+			json_object_set_new(hosts, name, json_string(text));
+	}
+	*out = json_pack("{s:o}", "hosts", hosts);
+	return 0;
+}
+
 const struct step_key deploy_keys[] = {
 	KEYS_PLACEMENT,
 	{KEY_WARM}, /* the replicas' model server started warm */
@@ -431,5 +474,6 @@ const struct step_key deploy_keys[] = {
 	{.name = "load_test", .flags = STK_PLAN, .parse = keys_load_test},
 	{.name = "canary", .flags = STK_PLAN, .parse = keys_canary},
 	{.name = "approve", .flags = STK_PLAN, .parse = keys_approve},
+	{.name = "placement", .flags = STK_PLAN, .parse = keys_placement},
 	{0},
 };

@@ -34,7 +34,9 @@
 #include "deploy/loadtest.h"
 #include "steps/keys.h"
 #include "deploy/reconcile.h"
+#include "deploy/fleet.h"
 #include "deploy/replicas.h"
+#include "steps/deploy_replicas.h"
 #include "store/store.h"
 #include "store/store_deploy.h"
 #include "lib/util.h"
@@ -113,13 +115,6 @@ static int read_sample(const struct step_run *r, char **body)
 	return FERRY_OK;
 }
 
-static void stop_all(json_t **handles, int n)
-{
-	for (int i = 0; i < n; i++)
-		if (handles[i])
-			replica_stop(handles[i], STOP_GRACE_MS);
-}
-
 
 /* The load-test result of the version with the most traffic, or NULL (production's, for "production * F"). */
 static json_t *production_load_test(PGconn *conn, int64_t dep, const char *version)
@@ -148,12 +143,12 @@ static json_t *production_load_test(PGconn *conn, int64_t dep, const char *versi
  * result stays with the version; a threshold missed fails with the numbers.
  */
 static int load_test(const struct step_run *r, int64_t dep, const char *model, const char *version,
-		     const char *sample, const int *ports, json_t *const *handles, int nrep)
+		     const char *sample, const struct dr_set *set)
 {
 	const json_t *lt = json_object_get(r->spec, "load_test"), *lv = json_object_get(lt, "levels"), *x;
 	char *urls[DEPLOY_MAX_REPLICAS];
 	pid_t pids[DEPLOY_MAX_REPLICAS];
-	int levels[LOADTEST_MAX_LEVELS];
+	int levels[LOADTEST_MAX_LEVELS], nrep = set->n;
 	size_t nlev = 0, i;
 	json_t *result = NULL, *verdicts = NULL, *prod;
 	char *reason = NULL;
@@ -167,8 +162,9 @@ static int load_test(const struct step_run *r, int64_t dep, const char *model, c
 		if (nlev < LOADTEST_MAX_LEVELS)
 			levels[nlev++] = (int)json_integer_value(x);
 	for (int k = 0; k < nrep; k++) {
-		urls[k] = xasprintf("http://127.0.0.1:%d/v2/models/%s/infer", ports[k], model);
-		pids[k] = (pid_t)json_integer_value(json_object_get(handles[k], "pid"));
+		urls[k] = xasprintf("http://%s:%d/v2/models/%s/infer", set->addr[k], set->ports[k], model);
+		/* the memory of this host's replicas (another host's pids mean nothing here) */
+		pids[k] = (pid_t)json_integer_value(json_object_get(set->handles[k], "pid"));
 	}
 	{
 		struct loadtest_opts o = {.urls = (const char *const *)urls, .nurls = (size_t)nrep, .body = sample,
@@ -271,9 +267,15 @@ static double probe_p99(const struct step_run *r, int64_t dep, const char *model
 		free(sample);
 		return -1;
 	}
-	if ((v = deployment_version(d, version)) != NULL)
+	if ((v = deployment_version(d, version)) != NULL) {
+		/* each replica where it runs, on whichever host */
+		json_t *hosts = fleet_hosts(r->conn);
 		for (size_t j = 0; j < v->nreplicas && n < DEPLOY_MAX_REPLICAS; j++)
-			urls[n++] = xasprintf("http://127.0.0.1:%d/v2/models/%s/infer", v->replicas[j].port, model);
+			urls[n++] = xasprintf("http://%s:%d/v2/models/%s/infer",
+					      fleet_ip(hosts, json_string_value(json_object_get(v->replicas[j].handle, "host"))),
+					      v->replicas[j].port, model);
+		json_decref(hosts);
+	}
 	if (n > 0) {
 		struct loadtest_opts o = {.urls = (const char *const *)urls, .nurls = (size_t)n, .body = sample,
 					  .levels = &one, .nlevels = 1, .requests = PROBE_REQUESTS};
@@ -817,8 +819,8 @@ static int deploy_prepare(struct step_result *res, json_t **env, const struct st
 	int traffic = (int)json_integer_value(json_object_get(r->spec, "traffic"));
 	int nrep = (int)json_integer_value(json_object_get(r->spec, "replicas"));
 	const char *version, *artifact;
-	int ports[DEPLOY_MAX_REPLICAS] = {0};
-	json_t *handles[DEPLOY_MAX_REPLICAS] = {NULL}, *weights = NULL, *spec = NULL, *as = json_object_get(r->spec, "auto_stop");
+	struct dr_set set = {0};
+	json_t *weights = NULL, *spec = NULL, *as = json_object_get(r->spec, "auto_stop");
 	char *sample = NULL, *state = NULL;
 	int64_t dep = 0, until;
 	int port = 0, created = 0, ord = 0, auto_stop_s = DEPLOY_AUTO_STOP_DEFAULT_S, error;
@@ -895,11 +897,13 @@ static int deploy_prepare(struct step_result *res, json_t **env, const struct st
 		goto fail;
 	}
 	/* what a restart of a replica needs, kept with the version */
-	spec = json_pack("{s:O, s:o, s:s?, s:{s:O?, s:O?, s:O?, s:O?}}", "command", serve, "env",
+	spec = json_pack("{s:O, s:o, s:s?, s:{s:O?, s:O?, s:O?, s:O?, s:O?}}", "command", serve, "env",
 			 json_object_get(r->spec, "env") ? json_incref(json_object_get(r->spec, "env")) : json_object(),
 			 "workdir", r->workdir, "placement", "executor", json_object_get(r->spec, "executor"),
 			 "image", json_object_get(r->spec, "image"), "resources", json_object_get(r->spec, "resources"),
-			 "warm", json_object_get(r->spec, "warm"));
+			 "warm", json_object_get(r->spec, "warm"),
+			 /* the labels a host must have to run them (fleet.c) */
+			 "hosts", json_object_get(json_object_get(r->spec, "placement"), "hosts"));
 	if ((error = store_deploy_ensure(r->conn, name, model, replica_free_port(), auto_stop_s, r->run_id,
 					 r->actor, &dep, &port, &created)) < 0)
 		goto fail;
@@ -944,51 +948,23 @@ static int deploy_prepare(struct step_result *res, json_t **env, const struct st
 	}
 	/*
 	 * Still starting: a first try, or one whose daemon died half-way
-	 * (its attempt re-dispatched): that try's replicas are stopped first,
-	 * so none is left running unknown.
+	 * (its attempt re-dispatched): that try's replicas here are stopped
+	 * first, so none is left running unknown.
 	 */
-	{
-		struct deployment *d = NULL;
-		const struct deploy_version *v;
-		if (store_deployment_get(&d, r->conn, dep) == 0 && (v = deployment_version(d, version)) != NULL)
-			for (size_t j = 0; j < v->nreplicas; j++)
-				if (v->replicas[j].handle) {
-					flog_info("run %lld step %s: stopping replica %d of an earlier try",
-						  (long long)r->run_id, r->name, v->replicas[j].idx);
-					replica_stop(v->replicas[j].handle, STOP_GRACE_MS);
-				}
-		deployment_free(d);
-	}
+	dr_stop_earlier(&set, r, dep, version);
 	steps_log(r, "deploying %s %s into deployment %s (http://127.0.0.1:%d): %d replica%s", model, version, name,
 		  port, nrep, nrep == 1 ? "" : "s");
 	until = clock_mono_ms() + READY_TIMEOUT_MS;
-	if (replica_free_ports(ports, nrep) < 0) {
-		ferry_error_set("no free ports for %d replicas", nrep);
-		error = FERRY_ERROR;
-		goto undo;
-	}
-	for (int i = 0; i < nrep; i++) {
-		struct replica_spec s = {.home = r->home, .deployment = name, .ord = ord, .idx = i + 1,
-					 .generation = 1, .port = ports[i], .model = model,
-					 .version = version, .artifact = artifact, .serve = serve,
-					 .env = json_object_get(r->spec, "env"), .workdir = r->workdir,
-					 .placement = json_object_get(spec, "placement"), .conn = r->conn};
-		if ((error = replica_start(&s, &handles[i])) < 0 ||
-		    (error = store_deploy_replica_put(r->conn, dep, version, i + 1, s.port, handles[i], 1, "starting",
-						      NULL)) < 0)
+	{
+		struct dr_what w = {.dep = dep, .deployment = name, .model = model, .version = version,
+				    .artifact = artifact, .ord = ord, .serve = serve, .spec = spec};
+		set.n = nrep;
+		if ((error = dr_start(&set, r, &w)) < 0 || (error = dr_wait(&set, r, &w, sample, until)) < 0)
 			goto undo;
-		steps_log(r, "replica %d started on port %d (its log: ferry deployments logs %lld %s %d)", i + 1, s.port,
-			  (long long)dep, version, i + 1);
-	}
-	for (int i = 0; i < nrep; i++) {
-		if ((error = replica_wait_ready(ports[i], model, sample, handles[i], until)) < 0)
-			goto undo;
-		store_deploy_replica_health(r->conn, dep, version, i + 1, "healthy", NULL, 0, 0);
-		steps_log(r, "replica %d ready: it answered its health check and the sample request", i + 1);
 	}
 	/* the load-test gate: before any traffic moves */
 	if (json_is_object(json_object_get(r->spec, "load_test")) &&
-	    (error = load_test(r, dep, model, version, sample, ports, handles, nrep)) < 0)
+	    (error = load_test(r, dep, model, version, sample, &set)) < 0)
 		goto undo;
 	if (json_is_object(json_object_get(r->spec, "canary"))) {
 		/* traffic grows step by step; a failed step rolls back and retires the version */
@@ -1025,15 +1001,13 @@ static int deploy_prepare(struct step_result *res, json_t **env, const struct st
 	json_object_set_new(res->outputs, "url", json_sprintf("http://127.0.0.1:%d", port));
 	flog_info("run %lld step %s: %s", (long long)r->run_id, r->name, res->reason);
 	json_decref(weights);
-	for (int i = 0; i < nrep; i++)
-		json_decref(handles[i]);
+	dr_free(&set);
 	free(state), free(sample);
 	json_decref(spec);
 	return 1;
 out_failed:
 	json_decref(weights);
-	for (int i = 0; i < nrep; i++)
-		json_decref(handles[i]);
+	dr_free(&set);
 	free(state), free(sample);
 	json_decref(spec);
 	return 1;
@@ -1041,7 +1015,7 @@ undo:
 	{
 		char *why = xstrdup(ferry_error_last());
 		steps_log(r, "%s: its replicas stopped, the version removed, traffic left as it was", why);
-		stop_all(handles, nrep);
+		dr_stop(&set, STOP_GRACE_MS);
 		if (store_deploy_version_drop(r->conn, dep, version, r->actor, why) < 0)
 			flog_error("deployment %s: removing version %s that never served: %s", name, version,
 				   ferry_error_last());
@@ -1049,8 +1023,7 @@ undo:
 		free(why);
 	}
 fail:
-	for (int i = 0; i < nrep && i < DEPLOY_MAX_REPLICAS; i++)
-		json_decref(handles[i]);
+	dr_free(&set);
 	free(state), free(sample);
 	json_decref(spec);
 	if (error == FERRY_EDB)

@@ -54,6 +54,7 @@
 #include "engine/engine.h"
 #include "schedule/gitsrc.h"
 #include "exec/exec.h"
+#include "deploy/replicas.h"
 #include "engine/health.h"
 #include "store/store.h"
 #include "api/tokens.h"
@@ -940,6 +941,8 @@ int main(int argc, char **argv)
 	}
 	eo.public_url = getenv("FERRY_PUBLIC_URL") && *getenv("FERRY_PUBLIC_URL") ? getenv("FERRY_PUBLIC_URL")
 										   : api_url(api);
+	/* this host's replicas listen where the others reach this host (DEPLOY.md "Replicas across hosts") */
+	replica_set_address(eo.public_url);
 	if (engine_start_when_ready(&e, &eo, conninfo, embedded, &health, &pg_started) < 0)
 		goto out;
 	if (e == NULL) {

@@ -14,6 +14,7 @@
 #include <time.h>
 
 #include "plan/deploy.h"
+#include "deploy/fleet.h"
 #include "deploy/haproxy.h"
 #include "deploy/hap_log.h"
 #include "deploy/reconcile_plan.h"
@@ -98,14 +99,59 @@ static void apply_health(PGconn *conn, const char *actor, const struct deploymen
 	flog_info("deployment %s: %s replica %d is %s", d->name, v->version, rep->idx, deploy_health_name(now));
 }
 
-/* RC_START: a serving replica whose process is gone (or never started) starts, its backoff passed. */
-static void apply_start(PGconn *conn, const char *home, const char *actor, const struct deployment *d,
-			const struct deploy_version *v, const struct deploy_replica *rep)
+/*
+ * A replica that needs a host (never started: a scale-up; or its host is
+ * lost) is placed (fleet.c): 1 when that is another host — its row then
+ * names that host, whose daemon starts it (fleet_placed) —, 0 when it is
+ * this one (or the hosts could not be read), -1 when no host fits (the
+ * row says why; later rounds try again).
+ */
+static int place_elsewhere(PGconn *conn, json_t *hosts, const char *actor, const struct deployment *d,
+			   const struct deploy_version *v, const struct deploy_replica *rep, const char *me,
+			   const char *lost)
 {
-	int stopped = rep->health == DEPLOY_H_STOPPED;
+	char where[256];
+	json_t *h, *det;
+
+	if (hosts == NULL)
+		return 0;
+	if (fleet_place(hosts, d->id, v->ord, v, v->serve, where, sizeof(where)) < 0) {
+		/* no host fits (its labels, GPUs, none up): it waits, the next rounds try again */
+		char *err = xstrdup(ferry_error_last());
+		store_deploy_replica_health(conn, d->id, v->version, rep->idx, "unhealthy", err, 0,
+					    backoff_ms(rep->restarts));
+		flog_warn("deployment %s: %s replica %d not placed: %s", d->name, v->version, rep->idx, err);
+		free(err);
+		return -1;
+	}
+	if (strcmp(where, me) == 0)
+		return 0;
+	h = fleet_placed_handle(where);
+	store_deploy_replica_put(conn, d->id, v->version, rep->idx, rep->port, h, rep->generation, "starting", NULL);
+	json_decref(h);
+	det = json_pack("{s:s, s:i, s:s, s:s?}", "version", v->version, "replica", rep->idx, "host", where, "lost_host",
+			lost);
+	store_deploy_event(conn, d->id, actor, "replica-placed", det);
+	json_decref(det);
+	flog_info("deployment %s: %s replica %d placed on host %s%s%s", d->name, v->version, rep->idx, where,
+		  lost ? ": its host is lost: " : "", lost ? lost : "");
+	return 1;
+}
+
+/*
+ * RC_START: a serving replica whose process is gone (or never started),
+ * its backoff passed, or one placed on this host (fleet_placed), starts
+ * here — or, when it needs a host (never started, or its host is lost),
+ * where placement puts it (hosts: the fleet; NULL on a keeper's round,
+ * which only starts its own host's).
+ */
+static void apply_start(PGconn *conn, json_t *hosts, const char *home, const char *actor,
+			const struct deployment *d, const struct deploy_version *v, const struct deploy_replica *rep)
+{
+	int stopped = rep->health == DEPLOY_H_STOPPED, placed = fleet_placed(rep->handle);
 	json_t *nh = NULL, *det;
 	char me[256];
-	const char *lost;
+	const char *lost, *event;
 	struct replica_spec s = {
 		.home = home, .deployment = d->name, .ord = v->ord, .idx = rep->idx,
 		.generation = rep->generation + 1, .port = rep->port, .model = d->model,
@@ -118,12 +164,15 @@ static void apply_start(PGconn *conn, const char *home, const char *actor, const
 	};
 
 	ferry_host_name(me, sizeof(me));
+	lost = other_host(rep->handle, me);
+	if ((rep->handle == NULL || lost) && place_elsewhere(conn, hosts, actor, d, v, rep, me, lost) != 0)
+		return;
 	/*
-	 * its host is lost (observe): a replacement here, on a port of its own
-	 * (the old one may still hold its port there, which may be this
-	 * machine's too)
+	 * a replacement (its host lost) or a placed one: a port of its own
+	 * here (the old one may still hold its port on its host, which may be
+	 * this machine too; a placement's port is the placer's guess)
 	 */
-	if ((lost = other_host(rep->handle, me)) != NULL && (s.port = replica_free_port()) == 0) {
+	if ((lost || placed) && (s.port = replica_free_port()) == 0) {
 		store_deploy_replica_health(conn, d->id, v->version, rep->idx, "unhealthy",
 					    "no free port for a replacement", 1, backoff_ms(rep->restarts));
 		return;
@@ -132,29 +181,31 @@ static void apply_start(PGconn *conn, const char *home, const char *actor, const
 		char *err = xstrdup(ferry_error_last());
 		store_deploy_replica_health(conn, d->id, v->version, rep->idx, "unhealthy", err, 1,
 					    backoff_ms(rep->restarts));
-		flog_error("deployment %s: restarting %s replica %d: %s", d->name, v->version, rep->idx, err);
+		flog_error("deployment %s: %s %s replica %d: %s", d->name, placed ? "starting" : "restarting",
+			   v->version, rep->idx, err);
 		free(err);
 		return;
 	}
 	store_deploy_replica_put(conn, d->id, v->version, rep->idx, s.port, nh, s.generation, "starting", NULL);
 	{
 		char *why = lost ? xasprintf("its host %s was lost", lost) : NULL;
+		int first = stopped || placed;
 		store_deploy_replica_health(conn, d->id, v->version, rep->idx, "starting",
-					    lost ? why : stopped ? NULL : "its process had exited", stopped ? 0 : 1,
-					    backoff_ms(rep->restarts + 1));
+					    lost ? why : first ? NULL : "its process had exited", first ? 0 : 1,
+					    first ? 0 : backoff_ms(rep->restarts + 1));
 		free(why);
 	}
+	event = lost ? "replica-replaced" : stopped || placed ? "replica-started" : "replica-restarted";
 	det = json_pack("{s:s, s:i, s:i, s:i, s:s, s:s?}", "version", v->version, "replica", rep->idx, "port", s.port,
 			"generation", s.generation, "host", me, "lost_host", lost);
-	store_deploy_event(conn, d->id, actor,
-			   lost ? "replica-replaced" : stopped ? "replica-started" : "replica-restarted", det);
+	store_deploy_event(conn, d->id, actor, event, det);
 	json_decref(det);
 	if (lost)
 		flog_warn("deployment %s: %s replica %d replaced here on port %d: its host %s is lost", d->name,
 			  v->version, rep->idx, s.port, lost);
 	else
 		flog_info("deployment %s: %s replica %d %s on port %d", d->name, v->version, rep->idx,
-			  stopped ? "started" : "restarted", s.port);
+			  stopped || placed ? "started" : "restarted", s.port);
 	json_decref(nh);
 }
 
@@ -214,46 +265,6 @@ static int64_t dep_of(const struct deployment *list, size_t n, const char *name)
 }
 
 /*
- * The fleet's hosts as GET /hosts has them, by name: {"state", "ip"} (ip:
- * the host part of its address, where HAProxy reaches its replicas).
- * NULL when they could not be read: then no replica of another host is
- * taken for lost this round.
- */
-static json_t *hosts_read(PGconn *conn)
-{
-	char *text = NULL;
-	json_t *all, *h, *out;
-	size_t i;
-
-	if (store_hosts_list(&text, conn) < 0)
-		return NULL;
-	all = json_loads(text, 0, NULL);
-	free(text);
-	if (all == NULL)
-		return NULL;
-	out = json_object();
-	json_array_foreach(json_object_get(all, "hosts"), i, h) {
-		const char *name = json_string_value(json_object_get(h, "name"));
-		const char *addr = json_string_value(json_object_get(h, "address")), *p, *e;
-		char ip[128] = "";
-		if (addr && (p = strstr(addr, "://")) != NULL) {
-			p += 3;
-			if (*p == '[' && (e = strchr(p, ']')) != NULL) /* [v6]:port */
-				p++;
-			else
-				e = p + strcspn(p, ":/");
-			if ((size_t)(e - p) < sizeof(ip))
-				memcpy(ip, p, (size_t)(e - p)), ip[e - p] = '\0';
-		}
-		if (name)
-			json_object_set_new(out, name, json_pack("{s:s?, s:s}", "state",
-								 json_string_value(json_object_get(h, "state")), "ip", ip));
-	}
-	json_decref(all);
-	return out;
-}
-
-/*
  * What this round sees of each replica (parallel to the list's replicas):
  * whether its process lives, and for the live replicas of serving
  * versions within their count, whether it answers its health check
@@ -282,15 +293,13 @@ static struct rc_seen *observe(const struct deployment *list, size_t n, const js
 				struct rc_seen *sn = &seen[off + k];
 				long st = 0;
 				const char *other = other_host(rep->handle, me);
+				sn->addr = fleet_ip(hosts, other);
 				if (other) {
-					const json_t *h = json_object_get(hosts, other);
-					const char *state = json_string_value(json_object_get(h, "state")),
-						   *ip = json_string_value(json_object_get(h, "ip"));
+					const char *state =
+						json_string_value(json_object_get(json_object_get(hosts, other), "state"));
 					/* its host's keeper looks after it, unless that host is lost (the leader replaces it) */
-					if (scope == SCOPE_HOST || hosts == NULL || (state && strcmp(state, "lost") != 0)) {
+					if (scope == SCOPE_HOST || hosts == NULL || (state && strcmp(state, "lost") != 0))
 						sn->remote = 1;
-						sn->addr = ip && *ip ? ip : NULL;
-					}
 					continue;
 				}
 				/*
@@ -304,7 +313,7 @@ static struct rc_seen *observe(const struct deployment *list, size_t n, const js
 				}
 				sn->alive = rep->handle && replica_alive(rep->handle);
 				if (sn->alive && rc_serves(&list[i], v) && !rc_scaled_away(&list[i], v, rep))
-					sn->ready = replica_http("GET", rep->port, "/v2/health/ready", NULL,
+					sn->ready = replica_http("GET", NULL, rep->port, "/v2/health/ready", NULL,
 								 HEALTH_TIMEOUT_MS, &st, NULL) == 0 && st == 200;
 			}
 		}
@@ -374,7 +383,7 @@ static void fence(PGconn *conn, const char *home, const char *me)
 								    rep->idx);
 				else if (dir)
 					keep[nkeep++] = (char *)dir;
-				else
+				else if (!fleet_placed(rep->handle)) /* a placement here: no process yet */
 					undirected = 1;
 			}
 	replica_fence(home, keep, nkeep, slots, nslots, undirected ? INT_MAX : FENCE_MIN_AGE_S, STOP_GRACE_MS);
@@ -426,7 +435,7 @@ static int host_round(PGconn *conn, const char *home, const char *actor)
 		if (a->what == RC_HEALTH)
 			apply_health(conn, actor, d, v, &v->replicas[a->rep], a->health);
 		else if (a->what == RC_START)
-			apply_start(conn, home, actor, d, v, &v->replicas[a->rep]);
+			apply_start(conn, NULL, home, actor, d, v, &v->replicas[a->rep]);
 		else if (a->what == RC_REMOVE)
 			apply_remove(conn, actor, d, v, &v->replicas[a->rep]);
 		else if (a->what == RC_STOP)
@@ -474,7 +483,8 @@ int reconcile_now(PGconn *conn, const char *home, const char *actor)
 		goto out;
 	/* observe, decide (reconcile_plan.c: no I/O), apply */
 	ferry_host_name(me, sizeof(me));
-	hosts = hosts_read(conn);
+	if ((hosts = fleet_hosts(conn)) == NULL)
+		flog_warn("reconcile: no host is taken for lost this round: %s", ferry_error_last());
 	seen = observe(list, n, hosts, me, SCOPE_LEADER);
 	reconcile_plan(&plan, list, n, seen);
 	for (i = 0; i < plan.nactions; i++) {
@@ -488,7 +498,7 @@ int reconcile_now(PGconn *conn, const char *home, const char *actor)
 		else if (a->what == RC_HEALTH)
 			apply_health(conn, actor, d, v, &v->replicas[a->rep], a->health);
 		else if (a->what == RC_START)
-			apply_start(conn, home, actor, d, v, &v->replicas[a->rep]);
+			apply_start(conn, hosts, home, actor, d, v, &v->replicas[a->rep]);
 	}
 	if (hap_for(home) == NULL) {
 		error = FERRY_ERROR;

@@ -7,6 +7,10 @@
  *     RC_START once its restart backoff passed (counted unhealthy this
  *     round: it is healthy at a later round, once it answers); one on
  *     another host that is up (remote): its row's health, no action;
+ *   - a replica of a version still starting (its deploy step's) that was
+ *     placed on a host (fleet_placed) and is not remote: RC_START (that
+ *     host's daemon starts it; the leader re-places it when the host is
+ *     lost); the step's own replicas are left to it;
  *   - a version with a share (weight > 0) whose healthy count crosses 0
  *     either way: RC_VERSION_UNSERVED / RC_VERSION_SERVED;
  *   - HAProxy: one frontend per running deployment; each such replica a
@@ -24,6 +28,7 @@
 #include <string.h>
 
 #include "plan/deploy.h"
+#include "deploy/fleet.h"
 #include "lib/util.h"
 
 int rc_serves(const struct deployment *d, const struct deploy_version *v)
@@ -63,6 +68,14 @@ void reconcile_plan(struct rc_plan *out, const struct deployment *list, size_t n
 		for (j = 0; j < d->nversions; off += d->versions[j++].nreplicas) {
 			const struct deploy_version *v = &d->versions[j];
 			int healthy = 0, was = 0;
+			if (v->state == DEPLOY_V_STARTING) {
+				/* a deploy step's replicas placed on other hosts: each host's daemon starts its own */
+				for (k = 0; k < v->nreplicas; k++)
+					if (fleet_placed(v->replicas[k].handle) && !seen[off + k].remote &&
+					    !seen[off + k].alive && v->replicas[k].next_start_in_ms <= 0)
+						add(out, &cap, (struct rc_action){RC_START, i, j, k, DEPLOY_H_STARTING, 0});
+				continue;
+			}
 			if (!rc_serves(d, v))
 				continue;
 			for (k = 0; k < v->nreplicas; k++)

@@ -35,7 +35,8 @@ struct rc_seen {
 enum rc_what {
 	/* before HAProxy is changed */
 	RC_HEALTH,           /* a live replica's health is now .health: record it, with an event */
-	RC_START,            /* a serving replica's process is gone and its backoff passed: start it (generation + 1) */
+	RC_START,            /* a serving replica's process is gone and its backoff passed, or one placed here */
+			     /* (fleet_placed): start it (generation + 1), placing it first when it needs a host */
 	RC_VERSION_UNSERVED, /* a version with a share lost its last healthy replica: it gets no traffic (event) */
 	RC_VERSION_SERVED,   /* … has a healthy replica again */
 	/* after */

@@ -33,6 +33,9 @@
 #include "lib/jobfile.h"
 #include "lib/util.h"
 
+/* This host's replica address (replica_set_address): an IPv4 literal. */
+static char my_addr[64] = "127.0.0.1";
+
 /* The executor type of a replica's handle (local when it names none). */
 static const struct exec_type *type_of(const json_t *handle)
 {
@@ -149,6 +152,8 @@ int replica_start(const struct replica_spec *s, json_t **handle)
 		return FERRY_EINVALID;
 	}
 	json_object_set_new(env, "FERRY_PORT", json_sprintf("%d", s->port));
+	/* the address it listens on: this host's, where HAProxy and the probes of every host reach it */
+	json_object_set_new(env, "FERRY_BIND_ADDR", json_string(my_addr));
 	json_object_set_new(env, "FERRY_MODEL_NAME", json_string(s->model));
 	json_object_set_new(env, "FERRY_MODEL_VERSION", json_string(s->version));
 	if (model)
@@ -157,7 +162,7 @@ int replica_start(const struct replica_spec *s, json_t **handle)
 	json_object_foreach((json_t *)s->env, k, v)
 		json_object_set(env, k, v);
 	snprintf(name, sizeof(name), "r%d", s->idx);
-	/* a container replica shares the host's network: it listens on 127.0.0.1:port like a process */
+	/* a container replica shares the host's network: it listens on FERRY_BIND_ADDR:port like a process */
 	spec = json_pack("{s:O, s:o, s:s}", "command", s->serve, "env", env, "network", "host");
 	if (s->placement) {
 		const char *keys[] = {"executor", "image", "resources", "warm"};
@@ -177,7 +182,7 @@ int replica_start(const struct replica_spec *s, json_t **handle)
 		json_object_set_new(*handle, "dir", json_string(job.dir));
 		json_object_set_new(*handle, "executor", json_string(t->name));
 		{
-			/* where it runs: GET /hosts counts it there (and placement will, issue 29) */
+			/* where it runs: GET /hosts counts it there, and placement (fleet.c) */
 			char host[256];
 			ferry_host_name(host, sizeof(host));
 			json_object_set_new(*handle, "host", json_string(host));
@@ -326,13 +331,49 @@ static size_t on_data(char *p, size_t size, size_t n, void *arg)
 	return add;
 }
 
-int replica_http(const char *method, int port, const char *path, const char *body, int64_t timeout_ms,
-		 long *status, char **resp)
+int replica_url_ip(const char *url, char *ip, size_t n)
+{
+	const char *p = url ? strstr(url, "://") : NULL;
+	size_t len;
+	struct in_addr a;
+	char buf[64];
+
+	if (n > 0)
+		ip[0] = '\0';
+	if (p == NULL)
+		return 0;
+	p += 3;
+	len = strcspn(p, ":/");
+	if (len == 0 || len >= sizeof(buf))
+		return 0;
+	memcpy(buf, p, len);
+	buf[len] = '\0';
+	/* an IPv4 literal that names one machine (0.0.0.0, "every address", does not) */
+	if (inet_pton(AF_INET, buf, &a) != 1 || a.s_addr == htonl(INADDR_ANY) || len >= n)
+		return 0;
+	memcpy(ip, buf, len + 1);
+	return 1;
+}
+
+void replica_set_address(const char *public_url)
+{
+	char ip[64];
+
+	snprintf(my_addr, sizeof(my_addr), "%s", replica_url_ip(public_url, ip, sizeof(ip)) ? ip : "127.0.0.1");
+}
+
+const char *replica_address(void)
+{
+	return my_addr;
+}
+
+int replica_http(const char *method, const char *addr, int port, const char *path, const char *body,
+		 int64_t timeout_ms, long *status, char **resp)
 {
 	CURL *h = curl_easy_init();
 	struct curl_slist *hdr = NULL;
 	struct buf b = {0};
-	char *url = xasprintf("http://127.0.0.1:%d%s", port, path);
+	char *url = xasprintf("http://%s:%d%s", addr ? addr : my_addr, port, path);
 	CURLcode rc;
 
 	*status = 0;
@@ -371,19 +412,20 @@ int replica_http(const char *method, int port, const char *path, const char *bod
 	return rc == CURLE_OK ? FERRY_OK : FERRY_ERROR;
 }
 
-int replica_wait_ready(int port, const char *model, const char *sample, const json_t *handle, int64_t until_ms)
+int replica_wait_ready(const char *addr, int port, const char *model, const char *sample, const json_t *handle,
+		       int64_t until_ms)
 {
 	char *path, *resp = NULL;
 	long st = 0;
 	int ready = 0;
 
 	while (!ready) {
-		if (!replica_alive(handle)) {
+		if (handle && !replica_alive(handle)) {
 			ferry_error_set("the replica on port %d exited before it was ready (its log: %s/log)", port,
 					json_string_value(json_object_get(handle, "dir")));
 			return FERRY_ERROR;
 		}
-		if (replica_http("GET", port, "/v2/health/ready", NULL, 1000, &st, NULL) == 0 && st == 200) {
+		if (replica_http("GET", addr, port, "/v2/health/ready", NULL, 1000, &st, NULL) == 0 && st == 200) {
 			ready = 1;
 			break;
 		}
@@ -397,7 +439,7 @@ int replica_wait_ready(int port, const char *model, const char *sample, const js
 	if (sample == NULL)
 		return FERRY_OK;
 	path = xasprintf("/v2/models/%s/infer", model);
-	if (replica_http("POST", port, path, sample, 10000, &st, &resp) < 0 || st != 200) {
+	if (replica_http("POST", addr, port, path, sample, 10000, &st, &resp) < 0 || st != 200) {
 		char *m = st ? xasprintf("HTTP %ld %.200s", st, resp ? resp : "")
 			     : xstrdup(ferry_error_last());
 		ferry_error_set("the warm-up request POST %s to the replica on port %d failed: %s", path, port, m);
@@ -445,8 +487,13 @@ int replica_ports_check(void)
 	return ports_range(&lo, &hi) < 0 ? FERRY_EINVALID : FERRY_OK;
 }
 
-/* A socket bound to 127.0.0.1:port (0: the kernel's choice), its port in *got; -1 when it cannot be. */
-static int bind_loopback(int port, int *got)
+/*
+ * A socket bound to port on every address (0: the kernel's choice), its
+ * port in *got; -1 when it cannot be. Every address: the port is free for
+ * a front on 127.0.0.1 and for a replica on this host's address alike
+ * (a wildcard bind fails while any address holds the port).
+ */
+static int bind_any(int port, int *got)
 {
 	struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
 	socklen_t len = sizeof(a);
@@ -454,7 +501,7 @@ static int bind_loopback(int port, int *got)
 
 	if (fd < 0)
 		return -1;
-	a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	a.sin_addr.s_addr = htonl(INADDR_ANY);
 	if (bind(fd, (struct sockaddr *)&a, sizeof(a)) < 0 || getsockname(fd, (struct sockaddr *)&a, &len) < 0) {
 		close(fd);
 		return -1;
@@ -479,13 +526,13 @@ int replica_free_ports(int *out, int n)
 			atomic_store(&next, (unsigned)getpid() * 2654435761u | 1u);
 		start = atomic_fetch_add(&next, (unsigned)n) % span;
 		for (unsigned k = 0; k < span && got < n; k++) {
-			int fd = bind_loopback(lo + (int)((start + k) % span), &out[got]);
+			int fd = bind_any(lo + (int)((start + k) % span), &out[got]);
 			if (fd >= 0)
 				fds[got++] = fd;
 		}
 	} else {
 		for (int i = 0; i < n; i++) {
-			int fd = bind_loopback(0, &out[got]);
+			int fd = bind_any(0, &out[got]);
 			if (fd >= 0)
 				fds[got++] = fd;
 		}
@@ -496,9 +543,9 @@ int replica_free_ports(int *out, int n)
 		out[i] = 0;
 	if (got < n) {
 		if (ranged)
-			ferry_error_set("no %d free ports on 127.0.0.1 in FERRY_DEPLOY_PORTS %d-%d", n, lo, hi);
+			ferry_error_set("no %d free ports on this machine in FERRY_DEPLOY_PORTS %d-%d", n, lo, hi);
 		else
-			ferry_error_set("no %d free ports on 127.0.0.1", n);
+			ferry_error_set("no %d free ports on this machine", n);
 		return FERRY_ERROR;
 	}
 	return FERRY_OK;

@@ -62,22 +62,38 @@ int replica_fence(const char *home, char *const *keep, size_t nkeep, char *const
 		  int64_t grace_ms);
 
 /*
- * One HTTP request to 127.0.0.1:port (body NULL: GET); *status the HTTP
- * status, *resp (may be NULL) the answer's body, the caller's. FERRY_ERROR
- * (message set) when no answer came within timeout_ms.
+ * The address this host's replicas listen on (FERRY_BIND_ADDR in their
+ * environment) and are reached at from every host: the IPv4 host part of
+ * this daemon's public URL (FERRY_PUBLIC_URL, else its API's address), or
+ * 127.0.0.1 when that is a name, IPv6 or 0.0.0.0. Set once at start.
  */
-int replica_http(const char *method, int port, const char *path, const char *body, int64_t timeout_ms,
-		 long *status, char **resp);
+void replica_set_address(const char *public_url);
+const char *replica_address(void);
+
+/* The IPv4 host part of url into ip[0..n-1]: 1, or 0 (ip "") when it has none (a name, IPv6, 0.0.0.0). */
+int replica_url_ip(const char *url, char *ip, size_t n);
 
 /*
- * Waits until the replica answers ready and a warm-up inference with
- * sample (a JSON request; NULL: none) succeeds, or it dies, or until_ms
- * (monotonic) passes: 0, or FERRY_ERROR with the reason in the message.
+ * One HTTP request to addr:port (addr NULL: this host's replica address;
+ * body NULL: GET); *status the HTTP status, *resp (may be NULL) the
+ * answer's body, the caller's. FERRY_ERROR (message set) when no answer
+ * came within timeout_ms.
  */
-int replica_wait_ready(int port, const char *model, const char *sample, const json_t *handle, int64_t until_ms);
+int replica_http(const char *method, const char *addr, int port, const char *path, const char *body,
+		 int64_t timeout_ms, long *status, char **resp);
 
 /*
- * n (at most 8) different TCP ports on 127.0.0.1 that nothing listens on
+ * Waits until the replica at addr:port (addr NULL: this host's) answers
+ * ready and a warm-up inference with sample (a JSON request; NULL: none)
+ * succeeds, or it dies (handle: one of this host's; NULL: another host's,
+ * not watched), or until_ms (monotonic) passes: 0, or FERRY_ERROR with
+ * the reason in the message.
+ */
+int replica_wait_ready(const char *addr, int port, const char *model, const char *sample, const json_t *handle,
+		       int64_t until_ms);
+
+/*
+ * n (at most 8) different TCP ports that no address of this machine holds
  * now: from FERRY_DEPLOY_PORTS ("LO-HI") when it is set, else the
  * kernel's ephemeral ports (bind port 0); FERRY_ERROR when short.
  */

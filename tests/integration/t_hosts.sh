@@ -31,7 +31,7 @@ class H(http.server.BaseHTTPRequestHandler):
     def do_GET(self): self.reply({})
     def do_POST(self):
         self.rfile.read(int(self.headers.get("Content-Length", 0))); self.reply({"model": model})
-http.server.ThreadingHTTPServer(("127.0.0.1", int(os.environ["FERRY_PORT"])), H).serve_forever()
+http.server.ThreadingHTTPServer((os.environ.get("FERRY_BIND_ADDR", "127.0.0.1"), int(os.environ["FERRY_PORT"])), H).serve_forever()
 PY
 	echo '{"inputs": []}' >"$FERRY_HOME/sample.json"
 }
@@ -393,50 +393,154 @@ Y
 	did=$(submit "$dep")
 	wait_run "$did" succeeded 90
 	assert_eq "$(sql "SELECT a.host FROM attempts a JOIN steps s ON s.id = a.step_id WHERE s.run_id = $did AND s.name = 'deploy' ORDER BY a.attempt DESC LIMIT 1")" host-b "the deploy ran on B"
-	assert_eq "$(sql "SELECT string_agg(handle->>'host', ',' ORDER BY idx) FROM deployment_replicas")" host-b,host-b "both replicas on B"
+	# placed across the hosts: one on each (the step, on B, placed one on A; A's daemon started it)
+	assert_eq "$(sql "SELECT string_agg(handle->>'host', ',' ORDER BY handle->>'host') FROM deployment_replicas")" host-a,host-b "one replica on each host"
+	assert_match "$(ferry logs "$did" deploy)" "replica [12] placed on host host-a: its daemon starts it" "the step's log says where"
 	logged "keeping the replicas of host host-b" "$FERRY_HOME/ferryd-b.log" 10 || fail "B's daemon does not keep its host's replicas"
 	front=$(sql "SELECT port FROM deployments")
-	local out i
+	local out i rb
 	for i in $(seq 1 100); do
 		out=$(curl -sS -m 5 -X POST -d '{}' "http://127.0.0.1:$front/" 2>/dev/null) && [ -n "$out" ] && break
 		sleep 0.1
 	done
-	assert_match "$out" '"model": "weights F"' "the front (HAProxy on the leader, A) serves B's replicas"
-	# a replica of B dies: B's keeper restarts it, on B; the leader (A) does not touch it
+	assert_match "$out" '"model": "weights F"' "the front (HAProxy on the leader, A) serves"
+	rb=$(sql "SELECT idx FROM deployment_replicas WHERE handle->>'host' = 'host-b'")
+	# B's replica dies: B's keeper restarts it, on B; the leader (A) does not touch it
 	owner_b=$(sql "SELECT owner FROM daemons WHERE host = 'host-b' AND stopped_at IS NULL ORDER BY last_seen DESC LIMIT 1")
-	pid1=$(sql "SELECT handle->>'pid' FROM deployment_replicas WHERE idx = 1")
+	pid1=$(sql "SELECT handle->>'pid' FROM deployment_replicas WHERE idx = $rb")
 	kill -KILL -- "-$pid1" 2>/dev/null || kill -KILL "$pid1"
-	sql_until "(SELECT generation FROM deployment_replicas WHERE idx = 1) = 2" 30 || fail "replica 1 was not restarted"
-	assert_eq "$(sql "SELECT handle->>'host' FROM deployment_replicas WHERE idx = 1")" host-b "restarted on its host"
+	sql_until "(SELECT generation FROM deployment_replicas WHERE idx = $rb) = 2" 30 || fail "B's replica was not restarted"
+	assert_eq "$(sql "SELECT handle->>'host' FROM deployment_replicas WHERE idx = $rb")" host-b "restarted on its host"
 	assert_eq "$(sql "SELECT actor FROM deployment_events WHERE kind = 'replica-restarted' ORDER BY id DESC LIMIT 1")" "$owner_b" "by B's daemon, not the leader"
-	# host B is lost (its daemon killed; cut off, its replicas run on): the leader replaces them on A, on new ports
-	old_ports=$(sql "SELECT string_agg(port::text, ',' ORDER BY idx) FROM deployment_replicas")
-	old_pids=$(sql "SELECT string_agg(handle->>'pid', ' ' ORDER BY idx) FROM deployment_replicas")
+	# host B is lost (its daemon killed; cut off, its replica runs on): the leader replaces it on A, on a new port
+	old_port=$(sql "SELECT port FROM deployment_replicas WHERE idx = $rb")
+	old_pid=$(sql "SELECT handle->>'pid' FROM deployment_replicas WHERE idx = $rb")
 	# the model is kept on two hosts (FERRY_ARTIFACT_COPIES): A has its copy before B goes
 	sql_until "(SELECT count(*) FROM blob_holders WHERE sha256 = (SELECT artifact FROM model_versions LIMIT 1)) >= 2" 60 ||
 		fail "the model is not on two hosts"
 	stop_daemon b KILL
 	sql_until "(SELECT count(*) FROM deployment_replicas WHERE handle->>'host' = 'host-a') = 2" 60 ||
-		fail "B's replicas were not replaced on A: $(sql "SELECT idx, handle->>'host', health, last_error FROM deployment_replicas")"
-	assert_eq "$(sql "SELECT count(*) FROM deployment_events WHERE kind = 'replica-replaced' AND detail->>'lost_host' = 'host-b'")" 2 "two replacements, each naming the lost host"
-	new_ports=$(sql "SELECT string_agg(port::text, ',' ORDER BY idx) FROM deployment_replicas")
-	[ "$new_ports" != "$old_ports" ] || fail "the replacements kept the lost replicas' ports ($new_ports)"
+		fail "B's replica was not replaced on A: $(sql "SELECT idx, handle->>'host', health, last_error FROM deployment_replicas")"
+	assert_eq "$(sql "SELECT count(*) FROM deployment_events WHERE kind = 'replica-replaced' AND detail->>'lost_host' = 'host-b'")" 1 "one replacement, naming the lost host"
+	[ "$(sql "SELECT port FROM deployment_replicas WHERE idx = $rb")" != "$old_port" ] || fail "the replacement kept the lost replica's port"
 	for i in $(seq 1 300); do
 		out=$(curl -sS -m 5 -X POST -d '{}' "http://127.0.0.1:$front/" 2>/dev/null) && case $out in *'"model"'*) break ;; esac
 		sleep 0.1
 	done
-	assert_match "$out" '"model": "weights F"' "the front serves the replacements"
-	for p in $old_pids; do kill -0 "$p" 2>/dev/null || fail "B's replica $p should still run while B is away"; done
-	# B back: its keeper fences its old replicas (their rows name the replacements); nothing started twice
+	assert_match "$out" '"model": "weights F"' "the front serves"
+	kill -0 "$old_pid" 2>/dev/null || fail "B's replica $old_pid should still run while B is away"
+	# B back: its keeper fences its old replica (its row names the replacement); nothing started twice
 	start_another b FERRY_HOST=host-b FERRY_HOME="$FERRY_HOME/b"
-	for p in $old_pids; do
-		for i in $(seq 1 200); do kill -0 "$p" 2>/dev/null || break; sleep 0.1; done
-		! kill -0 "$p" 2>/dev/null || fail "B's old replica $p still runs after B came back"
-	done
+	for i in $(seq 1 200); do kill -0 "$old_pid" 2>/dev/null || break; sleep 0.1; done
+	! kill -0 "$old_pid" 2>/dev/null || fail "B's old replica $old_pid still runs after B came back"
 	logged "runs here although no deployment's replica is it any more (its replica was replaced on another host" \
-		"$FERRY_HOME/ferryd-b.log" 5 || fail "B's log does not say why it stopped them"
+		"$FERRY_HOME/ferryd-b.log" 5 || fail "B's log does not say why it stopped it"
 	sleep 5 # two more rounds of B's keeper and of the leader
 	assert_eq "$(sql "SELECT string_agg(handle->>'host', ',' ORDER BY idx) FROM deployment_replicas")" host-a,host-a "the replicas stay on A"
+	# A's placed start, B's restart, the replacement: and no start after B came back
 	assert_eq "$(sql "SELECT count(*) FROM deployment_events WHERE kind IN ('replica-started', 'replica-restarted', 'replica-replaced')")" 3 "no start after B came back"
 	ferry stop "$hold" >/dev/null
+}
+
+# three hosts, each at its own address (127.0.0.1, .2, .3): a deployment's
+# three replicas go one to each, listening on their host's address, served
+# through the front; kill -9 of a host's daemon and of its replica: the
+# replica is replaced on another host after the lease, the front's users
+# see no more than the health-check interval of failures, and the host's
+# return brings no duplicate
+test_hosts_three_replicas_spread_and_replaced() {
+	command -v haproxy >/dev/null || fail "haproxy is not installed (make deps)"
+	trap 'kill "$client" 2>/dev/null; stop_daemons; stop_deployments "$FERRY_HOME"; stop_deployments "$FERRY_HOME/b"; stop_deployments "$FERRY_HOME/c"' EXIT
+	local client=0
+	start_daemon a FERRY_HOST=host-a FERRY_LEASE_MS=3000
+	serve_py
+	mkdir -p "$FERRY_HOME/b" "$FERRY_HOME/c"
+	start_another b FERRY_HOST=host-b FERRY_HOME="$FERRY_HOME/b" FERRY_LISTEN=127.0.0.2:0 FERRY_LEASE_MS=3000 FERRY_HOST_LABELS=gpu=true
+	start_another c FERRY_HOST=host-c FERRY_HOME="$FERRY_HOME/c" FERRY_LISTEN=127.0.0.3:0 FERRY_LEASE_MS=3000
+	dep=$(wf dep3 <<Y
+name: dep3
+steps:
+  - {name: train, kind: train, command: [sh, -c, 'echo "weights T" >"\$FERRY_OUTPUT_DIR/model.bin"']}
+  - {name: register, kind: register, needs: [train], model: m3}
+  - {name: deploy, kind: deploy, needs: [register], model: m3, serve: [/usr/bin/python3, $FERRY_HOME/serve.py], sample: $FERRY_HOME/sample.json, traffic: 100, replicas: 3}
+Y
+)
+	did=$(submit "$dep")
+	wait_run "$did" succeeded 120
+	assert_eq "$(sql "SELECT string_agg(handle->>'host', ',' ORDER BY handle->>'host') FROM deployment_replicas")" \
+		host-a,host-b,host-c "one replica on each host"
+	# each listens on its host's address (FERRY_BIND_ADDR), and HAProxy reaches it there
+	local h ip port out i
+	for h in a:127.0.0.1 b:127.0.0.2 c:127.0.0.3; do
+		ip=${h#*:}
+		port=$(sql "SELECT port FROM deployment_replicas WHERE handle->>'host' = 'host-${h%%:*}'")
+		out=$(curl -sS -m 5 -X POST -d '{}' "http://$ip:$port/") || fail "host-${h%%:*}'s replica does not answer at $ip:$port"
+		assert_match "$out" '"model": "weights T"' "host-${h%%:*}'s replica at $ip:$port"
+	done
+	front=$(sql "SELECT port FROM deployments")
+	sql_until "(SELECT count(*) FROM deployment_replicas WHERE health = 'healthy') = 3" 30 || fail "not every replica is healthy"
+	use_daemon a
+	for i in $(seq 1 100); do
+		api GET /api/v1/deployments/1
+		[ "$(echo "$BODY" | json '" ".join(sorted(s["addr"] for s in j["haproxy"] if s["weight"] > 0))' 2>/dev/null)" = "127.0.0.1 127.0.0.2 127.0.0.3" ] && break
+		sleep 0.2
+	done
+	[ "$i" -lt 100 ] || fail "HAProxy does not route to the three hosts' addresses: $BODY"
+	# a client through the front, one request every 50 ms, each failure's time written down
+	(
+		while :; do
+			if ! curl -fsS -m 5 -X POST -d '{}' "http://127.0.0.1:$front/" >/dev/null 2>&1; then date +%s.%N >>"$FERRY_HOME/failed"; fi
+			date +%s.%N >>"$FERRY_HOME/sent"
+			sleep 0.05
+		done
+	) &
+	client=$!
+	sleep 1
+	# host C goes: its daemon and its replica killed
+	sql_until "(SELECT count(*) FROM blob_holders WHERE sha256 = (SELECT artifact FROM model_versions LIMIT 1)) >= 2" 60 ||
+		fail "the model is not on two hosts"
+	rc_idx=$(sql "SELECT idx FROM deployment_replicas WHERE handle->>'host' = 'host-c'")
+	rc_pid=$(sql "SELECT handle->>'pid' FROM deployment_replicas WHERE idx = $rc_idx")
+	t0=$(date +%s)
+	stop_daemon c KILL
+	kill -KILL -- "-$rc_pid" 2>/dev/null || kill -KILL "$rc_pid"
+	sql_until "(SELECT handle->>'host' IN ('host-a', 'host-b') AND health = 'healthy' FROM deployment_replicas WHERE idx = $rc_idx)" 90 ||
+		fail "C's replica was not replaced: $(sql "SELECT idx, handle, health, last_error FROM deployment_replicas")"
+	echo "# replaced on another host $(( $(date +%s) - t0 )) s after the kill (lease 3 s)"
+	assert_eq "$(sql "SELECT count(*) FROM deployment_events WHERE kind IN ('replica-replaced', 'replica-placed') AND detail->>'lost_host' = 'host-c'")" 1 \
+		"one replacement, naming the lost host"
+	sleep 2
+	kill "$client" 2>/dev/null; wait "$client" 2>/dev/null || true
+	local sent failed
+	sent=$(wc -l <"$FERRY_HOME/sent"); failed=$(cat "$FERRY_HOME/failed" 2>/dev/null | wc -l)
+	echo "# $failed of $sent requests through the front failed while host C was lost"
+	# HAProxy sends a request its replica refuses to another one (retry-on conn-failure, redispatch):
+	# the failures fit in the health-check interval (2 s of one request every 50 ms, 40)
+	[ "$failed" -le 40 ] || fail "$failed requests failed while C was lost: $(head -5 "$FERRY_HOME/failed")"
+	# C back: nothing started twice, the replacement stays where it is
+	start_another c FERRY_HOST=host-c FERRY_HOME="$FERRY_HOME/c" FERRY_LISTEN=127.0.0.3:0 FERRY_LEASE_MS=3000
+	sleep 5 # rounds of C's keeper and of the leader
+	assert_eq "$(sql "SELECT count(*) FROM deployment_replicas")" 3 "three replicas"
+	assert_eq "$(sql "SELECT count(*) FROM deployment_replicas WHERE handle->>'host' = 'host-c'")" 0 "none on C after its return"
+	assert_eq "$(sql "SELECT count(*) FROM deployment_events WHERE kind IN ('replica-started', 'replica-restarted', 'replica-replaced') AND at > now() - interval '5 seconds'")" 0 "no start after C came back"
+	out=$(curl -sS -m 5 -X POST -d '{}' "http://127.0.0.1:$front/")
+	assert_match "$out" '"model": "weights T"' "the front serves"
+	# placement.hosts: only the hosts with the labels; none with them: the step fails saying so, nothing started
+	local want
+	for want in true h100; do
+		wf "gpu-$want" >/dev/null <<Y
+name: gpu-$want
+steps:
+  - {name: train, kind: train, command: [sh, -c, 'echo "weights G" >"\$FERRY_OUTPUT_DIR/model.bin"']}
+  - {name: register, kind: register, needs: [train], model: m3}
+  - {name: deploy, kind: deploy, needs: [register], model: m3, deployment: gpu, serve: [/usr/bin/python3, $FERRY_HOME/serve.py], sample: $FERRY_HOME/sample.json, replicas: 2, placement: {hosts: {gpu: "$want"}}}
+Y
+	done
+	wait_run "$(submit "$FERRY_HOME/gpu-true.yaml")" succeeded 60
+	assert_eq "$(sql "SELECT string_agg(r.handle->>'host', ',') FROM deployment_replicas r JOIN deployments d ON d.id = r.deployment_id WHERE d.name = 'gpu'")" \
+		host-b,host-b "both on the one host labelled gpu=true"
+	id=$(submit "$FERRY_HOME/gpu-h100.yaml")
+	wait_run "$id" failed 60
+	api GET "/api/v1/runs/$id"
+	assert_match "$BODY" 'no host that is up has the labels placement.hosts asks for \(\{\\"gpu\\":\\"h100\\"\}; 3 up\)' "why no host fits"
 }

@@ -334,7 +334,7 @@ static void test_config__unknown_step_key(void **state)
 		      "w.yaml:3:15: unknown step key \"comand\" (did you mean \"command\"?); known "
 		      "keys: name, kind, needs, command, env, image, workdir, timeout, retry, when, fail_run, foreach, sweep, max_parallel, min_success, executor, "
 		      "resources, network, slurm, secrets, warm, cache, gate, on_fail, model, dataset, labels, webhook, on_timeout, "
-		      "artifact, version, alias, serve, traffic, replicas, sample, deployment, auto_stop, retire_after, load_test, canary, approve, hang, watch",
+		      "artifact, version, alias, serve, traffic, replicas, sample, deployment, auto_stop, retire_after, load_test, canary, approve, placement, hang, watch",
 		      NULL);
 }
 
@@ -646,7 +646,7 @@ static void test_config__multiple_errors_in_order(void **state)
 		      "w.yaml:13:5: unknown step key \"extra\"; known keys: name, kind, needs, "
 		      "command, env, image, workdir, timeout, retry, when, fail_run, foreach, sweep, max_parallel, min_success, executor, resources, network, slurm, secrets, warm, cache, "
 		      "gate, on_fail, model, "
-		      "dataset, labels, webhook, on_timeout, artifact, version, alias, serve, traffic, replicas, sample, deployment, auto_stop, retire_after, load_test, canary, approve, hang, watch", NULL);
+		      "dataset, labels, webhook, on_timeout, artifact, version, alias, serve, traffic, replicas, sample, deployment, auto_stop, retire_after, load_test, canary, approve, placement, hang, watch", NULL);
 }
 
 /* when:, needs if: any, finally: and on_fail: mistakes, each at its place with its rule */

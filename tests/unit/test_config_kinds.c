@@ -398,6 +398,32 @@ static void test_config__canary_flagger_knobs(void **state)
 		      "w.yaml:5:104: canary.min_success_rate: \"120%\" is not a percentage (e.g. 99%)", NULL);
 }
 
+/* placement: {hosts: labels}: kept as text (gpu: true is the label "true"); a bad one said where */
+static void test_config__deploy_placement(void **state)
+{
+	json_t *spec, *pl;
+
+	(void)state;
+	spec = parse_ok("name: x\n"
+			"steps:\n"
+			"  - {name: r, kind: register, model: m}\n"
+			"  - {name: d, kind: deploy, needs: [r], model: m, serve: [s], placement: {hosts: {gpu: true, zone: eu-1}}}\n");
+	pl = json_object_get(json_array_get(json_object_get(spec, "steps"), 1), "placement");
+	assert_string_equal(json_string_value(json_object_get(json_object_get(pl, "hosts"), "gpu")), "true");
+	assert_string_equal(json_string_value(json_object_get(json_object_get(pl, "hosts"), "zone")), "eu-1");
+	json_decref(spec);
+	expect_errors("name: x\n"
+		      "steps:\n"
+		      "  - {name: r, kind: register, model: m}\n"
+		      "  - {name: d, kind: deploy, needs: [r], model: m, serve: [s], placement: {hosts: [gpu]}}\n"
+		      "  - {name: e, kind: deploy, needs: [r], model: m, serve: [s], placement: {host: {gpu: true}}}\n"
+		      "  - {name: f, kind: deploy, needs: [r], model: m, serve: [s], placement: {hosts: {gpu: [1]}}}\n",
+		      "w.yaml:4:82: placement.hosts must be a mapping of host labels, e.g. {gpu: \"true\", zone: eu-1}",
+		      "w.yaml:5:74: placement needs hosts: the labels a host must have, e.g. {hosts: {gpu: \"true\"}}",
+		      "w.yaml:5:75: unknown placement key \"host\" (did you mean \"hosts\"?); known keys: hosts",
+		      "w.yaml:6:88: placement.hosts.gpu: a label's value is text, e.g. \"true\"", NULL);
+}
+
 /* A canary's own traffic from recorded requests (rate 20/s unless given) and how long it waits for requests. */
 static void test_config__canary_recorded_requests_and_max_wait(void **state)
 {
@@ -469,6 +495,7 @@ int main(void)
 		cmocka_unit_test(test_config__canary_flagger_knobs),
 		cmocka_unit_test(test_config__canary_recorded_requests_and_max_wait),
 		cmocka_unit_test(test_config__canary_ab_match),
+		cmocka_unit_test(test_config__deploy_placement),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -19,6 +19,7 @@
 
 #include <cmocka.h>
 
+#include "deploy/fleet.h"
 #include "deploy/reconcile_plan.h"
 #include "plan/deploy.h"
 #include "lib/util.h"
@@ -356,6 +357,47 @@ static void test_reconcile_plan__lost_host(void **state)
 	dep_free(&d);
 }
 
+/*
+ * a version still starting (its deploy step's): its replicas placed on a
+ * host are started by that host (not remote, not alive: START), a placed
+ * one on another host that is up is left to it (remote), and the step's
+ * own started replicas are never touched; none is in HAProxy yet
+ */
+static void test_reconcile_plan__placed(void **state)
+{
+	struct deploy_replica r[] = {rep(1, 1, DEPLOY_H_STARTING, 0), rep(2, 0, DEPLOY_H_STARTING, 0),
+				     rep(3, 0, DEPLOY_H_STARTING, 0), rep(4, 0, DEPLOY_H_UNHEALTHY, 2000)};
+	struct deploy_version v[] = {ver("1.0", 1, 100, 1, DEPLOY_V_SERVING, 0, NULL),
+				     ver("2.0", 2, 0, 4, DEPLOY_V_STARTING, 4, r)};
+	struct deployment d;
+	/* 2.0: r1 the step's own (alive), r2 placed here, r3 placed on an up host, r4 placed here, in its backoff */
+	struct rc_seen seen[] = {{1, 0, 0, NULL}, {0, 0, 0, NULL}, {0, 0, 1, "10.0.0.3"}, {0, 0, 0, NULL}};
+	struct rc_plan p;
+
+	(void)state;
+	for (int k = 1; k < 4; k++)
+		v[1].replicas[k].handle = fleet_placed_handle(k == 2 ? "host-c" : "host-b");
+	d = dep("d", DEPLOY_RUNNING, 2, v);
+	reconcile_plan(&p, &d, 1, seen);
+	check(actions(&p, &d), "START:v2-r2", servers(&p, 0), "");
+	rc_plan_free(&p);
+	/* its backoff over: r4 starts too; r3's host is lost (not remote): started (the leader places it again) */
+	d.versions[1].replicas[3].next_start_in_ms = 0;
+	seen[2] = (struct rc_seen){0, 0, 0, NULL};
+	reconcile_plan(&p, &d, 1, seen);
+	check(actions(&p, &d), "START:v2-r2 START:v2-r3 START:v2-r4", servers(&p, 0), "");
+	rc_plan_free(&p);
+	/* a version starting in a stopped deployment is still its step's: no STOP, its placed ones start */
+	d.state = DEPLOY_STOPPED;
+	reconcile_plan(&p, &d, 1, seen);
+	check(actions(&p, &d), "START:v2-r2 START:v2-r3 START:v2-r4", servers(&p, 0), NULL);
+	rc_plan_free(&p);
+	assert_true(fleet_placed(d.versions[1].replicas[1].handle));
+	assert_false(fleet_placed(d.versions[1].replicas[0].handle));
+	assert_false(fleet_placed(NULL));
+	dep_free(&d);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -369,6 +411,7 @@ int main(void)
 		cmocka_unit_test(test_reconcile_plan__ab_routing),
 		cmocka_unit_test(test_reconcile_plan__two_deployments),
 		cmocka_unit_test(test_reconcile_plan__lost_host),
+		cmocka_unit_test(test_reconcile_plan__placed),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

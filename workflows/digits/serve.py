@@ -22,7 +22,7 @@ with {"error": "..."} naming what is wrong; an unknown model 404.
 Settings come from arguments or, when absent, from the environment Ferry
 sets for a replica: --model / FERRY_MODEL_PATH, --name / FERRY_MODEL_NAME
 (default digits), --port / FERRY_PORT (0 picks a free port), --host
-(default 127.0.0.1), --version / FERRY_MODEL_VERSION. The address served
+/ FERRY_BIND_ADDR (default 127.0.0.1), --version / FERRY_MODEL_VERSION. The address served
 is printed as one line, "serve.py: listening on http://HOST:PORT".
 
 SIGTERM or SIGINT stops accepting connections, lets the requests in
@@ -346,7 +346,8 @@ def main():
     ap.add_argument("--version", default=env("FERRY_MODEL_VERSION") or "1",
                     help="the version reported (FERRY_MODEL_VERSION; 1)")
     ap.add_argument("--port", type=int, default=None, help="port (FERRY_PORT; 0 picks a free one)")
-    ap.add_argument("--host", default="127.0.0.1")
+    ap.add_argument("--host", default=env("FERRY_BIND_ADDR") or "127.0.0.1",
+                    help="the address to listen on (FERRY_BIND_ADDR: the host's, where the fleet reaches it; 127.0.0.1)")
     ap.add_argument("--verbose", action="store_true", help="log every request to stderr")
     opts = ap.parse_args()
     if not opts.model:
