@@ -71,7 +71,7 @@ void api_deployments_list(struct api *a, struct reply *r, PGconn *db, struct req
 
 	(void)a, (void)q;
 	for (size_t i = 0; error == 0 && i < n; i++) {
-		json_t *one = deployment_to_json(&list[i]);
+		json_t *one = deployment_to_json(&list[i], replica_address());
 		json_object_set_new(one, "live", live_json(&list[i]));
 		json_array_append_new(j, one);
 	}
@@ -144,7 +144,7 @@ void api_deploy_metrics(PGconn *db, char **buf, size_t *len, size_t *cap)
 /* d as GET answers it: with its events and the live figures of its versions. */
 static json_t *one_json(PGconn *db, const struct deployment *d)
 {
-	json_t *j = deployment_to_json(d), *ev = NULL;
+	json_t *j = deployment_to_json(d, replica_address()), *ev = NULL;
 
 	if (store_deploy_events(db, d->id, EVENTS_SHOWN, &ev) == 0)
 		json_object_set_new(j, "events", ev);
@@ -487,7 +487,7 @@ void api_deployment_predict(struct api *a, struct reply *r, PGconn *db, struct r
 	}
 	path = xasprintf("/v2/models/%s/infer", d->model);
 	text = xstrndup(q->body, q->len);
-	if (replica_http("POST", "127.0.0.1", d->port, path, text, 10000, &st, &resp) < 0) {
+	if (replica_http("POST", NULL, d->port, path, text, 10000, &st, &resp) < 0) {
 		reply_error(r, 502, "bad_gateway", NULL, ferry_error_last(), NULL);
 	} else {
 		json_t *j = resp ? json_loads(resp, 0, NULL) : NULL;

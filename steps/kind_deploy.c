@@ -456,18 +456,18 @@ static int synth_start(const struct step_run *r, const json_t *cn, int port, con
 		synth->bodies[synth->nbodies++] = *synth_body;
 		*synth_body = NULL;
 	}
-	synth->url = xasprintf("http://127.0.0.1:%d/v2/models/%s/infer", port, model);
+	synth->url = xasprintf("http://%s:%d/v2/models/%s/infer", replica_address(), port, model);
 	synth->header = header ? xstrdup(header) : NULL;
 	synth->rps = json_number_value(json_object_get(cn, "traffic_rps"));
 	if (pthread_create(&synth->th, NULL, synth_main, synth) == 0)
 		synth->started = 1;
 	if (file != NULL)
-		steps_log(r, "sending the %zu recorded request%s of %s in turn at %g/s through http://127.0.0.1:%d "
+		steps_log(r, "sending the %zu recorded request%s of %s in turn at %g/s through http://%s:%d "
 			  "(X-Ferry-Synthetic: canary%s%s)", synth->nbodies, synth->nbodies == 1 ? "" : "s", file,
-			  synth->rps, port, header ? ", " : "", header ? header : "");
+			  synth->rps, replica_address(), port, header ? ", " : "", header ? header : "");
 	else
-		steps_log(r, "sending the sample at %g/s through http://127.0.0.1:%d (X-Ferry-Synthetic: canary%s%s)",
-			  synth->rps, port, header ? ", " : "", header ? header : "");
+		steps_log(r, "sending the sample at %g/s through http://%s:%d (X-Ferry-Synthetic: canary%s%s)",
+			  synth->rps, replica_address(), port, header ? ", " : "", header ? header : "");
 	return FERRY_OK;
 }
 
@@ -567,11 +567,12 @@ static int canary(const struct step_run *r, int64_t dep, const char *name, const
 					continue;
 				ferry_error_set("canary at %d%%: only %lld requests reached %s %s in %.1f s (max_wait; at least "
 						"%lld needed to judge it); %s. A canary judges requests: send "
-						"traffic to http://127.0.0.1:%d, or let the step send the sample itself "
+						"traffic to http://%s:%d, or let the step send the sample itself "
 						"(canary: {traffic: {rate: 20/s}}) or recorded requests (canary: {traffic: "
 						"{rate: 20/s, requests: FILE}})", pct, (long long)creq, model, version,
 						(double)(clock_mono_ms() - since) / 1000, (long long)min_req,
-						first ? "not deployed (no version served before it)" : "rolled back", d->port);
+						first ? "not deployed (no version served before it)" : "rolled back",
+						replica_address(), d->port);
 				goto rollback;
 			}
 			/* min_requests 0 and none came: the counters judge nothing, the probe still does */
@@ -720,8 +721,8 @@ static int ab_test(const struct step_run *r, int64_t dep, const char *name, cons
 	free(why);
 	if (error < 0 || (error = reconcile_request(r->conn, r->home, r->actor, RECONCILE_MAY_RUN)) < 0)
 		goto out;
-	steps_log(r, "A/B test: requests to http://127.0.0.1:%d with %s%s%s go to %s %s, the others by the weights "
-		  "as before; %lld interval%s of %lld ms", d->port, header, value ? ": " : " (any value)",
+	steps_log(r, "A/B test: requests to http://%s:%d with %s%s%s go to %s %s, the others by the weights "
+		  "as before; %lld interval%s of %lld ms", replica_address(), d->port, header, value ? ": " : " (any value)",
 		  value ? value : "", model, version, (long long)iterations, iterations == 1 ? "" : "s",
 		  (long long)interval);
 	if ((error = synth_start(r, cn, d->port, model, hline, &synth, &synth_body)) < 0)
@@ -744,10 +745,10 @@ static int ab_test(const struct step_run *r, int64_t dep, const char *name, cons
 					continue;
 				ferry_error_set("A/B test of %s %s: only %lld requests with %s reached it in %.1f s (max_wait; at "
 						"least %lld needed to judge it); rolled back. Send requests with the header "
-						"%s to http://127.0.0.1:%d, or let the step send some itself (canary: "
+						"%s to http://%s:%d, or let the step send some itself (canary: "
 						"{traffic: {rate: 20/s}})", model, version, (long long)(have ? l.requests : 0),
 						header, (double)(clock_mono_ms() - since) / 1000, (long long)min_req, hline,
-						d->port);
+						replica_address(), d->port);
 				goto rollback;
 			}
 			err = (double)l.errors_5xx / (double)l.requests;
@@ -937,11 +938,11 @@ static int deploy_prepare(struct step_result *res, json_t **env, const struct st
 	if (strcmp(state, "starting") != 0) {
 		/* an earlier attempt of this step deployed it */
 		res->outcome = OUTCOME_SUCCEEDED;
-		res->reason = xasprintf("%s %s is %s in deployment %s (http://127.0.0.1:%d)", model, version, state,
-					name, port);
+		res->reason = xasprintf("%s %s is %s in deployment %s (http://%s:%d)", model, version, state,
+					name, replica_address(), port);
 		res->outputs = json_pack("{s:s, s:s, s:s, s:I}", "deployment", name, "version", version, "url",
 					 "", "id", (json_int_t)dep);
-		json_object_set_new(res->outputs, "url", json_sprintf("http://127.0.0.1:%d", port));
+		json_object_set_new(res->outputs, "url", json_sprintf("http://%s:%d", replica_address(), port));
 		free(state), free(sample);
 		json_decref(spec);
 		return 1;
@@ -952,8 +953,8 @@ static int deploy_prepare(struct step_result *res, json_t **env, const struct st
 	 * first, so none is left running unknown.
 	 */
 	dr_stop_earlier(&set, r, dep, version);
-	steps_log(r, "deploying %s %s into deployment %s (http://127.0.0.1:%d): %d replica%s", model, version, name,
-		  port, nrep, nrep == 1 ? "" : "s");
+	steps_log(r, "deploying %s %s into deployment %s (http://%s:%d): %d replica%s", model, version, name,
+		  replica_address(), port, nrep, nrep == 1 ? "" : "s");
 	until = clock_mono_ms() + READY_TIMEOUT_MS;
 	{
 		struct dr_what w = {.dep = dep, .deployment = name, .model = model, .version = version,
@@ -993,12 +994,12 @@ static int deploy_prepare(struct step_result *res, json_t **env, const struct st
 		flog_warn("run %lld step %s: HAProxy not updated yet (the reconcile task retries): %s",
 			  (long long)r->run_id, r->name, ferry_error_last());
 	res->outcome = OUTCOME_SUCCEEDED;
-	res->reason = xasprintf("%s %s serves %d%% of deployment %s at http://127.0.0.1:%d with %d replica%s",
+	res->reason = xasprintf("%s %s serves %d%% of deployment %s at http://%s:%d with %d replica%s",
 				model, version, (int)json_integer_value(json_object_get(weights, version)), name,
-				port, nrep, nrep == 1 ? "" : "s");
+				replica_address(), port, nrep, nrep == 1 ? "" : "s");
 	res->outputs = json_pack("{s:s, s:s, s:I, s:O}", "deployment", name, "version", version, "id",
 				 (json_int_t)dep, "weights", weights);
-	json_object_set_new(res->outputs, "url", json_sprintf("http://127.0.0.1:%d", port));
+	json_object_set_new(res->outputs, "url", json_sprintf("http://%s:%d", replica_address(), port));
 	flog_info("run %lld step %s: %s", (long long)r->run_id, r->name, res->reason);
 	json_decref(weights);
 	dr_free(&set);

@@ -266,6 +266,7 @@ static char *layout_node(const struct hap *h, const struct hap_frontend *fe, siz
 	char hex[65];
 
 	buf_str(&b, h->tmpl);
+	buf_printf(&b, "\nfronts on %s", h->front);
 	for (size_t i = 0; i < n; i++) {
 		buf_printf(&b, "\nfrontend %s %d\n", fe[i].name, fe[i].port);
 		for (size_t k = 0; k < fe[i].nservers; k++)
@@ -321,7 +322,7 @@ static char *render_config(const struct hap *h, const struct hap_frontend *fe, s
 		snprintf(port, sizeof(port), "%d", fe[i].port);
 		ab_config(&fe[i], &route, &backend);
 		const char *kv_fe[] = {"dir", h->dir, "node", node, "name", fe[i].name, "port", port,
-				       "ab_route", route, "ab_backend", backend, NULL};
+				       "front_addr", h->front, "ab_route", route, "ab_backend", backend, NULL};
 		subst(&b, h->fe_a, h->fe_a_len, kv_fe);
 		for (size_t k = 0; k < fe[i].nservers; k++) {
 			const struct hap_server *s = &fe[i].servers[k];
@@ -593,7 +594,7 @@ static const char *admin_state(int admin)
  * worker fail while the old one keeps serving the old layout. fronts is
  * what haproxy listens on now (frontend -> port; NULL when none runs).
  */
-static int ports_free(const struct hap_frontend *fe, size_t n, json_t *fronts)
+static int ports_free(const struct hap *h, const struct hap_frontend *fe, size_t n, json_t *fronts)
 {
 	for (size_t i = 0; i < n; i++) {
 		struct sockaddr_in sa = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK),
@@ -607,6 +608,7 @@ static int ports_free(const struct hap_frontend *fe, size_t n, json_t *fronts)
 				held = 1;
 		if (held)
 			continue;
+		inet_pton(AF_INET, h->front, &sa.sin_addr);
 		fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
 		if (fd < 0)
 			continue;
@@ -615,8 +617,8 @@ static int ports_free(const struct hap_frontend *fe, size_t n, json_t *fronts)
 			err = errno;
 		close(fd);
 		if (err == EADDRINUSE) {
-			ferry_error_set("frontend %s: port %d on 127.0.0.1 is in use by another program",
-					fe[i].name, fe[i].port);
+			ferry_error_set("frontend %s: port %d on %s is in use by another program", fe[i].name,
+					fe[i].port, h->front);
 			return FERRY_ECONFLICT;
 		}
 	}
@@ -784,7 +786,7 @@ int hap_apply(struct hap *h, const struct hap_frontend *fe, size_t n, json_t *ch
 	state = render_state(fe, n);
 	master = hap_running_pid(h);
 	if (master <= 0) {
-		if ((rc = ports_free(fe, n, NULL)) < 0 || (rc = hap_write_files(h, cfg, state, 1)) < 0 ||
+		if ((rc = ports_free(h, fe, n, NULL)) < 0 || (rc = hap_write_files(h, cfg, state, 1)) < 0 ||
 		    (rc = hap_start_locked(h, node)) < 0)
 			goto out;
 		change(changes, NULL, NULL, "started", NULL, NULL);
@@ -801,7 +803,7 @@ int hap_apply(struct hap *h, const struct hap_frontend *fe, size_t n, json_t *ch
 	layout = json_array();
 	if (layout_diff(fe, n, &l, layout) > 0 || l.node == NULL || strcmp(l.node, node) != 0) {
 		long old = l.pid;
-		if ((rc = ports_free(fe, n, l.fronts)) < 0 || (rc = hap_write_files(h, cfg, state, 1)) < 0 ||
+		if ((rc = ports_free(h, fe, n, l.fronts)) < 0 || (rc = hap_write_files(h, cfg, state, 1)) < 0 ||
 		    (rc = hap_reload_locked(h, master, old, node)) < 0)
 			goto out;
 		/* reported once done: a refused change reports nothing */
@@ -953,6 +955,20 @@ void hap_stop(struct hap *h)
 
 /* ---- open and close ---- */
 
+int hap_set_front(struct hap *h, const char *addr)
+{
+	struct in_addr a;
+
+	if (addr == NULL || strlen(addr) >= sizeof(h->front) || inet_pton(AF_INET, addr, &a) != 1) {
+		ferry_error_set("the fronts' address \"%s\" is not an IPv4 address", addr ? addr : "");
+		return FERRY_EINVALID;
+	}
+	pthread_mutex_lock(&h->mu);
+	snprintf(h->front, sizeof(h->front), "%s", addr);
+	pthread_mutex_unlock(&h->mu);
+	return FERRY_OK;
+}
+
 int hap_open(struct hap **out, const char *dir)
 {
 	struct hap *h = xcalloc(1, sizeof(*h));
@@ -962,6 +978,7 @@ int hap_open(struct hap **out, const char *dir)
 
 	*out = NULL;
 	pthread_mutex_init(&h->mu, NULL);
+	snprintf(h->front, sizeof(h->front), "127.0.0.1");
 	h->dir = xstrdup(dir);
 	h->cfg = xasprintf("%s/haproxy.cfg", dir);
 	h->state = xasprintf("%s/server-state", dir);

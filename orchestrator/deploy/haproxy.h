@@ -28,7 +28,7 @@ struct hap_server {
 
 struct hap_frontend {
 	const char *name; /* the deployment's name: [A-Za-z0-9_.-]{1,64} */
-	int port;         /* front port on 127.0.0.1 */
+	int port;         /* front port on the fronts' address (hap_set_front) */
 	const struct hap_server *servers;
 	size_t nservers;
 	/*
@@ -54,6 +54,13 @@ struct hap;
  * (hap_close).
  */
 int hap_open(struct hap **out, const char *dir);
+
+/*
+ * The address the fronts listen on ({{front_addr}} in the template; 127.0.0.1
+ * until set): an IPv4 address, else FERRY_EINVALID. Part of the layout: a
+ * change reloads at the next hap_apply.
+ */
+int hap_set_front(struct hap *h, const char *addr);
 
 /* Frees h (NULL is fine); haproxy keeps running. */
 void hap_close(struct hap *h);

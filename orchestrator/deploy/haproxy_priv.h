@@ -33,6 +33,7 @@ struct hap {
 	const char *head, *fe_a, *srv, *fe_b, *tail;
 	size_t head_len, fe_a_len, srv_len, fe_b_len, tail_len;
 	int has_ab; /* the template has {{ab_route}} and {{ab_backend}} (header routing) */
+	char front[64]; /* the address the fronts listen on ({{front_addr}}; hap_set_front) */
 };
 
 /* A growing buffer. */

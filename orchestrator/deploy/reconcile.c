@@ -58,7 +58,7 @@ static struct hap *hap_for(const char *home)
 		if (hap_open(&hap, dir) < 0) {
 			flog_error("HAProxy in %s: %s", dir, ferry_error_last());
 			hap = NULL;
-		} else if (hap_log_start(dir) < 0) {
+		} else if (hap_set_front(hap, replica_address()), hap_log_start(dir) < 0) {
 			/* the traffic still flows; only the live percentiles are missing */
 			flog_warn("%s", ferry_error_last());
 		}
@@ -406,6 +406,43 @@ static size_t seen_at(const struct deployment *list, const struct rc_action *a)
 }
 
 /*
+ * This host's HAProxy made to serve the plan's frontends (one HAProxy a
+ * host, run by the daemon that keeps the host's replicas: every host
+ * serves every deployment's front at its address). Its changes become
+ * "haproxy" events when record (the leader's round; a keeper's are only
+ * logged, or each host would repeat them).
+ */
+static int apply_haproxy(PGconn *conn, const char *home, const char *actor, const struct deployment *list, size_t n,
+			 const struct rc_plan *plan, int record)
+{
+	json_t *changes = json_array(), *c;
+	size_t i;
+	int error = FERRY_OK;
+
+	if (hap_for(home) == NULL) {
+		json_decref(changes);
+		return FERRY_ERROR;
+	}
+	/* nothing deployed and no HAProxy running: nothing to start */
+	if (plan->nfe > 0 || hap_running(hap)) {
+		if ((error = hap_apply(hap, plan->fe, plan->nfe, changes)) < 0)
+			flog_error("HAProxy: %s", ferry_error_last());
+	}
+	json_array_foreach(changes, i, c) {
+		int64_t dep = dep_of(list, n, json_string_value(json_object_get(c, "frontend")));
+		if (dep > 0 && record) {
+			store_deploy_event(conn, dep, actor, "haproxy", c);
+		} else if (dep > 0) {
+			char *t = json_dumps(c, JSON_COMPACT);
+			flog_debug("HAProxy of this host: %s", t ? t : "?");
+			free(t);
+		}
+	}
+	json_decref(changes);
+	return error;
+}
+
+/*
  * A keeper's round (SCOPE_HOST): the replicas whose handle names this
  * host — observed, restarted, stopped and removed as the plan says — and
  * nothing else: no HAProxy, no auto-stop, no events about versions (the
@@ -416,6 +453,7 @@ static int host_round(PGconn *conn, const char *home, const char *actor)
 	struct deployment *list = NULL;
 	struct rc_seen *seen = NULL;
 	struct rc_plan plan = {0};
+	json_t *hosts = NULL;
 	char me[256];
 	size_t i, n = 0;
 	int error;
@@ -424,7 +462,9 @@ static int host_round(PGconn *conn, const char *home, const char *actor)
 	if ((error = store_deployments_list(&list, &n, conn)) < 0)
 		goto out;
 	ferry_host_name(me, sizeof(me));
-	seen = observe(list, n, NULL, me, SCOPE_HOST);
+	/* where the other hosts' replicas are reached (this host's front serves them too) */
+	hosts = fleet_hosts(conn);
+	seen = observe(list, n, hosts, me, SCOPE_HOST);
 	reconcile_plan(&plan, list, n, seen);
 	for (i = 0; i < plan.nactions; i++) {
 		const struct rc_action *a = &plan.actions[i];
@@ -436,7 +476,16 @@ static int host_round(PGconn *conn, const char *home, const char *actor)
 			apply_health(conn, actor, d, v, &v->replicas[a->rep], a->health);
 		else if (a->what == RC_START)
 			apply_start(conn, NULL, home, actor, d, v, &v->replicas[a->rep]);
-		else if (a->what == RC_REMOVE)
+	}
+	/* this host's front, then what HAProxy no longer sends requests to goes */
+	apply_haproxy(conn, home, actor, list, n, &plan, 0);
+	for (i = 0; i < plan.nactions; i++) {
+		const struct rc_action *a = &plan.actions[i];
+		const struct deployment *d = &list[a->dep];
+		const struct deploy_version *v = &d->versions[a->ver];
+		if (seen[seen_at(list, a)].remote)
+			continue;
+		if (a->what == RC_REMOVE)
 			apply_remove(conn, actor, d, v, &v->replicas[a->rep]);
 		else if (a->what == RC_STOP)
 			apply_stop(conn, actor, d, v, &v->replicas[a->rep]);
@@ -447,6 +496,7 @@ out:
 	rc_plan_free(&plan);
 	free(seen);
 	deployments_free(list, n);
+	json_decref(hosts);
 	return error;
 }
 
@@ -456,7 +506,7 @@ int reconcile_now(PGconn *conn, const char *home, const char *actor)
 	struct deploy_warning *warned = NULL;
 	struct rc_seen *seen = NULL;
 	struct rc_plan plan = {0};
-	json_t *changes = json_array(), *c, *hosts = NULL;
+	json_t *hosts = NULL;
 	char me[256];
 	size_t i, n = 0, nwarned = 0;
 	int64_t *due = NULL, asked = 0;
@@ -500,20 +550,13 @@ int reconcile_now(PGconn *conn, const char *home, const char *actor)
 		else if (a->what == RC_START)
 			apply_start(conn, hosts, home, actor, d, v, &v->replicas[a->rep]);
 	}
-	if (hap_for(home) == NULL) {
-		error = FERRY_ERROR;
+	/*
+	 * this host's front, when this daemon keeps the host (the keeper of
+	 * another daemon here runs it otherwise; each host's keeper runs its own)
+	 */
+	if ((atomic_load(&keeper) || !atomic_load(&keep_known)) &&
+	    (error = apply_haproxy(conn, home, actor, list, n, &plan, 1)) < 0 && hap == NULL)
 		goto out;
-	}
-	/* nothing deployed and no HAProxy running: nothing to start */
-	if (plan.nfe > 0 || hap_running(hap)) {
-		if ((error = hap_apply(hap, plan.fe, plan.nfe, changes)) < 0)
-			flog_error("HAProxy: %s", ferry_error_last());
-	}
-	json_array_foreach(changes, i, c) {
-		int64_t dep = dep_of(list, n, json_string_value(json_object_get(c, "frontend")));
-		if (dep > 0)
-			store_deploy_event(conn, dep, actor, "haproxy", c);
-	}
 	/* HAProxy no longer sends them requests: replicas scaled away go, stopped ones stop */
 	for (i = 0; i < plan.nactions; i++) {
 		const struct rc_action *a = &plan.actions[i];
@@ -537,7 +580,6 @@ out:
 	free(due);
 	deployments_free(list, n);
 	deploy_warnings_free(warned, nwarned);
-	json_decref(changes);
 	json_decref(hosts);
 	return error;
 }

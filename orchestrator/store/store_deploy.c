@@ -561,7 +561,7 @@ static json_t *version_to_json(const struct deploy_version *v)
 	return o;
 }
 
-json_t *deployment_to_json(const struct deployment *d)
+json_t *deployment_to_json(const struct deployment *d, const char *front)
 {
 	json_t *o = json_object(), *vs = json_array();
 
@@ -569,7 +569,8 @@ json_t *deployment_to_json(const struct deployment *d)
 		json_array_append_new(vs, version_to_json(&d->versions[i]));
 	/* jsonb's order (by key length, then bytes): what the API answered when it passed the rows on */
 	json_object_set_new(o, "id", json_integer(d->id));
-	json_object_set_new(o, "url", json_sprintf("http://127.0.0.1:%d", d->port));
+	/* the front on the host that answers (each host serves every front at its address) */
+	json_object_set_new(o, "url", json_sprintf("http://%s:%d", front ? front : "127.0.0.1", d->port));
 	json_object_set_new(o, "name", json_string(d->name));
 	json_object_set_new(o, "port", json_integer(d->port));
 	json_object_set_new(o, "model", json_string(d->model));

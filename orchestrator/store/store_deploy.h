@@ -162,8 +162,9 @@ int deployments_from_json(struct deployment **out, size_t *n, const json_t *j);
  *  "run_id","weight","version","artifact","replicas","load_test",
  *  "replica_list"}, each replica {"idx","port","handle","health","restarts",
  *  "generation","last_error","next_start_in_ms"}; absent values are null.
+ * "url" is the front at address front (the answering host's; NULL: 127.0.0.1).
  */
-json_t *deployment_to_json(const struct deployment *d);
+json_t *deployment_to_json(const struct deployment *d, const char *front);
 
 /* The version called version in d, or NULL. */
 const struct deploy_version *deployment_version(const struct deployment *d, const char *version);

@@ -443,15 +443,17 @@ Y
 }
 
 # three hosts, each at its own address (127.0.0.1, .2, .3): a deployment's
-# three replicas go one to each, listening on their host's address, served
-# through the front; kill -9 of a host's daemon and of its replica: the
-# replica is replaced on another host after the lease, the front's users
-# see no more than the health-check interval of failures, and the host's
-# return brings no duplicate
+# three replicas go one to each, listening on their host's address, and
+# every host serves the front at its address; kill -9 of a host's daemon
+# and of its replica: the replica is replaced on another host after the
+# lease, and a client of another host's front sees no more than the
+# health-check interval of failures; kill -9 of the leader's daemon: the
+# other fronts serve on; the hosts' return brings no duplicate, and every
+# host's HAProxy ends equal to the database
 test_hosts_three_replicas_spread_and_replaced() {
 	command -v haproxy >/dev/null || fail "haproxy is not installed (make deps)"
 	trap 'kill "$client" 2>/dev/null; stop_daemons; stop_deployments "$FERRY_HOME"; stop_deployments "$FERRY_HOME/b"; stop_deployments "$FERRY_HOME/c"' EXIT
-	local client=0
+	local client=0 h ip port out i want
 	start_daemon a FERRY_HOST=host-a FERRY_LEASE_MS=3000
 	serve_py
 	mkdir -p "$FERRY_HOME/b" "$FERRY_HOME/c"
@@ -469,8 +471,7 @@ Y
 	wait_run "$did" succeeded 120
 	assert_eq "$(sql "SELECT string_agg(handle->>'host', ',' ORDER BY handle->>'host') FROM deployment_replicas")" \
 		host-a,host-b,host-c "one replica on each host"
-	# each listens on its host's address (FERRY_BIND_ADDR), and HAProxy reaches it there
-	local h ip port out i
+	# each listens on its host's address (FERRY_BIND_ADDR)
 	for h in a:127.0.0.1 b:127.0.0.2 c:127.0.0.3; do
 		ip=${h#*:}
 		port=$(sql "SELECT port FROM deployment_replicas WHERE handle->>'host' = 'host-${h%%:*}'")
@@ -479,17 +480,16 @@ Y
 	done
 	front=$(sql "SELECT port FROM deployments")
 	sql_until "(SELECT count(*) FROM deployment_replicas WHERE health = 'healthy') = 3" 30 || fail "not every replica is healthy"
-	use_daemon a
-	for i in $(seq 1 100); do
-		api GET /api/v1/deployments/1
-		[ "$(echo "$BODY" | json '" ".join(sorted(s["addr"] for s in j["haproxy"] if s["weight"] > 0))' 2>/dev/null)" = "127.0.0.1 127.0.0.2 127.0.0.3" ] && break
-		sleep 0.2
+	# every host's front, at its address, routes to the three hosts' replicas
+	hosts_agree_with_db 3
+	for ip in 127.0.0.1 127.0.0.2 127.0.0.3; do
+		out=$(curl -sS -m 5 -X POST -d '{}' "http://$ip:$front/") || fail "no front at $ip:$front"
+		assert_match "$out" '"model": "weights T"' "the front at $ip"
 	done
-	[ "$i" -lt 100 ] || fail "HAProxy does not route to the three hosts' addresses: $BODY"
-	# a client through the front, one request every 50 ms, each failure's time written down
+	# a client of B's front, one request every 50 ms, each failure's time written down
 	(
 		while :; do
-			if ! curl -fsS -m 5 -X POST -d '{}' "http://127.0.0.1:$front/" >/dev/null 2>&1; then date +%s.%N >>"$FERRY_HOME/failed"; fi
+			if ! curl -fsS -m 5 -X POST -d '{}' "http://127.0.0.2:$front/" >/dev/null 2>&1; then date +%s.%N >>"$FERRY_HOME/failed"; fi
 			date +%s.%N >>"$FERRY_HOME/sent"
 			sleep 0.05
 		done
@@ -509,24 +509,25 @@ Y
 	echo "# replaced on another host $(( $(date +%s) - t0 )) s after the kill (lease 3 s)"
 	assert_eq "$(sql "SELECT count(*) FROM deployment_events WHERE kind IN ('replica-replaced', 'replica-placed') AND detail->>'lost_host' = 'host-c'")" 1 \
 		"one replacement, naming the lost host"
-	sleep 2
+	# the leader (A) goes: B's front serves on, another daemon leads
+	stop_daemon a KILL
+	sleep 8 # two leases and more: the leadership moves, and B's front is used all along
 	kill "$client" 2>/dev/null; wait "$client" 2>/dev/null || true
 	local sent failed
 	sent=$(wc -l <"$FERRY_HOME/sent"); failed=$(cat "$FERRY_HOME/failed" 2>/dev/null | wc -l)
-	echo "# $failed of $sent requests through the front failed while host C was lost"
+	echo "# $failed of $sent requests through B's front failed while C, then the leader, were lost"
 	# HAProxy sends a request its replica refuses to another one (retry-on conn-failure, redispatch):
 	# the failures fit in the health-check interval (2 s of one request every 50 ms, 40)
-	[ "$failed" -le 40 ] || fail "$failed requests failed while C was lost: $(head -5 "$FERRY_HOME/failed")"
-	# C back: nothing started twice, the replacement stays where it is
+	[ "$failed" -le 40 ] || fail "$failed requests failed: $(head -5 "$FERRY_HOME/failed")"
+	# A and C back: nothing started twice, the replacement stays where it is
+	start_daemon a FERRY_HOST=host-a FERRY_LEASE_MS=3000
 	start_another c FERRY_HOST=host-c FERRY_HOME="$FERRY_HOME/c" FERRY_LISTEN=127.0.0.3:0 FERRY_LEASE_MS=3000
-	sleep 5 # rounds of C's keeper and of the leader
+	sleep 5 # rounds of every keeper and of the leader
 	assert_eq "$(sql "SELECT count(*) FROM deployment_replicas")" 3 "three replicas"
 	assert_eq "$(sql "SELECT count(*) FROM deployment_replicas WHERE handle->>'host' = 'host-c'")" 0 "none on C after its return"
-	assert_eq "$(sql "SELECT count(*) FROM deployment_events WHERE kind IN ('replica-started', 'replica-restarted', 'replica-replaced') AND at > now() - interval '5 seconds'")" 0 "no start after C came back"
-	out=$(curl -sS -m 5 -X POST -d '{}' "http://127.0.0.1:$front/")
-	assert_match "$out" '"model": "weights T"' "the front serves"
+	assert_eq "$(sql "SELECT count(*) FROM deployment_events WHERE kind IN ('replica-started', 'replica-restarted', 'replica-replaced') AND at > now() - interval '5 seconds'")" 0 "no start after A and C came back"
+	hosts_agree_with_db 3
 	# placement.hosts: only the hosts with the labels; none with them: the step fails saying so, nothing started
-	local want
 	for want in true h100; do
 		wf "gpu-$want" >/dev/null <<Y
 name: gpu-$want
@@ -543,4 +544,24 @@ Y
 	wait_run "$id" failed 60
 	api GET "/api/v1/runs/$id"
 	assert_match "$BODY" 'no host that is up has the labels placement.hosts asks for \(\{\\"gpu\\":\\"h100\\"\}; 3 up\)' "why no host fits"
+}
+
+# hosts_agree_with_db N: every host's HAProxy (GET /deployments/1 through
+# each daemon: what its HAProxy runs) serves exactly the database's N
+# healthy replicas of deployment 1, each at its host's address and port
+hosts_agree_with_db() {
+	local want name url got i
+	want=$(sql "SELECT string_agg(CASE r.handle->>'host' WHEN 'host-a' THEN '127.0.0.1' WHEN 'host-b' THEN '127.0.0.2' ELSE '127.0.0.3' END || ':' || r.port, ' ' ORDER BY 1)
+		FROM deployment_replicas r WHERE r.deployment_id = 1 AND r.health = 'healthy'")
+	[ "$(echo "$want" | wc -w)" = "$1" ] || fail "the database has not $1 healthy replicas: $want"
+	for name in a b c; do
+		url=$(daemon_url "$name") || fail "no daemon $name"
+		for i in $(seq 1 100); do
+			FERRY_URL=$url api GET /api/v1/deployments/1
+			got=$(echo "$BODY" | json '" ".join(sorted(s["addr"] + ":" + str(s["port"]) for s in j["haproxy"] if s["weight"] > 0))' 2>/dev/null)
+			[ "$got" = "$(echo "$want" | tr ' ' '\n' | sort | tr '\n' ' ' | sed 's/ $//')" ] && break
+			sleep 0.2
+		done
+		[ "$i" -lt 100 ] || fail "host $name's HAProxy serves '$got', the database says '$want'"
+	done
 }

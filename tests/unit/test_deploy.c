@@ -216,7 +216,7 @@ static void test_deploy__to_json_round_trip(void **state)
 	(void)state;
 	assert_int_equal(deployments_from_json(&list, &n, j), 0);
 	for (size_t i = 0; i < n; i++)
-		json_array_append_new(out, deployment_to_json(&list[i]));
+		json_array_append_new(out, deployment_to_json(&list[i], NULL));
 	a = json_dumps(j, JSON_COMPACT);
 	b = json_dumps(out, JSON_COMPACT);
 	assert_string_equal(b, a);
