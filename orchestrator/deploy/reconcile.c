@@ -300,6 +300,16 @@ static struct rc_seen *observe(const struct deployment *list, size_t n, const js
 					/* its host's keeper looks after it, unless that host is lost (the leader replaces it) */
 					if (scope == SCOPE_HOST || hosts == NULL || (state && strcmp(state, "lost") != 0))
 						sn->remote = 1;
+					/*
+					 * … and still not while the replica answers its health
+					 * check there: only its daemon is gone (killed, cut off
+					 * from the database), it serves on, and its keeper
+					 * takes it up again when it is back
+					 */
+					else if (!fleet_placed(rep->handle) && rc_serves(&list[i], v) &&
+						 replica_http("GET", sn->addr, rep->port, "/v2/health/ready", NULL,
+							      HEALTH_TIMEOUT_MS, &st, NULL) == 0 && st == 200)
+						sn->remote = 1;
 					continue;
 				}
 				/*

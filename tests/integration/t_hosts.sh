@@ -412,13 +412,16 @@ Y
 	sql_until "(SELECT generation FROM deployment_replicas WHERE idx = $rb) = 2" 30 || fail "B's replica was not restarted"
 	assert_eq "$(sql "SELECT handle->>'host' FROM deployment_replicas WHERE idx = $rb")" host-b "restarted on its host"
 	assert_eq "$(sql "SELECT actor FROM deployment_events WHERE kind = 'replica-restarted' ORDER BY id DESC LIMIT 1")" "$owner_b" "by B's daemon, not the leader"
-	# host B is lost (its daemon killed; cut off, its replica runs on): the leader replaces it on A, on a new port
+	# host B is lost: its daemon killed, its replica cut off (stopped: it runs on but answers nothing,
+	# as behind a partition); the leader replaces it on A, on a new port (a replica of a lost host
+	# that still answers its health check is left alone: only its daemon is gone)
 	old_port=$(sql "SELECT port FROM deployment_replicas WHERE idx = $rb")
 	old_pid=$(sql "SELECT handle->>'pid' FROM deployment_replicas WHERE idx = $rb")
 	# the model is kept on two hosts (FERRY_ARTIFACT_COPIES): A has its copy before B goes
 	sql_until "(SELECT count(*) FROM blob_holders WHERE sha256 = (SELECT artifact FROM model_versions LIMIT 1)) >= 2" 60 ||
 		fail "the model is not on two hosts"
 	stop_daemon b KILL
+	kill -STOP -- "-$old_pid"
 	sql_until "(SELECT count(*) FROM deployment_replicas WHERE handle->>'host' = 'host-a') = 2" 60 ||
 		fail "B's replica was not replaced on A: $(sql "SELECT idx, handle->>'host', health, last_error FROM deployment_replicas")"
 	assert_eq "$(sql "SELECT count(*) FROM deployment_events WHERE kind = 'replica-replaced' AND detail->>'lost_host' = 'host-b'")" 1 "one replacement, naming the lost host"
@@ -429,7 +432,8 @@ Y
 	done
 	assert_match "$out" '"model": "weights F"' "the front serves"
 	kill -0 "$old_pid" 2>/dev/null || fail "B's replica $old_pid should still run while B is away"
-	# B back: its keeper fences its old replica (its row names the replacement); nothing started twice
+	# B back (the partition over): its keeper fences its old replica (its row names the replacement); nothing started twice
+	kill -CONT -- "-$old_pid"
 	start_another b FERRY_HOST=host-b FERRY_HOME="$FERRY_HOME/b"
 	for i in $(seq 1 200); do kill -0 "$old_pid" 2>/dev/null || break; sleep 0.1; done
 	! kill -0 "$old_pid" 2>/dev/null || fail "B's old replica $old_pid still runs after B came back"
