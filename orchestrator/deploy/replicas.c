@@ -257,7 +257,7 @@ int replica_fence(const char *home, char *const *keep, size_t nkeep, char *const
 		char *dir = xstrdup(g.gl_pathv[i]), *text = NULL, *marker, *line, *next;
 		const char *runs;
 		struct stat sb;
-		int64_t pid = 0, start = 0, v, t;
+		int64_t pid = 0, start = 0;
 		size_t k, slot, rel = strlen(home) + strlen("/deployments/");
 		*strrchr(dir, '/') = '\0';
 		if ((runs = strstr(dir + rel, "/runs/")) == NULL) {
@@ -286,14 +286,12 @@ int replica_fence(const char *home, char *const *keep, size_t nkeep, char *const
 			continue;
 		}
 		for (line = text; line && *line; line = next) {
-			char *sp;
+			pid_t p;
+			int64_t t;
 			if ((next = strchr(line, '\n')) != NULL)
 				*next++ = '\0';
-			if (strncmp(line, "pid ", 4) == 0 && (sp = strchr(line + 4, ' ')) != NULL) {
-				*sp = '\0';
-				if (parse_int64(line + 4, &v) == 0 && v > 0 && parse_int64(sp + 1, &t) == 0)
-					pid = v, start = t;
-			}
+			if (exec_status_pid(line, &p, &t))
+				pid = p, start = t;
 		}
 		if (pid > 0 && exec_pid_alive((pid_t)pid, start)) {
 			json_t *h = json_pack("{s:s, s:I, s:I, s:s}", "executor", "local", "pid", (json_int_t)pid,

@@ -404,15 +404,14 @@ static int read_status_file(const char *dir, pid_t *pid, int64_t *start, int *ex
 	if (jobfile_read(&buf, NULL, dir, "status", EXEC_STATUS_MAX) == FERRY_OK) {
 		for (line = buf; line && *line; line = next) {
 			int64_t v, t;
-			char *sp;
+			pid_t p;
 			next = strchr(line, '\n');
 			if (next == NULL)
 				break; /* a line still being written */
 			*next++ = '\0';
-			if (strncmp(line, "pid ", 4) == 0 && (sp = strchr(line + 4, ' ')) != NULL) {
-				*sp = '\0';
-				if (pid && parse_int64(line + 4, &v) == 0 && v > 0 && parse_int64(sp + 1, &t) == 0)
-					*pid = (pid_t)v, *start = t;
+			if (exec_status_pid(line, &p, &t)) {
+				if (pid)
+					*pid = p, *start = t;
 			} else if (strncmp(line, "exit ", 5) == 0 && parse_int64(line + 5, &v) == 0) {
 				*exit_code = (int)v;
 				ended = 1;

@@ -790,14 +790,13 @@ static int read_status(const char *dir, pid_t *pid, int64_t *start, int64_t *lim
 
 	if (jobfile_read(&buf, NULL, dir, "status", EXEC_STATUS_MAX) == FERRY_OK) {
 		for (line = buf; line && *line; line = next) {
-			char *sp;
+			pid_t p;
 			if ((next = strchr(line, '\n')) == NULL)
 				break; /* a line still being written */
 			*next++ = '\0';
-			if (strncmp(line, "pid ", 4) == 0 && (sp = strchr(line + 4, ' ')) != NULL) {
-				*sp = '\0';
-				if (pid && parse_int64(line + 4, &v) == 0 && v > 0 && parse_int64(sp + 1, &t) == 0)
-					*pid = (pid_t)v, *start = t;
+			if (exec_status_pid(line, &p, &t)) {
+				if (pid)
+					*pid = p, *start = t;
 			} else if (strncmp(line, "memory ", 7) == 0 && parse_int64(line + 7, &v) == 0) {
 				if (limit_mb)
 					*limit_mb = v;

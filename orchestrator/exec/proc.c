@@ -110,3 +110,21 @@ int exec_cgroup_pids(const char *dir, int **pids, int *n)
 
 	return cgroup_pids(dir, 0, pids, n, &cap) ? FERRY_OK : FERRY_ENOTFOUND;
 }
+
+int exec_status_pid(const char *line, pid_t *pid, int64_t *start)
+{
+	const char *sp;
+	char num[24];
+	int64_t v, t;
+
+	if (strncmp(line, "pid ", 4) != 0 || (sp = strchr(line + 4, ' ')) == NULL ||
+	    (size_t)(sp - (line + 4)) >= sizeof(num))
+		return 0;
+	memcpy(num, line + 4, (size_t)(sp - (line + 4)));
+	num[sp - (line + 4)] = '\0';
+	if (parse_int64(num, &v) < 0 || v <= 0 || v > INT32_MAX || parse_int64(sp + 1, &t) < 0)
+		return 0;
+	*pid = (pid_t)v;
+	*start = t;
+	return 1;
+}

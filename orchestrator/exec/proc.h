@@ -30,6 +30,14 @@ int exec_pid_alive(pid_t pid, int64_t start);
 int64_t exec_pid_start(pid_t pid);
 
 /*
+ * A job's status file line "pid PID START" (its supervisor: written by
+ * every executor type's supervisor, appended again by a follower): 1 with
+ * *pid (> 0) and *start when line is one, else 0 (another line, or a
+ * malformed one: a job may write its directory). Readers take the last.
+ */
+int exec_status_pid(const char *line, pid_t *pid, int64_t *start);
+
+/*
  * The processes of cgroup directory dir and of its children (depth <= 3),
  * appended to *pids (*n of them; the caller frees it): a container's, for
  * the monitor. FERRY_ENOTFOUND when dir has no cgroup.procs.

@@ -40,19 +40,7 @@ test_fleet_soak_kills_and_postgres_restarts() {
 	soak_start b
 	soak_start c
 	use_daemon a
-	cat >"$FERRY_HOME/serve.py" <<'PY'
-import http.server, json, os
-model = open(os.environ["FERRY_MODEL_PATH"]).read().strip()
-class H(http.server.BaseHTTPRequestHandler):
-    def log_message(self, *a): pass
-    def reply(self, body):
-        b = json.dumps(body).encode(); self.send_response(200); self.send_header("Content-Length", str(len(b))); self.end_headers(); self.wfile.write(b)
-    def do_GET(self): self.reply({})
-    def do_POST(self):
-        self.rfile.read(int(self.headers.get("Content-Length", 0))); self.reply({"model": model})
-http.server.ThreadingHTTPServer((os.environ["FERRY_BIND_ADDR"], int(os.environ["FERRY_PORT"])), H).serve_forever()
-PY
-	echo '{"inputs": []}' >"$FERRY_HOME/sample.json"
+	serve_py # t_hosts.sh's model server (on FERRY_BIND_ADDR), and its sample
 	dep=$(wf soak <<Y
 name: soak
 steps:

@@ -244,6 +244,26 @@ static void test_exec__pid_start_identifies_process(void **state)
 	assert_false(exec_pid_alive(0, 0));
 }
 
+/* A status file's "pid PID START" line, as every reader takes it; anything else is not one. */
+static void test_exec__status_pid_line(void **state)
+{
+	pid_t pid = 7;
+	int64_t start = 9;
+
+	(void)state;
+	assert_int_equal(exec_status_pid("pid 4242 123456", &pid, &start), 1);
+	assert_int_equal(pid, 4242);
+	assert_int_equal(start, 123456);
+	pid = 7, start = 9;
+	/* not a pid line, or one a job could have scribbled: left as they were */
+	const char *bad[] = {"pid", "pid 12", "pid 0 5", "pid -3 5", "pid x 5", "pid 12 y", "pid 99999999999 1",
+			     "exit 0", "pids 12 5", "pid  12 5", ""};
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
+		assert_int_equal(exec_status_pid(bad[i], &pid, &start), 0);
+	assert_int_equal(pid, 7);
+	assert_int_equal(start, 9);
+}
+
 static void test_exec__no_status_file(void **state)
 {
 	int code, sig;
@@ -462,6 +482,7 @@ int main(void)
 		cmocka_unit_test(test_exec__sample_counts_io_and_cpu),
 		cmocka_unit_test(test_exec__capture_bounded),
 		cmocka_unit_test(test_exec__log_last_line),
+		cmocka_unit_test(test_exec__status_pid_line),
 	};
 	return cmocka_run_group_tests(tests, setup, teardown);
 }
