@@ -612,6 +612,13 @@ int reconcile_request(PGconn *conn, const char *home, const char *actor, int fla
 	for (;;) {
 		if ((error = store_reconcile_check(conn, ticket, &done, &leader)) < 0)
 			return error;
+		if (done && (flags & RECONCILE_MAY_RUN) && atomic_load(&keeper))
+			/*
+			 * a follower's deploy step: the leader's front has the change;
+			 * this host's too before the step goes on (its canary judges
+			 * this host's front), not a round later
+			 */
+			return host_round(conn, home, actor);
 		if (done)
 			return FERRY_OK;
 		if (!leader && (flags & RECONCILE_MAY_RUN)) {

@@ -39,7 +39,9 @@ int reconcile_now(PGconn *conn, const char *home, const char *actor);
  * ticket and a NOTIFY ferry_reconcile, migration 0030; the leader's engine
  * makes its reconcile task due at once) and waits, at most
  * RECONCILE_WAIT_MS, until a round that began after the ask is over: it
- * never touches a replica or HAProxy itself. The API with no leader up
+ * never touches a replica or HAProxy itself — but a deploy step's process
+ * that keeps its host then brings its own host's front up to date at once
+ * (a keeper's round) rather than within a round. The API with no leader up
  * does not wait (the next leader applies the change). FERRY_ERROR (saying
  * so) when the leader ran no round in time; the change stays written and
  * its next round applies it.
