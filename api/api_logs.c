@@ -251,11 +251,11 @@ static int logs_gone(struct reply *r, PGconn *db, int64_t id)
  */
 static void reply_log(struct api *a, struct reply *r, struct MHD_Connection *conn, int fd, const struct stat *st,
 		      int no_file, char *dir, const char *step, int64_t run_id, int attempt, int running,
-		      int64_t offset, int64_t length, int follow)
+		      int64_t offset, int64_t length, int follow, const char *ran_on)
 {
 	struct MHD_Response *resp = NULL;
 	struct log_stream *ls;
-	char hdr[32], size_hdr[32];
+	char hdr[32], size_hdr[32], me[256];
 
 	if (offset > 0 && lseek(fd, offset, SEEK_SET) < 0) {
 		close(fd);
@@ -300,6 +300,10 @@ static void reply_log(struct api *a, struct reply *r, struct MHD_Connection *con
 	}
 	MHD_add_response_header(resp, "Content-Type", "text/plain; charset=utf-8");
 	MHD_add_response_header(resp, "X-Ferry-Attempt", hdr);
+	/* where the job ran (a forwarded answer names it the same way: api_forward.c) */
+	if (ran_on == NULL)
+		ferry_host_name(me, sizeof(me)), ran_on = me;
+	MHD_add_response_header(resp, "X-Ferry-Host", ran_on);
 	/* the whole log's size when asked: a viewer reads a range and knows what lies before and after */
 	MHD_add_response_header(resp, "X-Ferry-Log-Size", size_hdr);
 	r->status = 200;
@@ -395,9 +399,8 @@ void api_step_logs(struct api *a, struct reply *r, PGconn *db, struct req *q)
 			return;
 		}
 	}
-	free(host);
 	if (fd < 0 && !running && logs_gone(r, db, id)) {
-		free(dir);
+		free(dir), free(host);
 		return;
 	}
 	if (fd < 0) {
@@ -406,7 +409,9 @@ void api_step_logs(struct api *a, struct reply *r, PGconn *db, struct req *q)
 		st.st_size = 0;
 		no_file = 1;
 	}
-	reply_log(a, r, conn, fd, &st, no_file, dir, step, id, attempt, running, offset, length, !head && followed);
+	reply_log(a, r, conn, fd, &st, no_file, dir, step, id, attempt, running, offset, length, !head && followed,
+		  host);
+	free(host);
 }
 
 
@@ -575,6 +580,6 @@ void api_deployment_logs(struct api *a, struct reply *r, PGconn *db, struct req 
 	}
 	running = rep->health != DEPLOY_H_STOPPED;
 	reply_log(a, r, conn, fd, &st, 0, xstrdup(dir), NULL, 0, rep->generation, running, offset, length,
-		  !q->head && followed);
+		  !q->head && followed, json_string_value(json_object_get(rep->handle, "host")));
 	deployment_free(d);
 }

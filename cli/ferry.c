@@ -818,15 +818,18 @@ static const struct command commands[] = {
 	 "\nExamples:\n  ferry audit\n  ferry audit --object run --id 12\n",
 	 cmd_audit},
 	{"logs", "Print the log of a step, or of every step of a run.",
-	 "ferry logs RUN [STEP] [-f] [--attempt N]",
+	 "ferry logs RUN [STEP] [-f] [--attempt N] [--host]",
 	 "With STEP, prints the log of its latest attempt (or of attempt N). Without\n"
 	 "STEP, prints the latest attempt of every step that ran, in step order, each\n"
-	 "after a '==> STEP (attempt N) <==' line.\n"
+	 "after a '==> STEP (attempt N) <==' line. A log on another host of the fleet\n"
+	 "is served through it, wherever the daemon asked runs.\n"
 	 "\nOptions:\n"
 	 "  -f, --follow          keep printing as the job writes, until the attempt ends;\n"
 	 "                        without STEP, follow each step in turn (and its retries)\n"
 	 "                        until the run is over; waits for steps not started yet\n"
 	 "      --attempt N       the log of attempt N of STEP (default: the latest)\n"
+	 "      --host            name the host each job ran on in its header\n"
+	 "                        ('==> STEP (attempt N, host H) <=='; with STEP too)\n"
 	 "\nExit status: 0 printed, 1 no such run, step or attempt, or ferryd failed,\n"
 	 "2 usage error. The step's own outcome does not change it.\n"
 	 "\nExamples:\n"

@@ -16,6 +16,8 @@
 
 /* ---- logs ---- */
 
+enum { OPT_HOST = 512 };
+
 /*
  * How long a followed log or run may be unreachable (daemon restarting)
  * before `ferry logs -f` gives up; the wait between looks at a run whose
@@ -30,6 +32,7 @@ struct log_copy {
 	bool *printed;      /* shared by every section: something was printed before */
 	bool begun;         /* the header (if any) is out */
 	bool write_failed;  /* stdout refused the bytes */
+	bool host;          /* the header names the host the job ran on (X-Ferry-Host; --host) */
 	int attempt;        /* X-Ferry-Attempt of the answer; 0 until known */
 	int64_t bytes;      /* received so far, counted from the start of the log */
 	char last;          /* the last byte written */
@@ -51,10 +54,15 @@ static int log_copy_begin(void *arg, ferry_client *c)
 		return 0;
 	if (lc->printed != NULL && *lc->printed)
 		fputc('\n', stdout);
-	if (lc->attempt > 0)
-		printf("==> %s (attempt %d) <==\n", lc->step, lc->attempt);
-	else
-		printf("==> %s <==\n", lc->step);
+	{
+		const char *host = lc->host ? client_last_header(c, "X-Ferry-Host") : NULL;
+		if (lc->attempt > 0 && host)
+			printf("==> %s (attempt %d, host %s) <==\n", lc->step, lc->attempt, host);
+		else if (lc->attempt > 0)
+			printf("==> %s (attempt %d) <==\n", lc->step, lc->attempt);
+		else
+			printf("==> %s <==\n", lc->step);
+	}
 	fflush(stdout);
 	if (lc->printed != NULL)
 		*lc->printed = true;
@@ -93,6 +101,7 @@ struct logs {
 	ferry_client *c;
 	int64_t id;
 	bool answered; /* a request got an answer: a later loss is worth riding out */
+	bool show_host; /* --host: each section's header names the host its job ran on */
 };
 
 /*
@@ -300,7 +309,8 @@ static int logs_explain_missing(struct logs *lg, const char *name, int rc)
 /* `ferry logs RUN STEP [-f] [--attempt N]`. */
 static int logs_one(struct logs *lg, const char *step, int attempt, bool follow)
 {
-	struct log_copy lc = {0};
+	/* --host: a header even for one step, to name the host */
+	struct log_copy lc = {.step = lg->show_host ? step : NULL, .host = lg->show_host};
 	int rc;
 
 	if (follow && attempt == 0) {
@@ -333,7 +343,7 @@ static int logs_all(struct logs *lg)
 	if ((rc = logs_fetch_run(&run, lg, false)) < 0)
 		return rc;
 	json_array_foreach(json_object_get(run, "steps"), i, step) {
-		struct log_copy lc = {.step = jstr(step, "name", "?"), .printed = &printed};
+		struct log_copy lc = {.step = jstr(step, "name", "?"), .printed = &printed, .host = lg->show_host};
 
 		if (jint(step, "attempts", 0) <= 0)
 			continue;
@@ -370,7 +380,7 @@ static int logs_all_follow(struct logs *lg)
 		const char *name = json_string_value(step);
 
 		for (int attempt = 1;; attempt++) {
-			struct log_copy lc = {.step = name, .printed = &printed};
+			struct log_copy lc = {.step = name, .printed = &printed, .host = lg->show_host};
 
 			rc = logs_wait_attempt(lg, name, attempt, false);
 			if (rc <= 0)
@@ -395,6 +405,7 @@ int cmd_logs(const struct ctx *x, int argc, char **argv)
 	static const struct option longopts[] = {
 		{"follow", no_argument, NULL, 'f'},
 		{"attempt", required_argument, NULL, OPT_ATTEMPT},
+		{"host", no_argument, NULL, OPT_HOST},
 		{"help", no_argument, NULL, 'h'},
 		{0},
 	};
@@ -414,6 +425,9 @@ int cmd_logs(const struct ctx *x, int argc, char **argv)
 			if (parse_int64(optarg, &attempt) < 0 || attempt <= 0 || attempt > 1000000)
 				return usage_error(x, "--attempt wants an attempt number such as 1, "
 						   "not '%s'", optarg);
+			break;
+		case OPT_HOST:
+			lg.show_host = true;
 			break;
 		case 'h':
 			return print_help(x->cmd);

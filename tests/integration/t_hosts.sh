@@ -143,6 +143,8 @@ Y
 	assert_eq "$BODY" "line 2" "a range"
 	# the CLI does not care where it ran
 	assert_match "$(FERRY_URL=$b ferry logs "$id" 's[0]')" 'line 3' "ferry logs through host-b"
+	assert_eq "$(FERRY_URL=$b ferry logs "$id" 's[0]' --host | head -1)" "==> s[0] (attempt 1, host host-a) <==" "--host names where it ran"
+	assert_match "$(FERRY_URL=$b ferry logs "$id" --host | grep '^==>' | head -1)" '^==> .* \(attempt 1, host host-a\) <==$' "… for every step too"
 	# host-a's daemon killed: its API does not answer, 503 naming it
 	stop_daemon a KILL
 	FERRY_URL=$b api GET "/api/v1/runs/$id/steps/s%5B0%5D/logs"
