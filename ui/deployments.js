@@ -178,7 +178,10 @@ function replicas(v) {
   const healthy = rs.filter((r) => r.health === 'healthy').length;
   return el('div', {}, el('span', {}, `${healthy} of ${rs.length} healthy`),
     el('ul', { class: 'replicas' }, rs.map((r) => el('li', { 'data-replica': r.idx },
-      `#${r.idx} `, healthBadge(r.health), ` · port ${r.port}${r.restarts ? ` · ${r.restarts} restarts` : ''}`,
+      `#${r.idx} `, healthBadge(r.health),
+      // where it runs in a fleet (its handle names the host; a placed one is not started there yet)
+      ` · port ${r.port}${r.handle && r.handle.host ? ` on ${r.handle.host}${r.handle.placed ? ' (placed, starting)' : ''}` : ''}`,
+      r.restarts ? ` · ${r.restarts} restarts` : '',
       // the last error beside a replica that is not healthy; a healthy one's is history, said as such
       r.last_error && r.health !== 'healthy' ? el('span', { class: 'error' }, ` · ${r.last_error}`)
         : r.last_error && r.restarts ? el('span', { class: 'note' }, ` · before its last restart: ${r.last_error}`) : null))));

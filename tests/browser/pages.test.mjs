@@ -166,7 +166,7 @@ try {
     await v.waitFor();
     eq(await v.locator('td.weight').innerText(), '100%', 'weight');
     const vt = await v.innerText();
-    assert(vt.includes('1 of 1 healthy') && /#1 ✓\s*healthy · port \d+/.test(vt), `replica health: ${vt}`);
+    assert(vt.includes('1 of 1 healthy') && /#1 ✓\s*healthy · port \d+ on \S+/.test(vt), `replica health and where it runs: ${vt}`);
     assert(!/null|undefined|\[object/.test(await page.locator('#view').innerText()), 'no null, undefined or [object …] written on the page');
     // the countdown ticks in the browser, from the deadline (2 h ahead)
     const c1 = await page.locator('#countdown').innerText();
