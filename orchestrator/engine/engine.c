@@ -28,9 +28,10 @@
  *   - claims up to claim_batch ready steps while it has capacity and starts
  *     them through the executor type, recording their handles in one
  *     statement; kills the jobs of stopping runs when told;
- *   - waits on the database socket (LISTEN ferry_ready, ferry_stop, and
- *     ferry_reconcile: a follower asks the leader for a round) and the
- *     wake pipe, never longer than the next thing due.
+ *   - waits on the database socket (LISTEN ferry_ready, ferry_stop,
+ *     ferry_reconcile: a follower asks the leader for a round, and
+ *     ferry_replicas: the leader's round is over, each host's keeper runs
+ *     its own) and the wake pipe, never longer than the next thing due.
  * Results that could not be written (database down) stay queued and are
  * written after the reconnect; nothing is lost. orchestrator/README.md says
  * how the three tables (executor types, step kinds, periodic tasks) plug in.
@@ -157,7 +158,7 @@ static int engine_connect(struct engine *e)
 	if (db_connect_ex(&e->conn, e->conninfo, 1000, 0) < 0)
 		return FERRY_EDB;
 	res = PQexec(e->conn, "SET plan_cache_mode = force_generic_plan; LISTEN ferry_ready; LISTEN ferry_stop; "
-			     "LISTEN ferry_reconcile");
+			     "LISTEN ferry_reconcile; LISTEN ferry_replicas");
 	ok = PQresultStatus(res) == PGRES_COMMAND_OK;
 	PQclear(res);
 	if (!ok) {
@@ -1040,6 +1041,8 @@ static void drain_notifies(struct engine *e)
 			e->stop_check = 1;
 		else if (strcmp(nt->relname, "ferry_reconcile") == 0 && e->leading)
 			engine_task_due_now(e, &reconcile_task); /* another daemon asked (reconcile_request) */
+		else if (strcmp(nt->relname, "ferry_replicas") == 0 && !e->leading)
+			engine_task_due_now(e, &replicas_task); /* the leader's round is over: this host's turn */
 		PQfreemem(nt);
 	}
 }

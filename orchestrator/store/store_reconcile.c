@@ -43,7 +43,10 @@ int store_reconcile_done(PGconn *conn, int64_t requested)
 	const char *params[1] = {buf};
 
 	snprintf(buf, sizeof(buf), "%lld", (long long)requested);
-	return store_q(NULL, conn, "UPDATE reconcile_rounds SET done = greatest(done, $1::bigint), done_at = now()",
+	/* and every host's keeper runs its round now (ferry_replicas): the fleet's fronts follow at once */
+	return store_q(NULL, conn,
+		       "WITH u AS (UPDATE reconcile_rounds SET done = greatest(done, $1::bigint), done_at = now()) "
+		       "SELECT pg_notify('ferry_replicas', '')",
 		       1, params);
 }
 

@@ -533,6 +533,14 @@ Y
 	assert_eq "$(sql "SELECT count(*) FROM deployment_replicas WHERE handle->>'host' = 'host-c'")" 0 "none on C after its return"
 	assert_eq "$(sql "SELECT count(*) FROM deployment_events WHERE kind IN ('replica-started', 'replica-restarted', 'replica-replaced') AND at > now() - interval '5 seconds'")" 0 "no start after A and C came back"
 	hosts_agree_with_db 3
+	# scaled up through a follower (B): the new replica is placed by the leader on the host with
+	# the fewest (C, back with none), started by C's daemon, and every host's front serves it
+	FERRY_URL=$(daemon_url b) api PATCH /api/v1/deployments/1 '{"replicas": {"0.0.1": 4}}'
+	assert_eq "$CODE" 200 "scale up through B: $BODY"
+	sql_until "(SELECT handle->>'host' = 'host-c' AND health = 'healthy' FROM deployment_replicas WHERE idx = 4)" 60 ||
+		fail "replica 4 is not healthy on C: $(sql "SELECT idx, handle, health, last_error FROM deployment_replicas")"
+	assert_eq "$(sql "SELECT count(*) FROM deployment_events WHERE kind = 'replica-placed' AND detail->>'host' = 'host-c'")" 1 "placed on C by the leader"
+	hosts_agree_with_db 4
 	# placement.hosts: only the hosts with the labels; none with them: the step fails saying so, nothing started
 	for want in true h100; do
 		wf "gpu-$want" >/dev/null <<Y
