@@ -116,7 +116,9 @@ test_hosts_bad_settings_refused() {
 # range, followed to its end — through A's API; with A's daemon gone, B
 # answers 503 naming host-a. A log that is on B's own disk is served there.
 test_hosts_log_served_by_another_host() {
-	start_daemon a FERRY_HOST=host-a
+	# a lease long enough that host-a is still "up" (down, not lost) when it is asked right after its kill:
+	# with the suite's 2 s, a loaded machine let it lapse first and the copy on this disk was served (cc16)
+	start_daemon a FERRY_HOST=host-a FERRY_LEASE_MS=10000
 	id=$(submit "$(wf talk <<'Y'
 name: talk
 steps:
@@ -152,7 +154,7 @@ Y
 	assert_match "$BODY" 'host-a' "the answer names the host"
 	# lost (its lease passed), its disk elsewhere: 503 saying so; its disk readable here: served here
 	mv "$FERRY_HOME/runs" "$FERRY_HOME/runs.away"
-	for _ in $(seq 1 50); do
+	for _ in $(seq 1 300); do # its 10 s lease
 		FERRY_URL=$b api GET "/api/v1/runs/$id/steps/s%5B0%5D/logs"
 		[[ "$BODY" == *"which is lost"* ]] && break
 		sleep 0.1
