@@ -31,7 +31,17 @@ struct shim {
 	int64_t skip; /* payload bytes DIR/log already holds (following again from the start) */
 	int forwarded; /* the strongest signal sent to the container: 0, SIGTERM, SIGKILL */
 	int kmsgfd;    /* /dev/kmsg from before the start on, or -1 */
+	int64_t heard_ms; /* when the request being followed last brought bytes (clock_mono_ms) */
 };
+
+/*
+ * A stream or wait that stays silent this long has the container
+ * inspected: one that is no longer running ends it. Podman's service has
+ * been known to keep a log stream (or a wait) open after its container
+ * exited (podman#6627, #11461, both fast-exiting containers); the shim
+ * must not outlive its container on that.
+ */
+#define SHIM_SILENT_MS 3000
 
 static volatile sig_atomic_t shim_sig;
 
@@ -82,6 +92,7 @@ static size_t shim_log_write(char *p, size_t size, size_t n, void *arg)
 	struct shim *s = arg;
 	size_t len = size * n, i = 0;
 
+	s->heard_ms = clock_mono_ms();
 	while (i < len) {
 		if (s->frame_left == 0) {
 			s->hdr[s->hdr_have++] = (unsigned char)p[i++];
@@ -121,24 +132,53 @@ static void shim_forward(struct shim *s)
 	s->forwarded = want;
 }
 
+/* Whether the engine says the container is not running (exited, or gone): a short inspect. */
+static int shim_container_ended(struct shim *s)
+{
+	char *path = xasprintf("/containers/%s/json", s->name);
+	json_t *ans = NULL, *state;
+	long code = 0;
+	int ended = 0;
+
+	if (dk_call(&code, &ans, s->sock, "GET", path, NULL, 5000) == 0) {
+		state = json_object_get(ans, "State");
+		ended = code == 404 || (code == 200 && !json_is_true(json_object_get(state, "Running")) &&
+					!json_is_true(json_object_get(state, "Restarting")));
+	}
+	json_decref(ans);
+	free(path);
+	return ended;
+}
+
 /*
  * Runs easy handle h to its end, forwarding signals meanwhile (the log
  * stream and the wait last as long as the container). 0 when it completed
- * with *code; FERRY_ERROR when the engine went away.
+ * with *code; FERRY_ERROR when the engine went away. SHIM_ENDED when it
+ * was silent for SHIM_SILENT_MS and the container had ended meanwhile
+ * (the request is dropped: the engine would have ended it).
  */
+#define SHIM_ENDED 1
 static int shim_perform(struct shim *s, CURL *h, long *code)
 {
 	CURLM *m = curl_multi_init();
 	CURLMsg *msg;
 	CURLcode rc = CURLE_OK;
-	int running = 1, left;
+	int running = 1, left, ended = 0;
 
 	curl_multi_add_handle(m, h);
+	s->heard_ms = clock_mono_ms();
 	while (running) {
 		shim_forward(s);
 		curl_multi_perform(m, &running);
 		if (running)
 			curl_multi_poll(m, NULL, 0, 200, NULL); /* a signal cuts it short */
+		if (running && clock_mono_ms() - s->heard_ms >= SHIM_SILENT_MS) {
+			if (shim_container_ended(s)) {
+				ended = 1;
+				break;
+			}
+			s->heard_ms = clock_mono_ms();
+		}
 	}
 	while ((msg = curl_multi_info_read(m, &left)) != NULL)
 		if (msg->msg == CURLMSG_DONE)
@@ -147,6 +187,8 @@ static int shim_perform(struct shim *s, CURL *h, long *code)
 	curl_multi_cleanup(m);
 	*code = 0;
 	curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, code);
+	if (ended)
+		return SHIM_ENDED;
 	return rc == CURLE_OK ? 0 : FERRY_ERROR;
 }
 
@@ -158,21 +200,28 @@ static int shim_perform(struct shim *s, CURL *h, long *code)
  */
 static void shim_follow(struct shim *s, int again)
 {
-	char *path = xasprintf("/containers/%s/logs?follow=1&stdout=1&stderr=1", s->name);
 	struct stat sb;
-	CURL *h = dk_easy(s->sock, "GET", path, NULL, NULL, NULL, 0);
 	long code;
 
-	free(path);
-	if (h == NULL)
-		return;
-	curl_easy_setopt(h, CURLOPT_FAILONERROR, 1L); /* an error's body is no stream */
-	curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, shim_log_write);
-	curl_easy_setopt(h, CURLOPT_WRITEDATA, s);
-	s->hdr_have = s->frame_left = 0;
-	s->skip = again && fstat(s->logfd, &sb) == 0 ? (int64_t)sb.st_size : 0;
-	(void)shim_perform(s, h, &code);
-	curl_easy_cleanup(h);
+	for (int follow = 1; follow >= 0; follow--) {
+		char *path = xasprintf("/containers/%s/logs?follow=%d&stdout=1&stderr=1", s->name, follow);
+		CURL *h = dk_easy(s->sock, "GET", path, NULL, NULL, NULL, follow ? 0 : 30000);
+		int rc;
+
+		free(path);
+		if (h == NULL)
+			return;
+		curl_easy_setopt(h, CURLOPT_FAILONERROR, 1L); /* an error's body is no stream */
+		curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, shim_log_write);
+		curl_easy_setopt(h, CURLOPT_WRITEDATA, s);
+		s->hdr_have = s->frame_left = 0;
+		s->skip = (again || !follow) && fstat(s->logfd, &sb) == 0 ? (int64_t)sb.st_size : 0;
+		rc = shim_perform(s, h, &code);
+		curl_easy_cleanup(h);
+		/* a stream kept open past its container's end: what it had not brought, read whole */
+		if (rc != SHIM_ENDED)
+			return;
+	}
 }
 
 /*

@@ -65,7 +65,7 @@ await test(`a ${STEPS}-step run: every node and row shows its state, and follows
 
   writeFileSync(GO, '');
   await waitRun(id, 'succeeded', 120);
-  await page.waitForFunction(() => document.querySelector('#live').textContent.includes('over'), null, { timeout: 15000 });
+  await page.waitForFunction(() => document.querySelector('#live').textContent.includes('over'), null, { timeout: 60000 });
   c = await page.evaluate(census);
   eq(JSON.stringify(c.nodes), JSON.stringify({ succeeded: STEPS }), 'every node, live, at the end');
   eq(JSON.stringify(c.rows), JSON.stringify({ succeeded: STEPS }), 'every row, live, at the end');

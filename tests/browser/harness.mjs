@@ -93,7 +93,8 @@ export function watch(page, label, ignore = () => false) {
     consoleErrors.push(`${label}: ${m.text()} (${at})`);
   });
   page.on('pageerror', (e) => consoleErrors.push(`${label}: page error: ${e.message}`));
-  page.setDefaultTimeout(10000);
+  // generous: a loaded CI machine has been seen 6x slower than this one; a passing wait costs nothing more
+  page.setDefaultTimeout(30000);
 }
 
 // A page signed in with token (sessionStorage is per tab: set before the app reads it).

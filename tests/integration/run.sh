@@ -218,8 +218,13 @@ report() {
 			printf 'not ok %d - %s (%.1fs)\n' "$n" "$t" "$secs"
 			echo "    # $t ran in lane $lane"
 			sed 's/^/    # /' "$SUITE/$t.out" | tail -40
+			# the jobs that had not ended: what their supervisor last wrote (pid, container, no exit yet)
+			find "$SUITE/$t" -maxdepth 8 -path '*/runs/*/*/*/status' 2>/dev/null | head -200 | while read -r f; do
+				grep -q '^exit ' "$f" || { echo "    # --- unfinished ${f#"$SUITE/$t/"}:"; head -5 "$f" | sed 's/^/    #   /'; }
+			done | head -30
 			for l in "$SUITE/$t"/ferryd*.log; do
-				[ -f "$l" ] && { echo "    # --- $(basename "$l") (tail)"; tail -15 "$l" | sed 's/^/    # /'; }
+				# the engine's idle polls ("claimed 0 steps") say nothing: what happened before them does
+				[ -f "$l" ] && { echo "    # --- $(basename "$l") (tail, idle polls left out)"; grep -av 'claimed 0 steps' "$l" | tail -25 | cut -c1-300 | sed 's/^/    # /'; }
 			done
 		fi
 	} 9>>"$SUITE/print.lock"

@@ -543,6 +543,36 @@ Y
 # a container that still runs although its attempt is over (reaped as lost
 # by another replica while its daemon was away) is killed and removed when
 # the daemon is back; the step's next attempt runs in a new container
+# An engine that keeps a finished container's log stream open (podman's
+# service has, podman#6627 and #11461), here a real dockerd behind a proxy
+# that withholds the stream's end: the shim sees the container ended while
+# its stream stayed silent, reads the rest of the log whole, and the run
+# ends with its whole log, not never.
+test_docker_log_stream_left_open_after_exit() {
+	docker_up
+	local sock=$FERRY_HOME/holdopen.sock
+	python3 "$ROOT/tests/integration/engine_holdopen.py" "$sock" "$DOCKER_SOCK" "$FERRY_HOME/held" \
+		>"$FERRY_HOME/holdopen.log" 2>&1 &
+	local proxy=$!
+	trap 'kill $proxy 2>/dev/null; docker_down' EXIT
+	for _ in $(seq 1 50); do [ -S "$sock" ] && break; sleep 0.1; done
+	export FERRY_DOCKER_HOST="unix://$sock"
+	start_daemon a
+	id=$(submit "$(wf quick <<'Y'
+name: quick
+steps:
+  - {name: fast, executor: docker, image: ferry-base, command: [sh, -c, 'echo one; echo two']}
+  - {name: slow, executor: docker, image: ferry-base, command: [sh, -c, 'echo a; sleep 4; echo b; sleep 1; echo c']}
+Y
+)")
+	wait_run "$id" succeeded 60
+	assert_match "$(cat "$FERRY_HOME/held")" '/containers/ferry-.*-fast-1/logs' "the proxy held the fast step's stream open"
+	assert_match "$(cat "$FERRY_HOME/held")" '/containers/ferry-.*-slow-1/logs' "and the slow step's"
+	assert_eq "$(cat "$FERRY_HOME/runs/$id/fast/1/log")" $'one\ntwo' "the fast step's whole log, once"
+	assert_eq "$(cat "$FERRY_HOME/runs/$id/slow/1/log")" $'a\nb\nc' "the slow step's whole log, once (a silence while it ran ended nothing)"
+	assert_no_container "after the run"
+}
+
 test_docker_orphan_of_finished_attempt_removed() {
 	docker_up
 	start_daemon a
