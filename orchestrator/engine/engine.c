@@ -54,6 +54,7 @@
 #include "exec/exec.h"
 #include "exec/proc.h"
 #include "engine/health.h"
+#include "engine/host.h"
 #include "lib/metrics.h"
 #include "lib/seal.h"
 #include "monitor/monitor.h"
@@ -200,6 +201,16 @@ int engine_new(struct engine **out, const struct engine_opts *opts, const char *
 		free(e);
 		return FERRY_EINVALID;
 	}
+	if (!(e->type->flags & (EXF_NO_SLOTS | EXF_ADMITS)) && !opts->run_filter) {
+		json_t *cap = NULL, *labels = NULL;
+		if ((error = host_detect_once(&cap, &labels)) < 0) {
+			free(e);
+			return error;
+		}
+		e->admission = host_admission(cap);
+		e->gpus = json_incref(json_object_get(cap, "gpus"));
+		json_decref(cap), json_decref(labels);
+	}
 	engine_tasks_init(e);
 	if (opts->health && !opts->run_filter)
 		health_set_leader(opts->health, 0); /* an election runs here: a follower until it wins */
@@ -282,6 +293,7 @@ void engine_free(struct engine *e)
 	if (e->conn)
 		PQfinish(e->conn);
 	free(e->conninfo), free(e->owner), free(e->host), free(e->home);
+	json_decref(e->admission), json_decref(e->gpus);
 	free(e);
 }
 
@@ -875,6 +887,64 @@ static void take_work(struct engine *e)
 	}
 }
 
+/*
+ * The step's env with the GPUs given to it (c->gpus: ids, the host's
+ * indices): CUDA_VISIBLE_DEVICES and NVIDIA_VISIBLE_DEVICES name exactly
+ * those (by UUID where the host's list has one: CUDA's own order may
+ * differ from nvidia-smi's; else by index, with CUDA_DEVICE_ORDER =
+ * PCI_BUS_ID so that the index means the same GPU), FERRY_GPUS their
+ * indices. A job given none on a host that has GPUs sees none (an empty
+ * list): two jobs never share a GPU by accident. NULL when the host has
+ * no GPU and the step got none (the spec's env serves); else the caller's.
+ */
+static json_t *gpu_env(const struct engine *e, const struct store_claim *c)
+{
+	json_t *env, *g;
+	char *vis = NULL;
+	int by_index = 0;
+	size_t i;
+
+	if (c->gpus == NULL && json_array_size(e->gpus) == 0)
+		return NULL;
+	env = json_deep_copy(json_object_get(c->spec, "env"));
+	if (!json_is_object(env)) {
+		json_decref(env);
+		env = json_object();
+	}
+	for (const char *p = c->gpus ? c->gpus : ""; *p;) {
+		size_t n = strcspn(p, ",");
+		const char *uuid = NULL;
+		json_array_foreach(e->gpus, i, g) {
+			char id[24];
+			snprintf(id, sizeof(id), "%lld", (long long)json_integer_value(json_object_get(g, "index")));
+			if (strlen(id) == n && strncmp(id, p, n) == 0)
+				uuid = json_string_value(json_object_get(g, "uuid"));
+		}
+		if (uuid == NULL)
+			by_index = 1;
+		{
+			char *next = uuid ? xasprintf("%s%s%s", vis ? vis : "", vis ? "," : "", uuid)
+					  : xasprintf("%s%s%.*s", vis ? vis : "", vis ? "," : "", (int)n, p);
+			free(vis);
+			vis = next;
+		}
+		p += n;
+		if (*p == ',')
+			p++;
+	}
+	if (by_index) {
+		/* indices: the host's own (nvidia-smi's, PCI bus order), not CUDA's fastest-first */
+		free(vis);
+		vis = xstrdup(c->gpus);
+		json_object_set_new(env, "CUDA_DEVICE_ORDER", json_string("PCI_BUS_ID"));
+	}
+	json_object_set_new(env, "CUDA_VISIBLE_DEVICES", json_string(vis ? vis : ""));
+	json_object_set_new(env, "NVIDIA_VISIBLE_DEVICES", json_string(vis ? vis : "void"));
+	json_object_set_new(env, "FERRY_GPUS", json_string(c->gpus ? c->gpus : ""));
+	free(vis);
+	return env;
+}
+
 /* Starts claimed step c's job through the executor type. */
 static void start_job(struct engine *e, struct store_claim *c, char *key)
 {
@@ -899,7 +969,7 @@ static void start_job(struct engine *e, struct store_claim *c, char *key)
 	}
 	if (t != NULL) {
 		struct exec_spec s = {0};
-		json_t *secrets = NULL;
+		json_t *secrets = NULL, *genv = NULL;
 		json_t *names = json_object_get(c->spec, "secrets");
 		/* the step's secrets opened only now, for the job's environment (never in its spec) */
 		if (json_array_size(names) > 0 &&
@@ -908,6 +978,9 @@ static void start_job(struct engine *e, struct store_claim *c, char *key)
 			goto started;
 		}
 		exec_spec_from_json(&s, c->spec, t);
+		if (!(t->flags & EXF_ADMITS) && (genv = gpu_env(e, c)) != NULL)
+			s.env = genv;
+		s.gpus = c->gpus;
 		s.secrets = secrets;
 		s.run_id = c->run_id;
 		s.step_id = c->step_id;
@@ -918,6 +991,7 @@ static void start_job(struct engine *e, struct store_claim *c, char *key)
 		s.home = e->home;
 		rc = t->start(j, &s, EXEC_ONESHOT, &st);
 		seal_values_dispose(secrets);
+		json_decref(genv);
 	} else {
 		rc = FERRY_EINVALID;
 	}
@@ -963,7 +1037,7 @@ static int claim(struct engine *e)
 		room = e->o.claim_batch;
 	t0 = clock_mono_us();
 	error = store_claim(&c, &n, e->conn, e->owner, e->host, room, e->o.lease_ms, e->o.run_filter,
-			    e->claim_held ? e->claim_step : 0);
+			    e->claim_held ? e->claim_step : 0, e->admission);
 	if (error == FERRY_OK && n > 0 && e->claim_held)
 		e->claim_step = 0; /* let go: held again */
 	metrics_observe(H_CLAIM, (double)(clock_mono_us() - t0) / 1e6);

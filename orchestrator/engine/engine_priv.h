@@ -44,6 +44,13 @@ struct engine {
 	PGconn *lead;          /* the election's own session: holds the leader lock when leading */
 	int leading;
 	const struct exec_type *type; /* the executor of this daemon's jobs */
+	/*
+	 * What the claim admits against (host_admission: this host's CPUs,
+	 * memory, GPU ids), or NULL: no admission (a type that admits its own
+	 * jobs or takes no slot, a dev session). gpus: the host's GPUs as
+	 * detected ([{"index", "uuid"?}]), for the jobs' environment.
+	 */
+	json_t *admission, *gpus;
 	struct exec_job **jobs; /* by pointer: a job never moves (its type's priv stays valid) */
 	int njobs, capjobs;
 	struct done *done;

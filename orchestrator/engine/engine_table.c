@@ -146,6 +146,7 @@ int engine_tasks_open(struct engine *e)
 
 	e->tc = (struct task_ctx){
 		.home = e->home, .owner = e->owner, .host = e->host, .dev = e->o.run_filter != 0,
+		.admits = e->admission != NULL,
 		.public_url = e->o.public_url,
 		.poll_ms = e->o.poll_ms, .lease_ms = e->o.lease_ms,
 		.retention_days = e->o.retention_days, .retention_period_ms = e->o.retention_period_ms,

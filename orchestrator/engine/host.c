@@ -9,6 +9,7 @@
 
 #include <ctype.h>
 #include <errno.h>
+#include <pthread.h>
 #include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -292,6 +293,59 @@ static json_t *smi_gpus(void)
 	return arr;
 }
 
+static pthread_mutex_t detected_lock = PTHREAD_MUTEX_INITIALIZER;
+static json_t *detected_capacity, *detected_labels; /* the first answer, kept: detected once */
+
+int host_detect_once(json_t **capacity, json_t **labels)
+{
+	int error = FERRY_OK;
+
+	pthread_mutex_lock(&detected_lock);
+	if (detected_capacity == NULL && (error = host_detect(&detected_capacity, &detected_labels)) < 0)
+		detected_capacity = detected_labels = NULL;
+	*capacity = error < 0 ? NULL : json_deep_copy(detected_capacity);
+	*labels = error < 0 ? NULL : json_deep_copy(detected_labels);
+	pthread_mutex_unlock(&detected_lock);
+	return error;
+}
+
+/* FERRY_CPUS: a declared count (> 0, fractions allowed), or -1 when unset; FERRY_EINVALID when bad. */
+static int declared_cpus(double *out)
+{
+	const char *v = getenv("FERRY_CPUS");
+	char *end = NULL;
+
+	*out = -1;
+	if (v == NULL || *v == '\0')
+		return FERRY_OK;
+	errno = 0;
+	*out = strtod(v, &end);
+	if (errno != 0 || end == v || *end != '\0' || !(*out > 0) || *out > 100000) {
+		ferry_error_set("FERRY_CPUS \"%.40s\": a number of CPUs > 0, such as 2 or 1.5", v);
+		return FERRY_EINVALID;
+	}
+	return FERRY_OK;
+}
+
+json_t *host_admission(const json_t *capacity)
+{
+	json_t *ids = json_array(), *g;
+	size_t i;
+	json_int_t mem = json_integer_value(json_object_get(capacity, "memory_bytes"));
+	const char *st = getenv("FERRY_QUEUE_STARVE_S"), *dc = getenv("FERRY_DEFAULT_CPUS");
+	double starve = st && *st ? strtod(st, NULL) : 600;
+	double default_cpus = dc && *dc ? strtod(dc, NULL) : 0;
+
+	json_array_foreach(json_object_get(capacity, "gpus"), i, g) {
+		char id[24];
+		snprintf(id, sizeof(id), "%lld", (long long)json_integer_value(json_object_get(g, "index")));
+		json_array_append_new(ids, json_string(id));
+	}
+	return json_pack("{s:f,s:I,s:o,s:f,s:f}", "cpus", json_number_value(json_object_get(capacity, "cpus")),
+			 "memory_mb", (json_int_t)(mem > 0 ? mem / 1048576 : 0), "gpus", ids, "default_cpus",
+			 default_cpus > 0 ? default_cpus : 0.0, "starve_s", starve > 0 ? starve : 600.0);
+}
+
 int host_detect(json_t **capacity, json_t **labels)
 {
 	cpu_set_t set;
@@ -300,8 +354,13 @@ int host_detect(json_t **capacity, json_t **labels)
 	char *meminfo = small_file("/proc/meminfo");
 	json_t *gpus = NULL, *res = NULL;
 	const char *g = getenv("FERRY_GPUS");
+	double declared;
 
 	*capacity = *labels = NULL;
+	if (declared_cpus(&declared) < 0) {
+		free(meminfo);
+		return FERRY_EINVALID;
+	}
 	if (host_parse_pairs(labels, getenv("FERRY_HOST_LABELS"), 0, "FERRY_HOST_LABELS") < 0 ||
 	    host_parse_pairs(&res, getenv("FERRY_RESOURCES"), 1, "FERRY_RESOURCES") < 0 ||
 	    (g != NULL && host_parse_gpus(&gpus, g) < 0)) {
@@ -323,6 +382,8 @@ int host_detect(json_t **capacity, json_t **labels)
 		cpus = cg_cpus;
 	if (cg_mem > 0 && (mem < 0 || cg_mem < mem))
 		mem = cg_mem;
+	if (declared > 0)
+		cpus = declared; /* what the host is declared to offer (FERRY_CPUS), as FERRY_GPUS for GPUs */
 	*capacity = json_pack("{s:f,s:o,s:o,s:o}", "cpus", cpus, "memory_bytes",
 			      mem > 0 ? json_integer((json_int_t)mem) : json_null(), "gpus", gpus, "resources", res);
 	return FERRY_OK;
@@ -344,7 +405,7 @@ static int host_open(void **state, struct task_ctx *c)
 	if (c->dev)
 		return FERRY_OK; /* a dev session is not a host of the fleet */
 	s = xcalloc(1, sizeof(*s));
-	if (host_detect(&s->capacity, &s->labels) < 0) {
+	if (host_detect_once(&s->capacity, &s->labels) < 0) {
 		free(s);
 		return FERRY_EINVALID;
 	}
@@ -375,6 +436,8 @@ static struct work *host_round(struct task_ctx *c, void *state)
 
 	if (s == NULL)
 		return NULL;
+	/* "admits": whether this daemon admits by the room above (runs.c refuses at submit what no such host fits) */
+	json_object_set_new(s->capacity, "admits", json_boolean(c->admits));
 	if (store_host_beat(c->conn, c->owner, c->host, c->public_url, s->capacity, s->labels, c->lease_ms) < 0)
 		flog_error("host: writing this daemon's row: %s", ferry_error_last());
 	/*

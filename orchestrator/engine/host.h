@@ -2,8 +2,9 @@
  * host — what this daemon's machine offers, and the `host` periodic task
  * that writes it to the database with a heartbeat (store_hosts.c,
  * GET /hosts). Capacity is detected once, when the engine starts:
- *   cpus          the CPUs this process may use (sched_getaffinity), less
- *                 where a cgroup v2 cpu.max quota on its way up says fewer
+ *   cpus          FERRY_CPUS (declared), else the CPUs this process may use
+ *                 (sched_getaffinity), less where a cgroup v2 cpu.max
+ *                 quota on its way up says fewer
  *   memory_bytes  MemTotal, less where a cgroup's memory.max says less
  *   gpus          FERRY_GPUS (a declared list: "0,1", or UUIDs; "none"),
  *                 else what `nvidia-smi` ($FERRY_NVIDIA_SMI, else on PATH)
@@ -47,6 +48,17 @@ int host_parse_gpus(json_t **out, const char *text);
  * setting that does not parse. Blocks up to 5 s (nvidia-smi): at start.
  */
 int host_detect(json_t **capacity, json_t **labels);
+/* host_detect's first successful answer, kept for the process (the engine's admission and the host task); copies. */
+int host_detect_once(json_t **capacity, json_t **labels);
+
+/*
+ * What the claim admits against on this host (db/functions/claim.sql):
+ * {"cpus", "memory_mb", "gpus": the GPUs' ids (their index, as text),
+ * "default_cpus": FERRY_DEFAULT_CPUS (the request of a step that states
+ * no resources.cpus; 0 by default), "starve_s": FERRY_QUEUE_STARVE_S
+ * (600)} from a capacity as host_detect gives it. The caller's.
+ */
+json_t *host_admission(const json_t *capacity);
 
 /* The `host` task row: this daemon's row written every lease/3 (every replica but dev sessions). */
 extern const struct task host_task;

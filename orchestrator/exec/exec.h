@@ -85,6 +85,7 @@ struct exec_spec {
 	const char *run_workdir; /* the run's working directory or NULL */
 	const char *image;       /* NULL or "host": the host's root filesystem */
 	json_t *resources;       /* {cpus, memory_mb, gpus} or NULL */
+	const char *gpus;        /* the GPUs the claim gave the job ("0,1": the host's indices) or NULL */
 	const char *network;     /* "host", else none */
 	json_t *options;         /* the executor's own options (slurm: the step's slurm: block) or NULL */
 	json_t *warm;            /* {"python": PATH, "preload": [MODULE, …]} or NULL (warm.h; local only) */
@@ -135,6 +136,7 @@ enum exec_type_flag {
 	EXF_IMAGES = 1u << 2,   /* it runs a step's image (containers): image: other than host */
 	EXF_SERVICES = 1u << 3, /* it runs EXEC_SERVICE jobs on this host (deploy replicas) */
 	EXF_SECRETS = 1u << 4,  /* it gives a job its spec's secrets and masks them in DIR/log (logmask.h) */
+	EXF_ADMITS = 1u << 5,   /* its own scheduler admits its jobs (Slurm): no admission by this host's room */
 };
 
 /* A job's kind of life. */

@@ -174,10 +174,22 @@ static json_t *dk_create_body(const struct exec_spec *c, const struct exec_local
 		json_object_set_new(hc, "Memory", json_integer(mem * 1024 * 1024));
 		json_object_set_new(hc, "MemorySwap", json_integer(mem * 1024 * 1024));
 	}
-	if (gpus > 0)
+	if (c->gpus != NULL) {
+		/* exactly the GPUs the claim gave the attempt (the host's indices) */
+		json_t *ids = json_array();
+		for (const char *p = c->gpus; *p;) {
+			size_t n = strcspn(p, ",");
+			json_array_append_new(ids, json_stringn(p, n));
+			p += n + (p[n] == ',');
+		}
+		json_object_set_new(hc, "DeviceRequests",
+				    json_pack("[{s:s, s:o, s:[[s]]}]", "Driver", "", "DeviceIDs", ids,
+					      "Capabilities", "gpu"));
+	} else if (gpus > 0) {
 		json_object_set_new(hc, "DeviceRequests",
 				    json_pack("[{s:s, s:I, s:[[s]]}]", "Driver", "", "Count", gpus,
 					      "Capabilities", "gpu"));
+	}
 	labels = json_pack("{s:s, s:s, s:s, s:s}", "ferry.run", run, "ferry.step", c->name,
 			   "ferry.attempt", att, "ferry.home", home);
 	free(att), free(run);

@@ -281,8 +281,17 @@ int exec_podman_argv(char ***argv, char ***envp, const struct exec_spec *c, cons
 		vec_add2(&a, "--memory", xasprintf("%lldm", mb));
 		vec_add2(&a, "--memory-swap", xasprintf("%lldm", mb));
 	}
-	for (json_int_t g = 0; g < json_integer_value(json_object_get(res, "gpus")); g++)
-		vec_add2(&a, "--device", xasprintf("nvidia.com/gpu=%lld", (long long)g));
+	if (c->gpus != NULL) {
+		/* exactly the GPUs the claim gave the attempt: their CDI devices by index */
+		for (const char *p = c->gpus; *p;) {
+			size_t n = strcspn(p, ",");
+			vec_add2(&a, "--device", xasprintf("nvidia.com/gpu=%.*s", (int)n, p));
+			p += n + (p[n] == ',');
+		}
+	} else {
+		for (json_int_t g = 0; g < json_integer_value(json_object_get(res, "gpus")); g++)
+			vec_add2(&a, "--device", xasprintf("nvidia.com/gpu=%lld", (long long)g));
+	}
 	/*
 	 * The attempt directory (with out/) and the checkpoint writable; the
 	 * run's workdir and the cwd read-only (a job writes its outputs, not

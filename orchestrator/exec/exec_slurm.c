@@ -901,7 +901,7 @@ static void slurm_dispose(struct exec_job *job)
 
 const struct exec_type exec_slurm = {
 	.name = "slurm",
-	.flags = EXF_IMAGES,
+	.flags = EXF_IMAGES | EXF_ADMITS,
 	.init = slurm_init,
 	.fini = slurm_fini,
 	.dispose = slurm_dispose,

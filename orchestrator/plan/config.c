@@ -37,17 +37,17 @@
 #define NAME_CHARS "abcdefghijklmnopqrstuvwxyz0123456789_.-"
 
 static const char *const top_keys[] = {"name", "description", "params", "steps", "schedule", "triggers",
-				       "finally"};
-enum { TK_NAME, TK_DESC, TK_PARAMS, TK_STEPS, TK_SCHEDULE, TK_TRIGGERS, TK_FINALLY, TK_N };
+				       "finally", "queue", "priority"};
+enum { TK_NAME, TK_DESC, TK_PARAMS, TK_STEPS, TK_SCHEDULE, TK_TRIGGERS, TK_FINALLY, TK_QUEUE, TK_PRIORITY, TK_N };
 static const char *const param_keys[] = {"default", "description", "type", "values",
 					 "pattern", "min", "max"};
 static const char *const retry_keys[] = {"limit", "backoff", "max_backoff"};
 /* The keys every step may have, whatever its kind; its kind's own follow (cfg_keys_list). */
 static const char *const generic_keys[] = {"name", "kind", "needs", "command", "env", "image",
 					   "workdir", "timeout", "retry", "when", "fail_run", "foreach", "sweep",
-					   "max_parallel", "min_success"};
+					   "max_parallel", "min_success", "queue", "priority"};
 enum { GK_NAME, GK_KIND, GK_NEEDS, GK_COMMAND, GK_ENV, GK_IMAGE, GK_WORKDIR, GK_TIMEOUT, GK_RETRY, GK_WHEN,
-       GK_FAIL_RUN, GK_FOREACH, GK_SWEEP, GK_MAX_PARALLEL, GK_MIN_SUCCESS };
+       GK_FAIL_RUN, GK_FOREACH, GK_SWEEP, GK_MAX_PARALLEL, GK_MIN_SUCCESS, GK_QUEUE, GK_PRIORITY };
 
 /* ---- small helpers ---------------------------------------------------- */
 
@@ -590,6 +590,38 @@ static json_t *parse_env(struct ctx *c, size_t i, const yaml_node_t *n)
 }
 
 /* The duration in node n (field `what`), or dflt when absent or invalid. */
+/*
+ * queue: a queue's name (the queue must exist when the run is submitted:
+ * runs.c); priority: a whole number from -1000 to 1000, higher first within
+ * the queue. Each into js when given, else the workflow's (the top level's
+ * queue: and priority:, in c->queue and c->priority), else absent: the
+ * 'default' queue, priority 0 (db/functions/queues.sql).
+ */
+static void parse_queue(struct ctx *c, const yaml_node_t *q, const yaml_node_t *prio, json_t *js)
+{
+	const char *t;
+	int64_t p;
+
+	if (present(q) && (t = cfg_text(c, q, "queue")) != NULL) {
+		if (!cfg_name_ok(t))
+			err_node(c, q, "queue name %s is not valid; use 1-63 of a-z, 0-9, _, . and -, starting with "
+				 "a letter or digit", cfg_q(c, t));
+		else
+			json_object_set_new(js, "queue", json_string(t));
+	} else if (c->queue != NULL) {
+		json_object_set_new(js, "queue", json_string(c->queue));
+	}
+	if (present(prio) && (t = cfg_text(c, prio, "priority")) != NULL) {
+		if (parse_int64(t, &p) < 0 || p < -1000 || p > 1000)
+			err_node(c, prio, "priority %s must be a whole number from -1000 to 1000 (higher runs first)",
+				 cfg_q(c, t));
+		else
+			json_object_set_new(js, "priority", json_integer((json_int_t)p));
+	} else if (c->has_priority) {
+		json_object_set_new(js, "priority", json_integer((json_int_t)c->priority));
+	}
+}
+
 static int64_t duration_field(struct ctx *c, const yaml_node_t *n, const char *what, int64_t dflt)
 {
 	const char *s;
@@ -735,6 +767,7 @@ static json_t *parse_step(struct ctx *c, size_t i, const yaml_node_t *n)
 	json_object_set_new(js, "timeout_ms",
 			    json_integer(duration_field(c, v[GK_TIMEOUT], "timeout", 0)));
 	json_object_set_new(js, "retry", parse_retry(c, v[GK_RETRY]));
+	parse_queue(c, v[GK_QUEUE], v[GK_PRIORITY], js);
 	cfg_kind_fields(c, i, kind, keys, v, js, 0);
 	{
 		const struct cfg_flow_nodes flow = {v[GK_WHEN], v[GK_FAIL_RUN], v[GK_FOREACH], v[GK_SWEEP],
@@ -822,6 +855,19 @@ static json_t *check_workflow(struct ctx *c, const yaml_node_t *root)
 		json_object_set_new(spec, "description", json_string(s));
 	if (present(v[TK_PARAMS]) && !c->over)
 		parse_params(c, v[TK_PARAMS]);
+	{
+		/* the workflow's queue and priority: every step's that names none (parse_queue) */
+		json_t *wq = json_object();
+		parse_queue(c, v[TK_QUEUE], v[TK_PRIORITY], wq);
+		if (json_object_get(wq, "queue"))
+			json_object_set(spec, "queue", json_object_get(wq, "queue"));
+		if (json_object_get(wq, "priority"))
+			json_object_set(spec, "priority", json_object_get(wq, "priority"));
+		c->queue = json_string_value(json_object_get(spec, "queue"));
+		c->has_priority = json_object_get(wq, "priority") != NULL;
+		c->priority = (int)json_integer_value(json_object_get(wq, "priority"));
+		json_decref(wq);
+	}
 	if (!c->over)
 		parse_steps(c, root, v[TK_STEPS], v[TK_FINALLY], steps);
 	if (c->nsteps > 0 && !c->over)

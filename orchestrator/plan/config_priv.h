@@ -75,6 +75,9 @@ struct ctx {
 	const char **keys;
 	const struct step_key **krow;
 	size_t nkeys;
+	/* the workflow's queue: and priority: (the steps' default; parse_queue) */
+	const char *queue;   /* borrowed from the spec, or NULL */
+	int priority, has_priority;
 };
 
 /* One key of one step, as its parser sees it (config_keys.h). */

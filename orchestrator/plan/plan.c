@@ -378,10 +378,11 @@ static int step_spec(json_t **out, const json_t *step, const json_t *params, con
 		json_object_set_new(spec, "workdir", r);
 	}
 	json_object_set(spec, "image", json_object_get(step, "image"));
-	/* the condition, evaluated at claim time (steps.c), and what a finally step is; when present */
+	/* the condition, evaluated at claim time (steps.c), what a finally step is, its queue and priority
+	 * (db/functions/queues.sql); when present */
 	{
 		static const char *const flow[] = {"when", "when_model", "finally", "fail_run", "foreach", "max_parallel",
-						   "min_success", "sweep", "select"};
+						   "min_success", "sweep", "select", "queue", "priority"};
 		for (i = 0; i < sizeof(flow) / sizeof(flow[0]); i++)
 			if ((v = json_object_get(step, flow[i])) != NULL)
 				json_object_set(spec, flow[i], v);

@@ -88,6 +88,130 @@ out:
 	return error;
 }
 
+/* "3 GPUs, 2 CPUs, 512 MiB": what a request or a host's capacity counts (the parts not 0). */
+static char *room_text(double gpus, double cpus, double mem_mb)
+{
+	char *t = xstrdup(""), *n;
+
+	if (gpus > 0 || (cpus <= 0 && mem_mb <= 0)) {
+		n = xasprintf("%g GPU%s", gpus, gpus == 1 ? "" : "s");
+		free(t);
+		t = n;
+	}
+	if (cpus > 0) {
+		n = xasprintf("%s%s%g CPU%s", t, *t ? ", " : "", cpus, cpus == 1 ? "" : "s");
+		free(t);
+		t = n;
+	}
+	if (mem_mb > 0) {
+		n = xasprintf("%s%s%.0f MiB", t, *t ? ", " : "", mem_mb);
+		free(t);
+		t = n;
+	}
+	return t;
+}
+
+/*
+ * Every step that will run waits in a queue that exists, and asks for no
+ * more than its queue's quotas allow at once and than some host of the
+ * fleet that is up offers (issue 30: refused at submit with the numbers,
+ * not after hours in the queue). The hosts are not asked when none is up
+ * that admits by its room (no daemon yet, or a Slurm one: Slurm admits),
+ * nor for a step that runs on Slurm or for a dev run (its own engine).
+ */
+static int check_admission(PGconn *conn, const struct run_plan *plan, const char *filename, cfg_errors *errs,
+			   int dev)
+{
+	json_t *hosts = NULL, *queues = NULL, *cap;
+	const char *hn;
+	int error, bounded = 0, unbounded = 0;
+	size_t n = 0;
+
+	if ((error = store_admission_facts(&hosts, &queues, conn)) < 0)
+		return error;
+	json_object_foreach(hosts, hn, cap) {
+		if (json_is_false(json_object_get(cap, "admits")))
+			unbounded = 1;
+		else
+			bounded = 1;
+	}
+	for (size_t i = 0; i < plan->nsteps; i++) {
+		const json_t *spec = plan->steps[i].spec, *res = json_object_get(spec, "resources");
+		const char *qn = json_string_value(json_object_get(spec, "queue"));
+		const json_t *q;
+		double gpus = (double)json_integer_value(json_object_get(res, "gpus"));
+		double cpus = json_number_value(json_object_get(res, "cpus"));
+		double mem = (double)json_integer_value(json_object_get(res, "memory_mb"));
+		const char *ex = json_string_value(json_object_get(spec, "executor"));
+		if (!step_runs(plan, i))
+			continue;
+		if (qn == NULL)
+			qn = "default";
+		if ((q = json_object_get(queues, qn)) == NULL) {
+			char *known = NULL;
+			const char *k;
+			json_t *x;
+			json_object_foreach(queues, k, x) {
+				char *m = xasprintf("%s%s%s", known ? known : "", known ? ", " : "", k);
+				free(known);
+				known = m;
+			}
+			step_error(errs, plan, filename, plan->steps[i].name, "queue %s does not exist (queues: %s); "
+				   "an admin creates it with `ferry queues create %s`", qn, known ? known : "none", qn);
+			free(known);
+			n++;
+			continue;
+		}
+		if (ex != NULL && strcmp(ex, "slurm") == 0)
+			continue; /* Slurm admits it */
+		if (json_is_integer(json_object_get(q, "max_gpus")) && gpus > (double)json_integer_value(json_object_get(q, "max_gpus"))) {
+			step_error(errs, plan, filename, plan->steps[i].name, "resources ask for %g GPU%s; queue %s "
+				   "allows at most %lld at once (max_gpus), so it could never start", gpus, gpus == 1 ? "" : "s",
+				   qn, (long long)json_integer_value(json_object_get(q, "max_gpus")));
+			n++;
+			continue;
+		}
+		if (json_is_number(json_object_get(q, "max_cpus")) && cpus > json_number_value(json_object_get(q, "max_cpus"))) {
+			step_error(errs, plan, filename, plan->steps[i].name, "resources ask for %g CPUs; queue %s "
+				   "allows at most %g at once (max_cpus), so it could never start", cpus, qn,
+				   json_number_value(json_object_get(q, "max_cpus")));
+			n++;
+			continue;
+		}
+		if (dev || !bounded || unbounded || (gpus <= 0 && cpus <= 0 && mem <= 0))
+			continue;
+		{
+			int fits = 0, shown = 0;
+			char *list = NULL, *want = room_text(gpus, cpus, mem);
+			json_object_foreach(hosts, hn, cap) {
+				double hg = (double)json_array_size(json_object_get(cap, "gpus"));
+				double hc = json_number_value(json_object_get(cap, "cpus"));
+				double hm = (double)json_integer_value(json_object_get(cap, "memory_bytes")) / 1048576.0;
+				if (hg >= gpus && hc + 1e-6 >= cpus && (mem <= 0 || hm <= 0 || hm >= mem))
+					fits = 1;
+				if (shown++ < 5) {
+					char *has = room_text(hg, hc, hm), *m;
+					m = xasprintf("%s%s%s has %s", list ? list : "", list ? "; " : "", hn, has);
+					free(list), free(has);
+					list = m;
+				}
+			}
+			if (!fits) {
+				step_error(errs, plan, filename, plan->steps[i].name, "resources ask for %s and no host of "
+					   "the fleet that is up can ever give that (%s%s)", want, list ? list : "",
+					   shown > 5 ? "; …" : "");
+				n++;
+			}
+			free(list), free(want);
+		}
+	}
+	json_decref(hosts), json_decref(queues);
+	if (n == 0)
+		return FERRY_OK;
+	ferry_error_set("%zu step%s cannot be admitted", n, n == 1 ? "" : "s");
+	return FERRY_EINVALID;
+}
+
 /*
  * An alias that follows a deployment's traffic (store_alias_bound:
  * "production" while a deployment serves the model) is not a step's to
@@ -206,6 +330,8 @@ int runs_create(int64_t *out_id, PGconn *conn, const struct runs_new *rn, cfg_er
 		goto out;
 	}
 	if ((error = check_secrets(conn, plan, rn->filename ? rn->filename : rn->workflow, errs)) < 0 ||
+	    (error = check_admission(conn, plan, rn->filename ? rn->filename : rn->workflow, errs,
+				     rn->trigger != NULL && strcmp(rn->trigger, "dev") == 0)) < 0 ||
 	    /* a dev run moves no alias (db/functions/registry.sql): nothing to refuse */
 	    ((rn->trigger == NULL || strcmp(rn->trigger, "dev") != 0) &&
 	     (error = check_bound_aliases(conn, plan, rn->filename ? rn->filename : rn->workflow, errs)) < 0))

@@ -28,15 +28,20 @@ struct store_claim {
 	json_t *inputs;              /* succeeded ancestors {"NAME":{kind,outputs,metrics}}, or
 	                              * NULL when the spec lists no "ancestors" */
 	json_t *run;                 /* {params, workflow, workflow_hash, no_cache} or NULL (ditto) */
+	char *gpus;                  /* the GPUs given to the attempt ("0,1", as the host lists them) or NULL */
 };
 
 /*
  * Claims up to limit ready steps (of run_filter when > 0; only step
- * step_filter when > 0) for owner in one statement. *out (n entries) is
- * the caller's: store_claims_free().
+ * step_filter when > 0) for owner in one statement, admitted against
+ * capacity ({"cpus", "memory_mb", "gpus": [ids], "default_cpus",
+ * "starve_s"}: this host's, db/functions/claim.sql) or, when NULL, not
+ * admitted (Slurm admits its own). *out (n entries) is the caller's:
+ * store_claims_free().
  */
 int store_claim(struct store_claim **out, int *n, PGconn *conn, const char *owner,
-		const char *host, int limit, int64_t lease_ms, int64_t run_filter, int64_t step_filter);
+		const char *host, int limit, int64_t lease_ms, int64_t run_filter, int64_t step_filter,
+		const json_t *capacity);
 void store_claims_free(struct store_claim *v, int n);
 
 /*
@@ -121,6 +126,14 @@ int store_host_beat(PGconn *conn, const char *owner, const char *host, const cha
 int store_host_stopped(PGconn *conn, const char *owner);
 int store_hosts_prune(PGconn *conn, int *removed);
 int store_hosts_list(char **out, PGconn *conn);
+/*
+ * What a run's requests are checked against when it is submitted (runs.c):
+ * *hosts {"HOST": capacity} of the hosts up (their newest live daemon's
+ * capacity, with "admits": false for a daemon whose executor admits its
+ * own jobs), *queues {"NAME": {"max_running", "max_gpus", "max_cpus"}}
+ * of every queue. Both the caller's.
+ */
+int store_admission_facts(json_t **hosts, json_t **queues, PGconn *conn);
 /*
  * Where host answers: its newest daemon's address (NULL: no daemon ever
  * named it, or none published one), whether that daemon is live (its

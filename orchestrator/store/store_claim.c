@@ -50,13 +50,16 @@ static void claim_row(struct store_claim *c, PGresult *res, int i)
 	c->workdir = store_dupval(res, i, 7);
 	c->inputs = ordered_inputs(store_jsonval(res, i, 8), json_object_get(c->spec, "ancestors"));
 	c->run = store_jsonval(res, i, 9);
+	c->gpus = PQgetisnull(res, i, 10) ? NULL : store_dupval(res, i, 10);
 }
 
 int store_claim(struct store_claim **out, int *n, PGconn *conn, const char *owner,
-		const char *host, int limit, int64_t lease_ms, int64_t run_filter, int64_t step_filter)
+		const char *host, int limit, int64_t lease_ms, int64_t run_filter, int64_t step_filter,
+		const json_t *capacity)
 {
 	char lim[16], lease[32], run[32], step[32];
-	const char *params[6] = {owner, host, lim, lease, run_filter > 0 ? run : NULL, step_filter > 0 ? step : NULL};
+	char *cap = capacity ? json_dumps(capacity, JSON_COMPACT) : NULL;
+	const char *params[7] = {owner, host, lim, lease, run_filter > 0 ? run : NULL, step_filter > 0 ? step : NULL, cap};
 	PGresult *res = NULL;
 	struct store_claim *v;
 	int error, rows;
@@ -67,7 +70,9 @@ int store_claim(struct store_claim **out, int *n, PGconn *conn, const char *owne
 	snprintf(lease, sizeof(lease), "%lld", (long long)lease_ms);
 	snprintf(run, sizeof(run), "%lld", (long long)run_filter);
 	snprintf(step, sizeof(step), "%lld", (long long)step_filter);
-	if ((error = store_q(&res, conn, "SELECT * FROM ferry_claim($1, $2, $3, $4, $5, $6)", 6, params)) < 0)
+	error = store_q(&res, conn, "SELECT * FROM ferry_claim($1, $2, $3, $4, $5, $6, $7)", 7, params);
+	free(cap);
+	if (error < 0)
 		return error;
 	rows = PQntuples(res);
 	v = rows ? xcalloc((size_t)rows, sizeof(*v)) : NULL;
@@ -88,6 +93,7 @@ void store_claims_free(struct store_claim *v, int n)
 		json_decref(v[i].spec);
 		json_decref(v[i].inputs);
 		json_decref(v[i].run);
+		free(v[i].gpus);
 	}
 	free(v);
 }

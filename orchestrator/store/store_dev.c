@@ -90,7 +90,7 @@ int store_dev_skip(int64_t *from_run, PGconn *conn, const char *owner, const cha
 	outputs = PQgetisnull(res, 0, 1) ? NULL : json_loads(PQgetvalue(res, 0, 1), JSON_DECODE_ANY, NULL);
 	metrics = PQgetisnull(res, 0, 2) ? NULL : json_loads(PQgetvalue(res, 0, 2), JSON_DECODE_ANY, NULL);
 	gate = PQgetisnull(res, 0, 3) ? NULL : json_loads(PQgetvalue(res, 0, 3), JSON_DECODE_ANY, NULL);
-	if ((error = store_claim(&c, &n, conn, owner, host, 1, lease_ms, run_id, step_id)) < 0)
+	if ((error = store_claim(&c, &n, conn, owner, host, 1, lease_ms, run_id, step_id, NULL)) < 0)
 		goto out;
 	if (n != 1) {
 		ferry_error_set("step %s is no longer ready", name);

@@ -67,6 +67,34 @@ int store_hosts_list(char **out, PGconn *conn)
 	return FERRY_OK;
 }
 
+int store_admission_facts(json_t **hosts, json_t **queues, PGconn *conn)
+{
+	PGresult *res = NULL;
+	int error;
+
+	*hosts = *queues = NULL;
+	error = store_q(&res, conn,
+			"SELECT (SELECT coalesce(jsonb_object_agg(host, capacity), '{}') FROM ("
+			"  SELECT DISTINCT ON (host) host, capacity FROM daemons "
+			"  WHERE stopped_at IS NULL AND last_seen + lease_ms * interval '1 millisecond' > now() "
+			"  ORDER BY host, last_seen DESC) d), "
+			"  (SELECT coalesce(jsonb_object_agg(name, jsonb_build_object('max_running', max_running, "
+			"     'max_gpus', max_gpus, 'max_cpus', max_cpus)), '{}') FROM queues)",
+			0, NULL);
+	if (error < 0)
+		return error;
+	*hosts = store_jsonval(res, 0, 0);
+	*queues = store_jsonval(res, 0, 1);
+	PQclear(res);
+	if (*hosts == NULL || *queues == NULL) {
+		json_decref(*hosts), json_decref(*queues);
+		*hosts = *queues = NULL;
+		ferry_error_set("the hosts' and queues' JSON did not parse");
+		return FERRY_ERROR;
+	}
+	return FERRY_OK;
+}
+
 int store_host_address(char **address, int *live, char **last_seen, PGconn *conn, const char *host)
 {
 	const char *params[1] = {host};

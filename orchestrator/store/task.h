@@ -39,6 +39,7 @@ struct task_ctx {
 	const char *owner;           /* this daemon's owner id: the actor of what its tasks change */
 	const char *host;            /* this daemon's host name (FERRY_HOST, else the machine's) */
 	int dev;                     /* a `ferry dev` session (it runs one run; TASK_NO_DEV rows do not) */
+	int admits;                  /* whether its claims admit by this host's room (engine.h: not Slurm's) */
 	const char *public_url;      /* FERRY_PUBLIC_URL (links in posts), or NULL */
 	int64_t poll_ms, lease_ms;   /* FERRY_POLL_MS, FERRY_LEASE_MS */
 	double retention_days;       /* FERRY_RETENTION_DAYS (0: keep forever) */

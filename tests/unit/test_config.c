@@ -293,7 +293,7 @@ static void test_config__unknown_top_level_key(void **state)
 		      "  - {name: a, command: a}\n",
 		      "w.yaml:1:1: missing required key \"steps\" (a list of steps)",
 		      "w.yaml:2:1: unknown top-level key \"stpes\" (did you mean \"steps\"?); "
-		      "known keys: name, description, params, steps, schedule, triggers, finally", NULL);
+		      "known keys: name, description, params, steps, schedule, triggers, finally, queue, priority", NULL);
 }
 
 static void test_config__unknown_kind(void **state)
@@ -332,7 +332,7 @@ static void test_config__unknown_step_key(void **state)
 		      "w.yaml:3:5: step is missing required key \"command\" (a list like "
 		      "[python, train.py] or one shell string)",
 		      "w.yaml:3:15: unknown step key \"comand\" (did you mean \"command\"?); known "
-		      "keys: name, kind, needs, command, env, image, workdir, timeout, retry, when, fail_run, foreach, sweep, max_parallel, min_success, executor, "
+		      "keys: name, kind, needs, command, env, image, workdir, timeout, retry, when, fail_run, foreach, sweep, max_parallel, min_success, queue, priority, executor, "
 		      "resources, network, slurm, secrets, warm, cache, gate, on_fail, model, dataset, labels, webhook, on_timeout, "
 		      "artifact, version, alias, serve, traffic, replicas, sample, deployment, auto_stop, retire_after, load_test, canary, approve, placement, hang, watch",
 		      NULL);
@@ -644,7 +644,7 @@ static void test_config__multiple_errors_in_order(void **state)
 		      "run directory or an absolute path",
 		      "w.yaml:12:14: timeout: duration \"5\": missing unit (use e.g. 30s, 5m, 2h)",
 		      "w.yaml:13:5: unknown step key \"extra\"; known keys: name, kind, needs, "
-		      "command, env, image, workdir, timeout, retry, when, fail_run, foreach, sweep, max_parallel, min_success, executor, resources, network, slurm, secrets, warm, cache, "
+		      "command, env, image, workdir, timeout, retry, when, fail_run, foreach, sweep, max_parallel, min_success, queue, priority, executor, resources, network, slurm, secrets, warm, cache, "
 		      "gate, on_fail, model, "
 		      "dataset, labels, webhook, on_timeout, artifact, version, alias, serve, traffic, replicas, sample, deployment, auto_stop, retire_after, load_test, canary, approve, placement, hang, watch", NULL);
 }
