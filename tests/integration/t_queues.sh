@@ -5,16 +5,19 @@
 # host can ever fit, orders by queue and priority, holds a queue's
 # max_running, and keeps what a dead daemon's attempts hold until they end.
 
-# gpu_wf NAME N [SLEEP]: N steps each asking for 1 GPU, each writing "GPU START END" (ns) to its out/trace
+# gpu_wf NAME N [SLEEP] [RESOURCES]: N steps each asking for RESOURCES (1 GPU), each writing
+# "GPU START END" (ns) to its out/trace; SLEEP "go" waits for the file $FERRY_HOME/go instead
 gpu_wf() {
-	local name=$1 n=$2 sl=${3:-1}
+	local name=$1 n=$2 sl=${3:-1} res=${4:-"gpus: 1"} wait
+	wait="sleep $sl"
+	[ "$sl" = go ] && wait="while [ ! -e $FERRY_HOME/go ]; do sleep 0.05; done; sleep 0.3"
 	{
 		echo "name: $name"
 		echo "steps:"
 		for i in $(seq 1 "$n"); do
 			echo "  - name: g$i"
-			echo "    resources: {gpus: 1}"
-			echo "    command: [sh, -c, 's=\$(date +%s%N); sleep $sl; echo \"\$CUDA_VISIBLE_DEVICES \$s \$(date +%s%N)\" > \"\$FERRY_OUTPUT_DIR/trace\"']"
+			echo "    resources: {$res}"
+			echo "    command: [sh, -c, 's=\$(date +%s%N); $wait; echo \"\$CUDA_VISIBLE_DEVICES \$s \$(date +%s%N)\" > \"\$FERRY_OUTPUT_DIR/trace\"']"
 		done
 	} | wf "$name"
 }
@@ -98,4 +101,110 @@ Y
 )")
 	wait_run "$id" succeeded 30
 	assert_eq "$(sql "SELECT array_to_string(gpu_ids, ',') FROM attempts")" "0,1" "a request that fits runs, with both GPUs"
+}
+
+# A high-priority run submitted behind 20 queued low-priority runs starts
+# next: through its queue's priority and, in one queue, through its own.
+test_queues_priority_run_starts_next() {
+	start_daemon a FERRY_CPUS=1 FERRY_DEFAULT_CPUS=1
+	sql "INSERT INTO queues (name, priority) VALUES ('urgent', 100)" >/dev/null
+	id0=$(submit "$(wf hold <<Y
+name: hold
+steps:
+  - {name: s, command: [sh, -c, 'while [ ! -e $FERRY_HOME/go ]; do sleep 0.05; done']}
+Y
+)")
+	wait_step "$id0" s running 10
+	f=$(wf low <<'Y'
+name: low
+steps:
+  - {name: s, command: [sh, -c, 'sleep 0.1']}
+Y
+)
+	for _ in $(seq 1 20); do submit "$f" >/dev/null; done
+	hi=$(submit "$(wf high <<'Y'
+name: high
+queue: urgent
+steps:
+  - {name: s, command: [sh, -c, 'sleep 0.1']}
+Y
+)")
+	mid=$(submit "$(wf mid <<'Y'
+name: mid
+priority: 5
+steps:
+  - {name: s, command: [sh, -c, 'sleep 0.1']}
+Y
+)")
+	assert_eq "$(sql "SELECT count(*) FROM step_queue")" 22 "22 steps wait behind the one that holds the only CPU"
+	touch "$FERRY_HOME/go"
+	wait_run "$hi" succeeded 30
+	wait_run "$mid" succeeded 30
+	order=$(sql "SELECT string_agg(s.run_id::text, ' ' ORDER BY a.started_at, a.step_id) FROM attempts a JOIN steps s ON s.id = a.step_id")
+	assert_eq "$(echo "$order" | cut -d' ' -f1-3)" "$id0 $hi $mid" \
+		"the urgent queue's run next, then the priority 5 run, before any of the 20 (order: $order)"
+	assert_eq "$(sql "SELECT queue FROM attempts a JOIN steps s ON s.id = a.step_id WHERE s.run_id = $hi")" urgent "its attempt counted in its queue"
+	sql_until "(SELECT count(*) = 23 FROM runs WHERE state = 'succeeded')" 60 || fail "the 20 low-priority runs end too"
+	# one at a time: the host declared 1 CPU and every step asked for 1 (FERRY_DEFAULT_CPUS)
+	assert_eq "$(sql "SELECT count(*) FROM attempts a, attempts b WHERE a.step_id < b.step_id AND a.started_at < b.finished_at AND b.started_at < a.finished_at")" 0 "no two ran at once"
+}
+
+# A queue's max_running holds over the fleet, and holds no other queue back.
+test_queues_max_running_holds() {
+	start_daemon a FERRY_CPUS=8
+	sql "INSERT INTO queues (name, max_running) VALUES ('one', 1)" >/dev/null
+	f=$(wf inone <<'Y'
+name: inone
+queue: one
+steps:
+  - {name: s, command: [sh, -c, 's=$(date +%s%N); sleep 0.7; echo "x $s $(date +%s%N)" > "$FERRY_OUTPUT_DIR/trace"']}
+Y
+)
+	ids=""
+	for _ in 1 2 3 4; do ids="$ids $(submit "$f")"; done
+	other=$(submit "$(gpu_wf free 3 0.7 "cpus: 1")")
+	for id in $ids $other; do wait_run "$id" succeeded 60; done
+	assert_eq "$(for id in $ids; do traces "$id"; done | at_once)" "1 ok" "queue one's runs one at a time"
+	# the default queue's three ran together meanwhile, each with its own trace (no GPU: an empty id)
+	assert_eq "$(traces "$other" | awk '{print "g", $(NF-1), $NF}' | at_once | cut -d' ' -f1)" 3 "the default queue's steps ran at once"
+}
+
+# kill -9 of the daemon: the attempts it leaves running keep their GPUs
+# (the claim counts the attempt rows, not the daemon's memory), nothing is
+# given twice, and a GPU whose job died with the daemon is released when
+# the attempt is found lost, then given to its retry.
+test_queues_kill9_keeps_and_releases_gpus() {
+	start_daemon a FERRY_GPUS=0,1 FERRY_CPUS=4
+	id=$(submit "$(gpu_wf three 3 go)")
+	sql_until "(SELECT count(*) = 2 FROM attempts WHERE state = 'running')" 20 || fail "two GPU steps start"
+	assert_eq "$(sql "SELECT count(*) FROM step_queue")" 1 "the third waits for a GPU"
+	stop_daemon a KILL
+	start_daemon a FERRY_GPUS=0,1 FERRY_CPUS=4
+	sleep 1
+	assert_eq "$(sql "SELECT count(*) FROM step_queue")" 1 "after the restart the third still waits: both GPUs held by the adopted attempts"
+	assert_eq "$(sql "SELECT string_agg(array_to_string(gpu_ids, ','), ' ' ORDER BY gpu_ids) FROM attempts WHERE state = 'running'")" "0 1" "held as before"
+	touch "$FERRY_HOME/go"
+	wait_run "$id" succeeded 30
+	assert_eq "$(traces "$id" | at_once)" "2 ok" "never more than 2 at once, never a GPU twice"
+
+	# the job dies with the daemon: its attempt is lost, its GPU released and given to the retry
+	id=$(submit "$(wf lostgpu <<'Y'
+name: lostgpu
+steps:
+  - name: v
+    resources: {gpus: 2}
+    retry: {limit: 1, backoff: 1s}
+    command: [sh, -c, 'echo "$CUDA_VISIBLE_DEVICES" > "$FERRY_OUTPUT_DIR/gpus"; if [ "$FERRY_ATTEMPT" = 1 ]; then sleep 30; fi']
+Y
+)")
+	wait_step "$id" v running 10
+	sleep 0.3
+	stop_daemon a KILL
+	pid=$(sql "SELECT handle->>'pid' FROM attempts a JOIN steps s ON s.id = a.step_id WHERE s.run_id = $id")
+	kill -9 -- -"$pid"
+	start_daemon a FERRY_GPUS=0,1 FERRY_CPUS=4
+	wait_run "$id" succeeded 30
+	assert_eq "$(sql "SELECT string_agg(a.state || ':' || array_to_string(a.gpu_ids, ','), ' ' ORDER BY a.attempt) FROM attempts a JOIN steps s ON s.id = a.step_id WHERE s.run_id = $id")" \
+		"lost:0,1 succeeded:0,1" "the lost attempt's GPUs given to its retry"
+	assert_eq "$(cat "$FERRY_HOME/runs/$id/v/2/out/gpus")" "0,1" "the retry saw both"
 }
