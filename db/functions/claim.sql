@@ -30,9 +30,66 @@
 -- quota'd queue are serialised by advisory locks: two never give the
 -- same GPU or pass the same quota.
 
+-- The ready steps a claim may take, in the claim's order, each with what it
+-- asks for and the running sums of the requests up to it (over all, and
+-- within its queue): the queues that have ready steps (a skip over the
+-- step_queue_order index, so a queue deleted since its steps were queued
+-- still counts, at priority 0), then at most p_limit of each queue,
+-- locked SKIP LOCKED.
+CREATE OR REPLACE FUNCTION ferry_claim_candidates(p_limit int, p_run bigint, p_step bigint, p_starve interval,
+                                                  p_default_cpus real)
+RETURNS TABLE (pos bigint, step_id bigint, queue text, cpus real, memory_mb bigint, gpus int, starving boolean,
+               max_running int, max_gpus int, max_cpus real, cum_cpus real, cum_mem numeric, cum_gpus bigint,
+               q_n bigint, q_gpus bigint, q_cpus real)
+-- each queue's steps read in the order of step_queue_order, never all of them sorted: the queue is
+-- transient and its statistics often say a handful of rows where a fan-out has made 100,000
+LANGUAGE sql SET enable_bitmapscan = off SET enable_seqscan = off AS $$
+	WITH RECURSIVE qs AS (
+		(SELECT q.queue FROM step_queue q ORDER BY q.queue LIMIT 1)
+		UNION ALL
+		SELECT (SELECT q.queue FROM step_queue q WHERE q.queue > qs.queue ORDER BY q.queue LIMIT 1)
+		FROM qs WHERE qs.queue IS NOT NULL
+	), cand AS (
+		SELECT c.*, coalesce(c.cpus, p_default_cpus) AS want, coalesce(qu.priority, 0) AS qprio,
+		       qu.max_running, qu.max_gpus, qu.max_cpus, c.since < now() - p_starve AS starve,
+		       row_number() OVER (PARTITION BY c.queue ORDER BY c.priority DESC, c.step_id) AS rank
+		FROM qs LEFT JOIN queues qu ON qu.name = qs.queue
+		CROSS JOIN LATERAL (
+			SELECT q.step_id, q.queue, q.priority, q.cpus, q.memory_mb, q.gpus, q.since FROM step_queue q
+			WHERE q.queue = qs.queue
+			  AND (q.not_before IS NULL OR q.not_before <= now())
+			  AND q.dev = (p_run IS NOT NULL) AND (p_run IS NULL OR q.run_id = p_run)
+			  AND (p_step IS NULL OR q.step_id = p_step)
+			ORDER BY q.priority DESC, q.step_id LIMIT p_limit
+			FOR UPDATE OF q SKIP LOCKED) c
+		WHERE qs.queue IS NOT NULL
+	), running AS (
+		-- fair share between queues of equal priority: the one with fewer running goes next
+		SELECT a.queue, count(*) AS n FROM attempts a
+		WHERE a.state = 'running' AND a.queue IN (SELECT DISTINCT cand.queue FROM cand) GROUP BY a.queue
+	)
+	SELECT row_number() OVER w, cand.step_id, cand.queue, cand.want, cand.memory_mb, cand.gpus, cand.starve,
+	       cand.max_running, cand.max_gpus, cand.max_cpus,
+	       sum(cand.want) OVER w, sum(cand.memory_mb) OVER w, sum(cand.gpus) OVER w,
+	       count(*) OVER wq, sum(cand.gpus) OVER wq, sum(cand.want) OVER wq
+	FROM cand LEFT JOIN running ON running.queue = cand.queue
+	WINDOW w AS (ORDER BY cand.starve DESC, cand.qprio DESC, coalesce(running.n, 0) + cand.rank,
+	             cand.priority DESC, cand.step_id ROWS UNBOUNDED PRECEDING),
+	       wq AS (PARTITION BY cand.queue ORDER BY cand.starve DESC, cand.qprio DESC,
+	              coalesce(running.n, 0) + cand.rank, cand.priority DESC, cand.step_id ROWS UNBOUNDED PRECEDING)
+	ORDER BY 1
+$$;
+
 -- p_step (not NULL) claims that step only: `ferry dev run --step` lets one
 -- step at a time go after the person said "run" (migration 0013 dropped the
 -- five-argument form; 0032 the six-argument one).
+--
+-- How: the candidates' longest prefix in the order that fits as a whole
+-- (the running sums against the free room and the quotas) is taken in one
+-- statement, its GPUs sliced from the free ones by those sums; a loop runs
+-- only for what comes after a step that does not fit (backfill), one step
+-- at a time. Most claims (nothing asked, or room for all) are the one
+-- statement.
 CREATE OR REPLACE FUNCTION ferry_claim(p_owner text, p_host text, p_limit int, p_lease_ms bigint, p_run bigint,
                                        p_step bigint, p_capacity jsonb)
 RETURNS TABLE (step_id bigint, run_id bigint, name text, attempt int, kind text,
@@ -41,98 +98,151 @@ LANGUAGE plpgsql AS $$
 #variable_conflict use_column
 DECLARE
 	-- what this claim takes, one element per step: its id, queue, the CPUs and memory reserved, its GPUs
-	v_ids bigint[] := '{}';
-	v_queues text[] := '{}';
-	v_cpus_of real[] := '{}';
-	v_mem_of bigint[] := '{}';
-	v_gpus_of text[] := '{}';      -- "0,1" (ids have no comma: FERRY_GPUS splits on it), NULL for none
-	v_free_gpus text[];
-	v_free_cpus real;
-	v_free_mem bigint;
+	v_ids bigint[];
+	v_queues text[];
+	v_cpus_of real[];
+	v_mem_of bigint[];
+	v_gpus_of text[];              -- "0,1" (ids have no comma: FERRY_GPUS splits on it), NULL for none
+	-- the candidates after the prefix, in order (the backfill's input)
+	c_ids bigint[];
+	c_queues text[];
+	c_cpus real[];
+	c_mem bigint[];
+	c_gpus int[];
+	c_starving boolean[];
+	c_maxr int[];
+	c_maxg int[];
+	c_maxc real[];
+	v_free_gpus text[] := '{}';
+	v_free_cpus real := 0;
+	v_free_mem bigint := 0;
 	v_default_cpus real := coalesce((p_capacity ->> 'default_cpus')::real, 0);
 	v_starve interval := make_interval(secs => coalesce((p_capacity ->> 'starve_s')::double precision, 600));
-	v_quota jsonb := '{}';         -- queue -> {"running", "gpus", "cpus"} over the fleet
+	v_quota jsonb := '{}';         -- quota'd queue -> {"running", "gpus", "cpus"} over the fleet
 	v_q jsonb;
-	v_cpus real;
+	v_qn text;
 	v_gids text[];
-	v_quotas boolean;
-	r record;
+	v_used_gpus int;
+	v_fit boolean;
 BEGIN
 	IF p_capacity IS NOT NULL THEN
 		PERFORM pg_advisory_xact_lock(hashtext('ferry_claim_host'), hashtext(p_host));
 		SELECT (p_capacity ->> 'cpus')::real - coalesce(sum(a.cpus), 0),
 		       coalesce((p_capacity ->> 'memory_mb')::bigint, 0) - coalesce(sum(a.memory_mb), 0),
-		       ARRAY(SELECT g FROM jsonb_array_elements_text(coalesce(p_capacity -> 'gpus', '[]')) g
-		             EXCEPT SELECT unnest(a2.gpu_ids) FROM attempts a2 WHERE a2.state = 'running' AND a2.host = p_host)
+		       ARRAY(SELECT g FROM jsonb_array_elements_text(coalesce(p_capacity -> 'gpus', '[]'))
+		                 WITH ORDINALITY AS x(g, i)
+		             WHERE g <> ALL (SELECT unnest(a2.gpu_ids) FROM attempts a2
+		                             WHERE a2.state = 'running' AND a2.host = p_host AND a2.gpu_ids IS NOT NULL)
+		             ORDER BY i)
 		INTO v_free_cpus, v_free_mem, v_free_gpus
 		FROM attempts a WHERE a.state = 'running' AND a.host = p_host;
-		-- the ids in the host's order ("0" before "1")
-		v_free_gpus := ARRAY(SELECT g FROM jsonb_array_elements_text(coalesce(p_capacity -> 'gpus', '[]'))
-		                     WITH ORDINALITY AS x(g, i) WHERE g = ANY (v_free_gpus) ORDER BY i);
 	END IF;
-	FOR r IN
-		WITH cand AS (
-			SELECT c.*, qu.priority AS qprio, qu.max_running, qu.max_gpus, qu.max_cpus,
-			       row_number() OVER (PARTITION BY c.queue ORDER BY c.priority DESC, c.step_id) AS rank
-			FROM queues qu CROSS JOIN LATERAL (
-				SELECT q.step_id, q.queue, q.priority, q.cpus, q.memory_mb, q.gpus, q.since FROM step_queue q
-				WHERE q.queue = qu.name
-				  AND (q.not_before IS NULL OR q.not_before <= now())
-				  AND q.dev = (p_run IS NOT NULL) AND (p_run IS NULL OR q.run_id = p_run)
-				  AND (p_step IS NULL OR q.step_id = p_step)
-				ORDER BY q.priority DESC, q.step_id LIMIT p_limit + 64
-				FOR UPDATE OF q SKIP LOCKED) c
-		), running AS (
-			SELECT a.queue, count(*) AS n FROM attempts a
-			WHERE a.state = 'running' AND a.queue IN (SELECT DISTINCT queue FROM cand) GROUP BY a.queue
-		)
-		SELECT cand.*, cand.since < now() - v_starve AS starving
-		FROM cand LEFT JOIN running ON running.queue = cand.queue
-		ORDER BY cand.since < now() - v_starve DESC, cand.qprio DESC, coalesce(running.n, 0) + cand.rank,
-		         cand.priority DESC, cand.step_id
-	LOOP
-		EXIT WHEN cardinality(v_ids) >= p_limit;
-		v_cpus := coalesce(r.cpus, v_default_cpus);
-		v_quotas := r.max_running IS NOT NULL OR r.max_gpus IS NOT NULL OR r.max_cpus IS NOT NULL;
-		IF v_quotas AND NOT v_quota ? r.queue THEN
-			-- the queue's use over the fleet, read under its lock (two hosts never pass one quota)
-			PERFORM pg_advisory_xact_lock(hashtext('ferry_claim_queue'), hashtext(r.queue));
-			SELECT jsonb_build_object('running', count(*), 'gpus', coalesce(sum(cardinality(a.gpu_ids)), 0),
-			                          'cpus', coalesce(sum(a.cpus), 0))
-			INTO v_q FROM attempts a WHERE a.state = 'running' AND a.queue = r.queue;
-			v_quota := v_quota || jsonb_build_object(r.queue, v_q);
-		END IF;
-		v_q := v_quota -> r.queue;
-		IF (v_quotas AND ((r.max_running IS NOT NULL AND (v_q ->> 'running')::int + 1 > r.max_running)
-		                  OR (r.max_gpus IS NOT NULL AND (v_q ->> 'gpus')::int + r.gpus > r.max_gpus)
-		                  OR (r.max_cpus IS NOT NULL AND (v_q ->> 'cpus')::real + v_cpus > r.max_cpus)))
-		   OR (p_capacity IS NOT NULL AND (v_cpus > v_free_cpus + 1e-6
-		                                   OR (r.memory_mb > 0 AND r.memory_mb > v_free_mem)
-		                                   OR r.gpus > cardinality(v_free_gpus))) THEN
-			-- does not fit now; a starving step keeps its room: nothing after it starts
-			EXIT WHEN r.starving;
-			CONTINUE;
-		END IF;
-		v_gids := NULL;
-		IF p_capacity IS NOT NULL THEN
-			v_free_cpus := v_free_cpus - v_cpus;
-			v_free_mem := v_free_mem - r.memory_mb;
-			IF r.gpus > 0 THEN
-				v_gids := v_free_gpus[1:r.gpus];
-				v_free_gpus := v_free_gpus[r.gpus + 1:];
-			END IF;
-		END IF;
-		IF v_quotas THEN
-			v_quota := jsonb_set(v_quota, ARRAY[r.queue], jsonb_build_object(
-				'running', (v_q ->> 'running')::int + 1, 'gpus', (v_q ->> 'gpus')::int + r.gpus,
-				'cpus', (v_q ->> 'cpus')::real + v_cpus));
-		END IF;
-		v_ids := v_ids || r.step_id;
-		v_queues := v_queues || r.queue;
-		v_cpus_of := v_cpus_of || CASE WHEN p_capacity IS NULL THEN 0 ELSE v_cpus END;
-		v_mem_of := v_mem_of || CASE WHEN p_capacity IS NULL THEN 0 ELSE r.memory_mb END;
-		v_gpus_of := v_gpus_of || array_to_string(v_gids, ',');
+	-- the quota'd queues' use over the fleet, read under their locks (two hosts never pass one quota)
+	FOR v_qn IN SELECT qu.name FROM queues qu
+	            WHERE qu.max_running IS NOT NULL OR qu.max_gpus IS NOT NULL OR qu.max_cpus IS NOT NULL ORDER BY qu.name LOOP
+		PERFORM pg_advisory_xact_lock(hashtext('ferry_claim_queue'), hashtext(v_qn));
+		SELECT jsonb_build_object('running', count(*), 'gpus', coalesce(sum(cardinality(a.gpu_ids)), 0),
+		                          'cpus', coalesce(sum(a.cpus), 0))
+		INTO v_q FROM attempts a WHERE a.state = 'running' AND a.queue = v_qn;
+		v_quota := v_quota || jsonb_build_object(v_qn, v_q);
 	END LOOP;
+
+	-- the prefix that fits as a whole, and the candidates after it
+	WITH c AS (
+		SELECT c.*, (p_capacity IS NULL OR (c.cum_cpus <= v_free_cpus + 1e-6
+		                                    AND (c.cum_mem = 0 OR c.cum_mem <= v_free_mem)
+		                                    AND c.cum_gpus <= cardinality(v_free_gpus)))
+		            AND (c.max_running IS NULL OR (v_quota -> c.queue ->> 'running')::int + c.q_n <= c.max_running)
+		            AND (c.max_gpus IS NULL OR (v_quota -> c.queue ->> 'gpus')::int + c.q_gpus <= c.max_gpus)
+		            AND (c.max_cpus IS NULL OR (v_quota -> c.queue ->> 'cpus')::real + c.q_cpus <= c.max_cpus + 1e-6)
+		            AS fits
+		FROM ferry_claim_candidates(p_limit, p_run, p_step, v_starve, v_default_cpus) c
+	), k AS (
+		SELECT least(coalesce(min(c.pos) FILTER (WHERE NOT c.fits) - 1, p_limit), p_limit) AS k FROM c
+	)
+	SELECT array_agg(c.step_id) FILTER (WHERE c.pos <= k.k),
+	       array_agg(c.queue) FILTER (WHERE c.pos <= k.k),
+	       array_agg(CASE WHEN p_capacity IS NULL THEN 0 ELSE c.cpus END) FILTER (WHERE c.pos <= k.k),
+	       array_agg(CASE WHEN p_capacity IS NULL THEN 0 ELSE c.memory_mb END) FILTER (WHERE c.pos <= k.k),
+	       array_agg(CASE WHEN p_capacity IS NOT NULL AND c.gpus > 0
+	                      THEN array_to_string(v_free_gpus[c.cum_gpus - c.gpus + 1 : c.cum_gpus], ',') END
+	                ) FILTER (WHERE c.pos <= k.k),
+	       array_agg(c.step_id) FILTER (WHERE c.pos > k.k),
+	       array_agg(c.queue) FILTER (WHERE c.pos > k.k),
+	       array_agg(c.cpus) FILTER (WHERE c.pos > k.k),
+	       array_agg(c.memory_mb) FILTER (WHERE c.pos > k.k),
+	       array_agg(c.gpus) FILTER (WHERE c.pos > k.k),
+	       array_agg(c.starving) FILTER (WHERE c.pos > k.k),
+	       array_agg(c.max_running) FILTER (WHERE c.pos > k.k),
+	       array_agg(c.max_gpus) FILTER (WHERE c.pos > k.k),
+	       array_agg(c.max_cpus) FILTER (WHERE c.pos > k.k)
+	INTO v_ids, v_queues, v_cpus_of, v_mem_of, v_gpus_of,
+	     c_ids, c_queues, c_cpus, c_mem, c_gpus, c_starving, c_maxr, c_maxg, c_maxc
+	-- the aggregates take the rows in c's order (the candidates' pos): no sort of their own
+	FROM (SELECT c.* FROM c ORDER BY c.pos) c, k GROUP BY k.k;
+	v_ids := coalesce(v_ids, '{}');
+	v_queues := coalesce(v_queues, '{}');
+	v_cpus_of := coalesce(v_cpus_of, '{}');
+	v_mem_of := coalesce(v_mem_of, '{}');
+	v_gpus_of := coalesce(v_gpus_of, '{}');
+
+	-- backfill: after a step that does not fit (unless it is starving: then its room is kept for it),
+	-- each later one that fits what is left
+	IF cardinality(c_ids) > 0 AND cardinality(v_ids) < p_limit AND NOT c_starving[1] THEN
+		IF p_capacity IS NOT NULL THEN
+			v_used_gpus := 0;
+			FOR i IN 1 .. cardinality(v_ids) LOOP
+				v_free_cpus := v_free_cpus - v_cpus_of[i];
+				v_free_mem := v_free_mem - v_mem_of[i];
+				v_used_gpus := v_used_gpus + coalesce(cardinality(string_to_array(v_gpus_of[i], ',')), 0);
+			END LOOP;
+			v_free_gpus := v_free_gpus[v_used_gpus + 1 :];
+		END IF;
+		IF v_quota <> '{}' THEN
+			FOR i IN 1 .. cardinality(v_ids) LOOP
+				IF v_quota ? v_queues[i] THEN
+					v_q := v_quota -> v_queues[i];
+					v_quota := jsonb_set(v_quota, ARRAY[v_queues[i]], jsonb_build_object(
+						'running', (v_q ->> 'running')::int + 1,
+						'gpus', (v_q ->> 'gpus')::int + coalesce(cardinality(string_to_array(v_gpus_of[i], ',')), 0),
+						'cpus', (v_q ->> 'cpus')::real + v_cpus_of[i]));
+				END IF;
+			END LOOP;
+		END IF;
+		FOR i IN 2 .. cardinality(c_ids) LOOP
+			EXIT WHEN cardinality(v_ids) >= p_limit;
+			v_q := v_quota -> c_queues[i];
+			v_fit := (v_q IS NULL OR ((c_maxr[i] IS NULL OR (v_q ->> 'running')::int + 1 <= c_maxr[i])
+			                          AND (c_maxg[i] IS NULL OR (v_q ->> 'gpus')::int + c_gpus[i] <= c_maxg[i])
+			                          AND (c_maxc[i] IS NULL OR (v_q ->> 'cpus')::real + c_cpus[i] <= c_maxc[i] + 1e-6)))
+			         AND (p_capacity IS NULL OR (c_cpus[i] <= v_free_cpus + 1e-6
+			                                     AND (c_mem[i] = 0 OR c_mem[i] <= v_free_mem)
+			                                     AND c_gpus[i] <= cardinality(v_free_gpus)));
+			IF NOT v_fit THEN
+				EXIT WHEN c_starving[i];
+				CONTINUE;
+			END IF;
+			v_gids := NULL;
+			IF p_capacity IS NOT NULL THEN
+				v_free_cpus := v_free_cpus - c_cpus[i];
+				v_free_mem := v_free_mem - c_mem[i];
+				IF c_gpus[i] > 0 THEN
+					v_gids := v_free_gpus[1 : c_gpus[i]];
+					v_free_gpus := v_free_gpus[c_gpus[i] + 1 :];
+				END IF;
+			END IF;
+			IF v_q IS NOT NULL THEN
+				v_quota := jsonb_set(v_quota, ARRAY[c_queues[i]], jsonb_build_object(
+					'running', (v_q ->> 'running')::int + 1, 'gpus', (v_q ->> 'gpus')::int + c_gpus[i],
+					'cpus', (v_q ->> 'cpus')::real + c_cpus[i]));
+			END IF;
+			v_ids := v_ids || c_ids[i];
+			v_queues := v_queues || c_queues[i];
+			v_cpus_of := v_cpus_of || CASE WHEN p_capacity IS NULL THEN 0 ELSE c_cpus[i] END;
+			v_mem_of := v_mem_of || CASE WHEN p_capacity IS NULL THEN 0 ELSE c_mem[i] END;
+			v_gpus_of := v_gpus_of || array_to_string(v_gids, ',');
+		END LOOP;
+	END IF;
 	IF cardinality(v_ids) = 0 THEN
 		RETURN;
 	END IF;

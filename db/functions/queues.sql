@@ -4,6 +4,8 @@
 -- ("priority", else 0) and its request ("resources": cpus, memory_mb,
 -- gpus). A fan-out's child asks what its parent's spec says. A step that
 -- runs on Slurm (executor: slurm) asks for nothing here: Slurm admits it.
+-- A queue deleted since the step was submitted is still claimed from, at
+-- priority 0 and without quotas (ferry_claim_candidates).
 CREATE OR REPLACE FUNCTION ferry_step_queue_request() RETURNS trigger LANGUAGE plpgsql AS $$
 DECLARE
 	v_spec jsonb;
@@ -12,10 +14,6 @@ BEGIN
 	SELECT CASE WHEN s.parent_id IS NULL THEN s.spec ELSE p.spec END INTO v_spec
 	FROM steps s LEFT JOIN steps p ON p.id = s.parent_id WHERE s.id = NEW.step_id;
 	NEW.queue := coalesce(v_spec ->> 'queue', 'default');
-	-- a queue deleted since the step was submitted: it waits in 'default' rather than never runs
-	IF NEW.queue <> 'default' AND NOT EXISTS (SELECT 1 FROM queues WHERE name = NEW.queue) THEN
-		NEW.queue := 'default';
-	END IF;
 	NEW.priority := coalesce((v_spec ->> 'priority')::int, 0);
 	v_res := v_spec -> 'resources';
 	IF jsonb_typeof(v_res) = 'object' AND coalesce(v_spec ->> 'executor', '') <> 'slurm' THEN

@@ -22,4 +22,5 @@ tests/bench/bench_deploy.sh
 tests/bench/bench_fleet.sh
 tests/bench/bench_monitor.sh
 tests/bench/bench_schedules.sh
+tests/bench/bench_queues.sh
 tests/bench/bench_ui.sh

@@ -208,3 +208,34 @@ Y
 		"lost:0,1 succeeded:0,1" "the lost attempt's GPUs given to its retry"
 	assert_eq "$(cat "$FERRY_HOME/runs/$id/v/2/out/gpus")" "0,1" "the retry saw both"
 }
+
+# A step that does not fit is passed over and a smaller one behind it starts
+# (backfill), until it has waited past FERRY_QUEUE_STARVE_S: then its room
+# is kept, nothing behind it starts, and it goes first when room frees.
+test_queues_backfill_then_starving_step_keeps_its_room() {
+	start_daemon a FERRY_GPUS=0,1 FERRY_CPUS=8 FERRY_QUEUE_STARVE_S=3
+	one() { # NAME PRIORITY GPUS COMMAND
+		wf "$1" <<Y
+name: $1
+priority: $2
+steps:
+  - {name: s, resources: {gpus: $3}, command: [sh, -c, '$4']}
+Y
+	}
+	hold=$(submit "$(one hold 0 1 "while [ ! -e $FERRY_HOME/go ]; do sleep 0.05; done")")
+	wait_step "$hold" s running 10
+	big=$(submit "$(one big 10 2 true)")
+	small=$(submit "$(one small 0 1 true)")
+	wait_run "$small" succeeded 10
+	assert_eq "$(step_col "$big" s state)" ready "the 2-GPU step still waits: 1 of 2 is free (the small one went around it)"
+	sleep 3.5 # the big one is starving now
+	late=$(submit "$(one late 0 1 true)")
+	sleep 2
+	assert_eq "$(step_col "$late" s state)" ready "a starving step keeps its room: the free GPU is not given to one behind it"
+	touch "$FERRY_HOME/go"
+	wait_run "$big" succeeded 20
+	wait_run "$late" succeeded 20
+	assert_eq "$(sql "SELECT string_agg(r.workflow_name, ' ' ORDER BY a.started_at) FROM attempts a JOIN steps s ON s.id = a.step_id JOIN runs r ON r.id = s.run_id")" \
+		"hold small big late" "the order of the starts"
+	assert_eq "$(sql "SELECT array_to_string(gpu_ids, ',') FROM attempts a JOIN steps s ON s.id = a.step_id WHERE s.run_id = $big")" "0,1" "both GPUs to the big one"
+}

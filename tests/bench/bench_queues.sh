@@ -1,0 +1,112 @@
+#!/usr/bin/env bash
+# bench_queues: admission through a host declared with SLOTS CPUs, every
+# step asking for one (FERRY_CPUS=SLOTS, FERRY_DEFAULT_CPUS=1): JOBS short
+# local jobs (`sleep JOB_S`), each with a random priority (-5…5), all ready
+# at once (one run of JOBS independent steps). Prints one JSON line:
+#   {"bench":"queues","jobs":…,"slots":…,"job_ms":…,"utilization":…,
+#    "priority_inversions":…,"admit_p50_ms":…,"admit_p99_ms":…,
+#    "gap_p50_ms":…,"gap_p99_ms":…,"makespan_s":…}
+#
+# utilization: the attempts' running time (started_at → finished_at, as the
+# database records them) over SLOTS × the makespan (first start → last end).
+# priority_inversions: pairs where a lower-priority step started before a
+# higher-priority one (all were ready from the start, all ask the same).
+# admit_*: the claim statement's time (ferry_claim: admission included), from
+# the daemon's debug lines "claimed N steps in U us" with N > 0.
+# gap_*: how long a slot stood idle between one attempt's end and the next
+# start (the end's record, the claim, the fork).
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+ROOT=$PWD
+JOBS=${QUEUE_JOBS:-1000}
+SLOTS=${QUEUE_SLOTS:-2}
+JOB_S=${QUEUE_JOB_S:-0.1}
+TOKEN=bench-queues-token-0123456789
+AUTH="Authorization: Bearer $TOKEN"
+
+die() {
+	echo "bench queues: $*" >&2
+	exit 1
+}
+
+[ -x bin/ferryd ] || die "bin/ferryd is missing; run make first"
+WORK=$(mktemp -d /tmp/ferry-bench-queues.XXXXXX)
+chmod 755 "$WORK" # the embedded PostgreSQL runs as 'postgres' when we are root
+export FERRY_HOME="$WORK/home"
+mkdir -p "$FERRY_HOME"
+unset FERRY_DATABASE_URL FERRY_URL
+daemon=""
+
+cleanup() {
+	local rc=$?
+	if [ -n "$daemon" ]; then
+		kill -TERM "$daemon" 2>/dev/null || true
+		for _ in $(seq 1 100); do kill -0 "$daemon" 2>/dev/null || break; sleep 0.1; done
+		kill -KILL "$daemon" 2>/dev/null || true
+	fi
+	FERRY_HOME="$WORK/pg" "$ROOT/bin/ferryd" db stop >/dev/null 2>&1 || true
+	if [ $rc -ne 0 ] && [ -f "$WORK/ferryd.log" ]; then
+		echo "bench queues: ferryd log (tail):" >&2
+		grep -v 'claimed 0 steps' "$WORK/ferryd.log" | tail -20 >&2
+	fi
+	[ -n "${BENCH_KEEP:-}" ] && echo "bench queues: kept $WORK" >&2 || rm -rf "$WORK"
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+PG=$(FERRY_HOME="$WORK/pg" bin/ferryd db start 2>"$WORK/pg.log") || { cat "$WORK/pg.log" >&2; die "cannot start PostgreSQL"; }
+psql "$PG" -qAtc "CREATE DATABASE bench_queues" >/dev/null
+DBURL="${PG/dbname=ferry/dbname=bench_queues}"
+sql() { psql "$DBURL" -qAt -c "$1"; }
+
+env FERRY_DATABASE_URL="$DBURL" FERRY_LISTEN=127.0.0.1:0 FERRY_ADDRESS_FILE="$WORK/ferryd.url" \
+	FERRY_API_TOKEN=$TOKEN FERRY_CPUS="$SLOTS" FERRY_DEFAULT_CPUS=1 FERRY_LOG_LEVEL=debug \
+	bin/ferryd >"$WORK/ferryd.log" 2>&1 &
+daemon=$!
+URL=""
+for _ in $(seq 1 200); do
+	[ -z "$URL" ] && [ -s "$WORK/ferryd.url" ] && URL=$(head -1 "$WORK/ferryd.url")
+	[ -n "$URL" ] && curl -fsS -m 2 "$URL/readyz" >/dev/null 2>&1 && break
+	kill -0 "$daemon" 2>/dev/null || die "ferryd exited at start"
+	sleep 0.05
+done
+[ -n "$URL" ] || die "ferryd is not ready"
+
+python3 - "$JOBS" "$JOB_S" >"$WORK/q.yaml" <<'PY'
+import random, sys
+n, s = int(sys.argv[1]), sys.argv[2]
+r = random.Random(30)
+print("name: q\nsteps:")
+for i in range(n):
+    print(f"  - {{name: j{i}, priority: {r.randint(-5, 5)}, command: [sleep, '{s}']}}")
+PY
+id=$(curl -fsS -m 60 -X POST -H "$AUTH" -H 'Content-Type: application/json' \
+	--data-binary "$(python3 -c 'import json,sys; print(json.dumps({"yaml": open(sys.argv[1]).read()}))' "$WORK/q.yaml")" \
+	"$URL/api/v1/runs" | python3 -c 'import json,sys; print(json.load(sys.stdin)["id"])')
+for _ in $(seq 1 $((JOBS * 2 + 600))); do
+	st=$(sql "SELECT state FROM runs WHERE id = $id")
+	case $st in succeeded) break ;; failed | stopped) die "the run ended $st" ;; esac
+	sleep 0.5
+done
+[ "$st" = succeeded ] || die "the run did not end (state $st)"
+
+read -r util inversions gap50 gap99 makespan < <(sql "
+WITH pr AS (SELECT (s.spec ->> 'priority')::int AS priority, a.started_at AS st, a.finished_at AS fin
+            FROM attempts a JOIN steps s ON s.id = a.step_id WHERE s.run_id = $id),
+     span AS (SELECT min(st) AS t0, max(fin) AS t1 FROM pr),
+     gaps AS (SELECT extract(epoch FROM st - lag) * 1000 AS g FROM (
+                SELECT st, (SELECT max(p2.fin) FROM pr p2 WHERE p2.fin <= p1.st) AS lag FROM pr p1) x
+              WHERE lag IS NOT NULL)
+SELECT round((SELECT sum(extract(epoch FROM fin - st)) FROM pr) /
+             ($SLOTS * (SELECT extract(epoch FROM t1 - t0) FROM span))::numeric, 4),
+       (SELECT count(*) FROM pr x, pr y WHERE x.priority < y.priority AND x.st < y.st),
+       (SELECT round(percentile_cont(0.5) WITHIN GROUP (ORDER BY g)::numeric, 2) FROM gaps),
+       (SELECT round(percentile_cont(0.99) WITHIN GROUP (ORDER BY g)::numeric, 2) FROM gaps),
+       (SELECT round(extract(epoch FROM t1 - t0)::numeric, 1) FROM span)
+" | tr '|' ' ')
+read -r a50 a99 < <(grep -o 'claimed [1-9][0-9]* steps in [0-9]* us' "$WORK/ferryd.log" | awk '{print $5}' | sort -n |
+	awk '{v[NR] = $1} END { if (NR == 0) { print "null null"; exit } i50 = int(NR * 0.5); i99 = int(NR * 0.99);
+		if (i50 < 1) i50 = 1; if (i99 < 1) i99 = 1; printf "%.2f %.2f\n", v[i50] / 1000, v[i99] / 1000 }')
+job_ms=$(python3 -c "print(int(float('$JOB_S') * 1000))")
+printf '{"bench":"queues","jobs":%d,"slots":%d,"job_ms":%d,"utilization":%s,"priority_inversions":%d,"admit_p50_ms":%s,"admit_p99_ms":%s,"gap_p50_ms":%s,"gap_p99_ms":%s,"makespan_s":%s}\n' \
+	"$JOBS" "$SLOTS" "$job_ms" "$util" "$inversions" "$a50" "$a99" "$gap50" "$gap99" "$makespan"
