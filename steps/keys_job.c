@@ -28,7 +28,8 @@
  *       → {"METRIC":[{"rule":"…","action":"notify"}, …]} (wp_rule_parse)
  *
  * Normalised spec: "executor" (string or null), "resources" ({"cpus":
- * number|null, "memory_mb": int|null, "gpus": int} or null), "network"
+ * number|null, "memory_mb": int|null, "gpus": int, and "admit": false
+ * where the executor's own scheduler admits the job (Slurm)} or null), "network"
  * ("none", "host" or null when not given), the options block's (absent
  * when not given), "cache", "gate", "hang" and "watch".
  */
@@ -120,7 +121,13 @@ static json_t *parse_resources(struct cfg_key_ctx *c, const yaml_node_t *n)
 
 int keys_resources(struct cfg_key_ctx *c, const yaml_node_t *n, json_t **out)
 {
+	/* parsed after executor: (the table's order) */
+	const struct exec_type *t = exec_type_find(json_string_value(json_object_get(cfg_key_spec(c), "executor")));
+
 	*out = parse_resources(c, n);
+	/* an executor whose own scheduler admits its jobs (Slurm): the request is its, not the fleet's (issue 30) */
+	if (json_is_object(*out) && t != NULL && (t->flags & EXF_ADMITS))
+		json_object_set_new(*out, "admit", json_false());
 	return 0;
 }
 

@@ -2,8 +2,9 @@
 -- enters step_queue (the claim orders and admits by these columns, never
 -- by the spec): its queue ("queue", else 'default'), its priority
 -- ("priority", else 0) and its request ("resources": cpus, memory_mb,
--- gpus). A fan-out's child asks what its parent's spec says. A step that
--- runs on Slurm (executor: slurm) asks for nothing here: Slurm admits it.
+-- gpus). A fan-out's child asks what its parent's spec says. A step whose
+-- executor admits its own jobs ("admit": false in its resources: Slurm)
+-- asks for nothing here.
 -- A queue deleted since the step was submitted is still claimed from, at
 -- priority 0 and without quotas (ferry_claim_candidates).
 CREATE OR REPLACE FUNCTION ferry_step_queue_request() RETURNS trigger LANGUAGE plpgsql AS $$
@@ -16,12 +17,12 @@ BEGIN
 	NEW.queue := coalesce(v_spec ->> 'queue', 'default');
 	NEW.priority := coalesce((v_spec ->> 'priority')::int, 0);
 	v_res := v_spec -> 'resources';
-	IF jsonb_typeof(v_res) = 'object' AND coalesce(v_spec ->> 'executor', '') <> 'slurm' THEN
+	IF jsonb_typeof(v_res) = 'object' AND coalesce(v_res ->> 'admit', '') = 'false' THEN
+		NEW.cpus := 0; -- its executor's scheduler admits it (Slurm; steps/keys_job.c)
+	ELSIF jsonb_typeof(v_res) = 'object' THEN
 		NEW.cpus := (v_res ->> 'cpus')::real;
 		NEW.memory_mb := coalesce((v_res ->> 'memory_mb')::bigint, 0);
 		NEW.gpus := coalesce((v_res ->> 'gpus')::int, 0);
-	ELSIF coalesce(v_spec ->> 'executor', '') = 'slurm' THEN
-		NEW.cpus := 0;
 	END IF;
 	RETURN NEW;
 END;

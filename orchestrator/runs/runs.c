@@ -142,7 +142,6 @@ static int check_admission(PGconn *conn, const struct run_plan *plan, const char
 		double gpus = (double)json_integer_value(json_object_get(res, "gpus"));
 		double cpus = json_number_value(json_object_get(res, "cpus"));
 		double mem = (double)json_integer_value(json_object_get(res, "memory_mb"));
-		const char *ex = json_string_value(json_object_get(spec, "executor"));
 		if (!step_runs(plan, i))
 			continue;
 		if (qn == NULL)
@@ -162,8 +161,8 @@ static int check_admission(PGconn *conn, const struct run_plan *plan, const char
 			n++;
 			continue;
 		}
-		if (ex != NULL && strcmp(ex, "slurm") == 0)
-			continue; /* Slurm admits it */
+		if (json_is_false(json_object_get(res, "admit")))
+			continue; /* its executor's scheduler admits it (Slurm): keys_job.c */
 		if (json_is_integer(json_object_get(q, "max_gpus")) && gpus > (double)json_integer_value(json_object_get(q, "max_gpus"))) {
 			step_error(errs, plan, filename, plan->steps[i].name, "resources ask for %g GPU%s; queue %s "
 				   "allows at most %lld at once (max_gpus), so it could never start", gpus, gpus == 1 ? "" : "s",

@@ -92,7 +92,16 @@ Y
 )"
 	assert_match "$BODY" 'step \\"a\\": queue nightly does not exist \(queues: default\); an admin creates it with `ferry queues create nightly`' \
 		"the workflow's queue names one that does not exist"
-	# Slurm admits its own: a Slurm step's request is not this fleet's to refuse
+	# Slurm admits its own: a Slurm step's request is not this fleet's to refuse, nor to reserve
+	id=$(submit "$(wf onslurm <<'Y'
+name: onslurm
+steps:
+  - {name: big, executor: slurm, command: ["true"], resources: {gpus: 4}}
+Y
+)")
+	wait_run "$id" failed 30 # no Slurm here: it cannot start, but it was admitted
+	assert_eq "$(sql "SELECT coalesce(array_to_string(gpu_ids, ','), 'none') FROM attempts")" none "no GPU of this host reserved for it"
+	sql "DELETE FROM attempts" >/dev/null
 	id=$(submit "$(wf fits <<'Y'
 name: fits
 steps:
