@@ -311,7 +311,8 @@ static void h_ready(struct api *a, struct reply *r, PGconn *db, struct req *q)
  * run, registers a workflow); a deployer changes what serves (model
  * aliases, deployments and their traffic, predictions through the API); an
  * admin changes what runs by itself and what jobs are given (schedules,
- * triggers, secrets; anyone lists secrets' names, never a value).
+ * triggers, secrets, queues; anyone lists secrets' names, never a value,
+ * and the queues with why each waiting step waits).
  * The OpenAPI document lists each route with its role as x-ferry-role
  * (tests/unit/test_api.c checks).
  */
@@ -382,6 +383,13 @@ const struct api_route api_routes[] = {
 	{"GET", "/api/v1/secrets", VIEWER, 0, NULL, api_secrets_list, NULL, NULL},
 	{"PUT", "/api/v1/secrets/{name}", ADMIN, 0, NULL, api_secret_put, NULL, "value"},
 	{"DELETE", "/api/v1/secrets/{name}", ADMIN, 0, NULL, api_secret_delete, NULL, NULL},
+	{"GET", "/api/v1/queues", VIEWER, 0, NULL, api_queues_list, NULL, NULL},
+	{"POST", "/api/v1/queues", ADMIN, 0, NULL, api_queue_create, NULL,
+	 "name priority max_running max_gpus max_cpus description"},
+	{"GET", "/api/v1/queues/{name}", VIEWER, 0, NULL, api_queue_get, "limit", NULL},
+	{"PATCH", "/api/v1/queues/{name}", ADMIN, 0, NULL, api_queue_patch, NULL,
+	 "priority max_running max_gpus max_cpus description"},
+	{"DELETE", "/api/v1/queues/{name}", ADMIN, 0, NULL, api_queue_delete, NULL, NULL},
 	{NULL, NULL, 0, 0, NULL, NULL, NULL, NULL},
 };
 

@@ -147,6 +147,12 @@ void api_audit(struct api *a, struct reply *r, PGconn *db, struct req *q);
 void api_secrets_list(struct api *a, struct reply *r, PGconn *db, struct req *q);
 void api_secret_put(struct api *a, struct reply *r, PGconn *db, struct req *q);
 void api_secret_delete(struct api *a, struct reply *r, PGconn *db, struct req *q);
+/* api_queues.c: list, read (running and waiting with why), create, change, delete ({name} in q->caps[0]) */
+void api_queues_list(struct api *a, struct reply *r, PGconn *db, struct req *q);
+void api_queue_get(struct api *a, struct reply *r, PGconn *db, struct req *q);
+void api_queue_create(struct api *a, struct reply *r, PGconn *db, struct req *q);
+void api_queue_patch(struct api *a, struct reply *r, PGconn *db, struct req *q);
+void api_queue_delete(struct api *a, struct reply *r, PGconn *db, struct req *q);
 void api_run_events(struct api *a, struct reply *r, PGconn *db, struct req *q);
 void api_step_continue(struct api *a, struct reply *r, PGconn *db, struct req *q);
 void api_step_reject(struct api *a, struct reply *r, PGconn *db, struct req *q);

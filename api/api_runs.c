@@ -438,13 +438,13 @@ out:
 }
 
 /*
- * GET /audit?object=run|schedule|trigger|secret&object_id=N&before=ID&limit=N:
- * who did what to runs, schedules and triggers, newest first, the
- * tombstones of deleted runs among them (store_audit_list).
+ * GET /audit?object=run|schedule|trigger|secret|queue&object_id=N&before=ID&limit=N:
+ * who did what to runs, schedules, triggers, secrets and queues, newest
+ * first, the tombstones of deleted runs among them (store_audit_list).
  */
 void api_audit(struct api *a, struct reply *r, PGconn *db, struct req *q)
 {
-	static const char *const objects[] = {"run", "schedule", "trigger", "secret", NULL};
+	static const char *const objects[] = {"run", "schedule", "trigger", "secret", "queue", NULL};
 	const char *object = MHD_lookup_connection_value(q->conn, MHD_GET_ARGUMENT_KIND, "object");
 	const char *oid = MHD_lookup_connection_value(q->conn, MHD_GET_ARGUMENT_KIND, "object_id");
 	const char *before = MHD_lookup_connection_value(q->conn, MHD_GET_ARGUMENT_KIND, "before");
@@ -457,7 +457,7 @@ void api_audit(struct api *a, struct reply *r, PGconn *db, struct req *q)
 	for (int i = 0; object && objects[i]; i++)
 		known |= strcmp(object, objects[i]) == 0;
 	if (!known) {
-		reply_error(r, 400, "invalid_field", "object", "object must be run, schedule, trigger or secret", NULL);
+		reply_error(r, 400, "invalid_field", "object", "object must be run, schedule, trigger, secret or queue", NULL);
 		return;
 	}
 	if (oid && (parse_int64(oid, &object_id) < 0 || object_id <= 0)) {

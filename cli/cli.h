@@ -104,6 +104,7 @@ int cmd_triggers(const struct ctx *x, int argc, char **argv);    /* schedules.c 
 int cmd_secrets(const struct ctx *x, int argc, char **argv);     /* secrets.c */
 int cmd_cache(const struct ctx *x, int argc, char **argv); /* cache.c */
 int cmd_hosts(const struct ctx *x, int argc, char **argv); /* hosts.c */
+int cmd_queues(const struct ctx *x, int argc, char **argv); /* queues.c */
 int cmd_events(const struct ctx *x, int argc, char **argv); /* events.c */
 int cmd_audit(const struct ctx *x, int argc, char **argv);  /* events.c */
 int cmd_monitor(const struct ctx *x, int argc, char **argv); /* monitor.c */

@@ -7,7 +7,8 @@
  *
  * ferry audit — the trail of what has no events of its own and what
  * outlives a run (GET /api/v1/audit): schedules and triggers changed,
- * runs deleted, newest first.
+ * secrets set and removed, queues made, changed and deleted, runs
+ * deleted, newest first.
  */
 #include <getopt.h>
 #include <inttypes.h>
@@ -213,7 +214,12 @@ static void print_audit(const json_t *answer)
 			fmt_local(at, sizeof(at), ts, true);
 		else
 			snprintf(at, sizeof(at), "%s", jstr(e, "at", "-"));
-		snprintf(obj, sizeof(obj), "%s %lld", jstr(e, "object", "?"), (long long)jint(e, "object_id", 0));
+		/* a secret or a queue is known by its name (its object_id is 0) */
+		if (jint(e, "object_id", 0) == 0 && json_is_string(json_object_get(json_object_get(e, "detail"), "name")))
+			snprintf(obj, sizeof(obj), "%s %s", jstr(e, "object", "?"),
+				 jstr(json_object_get(e, "detail"), "name", "?"));
+		else
+			snprintf(obj, sizeof(obj), "%s %lld", jstr(e, "object", "?"), (long long)jint(e, "object_id", 0));
 		const char *row[] = {id, at, jstr(e, "actor", "-"), obj, jstr(e, "action", "?"), d ? d : ""};
 		table_add(&t, row);
 		free(d);
@@ -244,8 +250,10 @@ int cmd_audit(const struct ctx *x, int argc, char **argv)
 	while ((ch = getopt_long(argc, argv, ":o:h", longopts, NULL)) != -1) {
 		switch (ch) {
 		case OPT_OBJECT:
-			if (strcmp(optarg, "run") != 0 && strcmp(optarg, "schedule") != 0 && strcmp(optarg, "trigger") != 0)
-				return usage_error(x, "--object takes run, schedule or trigger, not \"%s\"", optarg);
+			if (strcmp(optarg, "run") != 0 && strcmp(optarg, "schedule") != 0 && strcmp(optarg, "trigger") != 0 &&
+			    strcmp(optarg, "secret") != 0 && strcmp(optarg, "queue") != 0)
+				return usage_error(x, "--object takes run, schedule, trigger, secret or queue, not \"%s\"",
+						   optarg);
 			object = optarg;
 			break;
 		case OPT_ID:

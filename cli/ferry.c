@@ -805,13 +805,15 @@ static const struct command commands[] = {
 	 "  -o, --output FORMAT   text (default) or json (the server's answer)\n"
 	 "\nExample:\n  ferry events 12\n",
 	 cmd_events},
-	{"audit", "Show who changed schedules and triggers and who deleted runs (their tombstones).",
-	 "ferry audit [--object run|schedule|trigger [--id N]] [--limit N] [-o json]",
+	{"audit", "Show who changed schedules, triggers, secrets and queues and who deleted runs.",
+	 "ferry audit [--object run|schedule|trigger|secret|queue [--id N]] [--limit N] [-o json]",
 	 "Newest first: schedules created, changed, paused, resumed and deleted, triggers\n"
-	 "paused and resumed, runs deleted (what the run was: its workflow, state, who\n"
-	 "started it, its params and times). Each entry was written with its change.\n"
+	 "paused and resumed, secrets set and removed (never a value), queues created,\n"
+	 "changed and deleted (their settings before and after), runs deleted (what the\n"
+	 "run was: its workflow, state, who started it, its params and times). Each entry\n"
+	 "was written with its change.\n"
 	 "\nOptions:\n"
-	 "      --object KIND     only entries about runs, schedules or triggers\n"
+	 "      --object KIND     only entries about runs, schedules, triggers, secrets or queues\n"
 	 "      --id N            only entries about that one (with --object)\n"
 	 "      --limit N         at most N entries (default 50, at most 500)\n"
 	 "  -o, --output FORMAT   text (default) or json (the server's answer)\n"
@@ -1044,6 +1046,41 @@ static const struct command commands[] = {
 	 "  -o, --output FORMAT   text (default) or json (GET /api/v1/hosts)\n"
 	 "\nExample:\n  ferry hosts\n",
 	 cmd_hosts},
+	{"queues", "Queues steps wait in: priorities, quotas, and why each waiting step waits.",
+	 "ferry queues [list] [-o json]\n"
+	 "       ferry queues show NAME [--limit N] [-o json]\n"
+	 "       ferry queues create NAME [--priority N] [--max-running N] [--max-gpus N]\n"
+	 "                                [--max-cpus X] [--description TEXT] [-o json]\n"
+	 "       ferry queues set NAME [the same options; none, or --no-max-running,\n"
+	 "                              --no-max-gpus, --no-max-cpus, clears a quota] [-o json]\n"
+	 "       ferry queues delete NAME",
+	 "A ready step waits in its queue (queue: in its workflow, else default) until a\n"
+	 "host that is up has room for what it asks (resources: gpus, cpus, memory) and its\n"
+	 "queue's quotas allow it; a queue of higher priority goes first, then the step's own\n"
+	 "priority, then the older step.\n"
+	 "  list      every queue: priority, quotas, running attempts, waiting steps, GPUs held\n"
+	 "  show      one queue: its running attempts (host, GPUs, CPUs) and its waiting steps\n"
+	 "            in the order the next claims take them, each with what it needs and why\n"
+	 "            it waits: its retry's backoff, the queue's quota, no daemon up, the GPUs,\n"
+	 "            CPUs or memory each host has free (and who holds them), or the steps\n"
+	 "            ahead of it; \"fits HOST now\" starts at the next claim\n"
+	 "  create    a queue (admin); steps name it with queue:\n"
+	 "  set       change its priority, quotas or description (admin)\n"
+	 "  delete    remove it (admin); refused for default and while steps wait in it\n"
+	 "\nOptions:\n"
+	 "      --priority N        -1000 to 1000 (default 0): a higher queue is admitted first\n"
+	 "      --max-running N     at most N of its attempts run at once over the fleet\n"
+	 "      --max-gpus N        at most N GPUs held by its running attempts at once\n"
+	 "      --max-cpus X        at most X CPUs reserved by its running attempts at once\n"
+	 "                          (each of the three: none, or --no-max-…, for no limit)\n"
+	 "      --description TEXT  what the queue is for\n"
+	 "      --limit N           show: at most N waiting steps (default 50, at most 500)\n"
+	 "  -o, --output FORMAT     text (default) or json (the server's answer)\n"
+	 "\nExamples:\n"
+	 "  ferry queues create nightly --priority -10 --max-gpus 2\n"
+	 "  ferry queues show default\n"
+	 "  ferry queues set nightly --max-gpus none\n",
+	 cmd_queues},
 	{"cache", "Show the data cache of cache steps: entries, sessions, hit/miss totals.",
 	 "ferry cache [--host NAME] [-o json]",
 	 "Options:\n"

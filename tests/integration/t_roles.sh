@@ -94,6 +94,8 @@ test_roles_every_cli_verb_with_every_role() {
 		"deployments predict 999999 $FERRY_HOME/req.json|deployer" "schedules create noworkflow '0 * * * *'|admin"
 		"schedules pause 999999|admin" "schedules delete 999999|admin" "triggers pause 999999|admin"
 		"secrets list|viewer" "secrets set NOSECRET|admin" "secrets rm NOSECRET|admin"
+		"queues|viewer" "queues show default|viewer" "queues create Noqueue|admin"
+		"queues set noqueue --priority 1|admin" "queues delete noqueue|admin"
 	)
 	local c verb need who out bad=0 rank_need rank_who
 	declare -A rank=([viewer]=1 [operator]=2 [deployer]=3 [admin]=4)
@@ -114,6 +116,7 @@ test_roles_every_cli_verb_with_every_role() {
 	[ "$bad" = 0 ] || fail "CLI verbs disagree with the roles"
 	# the walk changed nothing: still one run of each, no schedule, no alias
 	assert_eq "$(sql "SELECT count(*) FROM schedules")" 0 "no schedule made by a refused call"
+	assert_eq "$(sql "SELECT string_agg(name, ' ') FROM queues")" default "no queue made or removed"
 }
 
 # as_role ROLE api…: the api helper with that named token
