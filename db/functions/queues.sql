@@ -7,23 +7,30 @@
 -- asks for nothing here.
 -- A queue deleted since the step was submitted is still claimed from, at
 -- priority 0 and without quotas (ferry_claim_candidates).
-CREATE OR REPLACE FUNCTION ferry_step_queue_request() RETURNS trigger LANGUAGE plpgsql AS $$
-DECLARE
-	v_spec jsonb;
-	v_res jsonb;
-BEGIN
-	SELECT CASE WHEN s.parent_id IS NULL THEN s.spec ELSE p.spec END INTO v_spec
-	FROM steps s LEFT JOIN steps p ON p.id = s.parent_id WHERE s.id = NEW.step_id;
-	NEW.queue := coalesce(v_spec ->> 'queue', 'default');
-	NEW.priority := coalesce((v_spec ->> 'priority')::int, 0);
-	v_res := v_spec -> 'resources';
-	IF jsonb_typeof(v_res) = 'object' AND coalesce(v_res ->> 'admit', '') = 'false' THEN
-		NEW.cpus := 0; -- its executor's scheduler admits it (Slurm; steps/keys_job.c)
-	ELSIF jsonb_typeof(v_res) = 'object' THEN
-		NEW.cpus := (v_res ->> 'cpus')::real;
-		NEW.memory_mb := coalesce((v_res ->> 'memory_mb')::bigint, 0);
-		NEW.gpus := coalesce((v_res ->> 'gpus')::int, 0);
-	END IF;
-	RETURN NEW;
-END;
+-- Each is one expression over the step's spec (its fan-out parent's for an
+-- item), inlined by the planner where it is called: the step_queue inserts
+-- of release.sql, finish.sql, retry.sql, continue.sql, fanout.sql and
+-- store_runs.c (a row trigger cost 35 us a queued step).
+CREATE OR REPLACE FUNCTION ferry_req_queue(p_spec jsonb) RETURNS text
+LANGUAGE sql IMMUTABLE AS $$ SELECT coalesce(p_spec ->> 'queue', 'default') $$;
+
+CREATE OR REPLACE FUNCTION ferry_req_priority(p_spec jsonb) RETURNS int
+LANGUAGE sql IMMUTABLE AS $$ SELECT coalesce((p_spec ->> 'priority')::int, 0) $$;
+
+-- NULL: not stated (the claiming daemon's FERRY_DEFAULT_CPUS applies); 0 where the executor admits it
+CREATE OR REPLACE FUNCTION ferry_req_cpus(p_spec jsonb) RETURNS real
+LANGUAGE sql IMMUTABLE AS $$
+	SELECT CASE WHEN p_spec #>> '{resources,admit}' = 'false' THEN 0 ELSE (p_spec #>> '{resources,cpus}')::real END
+$$;
+
+CREATE OR REPLACE FUNCTION ferry_req_memory_mb(p_spec jsonb) RETURNS bigint
+LANGUAGE sql IMMUTABLE AS $$
+	SELECT CASE WHEN p_spec #>> '{resources,admit}' = 'false' THEN 0
+	            ELSE coalesce((p_spec #>> '{resources,memory_mb}')::bigint, 0) END
+$$;
+
+CREATE OR REPLACE FUNCTION ferry_req_gpus(p_spec jsonb) RETURNS int
+LANGUAGE sql IMMUTABLE AS $$
+	SELECT CASE WHEN p_spec #>> '{resources,admit}' = 'false' THEN 0
+	            ELSE coalesce((p_spec #>> '{resources,gpus}')::int, 0) END
 $$;

@@ -120,9 +120,11 @@ BEGIN
 		UPDATE steps SET state = CASE WHEN waits THEN 'waiting' ELSE 'ready' END,
 		       started_at = CASE WHEN waits THEN now() END
 		WHERE id = ANY (v_set) AND deps_pending = 0 AND parent_id IS NULL -- children: their fan-out releases them
-		RETURNING id, run_id, dev, state, timeout_ms, spec ->> 'on_timeout' AS on_timeout
+		RETURNING id, run_id, dev, state, timeout_ms, spec ->> 'on_timeout' AS on_timeout,
+		          CASE WHEN state = 'ready' THEN spec END AS qspec
 	), q AS (
-		INSERT INTO step_queue (step_id, run_id, dev) SELECT u.id, u.run_id, u.dev FROM u WHERE u.state = 'ready'
+		INSERT INTO step_queue (step_id, run_id, dev, queue, priority, cpus, memory_mb, gpus)
+		SELECT u.id, u.run_id, u.dev, ferry_req_queue(u.qspec), ferry_req_priority(u.qspec), ferry_req_cpus(u.qspec), ferry_req_memory_mb(u.qspec), ferry_req_gpus(u.qspec) FROM u WHERE u.state = 'ready'
 	)
 	INSERT INTO step_waits (step_id, run_id, deadline, on_timeout)
 	SELECT u.id, u.run_id, now() + u.timeout_ms * interval '1 millisecond', coalesce(u.on_timeout, 'fail')

@@ -18,7 +18,7 @@ CREATE TABLE queues (
 INSERT INTO queues (name, description) VALUES ('default', 'where a step that names no queue waits');
 
 -- What a ready step asks for, copied from its spec when it enters the queue
--- (trigger ferry_step_queue_request, db/functions/queues.sql): its queue,
+-- (the ferry_req_* functions of db/functions/queues.sql): its queue,
 -- priority, and request (cpus NULL: not stated, the claiming daemon's
 -- default applies). A Slurm step asks for nothing here: Slurm admits it.
 ALTER TABLE step_queue
@@ -43,11 +43,3 @@ CREATE INDEX attempts_running_host ON attempts (host) WHERE state = 'running';
 -- the claim takes the admission's inputs (this daemon's capacity); its rows carry the GPUs given
 DROP FUNCTION IF EXISTS ferry_claim(text, text, int, bigint, bigint, bigint);
 
--- the trigger that fills a queued step's request; its function's body is in db/functions/queues.sql
-CREATE OR REPLACE FUNCTION ferry_step_queue_request() RETURNS trigger LANGUAGE plpgsql AS $$
-BEGIN
-	RETURN NEW;
-END;
-$$;
-CREATE TRIGGER step_queue_request BEFORE INSERT ON step_queue
-	FOR EACH ROW EXECUTE FUNCTION ferry_step_queue_request();

@@ -248,3 +248,20 @@ Y
 		"hold small big late" "the order of the starts"
 	assert_eq "$(sql "SELECT array_to_string(gpu_ids, ',') FROM attempts a JOIN steps s ON s.id = a.step_id WHERE s.run_id = $big")" "0,1" "both GPUs to the big one"
 }
+
+# A fan-out's items ask what their fan-out's spec says: 4 items of 1 GPU on 2 GPUs, two at a time.
+test_queues_foreach_items_ask_their_fanouts_request() {
+	start_daemon a FERRY_GPUS=0,1 FERRY_CPUS=8
+	id=$(submit "$(wf fan <<'Y'
+name: fan
+steps:
+  - name: g
+    foreach: {range: 4}
+    resources: {gpus: 1}
+    command: [sh, -c, 's=$(date +%s%N); sleep 0.5; echo "$CUDA_VISIBLE_DEVICES $s $(date +%s%N)" > "$FERRY_OUTPUT_DIR/trace"']
+Y
+)")
+	wait_run "$id" succeeded 60
+	assert_eq "$(cat "$FERRY_HOME/runs/$id"/g*/1/out/trace | wc -l)" 4 "every item ran"
+	assert_eq "$(cat "$FERRY_HOME/runs/$id"/g*/1/out/trace | at_once)" "2 ok" "two at a time, each its own GPU"
+}

@@ -289,9 +289,12 @@ test_queues_api_why_the_walk_reads_the_claim() {
 	       (1, 1, 'running', 'a/1/1', 'host-a', now() + interval '1 h', 'default', 0, 0, '{0}'),
 	       (2, 1, 'running', 'a/1/1', 'host-a', now() + interval '1 h', 'default', 0.5, 100, '{1}'),
 	       (3, 1, 'running', 'b/1/1', 'host-b', now() + interval '1 h', 'nightly', 0, 0, NULL);
-	     INSERT INTO step_queue (step_id, run_id, dev, not_before) VALUES
-	       (4, 43, false, NULL), (5, 43, false, NULL), (6, 43, false, NULL), (7, 43, false, NULL),
-	       (8, 43, false, NULL), (9, 43, false, NULL), (10, 43, false, '2030-01-01 14:02:11+00');" >/dev/null
+	     INSERT INTO step_queue (step_id, run_id, dev, not_before, queue, priority, cpus, memory_mb, gpus)
+	     SELECT q.step_id, q.run_id, false, q.not_before, ferry_req_queue(s.spec), ferry_req_priority(s.spec),
+	            ferry_req_cpus(s.spec), ferry_req_memory_mb(s.spec), ferry_req_gpus(s.spec)
+	     FROM (VALUES (4, 43, NULL::timestamptz), (5, 43, NULL), (6, 43, NULL), (7, 43, NULL),
+	                  (8, 43, NULL), (9, 43, NULL), (10, 43, '2030-01-01 14:02:11+00')) q(step_id, run_id, not_before)
+	     JOIN steps s ON s.id = q.step_id;" >/dev/null
 	assert_eq "$(qa_whys default)" "1 gpu1: needs 1 GPU; 0 of 2 free on host-a, held by run 41/train and run 42/g3; 0 of 0 free on host-b
 2 cpu1: fits host-a now: next claim
 3 big: fits host-b now: next claim
