@@ -42,8 +42,12 @@ RETURNS TABLE (pos bigint, step_id bigint, queue text, cpus real, memory_mb bigi
                max_running int, max_gpus int, max_cpus real, cum_cpus real, cum_mem numeric, cum_gpus bigint,
                q_n bigint, q_gpus bigint, q_cpus real)
 -- each queue's steps read in the order of step_queue_order, never all of them sorted: the queue is
--- transient and its statistics often say a handful of rows where a fan-out has made 100,000
-LANGUAGE sql SET enable_bitmapscan = off SET enable_seqscan = off AS $$
+-- transient and its statistics often say a handful of rows where a fan-out has made 100,000.
+-- PL/pgSQL, not SQL: its plan is made once a session (a SQL function's is made at every call: 1 ms).
+LANGUAGE plpgsql SET enable_bitmapscan = off SET enable_seqscan = off AS $$
+#variable_conflict use_column
+BEGIN
+	RETURN QUERY
 	WITH RECURSIVE qs AS (
 		(SELECT q.queue FROM step_queue q ORDER BY q.queue LIMIT 1)
 		UNION ALL
@@ -77,7 +81,8 @@ LANGUAGE sql SET enable_bitmapscan = off SET enable_seqscan = off AS $$
 	             cand.priority DESC, cand.step_id ROWS UNBOUNDED PRECEDING),
 	       wq AS (PARTITION BY cand.queue ORDER BY cand.starve DESC, cand.qprio DESC,
 	              coalesce(running.n, 0) + cand.rank, cand.priority DESC, cand.step_id ROWS UNBOUNDED PRECEDING)
-	ORDER BY 1
+	ORDER BY 1;
+END;
 $$;
 
 -- p_step (not NULL) claims that step only: `ferry dev run --step` lets one

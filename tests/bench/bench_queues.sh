@@ -21,6 +21,10 @@ ROOT=$PWD
 JOBS=${QUEUE_JOBS:-1000}
 SLOTS=${QUEUE_SLOTS:-2}
 JOB_S=${QUEUE_JOB_S:-0.1}
+# QUEUE_SLOTS_BY=max_jobs: the slots are FERRY_MAX_JOBS and nothing asks for a CPU (what the
+# engine did before admission), QUEUE_PRIORITIES=0: no priority key (a baseline for older code)
+BY=${QUEUE_SLOTS_BY:-cpus}
+PRIOS=${QUEUE_PRIORITIES:-1}
 TOKEN=bench-queues-token-0123456789
 AUTH="Authorization: Bearer $TOKEN"
 
@@ -60,7 +64,8 @@ DBURL="${PG/dbname=ferry/dbname=bench_queues}"
 sql() { psql "$DBURL" -qAt -c "$1"; }
 
 env FERRY_DATABASE_URL="$DBURL" FERRY_LISTEN=127.0.0.1:0 FERRY_ADDRESS_FILE="$WORK/ferryd.url" \
-	FERRY_API_TOKEN=$TOKEN FERRY_CPUS="$SLOTS" FERRY_DEFAULT_CPUS=1 FERRY_LOG_LEVEL=debug \
+	FERRY_API_TOKEN=$TOKEN FERRY_LOG_LEVEL=debug \
+	$(if [ "$BY" = max_jobs ]; then echo "FERRY_MAX_JOBS=$SLOTS"; else echo "FERRY_CPUS=$SLOTS FERRY_DEFAULT_CPUS=1"; fi) \
 	bin/ferryd >"$WORK/ferryd.log" 2>&1 &
 daemon=$!
 URL=""
@@ -72,13 +77,14 @@ for _ in $(seq 1 200); do
 done
 [ -n "$URL" ] || die "ferryd is not ready"
 
-python3 - "$JOBS" "$JOB_S" >"$WORK/q.yaml" <<'PY'
+python3 - "$JOBS" "$JOB_S" "$PRIOS" >"$WORK/q.yaml" <<'PY'
 import random, sys
-n, s = int(sys.argv[1]), sys.argv[2]
+n, s, prios = int(sys.argv[1]), sys.argv[2], sys.argv[3] == "1"
 r = random.Random(30)
 print("name: q\nsteps:")
 for i in range(n):
-    print(f"  - {{name: j{i}, priority: {r.randint(-5, 5)}, command: [sleep, '{s}']}}")
+    p = r.randint(-5, 5)
+    print(f"  - {{name: j{i}, " + (f"priority: {p}, " if prios else "") + f"command: [sleep, '{s}']}}")
 PY
 id=$(curl -fsS -m 60 -X POST -H "$AUTH" -H 'Content-Type: application/json' \
 	--data-binary "$(python3 -c 'import json,sys; print(json.dumps({"yaml": open(sys.argv[1]).read()}))' "$WORK/q.yaml")" \
@@ -91,7 +97,7 @@ done
 [ "$st" = succeeded ] || die "the run did not end (state $st)"
 
 read -r util inversions gap50 gap99 makespan < <(sql "
-WITH pr AS (SELECT (s.spec ->> 'priority')::int AS priority, a.started_at AS st, a.finished_at AS fin
+WITH pr AS (SELECT coalesce((s.spec ->> 'priority')::int, 0) AS priority, a.started_at AS st, a.finished_at AS fin
             FROM attempts a JOIN steps s ON s.id = a.step_id WHERE s.run_id = $id),
      span AS (SELECT min(st) AS t0, max(fin) AS t1 FROM pr),
      gaps AS (SELECT extract(epoch FROM st - lag) * 1000 AS g FROM (
