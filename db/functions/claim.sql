@@ -64,6 +64,7 @@ BEGIN
 			  AND (q.not_before IS NULL OR q.not_before <= now())
 			  AND q.dev = (p_run IS NOT NULL) AND (p_run IS NULL OR q.run_id = p_run)
 			  AND (p_step IS NULL OR q.step_id = p_step)
+			  AND (q.gang IS NULL OR p_run IS NOT NULL OR p_step IS NOT NULL) -- a gang is claimed whole (ferry_claim)
 			ORDER BY q.priority DESC, q.step_id LIMIT p_limit
 			FOR UPDATE OF q SKIP LOCKED) c
 		WHERE qs.queue IS NOT NULL
@@ -129,6 +130,15 @@ DECLARE
 	v_gids text[];
 	v_used_gpus int;
 	v_fit boolean;
+	-- gangs (a fan-out with gang: true): admitted whole before the other candidates, or not at all
+	v_limit int := p_limit;
+	g_ids bigint[] := '{}';
+	g_queues text[] := '{}';
+	g_cpus real[] := '{}';
+	g_mem bigint[] := '{}';
+	g_gpus text[] := '{}';
+	g record;
+	m record;
 BEGIN
 	IF p_capacity IS NOT NULL THEN
 		PERFORM pg_advisory_xact_lock(hashtext('ferry_claim_host'), hashtext(p_host));
@@ -152,6 +162,55 @@ BEGIN
 		v_quota := v_quota || jsonb_build_object(v_qn, v_q);
 	END LOOP;
 
+	-- each gang whose members are all ready (its first start: a retried member comes back alone,
+	-- without its gang) and that fits as a whole, in the order it became ready
+	IF p_run IS NULL AND p_step IS NULL THEN
+		FOR g IN SELECT q.gang, min(q.step_id) AS first FROM step_queue q
+		         WHERE q.gang IS NOT NULL AND NOT q.dev GROUP BY q.gang ORDER BY 2 LOOP
+			SELECT count(*) AS n, sum(coalesce(x.cpus, v_default_cpus)) AS cpus, sum(x.memory_mb) AS mem,
+			       sum(x.gpus) AS gpus, min(x.queue) AS queue, array_agg(x.step_id ORDER BY x.step_id) AS ids,
+			       array_agg(coalesce(x.cpus, v_default_cpus) ORDER BY x.step_id) AS cpu_of,
+			       array_agg(x.memory_mb ORDER BY x.step_id) AS mem_of, array_agg(x.gpus ORDER BY x.step_id) AS gpu_of,
+			       (SELECT f.total FROM fanouts f WHERE f.step_id = g.gang) AS total,
+			       (SELECT row_to_json(qu)::jsonb FROM queues qu WHERE qu.name = min(x.queue)) AS qrow
+			INTO m
+			FROM (SELECT q.* FROM step_queue q
+			      WHERE q.gang = g.gang AND (q.not_before IS NULL OR q.not_before <= now())
+			      ORDER BY q.step_id FOR UPDATE SKIP LOCKED) x;
+			CONTINUE WHEN m.n < m.total OR m.n > v_limit;
+			v_q := v_quota -> m.queue;
+			CONTINUE WHEN v_q IS NOT NULL AND (
+				(m.qrow ->> 'max_running' IS NOT NULL AND (v_q ->> 'running')::int + m.n > (m.qrow ->> 'max_running')::int)
+				OR (m.qrow ->> 'max_gpus' IS NOT NULL AND (v_q ->> 'gpus')::int + m.gpus > (m.qrow ->> 'max_gpus')::int)
+				OR (m.qrow ->> 'max_cpus' IS NOT NULL AND (v_q ->> 'cpus')::real + m.cpus > (m.qrow ->> 'max_cpus')::real + 1e-6));
+			CONTINUE WHEN p_capacity IS NOT NULL AND (m.cpus > v_free_cpus + 1e-6
+			                                          OR (m.mem > 0 AND m.mem > v_free_mem)
+			                                          OR m.gpus > cardinality(v_free_gpus));
+			FOR i IN 1 .. m.n LOOP
+				g_ids := g_ids || m.ids[i];
+				g_queues := g_queues || m.queue;
+				g_cpus := g_cpus || CASE WHEN p_capacity IS NULL THEN 0 ELSE m.cpu_of[i] END;
+				g_mem := g_mem || CASE WHEN p_capacity IS NULL THEN 0 ELSE m.mem_of[i] END;
+				IF p_capacity IS NOT NULL AND m.gpu_of[i] > 0 THEN
+					g_gpus := g_gpus || array_to_string(v_free_gpus[1 : m.gpu_of[i]], ',');
+					v_free_gpus := v_free_gpus[m.gpu_of[i] + 1 :];
+				ELSE
+					g_gpus := g_gpus || NULL::text;
+				END IF;
+			END LOOP;
+			IF p_capacity IS NOT NULL THEN
+				v_free_cpus := v_free_cpus - m.cpus;
+				v_free_mem := v_free_mem - m.mem;
+			END IF;
+			IF v_q IS NOT NULL THEN
+				v_quota := jsonb_set(v_quota, ARRAY[m.queue], jsonb_build_object(
+					'running', (v_q ->> 'running')::int + m.n, 'gpus', (v_q ->> 'gpus')::int + m.gpus,
+					'cpus', (v_q ->> 'cpus')::real + m.cpus));
+			END IF;
+			v_limit := v_limit - m.n;
+		END LOOP;
+	END IF;
+
 	-- the prefix that fits as a whole, and the candidates after it
 	WITH c AS (
 		SELECT c.*, (p_capacity IS NULL OR (c.cum_cpus <= v_free_cpus + 1e-6
@@ -161,9 +220,9 @@ BEGIN
 		            AND (c.max_gpus IS NULL OR (v_quota -> c.queue ->> 'gpus')::int + c.q_gpus <= c.max_gpus)
 		            AND (c.max_cpus IS NULL OR (v_quota -> c.queue ->> 'cpus')::real + c.q_cpus <= c.max_cpus + 1e-6)
 		            AS fits
-		FROM ferry_claim_candidates(p_limit, p_run, p_step, v_starve, v_default_cpus) c
+		FROM ferry_claim_candidates(v_limit, p_run, p_step, v_starve, v_default_cpus) c
 	), k AS (
-		SELECT least(coalesce(min(c.pos) FILTER (WHERE NOT c.fits) - 1, p_limit), p_limit) AS k FROM c
+		SELECT least(coalesce(min(c.pos) FILTER (WHERE NOT c.fits) - 1, v_limit), v_limit) AS k FROM c
 	)
 	SELECT array_agg(c.step_id) FILTER (WHERE c.pos <= k.k),
 	       array_agg(c.queue) FILTER (WHERE c.pos <= k.k),
@@ -193,7 +252,7 @@ BEGIN
 
 	-- backfill: after a step that does not fit (unless it is starving: then its room is kept for it),
 	-- each later one that fits what is left
-	IF cardinality(c_ids) > 0 AND cardinality(v_ids) < p_limit AND NOT c_starving[1] THEN
+	IF cardinality(c_ids) > 0 AND cardinality(v_ids) < v_limit AND NOT c_starving[1] THEN
 		IF p_capacity IS NOT NULL THEN
 			v_used_gpus := 0;
 			FOR i IN 1 .. cardinality(v_ids) LOOP
@@ -215,7 +274,7 @@ BEGIN
 			END LOOP;
 		END IF;
 		FOR i IN 2 .. cardinality(c_ids) LOOP
-			EXIT WHEN cardinality(v_ids) >= p_limit;
+			EXIT WHEN cardinality(v_ids) >= v_limit;
 			v_q := v_quota -> c_queues[i];
 			v_fit := (v_q IS NULL OR ((c_maxr[i] IS NULL OR (v_q ->> 'running')::int + 1 <= c_maxr[i])
 			                          AND (c_maxg[i] IS NULL OR (v_q ->> 'gpus')::int + c_gpus[i] <= c_maxg[i])
@@ -248,6 +307,11 @@ BEGIN
 			v_gpus_of := v_gpus_of || array_to_string(v_gids, ',');
 		END LOOP;
 	END IF;
+	v_ids := g_ids || v_ids;
+	v_queues := g_queues || v_queues;
+	v_cpus_of := g_cpus || v_cpus_of;
+	v_mem_of := g_mem || v_mem_of;
+	v_gpus_of := g_gpus || v_gpus_of;
 	IF cardinality(v_ids) = 0 THEN
 		RETURN;
 	END IF;

@@ -34,8 +34,11 @@ BEGIN
 		RETURNING s.id, s.run_id, s.dev, c.item_index
 	), q AS (
 		-- an item asks what its fan-out's spec says
-		INSERT INTO step_queue (step_id, run_id, dev, queue, priority, cpus, memory_mb, gpus)
-		SELECT u.id, u.run_id, u.dev, ferry_req_queue(p.spec), ferry_req_priority(p.spec), ferry_req_cpus(p.spec), ferry_req_memory_mb(p.spec), ferry_req_gpus(p.spec) FROM u, steps p WHERE p.id = p_parent
+		INSERT INTO step_queue (step_id, run_id, dev, queue, priority, cpus, memory_mb, gpus, gang)
+		SELECT u.id, u.run_id, u.dev, ferry_req_queue(p.spec), ferry_req_priority(p.spec), ferry_req_cpus(p.spec),
+		       ferry_req_memory_mb(p.spec), ferry_req_gpus(p.spec),
+		       CASE WHEN p.spec ->> 'gang' = 'true' THEN p.id END
+		FROM u, steps p WHERE p.id = p_parent
 	)
 	SELECT count(*), max(u.item_index) INTO v_n, v_last FROM u;
 	UPDATE fanouts SET active = active + v_n,

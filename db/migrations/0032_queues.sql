@@ -27,7 +27,11 @@ ALTER TABLE step_queue
 	ADD COLUMN cpus      real,
 	ADD COLUMN memory_mb bigint NOT NULL DEFAULT 0,
 	ADD COLUMN gpus      int NOT NULL DEFAULT 0,
-	ADD COLUMN since     timestamptz NOT NULL DEFAULT now();
+	ADD COLUMN since     timestamptz NOT NULL DEFAULT now(),
+	-- a fan-out's item whose fan-out says gang: true (its id), at its first start: claimed with
+	-- all its fellows in one claim or not at all
+	ADD COLUMN gang      bigint;
+CREATE INDEX step_queue_gang ON step_queue (gang) WHERE gang IS NOT NULL;
 CREATE INDEX step_queue_order ON step_queue (queue, priority DESC, step_id);
 
 -- What a running attempt holds: its queue, the CPUs and memory reserved for

@@ -370,7 +370,15 @@ void cfg_flow_fields(struct ctx *c, size_t i, const struct step_kind *kind, cons
 					 "in (0, 1]: the part of the items that must succeed", cfg_q(c, t));
 			json_object_set_new(js, "min_success", json_real(frac < 0 ? 1 : frac));
 		}
+		/* gang: the items are admitted all at once or not at all (db/functions/claim.sql) */
+		if (present(f->gang) && cfg_bool(c, f->gang, "gang")) {
+			if (present(f->max_parallel))
+				err_node(c, f->gang, "gang: true starts every item at once; remove max_parallel");
+			json_object_set_new(js, "gang", json_true());
+		}
 	} else {
+		if (present(f->gang))
+			err_node(c, f->gang, "gang applies to a step with foreach: or sweep: (its items start together)");
 		if (present(f->max_parallel))
 			err_node(c, f->max_parallel, "max_parallel applies to a step with foreach: or sweep:");
 		if (present(f->min_success))

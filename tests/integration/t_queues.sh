@@ -265,3 +265,42 @@ Y
 	assert_eq "$(cat "$FERRY_HOME/runs/$id"/g*/1/out/trace | wc -l)" 4 "every item ran"
 	assert_eq "$(cat "$FERRY_HOME/runs/$id"/g*/1/out/trace | at_once)" "2 ok" "two at a time, each its own GPU"
 }
+
+# gang: true — a fan-out's items start all at once or not at all: 3 items of
+# 1 GPU wait while only 2 GPUs are free (a lone 1-GPU step goes around
+# them), and start together once 3 are.
+test_queues_gang_starts_together_or_waits() {
+	start_daemon a FERRY_GPUS=0,1,2,3 FERRY_CPUS=8
+	hold=$(submit "$(wf hold <<Y
+name: hold
+steps:
+  - {name: s, resources: {gpus: 2}, command: [sh, -c, 'while [ ! -e $FERRY_HOME/go ]; do sleep 0.05; done']}
+Y
+)")
+	wait_step "$hold" s running 10
+	gang=$(submit "$(wf gang <<'Y'
+name: gang
+steps:
+  - name: g
+    foreach: {range: 3}
+    gang: true
+    resources: {gpus: 1}
+    command: [sh, -c, 's=$(date +%s%N); sleep 0.5; echo "$CUDA_VISIBLE_DEVICES $s $(date +%s%N)" > "$FERRY_OUTPUT_DIR/trace"']
+Y
+)")
+	sql_until "(SELECT count(*) = 3 FROM step_queue WHERE gang IS NOT NULL)" 10 || fail "the gang's items are ready"
+	solo=$(submit "$(wf solo <<'Y'
+name: solo
+steps:
+  - {name: s, resources: {gpus: 1}, command: ["true"]}
+Y
+)")
+	wait_run "$solo" succeeded 10
+	assert_eq "$(sql "SELECT count(*) FROM attempts a JOIN steps s ON s.id = a.step_id WHERE s.run_id = $gang AND s.parent_id IS NOT NULL")" 0 \
+		"no item of the gang started on 2 free GPUs (the lone step went around it)"
+	touch "$FERRY_HOME/go"
+	wait_run "$gang" succeeded 30
+	assert_eq "$(cat "$FERRY_HOME/runs/$gang"/g*/1/out/trace | at_once)" "3 ok" "the 3 ran at once, each on its own GPU"
+	assert_eq "$(sql "SELECT count(DISTINCT a.started_at) FROM attempts a JOIN steps s ON s.id = a.step_id WHERE s.run_id = $gang AND s.parent_id IS NOT NULL")" 1 \
+		"started by one claim (one transaction's time)"
+}

@@ -212,6 +212,33 @@ static void test_config__sweep_stop_when(void **state)
 		      "w.yaml:4:40: stop_when \"0.9\": a metric, a comparison and a number, e.g. \"accuracy >= 0.99\"", NULL);
 }
 
+/* queue:, priority: (a step's own, else the workflow's) and gang: (items all at once), each checked at its place */
+static void test_config__queue_priority_gang(void **state)
+{
+	json_t *spec, *st;
+
+	(void)state;
+	spec = parse_ok("name: w\nqueue: nightly\npriority: 3\nsteps:\n  - name: a\n    command: [\"true\"]\n"
+			"  - name: b\n    queue: urgent\n    priority: -2\n    foreach: {range: 3}\n    gang: true\n"
+			"    command: [\"true\"]\n");
+	st = step_at(spec, 0);
+	assert_string_equal(str_at(st, "queue"), "nightly");
+	assert_int_equal(int_at(st, "priority"), 3);
+	st = step_at(spec, 1);
+	assert_string_equal(str_at(st, "queue"), "urgent");
+	assert_int_equal(int_at(st, "priority"), -2);
+	assert_true(json_is_true(json_object_get(st, "gang")));
+	json_decref(spec);
+	expect_errors("name: w\npriority: 5000\nsteps:\n  - name: a\n    queue: Bad Name\n    command: [\"true\"]\n"
+		      "  - name: b\n    gang: true\n    command: [\"true\"]\n"
+		      "  - name: c\n    foreach: {range: 2}\n    max_parallel: 1\n    gang: true\n    command: [\"true\"]\n",
+		      "w.yaml:2:11: priority \"5000\" must be a whole number from -1000 to 1000 (higher runs first)",
+		      "w.yaml:5:12: queue name \"Bad Name\" is not valid; use 1-63 of a-z, 0-9, _, . and -, starting with a "
+		      "letter or digit",
+		      "w.yaml:8:11: gang applies to a step with foreach: or sweep: (its items start together)",
+		      "w.yaml:13:11: gang: true starts every item at once; remove max_parallel", NULL);
+}
+
 /* a grid dimension "{{params.NAME}}": kept as written, checked against the declared default */
 static void test_config__sweep_grid_from_params(void **state)
 {
@@ -332,7 +359,7 @@ static void test_config__unknown_step_key(void **state)
 		      "w.yaml:3:5: step is missing required key \"command\" (a list like "
 		      "[python, train.py] or one shell string)",
 		      "w.yaml:3:15: unknown step key \"comand\" (did you mean \"command\"?); known "
-		      "keys: name, kind, needs, command, env, image, workdir, timeout, retry, when, fail_run, foreach, sweep, max_parallel, min_success, queue, priority, executor, "
+		      "keys: name, kind, needs, command, env, image, workdir, timeout, retry, when, fail_run, foreach, sweep, max_parallel, min_success, gang, queue, priority, executor, "
 		      "resources, network, slurm, secrets, warm, cache, gate, on_fail, model, dataset, labels, webhook, on_timeout, "
 		      "artifact, version, alias, serve, traffic, replicas, sample, deployment, auto_stop, retire_after, load_test, canary, approve, placement, hang, watch",
 		      NULL);
@@ -644,7 +671,7 @@ static void test_config__multiple_errors_in_order(void **state)
 		      "run directory or an absolute path",
 		      "w.yaml:12:14: timeout: duration \"5\": missing unit (use e.g. 30s, 5m, 2h)",
 		      "w.yaml:13:5: unknown step key \"extra\"; known keys: name, kind, needs, "
-		      "command, env, image, workdir, timeout, retry, when, fail_run, foreach, sweep, max_parallel, min_success, queue, priority, executor, resources, network, slurm, secrets, warm, cache, "
+		      "command, env, image, workdir, timeout, retry, when, fail_run, foreach, sweep, max_parallel, min_success, gang, queue, priority, executor, resources, network, slurm, secrets, warm, cache, "
 		      "gate, on_fail, model, "
 		      "dataset, labels, webhook, on_timeout, artifact, version, alias, serve, traffic, replicas, sample, deployment, auto_stop, retire_after, load_test, canary, approve, placement, hang, watch", NULL);
 }
@@ -907,6 +934,7 @@ int main(void)
 		cmocka_unit_test(test_config__valid_fan_out_fan_in),
 		cmocka_unit_test(test_config__syntax_error_line_col),
 		cmocka_unit_test(test_config__sweep_stop_when),
+		cmocka_unit_test(test_config__queue_priority_gang),
 		cmocka_unit_test(test_config__sweep_grid_from_params),
 		cmocka_unit_test(test_config__hang_and_watch),
 		cmocka_unit_test(test_config__schedule_and_triggers),
