@@ -224,7 +224,10 @@ report() {
 			done | head -30
 			for l in "$SUITE/$t"/ferryd*.log; do
 				# the engine's idle polls ("claimed 0 steps") say nothing: what happened before them does
-				[ -f "$l" ] && { echo "    # --- $(basename "$l") (tail, idle polls left out)"; grep -av 'claimed 0 steps' "$l" | tail -25 | cut -c1-300 | sed 's/^/    # /'; }
+				[ -f "$l" ] && {
+					echo "    # --- $(basename "$l") (tail, idle polls left out: $(grep -ac 'claimed 0 steps' "$l"), the last at $(grep -a 'claimed 0 steps' "$l" | tail -1 | cut -d' ' -f1))"
+					grep -av 'claimed 0 steps' "$l" | tail -25 | cut -c1-300 | sed 's/^/    # /'
+				}
 			done
 		fi
 	} 9>>"$SUITE/print.lock"
