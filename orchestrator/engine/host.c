@@ -342,7 +342,8 @@ json_t *host_admission(const json_t *capacity)
 		json_array_append_new(ids, json_string(id));
 	}
 	return json_pack("{s:f,s:I,s:o,s:f,s:f}", "cpus", json_number_value(json_object_get(capacity, "cpus")),
-			 "memory_mb", (json_int_t)(mem > 0 ? mem / 1048576 : 0), "gpus", ids, "default_cpus",
+			 /* memory not known (no MemTotal): not a bound, rather than a bound of 0 that nothing fits */
+			 "memory_mb", (json_int_t)(mem > 0 ? mem / 1048576 : INT64_C(1) << 40), "gpus", ids, "default_cpus",
 			 default_cpus > 0 ? default_cpus : 0.0, "starve_s", starve > 0 ? starve : 600.0);
 }
 

@@ -304,3 +304,16 @@ Y
 	assert_eq "$(sql "SELECT count(DISTINCT a.started_at) FROM attempts a JOIN steps s ON s.id = a.step_id WHERE s.run_id = $gang AND s.parent_id IS NOT NULL")" 1 \
 		"started by one claim (one transaction's time)"
 }
+
+# Memory is admitted like CPUs: two steps that each ask for 60% of the host's memory run one at a time.
+test_queues_memory_admits_one_at_a_time() {
+	start_daemon a FERRY_CPUS=8
+	local mi
+	# 60% of what the daemon detected (MemTotal, or a cgroup's memory.max where less)
+	sql_until "(SELECT count(*) = 1 FROM daemons WHERE capacity ? 'admits')" 10 || fail "the host's row"
+	mi=$(sql "SELECT floor((capacity ->> 'memory_bytes')::bigint * 0.6 / 1048576)::bigint FROM daemons")
+	id=$(submit "$(gpu_wf mem 2 0.5 "memory: ${mi}Mi")")
+	wait_run "$id" succeeded 30
+	assert_eq "$(traces "$id" | awk '{print "m", $(NF-1), $NF}' | at_once | cut -d' ' -f1)" 1 "one at a time"
+	assert_eq "$(sql "SELECT DISTINCT memory_mb FROM attempts")" "$mi" "each attempt held its memory"
+}
