@@ -28,7 +28,10 @@
 -- see them held until the attempt ends. p_capacity NULL: no admission
 -- (a Slurm daemon: Slurm admits). Claims that count the same host or a
 -- quota'd queue are serialised by advisory locks: two never give the
--- same GPU or pass the same quota.
+-- same GPU or pass the same quota. A gang (a fan-out with gang: true, its
+-- items' step_queue.gang) is considered before the other candidates and
+-- taken whole, when all its items are ready and fit together, or not at
+-- all.
 
 -- The ready steps a claim may take, in the claim's order, each with what it
 -- asks for and the running sums of the requests up to it (over all, and
