@@ -887,64 +887,6 @@ static void take_work(struct engine *e)
 	}
 }
 
-/*
- * The step's env with the GPUs given to it (c->gpus: ids, the host's
- * indices): CUDA_VISIBLE_DEVICES and NVIDIA_VISIBLE_DEVICES name exactly
- * those (by UUID where the host's list has one: CUDA's own order may
- * differ from nvidia-smi's; else by index, with CUDA_DEVICE_ORDER =
- * PCI_BUS_ID so that the index means the same GPU), FERRY_GPUS their
- * indices. A job given none on a host that has GPUs sees none (an empty
- * list): two jobs never share a GPU by accident. NULL when the host has
- * no GPU and the step got none (the spec's env serves); else the caller's.
- */
-static json_t *gpu_env(const struct engine *e, const struct store_claim *c)
-{
-	json_t *env, *g;
-	char *vis = NULL;
-	int by_index = 0;
-	size_t i;
-
-	if (c->gpus == NULL && json_array_size(e->gpus) == 0)
-		return NULL;
-	env = json_deep_copy(json_object_get(c->spec, "env"));
-	if (!json_is_object(env)) {
-		json_decref(env);
-		env = json_object();
-	}
-	for (const char *p = c->gpus ? c->gpus : ""; *p;) {
-		size_t n = strcspn(p, ",");
-		const char *uuid = NULL;
-		json_array_foreach(e->gpus, i, g) {
-			char id[24];
-			snprintf(id, sizeof(id), "%lld", (long long)json_integer_value(json_object_get(g, "index")));
-			if (strlen(id) == n && strncmp(id, p, n) == 0)
-				uuid = json_string_value(json_object_get(g, "uuid"));
-		}
-		if (uuid == NULL)
-			by_index = 1;
-		{
-			char *next = uuid ? xasprintf("%s%s%s", vis ? vis : "", vis ? "," : "", uuid)
-					  : xasprintf("%s%s%.*s", vis ? vis : "", vis ? "," : "", (int)n, p);
-			free(vis);
-			vis = next;
-		}
-		p += n;
-		if (*p == ',')
-			p++;
-	}
-	if (by_index) {
-		/* indices: the host's own (nvidia-smi's, PCI bus order), not CUDA's fastest-first */
-		free(vis);
-		vis = xstrdup(c->gpus);
-		json_object_set_new(env, "CUDA_DEVICE_ORDER", json_string("PCI_BUS_ID"));
-	}
-	json_object_set_new(env, "CUDA_VISIBLE_DEVICES", json_string(vis ? vis : ""));
-	json_object_set_new(env, "NVIDIA_VISIBLE_DEVICES", json_string(vis ? vis : "void"));
-	json_object_set_new(env, "FERRY_GPUS", json_string(c->gpus ? c->gpus : ""));
-	free(vis);
-	return env;
-}
-
 /* Starts claimed step c's job through the executor type. */
 static void start_job(struct engine *e, struct store_claim *c, char *key)
 {
@@ -978,7 +920,7 @@ static void start_job(struct engine *e, struct store_claim *c, char *key)
 			goto started;
 		}
 		exec_spec_from_json(&s, c->spec, t);
-		if (!(t->flags & EXF_ADMITS) && (genv = gpu_env(e, c)) != NULL)
+		if (!(t->flags & EXF_ADMITS) && (genv = host_gpu_env(e->gpus, c->gpus, json_object_get(c->spec, "env"))) != NULL)
 			s.env = genv;
 		s.gpus = c->gpus;
 		s.secrets = secrets;

@@ -296,6 +296,64 @@ static json_t *smi_gpus(void)
 static pthread_mutex_t detected_lock = PTHREAD_MUTEX_INITIALIZER;
 static json_t *detected_capacity, *detected_labels; /* the first answer, kept: detected once */
 
+/*
+ * The step's env with the GPUs given to it (given: ids, the host's
+ * indices): CUDA_VISIBLE_DEVICES and NVIDIA_VISIBLE_DEVICES name exactly
+ * those (by UUID where the host's list has one: CUDA's own order may
+ * differ from nvidia-smi's; else by index, with CUDA_DEVICE_ORDER =
+ * PCI_BUS_ID so that the index means the same GPU), FERRY_GPUS their
+ * indices. A job given none on a host that has GPUs sees none (an empty
+ * list): two jobs never share a GPU by accident. NULL when the host has
+ * no GPU and the step got none (the spec's env serves); else the caller's.
+ */
+json_t *host_gpu_env(const json_t *host_gpus, const char *given, const json_t *spec_env)
+{
+	json_t *env, *g;
+	char *vis = NULL;
+	int by_index = 0;
+	size_t i;
+
+	if (given == NULL && json_array_size(host_gpus) == 0)
+		return NULL;
+	env = json_deep_copy(spec_env);
+	if (!json_is_object(env)) {
+		json_decref(env);
+		env = json_object();
+	}
+	for (const char *p = given ? given : ""; *p;) {
+		size_t n = strcspn(p, ",");
+		const char *uuid = NULL;
+		json_array_foreach(host_gpus, i, g) {
+			char id[24];
+			snprintf(id, sizeof(id), "%lld", (long long)json_integer_value(json_object_get(g, "index")));
+			if (strlen(id) == n && strncmp(id, p, n) == 0)
+				uuid = json_string_value(json_object_get(g, "uuid"));
+		}
+		if (uuid == NULL)
+			by_index = 1;
+		{
+			char *next = uuid ? xasprintf("%s%s%s", vis ? vis : "", vis ? "," : "", uuid)
+					  : xasprintf("%s%s%.*s", vis ? vis : "", vis ? "," : "", (int)n, p);
+			free(vis);
+			vis = next;
+		}
+		p += n;
+		if (*p == ',')
+			p++;
+	}
+	if (by_index) {
+		/* indices: the host's own (nvidia-smi's, PCI bus order), not CUDA's fastest-first */
+		free(vis);
+		vis = xstrdup(given);
+		json_object_set_new(env, "CUDA_DEVICE_ORDER", json_string("PCI_BUS_ID"));
+	}
+	json_object_set_new(env, "CUDA_VISIBLE_DEVICES", json_string(vis ? vis : ""));
+	json_object_set_new(env, "NVIDIA_VISIBLE_DEVICES", json_string(vis ? vis : "void"));
+	json_object_set_new(env, "FERRY_GPUS", json_string(given ? given : ""));
+	free(vis);
+	return env;
+}
+
 int host_detect_once(json_t **capacity, json_t **labels)
 {
 	int error = FERRY_OK;

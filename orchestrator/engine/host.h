@@ -10,7 +10,9 @@
  *                 else what `nvidia-smi` ($FERRY_NVIDIA_SMI, else on PATH)
  *                 lists, asked once with a 5 s bound; none without either
  *   resources     FERRY_RESOURCES, named counts ("license=2,fpga=1")
- * and the labels are FERRY_HOST_LABELS ("gpu=true,zone=eu-1"). A setting
+ * and the labels are FERRY_HOST_LABELS ("gpu=true,zone=eu-1"); host_admission
+ * and host_gpu_env are what the claim admits against and the GPUs a job
+ * sees. A setting
  * that does not parse stops the daemon's start with the reason. The
  * parsers are pure (tests/unit/test_host.c).
  */
@@ -59,6 +61,16 @@ int host_detect_once(json_t **capacity, json_t **labels);
  * (600)} from a capacity as host_detect gives it. The caller's.
  */
 json_t *host_admission(const json_t *capacity);
+
+/*
+ * A job's env: spec_env (a step's "env", may be NULL) with the GPUs the
+ * claim gave it (given: "0,1", the host's indices, or NULL) named in
+ * CUDA_VISIBLE_DEVICES and NVIDIA_VISIBLE_DEVICES (by UUID where
+ * host_gpus, the host's [{"index", "uuid"?}], has one), FERRY_GPUS; none
+ * visible on a host with GPUs when given is NULL. NULL when the host has
+ * no GPU and none were given; else the caller's.
+ */
+json_t *host_gpu_env(const json_t *host_gpus, const char *given, const json_t *spec_env);
 
 /* The `host` task row: this daemon's row written every lease/3 (every replica but dev sessions). */
 extern const struct task host_task;

@@ -120,6 +120,35 @@ static void test_host__detect(void **state)
 	unsetenv("FERRY_HOST_LABELS"), unsetenv("FERRY_RESOURCES"), unsetenv("FERRY_NVIDIA_SMI");
 }
 
+/* a job's GPUs by UUID where known, else by index in PCI order; none visible when given none on a GPU host */
+static void test_host__gpu_env(void **state)
+{
+	json_t *uuids = json_loads("[{\"index\":0,\"uuid\":\"GPU-a\"},{\"index\":1,\"uuid\":\"GPU-b\"}]", 0, NULL);
+	json_t *plain = json_loads("[{\"index\":0},{\"index\":1}]", 0, NULL), *spec = json_pack("{s:s}", "X", "1"), *env;
+
+	(void)state;
+	{
+		json_t *none = json_array();
+		assert_null(host_gpu_env(none, NULL, spec));
+		json_decref(none);
+	}
+	env = host_gpu_env(uuids, "1", spec);
+	assert_string_equal(json_string_value(json_object_get(env, "CUDA_VISIBLE_DEVICES")), "GPU-b");
+	assert_string_equal(json_string_value(json_object_get(env, "FERRY_GPUS")), "1");
+	assert_string_equal(json_string_value(json_object_get(env, "X")), "1");
+	assert_null(json_object_get(env, "CUDA_DEVICE_ORDER"));
+	json_decref(env);
+	env = host_gpu_env(plain, "0,1", NULL);
+	assert_string_equal(json_string_value(json_object_get(env, "CUDA_VISIBLE_DEVICES")), "0,1");
+	assert_string_equal(json_string_value(json_object_get(env, "CUDA_DEVICE_ORDER")), "PCI_BUS_ID");
+	json_decref(env);
+	env = host_gpu_env(plain, NULL, NULL);
+	assert_string_equal(json_string_value(json_object_get(env, "CUDA_VISIBLE_DEVICES")), "");
+	assert_string_equal(json_string_value(json_object_get(env, "NVIDIA_VISIBLE_DEVICES")), "void");
+	json_decref(env);
+	json_decref(uuids), json_decref(plain), json_decref(spec);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -127,6 +156,7 @@ int main(void)
 		cmocka_unit_test(test_host__pairs),
 		cmocka_unit_test(test_host__gpus),
 		cmocka_unit_test(test_host__detect),
+		cmocka_unit_test(test_host__gpu_env),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
