@@ -7,7 +7,10 @@
  *               slurm, …); absent: the daemon's default (FERRY_EXECUTOR).
  *               An image other than host needs one that runs images.
  *   resources:  {cpus: 1.5, memory: 512Mi, gpus: 1}, each optional: limits
- *               for containers, the request of a Slurm job
+ *               for containers, the request of a Slurm job, what a host
+ *               admits; gpus: {count: 1, shared: true} for a GPU others
+ *               may share; any other key a count of a host's named
+ *               resource (FERRY_RESOURCES=license=2: license: 1)
  *   network:    none (the default for containers) or host
  *   OPTIONS:    an executor's own block (exec.h options_key, e.g. slurm:),
  *               parsed by that executor; only beside it (or the daemon's
@@ -28,7 +31,8 @@
  *       → {"METRIC":[{"rule":"…","action":"notify"}, …]} (wp_rule_parse)
  *
  * Normalised spec: "executor" (string or null), "resources" ({"cpus":
- * number|null, "memory_mb": int|null, "gpus": int, and "admit": false
+ * number|null, "memory_mb": int|null, "gpus": int, "gpus_shared": true
+ * and "named": {NAME: count} when given, and "admit": false
  * where the executor's own scheduler admits the job (Slurm)} or null), "network"
  * ("none", "host" or null when not given), the options block's (absent
  * when not given), "cache", "gate", "hang" and "watch".
@@ -91,31 +95,110 @@ static double number_field(struct cfg_key_ctx *c, const yaml_node_t *n, const ch
 	return v;
 }
 
+/* A name of the host's resources (FERRY_RESOURCES): a letter, then letters, digits, _ . - / (64 at most). */
+static int named_resource_ok(const char *s)
+{
+	size_t n = strlen(s);
+
+	if (n == 0 || n > 64 || !isalpha((unsigned char)s[0]))
+		return 0;
+	for (size_t i = 0; i < n; i++)
+		if (!isalnum((unsigned char)s[i]) && strchr("_.-/", s[i]) == NULL)
+			return 0;
+	return 1;
+}
+
+/* gpus: N, or {count: N, shared: true} (a GPU other shared requests may use too); the count, NAN after an error. */
+static double parse_gpus(struct cfg_key_ctx *c, const yaml_node_t *n, int *shared)
+{
+	static const char *const keys[] = {"count", "shared"};
+	const yaml_node_t *v[NELEM(keys)] = {NULL};
+	double count = 1;
+	json_t *b;
+
+	*shared = 0;
+	if (n->type != YAML_MAPPING_NODE)
+		return number_field(c, n, "resources gpus", 0, 64, 1);
+	if (!cfg_key_map_fields(c, n, "resources gpus", keys, NELEM(keys), v))
+		return NAN;
+	if (present(v[0]) && isnan(count = number_field(c, v[0], "resources gpus count", 0, 64, 1)))
+		return NAN;
+	if (present(v[1]) && (b = keys_bool(c, v[1], "resources gpus shared")) != NULL) {
+		*shared = json_is_true(b);
+		json_decref(b);
+	}
+	return count;
+}
+
+/*
+ * resources: {cpus, memory, gpus} and any named resource of the hosts
+ * (FERRY_RESOURCES=license=2 offers "license: 1"): a whole count each,
+ * under "named" in the spec. A name no host offers is refused at submit
+ * (runs.c); one that looks like a misspelt builtin is refused here.
+ */
 static json_t *parse_resources(struct cfg_key_ctx *c, const yaml_node_t *n)
 {
-	const yaml_node_t *v[NELEM(resource_keys)] = {NULL};
-	json_t *r;
+	static const char *const near[][2] = {{"cpu", "cpus"}, {"gpu", "gpus"}, {"mem", "memory"},
+					      {"memory_mb", "memory"}, {"ram", "memory"}, {"vcpus", "cpus"}};
+	const yaml_node_t *key, *val;
+	json_t *r, *named = NULL;
 	double cpus = NAN, gpus = 0;
 	int64_t mb = -1;
+	int shared = 0;
+	size_t k = 0;
 
 	if (!present(n))
 		return json_null();
-	if (!cfg_key_map_fields(c, n, "resources", resource_keys, NELEM(resource_keys), v))
+	if (n->type != YAML_MAPPING_NODE) {
+		cfg_key_err(c, n, "resources must be a mapping such as {cpus: 2, memory: 4Gi, gpus: 1}");
 		return json_null();
-	if (present(v[0]))
-		cpus = number_field(c, v[0], "resources cpus", 0.01, 1024, 0);
-	if (present(v[1])) {
-		const char *s = cfg_key_text(c, v[1], "resources memory");
-		if (s != NULL && (mb = cfg_memory_mb(s)) < 0)
-			cfg_key_err(c, v[1], "resources memory %s must be a size such as 512Mi, 2Gi or 1G",
-				 cfg_key_q(c, s));
 	}
-	if (present(v[2]) && isnan(gpus = number_field(c, v[2], "resources gpus", 0, 64, 1)))
-		gpus = 0;
+	while (cfg_key_next_pair(c, n, &k, &key, &val)) {
+		const char *name = cfg_key_text(c, key, "a resource name"), *s;
+		double v;
+		if (name == NULL)
+			continue;
+		if (strcmp(name, resource_keys[0]) == 0) {
+			cpus = number_field(c, val, "resources cpus", 0.01, 1024, 0);
+		} else if (strcmp(name, resource_keys[1]) == 0) {
+			if ((s = cfg_key_text(c, val, "resources memory")) != NULL && (mb = cfg_memory_mb(s)) < 0)
+				cfg_key_err(c, val, "resources memory %s must be a size such as 512Mi, 2Gi or 1G",
+					    cfg_key_q(c, s));
+		} else if (strcmp(name, resource_keys[2]) == 0) {
+			if (isnan(gpus = parse_gpus(c, val, &shared)))
+				gpus = 0;
+		} else {
+			size_t i;
+			for (i = 0; i < NELEM(near) && strcmp(name, near[i][0]) != 0; i++)
+				;
+			if (i < NELEM(near)) {
+				cfg_key_err(c, key, "unknown resources key %s (did you mean \"%s\"?); known keys: cpus, "
+					    "memory, gpus, or a named resource of the hosts (FERRY_RESOURCES)",
+					    cfg_key_q(c, name), near[i][1]);
+				continue;
+			}
+			if (!named_resource_ok(name)) {
+				cfg_key_err(c, key, "resource name %s must start with a letter and hold only letters, "
+					    "digits, _ . - / (64 at most)", cfg_key_q(c, name));
+				continue;
+			}
+			/* a count of one of the hosts' named resources (FERRY_RESOURCES) */
+			v = number_field(c, val, "a named resource's count", 0, 100000, 1);
+			if (isnan(v) || v == 0)
+				continue;
+			if (named == NULL)
+				named = json_object();
+			json_object_set_new(named, name, json_integer((json_int_t)v));
+		}
+	}
 	r = json_object();
 	json_object_set_new(r, "cpus", isnan(cpus) ? json_null() : json_real(cpus));
 	json_object_set_new(r, "memory_mb", mb < 0 ? json_null() : json_integer(mb));
 	json_object_set_new(r, "gpus", json_integer((json_int_t)gpus));
+	if (shared && gpus > 0)
+		json_object_set_new(r, "gpus_shared", json_true());
+	if (named)
+		json_object_set_new(r, "named", named);
 	return r;
 }
 

@@ -23,7 +23,10 @@
 -- what this host's running attempts hold). One that does not fit is
 -- passed over (a smaller one behind it may start: backfill), unless it is
 -- starving: then nothing behind it in the order starts (its room is kept
--- for it). GPUs are given by id, never two attempts one GPU; the attempt
+-- for it). Named resources (p_capacity.resources, FERRY_RESOURCES) are
+-- counted like GPUs. GPUs are given by id, never two attempts one GPU
+-- unless both share (gpu_shared: at most p_capacity.gpu_shares on one, the
+-- one shared by fewest first, a free one only when none has room); the attempt
 -- row records them (gpu_ids), so a restarted daemon and the next claim
 -- see them held until the attempt ends. p_capacity NULL: no admission
 -- (a Slurm daemon: Slurm admits). Claims that count the same host or a
@@ -43,7 +46,7 @@ CREATE OR REPLACE FUNCTION ferry_claim_candidates(p_limit int, p_run bigint, p_s
                                                   p_default_cpus real)
 RETURNS TABLE (pos bigint, step_id bigint, queue text, cpus real, memory_mb bigint, gpus int, starving boolean,
                max_running int, max_gpus int, max_cpus real, cum_cpus real, cum_mem numeric, cum_gpus bigint,
-               q_n bigint, q_gpus bigint, q_cpus real)
+               q_n bigint, q_gpus bigint, q_cpus real, named jsonb, gpu_shared boolean)
 -- each queue's steps read in the order of step_queue_order, never all of them sorted: the queue is
 -- transient and its statistics often say a handful of rows where a fan-out has made 100,000.
 -- PL/pgSQL, not SQL: its plan is made once a session (a SQL function's is made at every call: 1 ms),
@@ -65,7 +68,8 @@ BEGIN
 		       row_number() OVER (PARTITION BY c.queue ORDER BY c.priority DESC, c.step_id) AS rank
 		FROM qs LEFT JOIN queues qu ON qu.name = qs.queue
 		CROSS JOIN LATERAL (
-			SELECT q.step_id, q.queue, q.priority, q.cpus, q.memory_mb, q.gpus, q.since FROM step_queue q
+			SELECT q.step_id, q.queue, q.priority, q.cpus, q.memory_mb, q.gpus, q.since, q.named, q.gpu_shared
+			FROM step_queue q
 			WHERE q.queue = qs.queue
 			  AND (q.not_before IS NULL OR q.not_before <= now())
 			  AND q.dev = (p_run IS NOT NULL) AND (p_run IS NULL OR q.run_id = p_run)
@@ -82,7 +86,7 @@ BEGIN
 	SELECT row_number() OVER w, cand.step_id, cand.queue, cand.want, cand.memory_mb, cand.gpus, cand.starve,
 	       cand.max_running, cand.max_gpus, cand.max_cpus,
 	       sum(cand.want) OVER w, sum(cand.memory_mb) OVER w, sum(cand.gpus) OVER w,
-	       count(*) OVER wq, sum(cand.gpus) OVER wq, sum(cand.want) OVER wq
+	       count(*) OVER wq, sum(cand.gpus) OVER wq, sum(cand.want) OVER wq, cand.named, cand.gpu_shared
 	FROM cand LEFT JOIN running ON running.queue = cand.queue
 	WINDOW w AS (ORDER BY cand.starve DESC, cand.qprio DESC, coalesce(running.n, 0) + cand.rank,
 	             cand.priority DESC, cand.step_id ROWS UNBOUNDED PRECEDING),
@@ -90,6 +94,20 @@ BEGIN
 	              coalesce(running.n, 0) + cand.rank, cand.priority DESC, cand.step_id ROWS UNBOUNDED PRECEDING)
 	ORDER BY 1;
 END;
+$$;
+
+-- Whether p_times of request p_req ({NAME: count}) fit p_free (a name it lacks offers none).
+CREATE OR REPLACE FUNCTION ferry_named_fit(p_req jsonb, p_times int, p_free jsonb) RETURNS boolean
+LANGUAGE sql IMMUTABLE AS $$
+	SELECT NOT EXISTS (SELECT 1 FROM jsonb_each_text(p_req) e
+	                   WHERE coalesce((p_free ->> e.key)::bigint, 0) < e.value::bigint * p_times)
+$$;
+
+-- p_free less p_times of request p_req.
+CREATE OR REPLACE FUNCTION ferry_named_take(p_free jsonb, p_req jsonb, p_times int) RETURNS jsonb
+LANGUAGE sql IMMUTABLE AS $$
+	SELECT p_free || coalesce(jsonb_object_agg(e.key, coalesce((p_free ->> e.key)::bigint, 0) - e.value::bigint * p_times), '{}')
+	FROM jsonb_each_text(p_req) e
 $$;
 
 -- p_step (not NULL) claims that step only: `ferry dev run --step` lets one
@@ -116,6 +134,8 @@ DECLARE
 	v_cpus_of real[];
 	v_mem_of bigint[];
 	v_gpus_of text[];              -- "0,1" (ids have no comma: FERRY_GPUS splits on it), NULL for none
+	v_named_of jsonb[];            -- the named resources it holds, NULL for none
+	v_shared_of boolean[];         -- its GPUs are shared
 	-- the candidates after the prefix, in order (the backfill's input)
 	c_ids bigint[];
 	c_queues text[];
@@ -126,7 +146,13 @@ DECLARE
 	c_maxr int[];
 	c_maxg int[];
 	c_maxc real[];
-	v_free_gpus text[] := '{}';
+	c_named jsonb[];
+	c_shared boolean[];
+	v_free_gpus text[] := '{}';    -- GPUs no running attempt holds, in the host's order
+	v_share jsonb := '{}';         -- GPUs held by attempts that share them only: id -> how many share it
+	v_max_share int := greatest(coalesce((p_capacity ->> 'gpu_shares')::int, 4), 1);
+	v_free_named jsonb := '{}';    -- the host's named resources (FERRY_RESOURCES) less what running attempts hold
+	v_n int;
 	v_free_cpus real := 0;
 	v_free_mem bigint := 0;
 	v_default_cpus real := coalesce((p_capacity ->> 'default_cpus')::real, 0);
@@ -144,6 +170,7 @@ DECLARE
 	g_cpus real[] := '{}';
 	g_mem bigint[] := '{}';
 	g_gpus text[] := '{}';
+	g_named jsonb[] := '{}';
 	g record;
 	m record;
 BEGIN
@@ -158,6 +185,16 @@ BEGIN
 		             ORDER BY i)
 		INTO v_free_cpus, v_free_mem, v_free_gpus
 		FROM attempts a WHERE a.state = 'running' AND a.host = p_host;
+		SELECT coalesce(jsonb_object_agg(x.g, x.n), '{}') INTO v_share
+		FROM (SELECT g, count(*) AS n FROM attempts a, unnest(a.gpu_ids) g
+		      WHERE a.state = 'running' AND a.host = p_host AND a.gpu_shared GROUP BY g) x;
+		IF p_capacity ? 'resources' THEN
+			SELECT coalesce(jsonb_object_agg(r.key, r.value::bigint - coalesce(u.n, 0)), '{}') INTO v_free_named
+			FROM jsonb_each_text(p_capacity -> 'resources') r
+			LEFT JOIN (SELECT e.key, sum(e.value::bigint) AS n FROM attempts a, jsonb_each_text(a.named) e
+			           WHERE a.state = 'running' AND a.host = p_host AND a.named IS NOT NULL GROUP BY e.key) u
+			       ON u.key = r.key;
+		END IF;
 	END IF;
 	-- the quota'd queues' use over the fleet, read under their locks (two hosts never pass one quota)
 	FOR v_qn IN SELECT qu.name FROM queues qu
@@ -179,6 +216,7 @@ BEGIN
 			       array_agg(coalesce(x.cpus, v_default_cpus) ORDER BY x.step_id) AS cpu_of,
 			       array_agg(x.memory_mb ORDER BY x.step_id) AS mem_of, array_agg(x.gpus ORDER BY x.step_id) AS gpu_of,
 			       (SELECT f.total FROM fanouts f WHERE f.step_id = g.gang) AS total,
+			       (array_agg(x.named))[1] AS named,
 			       (SELECT row_to_json(qu)::jsonb FROM queues qu WHERE qu.name = min(x.queue)) AS qrow
 			INTO m
 			FROM (SELECT q.* FROM step_queue q
@@ -190,14 +228,17 @@ BEGIN
 				(m.qrow ->> 'max_running' IS NOT NULL AND (v_q ->> 'running')::int + m.n > (m.qrow ->> 'max_running')::int)
 				OR (m.qrow ->> 'max_gpus' IS NOT NULL AND (v_q ->> 'gpus')::int + m.gpus > (m.qrow ->> 'max_gpus')::int)
 				OR (m.qrow ->> 'max_cpus' IS NOT NULL AND (v_q ->> 'cpus')::real + m.cpus > (m.qrow ->> 'max_cpus')::real + 1e-6));
+			-- (a gang's items ask alike, their fan-out's request; shared GPUs are given to a gang as its own)
 			CONTINUE WHEN p_capacity IS NOT NULL AND (m.cpus > v_free_cpus + 1e-6
 			                                          OR (m.mem > 0 AND m.mem > v_free_mem)
-			                                          OR m.gpus > cardinality(v_free_gpus));
+			                                          OR m.gpus > cardinality(v_free_gpus)
+			                                          OR (m.named IS NOT NULL AND NOT ferry_named_fit(m.named, m.n::int, v_free_named)));
 			FOR i IN 1 .. m.n LOOP
 				g_ids := g_ids || m.ids[i];
 				g_queues := g_queues || m.queue;
 				g_cpus := g_cpus || CASE WHEN p_capacity IS NULL THEN 0 ELSE m.cpu_of[i] END;
 				g_mem := g_mem || CASE WHEN p_capacity IS NULL THEN 0 ELSE m.mem_of[i] END;
+				g_named := g_named || CASE WHEN p_capacity IS NULL THEN NULL ELSE m.named END;
 				IF p_capacity IS NOT NULL AND m.gpu_of[i] > 0 THEN
 					g_gpus := g_gpus || array_to_string(v_free_gpus[1 : m.gpu_of[i]], ',');
 					v_free_gpus := v_free_gpus[m.gpu_of[i] + 1 :];
@@ -208,6 +249,9 @@ BEGIN
 			IF p_capacity IS NOT NULL THEN
 				v_free_cpus := v_free_cpus - m.cpus;
 				v_free_mem := v_free_mem - m.mem;
+				IF m.named IS NOT NULL THEN
+					v_free_named := ferry_named_take(v_free_named, m.named, m.n::int);
+				END IF;
 			END IF;
 			IF v_q IS NOT NULL THEN
 				v_quota := jsonb_set(v_quota, ARRAY[m.queue], jsonb_build_object(
@@ -226,6 +270,8 @@ BEGIN
 		            AND (c.max_running IS NULL OR (v_quota -> c.queue ->> 'running')::int + c.q_n <= c.max_running)
 		            AND (c.max_gpus IS NULL OR (v_quota -> c.queue ->> 'gpus')::int + c.q_gpus <= c.max_gpus)
 		            AND (c.max_cpus IS NULL OR (v_quota -> c.queue ->> 'cpus')::real + c.q_cpus <= c.max_cpus + 1e-6)
+		            -- named resources and shared GPUs are taken one step at a time, in the loop below
+		            AND (p_capacity IS NULL OR (c.named IS NULL AND NOT c.gpu_shared))
 		            AS fits
 		FROM ferry_claim_candidates(v_limit, p_run, p_step, v_starve, v_default_cpus) c
 	), k AS (
@@ -246,9 +292,11 @@ BEGIN
 	       array_agg(c.starving) FILTER (WHERE c.pos > k.k),
 	       array_agg(c.max_running) FILTER (WHERE c.pos > k.k),
 	       array_agg(c.max_gpus) FILTER (WHERE c.pos > k.k),
-	       array_agg(c.max_cpus) FILTER (WHERE c.pos > k.k)
+	       array_agg(c.max_cpus) FILTER (WHERE c.pos > k.k),
+	       array_agg(c.named) FILTER (WHERE c.pos > k.k),
+	       array_agg(c.gpu_shared) FILTER (WHERE c.pos > k.k)
 	INTO v_ids, v_queues, v_cpus_of, v_mem_of, v_gpus_of,
-	     c_ids, c_queues, c_cpus, c_mem, c_gpus, c_starving, c_maxr, c_maxg, c_maxc
+	     c_ids, c_queues, c_cpus, c_mem, c_gpus, c_starving, c_maxr, c_maxg, c_maxc, c_named, c_shared
 	-- the aggregates take the rows in c's order (the candidates' pos): no sort of their own
 	FROM (SELECT c.* FROM c ORDER BY c.pos) c, k GROUP BY k.k;
 	v_ids := coalesce(v_ids, '{}');
@@ -256,10 +304,12 @@ BEGIN
 	v_cpus_of := coalesce(v_cpus_of, '{}');
 	v_mem_of := coalesce(v_mem_of, '{}');
 	v_gpus_of := coalesce(v_gpus_of, '{}');
+	v_named_of := array_fill(NULL::jsonb, ARRAY[cardinality(v_ids)]);
+	v_shared_of := array_fill(false, ARRAY[cardinality(v_ids)]);
 
-	-- backfill: after a step that does not fit (unless it is starving: then its room is kept for it),
-	-- each later one that fits what is left
-	IF cardinality(c_ids) > 0 AND cardinality(v_ids) < v_limit AND NOT c_starving[1] THEN
+	-- backfill: from the first step after the prefix, each that fits what is left (one that does not
+	-- fit and is starving keeps its room: nothing after it starts)
+	IF cardinality(c_ids) > 0 AND cardinality(v_ids) < v_limit THEN
 		IF p_capacity IS NOT NULL THEN
 			v_used_gpus := 0;
 			FOR i IN 1 .. cardinality(v_ids) LOOP
@@ -271,7 +321,7 @@ BEGIN
 			-- the common case of a full host (every slot taken, the rest asking as much): the smallest
 			-- request after the prefix does not fit what is left, so none does, and nothing loops
 			IF (SELECT min(x) FROM unnest(c_cpus) x) > v_free_cpus + 1e-6
-			   OR (SELECT min(x) FROM unnest(c_gpus) x) > cardinality(v_free_gpus)
+			   OR ((SELECT min(x) FROM unnest(c_gpus) x) > cardinality(v_free_gpus) AND NOT true = ANY (c_shared))
 			   OR (SELECT min(x) FROM unnest(c_mem) x) > greatest(v_free_mem, 0) THEN
 				c_ids := '{}';
 			END IF;
@@ -287,7 +337,7 @@ BEGIN
 				END IF;
 			END LOOP;
 		END IF;
-		FOR i IN 2 .. coalesce(cardinality(c_ids), 0) LOOP
+		FOR i IN 1 .. coalesce(cardinality(c_ids), 0) LOOP
 			EXIT WHEN cardinality(v_ids) >= v_limit;
 			v_q := v_quota -> c_queues[i];
 			v_fit := (v_q IS NULL OR ((c_maxr[i] IS NULL OR (v_q ->> 'running')::int + 1 <= c_maxr[i])
@@ -295,7 +345,10 @@ BEGIN
 			                          AND (c_maxc[i] IS NULL OR (v_q ->> 'cpus')::real + c_cpus[i] <= c_maxc[i] + 1e-6)))
 			         AND (p_capacity IS NULL OR (c_cpus[i] <= v_free_cpus + 1e-6
 			                                     AND (c_mem[i] = 0 OR c_mem[i] <= v_free_mem)
-			                                     AND c_gpus[i] <= cardinality(v_free_gpus)));
+			                                     AND (c_named[i] IS NULL OR ferry_named_fit(c_named[i], 1, v_free_named))
+			                                     AND c_gpus[i] <= cardinality(v_free_gpus) + CASE WHEN c_shared[i] THEN
+			                                         (SELECT count(*) FROM jsonb_each_text(v_share) x
+			                                          WHERE x.value::int < v_max_share)::int ELSE 0 END));
 			IF NOT v_fit THEN
 				EXIT WHEN c_starving[i];
 				CONTINUE;
@@ -304,9 +357,26 @@ BEGIN
 			IF p_capacity IS NOT NULL THEN
 				v_free_cpus := v_free_cpus - c_cpus[i];
 				v_free_mem := v_free_mem - c_mem[i];
-				IF c_gpus[i] > 0 THEN
+				IF c_gpus[i] > 0 AND c_shared[i] THEN
+					-- shared: the GPUs shared by fewest first, then free ones (a free GPU is kept
+					-- whole for a request of its own while a shared one has room)
+					v_gids := ARRAY(SELECT x.key FROM jsonb_each_text(v_share) x WHERE x.value::int < v_max_share
+					                ORDER BY x.value::int, x.key LIMIT c_gpus[i]);
+					v_n := c_gpus[i] - cardinality(v_gids);
+					IF v_n > 0 THEN
+						v_gids := v_gids || v_free_gpus[1 : v_n];
+						v_free_gpus := v_free_gpus[v_n + 1 :];
+					END IF;
+					FOR j IN 1 .. cardinality(v_gids) LOOP
+						v_share := jsonb_set(v_share, ARRAY[v_gids[j]],
+						                     to_jsonb(coalesce((v_share ->> v_gids[j])::int, 0) + 1));
+					END LOOP;
+				ELSIF c_gpus[i] > 0 THEN
 					v_gids := v_free_gpus[1 : c_gpus[i]];
 					v_free_gpus := v_free_gpus[c_gpus[i] + 1 :];
+				END IF;
+				IF c_named[i] IS NOT NULL THEN
+					v_free_named := ferry_named_take(v_free_named, c_named[i], 1);
 				END IF;
 			END IF;
 			IF v_q IS NOT NULL THEN
@@ -319,6 +389,8 @@ BEGIN
 			v_cpus_of := v_cpus_of || CASE WHEN p_capacity IS NULL THEN 0 ELSE c_cpus[i] END;
 			v_mem_of := v_mem_of || CASE WHEN p_capacity IS NULL THEN 0 ELSE c_mem[i] END;
 			v_gpus_of := v_gpus_of || array_to_string(v_gids, ',');
+			v_named_of := v_named_of || CASE WHEN p_capacity IS NULL THEN NULL ELSE c_named[i] END;
+			v_shared_of := v_shared_of || (p_capacity IS NOT NULL AND c_shared[i] AND v_gids IS NOT NULL);
 		END LOOP;
 	END IF;
 	v_ids := g_ids || v_ids;
@@ -326,13 +398,16 @@ BEGIN
 	v_cpus_of := g_cpus || v_cpus_of;
 	v_mem_of := g_mem || v_mem_of;
 	v_gpus_of := g_gpus || v_gpus_of;
+	v_named_of := g_named || v_named_of;
+	v_shared_of := array_fill(false, ARRAY[cardinality(g_ids)]) || v_shared_of;
 	IF cardinality(v_ids) = 0 THEN
 		RETURN;
 	END IF;
 
 	RETURN QUERY
 	WITH c AS (
-		SELECT * FROM unnest(v_ids, v_queues, v_cpus_of, v_mem_of, v_gpus_of) AS t(id, queue, cpus, memory_mb, gpus)
+		SELECT * FROM unnest(v_ids, v_queues, v_cpus_of, v_mem_of, v_gpus_of, v_named_of, v_shared_of)
+		              AS t(id, queue, cpus, memory_mb, gpus, named, gpu_shared)
 	), dq AS (
 		DELETE FROM step_queue q USING c WHERE q.step_id = c.id
 	), u AS (
@@ -341,9 +416,10 @@ BEGIN
 		FROM c WHERE s.id = c.id AND s.state = 'ready'
 		RETURNING s.id, s.run_id, s.name, s.attempts, s.kind, s.timeout_ms, s.spec, s.parent_id
 	), a AS (
-		INSERT INTO attempts (step_id, attempt, state, owner, host, lease_until, queue, cpus, memory_mb, gpu_ids)
+		INSERT INTO attempts (step_id, attempt, state, owner, host, lease_until, queue, cpus, memory_mb, gpu_ids,
+		                      named, gpu_shared)
 		SELECT u.id, u.attempts, 'running', p_owner, p_host, now() + p_lease_ms * interval '1 millisecond',
-		       c.queue, c.cpus, c.memory_mb, string_to_array(nullif(c.gpus, ''), ',')
+		       c.queue, c.cpus, c.memory_mb, string_to_array(nullif(c.gpus, ''), ','), c.named, c.gpu_shared
 		FROM u JOIN c ON c.id = u.id
 	), r AS (
 		UPDATE runs SET state = 'running', started_at = coalesce(runs.started_at, now())

@@ -55,8 +55,8 @@ BEGIN
 		       reason = 'approved by ' || p_actor
 		WHERE id = v_id;
 		DELETE FROM step_waits WHERE step_id = v_id;
-		INSERT INTO step_queue (step_id, run_id, dev, queue, priority, cpus, memory_mb, gpus)
-		SELECT id, run_id, dev, ferry_req_queue(spec), ferry_req_priority(spec), ferry_req_cpus(spec), ferry_req_memory_mb(spec), ferry_req_gpus(spec) FROM steps WHERE id = v_id;
+		INSERT INTO step_queue (step_id, run_id, dev, queue, priority, cpus, memory_mb, gpus, named, gpu_shared)
+		SELECT id, run_id, dev, ferry_req_queue(spec), ferry_req_priority(spec), ferry_req_cpus(spec), ferry_req_memory_mb(spec), ferry_req_gpus(spec), ferry_req_named(spec), ferry_req_gpu_shared(spec) FROM steps WHERE id = v_id;
 		INSERT INTO events (run_id, step, actor, kind, detail)
 		VALUES (p_run, p_step, p_actor, 'step.approved', jsonb_strip_nulls(jsonb_build_object('data', p_data)));
 		PERFORM pg_notify('ferry_ready', '');

@@ -34,9 +34,9 @@ BEGIN
 		RETURNING s.id, s.run_id, s.dev, c.item_index
 	), q AS (
 		-- an item asks what its fan-out's spec says
-		INSERT INTO step_queue (step_id, run_id, dev, queue, priority, cpus, memory_mb, gpus, gang)
+		INSERT INTO step_queue (step_id, run_id, dev, queue, priority, cpus, memory_mb, gpus, named, gpu_shared, gang)
 		SELECT u.id, u.run_id, u.dev, ferry_req_queue(p.spec), ferry_req_priority(p.spec), ferry_req_cpus(p.spec),
-		       ferry_req_memory_mb(p.spec), ferry_req_gpus(p.spec),
+		       ferry_req_memory_mb(p.spec), ferry_req_gpus(p.spec), ferry_req_named(p.spec), ferry_req_gpu_shared(p.spec),
 		       CASE WHEN p.spec ->> 'gang' = 'true' THEN p.id END
 		FROM u, steps p WHERE p.id = p_parent
 	)

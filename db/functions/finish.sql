@@ -83,8 +83,8 @@ BEGIN
 		          s.spec ->> 'max_parallel' AS max_parallel, s.spec ->> 'min_success' AS min_success
 	), q AS (
 		-- a retry: its spec (its fan-out parent's for an item) read as it was before this statement
-		INSERT INTO step_queue (step_id, run_id, dev, not_before, queue, priority, cpus, memory_mb, gpus)
-		SELECT s.id, s.run_id, s.dev, s.not_before, ferry_req_queue(coalesce(p.spec, st.spec)), ferry_req_priority(coalesce(p.spec, st.spec)), ferry_req_cpus(coalesce(p.spec, st.spec)), ferry_req_memory_mb(coalesce(p.spec, st.spec)), ferry_req_gpus(coalesce(p.spec, st.spec))
+		INSERT INTO step_queue (step_id, run_id, dev, not_before, queue, priority, cpus, memory_mb, gpus, named, gpu_shared)
+		SELECT s.id, s.run_id, s.dev, s.not_before, ferry_req_queue(coalesce(p.spec, st.spec)), ferry_req_priority(coalesce(p.spec, st.spec)), ferry_req_cpus(coalesce(p.spec, st.spec)), ferry_req_memory_mb(coalesce(p.spec, st.spec)), ferry_req_gpus(coalesce(p.spec, st.spec)), ferry_req_named(coalesce(p.spec, st.spec)), ferry_req_gpu_shared(coalesce(p.spec, st.spec))
 		FROM s JOIN steps st ON st.id = s.id LEFT JOIN steps p ON p.id = s.parent_id WHERE s.state = 'ready'
 	), w AS (
 		INSERT INTO step_waits (step_id, run_id, deadline, on_timeout)

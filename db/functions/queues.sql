@@ -34,3 +34,15 @@ LANGUAGE sql IMMUTABLE AS $$
 	SELECT CASE WHEN p_spec #>> '{resources,admit}' = 'false' THEN 0
 	            ELSE coalesce((p_spec #>> '{resources,gpus}')::int, 0) END
 $$;
+
+-- {NAME: count} of the host's named resources the step asks for (FERRY_RESOURCES), NULL for none
+CREATE OR REPLACE FUNCTION ferry_req_named(p_spec jsonb) RETURNS jsonb
+LANGUAGE sql IMMUTABLE AS $$
+	SELECT CASE WHEN p_spec #>> '{resources,admit}' = 'false' THEN NULL ELSE p_spec #> '{resources,named}' END
+$$;
+
+-- whether its GPUs may be shared with other shared requests (gpus: {count: 1, shared: true})
+CREATE OR REPLACE FUNCTION ferry_req_gpu_shared(p_spec jsonb) RETURNS boolean
+LANGUAGE sql IMMUTABLE AS $$
+	SELECT coalesce(p_spec #>> '{resources,gpus_shared}' = 'true', false)
+$$;

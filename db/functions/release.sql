@@ -23,8 +23,8 @@ BEGIN
 		RETURNING s.id, s.run_id, s.dev, s.state, s.name, s.timeout_ms, s.spec ->> 'on_timeout' AS on_timeout,
 		          CASE WHEN s.state = 'ready' THEN s.spec END AS qspec
 	), q AS (
-		INSERT INTO step_queue (step_id, run_id, dev, queue, priority, cpus, memory_mb, gpus)
-		SELECT u.id, u.run_id, u.dev, ferry_req_queue(u.qspec), ferry_req_priority(u.qspec), ferry_req_cpus(u.qspec), ferry_req_memory_mb(u.qspec), ferry_req_gpus(u.qspec) FROM u WHERE u.state = 'ready'
+		INSERT INTO step_queue (step_id, run_id, dev, queue, priority, cpus, memory_mb, gpus, named, gpu_shared)
+		SELECT u.id, u.run_id, u.dev, ferry_req_queue(u.qspec), ferry_req_priority(u.qspec), ferry_req_cpus(u.qspec), ferry_req_memory_mb(u.qspec), ferry_req_gpus(u.qspec), ferry_req_named(u.qspec), ferry_req_gpu_shared(u.qspec) FROM u WHERE u.state = 'ready'
 		RETURNING 1
 	), w AS (
 		INSERT INTO events (run_id, step, actor, kind)

@@ -123,8 +123,8 @@ BEGIN
 		RETURNING id, run_id, dev, state, timeout_ms, spec ->> 'on_timeout' AS on_timeout,
 		          CASE WHEN state = 'ready' THEN spec END AS qspec
 	), q AS (
-		INSERT INTO step_queue (step_id, run_id, dev, queue, priority, cpus, memory_mb, gpus)
-		SELECT u.id, u.run_id, u.dev, ferry_req_queue(u.qspec), ferry_req_priority(u.qspec), ferry_req_cpus(u.qspec), ferry_req_memory_mb(u.qspec), ferry_req_gpus(u.qspec) FROM u WHERE u.state = 'ready'
+		INSERT INTO step_queue (step_id, run_id, dev, queue, priority, cpus, memory_mb, gpus, named, gpu_shared)
+		SELECT u.id, u.run_id, u.dev, ferry_req_queue(u.qspec), ferry_req_priority(u.qspec), ferry_req_cpus(u.qspec), ferry_req_memory_mb(u.qspec), ferry_req_gpus(u.qspec), ferry_req_named(u.qspec), ferry_req_gpu_shared(u.qspec) FROM u WHERE u.state = 'ready'
 	)
 	INSERT INTO step_waits (step_id, run_id, deadline, on_timeout)
 	SELECT u.id, u.run_id, now() + u.timeout_ms * interval '1 millisecond', coalesce(u.on_timeout, 'fail')

@@ -393,16 +393,21 @@ json_t *host_admission(const json_t *capacity)
 	const char *st = getenv("FERRY_QUEUE_STARVE_S"), *dc = getenv("FERRY_DEFAULT_CPUS");
 	double starve = st && *st ? strtod(st, NULL) : 600;
 	double default_cpus = dc && *dc ? strtod(dc, NULL) : 0;
+	const char *sh = getenv("FERRY_GPU_SHARES");
+	long shares = sh && *sh ? strtol(sh, NULL, 10) : 4;
+	json_t *res = json_object_get(capacity, "resources");
 
 	json_array_foreach(json_object_get(capacity, "gpus"), i, g) {
 		char id[24];
 		snprintf(id, sizeof(id), "%lld", (long long)json_integer_value(json_object_get(g, "index")));
 		json_array_append_new(ids, json_string(id));
 	}
-	return json_pack("{s:f,s:I,s:o,s:f,s:f}", "cpus", json_number_value(json_object_get(capacity, "cpus")),
+	return json_pack("{s:f,s:I,s:o,s:f,s:f,s:o,s:i}", "cpus", json_number_value(json_object_get(capacity, "cpus")),
 			 /* memory not known (no MemTotal): not a bound, rather than a bound of 0 that nothing fits */
 			 "memory_mb", (json_int_t)(mem > 0 ? mem / 1048576 : INT64_C(1) << 40), "gpus", ids, "default_cpus",
-			 default_cpus > 0 ? default_cpus : 0.0, "starve_s", starve > 0 ? starve : 600.0);
+			 default_cpus > 0 ? default_cpus : 0.0, "starve_s", starve > 0 ? starve : 600.0,
+			 /* the named resources (FERRY_RESOURCES), and how many shared requests one GPU takes */
+			 "resources", res ? json_incref(res) : json_object(), "gpu_shares", shares >= 1 && shares <= 1000 ? (int)shares : 4);
 }
 
 int host_detect(json_t **capacity, json_t **labels)

@@ -58,7 +58,9 @@ int host_detect_once(json_t **capacity, json_t **labels);
  * {"cpus", "memory_mb", "gpus": the GPUs' ids (their index, as text),
  * "default_cpus": FERRY_DEFAULT_CPUS (the request of a step that states
  * no resources.cpus; 0 by default), "starve_s": FERRY_QUEUE_STARVE_S
- * (600)} from a capacity as host_detect gives it. The caller's.
+ * (600), "resources": the named resources (FERRY_RESOURCES, {} for none),
+ * "gpu_shares": how many shared requests one GPU takes (FERRY_GPU_SHARES,
+ * 4)} from a capacity as host_detect gives it. The caller's.
  */
 json_t *host_admission(const json_t *capacity);
 

@@ -88,12 +88,14 @@ out:
 	return error;
 }
 
-/* "3 GPUs, 2 CPUs, 512 MiB": what a request or a host's capacity counts (the parts not 0). */
-static char *room_text(double gpus, double cpus, double mem_mb)
+/* "3 GPUs, 2 CPUs, 512 MiB, license 1": what a request or a host's capacity counts (the parts not 0). */
+static char *room_text(double gpus, double cpus, double mem_mb, const json_t *named)
 {
 	char *t = xstrdup(""), *n;
+	const char *k;
+	json_t *v;
 
-	if (gpus > 0 || (cpus <= 0 && mem_mb <= 0)) {
+	if (gpus > 0 || (cpus <= 0 && mem_mb <= 0 && json_object_size(named) == 0)) {
 		n = xasprintf("%g GPU%s", gpus, gpus == 1 ? "" : "s");
 		free(t);
 		t = n;
@@ -105,6 +107,11 @@ static char *room_text(double gpus, double cpus, double mem_mb)
 	}
 	if (mem_mb > 0) {
 		n = xasprintf("%s%s%.0f MiB", t, *t ? ", " : "", mem_mb);
+		free(t);
+		t = n;
+	}
+	json_object_foreach((json_t *)named, k, v) {
+		n = xasprintf("%s%s%s %lld", t, *t ? ", " : "", k, (long long)json_integer_value(v));
 		free(t);
 		t = n;
 	}
@@ -142,6 +149,7 @@ static int check_admission(PGconn *conn, const struct run_plan *plan, const char
 		double gpus = (double)json_integer_value(json_object_get(res, "gpus"));
 		double cpus = json_number_value(json_object_get(res, "cpus"));
 		double mem = (double)json_integer_value(json_object_get(res, "memory_mb"));
+		const json_t *named = json_object_get(res, "named"); /* {NAME: count} of the hosts' FERRY_RESOURCES */
 		if (!step_runs(plan, i))
 			continue;
 		if (qn == NULL)
@@ -177,19 +185,26 @@ static int check_admission(PGconn *conn, const struct run_plan *plan, const char
 			n++;
 			continue;
 		}
-		if (dev || !bounded || unbounded || (gpus <= 0 && cpus <= 0 && mem <= 0))
+		if (dev || !bounded || unbounded || (gpus <= 0 && cpus <= 0 && mem <= 0 && json_object_size(named) == 0))
 			continue;
 		{
 			int fits = 0, shown = 0;
-			char *list = NULL, *want = room_text(gpus, cpus, mem);
+			char *list = NULL, *want = room_text(gpus, cpus, mem, named);
 			json_object_foreach(hosts, hn, cap) {
 				double hg = (double)json_array_size(json_object_get(cap, "gpus"));
 				double hc = json_number_value(json_object_get(cap, "cpus"));
 				double hm = (double)json_integer_value(json_object_get(cap, "memory_bytes")) / 1048576.0;
-				if (hg >= gpus && hc + 1e-6 >= cpus && (mem <= 0 || hm <= 0 || hm >= mem))
+				const json_t *hr = json_object_get(cap, "resources");
+				int named_fit = 1;
+				const char *k;
+				json_t *v;
+				json_object_foreach((json_t *)named, k, v)
+					if (json_integer_value(json_object_get(hr, k)) < json_integer_value(v))
+						named_fit = 0;
+				if (hg >= gpus && hc + 1e-6 >= cpus && (mem <= 0 || hm <= 0 || hm >= mem) && named_fit)
 					fits = 1;
 				if (shown++ < 5) {
-					char *has = room_text(hg, hc, hm), *m;
+					char *has = room_text(hg, hc, hm, hr), *m;
 					m = xasprintf("%s%s%s has %s", list ? list : "", list ? "; " : "", hn, has);
 					free(list), free(has);
 					list = m;

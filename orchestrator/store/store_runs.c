@@ -141,9 +141,9 @@ static int run_write(PGconn *conn, const struct run_plan *p, const struct store_
 			             "  RETURNING id, run_id, dev, state, timeout_ms, spec ->> 'on_timeout' AS on_timeout, "
 			             "            CASE WHEN state = 'ready' THEN spec END AS qspec), "
 			             /* what each asks for, from its spec (db/functions/queues.sql) */
-			             "q AS (INSERT INTO step_queue (step_id, run_id, dev, queue, priority, cpus, memory_mb, gpus) "
+			             "q AS (INSERT INTO step_queue (step_id, run_id, dev, queue, priority, cpus, memory_mb, gpus, named, gpu_shared) "
 			             "      SELECT id, run_id, dev, ferry_req_queue(qspec), ferry_req_priority(qspec), "
-			             "             ferry_req_cpus(qspec), ferry_req_memory_mb(qspec), ferry_req_gpus(qspec) "
+			             "             ferry_req_cpus(qspec), ferry_req_memory_mb(qspec), ferry_req_gpus(qspec), ferry_req_named(qspec), ferry_req_gpu_shared(qspec) "
 			             "      FROM s WHERE state = 'ready') "
 			             "INSERT INTO step_waits (step_id, run_id, deadline, on_timeout) "
 			             "SELECT id, run_id, now() + timeout_ms * interval '1 millisecond', "

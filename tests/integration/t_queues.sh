@@ -317,3 +317,67 @@ test_queues_memory_admits_one_at_a_time() {
 	assert_eq "$(traces "$id" | awk '{print "m", $(NF-1), $NF}' | at_once | cut -d' ' -f1)" 1 "one at a time"
 	assert_eq "$(sql "SELECT DISTINCT memory_mb FROM attempts")" "$mi" "each attempt held its memory"
 }
+
+# A named resource of the host (FERRY_RESOURCES=license=2) is admitted like a GPU count: five steps
+# that each ask for one license run at most two at a time; a request for more than any host offers,
+# or for a name no host offers, is refused at submit with the numbers.
+test_queues_named_resource_admits_by_count() {
+	start_daemon a FERRY_CPUS=8 FERRY_RESOURCES=license=2 FERRY_HOST=lic-a
+	sql_until "(SELECT count(*) = 1 FROM daemons WHERE capacity ? 'admits')" 10 || fail "the host's row"
+	id=$(submit "$(gpu_wf lic 5 0.4 "license: 1")")
+	wait_run "$id" succeeded 60
+	assert_eq "$(traces "$id" | awk '{print "l", $(NF-1), $NF}' | at_once | cut -d' ' -f1)" 2 "two at a time"
+	assert_eq "$(sql "SELECT count(*) FROM attempts WHERE named = '{\"license\": 1}'")" 5 "each attempt held its license"
+	gang=$(submit "$(wf lgang <<'Y'
+name: lgang
+steps:
+  - {name: g, foreach: {range: 2}, gang: true, command: ["true"], resources: {license: 1}}
+Y
+)")
+	wait_run "$gang" succeeded 30
+	assert_eq "$(sql "SELECT count(*), count(DISTINCT a.started_at) FROM attempts a JOIN steps s ON s.id = a.step_id WHERE s.run_id = $gang AND s.parent_id IS NOT NULL AND a.named = '{\"license\": 1}'")" "2|1" \
+		"a gang of two took both licenses in one claim"
+	submit_refused "$(wf many <<'Y'
+name: many
+steps:
+  - {name: three, command: ["true"], resources: {license: 3}}
+Y
+)"
+	assert_match "$BODY" 'many.yaml:3:5: step \\"three\\": resources ask for license 3 and no host of the fleet that is up can ever give that \(lic-a has 8 CPUs, [0-9]+ MiB, license 2\)' \
+		"the request and what the host offers"
+	submit_refused "$(wf typo <<'Y'
+name: typo
+steps:
+  - {name: one, command: ["true"], resources: {licence: 1}}
+Y
+)"
+	assert_match "$BODY" 'resources ask for licence 1 and no host .*license 2' "a name no host offers: the names there are shown"
+	assert_eq "$(sql "SELECT count(*) FROM runs")" 2 "no run made for either"
+}
+
+# Shared GPUs (gpus: {count: 1, shared: true}): with 2 GPUs taking 2 shared requests each
+# (FERRY_GPU_SHARES=2), four shared steps run at once, two on each GPU; a step that wants a GPU
+# of its own waits until one is free of them, and no GPU is ever both shared and its own.
+test_queues_shared_gpus_and_one_of_its_own() {
+	start_daemon a FERRY_CPUS=8 FERRY_GPUS=0,1 FERRY_GPU_SHARES=2
+	shared=$(submit "$(gpu_wf shared 4 go "gpus: {count: 1, shared: true}")")
+	sql_until "(SELECT count(*) = 4 FROM attempts WHERE state = 'running' AND gpu_shared)" 30 ||
+		fail "four shared steps running at once: $(sql "SELECT count(*) FROM attempts WHERE state = 'running'")"
+	assert_eq "$(sql "SELECT string_agg(g || ':' || n, ' ' ORDER BY g) FROM (SELECT g, count(*) AS n FROM attempts, unnest(gpu_ids) g WHERE state = 'running' GROUP BY g) x")" \
+		"0:2 1:2" "two on each GPU"
+	own=$(submit "$(gpu_wf own 1 0.2 "gpus: 1")")
+	sleep 1.5
+	assert_eq "$(sql "SELECT state FROM steps WHERE run_id = $own")" ready "the step of its own waits for a free GPU"
+	touch "$FERRY_HOME/go"
+	wait_run "$shared" succeeded 30
+	wait_run "$own" succeeded 30
+	assert_eq "$(sql "SELECT count(*) FROM attempts a JOIN steps s ON s.id = a.step_id WHERE s.run_id = $own AND NOT a.gpu_shared AND cardinality(a.gpu_ids) = 1")" 1 \
+		"it ran on a GPU of its own"
+	{ traces "$shared"; traces "$own"; } | python3 -c '
+import sys
+iv = [l.split() for l in sys.stdin if l.strip()]
+own = iv[-1]
+for g, s, e in iv[:-1]:
+    if g == own[0] and int(s) < int(own[2]) and int(own[1]) < int(e):
+        sys.exit("GPU %s shared while it was its own" % g)' || fail "a GPU both shared and its own"
+}

@@ -239,6 +239,36 @@ static void test_config__queue_priority_gang(void **state)
 		      "w.yaml:13:11: gang: true starts every item at once; remove max_parallel", NULL);
 }
 
+/* resources: a named resource of the hosts (license: 1) and a shared GPU (gpus: {count, shared}) */
+static void test_config__named_resources_shared_gpus(void **state)
+{
+	json_t *spec, *res;
+
+	(void)state;
+	spec = parse_ok("name: w\nsteps:\n  - name: a\n    command: [\"true\"]\n"
+			"    resources: {cpus: 1, license: 2, nvidia.com/mig-1g: 1, gpus: {count: 1, shared: true}}\n"
+			"  - name: b\n    command: [\"true\"]\n    resources: {gpus: {count: 2}}\n");
+	res = json_object_get(step_at(spec, 0), "resources");
+	assert_int_equal(json_integer_value(json_object_get(res, "gpus")), 1);
+	assert_true(json_is_true(json_object_get(res, "gpus_shared")));
+	assert_int_equal(json_integer_value(json_object_get(json_object_get(res, "named"), "license")), 2);
+	assert_int_equal(json_integer_value(json_object_get(json_object_get(res, "named"), "nvidia.com/mig-1g")), 1);
+	res = json_object_get(step_at(spec, 1), "resources");
+	assert_int_equal(json_integer_value(json_object_get(res, "gpus")), 2);
+	assert_null(json_object_get(res, "gpus_shared"));
+	assert_null(json_object_get(res, "named"));
+	json_decref(spec);
+	expect_errors("name: w\nsteps:\n  - name: a\n    command: [\"true\"]\n"
+		      "    resources: {license: 1.5, 9lives: 1, mem: 1G, gpus: {count: 1, shared: maybe, split: 2}}\n",
+		      "w.yaml:5:26: a named resource's count \"1.5\" must be a whole number from 0 to 100000",
+		      "w.yaml:5:31: resource name \"9lives\" must start with a letter and hold only letters, digits, _ . - / "
+		      "(64 at most)",
+		      "w.yaml:5:42: unknown resources key \"mem\" (did you mean \"memory\"?); known keys: cpus, memory, gpus, "
+		      "or a named resource of the hosts (FERRY_RESOURCES)",
+		      "w.yaml:5:76: resources gpus shared must be true or false, not \"maybe\"",
+		      "w.yaml:5:83: unknown resources gpus key \"split\"; known keys: count, shared", NULL);
+}
+
 /* a grid dimension "{{params.NAME}}": kept as written, checked against the declared default */
 static void test_config__sweep_grid_from_params(void **state)
 {
@@ -607,7 +637,8 @@ static void test_config__placement(void **state)
 		      "w.yaml:5:15: unknown executor \"kubernetes\"; known executors: local, noop, podman, docker, slurm",
 		      "w.yaml:6:23: resources cpus \"0\" must be a number from 0.01 to 1024",
 		      "w.yaml:6:34: resources memory \"lots\" must be a size such as 512Mi, 2Gi or 1G",
-		      "w.yaml:6:40: unknown resources key \"gpu\" (did you mean \"gpus\"?); known keys: cpus, memory, gpus",
+		      "w.yaml:6:40: unknown resources key \"gpu\" (did you mean \"gpus\"?); known keys: cpus, memory, gpus, "
+		      "or a named resource of the hosts (FERRY_RESOURCES)",
 		      "w.yaml:7:56: image \"debian:12\": executor local runs commands on the host; an image "
 		      "needs an executor that runs images (podman, docker, slurm)",
 		      "w.yaml:8:37: a gate step runs no job; remove \"executor\"",
@@ -935,6 +966,7 @@ int main(void)
 		cmocka_unit_test(test_config__syntax_error_line_col),
 		cmocka_unit_test(test_config__sweep_stop_when),
 		cmocka_unit_test(test_config__queue_priority_gang),
+		cmocka_unit_test(test_config__named_resources_shared_gpus),
 		cmocka_unit_test(test_config__sweep_grid_from_params),
 		cmocka_unit_test(test_config__hang_and_watch),
 		cmocka_unit_test(test_config__schedule_and_triggers),
