@@ -551,6 +551,12 @@ static void check_timeouts(struct engine *e, int64_t now)
 static int db_failed(struct engine *e, int error)
 {
 	metrics_add(M_DB_ERRORS, 1);
+	/*
+	 * again at the poll period, not at once: a statement that fails with the
+	 * connection up (a function gone after a bad upgrade, a timeout) failed
+	 * the same way thousands of times a second, a core busy and the log full
+	 */
+	e->db_retry_at = clock_mono_ms() + (e->o.poll_ms > 0 ? e->o.poll_ms : 1000);
 	if (error == FERRY_EDB && PQstatus(e->conn) != CONNECTION_OK) {
 		flog_warn("database connection lost: %s", ferry_error_last());
 		e->next_reconnect = 0;
@@ -1099,7 +1105,7 @@ int engine_tick(struct engine *e, int64_t max_wait_ms)
 		if (e->deferred == NULL)
 			e->next_deferred = now + 1000; /* a worker that cannot connect: not in a loop */
 	}
-	if (flush_records(e) < 0 || flush_done(e) < 0)
+	if (now >= e->db_retry_at && (flush_records(e) < 0 || flush_done(e) < 0))
 		goto next;
 	write_notes(e);
 	if (e->retry_wall_ms && clock_wall_ms() >= e->retry_wall_ms) {
@@ -1109,7 +1115,7 @@ int engine_tick(struct engine *e, int64_t max_wait_ms)
 	engine_run_tasks(e, now);
 	if (PQstatus(e->conn) != CONNECTION_OK)
 		goto next;
-	if (e->claim_now) {
+	if (e->claim_now && now >= e->db_retry_at) {
 		engine_task_due_later(e, &poll_task, now);
 		if (claim(e) < 0)
 			goto next;
@@ -1122,10 +1128,14 @@ int engine_tick(struct engine *e, int64_t max_wait_ms)
 		e->stop_check = 0;
 next:
 	now = clock_mono_ms();
-	if (e->claim_now || e->ndone > 0) {
+	if ((e->claim_now || e->ndone > 0) && now >= e->db_retry_at) {
 		wait = 0;
 	} else {
-		wait = min64(max_wait_ms, engine_next_task(e) - now);
+		if (e->claim_now || e->ndone > 0)
+			wait = min64(max_wait_ms, e->db_retry_at - now);
+		else
+			wait = max_wait_ms;
+		wait = min64(wait, engine_next_task(e) - now);
 		if (e->retry_wall_ms)
 			wait = min64(wait, e->retry_wall_ms - clock_wall_ms() + 1);
 		if (e->deferred)

@@ -65,6 +65,8 @@ struct engine {
 	int claim_held;        /* engine_claim_hold: claim nothing… */
 	int64_t claim_step;    /* … but this step (> 0), once (ferry dev run --step) */
 	int64_t next_reconnect, next_adopted_poll;
+	/* a claim or a write failed with the connection up: neither is tried again before this (mono ms) */
+	int64_t db_retry_at;
 	/* per periodic task, parallel to engine_table.c's tasks[]: */
 	int64_t *task_next;    /* the monotonic ms it is due */
 	int *task_slot;        /* its counter in /metrics */

@@ -287,3 +287,25 @@ test_statement_timeout_bounds_queries() {
 	assert_eq "$CODE" 200 "runs after the lock"
 	kill -0 "$(daemon_pid a)" || fail "ferryd exited"
 }
+
+# A claim that fails with the connection still up (here: its function gone, as after a bad upgrade;
+# a deadlock or a statement timeout alike) is tried again at the poll period, not at once: the
+# engine's loop spun on it, thousands of errors a second in the log and a core busy. When the
+# function is back, the waiting run goes on.
+test_failed_claim_is_retried_at_the_poll_period() {
+	start_daemon a FERRY_POLL_MS=500
+	sql "ALTER FUNCTION ferry_claim(text, text, int, bigint, bigint, bigint, jsonb) RENAME TO ferry_claim_gone" >/dev/null
+	id=$(submit "$(wf one <<'Y'
+name: one
+steps:
+  - {name: a, command: ["true"]}
+Y
+)")
+	sleep 3
+	local n
+	n=$(grep -c 'claiming ready steps' "$FERRY_HOME/ferryd-a.log" || true)
+	[ "$n" -ge 1 ] || fail "the failed claim was not logged"
+	[ "$n" -le 12 ] || fail "$n failed claims in 3 s: retried at once, not at the poll period"
+	sql "ALTER FUNCTION ferry_claim_gone(text, text, int, bigint, bigint, bigint, jsonb) RENAME TO ferry_claim" >/dev/null
+	wait_run "$id" succeeded 20
+}
