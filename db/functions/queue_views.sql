@@ -114,6 +114,24 @@ RETURNS text LANGUAGE sql IMMUTABLE AS $$
 	FROM short
 $$;
 
+-- Why a step asking for named resources p_named ({NAME: count}, the hosts'
+-- FERRY_RESOURCES) fits no host that is up now: the first name no host has
+-- enough of free, with each host's free of total and who holds them; NULL
+-- when each is free somewhere (ferry_queue_room says the rest).
+CREATE OR REPLACE FUNCTION ferry_queue_named_room(p_hosts jsonb, p_named jsonb)
+RETURNS text LANGUAGE sql IMMUTABLE AS $$
+	SELECT 'needs ' || n.key || ' ' || n.value || '; ' || (
+		SELECT string_agg(greatest(coalesce((e -> 'free_resources' ->> n.key)::bigint, 0), 0) || ' of ' ||
+		                  coalesce((e -> 'resources' ->> n.key)::bigint, 0) || ' free on ' || (e ->> 'name') ||
+		                  CASE WHEN coalesce(e ->> 'by_named', '') <> '' THEN ', held by ' || (e ->> 'by_named') ELSE '' END,
+		                  '; ' ORDER BY i)
+		FROM jsonb_array_elements(p_hosts) WITH ORDINALITY AS x(e, i))
+	FROM jsonb_each_text(p_named) n
+	WHERE NOT EXISTS (SELECT 1 FROM jsonb_array_elements(p_hosts) e
+	                  WHERE coalesce((e -> 'free_resources' ->> n.key)::bigint, 0) >= n.value::bigint)
+	ORDER BY n.key LIMIT 1
+$$;
+
 -- Which quota of queue p_queue a step asking p_gpus and p_cpus would pass
 -- with p_use ({"running", "gpus", "cpus"}: what the queue's running
 -- attempts hold), as a sentence naming who holds it (p_by: {"running",
@@ -161,9 +179,13 @@ DECLARE
 	h_cpus double precision[]; -- what is free now
 	h_mem bigint[];
 	h_gpus int[];
+	h_named jsonb[];           -- named resources (FERRY_RESOURCES) free: {NAME: count}
+	h_shareable int[];         -- GPUs shared by fewer than gpu_shares attempts (a shared request's room)
 	s_cpus double precision[]; -- what the walk left free
 	s_mem bigint[];
 	s_gpus int[];
+	s_named jsonb[];
+	v_shares int := greatest(coalesce((p_admission ->> 'gpu_shares')::int, 4), 1);
 	v_use jsonb;               -- queue -> {"running", "gpus", "cpus"} held by its running attempts
 	v_sim jsonb;               -- the same with what the walk started
 	v_by jsonb;                -- who holds this queue's quota: {"running", "gpus", "cpus"}
@@ -188,20 +210,32 @@ BEGIN
 	                                             'gpus', cardinality(h.ids), 'free_gpus', h.free_gpus,
 	                                             'by_gpus', h.by_gpus, 'cpus', h.cpus, 'free_cpus', h.cpus - h.held_cpus,
 	                                             'by_cpus', h.by_cpus, 'memory_mb', h.mem,
-	                                             'free_memory_mb', h.mem - h.held_mem, 'by_memory', h.by_mem)
+	                                             'free_memory_mb', h.mem - h.held_mem, 'by_memory', h.by_mem,
+	                                             'resources', h.res, 'free_resources', h.free_res, 'by_named', h.by_named)
 	                          ORDER BY h.host), '[]'),
 	       coalesce(array_agg(h.host ORDER BY h.host), '{}'), coalesce(array_agg(h.admits ORDER BY h.host), '{}'),
 	       coalesce(array_agg(h.cpus - h.held_cpus ORDER BY h.host), '{}'),
 	       coalesce(array_agg(h.mem - h.held_mem ORDER BY h.host), '{}'),
-	       coalesce(array_agg(h.free_gpus ORDER BY h.host), '{}')
-	INTO v_hosts, h_name, h_admits, h_cpus, h_mem, h_gpus
+	       coalesce(array_agg(h.free_gpus ORDER BY h.host), '{}'),
+	       coalesce(array_agg(h.free_res ORDER BY h.host), '{}'),
+	       coalesce(array_agg(h.shareable ORDER BY h.host), '{}')
+	INTO v_hosts, h_name, h_admits, h_cpus, h_mem, h_gpus, h_named, h_shareable
 	FROM (
 		SELECT d.host, coalesce((d.capacity ->> 'admits')::boolean, true) AS admits,
 		       coalesce((d.capacity ->> 'cpus')::double precision, 0) AS cpus,
 		       coalesce((d.capacity ->> 'memory_bytes')::bigint / 1048576, 0) AS mem,
 		       g.ids, cardinality(ARRAY(SELECT unnest(g.ids) EXCEPT SELECT unnest(a.gpu_ids)
 		                                FROM attempts a WHERE a.state = 'running' AND a.host = d.host)) AS free_gpus,
-		       x.held_cpus, x.held_mem, x.by_gpus, x.by_cpus, x.by_mem
+		       x.held_cpus, x.held_mem, x.by_gpus, x.by_cpus, x.by_mem, x.by_named,
+		       coalesce(d.capacity -> 'resources', '{}') AS res,
+		       ferry_named_take(coalesce(d.capacity -> 'resources', '{}'), coalesce((
+		           SELECT jsonb_object_agg(k.key, k.n) FROM (
+		               SELECT e.key, sum(e.value::bigint) AS n FROM attempts a, jsonb_each_text(a.named) e
+		               WHERE a.state = 'running' AND a.host = d.host AND a.named IS NOT NULL GROUP BY e.key) k), '{}'), 1)
+		           AS free_res,
+		       (SELECT count(*) FROM (SELECT g2 FROM attempts a, unnest(a.gpu_ids) g2
+		                             WHERE a.state = 'running' AND a.host = d.host AND a.gpu_shared
+		                             GROUP BY g2 HAVING count(*) < v_shares) sh)::int AS shareable
 		FROM (SELECT DISTINCT ON (host) host, capacity FROM daemons
 		      WHERE stopped_at IS NULL AND last_seen + lease_ms * interval '1 millisecond' > now()
 		      ORDER BY host, last_seen DESC) d,
@@ -214,13 +248,16 @@ BEGIN
 		                ferry_queue_who(array_agg('run ' || s.run_id || '/' || s.name ORDER BY a.started_at, a.step_id)
 		                                FILTER (WHERE a.cpus > 0)) AS by_cpus,
 		                ferry_queue_who(array_agg('run ' || s.run_id || '/' || s.name ORDER BY a.started_at, a.step_id)
-		                                FILTER (WHERE a.memory_mb > 0)) AS by_mem
+		                                FILTER (WHERE a.memory_mb > 0)) AS by_mem,
+		                ferry_queue_who(array_agg('run ' || s.run_id || '/' || s.name ORDER BY a.started_at, a.step_id)
+		                                FILTER (WHERE a.named IS NOT NULL)) AS by_named
 		         FROM attempts a JOIN steps s ON s.id = a.step_id
 		         WHERE a.state = 'running' AND a.host = d.host) x
 	) h;
 	s_cpus := h_cpus;
 	s_mem := h_mem;
 	s_gpus := h_gpus;
+	s_named := h_named;
 
 	-- what each queue's running attempts hold (its quotas count them over the fleet)
 	SELECT coalesce(jsonb_object_agg(u.queue, jsonb_build_object('running', u.n, 'gpus', u.gpus, 'cpus', u.cpus)), '{}')
@@ -249,6 +286,7 @@ BEGIN
 	FOR r IN
 		WITH w AS (
 			SELECT q.step_id, q.run_id, q.queue, q.priority, q.cpus, q.memory_mb, q.gpus, q.since, q.not_before,
+			       q.named, q.gpu_shared,
 			       coalesce(q.not_before > now(), false) AS backoff,
 			       qu.priority AS qprio, qu.max_running, qu.max_gpus, qu.max_cpus,
 			       row_number() OVER (PARTITION BY q.queue, coalesce(q.not_before > now(), false)
@@ -273,12 +311,17 @@ BEGIN
 			v_fit := NULL;
 			v_take := NULL;
 			FOR i IN 1 .. cardinality(h_name) LOOP
+				-- (a shared GPU request may also go to a GPU others share; the walk does not count its share)
 				IF v_fit IS NULL AND (NOT h_admits[i] OR (v_cpus <= h_cpus[i] + 1e-6 AND
-				                                          (r.memory_mb <= 0 OR r.memory_mb <= h_mem[i]) AND r.gpus <= h_gpus[i])) THEN
+				                                          (r.memory_mb <= 0 OR r.memory_mb <= h_mem[i]) AND
+				                                          r.gpus <= h_gpus[i] + CASE WHEN r.gpu_shared THEN h_shareable[i] ELSE 0 END AND
+				                                          (r.named IS NULL OR ferry_named_fit(r.named, 1, h_named[i])))) THEN
 					v_fit := i;
 				END IF;
 				IF v_take IS NULL AND (NOT h_admits[i] OR (v_cpus <= s_cpus[i] + 1e-6 AND
-				                                           (r.memory_mb <= 0 OR r.memory_mb <= s_mem[i]) AND r.gpus <= s_gpus[i])) THEN
+				                                           (r.memory_mb <= 0 OR r.memory_mb <= s_mem[i]) AND
+				                                           r.gpus <= s_gpus[i] + CASE WHEN r.gpu_shared THEN h_shareable[i] ELSE 0 END AND
+				                                           (r.named IS NULL OR ferry_named_fit(r.named, 1, s_named[i])))) THEN
 					v_take := i;
 				END IF;
 			END LOOP;
@@ -292,7 +335,8 @@ BEGIN
 				v_why := CASE
 					WHEN v_over IS NOT NULL THEN v_over
 					WHEN cardinality(h_name) = 0 THEN 'no daemon that admits work is up'
-					WHEN v_fit IS NULL THEN ferry_queue_room(v_hosts, r.gpus, v_cpus, r.memory_mb)
+					WHEN v_fit IS NULL THEN coalesce(CASE WHEN r.named IS NOT NULL THEN ferry_queue_named_room(v_hosts, r.named) END,
+					                                 ferry_queue_room(v_hosts, r.gpus, v_cpus, r.memory_mb))
 					WHEN v_take IS NOT NULL THEN 'fits ' || h_name[v_take] || ' now: next claim'
 					WHEN v_blocker IS NOT NULL THEN 'behind ' || v_blocker || ', which has waited past the starvation ' ||
 					                                'limit and keeps its room: nothing after it starts until it fits'
@@ -304,7 +348,12 @@ BEGIN
 				IF h_admits[v_take] THEN
 					s_cpus[v_take] := s_cpus[v_take] - v_cpus;
 					s_mem[v_take] := s_mem[v_take] - r.memory_mb;
-					s_gpus[v_take] := s_gpus[v_take] - r.gpus;
+					IF NOT r.gpu_shared THEN
+						s_gpus[v_take] := s_gpus[v_take] - r.gpus;
+					END IF;
+					IF r.named IS NOT NULL THEN
+						s_named[v_take] := ferry_named_take(s_named[v_take], r.named, 1);
+					END IF;
 				END IF;
 				v_sim := v_sim || jsonb_build_object(r.queue, jsonb_build_object(
 					'running', coalesce((v_s ->> 'running')::int, 0) + 1,
@@ -319,7 +368,9 @@ BEGIN
 			v_waiting := v_waiting || jsonb_build_array(jsonb_build_object(
 				'position', v_pos, 'run', r.run_id, 'step', r.step, 'workflow', r.workflow, 'priority', r.priority,
 				'since', ferry_ts(r.since), 'not_before', ferry_ts(r.not_before),
-				'request', jsonb_build_object('cpus', v_cpus, 'memory_mb', r.memory_mb, 'gpus', r.gpus),
+				'request', jsonb_build_object('cpus', v_cpus, 'memory_mb', r.memory_mb, 'gpus', r.gpus)
+				           || CASE WHEN r.gpu_shared THEN '{"gpus_shared": true}'::jsonb ELSE '{}'::jsonb END
+				           || CASE WHEN r.named IS NOT NULL THEN jsonb_build_object('named', r.named) ELSE '{}'::jsonb END,
 				'why', v_why));
 		END IF;
 	END LOOP;

@@ -206,6 +206,31 @@ Y
 	assert_eq "$(echo "$BODY" | json '[len(j["running"]), len(j["waiting"])]')" '[0, 0]' "nothing held, nothing waits"
 }
 
+# A named resource (FERRY_RESOURCES=license=1): a run's step holds the license; another run's
+# step that asks for it waits, and says for which name, how many are free and who holds it.
+test_queues_api_why_a_license_step_waits() {
+	start_daemon a FERRY_CPUS=4 FERRY_RESOURCES=license=1 FERRY_HOST=lic-a
+	sql_until "(SELECT count(*) = 1 FROM daemons WHERE capacity ? 'admits')" 10 || fail "the host's row"
+	id1=$(submit "$(wf hold <<'Y'
+name: hold
+steps:
+  - {name: hold, command: [sleep, "60"], resources: {license: 1}}
+Y
+)")
+	wait_step "$id1" hold running
+	id2=$(submit "$(wf solve <<'Y'
+name: solve
+steps:
+  - {name: solve, command: ["true"], resources: {license: 1}}
+Y
+)")
+	qa_ready "$id2" solve
+	qa_why default "$id2" solve
+	assert_eq "$WHY" "needs license 1; 0 of 1 free on lic-a, held by run $id1/hold" "the API says why"
+	assert_eq "$(echo "$BODY" | json '[w["request"]["named"] for w in j["waiting"]]')" '[{"license": 1}]' "what it asks"
+	assert_eq "$(sql "SELECT state FROM steps WHERE run_id = $id2")" ready "still waiting for it"
+}
+
 # A queue at its max_running: the second run's step says so, and the queue
 # cannot be deleted while it waits there.
 test_queues_api_why_a_queue_quota_holds() {
