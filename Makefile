@@ -36,6 +36,9 @@ ENGINE_OBJ := $(ENGINE_SRC:%.c=$(B)/%.o) $(B)/db/migrations.o $(B)/db/functions.
 MIGRATIONS := $(sort $(wildcard db/migrations/*.sql))
 FUNCTIONS := $(sort $(wildcard db/functions/*.sql))
 UI_FILES := $(sort $(wildcard ui/*.html ui/*.js ui/*.css))
+# browser-side libraries from npm (ui/package.json, pinned by its lock; make deps runs npm ci there):
+# uPlot draws the console's charts
+UI_VENDOR := ui/node_modules/uplot/dist/uPlot.iife.min.js ui/node_modules/uplot/dist/uPlot.min.css
 API_OBJ := $(API_SRC:%.c=$(B)/%.o) $(B)/api/openapi.o $(B)/api/ui_assets.o
 CLI_OBJ := $(CLI_SRC:%.c=$(B)/%.o)
 UNIT_SRC := $(wildcard tests/unit/test_*.c)
@@ -87,9 +90,12 @@ $(B)/api/openapi.o: $(B)/api/openapi.c
 	$(CC) $(CFLAGS) -c -o $@ $<
 
 # the console (ui/), built into ferryd and served at /ui/; the directory is a prerequisite: a file added or removed regenerates
-$(B)/api/ui_assets.c: $(UI_FILES) ui api/gen-ui.sh
+$(B)/api/ui_assets.c: $(UI_FILES) $(UI_VENDOR) ui api/gen-ui.sh
 	@mkdir -p $(dir $@)
-	api/gen-ui.sh $(UI_FILES) > $@
+	api/gen-ui.sh $(UI_FILES) $(UI_VENDOR) > $@
+
+$(UI_VENDOR):
+	@echo "ui/node_modules: the console's libraries are missing; run make deps (npm ci in ui/)" >&2; exit 1
 
 $(B)/api/ui_assets.o: $(B)/api/ui_assets.c
 	$(CC) $(CFLAGS) -c -o $@ $<
@@ -174,9 +180,10 @@ deps:
 		useradd --system --user-group --home-dir /var/lib/ferry-job --create-home \
 			--shell /usr/sbin/nologin ferry-job; \
 	fi
-	@# the browser tests' driver (tests/browser) and the OpenAPI lint (tests/api): npm ci when
+	@# the browser tests' driver (tests/browser), the OpenAPI lint (tests/api) and the console's
+	@# charting library (ui: uPlot, built into ferryd): npm ci when
 	@# node_modules is missing or older than the lock file
-	@for d in tests/browser tests/api; do \
+	@for d in tests/browser tests/api ui; do \
 		if [ ! -f $$d/node_modules/.package-lock.json ] || [ $$d/package-lock.json -nt $$d/node_modules/.package-lock.json ]; then \
 			echo "deps: npm ci in $$d"; \
 			command -v npm >/dev/null || DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends npm; \

@@ -1,7 +1,8 @@
 // Ferry console: a step's panel on the run page. What it shows: state,
 // attempts (each with its own log), the command as it ran (the resolved
 // spec: params rendered), metrics and gate results, outputs, cache origin,
-// what the job monitor saw (hang verdict, utilization chart, watchpoints),
+// what the job monitor saw (hang verdict, utilization chart, training curves
+// of the metrics the job wrote, watchpoints; charts.js),
 // and the log (logs.js). What it does: continue a waiting step (a label,
 // gate or deploy step) with an optional JSON payload, showing a labelling
 // task's details; retry the run from this step once the run is over.
@@ -9,48 +10,26 @@
 // The panel is re-rendered on every run update from the stream; the parts
 // that cost a request (spec, monitor, log) are kept and asked again only
 // when what they show changed: the spec once per step, the monitor when the
-// attempt or its state changes, the log view when the attempt changes (it
-// follows a running attempt by itself).
+// attempt or its state changes (and every 2 s while it runs: its charts grow
+// in place), the log view when the attempt changes (it follows a running
+// attempt by itself).
 
 import { el, stateBadge, timeCell, duration, callJSON, quiet, FINAL } from './lib.js';
 import { LogView } from './logs.js';
 import { actionButton, act } from './actions.js';
+import { lineChart } from './charts.js';
+
+const CURVES_MS = 2000; // a running attempt's monitor (utilization, training curves) asked again
+
+// A metric's value as a person reads it: 4 significant digits.
+function fmt(v) {
+  return typeof v === 'number' ? String(Number(v.toPrecision(4))) : String(v);
+}
 
 // A word as a shell would need it written, for showing a command.
 function shellWord(w) {
   const s = String(w);
   return /^[A-Za-z0-9_./:=,+@%-]+$/.test(s) ? s : `'${s.replace(/'/g, "'\\''")}'`;
-}
-
-// A small line chart (SVG, no style attributes: classes only) of series [[x, y]…] on one scale.
-function chart(series, label) {
-  const W = 320, H = 80, P = 4;
-  const pts = series.flatMap((s) => s.points);
-  if (pts.length < 2) return null;
-  const xs = pts.map((p) => p[0]), ys = pts.map((p) => p[1]);
-  const x0 = Math.min(...xs), x1 = Math.max(...xs), y1 = Math.max(1, ...ys);
-  const sx = (x) => P + ((x - x0) / Math.max(1, x1 - x0)) * (W - 2 * P);
-  const sy = (y) => H - P - (y / y1) * (H - 2 * P);
-  const NS = 'http://www.w3.org/2000/svg';
-  const svg = document.createElementNS(NS, 'svg');
-  svg.setAttribute('viewBox', `0 0 ${W} ${H}`);
-  svg.setAttribute('class', 'chart');
-  svg.setAttribute('role', 'img');
-  svg.setAttribute('aria-label', label);
-  for (const s of series) {
-    if (s.points.length < 2) continue;
-    const line = document.createElementNS(NS, 'polyline');
-    line.setAttribute('points', s.points.map((p) => `${sx(p[0]).toFixed(1)},${sy(p[1]).toFixed(1)}`).join(' '));
-    line.setAttribute('class', `series ${s.cls}`);
-    svg.append(line);
-  }
-  const top = document.createElementNS(NS, 'text');
-  top.setAttribute('x', String(W - P));
-  top.setAttribute('y', '12');
-  top.setAttribute('text-anchor', 'end');
-  top.textContent = String(Math.round(y1 * 10) / 10);
-  svg.append(top);
-  return svg;
 }
 
 export class StepPanel {
@@ -288,31 +267,124 @@ export class StepPanel {
           onclick: () => { this.attempt = a.attempt; this.container.dispatchEvent(new Event('rerender')); } }, `log ${a.attempt}`))))))));
   }
 
-  // What the job monitor saw of the shown attempt: asked again when the attempt or its state changes.
+  // What the job monitor saw of the shown attempt: asked again when the attempt or its state changes,
+  // and every CURVES_MS while it runs (the curves grow: the monitor's samples and metric series are
+  // no stream's; what is asked is bounded: 512 points a series at most, the monitor's own bound).
   monitorPart(s) {
     const attempt = this.attempt || s.attempts;
     if (!attempt || s.kind === 'gate' || s.kind === 'label') return null;
     const a = (s.attempt_list || []).find((x) => x.attempt === attempt);
     const key = `${s.name}#${attempt}#${a ? a.state : ''}`;
     if (this.monitor && this.monitor.key === key) return this.monitor.el;
+    this.stopCurves();
     const box = el('div', { id: 'monitor' });
-    this.monitor = { key, el: box };
-    callJSON(`/runs/${this.runId}/steps/${encodeURIComponent(s.name)}/monitor?attempt=${attempt}`, { signal: this.signal }).then((m) => {
-      const samples = m.samples || [];
-      if ((!m.state || m.state === 'none') && !samples.length) return; // never watched: nothing to show
-      const util = samples.filter((x) => typeof x.util === 'number').map((x) => [x.at_ms, x.util]);
-      const gpu = samples.filter((x) => typeof x.gpu_util === 'number').map((x) => [x.at_ms, x.gpu_util]);
-      const c = chart([{ points: util, cls: 'cpu' }, { points: gpu, cls: 'gpu' }], 'utilization over time');
-      box.replaceChildren(...[el('h3', {}, 'Monitor'),
-        el('p', { id: 'monitor-state' }, el('strong', {}, `Hang detector: ${m.state}`), m.why ? ` — ${m.why}` : ''),
-        c ? el('figure', {}, c, el('figcaption', { class: 'note' },
-          `Utilization, ${samples.length} samples: ${util.length ? 'CPU (solid)' : ''}${gpu.length ? `${util.length ? ', ' : ''}GPU (dashed)` : ''}.`)) : null,
-        (m.watch || []).length ? el('ul', { id: 'watch' }, m.watch.map((w) => el('li', {},
-          `${w.state === 'fired' ? '✗' : '✓'} ${w.metric} ${w.rule}: ${w.state}${w.message ? ` — ${w.message}` : ''}`))) : null,
-        m.evidence ? el('details', {}, el('summary', {}, 'Evidence collected'), el('pre', {}, JSON.stringify(m.evidence, null, 2))) : null]
-        .filter(Boolean));
+    // an attempt that ended moments ago: asked once more, for what the monitor read after the end
+    const justEnded = !!a && a.state !== 'running' && !!a.finished_at && Date.now() - Date.parse(a.finished_at) < 60000;
+    const mon = { key, el: box, charts: new Map(), timer: 0, live: !!a && a.state === 'running', more: justEnded ? 1 : 0 };
+    this.monitor = mon;
+    const url = `/runs/${this.runId}/steps/${encodeURIComponent(s.name)}/monitor?attempt=${attempt}`;
+    const load = () => callJSON(url, { signal: this.signal }).then((m) => {
+      if (this.monitor !== mon) return;
+      this.showMonitor(mon, m);
+      if (this.signal.aborted) return;
+      if (mon.live) mon.timer = setTimeout(load, CURVES_MS);
+      else if (mon.more-- > 0) mon.timer = setTimeout(load, CURVES_MS / 2);
     }).catch((e) => { if (!quiet(e)) box.replaceChildren(); });
+    load();
     return box;
+  }
+
+  stopCurves() {
+    if (!this.monitor) return;
+    clearTimeout(this.monitor.timer);
+    this.monitor.live = false;
+    for (const c of this.monitor.charts.values()) c.then((h) => h.destroy(), () => {});
+  }
+
+  // Builds the monitor's parts once, then only feeds the charts new data.
+  showMonitor(mon, m) {
+    const samples = m.samples || [];
+    const series = m.series || {};
+    const metrics = Object.keys(series).filter((k) => (series[k].points || []).length > 0);
+    if ((!m.state || m.state === 'none') && !samples.length && !metrics.length) return; // never watched
+    const fired = (m.watch || []).filter((w) => w.state === 'fired' && typeof w.step === 'number');
+    const util = samples.filter((x) => typeof x.util === 'number').map((x) => [x.at_ms / 1000, x.util]);
+    const gpu = samples.filter((x) => typeof x.gpu_util === 'number').map((x) => [x.at_ms / 1000, x.gpu_util]);
+    const utilSeries = [util.length ? { label: 'CPU %', points: util } : null, gpu.length ? { label: 'GPU %', points: gpu } : null].filter(Boolean);
+    if (!mon.built) {
+      mon.built = true;
+      mon.state = el('p', { id: 'monitor-state' });
+      mon.utilBox = el('div', { class: 'chart-box', id: 'util-chart' });
+      mon.utilNote = el('figcaption', { class: 'note' });
+      mon.curves = el('div', { id: 'curves', class: 'curves' });
+      mon.watch = el('ul', { id: 'watch' });
+      mon.evidence = el('div');
+      mon.el.replaceChildren(el('h3', {}, 'Monitor'), mon.state,
+        el('figure', { class: 'chart' }, mon.utilBox, mon.utilNote), mon.curves, mon.watch, mon.evidence);
+    }
+    mon.state.replaceChildren(el('strong', {}, `Hang detector: ${m.state || 'none'}`), m.why ? ` — ${m.why}` : '');
+    mon.utilNote.textContent = utilSeries.length ? `Utilization, ${samples.length} samples (drag to zoom, double-click to zoom out).` : '';
+    this.feed(mon, 'util', mon.utilBox, utilSeries, { time: true, xLabel: 'time', yLabel: '%', height: 140 });
+    this.showCurves(mon, series, metrics, fired);
+    mon.watch.replaceChildren(...(m.watch || []).map((w) => el('li', { class: w.state === 'fired' ? 'fired' : null },
+      `${w.state === 'fired' ? '✗' : '✓'} ${w.metric} ${w.rule}: ${w.state}${w.message ? ` — ${w.message}` : ''}`)));
+    mon.evidence.replaceChildren(...(m.evidence ? [el('details', {}, el('summary', {}, 'Evidence collected'),
+      el('pre', {}, JSON.stringify(m.evidence, null, 2)))] : []));
+  }
+
+  // The training curves: one chart a metric the job wrote to $FERRY_METRICS_FILE (its step on x),
+  // a log scale and smoothing for all of them, watchpoints that fired as dashed lines, values that
+  // were not finite numbers (NaN, ±Inf) as ticks under the curve.
+  showCurves(mon, series, metrics, fired) {
+    if (!metrics.length) { mon.curves.replaceChildren(); return; }
+    if (!mon.curveControls) {
+      const log = el('input', { type: 'checkbox', id: 'curves-log' });
+      const sm = el('input', { type: 'range', id: 'curves-smooth', min: '0', max: '0.95', step: '0.05', value: '0' });
+      const smv = el('output', { for: 'curves-smooth', id: 'curves-smooth-value' }, '0');
+      // the curves' own: the utilization chart keeps its linear scale and raw samples
+      const curves = () => [...mon.charts].filter(([id]) => id.startsWith('m:')).map(([, c]) => c);
+      log.addEventListener('change', () => { for (const c of curves()) c.then((h) => h.setLog(log.checked)); });
+      sm.addEventListener('input', () => {
+        smv.textContent = sm.value;
+        for (const c of curves()) c.then((h) => h.setSmoothing(Number(sm.value)));
+      });
+      mon.curveControls = { log, sm };
+      mon.curveFigs = el('div', { class: 'curve-grid' });
+      mon.curves.replaceChildren(el('h4', {}, 'Training curves'),
+        el('div', { class: 'chart-controls' }, el('label', {}, log, ' Log scale'),
+          el('label', {}, 'Smoothing ', sm), smv), mon.curveFigs);
+    }
+    for (const k of metrics) {
+      const sr = series[k];
+      // a value that is not a finite number comes as "NaN", "Infinity" or "-Infinity": a gap, marked
+      const pts = sr.points.map(([x, y]) => [x, typeof y === 'number' && Number.isFinite(y) ? y : null]);
+      const marks = fired.filter((w) => w.metric === k).map((w) => ({ x: w.step, label: w.rule }));
+      const bad = pts.filter((p) => p[1] === null).length;
+      const caption = `${k}: ${sr.count} value${sr.count === 1 ? '' : 's'}${sr.stride > 1 ? ` (every ${sr.stride}th drawn)` : ''}` +
+        `${sr.last !== null && sr.last !== undefined ? `, last ${fmt(sr.last)} at step ${sr.last_step}` : ''}` +
+        `${sr.min !== null && sr.min !== undefined ? `, min ${fmt(sr.min)}, max ${fmt(sr.max)}` : ''}` +
+        `${bad ? `; ${bad} not a finite number (marked below the curve)` : ''}${marks.length ? '; dashed: a watchpoint fired' : ''}.`;
+      let fig = mon.curveFigs.querySelector(`figure[data-metric="${CSS.escape(k)}"]`);
+      if (!fig) {
+        fig = el('figure', { class: 'chart', 'data-metric': k }, el('div', { class: 'chart-box' }), el('figcaption', { class: 'note' }));
+        mon.curveFigs.append(fig);
+      }
+      fig.querySelector('figcaption').textContent = caption;
+      fig.dataset.points = String(pts.length);
+      this.feed(mon, `m:${k}`, fig.firstChild, [{ label: k, points: pts }],
+        { xLabel: 'step', height: 160, log: mon.curveControls.log.checked, smoothing: Number(mon.curveControls.sm.value) }, marks);
+    }
+  }
+
+  // One chart of the monitor, made on its first data and fed afterwards.
+  feed(mon, id, box, series, opts, markers) {
+    if (!series.length || series.every((x) => x.points.length < 2)) return;
+    const have = mon.charts.get(id);
+    if (have) { have.then((h) => h.setData(series, markers)); return; }
+    mon.charts.set(id, lineChart(box, { ...opts, series, markers }).catch((e) => {
+      box.replaceChildren(el('p', { class: 'note' }, `No chart: ${e.message}`));
+      throw e;
+    }));
   }
 
   // The log of the shown attempt: one LogView per attempt, kept while it is shown.
@@ -333,5 +405,8 @@ export class StepPanel {
     return this.log.element;
   }
 
-  close() { if (this.log) this.log.close(); }
+  close() {
+    if (this.log) this.log.close();
+    this.stopCurves();
+  }
 }

@@ -11,6 +11,11 @@
 //     the finished run BENCH_DETAIL)
 //   node bench_ui.mjs biglog → big_log_tail_ms (a 200 MB log's tail on
 //     screen after a click, run BENCH_BIGLOG)
+//   node bench_ui.mjs curves → curves_ms (a finished train step that wrote
+//     BENCH_CURVES_POINTS metric lines of 2 metrics: from the click on its
+//     row until both training curves are drawn, run BENCH_CURVES), and
+//     bundle_bytes (every console asset a page loads, uPlot included, as
+//     the daemon serves them)
 // Each try is a fresh browser context: no HTTP cache, so dag.svg comes from
 // the daemon, laid out (first runs: its X-Ferry-Dag-Cache must say miss) or
 // from its cache (second runs: hit). playwright-core is the browser
@@ -260,10 +265,36 @@ async function biglog() {
     big_log_tail_max_ms: round(max(times)) };
 }
 
+async function curves() {
+  const id = process.env.BENCH_CURVES, times = [];
+  let bundle = 0;
+  for (let i = 0; i < 3; i++) {
+    const { ctx, page } = await freshPage();
+    const sizes = new Map();
+    page.on('response', async (r) => {
+      if (!r.url().includes('/ui/')) return;
+      const b = await r.body().catch(() => null);
+      if (b) sizes.set(r.url(), b.length);
+    });
+    await page.goto(`${URL_BASE}/ui/#/runs/${id}`, { waitUntil: 'commit' });
+    await page.locator('#steps tr[data-step="train"] button').waitFor({ timeout: 60000 });
+    const t0 = Date.now();
+    await page.click('#steps tr[data-step="train"] button');
+    await page.locator('#curves figure[data-metric="loss"] canvas').waitFor({ timeout: 60000 });
+    await page.locator('#curves figure[data-metric="accuracy"] canvas').waitFor({ timeout: 60000 });
+    await page.evaluate(() => new Promise((r) => requestAnimationFrame(() => requestAnimationFrame(r))));
+    times.push(Date.now() - t0);
+    bundle = [...sizes.values()].reduce((a, b) => a + b, 0);
+    await ctx.close();
+  }
+  return { curves_points: Number(process.env.BENCH_CURVES_POINTS), curves_ms: round(median(times)),
+    curves_max_ms: round(max(times)), bundle_bytes: bundle };
+}
+
 let out;
 try {
   out = phase === 'detail' ? await detail() : phase === 'fanout' ? await fanout()
-    : phase === 'biglog' ? await biglog() : await pages();
+    : phase === 'biglog' ? await biglog() : phase === 'curves' ? await curves() : await pages();
 } finally {
   await browser.close();
 }

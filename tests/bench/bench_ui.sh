@@ -30,7 +30,11 @@
 # from the click on its row until its last line is on screen (the console
 # fetches the tail only). log_line_to_screen_ms: a step printing its clock
 # every 200 ms, its log followed by the page (null when the page shows no
-# line live). BENCH_LAYERS: another size (50 steps a layer); BENCH_PROFILE=1:
+# line live). curves_ms: a finished train step's 100,000 metric lines (2
+# metrics), from the click on its row until both curves are drawn (the
+# monitor keeps 512 points a series: what is drawn is bounded whatever was
+# written); bundle_bytes: the console's assets a page loads, uPlot included.
+# BENCH_LAYERS: another size (50 steps a layer); BENCH_PROFILE=1:
 # where the page's time goes, on stderr; BENCH_KEEP=1 keeps the directory.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
@@ -228,8 +232,24 @@ done
 [ "$state" = succeeded ] || die "the big-log run ended $state"
 biglog=$(browser BENCH_BIGLOG="$big" BENCH_BIGLOG_BYTES=$BIGLOG biglog) || die "bench_ui.mjs biglog failed"
 
+# a finished train step that wrote 100,000 lines of 2 metrics: its training curves on screen after a click
+CURVES=100000
+printf '%s\n' "name: ui-bench-curves" "steps:" "  - name: train" "    kind: train" \
+	"    command: [python3, -c, 'import os; f = open(os.environ[\"FERRY_METRICS_FILE\"], \"a\"); f.writelines(\"{\\\"step\\\": %d, \\\"loss\\\": %f, \\\"accuracy\\\": %f}\\n\" % (i, 1.0 / (i + 1), 1 - 1.0 / (i + 1)) for i in range($CURVES))']" \
+	"    hang: {period: 300ms}" >"$WORK/curves.yaml"
+cur=$(submit "$WORK/curves.yaml") || die "the curves run was refused"
+for _ in $(seq 1 600); do
+	get "/runs/$cur" "$WORK/cur.json"
+	state=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["state"])' "$WORK/cur.json")
+	case $state in succeeded | failed | stopped) break ;; esac
+	sleep 0.2
+done
+[ "$state" = succeeded ] || die "the curves run ended $state"
+curves=$(browser BENCH_CURVES="$cur" BENCH_CURVES_POINTS=$CURVES curves) || die "bench_ui.mjs curves failed"
+
 med() { printf '%s\n' "$@" | median; }
-printf '{"bench":"ui","steps":%d,%s,%s,%s,%s,"foreach_expand_ms":%s,"submit_ms":%s,"run_json_ms":%s,"run_json_bytes":%s,"run_json_done_bytes":%s,"stream_first_event_ms":%s,"stream_event_bytes":%s,"dag_svg_ms":%s,"dag_svg_cached_ms":%s,"run_to_success_ms":%s}\n' \
+printf '{"bench":"ui","steps":%d,%s,%s,%s,%s,%s,"foreach_expand_ms":%s,"submit_ms":%s,"run_json_ms":%s,"run_json_bytes":%s,"run_json_done_bytes":%s,"stream_first_event_ms":%s,"stream_event_bytes":%s,"dag_svg_ms":%s,"dag_svg_cached_ms":%s,"run_to_success_ms":%s}\n' \
 	"$STEPS" "$(echo "$pages" | tail -1 | sed 's/^{//; s/}$//')" "$(echo "$detail" | tail -1 | sed 's/^{//; s/}$//')" \
-	"$(echo "$fanpage" | tail -1 | sed 's/^{//; s/}$//')" "$(echo "$biglog" | tail -1 | sed 's/^{//; s/}$//')" "$expand_ms" "$(med "${submit_ms[@]}")" "$(med "${json_ms[@]}")" "$json_bytes" "$done_bytes" "$(med "${event_ms[@]}")" \
+	"$(echo "$fanpage" | tail -1 | sed 's/^{//; s/}$//')" "$(echo "$biglog" | tail -1 | sed 's/^{//; s/}$//')" \
+	"$(echo "$curves" | tail -1 | sed 's/^{//; s/}$//')" "$expand_ms" "$(med "${submit_ms[@]}")" "$(med "${json_ms[@]}")" "$json_bytes" "$done_bytes" "$(med "${event_ms[@]}")" \
 	"$event_bytes" "$(med "${svg_ms[@]}")" "$(med "${svg_cached_ms[@]}")" "$run_ms"
