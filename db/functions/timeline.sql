@@ -65,23 +65,27 @@ LANGUAGE sql STABLE AS $$
 			       CASE WHEN bool_and(c.finished_at IS NOT NULL) THEN max(c.finished_at) END AS t_to
 			FROM steps c WHERE c.parent_id = s.id) i
 		WHERE i.t_from IS NOT NULL
+	), per AS ( -- each step's bars and attempts, gathered once (not a scan of all the run's per step)
+		SELECT b.step_id, json_agg(json_build_object(
+			'kind', b.kind, 'attempt', b.attempt, 'state', b.state,
+			'from', ferry_ts(b.t_from), 'to', ferry_ts(b.t_to)) ORDER BY b.at, b.ord) AS bars
+		FROM bars b GROUP BY b.step_id
+	), tries AS (
+		SELECT a.step_id, count(*) AS n FROM a GROUP BY a.step_id
 	)
 	SELECT json_build_object(
 		'run', r.id, 'state', r.state, 'created_at', ferry_ts(r.created_at),
 		'started_at', ferry_ts(r.started_at), 'finished_at', ferry_ts(r.finished_at), 'now', ferry_ts(now()),
 		'rows', coalesce((SELECT json_agg(json_build_object(
 			'step', s.name, 'kind', s.kind, 'state', s.state,
-			'attempts_left_out', greatest(0, (SELECT count(*) FROM a WHERE a.step_id = s.id) - 20),
+			'attempts_left_out', greatest(0, coalesce(tries.n, 0) - 20),
 			'items', (SELECT json_build_object('total', f.total, 'done', f.done, 'succeeded', f.succeeded,
 			                                   'failed', f.done - f.succeeded, 'active', f.active,
 			                                   'states', (SELECT coalesce(json_object_agg(c.state, c.n), '{}')
 			                                              FROM (SELECT c.state, count(*) AS n FROM steps c
 			                                                    WHERE c.parent_id = s.id GROUP BY c.state) c))
 			          FROM fanouts f WHERE f.step_id = s.id),
-			'bars', (SELECT coalesce(json_agg(json_build_object(
-				'kind', b.kind, 'attempt', b.attempt, 'state', b.state,
-				'from', ferry_ts(b.t_from), 'to', ferry_ts(b.t_to)) ORDER BY b.at, b.ord), '[]')
-			  FROM bars b WHERE b.step_id = s.id)
-		) ORDER BY s.idx) FROM s), '[]'))
+			'bars', coalesce(per.bars, '[]')
+		) ORDER BY s.idx) FROM s LEFT JOIN per ON per.step_id = s.id LEFT JOIN tries ON tries.step_id = s.id), '[]'))
 	FROM r
 $$;
