@@ -336,6 +336,7 @@ const struct api_route api_routes[] = {
 	{"GET", "/api/v1/runs/{id}/events", VIEWER, 0, NULL, api_run_events, "after", NULL},
 	{"GET", "/api/v1/runs/{id}/stream", VIEWER, 0, NULL, api_run_stream, NULL, NULL},
 	{"GET", "/api/v1/runs/{id}/dag.svg", VIEWER, 0, NULL, api_run_dag_svg, NULL, NULL},
+	{"GET", "/api/v1/runs/{id}/timeline", VIEWER, 0, NULL, api_run_timeline, NULL, NULL},
 	{"GET", "/api/v1/runs/{id}/steps/{step}", VIEWER, 0, NULL, api_step_get, NULL, NULL},
 	{"GET", "/api/v1/runs/{id}/steps/{step}/logs", VIEWER, 0, NULL, api_step_logs, "attempt offset length follow", NULL},
 	{"GET", "/api/v1/runs/{id}/steps/{step}/outputs/{file}", VIEWER, 0, NULL, api_step_output, "attempt", NULL},

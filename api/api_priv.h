@@ -200,6 +200,7 @@ void api_runs_stream(struct api *a, struct reply *r, PGconn *db, struct req *q);
 void api_run_dag_svg(struct api *a, struct reply *r, PGconn *db, struct req *q);
 void api_step_get(struct api *a, struct reply *r, PGconn *db, struct req *q);
 void api_step_items(struct api *a, struct reply *r, PGconn *db, struct req *q);
+void api_run_timeline(struct api *a, struct reply *r, PGconn *db, struct req *q);
 int api_stream_start(struct api *a);
 void api_stream_stop(struct api *a);
 void api_stream_free(struct api *a);

@@ -4,7 +4,9 @@
  * of the run's workflow laid out by Graphviz (dag_svg.h); GET
  * /runs/stream, the runs list's stream: `event: runs` whenever any run
  * changed (at most one a second), so a list re-reads its page; and GET
- * /runs/{id}/steps/{step}, a step's resolved spec for its detail panel.
+ * /runs/{id}/steps/{step}, a step's resolved spec for its detail panel;
+ * GET /runs/{id}/timeline, the steps' attempts as bars in time (the run
+ * page's Gantt chart; db/functions/timeline.sql).
  *
  * The list's stream is a stream of "run 0": its marker is the newest event
  * id of all runs (every run's creation and every transition writes one),
@@ -753,6 +755,21 @@ void api_step_items(struct api *a, struct reply *r, PGconn *db, struct req *q)
 		return;
 	}
 	if ((error = store_step_items(&json, db, q->id, q->caps[1], off, (int)lim, state)) < 0) {
+		reply_store_error(r, error);
+		return;
+	}
+	reply_json(r, 200, json);
+}
+
+/* GET /runs/{id}/timeline: the run's steps as bars in time for the run
+ * page's Gantt chart (store_run_timeline), a fan-out one row. */
+void api_run_timeline(struct api *a, struct reply *r, PGconn *db, struct req *q)
+{
+	char *json = NULL;
+	int error;
+
+	(void)a;
+	if ((error = store_run_timeline(&json, db, q->id)) < 0) {
 		reply_store_error(r, error);
 		return;
 	}

@@ -2,8 +2,9 @@
 // trigger, newest first, paged by cursor) and a run (#/runs/ID): its DAG
 // from dag.svg (laid out by Graphviz on the server, cached per workflow
 // version), step states applied by class as the run's SSE stream brings
-// them, a step's panel beside it (step.js), the run's actions (stop, retry)
-// and its audit trail (events, with who did what).
+// them, a step's panel beside it (step.js), the run's actions (stop, retry),
+// its timeline (timeline.js: the steps as a Gantt chart, drawn again as the
+// stream brings the run) and its audit trail (events, with who did what).
 
 import {
   el, stateBadge, timeCell, duration, call, callJSON, setView, showError, viewSignal, quiet, readSSE,
@@ -11,6 +12,7 @@ import {
 } from './lib.js';
 import { whoami, resultRegion, roleNote, actionButton, act } from './actions.js';
 import { StepPanel } from './step.js';
+import { Timeline } from './timeline.js';
 
 const TRIGGERS = ['api', 'cli', 'schedule', 'data', 'git', 'dev']; // what started a run (runs.trigger)
 const EVENTS_KEPT = 500;
@@ -214,8 +216,9 @@ export async function runPage(id) {
       el('th', {}, 'Event'), el('th', {}, 'Step'), el('th', { class: 'opt' }, 'Detail'))), eventsBody)));
   const panel = new StepPanel({ container: detail, runId: id, signal, who, out, onRun: (r) => { update(r); followAgain(); } });
   detail.addEventListener('rerender', () => panel.render(run, false));
+  const timeline = new Timeline({ runId: id, signal, onSelect: (name) => select(name) });
   setView(el('p', {}, el('a', { href: '#/runs' }, '← Runs')), head, runActions, roleNote(who), out, live,
-    el('div', { class: 'run-body' }, el('div', {}, dag, stepsBox), detail), events);
+    el('div', { class: 'run-body' }, el('div', {}, dag, stepsBox), detail), timeline.element, events);
 
   function renderHead() {
     head.replaceChildren(el('h1', {}, `Run #${run.id} `, stateBadge(run.state)),
@@ -297,6 +300,7 @@ export async function runPage(id) {
     run = next;
     renderHead();
     renderSteps();
+    timeline.changed(run);
     if (selected) panel.render(run, false);
     if (events.open) loadEvents();
   }
@@ -345,6 +349,7 @@ export async function runPage(id) {
 
   renderHead();
   renderSteps();
+  timeline.changed(run);
 
   // the DAG: once; without the route (or Graphviz), the table alone says it all
   try {

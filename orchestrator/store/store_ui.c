@@ -140,3 +140,24 @@ int store_step_items(char **json, PGconn *conn, int64_t id, const char *step, in
 	PQclear(res);
 	return FERRY_OK;
 }
+
+int store_run_timeline(char **json, PGconn *conn, int64_t id)
+{
+	char run[32];
+	const char *params[1] = {run};
+	PGresult *res = NULL;
+	int error;
+
+	*json = NULL;
+	snprintf(run, sizeof(run), "%lld", (long long)id);
+	if ((error = store_q(&res, conn, "SELECT ferry_run_timeline($1::bigint)", 1, params)) < 0)
+		return error;
+	if (PQntuples(res) != 1 || PQgetisnull(res, 0, 0)) {
+		PQclear(res);
+		ferry_error_set("run %lld not found", (long long)id);
+		return FERRY_ENOTFOUND;
+	}
+	*json = xstrdup(PQgetvalue(res, 0, 0));
+	PQclear(res);
+	return FERRY_OK;
+}

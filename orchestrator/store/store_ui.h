@@ -49,4 +49,15 @@ int store_step_spec(char **json, PGconn *conn, int64_t id, const char *step);
 int store_step_items(char **json, PGconn *conn, int64_t id, const char *step, int64_t offset, int limit,
 		     const char *state);
 
+/*
+ * *json (caller frees): run id's timeline for the console's Gantt chart,
+ * db/functions/timeline.sql's ferry_run_timeline — {"run", "state",
+ * "created_at", "started_at", "finished_at", "now", "rows": [{"step",
+ * "kind", "state", "attempts_left_out", "items", "bars": [{"kind",
+ * "attempt", "state", "from", "to"}]}]}, one row per step, a fan-out's
+ * items collapsed into its row: 0, FERRY_ENOTFOUND (no such run), or
+ * FERRY_EDB.
+ */
+int store_run_timeline(char **json, PGconn *conn, int64_t id);
+
 #endif
