@@ -367,6 +367,7 @@ const struct api_route api_routes[] = {
 	{"PATCH", "/api/v1/deployments/{id}", DEPLOYER, 0, NULL, api_deployment_patch, NULL,
 	 "traffic replicas action version auto_stop extend retire_after"},
 	{"DELETE", "/api/v1/deployments/{id}", DEPLOYER, 0, NULL, api_deployment_delete, NULL, NULL},
+	{"GET", "/api/v1/deployments/{id}/traffic", VIEWER, 0, NULL, api_deployment_traffic, "since", NULL},
 	{"GET", "/api/v1/deployments/{id}/logs", VIEWER, 0, NULL, api_deployment_logs, "version replica offset length follow", NULL},
 	{"POST", "/api/v1/deployments/{id}/predict", DEPLOYER, 0, NULL, api_deployment_predict, NULL,
 	 "id inputs outputs parameters"},

@@ -14,6 +14,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "api/api_priv.h"
 #include "plan/deploy.h"
@@ -150,6 +151,52 @@ static json_t *one_json(PGconn *db, const struct deployment *d)
 		json_object_set_new(j, "events", ev);
 	json_object_set_new(j, "live", live_json(d));
 	return j;
+}
+
+/*
+ * GET /deployments/{id}/traffic?since=UNIX_S: each version's traffic over
+ * time for the console's charts, from the proxy's log (hap_log_history):
+ * {"bucket_s": 10, "now": UNIX_S, "versions": {"VERSION": [[t_s,
+ * requests, errors_5xx, synthetic, p50_ms, p99_ms], …]}}, the buckets that
+ * start at or after since (default: the last hour), oldest first, a bucket
+ * without requests left out. Only on the daemon that runs HAProxy (the
+ * log is read there); elsewhere every list is empty, as "live" is.
+ */
+void api_deployment_traffic(struct api *a, struct reply *r, PGconn *db, struct req *q)
+{
+	enum { CAP = HAP_LOG_HISTORY_S / HAP_LOG_BUCKET_S };
+	const char *since_s = MHD_lookup_connection_value(q->conn, MHD_GET_ARGUMENT_KIND, "since");
+	int64_t now = (int64_t)time(NULL), since = now - HAP_LOG_HISTORY_S;
+	struct deployment *dep = NULL;
+	struct hap_point *pts;
+	json_t *versions, *j;
+	int error;
+
+	(void)a;
+	if (since_s && (parse_int64(since_s, &since) < 0 || since < 0)) {
+		reply_error(r, 400, "invalid_field", "since", "since must be a time in seconds since the epoch", NULL);
+		return;
+	}
+	if ((error = store_deployment_get(&dep, db, q->id)) < 0) {
+		reply_store_error(r, error);
+		return;
+	}
+	pts = xmalloc(CAP * sizeof(*pts));
+	versions = json_object();
+	for (size_t i = 0; i < dep->nversions; i++) {
+		int n = hap_log_history(dep->name, dep->versions[i].ord, since, pts, CAP);
+		json_t *rows = json_array();
+		for (int k = 0; k < n; k++)
+			json_array_append_new(rows, json_pack("[I,I,I,I,f,f]", (json_int_t)pts[k].t, (json_int_t)pts[k].requests,
+							      (json_int_t)pts[k].errors_5xx, (json_int_t)pts[k].synthetic,
+							      pts[k].p50_ms, pts[k].p99_ms));
+		json_object_set_new(versions, dep->versions[i].version, rows);
+	}
+	free(pts);
+	deployment_free(dep);
+	j = json_pack("{s:i,s:I,s:o}", "bucket_s", HAP_LOG_BUCKET_S, "now", (json_int_t)now, "versions", versions);
+	reply_json(r, 200, json_dumps(j, JSON_COMPACT));
+	json_decref(j);
 }
 
 /* One deployment with its events, as GET answers. */

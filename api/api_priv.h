@@ -119,6 +119,7 @@ void api_deployments_list(struct api *a, struct reply *r, PGconn *db, struct req
 /* /metrics' per-version live figures from the proxy's log (nothing on a daemon without HAProxy). */
 void api_deploy_metrics(PGconn *db, char **buf, size_t *len, size_t *cap);
 void api_deployment_get(struct api *a, struct reply *r, PGconn *db, struct req *q);
+void api_deployment_traffic(struct api *a, struct reply *r, PGconn *db, struct req *q);
 void api_deployment_patch(struct api *a, struct reply *r, PGconn *db, struct req *q);
 void api_deployment_delete(struct api *a, struct reply *r, PGconn *db, struct req *q);
 void api_deployment_predict(struct api *a, struct reply *r, PGconn *db, struct req *q);

@@ -121,8 +121,10 @@ export async function lineChart(box, opts) {
       { stroke: pal.axis, grid: { stroke: pal.grid }, ticks: { stroke: pal.grid }, label: opts.yLabel, size: 56 },
     ],
     series: [{ label: opts.xLabel || 'x' }, ...series.map((s, i) => ({
-      label: s.label, stroke: pal.series[i % pal.series.length], width: 1.5, spanGaps: false, points: { show: false },
+      // points drawn where they are sparse (uPlot's own rule): a series of one bucket still shows
+      label: s.label, stroke: pal.series[i % pal.series.length], width: 1.5, spanGaps: false,
     }))],
+    legend: { live: false }, // the series' names; values on hover would say "--" elsewhere
     cursor: { drag: { x: true, y: false } }, // drag to zoom in, double-click to zoom out
     hooks: { setSelect: [(p) => { if (p.select.width > 0) zoomed = true; }] },
     plugins: [markersPlugin(() => markers, bad, pal)],

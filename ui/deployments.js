@@ -11,10 +11,14 @@
 // HAProxy's counters in GET's stats, read every few seconds, and its p50 and
 // p99 over the last minute from the proxy's per-request log (GET's live,
 // with how many of those requests were a canary's own); an A/B test's
-// header routing (GET's match) is said above the versions.
+// header routing (GET's match) is said above the versions. Traffic over time
+// (GET /deployments/{id}/traffic: the proxy's log in 10-second buckets, an
+// hour of them) as charts of requests/s, 5xx rate and p50/p99 per version,
+// the canary's steps and rollbacks as dashed lines, fed at each read.
 
 import { el, stateBadge, timeCell, parseTime, callJSON, setView, viewSignal, quiet } from './lib.js';
 import { whoami, resultRegion, roleNote, actionButton, act } from './actions.js';
+import { lineChart } from './charts.js';
 
 const EXTEND_HOURS = [1, 2, 4, 8, 24]; // what PATCH extend takes: whole hours 1-24, or "never"
 const LIVE_MS = 3000; // how often the live traffic figures are read
@@ -90,7 +94,7 @@ export async function deploymentPage(id) {
     drawTimer();
     renderActions();
     // sections with nothing to show are null: left out, not written as text
-    body.replaceChildren(...[el('h2', {}, 'Versions'), abNote(d), versionsTable(d), liveBox, loadTests(d), canary(d), haproxy(d), events(d)]
+    body.replaceChildren(...[el('h2', {}, 'Versions'), abNote(d), versionsTable(d), liveBox, trafficBox, loadTests(d), canary(d), haproxy(d), events(d)]
       .filter(Boolean));
     drawLive();
   }
@@ -127,12 +131,68 @@ export async function deploymentPage(id) {
     try {
       const next = await callJSON(`/deployments/${id}`, { signal });
       prev = d.stats && d.stats.versions ? d.stats : null;
-      d = { ...d, stats: next.stats, live: next.live };
-      drawLive();
+      // a version added, its weight moved (a canary's step) or the state changed: the whole page again
+      const moved = JSON.stringify([next.state, next.versions]) !== JSON.stringify([d.state, d.versions]);
+      d = moved ? next : { ...d, stats: next.stats, live: next.live, events: next.events };
+      if (moved) render(); else drawLive();
+      await readTraffic();
     } catch (e) {
       if (!quiet(e)) liveBox.append(el('p', { class: 'error' }, `Reading the counters: ${e.message}`));
     }
   }
+
+  // Traffic over time: the buckets kept here (version → t → [t, requests, 5xx, synthetic, p50, p99]),
+  // asked for from the newest one seen (a closed bucket never changes), the hour's kept.
+  const trafficBox = el('section', { id: 'traffic-over-time', 'aria-labelledby': 'traffic-h' });
+  const buckets = new Map();
+  const charts = new Map();
+  let since = 0, bucketS = 10;
+  async function readTraffic() {
+    const t = await callJSON(`/deployments/${id}/traffic${since ? `?since=${since}` : ''}`, { signal });
+    bucketS = t.bucket_s;
+    for (const [v, rows] of Object.entries(t.versions || {})) {
+      const m = buckets.get(v) || new Map();
+      for (const r of rows) { m.set(r[0], r); since = Math.max(since, r[0] + bucketS); }
+      for (const k of m.keys()) if (k < t.now - 3600) m.delete(k);
+      buckets.set(v, m);
+    }
+    drawTraffic();
+  }
+  function drawTraffic() {
+    const vs = [...buckets.keys()].filter((v) => buckets.get(v).size > 0).sort();
+    if (!vs.length) {
+      trafficBox.replaceChildren(el('h2', { id: 'traffic-h' }, 'Traffic over time'),
+        el('p', { class: 'note' }, 'No requests through the proxy in the last hour (its log is read on the daemon that runs HAProxy).'));
+      charts.clear();
+      return;
+    }
+    const rows = (v) => [...buckets.get(v).values()].sort((a, b) => a[0] - b[0]);
+    // the canary's steps and rollbacks (its events), as dashed lines where they happened
+    const marks = (d.events || []).filter((e) => e.kind.startsWith('canary'))
+      .map((e) => ({ x: parseTime(e.at) / 1000, label: e.kind })).filter((m) => Number.isFinite(m.x));
+    const figs = [
+      ['rps', 'Requests/s', 'req/s', vs.map((v) => ({ label: v, points: rows(v).map((r) => [r[0], r[1] / bucketS]) }))],
+      ['errors', '5xx rate', '%', vs.map((v) => ({ label: v, points: rows(v).map((r) => [r[0], (100 * r[2]) / r[1]]) }))],
+      ['latency', 'Response time (p50, p99)', 'ms', vs.flatMap((v) => [
+        { label: `${v} p50`, points: rows(v).map((r) => [r[0], r[4]]) },
+        { label: `${v} p99`, points: rows(v).map((r) => [r[0], r[5]]) }])],
+    ];
+    if (!charts.size) {
+      trafficBox.replaceChildren(el('h2', { id: 'traffic-h' }, 'Traffic over time'),
+        el('div', { class: 'curve-grid' }, figs.map(([key, title]) => el('figure', { class: 'chart', 'data-chart': key },
+          el('div', { class: 'chart-box' }), el('figcaption', { class: 'note' }, title)))),
+        el('p', { class: 'note' }, `Per version, in ${bucketS}-second buckets over the last hour (the proxy's log, kept by the daemon that runs HAProxy); dashed: the canary's steps and rollbacks. Drag to zoom, double-click to zoom out.`));
+    }
+    for (const [key, , unit, series] of figs) {
+      const fig = trafficBox.querySelector(`figure[data-chart="${key}"]`);
+      fig.dataset.points = String(series.reduce((n, x) => n + x.points.length, 0));
+      fig.dataset.markers = String(marks.length);
+      const have = charts.get(key);
+      if (have) { have.then((h) => h.setData(series, marks)); continue; }
+      charts.set(key, lineChart(fig.firstChild, { series, markers: marks, time: true, xLabel: 'time', yLabel: unit, height: 150 }));
+    }
+  }
+  readTraffic().catch((e) => { if (!quiet(e)) trafficBox.replaceChildren(el('p', { class: 'error' }, `Reading the traffic: ${e.message}`)); });
   const live = setInterval(readLive, LIVE_MS);
   signal.addEventListener('abort', () => clearInterval(live), { once: true });
 

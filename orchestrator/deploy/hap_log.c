@@ -2,7 +2,9 @@
  * hap_log — see hap_log.h. One table of up to HAP_LOG_KEYS (frontend,
  * version) rings under one mutex; a slot is reused when its second comes
  * round again (its second is stored with it, so a stale slot counts for
- * nothing). A histogram bucket b holds times in [lo(b), lo(b+1)): 1 ms
+ * nothing); each key's history ring of 10-second buckets is closed from
+ * those slots when a line or a reader comes after the bucket's end
+ * (roll). A histogram bucket b holds times in [lo(b), lo(b+1)): 1 ms
  * steps below 100 ms, then steps of 5%, so a percentile is within 5% (or
  * 1 ms) of the exact one; it answers with the bucket's middle.
  */
@@ -36,10 +38,15 @@ struct slot {
 	uint32_t hist[NBUCKETS];
 };
 
+#define NHISTORY (HAP_LOG_HISTORY_S / HAP_LOG_BUCKET_S)
+
 struct key {
 	char frontend[64];
 	int ord;
 	struct slot slots[HAP_LOG_SLOTS];
+	/* the history's ring: bucket t / HAP_LOG_BUCKET_S at its index modulo NHISTORY */
+	struct hap_point history[NHISTORY];
+	int64_t closed; /* every bucket before this one (a bucket number) is closed */
 };
 
 static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
@@ -98,6 +105,8 @@ static int word(const char **p, char *out, size_t cap)
 	return 1;
 }
 
+static void roll(struct key *k, int64_t now);
+
 void hap_log_feed(const char *line, int64_t now_s)
 {
 	char frontend[64], server[64], st[16], tas[32], mark[64], *end;
@@ -126,6 +135,7 @@ void hap_log_feed(const char *line, int64_t now_s)
 	}
 	pthread_mutex_lock(&mu);
 	if ((k = key_of(frontend, (int)ord, 1)) != NULL) {
+		roll(k, now_s); /* before this line may reuse a slot the history has not read */
 		s = &k->slots[now_s % HAP_LOG_SLOTS];
 		if (s->second != now_s) {
 			memset(s, 0, sizeof(*s));
@@ -138,6 +148,54 @@ void hap_log_feed(const char *line, int64_t now_s)
 		s->hist[bucket_of(ta)]++;
 	}
 	pthread_mutex_unlock(&mu);
+}
+
+static double quantile(const uint64_t *hist, uint64_t n, double q);
+
+/* The figures of seconds [from, from + n) of k's second slots into *out (hist: their times). Under mu. */
+static void sum_seconds(const struct key *k, int64_t from, int n, struct hap_live *out, uint64_t *hist)
+{
+	for (int64_t t = from; t < from + n; t++) {
+		const struct slot *s = &k->slots[t % HAP_LOG_SLOTS];
+		if (s->second != t)
+			continue;
+		out->requests += s->requests;
+		out->errors_5xx += s->errors;
+		out->synthetic += s->synthetic;
+		for (int b = 0; b < NBUCKETS; b++)
+			hist[b] += s->hist[b];
+	}
+}
+
+/*
+ * Closes k's history buckets that are over at unix second now: their
+ * seconds are still in the slots (a slot is reused only by a line of its
+ * second come round, and a line rolls first), so the figures are exact.
+ * Under mu.
+ */
+static void roll(struct key *k, int64_t now)
+{
+	int64_t cur = now / HAP_LOG_BUCKET_S;
+
+	if (k->closed == 0 || k->closed < cur - NHISTORY)
+		k->closed = cur - HAP_LOG_SLOTS / HAP_LOG_BUCKET_S; /* no older second is in the slots */
+	for (; k->closed < cur; k->closed++) {
+		struct hap_point *p = &k->history[k->closed % NHISTORY];
+		struct hap_live l = {0};
+		uint64_t hist[NBUCKETS] = {0};
+		sum_seconds(k, k->closed * HAP_LOG_BUCKET_S, HAP_LOG_BUCKET_S, &l, hist);
+		memset(p, 0, sizeof(*p));
+		p->t = k->closed * HAP_LOG_BUCKET_S;
+		if (l.requests == 0) {
+			p->t = -1; /* nothing in it: not kept */
+			continue;
+		}
+		p->requests = l.requests;
+		p->errors_5xx = l.errors_5xx;
+		p->synthetic = l.synthetic;
+		p->p50_ms = quantile(hist, (uint64_t)l.requests, 0.50);
+		p->p99_ms = quantile(hist, (uint64_t)l.requests, 0.99);
+	}
 }
 
 /* The time (ms) at quantile q of hist (total n): the middle of its bucket. */
@@ -169,18 +227,8 @@ int hap_log_window(const char *frontend, int ord, int secs, struct hap_live *out
 		secs = HAP_LOG_SLOTS;
 	out->seconds = secs;
 	pthread_mutex_lock(&mu);
-	if ((k = key_of(frontend, ord, 0)) != NULL) {
-		for (int i = 0; i < secs; i++) {
-			const struct slot *s = &k->slots[(now - i) % HAP_LOG_SLOTS];
-			if (s->second != now - i)
-				continue;
-			out->requests += s->requests;
-			out->errors_5xx += s->errors;
-			out->synthetic += s->synthetic;
-			for (int b = 0; b < NBUCKETS; b++)
-				hist[b] += s->hist[b];
-		}
-	}
+	if ((k = key_of(frontend, ord, 0)) != NULL)
+		sum_seconds(k, now - secs + 1, secs, out, hist);
 	pthread_mutex_unlock(&mu);
 	if (out->requests == 0)
 		return FERRY_ENOTFOUND;
@@ -188,6 +236,37 @@ int hap_log_window(const char *frontend, int ord, int secs, struct hap_live *out
 	out->p90_ms = quantile(hist, (uint64_t)out->requests, 0.90);
 	out->p99_ms = quantile(hist, (uint64_t)out->requests, 0.99);
 	return FERRY_OK;
+}
+
+int hap_log_history_at(const char *frontend, int ord, int64_t since, int64_t now_s, struct hap_point *out, int cap)
+{
+	struct key *k;
+	int n = 0;
+
+	if (cap <= 0)
+		return 0;
+	pthread_mutex_lock(&mu);
+	if ((k = key_of(frontend, ord, 0)) != NULL) {
+		int64_t cur = now_s / HAP_LOG_BUCKET_S;
+		roll(k, now_s);
+		for (int64_t b = cur - NHISTORY; b < cur; b++) {
+			const struct hap_point *p = &k->history[((b % NHISTORY) + NHISTORY) % NHISTORY];
+			if (p->t != b * HAP_LOG_BUCKET_S || p->t < since)
+				continue;
+			if (n == cap) { /* the newest kept */
+				memmove(out, out + 1, (size_t)(cap - 1) * sizeof(*out));
+				n--;
+			}
+			out[n++] = *p;
+		}
+	}
+	pthread_mutex_unlock(&mu);
+	return n;
+}
+
+int hap_log_history(const char *frontend, int ord, int64_t since, struct hap_point *out, int cap)
+{
+	return hap_log_history_at(frontend, ord, since, (int64_t)time(NULL), out, cap);
 }
 
 void hap_log_counts(uint64_t *lines, uint64_t *bad)

@@ -8,7 +8,8 @@
  * HAP_LOG_SLOTS seconds as one slot a second: requests, 5xx answers,
  * those marked synthetic (a canary's own, X-Ferry-Synthetic) and a
  * log-linear histogram of the times (1 ms steps to 100 ms, then 5% steps),
- * from which a window's p50/p90/p99 come. Sending costs the request path a
+ * from which a window's p50/p90/p99 come; and, for charts, an hour of
+ * 10-second buckets (hap_log_history). Sending costs the request path a
  * sendto() on a datagram socket that never blocks HAProxy (a full buffer
  * drops lines, counted), where HAProxy's own stats keep only a mean per
  * server (hap_stats). Thread-safe; the request path is HAProxy's, never
@@ -45,6 +46,31 @@ void hap_log_stop(void);
  * request of it was seen in that window or no log is read here.
  */
 int hap_log_window(const char *frontend, int ord, int secs, struct hap_live *out);
+
+/*
+ * Traffic over time: the last HAP_LOG_HISTORY_S seconds of a version in
+ * buckets of HAP_LOG_BUCKET_S, each closed (its figures taken from the
+ * second slots above, percentiles exact to the histogram's 5%) once its
+ * last second is over. A bucket without a request is not kept.
+ */
+#define HAP_LOG_BUCKET_S 10
+#define HAP_LOG_HISTORY_S 3600
+
+struct hap_point {
+	int64_t t; /* the bucket's first second (unix) */
+	int64_t requests, errors_5xx, synthetic;
+	double p50_ms, p99_ms;
+};
+
+/*
+ * The closed buckets of version ord of frontend that start at or after
+ * unix second since, oldest first, into out (cap of them; the newest kept
+ * when more): how many, 0 when none or no log is read here.
+ */
+int hap_log_history(const char *frontend, int ord, int64_t since, struct hap_point *out, int cap);
+
+/* For the unit test: the history as of unix second now_s (hap_log_history reads the clock). */
+int hap_log_history_at(const char *frontend, int ord, int64_t since, int64_t now_s, struct hap_point *out, int cap);
 
 /* Lines read and lines that did not parse, since the start (the unit test reads them; not in /metrics yet). */
 void hap_log_counts(uint64_t *lines, uint64_t *bad);

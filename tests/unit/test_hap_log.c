@@ -85,10 +85,47 @@ static void test_hap_log__synthetic_requests_counted_apart(void **state)
 	assert_int_equal(l.errors_5xx, 1);
 }
 
+/* The history: 10-second buckets closed once over, exact figures, empty ones left out, the newest kept */
+static void test_hap_log__history_buckets(void **state)
+{
+	int64_t t0 = ((int64_t)time(NULL) / HAP_LOG_BUCKET_S) * HAP_LOG_BUCKET_S - 1000;
+	struct hap_point p[8];
+
+	(void)state;
+	/* bucket t0: 10 requests of 10 ms (2 of them 5xx); t0 + 10: none; t0 + 20: 4 of 300 ms, one a canary's */
+	for (int i = 0; i < 10; i++)
+		feed_ms("hist", 1, i < 2 ? 500 : 200, 10, t0 + i);
+	for (int i = 0; i < 3; i++)
+		feed_ms("hist", 1, 200, 300, t0 + 20 + i);
+	hap_log_feed("hist v1-r1 200 300 {yes}", t0 + 25);
+	/* as of t0 + 29 the bucket of t0 + 20 is still open: only the first is closed */
+	assert_int_equal(hap_log_history_at("hist", 1, 0, t0 + 29, p, 8), 1);
+	assert_int_equal(p[0].t, t0);
+	assert_int_equal(p[0].requests, 10);
+	assert_int_equal(p[0].errors_5xx, 2);
+	assert_true(p[0].p50_ms >= 10 && p[0].p50_ms < 11);
+	/* as of t0 + 40: both, oldest first, the empty bucket between them left out */
+	assert_int_equal(hap_log_history_at("hist", 1, 0, t0 + 40, p, 8), 2);
+	assert_int_equal(p[1].t, t0 + 20);
+	assert_int_equal(p[1].requests, 4);
+	assert_int_equal(p[1].synthetic, 1);
+	assert_true(p[1].p99_ms > 285 && p[1].p99_ms < 315);
+	/* since: what starts at or after it; cap: the newest */
+	assert_int_equal(hap_log_history_at("hist", 1, t0 + 1, t0 + 40, p, 8), 1);
+	assert_int_equal(p[0].t, t0 + 20);
+	assert_int_equal(hap_log_history_at("hist", 1, 0, t0 + 40, p, 1), 1);
+	assert_int_equal(p[0].t, t0 + 20);
+	/* an hour later they are gone; another version or frontend has none */
+	assert_int_equal(hap_log_history_at("hist", 1, 0, t0 + HAP_LOG_HISTORY_S + 30, p, 8), 0);
+	assert_int_equal(hap_log_history_at("hist", 2, 0, t0 + 40, p, 8), 0);
+	assert_int_equal(hap_log_history_at("nope", 1, 0, t0 + 40, p, 8), 0);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_hap_log__percentiles_and_windows),
+		cmocka_unit_test(test_hap_log__history_buckets),
 		cmocka_unit_test(test_hap_log__synthetic_requests_counted_apart),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
