@@ -17,7 +17,7 @@
 import { el, stateBadge, timeCell, duration, callJSON, quiet, FINAL } from './lib.js';
 import { LogView } from './logs.js';
 import { actionButton, act } from './actions.js';
-import { lineChart } from './charts.js';
+import { lineChart, uplot } from './charts.js';
 
 const CURVES_MS = 2000; // a running attempt's monitor (utilization, training curves) asked again
 
@@ -283,6 +283,7 @@ export class StepPanel {
     const mon = { key, el: box, charts: new Map(), timer: 0, live: !!a && a.state === 'running', more: justEnded ? 1 : 0 };
     this.monitor = mon;
     const url = `/runs/${this.runId}/steps/${encodeURIComponent(s.name)}/monitor?attempt=${attempt}`;
+    uplot().catch(() => {}); // the chart library loads while the monitor is asked for, not after
     const load = () => callJSON(url, { signal: this.signal }).then((m) => {
       if (this.monitor !== mon) return;
       this.showMonitor(mon, m);
