@@ -14,6 +14,11 @@ DECLARE
 	v_children boolean;
 	v_ready int;
 BEGIN
+	-- the run's queued steps first, in the claim's order of locks (step_queue, then steps, then
+	-- runs): a claim that holds one of them finishes before this goes on. Locked after the steps
+	-- (as the delete below did alone), a claim of the same step deadlocked with it
+	PERFORM 1 FROM step_queue q JOIN steps s ON s.id = q.step_id
+	WHERE s.run_id = p_run AND s.state = 'ready' ORDER BY q.step_id FOR UPDATE OF q;
 	SELECT state, body_state INTO v_state, v_body FROM runs WHERE id = p_run FOR UPDATE;
 	IF NOT FOUND THEN
 		RAISE EXCEPTION 'run % not found', p_run USING ERRCODE = 'P0002';

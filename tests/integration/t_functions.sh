@@ -172,3 +172,39 @@ Y
 	api POST "/api/v1/runs/$id/retry" '{"from": "prep"}'
 	wait_step "$id" approve waiting 10
 }
+
+# A stop and a claim of the same queued step, at once: the claim locks the step's queue row, then
+# its steps row; ferry_stop locked the run, then the steps row, then the queue row — the other
+# order, and PostgreSQL killed one of them ("deadlock detected", seen when a chain of 210 steps
+# was stopped). Here a session does what the claim does, in its order, holding the queue row
+# while the stop starts; both must end without an error and the step be stopped.
+test_functions_stop_and_claim_lock_in_one_order() {
+	start_daemon a FERRY_MAX_JOBS=1
+	id=$(submit "$(wf two <<'Y'
+name: two
+steps:
+  - {name: hold, command: [sleep, "30"]}
+  - {name: queued, command: ["true"]}
+Y
+)")
+	wait_step "$id" hold running
+	sql_until "(SELECT count(*) = 1 FROM step_queue q JOIN steps s ON s.id = q.step_id WHERE s.run_id = $id AND s.name = 'queued')" 10 ||
+		fail "the second step never waited in the queue"
+	local sid
+	sid=$(sql "SELECT id FROM steps WHERE run_id = $id AND name = 'queued'")
+	# the claim's order: the queue row (held 2 s), then the steps row
+	psql "$FERRY_DATABASE_URL" -qAt -v ON_ERROR_STOP=1 >"$FERRY_HOME/claim.out" 2>&1 <<SQL &
+BEGIN;
+SELECT step_id FROM step_queue WHERE step_id = $sid FOR UPDATE;
+SELECT pg_sleep(2);
+UPDATE steps SET tries = tries WHERE id = $sid;
+COMMIT;
+SQL
+	local claimer=$!
+	sleep 0.7
+	out=$(sql "SELECT ferry_stop($id, 'tester')" 2>&1) || fail "the stop failed: $out"
+	wait "$claimer" || fail "the claim's session failed: $(cat "$FERRY_HOME/claim.out")"
+	assert_eq "$out" stopping "the run stops (its first step is killed)"
+	assert_eq "$(sql "SELECT state FROM steps WHERE id = $sid")" stopped "the queued step stopped"
+	assert_eq "$(sql "SELECT count(*) FROM step_queue WHERE step_id = $sid")" 0 "and left the queue"
+}
