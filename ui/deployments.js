@@ -13,7 +13,7 @@
 // with how many of those requests were a canary's own); an A/B test's
 // header routing (GET's match) is said above the versions.
 
-import { el, stateBadge, timeCell, parseTime, callJSON, setView, viewSignal, quiet } from './lib.js';
+import { el, stateBadge, timeCell, parseTime, callJSON, setView, viewSignal, quiet, emptyState } from './lib.js';
 import { whoami, resultRegion, roleNote, actionButton, act } from './actions.js';
 
 const EXTEND_HOURS = [1, 2, 4, 8, 24]; // what PATCH extend takes: whole hours 1-24, or "never"
@@ -50,7 +50,7 @@ export async function deploymentsPage() {
         el('td', { class: 'num' }, weights(d)),
         el('td', { class: 'opt' }, d.deadline && d.state === 'running' ? timeCell(d.deadline) : 'never'),
         el('td', { class: 'opt' }, timeCell(d.created_at)))))))
-      : el('p', { class: 'note' }, 'No deployments: a workflow step of kind deploy makes one.'));
+      : emptyState('No deployments yet. A workflow step of kind deploy makes one: `kind: deploy` with `model: NAME` and `serve: [COMMAND…]`, after the register step of that model.', 'deployments-empty'));
 }
 
 // ---- one deployment ----
