@@ -16,7 +16,7 @@
 // hour of them) as charts of requests/s, 5xx rate and p50/p99 per version,
 // the canary's steps and rollbacks as dashed lines, fed at each read.
 
-import { el, stateBadge, timeCell, parseTime, callJSON, setView, viewSignal, quiet } from './lib.js';
+import { el, stateBadge, timeCell, parseTime, callJSON, setView, viewSignal, quiet, emptyState } from './lib.js';
 import { whoami, resultRegion, roleNote, actionButton, act } from './actions.js';
 import { lineChart } from './charts.js';
 
@@ -54,7 +54,7 @@ export async function deploymentsPage() {
         el('td', { class: 'num' }, weights(d)),
         el('td', { class: 'opt' }, d.deadline && d.state === 'running' ? timeCell(d.deadline) : 'never'),
         el('td', { class: 'opt' }, timeCell(d.created_at)))))))
-      : el('p', { class: 'note' }, 'No deployments: a workflow step of kind deploy makes one.'));
+      : emptyState('No deployments yet. A workflow step of kind deploy makes one: `kind: deploy` with `model: NAME` and `serve: [COMMAND…]`, after the register step of that model.', 'deployments-empty'));
 }
 
 // ---- one deployment ----

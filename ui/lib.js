@@ -41,6 +41,11 @@ export function stateBadge(state) {
   return el('span', { class: `state state-${s}` }, el('span', { class: 'sym', 'aria-hidden': 'true' }, SYMBOLS[s] || '·'), s);
 }
 
+// A list with nothing in it: what is missing and how the first one is made (code in backticks is shown as code).
+export function emptyState(text, id) {
+  return el('p', { class: 'empty', id }, text.split('`').map((part, i) => (i % 2 ? el('code', {}, part) : part)));
+}
+
 // PostgreSQL's "2026-11-24 13:42:11.5+00" or ISO 8601 → a Date (null when unparseable).
 export function parseTime(t) {
   if (!t) return null;

@@ -7,7 +7,7 @@
 // words and a symbol (never colour alone). Read-only: aliases are moved
 // with `ferry models alias` (an admin's act).
 
-import { el, timeCell, callJSON, setView, viewSignal } from './lib.js';
+import { el, timeCell, callJSON, setView, viewSignal, emptyState } from './lib.js';
 
 // Metric names where lower is better (loss, error, latency…): matched on the name, as a person would read it.
 const LOWER_BETTER = /(loss|err|mse|mae|rmse|latency|p\d\d|_ms$|time|perplexity|wer|cer)/i;
@@ -40,7 +40,7 @@ export async function modelsPage() {
       el('thead', {}, el('tr', {}, el('th', { scope: 'col' }, 'Model'), el('th', { scope: 'col' }, 'Latest'),
         el('th', { scope: 'col', class: 'opt' }, 'Versions'), el('th', { scope: 'col' }, 'Aliases'),
         el('th', { scope: 'col' }, 'Created'))), tbody))
-      : el('p', { class: 'note' }, 'No models yet: a workflow step of kind register adds one.'));
+      : emptyState('No models yet. A workflow step of kind register makes the first version: `kind: register` with `model: NAME`, after the step that writes the model; outside a pipeline, `ferry models register NAME FILE`.', 'models-empty'));
 }
 
 // {alias: version} → "production → 0.0.3, latest → 0.0.3"

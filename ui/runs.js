@@ -55,6 +55,8 @@ export async function runsPage(params) {
 
   let cursor = null;
   const rows = new Map(); // run id → its row
+  const none = state || workflow || trigger ? 'No runs match these filters.'
+    : 'No runs yet. Submit one from Submit, or with ferry submit FILE.yaml.';
   function row(r) {
     return el('tr', { 'data-run': r.id },
       el('td', { class: 'num' }, el('a', { href: `#/runs/${r.id}` }, `#${r.id}`)),
@@ -82,7 +84,7 @@ export async function runsPage(params) {
     }
     cursor = page.next_cursor || null;
     older.hidden = !cursor;
-    status.textContent = rows.size ? `${rows.size} shown` : 'No runs.';
+    status.textContent = rows.size ? `${rows.size} shown` : none;
   }
   // A change somewhere: the newest page read again; its runs replace their rows, new ones go on top.
   async function refresh() {
@@ -100,7 +102,7 @@ export async function runsPage(params) {
     const ids = new Set((page.runs || []).map((r) => r.id));
     const low = page.next_cursor ? Math.min(...ids) : 0;
     for (const [id, tr] of rows) if (id > low && !ids.has(id)) { tr.remove(); rows.delete(id); }
-    status.textContent = rows.size ? `${rows.size} shown` : 'No runs.';
+    status.textContent = rows.size ? `${rows.size} shown` : none;
   }
   older.addEventListener('click', () => load().catch(showError));
   await load();

@@ -8,7 +8,7 @@
 // resume are PATCH {"paused": bool}; the outcome, or the API's message, goes
 // to the result region.
 
-import { el, stateBadge, timeCell, parseTime, callJSON, setView, viewSignal } from './lib.js';
+import { el, stateBadge, timeCell, parseTime, callJSON, setView, viewSignal, emptyState } from './lib.js';
 import { whoami, resultRegion, roleNote, actionButton, act } from './actions.js';
 
 const TICKS_PAGE = 20; // ticks per page of the history
@@ -62,7 +62,7 @@ export async function schedulesPage() {
         el('td', { class: 'opt' }, s.last ? [outcomeBadge(s.last.outcome), ' ', timeCell(s.last.nominal_at)] : '—'),
         el('td', {}, pauseButton({ who, out, signal, path: `/schedules/${s.id}`, paused: s.paused,
           what: `schedule ${s.workflow}/${s.name}`, onDone: () => loadSchedules(), id: `pause-s${s.id}` })))))))
-      : el('p', { class: 'note' }, 'No schedules: a workflow\'s schedule: or POST /api/v1/schedules makes one.'));
+      : emptyState('No schedules yet. Add one with a `schedule: {cron: "0 3 * * *"}` key in a workflow, or `ferry schedules create WORKFLOW \'0 3 * * *\'` (an admin).', 'schedules-empty'));
   }
 
   async function loadTriggers() {
@@ -82,7 +82,7 @@ export async function schedulesPage() {
           el('td', {}, pauseButton({ who, out, signal, path: `/triggers/${t.id}`, paused: t.paused,
             what: `trigger ${t.workflow}/${t.name}`, onDone: () => loadTriggers(), id: `pause-t${t.id}` })));
       }))))
-      : el('p', { class: 'note' }, 'No data or git triggers.'));
+      : emptyState('No data or git triggers. A workflow\'s `triggers:` key adds one: `- data: {path: DIR}` starts a run when files land there, `- git: {repo: URL, branch: main}` on each new commit.', 'triggers-empty'));
   }
 
   await Promise.all([loadSchedules(), loadTriggers()]);

@@ -256,11 +256,11 @@ export class StepPanel {
     if (!list.length) return null;
     const shown = this.attempt || s.attempts;
     return el('div', {}, el('h3', {}, 'Attempts'), el('div', { class: 'table-wrap' }, el('table', { id: 'attempts' },
-      el('thead', {}, el('tr', {}, el('th', {}, '#'), el('th', {}, 'State'), el('th', {}, 'Started'),
+      el('thead', {}, el('tr', {}, el('th', {}, '#'), el('th', {}, 'State'), el('th', { class: 'opt' }, 'Started'),
         el('th', {}, 'Duration'), el('th', {}, 'Reason'), el('th', {}, 'Log'))),
       el('tbody', {}, list.map((a) => el('tr', { class: a.attempt === shown ? 'selected' : null, 'data-attempt': a.attempt },
         el('td', { class: 'num' }, a.attempt), el('td', {}, stateBadge(a.state)),
-        el('td', {}, timeCell(a.started_at)), el('td', {}, duration(a.started_at, a.finished_at)),
+        el('td', { class: 'opt' }, timeCell(a.started_at)), el('td', {}, duration(a.started_at, a.finished_at)),
         // the exit code is in the reason ("exit code 3: …", "signal 9"): no column of its own, so the Log one fits
         el('td', { class: 'reason' }, a.reason || (a.exit_code ? `exit code ${a.exit_code}` : a.signal ? `signal ${a.signal}` : '')),
         el('td', { class: 'log-cell' }, a.attempt === shown ? 'shown' : el('button', { type: 'button', class: 'step-link',
