@@ -320,10 +320,11 @@ export class StepPanel {
       mon.curves = el('div', { id: 'curves', class: 'curves' });
       mon.watch = el('ul', { id: 'watch' });
       mon.evidence = el('div');
-      mon.el.replaceChildren(el('h3', {}, 'Monitor'), mon.state,
-        el('figure', { class: 'chart' }, mon.utilBox, mon.utilNote), mon.curves, mon.watch, mon.evidence);
+      mon.utilFig = el('figure', { class: 'chart' }, mon.utilBox, mon.utilNote);
+      mon.el.replaceChildren(el('h3', {}, 'Monitor'), mon.state, mon.utilFig, mon.curves, mon.watch, mon.evidence);
     }
     mon.state.replaceChildren(el('strong', {}, `Hang detector: ${m.state || 'none'}`), m.why ? ` — ${m.why}` : '');
+    mon.utilFig.hidden = !utilSeries.some((x) => x.points.length >= 2); // no samples yet: no empty box
     mon.utilNote.textContent = utilSeries.length ? `Utilization, ${samples.length} samples (drag to zoom, double-click to zoom out).` : '';
     this.feed(mon, 'util', mon.utilBox, utilSeries, { time: true, xLabel: 'time', yLabel: '%', height: 140 });
     this.showCurves(mon, series, metrics, fired);
