@@ -285,6 +285,14 @@ async function curves() {
     await page.evaluate(() => new Promise((r) => requestAnimationFrame(() => requestAnimationFrame(r))));
     times.push(Date.now() - t0);
     bundle = [...sizes.values()].reduce((a, b) => a + b, 0);
+    if (process.env.BENCH_PROFILE) {
+      // the requests after the click: when each started and how long it took (ms since the click)
+      const at = await page.evaluate(() => performance.timeOrigin);
+      const rs = await page.evaluate(() => performance.getEntriesByType('resource').map((e) => [e.name, e.startTime, e.duration]));
+      console.error(`bench ui: curves try ${i}: ${times[times.length - 1]} ms; after the click: ${rs
+        .map(([n, st, d]) => [n.replace(/^.*\/(api\/v1|ui)\//, ''), Math.round(at + st - t0), Math.round(d)])
+        .filter((x) => x[1] >= 0).map((x) => `${x[0]} @${x[1]}+${x[2]}`).join(', ')}`);
+    }
     await ctx.close();
   }
   return { curves_points: Number(process.env.BENCH_CURVES_POINTS), curves_ms: round(median(times)),
