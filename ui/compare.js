@@ -13,7 +13,7 @@
 
 import { el, stateBadge, timeCell, duration, callJSON, setView, viewSignal, quiet } from './lib.js';
 import { lowerIsBetter } from './models.js';
-import { lineChart } from './charts.js';
+import { lineChart, uplot } from './charts.js';
 
 export const MAX_RUNS = 10; // the most runs one page compares (the runs list offers 2 to 5)
 const CURVE_STEPS = 8; // a run's steps whose monitor is asked for its curves, train steps first
@@ -50,12 +50,19 @@ export async function comparePage(params) {
       el('p', { class: 'note', id: 'compare-none' }, 'Choose two runs or more: tick them in the runs list and press "Compare selected".'));
     return;
   }
-  // each run's JSON at once; one that cannot be read is said, the rest compared
-  const got = await Promise.allSettled(ids.map((id) => callJSON(`/runs/${id}`, { signal })));
+  // the chart library loads while the figures are read; each run's JSON at once, and its steps'
+  // curves asked for as soon as it comes; a run that cannot be read is said, the rest compared
+  uplot().catch(() => {}); // its error is the charts' to say
+  const reads = ids.map((id) => callJSON(`/runs/${id}`, { signal }).then((run) => {
+    const curves = readCurves(run, signal);
+    curves.catch(() => {}); // only the view going away: awaited below, unless the page has gone already
+    return { run, curves };
+  }));
+  const got = await Promise.allSettled(reads);
   if (signal.aborted) return;
-  const runs = [], missing = [];
+  const runs = [], curveReads = [], missing = [];
   got.forEach((g, i) => {
-    if (g.status === 'fulfilled') runs.push(g.value);
+    if (g.status === 'fulfilled') { runs.push(g.value.run); curveReads.push(g.value.curves); }
     else if (quiet(g.reason)) throw g.reason;
     else missing.push(`#${ids[i]} (${g.reason.message})`);
   });
@@ -70,7 +77,7 @@ export async function comparePage(params) {
     el('section', { id: 'cmp-params', 'aria-labelledby': 'cmp-params-h' }, el('h2', { id: 'cmp-params-h' }, 'Params'),
       paramsTable(runs)),
     curves);
-  await showCurves(curves, runs, signal);
+  await showCurves(curves, await Promise.all(curveReads), signal);
 }
 
 // ---- the runs ----
@@ -174,23 +181,27 @@ function curveSteps(r) {
     .sort((a, b) => (a.kind === 'train' ? 0 : 1) - (b.kind === 'train' ? 0 : 1)).slice(0, CURVE_STEPS);
 }
 
-// Each run's curves read at once, then one chart a metric name with a series a run and step. When
-// every chart is drawn the section says so (data-state="drawn"; each figure its data-series count).
-async function showCurves(box, runs, signal) {
-  const asks = runs.flatMap((r) => curveSteps(r).map((s) => ({ run: r.id, step: s.name })));
-  const got = await Promise.all(asks.map((a) => callJSON(`/runs/${a.run}/steps/${encodeURIComponent(a.step)}/monitor`, { signal })
-    .catch((e) => { if (quiet(e)) throw e; return null; })));
+// A run's curves: its steps' monitors, at once → [{run, step, series}] (a step whose monitor cannot be
+// read has none).
+function readCurves(r, signal) {
+  return Promise.all(curveSteps(r).map((s) => callJSON(`/runs/${r.id}/steps/${encodeURIComponent(s.name)}/monitor`, { signal })
+    .then((m) => ({ run: r.id, step: s.name, series: m.series || {} }),
+      (e) => { if (quiet(e)) throw e; return { run: r.id, step: s.name, series: {} }; })));
+}
+
+// One chart a metric name with a series a run and step, in the runs' order. When every chart is
+// drawn the section says so (data-state="drawn"; each figure its data-series count).
+async function showCurves(box, perRun, signal) {
   if (signal.aborted) return;
-  const byMetric = new Map(); // metric → [{label, points}] in the runs' order
-  asks.forEach((a, i) => {
-    const series = (got[i] && got[i].series) || {};
-    for (const [k, sr] of Object.entries(series)) {
+  const byMetric = new Map(); // metric → [{label, points}]
+  for (const c of perRun.flat()) {
+    for (const [k, sr] of Object.entries(c.series)) {
       const pts = (sr.points || []).map(([x, y]) => [x, typeof y === 'number' && Number.isFinite(y) ? y : null]);
       if (!pts.length) continue;
       if (!byMetric.has(k)) byMetric.set(k, []);
-      byMetric.get(k).push({ label: `run ${a.run} · ${a.step}`, points: pts });
+      byMetric.get(k).push({ label: `run ${c.run} · ${c.step}`, points: pts });
     }
-  });
+  }
   const head = box.firstChild;
   if (!byMetric.size) {
     box.replaceChildren(head, el('p', { class: 'note' }, "No training curves: none of these runs' steps wrote $FERRY_METRICS_FILE."));
