@@ -7,6 +7,7 @@
 
 import { $, token, setToken, showLogin, newView, showError } from './lib.js';
 import { runsPage, runPage } from './runs.js';
+import { comparePage } from './compare.js';
 import { submitPage } from './submit.js';
 import { modelsPage, modelPage } from './models.js';
 import { deploymentsPage, deploymentPage } from './deployments.js';
@@ -16,6 +17,7 @@ import { whoami, forgetWhoami } from './actions.js';
 // [pattern of the hash's path, title, page(match, params)]: the first match wins; the last row is the default
 const ROUTES = [
   [/^\/runs\/(\d+)$/, (m) => `Run #${m[1]}`, (m) => runPage(m[1])],
+  [/^\/compare$/, () => 'Runs compared', (m, params) => comparePage(params)],
   [/^\/models\/([^/]+)$/, (m) => `Model ${decodeURIComponent(m[1])}`, (m) => modelPage(decodeURIComponent(m[1]))],
   [/^\/models$/, () => 'Models', () => modelsPage()],
   [/^\/deployments\/(\d+)$/, (m) => `Deployment ${m[1]}`, (m) => deploymentPage(m[1])],

@@ -4,8 +4,9 @@
 // workflow's hash, the data fingerprint) and aliases, and compares two
 // versions chosen with two selects: the union of their metric names, side
 // by side, with the difference and whether it is better or worse said in
-// words and a symbol (never colour alone). Read-only: aliases are moved
-// with `ferry models alias` (an admin's act).
+// words and a symbol (never colour alone). A version's run (its lineage)
+// links to the run and, beside it, to #/compare with production's run.
+// Read-only: aliases are moved with `ferry models alias` (an admin's act).
 
 import { el, timeCell, callJSON, setView, viewSignal, emptyState } from './lib.js';
 
@@ -73,6 +74,9 @@ export async function modelPage(name) {
 
 function versionsTable(versions) {
   if (!versions.length) return el('p', { class: 'note' }, 'No versions.');
+  // the run that made the version the production alias names: each other version's run is compared with it
+  const prod = versions.find((v) => (v.aliases || []).includes('production'));
+  const prodRun = prod && prod.lineage ? prod.lineage.run : null;
   return el('div', { class: 'table-wrap' }, el('table', { id: 'versions' },
     el('thead', {}, el('tr', {}, el('th', { scope: 'col' }, 'Version'), el('th', { scope: 'col' }, 'Aliases'),
       el('th', { scope: 'col' }, 'Metrics'), el('th', { scope: 'col' }, 'Lineage'),
@@ -81,7 +85,7 @@ function versionsTable(versions) {
       el('th', { scope: 'row', class: 'num' }, v.version),
       el('td', {}, (v.aliases || []).length ? v.aliases.join(', ') : '—'),
       el('td', { class: 'metrics' }, metricsList(v.metrics)),
-      el('td', {}, lineage(v.lineage || {})),
+      el('td', {}, lineage(v.lineage || {}), compareProd(prodRun, v.lineage || {})),
       el('td', { class: 'opt' }, artifact(v.artifact)),
       el('td', {}, timeCell(v.created_at), v.actor ? el('span', { class: 'note' }, ` by ${v.actor}`) : null))))));
 }
@@ -100,6 +104,12 @@ function lineage(l) {
       el('code', { class: 'hash' }, shortHash(l.workflow_hash))),
     el('dt', {}, 'data'), el('dd', { title: l.data_fingerprint || '' },
       l.data_fingerprint ? el('code', { class: 'hash' }, shortHash(l.data_fingerprint)) : '—'));
+}
+
+// "Compare with production's run": the production version's run and this version's, on #/compare.
+function compareProd(prodRun, l) {
+  if (!prodRun || !l.run || l.run === prodRun) return null;
+  return el('a', { class: 'compare-prod', href: `#/compare?runs=${prodRun},${l.run}` }, "Compare with production's run");
 }
 
 function artifact(a) {

@@ -51,7 +51,19 @@ export async function runsPage(params) {
   const older = el('button', { type: 'button', id: 'older', hidden: true }, 'Older runs');
   const status = el('span', { class: 'note', 'aria-live': 'polite' });
   const live = el('p', { class: 'live', id: 'live', 'aria-live': 'polite' });
-  setView(el('h1', {}, 'Runs'), live, filters, table, el('div', { class: 'paging' }, older, status));
+  // runs ticked to compare (kept when the list is read again): 2 to 5 open #/compare?runs=…, oldest first
+  const picked = new Set();
+  const compareBtn = el('button', { type: 'button', id: 'compare-selected', disabled: true, onclick: () => {
+    location.hash = `#/compare?runs=${[...picked].sort((a, b) => a - b).join(',')}`;
+  } }, 'Compare selected');
+  const pickedNote = el('span', { class: 'note', id: 'compare-note', 'aria-live': 'polite' }, 'Tick 2 to 5 runs to compare them.');
+  function pick(id, on) {
+    if (on) picked.add(id); else picked.delete(id);
+    compareBtn.disabled = picked.size < 2 || picked.size > 5;
+    pickedNote.textContent = picked.size > 5 ? `${picked.size} ticked: 5 at most.` : picked.size ? `${picked.size} ticked.` : 'Tick 2 to 5 runs to compare them.';
+  }
+  setView(el('h1', {}, 'Runs'), live, filters, el('div', { class: 'actions' }, compareBtn, pickedNote), table,
+    el('div', { class: 'paging' }, older, status));
 
   let cursor = null;
   const rows = new Map(); // run id → its row
@@ -59,7 +71,8 @@ export async function runsPage(params) {
     : 'No runs yet. Submit one from Submit, or with ferry submit FILE.yaml.';
   function row(r) {
     return el('tr', { 'data-run': r.id },
-      el('td', { class: 'num' }, el('a', { href: `#/runs/${r.id}` }, `#${r.id}`)),
+      el('td', { class: 'num' }, el('input', { type: 'checkbox', class: 'pick', 'aria-label': `Compare run #${r.id}`,
+        checked: picked.has(r.id), onchange: (ev) => pick(r.id, ev.target.checked) }), el('a', { href: `#/runs/${r.id}` }, `#${r.id}`)),
       el('td', {}, r.workflow || ''),
       el('td', {}, stateBadge(r.waiting && r.waiting.length && r.state === 'running' ? 'waiting' : r.state)),
       el('td', { class: 'opt' }, r.trigger || ''),

@@ -16,6 +16,10 @@
 //     row until both training curves are drawn, run BENCH_CURVES), and
 //     bundle_bytes (every console asset a page loads, uPlot included, as
 //     the daemon serves them)
+//   node bench_ui.mjs compare → compare_ms (#/compare of the BENCH_COMPARE
+//     runs, each a train step that wrote BENCH_COMPARE_POINTS lines of 2
+//     metrics: from the navigation's start until every chart has a series
+//     a run drawn and the frame after it painted)
 // Each try is a fresh browser context: no HTTP cache, so dag.svg comes from
 // the daemon, laid out (first runs: its X-Ferry-Dag-Cache must say miss) or
 // from its cache (second runs: hit). playwright-core is the browser
@@ -299,10 +303,53 @@ async function curves() {
     curves_max_ms: round(max(times)), bundle_bytes: bundle };
 }
 
+// In the page: resolves with performance.now() once the comparison's curves are drawn, each chart
+// with n series (compare.js sets #cmp-curves's data-state and each figure's data-series).
+function compareReady(n) {
+  return new Promise((resolve, reject) => {
+    const ready = () => {
+      const box = document.querySelector('#cmp-curves[data-state="drawn"]');
+      if (!box) return false;
+      const figs = box.querySelectorAll('figure[data-metric]');
+      if (!figs.length || [...figs].some((f) => f.dataset.series !== String(n))) {
+        reject(new Error(`the charts have ${[...figs].map((f) => f.dataset.series).join(',') || 'no'} series, not ${n} each`));
+      }
+      return true;
+    };
+    if (ready()) { resolve(performance.now()); return; }
+    const mo = new MutationObserver(() => {
+      if (!ready()) return;
+      mo.disconnect();
+      resolve(performance.now());
+    });
+    mo.observe(document, { subtree: true, childList: true, attributes: true, attributeFilter: ['data-state'] });
+  });
+}
+
+// The BENCH_COMPARE runs compared, three fresh pages: from the navigation until every chart is drawn
+// with a series a run and painted.
+async function compare() {
+  const list = ids(process.env.BENCH_COMPARE), times = [];
+  for (let i = 0; i < 3; i++) {
+    const { ctx, page } = await freshPage();
+    await page.goto(`${URL_BASE}/ui/#/compare?runs=${list.join(',')}`, { waitUntil: 'commit' });
+    await page.evaluate(`window.compareReady = ${compareReady}`);
+    const ms = await page.evaluate((n) => window.compareReady(n).then(() => new Promise((ok) =>
+      requestAnimationFrame(() => setTimeout(() => ok(performance.now()), 0)))), list.length);
+    const charts = await page.locator('#cmp-curves canvas').count();
+    if (charts < 2) throw new Error(`#/compare drew ${charts} charts, expected one a metric (2)`);
+    times.push(ms);
+    await ctx.close();
+  }
+  return { compare_runs: list.length, compare_points: Number(process.env.BENCH_COMPARE_POINTS),
+    compare_ms: round(median(times)), compare_max_ms: round(max(times)) };
+}
+
 let out;
 try {
   out = phase === 'detail' ? await detail() : phase === 'fanout' ? await fanout()
-    : phase === 'biglog' ? await biglog() : phase === 'curves' ? await curves() : await pages();
+    : phase === 'biglog' ? await biglog() : phase === 'curves' ? await curves()
+    : phase === 'compare' ? await compare() : await pages();
 } finally {
   await browser.close();
 }

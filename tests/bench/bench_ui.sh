@@ -34,6 +34,9 @@
 # metrics), from the click on its row until both curves are drawn (the
 # monitor keeps 512 points a series: what is drawn is bounded whatever was
 # written); bundle_bytes: the console's assets a page loads, uPlot included.
+# compare_ms: #/compare of 5 finished runs whose train steps each wrote
+# 5,000 lines of 2 metrics, from the navigation until both charts have
+# their 5 series drawn (compare_max_ms the worst of 3 fresh pages).
 # BENCH_LAYERS: another size (50 steps a layer); BENCH_PROFILE=1:
 # where the page's time goes, on stderr; BENCH_KEEP=1 keeps the directory.
 set -euo pipefail
@@ -247,9 +250,34 @@ done
 [ "$state" = succeeded ] || die "the curves run ended $state"
 curves=$(browser BENCH_CURVES="$cur" BENCH_CURVES_POINTS=$CURVES curves) || die "bench_ui.mjs curves failed"
 
+# 5 runs of one workflow (a param changes the curve), each a train step writing 5,000 lines of 2
+# metrics, then waiting a second (the monitor follows the file while the job runs, every hang period)
+COMPARE_POINTS=5000
+printf '%s\n' "name: ui-bench-compare" "params:" "  k: {type: number, default: 1}" "steps:" "  - name: train" "    kind: train" \
+	"    command: [python3, -c, 'import os, time; k = float(os.environ[\"FERRY_PARAM_K\"]); f = open(os.environ[\"FERRY_METRICS_FILE\"], \"a\"); f.writelines(\"{\\\"step\\\": %d, \\\"loss\\\": %f, \\\"accuracy\\\": %f}\\n\" % (i, k / (i + 1), 1 - k / (i + k)) for i in range($COMPARE_POINTS)); f.close(); time.sleep(1)']" \
+	"    hang: {period: 300ms}" >"$WORK/compare.yaml"
+cmp=()
+for k in 1 2 3 4 5; do
+	python3 -c 'import json,sys; print(json.dumps({"yaml": open(sys.argv[1]).read(), "params": {"k": int(sys.argv[2])}}))' \
+		"$WORK/compare.yaml" "$k" >"$WORK/body.json"
+	id=$(curl -fsS -m 60 -X POST -H "$AUTH" -H 'Content-Type: application/json' --data-binary @"$WORK/body.json" \
+		"$URL/api/v1/runs" | python3 -c 'import json,sys; print(json.load(sys.stdin)["id"])') || die "a compare run was refused"
+	cmp+=("$id")
+done
+for id in "${cmp[@]}"; do
+	for _ in $(seq 1 600); do
+		get "/runs/$id" "$WORK/cmp.json"
+		state=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["state"])' "$WORK/cmp.json")
+		case $state in succeeded | failed | stopped) break ;; esac
+		sleep 0.2
+	done
+	[ "$state" = succeeded ] || die "compare run $id ended $state"
+done
+compare=$(browser BENCH_COMPARE="$(runs_csv "${cmp[@]}")" BENCH_COMPARE_POINTS=$COMPARE_POINTS compare) || die "bench_ui.mjs compare failed"
+
 med() { printf '%s\n' "$@" | median; }
-printf '{"bench":"ui","steps":%d,%s,%s,%s,%s,%s,"foreach_expand_ms":%s,"submit_ms":%s,"run_json_ms":%s,"run_json_bytes":%s,"run_json_done_bytes":%s,"stream_first_event_ms":%s,"stream_event_bytes":%s,"dag_svg_ms":%s,"dag_svg_cached_ms":%s,"run_to_success_ms":%s}\n' \
+printf '{"bench":"ui","steps":%d,%s,%s,%s,%s,%s,%s,"foreach_expand_ms":%s,"submit_ms":%s,"run_json_ms":%s,"run_json_bytes":%s,"run_json_done_bytes":%s,"stream_first_event_ms":%s,"stream_event_bytes":%s,"dag_svg_ms":%s,"dag_svg_cached_ms":%s,"run_to_success_ms":%s}\n' \
 	"$STEPS" "$(echo "$pages" | tail -1 | sed 's/^{//; s/}$//')" "$(echo "$detail" | tail -1 | sed 's/^{//; s/}$//')" \
 	"$(echo "$fanpage" | tail -1 | sed 's/^{//; s/}$//')" "$(echo "$biglog" | tail -1 | sed 's/^{//; s/}$//')" \
-	"$(echo "$curves" | tail -1 | sed 's/^{//; s/}$//')" "$expand_ms" "$(med "${submit_ms[@]}")" "$(med "${json_ms[@]}")" "$json_bytes" "$done_bytes" "$(med "${event_ms[@]}")" \
+	"$(echo "$curves" | tail -1 | sed 's/^{//; s/}$//')" "$(echo "$compare" | tail -1 | sed 's/^{//; s/}$//')" "$expand_ms" "$(med "${submit_ms[@]}")" "$(med "${json_ms[@]}")" "$json_bytes" "$done_bytes" "$(med "${event_ms[@]}")" \
 	"$event_bytes" "$(med "${svg_ms[@]}")" "$(med "${svg_cached_ms[@]}")" "$run_ms"
