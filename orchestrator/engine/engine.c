@@ -963,6 +963,18 @@ started:
 			    j->handle ? json_dumps(j->handle, JSON_COMPACT) : NULL,
 			    j->dir ? xstrdup(j->dir) : NULL);
 		e->njobs++;
+		{
+			/*
+			 * a job whose metrics are drawn (a training, an evaluation, a
+			 * step with watch: rules): the monitor's next round is now, so
+			 * that it knows the job even if it ends within its tick, and
+			 * reads the metrics it wrote once it has (the monitor reads a
+			 * job's last lines when it sees it gone)
+			 */
+			const struct step_kind *k = c->kind ? step_kind_find(c->kind) : NULL;
+			if ((k && (k->flags & (SKF_TRAINS | SKF_EVALUATES))) || json_object_get(c->spec, "watch"))
+				engine_task_due_now(e, &monitor_task);
+		}
 		EXEC_FAULT("started");
 	}
 	exec_status_dispose(&st);

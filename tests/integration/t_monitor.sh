@@ -597,3 +597,26 @@ test_monitor_events_posted_to_the_notify_webhook() {
 	api POST "/api/v1/runs/$id/stop"
 	wait_run "$id" stopped 20
 }
+
+# The metrics a job writes just before it ends are in its series: a train step that writes 50
+# lines of two metrics at once and exits at once (no watch rule, the daemon's default periods:
+# nothing of it was looked at while it ran) has both series whole, read after its end.
+test_monitor_last_metrics_read_after_the_end() {
+	start_daemon a
+	id=$(submit "$(wf quick <<'Y'
+name: quick
+steps:
+  - name: train
+    kind: train
+    command: [python3, -c, 'import os; f = open(os.environ["FERRY_METRICS_FILE"], "a"); f.writelines("{\"step\": %d, \"loss\": %f, \"acc\": %f}\n" % (i, 1.0 / (i + 1), i / 50) for i in range(50))']
+Y
+)")
+	wait_run "$id" succeeded 30
+	local got=""
+	for _ in $(seq 1 30); do
+		got=$(mon "$id" train "sorted((k, v['count']) for k, v in (j.get('series') or {}).items())")
+		[ "$got" = '[["acc", 50], ["loss", 50]]' ] && break
+		sleep 0.1
+	done
+	assert_eq "$got" '[["acc", 50], ["loss", 50]]' "both series whole within 3 s of the end"
+}
