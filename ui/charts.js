@@ -113,9 +113,21 @@ export async function lineChart(box, opts) {
     return [d[0], ...d.slice(1).map((ys) => smooth(ys, w).map((y) => (log && y !== null && y !== undefined && y <= 0 ? null : y)))];
   };
   const width = () => Math.max(240, Math.floor(box.getBoundingClientRect().width || 320));
+  const xRange = (u, lo, hi) => {
+    const xs = u.data && u.data[0];
+    // a zoom (inside the data's span) is kept as asked
+    if (xs && xs.length && lo !== null && hi !== null && (lo > xs[0] || hi < xs[xs.length - 1])) return [lo, hi];
+    for (const m of markers) {
+      if (!Number.isFinite(m.x)) continue;
+      lo = lo === null ? m.x : Math.min(lo, m.x);
+      hi = hi === null ? m.x : Math.max(hi, m.x);
+    }
+    return lo === hi ? [lo - 1, hi + 1] : [lo, hi];
+  };
   const make = () => new uPlot({
     width: width(), height: opts.height || 180, title: opts.title,
-    scales: { x: { time: !!opts.time }, y: { distr: log ? 3 : 1 } },
+    // x: the data's span widened to the markers' (a canary's step after the last closed bucket is still drawn)
+    scales: { x: { time: !!opts.time, range: (u, lo, hi) => xRange(u, lo, hi) }, y: { distr: log ? 3 : 1 } },
     axes: [
       { stroke: pal.axis, grid: { stroke: pal.grid }, ticks: { stroke: pal.grid }, label: opts.xLabel },
       { stroke: pal.axis, grid: { stroke: pal.grid }, ticks: { stroke: pal.grid }, label: opts.yLabel, size: 56 },

@@ -131,6 +131,17 @@ submit() {
 }
 
 get() { curl -fsS -m 60 -H "$AUTH" -o "$2" "$URL/api/v1$1"; }
+# succeeded ID WHAT: waits (2 min at most) until run ID is over; it must have succeeded
+succeeded() {
+	local state=""
+	for _ in $(seq 1 600); do
+		get "/runs/$1" "$WORK/wait.json"
+		state=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["state"])' "$WORK/wait.json")
+		case $state in succeeded | failed | stopped) break ;; esac
+		sleep 0.2
+	done
+	[ "$state" = succeeded ] || die "$2 (run $1) ended $state"
+}
 stop() { curl -fsS -m 30 -X POST -H "$AUTH" "$URL/api/v1/runs/$1/stop" >/dev/null; }
 
 # the runs: per try, the first and the second run of one workflow version
@@ -226,13 +237,7 @@ BIGLOG=209715200
 printf '%s\n' "name: ui-bench-biglog" "steps:" "  - name: big" \
 	"    command: [sh, -c, 'yes \"the quick brown fox jumps over the lazy dog 0123456789\" | head -c $BIGLOG; echo; echo the-very-last-line']" >"$WORK/biglog.yaml"
 big=$(submit "$WORK/biglog.yaml") || die "the big-log run was refused"
-for _ in $(seq 1 600); do
-	get "/runs/$big" "$WORK/big.json"
-	state=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["state"])' "$WORK/big.json")
-	case $state in succeeded | failed | stopped) break ;; esac
-	sleep 0.2
-done
-[ "$state" = succeeded ] || die "the big-log run ended $state"
+succeeded "$big" "the big-log run"
 biglog=$(browser BENCH_BIGLOG="$big" BENCH_BIGLOG_BYTES=$BIGLOG biglog) || die "bench_ui.mjs biglog failed"
 
 # a finished train step that wrote 100,000 lines of 2 metrics: its training curves on screen after a click
@@ -241,13 +246,7 @@ printf '%s\n' "name: ui-bench-curves" "steps:" "  - name: train" "    kind: trai
 	"    command: [python3, -c, 'import os; f = open(os.environ[\"FERRY_METRICS_FILE\"], \"a\"); f.writelines(\"{\\\"step\\\": %d, \\\"loss\\\": %f, \\\"accuracy\\\": %f}\\n\" % (i, 1.0 / (i + 1), 1 - 1.0 / (i + 1)) for i in range($CURVES))']" \
 	"    hang: {period: 300ms}" >"$WORK/curves.yaml"
 cur=$(submit "$WORK/curves.yaml") || die "the curves run was refused"
-for _ in $(seq 1 600); do
-	get "/runs/$cur" "$WORK/cur.json"
-	state=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["state"])' "$WORK/cur.json")
-	case $state in succeeded | failed | stopped) break ;; esac
-	sleep 0.2
-done
-[ "$state" = succeeded ] || die "the curves run ended $state"
+succeeded "$cur" "the curves run"
 curves=$(browser BENCH_CURVES="$cur" BENCH_CURVES_POINTS=$CURVES curves) || die "bench_ui.mjs curves failed"
 
 # 5 runs of one workflow (a param changes the curve), each a train step writing 5,000 lines of 2
@@ -265,13 +264,7 @@ for k in 1 2 3 4 5; do
 	cmp+=("$id")
 done
 for id in "${cmp[@]}"; do
-	for _ in $(seq 1 600); do
-		get "/runs/$id" "$WORK/cmp.json"
-		state=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["state"])' "$WORK/cmp.json")
-		case $state in succeeded | failed | stopped) break ;; esac
-		sleep 0.2
-	done
-	[ "$state" = succeeded ] || die "compare run $id ended $state"
+	succeeded "$id" "a compare run"
 done
 compare=$(browser BENCH_COMPARE="$(runs_csv "${cmp[@]}")" BENCH_COMPARE_POINTS=$COMPARE_POINTS compare) || die "bench_ui.mjs compare failed"
 
