@@ -226,14 +226,16 @@ PY
 	kill -0 "$(daemon_pid a)" || fail "ferryd exited"
 	! grep -q 'starting embedded PostgreSQL' "$FERRY_HOME/ferryd-a.log" || fail "pg_ctl start ran against a live postmaster"
 
-	# a postmaster alive but not answering yet: its pid in postmaster.pid
-	stop_daemon starting
-	rm -f "$sockdir/.s.PGSQL.5432"
+	# a postmaster alive but not answering yet: its pid in postmaster.pid, written before the
+	# "starting" one goes (between the two, a daemon that saw neither started the cluster: seen
+	# once on a loaded machine, readyz then said ready)
 	cp /bin/sleep "$FERRY_HOME/postgres"
 	"$FERRY_HOME/postgres" 60 &
 	fake=$!
 	echo $fake >"$FERRY_HOME/daemon.fakepm.pid"
 	printf '%s\n%s\n' "$fake" "$home/pg/data" >"$home/pg/data/postmaster.pid"
+	stop_daemon starting
+	rm -f "$sockdir/.s.PGSQL.5432"
 	for _ in $(seq 1 150); do
 		readyz
 		grep -q "postmaster $fake) is running but not answering" "$FERRY_HOME/readyz.body" && break

@@ -216,7 +216,8 @@ Y
 	assert_match "$(step_col "$id" sleepy reason)" "timed out" "reason"
 	assert_eq "$(tr '\n' ' ' <"$FERRY_HOME/runs/$id/sleepy/checkpoint/tries")" "try 1 try 2 " "each attempt ran once, checkpoint dir shared"
 	dur=$(sql "SELECT extract(epoch FROM max(a.finished_at - a.started_at)) FROM attempts a JOIN steps s ON s.id = a.step_id WHERE s.run_id = $id")
-	awk -v d="$dur" 'BEGIN { exit !(d >= 0.9 && d < 6) }' || fail "an attempt took $dur s to time out"
+	# timed out (its own sleep is 30 s): podman's kill and clean-up were seen taking 6.4 s on a loaded machine
+	awk -v d="$dur" 'BEGIN { exit !(d >= 0.9 && d < 15) }' || fail "an attempt took $dur s to time out"
 	podman_wait_none "$id"
 }
 
