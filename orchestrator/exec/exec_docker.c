@@ -208,8 +208,13 @@ static json_t *dk_create_body(const struct exec_spec *c, const struct exec_local
 /* The row's per-daemon instance. */
 struct docker {
 	char *home;          /* the FERRY_HOME of this daemon's containers (their ferry.home label), from the first start */
-	int64_t next_sweep;  /* when tick looks for exited containers next */
+	int64_t last_sweep;  /* when tick last looked for exited containers */
+	int job_ended;       /* a job ended since: the next tick looks (DK_SWEEP_AFTER_END_MS apart) */
 };
+
+/* a sweep each minute, and one soon after a job's end (at most one each 2 s) */
+#define DK_SWEEP_MS 60000
+#define DK_SWEEP_AFTER_END_MS 2000
 
 static void *docker_init(const char *home)
 {
@@ -678,7 +683,10 @@ static void docker_cleanup(struct exec_job *job)
 {
 	int removed = 0;
 	const char *sock = dk_socket(), *name = dk_container(job);
+	struct docker *dk = job->inst;
 
+	if (dk)
+		dk->job_ended = 1; /* the leftovers of a crash labelled like this attempt may go now */
 	if (job->dir == NULL || name == NULL || sock == NULL)
 		return;
 	dk_status(job->dir, NULL, NULL, NULL, NULL, &removed);
@@ -691,13 +699,17 @@ static void docker_cleanup(struct exec_job *job)
  * Removes the stopped containers labelled with this daemon's home whose
  * end is already in their attempt's DIR/status (a removal that failed:
  * the engine was unreachable when the job ended). Those without an end
- * stay: their attempt is adopted from them. At most once a minute, on the
- * wake-ups after a job ended; each request within DK_QUICK_MS.
+ * stay: their attempt is adopted from them. Once a minute, and at the
+ * first wake-up after a job ended (at most one each DK_SWEEP_AFTER_END_MS):
+ * a sweep that ran while the job ran saw its attempt without an end, and
+ * a leftover labelled like it would have waited a minute. Each request
+ * within DK_QUICK_MS.
  */
 static void docker_tick(void *inst, const char *home)
 {
 	struct docker *dk = inst;
 	const char *sock = dk_socket();
+	int64_t now = clock_mono_ms();
 	json_t *filt, *list = NULL, *v;
 	char *ftxt, *esc, *path;
 	long code;
@@ -705,9 +717,11 @@ static void docker_tick(void *inst, const char *home)
 
 	/* only a daemon that ran or adopted a docker job (dk->home) talks to dockerd */
 	(void)home;
-	if (dk->home == NULL || sock == NULL || clock_mono_ms() < dk->next_sweep)
+	if (dk->home == NULL || sock == NULL ||
+	    (dk->last_sweep != 0 && now - dk->last_sweep < (dk->job_ended ? DK_SWEEP_AFTER_END_MS : DK_SWEEP_MS)))
 		return;
-	dk->next_sweep = clock_mono_ms() + 60000;
+	dk->last_sweep = now;
+	dk->job_ended = 0;
 	filt = json_pack("{s:[s+], s:[s, s, s]}", "label", "ferry.home=", dk->home, "status", "exited",
 			 "dead", "created");
 	ftxt = json_dumps(filt, JSON_COMPACT);

@@ -330,15 +330,19 @@ test_docker_leftover_of_finished_attempt_removed() {
 		dk POST "/containers/ferry-test-${c%%:*}/wait"
 	done
 	start_daemon a
+	# first ends first: its end's sweep sees s without an end (the leftover stays); s's own end
+	# must bring a sweep soon, not a minute later (CI: a sweep while s ran, the next after the test)
 	id=$(submit "$(wf one <<'Y'
 name: one
 steps:
-  - {name: s, executor: docker, image: ferry-base, command: [sh, -c, 'true']}
+  - {name: first, executor: docker, image: ferry-base, command: [sh, -c, 'true']}
+  - {name: s, needs: [first], executor: docker, image: ferry-base, command: [sh, -c, 'true']}
 Y
 )")
 	assert_eq "$id" 1 "the run the leftovers are labelled with"
-	wait_run "$id" succeeded 30
-	for _ in $(seq 1 50); do dk GET /containers/ferry-test-left-s/json; [ "$DK_CODE" = 404 ] && break; sleep 0.1; done
+	wait_run "$id" succeeded 60
+	end=$((SECONDS + 25))
+	while dk GET /containers/ferry-test-left-s/json; [ "$DK_CODE" != 404 ] && [ $SECONDS -lt $end ]; do sleep 0.2; done
 	assert_eq "$DK_CODE" 404 "the leftover of the finished attempt removed"
 	logged "removed container .* of run 1 step s attempt 1: its end was recorded" "$FERRY_HOME/ferryd-a.log" || fail "not logged"
 	dk GET /containers/ferry-test-left-other/json
