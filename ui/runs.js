@@ -320,6 +320,14 @@ export async function runPage(id) {
     if (events.open) loadEvents();
   }
 
+  // The stream's runs, drawn once per frame with the latest: a big live run sends many a second, and
+  // drawing each kept a loaded machine's page too busy to take a click
+  let pending = null;
+  function streamed(next) {
+    if (pending === null) requestAnimationFrame(() => { const r = pending; pending = null; if (!signal.aborted) update(r); });
+    pending = next;
+  }
+
   function select(name) {
     // the node shows it is the one open (an outline, not a colour alone: style.css)
     if (nodes.has(selected)) nodes.get(selected).g.classList.remove('selected');
@@ -356,7 +364,7 @@ export async function runPage(id) {
   function followAgain() {
     if (following || FINAL.has(run.state)) return;
     following = true;
-    follow(id, signal, update, live).catch((e) => {
+    follow(id, signal, streamed, live).catch((e) => {
       if (quiet(e)) return;
       live.textContent = `Live updates stopped: ${e.message}. Reload to see the latest.`;
     }).finally(() => { following = false; });

@@ -10,12 +10,13 @@
 // steps (in file order) until "Show all" is pressed. Live: runs.js hands
 // every run the stream brings to changed(); the timeline is read again only
 // when a step's state, attempts or items moved (one read at a time, one
-// more when something moved during it), and open bars are drawn to the
+// more when something moved during it, a second apart), and open bars are drawn to the
 // server's "now" carried forward by the browser's clock.
 
 import { el, callJSON, parseTime, SYMBOLS, quiet } from './lib.js';
 
 const ROWS_SHOWN = 200; // a bigger run shows its longest steps until asked for all
+const READ_GAP_MS = 1000; // the timeline is read again at most this often while the run moves
 const TICKS = 6; // at most this many ticks on the time axis
 // tick spacings (ms) the axis picks from: the first that gives at most TICKS ticks
 const STEPS = [1, 2, 5, 10, 15, 30].map((s) => s * 1000)
@@ -51,9 +52,15 @@ export class Timeline {
     this.sig = null;
     this.busy = false;
     this.again = false;
+    this.frame = 0; // a draw() asked for at the next frame
     this.summary = el('p', { class: 'note', id: 'timeline-summary' }, 'Loading the timeline…');
     this.grid = el('div', { class: 'tl-grid' });
-    this.more = el('p', { class: 'note tl-more', hidden: true });
+    // kept across renders: a stream that redraws the chart many times a second never takes the button
+    // from under a click (a new one each render was "detached" until a loaded CI machine's click timed out)
+    this.moreText = document.createTextNode('');
+    this.allButton = el('button', { type: 'button', id: 'timeline-all',
+      onclick: () => { this.all = !this.all; this.render(); } });
+    this.more = el('p', { class: 'note tl-more', hidden: true }, this.moreText, this.allButton);
     this.element = el('section', { class: 'timeline', id: 'timeline', 'aria-labelledby': 'timeline-h' },
       el('h2', { id: 'timeline-h' }, 'Timeline'), this.summary, legend(),
       el('div', { class: 'tl-scroll', tabindex: '0', 'aria-label': 'the timeline: scrolls sideways' }, this.grid),
@@ -64,9 +71,15 @@ export class Timeline {
   // else only drawn again (a running bar grows).
   changed(run) {
     const sig = signature(run);
-    if (sig === this.sig) { if (this.data) this.render(); return; }
+    if (sig === this.sig) { this.draw(); return; }
     this.sig = sig;
     this.load();
+  }
+
+  // Drawn again at the next frame (open bars grow), however many stream messages asked before it.
+  draw() {
+    if (this.frame || !this.data) return;
+    this.frame = requestAnimationFrame(() => { this.frame = 0; this.render(); });
   }
 
   async load() {
@@ -75,6 +88,9 @@ export class Timeline {
     try {
       do {
         this.again = false;
+        // a live big run moves many times a second: read (and draw all rows) at most once per READ_GAP_MS
+        const wait = this.readAt + READ_GAP_MS - Date.now();
+        if (wait > 0) await new Promise((r) => setTimeout(r, wait));
         this.data = await callJSON(`/runs/${this.runId}/timeline`, { signal: this.signal });
         this.readAt = Date.now();
         this.render();
@@ -121,10 +137,9 @@ export class Timeline {
     this.grid.replaceChildren(axis(total), ...shown.map((x) => this.row(x, pct, t0)));
     if (rows.length > ROWS_SHOWN) {
       this.more.hidden = false;
-      this.more.replaceChildren(this.all ? `All ${rows.length} steps shown. `
-        : `The ${ROWS_SHOWN} longest of ${rows.length} steps shown, in file order. `,
-      el('button', { type: 'button', id: 'timeline-all', onclick: () => { this.all = !this.all; this.render(); } },
-        this.all ? `Show the ${ROWS_SHOWN} longest` : `Show all ${rows.length}`));
+      this.moreText.data = this.all ? `All ${rows.length} steps shown. `
+        : `The ${ROWS_SHOWN} longest of ${rows.length} steps shown, in file order. `;
+      this.allButton.textContent = this.all ? `Show the ${ROWS_SHOWN} longest` : `Show all ${rows.length}`;
     } else {
       this.more.hidden = true;
     }
