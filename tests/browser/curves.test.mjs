@@ -1,7 +1,8 @@
 // Training curves on the step panel, in real headless Chromium against the
 // real ferryd that run.sh started: a train step (a real python3 process)
-// appends a loss and an accuracy to $FERRY_METRICS_FILE for some 8 s, one
-// loss a NaN that its watch rule catches. The panel draws one uPlot chart
+// appends a loss and an accuracy to $FERRY_METRICS_FILE for some 8 s (its
+// second half once the test has seen the first), one loss a NaN that its
+// watch rule catches. The panel draws one uPlot chart
 // a metric, grows them while the step runs, marks the NaN and the rule
 // that fired, and offers a log scale and smoothing; the page stays within
 // its CSP (uPlot is the daemon's own asset). Screenshots at 1280 and 375 px.
@@ -12,10 +13,15 @@ const HOME = process.env.FERRY_HOME;
 const browser = await launch();
 const ctx = await browser.newContext({ viewport: { width: 1280, height: 900 } });
 
+// the second half is written once the test has seen the first (the go file): the curve grows while
+// the page is open however slow the machine (a loaded CI machine opened the panel after all 80)
 const SCRIPT = `${HOME}/curves-train.py`;
+const GO = `${HOME}/curves-go`;
 writeFileSync(SCRIPT, `import json, math, os, time
 out = open(os.environ["FERRY_METRICS_FILE"], "a")
 for i in range(80):
+    while i == 40 and not os.path.exists(${JSON.stringify(GO)}):
+        time.sleep(0.1)
     loss = float("nan") if i == 40 else 2.0 * math.exp(-i / 20) + 0.05
     out.write(json.dumps({"step": i * 10, "loss": loss, "accuracy": 1 - math.exp(-i / 25)}) + "\\n")
     out.flush()
@@ -41,6 +47,7 @@ await test('training curves appear, grow while the step writes metrics, and mark
   await loss.locator('canvas').waitFor();
   await page.locator('#curves figure[data-metric="accuracy"] canvas').waitFor();
   const first = Number(await loss.getAttribute('data-points'));
+  writeFileSync(GO, '');
   // while it runs, the chart is fed again (every 2 s): more points without a new page
   await page.waitForFunction((n) => {
     const f = document.querySelector('#curves figure[data-metric="loss"]');
