@@ -157,7 +157,8 @@ wait_for_batch(threading.Event())
 PY
 )
 	id=$(submit "$f")
-	wait_event "$id" train monitor.hung 60
+	# gdb's budget for the Python frames is 60 s (it took more than 30 s in a loaded make test)
+	wait_event "$id" train monitor.hung 100
 	detail=$(sql "SELECT detail FROM events WHERE run_id = $id AND kind = 'monitor.hung'")
 	py=$(echo "$detail" | json '[p for p in j["evidence"]["processes"] if p.get("python")][0]["python"]') ||
 		fail "no Python frames in the evidence: $(echo "$detail" | json '[(p["comm"], p.get("python_error")) for p in j["evidence"]["processes"]]')"
