@@ -43,4 +43,17 @@ int exec_podman_cgroup_sample(const char *root, const char *rel, struct exec_sam
 long long exec_podman_parse_ll(const char *s);
 ssize_t exec_podman_read_small(const char *path, char *buf, size_t len);
 
+/* Where podman is: FERRY_PODMAN, else the first podman on PATH; NULL when none (free it). */
+char *exec_podman_path(void);
+
+/*
+ * exec_podman_ops.c: the row's signal hook (a background `podman kill`,
+ * retried while the container is being made), a background sweep of
+ * home's containers that a crash left behind, and its orphans hook.
+ */
+void exec_podman_signal(const struct exec_job *job, int sig);
+void exec_podman_sweep(const char *podman, const char *home);
+int exec_podman_orphans(const char *home, int (*want)(int64_t run, const char *step, int attempt, void *arg),
+			void *arg);
+
 #endif
