@@ -183,14 +183,15 @@ test_podman_stop_right_after_start() {
 	f=$(wf early <<'Y'
 name: early
 steps:
-  - {name: long, executor: podman, image: ferry-base, command: [sh, -c, "sleep 20; echo finished"]}
+  - {name: long, executor: podman, image: ferry-base, command: [sh, -c, "sleep 60; echo finished"]}
 Y
 )
 	id=$(submit "$f")
 	wait_step "$id" long running 10
 	api POST "/api/v1/runs/$id/stop"
 	assert_eq "$CODE" 200 "stop answered"
-	wait_run "$id" stopped 10
+	# the TERM, not the KILL 30 s later (the grace), ends it; a loaded make test's podman took 10 s
+	wait_run "$id" stopped 25
 	podman_wait_none "$id"
 	grep -q finished "$FERRY_HOME/runs/$id/long/1/log" && fail "the job ran to its end"
 	true
