@@ -126,7 +126,7 @@ test_podman_digits_on_host_image() {
 	id=$(ferry submit "$f")
 	wait_step "$id" label waiting 20
 	ferry continue "$id" label --data '{"reviewed_by": "ana"}' >/dev/null
-	wait_run "$id" succeeded 180
+	wait_run "$id" succeeded 360
 	best=$(best_item "$id" train)
 	assert_match "$(attempts_of "$id" "$best")" "^podman ferry-" "train's candidates ran in containers"
 	assert_match "$(attempts_of "$id" evaluate)" "^podman ferry-" "evaluate ran in a container"
@@ -136,7 +136,7 @@ test_podman_digits_on_host_image() {
 	awk -v a="$acc" 'BEGIN { exit !(a >= 0.95) }' || fail "accuracy $acc"
 	echo "digits on podman (image: host): accuracy $acc"
 	# the train step alone again, as a developer does, reusing the label
-	out=$(ferry dev run "$ROOT/workflows/digits.yaml" --only train --reuse "$id")
+	out=$(ferry dev run "$f" --only train --reuse "$id")
 	only=$(echo "$out" | sed -n 's/^run \([0-9]*\) (dev).*/\1/p')
 	assert_eq "$(sql "SELECT string_agg(name || '=' || state, ' ' ORDER BY idx) FROM steps WHERE run_id = $only AND parent_id IS NULL")" \
 		"label=succeeded train=succeeded evaluate=skipped register=skipped deploy=skipped" "--only train"
