@@ -160,7 +160,9 @@ static json_t *one_json(PGconn *db, const struct deployment *d)
  * requests, errors_5xx, synthetic, p50_ms, p99_ms], …]}}, the buckets that
  * start at or after since (default: the last hour), oldest first, a bucket
  * without requests left out. Only on the daemon that runs HAProxy (the
- * log is read there); elsewhere every list is empty, as "live" is.
+ * log is read there); elsewhere every list is empty, as "live" is. And
+ * "replicas": each replica's health over the last hour, from the
+ * deployment's events (store_deploy_health_history), on any daemon.
  */
 void api_deployment_traffic(struct api *a, struct reply *r, PGconn *db, struct req *q)
 {
@@ -169,7 +171,7 @@ void api_deployment_traffic(struct api *a, struct reply *r, PGconn *db, struct r
 	int64_t now = (int64_t)time(NULL), since = now - HAP_LOG_HISTORY_S;
 	struct deployment *dep = NULL;
 	struct hap_point *pts;
-	json_t *versions, *j;
+	json_t *versions, *health = NULL, *j;
 	int error;
 
 	(void)a;
@@ -193,8 +195,16 @@ void api_deployment_traffic(struct api *a, struct reply *r, PGconn *db, struct r
 		json_object_set_new(versions, dep->versions[i].version, rows);
 	}
 	free(pts);
+	/* the replicas' health over the hour whatever since is (a handful of rows, from the events) */
+	if ((error = store_deploy_health_history(db, dep->id, now - HAP_LOG_HISTORY_S, &health)) < 0) {
+		json_decref(versions);
+		deployment_free(dep);
+		reply_store_error(r, error);
+		return;
+	}
 	deployment_free(dep);
-	j = json_pack("{s:i,s:I,s:o}", "bucket_s", HAP_LOG_BUCKET_S, "now", (json_int_t)now, "versions", versions);
+	j = json_pack("{s:i,s:I,s:o,s:o}", "bucket_s", HAP_LOG_BUCKET_S, "now", (json_int_t)now, "versions", versions,
+		      "replicas", health);
 	reply_json(r, 200, json_dumps(j, JSON_COMPACT));
 	json_decref(j);
 }

@@ -51,6 +51,20 @@ void dr_stop_earlier(struct dr_set *s, const struct step_run *r, int64_t dep, co
 	deployment_free(d);
 }
 
+/*
+ * A replica's start or first health as the reconcile task writes them
+ * (version, replica and what det adds; det is taken): its health over time
+ * (db/functions/replica_health.sql) begins at the deploy step.
+ */
+static void replica_event(const struct step_run *r, const struct dr_what *w, const char *kind, json_t *det, int idx)
+{
+	json_object_set_new(det, "version", json_string(w->version));
+	json_object_set_new(det, "replica", json_integer(idx));
+	if (store_deploy_event(r->conn, w->dep, r->actor, kind, det) < 0)
+		flog_warn("run %lld step %s: recording %s: %s", (long long)r->run_id, r->name, kind, ferry_error_last());
+	json_decref(det);
+}
+
 int dr_start(struct dr_set *s, const struct step_run *r, const struct dr_what *w)
 {
 	char me[256];
@@ -92,6 +106,9 @@ int dr_start(struct dr_set *s, const struct step_run *r, const struct dr_what *w
 				return error;
 		}
 		snprintf(s->addr[i], sizeof(s->addr[i]), "%s", replica_address());
+		replica_event(r, w, "replica-started",
+			      json_pack("{s:i, s:i, s:s}", "port", s->ports[i], "generation", s->prev_gen[i] + 1, "host", where),
+			      i + 1);
 		steps_log(r, "replica %d started on port %d on host %s (its log: ferry deployments logs %lld %s %d)",
 			  i + 1, s->ports[i], where, (long long)w->dep, w->version, i + 1);
 	}
@@ -165,6 +182,7 @@ int dr_wait(struct dr_set *s, const struct step_run *r, const struct dr_what *w,
 			return error;
 		}
 		store_deploy_replica_health(r->conn, w->dep, w->version, i + 1, "healthy", NULL, 0, 0);
+		replica_event(r, w, "replica-healthy", json_pack("{s:s, s:s}", "from", "starting", "to", "healthy"), i + 1);
 		steps_log(r, "replica %d ready: it answered its health check and the sample request", i + 1);
 	}
 	return FERRY_OK;

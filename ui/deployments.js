@@ -14,7 +14,8 @@
 // header routing (GET's match) is said above the versions. Traffic over time
 // (GET /deployments/{id}/traffic: the proxy's log in 10-second buckets, an
 // hour of them) as charts of requests/s, 5xx rate and p50/p99 per version,
-// the canary's steps and rollbacks as dashed lines, fed at each read.
+// the canary's steps and rollbacks as dashed lines, fed at each read; each
+// replica's health over the hour (the same answer's "replicas") as a strip.
 
 import { el, stateBadge, timeCell, parseTime, callJSON, setView, viewSignal, quiet, emptyState } from './lib.js';
 import { whoami, resultRegion, roleNote, actionButton, act } from './actions.js';
@@ -94,7 +95,7 @@ export async function deploymentPage(id) {
     drawTimer();
     renderActions();
     // sections with nothing to show are null: left out, not written as text
-    body.replaceChildren(...[el('h2', {}, 'Versions'), abNote(d), versionsTable(d), liveBox, trafficBox, loadTests(d), canary(d), haproxy(d), events(d)]
+    body.replaceChildren(...[el('h2', {}, 'Versions'), abNote(d), versionsTable(d), liveBox, trafficBox, healthBox, loadTests(d), canary(d), haproxy(d), events(d)]
       .filter(Boolean));
     drawLive();
   }
@@ -150,6 +151,7 @@ export async function deploymentPage(id) {
   async function readTraffic() {
     const t = await callJSON(`/deployments/${id}/traffic${since ? `?since=${since}` : ''}`, { signal });
     bucketS = t.bucket_s;
+    drawHealth(t.replicas || [], t.now);
     for (const [v, rows] of Object.entries(t.versions || {})) {
       const m = buckets.get(v) || new Map();
       for (const r of rows) { m.set(r[0], r); since = Math.max(since, r[0] + bucketS); }
@@ -192,6 +194,42 @@ export async function deploymentPage(id) {
       charts.set(key, lineChart(fig.firstChild, { series, markers: marks, time: true, xLabel: 'time', yLabel: unit, height: 150 }));
     }
   }
+  // Each replica's health over the last hour (the traffic answer's "replicas", from the deployment's
+  // events): a strip a replica, a bar a health, placed by CSSOM like the run's timeline.
+  const healthBox = el('section', { id: 'replica-health', 'aria-labelledby': 'rh-h' });
+  function drawHealth(reps, now) {
+    // the last hour, or since the deployment was made when that is later (a new one is not a sliver)
+    const made = (parseTime(d.created_at) || new Date(0)).getTime() / 1000;
+    const t1 = now, t0 = Math.min(Math.max(now - 3600, made - 5), now - 60), span = t1 - t0;
+    const pct = (t) => `${(100 * (Math.min(Math.max(t, t0), t1) - t0)) / span}%`;
+    const rows = reps.map((r) => {
+      const spans = [];
+      if (r.before) spans.push([t0, r.before]);
+      for (const c of r.changes) spans.push(c);
+      const bars = spans.map(([from, h], i) => {
+        const to = i + 1 < spans.length ? spans[i + 1][0] : t1;
+        const [sym] = HEALTH[h] || ['?'];
+        const bar = el('span', { class: `rh-bar h-${h}`, title: `${sym} ${h} from ${clock(from)} to ${i + 1 < spans.length ? clock(to) : 'now'}` });
+        bar.style.left = pct(from);
+        bar.style.width = `calc(${pct(to)} - ${pct(from)})`;
+        return bar;
+      });
+      return el('div', { class: 'rh-row', 'data-version': r.version, 'data-replica': r.replica },
+        el('span', { class: 'rh-label' }, `${r.version} #${r.replica} `, r.health ? healthBadge(r.health) : el('span', { class: 'note' }, 'gone')),
+        el('div', { class: 'rh-track' }, bars));
+    });
+    healthBox.replaceChildren(el('h2', { id: 'rh-h' }, "Replicas' health over time"),
+      ...(rows.length ? [
+        el('ul', { class: 'rh-legend', 'aria-label': 'legend' }, Object.entries(HEALTH).map(([h, [sym]]) =>
+          el('li', {}, el('span', { class: `rh-bar rh-swatch h-${h}`, 'aria-hidden': 'true' }), `${sym} ${h}`))),
+        el('div', { class: 'rh-grid' }, rows,
+          el('div', { class: 'rh-row rh-axis', 'aria-hidden': 'true' }, el('span'), el('div', { class: 'rh-track' },
+            el('span', { class: 'rh-tick rh-start' }, t0 <= now - 3600 ? '1 h ago' : clock(t0)), el('span', { class: 'rh-tick rh-end' }, 'now')))),
+        el('p', { class: 'note' }, "The last hour (or since the deployment was made), from its events: a bar a health, from each start, health check that changed it, restart or stop (hover for the times).")]
+        : [el('p', { class: 'note' }, 'No replicas in the last hour.')]));
+  }
+  const clock = (s) => new Date(s * 1000).toLocaleTimeString();
+
   readTraffic().catch((e) => { if (!quiet(e)) trafficBox.replaceChildren(el('p', { class: 'error' }, `Reading the traffic: ${e.message}`)); });
   const live = setInterval(readLive, LIVE_MS);
   signal.addEventListener('abort', () => clearInterval(live), { once: true });

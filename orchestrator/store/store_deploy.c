@@ -688,6 +688,22 @@ int store_deploy_events(PGconn *conn, int64_t dep, int limit, json_t **out)
 	return *out ? FERRY_OK : FERRY_EDB;
 }
 
+int store_deploy_health_history(PGconn *conn, int64_t dep, int64_t since, json_t **out)
+{
+	char d[32], t[32];
+	const char *params[2] = {I64(d, dep), I64(t, since)};
+	PGresult *res = NULL;
+	int error;
+
+	*out = NULL;
+	if ((error = store_q(&res, conn, "SELECT ferry_replica_health($1::bigint, to_timestamp($2::bigint))", 2,
+			     params)) < 0)
+		return error;
+	*out = json_loads(PQgetvalue(res, 0, 0), 0, NULL);
+	PQclear(res);
+	return *out ? FERRY_OK : FERRY_EDB;
+}
+
 void deploy_warnings_free(struct deploy_warning *w, size_t n)
 {
 	if (w == NULL)

@@ -185,6 +185,14 @@ int store_deploy_event(PGconn *conn, int64_t dep, const char *actor, const char 
 int store_deploy_events(PGconn *conn, int64_t dep, int limit, json_t **out);
 
 /*
+ * Deployment dep's replicas' health since the unix time since
+ * (db/functions/replica_health.sql's ferry_replica_health): [{"version",
+ * "replica", "health", "before", "changes": [[unix_s, health], …]}]; *out
+ * is the caller's.
+ */
+int store_deploy_health_history(PGconn *conn, int64_t dep, int64_t since, json_t **out);
+
+/*
  * Deployments whose auto-stop deadline passed: each is switched to stopped
  * in the statement that finds it (so with several daemons each fires once),
  * with an event; *ids (the caller's) lists them. First, those within

@@ -73,7 +73,8 @@ async function narrow(page, hash, shot, ready) {
   const w = await page.evaluate(() => document.documentElement.scrollWidth);
   assert(w <= 375, `${hash}: no horizontal scroll at 375 px (scrollWidth ${w})`);
   const text = await page.locator('#view').innerText();
-  assert(!/\bnull\b|undefined|\[object|NaN/.test(text), `${hash}: no null, undefined, NaN or [object …] written on the page`);
+  const bad = text.match(/.{0,60}(\bnull\b|undefined|\[object|NaN).{0,60}/);
+  assert(!bad, `${hash}: no null, undefined, NaN or [object …] written on the page: …${bad && bad[0]}…`);
   await page.screenshot({ path: `${SHOTS}/${shot}-375.png`, fullPage: true });
   await page.setViewportSize({ width: 1280, height: 900 });
 }

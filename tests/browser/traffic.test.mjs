@@ -4,8 +4,8 @@
 // its front, then a second run rolls out 0.0.2 by a canary that sends its
 // own traffic. The page's charts (requests/s, 5xx rate, p50/p99 per
 // version, from GET /deployments/{id}/traffic's 10-second buckets) grow
-// while it is open, and the canary's steps are drawn as markers; within
-// the CSP. Screenshots at 1280 and 375 px.
+// while it is open, and the canary's steps are drawn as markers; each
+// replica's health over the hour is a strip; within the CSP. Screenshots at 1280 and 375 px.
 import { writeFileSync } from 'node:fs';
 import { URL_BASE, SHOTS, TOKEN, ROOT, test, assert, eq, api, waitRun, launch, signedIn, consoleErrors, done } from './harness.mjs';
 
@@ -73,6 +73,15 @@ await test('traffic over time: charts that grow under load, the canary\'s steps 
   const b = t.versions['0.0.2'][0];
   assert(b[1] > 0 && b[4] > 0 && b[5] >= b[4], `a bucket: requests, p50 ≤ p99: ${JSON.stringify(b)}`);
   eq(await page.locator('#traffic-over-time canvas').count(), 3, 'requests/s, 5xx rate, response time: three charts');
+  // each replica's health over the hour: 0.0.2's strip starts (the canary's deploy) and turns healthy
+  const row2 = page.locator('#replica-health .rh-row[data-version="0.0.2"][data-replica="1"]');
+  await row2.locator('.rh-bar.h-healthy').waitFor({ timeout: 20000 });
+  eq(await row2.locator('.rh-bar').evaluateAll((bs) => bs.map((b) => b.className.replace('rh-bar h-', '')).join(' ')),
+    'starting healthy', "0.0.2's replica: started, then healthy");
+  assert(await page.locator('#replica-health .rh-row[data-version="0.0.1"] .rh-bar.h-healthy').count() >= 1, "0.0.1's replica is healthy");
+  const wid = await row2.locator('.rh-bar.h-healthy').evaluate((b) => b.getBoundingClientRect().width);
+  assert(wid > 0, `the healthy bar has a width (${wid})`);
+  assert(/healthy from .* to now/.test(await row2.locator('.rh-bar.h-healthy').getAttribute('title')), 'its title says when');
   await page.screenshot({ path: `${SHOTS}/traffic-1280.png`, fullPage: true });
   await page.setViewportSize({ width: 375, height: 800 });
   await page.waitForTimeout(300);

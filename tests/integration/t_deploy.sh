@@ -263,6 +263,13 @@ test_deploy_killed_replica_restarted() {
 		sleep 0.1
 	done
 	assert_eq "$(dep_json | json '[v for v in j["versions"] if v["version"] == "0.0.2"][0]["replica_list"][0]["restarts"]')" 1 "one restart"
+	# its health over time (the console's strip): started, healthy, then the restart and healthy again
+	api GET /api/v1/deployments/1/traffic
+	assert_eq "$CODE" 200 "traffic: $BODY"
+	assert_match "$(echo "$BODY" | json '" ".join(h for t, h in [r for r in j["replicas"] if r["version"] == "0.0.2" and r["replica"] == 1][0]["changes"])')" \
+		"^starting healthy( unhealthy)? starting healthy$" "0.0.2's replica's health over time"
+	assert_eq "$(echo "$BODY" | json '[r["health"] for r in j["replicas"] if r["version"] == "0.0.2"][0]')" healthy "its health now"
+	assert_eq "$(echo "$BODY" | json '[r["replica"] for r in j["replicas"] if r["version"] == "0.0.1"]')" "[1]" "0.0.1's one replica listed too"
 	out=$(count_versions 500)
 	echo "$out" | grep -q "0.0.2 [0-9]" || { dep_json >&2; grep -i "deployment\|replica\|haproxy" "$FERRY_HOME/ferryd-a.log" | grep -v debug >&2; }
 	assert_match "$out" "0.0.2 [0-9]" "the restarted replica serves again: $out"

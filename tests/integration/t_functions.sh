@@ -208,3 +208,32 @@ SQL
 	assert_eq "$(sql "SELECT state FROM steps WHERE id = $sid")" stopped "the queued step stopped"
 	assert_eq "$(sql "SELECT count(*) FROM step_queue WHERE step_id = $sid")" 0 "and left the queue"
 }
+
+# ferry_replica_health (GET /deployments/{id}/traffic's "replicas"): each
+# replica's changes in the window from the deployment's events; one with
+# none there had its health now all along; one whose row is gone has no
+# health now; the health before the window is the first change's "from"
+test_functions_replica_health_over_time() {
+	start_daemon a
+	local dep
+	dep=$(sql "INSERT INTO deployments (name, model, port, actor) VALUES ('rh', 'm', 1, 't') RETURNING id")
+	sql "INSERT INTO deployment_versions (deployment_id, version, ord, artifact, replicas, serve) VALUES
+		($dep, '0.0.1', 1, 'a', 1, '[]'), ($dep, '0.0.2', 2, 'b', 1, '[]');
+	     INSERT INTO deployment_replicas (deployment_id, version, idx, port, executor, health) VALUES
+		($dep, '0.0.1', 1, 2, 'local', 'healthy'), ($dep, '0.0.2', 1, 3, 'local', 'unhealthy');
+	     INSERT INTO deployment_events (deployment_id, at, actor, kind, detail) VALUES
+		($dep, now() - interval '2 hours', 't', 'replica-started', '{\"version\": \"0.0.1\", \"replica\": 1}'),
+		($dep, now() - interval '2 hours', 't', 'replica-healthy', '{\"version\": \"0.0.1\", \"replica\": 1, \"from\": \"starting\"}'),
+		($dep, now() - interval '30 minutes', 't', 'replica-healthy', '{\"version\": \"0.0.2\", \"replica\": 1, \"from\": \"starting\"}'),
+		($dep, now() - interval '10 minutes', 't', 'replica-unhealthy', '{\"version\": \"0.0.2\", \"replica\": 1, \"from\": \"healthy\"}'),
+		($dep, now() - interval '20 minutes', 't', 'replica-restarted', '{\"version\": \"0.0.9\", \"replica\": 2}'),
+		($dep, now() - interval '5 minutes', 't', 'replica-removed', '{\"version\": \"0.0.9\", \"replica\": 2}'),
+		($dep, now() - interval '5 minutes', 't', 'replica-healthy', '{\"version\": \"0.0.2\"}'),
+		($dep, now() - interval '5 minutes', 't', 'canary-step', '{\"version\": \"0.0.2\", \"replica\": 1}')" >/dev/null
+	out=$(sql "SELECT ferry_replica_health($dep, now() - interval '1 hour')")
+	assert_eq "$(echo "$out" | json '[(r["version"], r["replica"], r["health"], r["before"], [h for t, h in r["changes"]]) for r in j]')" \
+		'[["0.0.1", 1, "healthy", "healthy", []], ["0.0.2", 1, "unhealthy", "starting", ["healthy", "unhealthy"]], ["0.0.9", 2, null, null, ["starting", "stopped"]]]' \
+		"each replica's health over the hour"
+	assert_eq "$(echo "$out" | json 'round(j[1]["changes"][1][0] - j[1]["changes"][0][0])')" 1200 "the changes' times (20 minutes apart)"
+	assert_eq "$(sql "SELECT ferry_replica_health(-1, now())::text")" "[]" "no such deployment: none"
+}

@@ -445,8 +445,8 @@ Y
 		"$FERRY_HOME/ferryd-b.log" 5 || fail "B's log does not say why it stopped it"
 	sleep 5 # two more rounds of B's keeper and of the leader
 	assert_eq "$(sql "SELECT string_agg(handle->>'host', ',' ORDER BY idx) FROM deployment_replicas")" host-a,host-a "the replicas stay on A"
-	# A's placed start, B's restart, the replacement: and no start after B came back
-	assert_eq "$(sql "SELECT count(*) FROM deployment_events WHERE kind IN ('replica-started', 'replica-restarted', 'replica-replaced')")" 3 "no start after B came back"
+	# the step's start on B, A's placed start, B's restart, the replacement: and no start after B came back
+	assert_eq "$(sql "SELECT count(*) FROM deployment_events WHERE kind IN ('replica-started', 'replica-restarted', 'replica-replaced')")" 4 "no start after B came back"
 	ferry stop "$hold" >/dev/null
 }
 
