@@ -169,8 +169,8 @@ export async function deploymentPage(id) {
       return;
     }
     const rows = (v) => [...buckets.get(v).values()].sort((a, b) => a[0] - b[0]);
-    // the canary's steps and rollbacks (its events), as dashed lines where they happened
-    const marks = (d.events || []).filter((e) => e.kind.startsWith('canary'))
+    // the canary's steps and rollbacks (its own and a person's), and promotions, as dashed lines where they happened
+    const marks = (d.events || []).filter((e) => /^canary-|^rollback$|^promote$/.test(e.kind))
       .map((e) => ({ x: parseTime(e.at) / 1000, label: e.kind })).filter((m) => Number.isFinite(m.x));
     const figs = [
       ['rps', 'Requests/s', 'req/s', vs.map((v) => ({ label: v, points: rows(v).map((r) => [r[0], r[1] / bucketS]) }))],

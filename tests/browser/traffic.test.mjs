@@ -4,7 +4,7 @@
 // its front, then a second run rolls out 0.0.2 by a canary that sends its
 // own traffic. The page's charts (requests/s, 5xx rate, p50/p99 per
 // version, from GET /deployments/{id}/traffic's 10-second buckets) grow
-// while it is open, and the canary's steps are drawn as markers; each
+// while it is open, and the canary's steps and a rollback are drawn as markers; each
 // replica's health over the hour is a strip; within the CSP. Screenshots at 1280 and 375 px.
 import { writeFileSync } from 'node:fs';
 import { URL_BASE, SHOTS, TOKEN, ROOT, test, assert, eq, api, waitRun, launch, signedIn, consoleErrors, done } from './harness.mjs';
@@ -73,6 +73,15 @@ await test('traffic over time: charts that grow under load, the canary\'s steps 
   const b = t.versions['0.0.2'][0];
   assert(b[1] > 0 && b[4] > 0 && b[5] >= b[4], `a bucket: requests, p50 ≤ p99: ${JSON.stringify(b)}`);
   eq(await page.locator('#traffic-over-time canvas').count(), 3, 'requests/s, 5xx rate, response time: three charts');
+  // a person's rollback is a marker too
+  const marks = Number(await rps.getAttribute('data-markers'));
+  const rb = await api('PATCH', `/api/v1/deployments/${dep.id}`, { action: 'rollback' });
+  eq(rb.status, 200, `rollback: ${rb.text}`);
+  await page.waitForFunction((n) => Number(document.querySelector('#traffic-over-time figure[data-chart="rps"]').dataset.markers) > n,
+    marks, { timeout: 20000 }).catch(async (e) => {
+    const ev = (await api('GET', `/api/v1/deployments/${dep.id}`)).json.events.map((x) => x.kind);
+    throw new Error(`${e.message}: markers ${marks}, the deployment's events: ${ev.join(' ')}`);
+  });
   // each replica's health over the hour: 0.0.2's strip starts (the canary's deploy) and turns healthy
   const row2 = page.locator('#replica-health .rh-row[data-version="0.0.2"][data-replica="1"]');
   await row2.locator('.rh-bar.h-healthy').waitFor({ timeout: 20000 });
