@@ -23,16 +23,15 @@ LANGUAGE sql STABLE AS $$
 		       e.detail->>'from' AS from_health,
 		       CASE e.kind WHEN 'replica-healthy' THEN 'healthy' WHEN 'replica-unhealthy' THEN 'unhealthy'
 		                   WHEN 'replica-stopped' THEN 'stopped' WHEN 'replica-removed' THEN 'stopped'
-		                   ELSE 'starting' END AS health
+		                   WHEN 'replica-started' THEN 'starting' WHEN 'replica-restarted' THEN 'starting'
+		                   WHEN 'replica-replaced' THEN 'starting' END AS health -- placed: no health of its own
 		FROM deployment_events e
-		WHERE e.deployment_id = p_dep AND e.at >= p_since
-		  AND e.kind IN ('replica-started', 'replica-restarted', 'replica-replaced', 'replica-healthy',
-		                 'replica-unhealthy', 'replica-stopped', 'replica-removed')
+		WHERE e.deployment_id = p_dep AND e.at >= p_since AND e.kind LIKE 'replica-%'
 		  AND e.detail ? 'version' AND jsonb_typeof(e.detail->'replica') = 'number'
 	), per AS (
 		SELECT version, replica, (array_agg(from_health ORDER BY id))[1] AS before,
 		       json_agg(json_build_array(round(extract(epoch FROM at)::numeric, 3), health) ORDER BY id) AS changes
-		FROM ev GROUP BY version, replica
+		FROM ev WHERE health IS NOT NULL GROUP BY version, replica
 	), now_rows AS (
 		SELECT version, idx, health FROM deployment_replicas WHERE deployment_id = p_dep
 	)
