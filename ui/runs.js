@@ -372,7 +372,6 @@ export async function runPage(id) {
 
   renderHead();
   renderSteps();
-  timeline.changed(run);
 
   // the DAG: once; without the route (or Graphviz), the table alone says it all
   try {
@@ -403,6 +402,8 @@ export async function runPage(id) {
     if (e instanceof Unauthorized || e.name === 'AbortError') return;
   }
   if (dag.hidden && !tableOn) stepsBox.open = true; // no DAG: the table it is
+  // the timeline once the DAG is drawn: its read and its rows do not hold up the page's first picture
+  timeline.changed(run);
 
   if (FINAL.has(run.state)) {
     live.textContent = `The run is over (${run.state}).`;
