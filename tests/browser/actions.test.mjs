@@ -281,7 +281,12 @@ steps:
     await page.locator('#log-count', { hasText: 'of 10' }).waitFor().catch(async (e) => {
       const count = await page.locator('#log-count').innerText().catch(() => '?');
       const shown = await page.locator('#log').innerText().catch(() => '?');
-      throw new Error(`search count "${count}" instead of "… of 10"; the log shown: ${JSON.stringify(shown.slice(-700))}; ${e.message.split('\n')[0]}`);
+      // which search box, what it holds, what is marked: the next failure says more than "cause unknown"
+      const box = await page.evaluate(() => ({ boxes: document.querySelectorAll('#log-search').length,
+        value: document.querySelector('#log-search')?.value, focused: document.activeElement?.id,
+        marks: document.querySelectorAll('#log mark').length, logs: document.querySelectorAll('pre#log').length,
+        live: document.querySelector('#log-live')?.textContent })).catch(() => '?');
+      throw new Error(`search count "${count}" instead of "… of 10" (${JSON.stringify(box)}); the log shown: ${JSON.stringify(shown.slice(-700))}; ${e.message.split('\n')[0]}`);
     });
     eq(await page.locator('#log mark').count(), 10, 'ten matches marked, case-insensitively');
     eq(await page.locator('#log-count').innerText(), '1 of 10', 'the first match is current');
