@@ -145,6 +145,23 @@ static int place_elsewhere(PGconn *conn, json_t *hosts, const char *actor, const
  * where placement puts it (hosts: the fleet; NULL on a keeper's round,
  * which only starts its own host's).
  */
+/*
+ * A (re)start that failed: unhealthy until the next try (after its
+ * backoff), and an event when that is a change (its health over time is
+ * read from the events: DEPLOY.md), not one each try.
+ */
+static void start_failed(PGconn *conn, const char *actor, const struct deployment *d, const struct deploy_version *v,
+			 const struct deploy_replica *rep, const char *why)
+{
+	store_deploy_replica_health(conn, d->id, v->version, rep->idx, "unhealthy", why, 1, backoff_ms(rep->restarts));
+	if (rep->health != DEPLOY_H_UNHEALTHY) {
+		json_t *det = json_pack("{s:s, s:i, s:s, s:s, s:s}", "version", v->version, "replica", rep->idx, "from",
+					deploy_health_name(rep->health), "to", "unhealthy", "error", why);
+		store_deploy_event(conn, d->id, actor, "replica-unhealthy", det);
+		json_decref(det);
+	}
+}
+
 static void apply_start(PGconn *conn, json_t *hosts, const char *home, const char *actor,
 			const struct deployment *d, const struct deploy_version *v, const struct deploy_replica *rep)
 {
@@ -173,14 +190,12 @@ static void apply_start(PGconn *conn, json_t *hosts, const char *home, const cha
 	 * this machine too; a placement's port is the placer's guess)
 	 */
 	if ((lost || placed) && (s.port = replica_free_port()) == 0) {
-		store_deploy_replica_health(conn, d->id, v->version, rep->idx, "unhealthy",
-					    "no free port for a replacement", 1, backoff_ms(rep->restarts));
+		start_failed(conn, actor, d, v, rep, "no free port for a replacement");
 		return;
 	}
 	if (replica_start(&s, &nh) < 0) {
 		char *err = xstrdup(ferry_error_last());
-		store_deploy_replica_health(conn, d->id, v->version, rep->idx, "unhealthy", err, 1,
-					    backoff_ms(rep->restarts));
+		start_failed(conn, actor, d, v, rep, err);
 		flog_error("deployment %s: %s %s replica %d: %s", d->name, placed ? "starting" : "restarting",
 			   v->version, rep->idx, err);
 		free(err);

@@ -276,6 +276,32 @@ test_deploy_killed_replica_restarted() {
 	haproxy_vs_db || fail "HAProxy differs from the database"
 }
 
+# a replica that dies and cannot start again (its model is gone from this host's store, and no
+# other host holds it) is unhealthy: one replica-unhealthy event with the error, not one each try,
+# and its health over time says started, healthy, unhealthy
+test_deploy_replica_that_cannot_restart_is_unhealthy_once() {
+	two_versions
+	local hex port pid
+	hex=$(sql "SELECT artifact FROM deployment_versions WHERE deployment_id = 1 AND version = '0.0.2'" | grep -oE '[0-9a-f]{64}' | head -1)
+	[ -n "$hex" ] || fail "no sha256 in 0.0.2's artifact: $(sql "SELECT artifact FROM deployment_versions WHERE version = '0.0.2'")"
+	[ "$hex" != "$(sql "SELECT artifact FROM deployment_versions WHERE deployment_id = 1 AND version = '0.0.1'" | grep -oE '[0-9a-f]{64}' | head -1)" ] ||
+		fail "both versions have one model"
+	rm -f "$FERRY_HOME/artifacts/sha256/${hex:0:2}/$hex"
+	port=$(dep_json | json '[v for v in j["versions"] if v["version"] == "0.0.2"][0]["replica_list"][0]["port"]')
+	pid=$(ss -ltnpH "sport = :$port" | sed -n 's/.*pid=\([0-9]*\).*/\1/p' | head -1)
+	[ -n "$pid" ] || fail "no process listens on the replica's port $port"
+	kill -9 "$pid"
+	sql_until "EXISTS (SELECT FROM deployment_events WHERE kind = 'replica-unhealthy' AND detail->>'version' = '0.0.2' AND detail ? 'error')" 30 ||
+		fail "no replica-unhealthy event: $(sql "SELECT string_agg(kind, ' ' ORDER BY id) FROM deployment_events")"
+	assert_match "$(sql "SELECT detail->>'error' FROM deployment_events WHERE kind = 'replica-unhealthy' AND detail ? 'error'")" "$hex" "the event says why (the model)"
+	sleep 4 # backoff 1 s, 2 s: two more tries fail
+	assert_eq "$(sql "SELECT count(*) FROM deployment_events WHERE kind = 'replica-unhealthy' AND detail->>'version' = '0.0.2'")" 1 "one event, not one each try"
+	[ "$(sql "SELECT restarts FROM deployment_replicas WHERE version = '0.0.2'")" -ge 2 ] || fail "it was not tried again"
+	api GET /api/v1/deployments/1/traffic
+	assert_match "$(echo "$BODY" | json '" ".join(h for t, h in [r for r in j["replicas"] if r["version"] == "0.0.2"][0]["changes"])')" \
+		"^starting healthy (unhealthy )?unhealthy$" "started, healthy, unhealthy: $BODY"
+}
+
 # promote and roll back while a client sends requests: none fails
 test_deploy_promote_and_rollback_under_load() {
 	two_versions
