@@ -215,7 +215,11 @@ export async function deploymentPage(id) {
         return bar;
       });
       return el('div', { class: 'rh-row', 'data-version': r.version, 'data-replica': r.replica },
-        el('span', { class: 'rh-label' }, `${r.version} #${r.replica} `, r.health ? healthBadge(r.health) : el('span', { class: 'note' }, 'gone')),
+        // its health now as a symbol (the word in its title and for screen readers: the label column is narrow)
+        el('span', { class: 'rh-label' }, `${r.version} #${r.replica} `, r.health
+          ? el('span', { class: `state state-${(HEALTH[r.health] || ['?', 'lost'])[1]}`, title: `now ${r.health}`, 'aria-label': `now ${r.health}` },
+            (HEALTH[r.health] || ['?'])[0])
+          : el('span', { class: 'note' }, 'gone')),
         el('div', { class: 'rh-track' }, bars));
     });
     healthBox.replaceChildren(el('h2', { id: 'rh-h' }, "Replicas' health over time"),
