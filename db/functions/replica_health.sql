@@ -28,10 +28,15 @@ LANGUAGE sql STABLE AS $$
 		FROM deployment_events e
 		WHERE e.deployment_id = p_dep AND e.at >= p_since AND e.kind LIKE 'replica-%'
 		  AND e.detail ? 'version' AND jsonb_typeof(e.detail->'replica') = 'number'
+	), seq AS (
+		SELECT ev.*, lag(health) OVER (PARTITION BY version, replica ORDER BY id) AS prev
+		FROM ev WHERE health IS NOT NULL
 	), per AS (
+		-- a change is one that changes it: two writers may both record a replica's first health
+		-- (the deploy step and a keeper's round that checked it meanwhile)
 		SELECT version, replica, (array_agg(from_health ORDER BY id))[1] AS before,
 		       json_agg(json_build_array(round(extract(epoch FROM at)::numeric, 3), health) ORDER BY id) AS changes
-		FROM ev WHERE health IS NOT NULL GROUP BY version, replica
+		FROM seq WHERE health IS DISTINCT FROM prev GROUP BY version, replica
 	), now_rows AS (
 		SELECT version, idx, health FROM deployment_replicas WHERE deployment_id = p_dep
 	)

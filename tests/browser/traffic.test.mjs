@@ -78,7 +78,7 @@ await test('traffic over time: charts that grow under load, the canary\'s steps 
   const rb = await api('PATCH', `/api/v1/deployments/${dep.id}`, { action: 'rollback' });
   eq(rb.status, 200, `rollback: ${rb.text}`);
   await page.waitForFunction((n) => Number(document.querySelector('#traffic-over-time figure[data-chart="rps"]').dataset.markers) > n,
-    marks, { timeout: 20000 }).catch(async (e) => {
+    marks, { timeout: 40000 }).catch(async (e) => {
     const ev = (await api('GET', `/api/v1/deployments/${dep.id}`)).json.events.map((x) => x.kind);
     throw new Error(`${e.message}: markers ${marks}, the deployment's events: ${ev.join(' ')}`);
   });

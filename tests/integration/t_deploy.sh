@@ -294,9 +294,10 @@ test_deploy_replica_that_cannot_restart_is_unhealthy_once() {
 	sql_until "EXISTS (SELECT FROM deployment_events WHERE kind = 'replica-unhealthy' AND detail->>'version' = '0.0.2' AND detail ? 'error')" 30 ||
 		fail "no replica-unhealthy event: $(sql "SELECT string_agg(kind, ' ' ORDER BY id) FROM deployment_events")"
 	assert_match "$(sql "SELECT detail->>'error' FROM deployment_events WHERE kind = 'replica-unhealthy' AND detail ? 'error'")" "$hex" "the event says why (the model)"
-	sleep 4 # backoff 1 s, 2 s: two more tries fail
+	# two more tries (backoff 1 s, then 2 s), each failing
+	sql_until "(SELECT restarts FROM deployment_replicas WHERE version = '0.0.2') >= 3" 60 ||
+		fail "it was not tried again: restarts $(sql "SELECT restarts FROM deployment_replicas WHERE version = '0.0.2'")"
 	assert_eq "$(sql "SELECT count(*) FROM deployment_events WHERE kind = 'replica-unhealthy' AND detail->>'version' = '0.0.2'")" 1 "one event, not one each try"
-	[ "$(sql "SELECT restarts FROM deployment_replicas WHERE version = '0.0.2'")" -ge 2 ] || fail "it was not tried again"
 	api GET /api/v1/deployments/1/traffic
 	assert_match "$(echo "$BODY" | json '" ".join(h for t, h in [r for r in j["replicas"] if r["version"] == "0.0.2"][0]["changes"])')" \
 		"^starting healthy (unhealthy )?unhealthy$" "started, healthy, unhealthy: $BODY"

@@ -212,7 +212,8 @@ SQL
 # ferry_replica_health (GET /deployments/{id}/traffic's "replicas"): each
 # replica's changes in the window from the deployment's events; one with
 # none there had its health now all along; one whose row is gone has no
-# health now; the health before the window is the first change's "from"
+# health now; the health before the window is the first change's "from";
+# a health recorded twice in a row (two writers) is one change
 test_functions_replica_health_over_time() {
 	start_daemon a
 	local dep
@@ -225,6 +226,7 @@ test_functions_replica_health_over_time() {
 		($dep, now() - interval '2 hours', 't', 'replica-started', '{\"version\": \"0.0.1\", \"replica\": 1}'),
 		($dep, now() - interval '2 hours', 't', 'replica-healthy', '{\"version\": \"0.0.1\", \"replica\": 1, \"from\": \"starting\"}'),
 		($dep, now() - interval '30 minutes', 't', 'replica-healthy', '{\"version\": \"0.0.2\", \"replica\": 1, \"from\": \"starting\"}'),
+		($dep, now() - interval '29 minutes', 't', 'replica-healthy', '{\"version\": \"0.0.2\", \"replica\": 1, \"from\": \"starting\"}'),
 		($dep, now() - interval '10 minutes', 't', 'replica-unhealthy', '{\"version\": \"0.0.2\", \"replica\": 1, \"from\": \"healthy\"}'),
 		($dep, now() - interval '20 minutes', 't', 'replica-restarted', '{\"version\": \"0.0.9\", \"replica\": 2}'),
 		($dep, now() - interval '5 minutes', 't', 'replica-removed', '{\"version\": \"0.0.9\", \"replica\": 2}'),
