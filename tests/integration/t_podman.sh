@@ -179,19 +179,19 @@ test_podman_stop_right_after_start() {
 	real=$(command -v podman)
 	printf '#!/bin/sh\n[ "$3" = run ] && sleep 1.5\nexec %s "$@"\n' "$real" >"$FERRY_HOME/slow-podman"
 	chmod +x "$FERRY_HOME/slow-podman"
-	start_daemon a FERRY_KILL_GRACE_MS=30000 FERRY_PODMAN="$FERRY_HOME/slow-podman"
+	start_daemon a FERRY_KILL_GRACE_MS=60000 FERRY_PODMAN="$FERRY_HOME/slow-podman"
 	f=$(wf early <<'Y'
 name: early
 steps:
-  - {name: long, executor: podman, image: ferry-base, command: [sh, -c, "sleep 60; echo finished"]}
+  - {name: long, executor: podman, image: ferry-base, command: [sh, -c, "sleep 120; echo finished"]}
 Y
 )
 	id=$(submit "$f")
 	wait_step "$id" long running 10
 	api POST "/api/v1/runs/$id/stop"
 	assert_eq "$CODE" 200 "stop answered"
-	# the TERM, not the KILL 30 s later (the grace), ends it; a loaded make test's podman took 10 s
-	wait_run "$id" stopped 25
+	# the TERM, not the KILL 60 s later (the grace), ends it; a loaded make test's podman took 10 s
+	wait_run "$id" stopped 50
 	podman_wait_none "$id"
 	grep -q finished "$FERRY_HOME/runs/$id/long/1/log" && fail "the job ran to its end"
 	true
