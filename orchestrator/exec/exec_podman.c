@@ -880,17 +880,8 @@ static int container_exists(const char *podman, const char *name)
 		ferry_error_set("fork: %s", strerror(errno));
 		return FERRY_ERROR;
 	}
-	if (pid == 0) {
-		int nullfd = open("/dev/null", O_RDWR | O_CLOEXEC);
-		if (nullfd >= 0) {
-			dup2(nullfd, 0);
-			dup2(nullfd, 1);
-			dup2(nullfd, 2);
-		}
-		close_range(3, ~0U, 0);
-		execv(argv[0], argv);
-		_exit(127);
-	}
+	if (pid == 0)
+		exec_podman_child_exec(argv, 0);
 	while ((r = waitpid(pid, &st, WNOHANG)) == 0 && clock_mono_ms() < until)
 		nanosleep(&ts, NULL);
 	if (r == 0) {

@@ -52,6 +52,13 @@ char *exec_podman_path(void);
  * home's containers that a crash left behind, and its orphans hook.
  */
 void exec_podman_signal(const struct exec_job *job, int sig);
+/*
+ * The child side of a fork that runs a podman command: stdio on /dev/null,
+ * no other descriptor, in its own session with no signal blocked when
+ * own_session (a command the daemon does not wait for); async-signal-safe
+ * calls only (the daemon has threads). Never returns.
+ */
+__attribute__((noreturn)) void exec_podman_child_exec(char **argv, int own_session);
 void exec_podman_sweep(const char *podman, const char *home);
 int exec_podman_orphans(const char *home, int (*want)(int64_t run, const char *step, int attempt, void *arg),
 			void *arg);

@@ -16,29 +16,33 @@
 
 #include "lib/util.h"
 
-/* Runs argv in the background, its output to /dev/null; its end is reaped with the strays. */
-static void run_detached(char **argv)
+void exec_podman_child_exec(char **argv, int own_session)
 {
-	pid_t pid;
+	int nullfd = open("/dev/null", O_RDWR | O_CLOEXEC);
 
-	if (argv[0][0] != '/')
-		return;
-	pid = fork();
-	if (pid == 0) {
-		int nullfd = open("/dev/null", O_RDWR | O_CLOEXEC);
+	if (own_session) {
 		sigset_t none;
 		sigemptyset(&none);
 		sigprocmask(SIG_SETMASK, &none, NULL);
 		setsid();
-		if (nullfd >= 0) {
-			dup2(nullfd, 0);
-			dup2(nullfd, 1);
-			dup2(nullfd, 2);
-		}
-		close_range(3, ~0U, 0);
-		execv(argv[0], argv);
-		_exit(127);
 	}
+	if (nullfd >= 0) {
+		dup2(nullfd, 0);
+		dup2(nullfd, 1);
+		dup2(nullfd, 2);
+	}
+	close_range(3, ~0U, 0);
+	execv(argv[0], argv);
+	_exit(127);
+}
+
+/* Runs argv in the background, its output to /dev/null; its end is reaped with the strays. */
+static void run_detached(char **argv)
+{
+	if (argv[0][0] != '/')
+		return;
+	if (fork() == 0)
+		exec_podman_child_exec(argv, 1);
 }
 
 /*
