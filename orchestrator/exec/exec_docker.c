@@ -209,12 +209,12 @@ static json_t *dk_create_body(const struct exec_spec *c, const struct exec_local
 struct docker {
 	char *home;          /* the FERRY_HOME of this daemon's containers (their ferry.home label), from the first start */
 	int64_t last_sweep;  /* when tick last looked for exited containers */
-	int job_ended;       /* a job ended since: the next tick looks (DK_SWEEP_AFTER_END_MS apart) */
+	int64_t ended_at;    /* the last job end since that sweep (0: none): a sweep once jobs are quiet */
 };
 
-/* a sweep each minute, and one soon after a job's end (at most one each 2 s) */
+/* a sweep each minute, and one once no job has ended for DK_QUIET_MS after one did */
 #define DK_SWEEP_MS 60000
-#define DK_SWEEP_AFTER_END_MS 2000
+#define DK_QUIET_MS 2000
 
 static void *docker_init(const char *home)
 {
@@ -686,7 +686,7 @@ static void docker_cleanup(struct exec_job *job)
 	struct docker *dk = job->inst;
 
 	if (dk)
-		dk->job_ended = 1; /* the leftovers of a crash labelled like this attempt may go now */
+		dk->ended_at = clock_mono_ms(); /* the leftovers of a crash labelled like this attempt may go soon */
 	if (job->dir == NULL || name == NULL || sock == NULL)
 		return;
 	dk_status(job->dir, NULL, NULL, NULL, NULL, &removed);
@@ -700,10 +700,12 @@ static void docker_cleanup(struct exec_job *job)
  * end is already in their attempt's DIR/status (a removal that failed:
  * the engine was unreachable when the job ended). Those without an end
  * stay: their attempt is adopted from them. Once a minute, and at the
- * first wake-up after a job ended (at most one each DK_SWEEP_AFTER_END_MS):
- * a sweep that ran while the job ran saw its attempt without an end, and
- * a leftover labelled like it would have waited a minute. Each request
- * within DK_QUICK_MS.
+ * first wake-up (a SIGCHLD, or the 10 s strays task) once no job has
+ * ended for DK_QUIET_MS after one did: a sweep that ran while a job ran
+ * saw its attempt without an end, and a leftover labelled like it would
+ * have waited a minute; not while jobs keep ending, where the request
+ * would run in the wake-up that records the next end. Each request within
+ * DK_QUICK_MS.
  */
 static void docker_tick(void *inst, const char *home)
 {
@@ -718,10 +720,11 @@ static void docker_tick(void *inst, const char *home)
 	/* only a daemon that ran or adopted a docker job (dk->home) talks to dockerd */
 	(void)home;
 	if (dk->home == NULL || sock == NULL ||
-	    (dk->last_sweep != 0 && now - dk->last_sweep < (dk->job_ended ? DK_SWEEP_AFTER_END_MS : DK_SWEEP_MS)))
+	    (dk->last_sweep != 0 && now - dk->last_sweep < DK_SWEEP_MS &&
+	     (dk->ended_at == 0 || now - dk->ended_at < DK_QUIET_MS)))
 		return;
 	dk->last_sweep = now;
-	dk->job_ended = 0;
+	dk->ended_at = 0;
 	filt = json_pack("{s:[s+], s:[s, s, s]}", "label", "ferry.home=", dk->home, "status", "exited",
 			 "dead", "created");
 	ftxt = json_dumps(filt, JSON_COMPACT);
