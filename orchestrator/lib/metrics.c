@@ -34,6 +34,7 @@ static const struct {
 	{"ferry_fingerprint_memo_hits_total", "Dataset fingerprints known from unchanged file metadata (no bytes read)."},
 	{"ferry_fingerprint_reads_total", "Dataset fingerprints computed by reading every byte."},
 	{"ferry_api_connections_cut_total", "API connections shut down before their request's headers came: past the header deadline, or the longest waiting when too many waited."},
+	{"ferry_db_retries_total", "Statements run again after PostgreSQL broke a deadlock or a serialization conflict by aborting them."},
 }, histogram_info[H_HISTOGRAMS] = {
 	{"ferry_dispatch_claim_seconds", "Duration of one claim of ready steps."},
 	{"ferry_dispatch_finish_seconds", "Duration of closing one batch of attempts."},

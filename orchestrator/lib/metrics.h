@@ -17,6 +17,7 @@ enum metric_counter {
 	M_FP_MEMO_HITS,      /* dataset fingerprints answered from the stat memo (no bytes read) */
 	M_FP_READS,          /* dataset fingerprints computed by reading every byte */
 	M_API_CONNS_CUT,     /* API connections shut down: headers too slow, or too many waiting (api_conns.h) */
+	M_DB_RETRIES,        /* statements run again after PostgreSQL aborted them for a deadlock or serialization conflict */
 	M_COUNTERS
 };
 

@@ -95,6 +95,26 @@ static int map_error(PGconn *conn, PGresult *res)
 	return FERRY_EDB;
 }
 
+/*
+ * Whether a failed statement may simply run again: PostgreSQL broke a
+ * deadlock (40P01) or a serialization conflict (40001) by aborting it, and
+ * it ran as its own transaction (the connection is idle again), so nothing
+ * of it was kept. Inside an explicit transaction the caller's BEGIN is lost
+ * with it: the caller decides. The transitions take their locks in orders
+ * that cannot all agree (a stop locks its run then the run's open steps; a
+ * finish the steps it releases then their run), so a rare deadlock between
+ * two of them is expected, and the one PostgreSQL aborts goes again.
+ */
+static int retryable(PGconn *conn, PGresult *res)
+{
+	const char *state = res ? PQresultErrorField(res, PG_DIAG_SQLSTATE) : NULL;
+
+	return state && (strcmp(state, "40P01") == 0 || strcmp(state, "40001") == 0) &&
+	       PQstatus(conn) == CONNECTION_OK && PQtransactionStatus(conn) == PQTRANS_IDLE;
+}
+
+enum { Q_TRIES = 4 };
+
 /* Runs sql with text params; *out holds the result when it succeeded. */
 static int q(PGresult **out, PGconn *conn, const char *sql, int n, const char *const *params)
 {
@@ -102,6 +122,12 @@ static int q(PGresult **out, PGconn *conn, const char *sql, int n, const char *c
 	ExecStatusType st = PQresultStatus(res);
 	int error;
 
+	for (int tries = 1; tries < Q_TRIES && st == PGRES_FATAL_ERROR && retryable(conn, res); tries++) {
+		metrics_add(M_DB_RETRIES, 1);
+		PQclear(res);
+		res = PQexecParams(conn, sql, n, NULL, params, NULL, NULL, 0);
+		st = PQresultStatus(res);
+	}
 	if (st == PGRES_COMMAND_OK || st == PGRES_TUPLES_OK) {
 		if (out)
 			*out = res;

@@ -123,6 +123,51 @@ Y
 	assert_match "$BODY" '"code":"conflict"' "conflict body"
 }
 
+# A stop and a finish lock the same rows in opposite orders (the stop: its
+# run, then the run's open steps; a finish: the steps it releases, then
+# their run). Here a transaction holds the blocked step as a finish would,
+# waits for the stop to hold the run, then writes the run: PostgreSQL
+# breaks the deadlock by aborting the stop's statement, which must be run
+# again, not answered as a 500 (CI stop 44: test_tokens_default_is_admin).
+test_stop_run_deadlocked_with_a_finish() {
+	start_daemon a
+	f=$(wf stopdl <<'Y'
+name: stop-deadlock
+steps:
+  - {name: long, command: [sleep, "60"]}
+  - {name: after, needs: [long], command: [sh, -c, "echo never"]}
+Y
+)
+	id=$(submit "$f")
+	wait_step "$id" long running 10
+	sid=$(sql "SELECT id FROM steps WHERE run_id = $id AND name = 'after'")
+	psql "$FERRY_DATABASE_URL" -qAt -v ON_ERROR_STOP=1 >"$FERRY_HOME/finisher.out" 2>&1 <<SQL &
+BEGIN;
+SELECT 1 FROM steps WHERE id = $sid FOR UPDATE;
+\\! touch "$FERRY_HOME/locked"
+DO \$w\$ DECLARE d timestamptz := clock_timestamp() + interval '60 s'; BEGIN
+	LOOP
+		EXIT WHEN EXISTS (SELECT 1 FROM pg_stat_activity
+		                  WHERE wait_event_type = 'Lock' AND query LIKE '%ferry_stop%');
+		IF clock_timestamp() >= d THEN RAISE EXCEPTION 'the stop never waited for the step'; END IF;
+		PERFORM pg_sleep(0.02);
+		PERFORM pg_stat_clear_snapshot(); -- a transaction sees one snapshot of the activity otherwise
+	END LOOP;
+END \$w\$;
+UPDATE runs SET reason = reason WHERE id = $id;
+COMMIT;
+SQL
+	finisher=$!
+	for _ in $(seq 1 300); do [ -e "$FERRY_HOME/locked" ] && break; sleep 0.1; done
+	[ -e "$FERRY_HOME/locked" ] || fail "the finisher's transaction never held the step: $(cat "$FERRY_HOME/finisher.out")"
+	api POST "/api/v1/runs/$id/stop"
+	wait "$finisher" || true
+	assert_eq "$CODE" 200 "a stop that PostgreSQL aborted for a deadlock goes again ($BODY)"
+	assert_eq "$(sql "SELECT count(*) FROM events WHERE run_id = $id AND kind = 'run.stop'")" 1 "one run.stop event"
+	wait_run "$id" stopped 20
+	assert_match "$(curl -s "$FERRY_URL/metrics")" 'ferry_db_retries_total [1-9]' "the retry is counted"
+}
+
 test_retry_failed_run() {
 	start_daemon a TEST_HOME="$FERRY_HOME"
 	f=$(wf rf <<'Y'

@@ -153,6 +153,7 @@ test_tokens_default_is_admin() {
 	id=$(echo "$out" | json 'j["id"]')
 	assert_eq "$(sql "SELECT actor FROM runs WHERE id = $id")" admin "the daemon's own token is admin"
 	api POST "/api/v1/runs/$id/stop"
+	assert_eq "$CODE" 200 "the stop answered ($BODY)"
 	assert_eq "$(sql "SELECT actor FROM events WHERE run_id = $id AND kind = 'run.stop'")" "admin (as tester)" \
 		"the admin token's client on this machine may say who is at it (X-Ferry-Actor), beside admin"
 	code=$(curl -s -o /dev/null -w '%{http_code}' -H "Authorization: Bearer nope" "$FERRY_URL/api/v1/runs")
