@@ -33,7 +33,8 @@
  * Normalised spec: "executor" (string or null), "resources" ({"cpus":
  * number|null, "memory_mb": int|null, "gpus": int, "gpus_shared": true
  * and "named": {NAME: count} when given, and "admit": false
- * where the executor's own scheduler admits the job (Slurm)} or null), "network"
+ * where the executor's own scheduler admits the job (Slurm) or the kind
+ * is a service's (deploy: the request is each replica's)} or null), "network"
  * ("none", "host" or null when not given), the options block's (absent
  * when not given), "cache", "gate", "hang" and "watch".
  */
@@ -207,9 +208,15 @@ int keys_resources(struct cfg_key_ctx *c, const yaml_node_t *n, json_t **out)
 	/* parsed after executor: (the table's order) */
 	const struct exec_type *t = exec_type_find(json_string_value(json_object_get(cfg_key_spec(c), "executor")));
 
+	const struct step_kind *k = cfg_key_kind(c);
+
 	*out = parse_resources(c, n);
-	/* an executor whose own scheduler admits its jobs (Slurm): the request is its, not the fleet's (issue 30) */
-	if (json_is_object(*out) && t != NULL && (t->flags & EXF_ADMITS))
+	/*
+	 * an executor whose own scheduler admits its jobs (Slurm): the request is its, not the fleet's (issue 30);
+	 * a service kind's (deploy): what each of its replicas asks for — placement's room, and the room a
+	 * host admits jobs into less theirs —, not the step's own (the daemon's work, on a worker thread)
+	 */
+	if (json_is_object(*out) && ((t != NULL && (t->flags & EXF_ADMITS)) || (k != NULL && (k->flags & SKF_SERVICE))))
 		json_object_set_new(*out, "admit", json_false());
 	return 0;
 }

@@ -4,7 +4,8 @@
 -- stopped cleanly, else "lost" (the last one died or was cut off). Its
 -- capacity, labels and address are those its newest daemon wrote; its
 -- running jobs are the running attempts recorded with its name, its
--- replicas the live deployment replicas whose handle names it.
+-- replicas the live deployment replicas whose handle names it, and what
+-- those ask for in all (their deploy steps' resources: placement's room).
 CREATE OR REPLACE FUNCTION ferry_hosts() RETURNS jsonb
 LANGUAGE sql STABLE AS $$
 	WITH d AS (
@@ -29,6 +30,13 @@ LANGUAGE sql STABLE AS $$
 		'labels', n.labels,
 		'running_jobs', (SELECT count(*) FROM attempts a WHERE a.state = 'running' AND a.host = h.host),
 		'replicas', (SELECT count(*) FROM deployment_replicas r
+		             WHERE r.handle ->> 'host' = h.host AND r.health <> 'stopped'),
+		'replicas_hold', (SELECT jsonb_build_object(
+		                 'cpus', coalesce(sum((v.serve #>> '{placement,resources,cpus}')::real), 0),
+		                 'memory_mb', coalesce(sum((v.serve #>> '{placement,resources,memory_mb}')::bigint), 0),
+		                 'gpus', coalesce(sum((v.serve #>> '{placement,resources,gpus}')::int), 0))
+		             FROM deployment_replicas r
+		             JOIN deployment_versions v ON v.deployment_id = r.deployment_id AND v.version = r.version
 		             WHERE r.handle ->> 'host' = h.host AND r.health <> 'stopped'))
 		ORDER BY h.host), '[]'))
 	FROM h JOIN d n ON n.host = h.host AND n.newest = 1;

@@ -4,7 +4,8 @@
 -- it without claiming anything. It reads the facts the claim reads: each
 -- queue's quotas over the fleet's running attempts, and each host that is up
 -- (its newest live daemon's capacity) less what the running attempts on it
--- hold. It walks the ready steps of every queue in the claim's order
+-- hold and what its model-server replicas ask for (the engine's claim is
+-- given that room: host_admission_now). It walks the ready steps of every queue in the claim's order
 -- (starving first, queue priority, fair share, step priority, age; a step
 -- in its retry backoff is no candidate) as one claim by every host would,
 -- the first host by name that fits a step taking it, and a starving step
@@ -205,7 +206,8 @@ BEGIN
 	IF v_queue IS NULL THEN
 		RAISE EXCEPTION 'no queue named "%"; ferry queues lists them', left(p_name, 64) USING ERRCODE = 'P0002';
 	END IF;
-	-- each host that is up: its newest live daemon's capacity less what its running attempts hold
+	-- each host that is up: its newest live daemon's capacity less what its running attempts and its
+	-- model-server replicas hold
 	SELECT coalesce(jsonb_agg(jsonb_build_object('name', h.host, 'admits', h.admits,
 	                                             'gpus', cardinality(h.ids), 'free_gpus', h.free_gpus,
 	                                             'by_gpus', h.by_gpus, 'cpus', h.cpus, 'free_cpus', h.cpus - h.held_cpus,
@@ -226,7 +228,9 @@ BEGIN
 		       coalesce((d.capacity ->> 'memory_bytes')::bigint / 1048576, 0) AS mem,
 		       g.ids, cardinality(ARRAY(SELECT unnest(g.ids) EXCEPT SELECT unnest(a.gpu_ids)
 		                                FROM attempts a WHERE a.state = 'running' AND a.host = d.host)) AS free_gpus,
-		       x.held_cpus, x.held_mem, x.by_gpus, x.by_cpus, x.by_mem, x.by_named,
+		       x.held_cpus + y.cpus AS held_cpus, x.held_mem + y.mem AS held_mem, x.by_gpus,
+		       ferry_queue_who(coalesce(x.cpu_who, '{}') || coalesce(y.cpu_who, '{}')) AS by_cpus,
+		       ferry_queue_who(coalesce(x.mem_who, '{}') || coalesce(y.mem_who, '{}')) AS by_mem, x.by_named,
 		       coalesce(d.capacity -> 'resources', '{}') AS res,
 		       ferry_named_take(coalesce(d.capacity -> 'resources', '{}'), coalesce((
 		           SELECT jsonb_object_agg(k.key, k.n) FROM (
@@ -245,14 +249,25 @@ BEGIN
 		LATERAL (SELECT coalesce(sum(a.cpus), 0) AS held_cpus, coalesce(sum(a.memory_mb), 0) AS held_mem,
 		                ferry_queue_who(array_agg('run ' || s.run_id || '/' || s.name ORDER BY a.started_at, a.step_id)
 		                                FILTER (WHERE cardinality(a.gpu_ids) > 0)) AS by_gpus,
-		                ferry_queue_who(array_agg('run ' || s.run_id || '/' || s.name ORDER BY a.started_at, a.step_id)
-		                                FILTER (WHERE a.cpus > 0)) AS by_cpus,
-		                ferry_queue_who(array_agg('run ' || s.run_id || '/' || s.name ORDER BY a.started_at, a.step_id)
-		                                FILTER (WHERE a.memory_mb > 0)) AS by_mem,
+		                array_agg('run ' || s.run_id || '/' || s.name ORDER BY a.started_at, a.step_id)
+		                         FILTER (WHERE a.cpus > 0) AS cpu_who,
+		                array_agg('run ' || s.run_id || '/' || s.name ORDER BY a.started_at, a.step_id)
+		                         FILTER (WHERE a.memory_mb > 0) AS mem_who,
 		                ferry_queue_who(array_agg('run ' || s.run_id || '/' || s.name ORDER BY a.started_at, a.step_id)
 		                                FILTER (WHERE a.named IS NOT NULL)) AS by_named
 		         FROM attempts a JOIN steps s ON s.id = a.step_id
-		         WHERE a.state = 'running' AND a.host = d.host) x
+		         WHERE a.state = 'running' AND a.host = d.host) x,
+		-- its live model-server replicas: what their deploy steps' resources ask for (the engine admits less it)
+		LATERAL (SELECT coalesce(sum(rr.cpus), 0) AS cpus, coalesce(sum(rr.mem), 0) AS mem,
+		                array_agg(DISTINCT rr.who) FILTER (WHERE rr.cpus > 0) AS cpu_who,
+		                array_agg(DISTINCT rr.who) FILTER (WHERE rr.mem > 0) AS mem_who
+		         FROM (SELECT (v.serve #>> '{placement,resources,cpus}')::real AS cpus,
+		                      (v.serve #>> '{placement,resources,memory_mb}')::bigint AS mem,
+		                      'deployment ' || dp.name || ' ' || dr.version || ' (replicas)' AS who
+		               FROM deployment_replicas dr
+		               JOIN deployment_versions v ON v.deployment_id = dr.deployment_id AND v.version = dr.version
+		               JOIN deployments dp ON dp.id = dr.deployment_id
+		               WHERE dr.handle ->> 'host' = d.host AND dr.health <> 'stopped') rr) y
 	) h;
 	s_cpus := h_cpus;
 	s_mem := h_mem;

@@ -33,13 +33,19 @@ json_t *fleet_hosts(PGconn *conn)
 		if (name == NULL)
 			continue;
 		replica_url_ip(json_string_value(json_object_get(h, "address")), ip, sizeof(ip));
+		const json_t *hold = json_object_get(h, "replicas_hold");
 		json_object_set_new(out, name,
-				    json_pack("{s:s?, s:s, s:O?, s:i, s:I, s:{}}", "state",
+				    json_pack("{s:s?, s:s, s:O?, s:i, s:I, s:{}, s:f, s:I, s:{s:f, s:I, s:I}}", "state",
 					      json_string_value(json_object_get(h, "state")), "ip", ip, "labels",
 					      json_is_object(json_object_get(h, "labels")) ? json_object_get(h, "labels")
 											   : NULL,
 					      "gpus", (int)json_array_size(json_object_get(h, "gpus")), "replicas",
-					      json_integer_value(json_object_get(h, "replicas")), "placed"));
+					      json_integer_value(json_object_get(h, "replicas")), "placed", "cpus",
+					      json_number_value(json_object_get(h, "cpus")), "memory_mb",
+					      (json_int_t)(json_number_value(json_object_get(h, "memory_bytes")) / 1048576.0),
+					      "held", "cpus", json_number_value(json_object_get(hold, "cpus")), "memory_mb",
+					      (json_int_t)json_number_value(json_object_get(hold, "memory_mb")), "gpus",
+					      (json_int_t)json_number_value(json_object_get(hold, "gpus"))));
 	}
 	json_decref(all);
 	return out;
@@ -67,12 +73,16 @@ int fleet_place(json_t *hosts, int64_t dep, int ord, const struct deploy_version
 {
 	const json_t *placement = json_object_get(serve, "placement");
 	const json_t *want = json_object_get(placement, "hosts");
-	const json_t *gpus = json_object_get(json_object_get(placement, "resources"), "gpus");
+	const json_t *res = json_object_get(placement, "resources");
+	/* what one replica asks for: the deploy step's resources, as the planner wrote them */
+	struct deploy_req need = {.cpus = json_number_value(json_object_get(res, "cpus")),
+				  .memory_mb = (int64_t)json_number_value(json_object_get(res, "memory_mb")),
+				  .gpus = (int)json_number_value(json_object_get(res, "gpus"))};
 	size_t n = json_object_size(hosts), i = 0;
 	struct deploy_host *h;
 	char key[48], me[256];
 	const char *name;
-	json_t *x;
+	json_t *x, *held;
 	int pick;
 
 	if (hosts == NULL || n == 0) {
@@ -88,6 +98,12 @@ int fleet_place(json_t *hosts, int64_t dep, int ord, const struct deploy_version
 		h[i].labels = json_object_get(x, "labels");
 		h[i].gpus = (int)json_integer_value(json_object_get(x, "gpus"));
 		h[i].replicas = (int)json_integer_value(json_object_get(x, "replicas"));
+		h[i].cpus = json_number_value(json_object_get(x, "cpus"));
+		h[i].memory_mb = (int64_t)json_number_value(json_object_get(x, "memory_mb"));
+		held = json_object_get(x, "held");
+		h[i].held_cpus = json_number_value(json_object_get(held, "cpus"));
+		h[i].held_memory_mb = (int64_t)json_number_value(json_object_get(held, "memory_mb"));
+		h[i].held_gpus = (int)json_number_value(json_object_get(held, "gpus"));
 		h[i].same = (int)json_integer_value(json_object_get(json_object_get(x, "placed"), key));
 		for (size_t k = 0; v && k < v->nreplicas; k++) {
 			const char *on = json_string_value(json_object_get(v->replicas[k].handle, "host"));
@@ -96,13 +112,16 @@ int fleet_place(json_t *hosts, int64_t dep, int ord, const struct deploy_version
 		i++;
 	}
 	ferry_host_name(me, sizeof(me));
-	pick = deploy_place(h, n, json_is_object(want) && json_object_size(want) ? want : NULL,
-			    json_is_integer(gpus) ? (int)json_integer_value(gpus) : 0, me);
+	pick = deploy_place(h, n, json_is_object(want) && json_object_size(want) ? want : NULL, &need, me);
 	if (pick >= 0) {
 		json_t *at = json_object_get(hosts, h[pick].name), *placed = json_object_get(at, "placed");
 		snprintf(out, outsz, "%s", h[pick].name);
 		json_object_set_new(at, "replicas", json_integer(h[pick].replicas + 1));
 		json_object_set_new(placed, key, json_integer(json_integer_value(json_object_get(placed, key)) + 1));
+		json_object_set_new(at, "held",
+				    json_pack("{s:f, s:I, s:I}", "cpus", h[pick].held_cpus + need.cpus, "memory_mb",
+					      (json_int_t)(h[pick].held_memory_mb + need.memory_mb), "gpus",
+					      (json_int_t)(h[pick].held_gpus + need.gpus)));
 	}
 	free(h);
 	return pick >= 0 ? FERRY_OK : pick;

@@ -4,7 +4,7 @@
  * many replicas each runs; and where one more replica of a version goes
  * (plan/deploy.c's deploy_place: spread across hosts first, then the
  * least loaded, then this host, respecting the deploy step's placement.hosts labels and
- * its GPUs). Read once per round or per deploy step (one query,
+ * the room its resources need beside the replicas a host runs already). Read once per round or per deploy step (one query,
  * ferry_hosts()); a placement counts itself in, so the next one of the
  * same round sees it.
  */
@@ -18,9 +18,10 @@
 #include "store/store_deploy.h"
 
 /*
- * The hosts by name: {"state", "ip", "labels", "gpus", "replicas"} (ip:
- * the IPv4 host part of its address, "" when it has none; gpus: how many
- * it declared). NULL when they could not be read (message set).
+ * The hosts by name: {"state", "ip", "labels", "gpus", "replicas", "cpus",
+ * "memory_mb", "held"} (ip: the IPv4 host part of its address, "" when it
+ * has none; gpus: how many it declared; cpus, memory_mb: 0 when not
+ * known; held: {cpus, memory_mb, gpus} its live replicas ask for). NULL when they could not be read (message set).
  */
 json_t *fleet_hosts(PGconn *conn);
 
@@ -34,7 +35,8 @@ const char *fleet_ip(const json_t *hosts, const char *host);
 /*
  * Where one more replica of the version ord of deployment dep goes (v:
  * its rows, or NULL for a version with none yet): a host's name into out. serve is
- * the version's serve object (its placement: hosts labels, resources.gpus).
+ * the version's serve object (its placement: hosts labels; resources, what
+ * one replica asks for).
  * Counts the replica in hosts (its "replicas", and this version's on that
  * host), so the next call of the round places the next one. With no
  * hosts (NULL: not read) it is this host. FERRY_ENOTFOUND with a

@@ -293,7 +293,7 @@ void engine_free(struct engine *e)
 	if (e->conn)
 		PQfinish(e->conn);
 	free(e->conninfo), free(e->owner), free(e->host), free(e->home);
-	json_decref(e->admission), json_decref(e->gpus);
+	json_decref(e->admission), json_decref(e->gpus), json_decref(e->admission_net);
 	free(e);
 }
 
@@ -997,7 +997,7 @@ static int claim(struct engine *e)
 		room = e->o.claim_batch;
 	t0 = clock_mono_us();
 	error = store_claim(&c, &n, e->conn, e->owner, e->host, room, e->o.lease_ms, e->o.run_filter,
-			    e->claim_held ? e->claim_step : 0, e->admission);
+			    e->claim_held ? e->claim_step : 0, host_admission_now(e->admission, &e->admission_net, &e->hold_seen));
 	if (error == FERRY_OK && n > 0 && e->claim_held)
 		e->claim_step = 0; /* let go: held again */
 	metrics_observe(H_CLAIM, (double)(clock_mono_us() - t0) / 1e6);

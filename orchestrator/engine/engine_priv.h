@@ -49,8 +49,11 @@ struct engine {
 	 * memory, GPU ids), or NULL: no admission (a type that admits its own
 	 * jobs or takes no slot, a dev session). gpus: the host's GPUs as
 	 * detected ([{"index", "uuid"?}]), for the jobs' environment.
+	 * admission_net: admission less what this host's replicas ask for
+	 * (host_replicas_hold, version hold_seen), NULL while they ask for none.
 	 */
-	json_t *admission, *gpus;
+	json_t *admission, *gpus, *admission_net;
+	unsigned hold_seen;
 	struct exec_job **jobs; /* by pointer: a job never moves (its type's priv stays valid) */
 	int njobs, capjobs;
 	struct done *done;

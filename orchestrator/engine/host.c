@@ -453,6 +453,61 @@ int host_detect(json_t **capacity, json_t **labels)
 	return FERRY_OK;
 }
 
+/* ---- what the host's replicas hold ---------------------------------------- */
+
+static pthread_mutex_t hold_lock = PTHREAD_MUTEX_INITIALIZER;
+static double hold_cpus;
+static int64_t hold_memory_mb;
+static unsigned hold_version;
+
+void host_replicas_hold_set(double cpus, int64_t memory_mb)
+{
+	pthread_mutex_lock(&hold_lock);
+	if (hold_version == 0 || cpus != hold_cpus || memory_mb != hold_memory_mb) {
+		hold_cpus = cpus, hold_memory_mb = memory_mb;
+		hold_version++;
+	}
+	pthread_mutex_unlock(&hold_lock);
+}
+
+unsigned host_replicas_hold(double *cpus, int64_t *memory_mb)
+{
+	unsigned v;
+
+	pthread_mutex_lock(&hold_lock);
+	*cpus = hold_cpus, *memory_mb = hold_memory_mb;
+	v = hold_version;
+	pthread_mutex_unlock(&hold_lock);
+	return v;
+}
+
+json_t *host_admission_less(const json_t *admission, double cpus, int64_t memory_mb)
+{
+	json_t *a = json_deep_copy(admission);
+	double c = json_number_value(json_object_get(a, "cpus")) - cpus;
+	json_int_t m = json_integer_value(json_object_get(a, "memory_mb")) - memory_mb;
+
+	json_object_set_new(a, "cpus", json_real(c > 0 ? c : 0));
+	json_object_set_new(a, "memory_mb", json_integer(m > 0 ? m : 0));
+	return a;
+}
+
+const json_t *host_admission_now(const json_t *admission, json_t **net, unsigned *seen)
+{
+	double cpus;
+	int64_t mem;
+	unsigned v;
+
+	if (admission == NULL)
+		return NULL;
+	if ((v = host_replicas_hold(&cpus, &mem)) != *seen) {
+		json_decref(*net);
+		*net = cpus > 0 || mem > 0 ? host_admission_less(admission, cpus, mem) : NULL;
+		*seen = v;
+	}
+	return *net ? *net : admission;
+}
+
 /* ---- the task ------------------------------------------------------------- */
 
 struct host_state {
@@ -502,8 +557,15 @@ static struct work *host_round(struct task_ctx *c, void *state)
 		return NULL;
 	/* "admits": whether this daemon admits by the room above (runs.c refuses at submit what no such host fits) */
 	json_object_set_new(s->capacity, "admits", json_boolean(c->admits));
-	if (store_host_beat(c->conn, c->owner, c->host, c->public_url, s->capacity, s->labels, c->lease_ms) < 0)
-		flog_error("host: writing this daemon's row: %s", ferry_error_last());
+	{
+		double cpus = 0;
+		int64_t mem = 0;
+		if (store_host_beat(c->conn, c->owner, c->host, c->public_url, s->capacity, s->labels, c->lease_ms,
+				    &cpus, &mem) < 0)
+			flog_error("host: writing this daemon's row: %s", ferry_error_last());
+		else
+			host_replicas_hold_set(cpus, mem);
+	}
 	/*
 	 * the blobs this host's store holds and the database does not say so
 	 * (registered before blob_holders): recorded, ANNOUNCE_PAGE artifacts a

@@ -65,6 +65,29 @@ int host_detect_once(json_t **capacity, json_t **labels);
 json_t *host_admission(const json_t *capacity);
 
 /*
+ * What this host's model-server replicas ask for (their deploy steps'
+ * resources), as the host task read it with its last heartbeat: the
+ * engine admits jobs against the host's room less this, so a replica's
+ * CPUs and memory are not given to a job too (GPUs are counted by
+ * placement only: a replica is given no GPU of its own). Any thread.
+ */
+void host_replicas_hold_set(double cpus, int64_t memory_mb);
+/* The hold as above, and a number that changes when it does (0: never set). */
+unsigned host_replicas_hold(double *cpus, int64_t *memory_mb);
+/*
+ * admission (host_admission's) less a hold: its cpus and memory_mb
+ * reduced, never below 0. A new object, the caller's.
+ */
+json_t *host_admission_less(const json_t *admission, double cpus, int64_t memory_mb);
+/*
+ * What a claim admits against now: admission (NULL: none) less the hold
+ * above. *net caches the reduced copy (made again only when the hold's
+ * version, *seen, changed; NULL while nothing is held); the answer is
+ * admission or *net, owned by the caller's engine.
+ */
+const json_t *host_admission_now(const json_t *admission, json_t **net, unsigned *seen);
+
+/*
  * A job's env: spec_env (a step's "env", may be NULL) with the GPUs the
  * claim gave it (given: "0,1", the host's indices, or NULL) named in
  * CUDA_VISIBLE_DEVICES and NVIDIA_VISIBLE_DEVICES (by UUID where

@@ -3,6 +3,7 @@
  */
 #include "plan/deploy.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -219,11 +220,41 @@ static int better(const struct deploy_host *h, const struct deploy_host *b, cons
 	return strcmp(h->name, b->name) < 0;
 }
 
-int deploy_place(const struct deploy_host *hosts, size_t n, const json_t *want, int need_gpus, const char *prefer)
+/* Whether need fits on h beside what its replicas ask for. */
+static int room_for(const struct deploy_host *h, const struct deploy_req *need)
 {
+	if (need->gpus > 0 && h->gpus - h->held_gpus < need->gpus)
+		return 0;
+	if (need->cpus > 0 && h->cpus > 0 && h->cpus - h->held_cpus + 1e-6 < need->cpus)
+		return 0;
+	if (need->memory_mb > 0 && h->memory_mb > 0 && h->memory_mb - h->held_memory_mb < need->memory_mb)
+		return 0;
+	return 1;
+}
+
+/* "2 CPUs, 1024 MiB, 1 GPU": what need asks for, into buf. */
+static void say_need(char *buf, size_t sz, const struct deploy_req *need)
+{
+	size_t o = 0;
+
+	buf[0] = '\0';
+	if (need->cpus > 0)
+		o += (size_t)snprintf(buf + o, sz - o, "%g CPU%s", need->cpus, need->cpus == 1 ? "" : "s");
+	if (need->memory_mb > 0 && o < sz)
+		o += (size_t)snprintf(buf + o, sz - o, "%s%lld MiB", o ? ", " : "", (long long)need->memory_mb);
+	if (need->gpus > 0 && o < sz)
+		snprintf(buf + o, sz - o, "%s%d GPU%s", o ? ", " : "", need->gpus, need->gpus == 1 ? "" : "s");
+}
+
+int deploy_place(const struct deploy_host *hosts, size_t n, const json_t *want, const struct deploy_req *need,
+		 const char *prefer)
+{
+	static const struct deploy_req none = {0};
 	size_t up = 0, labelled = 0;
 	long best = -1;
 
+	if (need == NULL)
+		need = &none;
 	for (size_t i = 0; i < n; i++) {
 		const struct deploy_host *h = &hosts[i], *b = best >= 0 ? &hosts[best] : NULL;
 		if (!h->up)
@@ -232,7 +263,7 @@ int deploy_place(const struct deploy_host *hosts, size_t n, const json_t *want, 
 		if (want && !labels_hold(h->labels, want))
 			continue;
 		labelled++;
-		if (h->gpus < need_gpus)
+		if (!room_for(h, need))
 			continue;
 		if (better(h, b, prefer))
 			best = (long)i;
@@ -247,8 +278,30 @@ int deploy_place(const struct deploy_host *hosts, size_t n, const json_t *want, 
 				up);
 		free(w);
 	} else {
-		ferry_error_set("no host with the labels has %d GPU%s (%zu such host%s up)", need_gpus,
-				need_gpus == 1 ? "" : "s", labelled, labelled == 1 ? "" : "s");
+		/* each host that could have taken it: what it has free, the first few */
+		char asks[96], free_[512];
+		size_t o = 0, shown = 0;
+		say_need(asks, sizeof(asks), need);
+		free_[0] = '\0';
+		for (size_t i = 0; i < n && shown < 4 && o < sizeof(free_); i++) {
+			const struct deploy_host *h = &hosts[i];
+			if (!h->up || (want && !labels_hold(h->labels, want)))
+				continue;
+			o += (size_t)snprintf(free_ + o, sizeof(free_) - o, "%s%s:", shown ? "; " : "", h->name);
+			if (need->cpus > 0 && h->cpus > 0 && o < sizeof(free_))
+				o += (size_t)snprintf(free_ + o, sizeof(free_) - o, " %g of %g CPUs", h->cpus - h->held_cpus,
+						      h->cpus);
+			if (need->memory_mb > 0 && h->memory_mb > 0 && o < sizeof(free_))
+				o += (size_t)snprintf(free_ + o, sizeof(free_) - o, " %lld of %lld MiB",
+						      (long long)(h->memory_mb - h->held_memory_mb), (long long)h->memory_mb);
+			if (need->gpus > 0 && o < sizeof(free_))
+				o += (size_t)snprintf(free_ + o, sizeof(free_) - o, " %d of %d GPUs", h->gpus - h->held_gpus,
+						      h->gpus);
+			shown++;
+		}
+		ferry_error_set("no host %sthat is up has room for a replica asking for %s beside the replicas it "
+				"runs (free: %s%s)",
+				want ? "with the labels " : "", asks, free_, labelled > shown ? "; …" : "");
 	}
 	return FERRY_ENOTFOUND;
 }

@@ -12,6 +12,7 @@
 
 #include <jansson.h>
 #include <stddef.h>
+#include <stdint.h>
 
 #define DEPLOY_MAX_REPLICAS 5
 #define DEPLOY_MAX_VERSIONS 16
@@ -73,21 +74,37 @@ struct deploy_host {
 	int up;               /* a daemon of it heartbeat within its lease */
 	const json_t *labels; /* FERRY_HOST_LABELS as an object of strings, or NULL */
 	int gpus;             /* GPUs it has */
+	double cpus;          /* CPUs it has; 0: not known (bounds nothing) */
+	int64_t memory_mb;    /* memory it has, MiB; 0: not known (bounds nothing) */
 	int replicas;         /* replicas placed there now, of every deployment */
 	int same;             /* of those, replicas of the version being placed */
+	/* what those replicas ask for in all (their deploy steps' resources) */
+	double held_cpus;
+	int64_t held_memory_mb;
+	int held_gpus;
+};
+
+/* What one replica asks for: its deploy step's resources (0: nothing). */
+struct deploy_req {
+	double cpus;
+	int64_t memory_mb;
+	int gpus;
 };
 
 /*
  * Where one more replica of a version goes: among the up hosts whose labels
  * hold every pair of want (a deploy step's placement.hosts; NULL: any host)
- * and that have need_gpus GPUs, the one with the fewest replicas of that
- * version (spread across hosts first), then the fewest replicas in all,
- * then prefer (the placer's own host: no hop, the model likely there;
- * NULL: none), then the first by name. Its index, or FERRY_ENOTFOUND with
- * a message that says why no host fits (none up, none with the labels,
- * too few GPUs). The caller counts the replica in (same, replicas) before
- * placing the next one.
+ * and where need fits beside what the replicas already there ask for (a
+ * host's CPUs or memory not known bound nothing), the one with the fewest
+ * replicas of that version (spread across hosts first), then the fewest
+ * replicas in all, then prefer (the placer's own host: no hop, the model
+ * likely there; NULL: none), then the first by name. Its index, or
+ * FERRY_ENOTFOUND with a message that says why no host fits (none up,
+ * none with the labels, no room: each such host's free CPUs, memory and
+ * GPUs). need NULL asks for nothing. The caller counts the replica in
+ * (same, replicas, held_*) before placing the next one.
  */
-int deploy_place(const struct deploy_host *hosts, size_t n, const json_t *want, int need_gpus, const char *prefer);
+int deploy_place(const struct deploy_host *hosts, size_t n, const json_t *want, const struct deploy_req *need,
+		 const char *prefer);
 
 #endif

@@ -116,13 +116,16 @@ int store_heartbeat(PGconn *conn, const char *owner, int64_t lease_ms);
 /*
  * Hosts (store_hosts.c): this daemon's row — its host's name, the address
  * others reach it at (may be NULL), the capacity it detected and its
- * labels (JSON objects), its lease — written again (a heartbeat);
- * marked stopped at a clean shutdown; rows dead a day removed (*removed:
+ * labels (JSON objects), its lease — written again (a heartbeat), with
+ * what the live replicas on its host ask for in all (*hold_cpus,
+ * *hold_memory_mb: their deploy steps' resources) read in the same
+ * statement; marked stopped at a clean shutdown; rows dead a day removed (*removed:
  * how many); every host as GET /hosts answers ({"hosts": […]}, *out the
  * caller's).
  */
 int store_host_beat(PGconn *conn, const char *owner, const char *host, const char *address,
-		    const json_t *capacity, const json_t *labels, int64_t lease_ms);
+		    const json_t *capacity, const json_t *labels, int64_t lease_ms, double *hold_cpus,
+		    int64_t *hold_memory_mb);
 int store_host_stopped(PGconn *conn, const char *owner);
 int store_hosts_prune(PGconn *conn, int *removed);
 int store_hosts_list(char **out, PGconn *conn);

@@ -14,21 +14,35 @@
 #include "lib/util.h"
 
 int store_host_beat(PGconn *conn, const char *owner, const char *host, const char *address,
-		    const json_t *capacity, const json_t *labels, int64_t lease_ms)
+		    const json_t *capacity, const json_t *labels, int64_t lease_ms, double *hold_cpus,
+		    int64_t *hold_memory_mb)
 {
 	char lease[24], *cap = json_dumps(capacity, JSON_COMPACT), *lab = json_dumps(labels, JSON_COMPACT);
 	const char *params[6] = {owner, host, address, cap, lab, lease};
+	PGresult *res = NULL;
 	int error;
 
+	*hold_cpus = 0, *hold_memory_mb = 0;
 	snprintf(lease, sizeof(lease), "%lld", (long long)lease_ms);
-	error = store_q(NULL, conn,
-			"INSERT INTO daemons (owner, host, address, capacity, labels, lease_ms) "
-			"VALUES ($1, $2, $3, $4, $5, $6) "
-			"ON CONFLICT (owner) DO UPDATE SET address = $3, capacity = $4, labels = $5, lease_ms = $6, "
-			"  last_seen = now(), stopped_at = NULL",
+	/* the heartbeat, and in the same statement what this host's live replicas ask for (admission's room) */
+	error = store_q(&res, conn,
+			"WITH beat AS (INSERT INTO daemons (owner, host, address, capacity, labels, lease_ms) "
+			"  VALUES ($1, $2, $3, $4, $5, $6) "
+			"  ON CONFLICT (owner) DO UPDATE SET address = $3, capacity = $4, labels = $5, lease_ms = $6, "
+			"    last_seen = now(), stopped_at = NULL) "
+			"SELECT coalesce(sum((v.serve #>> '{placement,resources,cpus}')::real), 0), "
+			"       coalesce(sum((v.serve #>> '{placement,resources,memory_mb}')::bigint), 0) "
+			"FROM deployment_replicas r "
+			"JOIN deployment_versions v ON v.deployment_id = r.deployment_id AND v.version = r.version "
+			"WHERE r.handle ->> 'host' = $2 AND r.health <> 'stopped'",
 			6, params);
 	free(cap), free(lab);
-	return error;
+	if (error < 0)
+		return error;
+	*hold_cpus = strtod(PQgetvalue(res, 0, 0), NULL);
+	*hold_memory_mb = store_intval(res, 0, 1);
+	PQclear(res);
+	return FERRY_OK;
 }
 
 int store_host_stopped(PGconn *conn, const char *owner)

@@ -581,3 +581,60 @@ hosts_agree_with_db() {
 		[ "$i" -lt 100 ] || fail "host $name's HAProxy serves '$got', the database says '$want'"
 	done
 }
+
+# placement by room (issue 29 item 2's "capacity"), and admission less the
+# replicas (issue 30): host-a declares 2 CPUs, host-b 8; four replicas
+# asking 2 CPUs each go one to A (then full) and three to B, where spread
+# alone would put two on each; a fifth deployment asking 3 CPUs a replica
+# fits nowhere and its step says each host's free CPUs; a job asking 4
+# CPUs waits while the replicas hold them (its why names the deployment)
+# and runs once they stop
+test_hosts_replicas_placed_by_room_jobs_admitted_beside() {
+	command -v haproxy >/dev/null || fail "haproxy is not installed (make deps)"
+	trap 'stop_daemons; stop_deployments "$FERRY_HOME"; stop_deployments "$FERRY_HOME/b"' EXIT
+	start_daemon a FERRY_HOST=host-a FERRY_CPUS=2 FERRY_LEASE_MS=3000
+	serve_py
+	mkdir -p "$FERRY_HOME/b"
+	start_another b FERRY_HOST=host-b FERRY_HOME="$FERRY_HOME/b" FERRY_CPUS=8 FERRY_LEASE_MS=3000
+	sql_until "(SELECT count(*) FROM daemons WHERE stopped_at IS NULL) = 2" 20 || fail "both hosts are not up"
+	for d in big:4:2 huge:1:3; do
+		IFS=: read -r name n cpus <<<"$d"
+		wf "dep-$name" >/dev/null <<Y
+name: dep-$name
+steps:
+  - {name: train, kind: train, command: [sh, -c, 'echo "weights R" >"\$FERRY_OUTPUT_DIR/model.bin"']}
+  - {name: register, kind: register, needs: [train], model: m-$name}
+  - {name: deploy, kind: deploy, needs: [register], model: m-$name, deployment: $name, serve: [/usr/bin/python3, $FERRY_HOME/serve.py], sample: $FERRY_HOME/sample.json, traffic: 100, replicas: $n, resources: {cpus: $cpus}}
+Y
+	done
+	did=$(submit "$FERRY_HOME/dep-big.yaml")
+	wait_run "$did" succeeded 120
+	assert_eq "$(sql "SELECT string_agg(handle->>'host', ',' ORDER BY handle->>'host') FROM deployment_replicas")" \
+		host-a,host-b,host-b,host-b "one replica on A (2 CPUs), three on B (8)"
+	api GET /api/v1/hosts
+	assert_eq "$(echo "$BODY" | json "[(h['name'], h['replicas_hold']['cpus']) for h in j['hosts']]")" \
+		'[["host-a", 2], ["host-b", 6]]' "GET /hosts: what the replicas hold"
+	# no host has 3 CPUs free beside its replicas: the step fails with the numbers, nothing started
+	id=$(submit "$FERRY_HOME/dep-huge.yaml")
+	wait_run "$id" failed 60
+	api GET "/api/v1/runs/$id"
+	assert_match "$BODY" 'no host that is up has room for a replica asking for 3 CPUs beside the replicas it runs \(free: host-a: 0 of 2 CPUs; host-b: 2 of 8 CPUs\)' \
+		"why the replica fits nowhere"
+	assert_eq "$(sql "SELECT count(*) FROM deployment_replicas r JOIN deployments d ON d.id = r.deployment_id WHERE d.name = 'huge' AND r.handle->>'pid' IS NOT NULL")" 0 "no replica of it started"
+	# a job asking 4 CPUs fits B (8) but not beside its replicas (2 free): it waits, and says why
+	job=$(submit "$(wf four <<'Y'
+name: four
+steps:
+  - {name: wide, command: [sh, -c, "echo ran"], resources: {cpus: 4}}
+Y
+)")
+	sleep 2 # claims of both hosts (each claim reads the room less the replicas)
+	assert_eq "$(step_col "$job" wide state)" ready "the 4-CPU job waits"
+	api GET /api/v1/queues/default
+	why=$(echo "$BODY" | json "[w['why'] for w in j['waiting'] if w['run'] == $job][0]")
+	assert_match "$why" 'needs 4 CPUs.*0 of 2 free on host-a, held by deployment big 0.0.1 \(replicas\).*2 of 8 free on host-b, held by deployment big 0.0.1 \(replicas\)' "why it waits"
+	# the deployment stops: its replicas' CPUs are free again at the hosts' next heartbeat, and the job runs
+	api PATCH /api/v1/deployments/1 '{"action": "stop"}'
+	assert_eq "$CODE" 200 "stop the deployment: $BODY"
+	wait_run "$job" succeeded 30
+}

@@ -262,11 +262,12 @@ static void test_deploy__place(void **state)
 		{.name = "b", .up = 1, .labels = NULL, .gpus = 0, .replicas = 0},
 	};
 	int placed[3] = {0};
+	const struct deploy_req one_gpu = {.gpus = 1}, two_gpus = {.gpus = 2};
 
 	(void)state;
 	/* three replicas of one version: one on each host, the least loaded first, ties by name */
 	for (int r = 0; r < 3; r++) {
-		int i = deploy_place(h, 3, NULL, 0, NULL);
+		int i = deploy_place(h, 3, NULL, NULL, NULL);
 		assert_true(i >= 0);
 		placed[i]++;
 		h[i].same++, h[i].replicas++;
@@ -276,26 +277,60 @@ static void test_deploy__place(void **state)
 	assert_int_equal(placed[0] + placed[1] + placed[2], 3);
 	assert_true(placed[0] == 1 && placed[1] == 1 && placed[2] == 1);
 	/* a fourth: every host has one of the version; the least loaded in all (b or c with 1, not a with 3) */
-	assert_string_equal(h[deploy_place(h, 3, NULL, 0, NULL)].name, "b");
+	assert_string_equal(h[deploy_place(h, 3, NULL, NULL, NULL)].name, "b");
 	/* … of those equal, the placer's own host first */
-	assert_string_equal(h[deploy_place(h, 3, NULL, 0, "c")].name, "c");
-	assert_string_equal(h[deploy_place(h, 3, NULL, 0, "a")].name, "b"); /* a has more in all: not preferred */
+	assert_string_equal(h[deploy_place(h, 3, NULL, NULL, "c")].name, "c");
+	assert_string_equal(h[deploy_place(h, 3, NULL, NULL, "a")].name, "b"); /* a has more in all: not preferred */
 	/* labels: only a has gpu=true */
-	assert_string_equal(h[deploy_place(h, 3, gpu, 0, NULL)].name, "a");
-	assert_string_equal(h[deploy_place(h, 3, gpu, 1, NULL)].name, "a");
+	assert_string_equal(h[deploy_place(h, 3, gpu, NULL, NULL)].name, "a");
+	assert_string_equal(h[deploy_place(h, 3, gpu, &one_gpu, NULL)].name, "a");
 	/* too few GPUs, said with the numbers */
-	assert_int_equal(deploy_place(h, 3, gpu, 2, NULL), FERRY_ENOTFOUND);
-	assert_non_null(strstr(ferry_error_last(), "no host with the labels has 2 GPUs (1 such host up)"));
+	assert_int_equal(deploy_place(h, 3, gpu, &two_gpus, NULL), FERRY_ENOTFOUND);
+	assert_non_null(strstr(ferry_error_last(), "no host with the labels that is up has room for a replica asking for "
+						   "2 GPUs beside the replicas it runs (free: a: 1 of 1 GPUs)"));
 	/* a lost host takes nothing: its replicas go elsewhere */
 	h[1].up = 0;
-	assert_int_equal(deploy_place(h, 3, gpu, 0, NULL), FERRY_ENOTFOUND);
+	assert_int_equal(deploy_place(h, 3, gpu, NULL, NULL), FERRY_ENOTFOUND);
 	assert_non_null(strstr(ferry_error_last(), "no host that is up has the labels placement.hosts asks for ({\"gpu\":\"true\"}; 2 up)"));
-	assert_string_equal(h[deploy_place(h, 3, lab_b, 0, NULL)].name, "c");
+	assert_string_equal(h[deploy_place(h, 3, lab_b, NULL, NULL)].name, "c");
 	h[0].up = h[2].up = 0;
-	assert_int_equal(deploy_place(h, 3, NULL, 0, NULL), FERRY_ENOTFOUND);
+	assert_int_equal(deploy_place(h, 3, NULL, NULL, NULL), FERRY_ENOTFOUND);
 	assert_non_null(strstr(ferry_error_last(), "no host is up"));
-	assert_int_equal(deploy_place(NULL, 0, NULL, 0, NULL), FERRY_ENOTFOUND);
+	assert_int_equal(deploy_place(NULL, 0, NULL, NULL, NULL), FERRY_ENOTFOUND);
 	json_decref(gpu), json_decref(lab_a), json_decref(lab_b);
+}
+
+/* Placement's room: what a host's replicas ask for already counts; a host whose CPUs or memory are not known bounds nothing. */
+static void test_deploy__place_room(void **state)
+{
+	struct deploy_host h[] = {
+		{.name = "a", .up = 1, .cpus = 4, .memory_mb = 8192, .gpus = 1, .replicas = 1, .held_cpus = 3,
+		 .held_memory_mb = 1024, .held_gpus = 1},
+		{.name = "b", .up = 1, .cpus = 2, .memory_mb = 4096, .replicas = 3, .held_cpus = 0.5,
+		 .held_memory_mb = 3584},
+		{.name = "c", .up = 1, .cpus = 0, .memory_mb = 0, .replicas = 5}, /* capacity not known */
+	};
+	const struct deploy_req cpu2 = {.cpus = 2}, cpu1 = {.cpus = 1}, mem1g = {.memory_mb = 1024},
+				gpu1 = {.gpus = 1}, half = {.cpus = 0.5, .memory_mb = 512};
+
+	(void)state;
+	/* a asks 3 of its 4 CPUs: 2 more fit only on b (1.5 free: no) … or c (not known: no bound) */
+	assert_string_equal(h[deploy_place(h, 3, NULL, &cpu2, NULL)].name, "c");
+	/* one CPU fits on a (1 free) and b (1.5 free): a, the least loaded */
+	assert_string_equal(h[deploy_place(h, 3, NULL, &cpu1, NULL)].name, "a");
+	/* 1 GiB: b has 512 MiB free; a and c take it, a the least loaded */
+	assert_string_equal(h[deploy_place(h, 3, NULL, &mem1g, NULL)].name, "a");
+	/* exactly what b has free fits (no rounding away of the last half CPU or MiB) */
+	h[0].up = h[2].up = 0;
+	assert_string_equal(h[deploy_place(h, 3, NULL, &half, NULL)].name, "b");
+	/* a's one GPU is its replica's: none left for another, and the message gives the numbers */
+	h[0].up = 1;
+	assert_int_equal(deploy_place(h, 3, NULL, &gpu1, NULL), FERRY_ENOTFOUND);
+	assert_non_null(strstr(ferry_error_last(), "no host that is up has room for a replica asking for 1 GPU beside "
+						   "the replicas it runs (free: a: 0 of 1 GPUs; b: 0 of 0 GPUs)"));
+	assert_int_equal(deploy_place(h, 3, NULL, &cpu2, NULL), FERRY_ENOTFOUND);
+	assert_non_null(strstr(ferry_error_last(), "asking for 2 CPUs beside the replicas it runs (free: a: 1 of 4 CPUs; "
+						   "b: 1.5 of 2 CPUs)"));
 }
 
 int main(void)
@@ -303,6 +338,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_deploy__weights_add),
 		cmocka_unit_test(test_deploy__place),
+		cmocka_unit_test(test_deploy__place_room),
 		cmocka_unit_test(test_deploy__weights_set),
 		cmocka_unit_test(test_deploy__server_weight),
 		cmocka_unit_test(test_deploy__checks),
