@@ -253,12 +253,23 @@ kill_jobs_of() {
 	done
 }
 
+# TEST_CPU=1: each test's CPU time (its processes and all they start, not
+# PostgreSQL's backends), from a cgroup v1 cpuacct group of its own, and at
+# the end the tests that took the most: where the suite's time goes on a
+# machine whose cores are the limit. Off (or without cpuacct): nothing.
+CPU_CG=
+if [ -n "${TEST_CPU:-}" ] && [ -w /sys/fs/cgroup/cpuacct ]; then
+	CPU_CG=/sys/fs/cgroup/cpuacct/ferry-it.$$
+	mkdir -p "$CPU_CG" || CPU_CG=
+fi
+
 # run_test NAME LANE
 run_test() {
-	local t=$1 start rc f tmpl=ferry_template
+	local t=$1 start rc f tmpl=ferry_template cg=
 	[ -z "${FRESH_DB[$t]:-}" ] || tmpl=
+	[ -z "$CPU_CG" ] || { cg=$CPU_CG/$t; mkdir -p "$cg" 2>/dev/null || cg=; }
 	start=$(now)
-	( TEST_DB_TEMPLATE=$tmpl run_one "$t" ) >"$SUITE/$t.out" 2>&1
+	( [ -z "$cg" ] || echo "$BASHPID" >"$cg/cgroup.procs"; TEST_DB_TEMPLATE=$tmpl run_one "$t" ) >"$SUITE/$t.out" 2>&1
 	rc=$?
 	# what a failed test left running (its daemons, its jobs, its deployments)
 	# goes now, not at the end of the suite: the other lanes need the CPU
@@ -268,6 +279,7 @@ run_test() {
 	stop_deployments "$SUITE/$t"
 	kill_jobs_of "$SUITE/$t"
 	pkill -9 -f "$SUITE/$t/" 2>/dev/null
+	[ -z "$cg" ] || echo "$t $(($(cat "$cg/cpuacct.usage") / 1000000))" >>"$SUITE/cpu"
 	report "$t" "$rc" "$(since "$start")" "$2"
 	# a passed test's home goes now (some hold GBs), unless KEEP
 	[ "$rc" -ne 0 ] || [ -n "${KEEP:-}" ] || rm -rf "${SUITE:?}/$t"
@@ -358,6 +370,12 @@ if [ -f "$SUITE/times" ]; then
 			lane) echo "integration: lane $name: ${secs}s busy" ;;
 		esac
 	done
+fi
+if [ -n "$CPU_CG" ] && [ -f "$SUITE/cpu" ]; then
+	echo "integration: CPU of the tests' own processes: $(awk '{ s += $2 } END { printf "%.1f", s / 1000 }' "$SUITE/cpu") s; the most:"
+	sort -k2,2nr "$SUITE/cpu" | head -"${TEST_CPU_TOP:-30}" | awk '{ printf "integration:   %7.1f s  %s\n", $2 / 1000, $1 }'
+	for d in "$CPU_CG"/*/; do rmdir "$d" 2>/dev/null; done
+	rmdir "$CPU_CG" 2>/dev/null
 fi
 echo "integration: $LANES lanes, $(since "$suite_start")s"
 [ "$failed" -eq 0 ] || echo "integration: failed: $failed_names"

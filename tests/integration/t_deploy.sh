@@ -596,10 +596,16 @@ PY
 	echo "client p50 $c50 p90 $c90 p99 $c99; proxy $live"
 	assert_eq "$(echo "$live" | json 'j["requests"] >= 200')" true "every request counted: $live"
 	assert_eq "$(echo "$live" | json 'j["error_rate"]')" 0.0 "no 5xx"
+	# p99 of 200 is the second slowest: one pause of the client's own on a loaded machine (a loaded
+	# clean clone's run: the client's p99 191 ms, the proxy's 118, p90 109 and 102) is in the client's figure
+	# and can never be in the proxy's, which sees less of each request than the client does. So the
+	# proxy's p99 is at most the client's (20% + 25 ms over, the histograms' rounding), and at least
+	# the client's p90 (10% + 10 ms under): a p99 read as a p50 or a mean fails that
 	python3 -c "import json,sys; l=json.loads(sys.argv[1]); c50, c90, c99 = map(float, sys.argv[2:5]); \
-ok = abs(l['p50_ms'] - c50) <= 0.1 * c50 + 10 and abs(l['p90_ms'] - c90) <= 0.1 * c90 + 10 and abs(l['p99_ms'] - c99) <= 0.2 * c99 + 25; \
+ok = abs(l['p50_ms'] - c50) <= 0.1 * c50 + 10 and abs(l['p90_ms'] - c90) <= 0.1 * c90 + 10 \
+     and l['p99_ms'] <= 1.2 * c99 + 25 and l['p99_ms'] >= 0.9 * c90 - 10; \
 sys.exit(0 if ok else 1)" "$live" "$c50" "$c90" "$c99" ||
-		fail "the proxy's percentiles ($live) are not within 10% + 10 ms (p50, p90) and 20% + 25 ms (p99) of the client's ($c50, $c90, $c99 ms; the client's own time on a loaded machine is in its figures, not the proxy's)"
+		fail "the proxy's percentiles ($live) are not within 10% + 10 ms (p50, p90) of the client's, or its p99 not between the client's p90 and p99 ($c50, $c90, $c99 ms; the client's own time on a loaded machine is in its figures, not the proxy's)"
 	# a canary judged on those live percentiles: its own traffic through the proxy, the version 50 ms slow, 30 ms allowed
 	f=$(deploy_wf 100 "    canary: {steps: [50, 100], interval: 1s, max_p99_ms: 30, min_requests: 5, traffic: {rate: 30/s}}")
 	sed -i "s|serve: .*|serve: [/usr/bin/python3, $FERRY_HOME/double_serve.py, slow]|" "$f"
