@@ -16,6 +16,7 @@
 
 #include "deploy/fleet.h"
 #include "deploy/replicas.h"
+#include "store/store.h"
 #include "store/store_deploy.h"
 #include "lib/util.h"
 
@@ -65,7 +66,69 @@ static void replica_event(const struct step_run *r, const struct dr_what *w, con
 	json_decref(det);
 }
 
-int dr_start(struct dr_set *s, const struct step_run *r, const struct dr_what *w)
+/* Whether all s->n replicas can be placed on the hosts as read (a copy is counted in, not s->hosts). */
+static int place_all(const struct dr_set *s, const struct dr_what *w)
+{
+	json_t *dry = json_deep_copy(s->hosts);
+	char where[256];
+	int error = FERRY_OK;
+
+	for (int i = 0; i < s->n && error == FERRY_OK; i++)
+		if ((error = fleet_place(dry, w->dep, w->ord, NULL, w->spec, where, sizeof(where))) < 0)
+			ferry_error_set("replica %d of %d: %s", i + 1, s->n, ferry_error_last());
+	json_decref(dry);
+	return error;
+}
+
+/*
+ * Every replica is placed before any starts: one that fits nowhere fails
+ * the step with nothing started; with gang: true the step waits instead
+ * (the hosts read again every GANG_POLL_MS) until all fit, the run stops,
+ * or until_ms passes.
+ */
+enum { GANG_POLL_MS = 2000 };
+
+static int room_for_all(struct dr_set *s, const struct step_run *r, const struct dr_what *w, int64_t until_ms)
+{
+	int gang = json_is_true(json_object_get(r->spec, "gang"));
+	char *said = NULL;
+	int error;
+
+	while ((error = place_all(s, w)) < 0) {
+		const char *why = ferry_error_last();
+		if (!gang)
+			break;
+		if (said == NULL || strcmp(said, why) != 0) {
+			steps_log(r, "gang: waiting for room for all %d replicas at once: %s", s->n, why);
+			free(said);
+			said = xstrdup(why);
+		}
+		if (store_run_stopping(r->conn, r->run_id) == 1) {
+			ferry_error_set("the run is stopping: none of the %d replicas started (gang: %s)", s->n, said);
+			break;
+		}
+		if (clock_mono_ms() + GANG_POLL_MS > until_ms) {
+			ferry_error_set("no room for all %d replicas at once within the step's wait (gang: true): %s",
+					s->n, said);
+			break;
+		}
+		{
+			struct timespec ts = {GANG_POLL_MS / 1000, (GANG_POLL_MS % 1000) * 1000000L};
+			nanosleep(&ts, NULL);
+		}
+		json_decref(s->hosts);
+		if ((s->hosts = fleet_hosts(r->conn)) == NULL) {
+			error = FERRY_EDB;
+			break;
+		}
+	}
+	if (error == FERRY_OK && said)
+		steps_log(r, "gang: room for all %d replicas: placing them", s->n);
+	free(said);
+	return error;
+}
+
+int dr_start(struct dr_set *s, const struct step_run *r, const struct dr_what *w, int64_t until_ms)
 {
 	char me[256];
 	int error;
@@ -74,6 +137,8 @@ int dr_start(struct dr_set *s, const struct step_run *r, const struct dr_what *w
 	if (s->hosts == NULL && (s->hosts = fleet_hosts(r->conn)) == NULL)
 		flog_warn("run %lld step %s: the hosts could not be read (%s): every replica starts here",
 			  (long long)r->run_id, r->name, ferry_error_last());
+	if (s->hosts && (error = room_for_all(s, r, w, until_ms)) < 0)
+		return error == FERRY_EDB ? error : FERRY_EINVALID; /* the message says why none fits */
 	if ((error = replica_free_ports(s->ports, s->n)) < 0) {
 		ferry_error_set("no free ports for %d replicas", s->n);
 		return error;

@@ -44,8 +44,14 @@ struct dr_what {
  */
 void dr_stop_earlier(struct dr_set *s, const struct step_run *r, int64_t dep, const char *version);
 
-/* Places and starts s->n replicas (n set by the caller): 0, or an error (s holds what started). */
-int dr_start(struct dr_set *s, const struct step_run *r, const struct dr_what *w);
+/*
+ * Places and starts s->n replicas (n set by the caller): 0, or an error (s
+ * holds what started). All are placed before any starts: when one fits
+ * nowhere nothing starts and the step fails saying why, or, with the
+ * step's gang: true, it waits for room for all of them (until until_ms,
+ * monotonic, or the run's stop).
+ */
+int dr_start(struct dr_set *s, const struct step_run *r, const struct dr_what *w, int64_t until_ms);
 
 /*
  * Waits until each is ready and answered the warm-up sample (NULL: none),

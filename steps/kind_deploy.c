@@ -42,6 +42,7 @@
 #include "lib/util.h"
 
 #define READY_TIMEOUT_MS (2 * 60 * 1000)
+#define GANG_WAIT_MS (10 * 60 * 1000) /* a gang's wait for room for its replicas, when the step has no timeout */
 #define STOP_GRACE_MS 5000
 
 /* The version and artifact registered above the step for model (a register step's outputs). */
@@ -960,7 +961,13 @@ static int deploy_prepare(struct step_result *res, json_t **env, const struct st
 		struct dr_what w = {.dep = dep, .deployment = name, .model = model, .version = version,
 				    .artifact = artifact, .ord = ord, .serve = serve, .spec = spec};
 		set.n = nrep;
-		if ((error = dr_start(&set, r, &w)) < 0 || (error = dr_wait(&set, r, &w, sample, until)) < 0)
+		/* gang: true waits for room for all its replicas, as long as the step's timeout allows (10 min) */
+		json_int_t tmo = json_integer_value(json_object_get(r->spec, "timeout_ms"));
+		int64_t room_until = clock_mono_ms() + (tmo > 0 ? (int64_t)tmo : GANG_WAIT_MS);
+		if ((error = dr_start(&set, r, &w, room_until)) < 0)
+			goto undo;
+		until = clock_mono_ms() + READY_TIMEOUT_MS;
+		if ((error = dr_wait(&set, r, &w, sample, until)) < 0)
 			goto undo;
 	}
 	/* the load-test gate: before any traffic moves */

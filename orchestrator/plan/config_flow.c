@@ -376,9 +376,14 @@ void cfg_flow_fields(struct ctx *c, size_t i, const struct step_kind *kind, cons
 				err_node(c, f->gang, "gang: true starts every item at once; remove max_parallel");
 			json_object_set_new(js, "gang", json_true());
 		}
+	} else if (present(f->gang) && kind && (kind->flags & SKF_SERVICE)) {
+		/* a deploy step's replicas: placed all at once, or the step waits for room (steps/deploy_replicas.c) */
+		if (cfg_bool(c, f->gang, "gang"))
+			json_object_set_new(js, "gang", json_true());
 	} else {
 		if (present(f->gang))
-			err_node(c, f->gang, "gang applies to a step with foreach: or sweep: (its items start together)");
+			err_node(c, f->gang, "gang applies to a step with foreach: or sweep: (its items start together) "
+				 "or to a deploy step (its replicas are placed together)");
 		if (present(f->max_parallel))
 			err_node(c, f->max_parallel, "max_parallel applies to a step with foreach: or sweep:");
 		if (present(f->min_success))

@@ -332,6 +332,8 @@ int store_runs_list(char **out, PGconn *conn, const char *state, const char *wor
 
 /* Stops a run; *state_out is the new state. FERRY_ENOTFOUND, FERRY_ECONFLICT. */
 int store_run_stop(char **state_out, PGconn *conn, int64_t id, const char *actor);
+/* Whether run id is stopping or stopped (a step's long wait gives up): 1, 0, or a negative FERRY_E* code. */
+int store_run_stopping(PGconn *conn, int64_t id);
 
 /*
  * Retries a run (from a step when from is set; no step from cache when

@@ -626,6 +626,22 @@ int store_run_stop(char **state_out, PGconn *conn, int64_t id, const char *actor
 	return FERRY_OK;
 }
 
+int store_run_stopping(PGconn *conn, int64_t id)
+{
+	char idbuf[32];
+	const char *params[1] = {idbuf};
+	PGresult *res = NULL;
+	int error, yes;
+
+	snprintf(idbuf, sizeof(idbuf), "%lld", (long long)id);
+	if ((error = store_q(&res, conn, "SELECT 1 FROM runs WHERE id = $1 AND state IN ('stopping', 'stopped')", 1,
+			     params)) < 0)
+		return error;
+	yes = PQntuples(res) > 0;
+	PQclear(res);
+	return yes;
+}
+
 int store_run_retry(PGconn *conn, int64_t id, const char *from, const char *actor, int no_cache)
 {
 	return store_run_retry_params(conn, id, from, actor, no_cache, NULL, NULL);

@@ -638,3 +638,44 @@ Y
 	assert_eq "$CODE" 200 "stop the deployment: $BODY"
 	wait_run "$job" succeeded 30
 }
+
+# every replica is placed before any starts: without gang, one that fits
+# nowhere fails the step with nothing started; with gang: true the step
+# waits for room for all of them (issue 30 item 4) and starts them once
+# another deployment's replicas free it
+test_hosts_gang_replicas_wait_for_room_for_all() {
+	command -v haproxy >/dev/null || fail "haproxy is not installed (make deps)"
+	trap 'stop_daemons; stop_deployments "$FERRY_HOME"' EXIT
+	start_daemon a FERRY_HOST=host-a FERRY_CPUS=4 FERRY_LEASE_MS=3000
+	serve_py
+	for d in big:1:3: pair:2:1: gang:2:1:true; do
+		IFS=: read -r name n cpus gang <<<"$d"
+		wf "dep-$name" >/dev/null <<Y
+name: dep-$name
+steps:
+  - {name: train, kind: train, command: [sh, -c, 'echo "weights G" >"\$FERRY_OUTPUT_DIR/model.bin"']}
+  - {name: register, kind: register, needs: [train], model: m-$name}
+  - {name: deploy, kind: deploy, needs: [register], model: m-$name, deployment: $name, serve: [/usr/bin/python3, $FERRY_HOME/serve.py], sample: $FERRY_HOME/sample.json, traffic: 100, replicas: $n, resources: {cpus: $cpus}${gang:+, gang: $gang}}
+Y
+	done
+	wait_run "$(submit "$FERRY_HOME/dep-big.yaml")" succeeded 60
+	# 1 CPU free: two replicas of one CPU do not fit; without gang the step fails at once, nothing started
+	id=$(submit "$FERRY_HOME/dep-pair.yaml")
+	wait_run "$id" failed 60
+	assert_match "$(step_col "$id" deploy reason)" 'replica 2 of 2: no host that is up has room for a replica asking for 1 CPU beside the replicas it runs \(free: host-a: 0 of 4 CPUs\)' "why"
+	assert_eq "$(sql "SELECT count(*) FROM deployment_events e JOIN deployments d ON d.id = e.deployment_id WHERE d.name = 'pair' AND e.kind = 'replica-started'")" 0 "no replica of pair started"
+	# with gang: true the step waits, saying why, and starts none
+	id=$(submit "$FERRY_HOME/dep-gang.yaml")
+	wait_step "$id" deploy running 60
+	for _ in $(seq 1 100); do ferry logs "$id" deploy 2>/dev/null | grep -q "gang: waiting for room for all 2 replicas at once" && break; sleep 0.2; done
+	assert_match "$(ferry logs "$id" deploy)" 'gang: waiting for room for all 2 replicas at once: replica 2 of 2: no host' "the step says what it waits for"
+	sleep 3 # a poll more: still nothing started
+	assert_eq "$(step_col "$id" deploy state)" running "the gang waits"
+	assert_eq "$(sql "SELECT count(*) FROM deployment_events e JOIN deployments d ON d.id = e.deployment_id WHERE d.name = 'gang' AND e.kind = 'replica-started'")" 0 "none started while it waits"
+	# big stops: its 3 CPUs free, both replicas start together
+	api PATCH "/api/v1/deployments/$(sql "SELECT id FROM deployments WHERE name = 'big'")" '{"action": "stop"}'
+	assert_eq "$CODE" 200 "stop big: $BODY"
+	wait_run "$id" succeeded 60
+	assert_eq "$(sql "SELECT count(*) FROM deployment_replicas r JOIN deployments d ON d.id = r.deployment_id WHERE d.name = 'gang' AND r.health = 'healthy'")" 2 "both replicas of the gang serve"
+	assert_match "$(ferry logs "$id" deploy)" 'gang: room for all 2 replicas: placing them' "said when it went on"
+}

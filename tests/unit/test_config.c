@@ -235,7 +235,8 @@ static void test_config__queue_priority_gang(void **state)
 		      "w.yaml:2:11: priority \"5000\" must be a whole number from -1000 to 1000 (higher runs first)",
 		      "w.yaml:5:12: queue name \"Bad Name\" is not valid; use 1-63 of a-z, 0-9, _, . and -, starting with a "
 		      "letter or digit",
-		      "w.yaml:8:11: gang applies to a step with foreach: or sweep: (its items start together)",
+		      "w.yaml:8:11: gang applies to a step with foreach: or sweep: (its items start together) or to a "
+		      "deploy step (its replicas are placed together)",
 		      "w.yaml:13:11: gang: true starts every item at once; remove max_parallel", NULL);
 }
 

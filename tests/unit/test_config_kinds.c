@@ -364,6 +364,28 @@ static void test_config__production_model_inference(void **state)
 		      "-, starting with a letter or digit", NULL);
 }
 
+/* A deploy step's resources are each replica's (not admitted for the step itself), and gang: its replicas placed together. */
+static void test_config__deploy_resources_and_gang(void **state)
+{
+	json_t *spec, *st;
+
+	(void)state;
+	spec = parse_ok("name: x\n"
+			"steps:\n"
+			"  - {name: r, kind: register, model: m}\n"
+			"  - {name: d, kind: deploy, needs: [r], model: m, serve: [serve.sh], replicas: 3, gang: true,\n"
+			"     resources: {cpus: 2, memory: 1Gi}}\n"
+			"  - {name: t, command: [\"true\"], resources: {cpus: 2}}\n");
+	st = json_array_get(json_object_get(spec, "steps"), 1);
+	assert_true(json_is_true(json_object_get(st, "gang")));
+	assert_true(json_is_false(json_object_get(json_object_get(st, "resources"), "admit")));
+	assert_int_equal(json_integer_value(json_object_get(json_object_get(st, "resources"), "memory_mb")), 1024);
+	/* a job's resources are admitted by the host, as before */
+	st = json_array_get(json_object_get(spec, "steps"), 2);
+	assert_null(json_object_get(json_object_get(st, "resources"), "admit"));
+	json_decref(spec);
+}
+
 /* A canary written Flagger's way: step_weight up to max_weight then 100, min_success_rate, threshold. */
 static void test_config__canary_flagger_knobs(void **state)
 {
@@ -493,6 +515,7 @@ int main(void)
 		cmocka_unit_test(test_config__kind_templates),
 		cmocka_unit_test(test_config__production_model_inference),
 		cmocka_unit_test(test_config__canary_flagger_knobs),
+		cmocka_unit_test(test_config__deploy_resources_and_gang),
 		cmocka_unit_test(test_config__canary_recorded_requests_and_max_wait),
 		cmocka_unit_test(test_config__canary_ab_match),
 		cmocka_unit_test(test_config__deploy_placement),
