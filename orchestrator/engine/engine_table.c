@@ -15,6 +15,7 @@
 
 #include "deploy/reconcile.h"
 #include "engine/notify.h"
+#include "engine/preempt.h"
 #include "engine/retention.h"
 #include "exec/exec.h"
 #include "lib/metrics.h"
@@ -51,6 +52,7 @@ static const struct task *const tasks[] = {
 	&reconcile_task,    /* deployments: replicas, HAProxy, auto-stop (reconcile.c) */
 	&replicas_task,     /* this host's replicas, kept by one daemon per host (reconcile.c) */
 	&monitor_task,      /* hang detection, watchpoints, low utilization (monitor.c) */
+	&preempt_task,      /* preemptible steps stopped for a higher-priority one (preempt.c) */
 	&schedules_task,    /* cron, data and git triggers (schedules.c) */
 };
 #define NTASKS (sizeof(tasks) / sizeof(tasks[0]))

@@ -45,9 +45,10 @@ static const char *const retry_keys[] = {"limit", "backoff", "max_backoff"};
 /* The keys every step may have, whatever its kind; its kind's own follow (cfg_keys_list). */
 static const char *const generic_keys[] = {"name", "kind", "needs", "command", "env", "image",
 					   "workdir", "timeout", "retry", "when", "fail_run", "foreach", "sweep",
-					   "max_parallel", "min_success", "gang", "queue", "priority"};
+					   "max_parallel", "min_success", "gang", "queue", "priority", "preemptible"};
 enum { GK_NAME, GK_KIND, GK_NEEDS, GK_COMMAND, GK_ENV, GK_IMAGE, GK_WORKDIR, GK_TIMEOUT, GK_RETRY, GK_WHEN,
-       GK_FAIL_RUN, GK_FOREACH, GK_SWEEP, GK_MAX_PARALLEL, GK_MIN_SUCCESS, GK_GANG, GK_QUEUE, GK_PRIORITY };
+       GK_FAIL_RUN, GK_FOREACH, GK_SWEEP, GK_MAX_PARALLEL, GK_MIN_SUCCESS, GK_GANG, GK_QUEUE, GK_PRIORITY,
+       GK_PREEMPTIBLE };
 
 /* ---- small helpers ---------------------------------------------------- */
 
@@ -771,7 +772,8 @@ static json_t *parse_step(struct ctx *c, size_t i, const yaml_node_t *n)
 	cfg_kind_fields(c, i, kind, keys, v, js, 0);
 	{
 		const struct cfg_flow_nodes flow = {v[GK_WHEN], v[GK_FAIL_RUN], v[GK_FOREACH], v[GK_SWEEP],
-						    v[GK_MAX_PARALLEL], v[GK_MIN_SUCCESS], v[GK_GANG]};
+						    v[GK_MAX_PARALLEL], v[GK_MIN_SUCCESS], v[GK_GANG],
+						    v[GK_PREEMPTIBLE]};
 		cfg_flow_fields(c, i, kind, &flow, js);
 	}
 	json_object_set_new(js, "line", json_integer(pos1(n->start_mark.line)));

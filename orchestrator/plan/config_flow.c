@@ -389,6 +389,14 @@ void cfg_flow_fields(struct ctx *c, size_t i, const struct step_kind *kind, cons
 		if (present(f->min_success))
 			err_node(c, f->min_success, "min_success applies to a step with foreach: or sweep:");
 	}
+	/* preemptible: a higher-priority step may stop its job and requeue it (engine/preempt.c) */
+	if (present(f->preemptible)) {
+		if (kind && !(kind->flags & SKF_JOB))
+			err_node(c, f->preemptible, "preemptible applies to a step that runs a job (run, train, "
+				 "evaluate): its job is what is stopped and started again");
+		else if (cfg_bool(c, f->preemptible, "preemptible"))
+			json_object_set_new(js, "preemptible", json_true());
+	}
 	if (c->steps[i].final) {
 		json_object_set_new(js, "finally", json_true());
 		if (present(f->fail_run))

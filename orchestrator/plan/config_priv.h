@@ -129,7 +129,7 @@ void cfg_list_keys(const json_t *obj, struct sbuf *b);
 
 /* config_flow.c: a step's when:, foreach:/sweep: (max_parallel, min_success) and fail_run nodes (NULL: absent) */
 struct cfg_flow_nodes {
-	const yaml_node_t *when, *fail_run, *foreach, *sweep, *max_parallel, *min_success, *gang;
+	const yaml_node_t *when, *fail_run, *foreach, *sweep, *max_parallel, *min_success, *gang, *preemptible;
 };
 /* Checks them for step i (of kind, NULL when unknown) and sets their fields in its spec js. */
 void cfg_flow_fields(struct ctx *c, size_t i, const struct step_kind *kind, const struct cfg_flow_nodes *f,

@@ -382,7 +382,8 @@ static int step_spec(json_t **out, const json_t *step, const json_t *params, con
 	 * (db/functions/queues.sql); when present */
 	{
 		static const char *const flow[] = {"when", "when_model", "finally", "fail_run", "foreach", "max_parallel",
-						   "min_success", "sweep", "select", "queue", "priority", "gang"};
+						   "min_success", "sweep", "select", "queue", "priority", "gang",
+						   "preemptible"};
 		for (i = 0; i < sizeof(flow) / sizeof(flow[0]); i++)
 			if ((v = json_object_get(step, flow[i])) != NULL)
 				json_object_set(spec, flow[i], v);

@@ -267,3 +267,39 @@ int store_queue_delete(char **out, PGconn *conn, const char *name, const char *a
 
 	return one_text(out, conn, "SELECT ferry_queue_delete($1, $2)::text", 2, p);
 }
+
+int store_preempt(struct store_victim **out, int *n, PGconn *conn, const char *owner, const char *host,
+		  double after_s, double default_cpus)
+{
+	char after[32], cpus[32];
+	const char *params[4] = {owner, host, after, cpus};
+	PGresult *res = NULL;
+	int error, rows;
+
+	*out = NULL;
+	*n = 0;
+	snprintf(after, sizeof(after), "%.3f seconds", after_s);
+	snprintf(cpus, sizeof(cpus), "%g", default_cpus);
+	if ((error = store_q(&res, conn, "SELECT step_id, attempt, reason FROM ferry_preempt($1, $2, $3::interval, $4)",
+			     4, params)) < 0)
+		return error;
+	rows = PQntuples(res);
+	if (rows > 0) {
+		*out = xcalloc((size_t)rows, sizeof(**out));
+		for (int i = 0; i < rows; i++) {
+			(*out)[i].step_id = store_intval(res, i, 0);
+			(*out)[i].attempt = (int)store_intval(res, i, 1);
+			(*out)[i].reason = store_dupval(res, i, 2);
+		}
+	}
+	*n = rows;
+	PQclear(res);
+	return FERRY_OK;
+}
+
+void store_victims_free(struct store_victim *v, int n)
+{
+	for (int i = 0; v && i < n; i++)
+		free(v[i].reason);
+	free(v);
+}

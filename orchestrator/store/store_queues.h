@@ -13,6 +13,7 @@
 
 #include <jansson.h>
 #include <libpq-fe.h>
+#include <stdint.h>
 
 /* The most waiting steps GET /queues/{name} lists (?limit=), and how many it lists unless asked. */
 #define QUEUE_WAITING_MAX 500
@@ -67,5 +68,22 @@ int store_queue_update(char **out, PGconn *conn, const char *name, const json_t 
  * says how many), FERRY_ENOTFOUND when there is no such queue.
  */
 int store_queue_delete(char **out, PGconn *conn, const char *name, const char *actor);
+
+/* A running attempt a preemption stops (ferry_preempt, db/functions/preempt.sql). */
+struct store_victim {
+	int64_t step_id;
+	int attempt;
+	char *reason; /* "preempted: its room on HOST went to run 41/train (queue q, priority 5); …" */
+};
+
+/*
+ * The attempts of owner on host to stop so that the step at the head of
+ * the claim's order, waiting past after_s, fits (each marked and given a
+ * step.preempted event in the same statement): *out (the caller frees it
+ * with store_victims_free), *n of them; none is the usual answer.
+ */
+int store_preempt(struct store_victim **out, int *n, PGconn *conn, const char *owner, const char *host,
+		  double after_s, double default_cpus);
+void store_victims_free(struct store_victim *v, int n);
 
 #endif

@@ -381,3 +381,58 @@ for g, s, e in iv[:-1]:
     if g == own[0] and int(s) < int(own[2]) and int(own[1]) < int(e):
         sys.exit("GPU %s shared while it was its own" % g)' || fail "a GPU both shared and its own"
 }
+
+# preemption (issue 30, item 5): on a host of 2 CPUs, a job of 2 CPUs that is
+# not preemptible keeps them from a higher-priority step; one that says
+# preemptible: true is stopped once that step has waited
+# FERRY_PREEMPT_AFTER_S, the event names who took its room, the step runs,
+# and the stopped one starts again (its try not counted) from its checkpoint
+test_queues_preemptible_step_gives_way_and_resumes() {
+	start_daemon a FERRY_CPUS=2 FERRY_PREEMPT_AFTER_S=1
+	for p in false true; do
+		wf "low-$p" >/dev/null <<Y
+name: low-$p
+priority: -5
+steps:
+  - name: s
+    preemptible: $p
+    resources: {cpus: 2}
+    command: [sh, -c, 'echo "attempt \$FERRY_ATTEMPT" >>"\$FERRY_CHECKPOINT_DIR/progress"; trap "exit 143" TERM; while [ ! -e $FERRY_HOME/go-$p ]; do sleep 0.05; done']
+Y
+	done
+	high=$(wf high <<'Y'
+name: high
+priority: 5
+steps:
+  - {name: s, resources: {cpus: 2}, command: [sh, -c, 'echo ran']}
+Y
+)
+	# not preemptible: the high step waits past the bound, nothing is stopped
+	hold=$(submit "$FERRY_HOME/low-false.yaml")
+	wait_step "$hold" s running 20
+	id=$(submit "$high")
+	sleep 4 # two preempt rounds past FERRY_PREEMPT_AFTER_S
+	assert_eq "$(step_col "$id" s state)" ready "the high step waits for a job that is not preemptible"
+	assert_eq "$(sql "SELECT count(*) FROM events WHERE kind = 'step.preempted'")" 0 "nothing preempted"
+	touch "$FERRY_HOME/go-false"
+	wait_run "$id" succeeded 30
+	wait_run "$hold" succeeded 30
+	# preemptible: stopped for the high step, which runs; then it starts again and ends
+	low=$(submit "$FERRY_HOME/low-true.yaml")
+	wait_step "$low" s running 20
+	id=$(submit "$high")
+	wait_run "$id" succeeded 30
+	assert_eq "$(sql "SELECT detail->>'by' FROM events WHERE run_id = $low AND kind = 'step.preempted'")" "run $id/s" \
+		"the event names the step that took the room"
+	assert_eq "$(sql "SELECT preempted_by FROM attempts a JOIN steps s ON s.id = a.step_id WHERE s.run_id = $low AND a.attempt = 1")" "run $id/s" "its attempt says so"
+	wait_step "$low" s running 30
+	assert_eq "$(step_col "$low" s attempts)" 2 "started again"
+	assert_eq "$(step_col "$low" s tries)" 1 "the preempted try is not counted"
+	touch "$FERRY_HOME/go-true"
+	wait_run "$low" succeeded 30
+	assert_eq "$(tr '\n' ' ' <"$FERRY_HOME/runs/$low/s/checkpoint/progress")" "attempt 1 attempt 2 " \
+		"both attempts wrote to one checkpoint directory"
+	# its order: the low step ran, gave way, the high one ran, the low one again
+	assert_eq "$(sql "SELECT string_agg(s.run_id || '/' || a.attempt, ' ' ORDER BY a.started_at) FROM attempts a JOIN steps s ON s.id = a.step_id WHERE s.run_id IN ($low, $id)")" \
+		"$low/1 $id/1 $low/2" "who ran when"
+}

@@ -238,6 +238,17 @@ static void test_config__queue_priority_gang(void **state)
 		      "w.yaml:8:11: gang applies to a step with foreach: or sweep: (its items start together) or to a "
 		      "deploy step (its replicas are placed together)",
 		      "w.yaml:13:11: gang: true starts every item at once; remove max_parallel", NULL);
+	/* preemptible: a job's step only (its job is what is stopped), true or false */
+	spec = parse_ok("name: w\nsteps:\n  - {name: a, command: [\"true\"], preemptible: true}\n"
+			"  - {name: b, command: [\"true\"], preemptible: false}\n");
+	assert_true(json_is_true(json_object_get(step_at(spec, 0), "preemptible")));
+	assert_null(json_object_get(step_at(spec, 1), "preemptible"));
+	json_decref(spec);
+	expect_errors("name: w\nsteps:\n  - {name: a, command: [\"true\"], preemptible: maybe}\n"
+		      "  - {name: r, kind: register, model: m, preemptible: true}\n",
+		      "w.yaml:3:47: preemptible must be true or false, not \"maybe\"",
+		      "w.yaml:4:54: preemptible applies to a step that runs a job (run, train, evaluate): its job is what "
+		      "is stopped and started again", NULL);
 }
 
 /* resources: a named resource of the hosts (license: 1) and a shared GPU (gpus: {count, shared}) */
@@ -390,7 +401,7 @@ static void test_config__unknown_step_key(void **state)
 		      "w.yaml:3:5: step is missing required key \"command\" (a list like "
 		      "[python, train.py] or one shell string)",
 		      "w.yaml:3:15: unknown step key \"comand\" (did you mean \"command\"?); known "
-		      "keys: name, kind, needs, command, env, image, workdir, timeout, retry, when, fail_run, foreach, sweep, max_parallel, min_success, gang, queue, priority, executor, "
+		      "keys: name, kind, needs, command, env, image, workdir, timeout, retry, when, fail_run, foreach, sweep, max_parallel, min_success, gang, queue, priority, preemptible, executor, "
 		      "resources, network, slurm, secrets, warm, cache, gate, on_fail, model, dataset, labels, webhook, on_timeout, "
 		      "artifact, version, alias, serve, traffic, replicas, sample, deployment, auto_stop, retire_after, load_test, canary, approve, placement, hang, watch",
 		      NULL);
@@ -703,7 +714,7 @@ static void test_config__multiple_errors_in_order(void **state)
 		      "run directory or an absolute path",
 		      "w.yaml:12:14: timeout: duration \"5\": missing unit (use e.g. 30s, 5m, 2h)",
 		      "w.yaml:13:5: unknown step key \"extra\"; known keys: name, kind, needs, "
-		      "command, env, image, workdir, timeout, retry, when, fail_run, foreach, sweep, max_parallel, min_success, gang, queue, priority, executor, resources, network, slurm, secrets, warm, cache, "
+		      "command, env, image, workdir, timeout, retry, when, fail_run, foreach, sweep, max_parallel, min_success, gang, queue, priority, preemptible, executor, resources, network, slurm, secrets, warm, cache, "
 		      "gate, on_fail, model, "
 		      "dataset, labels, webhook, on_timeout, artifact, version, alias, serve, traffic, replicas, sample, deployment, auto_stop, retire_after, load_test, canary, approve, placement, hang, watch", NULL);
 }
