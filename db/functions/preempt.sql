@@ -52,10 +52,13 @@ BEGIN
 	v_gpus := CASE WHEN jsonb_typeof(v_cap -> 'gpus') = 'array' THEN jsonb_array_length(v_cap -> 'gpus') ELSE 0 END;
 	-- free: the capacity less the running attempts not being preempted and the host's replicas
 	SELECT v_cpus - coalesce(sum(a.cpus) FILTER (WHERE a.preempted_by IS NULL), 0),
-	       v_mem - coalesce(sum(a.memory_mb) FILTER (WHERE a.preempted_by IS NULL), 0),
-	       v_gpus - coalesce(sum(cardinality(a.gpu_ids)) FILTER (WHERE a.preempted_by IS NULL), 0)
-	INTO v_free_cpus, v_free_mem, v_free_gpus
+	       v_mem - coalesce(sum(a.memory_mb) FILTER (WHERE a.preempted_by IS NULL), 0)
+	INTO v_free_cpus, v_free_mem
 	FROM attempts a WHERE a.state = 'running' AND a.host = p_host;
+	-- GPUs by id: one shared by several attempts is held once
+	SELECT v_gpus - count(DISTINCT g) INTO v_free_gpus
+	FROM attempts a, unnest(a.gpu_ids) g
+	WHERE a.state = 'running' AND a.host = p_host AND a.preempted_by IS NULL;
 	SELECT v_free_cpus - coalesce(sum((vv.serve #>> '{placement,resources,cpus}')::real), 0),
 	       v_free_mem - coalesce(sum((vv.serve #>> '{placement,resources,memory_mb}')::bigint), 0)
 	INTO v_free_cpus, v_free_mem
@@ -93,7 +96,8 @@ BEGIN
 
 	FOR v IN
 		SELECT a.step_id, a.attempt, coalesce(a.cpus, 0) AS cpus, coalesce(a.memory_mb, 0) AS mem,
-		       coalesce(cardinality(a.gpu_ids), 0) AS gpus
+		       -- a shared GPU may stay held by its other sharers: counted as freeing none
+		       CASE WHEN a.gpu_shared THEN 0 ELSE coalesce(cardinality(a.gpu_ids), 0) END AS gpus
 		FROM attempts a JOIN steps s ON s.id = a.step_id LEFT JOIN steps p ON p.id = s.parent_id
 		LEFT JOIN queues qa ON qa.name = a.queue
 		WHERE a.state = 'running' AND a.host = p_host AND a.owner = p_owner AND a.preempted_by IS NULL
