@@ -436,3 +436,34 @@ Y
 	assert_eq "$(sql "SELECT string_agg(s.run_id || '/' || a.attempt, ' ' ORDER BY a.started_at) FROM attempts a JOIN steps s ON s.id = a.step_id WHERE s.run_id IN ($low, $id)")" \
 		"$low/1 $id/1 $low/2" "who ran when"
 }
+
+# preemption across queues, for a GPU: a declared host of one GPU
+# (FERRY_GPUS=0), a preemptible training of a lower-priority queue holds
+# it; a step of the default queue asking for it takes it once it has
+# waited, and sees exactly that GPU
+test_queues_preempted_for_a_gpu_of_a_higher_queue() {
+	start_daemon a FERRY_GPUS=0 FERRY_PREEMPT_AFTER_S=1
+	sql "INSERT INTO queues (name, priority) VALUES ('nightly', -10)" >/dev/null
+	low=$(submit "$(wf nightly <<Y
+name: nightly
+queue: nightly
+steps:
+  - {name: train, preemptible: true, resources: {gpus: 1}, command: [sh, -c, 'trap "exit 143" TERM; while [ ! -e $FERRY_HOME/go ]; do sleep 0.05; done']}
+Y
+)")
+	wait_step "$low" train running 20
+	id=$(submit "$(wf adhoc <<'Y'
+name: adhoc
+steps:
+  - {name: eval, resources: {gpus: 1}, command: [sh, -c, 'echo "gpu $CUDA_VISIBLE_DEVICES"']}
+Y
+)")
+	wait_run "$id" succeeded 30
+	assert_eq "$(ferry logs "$id" eval | tail -1)" "gpu 0" "the GPU the preempted step held"
+	assert_eq "$(sql "SELECT detail->>'by' || ' ' || (detail->>'queue') FROM events WHERE run_id = $low AND kind = 'step.preempted'")" \
+		"run $id/eval default" "a queue of higher priority took it"
+	wait_step "$low" train running 30
+	touch "$FERRY_HOME/go"
+	wait_run "$low" succeeded 30
+	assert_eq "$(step_col "$low" train attempts)/$(step_col "$low" train tries)" 2/1 "started again, one try counted"
+}
