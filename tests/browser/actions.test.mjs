@@ -10,7 +10,7 @@
 //   - logs: a 200 MB log opens at its tail and pages back,
 //     live follow, carriage-return collapse, search, Ferry's lines, download.
 // Screenshots go to $FERRY_SHOTS.
-import { readFileSync, mkdtempSync, statSync, chmodSync } from 'node:fs';
+import { readFileSync, mkdtempSync, statSync, chmodSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import {
@@ -316,5 +316,7 @@ steps:
   const deps = await api('GET', '/api/v1/deployments').catch(() => null);
   for (const d of (deps && deps.json && deps.json.deployments) || []) await api('DELETE', `/api/v1/deployments/${d.id}`).catch(() => {});
   await browser.close();
+  // the scratch directory holds the 200 MB log: each run of the suite left one in /tmp
+  try { rmSync(scratch, { recursive: true, force: true }); } catch (e) { console.log(`# ${scratch} left: ${e.message}`); }
 }
 done();
