@@ -141,7 +141,10 @@ Y
 	id=$(submit "$f")
 	wait_step "$id" long running 10
 	sid=$(sql "SELECT id FROM steps WHERE run_id = $id AND name = 'after'")
+	# the finisher looks for the deadlock only after 20 s: the stop, which waits first, is the one
+	# PostgreSQL aborts, however late a loaded machine runs its check (the rule: deadlock_timeout)
 	psql "$FERRY_DATABASE_URL" -qAt -v ON_ERROR_STOP=1 >"$FERRY_HOME/finisher.out" 2>&1 <<SQL &
+SET deadlock_timeout = '20s';
 BEGIN;
 SELECT 1 FROM steps WHERE id = $sid FOR UPDATE;
 \\! touch "$FERRY_HOME/locked"

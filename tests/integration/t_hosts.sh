@@ -621,7 +621,10 @@ Y
 	assert_match "$BODY" 'no host that is up has room for a replica asking for 3 CPUs beside the replicas it runs \(free: host-a: 0 of 2 CPUs; host-b: 2 of 8 CPUs\)' \
 		"why the replica fits nowhere"
 	assert_eq "$(sql "SELECT count(*) FROM deployment_replicas r JOIN deployments d ON d.id = r.deployment_id WHERE d.name = 'huge' AND r.handle->>'pid' IS NOT NULL")" 0 "no replica of it started"
-	# a job asking 4 CPUs fits B (8) but not beside its replicas (2 free): it waits, and says why
+	# a job asking 4 CPUs fits B (8) but not beside its replicas (2 free): it waits, and says why. Each
+	# engine learns what its host's replicas hold with its host's heartbeat: one after the replicas' rows
+	sql_until "(SELECT min(last_seen) FROM daemons WHERE stopped_at IS NULL) > (SELECT max(updated_at) FROM deployment_replicas)" 30 ||
+		fail "the hosts did not heartbeat after the replicas started"
 	job=$(submit "$(wf four <<'Y'
 name: four
 steps:
