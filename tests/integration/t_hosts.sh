@@ -670,7 +670,7 @@ Y
 	# with gang: true the step waits, saying why, and starts none
 	id=$(submit "$FERRY_HOME/dep-gang.yaml")
 	wait_step "$id" deploy running 60
-	for _ in $(seq 1 100); do ferry logs "$id" deploy 2>/dev/null | grep -q "gang: waiting for room for all 2 replicas at once" && break; sleep 0.2; done
+	for _ in $(seq 1 300); do ferry logs "$id" deploy 2>/dev/null | grep -q "gang: waiting for room for all 2 replicas at once" && break; sleep 0.2; done
 	assert_match "$(ferry logs "$id" deploy)" 'gang: waiting for room for all 2 replicas at once: replica 2 of 2: no host' "the step says what it waits for"
 	sleep 3 # a poll more: still nothing started
 	assert_eq "$(step_col "$id" deploy state)" running "the gang waits"
