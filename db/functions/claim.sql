@@ -14,7 +14,8 @@
 -- Admission (issue 30; orchestrator/engine/README.md "Admission"): the
 -- candidates are read queue by queue (step_queue_order: each queue's
 -- steps by priority then age, locked SKIP LOCKED), then taken in the
--- order: a starving step first (waited past p_capacity.starve_s), the
+-- order: a starving step first (waited past p_capacity.starve_s, or one
+-- others were preempted for: step_queue.keeps_room, preempt.sql), the
 -- queue's priority, fair share between queues of equal priority (the
 -- queue with fewer running, counting what this claim took, goes next),
 -- the step's priority, its age. A step is taken when it fits: its queue's
@@ -64,11 +65,13 @@ BEGIN
 		FROM qs WHERE qs.queue IS NOT NULL
 	), cand AS (
 		SELECT c.*, coalesce(c.cpus, p_default_cpus) AS want, coalesce(qu.priority, 0) AS qprio,
-		       qu.max_running, qu.max_gpus, qu.max_cpus, c.since < now() - p_starve AS starve,
+		       qu.max_running, qu.max_gpus, qu.max_cpus,
+		       (c.since < now() - p_starve OR c.keeps_room) AS starve, -- keeps_room: preempt.sql
 		       row_number() OVER (PARTITION BY c.queue ORDER BY c.priority DESC, c.step_id) AS rank
 		FROM qs LEFT JOIN queues qu ON qu.name = qs.queue
 		CROSS JOIN LATERAL (
-			SELECT q.step_id, q.queue, q.priority, q.cpus, q.memory_mb, q.gpus, q.since, q.named, q.gpu_shared
+			SELECT q.step_id, q.queue, q.priority, q.cpus, q.memory_mb, q.gpus, q.since, q.named, q.gpu_shared,
+			       q.keeps_room
 			FROM step_queue q
 			WHERE q.queue = qs.queue
 			  AND (q.not_before IS NULL OR q.not_before <= now())

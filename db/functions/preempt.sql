@@ -15,7 +15,10 @@
 -- marked (attempts.preempted_by) and gets a step.preempted event naming
 -- the step it makes room for; the caller stops its job with the restart
 -- outcome (ferry_finish: ready again at once, the try not counted), so it
--- starts again later and resumes from FERRY_CHECKPOINT_DIR. What marked
+-- starts again later and resumes from FERRY_CHECKPOINT_DIR. The step they
+-- make room for keeps it (step_queue.keeps_room: it counts as starving),
+-- so a smaller step behind it — a victim's own retry — cannot backfill
+-- the room one victim frees while another is still ending. What marked
 -- attempts hold counts as free, so a step never stops more than it needs
 -- while their jobs end.
 CREATE OR REPLACE FUNCTION ferry_preempt(p_owner text, p_host text, p_after interval, p_default_cpus real)
@@ -121,6 +124,8 @@ BEGIN
 	END IF;
 
 	v_by := 'run ' || b.run_id || '/' || b.name;
+	-- the room the victims free as they end is its: it counts as starving until it starts
+	UPDATE step_queue SET keeps_room = true WHERE step_queue.step_id = b.step_id;
 	UPDATE attempts a SET preempted_by = v_by
 	FROM unnest(v_ids, v_atts) AS x(id, att) WHERE a.step_id = x.id AND a.attempt = x.att AND a.state = 'running';
 	INSERT INTO events (run_id, step, attempt, actor, kind, detail)

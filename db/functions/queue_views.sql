@@ -301,7 +301,7 @@ BEGIN
 	FOR r IN
 		WITH w AS (
 			SELECT q.step_id, q.run_id, q.queue, q.priority, q.cpus, q.memory_mb, q.gpus, q.since, q.not_before,
-			       q.named, q.gpu_shared,
+			       q.named, q.gpu_shared, q.keeps_room,
 			       coalesce(q.not_before > now(), false) AS backoff,
 			       qu.priority AS qprio, qu.max_running, qu.max_gpus, qu.max_cpus,
 			       row_number() OVER (PARTITION BY q.queue, coalesce(q.not_before > now(), false)
@@ -309,10 +309,12 @@ BEGIN
 			FROM step_queue q JOIN queues qu ON qu.name = q.queue
 			WHERE NOT q.dev
 		)
-		SELECT w.*, st.name AS step, ru.workflow_name AS workflow, w.since < now() - v_starve AS starving
+		SELECT w.*, st.name AS step, ru.workflow_name AS workflow,
+		       (w.since < now() - v_starve OR w.keeps_room) AS starving -- as the claim counts it
 		FROM w JOIN steps st ON st.id = w.step_id JOIN runs ru ON ru.id = w.run_id
 		WHERE w.queue = p_name OR (NOT w.backoff AND w.rank <= 1000)
-		ORDER BY w.backoff, CASE WHEN w.backoff THEN w.not_before END, w.since < now() - v_starve DESC, w.qprio DESC,
+		ORDER BY w.backoff, CASE WHEN w.backoff THEN w.not_before END, (w.since < now() - v_starve OR w.keeps_room) DESC,
+		         w.qprio DESC,
 		         coalesce((v_use -> w.queue ->> 'running')::int, 0) + w.rank, w.priority DESC, w.step_id
 	LOOP
 		EXIT WHEN v_pos >= p_limit;

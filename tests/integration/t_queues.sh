@@ -467,3 +467,31 @@ Y
 	wait_run "$low" succeeded 30
 	assert_eq "$(step_col "$low" train attempts)/$(step_col "$low" train tries)" 2/1 "started again, one try counted"
 }
+
+# preemption of a fan-out's items: two preemptible items of 1 CPU each on a
+# host of 2 give way together to a step asking for both CPUs (their
+# fan-out's preemptible: true), then run again and the fan-out succeeds
+test_queues_preemptible_fanout_items_give_way_together() {
+	start_daemon a FERRY_CPUS=2 FERRY_PREEMPT_AFTER_S=1
+	low=$(submit "$(wf items <<Y
+name: items
+priority: -1
+steps:
+  - {name: each, foreach: {range: 2}, preemptible: true, resources: {cpus: 1}, command: [sh, -c, 'trap "exit 143" TERM; while [ ! -e $FERRY_HOME/go ]; do sleep 0.05; done']}
+Y
+)")
+	sql_until "(SELECT count(*) FROM attempts WHERE state = 'running') = 2" 30 || fail "the two items did not start"
+	id=$(submit "$(wf wide <<'Y'
+name: wide
+steps:
+  - {name: s, resources: {cpus: 2}, command: [sh, -c, 'echo ran']}
+Y
+)")
+	wait_run "$id" succeeded 30
+	assert_eq "$(sql "SELECT count(*) FROM events WHERE run_id = $low AND kind = 'step.preempted' AND detail->>'by' = 'run $id/s'")" 2 \
+		"both items gave way (one would not have been enough)"
+	touch "$FERRY_HOME/go"
+	wait_run "$low" succeeded 30
+	assert_eq "$(sql "SELECT string_agg(attempts || '/' || tries, ' ' ORDER BY item_index) FROM steps WHERE run_id = $low AND parent_id IS NOT NULL")" \
+		"2/1 2/1" "each item started again, its preempted try not counted"
+}
