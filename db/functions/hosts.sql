@@ -6,6 +6,24 @@
 -- running jobs are the running attempts recorded with its name, its
 -- replicas the live deployment replicas whose handle names it, and what
 -- those ask for in all (their deploy steps' resources: placement's room).
+-- The live model-server replicas on p_host (their handle names it, not
+-- stopped), each with what its deploy step's resources ask for: placement's
+-- room (ferry_hosts), the engine's admission less them (store_hosts.c's
+-- heartbeat), why a step waits (queue_views.sql) and preemption
+-- (preempt.sql) all read them here.
+CREATE OR REPLACE FUNCTION ferry_host_replicas(p_host text)
+RETURNS TABLE (deployment text, version text, cpus real, memory_mb bigint, gpus int)
+LANGUAGE sql STABLE AS $$
+	SELECT dp.name, r.version,
+	       coalesce((v.serve #>> '{placement,resources,cpus}')::real, 0),
+	       coalesce((v.serve #>> '{placement,resources,memory_mb}')::bigint, 0),
+	       coalesce((v.serve #>> '{placement,resources,gpus}')::int, 0)
+	FROM deployment_replicas r
+	JOIN deployment_versions v ON v.deployment_id = r.deployment_id AND v.version = r.version
+	JOIN deployments dp ON dp.id = r.deployment_id
+	WHERE r.handle ->> 'host' = p_host AND r.health <> 'stopped';
+$$;
+
 CREATE OR REPLACE FUNCTION ferry_hosts() RETURNS jsonb
 LANGUAGE sql STABLE AS $$
 	WITH d AS (
@@ -31,13 +49,10 @@ LANGUAGE sql STABLE AS $$
 		'running_jobs', (SELECT count(*) FROM attempts a WHERE a.state = 'running' AND a.host = h.host),
 		'replicas', (SELECT count(*) FROM deployment_replicas r
 		             WHERE r.handle ->> 'host' = h.host AND r.health <> 'stopped'),
-		'replicas_hold', (SELECT jsonb_build_object(
-		                 'cpus', coalesce(sum((v.serve #>> '{placement,resources,cpus}')::real), 0),
-		                 'memory_mb', coalesce(sum((v.serve #>> '{placement,resources,memory_mb}')::bigint), 0),
-		                 'gpus', coalesce(sum((v.serve #>> '{placement,resources,gpus}')::int), 0))
-		             FROM deployment_replicas r
-		             JOIN deployment_versions v ON v.deployment_id = r.deployment_id AND v.version = r.version
-		             WHERE r.handle ->> 'host' = h.host AND r.health <> 'stopped'))
+		'replicas_hold', (SELECT jsonb_build_object('cpus', coalesce(sum(x.cpus), 0),
+		                                            'memory_mb', coalesce(sum(x.memory_mb), 0),
+		                                            'gpus', coalesce(sum(x.gpus), 0))
+		                  FROM ferry_host_replicas(h.host) x))
 		ORDER BY h.host), '[]'))
 	FROM h JOIN d n ON n.host = h.host AND n.newest = 1;
 $$;

@@ -62,12 +62,9 @@ BEGIN
 	SELECT v_gpus - count(DISTINCT g) INTO v_free_gpus
 	FROM attempts a, unnest(a.gpu_ids) g
 	WHERE a.state = 'running' AND a.host = p_host AND a.preempted_by IS NULL;
-	SELECT v_free_cpus - coalesce(sum((vv.serve #>> '{placement,resources,cpus}')::real), 0),
-	       v_free_mem - coalesce(sum((vv.serve #>> '{placement,resources,memory_mb}')::bigint), 0)
+	SELECT v_free_cpus - coalesce(sum(hr.cpus), 0), v_free_mem - coalesce(sum(hr.memory_mb), 0)
 	INTO v_free_cpus, v_free_mem
-	FROM deployment_replicas r
-	JOIN deployment_versions vv ON vv.deployment_id = r.deployment_id AND vv.version = r.version
-	WHERE r.handle ->> 'host' = p_host AND r.health <> 'stopped';
+	FROM ferry_host_replicas(p_host) hr;
 
 	-- the step at the head of the claim's order: each queue's first by its index (step_queue_order),
 	-- never the whole queue sorted (a fan-out may have queued 100,000)

@@ -258,16 +258,12 @@ BEGIN
 		         FROM attempts a JOIN steps s ON s.id = a.step_id
 		         WHERE a.state = 'running' AND a.host = d.host) x,
 		-- its live model-server replicas: what their deploy steps' resources ask for (the engine admits less it)
-		LATERAL (SELECT coalesce(sum(rr.cpus), 0) AS cpus, coalesce(sum(rr.mem), 0) AS mem,
+		LATERAL (SELECT coalesce(sum(rr.cpus), 0) AS cpus, coalesce(sum(rr.memory_mb), 0) AS mem,
 		                array_agg(DISTINCT rr.who) FILTER (WHERE rr.cpus > 0) AS cpu_who,
-		                array_agg(DISTINCT rr.who) FILTER (WHERE rr.mem > 0) AS mem_who
-		         FROM (SELECT (v.serve #>> '{placement,resources,cpus}')::real AS cpus,
-		                      (v.serve #>> '{placement,resources,memory_mb}')::bigint AS mem,
-		                      'deployment ' || dp.name || ' ' || dr.version || ' (replicas)' AS who
-		               FROM deployment_replicas dr
-		               JOIN deployment_versions v ON v.deployment_id = dr.deployment_id AND v.version = dr.version
-		               JOIN deployments dp ON dp.id = dr.deployment_id
-		               WHERE dr.handle ->> 'host' = d.host AND dr.health <> 'stopped') rr) y
+		                array_agg(DISTINCT rr.who) FILTER (WHERE rr.memory_mb > 0) AS mem_who
+		         FROM (SELECT hr.cpus, hr.memory_mb,
+		                      'deployment ' || hr.deployment || ' ' || hr.version || ' (replicas)' AS who
+		               FROM ferry_host_replicas(d.host) hr) rr) y
 	) h;
 	s_cpus := h_cpus;
 	s_mem := h_mem;

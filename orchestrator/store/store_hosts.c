@@ -30,11 +30,7 @@ int store_host_beat(PGconn *conn, const char *owner, const char *host, const cha
 			"  VALUES ($1, $2, $3, $4, $5, $6) "
 			"  ON CONFLICT (owner) DO UPDATE SET address = $3, capacity = $4, labels = $5, lease_ms = $6, "
 			"    last_seen = now(), stopped_at = NULL) "
-			"SELECT coalesce(sum((v.serve #>> '{placement,resources,cpus}')::real), 0), "
-			"       coalesce(sum((v.serve #>> '{placement,resources,memory_mb}')::bigint), 0) "
-			"FROM deployment_replicas r "
-			"JOIN deployment_versions v ON v.deployment_id = r.deployment_id AND v.version = r.version "
-			"WHERE r.handle ->> 'host' = $2 AND r.health <> 'stopped'",
+			"SELECT coalesce(sum(cpus), 0), coalesce(sum(memory_mb), 0) FROM ferry_host_replicas($2)",
 			6, params);
 	free(cap), free(lab);
 	if (error < 0)
