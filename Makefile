@@ -43,6 +43,8 @@ API_OBJ := $(API_SRC:%.c=$(B)/%.o) $(B)/api/openapi.o $(B)/api/ui_assets.o
 CLI_OBJ := $(CLI_SRC:%.c=$(B)/%.o)
 UNIT_SRC := $(wildcard tests/unit/test_*.c)
 UNIT_BIN := $(UNIT_SRC:tests/unit/%.c=$(B)/tests/%)
+# the benchmarks' binaries (make bench): make test builds them too, so one that no longer compiles is caught
+BENCH_BIN := $(patsubst tests/bench/%.c,$(B)/tests/%,$(wildcard tests/bench/*.c))
 
 DEB_BUILD := gcc make pkg-config libpq-dev libcurl4-openssl-dev libmicrohttpd-dev \
 	libyaml-dev libjansson-dev libssl-dev libcmocka-dev libicu-dev libgit2-dev libgraphviz-dev
@@ -210,7 +212,7 @@ integration: all bin/ferryd-test
 
 test: deps
 	@$(MAKE) --no-print-directory -j$$(nproc) check
-	@$(MAKE) --no-print-directory -j$$(nproc) all bin/ferryd-test $(UNIT_BIN)
+	@$(MAKE) --no-print-directory -j$$(nproc) all bin/ferryd-test $(UNIT_BIN) $(BENCH_BIN)
 	@tests/run-all.sh $(UNIT_BIN)
 
 demo: deps

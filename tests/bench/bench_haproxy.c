@@ -65,7 +65,7 @@ int main(int argc, char **argv)
 	static const struct option longopts[] = {{"changes", required_argument, NULL, 'n'}, {0}};
 	char tmpl[] = "/tmp/ferry-bench-hap-XXXXXX", *dir, *cmd;
 	struct hap_server s[2] = {{"v1-r1", "127.0.0.1", 1, 100, 0}, {"v2-r1", "127.0.0.1", 2, 0, 0}};
-	struct hap_frontend fe = {"bench", 0, s, 2};
+	struct hap_frontend fe = {.name = "bench", .servers = s, .nservers = 2};
 	int64_t changes = 200, t0;
 	double *apply, reload[5], start_ms;
 	struct hap *h = NULL;
