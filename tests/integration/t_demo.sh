@@ -6,7 +6,8 @@
 # everything it started, and leaves the checkout's git status as it was.
 # (make demo itself is deps + build + this script; here its data trigger
 # waits 1 s of quiet instead of 5 s, DEMO_QUIET=1s, and its load test holds
-# p99 < 10 s instead of 500 ms beside the other lanes, DEMO_P99_MS=10000.)
+# p99 < 10 s instead of 500 ms beside the other lanes, DEMO_P99_MS=10000, and
+# each candidate is cross-validated on 2 folds, not 5, DEMO_FOLDS=2.)
 
 # the version the line after the narration "== ferry models get digits
 # production   (still V: …)" prints, and V; the demo's output in $1
@@ -30,11 +31,12 @@ test_demo_twice_on_port_0_leaves_the_checkout_clean() {
 	before=$(demo_git_status)
 	for i in 1 2; do
 		out="$FERRY_HOME/demo.$i.out"
-		DEMO_QUIET=1s DEMO_P99_MS=10000 FERRY_DEMO_HOME="$FERRY_HOME/demo" FERRY_LISTEN=127.0.0.1:0 "$ROOT/deploy/demo.sh" >"$out" 2>&1 ||
+		DEMO_QUIET=1s DEMO_P99_MS=10000 DEMO_FOLDS=2 FERRY_DEMO_HOME="$FERRY_HOME/demo" FERRY_LISTEN=127.0.0.1:0 "$ROOT/deploy/demo.sh" >"$out" 2>&1 ||
 			{ tail -40 "$out"; fail "demo run $i failed"; }
 		grep -q "== demo finished" "$out" || { tail -20 "$out"; fail "demo run $i did not finish"; }
 		grep -q "the data trigger waits for 1 s of quiet" "$out" || fail "demo run $i: DEMO_QUIET not taken"
 		grep -q "the deploy's load test holds p99 < 10000 ms (DEMO_P99_MS)" "$out" || fail "demo run $i: DEMO_P99_MS not taken"
+		grep -q "each candidate is cross-validated on 2 folds (DEMO_FOLDS)" "$out" || fail "demo run $i: DEMO_FOLDS not taken"
 		url=$(sed -n 's/.*the web console: open \(http[^ ]*\)\/ui\/.*/\1/p' "$out")
 		case "$url" in
 		http://127.0.0.1:[1-9]*) ;;
