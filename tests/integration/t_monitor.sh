@@ -61,6 +61,7 @@ Y
 # py_step NAME [EXTRA YAML LINES] <<PY: the same running python3 on the script on
 # stdin. One process that starts no others: after its start it does exactly
 # the IO its code does (a shell loop forks, and every exec reads files).
+# PIN=CPU: the job runs on that CPU alone (taskset, which execs python3).
 py_step() {
 	local name=$1 extra=${2:-}
 	cat >"$FERRY_HOME/$name.py"
@@ -69,7 +70,7 @@ name: $name
 steps:
   - name: train
     kind: train
-    command: [python3, $FERRY_HOME/$name.py]
+    command: [${PIN:+taskset, -c, \"$PIN\", }python3, $FERRY_HOME/$name.py]
 $extra
 Y
 }
@@ -104,13 +105,14 @@ test_monitor_sleep_is_hung_within_bound() {
 	wait_run "$id" stopped 20
 }
 
-# compete: two processes spinning beside the job, each in its own session (an
-# autogroup of its own, as other users' work is), killed with the test (their
-# command lines name its home)
+# compete: a process spinning beside the job on CPU 0, where the job runs too
+# (PIN=0 py_step), in its own session (an autogroup of its own, as other
+# users' work is), killed with the test (its command line names its home).
+# One core contended, not the machine: two spinners free on every core beside
+# a spinning job burned both cores of a 2-core box the other lanes need.
 compete() {
 	printf 'while True:\n    pass\n' >"$FERRY_HOME/compete.py"
-	setsid python3 "$FERRY_HOME/compete.py" </dev/null >/dev/null 2>&1 &
-	setsid python3 "$FERRY_HOME/compete.py" </dev/null >/dev/null 2>&1 &
+	setsid taskset -c 0 python3 "$FERRY_HOME/compete.py" </dev/null >/dev/null 2>&1 &
 }
 
 # share_stats RUN STEP: "MEDIAN VARIANCE" of the CPU share in the step's samples
@@ -118,13 +120,13 @@ share_stats() {
 	mon "$1" "$2" 'next((lambda v: "%.1f %.1f" % (v[len(v) // 2], sum((x - sum(v) / len(v)) ** 2 for x in v) / len(v)))(sorted(u)) for u in [[s["util"] for s in j["samples"] if s["util"] is not None and s["state"] in ("quiet", "suspected", "hung")]])'
 }
 
-# A busy loop with no IO while two other processes compete for the cores: the
+# A busy loop with no IO while another process competes for its core: the
 # CPU share it gets is not flat at the high end (the old rule's input, shown
 # here to vary), what it asks for is — spinning, hung.
 test_monitor_busy_loop_is_hung_spinning() {
 	mon_daemon
 	compete
-	f=$(py_step spinner <<'PY'
+	f=$(PIN=0 py_step spinner <<'PY'
 while True:
     pass
 PY
@@ -197,7 +199,7 @@ PY
 test_monitor_varying_cpu_without_io_is_never_hung() {
 	mon_daemon
 	compete
-	f=$(py_step varying <<'PY'
+	f=$(PIN=0 py_step varying <<'PY'
 import time
 end = time.time() + 14
 while time.time() < end:
