@@ -93,8 +93,29 @@ assert_match() { # text regex message
 	echo "$1" | grep -Eq -- "$2" || fail "$3: '$1' does not match /$2/"
 }
 
+# sql QUERY: psql -qAt -c QUERY on the test's database: its output, errors
+# and status. Under run.sh one process (sql_eval.c, reached through bash's
+# /dev/tcp) runs every call on a connection it keeps per database; otherwise
+# a psql each call. A test that needs a session of its own (SET, a lock held
+# across statements) runs psql.
 sql() {
-	psql "$FERRY_DATABASE_URL" -qAt -v ON_ERROR_STOP=1 -c "$1"
+	local out head fd LC_ALL=C # ${#…} and offsets in bytes
+	if [ -z "${SQL_EVAL_PORT:-}" ] || ! { exec {fd}<>"/dev/tcp/127.0.0.1/$SQL_EVAL_PORT"; } 2>/dev/null; then
+		psql "$FERRY_DATABASE_URL" -qAt -v ON_ERROR_STOP=1 -c "$1"
+		return
+	fi
+	printf '%s\n%d %d\n%s%s' "$SQL_EVAL_TOKEN" "${#FERRY_DATABASE_URL}" "${#1}" "$FERRY_DATABASE_URL" "$1" >&"$fd"
+	IFS= read -r -d '' out <&"$fd" || true
+	exec {fd}<&-
+	head=${out%%$'\n'*}
+	case $head in
+	[0-9]' '[0-9]*) ;;
+	*) echo "sql: no answer from sql_eval" >&2; return 2 ;;
+	esac
+	out=${out#*$'\n'}
+	printf '%s' "${out:0:${head#* }}"
+	[ ${#out} -le "${head#* }" ] || printf '%s' "${out:${head#* }}" >&2
+	return "${head%% *}"
 }
 
 # spawn_daemon NAME [env assignments…]: ferryd NAME in the background, not

@@ -149,6 +149,19 @@ if read -r JSON_EVAL_PORT JSON_EVAL_TOKEN <"$SUITE/json_eval" 2>/dev/null; then
 	export JSON_EVAL_PORT JSON_EVAL_TOKEN
 fi
 
+# `sql QUERY` (lib.sh) run by one process on a connection per database (sql_eval.c, made by
+# make test and make integration; without it, a psql each call)
+for f in "$ROOT"/build/*/tests/sql_eval; do
+	[ -x "$f" ] || continue
+	"$f" "$SUITE/sql_eval" 2>"$SUITE/sql_eval.log" &
+	disown # (cleanup kills it)
+	for _ in $(seq 1 100); do [ -s "$SUITE/sql_eval" ] && break; sleep 0.1; done
+	if read -r SQL_EVAL_PORT SQL_EVAL_TOKEN <"$SUITE/sql_eval" 2>/dev/null; then
+		export SQL_EVAL_PORT SQL_EVAL_TOKEN
+	fi
+	break
+done
+
 # the declarations: GROUP_OF[test], FRESH_DB[test]
 declare -A GROUP_OF=() FRESH_DB=() DUR=()
 for f in "$ROOT"/tests/integration/t_*.sh; do
