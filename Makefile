@@ -149,10 +149,10 @@ $(B)/tests/bench_haproxy: tests/bench/bench_haproxy.c $(ENGINE_OBJ)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $< $(ENGINE_OBJ) $(LDLIBS)
 
-# the integration suite's `sql` server (tests/integration/sql_eval.c): libpq alone
-$(B)/tests/sql_eval: tests/integration/sql_eval.c
+# the integration suite's server of `sql` and `api` calls (tests/integration/suite_calls.c)
+$(B)/tests/suite_calls: tests/integration/suite_calls.c
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) $(LDFLAGS) -pthread -o $@ $< -lpq
+	$(CC) $(CFLAGS) $(LDFLAGS) -pthread -o $@ $< -lpq -lcurl
 
 # make && make install PREFIX=/usr/local DESTDIR=: the binaries, their manual pages
 # (help2man, from --help), the systemd unit (User=ferry) and the docs; as root
@@ -212,12 +212,12 @@ check: $(B)/tests/test_readme
 unit: all $(UNIT_BIN)
 	@tests/run-unit.sh $(UNIT_BIN)
 
-integration: all bin/ferryd-test $(B)/tests/sql_eval
+integration: all bin/ferryd-test $(B)/tests/suite_calls
 	@tests/integration/run.sh
 
 test: deps
 	@$(MAKE) --no-print-directory -j$$(nproc) check
-	@$(MAKE) --no-print-directory -j$$(nproc) all bin/ferryd-test $(UNIT_BIN) $(BENCH_BIN) $(B)/tests/sql_eval
+	@$(MAKE) --no-print-directory -j$$(nproc) all bin/ferryd-test $(UNIT_BIN) $(BENCH_BIN) $(B)/tests/suite_calls
 	@tests/run-all.sh $(UNIT_BIN)
 
 demo: deps

@@ -93,29 +93,44 @@ assert_match() { # text regex message
 	echo "$1" | grep -Eq -- "$2" || fail "$3: '$1' does not match /$2/"
 }
 
-# sql QUERY: psql -qAt -c QUERY on the test's database: its output, errors
-# and status. Under run.sh one process (sql_eval.c, reached through bash's
-# /dev/tcp) runs every call on a connection it keeps per database; otherwise
-# a psql each call. A test that needs a session of its own (SET, a lock held
-# across statements) runs psql.
-sql() {
-	local out head fd LC_ALL=C # ${#…} and offsets in bytes
-	if [ -z "${SQL_EVAL_PORT:-}" ] || ! { exec {fd}<>"/dev/tcp/127.0.0.1/$SQL_EVAL_PORT"; } 2>/dev/null; then
-		psql "$FERRY_DATABASE_URL" -qAt -v ON_ERROR_STOP=1 -c "$1"
-		return
-	fi
-	printf '%s\n%d %d\n%s%s' "$SQL_EVAL_TOKEN" "${#FERRY_DATABASE_URL}" "${#1}" "$FERRY_DATABASE_URL" "$1" >&"$fd"
+# suite_call KIND FIELD…: a request to suite_calls.c (run.sh starts it); its
+# answer's status to $CALL_STATUS (an HTTP code for http), stdout to
+# $CALL_OUT and stderr to $CALL_ERR (-1 and a message when the answer was
+# not one); 1 when no server could be reached, nothing sent (the caller
+# runs the command instead)
+suite_call() {
+	local out head fd kind=$1 lens= f LC_ALL=C # ${#…} and offsets in bytes
+	[ -n "${SUITE_CALLS_PORT:-}" ] && { exec {fd}<>"/dev/tcp/127.0.0.1/$SUITE_CALLS_PORT"; } 2>/dev/null || return 1
+	shift
+	for f in "$@"; do lens+=" ${#f}"; done
+	{ printf '%s\n%s%s\n' "$SUITE_CALLS_TOKEN" "$kind" "$lens"; printf '%s' "$@"; } >&"$fd"
 	IFS= read -r -d '' out <&"$fd" || true
 	exec {fd}<&-
 	head=${out%%$'\n'*}
 	case $head in
-	[0-9]' '[0-9]*) ;;
-	*) echo "sql: no answer from sql_eval" >&2; return 2 ;;
+	[0-9]*' '[0-9]*) ;;
+	*) CALL_STATUS=-1 CALL_OUT= CALL_ERR="suite_calls: no answer to a $kind call"$'\n'; return 0 ;;
 	esac
 	out=${out#*$'\n'}
-	printf '%s' "${out:0:${head#* }}"
-	[ ${#out} -le "${head#* }" ] || printf '%s' "${out:${head#* }}" >&2
-	return "${head%% *}"
+	CALL_STATUS=${head%% *}
+	CALL_OUT=${out:0:${head#* }}
+	CALL_ERR=${out:${head#* }}
+}
+
+# sql QUERY: psql -qAt -c QUERY on the test's database: its output, errors
+# and status. Under run.sh one process runs every call on a connection it
+# keeps per database (suite_call); otherwise a psql each call. A test that
+# needs a session of its own (SET, a lock held across statements) runs psql.
+sql() {
+	local CALL_STATUS CALL_OUT CALL_ERR
+	if ! suite_call sql "$FERRY_DATABASE_URL" "$1"; then
+		psql "$FERRY_DATABASE_URL" -qAt -v ON_ERROR_STOP=1 -c "$1"
+		return
+	fi
+	printf '%s' "$CALL_OUT"
+	[ -z "$CALL_ERR" ] || printf '%s' "$CALL_ERR" >&2
+	[ "$CALL_STATUS" -ge 0 ] || CALL_STATUS=2
+	return "$CALL_STATUS"
 }
 
 # spawn_daemon NAME [env assignments…]: ferryd NAME in the background, not
@@ -204,7 +219,16 @@ stop_daemons() {
 
 # api METHOD PATH [JSON]: sets CODE and BODY.
 api() {
-	local out
+	local out CALL_STATUS CALL_OUT CALL_ERR body=${3-}
+	# under run.sh one process makes every request (suite_call): a curl costs ~7 ms of CPU
+	# (a body @FILE is curl's: the file's bytes)
+	if [ "$body" = "${body#@}" ] && suite_call http "$1" "$FERRY_URL$2" "$FERRY_API_TOKEN" "$body"; then
+		[ "$CALL_STATUS" -ge 0 ] || CALL_STATUS=0
+		printf -v CODE '%03d' "$CALL_STATUS"
+		BODY=$CALL_OUT
+		[ -z "$CALL_ERR" ] || printf '%s' "$CALL_ERR" >&2
+		return 0
+	fi
 	out=$(curl -sS -X "$1" -H "Authorization: Bearer $FERRY_API_TOKEN" -H 'Content-Type: application/json' \
 		-H 'X-Ferry-Actor: tester' ${3:+--data-binary "$3"} -w '\n%{http_code}' "$FERRY_URL$2")
 	CODE=${out##*$'\n'}

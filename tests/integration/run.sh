@@ -149,15 +149,16 @@ if read -r JSON_EVAL_PORT JSON_EVAL_TOKEN <"$SUITE/json_eval" 2>/dev/null; then
 	export JSON_EVAL_PORT JSON_EVAL_TOKEN
 fi
 
-# `sql QUERY` (lib.sh) run by one process on a connection per database (sql_eval.c, made by
-# make test and make integration; without it, a psql each call)
-for f in "$ROOT"/build/*/tests/sql_eval; do
+# `sql QUERY` and `api METHOD PATH [BODY]` (lib.sh) served by one process: a connection kept per
+# database, a request per call (suite_calls.c, made by make test and make integration; without it,
+# a psql or a curl each call)
+for f in "$ROOT"/build/*/tests/suite_calls; do
 	[ -x "$f" ] || continue
-	"$f" "$SUITE/sql_eval" 2>"$SUITE/sql_eval.log" &
+	"$f" "$SUITE/suite_calls" 2>"$SUITE/suite_calls.log" &
 	disown # (cleanup kills it)
-	for _ in $(seq 1 100); do [ -s "$SUITE/sql_eval" ] && break; sleep 0.1; done
-	if read -r SQL_EVAL_PORT SQL_EVAL_TOKEN <"$SUITE/sql_eval" 2>/dev/null; then
-		export SQL_EVAL_PORT SQL_EVAL_TOKEN
+	for _ in $(seq 1 100); do [ -s "$SUITE/suite_calls" ] && break; sleep 0.1; done
+	if read -r SUITE_CALLS_PORT SUITE_CALLS_TOKEN <"$SUITE/suite_calls" 2>/dev/null; then
+		export SUITE_CALLS_PORT SUITE_CALLS_TOKEN
 	fi
 	break
 done

@@ -1,33 +1,42 @@
 /*
- * sql_eval — the integration suite's `sql QUERY` (lib.sh) as a server: the
- * suite's one process keeps a connection per database and runs each query
- * on it, instead of a psql per call. A psql costs about 21 ms of CPU on the
- * 2-core test machine (15 ms of its own: loading libpq and its libraries,
- * SCRAM's 4,096 rounds; 6 ms for the server's new backend) and a run makes
- * some 1,800 calls; bash reaches this over /dev/tcp with no process started
- * (as json_eval.py serves `json`).
+ * suite_calls — the integration suite's `sql QUERY` and `api METHOD PATH
+ * [BODY]` (lib.sh) as a server: one process for the whole run instead of a
+ * psql or a curl per call. A psql costs about 21 ms of CPU on the 2-core
+ * test machine (15 ms of its own: loading libpq and its libraries, SCRAM's
+ * 4,096 rounds; 6 ms for the server's new backend), a curl about 7 ms, and
+ * a run makes some 1,800 of the first and thousands of the second; bash
+ * reaches this over /dev/tcp with no process started (as json_eval.py
+ * serves `json`).
  *
- * Usage: sql_eval FILE — listens on 127.0.0.1 (a port the kernel picks),
- * writes "PORT TOKEN" to FILE (mode 0600) and serves until killed.
- * A request: TOKEN "\n" LEN_CONNINFO " " LEN_QUERY "\n" CONNINFO QUERY
- * (lengths in bytes). The answer: STATUS " " LEN_OUT "\n", what
- * `psql -qAt -v ON_ERROR_STOP=1 -c QUERY` prints on stdout, then what it
- * prints on stderr; the connection closes. A request without the token is
- * closed unanswered. STATUS and both outputs are psql's: every result of a
- * command string of several statements (one transaction), rows as fields
- * joined by "|" (NULL empty), notices and errors as the server words them,
- * 1 for an error, 2 when the database cannot be reached.
+ * Usage: suite_calls FILE — listens on 127.0.0.1 (a port the kernel
+ * picks), writes "PORT TOKEN" to FILE (mode 0600) and serves until killed.
+ * A request: TOKEN "\n" KIND " " LEN_1 " " … LEN_n "\n" FIELD_1 … FIELD_n
+ * (lengths in bytes); a request without the token, or malformed, is closed
+ * unanswered. The answer: STATUS " " LEN_OUT "\n", what goes to stdout,
+ * then what goes to stderr; the connection closes.
  *
- * What a fresh psql would not share: a connection is reused only idle and
- * outside a transaction, checked first (a connection a test terminated or a
- * restarted server closed is dropped, never written to), and sessions
- * differ from psql's only in what a query leaves in its session (SET,
- * temporary tables, session advisory locks: none of the tests' `sql` calls
- * does; those that need a session of their own run psql). COPY is not
- * served (status 1). Each request has a thread; a busy connection is never
- * shared; idle ones are closed after IDLE_S seconds or beyond KEEP.
+ *   sql CONNINFO QUERY: what `psql -qAt -v ON_ERROR_STOP=1 -c QUERY` does.
+ *     STATUS and both outputs are psql's: every result of a command string
+ *     of several statements (one transaction), rows as fields joined by
+ *     "|" (NULL empty), notices and errors as the server words them; 1 for
+ *     an error, 2 when the database cannot be reached. The connection is
+ *     kept per database and reused only idle and outside a transaction,
+ *     checked first (one a test terminated or a restarted server closed is
+ *     dropped, never written to). A session differs from psql's only in
+ *     what a query leaves in it (SET, temporary tables, session advisory
+ *     locks: none of the tests' `sql` calls does; those that need a session
+ *     of their own run psql). COPY is not served (status 1). Idle
+ *     connections are closed after IDLE_S seconds or beyond KEEP.
+ *   http METHOD URL TOKEN BODY: what api's curl does (-X METHOD, the bearer
+ *     TOKEN, JSON content type, X-Ferry-Actor: tester, BODY when not
+ *     empty, no redirect followed, a new connection each time). STATUS is
+ *     the HTTP code (0 when there was no answer: curl's 000, its message on
+ *     stderr), stdout the body.
+ *
+ * Each request has a thread of its own: a slow call never holds another.
  */
 #include <arpa/inet.h>
+#include <curl/curl.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <libpq-fe.h>
@@ -44,9 +53,9 @@
 #include <time.h>
 #include <unistd.h>
 
-#define KEEP 24      /* idle connections kept, over all databases */
+#define KEEP 24      /* idle database connections kept, over all databases */
 #define IDLE_S 30    /* an idle connection older than this is closed */
-#define MAX_IN (4u << 20)
+#define MAX_IN (64ul << 20) /* bytes of one field */
 
 struct conn {
 	char *conninfo;
@@ -197,7 +206,7 @@ static int run(const char *conninfo, const char *query, struct buf *out, struct 
 		case PGRES_COPY_OUT:
 		case PGRES_COPY_IN:
 		case PGRES_COPY_BOTH:
-			puts_(err, "sql_eval: COPY is not served: run psql\n");
+			puts_(err, "suite_calls: COPY is not served: run psql\n");
 			PQclear(r);
 			PQfinish(pg);
 			return 1;
@@ -255,39 +264,103 @@ static int read_line(int fd, char *line, size_t cap)
 	return -1;
 }
 
-/* "N M": two decimal numbers and nothing else. */
-static int two_numbers(const char *line, unsigned long *a, unsigned long *b)
+/* http: see the header. */
+static size_t http_body(char *p, size_t size, size_t n, void *arg)
 {
-	char *end;
+	put(arg, p, size * n);
+	return size * n;
+}
 
-	errno = 0;
-	*a = strtoul(line, &end, 10);
-	if (end == line || *end != ' ' || errno)
+static int http(const char *method, const char *url, const char *bearer, const char *body, size_t nbody,
+		struct buf *out, struct buf *err)
+{
+	CURL *c = curl_easy_init();
+	struct curl_slist *h = NULL;
+	char *auth = NULL, msg[CURL_ERROR_SIZE] = "";
+	long code = 0;
+	CURLcode rc;
+
+	if (c == NULL || asprintf(&auth, "Authorization: Bearer %s", bearer) < 0)
+		abort();
+	h = curl_slist_append(h, auth);
+	h = curl_slist_append(h, "Content-Type: application/json");
+	h = curl_slist_append(h, "X-Ferry-Actor: tester");
+	curl_easy_setopt(c, CURLOPT_URL, url);
+	curl_easy_setopt(c, CURLOPT_CUSTOMREQUEST, method);
+	curl_easy_setopt(c, CURLOPT_HTTPHEADER, h);
+	curl_easy_setopt(c, CURLOPT_USERAGENT, "curl/" LIBCURL_VERSION);
+	curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, http_body);
+	curl_easy_setopt(c, CURLOPT_WRITEDATA, out);
+	curl_easy_setopt(c, CURLOPT_ERRORBUFFER, msg);
+	curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
+	curl_easy_setopt(c, CURLOPT_FORBID_REUSE, 1L);
+	if (nbody > 0) {
+		curl_easy_setopt(c, CURLOPT_POSTFIELDS, body);
+		curl_easy_setopt(c, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)nbody);
+	}
+	rc = curl_easy_perform(c);
+	if (rc == CURLE_OK)
+		curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &code);
+	else {
+		char line[CURL_ERROR_SIZE + 32];
+		snprintf(line, sizeof(line), "curl: (%d) %s\n", (int)rc, msg[0] ? msg : curl_easy_strerror(rc));
+		puts_(err, line);
+	}
+	curl_slist_free_all(h);
+	curl_easy_cleanup(c);
+	free(auth);
+	return (int)code;
+}
+
+/* "KIND N1 N2 …": the kind and up to max lengths; how many, or -1. */
+static int request_line(char *line, const char **kind, unsigned long *len, int max)
+{
+	char *p = strchr(line, ' '), *end;
+	int n = 0;
+
+	if (p == NULL)
 		return -1;
-	line = end + 1;
-	*b = strtoul(line, &end, 10);
-	return end == line || *end != '\0' || errno ? -1 : 0;
+	*p++ = '\0';
+	*kind = line;
+	while (*p && n < max) {
+		errno = 0;
+		len[n] = strtoul(p, &end, 10);
+		if (end == p || errno || len[n] > MAX_IN || (*end != ' ' && *end != '\0'))
+			return -1;
+		n++;
+		p = *end ? end + 1 : end;
+	}
+	return *p ? -1 : n;
 }
 
 static void *serve(void *arg)
 {
-	int fd = (int)(intptr_t)arg;
-	char line[64], head[48], *conninfo = NULL, *query = NULL;
-	unsigned long nc, nq;
+	int fd = (int)(intptr_t)arg, n, status;
+	char line[128], head[48], *field[4] = {NULL};
+	const char *kind;
+	unsigned long len[4];
 	struct buf out = {0}, err = {0};
-	int status;
 
 	if (read_line(fd, line, sizeof(line)) < 0 || strcmp(line, token) != 0 ||
-	    read_line(fd, line, sizeof(line)) < 0 || two_numbers(line, &nc, &nq) < 0 || nc == 0 || nc > 4096 || nq > MAX_IN || (conninfo = calloc(1, nc + 1)) == NULL ||
-	    (query = calloc(1, nq + 1)) == NULL || read_all(fd, conninfo, nc) < 0 || read_all(fd, query, nq) < 0)
+	    read_line(fd, line, sizeof(line)) < 0 || (n = request_line(line, &kind, len, 4)) < 0)
 		goto out;
-	status = run(conninfo, query, &out, &err);
+	for (int i = 0; i < n; i++)
+		if ((field[i] = calloc(1, len[i] + 1)) == NULL || read_all(fd, field[i], len[i]) < 0)
+			goto out;
+	if (strcmp(kind, "sql") == 0 && n == 2 && len[0] > 0)
+		status = run(field[0], field[1], &out, &err);
+	else if (strcmp(kind, "http") == 0 && n == 4 && len[0] > 0 && len[1] > 0)
+		status = http(field[0], field[1], field[2], field[3], len[3], &out, &err);
+	else
+		goto out;
 	snprintf(head, sizeof(head), "%d %zu\n", status, out.n);
 	if (write_all(fd, head, strlen(head)) == 0 && write_all(fd, out.p ? out.p : "", out.n) == 0)
 		(void)write_all(fd, err.p ? err.p : "", err.n);
 out:
 	close(fd);
-	free(conninfo), free(query), free(out.p), free(err.p);
+	for (int i = 0; i < 4; i++)
+		free(field[i]);
+	free(out.p), free(err.p);
 	return NULL;
 }
 
@@ -301,10 +374,11 @@ int main(int argc, char **argv)
 	int s, fd;
 
 	if (argc != 2) {
-		fprintf(stderr, "usage: sql_eval FILE\n");
+		fprintf(stderr, "usage: suite_calls FILE\n");
 		return 2;
 	}
 	signal(SIGPIPE, SIG_IGN);
+	curl_global_init(CURL_GLOBAL_DEFAULT);
 	if (getrandom(raw, sizeof(raw), 0) != (ssize_t)sizeof(raw))
 		return 1;
 	for (size_t i = 0; i < sizeof(raw); i++)
@@ -312,7 +386,7 @@ int main(int argc, char **argv)
 	s = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
 	if (s < 0 || bind(s, (struct sockaddr *)&a, sizeof(a)) < 0 || listen(s, 64) < 0 ||
 	    getsockname(s, (struct sockaddr *)&a, &len) < 0) {
-		perror("sql_eval: listen");
+		perror("suite_calls: listen");
 		return 1;
 	}
 	if (asprintf(&tmp, "%s.tmp", argv[1]) < 0)
@@ -320,7 +394,7 @@ int main(int argc, char **argv)
 	fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
 	if (fd < 0 || (f = fdopen(fd, "w")) == NULL || fprintf(f, "%d %s\n", ntohs(a.sin_port), token) < 0 ||
 	    fclose(f) != 0 || rename(tmp, argv[1]) < 0) {
-		perror("sql_eval: address file");
+		perror("suite_calls: address file");
 		return 1;
 	}
 	for (;;) {
@@ -330,7 +404,7 @@ int main(int argc, char **argv)
 		if (c < 0) {
 			if (errno == EINTR || errno == ECONNABORTED || errno == EMFILE)
 				continue;
-			perror("sql_eval: accept");
+			perror("suite_calls: accept");
 			return 1;
 		}
 		pthread_attr_init(&at);
