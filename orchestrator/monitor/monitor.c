@@ -641,6 +641,13 @@ void monitor_work_done(struct monitor *m, struct work *w)
 				      hang_action_name(mj->cfg.action), "summary", summary, "evidence", mw->evidence,
 				      "samples", last_samples(mj, EVENT_SAMPLES));
 		mj->busy = 0;
+		/*
+		 * the collectors' ptrace stopped and woke its threads: on a busy
+		 * machine their wait for a CPU then (run_delay) is ours, not its
+		 * demand, and the next look would count it (a sleeping job read
+		 * at 5 % and more): that look starts the demand afresh instead
+		 */
+		demand_init(&mj->demand);
 		/* still hung? the job may have shown life while its evidence was collected */
 		if (mj->det.state == HS_HUNG && !mj->acted && m->conn) {
 			write_row(m->conn, mj, mw->evidence, clock_mono_ms());
