@@ -97,6 +97,12 @@ static void notice(void *arg, const char *message)
 	puts_(arg, message);
 }
 
+/* Between requests a kept connection's notices go nowhere (its buffer is gone). */
+static void no_notice(void *arg, const char *message)
+{
+	(void)arg, (void)message;
+}
+
 /* An idle connection to conninfo that is still good, or NULL; closes the stale ones it meets. */
 static PGconn *take(const char *conninfo)
 {
@@ -216,7 +222,7 @@ static int run(const char *conninfo, const char *query, struct buf *out, struct 
 		}
 		PQclear(r);
 	}
-	PQsetNoticeProcessor(pg, NULL, NULL);
+	PQsetNoticeProcessor(pg, no_notice, NULL);
 	give_back(conninfo, pg);
 	return status;
 }
