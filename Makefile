@@ -150,9 +150,9 @@ $(B)/tests/bench_haproxy: tests/bench/bench_haproxy.c $(ENGINE_OBJ)
 	$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $< $(ENGINE_OBJ) $(LDLIBS)
 
 # the integration suite's server of `sql` and `api` calls (tests/integration/suite_calls.c)
-$(B)/tests/suite_calls: tests/integration/suite_calls.c
+$(B)/tests/suite_calls: tests/integration/suite_calls.c $(B)/orchestrator/lib/util.o
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) $(LDFLAGS) -pthread -o $@ $< -lpq -lcurl
+	$(CC) $(CFLAGS) $(LDFLAGS) -pthread -o $@ $^ -lpq -lcurl -lcrypto
 
 # make && make install PREFIX=/usr/local DESTDIR=: the binaries, their manual pages
 # (help2man, from --help), the systemd unit (User=ferry) and the docs; as root

@@ -53,6 +53,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "lib/util.h"
+
 #define KEEP 24      /* idle database connections kept, over all databases */
 #define IDLE_S 30    /* an idle connection older than this is closed */
 #define MAX_IN (64ul << 20) /* bytes of one field */
@@ -240,19 +242,6 @@ static int read_all(int fd, char *p, size_t n)
 	return 0;
 }
 
-static int write_all(int fd, const char *p, size_t n)
-{
-	while (n > 0) {
-		ssize_t k = write(fd, p, n);
-		if (k < 0 && errno == EINTR)
-			continue;
-		if (k <= 0)
-			return -1;
-		p += k, n -= (size_t)k;
-	}
-	return 0;
-}
-
 /* One line (at most cap - 1 bytes, without its newline) read byte by byte: the body follows it. */
 static int read_line(int fd, char *line, size_t cap)
 {
@@ -360,8 +349,8 @@ static void *serve(void *arg)
 	else
 		goto out;
 	snprintf(head, sizeof(head), "%d %zu\n", status, out.n);
-	if (write_all(fd, head, strlen(head)) == 0 && write_all(fd, out.p ? out.p : "", out.n) == 0)
-		(void)write_all(fd, err.p ? err.p : "", err.n);
+	if (fd_write_all(fd, head, strlen(head)) == 0 && fd_write_all(fd, out.p ? out.p : "", out.n) == 0)
+		(void)fd_write_all(fd, err.p ? err.p : "", err.n);
 out:
 	close(fd);
 	for (int i = 0; i < 4; i++)
