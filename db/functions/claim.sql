@@ -177,13 +177,6 @@ DECLARE
 	g record;
 	m record;
 BEGIN
-	-- nothing queued that this claim could take: an idle daemon's poll (every FERRY_POLL_MS, and
-	-- each notification) ends here, before the host's lock and the sums over its attempts
-	-- (0.86 ms a poll with nothing to claim, all of it spent reading)
-	IF NOT EXISTS (SELECT 1 FROM step_queue q WHERE q.dev = (p_run IS NOT NULL)
-	               AND (p_run IS NULL OR q.run_id = p_run) AND (p_step IS NULL OR q.step_id = p_step)) THEN
-		RETURN;
-	END IF;
 	IF p_capacity IS NOT NULL THEN
 		PERFORM pg_advisory_xact_lock(hashtext('ferry_claim_host'), hashtext(p_host));
 		SELECT (p_capacity ->> 'cpus')::real - coalesce(sum(a.cpus), 0),
