@@ -129,6 +129,24 @@ export PG_CONN
 # ticks of CPU in 20 s at 1 s, 14 at 10 s
 psql "$PG_CONN" -qAtc "ALTER SYSTEM SET autovacuum_naptime = '10s'" >/dev/null &&
 	psql "$PG_CONN" -qAtc "SELECT pg_reload_conf()" >/dev/null
+# The suite's cluster (and no other) keeps the role's password as a SCRAM verifier of one
+# iteration, not PostgreSQL's 4,096: every connection pays them twice (libpq and the
+# backend), about 7 of the 11 ms of CPU a connection costs here, and the suite's daemons,
+# psql calls and CREATE DATABASEs open some thousands. The password, the passfile and the
+# scram-sha-256 rule are the ones ferryd set (orchestrator/store/db.c); what a test checks
+# of them is unchanged. TEST_SCRAM_ITERATIONS=4096 measures against the default.
+if v=$(python3 - "$SUITE/pg/pgpass" "${TEST_SCRAM_ITERATIONS:-1}" <<'PY'
+import base64, hashlib, hmac, os, sys
+pw = open(sys.argv[1]).read().strip().rsplit(":", 1)[1].encode()
+it, salt = int(sys.argv[2]), os.urandom(16)
+salted = hashlib.pbkdf2_hmac("sha256", pw, salt, it)
+key = lambda name: hmac.new(salted, name, hashlib.sha256).digest()
+b64 = lambda b: base64.b64encode(b).decode()
+print(f"SCRAM-SHA-256${it}:{b64(salt)}${b64(hashlib.sha256(key(b'Client Key')).digest())}:{b64(key(b'Server Key'))}")
+PY
+); then
+	psql "$PG_CONN" -qAtc "ALTER ROLE ferry PASSWORD '$v'" >/dev/null
+fi
 
 # the template: migrated once (ferryd token list migrates, then lists), then
 # closed to connections (CREATE DATABASE … TEMPLATE needs it unused)
@@ -391,7 +409,7 @@ if [ -n "$CPU_CG" ] && [ -f "$SUITE/cpu" ]; then
 	for d in "$CPU_CG"/*/; do rmdir "$d" 2>/dev/null; done
 	rmdir "$CPU_CG" 2>/dev/null
 fi
-echo "integration: $LANES lanes, $(since "$suite_start")s"
+echo "integration: $LANES lanes, $(since "$suite_start")s, $(psql "$PG_CONN" -qAtc "SELECT sum(sessions) FROM pg_stat_database" 2>/dev/null || echo '?') connections to PostgreSQL"
 [ "$failed" -eq 0 ] || echo "integration: failed: $failed_names"
 echo "integration: $passed passed, $failed failed"
 [ "$failed" -eq 0 ]
