@@ -19,12 +19,14 @@ run_one() {
 	mkdir -m 1777 "$FERRY_HOME/shared"
 	export SHARED="$FERRY_HOME/shared"
 	local db="t_$(echo "$t" | tr -c 'a-z0-9_\n' '_')"
-	psql "$PG_CONN" -qAtc "DROP DATABASE IF EXISTS $db" >/dev/null 2>&1
-	psql "$PG_CONN" -qAtc "CREATE DATABASE $db${TEST_DB_TEMPLATE:+ TEMPLATE $TEST_DB_TEMPLATE}" >/dev/null ||
+	# (on the suite's kept connection to the cluster's own database, as `sql` does: two psql
+	# processes a test cost ~30 ms of CPU)
+	FERRY_DATABASE_URL=$PG_CONN sql "DROP DATABASE IF EXISTS $db" >/dev/null 2>&1
+	FERRY_DATABASE_URL=$PG_CONN sql "CREATE DATABASE $db${TEST_DB_TEMPLATE:+ TEMPLATE $TEST_DB_TEMPLATE}" >/dev/null ||
 		{ echo "cannot create database $db"; return 1; }
 	unset TEST_DB_TEMPLATE
 	export FERRY_DATABASE_URL="${PG_CONN/dbname=ferry/dbname=$db}"
-	export FERRY_API_TOKEN="test-token-$(date +%s%N)"
+	export FERRY_API_TOKEN="test-token-${EPOCHREALTIME/./}"
 	export FERRY_LEASE_MS=2000 FERRY_POLL_MS=200 FERRY_KILL_GRACE_MS=1000 FERRY_SHUTDOWN_GRACE_MS=2000
 	export FERRY_LISTEN=127.0.0.1:0
 	# until a daemon of this test starts, FERRY_URL leads nowhere (never to one on the default port)
@@ -149,13 +151,23 @@ spawn_daemon() {
 
 # daemon_url NAME: prints the URL daemon NAME published (waiting up to 10 s for it).
 daemon_url() {
-	local name=${1:-a}
-	for _ in $(seq 1 100); do
+	local name=${1:-a} i
+	for ((i = 0; i < 100; i++)); do
 		[ -s "$FERRY_HOME/ferryd-$name.url" ] && { head -1 "$FERRY_HOME/ferryd-$name.url"; return 0; }
 		kill -0 "$(daemon_pid "$name")" 2>/dev/null || break
 		sleep 0.1
 	done
 	return 1
+}
+
+# ready_at URL: whether a GET of URL answers 200 (through suite_call under run.sh, else curl)
+ready_at() {
+	local CALL_STATUS CALL_OUT CALL_ERR
+	if suite_call http GET "$1" "" ""; then
+		[ "$CALL_STATUS" = 200 ]
+		return
+	fi
+	curl -fsS -m 5 "$1" >/dev/null 2>&1
 }
 
 # await_daemon NAME [ENDPOINT]: waits until daemon NAME answers 200 on
@@ -167,7 +179,7 @@ await_daemon() {
 	# embedded PostgreSQL and migrates may take tens of seconds
 	local until=$((SECONDS + 60))
 	while [ "$SECONDS" -lt "$until" ]; do
-		curl -fsS -m 5 "$url/$what" >/dev/null 2>&1 && return 0
+		ready_at "$url/$what" && return 0
 		kill -0 "$(daemon_pid "$name")" 2>/dev/null || { cat "$FERRY_HOME/ferryd-$name.log"; fail "ferryd $name exited"; }
 		sleep 0.1
 	done
@@ -199,12 +211,12 @@ start_another() {
 	await_daemon "$name"
 }
 
-daemon_pid() { cat "$FERRY_HOME/daemon.${1:-a}.pid"; }
+daemon_pid() { local p; { read -r p || [ -n "$p" ]; } <"$FERRY_HOME/daemon.${1:-a}.pid" && printf '%s\n' "$p"; }
 
 stop_daemon() { # NAME [SIGNAL]
-	local pid; pid=$(daemon_pid "$1")
+	local pid i; pid=$(daemon_pid "$1")
 	kill -"${2:-TERM}" "$pid" 2>/dev/null || true
-	for _ in $(seq 1 100); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
+	for ((i = 0; i < 100; i++)); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
 	kill -9 "$pid" 2>/dev/null || true
 	rm -f "$FERRY_HOME/daemon.$1.pid"
 }
@@ -356,13 +368,13 @@ json() {
 # next). `ferryd db stop` shuts down cleanly, and the checkpoint of the
 # suite's ~270 databases took 12 s at the end of every make test.
 pg_stop_now() {
-	local f pid
+	local f pid i
 	f=$(find "$1" -maxdepth 4 -name postmaster.pid 2>/dev/null | head -1)
 	pid=$([ -n "$f" ] && head -1 "$f")
 	if [ -z "$pid" ] || ! kill -QUIT "$pid" 2>/dev/null; then
 		FERRY_HOME="$1" "$ROOT/bin/ferryd" db stop >/dev/null 2>&1
 		return
 	fi
-	for _ in $(seq 1 100); do kill -0 "$pid" 2>/dev/null || return 0; sleep 0.05; done
+	for ((i = 0; i < 100; i++)); do kill -0 "$pid" 2>/dev/null || return 0; sleep 0.05; done
 	FERRY_HOME="$1" "$ROOT/bin/ferryd" db stop >/dev/null 2>&1
 }

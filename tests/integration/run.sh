@@ -226,14 +226,14 @@ echo 0 >"$SUITE/count"
 
 # next_job: prints the next line of the queue (fails when it is empty)
 next_job() {
-	local i line
+	local i line=()
 	{
 		flock 9
-		i=$(cat "$SUITE/queue.pos")
-		line=$(sed -n "$((i + 1))p" "$SUITE/queue")
+		read -r i <"$SUITE/queue.pos"
+		mapfile -t -s "$i" -n 1 line <"$SUITE/queue"
 		echo $((i + 1)) >"$SUITE/queue.pos"
 	} 9>>"$SUITE/queue.lock"
-	[ -n "$line" ] && echo "$line"
+	[ -n "${line[0]:-}" ] && echo "${line[0]}"
 }
 
 # report NAME RC SECS LANE: one result, printed whole (under the print lock)
@@ -241,7 +241,8 @@ report() {
 	local t=$1 rc=$2 secs=$3 lane=$4 n l
 	{
 		flock 9
-		n=$(($(cat "$SUITE/count") + 1))
+		read -r n <"$SUITE/count"
+		n=$((n + 1))
 		echo $n >"$SUITE/count"
 		echo "$rc $t $secs $lane" >>"$SUITE/results"
 		if [ "$rc" -eq 0 ]; then
@@ -265,8 +266,13 @@ report() {
 	} 9>>"$SUITE/print.lock"
 }
 
-now() { date +%s.%N; }
-since() { awk -v a="$1" -v b="$(now)" 'BEGIN { printf "%.1f", b - a }'; }
+# the clock in microseconds, and the seconds since such a reading ("12.3"): bash's own
+# EPOCHREALTIME, not a date and an awk process each (a test's run used five)
+now() { echo "${EPOCHREALTIME/./}"; }
+since() {
+	local d=$((${EPOCHREALTIME/./} - $1))
+	printf '%d.%d' $((d / 1000000)) $((d / 100000 % 10))
+}
 
 # kill_jobs_of HOME: the jobs a test's runs left running (a failed test
 # that never stopped its run): the processes whose environment has a
@@ -274,9 +280,9 @@ since() { awk -v a="$1" -v b="$(now)" 'BEGIN { printf "%.1f", b - a }'; }
 # lines name nothing of the test, so pkill -f missed them. (Not FERRY_HOME:
 # a Slurm daemon or container engine a test restarted carries that, and
 # the next tests of its group use it.)
+SUITE_PGID=$(ps -o pgid= -p $$ | tr -d ' ')
 kill_jobs_of() {
-	local f p g mine
-	mine=$(ps -o pgid= -p $$ | tr -d ' ')
+	local f p g mine=$SUITE_PGID
 	for f in $(grep -lzE "^FERRY_ATTEMPT_DIR=$1/" /proc/[0-9]*/environ 2>/dev/null); do
 		p=${f#/proc/}; p=${p%/environ}
 		g=$(ps -o pgid= -p "$p" 2>/dev/null | tr -d ' ')
@@ -342,17 +348,16 @@ run_group() {
 
 # lane N: jobs from the queue until it is empty
 lane() {
-	local lane=$1 job start busy=0 s
+	local lane=$1 job start busy=0
 	while job=$(next_job); do
 		start=$(now)
 		case $job in
 			group\ *) ( run_group "${job#group }" "$lane" ) ;;   # what its setup exports stays in it
 			test\ *) run_test "${job#test }" "$lane" ;;
 		esac
-		s=$(since "$start")
-		busy=$(awk -v a="$busy" -v b="$s" 'BEGIN { print a + b }')
+		busy=$((busy + ${EPOCHREALTIME/./} - start))
 	done
-	echo "lane $lane $busy" >>"$SUITE/times"
+	echo "lane $lane $((busy / 1000000)).$((busy / 100000 % 10))" >>"$SUITE/times"
 }
 
 # the daemons' traces of their answers (lib.sh's spawn_daemon), kept past each test's directory
