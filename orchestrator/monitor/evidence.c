@@ -44,6 +44,7 @@
 #include "monitor/pystack.h"
 
 #define PROC_TEXT_MAX 4096 /* bytes read of one /proc file (cmdline is cut there) */
+#define UNSTOP_WATCH_MS 200 /* how long a process a collector left stopped is watched (unstop) */
 
 extern char **environ;
 
@@ -180,17 +181,36 @@ static char *first_line(const char *out)
 	return exec_clean_text(p, p + strcspn(p, "\n"), 160);
 }
 
-/* A process a killed collector left stopped is continued; before is its state before the attach. */
-static void unstop(int pid, char before)
+/*
+ * A process a collector left stopped is continued; before is its state
+ * before the attach (a process stopped then is left as it was).
+ *
+ * A collector killed at its budget (killed) may have attached a moment
+ * before: PTRACE_ATTACH sends SIGSTOP, and once the tracer is gone a stop
+ * still pending stops the process for good, after any look at its state
+ * (a test saw the job 'T' after the collectors of its evidence). SIGCONT
+ * discards a pending stop and ends one in effect, so it is sent at once;
+ * then the state is watched for a little while, the tracer's exit (its
+ * tracing stop, 't', ends with it) and a stop that came anyway.
+ */
+static void unstop(int pid, char before, int killed)
 {
-	char now = proc_state(pid, NULL);
+	char now;
+	int said = 0;
 
-	if ((now == 'T' || now == 't') && before != 'T' && before != 't') {
-		usleep(20000); /* a tracing stop ('t') ends by itself when its tracer is gone */
+	if (before == 'T' || before == 't')
+		return;
+	if (killed)
+		kill(pid, SIGCONT); /* a stop its attach left pending is discarded */
+	now = proc_state(pid, NULL);
+	/* a tracing stop ('t') ends by itself when its tracer is gone: 20 ms for that, then continued */
+	for (int i = 0; i < UNSTOP_WATCH_MS / 5 && (now == 'T' || now == 't'); i++) {
+		usleep(5000);
 		now = proc_state(pid, NULL);
-		if (now == 'T' || now == 't') {
+		if (now == 'T' || (now == 't' && i >= 3)) {
 			kill(pid, SIGCONT);
-			flog_info("evidence: process %d was left stopped by a stack collector; continued", pid);
+			if (!said++)
+				flog_info("evidence: process %d was left stopped by a stack collector; continued", pid);
 		}
 	}
 }
@@ -212,7 +232,7 @@ static int run_collector(const char *tool, int pid, int64_t left_ms, char before
 		char *argv[] = {"gdb", "-p", pidstr, "-batch", "-nx", "-ex", "thread apply all bt", NULL};
 		rc = exec_capture_ex(argv, &out, EVIDENCE_STACK_MAX + 1, 1, &status, left_ms);
 	}
-	unstop(pid, before);
+	unstop(pid, before, rc == FERRY_ETIMEDOUT_CAPTURE);
 	if (rc == 0 && (*stack = as_stack(out)) != NULL) {
 		free(out);
 		return 1;
@@ -308,7 +328,7 @@ static json_t *process_entry(int pid, int want_stack, struct tools *t, int64_t t
 			char *pwhy = NULL;
 			json_t *py = pystack_collect(pid, PYSTACK_TIMEOUT_MS, &pwhy);
 			t->py_left--;
-			unstop(pid, state);
+			unstop(pid, state, py == NULL); /* (no frames: gdb may have been killed at its budget) */
 			if (py)
 				json_object_set_new(e, "python", py);
 			else

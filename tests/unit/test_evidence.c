@@ -118,6 +118,34 @@ static void assert_sleeps_on(pid_t pid)
 	assert_int_equal(state_of(pid), 'S');
 }
 
+/*
+ * A child that is almost always in uninterruptible sleep (D): a vfork
+ * parent waits there until its child exits, 300 ms at a time. A stop
+ * sent to it stays pending until the wait ends, and only then stops it.
+ */
+static pid_t start_vforker(void)
+{
+	pid_t pid = fork();
+
+	assert_true(pid >= 0);
+	if (pid == 0) {
+		for (;;) {
+			pid_t c = vfork();
+			if (c == 0) {
+				usleep(300000);
+				_exit(0);
+			}
+			if (c > 0)
+				waitpid(c, NULL, 0);
+		}
+	}
+	kids[nkids++] = pid;
+	for (int i = 0; i < 300 && state_of(pid) != 'D'; i++)
+		usleep(10000);
+	assert_int_equal(state_of(pid), 'D');
+	return pid;
+}
+
 /* A child spinning in C: always running or runnable (R). */
 static pid_t start_spinner(void)
 {
@@ -319,6 +347,36 @@ static void test_evidence__timeout_bound(void **state)
 }
 
 /*
+ * A collector killed with its stop still pending: the fake eu-stack stops
+ * the process (as PTRACE_ATTACH's SIGSTOP does) while the process cannot
+ * take the signal yet (in D, a vfork's wait), and hangs; past the budget
+ * it is killed, the process looked at (not stopped: its state is D), and
+ * the stop would take it later, for good. The SIGCONT sent when a
+ * collector is killed discards it: the process is never seen stopped.
+ * (Before, make test's unit phase saw such a process 'T' after the
+ * collectors of 300 listed; this is that race made certain.)
+ */
+static void test_evidence__pending_stop_discarded(void **state)
+{
+	static const char *const none[] = {"sleep", NULL};
+	pid_t vf = start_vforker();
+	int pids[] = {vf};
+	json_t *ev;
+
+	(void)state;
+	path_with(none, "#!/bin/sh\nkill -STOP \"$2\"\nexec sleep 30\n");
+	ev = evidence_collect(pids, 1, NULL, 0, 100);
+	assert_string_equal(str(proc_at(ev, 0), "stack_error"), "eu-stack did not finish within 100 ms");
+	json_decref(ev);
+	/* past the vfork's wait (300 ms) and more: it goes on forking, never stopped */
+	for (int i = 0; i < 80; i++) {
+		char st = state_of(vf);
+		assert_true(st != 'T' && st != 't');
+		usleep(10000);
+	}
+}
+
+/*
  * A collector killed between its attach and its detach can leave the
  * process stopped: a TEST DOUBLE of eu-stack stops it (as a ptrace attach
  * does) and hangs; past the budget it is killed and the process continued.
@@ -476,6 +534,7 @@ int main(void)
 		cmocka_unit_test_teardown(test_evidence__no_collector, teardown),
 		cmocka_unit_test_teardown(test_evidence__timeout_bound, teardown),
 		cmocka_unit_test_teardown(test_evidence__left_stopped_continued, teardown),
+		cmocka_unit_test_teardown(test_evidence__pending_stop_discarded, teardown),
 		cmocka_unit_test_teardown(test_evidence__log_tail, teardown),
 		cmocka_unit_test_teardown(test_evidence__summary_bounded, teardown),
 		cmocka_unit_test_teardown(test_evidence__worker_item, teardown),
