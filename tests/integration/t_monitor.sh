@@ -64,7 +64,7 @@ Y
 # PIN=CPU: the job runs on that CPU alone (taskset, which execs python3).
 py_step() {
 	local name=$1 extra=${2:-}
-	cat >"$FERRY_HOME/$name.py"
+	{ [ -z "${YIELD:-}" ] || yield_line; cat; } >"$FERRY_HOME/$name.py"
 	wf "$name" <<Y
 name: $name
 steps:
@@ -105,13 +105,23 @@ test_monitor_sleep_is_hung_within_bound() {
 	wait_run "$id" stopped 20
 }
 
+# yield_line: the first line of a spinning Python script (YIELD=1 py_step, compete): its
+# session's autogroup gets nice 19. A job and a competitor each run in a session of their own,
+# and the kernel (sched_autogroup) shares the CPU between sessions first: a spinner took as
+# much as all of PostgreSQL's backends, or a whole lane. What the rules judge of it holds at
+# nice 19: the demand (a thread's time on a CPU or waiting for one) of a spinning job is flat
+# at the high end whatever share it gets; an idle one's is 0.
+yield_line() {
+	printf 'try:\n    open("/proc/self/autogroup", "w").write("19")\nexcept OSError:\n    pass\n'
+}
+
 # compete: a process spinning beside the job on CPU 0, where the job runs too
 # (PIN=0 py_step), in its own session (an autogroup of its own, as other
 # users' work is), killed with the test (its command line names its home).
 # One core contended, not the machine: two spinners free on every core beside
 # a spinning job burned both cores of a 2-core box the other lanes need.
 compete() {
-	printf 'while True:\n    pass\n' >"$FERRY_HOME/compete.py"
+	{ yield_line; printf 'while True:\n    pass\n'; } >"$FERRY_HOME/compete.py"
 	setsid taskset -c 0 python3 "$FERRY_HOME/compete.py" </dev/null >/dev/null 2>&1 &
 }
 
@@ -126,7 +136,7 @@ share_stats() {
 test_monitor_busy_loop_is_hung_spinning() {
 	mon_daemon
 	compete
-	f=$(PIN=0 py_step spinner <<'PY'
+	f=$(YIELD=1 PIN=0 py_step spinner <<'PY'
 while True:
     pass
 PY
@@ -199,7 +209,7 @@ PY
 test_monitor_varying_cpu_without_io_is_never_hung() {
 	mon_daemon
 	compete
-	f=$(PIN=0 py_step varying <<'PY'
+	f=$(YIELD=1 PIN=0 py_step varying <<'PY'
 import time
 end = time.time() + 14
 while time.time() < end:
@@ -227,7 +237,7 @@ PY
 # `clear`).
 test_monitor_noise_does_not_clear_a_suspicion() {
 	mon_daemon "$MON_HANG,confirm=4s"
-	f=$(py_step flapping <<'PY'
+	f=$(YIELD=1 py_step flapping <<'PY'
 import time
 def spin(s):
     t = time.time() + s
