@@ -27,6 +27,7 @@
 #include "store/workers.h"
 
 #define HEALTH_TIMEOUT_MS 800
+#define NOT_READY "not ready (GET /v2/health/ready)" /* an unhealthy replica's error when its check said so */
 #define STOP_GRACE_MS 5000
 #define BACKOFF_MAX_MS 30000
 #define FENCE_MIN_AGE_S 30 /* a replica's row is written right after its start: older with none is stale */
@@ -93,7 +94,7 @@ static void apply_health(PGconn *conn, const char *actor, const struct deploymen
 				deploy_health_name(rep->health), "to", deploy_health_name(now));
 
 	store_deploy_replica_health(conn, d->id, v->version, rep->idx, deploy_health_name(now),
-				    ok ? NULL : "not ready (GET /v2/health/ready)", 0, 0);
+				    ok ? NULL : NOT_READY, 0, 0);
 	store_deploy_event(conn, d->id, actor, ok ? "replica-healthy" : "replica-unhealthy", det);
 	json_decref(det);
 	flog_info("deployment %s: %s replica %d is %s", d->name, v->version, rep->idx, deploy_health_name(now));
@@ -148,13 +149,17 @@ static int place_elsewhere(PGconn *conn, json_t *hosts, const char *actor, const
 /*
  * A (re)start that failed: unhealthy until the next try (after its
  * backoff), and an event when that is a change (its health over time is
- * read from the events: DEPLOY.md), not one each try.
+ * read from the events: DEPLOY.md), not one each try. A replica its health
+ * check had already called unhealthy (a server that stopped answering,
+ * then died; or one killed between the round's look at its process and
+ * its check) gets the event too, once: the first why that is not the
+ * check's, the one the user needs.
  */
 static void start_failed(PGconn *conn, const char *actor, const struct deployment *d, const struct deploy_version *v,
 			 const struct deploy_replica *rep, const char *why)
 {
 	store_deploy_replica_health(conn, d->id, v->version, rep->idx, "unhealthy", why, 1, backoff_ms(rep->restarts));
-	if (rep->health != DEPLOY_H_UNHEALTHY) {
+	if (rep->health != DEPLOY_H_UNHEALTHY || (rep->last_error && strcmp(rep->last_error, NOT_READY) == 0)) {
 		json_t *det = json_pack("{s:s, s:i, s:s, s:s, s:s}", "version", v->version, "replica", rep->idx, "from",
 					deploy_health_name(rep->health), "to", "unhealthy", "error", why);
 		store_deploy_event(conn, d->id, actor, "replica-unhealthy", det);
