@@ -129,25 +129,32 @@ $(B)/%.o: %.c
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -c -o $@ $<
 
-$(B)/tests/test_%: tests/unit/test_%.c $(ENGINE_OBJ) $(API_OBJ)
-	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $< $(ENGINE_OBJ) $(API_OBJ) -lcmocka $(LDLIBS)
+# the tests' and benchmarks' binaries link the objects from one archive: the linker takes only
+# those a test needs (a unit test linked all ~170 with their debug information: 0.25 s of CPU
+# more each, 47 of them in every make test, and 4.4 MB binaries where 0.2 MB do)
+$(B)/libferry.a: $(ENGINE_OBJ) $(API_OBJ)
+	@rm -f $@
+	$(AR) rcs $@ $^
 
-$(B)/tests/bench_dispatch: tests/bench/bench_dispatch.c $(ENGINE_OBJ)
+$(B)/tests/test_%: tests/unit/test_%.c $(B)/libferry.a
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $< $(ENGINE_OBJ) $(LDLIBS)
+	$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $< $(B)/libferry.a -lcmocka $(LDLIBS)
 
-$(B)/tests/quote_oracle: tests/fuzz/quote_oracle.c $(ENGINE_OBJ)
+$(B)/tests/bench_dispatch: tests/bench/bench_dispatch.c $(B)/libferry.a
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $< $(ENGINE_OBJ) $(LDLIBS)
+	$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $< $(B)/libferry.a $(LDLIBS)
 
-$(B)/tests/bench_fingerprint: tests/bench/bench_fingerprint.c $(ENGINE_OBJ)
+$(B)/tests/quote_oracle: tests/fuzz/quote_oracle.c $(B)/libferry.a
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $< $(ENGINE_OBJ) $(LDLIBS)
+	$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $< $(B)/libferry.a $(LDLIBS)
 
-$(B)/tests/bench_haproxy: tests/bench/bench_haproxy.c $(ENGINE_OBJ)
+$(B)/tests/bench_fingerprint: tests/bench/bench_fingerprint.c $(B)/libferry.a
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $< $(ENGINE_OBJ) $(LDLIBS)
+	$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $< $(B)/libferry.a $(LDLIBS)
+
+$(B)/tests/bench_haproxy: tests/bench/bench_haproxy.c $(B)/libferry.a
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $< $(B)/libferry.a $(LDLIBS)
 
 # the integration suite's server of `sql` and `api` calls (tests/integration/suite_calls.c)
 $(B)/tests/suite_calls: tests/integration/suite_calls.c $(B)/orchestrator/lib/util.o
