@@ -40,16 +40,22 @@ test_warm_job_is_its_own_process() {
 	"$ROOT/bin/ferryd" secret set TOKEN <<<"s3cr3t-value-42" >/dev/null 2>&1 ||
 		printf 's3cr3t-value-42' | "$ROOT/bin/ferryd" secret set TOKEN >/dev/null || fail "secret set"
 	f=$(warm_wf probe json)
-	# the first one starts the server and runs cold
+	# the first one starts the server and runs cold: its preload takes a second (a module of the
+	# test's, on the step's PYTHONPATH), so the server cannot be ready first (json alone was, once,
+	# on a loaded machine: the server, in a session of its own, ran before the daemon went on)
+	mkdir -p "$FERRY_HOME/pylib"
+	printf 'import time\ntime.sleep(1)\n' >"$FERRY_HOME/pylib/slow_import.py"
+	sed -i "s|env: {COLOUR: blue}, warm: {preload: \\[json\\]}}|env: {COLOUR: blue, PYTHONPATH: $FERRY_HOME/pylib}, warm: {preload: [json, slow_import]}}|" "$f"
+	grep -q 'preload: \[json, slow_import\]' "$f" || fail "the workflow was not changed: $(cat "$f")"
 	id=$(submit "$f")
 	wait_run "$id" succeeded 30
-	grep -q '^ferry: this attempt starts cold: the warm server for /usr/bin/python3 \[json\] is still importing$' \
+	grep -q '^ferry: this attempt starts cold: the warm server for /usr/bin/python3 \[json, slow_import\] is still importing$' \
 		"$FERRY_HOME/runs/$id/a/1/log" || { cat "$FERRY_HOME/runs/$id/a/1/log"; fail "the first says it starts cold"; }
 	warm_ready
 	# warm: two runs of the same step, one with a secret and an exit status
-	sed -i 's|warm: {preload: \[json\]}}|warm: {preload: [json]}, secrets: [TOKEN]}|' "$f"
+	sed -i 's|warm: {preload: \[json, slow_import\]}}|warm: {preload: [json, slow_import]}, secrets: [TOKEN]}|' "$f"
 	id1=$(submit "$f")
-	sed -i 's|env: {COLOUR: blue}|env: {COLOUR: red, CODE: "3"}|' "$f"
+	sed -i 's|env: {COLOUR: blue,|env: {COLOUR: red, CODE: "3",|' "$f"
 	id2=$(submit "$f")
 	wait_run "$id1" succeeded 30
 	wait_run "$id2" failed 30
@@ -76,7 +82,8 @@ test_warm_job_is_its_own_process() {
 exit 0$' "the status file as the shim writes it"
 	# a job that cannot become what it should (its working directory is gone) fails as the shim's
 	# does (126, said in its log), never as a job that ran
-	sed -i 's|env: {COLOUR: red, CODE: "3"}|env: {COLOUR: red}, workdir: /nonexistent/wd|' "$f"
+	sed -i 's|env: {COLOUR: red, CODE: "3", \(PYTHONPATH: [^}]*\)}|env: {COLOUR: red, \1}, workdir: /nonexistent/wd|' "$f"
+	grep -q 'workdir: /nonexistent/wd' "$f" || fail "the workflow was not changed: $(cat "$f")"
 	id3=$(submit "$f")
 	wait_run "$id3" failed 30
 	assert_eq "$(step_col "$id3" a exit_code)" 126 "126, as a job that could not start"
