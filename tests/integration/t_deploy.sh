@@ -628,12 +628,15 @@ PY
 	# clean clone's run: the client's p99 191 ms, the proxy's 118, p90 109 and 102) is in the client's figure
 	# and can never be in the proxy's, which sees less of each request than the client does. So the
 	# proxy's p99 is at most the client's (20% + 25 ms over, the histograms' rounding), and at least
-	# the client's p90 (10% + 10 ms under): a p99 well below what most requests took fails that
+	# the client's p90 (10% + 10 ms under): a p99 well below what most requests took fails that.
+	# The client's p90 has its pauses too (cc47: the client's 150.9 ms, the proxy's 124.6, p50 99.8
+	# and 96.5): the proxy's p90 is at most the client's (10% + 10 ms over) and at least 80% of it
+	# less 10 ms, well above what a p50 reported as the p90 would be
 	python3 -c "import json,sys; l=json.loads(sys.argv[1]); c50, c90, c99 = map(float, sys.argv[2:5]); \
-ok = abs(l['p50_ms'] - c50) <= 0.1 * c50 + 10 and abs(l['p90_ms'] - c90) <= 0.1 * c90 + 10 \
+ok = abs(l['p50_ms'] - c50) <= 0.1 * c50 + 10 and 0.8 * c90 - 10 <= l['p90_ms'] <= 1.1 * c90 + 10 \
      and l['p99_ms'] <= 1.2 * c99 + 25 and l['p99_ms'] >= 0.9 * c90 - 10; \
 sys.exit(0 if ok else 1)" "$live" "$c50" "$c90" "$c99" ||
-		fail "the proxy's percentiles ($live) are not within 10% + 10 ms (p50, p90) of the client's, or its p99 not between the client's p90 and p99 ($c50, $c90, $c99 ms; the client's own time on a loaded machine is in its figures, not the proxy's)"
+		fail "the proxy's percentiles ($live) are not those of the client ($c50, $c90, $c99 ms): p50 within 10% + 10 ms, p90 between 80% less 10 ms and 110% + 10 ms, p99 between the client's p90 and p99 (the client's own time on a loaded machine is in its figures, not the proxy's)"
 	# a canary judged on those live percentiles: its own traffic through the proxy, the version 50 ms slow, 30 ms allowed
 	f=$(deploy_wf 100 "    canary: {steps: [50, 100], interval: 1s, max_p99_ms: 30, min_requests: 5, traffic: {rate: 30/s}}")
 	sed -i "s|serve: .*|serve: [/usr/bin/python3, $FERRY_HOME/double_serve.py, slow]|" "$f"
