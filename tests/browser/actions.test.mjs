@@ -270,7 +270,12 @@ steps:
     }));
     assert(seen.length >= 4, `lines appeared one after another while the step ran (${JSON.stringify(seen)})`);
     const gaps = seen.slice(1).map((s, i) => s.at - seen[i].at);
-    assert(Math.max(...gaps) < 1400, `each new line within ~a second of the one before (gaps ${gaps})`);
+    // written every 0.4 s: the lines come at that pace (the median gap), and a stall of the
+    // browser's or the daemon's on a loaded machine (make test runs this beside the integration
+    // lanes: one gap of 1,552 ms among 400s in a clean clone's run) is still under 2.5 s; a
+    // follow that looked at its file only every second or more would fail the median
+    const med = [...gaps].sort((a, b) => a - b)[Math.floor(gaps.length / 2)];
+    assert(med < 700 && Math.max(...gaps) < 2500, `each new line within ~a second of the one before (gaps ${gaps})`);
     await waitRun(id, 'failed', 30);
     // the progress bar: what a terminal shows (its last state), once
     const log = await page.locator('#log').innerText();
