@@ -10,7 +10,8 @@
  *               that lasts exactly as long as the test wants, however slow
  *               the machine
  * The points are "started" (a job was forked, its handle not yet recorded),
- * "record" (recording handles: fail makes it fail), "record-failed"
+ * "record" (recording handles: fail makes it fail), "sigchld" (fail: the
+ * engine drops a SIGCHLD unlooked-at), "record-failed"
  * (right after a failed record), "expanding" (a foreach step's children
  * are being written: one batch is, the next is not) and "registering" (a
  * register step's work, on a worker thread). It also registers the "test" executor

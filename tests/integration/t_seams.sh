@@ -287,3 +287,19 @@ Y
 	assert_eq "$(sql "SELECT count(*) FROM steps WHERE run_id = $id AND parent_id IS NOT NULL AND state IN ('blocked', 'ready', 'running')")" 0 "no item left open"
 	assert_eq "$(step_col "$id" each state)" stopped "the fan-out stopped"
 }
+
+# Every SIGCHLD the daemon gets is lost (fault injection): a job's end is still seen, by the look
+# at every job every 200 ms (a make test's run had a one-line job "running" for 20 s, its end
+# never looked at: the jobs that are the daemon's children were looked at only on a SIGCHLD)
+test_fault_lost_sigchld_job_end_still_seen() {
+	FERRYD=ferryd-test start_daemon a FERRY_FAULT=fail:sigchld FERRY_FAULT_TIMES=1000000
+	id=$(submit "$(wf lost <<'Y'
+name: lost
+steps:
+  - {name: a, command: [sh, -c, 'echo one']}
+  - {name: b, needs: [a], command: [sh, -c, 'echo two']}
+Y
+)")
+	wait_run "$id" succeeded 15
+	grep -q 'fault injected: failing "sigchld"' "$FERRY_HOME/ferryd-a.log" || fail "no SIGCHLD was dropped: the fault was not there"
+}
