@@ -188,7 +188,7 @@ static char *first_line(const char *out)
  * A collector killed at its budget (killed) may have attached a moment
  * before: PTRACE_ATTACH sends SIGSTOP, and once the tracer is gone a stop
  * still pending stops the process for good, after any look at its state
- * (a test saw the job 'T' after the collectors of its evidence). SIGCONT
+ * (a unit test saw the job neither running nor asleep right after them). SIGCONT
  * discards a pending stop and ends one in effect, so it is sent at once;
  * then the state is watched for a little while, the tracer's exit (its
  * tracing stop, 't', ends with it) and a stop that came anyway.
