@@ -419,22 +419,35 @@ static int dk_follow_again(struct exec_job *job)
 	return error;
 }
 
+/* job->priv of a job followed again after its container had ended (once: docker has no per-job state to free) */
+static char followed_ended;
+
 static int docker_poll(struct exec_job *job, struct exec_status *st)
 {
 	struct exec_status tmp = {.exit_code = -1};
+	int r;
 
 	if (job->child) {
 		int wst;
-		pid_t r = waitpid(job->pid, &wst, WNOHANG);
-		if (r == 0 || (r < 0 && errno != ECHILD))
+		pid_t w = waitpid(job->pid, &wst, WNOHANG);
+		if (w == 0 || (w < 0 && errno != ECHILD))
 			return 0;
 		job->child = 0;
 	} else if (exec_pid_alive(job->pid, job->pid_start)) {
 		return 0;
 	}
-	/* its shim was killed, not its container: a new one follows it */
-	if (job->dir && !dk_status(job->dir, NULL, NULL, NULL, &tmp, NULL) &&
-	    dk_inspect_end(job, &tmp) == 1 && dk_follow_again(job) == 0) {
+	/*
+	 * its shim was killed, not its container (nor the end recorded): a new
+	 * one follows it — also when the container has ended since, once, for
+	 * the lines of its log the killed shim had not copied (they were lost:
+	 * the job's log ended where its shim died, its exit taken from an
+	 * inspection); the new shim copies what DIR/log lacks and records the end
+	 */
+	if (job->dir && !dk_status(job->dir, NULL, NULL, NULL, &tmp, NULL) && !EXEC_FAULT("docker-shim-gone") &&
+	    ((r = dk_inspect_end(job, &tmp)) == 1 || (r == 0 && job->priv != &followed_ended)) &&
+	    dk_follow_again(job) == 0) {
+		if (r == 0)
+			job->priv = &followed_ended;
 		exec_status_dispose(&tmp);
 		return 0;
 	}

@@ -12,7 +12,8 @@
  * The points are "started" (a job was forked, its handle not yet recorded),
  * "record" (recording handles: fail makes it fail), "sigchld" (fail: the
  * engine drops a SIGCHLD unlooked-at), "record-failed"
- * (right after a failed record), "expanding" (a foreach step's children
+ * (right after a failed record), "docker-shim-gone" (a docker job's supervisor
+ * found dead, its end not recorded), "expanding" (a foreach step's children
  * are being written: one batch is, the next is not) and "registering" (a
  * register step's work, on a worker thread). It also registers the "test" executor
  * type: the local executor with each hook call appended to

@@ -450,6 +450,23 @@ test_docker_supervisor_killed_under_running_daemon() {
 	docker_ran_once "$id"
 }
 
+# The same, but the container ends before the daemon looks at it again (the daemon's thread held
+# 3 s where it finds the supervisor gone, tests/fault): its last lines, which the killed supervisor
+# had not copied, still reach the log — a new supervisor follows the ended container once. Before,
+# its end was taken from an inspection and the log ended where the supervisor died (cc51: "begin"
+# without "end", the container quicker than the daemon on a loaded machine).
+test_docker_supervisor_killed_container_ends_first() {
+	docker_up
+	FERRYD=ferryd-test start_daemon a FERRY_FAULT=sleep:docker-shim-gone
+	id=$(submit "$(docker_counted_wf)")
+	wait_container >/dev/null
+	wait_handle "$id"
+	kill -9 "$(supervisor_pid "$id")"
+	docker_ran_once "$id"
+	grep -q 'fault injected: sleeping 3 s at "docker-shim-gone"' "$FERRY_HOME/ferryd-a.log" ||
+		fail "the daemon did not find the supervisor gone through the fault point"
+}
+
 # The same executor, unchanged, against `podman system service` (the Docker
 # Engine API v1.41 of Podman) on a socket of its own: the hello workflow,
 # a kill -9 of the daemon mid-step, a stop, a stale container of the name,
