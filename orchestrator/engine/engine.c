@@ -4,7 +4,8 @@
  *   - drains the wake pipe, polls the jobs whose end may have come (on
  *     SIGCHLD those that are our children, every 200 ms all of them) through
  *     their executor type, and lets the types reap strays;
- *   - fires step timeouts (SIGTERM) and escalates to SIGKILL after the grace;
+ *   - fires step timeouts (SIGTERM) and escalates to SIGKILL after the grace
+ *     (engine_kill.c, with the stops a run's stop asks);
  *   - reconnects when the database went away (at most once a second);
  *   - writes the handles of started jobs that are not recorded yet (a failed
  *     record is retried here, never only logged), then closes finished
@@ -522,37 +523,6 @@ static void write_notes(struct engine *e)
 	}
 }
 
-void engine_kill_job(struct engine *e, struct exec_job *j, enum attempt_outcome outcome, char *reason)
-{
-	if (j->killing) {
-		free(reason);
-		return;
-	}
-	flog_info("run %lld step %s attempt %d: %s, sending SIGTERM", (long long)j->run_id,
-		  j->name, j->attempt, reason);
-	j->killing = 1;
-	j->kill_outcome = outcome;
-	j->kill_reason = reason;
-	j->kill_at_ms = clock_mono_ms() + e->o.kill_grace_ms;
-	exec_signal(j, SIGTERM);
-}
-
-static void check_timeouts(struct engine *e, int64_t now)
-{
-	for (int i = 0; i < e->njobs; i++) {
-		struct exec_job *j = e->jobs[i];
-		if (!j->killing && j->deadline_ms && now >= j->deadline_ms) {
-			engine_kill_job(e, j, OUTCOME_FAILED, xasprintf("timed out after %lld ms (timeout)",
-							   (long long)j->timeout_ms));
-		} else if (j->killing && !j->killed_hard && now >= j->kill_at_ms) {
-			flog_warn("run %lld step %s attempt %d: still running %lld ms after SIGTERM, sending SIGKILL",
-				  (long long)j->run_id, j->name, j->attempt, (long long)e->o.kill_grace_ms);
-			exec_signal(j, SIGKILL);
-			j->killed_hard = 1;
-		}
-	}
-}
-
 static int db_failed(struct engine *e, int error)
 {
 	metrics_add(M_DB_ERRORS, 1);
@@ -1043,30 +1013,6 @@ static int claim(struct engine *e)
 	return flush_records(e);
 }
 
-static void stop_jobs(struct engine *e)
-{
-	int64_t *steps = NULL;
-	int *atts = NULL, n = 0;
-	char **why = NULL;
-
-	if (store_stopping(&steps, &atts, &why, &n, e->conn, e->owner) < 0) {
-		flog_error("looking for stopped runs: %s", ferry_error_last());
-		return;
-	}
-	e->stop_check = 0;
-	for (int k = 0; k < n; k++) {
-		for (int i = 0; i < e->njobs; i++) {
-			struct exec_job *j = e->jobs[i];
-			if (j->step_id == steps[k] && j->attempt == atts[k])
-				engine_kill_job(e, j, OUTCOME_STOPPED, xstrdup(why[k] ? why[k] : "run stopped"));
-		}
-		free(why[k]);
-	}
-	free(steps);
-	free(atts);
-	free(why);
-}
-
 static void drain_notifies(struct engine *e)
 {
 	PGnotify *nt;
@@ -1099,7 +1045,7 @@ int engine_tick(struct engine *e, int64_t max_wait_ms)
 
 	poll_jobs(e, now);
 	take_work(e);
-	check_timeouts(e, now);
+	engine_check_timeouts(e, now);
 
 	if (PQstatus(e->conn) != CONNECTION_OK) {
 		if (now < e->next_reconnect) {
@@ -1140,7 +1086,7 @@ int engine_tick(struct engine *e, int64_t max_wait_ms)
 			goto next;
 	}
 	if (e->stop_check && e->njobs > 0)
-		stop_jobs(e);
+		engine_stop_jobs(e);
 	else
 		e->stop_check = 0;
 next:

@@ -110,6 +110,12 @@ static inline struct engine *engine_of(struct task_ctx *c)
 /* Kills job j (SIGTERM, SIGKILL after the grace); its attempt ends as outcome; takes reason. */
 void engine_kill_job(struct engine *e, struct exec_job *j, enum attempt_outcome outcome, char *reason);
 
+/* engine_kill.c: each job past its timeout is killed; one killed past its grace gets SIGKILL. */
+void engine_check_timeouts(struct engine *e, int64_t now);
+
+/* engine_kill.c: the jobs of attempts whose runs were stopped are killed (their attempts end stopped). */
+void engine_stop_jobs(struct engine *e);
+
 /* engine_tasks.c: the engine's own periodic tasks, rows of engine_table.c's table */
 extern const struct task poll_task, heartbeat_task, elect_task, recover_task, reap_task;
 extern const struct task expire_waits_task, dev_lease_task, dev_expire_task, strays_task;
