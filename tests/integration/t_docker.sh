@@ -451,20 +451,27 @@ test_docker_supervisor_killed_under_running_daemon() {
 }
 
 # The same, but the container ends before the daemon looks at it again (the daemon's thread held
-# 3 s where it finds the supervisor gone, tests/fault): its last lines, which the killed supervisor
-# had not copied, still reach the log — a new supervisor follows the ended container once. Before,
-# its end was taken from an inspection and the log ended where the supervisor died (cc51: "begin"
-# without "end", the container quicker than the daemon on a loaded machine).
+# where it finds the supervisor gone, tests/fault, until the container is seen ended): its last
+# lines, which the killed supervisor had not copied, still reach the log — a new supervisor follows
+# the ended container once. Before, its end was taken from an inspection and the log ended where
+# the supervisor died (cc51: "begin" without "end", the container quicker than the daemon).
 test_docker_supervisor_killed_container_ends_first() {
+	local c end=$((SECONDS + 30))
 	docker_up
-	FERRYD=ferryd-test start_daemon a FERRY_FAULT=sleep:docker-shim-gone
+	FERRYD=ferryd-test start_daemon a FERRY_FAULT=hold:docker-shim-gone
 	id=$(submit "$(docker_counted_wf)")
-	wait_container >/dev/null
+	c=$(wait_container)
 	wait_handle "$id"
 	kill -9 "$(supervisor_pid "$id")"
+	docker_release "$id" work
+	# held where it found the supervisor gone, while the container ends
+	until grep -q 'fault injected: holding at "docker-shim-gone"' "$FERRY_HOME/ferryd-a.log" &&
+		dk GET "/containers/$c/json" && echo "$DK_BODY" | grep -q '"Running":false'; do
+		[ "$SECONDS" -lt "$end" ] || fail "not held at the fault point with the container ended: $DK_BODY"
+		sleep 0.1
+	done
+	touch "$FERRY_HOME/fault.release"
 	docker_ran_once "$id"
-	grep -q 'fault injected: sleeping 3 s at "docker-shim-gone"' "$FERRY_HOME/ferryd-a.log" ||
-		fail "the daemon did not find the supervisor gone through the fault point"
 }
 
 # The same executor, unchanged, against `podman system service` (the Docker
