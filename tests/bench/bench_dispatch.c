@@ -188,6 +188,27 @@ static pid_t start_daemon(const char *home, const char *jobs, const char *connin
 	return pid;
 }
 
+/* The n costliest statements (pg_stat_statements, BENCH_PG_STATEMENTS) to stderr. */
+static void print_statements(int n)
+{
+	char sql[512];
+	PGresult *r;
+
+	snprintf(sql, sizeof(sql),
+		 "SELECT calls, round((total_exec_time / greatest(calls, 1))::numeric, 3), "
+		 "       round((total_plan_time / greatest(calls, 1))::numeric, 3), plans, "
+		 "       regexp_replace(left(query, 110), '\\s+', ' ', 'g') "
+		 "FROM pg_stat_statements ORDER BY total_exec_time + total_plan_time DESC LIMIT %d", n);
+	r = PQexec(conn, sql);
+	if (PQresultStatus(r) != PGRES_TUPLES_OK)
+		fprintf(stderr, "bench: pg_stat_statements: %s", PQerrorMessage(conn));
+	fprintf(stderr, "%7s %9s %9s %6s  query\n", "calls", "exec_ms", "plan_ms", "plans");
+	for (int i = 0; PQresultStatus(r) == PGRES_TUPLES_OK && i < PQntuples(r); i++)
+		fprintf(stderr, "%7s %9s %9s %6s  %s\n", PQgetvalue(r, i, 0), PQgetvalue(r, i, 1),
+			PQgetvalue(r, i, 2), PQgetvalue(r, i, 3), PQgetvalue(r, i, 4));
+	PQclear(r);
+}
+
 /* Sequential fork + exec /bin/true + wait, for about a second: spawns per second. */
 static double raw_spawn_rate(void)
 {
@@ -534,6 +555,33 @@ int main(int argc, char **argv)
 	}
 
 	/*
+	 * BENCH_PG_STATEMENTS=N: the cluster restarts with pg_stat_statements
+	 * (nested statements and planning tracked) and the N costliest
+	 * statements are printed to stderr at the end: what a step's calls
+	 * spend, planning apart from execution.
+	 */
+	if (getenv("BENCH_PG_STATEMENTS")) {
+		PQclear(PQexec(conn, "ALTER SYSTEM SET shared_preload_libraries = 'pg_stat_statements'"));
+		PQfinish(conn);
+		db_embedded_stop(home);
+		free(conninfo);
+		if (db_conninfo(&conninfo, home) < 0 || db_connect(&conn, conninfo) < 0) {
+			fprintf(stderr, "bench: %s\n", ferry_error_last());
+			return 1;
+		}
+		const char *const sets[] = {"CREATE EXTENSION IF NOT EXISTS pg_stat_statements",
+			"ALTER SYSTEM SET pg_stat_statements.track = 'all'",
+			"ALTER SYSTEM SET pg_stat_statements.track_planning = on", "SELECT pg_reload_conf()",
+			"SELECT pg_stat_statements_reset()"};
+		for (size_t i = 0; i < sizeof(sets) / sizeof(sets[0]); i++) {
+			PGresult *r = PQexec(conn, sets[i]);
+			if (PQresultStatus(r) != PGRES_COMMAND_OK && PQresultStatus(r) != PGRES_TUPLES_OK)
+				fprintf(stderr, "bench: %s: %s", sets[i], PQerrorMessage(conn));
+			PQclear(r);
+		}
+	}
+
+	/*
 	 * BENCH_JOBS_DIR puts the job directories on another file system (the
 	 * database stays under /tmp): on an ext4 without a journal, creating
 	 * inodes soon after many were deleted (the previous run's clean-up)
@@ -620,6 +668,8 @@ int main(int argc, char **argv)
 	}
 	printf("}\n");
 out:
+	if (getenv("BENCH_PG_STATEMENTS"))
+		print_statements((int)strtol(getenv("BENCH_PG_STATEMENTS"), NULL, 10));
 	PQfinish(conn);
 	free(conninfo);
 	db_embedded_stop(home);

@@ -62,6 +62,16 @@ PG=$(FERRY_HOME="$WORK/pg" bin/ferryd db start 2>"$WORK/pg.log") || { cat "$WORK
 psql "$PG" -qAtc "CREATE DATABASE bench_queues" >/dev/null
 DBURL="${PG/dbname=ferry/dbname=bench_queues}"
 sql() { psql "$DBURL" -qAt -c "$1"; }
+# BENCH_PG_STATEMENTS=N: the cluster restarts with pg_stat_statements (nested statements and
+# planning tracked) and the N costliest statements are printed to stderr at the end
+if [ -n "${BENCH_PG_STATEMENTS:-}" ]; then
+	psql "$PG" -qAtc "ALTER SYSTEM SET shared_preload_libraries = 'pg_stat_statements'" >/dev/null
+	FERRY_HOME="$WORK/pg" bin/ferryd db stop >/dev/null 2>&1
+	PG=$(FERRY_HOME="$WORK/pg" bin/ferryd db start 2>>"$WORK/pg.log") || die "cannot restart PostgreSQL"
+	sql "CREATE EXTENSION pg_stat_statements" >/dev/null
+	psql "$PG" -qAt -c "ALTER SYSTEM SET pg_stat_statements.track = 'all'" \
+		-c "ALTER SYSTEM SET pg_stat_statements.track_planning = on" -c "SELECT pg_reload_conf()" >/dev/null
+fi
 
 env FERRY_DATABASE_URL="$DBURL" FERRY_LISTEN=127.0.0.1:0 FERRY_ADDRESS_FILE="$WORK/ferryd.url" \
 	FERRY_API_TOKEN=$TOKEN FERRY_LOG_LEVEL=debug \
@@ -119,6 +129,12 @@ SELECT round((SELECT sum(extract(epoch FROM fin - st)) FROM pr) /
 read -r a50 a99 < <(grep -o 'claimed [1-9][0-9]* steps in [0-9]* us' "$WORK/ferryd.log" | awk '{print $5}' | sort -n |
 	awk '{v[NR] = $1} END { if (NR == 0) { print "null null"; exit } i50 = int(NR * 0.5); i99 = int(NR * 0.99);
 		if (i50 < 1) i50 = 1; if (i99 < 1) i99 = 1; printf "%.2f %.2f\n", v[i50] / 1000, v[i99] / 1000 }')
+if [ -n "${BENCH_PG_STATEMENTS:-}" ]; then
+	psql "$DBURL" -q -c "SELECT calls, round((total_exec_time / greatest(calls, 1))::numeric, 3) AS exec_ms,
+	       round((total_plan_time / greatest(calls, 1))::numeric, 3) AS plan_ms, plans,
+	       regexp_replace(left(query, 100), '\s+', ' ', 'g') AS query
+	FROM pg_stat_statements ORDER BY total_exec_time + total_plan_time DESC LIMIT ${BENCH_PG_STATEMENTS}" >&2
+fi
 job_ms=$(python3 -c "print(int(float('$JOB_S') * 1000))")
 printf '{"bench":"queues","jobs":%d,"slots":%d,"job_ms":%d,"utilization":%s,"priority_inversions":%d,"admit_p50_ms":%s,"admit_p99_ms":%s,"gap_p50_ms":%s,"gap_p99_ms":%s,"makespan_s":%s}\n' \
 	"$JOBS" "$SLOTS" "$job_ms" "$util" "$inversions" "$a50" "$a99" "$gap50" "$gap99" "$makespan"
