@@ -175,12 +175,8 @@ int store_attempts_started(PGconn *conn, const char *owner, const struct store_s
 	params[4] = sbuf_close(&handle, n);
 	params[5] = sbuf_close(&dir, n);
 	error = store_q(NULL, conn,
-		        "UPDATE attempts a SET executor = coalesce(t.executor, a.executor), "
-		        "       handle = coalesce(t.handle, a.handle), dir = coalesce(t.dir, a.dir) "
-		        "FROM unnest($2::bigint[], $3::int[], $4::text[], $5::jsonb[], $6::text[]) "
-		        "     AS t(step_id, attempt, executor, handle, dir) "
-		        "WHERE a.step_id = t.step_id AND a.attempt = t.attempt AND a.owner = $1 "
-		        "  AND a.state = 'running'", 6, params);
+		        "SELECT ferry_started($1, $2::bigint[], $3::int[], $4::text[], $5::jsonb[], $6::text[])",
+		        6, params);
 	free(ids.p), free(att.p), free(exe.p), free(handle.p), free(dir.p);
 	return error;
 }
