@@ -431,33 +431,45 @@ BEGIN
 		-- a fan-out's items do not log each start (their fan-out's step tells how many run)
 		INSERT INTO events (run_id, step, attempt, actor, kind)
 		SELECT u.run_id, u.name, u.attempts, p_owner, 'step.running' FROM u WHERE u.parent_id IS NULL
+	), pt AS (
+		-- a fan-out's child is handed its parent's spec with its own item over it, less what was the
+		-- parent's alone: its list, its limits, its when: (judged once, before the fan-out); the
+		-- parent's is trimmed once for all its items claimed here, not once an item
+		SELECT p.id, p.spec - ARRAY['foreach', 'max_parallel', 'min_success', 'sweep', 'select', 'when',
+		                            'when_model'] AS spec
+		FROM steps p WHERE p.id IN (SELECT u.parent_id FROM u)
+	), cl AS (
+		SELECT u.*, CASE WHEN u.parent_id IS NULL THEN u.spec ELSE pt.spec || u.spec END AS mspec
+		FROM u LEFT JOIN pt ON pt.id = u.parent_id
+	), anc AS (
+		-- the succeeded ancestors' kinds, outputs and metrics, read once for each list of names (a
+		-- fan-out's items share their parent's: 256 items of a batch read them once, not 256 times)
+		SELECT w.run_id, w.names, w.item, coalesce((
+		           SELECT jsonb_object_agg(x.name, jsonb_build_object('kind', x.kind, 'metrics', x.metrics,
+		               'best', x.outputs -> 'best',
+		               -- a fan-out's outputs: its items' outputs, in item order (null for an item that
+		               -- failed); not for another fan-out's items, each of which would read the whole list again
+		               'outputs', CASE WHEN x.spec ? 'foreach' AND NOT w.item THEN (
+		                   SELECT jsonb_agg(c.outputs ORDER BY c.item_index) FROM steps c WHERE c.parent_id = x.id)
+		                   WHEN x.spec ? 'foreach' THEN NULL
+		                   ELSE x.outputs END))
+		           -- the ancestors by (run_id, name) = ANY (names): an index lookup each, whatever the
+		           -- run's size (a semi-join with the names scanned the run's steps, per claimed step)
+		           FROM steps x
+		           WHERE x.run_id = w.run_id AND x.name = ANY (ARRAY(SELECT jsonb_array_elements_text(w.names)))
+		             AND x.state = 'succeeded' AND x.parent_id IS NULL), '{}') AS inputs
+		FROM (SELECT DISTINCT cl.run_id, cl.mspec -> 'ancestors' AS names, cl.parent_id IS NOT NULL AS item
+		      FROM cl WHERE cl.mspec ? 'ancestors') w
 	)
-	SELECT u.id, u.run_id, u.name, u.attempts, u.kind, u.timeout_ms, m.spec, runs.workdir,
-	       CASE WHEN m.spec ? 'ancestors' THEN coalesce((
-	           SELECT jsonb_object_agg(x.name, jsonb_build_object('kind', x.kind, 'metrics', x.metrics,
-	               'best', x.outputs -> 'best',
-	               -- a fan-out's outputs: its items' outputs, in item order (null for an item that failed);
-	               -- not for another fan-out's items, each of which would read the whole list again
-	               'outputs', CASE WHEN x.spec ? 'foreach' AND u.parent_id IS NULL THEN (
-	                   SELECT jsonb_agg(c.outputs ORDER BY c.item_index) FROM steps c WHERE c.parent_id = x.id)
-	                   WHEN x.spec ? 'foreach' THEN NULL
-	                   ELSE x.outputs END))
-	           -- the ancestors by (run_id, name) = ANY (names): an index lookup each, whatever the
-	           -- run's size (a semi-join with the names scanned the run's steps, per claimed step)
-	           FROM steps x
-	           WHERE x.run_id = u.run_id AND x.name = ANY (ARRAY(SELECT jsonb_array_elements_text(m.spec -> 'ancestors')))
-	             AND x.state = 'succeeded' AND x.parent_id IS NULL), '{}') END,
-	       CASE WHEN m.spec ? 'ancestors' THEN jsonb_build_object('params', runs.params,
+	SELECT cl.id, cl.run_id, cl.name, cl.attempts, cl.kind, cl.timeout_ms, cl.mspec, runs.workdir, anc.inputs,
+	       CASE WHEN cl.mspec ? 'ancestors' THEN jsonb_build_object('params', runs.params,
 	           'workflow', runs.workflow_name, 'workflow_hash', runs.workflow_hash,
 	           'no_cache', runs.no_cache, 'dev', runs.trigger = 'dev', 'body_state', runs.body_state) END,
 	       nullif(c.gpus, '')
-	FROM u JOIN c ON c.id = u.id JOIN runs ON runs.id = u.run_id
-	LEFT JOIN steps p ON p.id = u.parent_id,
-	-- a fan-out's child: its parent's spec with its own item over it
-	LATERAL (SELECT CASE WHEN u.parent_id IS NULL THEN u.spec
-	                     ELSE (p.spec - 'foreach' - 'max_parallel' - 'min_success' - 'sweep' - 'select' - 'when'
-	                           - 'when_model') || u.spec END AS spec) m
-	ORDER BY u.id;
+	FROM cl JOIN c ON c.id = cl.id JOIN runs ON runs.id = cl.run_id
+	LEFT JOIN anc ON anc.run_id = cl.run_id AND anc.names = cl.mspec -> 'ancestors'
+	             AND anc.item = (cl.parent_id IS NOT NULL)
+	ORDER BY cl.id;
 END;
 $$;
 
