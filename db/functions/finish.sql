@@ -25,7 +25,11 @@ CREATE OR REPLACE FUNCTION ferry_finish(p_owner text, p_step bigint[], p_attempt
                              p_outputs jsonb[], p_metrics jsonb[], p_gate jsonb[],
                              p_cache_key text[], p_cached_from jsonb[])
 RETURNS TABLE (ready_now int, next_retry timestamptz)
-LANGUAGE plpgsql AS $$
+-- no sequential scans: every row it touches is found by a key, and the step tables' statistics
+-- mislead a generic plan (a fan-out's items share one parent_id, so an equality on it looks like
+-- the whole table; attempts was small when the plan was made). With them, each batch of a
+-- fan-out read the whole of steps (the stopped fan-out's late items) and of attempts.
+LANGUAGE plpgsql SET enable_seqscan = off AS $$
 DECLARE
 	v_ok bigint[];
 	v_failed bigint[];
@@ -115,8 +119,10 @@ BEGIN
 		       next_index = 0, active = 0
 	), late_items AS (
 		-- a fan-out stopped while its items were being written: those written after the stop stop too
+		-- (its items looked up by the stopped fan-outs' ids: as a join, the plan read every item of
+		-- the table for each batch of finished items, stopped or not)
 		UPDATE steps c SET state = 'stopped', finished_at = now(), reason = 'run stopped'
-		FROM s WHERE c.parent_id = s.id AND s.state = 'stopped' AND c.state = 'blocked'
+		WHERE c.parent_id = ANY (ARRAY(SELECT s.id FROM s WHERE s.state = 'stopped')) AND c.state = 'blocked'
 	), gone AS (
 		-- items past the end of a list that got shorter (a retry from above): no longer the fan-out's
 		DELETE FROM steps c USING s WHERE s.expanded AND c.parent_id = s.id
