@@ -779,8 +779,10 @@ static void step_work_run(struct work *w, PGconn *conn)
 	sw->w.again = conn == NULL || PQstatus(conn) != CONNECTION_OK;
 	if (sw->w.again)
 		return;
-	if (sw->what == PREPARE)
+	if (sw->what == PREPARE) {
+		store_claim_parse(sw->c); /* off the loop (store_claim) */
 		sw->finished = prepare_step(&sw->res, &sw->key, conn, sw->e, sw->c, sw->dir);
+	}
 	else
 		job_done_with(&sw->res, conn, sw->e, sw->step_id, sw->run_id, sw->attempt, sw->name,
 			      sw->dir, sw->ctx);
@@ -1030,10 +1032,12 @@ static int claim(struct engine *e)
 		refresh_statistics(e);
 	for (int i = 0; i < n; i++) {
 		struct step_work *w;
-		if (c[i].inputs == NULL) {
+		if (c[i].inputs_text == NULL) {
+			store_claim_parse(&c[i]);
 			start_job(e, &c[i], NULL);
 			continue;
 		}
+		/* its JSON is parsed by the worker (step_work_run), not here */
 		/* the step handlers may be slow (webhooks, copies, fingerprints): off the loop */
 		w = xcalloc(1, sizeof(*w));
 		step_result_init(&w->res);
@@ -1046,8 +1050,11 @@ static int claim(struct engine *e)
 		{
 			/* one worker per outside service the kind's work waits on (workers.h) */
 			const struct step_kind *k = w->c->kind ? step_kind_find(w->c->kind) : NULL;
-			if (k && k->lane && k->lane(w->c->spec, w->w.lane, sizeof(w->w.lane)) == NULL)
-				w->w.lane[0] = '\0';
+			if (k && k->lane) {
+				store_claim_parse(w->c);
+				if (k->lane(w->c->spec, w->w.lane, sizeof(w->w.lane)) == NULL)
+					w->w.lane[0] = '\0';
+			}
 		}
 		submit_work(e, w);
 	}

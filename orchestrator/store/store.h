@@ -29,7 +29,16 @@ struct store_claim {
 	                              * NULL when the spec lists no "ancestors" */
 	json_t *run;                 /* {params, workflow, workflow_hash, no_cache} or NULL (ditto) */
 	char *gpus;                  /* the GPUs given to the attempt ("0,1", as the host lists them) or NULL */
+	/*
+	 * spec, inputs and run as PostgreSQL sent them, until store_claim_parse():
+	 * store_claim() leaves them unparsed, so that a claim handed to the worker
+	 * pool is parsed there, off the engine's loop
+	 */
+	char *spec_text, *inputs_text, *run_text;
 };
+
+/* Parses c's spec, inputs and run from their texts (once: the texts are freed). */
+void store_claim_parse(struct store_claim *c);
 
 /*
  * Claims up to limit ready steps (of run_filter when > 0; only step
@@ -37,7 +46,8 @@ struct store_claim {
  * capacity ({"cpus", "memory_mb", "gpus": [ids], "default_cpus",
  * "starve_s"}: this host's, db/functions/claim.sql) or, when NULL, not
  * admitted (Slurm admits its own). *out (n entries) is the caller's:
- * store_claims_free().
+ * store_claims_free(). Their JSON is not parsed yet (store_claim_parse);
+ * inputs_text is NULL exactly when inputs will be.
  */
 int store_claim(struct store_claim **out, int *n, PGconn *conn, const char *owner,
 		const char *host, int limit, int64_t lease_ms, int64_t run_filter, int64_t step_filter,
