@@ -539,14 +539,122 @@ static int db_failed(struct engine *e, int error)
 	return error;
 }
 
+/* The results of d (n of them) written: their owned parts freed, the array too. */
+static void done_free(struct done *d, int n)
+{
+	for (int i = 0; i < n; i++) {
+		free(d[i].reason);
+		step_result_dispose(&d[i].res);
+		free(d[i].cache_key);
+	}
+	free(d);
+}
+
+/* What a ferry_finish that closed results asks of the loop: a claim, a retry's wake-up. */
+static void finished(struct engine *e, int n, int ready, int64_t retry)
+{
+	metrics_add(M_STEPS_FINISHED, (uint64_t)n);
+	if (ready > 0)
+		e->claim_now = 1;
+	if (retry > 0 && (e->retry_wall_ms == 0 || retry < e->retry_wall_ms))
+		e->retry_wall_ms = retry;
+}
+
+/*
+ * A large batch of results (a fan-out's items: FINISH_ON_POOL or more) is
+ * closed on a worker's connection, so that the loop claims the next batch on
+ * its own while PostgreSQL closes this one: two backends at work where one
+ * alternated between the two statements. One batch at a time (e->finishing);
+ * results that come meanwhile wait for the next flush. A batch that could not
+ * be written goes back to the queue, for the loop to write. Small batches (a
+ * chain's one result) stay on the loop: a hand-over would only add to a hop.
+ */
+#define FINISH_ON_POOL 64
+
+struct finish_work {
+	struct work w;
+	const char *owner;       /* the engine's */
+	struct done *d;          /* owned: the batch */
+	int n;
+	int error, ready;
+	int64_t retry, us;
+	char *why;               /* owned: the error's message */
+};
+
+static void finish_work_run(struct work *w, PGconn *conn)
+{
+	struct finish_work *f = (struct finish_work *)w;
+	struct store_result *v = xmalloc((size_t)f->n * sizeof(*v));
+	int64_t t0 = clock_mono_us();
+
+	for (int i = 0; i < f->n; i++)
+		v[i] = f->d[i].r;
+	if (conn == NULL || PQstatus(conn) != CONNECTION_OK) {
+		f->error = FERRY_EDB;
+		f->why = xstrdup("the worker's connection is down");
+	} else if ((f->error = store_finish(conn, f->owner, v, f->n, &f->ready, &f->retry)) < 0) {
+		f->why = xstrdup(ferry_error_last());
+	}
+	f->us = clock_mono_us() - t0;
+	free(v);
+}
+
+static void finish_work_free(struct finish_work *f)
+{
+	if (f->d)
+		done_free(f->d, f->n);
+	free(f->why);
+	free(f);
+}
+
+/* Back on the loop: the batch is closed, or back in the queue. */
+static void finish_work_done(struct work *w, void *ctx)
+{
+	struct engine *e = ctx;
+	struct finish_work *f = (struct finish_work *)w;
+
+	e->finishing = 0;
+	metrics_observe(H_FINISH, (double)f->us / 1e6);
+	flog_debug("finished %d attempts in %lld us on the pool, %d steps ready", f->n, (long long)f->us, f->ready);
+	if (f->error < 0) {
+		flog_error("recording %d finished attempts: %s", f->n, f->why ? f->why : "?");
+		for (int i = 0; i < f->n; i++) {
+			if (e->ndone == e->capdone) {
+				e->capdone = e->capdone ? e->capdone * 2 : 64;
+				e->done = xrealloc(e->done, (size_t)e->capdone * sizeof(*e->done));
+			}
+			e->done[e->ndone++] = f->d[i];
+		}
+		free(f->d);
+		f->d = NULL;
+		db_failed(e, f->error);
+	} else {
+		finished(e, f->n, f->ready, f->retry);
+	}
+	finish_work_free(f);
+}
+
 static int flush_done(struct engine *e)
 {
 	int ready = 0, error;
 	int64_t retry = 0, t0;
 	struct store_result *v;
 
-	if (e->ndone == 0)
+	if (e->ndone == 0 || e->finishing)
 		return FERRY_OK;
+	if (e->ndone >= FINISH_ON_POOL && e->workers && !e->draining) {
+		struct finish_work *f = xcalloc(1, sizeof(*f));
+		f->w.run = finish_work_run;
+		f->w.done = finish_work_done;
+		f->owner = e->owner;
+		f->d = e->done;
+		f->n = e->ndone;
+		e->done = NULL;
+		e->ndone = e->capdone = 0;
+		e->finishing = 1;
+		workers_submit(e->workers, &f->w);
+		return FERRY_OK;
+	}
 	v = xmalloc((size_t)e->ndone * sizeof(*v));
 	for (int i = 0; i < e->ndone; i++)
 		v[i] = e->done[i].r;
@@ -560,17 +668,13 @@ static int flush_done(struct engine *e)
 		flog_error("recording %d finished attempts: %s", e->ndone, ferry_error_last());
 		return db_failed(e, error);
 	}
-	metrics_add(M_STEPS_FINISHED, (uint64_t)e->ndone);
 	for (int i = 0; i < e->ndone; i++) {
 		free(e->done[i].reason);
 		step_result_dispose(&e->done[i].res);
 		free(e->done[i].cache_key);
 	}
+	finished(e, e->ndone, ready, retry);
 	e->ndone = 0;
-	if (ready > 0)
-		e->claim_now = 1;
-	if (retry > 0 && (e->retry_wall_ms == 0 || retry < e->retry_wall_ms))
-		e->retry_wall_ms = retry;
 	return FERRY_OK;
 }
 
@@ -817,6 +921,8 @@ static void drop_work(struct work *w)
 {
 	if (w->task)
 		w->task->free(w);
+	else if (w->done == finish_work_done)
+		finish_work_free((struct finish_work *)w);
 	else
 		step_work_free(w);
 }
@@ -852,7 +958,7 @@ static void take_work(struct engine *e)
 	struct work *w, *next;
 
 	/* nothing of ours in the pool: no lock taken (steps and each periodic task count theirs) */
-	if (e->workers == NULL || (e->inflight == 0 && engine_tasks_inflight(e) == 0))
+	if (e->workers == NULL || (e->inflight == 0 && !e->finishing && engine_tasks_inflight(e) == 0))
 		return;
 	for (w = workers_take(e->workers); w; w = next) {
 		next = w->next;
@@ -1121,10 +1227,11 @@ int engine_tick(struct engine *e, int64_t max_wait_ms)
 		e->stop_check = 0;
 next:
 	now = clock_mono_ms();
-	if ((e->claim_now || e->ndone > 0) && now >= e->db_retry_at) {
+	/* results to write, unless a batch is being closed on the pool: its end wakes the loop */
+	if ((e->claim_now || (e->ndone > 0 && !e->finishing)) && now >= e->db_retry_at) {
 		wait = 0;
 	} else {
-		if (e->claim_now || e->ndone > 0)
+		if (e->claim_now || (e->ndone > 0 && !e->finishing))
 			wait = min64(max_wait_ms, e->db_retry_at - now);
 		else
 			wait = max_wait_ms;
@@ -1161,8 +1268,14 @@ sleep:
 
 void engine_release(struct engine *e)
 {
+	e->draining = 1; /* what is left is written here, on the loop's connection */
 	poll_jobs(e, clock_mono_ms());
 	take_work(e);
+	/* a batch being closed on the pool is waited for (10 s at most): its results are written */
+	for (int i = 0; i < 1000 && e->finishing; i++) {
+		usleep(10 * 1000);
+		take_work(e);
+	}
 	flush_records(e);
 	flush_done(e);
 	if (e->njobs > 0) {
