@@ -9,7 +9,8 @@
  *   - reconnects when the database went away (at most once a second);
  *   - writes the handles of started jobs that are not recorded yet (a failed
  *     record is retried here, never only logged), then closes finished
- *     attempts in one ferry_finish() call; when that made steps ready,
+ *     attempts in one ferry_finish() call (engine_finish.c: a large batch
+ *     on the worker pool's connection); when that made steps ready,
  *     claims again at once instead of waiting for a poll; then what jobs
  *     that cannot run yet wait for (exec_job_note) as their steps' reasons;
  *   - runs the periodic tasks that are due (tasks[] in engine_table.c, a table of
@@ -331,28 +332,6 @@ void engine_drain(struct engine *e)
 	e->draining = 1;
 }
 
-/* Queues how an attempt ended; written by the next flush. */
-void engine_push_done(struct engine *e, int64_t step_id, int attempt, enum attempt_outcome outcome,
-		      int exit_code, int sig, char *reason)
-{
-	struct done *d;
-
-	if (e->ndone == e->capdone) {
-		e->capdone = e->capdone ? e->capdone * 2 : 64;
-		e->done = xrealloc(e->done, (size_t)e->capdone * sizeof(*e->done));
-	}
-	d = &e->done[e->ndone++];
-	memset(d, 0, sizeof(*d));
-	step_result_init(&d->res);
-	d->reason = reason;
-	d->r.step_id = step_id;
-	d->r.attempt = attempt;
-	d->r.outcome = outcome;
-	d->r.exit_code = exit_code;
-	d->r.signal = sig;
-	d->r.reason = reason;
-}
-
 /* An outcome for the log: its name, or "none" (a result no step kind decided). */
 static const char *outcome_label(enum attempt_outcome o)
 {
@@ -523,7 +502,7 @@ static void write_notes(struct engine *e)
 	}
 }
 
-static int db_failed(struct engine *e, int error)
+int engine_db_failed(struct engine *e, int error)
 {
 	metrics_add(M_DB_ERRORS, 1);
 	/*
@@ -537,145 +516,6 @@ static int db_failed(struct engine *e, int error)
 		e->next_reconnect = 0;
 	}
 	return error;
-}
-
-/* The results of d (n of them) written: their owned parts freed, the array too. */
-static void done_free(struct done *d, int n)
-{
-	for (int i = 0; i < n; i++) {
-		free(d[i].reason);
-		step_result_dispose(&d[i].res);
-		free(d[i].cache_key);
-	}
-	free(d);
-}
-
-/* What a ferry_finish that closed results asks of the loop: a claim, a retry's wake-up. */
-static void finished(struct engine *e, int n, int ready, int64_t retry)
-{
-	metrics_add(M_STEPS_FINISHED, (uint64_t)n);
-	if (ready > 0)
-		e->claim_now = 1;
-	if (retry > 0 && (e->retry_wall_ms == 0 || retry < e->retry_wall_ms))
-		e->retry_wall_ms = retry;
-}
-
-/*
- * A large batch of results (a fan-out's items: FINISH_ON_POOL or more) is
- * closed on a worker's connection, so that the loop claims the next batch on
- * its own while PostgreSQL closes this one: two backends at work where one
- * alternated between the two statements. One batch at a time (e->finishing);
- * results that come meanwhile wait for the next flush. A batch that could not
- * be written goes back to the queue, for the loop to write. Small batches (a
- * chain's one result) stay on the loop: a hand-over would only add to a hop.
- */
-#define FINISH_ON_POOL 64
-
-struct finish_work {
-	struct work w;
-	const char *owner;       /* the engine's */
-	struct done *d;          /* owned: the batch */
-	int n;
-	int error, ready;
-	int64_t retry, us;
-	char *why;               /* owned: the error's message */
-};
-
-static void finish_work_run(struct work *w, PGconn *conn)
-{
-	struct finish_work *f = (struct finish_work *)w;
-	struct store_result *v = xmalloc((size_t)f->n * sizeof(*v));
-	int64_t t0 = clock_mono_us();
-
-	for (int i = 0; i < f->n; i++)
-		v[i] = f->d[i].r;
-	if (conn == NULL || PQstatus(conn) != CONNECTION_OK) {
-		f->error = FERRY_EDB;
-		f->why = xstrdup("the worker's connection is down");
-	} else if ((f->error = store_finish(conn, f->owner, v, f->n, &f->ready, &f->retry)) < 0) {
-		f->why = xstrdup(ferry_error_last());
-	}
-	f->us = clock_mono_us() - t0;
-	free(v);
-}
-
-static void finish_work_free(struct finish_work *f)
-{
-	if (f->d)
-		done_free(f->d, f->n);
-	free(f->why);
-	free(f);
-}
-
-/* Back on the loop: the batch is closed, or back in the queue. */
-static void finish_work_done(struct work *w, void *ctx)
-{
-	struct engine *e = ctx;
-	struct finish_work *f = (struct finish_work *)w;
-
-	e->finishing = 0;
-	metrics_observe(H_FINISH, (double)f->us / 1e6);
-	flog_debug("finished %d attempts in %lld us on the pool, %d steps ready", f->n, (long long)f->us, f->ready);
-	if (f->error < 0) {
-		flog_error("recording %d finished attempts: %s", f->n, f->why ? f->why : "?");
-		for (int i = 0; i < f->n; i++) {
-			if (e->ndone == e->capdone) {
-				e->capdone = e->capdone ? e->capdone * 2 : 64;
-				e->done = xrealloc(e->done, (size_t)e->capdone * sizeof(*e->done));
-			}
-			e->done[e->ndone++] = f->d[i];
-		}
-		free(f->d);
-		f->d = NULL;
-		db_failed(e, f->error);
-	} else {
-		finished(e, f->n, f->ready, f->retry);
-	}
-	finish_work_free(f);
-}
-
-static int flush_done(struct engine *e)
-{
-	int ready = 0, error;
-	int64_t retry = 0, t0;
-	struct store_result *v;
-
-	if (e->ndone == 0 || e->finishing)
-		return FERRY_OK;
-	if (e->ndone >= FINISH_ON_POOL && e->workers && !e->draining) {
-		struct finish_work *f = xcalloc(1, sizeof(*f));
-		f->w.run = finish_work_run;
-		f->w.done = finish_work_done;
-		f->owner = e->owner;
-		f->d = e->done;
-		f->n = e->ndone;
-		e->done = NULL;
-		e->ndone = e->capdone = 0;
-		e->finishing = 1;
-		workers_submit(e->workers, &f->w);
-		return FERRY_OK;
-	}
-	v = xmalloc((size_t)e->ndone * sizeof(*v));
-	for (int i = 0; i < e->ndone; i++)
-		v[i] = e->done[i].r;
-	t0 = clock_mono_us();
-	error = store_finish(e->conn, e->owner, v, e->ndone, &ready, &retry);
-	metrics_observe(H_FINISH, (double)(clock_mono_us() - t0) / 1e6);
-	flog_debug("finished %d attempts in %lld us, %d steps ready", e->ndone,
-		   (long long)(clock_mono_us() - t0), ready);
-	free(v);
-	if (error < 0) {
-		flog_error("recording %d finished attempts: %s", e->ndone, ferry_error_last());
-		return db_failed(e, error);
-	}
-	for (int i = 0; i < e->ndone; i++) {
-		free(e->done[i].reason);
-		step_result_dispose(&e->done[i].res);
-		free(e->done[i].cache_key);
-	}
-	finished(e, e->ndone, ready, retry);
-	e->ndone = 0;
-	return FERRY_OK;
 }
 
 /*
@@ -802,7 +642,7 @@ static int flush_records(struct engine *e)
 		flog_error("recording %d started attempts (kept, written again after the reconnect): %s",
 			   e->nrecs, ferry_error_last());
 		EXEC_FAULT("record-failed");
-		return db_failed(e, error);
+		return engine_db_failed(e, error);
 	}
 	for (int i = 0; i < e->nrecs; i++) {
 		free(e->recs[i].handle);
@@ -921,9 +761,7 @@ static void drop_work(struct work *w)
 {
 	if (w->task)
 		w->task->free(w);
-	else if (w->done == finish_work_done)
-		finish_work_free((struct finish_work *)w);
-	else
+	else if (!engine_finish_work_drop(w))
 		step_work_free(w);
 }
 
@@ -1128,7 +966,7 @@ static int claim(struct engine *e)
 	flog_debug("claimed %d steps in %lld us", n, (long long)(clock_mono_us() - t0));
 	if (error < 0) {
 		flog_error("claiming ready steps: %s", ferry_error_last());
-		return db_failed(e, error);
+		return engine_db_failed(e, error);
 	}
 	metrics_add(M_STEPS_DISPATCHED, (uint64_t)n);
 	/* a full batch means there may be more: come back without waiting */
@@ -1204,7 +1042,7 @@ int engine_tick(struct engine *e, int64_t max_wait_ms)
 		if (e->deferred == NULL)
 			e->next_deferred = now + 1000; /* a worker that cannot connect: not in a loop */
 	}
-	if (now >= e->db_retry_at && (flush_records(e) < 0 || flush_done(e) < 0))
+	if (now >= e->db_retry_at && (flush_records(e) < 0 || engine_flush_done(e) < 0))
 		goto next;
 	write_notes(e);
 	if (e->retry_wall_ms && clock_wall_ms() >= e->retry_wall_ms) {
@@ -1218,7 +1056,7 @@ int engine_tick(struct engine *e, int64_t max_wait_ms)
 		engine_task_due_later(e, &poll_task, now);
 		if (claim(e) < 0)
 			goto next;
-		if ((e->type->flags & EXF_NO_SLOTS) && flush_done(e) < 0)
+		if ((e->type->flags & EXF_NO_SLOTS) && engine_flush_done(e) < 0)
 			goto next;
 	}
 	if (e->stop_check && e->njobs > 0)
@@ -1277,7 +1115,7 @@ void engine_release(struct engine *e)
 		take_work(e);
 	}
 	flush_records(e);
-	flush_done(e);
+	engine_flush_done(e);
 	if (e->njobs > 0) {
 		flog_info("handing %d running job%s over through their leases", e->njobs,
 			  e->njobs == 1 ? "" : "s");

@@ -84,6 +84,19 @@ struct engine {
 void engine_push_done(struct engine *e, int64_t step_id, int attempt, enum attempt_outcome outcome,
 		      int exit_code, int signal, char *reason);
 
+/*
+ * Writes the queued results (engine_finish.c): one ferry_finish on the loop's
+ * connection, or a large batch handed to the pool; FERRY_OK or the error
+ * (engine_db_failed has delayed the next try).
+ */
+int engine_flush_done(struct engine *e);
+
+/* Frees w when it is a batch of results the pool did not hand back; 0 when it is not one. */
+int engine_finish_work_drop(struct work *w);
+
+/* A statement failed: counts it, delays the next try by the poll period, notes a lost connection. */
+int engine_db_failed(struct engine *e, int error);
+
 /* Queues a record of a started attempt's handle and directory; takes handle and dir. */
 void engine_push_record(struct engine *e, int64_t step_id, int attempt, const char *executor,
 			char *handle, char *dir);
