@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "exec/exec.h"
 #include "lib/metrics.h"
 #include "lib/states.h"
 #include "lib/util.h"
@@ -66,7 +67,8 @@ static void finished(struct engine *e, int n, int ready, int64_t retry)
  * its own while PostgreSQL closes this one: two backends at work where one
  * alternated between the two statements. One batch at a time (e->finishing);
  * results that come meanwhile wait for the next flush. A batch that could not
- * be written goes back to the queue, for the loop to write. Small batches (a
+ * be written goes back to the queue, for the loop to write (the next batch
+ * too: the pool is tried again once the loop has written one). Small batches (a
  * chain's one result) stay on the loop: a hand-over would only add to a hop.
  */
 #define FINISH_ON_POOL 64
@@ -89,7 +91,10 @@ static void finish_work_run(struct work *w, PGconn *conn)
 
 	for (int i = 0; i < f->n; i++)
 		v[i] = f->d[i].r;
-	if (conn == NULL || PQstatus(conn) != CONNECTION_OK) {
+	if (EXEC_FAULT("finish-pool")) {
+		f->error = FERRY_EDB;
+		f->why = xstrdup("fault injected: closing results on the pool failed");
+	} else if (conn == NULL || PQstatus(conn) != CONNECTION_OK) {
 		f->error = FERRY_EDB;
 		f->why = xstrdup("the worker's connection is down");
 	} else if ((f->error = store_finish(conn, f->owner, v, f->n, &f->ready, &f->retry)) < 0) {
@@ -127,6 +132,7 @@ static void finish_work_done(struct work *w, void *ctx)
 		}
 		free(f->d);
 		f->d = NULL;
+		e->finish_on_loop = 1; /* until the loop has written a batch: a pool that keeps failing is not tried again and again */
 		engine_db_failed(e, f->error);
 	} else {
 		finished(e, f->n, f->ready, f->retry);
@@ -142,7 +148,7 @@ int engine_flush_done(struct engine *e)
 
 	if (e->ndone == 0 || e->finishing)
 		return FERRY_OK;
-	if (e->ndone >= FINISH_ON_POOL && e->workers && !e->draining) {
+	if (e->ndone >= FINISH_ON_POOL && e->workers && !e->draining && !e->finish_on_loop) {
 		struct finish_work *f = xcalloc(1, sizeof(*f));
 		f->w.run = finish_work_run;
 		f->w.done = finish_work_done;
@@ -175,6 +181,7 @@ int engine_flush_done(struct engine *e)
 	}
 	finished(e, e->ndone, ready, retry);
 	e->ndone = 0;
+	e->finish_on_loop = 0;
 	return FERRY_OK;
 }
 

@@ -62,7 +62,8 @@ struct engine {
 	int nrecs, caprecs;
 	struct workers *workers; /* the pool for slow step work, or NULL (done inline) */
 	int inflight;          /* items in the pool: claimed steps not yet started or finished */
-	int finishing;         /* a batch of results being closed on the pool (engine.c, flush_done) */
+	int finishing;         /* a batch of results being closed on the pool (engine_finish.c) */
+	int finish_on_loop;    /* the pool failed a batch: the loop writes the next */
 	struct work *deferred; /* items that found the database unreachable: submitted again */
 	int64_t next_deferred; /* … at most once a second */
 	int claim_now, stop_check, draining;

@@ -14,8 +14,9 @@
  * engine drops a SIGCHLD unlooked-at), "record-failed"
  * (right after a failed record), "docker-shim-gone" (a docker job's supervisor
  * found dead, its end not recorded), "expanding" (a foreach step's children
- * are being written: one batch is, the next is not) and "registering" (a
- * register step's work, on a worker thread). It also registers the "test" executor
+ * are being written: one batch is, the next is not), "registering" (a
+ * register step's work, on a worker thread) and "finish-pool" (a batch of
+ * results being closed on a worker's connection: fail makes it fail). It also registers the "test" executor
  * type: the local executor with each hook call appended to
  * $FERRY_HOME/test-executor.log, so a test sees the engine go through the
  * table and nothing else.

@@ -291,6 +291,22 @@ Y
 # Every SIGCHLD the daemon gets is lost (fault injection): a job's end is still seen, by the look
 # at every job every 200 ms (a make test's run had a one-line job "running" for 20 s, its end
 # never looked at: the jobs that are the daemon's children were looked at only on a SIGCHLD)
+# a batch of results closed on a worker's connection (a fan-out's, 64 or more) that fails comes
+# back to the queue, and the loop writes the next batch itself (ferryd-test fails every batch on
+# the pool): before, every batch went to the pool again and the run never ended
+test_fault_finish_on_the_pool_fails_the_loop_writes_it() {
+	FERRYD=ferryd-test start_daemon a FERRY_FAULT=fail:finish-pool FERRY_FAULT_TIMES=1000000 FERRY_EXECUTOR=noop
+	id=$(submit "$(wf poolfail <<'Y'
+name: poolfail
+steps:
+  - {name: each, foreach: {range: 600}, command: [noop]}
+Y
+)")
+	wait_run "$id" succeeded 30
+	assert_eq "$(sql "SELECT count(*), count(*) FILTER (WHERE a.state = 'succeeded') FROM attempts a JOIN steps s ON s.id = a.step_id WHERE s.run_id = $id AND s.parent_id IS NOT NULL")" "600|600" "each item ran once, and succeeded"
+	grep -q 'fault injected: closing results on the pool failed' "$FERRY_HOME/ferryd-a.log" || fail "no batch went to the pool: the fault was not there"
+}
+
 test_fault_lost_sigchld_job_end_still_seen() {
 	FERRYD=ferryd-test start_daemon a FERRY_FAULT=fail:sigchld FERRY_FAULT_TIMES=1000000
 	id=$(submit "$(wf lost <<'Y'
