@@ -726,10 +726,10 @@ static void step_work_run(struct work *w, PGconn *conn)
 	if (sw->what == PREPARE) {
 		store_claim_parse(sw->c); /* off the loop (store_claim) */
 		sw->finished = prepare_step(&sw->res, &sw->key, conn, sw->e, sw->c, sw->dir);
-	}
-	else
+	} else {
 		job_done_with(&sw->res, conn, sw->e, sw->step_id, sw->run_id, sw->attempt, sw->name,
 			      sw->dir, sw->ctx);
+	}
 }
 
 static void start_job(struct engine *e, struct store_claim *c, char *key);
@@ -981,8 +981,7 @@ static int claim(struct engine *e)
 			start_job(e, &c[i], NULL);
 			continue;
 		}
-		/* its JSON is parsed by the worker (step_work_run), not here */
-		/* the step handlers may be slow (webhooks, copies, fingerprints): off the loop */
+		/* the step handlers may be slow (webhooks, copies, fingerprints): off the loop, its JSON parsed there too */
 		w = xcalloc(1, sizeof(*w));
 		step_result_init(&w->res);
 		w->w.run = step_work_run;

@@ -18,17 +18,22 @@
 #include "store/store.h"
 #include "store/workers.h"
 
-/* Queues how an attempt ended; written by the next flush. */
-void engine_push_done(struct engine *e, int64_t step_id, int attempt, enum attempt_outcome outcome,
-		      int exit_code, int sig, char *reason)
+/* A new slot at the end of the queue, its contents the caller's to fill. */
+static struct done *done_slot(struct engine *e)
 {
-	struct done *d;
-
 	if (e->ndone == e->capdone) {
 		e->capdone = e->capdone ? e->capdone * 2 : 64;
 		e->done = xrealloc(e->done, (size_t)e->capdone * sizeof(*e->done));
 	}
-	d = &e->done[e->ndone++];
+	return &e->done[e->ndone++];
+}
+
+/* Queues how an attempt ended; written by the next flush. */
+void engine_push_done(struct engine *e, int64_t step_id, int attempt, enum attempt_outcome outcome,
+		      int exit_code, int sig, char *reason)
+{
+	struct done *d = done_slot(e);
+
 	memset(d, 0, sizeof(*d));
 	step_result_init(&d->res);
 	d->reason = reason;
@@ -40,15 +45,14 @@ void engine_push_done(struct engine *e, int64_t step_id, int attempt, enum attem
 	d->r.reason = reason;
 }
 
-/* The results of d (n of them) written: their owned parts freed, the array too. */
-static void done_free(struct done *d, int n)
+/* The results of d (n of them) written: their owned parts freed (not the array). */
+static void done_dispose(struct done *d, int n)
 {
 	for (int i = 0; i < n; i++) {
 		free(d[i].reason);
 		step_result_dispose(&d[i].res);
 		free(d[i].cache_key);
 	}
-	free(d);
 }
 
 /* What a ferry_finish that closed results asks of the loop: a claim, a retry's wake-up. */
@@ -107,7 +111,8 @@ static void finish_work_run(struct work *w, PGconn *conn)
 static void finish_work_free(struct finish_work *f)
 {
 	if (f->d)
-		done_free(f->d, f->n);
+		done_dispose(f->d, f->n);
+	free(f->d);
 	free(f->why);
 	free(f);
 }
@@ -123,13 +128,8 @@ static void finish_work_done(struct work *w, void *ctx)
 	flog_debug("finished %d attempts in %lld us on the pool, %d steps ready", f->n, (long long)f->us, f->ready);
 	if (f->error < 0) {
 		flog_error("recording %d finished attempts: %s", f->n, f->why ? f->why : "?");
-		for (int i = 0; i < f->n; i++) {
-			if (e->ndone == e->capdone) {
-				e->capdone = e->capdone ? e->capdone * 2 : 64;
-				e->done = xrealloc(e->done, (size_t)e->capdone * sizeof(*e->done));
-			}
-			e->done[e->ndone++] = f->d[i];
-		}
+		for (int i = 0; i < f->n; i++)
+			*done_slot(e) = f->d[i];
 		free(f->d);
 		f->d = NULL;
 		e->finish_on_loop = 1; /* until the loop has written a batch: a pool that keeps failing is not tried again and again */
@@ -174,11 +174,7 @@ int engine_flush_done(struct engine *e)
 		flog_error("recording %d finished attempts: %s", e->ndone, ferry_error_last());
 		return engine_db_failed(e, error);
 	}
-	for (int i = 0; i < e->ndone; i++) {
-		free(e->done[i].reason);
-		step_result_dispose(&e->done[i].res);
-		free(e->done[i].cache_key);
-	}
+	done_dispose(e->done, e->ndone);
 	finished(e, e->ndone, ready, retry);
 	e->ndone = 0;
 	e->finish_on_loop = 0;
