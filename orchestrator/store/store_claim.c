@@ -161,6 +161,9 @@ int store_step_view(struct store_claim *out, struct store_step_last *last, PGcon
 		return FERRY_ENOTFOUND;
 	}
 	claim_row(out, res, 0);
+	/* column 10 is the step's state here, not GPUs: a view claims none (it was read as its GPUs and leaked) */
+	free(out->gpus);
+	out->gpus = NULL;
 	if (out->inputs == NULL)
 		out->inputs = json_object();
 	last->state = store_dupval(res, 0, 10);
