@@ -41,7 +41,8 @@ static struct deploy_version ver(const char *name, int ord, int weight, int want
 		.version = xstrdup(name), .ord = ord, .weight = weight, .want_replicas = want, .state = st,
 		.replicas = xcalloc(n + 1, sizeof(*v.replicas)), .nreplicas = n,
 	};
-	memcpy(v.replicas, reps, n * sizeof(*reps));
+	if (n > 0) /* reps may be NULL for none: memcpy's source must not be (UBSan) */
+		memcpy(v.replicas, reps, n * sizeof(*reps));
 	return v;
 }
 
@@ -49,7 +50,8 @@ static struct deployment dep(const char *name, enum deploy_state st, size_t n, c
 {
 	struct deployment d = {.id = 1, .name = xstrdup(name), .model = xstrdup("m"), .port = 8080, .state = st,
 			       .versions = xcalloc(n + 1, sizeof(*d.versions)), .nversions = n};
-	memcpy(d.versions, vs, n * sizeof(*vs));
+	if (n > 0)
+		memcpy(d.versions, vs, n * sizeof(*vs));
 	return d;
 }
 
