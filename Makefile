@@ -1,5 +1,5 @@
 # Ferry — build, install dependencies, test, demo, bench, fuzz.
-#   make            build bin/ferryd and bin/ferry
+#   make            build bin/ferryd, bin/ferry and bin/ferry-shim
 #   make deps       install the Debian packages (apt-get; idempotent)
 #   make check      banned functions, layers (tests/check-layers.sh), the README reference
 #   make test       deps + check + build + unit, integration and browser tests
@@ -55,7 +55,7 @@ DEB_RUN := postgresql postgresql-client curl procps jq python3 python3-sklearn w
 
 .PHONY: all deps check test unit integration demo bench fuzz clean variant install
 
-all: bin/ferryd bin/ferry
+all: bin/ferryd bin/ferry bin/ferry-shim
 
 # Relink when switching between plain and sanitized builds.
 build/variant: variant
@@ -74,6 +74,20 @@ bin/ferryd-test: $(B)/orchestrator/daemon/ferryd.o $(B)/tests/fault/fault.o $(AP
 bin/ferry: $(CLI_OBJ) $(ENGINE_OBJ) build/variant
 	@mkdir -p bin
 	$(CC) $(LDFLAGS) -o $@ $(filter %.o,$^) $(LDLIBS)
+
+# the local executor's supervisor of a job (orchestrator/daemon/ferry_shim.c), spawned beside
+# ferryd: static, as it starts with the job's environment (no dynamic loader to obey LD_PRELOAD),
+# never sanitized (the sanitizers' runtimes are not static), its few objects built apart and
+# what they do not call dropped (util.c's digests and logmask.c's JSON are not linked)
+SHIM_SRC := orchestrator/daemon/ferry_shim.c orchestrator/exec/exec_shim.c orchestrator/exec/logmask.c \
+	orchestrator/lib/util.c
+build/shim/%.o: %.c
+	@mkdir -p $(dir $@)
+	$(CC) -O2 -g -std=c11 -D_GNU_SOURCE $(WARN) -I. -Iorchestrator -MMD -MP -ffunction-sections -fdata-sections -c -o $@ $<
+
+bin/ferry-shim: $(SHIM_SRC:%.c=build/shim/%.o)
+	@mkdir -p bin
+	$(CC) -static -Wl,--gc-sections -o $@ $^
 
 # The directories are prerequisites too, so adding or removing a file regenerates.
 $(B)/db/migrations.c: $(MIGRATIONS) db/migrations db/gen-sql.sh
@@ -168,10 +182,10 @@ PREFIX ?= /usr/local
 DESTDIR ?=
 install:
 	@# what `make` built, as it is (never rebuilt here: a test installs beside the suite's binaries)
-	@test -x bin/ferryd -a -x bin/ferry || { echo "install: bin/ferryd and bin/ferry are missing: run make first" >&2; exit 1; }
+	@test -x bin/ferryd -a -x bin/ferry -a -x bin/ferry-shim || { echo "install: bin/ferryd, bin/ferry or bin/ferry-shim is missing: run make first" >&2; exit 1; }
 	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/lib/systemd/system \
 		$(DESTDIR)$(PREFIX)/share/man/man1 $(DESTDIR)$(PREFIX)/share/man/man8 $(DESTDIR)$(PREFIX)/share/doc/ferry
-	install -m 0755 bin/ferryd bin/ferry $(DESTDIR)$(PREFIX)/bin/
+	install -m 0755 bin/ferryd bin/ferry bin/ferry-shim $(DESTDIR)$(PREFIX)/bin/
 	sed 's|@PREFIX@|$(PREFIX)|g' deploy/ferryd.service >$(DESTDIR)$(PREFIX)/lib/systemd/system/ferryd.service
 	chmod 0644 $(DESTDIR)$(PREFIX)/lib/systemd/system/ferryd.service
 	help2man --no-info --section 8 --name "Ferry's daemon: ML workflows, their jobs and deployments" \

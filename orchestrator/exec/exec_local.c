@@ -1,7 +1,10 @@
 /*
  * exec_local — the local process executor, the `local` row of the executor
- * table (see exec.h). It forks a small supervisor (the shim) per attempt:
- * the shim starts a new session (so the job is one process group the engine
+ * table (see exec.h). It starts a small supervisor (the shim, bin/ferry-shim,
+ * exec_shim_run) per attempt with posix_spawn, which copies nothing of the
+ * daemon (a fork copied its page tables: +1-3 ms a job at 20-50 MB
+ * resident, paid on the engine loop and growing with the daemon's memory;
+ * a fork is still the fallback where ferry-shim is missing): the shim starts a new session (so the job is one process group the engine
  * can signal), writes its pid and start time to DIR/status, starts the
  * command (vfork + exec) with stdout and stderr appended to DIR/log (through
  * a pipe it copies with the step's secrets masked, logmask.h, when the
@@ -11,9 +14,9 @@
  * it could record the handle in the database. The handle is
  * {"pid": PID, "start": TICKS}.
  *
- * The child side of fork() runs in a possibly multi-threaded process, so
- * between fork and exec it only makes async-signal-safe calls on data
- * prepared beforehand.
+ * The child side of the fallback's fork() runs in a possibly
+ * multi-threaded process, so between fork and exec it only makes
+ * async-signal-safe calls on data prepared beforehand.
  */
 #include "exec/exec.h"
 
@@ -26,6 +29,9 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <dirent.h>
+#include <limits.h>
+#include <pthread.h>
+#include <spawn.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -109,117 +115,6 @@ static void free_vec(char **v)
 
 static int read_status_file(const char *dir, pid_t *pid, int64_t *start, int *exit_code, int *sig);
 
-/* The shim: runs in the forked child, never returns. */
-static void shim(char **argv, char **envp, const char *cwd, const char *log, const char *status,
-		 struct logmask *mask)
-{
-	sigset_t none;
-	int logfd, nullfd, st = 0, fd, pipefd[2] = {-1, -1};
-	pid_t pid;
-	char buf[64];
-	size_t n;
-
-	sigemptyset(&none);
-	sigprocmask(SIG_SETMASK, &none, NULL);
-	for (int s = 1; s < NSIG; s++)
-		signal(s, SIG_DFL);
-	setsid();
-	/* none of the daemon's descriptors (listening socket, database) leak into jobs */
-	close_range(3, ~0U, 0);
-	logfd = open(log, O_WRONLY | O_CREAT | O_APPEND, 0644);
-	nullfd = open("/dev/null", O_RDONLY);
-	/*
-	 * DIR/status: one line with the handle before the command can run
-	 * (exec.h), one with how it ended after; a reader that finds no end
-	 * line while the shim lives knows the job runs. One file, no rename:
-	 * a job's files cost inodes, and inode creation is what bounds the
-	 * local executor's rate (the dispatch_local benchmark).
-	 */
-	fd = open(status, O_WRONLY | O_CREAT | O_TRUNC | O_APPEND, 0644);
-	if (fd >= 0)
-		exec_shim_write_pid(fd);
-	/* a job with secrets writes into a pipe; the shim masks their values on the way to DIR/log */
-	if (mask && logfd >= 0 && pipe2(pipefd, O_CLOEXEC) < 0) {
-		static const char msg[] = "ferry: cannot make the pipe that masks secrets in this log\n";
-		(void)fd_write_all(logfd, msg, sizeof(msg) - 1);
-		if (fd >= 0)
-			(void)fd_write_all(fd, "exit 126\n", 9);
-		_exit(0);
-	}
-	/* vfork: the child only rearranges descriptors and execs, so nothing is copied */
-	pid = vfork();
-	if (pid == 0) {
-		if (nullfd >= 0)
-			dup2(nullfd, 0);
-		if (pipefd[1] >= 0) {
-			dup2(pipefd[1], 1);
-			dup2(pipefd[1], 2);
-		} else if (logfd >= 0) {
-			dup2(logfd, 1);
-			dup2(logfd, 2);
-		}
-		close_range(3, ~0U, 0); /* the status descriptor too */
-		if (exec_user_drop() < 0) {
-			static const char msg[] = "ferry: cannot switch to the job user (FERRY_JOB_USER)\n";
-			(void)fd_write_all(2, msg, sizeof(msg) - 1);
-			_exit(126);
-		}
-		if (chdir(cwd) < 0) {
-			static const char msg[] = "ferry: cannot enter the working directory (it must be "
-						  "readable and searchable by the job's user)\n";
-			(void)fd_write_all(2, msg, sizeof(msg) - 1);
-			_exit(126);
-		}
-		execvpe(argv[0], argv, envp);
-		{
-			/* what execve said, in words (no strerror: this is a vfork child) */
-			static const char msg1[] = "ferry: cannot execute ";
-			static const char e2big[] = ": its arguments and environment are too large for the kernel "
-						    "(E2BIG: at most 128 KiB a value, about 2 MiB in all); pass large "
-						    "inputs in a file, not a param or env value\n";
-			static const char eacces[] = ": permission denied (not executable, or a directory on its "
-						     "path is not searchable by the job's user)\n";
-			static const char enoexec[] = ": not an executable format (a script needs a #! line)\n";
-			static const char enoent[] = ": command not found or not executable\n";
-			int e = errno;
-			const char *m = e == E2BIG ? e2big : e == EACCES ? eacces : e == ENOEXEC ? enoexec : enoent;
-			(void)fd_write_all(2, msg1, sizeof(msg1) - 1);
-			(void)fd_write_all(2, argv[0], strlen(argv[0]));
-			(void)fd_write_all(2, m, strlen(m));
-			_exit(e == ENOENT || e == ENOTDIR ? 127 : 126);
-		}
-	}
-	/* the shim stays to record the result, whatever the group is sent */
-	signal(SIGTERM, SIG_IGN);
-	signal(SIGINT, SIG_IGN);
-	signal(SIGHUP, SIG_IGN);
-	if (pipefd[1] >= 0)
-		close(pipefd[1]);
-	if (pid < 0) {
-		st = 127 << 8;
-		if (pipefd[0] >= 0)
-			close(pipefd[0]);
-	} else if (pipefd[0] >= 0) {
-		st = logmask_pump(mask, pipefd[0], logfd, pid);
-	} else {
-		while (waitpid(pid, &st, 0) < 0 && errno == EINTR)
-			;
-	}
-	if (WIFSIGNALED(st)) {
-		memcpy(buf, "signal ", 7);
-		n = 7 + exec_shim_fmt(buf + 7, WTERMSIG(st));
-	} else {
-		memcpy(buf, "exit ", 5);
-		n = 5 + exec_shim_fmt(buf + 5, WEXITSTATUS(st));
-	}
-	buf[n++] = '\n';
-	if (fd >= 0) {
-		(void)fd_write_all(fd, buf, n);
-		close(fd);
-	}
-	_exit(0);
-}
-
 int exec_local_cmd_make(struct exec_local_cmd *x, const struct exec_spec *c, const char *dir,
 			const char *out, const char *ckpt)
 {
@@ -298,6 +193,110 @@ static int warm_or_note(const struct exec_spec *c, const struct exec_local_cmd *
 	return 0;
 }
 
+static const char *shim_path;
+static pthread_once_t shim_once = PTHREAD_ONCE_INIT;
+
+/* bin/ferry-shim beside this program (ferryd, or ferry for `ferry dev`), if it is there. */
+static void find_shim(void)
+{
+	static char path[PATH_MAX];
+	ssize_t n = readlink("/proc/self/exe", path, sizeof(path) - sizeof("/ferry-shim"));
+	char *slash;
+
+	if (n <= 0)
+		return;
+	path[n] = '\0';
+	if ((slash = strrchr(path, '/')) == NULL)
+		return;
+	snprintf(slash, sizeof(path) - (size_t)(slash - path), "/ferry-shim");
+	if (access(path, X_OK) == 0)
+		shim_path = path;
+	else
+		flog_warn("%s is missing: each local job's supervisor is a fork of this process instead "
+			  "(slower as its memory grows; make install puts ferry-shim beside ferryd)", path);
+}
+
+/* The type's per-daemon state: none; the shim looked for at the start, where its absence is said once. */
+static void *local_init(const char *home)
+{
+	(void)home;
+	pthread_once(&shim_once, find_shim);
+	return NULL;
+}
+
+/*
+ * Starts the shim of command x: bin/ferry-shim through posix_spawn (the
+ * kernel's vfork: nothing of the daemon's memory is copied), its own
+ * session from the start (so kill(-pid) reaches it at once), every signal
+ * unblocked and at its default; a fork of the daemon where ferry-shim is
+ * missing. Its pid, or -1 with the error set.
+ */
+static pid_t start_shim(const struct exec_local_cmd *x, const struct exec_spec *c, const char *log,
+			const char *status, struct logmask *mask)
+{
+	const struct exec_user *u = exec_user_get();
+	posix_spawnattr_t attr;
+	sigset_t none, all;
+	size_t nargs = 0, k = 0;
+	char **argv;
+	const char *key;
+	json_t *v;
+	pid_t pid;
+	int rc;
+
+	pthread_once(&shim_once, find_shim);
+	if (shim_path == NULL) {
+		pid = fork();
+		if (pid < 0) {
+			ferry_error_set("fork: %s", strerror(errno));
+			return -1;
+		}
+		if (pid == 0) {
+			struct exec_shim_user su = {u ? u->uid : 0, u ? u->gid : 0, u ? u->ngroups : 0, u ? u->groups : NULL};
+			exec_shim_run(x->argv, x->envp, x->cwd, log, status, mask, u ? &su : NULL);
+		}
+		setpgid(pid, pid); /* also done by the shim's setsid; closes the race for kill(-pid) */
+		return pid;
+	}
+	while (x->argv[nargs])
+		nargs++;
+	argv = xcalloc(nargs + 2 * json_object_size(c->secrets) + 16, sizeof(*argv));
+	argv[k++] = xstrdup("ferry-shim");
+	if (u) {
+		char groups[sizeof(u->groups) / sizeof(u->groups[0]) * 12 + 1];
+		size_t len = 0;
+		for (int i = 0; i < u->ngroups; i++)
+			len += (size_t)snprintf(groups + len, sizeof(groups) - len, "%s%d", i ? "," : "", (int)u->groups[i]);
+		argv[k++] = xstrdup("-u"), argv[k++] = xasprintf("%d", (int)u->uid);
+		argv[k++] = xstrdup("-g"), argv[k++] = xasprintf("%d", (int)u->gid);
+		if (u->ngroups > 0)
+			argv[k++] = xstrdup("-G"), argv[k++] = xstrdup(groups);
+	}
+	/* the secrets by name: the shim reads their values from the job's environment (build_env put them last) */
+	json_object_foreach(c->secrets, key, v)
+		argv[k++] = xstrdup("-m"), argv[k++] = xstrdup(key);
+	argv[k++] = xstrdup("--");
+	argv[k++] = xstrdup(log), argv[k++] = xstrdup(status), argv[k++] = xstrdup(x->cwd);
+	for (size_t i = 0; i < nargs; i++)
+		argv[k++] = xstrdup(x->argv[i]);
+	sigemptyset(&none);
+	sigfillset(&all);
+	posix_spawnattr_init(&attr);
+	posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETSID | POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF);
+	posix_spawnattr_setsigmask(&attr, &none);
+	posix_spawnattr_setsigdefault(&attr, &all);
+	rc = posix_spawn(&pid, shim_path, NULL, &attr, argv, x->envp);
+	posix_spawnattr_destroy(&attr);
+	for (size_t i = 0; i < k; i++)
+		free(argv[i]);
+	free(argv);
+	if (rc != 0) {
+		ferry_error_set("starting %s: %s", shim_path, strerror(rc));
+		return -1;
+	}
+	return pid;
+}
+
 int exec_local_start(struct exec_job *job, const struct exec_spec *c)
 {
 	struct exec_local_cmd x = {0};
@@ -324,14 +323,8 @@ int exec_local_start(struct exec_job *job, const struct exec_spec *c)
 		job->child = exec_proc_stat(st, sizeof(st), pid) == 0 && exec_stat_field(st, 4, &ppid) == 0 &&
 			     ppid == (long long)getpid();
 	} else {
-		pid = fork();
-		if (pid < 0) {
-			ferry_error_set("fork: %s", strerror(errno));
+		if ((pid = start_shim(&x, c, log, status, mask)) < 0)
 			goto out;
-		}
-		if (pid == 0)
-			shim(x.argv, x.envp, x.cwd, log, status, mask);
-		setpgid(pid, pid); /* also done by the shim's setsid; closes the race for kill(-pid) */
 		job->pid_start = exec_pid_start(pid);
 		job->child = 1;
 	}
@@ -598,6 +591,7 @@ static void local_tick(void *inst, const char *home)
 const struct exec_type exec_local = {
 	.name = "local",
 	.flags = EXF_SERVICES | EXF_SECRETS,
+	.init = local_init,
 	.start = local_start,
 	.poll = local_poll,
 	.signal = local_signal,

@@ -5,10 +5,15 @@
  */
 #include "exec/exec_shim.h"
 
+#include <errno.h>
 #include <fcntl.h>
+#include <signal.h>
 #include <string.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
+#include "exec/logmask.h"
 #include "lib/util.h"
 
 size_t exec_shim_fmt(char *buf, long long v)
@@ -86,4 +91,126 @@ void exec_shim_put_line(int fd, const char *word, long long n, int with_n)
 	}
 	buf[len++] = '\n';
 	(void)fd_write_all(fd, buf, len);
+}
+
+int exec_shim_drop(const struct exec_shim_user *u)
+{
+	/* raw system calls: glibc's set*id wrappers synchronise threads, which a vfork child must not */
+	if (u == NULL)
+		return 0;
+	if (syscall(SYS_setgroups, (size_t)u->ngroups, u->groups) < 0 ||
+	    syscall(SYS_setresgid, u->gid, u->gid, u->gid) < 0 ||
+	    syscall(SYS_setresuid, u->uid, u->uid, u->uid) < 0)
+		return -1;
+	return 0;
+}
+
+_Noreturn void exec_shim_run(char **argv, char **envp, const char *cwd, const char *log, const char *status,
+		   struct logmask *mask, const struct exec_shim_user *u)
+{
+	sigset_t none;
+	int logfd, nullfd, st = 0, fd, pipefd[2] = {-1, -1};
+	pid_t pid;
+	char buf[64];
+	size_t n;
+
+	sigemptyset(&none);
+	sigprocmask(SIG_SETMASK, &none, NULL);
+	for (int s = 1; s < NSIG; s++)
+		signal(s, SIG_DFL);
+	setsid();
+	/* none of the daemon's descriptors (listening socket, database) leak into jobs */
+	close_range(3, ~0U, 0);
+	logfd = open(log, O_WRONLY | O_CREAT | O_APPEND, 0644);
+	nullfd = open("/dev/null", O_RDONLY);
+	/*
+	 * DIR/status: one line with the handle before the command can run
+	 * (exec.h), one with how it ended after; a reader that finds no end
+	 * line while the shim lives knows the job runs. One file, no rename:
+	 * a job's files cost inodes, and inode creation is what bounds the
+	 * local executor's rate (the dispatch_local benchmark).
+	 */
+	fd = open(status, O_WRONLY | O_CREAT | O_TRUNC | O_APPEND, 0644);
+	if (fd >= 0)
+		exec_shim_write_pid(fd);
+	/* a job with secrets writes into a pipe; the shim masks their values on the way to DIR/log */
+	if (mask && logfd >= 0 && pipe2(pipefd, O_CLOEXEC) < 0) {
+		static const char msg[] = "ferry: cannot make the pipe that masks secrets in this log\n";
+		(void)fd_write_all(logfd, msg, sizeof(msg) - 1);
+		if (fd >= 0)
+			(void)fd_write_all(fd, "exit 126\n", 9);
+		_exit(0);
+	}
+	/* vfork: the child only rearranges descriptors and execs, so nothing is copied */
+	pid = vfork();
+	if (pid == 0) {
+		if (nullfd >= 0)
+			dup2(nullfd, 0);
+		if (pipefd[1] >= 0) {
+			dup2(pipefd[1], 1);
+			dup2(pipefd[1], 2);
+		} else if (logfd >= 0) {
+			dup2(logfd, 1);
+			dup2(logfd, 2);
+		}
+		close_range(3, ~0U, 0); /* the status descriptor too */
+		if (exec_shim_drop(u) < 0) {
+			static const char msg[] = "ferry: cannot switch to the job user (FERRY_JOB_USER)\n";
+			(void)fd_write_all(2, msg, sizeof(msg) - 1);
+			_exit(126);
+		}
+		if (chdir(cwd) < 0) {
+			static const char msg[] = "ferry: cannot enter the working directory (it must be "
+						  "readable and searchable by the job's user)\n";
+			(void)fd_write_all(2, msg, sizeof(msg) - 1);
+			_exit(126);
+		}
+		execvpe(argv[0], argv, envp);
+		{
+			/* what execve said, in words (no strerror: this is a vfork child) */
+			static const char msg1[] = "ferry: cannot execute ";
+			static const char e2big[] = ": its arguments and environment are too large for the kernel "
+						    "(E2BIG: at most 128 KiB a value, about 2 MiB in all); pass large "
+						    "inputs in a file, not a param or env value\n";
+			static const char eacces[] = ": permission denied (not executable, or a directory on its "
+						     "path is not searchable by the job's user)\n";
+			static const char enoexec[] = ": not an executable format (a script needs a #! line)\n";
+			static const char enoent[] = ": command not found or not executable\n";
+			int e = errno;
+			const char *m = e == E2BIG ? e2big : e == EACCES ? eacces : e == ENOEXEC ? enoexec : enoent;
+			(void)fd_write_all(2, msg1, sizeof(msg1) - 1);
+			(void)fd_write_all(2, argv[0], strlen(argv[0]));
+			(void)fd_write_all(2, m, strlen(m));
+			_exit(e == ENOENT || e == ENOTDIR ? 127 : 126);
+		}
+	}
+	/* the shim stays to record the result, whatever the group is sent */
+	signal(SIGTERM, SIG_IGN);
+	signal(SIGINT, SIG_IGN);
+	signal(SIGHUP, SIG_IGN);
+	if (pipefd[1] >= 0)
+		close(pipefd[1]);
+	if (pid < 0) {
+		st = 127 << 8;
+		if (pipefd[0] >= 0)
+			close(pipefd[0]);
+	} else if (pipefd[0] >= 0) {
+		st = logmask_pump(mask, pipefd[0], logfd, pid);
+	} else {
+		while (waitpid(pid, &st, 0) < 0 && errno == EINTR)
+			;
+	}
+	if (WIFSIGNALED(st)) {
+		memcpy(buf, "signal ", 7);
+		n = 7 + exec_shim_fmt(buf + 7, WTERMSIG(st));
+	} else {
+		memcpy(buf, "exit ", 5);
+		n = 5 + exec_shim_fmt(buf + 5, WEXITSTATUS(st));
+	}
+	buf[n++] = '\n';
+	if (fd >= 0) {
+		(void)fd_write_all(fd, buf, n);
+		close(fd);
+	}
+	_exit(0);
 }

@@ -21,6 +21,7 @@
  * would need a user per run, which this does not do.
  */
 #include "exec/exec.h"
+#include "exec/exec_shim.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -234,14 +235,9 @@ static void job_path(void)
 
 int exec_user_drop(void)
 {
-	/* raw system calls: glibc's set*id wrappers synchronise threads, which a vfork child must not */
-	if (!job_user.active)
-		return 0;
-	if (syscall(SYS_setgroups, (size_t)job_user.ngroups, job_user.groups) < 0 ||
-	    syscall(SYS_setresgid, job_user.gid, job_user.gid, job_user.gid) < 0 ||
-	    syscall(SYS_setresuid, job_user.uid, job_user.uid, job_user.uid) < 0)
-		return -1;
-	return 0;
+	struct exec_shim_user u = {job_user.uid, job_user.gid, job_user.ngroups, job_user.groups};
+
+	return exec_shim_drop(job_user.active ? &u : NULL);
 }
 
 /* Whether the job user may read REAL (resolved): every directory above it searchable, itself readable (and searchable if a directory). */

@@ -50,31 +50,26 @@ static void add_value(struct logmask *m, const char *s, size_t n)
 	m->len[m->n++] = n;
 }
 
-struct logmask *logmask_new(const json_t *secrets)
+/* A secret's value, and each line of a multi-line one (a key file: a program may print one). */
+static void add_secret(struct logmask *m, const char *s)
 {
-	struct logmask *m;
-	const char *key;
-	json_t *val;
+	const char *line, *end;
 
-	if (!json_is_object(secrets) || json_object_size(secrets) == 0)
-		return NULL;
-	m = xcalloc(1, sizeof(*m));
-	json_object_foreach((json_t *)secrets, key, val) {
-		const char *s = json_string_value(val), *line, *end;
-		if (s == NULL)
-			continue;
-		add_value(m, s, strlen(s));
-		/* a multi-line value (a key file): each of its lines too, as a program may print one */
-		for (line = s; strchr(s, '\n') && *line; line = *end ? end + 1 : end) {
-			size_t k;
-			end = line + strcspn(line, "\n");
-			k = (size_t)(end - line);
-			if (k > 0 && line[k - 1] == '\r')
-				k--;
-			if (k >= LOGMASK_MIN_LEN)
-				add_value(m, line, k);
-		}
+	add_value(m, s, strlen(s));
+	for (line = s; strchr(s, '\n') && *line; line = *end ? end + 1 : end) {
+		size_t k;
+		end = line + strcspn(line, "\n");
+		k = (size_t)(end - line);
+		if (k > 0 && line[k - 1] == '\r')
+			k--;
+		if (k >= LOGMASK_MIN_LEN)
+			add_value(m, line, k);
 	}
+}
+
+/* The masker of what m holds, ready to copy; NULL (m freed) when it holds nothing. */
+static struct logmask *ready(struct logmask *m)
+{
 	if (m->n == 0) {
 		logmask_free(m);
 		return NULL;
@@ -90,6 +85,35 @@ struct logmask *logmask_new(const json_t *secrets)
 	m->cap = LOGMASK_BUF + m->maxlen;
 	m->buf = xmalloc(m->cap);
 	return m;
+}
+
+struct logmask *logmask_new(const json_t *secrets)
+{
+	struct logmask *m;
+	const char *key;
+	json_t *val;
+
+	if (!json_is_object(secrets) || json_object_size(secrets) == 0)
+		return NULL;
+	m = xcalloc(1, sizeof(*m));
+	json_object_foreach((json_t *)secrets, key, val) {
+		if (json_string_value(val))
+			add_secret(m, json_string_value(val));
+	}
+	return ready(m);
+}
+
+struct logmask *logmask_new_values(const char *const *values, size_t n)
+{
+	struct logmask *m;
+
+	if (n == 0)
+		return NULL;
+	m = xcalloc(1, sizeof(*m));
+	for (size_t i = 0; i < n; i++)
+		if (values[i])
+			add_secret(m, values[i]);
+	return ready(m);
 }
 
 void logmask_free(struct logmask *m)

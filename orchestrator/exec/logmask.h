@@ -27,6 +27,8 @@ struct logmask;
 
 /* A masker for the values of secrets ({"NAME": "value"}); NULL when there is nothing to mask. */
 struct logmask *logmask_new(const json_t *secrets);
+/* The same for the values themselves (the shim's: bin/ferry-shim reads them from its environment). */
+struct logmask *logmask_new_values(const char *const *values, size_t n);
 void logmask_free(struct logmask *m);
 /* The values masked (each secret's, and each line of a multi-line one), longest first: a JSON array of strings. */
 json_t *logmask_values(const struct logmask *m);

@@ -7,7 +7,7 @@ test_install_and_run_as_the_unit_says() {
 	make -C "$ROOT" -s install DESTDIR="$root" PREFIX=/usr/local >"$FERRY_HOME/install.log" 2>&1 ||
 		{ cat "$FERRY_HOME/install.log"; fail "make install"; }
 	unit="$root/usr/local/lib/systemd/system/ferryd.service"
-	for f in usr/local/bin/ferryd usr/local/bin/ferry usr/local/share/man/man8/ferryd.8.gz \
+	for f in usr/local/bin/ferryd usr/local/bin/ferry usr/local/bin/ferry-shim usr/local/share/man/man8/ferryd.8.gz \
 		usr/local/share/man/man1/ferry.1.gz usr/local/share/doc/ferry/README.md; do
 		[ -s "$root/$f" ] || fail "make install left out $f"
 	done

@@ -87,6 +87,66 @@ Y
 	assert_match "$(cat "$FERRY_HOME/ferryd-c.log")" "FERRY_JOB_USER=root: jobs run as root" "with a warning"
 }
 
+# A local job's supervisor (its shim) is bin/ferry-shim, spawned: not a fork
+# of the daemon, which copied the daemon's page tables for every job (1-3 ms
+# each at 20-50 MB, on the engine loop). It runs as root with the job's
+# environment, which the workflow chooses: it is static, so no dynamic
+# loader obeys an LD_PRELOAD there. Where ferry-shim is missing beside
+# ferryd, the daemon says so and forks as before.
+test_isolation_supervisor_is_the_static_shim() {
+	local probe
+	probe=$(mktemp -d /tmp/ferry-preload.XXXXXX)
+	chmod 755 "$probe"
+	mkdir -m 1777 "$probe/out"
+	cat >"$probe/p.c" <<'C'
+#include <stdio.h>
+#include <stdlib.h>
+#include <unistd.h>
+__attribute__((constructor)) static void probe(void)
+{
+	char exe[512] = "";
+	ssize_t n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
+	FILE *f = fopen(getenv("PROBE_OUT"), "a");
+	if (n > 0)
+		exe[n] = 0;
+	if (f) {
+		fprintf(f, "%s uid=%d\n", exe, (int)getuid());
+		fclose(f);
+	}
+}
+C
+	cc -shared -fPIC -o "$probe/p.so" "$probe/p.c" || fail "cannot build the preload probe"
+	start_daemon a FERRY_JOB_USER=
+	id=$(submit "$(sed "s|@DIR@|$probe|g" <<'Y' | wf shim
+name: shim
+steps:
+  - name: s
+    env: {LD_PRELOAD: @DIR@/p.so, PROBE_OUT: @DIR@/out/loaded}
+    command: [sh, -c, 'echo "parent: $(tr "\0" " " </proc/$PPID/cmdline)"; echo "user: $(id -un)"']
+Y
+)")
+	wait_run "$id" succeeded 30
+	log=$(cat "$FERRY_HOME/runs/$id/s/1/log")
+	assert_match "$log" "parent: ferry-shim -u $(id -u ferry-job) -g $(id -g ferry-job) .*-- $FERRY_HOME/runs/$id/s/1/log " \
+		"the job's parent is ferry-shim, told the job user and the attempt's files"
+	assert_match "$log" "user: ferry-job" "the job runs as the job user"
+	assert_match "$(cat "$probe/out/loaded")" "uid=$(id -u ferry-job)" "the preload reached the job's own programs"
+	if grep -E "uid=0|ferry-shim" "$probe/out/loaded"; then
+		fail "LD_PRELOAD ran code as root, in the shim"
+	fi
+	stop_daemon a
+	# ferryd alone, without ferry-shim beside it: a fork of the daemon supervises
+	mkdir "$FERRY_HOME/alone"
+	cp "$(command -v ferryd)" "$FERRY_HOME/alone/ferryd"
+	FERRYD="$FERRY_HOME/alone/ferryd" start_daemon b FERRY_JOB_USER=
+	assert_match "$(cat "$FERRY_HOME/ferryd-b.log")" "alone/ferry-shim is missing: each local job's supervisor is a fork of this process" \
+		"the daemon says the shim is missing"
+	id=$(submit "$FERRY_HOME/shim.yaml")
+	wait_run "$id" succeeded 30
+	assert_match "$(cat "$FERRY_HOME/runs/$id/s/1/log")" "parent: $FERRY_HOME/alone/ferryd " "the fork's command line is ferryd's"
+	rm -rf "$probe"
+}
+
 # the embedded cluster (no FERRY_DATABASE_URL): password only, and out of a job's reach
 test_isolation_embedded_postgres_wants_a_password() {
 	local home="$FERRY_HOME/e" sock

@@ -103,6 +103,23 @@ static void test_logmask__overlaps_lines_and_nothing(void **state)
 	json_decref(sec);
 }
 
+/* The shim's masker (bin/ferry-shim: the values from its environment) masks as the daemon's did. */
+static void test_logmask__from_values_as_from_secrets(void **state)
+{
+	const char *values[] = {"abcdef", NULL, "-----BEGIN KEY-----\r\nMIIEvQIBADAN\n-----END KEY-----", "cdef"};
+	struct logmask *m = logmask_new_values(values, 4);
+	char *out;
+
+	(void)state;
+	assert_non_null(m);
+	out = masked(m, (const char *const[]){"abcdef cdef abcde got MIIEvQIBADAN here"}, 1);
+	assert_string_equal(out, "*** *** abcde got *** here");
+	free(out);
+	logmask_free(m);
+	assert_null(logmask_new_values(values, 0));
+	assert_null(logmask_new_values((const char *const[]){NULL, ""}, 2));
+}
+
 /* A real child writes the value in pieces with pauses; the pump masks it and returns its status. */
 static void test_logmask__pump_from_a_child(void **state)
 {
@@ -191,6 +208,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_logmask__values_masked_whole_and_split),
 		cmocka_unit_test(test_logmask__overlaps_lines_and_nothing),
+		cmocka_unit_test(test_logmask__from_values_as_from_secrets),
 		cmocka_unit_test(test_logmask__pump_from_a_child),
 		cmocka_unit_test(test_seal__round_trip_bound_to_name_and_key),
 	};
