@@ -224,12 +224,32 @@ static void *local_init(const char *home)
 	return NULL;
 }
 
+/* The shim as a fork of this process (ferry-shim missing, or its exec refused). */
+static pid_t fork_shim(const struct exec_local_cmd *x, const char *log, const char *status, struct logmask *mask)
+{
+	const struct exec_user *u = exec_user_get();
+	pid_t pid = fork();
+
+	if (pid < 0) {
+		ferry_error_set("fork: %s", strerror(errno));
+		return -1;
+	}
+	if (pid == 0) {
+		struct exec_shim_user su = {u ? u->uid : 0, u ? u->gid : 0, u ? u->ngroups : 0, u ? u->groups : NULL};
+		exec_shim_run(x->argv, x->envp, x->cwd, log, status, mask, u ? &su : NULL);
+	}
+	setpgid(pid, pid); /* also done by the shim's setsid; closes the race for kill(-pid) */
+	return pid;
+}
+
 /*
  * Starts the shim of command x: bin/ferry-shim through posix_spawn (the
  * kernel's vfork: nothing of the daemon's memory is copied), its own
  * session from the start (so kill(-pid) reaches it at once), every signal
  * unblocked and at its default; a fork of the daemon where ferry-shim is
- * missing. Its pid, or -1 with the error set.
+ * missing, or where the kernel refuses the command's arguments and
+ * environment (E2BIG: that shim's exec of the command fails, and its log
+ * says why). Its pid, or -1 with the error set.
  */
 static pid_t start_shim(const struct exec_local_cmd *x, const struct exec_spec *c, const char *log,
 			const char *status, struct logmask *mask)
@@ -245,19 +265,8 @@ static pid_t start_shim(const struct exec_local_cmd *x, const struct exec_spec *
 	int rc;
 
 	pthread_once(&shim_once, find_shim);
-	if (shim_path == NULL) {
-		pid = fork();
-		if (pid < 0) {
-			ferry_error_set("fork: %s", strerror(errno));
-			return -1;
-		}
-		if (pid == 0) {
-			struct exec_shim_user su = {u ? u->uid : 0, u ? u->gid : 0, u ? u->ngroups : 0, u ? u->groups : NULL};
-			exec_shim_run(x->argv, x->envp, x->cwd, log, status, mask, u ? &su : NULL);
-		}
-		setpgid(pid, pid); /* also done by the shim's setsid; closes the race for kill(-pid) */
-		return pid;
-	}
+	if (shim_path == NULL)
+		return fork_shim(x, log, status, mask);
 	while (x->argv[nargs])
 		nargs++;
 	argv = xcalloc(nargs + 2 * json_object_size(c->secrets) + 16, sizeof(*argv));
@@ -290,6 +299,9 @@ static pid_t start_shim(const struct exec_local_cmd *x, const struct exec_spec *
 	for (size_t i = 0; i < k; i++)
 		free(argv[i]);
 	free(argv);
+	/* too large for the kernel: the fork's shim fails the command's exec and says so in its log (E2BIG) */
+	if (rc == E2BIG)
+		return fork_shim(x, log, status, mask);
 	if (rc != 0) {
 		ferry_error_set("starting %s: %s", shim_path, strerror(rc));
 		return -1;
