@@ -27,7 +27,7 @@
 
 extern char **environ;
 
-enum { MAX_SECRETS = 256, MAX_GROUPS = 32 };
+enum { MAX_GROUPS = 32 }; /* exec_user's: a user's first 32 groups */
 
 static _Noreturn void usage(const char *why)
 {
@@ -61,11 +61,13 @@ static const char *last_value(const char *name)
 
 int main(int argc, char **argv)
 {
-	const char *secrets[MAX_SECRETS];
+	const char **secrets = calloc((size_t)argc, sizeof(*secrets)); /* at most one per option */
 	gid_t groups[MAX_GROUPS];
 	struct exec_shim_user user = {0, 0, 0, groups};
 	int nsecrets = 0, has_user = 0, i;
 
+	if (secrets == NULL)
+		usage("out of memory");
 	for (i = 1; i < argc && strcmp(argv[i], "--") != 0; i += 2) {
 		const char *opt = argv[i], *val = i + 1 < argc ? argv[i + 1] : NULL;
 		if (val == NULL)
@@ -77,6 +79,8 @@ int main(int argc, char **argv)
 			user.gid = (gid_t)number(val);
 		} else if (strcmp(opt, "-G") == 0) {
 			char *list = strdup(val), *save = NULL;
+			if (list == NULL)
+				usage("out of memory");
 			for (char *g = strtok_r(list, ",", &save); g; g = strtok_r(NULL, ",", &save)) {
 				if (user.ngroups == MAX_GROUPS)
 					usage("more than 32 groups");
@@ -84,8 +88,6 @@ int main(int argc, char **argv)
 			}
 			free(list);
 		} else if (strcmp(opt, "-m") == 0) {
-			if (nsecrets == MAX_SECRETS)
-				usage("more than 256 secrets");
 			secrets[nsecrets++] = last_value(val);
 		} else {
 			usage("an unknown option");
