@@ -265,6 +265,45 @@ static void test_hang__unknown_counters(void **state)
  * alone it is busy for ever; by its demand it is spinning. A job whose
  * compute varies varies in demand too: busy.
  */
+/*
+ * A job computing one second in two, looked at late on a busy machine: the
+ * looks that reached the window (100, 97.2, then a 2.3 s look's 56.4, its
+ * busy and idle seconds averaged) were flat enough for variance=400 and
+ * high: it was suspected, then killed as hung (a make test's
+ * test_monitor_varying_cpu_without_io_is_never_hung). Three looks where the
+ * window should hold eight judge nothing; once the looks come again, a job
+ * that does spin is still found.
+ */
+static void test_hang__late_looks_judge_nothing(void **state)
+{
+	struct sim s;
+	int i;
+
+	(void)state;
+	sim_init(&s);
+	s.c.flat_var = 400;
+	/* quiet, varying: busy */
+	for (i = 0; i < 40; i++) {
+		s.demand = (i / 4) % 2 ? 100 : 0;
+		assert_int_not_equal(step(&s, 250, 0, (i / 4) % 2 ? 12 : 0), HV_SUSPECTED);
+	}
+	assert_int_equal(s.d.state, HS_QUIET);
+	s.demand = 100;
+	assert_int_not_equal(step(&s, 470, 0, 10), HV_SUSPECTED);
+	s.demand = 97.2;
+	assert_int_not_equal(step(&s, 470, 0, 13.8), HV_SUSPECTED);
+	s.demand = 56.4;
+	assert_int_not_equal(step(&s, 2340, 0, 0.4), HV_SUSPECTED);
+	assert_int_equal(s.d.state, HS_QUIET);
+	assert_non_null(strstr(s.d.why, "gathering"));
+	s.demand = 55.3;
+	assert_int_not_equal(step(&s, 380, 0, 8), HV_SUSPECTED);
+	/* the looks come again, and it spins: suspected */
+	s.demand = 99.5;
+	assert_in_range(until(&s, HV_SUSPECTED, 5000, 0, 10), 250, 3250);
+	assert_non_null(strstr(s.d.why, "spinning"));
+}
+
 static void test_hang__spinning_by_demand_under_contention(void **state)
 {
 	static const double share[] = {37, 86, 52, 71, 44, 83, 60, 39, 77, 66};
@@ -521,6 +560,7 @@ int main(void)
 		cmocka_unit_test(test_hang__cleared_then_again),
 		cmocka_unit_test(test_hang__disabled),
 		cmocka_unit_test(test_hang__unknown_counters),
+		cmocka_unit_test(test_hang__late_looks_judge_nothing),
 		cmocka_unit_test(test_hang__spinning_by_demand_under_contention),
 		cmocka_unit_test(test_hang__suspicion_holds_through_noise),
 		cmocka_unit_test(test_hang__metrics_cadence),
