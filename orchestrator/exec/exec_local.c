@@ -4,8 +4,9 @@
  * exec_shim_run) per attempt with posix_spawn, which copies nothing of the
  * daemon (a fork copied its page tables: +1-3 ms a job at 20-50 MB
  * resident, paid on the engine loop and growing with the daemon's memory;
- * a fork is still the fallback where ferry-shim is missing): the shim starts a new session (so the job is one process group the engine
- * can signal), writes its pid and start time to DIR/status, starts the
+ * a fork is still the fallback where ferry-shim is missing). The shim
+ * starts a new session (so the job is one process group the engine can
+ * signal), writes its pid and start time to DIR/status, starts the
  * command (vfork + exec) with stdout and stderr appended to DIR/log (through
  * a pipe it copies with the step's secrets masked, logmask.h, when the
  * step has any), waits for it and appends how it ended to DIR/status. Because the shim outlives
