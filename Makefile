@@ -81,9 +81,10 @@ bin/ferry: $(CLI_OBJ) $(ENGINE_OBJ) build/variant
 # what they do not call dropped (util.c's digests and logmask.c's JSON are not linked)
 SHIM_SRC := orchestrator/daemon/ferry_shim.c orchestrator/exec/exec_shim.c orchestrator/exec/logmask.c \
 	orchestrator/lib/util.c
+SHIM_CFLAGS = $(filter-out -fsanitize=% -fno-sanitize-recover=%,$(CFLAGS)) -ffunction-sections -fdata-sections
 build/shim/%.o: %.c
 	@mkdir -p $(dir $@)
-	$(CC) -O2 -g -std=c11 -D_GNU_SOURCE $(WARN) -I. -Iorchestrator -MMD -MP -ffunction-sections -fdata-sections -c -o $@ $<
+	$(CC) $(SHIM_CFLAGS) -c -o $@ $<
 
 bin/ferry-shim: $(SHIM_SRC:%.c=build/shim/%.o)
 	@mkdir -p bin

@@ -94,9 +94,8 @@ Y
 # loader obeys an LD_PRELOAD there. Where ferry-shim is missing beside
 # ferryd, the daemon says so and forks as before.
 test_isolation_supervisor_is_the_static_shim() {
-	local probe
-	probe=$(mktemp -d /tmp/ferry-preload.XXXXXX)
-	chmod 755 "$probe"
+	local probe=$FERRY_HOME/preload
+	mkdir -m 755 "$probe"
 	mkdir -m 1777 "$probe/out"
 	cat >"$probe/p.c" <<'C'
 #include <stdio.h>
@@ -144,7 +143,6 @@ Y
 	id=$(submit "$FERRY_HOME/shim.yaml")
 	wait_run "$id" succeeded 30
 	assert_match "$(cat "$FERRY_HOME/runs/$id/s/1/log")" "parent: $FERRY_HOME/alone/ferryd " "the fork's command line is ferryd's"
-	rm -rf "$probe"
 }
 
 # the embedded cluster (no FERRY_DATABASE_URL): password only, and out of a job's reach
