@@ -28,6 +28,7 @@
 
 #define HAP_LOG_KEYS 64
 #define READ_PAUSE_MS 10
+#define HAP_LOG_MIN_QLEN 128 /* datagrams; see warn_small_queue */
 #define LINEAR_MS 100
 #define GROWTH 1.05
 #define NBUCKETS 300 /* 100 linear + 200 × 5% reaches past 1.7 × 10^6 ms */
@@ -296,12 +297,41 @@ static void *reader_main(void *arg)
 				hap_log_feed(buf, now);
 			}
 			/* then a pause, so that a busy proxy's lines are read in bursts (at most 100
-			 * wake-ups a second, not one a request); the socket's queue (net.unix.max_dgram_qlen,
-			 * 512 by default) holds READ_PAUSE_MS of lines up to ~50,000 requests/s */
+			 * wake-ups a second, not one a request); the socket's queue (net.unix.max_dgram_qlen
+			 * datagrams: 512 where systemd sets it, as on Debian) holds READ_PAUSE_MS of lines up
+			 * to ~50,000 requests/s */
 			usleep(READ_PAUSE_MS * 1000);
 		}
 	}
 	return NULL;
+}
+
+/*
+ * A unix datagram socket queues at most net.unix.max_dgram_qlen datagrams,
+ * whatever its buffer's size: the kernel's default is 10, which systemd
+ * raises to 512. With 10, a reader held up for a second (a loaded host, its
+ * pages read back from disk) loses the lines of any proxy serving over ten
+ * requests a second, and the live figures count fewer requests than were
+ * served: said once, at start.
+ */
+static void warn_small_queue(void)
+{
+	static int said;
+	FILE *f;
+	long qlen = -1;
+
+	if (said || (f = fopen("/proc/sys/net/unix/max_dgram_qlen", "r")) == NULL)
+		return;
+	if (fscanf(f, "%ld", &qlen) != 1)
+		qlen = -1;
+	fclose(f);
+	if (qlen >= 0 && qlen < HAP_LOG_MIN_QLEN) {
+		said = 1;
+		flog_warn("deploy: net.unix.max_dgram_qlen is %ld: HAProxy's request log loses lines whenever "
+			 "ferryd reads %ld of them late, and live figures undercount; set it to 512 (sysctl -w "
+			 "net.unix.max_dgram_qlen=512, systemd's default)",
+			 qlen, qlen + 1);
+	}
 }
 
 int hap_log_start(const char *dir)
@@ -335,6 +365,7 @@ int hap_log_start(const char *dir)
 		int sz = 4 << 20;
 		(void)setsockopt(sockfd, SOL_SOCKET, SO_RCVBUF, &sz, sizeof(sz));
 	}
+	warn_small_queue();
 	if (pthread_create(&reader, NULL, reader_main, NULL) != 0) {
 		ferry_error_set("HAProxy's log reader: cannot start a thread");
 		close(sockfd), close(wake[0]), close(wake[1]);

@@ -73,6 +73,17 @@ if [ "$(id -u)" = 0 ] && getent passwd ferry-job >/dev/null &&
 	echo "integration: ferry-job cannot read $ROOT (a directory above it is closed to that user): jobs run as root in this run, but for the isolation tests"
 	export FERRY_JOB_USER=root
 fi
+# HAProxy hands each request's log line to ferryd as a datagram
+# (orchestrator/deploy/hap_log.c), and the kernel queues at most
+# net.unix.max_dgram_qlen of them: 10 unless set, 512 where systemd sets it
+# (a Debian host). With 10, a daemon held up for a second on a loaded run
+# loses lines (cc68, cc70: 195 and 198 of 200 requests counted). Raised to
+# systemd's 512 for the run, as root, and put back after.
+QLEN_WAS=
+if [ "$(id -u)" = 0 ] && q=$(cat /proc/sys/net/unix/max_dgram_qlen 2>/dev/null) && [ "$q" -lt 512 ] &&
+	echo 512 2>/dev/null >/proc/sys/net/unix/max_dgram_qlen; then
+	QLEN_WAS=$q
+fi
 # A sanitized build (make SANITIZE=…) forks and lays graphs out many times
 # slower: the DAG picture's layout deadline (dag_svg.c, 10 s) is raised so a
 # 2,000-step picture is not called too big for the build's sake.
@@ -108,6 +119,7 @@ cleanup() {
 	done
 	pg_stop_now "$SUITE/pg"
 	pkill -9 -f "$SUITE/" 2>/dev/null
+	[ -z "$QLEN_WAS" ] || echo "$QLEN_WAS" 2>/dev/null >/proc/sys/net/unix/max_dgram_qlen
 	# the suite's files (some 2 GB of test databases and homes) are removed in
 	# the background: make test does not wait for the disk (it did, ~10 s)
 	if [ -z "${KEEP:-}" ]; then

@@ -637,7 +637,19 @@ PY
 		sleep 0.1
 	done
 	echo "client p50 $c50 p90 $c90 p99 $c99; proxy $live"
-	assert_eq "$(echo "$live" | json 'j["requests"] >= 200')" true "every request counted: $live"
+	# a line HAProxy could not hand to ferryd (its socket's queue full: run.sh raises
+	# net.unix.max_dgram_qlen) is counted in its DroppedLogs: said with a count short of 200
+	dropped=$(python3 - "$FERRY_HOME/haproxy/admin.sock" <<'PY'
+import socket, sys
+s = socket.socket(socket.AF_UNIX)
+s.connect(sys.argv[1]); s.sendall(b"show info\n")
+out = b""
+while (b := s.recv(65536)):
+    out += b
+print(next((l.split(":")[1].strip() for l in out.decode().splitlines() if l.startswith("DroppedLogs:")), "?"))
+PY
+)
+	assert_eq "$(echo "$live" | json 'j["requests"] >= 200')" true "every request counted (HAProxy dropped $dropped log lines): $live"
 	assert_eq "$(echo "$live" | json 'j["error_rate"]')" 0.0 "no 5xx"
 	# p99 of 200 is the second slowest: one pause of the client's own on a loaded machine (a loaded
 	# clean clone's run: the client's p99 191 ms, the proxy's 118, p90 109 and 102) is in the client's figure
