@@ -274,13 +274,27 @@ export class StepPanel {
     const attempt = this.attempt || s.attempts;
     if (!attempt || s.kind === 'gate' || s.kind === 'label') return null;
     const a = (s.attempt_list || []).find((x) => x.attempt === attempt);
-    const key = `${s.name}#${attempt}#${a ? a.state : ''}`;
-    if (this.monitor && this.monitor.key === key) return this.monitor.el;
-    this.stopCurves();
-    const box = el('div', { id: 'monitor' });
+    const key = `${s.name}#${attempt}`;
+    const astate = a ? a.state : '';
     // an attempt that ended moments ago: asked once more, for what the monitor read after the end
     const justEnded = !!a && a.state !== 'running' && !!a.finished_at && Date.now() - Date.parse(a.finished_at) < 60000;
-    const mon = { key, el: box, charts: new Map(), timer: 0, live: !!a && a.state === 'running', more: justEnded ? 1 : 0 };
+    if (this.monitor && this.monitor.key === key) {
+      // the same attempt in another state (it ended): its panel and charts stay as they are, asked
+      // again at once (a new panel was empty until its answer came: the charts blinked out when the
+      // job ended, and a reader between the two found no watchpoint list)
+      const mon = this.monitor;
+      if (mon.astate !== astate) {
+        mon.astate = astate;
+        clearTimeout(mon.timer);
+        mon.live = astate === 'running';
+        mon.more = justEnded ? 1 : 0;
+        mon.load();
+      }
+      return mon.el;
+    }
+    this.stopCurves();
+    const box = el('div', { id: 'monitor' });
+    const mon = { key, astate, el: box, charts: new Map(), timer: 0, live: astate === 'running', more: justEnded ? 1 : 0 };
     this.monitor = mon;
     const url = `/runs/${this.runId}/steps/${encodeURIComponent(s.name)}/monitor?attempt=${attempt}`;
     uplot().catch(() => {}); // the chart library loads while the monitor is asked for, not after
@@ -291,6 +305,7 @@ export class StepPanel {
       if (mon.live) mon.timer = setTimeout(load, CURVES_MS);
       else if (mon.more-- > 0) mon.timer = setTimeout(load, CURVES_MS / 2);
     }).catch((e) => { if (!quiet(e)) box.replaceChildren(); });
+    mon.load = load;
     load();
     return box;
   }

@@ -47,6 +47,9 @@ await test('training curves appear, grow while the step writes metrics, and mark
   await loss.locator('canvas').waitFor();
   await page.locator('#curves figure[data-metric="accuracy"] canvas').waitFor();
   const first = Number(await loss.getAttribute('data-points'));
+  // the panel of the running attempt, marked: the same one shows the attempt once it ended (a new,
+  // empty one until its answer came made the charts blink out, and the watch list was not there)
+  await page.evaluate(() => { document.querySelector('#monitor').dataset.mark = 'running'; });
   writeFileSync(GO, '');
   // while it runs, the chart is fed again (every 2 s): more points without a new page
   await page.waitForFunction((n) => {
@@ -61,6 +64,8 @@ await test('training curves appear, grow while the step writes metrics, and mark
     const c = document.querySelector('#curves figure[data-metric="loss"] figcaption');
     return c && /80 values/.test(c.textContent);
   }).catch(async (e) => { throw new Error(`${e.message}; the panel says: ${await page.locator("#monitor").innerText()}; errors: ${consoleErrors.join(" | ")}`); });
+  eq(await page.evaluate(() => document.querySelector('#monitor').dataset.mark), 'running',
+    'the running attempt\'s panel and charts stay when it ends');
   const caption = await loss.locator('figcaption').innerText();
   assert(/1 not a finite number/.test(caption), `the NaN is said: ${caption}`);
   assert(/watchpoint fired/.test(caption), `the fired rule is said: ${caption}`);
