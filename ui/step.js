@@ -100,8 +100,21 @@ export class StepPanel {
       item ? el('button', { type: 'button', id: 'log-own', onclick: () => { this.logOf = null; this.attempt = null; this.render(this.lastRun, false); } },
         `Show ${s.name}'s own`) : null), this.logPart(item ? { name: item.name, attempts: item.attempts,
       attempt_list: [{ attempt: item.attempts, state: item.running ? 'running' : 'done' }] } : s));
+    // a re-render (each change of the run) moves the parts it keeps (the log view, the charts) and
+    // remakes the others: the field being typed in keeps the focus and its selection — moved or
+    // remade, it lost them, and what was typed next went nowhere (a log search typed while the
+    // run changed lost its letters)
+    const had = this.container.contains(document.activeElement) ? document.activeElement : null;
+    const sel = had && typeof had.selectionStart === 'number' ? [had.selectionStart, had.selectionEnd] : null;
     this.container.replaceChildren(...parts.filter(Boolean));
     if (fresh) this.container.querySelector('#detail-h').focus();
+    else if (had && had !== document.activeElement) {
+      const again = had.isConnected ? had : had.id ? this.container.querySelector(`#${CSS.escape(had.id)}`) : null;
+      if (again) {
+        again.focus({ preventScroll: true });
+        try { if (sel) again.setSelectionRange(sel[0], sel[1]); } catch { /* a field without a text selection */ }
+      }
+    }
   }
 
   // A waiting step: what it waits for (a labelling task's details) and the continue box.
