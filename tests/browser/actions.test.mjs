@@ -291,7 +291,8 @@ steps:
     eq(await page.inputValue('#log-search'), 'LOSS 0.', 'what was typed before and after the redraw');
     // search: every match marked, Enter moves to the next
     await page.fill('#log-search', 'LOSS 0.');
-    // (this wait timed out twice in clean-clone runs, cause unknown: say what the page showed)
+    // (this wait timed out in clean-clone runs: a redraw of the panel took the fill's focus, kept since;
+    // should it time out again, say what the page showed)
     await page.locator('#log-count', { hasText: 'of 10' }).waitFor().catch(async (e) => {
       const count = await page.locator('#log-count').innerText().catch(() => '?');
       const shown = await page.locator('#log').innerText().catch(() => '?');
