@@ -195,17 +195,17 @@ static void print_statements(int n)
 	PGresult *r;
 
 	snprintf(sql, sizeof(sql),
-		 "SELECT calls, round((total_exec_time / greatest(calls, 1))::numeric, 3), "
+		 "SELECT calls, round((total_exec_time / greatest(calls, 1))::numeric, 3), round(total_exec_time::numeric), "
 		 "       round((total_plan_time / greatest(calls, 1))::numeric, 3), plans, "
 		 "       regexp_replace(left(query, 110), '\\s+', ' ', 'g') "
 		 "FROM pg_stat_statements ORDER BY total_exec_time + total_plan_time DESC LIMIT %d", n);
 	r = PQexec(conn, sql);
 	if (PQresultStatus(r) != PGRES_TUPLES_OK)
 		fprintf(stderr, "bench: pg_stat_statements: %s", PQerrorMessage(conn));
-	fprintf(stderr, "%7s %9s %9s %6s  query\n", "calls", "exec_ms", "plan_ms", "plans");
+	fprintf(stderr, "%7s %9s %8s %9s %6s  query\n", "calls", "exec_ms", "total", "plan_ms", "plans");
 	for (int i = 0; PQresultStatus(r) == PGRES_TUPLES_OK && i < PQntuples(r); i++)
-		fprintf(stderr, "%7s %9s %9s %6s  %s\n", PQgetvalue(r, i, 0), PQgetvalue(r, i, 1),
-			PQgetvalue(r, i, 2), PQgetvalue(r, i, 3), PQgetvalue(r, i, 4));
+		fprintf(stderr, "%7s %9s %8s %9s %6s  %s\n", PQgetvalue(r, i, 0), PQgetvalue(r, i, 1),
+			PQgetvalue(r, i, 2), PQgetvalue(r, i, 3), PQgetvalue(r, i, 4), PQgetvalue(r, i, 5));
 	PQclear(r);
 }
 
@@ -495,7 +495,7 @@ int main(int argc, char **argv)
 	int runs = 200, width = 48, c, slow = 0, artifact_mb = 1024, chain_len = 0, warm = 0;
 	const char *foreach_sizes = NULL;
 	const char *scale = NULL;
-	char home[] = "/tmp/ferry-bench.XXXXXX", *conninfo = NULL, *yaml, *jobs = NULL;
+	char *home, *conninfo = NULL, *yaml, *jobs = NULL;
 	double sps, hop50, hop99, r2r50, r2r99, rss;
 	int64_t chain_id, first_c;
 	pid_t daemon;
@@ -525,12 +525,20 @@ int main(int argc, char **argv)
 	}
 	cmd = strcmp(executor, "noop") == 0 ? "noop" : "/bin/true";
 	flog_setup(FLOG_WARN, 0);
+	/* under TMPDIR when set (the daemon's home, its database and the jobs' directories), else /tmp */
+	home = xasprintf("%s/ferry-bench.XXXXXX", getenv("TMPDIR") && *getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp");
 	if (mkdtemp(home) == NULL || chmod(home, 0755) < 0)
 		return 1;
 	unsetenv("FERRY_DATABASE_URL");
 	if (db_conninfo(&conninfo, home) < 0 || db_connect(&conn, conninfo) < 0 || db_migrate(conn) < 0) {
 		fprintf(stderr, "bench: %s\n", ferry_error_last());
 		return 1;
+	}
+	if (getenv("BENCH_SQL")) {
+		PGresult *r = PQexec(conn, getenv("BENCH_SQL"));
+		if (PQresultStatus(r) != PGRES_COMMAND_OK && PQresultStatus(r) != PGRES_TUPLES_OK)
+			fprintf(stderr, "bench: BENCH_SQL: %s", PQerrorMessage(conn));
+		PQclear(r);
 	}
 	/*
 	 * BENCH_AUTO_EXPLAIN=MS: the daemon's statements slower than MS ms are
