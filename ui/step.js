@@ -109,7 +109,10 @@ export class StepPanel {
     this.container.replaceChildren(...parts.filter(Boolean));
     if (fresh) this.container.querySelector('#detail-h').focus();
     else if (had && had !== document.activeElement) {
-      const again = had.isConnected ? had : had.id ? this.container.querySelector(`#${CSS.escape(had.id)}`) : null;
+      // the same element, moved; or a field remade under the same id (not a heading or a button:
+      // focused again at each change of the run, a screen reader would say it each time)
+      const again = had.isConnected ? had : had.id && had.matches('input, textarea, select')
+        ? this.container.querySelector(`#${CSS.escape(had.id)}`) : null;
       if (again) {
         again.focus({ preventScroll: true });
         try { if (sel) again.setSelectionRange(sel[0], sel[1]); } catch { /* a field without a text selection */ }
