@@ -83,6 +83,11 @@ Y
 	out=$(ferry delete "$b") || fail "ferry delete of a stopped run: $out"
 	assert_eq "$out" "run $b deleted" "ferry delete says what it did"
 	assert_eq "$(sql "SELECT count(*) FROM runs WHERE id = $b")" 0 "the stopped run is gone"
+	# its steps, their attempts and queue entries with it (migration 0037's statement triggers)
+	assert_eq "$(sql "SELECT (SELECT count(*) FROM steps s WHERE NOT EXISTS (SELECT 1 FROM runs r WHERE r.id = s.run_id))
+	                       + (SELECT count(*) FROM attempts a WHERE NOT EXISTS (SELECT 1 FROM steps s WHERE s.id = a.step_id))
+	                       + (SELECT count(*) FROM step_queue q WHERE NOT EXISTS (SELECT 1 FROM steps s WHERE s.id = q.step_id))")" 0 \
+		"no step, attempt or queue entry of a deleted run left"
 	[ -e "$FERRY_HOME/runs/$b" ] && fail "the stopped run's directory is still there"
 	ferry delete --help | grep -q "ferry delete RUN" || fail "ferry delete --help"
 	kill -0 "$(daemon_pid a)" || fail "ferryd died"
