@@ -327,9 +327,9 @@ static void warn_small_queue(void)
 	fclose(f);
 	if (qlen >= 0 && qlen < HAP_LOG_MIN_QLEN) {
 		said = 1;
-		flog_warn("deploy: net.unix.max_dgram_qlen is %ld: HAProxy's request log loses lines whenever "
-			 "ferryd reads %ld of them late, and live figures undercount; set it to 512 (sysctl -w "
-			 "net.unix.max_dgram_qlen=512, systemd's default)",
+		flog_warn("deploy: net.unix.max_dgram_qlen is %ld: HAProxy drops its request log's lines once %ld "
+			 "wait to be read (ferryd held up), and the live figures undercount; set it to 512 "
+			 "(sysctl -w net.unix.max_dgram_qlen=512, systemd's default)",
 			 qlen, qlen + 1);
 	}
 }
