@@ -16,7 +16,7 @@ ts_of() { sql "SELECT ferry_ts('2020-01-02 03:04:05.678+00')"; }
 
 test_functions_applied_once_and_when_changed() {
 	start_daemon a
-	assert_match "$(cat "$FERRY_HOME/ferryd-a.log")" 'applied function files: claim continue' "a fresh database gets every file"
+	assert_match "$(cat "$FERRY_HOME/ferryd-a.log")" 'applied function files: cascade claim continue' "a fresh database gets every file"
 	assert_eq "$(sql "SELECT count(*) FROM schema_functions")" "$(fn_files)" "one row per file"
 	for f in "$ROOT"/db/functions/*.sql; do
 		n=$(basename "$f" .sql)
