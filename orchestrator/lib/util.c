@@ -194,26 +194,45 @@ int parse_int64(const char *s, int64_t *out)
 
 int mkdir_p(const char *dir, unsigned mode)
 {
-	char *p = xstrdup(dir), *s;
-	int error = FERRY_OK;
+	char *parent, *end;
+	int error;
 
-	for (s = p + 1; ; s++) {
-		if (*s == '/' || *s == '\0') {
-			char c = *s;
-			*s = '\0';
-			if (mkdir(p, mode ? mode : 0755) < 0 && errno != EEXIST) {
-				ferry_error_set("cannot create directory %s: %s", p, strerror(errno));
-				error = FERRY_ERROR;
-				goto out;
-			}
-			*s = c;
-			if (c == '\0')
-				break;
-		}
+	/*
+	 * The directory itself first, its parents only when one is missing (from
+	 * the deepest that exists): a job's directories (runs/RUN/STEP/N/out, the
+	 * step's checkpoint) have most of their path already, and walking it from
+	 * the root was nine mkdir calls a job that each looked up a long path to
+	 * say EEXIST.
+	 */
+	if (mkdir(dir, mode ? mode : 0755) == 0 || errno == EEXIST)
+		return FERRY_OK;
+	if (errno != ENOENT) {
+		ferry_error_set("cannot create directory %s: %s", dir, strerror(errno));
+		return FERRY_ERROR;
 	}
-out:
-	free(p);
-	return error;
+	parent = xstrdup(dir);
+	end = parent + strlen(parent);
+	while (end > parent && end[-1] == '/') /* "a/b/": b's parent is a */
+		*--end = '\0';
+	while (end > parent && end[-1] != '/')
+		end--;
+	while (end > parent + 1 && end[-1] == '/')
+		end--;
+	*end = '\0';
+	if (parent[0] == '\0' || strcmp(parent, "/") == 0) { /* nothing above to make: ENOENT stands */
+		free(parent);
+		ferry_error_set("cannot create directory %s: %s", dir, strerror(ENOENT));
+		return FERRY_ERROR;
+	}
+	error = mkdir_p(parent, mode);
+	free(parent);
+	if (error < 0)
+		return error;
+	if (mkdir(dir, mode ? mode : 0755) < 0 && errno != EEXIST) {
+		ferry_error_set("cannot create directory %s: %s", dir, strerror(errno));
+		return FERRY_ERROR;
+	}
+	return FERRY_OK;
 }
 
 int file_read(char **out, size_t *len, const char *path)

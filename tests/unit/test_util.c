@@ -54,6 +54,31 @@ static void test_util__mkdir_p_and_file_read(void **state)
 	assert_int_equal(mkdir_p(deep, 0755), 0); /* idempotent */
 	assert_int_equal(stat(deep, &st), 0);
 	assert_true(S_ISDIR(st.st_mode));
+	{
+		/* beside an existing parent, with trailing slashes, relative, modes, and a file in the way */
+		char *side = xasprintf("%s/a/b/d//e/", base), *rel = xasprintf("%s/r", base), *cwd = getcwd(NULL, 0);
+		char *x = xasprintf("%s/a/b/c/x/y", base);
+		assert_int_equal(mkdir_p(side, 0700), 0);
+		assert_int_equal(stat(side, &st), 0);
+		assert_true(S_ISDIR(st.st_mode));
+		assert_int_equal(st.st_mode & 0777, 0700);
+		assert_int_equal(chdir(base), 0);
+		assert_int_equal(mkdir_p("r/s/t", 0), 0);
+		assert_int_equal(chdir(cwd), 0);
+		free(side);
+		side = xasprintf("%s/s/t", rel);
+		assert_int_equal(stat(side, &st), 0);
+		assert_true(S_ISDIR(st.st_mode));
+		assert_int_equal(st.st_mode & 0777, 0755 & ~umask(umask(0)));
+		free(rel);
+		rel = xasprintf("%s/a/b/c/x", base);
+		f = fopen(rel, "w");
+		assert_non_null(f);
+		fclose(f);
+		assert_int_equal(mkdir_p(x, 0755), FERRY_ERROR);
+		assert_non_null(strstr(ferry_error_last(), "Not a directory"));
+		free(x), free(side), free(rel), free(cwd);
+	}
 	file = xasprintf("%s/x", deep);
 	f = fopen(file, "w");
 	assert_non_null(f);
