@@ -23,9 +23,9 @@
 -- deleted run takes its steps, a deleted step its attempts, its queue entry
 -- and its items (a fan-out's), each in one statement for the whole batch
 -- (the foreign keys deleted row by row); their functions' current text is
--- db/functions/cascade.sql. t_housekeep and t_branching look for rows left
--- behind. The other tables that reference
--- steps and runs keep their foreign keys.
+-- db/functions/cascade.sql. The other tables that reference steps and runs
+-- keep their foreign keys. t_housekeep and t_branching look for rows left
+-- behind.
 ALTER TABLE attempts DROP CONSTRAINT attempts_step_id_fkey;
 ALTER TABLE step_queue DROP CONSTRAINT step_queue_step_id_fkey;
 ALTER TABLE steps DROP CONSTRAINT steps_parent_id_fkey;
