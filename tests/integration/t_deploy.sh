@@ -644,11 +644,15 @@ PY
 	# net.unix.max_dgram_qlen) is counted in its DroppedLogs: said with a count short of 200
 	dropped=$(python3 - "$FERRY_HOME/haproxy/admin.sock" <<'PY'
 import socket, sys
-s = socket.socket(socket.AF_UNIX)
-s.connect(sys.argv[1]); s.sendall(b"show info\n")
 out = b""
-while (b := s.recv(65536)):
-    out += b
+try:
+    s = socket.socket(socket.AF_UNIX)
+    s.settimeout(5)
+    s.connect(sys.argv[1]); s.sendall(b"show info\n")
+    while (b := s.recv(65536)):
+        out += b
+except OSError:
+    pass
 print(next((l.split(":")[1].strip() for l in out.decode().splitlines() if l.startswith("DroppedLogs:")), "?"))
 PY
 )
