@@ -8,7 +8,8 @@
 set -u
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
 export ROOT PATH="$ROOT/bin:$PATH"
-SUITE=$(mktemp -d /tmp/ferry-browser.XXXXXX)
+. "$ROOT/tests/scratch.sh"
+SUITE=$(mktemp -d "$(scratch_dir)/ferry-browser.XXXXXX")
 chmod 755 "$SUITE"
 export SUITE
 

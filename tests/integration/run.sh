@@ -42,7 +42,8 @@
 set -u
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
 export ROOT PATH="$ROOT/bin:$PATH"
-SUITE=$(mktemp -d /tmp/ferry-it.XXXXXX)
+. "$ROOT/tests/scratch.sh"
+SUITE=$(mktemp -d "$(scratch_dir)/ferry-it.XXXXXX")
 chmod 755 "$SUITE"
 export SUITE
 # python3 is Debian's (make deps installs it, with python3-sklearn), ahead of
