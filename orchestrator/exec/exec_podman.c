@@ -242,8 +242,9 @@ int exec_podman_argv(char ***argv, char ***envp, const struct exec_spec *c, cons
 	json_t *res = c->resources, *env = c->env;
 	const char *image = c->image;
 	const char *net = c->network;
-	const char *mounts[8];
-	char *out = xasprintf("%s/out", dir), *name = NULL, *podman = NULL;
+	const char *mounts[10];
+	char *out = xasprintf("%s/out", dir), *name = NULL, *podman = NULL, *runs = NULL, *models = NULL;
+	const char *model;
 	char *ckpt = xasprintf("%s/runs/%lld/%s/checkpoint", home, (long long)c->run_id, c->name);
 	int nm = 0, error;
 
@@ -304,6 +305,22 @@ int exec_podman_argv(char ***argv, char ***envp, const struct exec_spec *c, cons
 	add_mount(&a, mounts, &nm, c->run_workdir, 1);
 	add_mount(&a, mounts, &nm, x.cwd, 1);
 	add_mount(&a, mounts, &nm, json_string_value(json_object_get(env, "FERRY_CACHE_DIR")), 0);
+	/*
+	 * Every run's directory read-only beneath them, as the docker executor
+	 * does: an upstream output a command names ({{steps.X.outputs.Y}}) is
+	 * a path there, maybe another run's (a cached step's). Podman mounts
+	 * the shallower path first, so the attempt's directory and the
+	 * checkpoint stay writable over it. image: host needs it too: its
+	 * overlay of the host's / shows no file system mounted below it (a
+	 * FERRY_HOME on a disk of its own).
+	 */
+	runs = xasprintf("%s/runs", home);
+	add_mount(&a, mounts, &nm, runs, 1);
+	/* a replica's model, read-only: deploy/replicas.c copies it into its deployment's models/ */
+	if ((model = json_string_value(json_object_get(env, "FERRY_MODEL_PATH"))) != NULL && strrchr(model, '/')) {
+		models = xstrndup(model, (size_t)(strrchr(model, '/') - model));
+		add_mount(&a, mounts, &nm, models, 1);
+	}
 	if (exec_user_get())
 		vec_add2(&a, "--user", xasprintf("%d:%d", (int)exec_user_get()->uid, (int)exec_user_get()->gid));
 	vec_add2(&a, "-w", xstrdup(x.cwd));
@@ -347,7 +364,7 @@ int exec_podman_argv(char ***argv, char ***envp, const struct exec_spec *c, cons
 	error = FERRY_OK;
 out:
 	exec_local_cmd_dispose(&x);
-	free(out), free(ckpt), free(name);
+	free(out), free(ckpt), free(name), free(runs), free(models);
 	return error;
 }
 

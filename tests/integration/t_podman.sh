@@ -118,6 +118,34 @@ Y
 	podman_wait_none "$id4"
 }
 
+# an upstream step's outputs, named by path ({{steps.X.outputs.Y}}), are
+# readable in the next step's container and not writable; the checkpoint
+# is. With a busybox image (nothing of the host's inside) and with image:
+# host, whose overlay of the host's / does not show a FERRY_HOME on another
+# file system (the suite's, on a tmpfs, is one): the runs are mounted.
+test_podman_upstream_outputs_readable() {
+	local img id log
+	podman_up
+	start_daemon a FERRY_EXECUTOR=podman FERRY_JOB_USER=
+	for img in ferry-base host; do
+		id=$(submit "$(wf "chain-$img" <<Y
+name: chain
+steps:
+  - {name: one, image: $img, command: [sh, -c, 'echo 1 > "\$FERRY_OUTPUT_DIR/n"']}
+  - {name: two, needs: [one], image: $img, command: [sh, -c, 'cat "{{steps.one.outputs.n}}"; echo 2 > "{{steps.one.outputs.n}}" || echo refused; echo ok > "\$FERRY_CHECKPOINT_DIR/ck"']}
+Y
+)")
+		wait_run "$id" succeeded 60
+		log="$FERRY_HOME/runs/$id/two/1/log"
+		grep -qx 1 "$log" || fail "$img: read the upstream output: $(cat "$log")"
+		grep -q 'Read-only file system' "$log" || fail "$img: writing the upstream output was not refused: $(cat "$log")"
+		grep -qx refused "$log" || fail "$img: could not change it: $(cat "$log")"
+		assert_eq "$(cat "$FERRY_HOME/runs/$id/one/1/out/n")" 1 "$img: the upstream output unchanged"
+		assert_eq "$(cat "$FERRY_HOME/runs/$id/two/checkpoint/ck")" ok "$img: the checkpoint directory writable"
+		podman_wait_none "$id"
+	done
+}
+
 test_podman_digits_on_host_image() {
 	[ -x /usr/bin/python3 ] && /usr/bin/python3 -c 'import sklearn' 2>/dev/null || fail "python3-sklearn is not installed (make deps)"
 	podman_up
