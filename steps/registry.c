@@ -179,6 +179,14 @@ static json_t *lineage_params(const struct step_run *r)
 	return p;
 }
 
+/* Whether the absolute path p lies lexically in dir, as given or resolved (a root reached through a link). */
+static int within_root(const char *p, const char *dir)
+{
+	char base[PATH_MAX];
+
+	return dir && (path_within_lexical(p, dir) || (realpath(dir, base) && path_within_lexical(p, base)));
+}
+
 /*
  * The artifact's absolute, resolved path: the spec's (relative to the run's
  * directory), else an upstream `model` output (a train step's first: SKF_TRAINS;
@@ -216,12 +224,30 @@ static int artifact_source(char **out, const struct step_run *r)
 		return FERRY_EINVALID;
 	}
 	path = given[0] == '/' ? xstrdup(given) : xasprintf("%s/%s", r->workdir, given);
-	if (realpath(path, real) == NULL) {
-		ferry_error_set("artifact %s: %s", path, strerror(errno));
-		free(path);
-		return errno == ENOENT ? FERRY_ENOTFOUND : FERRY_ERROR;
-	}
 	runs = xasprintf("%s/runs", r->home);
+	/*
+	 * By its text first: a path that leaves both is refused before the
+	 * file system is asked about it, so the answer does not tell whether
+	 * it exists (the daemon sees what the job user may not). Its links
+	 * are judged after realpath, below.
+	 */
+	if (!within_root(path, r->workdir) && !within_root(path, runs)) {
+		char *lex = path_lexical(path);
+		ferry_error_set("artifact %s is %s, which leaves the run's directory%s%s and Ferry's run outputs "
+				"(%s); register a file a step wrote or one below the run's directory", path,
+				lex ? lex : path, r->workdir ? " " : "", r->workdir ? r->workdir : "", runs);
+		free(lex);
+		free(path);
+		free(runs);
+		return FERRY_EINVALID;
+	}
+	if (realpath(path, real) == NULL) {
+		int e = errno;
+		ferry_error_set("artifact %s: %s", path, strerror(e));
+		free(path);
+		free(runs);
+		return e == ENOENT ? FERRY_ENOTFOUND : FERRY_ERROR;
+	}
 	ok = path_within(real, r->workdir) || path_within(real, runs);
 	if (!ok)
 		ferry_error_set("artifact %s resolves to %s, which leaves the run's directory%s%s and "

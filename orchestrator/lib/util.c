@@ -382,6 +382,54 @@ int path_within(const char *real, const char *dir)
 	return strncmp(real, base, n) == 0 && (real[n] == '/' || real[n] == '\0' || n == 1);
 }
 
+char *path_lexical(const char *p)
+{
+	size_t n, o = 0;
+	char *r;
+
+	if (p == NULL || p[0] != '/')
+		return NULL;
+	n = strlen(p);
+	r = xmalloc(n + 2);
+	r[o++] = '/';
+	for (size_t i = 0; i < n;) {
+		size_t len;
+		while (p[i] == '/')
+			i++;
+		len = strcspn(p + i, "/");
+		if (len == 0)
+			break;
+		if (len == 1 && p[i] == '.') {
+			/* nothing */
+		} else if (len == 2 && p[i] == '.' && p[i + 1] == '.') {
+			/* back to the slash before the last component ("/" stays "/") */
+			while (o > 1 && r[o - 1] != '/')
+				o--;
+			if (o > 1)
+				o--;
+		} else {
+			if (o > 1)
+				r[o++] = '/';
+			memcpy(r + o, p + i, len);
+			o += len;
+		}
+		i += len;
+	}
+	r[o] = '\0';
+	return r;
+}
+
+int path_within_lexical(const char *p, const char *dir)
+{
+	char *a = path_lexical(p), *b = path_lexical(dir);
+	size_t n = b ? strlen(b) : 0;
+	int in = a && b && strncmp(a, b, n) == 0 && (a[n] == '/' || a[n] == '\0' || n == 1);
+
+	free(a);
+	free(b);
+	return in;
+}
+
 char *ferry_address_file(void)
 {
 	const char *file = getenv("FERRY_ADDRESS_FILE"), *home = getenv("FERRY_HOME");

@@ -86,6 +86,18 @@ int fd_write_all(int fd, const void *buf, size_t n);
 int path_within(const char *real, const char *dir);
 
 /*
+ * The absolute path p with ".", ".." and repeated slashes taken out by its
+ * text alone ("/a/b/../c/" → "/a/c"; ".." of "/" is "/"), touching no file
+ * system: what a path names before its links are followed, to refuse one
+ * that leaves a root before asking whether it exists there. NULL when p is
+ * not absolute; the caller frees it.
+ */
+char *path_lexical(const char *p);
+
+/* Whether the absolute path p, taken lexically (path_lexical), is dir or below it, dir taken lexically too. */
+int path_within_lexical(const char *p, const char *dir);
+
+/*
  * Removes the directory of run id under home ($home/runs/ID) with all it
  * holds: links are removed, never followed, and other file systems mounted
  * below are left alone; a missing directory is fine. The path is made from

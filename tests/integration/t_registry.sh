@@ -265,6 +265,17 @@ Y
 	id=$(echo "$BODY" | json 'j["id"]')
 	wait_run "$id" failed 20
 	assert_match "$(step_col "$id" register reason)" "leaves the run's directory" "paths never escape the run's directory"
+	# one that does not exist out there is refused the same way: the answer
+	# does not say what exists outside (the daemon stats as root)
+	body=$(python3 -c 'import json, sys; print(json.dumps({"yaml": "name: esc2\nsteps:\n  - {name: register, kind: register, model: bad, artifact: %s}\n" % sys.argv[2], "workdir": sys.argv[1]}))' \
+		"$FERRY_HOME/wd" "$(printf '../%.0s' $(seq 1 30))root/no-such-ferry-file")
+	api POST /api/v1/runs "$body"
+	assert_eq "$CODE" 201 "started"
+	id=$(echo "$BODY" | json 'j["id"]')
+	wait_run "$id" failed 20
+	assert_match "$(step_col "$id" register reason)" "is /root/no-such-ferry-file, which leaves the run's directory" \
+		"a missing path outside: refused by its text, not looked up"
+	case $(step_col "$id" register reason) in *"No such file"*) fail "nothing said of its existence" ;; esac
 	# an absolute path, and a model output pointing out of Ferry's run outputs
 	h=$(wf abs <<'Y'
 name: abs

@@ -165,6 +165,43 @@ static int read_nice(void *arg)
 }
 
 /* run_niced: fn at nice +10 on its own thread; this thread keeps its value; the error comes back. */
+static void expect_lexical(const char *in, const char *want)
+{
+	char *got = path_lexical(in);
+	if (want == NULL) {
+		assert_null(got);
+		return;
+	}
+	assert_non_null(got);
+	assert_string_equal(got, want);
+	free(got);
+}
+
+static void test_util__path_lexical(void **state)
+{
+	(void)state;
+	expect_lexical("/", "/");
+	expect_lexical("/a/b/../c/", "/a/c");
+	expect_lexical("//a//./b", "/a/b");
+	expect_lexical("/a/..", "/");
+	expect_lexical("/../../etc/passwd", "/etc/passwd");
+	expect_lexical("/srv/wd/../../../../../../etc/passwd", "/etc/passwd");
+	expect_lexical("/a/b/c/../../d/./e/..", "/a/d");
+	expect_lexical("/a/...", "/a/...");
+	expect_lexical("/a/..b/.c", "/a/..b/.c");
+	expect_lexical("relative/path", NULL);
+	expect_lexical("", NULL);
+	assert_true(path_within_lexical("/srv/wd/m.pkl", "/srv/wd"));
+	assert_true(path_within_lexical("/srv/wd", "/srv/wd/"));
+	assert_true(path_within_lexical("/srv/x/../wd/a", "/srv/wd"));
+	assert_false(path_within_lexical("/srv/wd/../wd2/a", "/srv/wd"));
+	assert_false(path_within_lexical("/srv/wdx", "/srv/wd"));
+	assert_false(path_within_lexical("/srv/wd/../../etc/passwd", "/srv/wd"));
+	assert_true(path_within_lexical("/anything", "/"));
+	assert_false(path_within_lexical("/srv/wd/a", NULL));
+	assert_false(path_within_lexical("wd/a", "/srv"));
+}
+
 static void test_util__run_niced(void **state)
 {
 	int base = getpriority(PRIO_PROCESS, (id_t)syscall(SYS_gettid));
@@ -190,6 +227,7 @@ int main(void)
 		cmocka_unit_test(test_util__hex_encode),
 		cmocka_unit_test(test_util__sha256_hex),
 		cmocka_unit_test(test_util__run_niced),
+		cmocka_unit_test(test_util__path_lexical),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
