@@ -9,7 +9,7 @@ set -u
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
 export ROOT PATH="$ROOT/bin:$PATH"
 . "$ROOT/tests/scratch.sh"
-SUITE=$(mktemp -d "$(scratch_dir)/ferry-browser.XXXXXX")
+SUITE=$(scratch_make ferry-browser 2) || exit 1 # on a tmpfs when it can be (tests/scratch.sh)
 chmod 755 "$SUITE"
 export SUITE
 
@@ -20,7 +20,7 @@ cleanup() {
 	# what a deploy step left running (replicas, HAProxy): killed once the daemon is gone
 	declare -F stop_deployments >/dev/null && stop_deployments "$SUITE/console"
 	if declare -F pg_stop_now >/dev/null; then pg_stop_now "$SUITE/pg"; else FERRY_HOME="$SUITE/pg" "$ROOT/bin/ferryd" db stop >/dev/null 2>&1; fi
-	[ -n "${KEEP:-}" ] || rm -rf "$SUITE"
+	[ -n "${KEEP:-}" ] || scratch_drop "$SUITE"
 }
 trap cleanup EXIT
 

@@ -43,7 +43,7 @@ set -u
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
 export ROOT PATH="$ROOT/bin:$PATH"
 . "$ROOT/tests/scratch.sh"
-SUITE=$(mktemp -d "$(scratch_dir)/ferry-it.XXXXXX")
+SUITE=$(scratch_make ferry-it 8) || exit 1 # on a tmpfs when it can be (tests/scratch.sh says why)
 chmod 755 "$SUITE"
 export SUITE
 # python3 is Debian's (make deps installs it, with python3-sklearn), ahead of
@@ -121,15 +121,10 @@ cleanup() {
 	pg_stop_now "$SUITE/pg"
 	pkill -9 -f "$SUITE/" 2>/dev/null
 	[ -z "$QLEN_WAS" ] || echo "$QLEN_WAS" 2>/dev/null >/proc/sys/net/unix/max_dgram_qlen
-	# the suite's files (some 2 GB of test databases and homes) are removed in
-	# the background: make test does not wait for the disk (it did, ~10 s)
-	if [ -z "${KEEP:-}" ]; then
-		if mv "$SUITE" "$SUITE.removing" 2>/dev/null; then
-			(setsid rm -rf "$SUITE.removing" </dev/null >/dev/null 2>&1 &)
-		else
-			rm -rf "$SUITE"
-		fi
-	fi
+	# the suite's files (some 4 GB of test databases and homes): its tmpfs
+	# unmounted, or on a disk removed in the background (make test does not
+	# wait for the disk: it did, ~10 s)
+	[ -n "${KEEP:-}" ] || scratch_drop "$SUITE"
 }
 trap cleanup EXIT
 
