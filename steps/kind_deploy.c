@@ -36,6 +36,7 @@
 #include "deploy/reconcile.h"
 #include "deploy/fleet.h"
 #include "deploy/replicas.h"
+#include "exec/exec.h"
 #include "steps/deploy_replicas.h"
 #include "store/store.h"
 #include "store/store_deploy.h"
@@ -99,6 +100,11 @@ static int read_sample(const struct step_run *r, char **body)
 	real = realpath(path, NULL);
 	if (real == NULL || (s[0] != '/' && r->workdir && !path_within(real, r->workdir))) {
 		ferry_error_set("sample %s: not a file inside the workflow's directory", s);
+		free(path), free(real);
+		return FERRY_EINVALID;
+	}
+	/* the daemon reads it for the run and sends it to the run's replica: only what its jobs could read */
+	if (!exec_user_may_read(real, "sample", r->workdir, r->home)) {
 		free(path), free(real);
 		return FERRY_EINVALID;
 	}
@@ -389,6 +395,10 @@ static int read_requests(const struct step_run *r, const char *file, struct synt
 
 	if (real == NULL || (file[0] != '/' && r->workdir && !path_within(real, r->workdir))) {
 		ferry_error_set("canary.traffic.requests %s: not a file inside the workflow's directory", file);
+		error = FERRY_EINVALID;
+		goto out;
+	}
+	if (!exec_user_may_read(real, "canary.traffic.requests", r->workdir, r->home)) {
 		error = FERRY_EINVALID;
 		goto out;
 	}

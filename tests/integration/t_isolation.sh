@@ -196,6 +196,21 @@ test_isolation_reads_only_what_jobs_could() {
 	wait_run "$id" failed 30
 	assert_match "$(step_col "$id" register reason)" "artifact /etc/shadow cannot be read by the job user ferry-job" "refused, saying why"
 	assert_eq "$(sql "SELECT count(*) FROM model_versions")" 0 "nothing registered"
+	# a deploy step's sample (and canary requests) the daemon reads and sends
+	# to the run's own replica: /etc/shadow was read as root and sent
+	f=$(wf shadow <<'Y'
+name: shadow
+steps:
+  - {name: train, kind: train, command: [sh, -c, 'echo weights > "$FERRY_OUTPUT_DIR/model.pkl"']}
+  - {name: register, kind: register, needs: [train], model: shadowed}
+  - {name: deploy, kind: deploy, needs: [register], model: shadowed, serve: [/bin/true], sample: /etc/shadow}
+Y
+)
+	id=$(submit "$f")
+	wait_run "$id" failed 30
+	assert_eq "$(step_col "$id" register state)" succeeded "registered"
+	assert_match "$(step_col "$id" deploy reason)" "sample /etc/shadow cannot be read by the job user ferry-job" "the sample refused, saying why"
+	assert_eq "$(sql "SELECT count(*) FROM deployment_versions")" 0 "nothing deployed"
 	stop_daemon a
 	# with roots: a workdir, a step's workdir and a dataset outside them are refused
 	mkdir -p "$FERRY_HOME/allowed/data"
