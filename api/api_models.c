@@ -451,8 +451,15 @@ void api_model_register(struct api *a, struct reply *r, PGconn *db, struct req *
 	/* what a job could read, and never Ferry's own files (its database, tokens, keys, artifacts) */
 	homereal = realpath(home, NULL);
 	if (realpath(path, real) == NULL) {
-		char *msg = xasprintf("path %s: %s", path, strerror(errno));
-		reply_error(r, errno == ENOENT ? 404 : 400, errno == ENOENT ? "not_found" : "invalid_field", "path", msg,
+		int e = errno;
+		char *msg;
+		if (exec_user_missing(path, "path", e) == FERRY_EINVALID) {
+			/* where the job user could not have looked: said as for a file there, not 404 (exec.h) */
+			reply_error(r, 400, "invalid_field", "path", ferry_error_last(), NULL);
+			goto out;
+		}
+		msg = xasprintf("path %s: %s", path, strerror(e));
+		reply_error(r, e == ENOENT ? 404 : 400, e == ENOENT ? "not_found" : "invalid_field", "path", msg,
 			    NULL);
 		free(msg);
 		goto out;

@@ -213,6 +213,7 @@ static int has_dotdot(const char *rel)
 static int resolve_dataset(char **out, struct step_result *res, const struct step_run *r, const char *ds)
 {
 	char *joined = NULL, *real = NULL;
+	int e;
 
 	*out = NULL;
 	if (ds == NULL || ds[0] == '\0') {
@@ -240,9 +241,18 @@ static int resolve_dataset(char **out, struct step_result *res, const struct ste
 		joined = xstrdup(ds);
 	}
 	real = realpath(joined, NULL);
+	e = errno;
+	if (real == NULL && exec_user_missing(joined, "dataset", e) == FERRY_EINVALID) {
+		/* where the job user could not have looked: said as for a file there (exec.h) */
+		res->outcome = OUTCOME_FAILED;
+		res->final = 1;
+		res->reason = xstrdup(ferry_error_last());
+		free(joined);
+		return 1;
+	}
 	if (real == NULL) {
 		ferry_error_set("dataset %s does not exist or cannot be read (%s): create it before the "
-				"run, or fix the step's \"dataset\"", joined, strerror(errno));
+				"run, or fix the step's \"dataset\"", joined, strerror(e));
 		free(joined);
 		return FERRY_ENOTFOUND;
 	}

@@ -21,6 +21,7 @@
 #include "steps/steps.h"
 
 #include <curl/curl.h>
+#include <errno.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -98,6 +99,10 @@ static int read_sample(const struct step_run *r, char **body)
 		return FERRY_OK;
 	path = s[0] == '/' || r->workdir == NULL ? xstrdup(s) : xasprintf("%s/%s", r->workdir, s);
 	real = realpath(path, NULL);
+	if (real == NULL && exec_user_missing(path, "sample", errno) == FERRY_EINVALID) {
+		free(path);
+		return FERRY_EINVALID; /* where the job user could not have looked: said as for a file there */
+	}
 	if (real == NULL || (s[0] != '/' && r->workdir && !path_within(real, r->workdir))) {
 		ferry_error_set("sample %s: not a file inside the workflow's directory", s);
 		free(path), free(real);
@@ -393,6 +398,10 @@ static int read_requests(const struct step_run *r, const char *file, struct synt
 	size_t len = 0, lineno = 0;
 	int error;
 
+	if (real == NULL && exec_user_missing(path, "canary.traffic.requests", errno) == FERRY_EINVALID) {
+		error = FERRY_EINVALID; /* where the job user could not have looked: said as for a file there */
+		goto out;
+	}
 	if (real == NULL || (file[0] != '/' && r->workdir && !path_within(real, r->workdir))) {
 		ferry_error_set("canary.traffic.requests %s: not a file inside the workflow's directory", file);
 		error = FERRY_EINVALID;

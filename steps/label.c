@@ -187,7 +187,7 @@ int label_step(const struct step_run *r, struct step_result *res)
 	int64_t items = 0, unlabelled = 0;
 	char fp[65];
 	struct stat st;
-	int error = FERRY_OK;
+	int error = FERRY_OK, e;
 
 	step_result_init(res);
 	if (ds == NULL) {
@@ -196,10 +196,17 @@ int label_step(const struct step_run *r, struct step_result *res)
 	}
 	joined = ds[0] == '/' || r->workdir == NULL ? xstrdup(ds) : xasprintf("%s/%s", r->workdir, ds);
 	dataset = realpath(joined, NULL);
+	e = errno;
+	if (dataset == NULL && exec_user_missing(joined, "dataset", e) == FERRY_EINVALID) {
+		/* where the job user could not have looked: said as for a directory there (exec.h) */
+		res->outcome = OUTCOME_FAILED;
+		res->reason = xstrdup(ferry_error_last());
+		goto out;
+	}
 	if (dataset == NULL || stat(dataset, &st) != 0 || !S_ISDIR(st.st_mode)) {
 		res->outcome = OUTCOME_FAILED;
 		res->reason = xasprintf("dataset %s is not a directory%s%s", joined,
-					dataset ? "" : ": ", dataset ? "" : strerror(errno));
+					dataset ? "" : ": ", dataset ? "" : strerror(e));
 		goto out;
 	}
 	if (!exec_user_may_read(dataset, "dataset", r->workdir, r->home)) {
@@ -212,7 +219,8 @@ int label_step(const struct step_run *r, struct step_result *res)
 	{
 		/* the labels file is read for the run as well: the same rule */
 		char *real = realpath(labels, NULL);
-		int ok = real == NULL || exec_user_may_read(real, "labels", r->workdir, r->home);
+		int ok = real ? exec_user_may_read(real, "labels", r->workdir, r->home)
+			      : exec_user_missing(labels, "labels", errno) != FERRY_EINVALID;
 		free(real);
 		if (!ok) {
 			res->outcome = OUTCOME_FAILED;

@@ -242,11 +242,11 @@ static int artifact_source(char **out, const struct step_run *r)
 		return FERRY_EINVALID;
 	}
 	if (realpath(path, real) == NULL) {
-		int e = errno;
-		ferry_error_set("artifact %s: %s", path, strerror(e));
+		/* "cannot be read by the job user" where it could not have looked: nothing said of what is there */
+		int error = exec_user_missing(path, "artifact", errno);
 		free(path);
 		free(runs);
-		return e == ENOENT ? FERRY_ENOTFOUND : FERRY_ERROR;
+		return error;
 	}
 	ok = path_within(real, r->workdir) || path_within(real, runs);
 	if (!ok)

@@ -352,6 +352,15 @@ int exec_user_reaches(const char *dir);
  * the job user (a directory: searchable). 0 with the error set (naming WHAT) if not.
  */
 int exec_user_may_read(const char *real, const char *what, const char *workdir, const char *home);
+/*
+ * For PATH that realpath() could not resolve (its errno ERR), what a run's
+ * reader answers: "WHAT PATH cannot be read by the job user" — as for a
+ * file that is there — when the job user could not have looked (a
+ * directory on the way it cannot search), so the answer does not tell what
+ * exists where only the daemon sees; else "WHAT PATH: <ERR>". Sets the
+ * error; returns FERRY_EINVALID, FERRY_ENOTFOUND (ENOENT) or FERRY_ERROR.
+ */
+int exec_user_missing(const char *path, const char *what, int err);
 /* In a child between fork and exec (async-signal-safe): drops to the job user; -1 and errno on failure. */
 int exec_user_drop(void);
 

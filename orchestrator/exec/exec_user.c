@@ -261,6 +261,34 @@ static int job_user_reads(const char *real, const struct stat *st)
 	return ok;
 }
 
+int exec_user_missing(const char *path, const char *what, int err)
+{
+	char *lex = job_user.active ? path_lexical(path) : NULL;
+	int closed = 0;
+
+	if (lex) {
+		/* the deepest directory of the path that exists: could the job user have looked in it? */
+		struct stat st;
+		char *cut;
+		while ((cut = strrchr(lex, '/')) != NULL && cut != lex) {
+			*cut = '\0';
+			if (stat(lex, &st) == 0)
+				break;
+		}
+		if (cut == lex)
+			lex[1] = '\0';
+		closed = stat(lex, &st) == 0 && S_ISDIR(st.st_mode) && first_closed(lex, &st) >= 0;
+		free(lex);
+	}
+	if (closed) {
+		ferry_error_set("%s %s cannot be read by the job user %s: Ferry reads for a run only what "
+				"its jobs could read themselves", what, path, job_user.name);
+		return FERRY_EINVALID;
+	}
+	ferry_error_set("%s %s: %s", what, path, strerror(err));
+	return err == ENOENT ? FERRY_ENOTFOUND : FERRY_ERROR;
+}
+
 int exec_user_may_read(const char *real, const char *what, const char *workdir, const char *home)
 {
 	struct stat st;

@@ -210,6 +210,12 @@ Y
 	wait_run "$id" failed 30
 	assert_eq "$(step_col "$id" register state)" succeeded "registered"
 	assert_match "$(step_col "$id" deploy reason)" "sample /etc/shadow cannot be read by the job user ferry-job" "the sample refused, saying why"
+	# one that is not there, where the job user cannot look (/root): the same answer
+	sed -i 's|sample: /etc/shadow|sample: /root/no-such-ferry-file|' "$f"
+	id=$(submit "$f")
+	wait_run "$id" failed 30
+	assert_match "$(step_col "$id" deploy reason)" "sample /root/no-such-ferry-file cannot be read by the job user ferry-job" \
+		"nothing said of what is in /root"
 	assert_eq "$(sql "SELECT count(*) FROM deployment_versions")" 0 "nothing deployed"
 	stop_daemon a
 	# with roots: a workdir, a step's workdir and a dataset outside them are refused
