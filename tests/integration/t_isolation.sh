@@ -210,12 +210,14 @@ Y
 	wait_run "$id" failed 30
 	assert_eq "$(step_col "$id" register state)" succeeded "registered"
 	assert_match "$(step_col "$id" deploy reason)" "sample /etc/shadow cannot be read by the job user ferry-job" "the sample refused, saying why"
-	# one that is not there, where the job user cannot look (/root): the same answer
-	sed -i 's|sample: /etc/shadow|sample: /root/no-such-ferry-file|' "$f"
+	# one that is not there, where the job user cannot look (a root-owned 0700 directory): the same answer
+	mkdir -m 700 "${FERRY_HOME%/}.closed"
+	sed -i "s|sample: /etc/shadow|sample: ${FERRY_HOME%/}.closed/no-such-file|" "$f"
 	id=$(submit "$f")
 	wait_run "$id" failed 30
-	assert_match "$(step_col "$id" deploy reason)" "sample /root/no-such-ferry-file cannot be read by the job user ferry-job" \
-		"nothing said of what is in /root"
+	rmdir "${FERRY_HOME%/}.closed"
+	assert_match "$(step_col "$id" deploy reason)" "sample ${FERRY_HOME%/}.closed/no-such-file cannot be read by the job user ferry-job" \
+		"nothing said of what is in there"
 	assert_eq "$(sql "SELECT count(*) FROM deployment_versions")" 0 "nothing deployed"
 	stop_daemon a
 	# with roots: a workdir, a step's workdir and a dataset outside them are refused

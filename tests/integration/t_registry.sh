@@ -493,16 +493,18 @@ Y
 	assert_eq "$(echo "$BODY" | json 'j["error"]["field"]')" path "a file the job user cannot read: $BODY"
 	api POST /api/v1/models/mt/versions '{"path": "relative.bin"}'
 	assert_eq "$CODE" 400 "a relative path"
-	# where the job user cannot look (/root is 0700), a file that is there and one that is not get
-	# the same answer: it tells nothing of what exists there; where it can look, a missing one is 404
-	local there missing
-	[ "$(stat -c %a /root)" = 700 ] && [ -e /root/.bashrc ] || fail "this test wants a 0700 /root with .bashrc"
-	api POST /api/v1/models/mt/versions '{"path": "/root/.bashrc"}'
+	# where the job user cannot look (a root-owned 0700 directory, as /root), a file that is there
+	# and one that is not get the same answer: it tells nothing of what exists there; where it can
+	# look, a missing one is 404
+	local there missing closed="${FERRY_HOME%/}.closed"
+	mkdir -m 700 "$closed" && echo secret >"$closed/there.bin" && chmod 644 "$closed/there.bin"
+	api POST /api/v1/models/mt/versions "{\"path\": \"$closed/there.bin\"}"
 	there="$CODE $(echo "$BODY" | json 'j["error"]["message"]')"
-	api POST /api/v1/models/mt/versions '{"path": "/root/no-such-ferry-file"}'
+	api POST /api/v1/models/mt/versions "{\"path\": \"$closed/not-there.bin\"}"
 	missing="$CODE $(echo "$BODY" | json 'j["error"]["message"]')"
-	assert_eq "$there" "400 path /root/.bashrc cannot be read by the job user ferry-job: Ferry reads for a run only what its jobs could read themselves" "a file there"
-	assert_eq "${missing/no-such-ferry-file/.bashrc}" "$there" "a file not there: the same answer"
+	rm -rf "$closed"
+	assert_eq "$there" "400 path $closed/there.bin cannot be read by the job user ferry-job: Ferry reads for a run only what its jobs could read themselves" "a file there"
+	assert_eq "${missing/not-there.bin/there.bin}" "$there" "a file not there: the same answer"
 	api POST /api/v1/models/mt/versions "{\"path\": \"$FERRY_HOME/../no-such-ferry-file\"}"
 	assert_eq "$CODE" 404 "a file not there where the job user could look: $BODY"
 	api GET /api/v1/models/mt
