@@ -267,17 +267,23 @@ int exec_user_missing(const char *path, const char *what, int err)
 	int closed = 0;
 
 	if (lex) {
-		/* the deepest directory of the path that exists: could the job user have looked in it? */
+		/*
+		 * The deepest directory of the path that exists (a file on the way,
+		 * "Not a directory", counts as its directory): could the job user
+		 * have looked in it?
+		 */
 		struct stat st;
-		char *cut;
-		while ((cut = strrchr(lex, '/')) != NULL && cut != lex) {
+		for (;;) {
+			char *cut = strrchr(lex, '/');
+			if (cut == lex) {
+				lex[1] = '\0';
+				break;
+			}
 			*cut = '\0';
-			if (stat(lex, &st) == 0)
+			if (stat(lex, &st) == 0 && S_ISDIR(st.st_mode))
 				break;
 		}
-		if (cut == lex)
-			lex[1] = '\0';
-		closed = stat(lex, &st) == 0 && S_ISDIR(st.st_mode) && first_closed(lex, &st) >= 0;
+		closed = first_closed(lex, &st) >= 0;
 		free(lex);
 	}
 	if (closed) {

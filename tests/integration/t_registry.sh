@@ -502,6 +502,9 @@ Y
 	there="$CODE $(echo "$BODY" | json 'j["error"]["message"]')"
 	api POST /api/v1/models/mt/versions "{\"path\": \"$closed/not-there.bin\"}"
 	missing="$CODE $(echo "$BODY" | json 'j["error"]["message"]')"
+	api POST /api/v1/models/mt/versions "{\"path\": \"$closed/there.bin/x\"}"
+	assert_eq "$CODE $(echo "$BODY" | json 'j["error"]["message"]')" "400 path $closed/there.bin/x cannot be read by the job user ferry-job: Ferry reads for a run only what its jobs could read themselves" \
+		"below a file that is there (Not a directory): the same answer"
 	rm -rf "$closed"
 	assert_eq "$there" "400 path $closed/there.bin cannot be read by the job user ferry-job: Ferry reads for a run only what its jobs could read themselves" "a file there"
 	assert_eq "${missing/not-there.bin/there.bin}" "$there" "a file not there: the same answer"
