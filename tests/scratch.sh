@@ -25,8 +25,8 @@
 # A clean-clone make test peaked at 4.5 GB (the integration suite's test
 # databases, kept to the end for a failure's inspection).
 #
-# A tmpfs outlives a runner killed with -9: each records its owner (the
-# runner's pid and start time, .scratch-owner) and scratch_make unmounts
+# A tmpfs outlives a runner killed with -9: its name records its owner
+# (ferry-scratch:PID:STARTTIME, the runner's) and scratch_make unmounts
 # the ones whose owner is gone.
 
 scratch_owner() { # PID: "PID STARTTIME" (field 22 of /proc/PID/stat), so a reused pid is not taken for it
@@ -38,13 +38,13 @@ scratch_owner() { # PID: "PID STARTTIME" (field 22 of /proc/PID/stat), so a reus
 }
 
 scratch_reap() {
-	local src mnt fs rest owner pid
+	local src mnt fs rest owner
 	while read -r src mnt fs rest; do
-		[ "$src" = ferry-scratch ] && [ "$fs" = tmpfs ] || continue
+		case $src in ferry-scratch:*) ;; *) continue ;; esac
+		[ "$fs" = tmpfs ] || continue
 		case $mnt in /tmp/ferry-*) ;; *) continue ;; esac
-		owner=$(cat "$mnt/.scratch-owner" 2>/dev/null)
-		pid=${owner%% *}
-		[ -n "$pid" ] && [ "$(scratch_owner "$pid")" = "$owner" ] && continue
+		owner=${src#ferry-scratch:}
+		[ "$(scratch_owner "${owner%%:*}" | tr ' ' :)" = "$owner" ] && continue
 		umount "$mnt" 2>/dev/null || umount -l "$mnt" 2>/dev/null
 		rmdir "$mnt" 2>/dev/null
 	done </proc/mounts
@@ -61,16 +61,18 @@ scratch_make() {
 	if [ -z "${KEEP:-}" ] && [ "${TEST_TMPFS:-1}" != 0 ] && [ "$(id -u)" = 0 ] &&
 		[ "${mem_kb:-0}" -ge $(($2 << 20)) ]; then
 		scratch_reap
-		if mount -t tmpfs -o "size=${2}g,mode=755" ferry-scratch "$dir" 2>/dev/null; then
-			scratch_owner "$$" >"$dir/.scratch-owner"
-		fi
+		# the owner in the mount's name, there from the moment it is mounted: a
+		# runner starting beside this one (make test starts two) never takes
+		# it for a dead one's
+		mount -t tmpfs -o "size=${2}g,mode=755" "ferry-scratch:$(scratch_owner "$$" | tr ' ' :)" "$dir" 2>/dev/null
+
 	fi
 	echo "$dir"
 }
 
 scratch_drop() {
 	local dir=$1
-	if [ "$(awk -v d="$dir" '$2 == d { print $1 }' /proc/mounts)" = ferry-scratch ]; then
+	if awk -v d="$dir" '$2 == d && $1 ~ /^ferry-scratch:/ { found = 1 } END { exit !found }' /proc/mounts; then
 		umount "$dir" 2>/dev/null || umount -l "$dir"
 		rmdir "$dir" 2>/dev/null
 	elif mv "$dir" "$dir.removing" 2>/dev/null; then
