@@ -10,8 +10,9 @@
  *   - writes the handles of started jobs that are not recorded yet (a failed
  *     record is retried here, never only logged), then closes finished
  *     attempts in one ferry_finish() call (engine_finish.c: a large batch
- *     on the worker pool's connection); when that made steps ready,
- *     claims again at once instead of waiting for a poll; then what jobs
+ *     on the worker pool's connection), with the claim that would follow
+ *     in the same call when one may be made (ferry_finish_claim: it claims
+ *     when a job's end freed room or the finish made steps ready); then what jobs
  *     that cannot run yet wait for (exec_job_note) as their steps' reasons;
  *   - runs the periodic tasks that are due (tasks[] in engine_table.c, a table of
  *     rows of store/task.h: the polling fallback, lease renewal, leader
@@ -942,32 +943,46 @@ static void drain_notifies(struct engine *e, enum notify_mode mode)
 	}
 }
 
-static int claim(struct engine *e)
+/* How many steps a claim may take now; 0: none (a job that finishes frees room and asks again). */
+static int claim_room(const struct engine *e)
 {
-	struct store_claim *c = NULL;
-	int n = 0, room, error;
-	int64_t t0;
+	int room = (e->type->flags & EXF_NO_SLOTS) ? e->o.claim_batch : e->o.max_jobs - e->njobs - e->inflight;
 
-	room = (e->type->flags & EXF_NO_SLOTS) ? e->o.claim_batch : e->o.max_jobs - e->njobs - e->inflight;
-	if (room <= 0 || e->draining || (e->claim_held && e->claim_step == 0)) {
-		/* a job that finishes frees room and asks again (job_finished) */
-		e->claim_now = 0;
-		return FERRY_OK;
+	if (room <= 0 || e->draining || (e->claim_held && e->claim_step == 0))
+		return 0;
+	return room > e->o.claim_batch ? e->o.claim_batch : room;
+}
+
+int engine_claim_ask(struct engine *e, struct store_claim_ask *ask)
+{
+	memset(ask, 0, sizeof(*ask));
+	if ((ask->limit = claim_room(e)) == 0)
+		return 0;
+	/*
+	 * a claim that will be made whatever the finish makes ready covers the
+	 * notifications so far; one that may not (ferry_finish_claim's claim
+	 * only when the finish made a step ready) honours them first, and is
+	 * then made whatever: none is lost
+	 */
+	if (!e->claim_now)
+		drain_notifies(e, NOTIFY_HONOUR);
+	if (e->claim_now) {
+		drain_notifies(e, NOTIFY_BEFORE_CLAIM);
+		engine_task_due_later(e, &poll_task, clock_mono_ms()); /* a claim is made: the fallback's is not due */
 	}
-	if (room > e->o.claim_batch)
-		room = e->o.claim_batch;
-	drain_notifies(e, NOTIFY_BEFORE_CLAIM);
-	t0 = clock_mono_us();
-	error = store_claim(&c, &n, e->conn, e->owner, e->host, room, e->o.lease_ms, e->o.run_filter,
-			    e->claim_held ? e->claim_step : 0, host_admission_now(e->admission, &e->admission_net, &e->hold_seen));
-	if (error == FERRY_OK && n > 0 && e->claim_held)
+	ask->host = e->host;
+	ask->always = e->claim_now;
+	ask->lease_ms = e->o.lease_ms;
+	ask->run_filter = e->o.run_filter;
+	ask->step_filter = e->claim_held ? e->claim_step : 0;
+	ask->capacity = host_admission_now(e->admission, &e->admission_net, &e->hold_seen);
+	return 1;
+}
+
+int engine_claimed(struct engine *e, struct store_claim *c, int n, int room)
+{
+	if (n > 0 && e->claim_held)
 		e->claim_step = 0; /* let go: held again */
-	metrics_observe(H_CLAIM, (double)(clock_mono_us() - t0) / 1e6);
-	flog_debug("claimed %d steps in %lld us", n, (long long)(clock_mono_us() - t0));
-	if (error < 0) {
-		flog_error("claiming ready steps: %s", ferry_error_last());
-		return engine_db_failed(e, error);
-	}
 	metrics_add(M_STEPS_DISPATCHED, (uint64_t)n);
 	/* a full batch means there may be more: come back without waiting */
 	e->claim_now = n == room;
@@ -1003,6 +1018,29 @@ static int claim(struct engine *e)
 	}
 	store_claims_free(c, n);
 	return flush_records(e);
+}
+
+static int claim(struct engine *e)
+{
+	struct store_claim_ask ask;
+	struct store_claim *c = NULL;
+	int n = 0, error;
+	int64_t t0;
+
+	if (!engine_claim_ask(e, &ask)) {
+		e->claim_now = 0;
+		return FERRY_OK;
+	}
+	t0 = clock_mono_us();
+	error = store_claim(&c, &n, e->conn, e->owner, ask.host, ask.limit, ask.lease_ms, ask.run_filter,
+			    ask.step_filter, ask.capacity);
+	metrics_observe(H_CLAIM, (double)(clock_mono_us() - t0) / 1e6);
+	flog_debug("claimed %d steps in %lld us", n, (long long)(clock_mono_us() - t0));
+	if (error < 0) {
+		flog_error("claiming ready steps: %s", ferry_error_last());
+		return engine_db_failed(e, error);
+	}
+	return engine_claimed(e, c, n, ask.limit);
 }
 
 static int64_t min64(int64_t a, int64_t b)
@@ -1052,7 +1090,6 @@ int engine_tick(struct engine *e, int64_t max_wait_ms)
 	if (PQstatus(e->conn) != CONNECTION_OK)
 		goto next;
 	if (e->claim_now && now >= e->db_retry_at) {
-		engine_task_due_later(e, &poll_task, now);
 		if (claim(e) < 0)
 			goto next;
 		if ((e->type->flags & EXF_NO_SLOTS) && engine_flush_done(e) < 0)

@@ -92,6 +92,13 @@ void engine_push_done(struct engine *e, int64_t step_id, int attempt, enum attem
  */
 int engine_flush_done(struct engine *e);
 
+/*
+ * engine.c: what a claim now would ask (*ask), with the notifications before
+ * it taken; 0 when no claim may be made now (no room, draining, held).
+ */
+int engine_claim_ask(struct engine *e, struct store_claim_ask *ask);
+/* engine.c: steps c (n, of room asked) just claimed: started or handed to the pool; frees c. */
+int engine_claimed(struct engine *e, struct store_claim *c, int n, int room);
 /* Frees w when it is a batch of results the pool did not hand back; 0 when it is not one. */
 int engine_finish_work_drop(struct work *w);
 

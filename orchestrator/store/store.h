@@ -109,6 +109,24 @@ struct store_result {
 int store_finish(PGconn *conn, const char *owner, const struct store_result *v, int n,
 		 int *ready_now, int64_t *next_retry_ms);
 
+/* What a claim after a finish asks (store_finish_claim): store_claim's arguments. */
+struct store_claim_ask {
+	const char *host;
+	int limit;                 /* 0: no claim */
+	int always;                /* claim even when the finish made nothing ready */
+	int64_t lease_ms, run_filter, step_filter;
+	const json_t *capacity;
+};
+
+/*
+ * store_finish, then store_claim as ask says, in one transaction and one
+ * round trip (ferry_finish_claim): the engine's turn after jobs ended.
+ * *out and *nclaimed as store_claim's; on an error nothing was written.
+ */
+int store_finish_claim(PGconn *conn, const char *owner, const struct store_result *v, int n,
+		       int *ready_now, int64_t *next_retry_ms, const struct store_claim_ask *ask,
+		       struct store_claim **out, int *nclaimed);
+
 /*
  * The step cache: a succeeded attempt kept under key. 1 with *outputs,
  * *metrics, *gate (may be NULL) and *from ({"run","step","attempt"}), all the

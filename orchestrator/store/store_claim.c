@@ -39,19 +39,24 @@ static json_t *ordered_inputs(json_t *in, const json_t *names)
  * a fan-out's batch of 256 items took two fifths of the engine loop's time
  * (bench_dispatch --foreach, perf), which the worker pool can do instead.
  */
+static void claim_row_text_at(struct store_claim *c, PGresult *res, int i, int at)
+{
+	c->step_id = store_intval(res, i, at + 0);
+	c->run_id = store_intval(res, i, at + 1);
+	c->name = store_dupval(res, i, at + 2);
+	c->attempt = (int)store_intval(res, i, at + 3);
+	c->kind = store_dupval(res, i, at + 4);
+	c->timeout_ms = store_intval(res, i, at + 5);
+	c->spec_text = store_dupval(res, i, at + 6);
+	c->workdir = store_dupval(res, i, at + 7);
+	c->inputs_text = store_dupval(res, i, at + 8);
+	c->run_text = store_dupval(res, i, at + 9);
+	c->gpus = PQgetisnull(res, i, at + 10) ? NULL : store_dupval(res, i, at + 10);
+}
+
 static void claim_row_text(struct store_claim *c, PGresult *res, int i)
 {
-	c->step_id = store_intval(res, i, 0);
-	c->run_id = store_intval(res, i, 1);
-	c->name = store_dupval(res, i, 2);
-	c->attempt = (int)store_intval(res, i, 3);
-	c->kind = store_dupval(res, i, 4);
-	c->timeout_ms = store_intval(res, i, 5);
-	c->spec_text = store_dupval(res, i, 6);
-	c->workdir = store_dupval(res, i, 7);
-	c->inputs_text = store_dupval(res, i, 8);
-	c->run_text = store_dupval(res, i, 9);
-	c->gpus = PQgetisnull(res, i, 10) ? NULL : store_dupval(res, i, 10);
+	claim_row_text_at(c, res, i, 0);
 }
 
 void store_claim_parse(struct store_claim *c)
@@ -210,12 +215,65 @@ int store_attempts_started(PGconn *conn, const char *owner, const struct store_s
 	return error;
 }
 
+/* ferry_finish's thirteen parameters for results v (n > 0); finish_params_free() after. */
+struct finish_params {
+	struct sbuf ids, att, out, code, sig, why, fin, outs, mets, gates, keys, from;
+	const char *p[13];
+};
+
+static void finish_params(struct finish_params *f, const char *owner, const struct store_result *v, int n)
+{
+	memset(f, 0, sizeof(*f));
+	for (int i = 0; i < n; i++) {
+		sbuf_sep(&f->ids, i), sbuf_int(&f->ids, v[i].step_id);
+		sbuf_sep(&f->att, i), sbuf_int(&f->att, v[i].attempt);
+		sbuf_sep(&f->out, i), sbuf_elem(&f->out, attempt_outcome_name(v[i].outcome));
+		sbuf_sep(&f->code, i);
+		if (v[i].exit_code < 0)
+			sbuf_str(&f->code, "NULL");
+		else
+			sbuf_int(&f->code, v[i].exit_code);
+		sbuf_sep(&f->sig, i);
+		if (v[i].signal == 0)
+			sbuf_str(&f->sig, "NULL");
+		else
+			sbuf_int(&f->sig, v[i].signal);
+		sbuf_sep(&f->why, i), sbuf_elem(&f->why, v[i].reason);
+		sbuf_sep(&f->fin, i), sbuf_str(&f->fin, v[i].final ? "t" : "f");
+		sbuf_sep(&f->outs, i), sbuf_json(&f->outs, v[i].outputs);
+		sbuf_sep(&f->mets, i), sbuf_json(&f->mets, v[i].metrics);
+		sbuf_sep(&f->gates, i), sbuf_json(&f->gates, v[i].gate);
+		sbuf_sep(&f->keys, i), sbuf_elem(&f->keys, v[i].cache_key);
+		sbuf_sep(&f->from, i), sbuf_json(&f->from, v[i].cached_from);
+	}
+	f->p[0] = owner;
+	f->p[1] = sbuf_close(&f->ids, n);
+	f->p[2] = sbuf_close(&f->att, n);
+	f->p[3] = sbuf_close(&f->out, n);
+	f->p[4] = sbuf_close(&f->code, n);
+	f->p[5] = sbuf_close(&f->sig, n);
+	f->p[6] = sbuf_close(&f->why, n);
+	f->p[7] = sbuf_close(&f->fin, n);
+	f->p[8] = sbuf_close(&f->outs, n);
+	f->p[9] = sbuf_close(&f->mets, n);
+	f->p[10] = sbuf_close(&f->gates, n);
+	f->p[11] = sbuf_close(&f->keys, n);
+	f->p[12] = sbuf_close(&f->from, n);
+}
+
+static void finish_params_free(struct finish_params *f)
+{
+	free(f->ids.p), free(f->att.p), free(f->out.p), free(f->code.p), free(f->sig.p), free(f->why.p);
+	free(f->fin.p), free(f->outs.p), free(f->mets.p), free(f->gates.p), free(f->keys.p), free(f->from.p);
+}
+
+#define FINISH_ARGS "$2::bigint[], $3::int[], $4::text[], $5::int[], $6::int[], $7::text[], " \
+		    "$8::boolean[], $9::jsonb[], $10::jsonb[], $11::jsonb[], $12::text[], $13::jsonb[]"
+
 int store_finish(PGconn *conn, const char *owner, const struct store_result *v, int n,
 		 int *ready_now, int64_t *next_retry_ms)
 {
-	struct sbuf ids = {0}, att = {0}, out = {0}, code = {0}, sig = {0}, why = {0}, fin = {0},
-		    outs = {0}, mets = {0}, gates = {0}, keys = {0}, from = {0};
-	const char *params[13];
+	struct finish_params f;
 	PGresult *res = NULL;
 	int error;
 
@@ -223,54 +281,75 @@ int store_finish(PGconn *conn, const char *owner, const struct store_result *v, 
 	*next_retry_ms = 0;
 	if (n == 0)
 		return FERRY_OK;
-	for (int i = 0; i < n; i++) {
-		sbuf_sep(&ids, i), sbuf_int(&ids, v[i].step_id);
-		sbuf_sep(&att, i), sbuf_int(&att, v[i].attempt);
-		sbuf_sep(&out, i), sbuf_elem(&out, attempt_outcome_name(v[i].outcome));
-		sbuf_sep(&code, i);
-		if (v[i].exit_code < 0)
-			sbuf_str(&code, "NULL");
-		else
-			sbuf_int(&code, v[i].exit_code);
-		sbuf_sep(&sig, i);
-		if (v[i].signal == 0)
-			sbuf_str(&sig, "NULL");
-		else
-			sbuf_int(&sig, v[i].signal);
-		sbuf_sep(&why, i), sbuf_elem(&why, v[i].reason);
-		sbuf_sep(&fin, i), sbuf_str(&fin, v[i].final ? "t" : "f");
-		sbuf_sep(&outs, i), sbuf_json(&outs, v[i].outputs);
-		sbuf_sep(&mets, i), sbuf_json(&mets, v[i].metrics);
-		sbuf_sep(&gates, i), sbuf_json(&gates, v[i].gate);
-		sbuf_sep(&keys, i), sbuf_elem(&keys, v[i].cache_key);
-		sbuf_sep(&from, i), sbuf_json(&from, v[i].cached_from);
-	}
-	params[0] = owner;
-	params[1] = sbuf_close(&ids, n);
-	params[2] = sbuf_close(&att, n);
-	params[3] = sbuf_close(&out, n);
-	params[4] = sbuf_close(&code, n);
-	params[5] = sbuf_close(&sig, n);
-	params[6] = sbuf_close(&why, n);
-	params[7] = sbuf_close(&fin, n);
-	params[8] = sbuf_close(&outs, n);
-	params[9] = sbuf_close(&mets, n);
-	params[10] = sbuf_close(&gates, n);
-	params[11] = sbuf_close(&keys, n);
-	params[12] = sbuf_close(&from, n);
+	finish_params(&f, owner, v, n);
 	error = store_q(&res, conn,
 		        "SELECT ready_now, (extract(epoch FROM next_retry) * 1000)::bigint "
-		        "FROM ferry_finish($1, $2::bigint[], $3::int[], $4::text[], $5::int[], $6::int[], $7::text[], "
-		        "                  $8::boolean[], $9::jsonb[], $10::jsonb[], $11::jsonb[], $12::text[], $13::jsonb[])",
-		        13, params);
+		        "FROM ferry_finish($1, " FINISH_ARGS ")", 13, f.p);
 	if (error == FERRY_OK) {
 		*ready_now = (int)store_intval(res, 0, 0);
 		*next_retry_ms = store_intval(res, 0, 1);
 	}
 	PQclear(res);
-	free(ids.p), free(att.p), free(out.p), free(code.p), free(sig.p), free(why.p), free(fin.p);
-	free(outs.p), free(mets.p), free(gates.p), free(keys.p), free(from.p);
+	finish_params_free(&f);
 	return error;
+}
+
+int store_finish_claim(PGconn *conn, const char *owner, const struct store_result *v, int n,
+		       int *ready_now, int64_t *next_retry_ms, const struct store_claim_ask *ask,
+		       struct store_claim **out, int *nclaimed)
+{
+	struct finish_params f;
+	char lim[16], lease[32], run[32], step[32];
+	char *cap = ask->capacity ? json_dumps(ask->capacity, JSON_COMPACT) : NULL;
+	const char *params[20];
+	PGresult *res = NULL;
+	int error, rows, k = 0;
+	struct store_claim *c = NULL;
+
+	*ready_now = 0;
+	*next_retry_ms = 0;
+	*out = NULL;
+	*nclaimed = 0;
+	finish_params(&f, owner, v, n);
+	memcpy(params, f.p, sizeof(f.p));
+	snprintf(lim, sizeof(lim), "%d", ask->limit);
+	snprintf(lease, sizeof(lease), "%lld", (long long)ask->lease_ms);
+	snprintf(run, sizeof(run), "%lld", (long long)ask->run_filter);
+	snprintf(step, sizeof(step), "%lld", (long long)ask->step_filter);
+	params[13] = ask->host;
+	params[14] = lim;
+	params[15] = lease;
+	params[16] = ask->run_filter > 0 ? run : NULL;
+	params[17] = ask->step_filter > 0 ? step : NULL;
+	params[18] = cap;
+	params[19] = ask->always ? "t" : "f";
+	error = store_q(&res, conn,
+		        "SELECT ready_now, (extract(epoch FROM next_retry) * 1000)::bigint, step_id, run_id, name, "
+		        "       attempt, kind, timeout_ms, spec, workdir, inputs, run, gpus "
+		        "FROM ferry_finish_claim($1, " FINISH_ARGS ", $14, $15, $16, $17, $18, $19, $20)", 20, params);
+	free(cap);
+	finish_params_free(&f);
+	if (error < 0)
+		return error;
+	rows = PQntuples(res);
+	if (rows > 0) {
+		*ready_now = (int)store_intval(res, 0, 0);
+		*next_retry_ms = store_intval(res, 0, 1);
+	}
+	c = rows ? xcalloc((size_t)rows, sizeof(*c)) : NULL;
+	for (int i = 0; i < rows; i++) {
+		if (PQgetisnull(res, i, 2))
+			continue; /* nothing claimed: the finish's row only */
+		claim_row_text_at(&c[k++], res, i, 2);
+	}
+	PQclear(res);
+	if (k == 0) {
+		free(c);
+		c = NULL;
+	}
+	*out = c;
+	*nclaimed = k;
+	return FERRY_OK;
 }
 
 int store_step_cache_get(json_t **outputs, json_t **metrics, json_t **gate, json_t **from,

@@ -12,7 +12,8 @@
 # priority_inversions: pairs where a lower-priority step started before a
 # higher-priority one (all were ready from the start, all ask the same).
 # admit_*: the claim statement's time (ferry_claim: admission included), from
-# the daemon's debug lines "claimed N steps in U us" with N > 0.
+# the daemon's debug lines "claimed N steps in U us" with N > 0 (a claim made
+# with the finish of the jobs that ended, ferry_finish_claim: that call's time).
 # gap_*: how long a slot stood idle between one attempt's end and the next
 # start (the end's record, the claim, the fork).
 set -euo pipefail

@@ -249,6 +249,24 @@ test_chain_claims_once_per_step() {
 	assert_eq "$((c1 - c0))" 41 "claims for 40 steps"
 }
 
+# A step's end and the claim of the step it made ready are one transaction
+# (ferry_finish_claim): the events they log share their xmin. Each was its
+# own transaction, a commit and a round trip more per step of a chain.
+test_chain_finish_and_next_claim_one_transaction() {
+	local y="$FERRY_HOME/chain3.yaml" id pairs
+	start_daemon a FERRY_POLL_MS=600000
+	printf '%s\n' "name: chain-tx" "steps:" '  - {name: s0, command: ["true"]}' \
+		'  - {name: s1, needs: [s0], command: ["true"]}' '  - {name: s2, needs: [s1], command: ["true"]}' >"$y"
+	id=$(submit "$y")
+	wait_run "$id" succeeded 30
+	# per hop: whether s(k)'s step.succeeded and s(k+1)'s step.running were written by one transaction
+	pairs=$(sql "SELECT string_agg((d.xmin = r.xmin)::text, ',' ORDER BY d.step)
+	             FROM events d JOIN events r ON r.run_id = d.run_id AND r.kind = 'step.running'
+	                  AND r.step = 's' || (substr(d.step, 2)::int + 1)
+	             WHERE d.run_id = $id AND d.kind = 'step.succeeded'")
+	assert_eq "$pairs" "true,true" "s0's end with s1's claim, s1's end with s2's"
+}
+
 test_job_killing_its_group_fails_not_loops() {
 	start_daemon a FERRY_JOB_USER=
 	f=$(wf selfkill <<'Y'
