@@ -189,8 +189,9 @@ $$;
 -- separate; bench_dispatch --chain). p_limit 0: no claim. p_always: claim
 -- even when the finish made nothing ready (a job's end freed room for a
 -- step that waited for it); else only when it did. One row per claimed
--- step, ferry_claim's columns after the finish's two (the same on every
--- row); no step claimed: one row whose step_id is NULL. A claim that fails
+-- step (ferry_claim's columns; the first three NULL), then one row whose
+-- step_id is NULL: the finish's ready_now and next_retry and the claim's
+-- time in microseconds (NULL when no claim was made). A claim that fails
 -- takes the finish back with it: the engine keeps the results and writes
 -- them again.
 CREATE OR REPLACE FUNCTION ferry_finish_claim(p_owner text, p_step bigint[], p_attempt int[], p_outcome text[],
@@ -199,27 +200,27 @@ CREATE OR REPLACE FUNCTION ferry_finish_claim(p_owner text, p_step bigint[], p_a
                              p_cache_key text[], p_cached_from jsonb[],
                              p_host text, p_limit int, p_lease_ms bigint, p_run bigint, p_claim_step bigint,
                              p_capacity jsonb, p_always boolean)
-RETURNS TABLE (ready_now int, next_retry timestamptz, step_id bigint, run_id bigint, name text, attempt int,
+RETURNS TABLE (ready_now int, next_retry timestamptz, claim_us bigint, step_id bigint, run_id bigint, name text, attempt int,
                kind text, timeout_ms bigint, spec jsonb, workdir text, inputs jsonb, run jsonb, gpus text)
 LANGUAGE plpgsql SET plan_cache_mode = force_generic_plan AS $$
 #variable_conflict use_column
 DECLARE
 	v_ready int;
 	v_retry timestamptz;
-	v_n bigint := 0;
+	v_t0 timestamptz;
+	v_us bigint;
 BEGIN
 	SELECT f.ready_now, f.next_retry INTO v_ready, v_retry
 	FROM ferry_finish(p_owner, p_step, p_attempt, p_outcome, p_exit, p_signal, p_reason, p_final,
 	                  p_outputs, p_metrics, p_gate, p_cache_key, p_cached_from) f;
 	IF p_limit > 0 AND (p_always OR v_ready > 0) THEN
-		RETURN QUERY SELECT v_ready, v_retry, c.step_id, c.run_id, c.name, c.attempt, c.kind, c.timeout_ms,
+		v_t0 := clock_timestamp();
+		RETURN QUERY SELECT NULL::int, NULL::timestamptz, NULL::bigint, c.step_id, c.run_id, c.name, c.attempt, c.kind, c.timeout_ms,
 		                    c.spec, c.workdir, c.inputs, c.run, c.gpus
 		             FROM ferry_claim(p_owner, p_host, p_limit, p_lease_ms, p_run, p_claim_step, p_capacity) c;
-		GET DIAGNOSTICS v_n = ROW_COUNT;
+		v_us := (extract(epoch FROM clock_timestamp() - v_t0) * 1e6)::bigint;
 	END IF;
-	IF v_n = 0 THEN
-		RETURN QUERY SELECT v_ready, v_retry, NULL::bigint, NULL::bigint, NULL::text, NULL::int, NULL::text,
-		                    NULL::bigint, NULL::jsonb, NULL::text, NULL::jsonb, NULL::jsonb, NULL::text;
-	END IF;
+	RETURN QUERY SELECT v_ready, v_retry, v_us, NULL::bigint, NULL::bigint, NULL::text, NULL::int, NULL::text,
+	                    NULL::bigint, NULL::jsonb, NULL::text, NULL::jsonb, NULL::jsonb, NULL::text;
 END;
 $$;

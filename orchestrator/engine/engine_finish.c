@@ -150,7 +150,7 @@ static void finish_work_done(struct work *w, void *ctx)
 int engine_flush_done(struct engine *e)
 {
 	int ready = 0, error, nc = 0, ask_claim;
-	int64_t retry = 0, t0;
+	int64_t retry = 0, t0, claim_us = -1;
 	struct store_result *v;
 	struct store_claim_ask ask;
 	struct store_claim *c = NULL;
@@ -176,19 +176,20 @@ int engine_flush_done(struct engine *e)
 	ask_claim = engine_claim_ask(e, &ask);
 	t0 = clock_mono_us();
 	if (ask_claim)
-		error = store_finish_claim(e->conn, e->owner, v, e->ndone, &ready, &retry, &ask, &c, &nc);
+		error = store_finish_claim(e->conn, e->owner, v, e->ndone, &ready, &retry, &ask, &c, &nc, &claim_us);
 	else
 		error = store_finish(e->conn, e->owner, v, e->ndone, &ready, &retry);
-	metrics_observe(H_FINISH, (double)(clock_mono_us() - t0) / 1e6);
-	if (error == FERRY_OK && ask_claim && (ask.always || ready > 0))
-		metrics_observe(H_CLAIM, (double)(clock_mono_us() - t0) / 1e6); /* a claim was made: the call's time */
+	t0 = clock_mono_us() - t0;
+	metrics_observe(H_FINISH, (double)(claim_us > 0 ? t0 - claim_us : t0) / 1e6);
+	if (claim_us >= 0)
+		metrics_observe(H_CLAIM, (double)claim_us / 1e6);
 	/* (not "claimed 0 steps": the idle polls' words, which failure logs leave out) */
-	if (ask_claim && nc > 0)
-		flog_debug("finished %d attempts, %d steps ready; claimed %d steps in %lld us (one call)", e->ndone,
-			   ready, nc, (long long)(clock_mono_us() - t0));
+	if (nc > 0)
+		flog_debug("finished %d attempts, %d steps ready, and claimed %d steps in %lld us (one call: %lld us)",
+			   e->ndone, ready, nc, (long long)claim_us, (long long)t0);
 	else
-		flog_debug("finished %d attempts in %lld us, %d steps ready%s", e->ndone,
-			   (long long)(clock_mono_us() - t0), ready, ask_claim ? ", none claimed (one call)" : "");
+		flog_debug("finished %d attempts in %lld us, %d steps ready%s", e->ndone, (long long)t0, ready,
+			   claim_us >= 0 ? ", none claimed" : "");
 	free(v);
 	if (error < 0) {
 		flog_error("recording %d finished attempts: %s", e->ndone, ferry_error_last());

@@ -36,8 +36,8 @@ static const struct {
 	{"ferry_api_connections_cut_total", "API connections shut down before their request's headers came: past the header deadline, or the longest waiting when too many waited."},
 	{"ferry_db_retries_total", "Statements run again after PostgreSQL broke a deadlock or a serialization conflict by aborting them."},
 }, histogram_info[H_HISTOGRAMS] = {
-	{"ferry_dispatch_claim_seconds", "Duration of one claim of ready steps (one made with a batch of completions: that call's)."},
-	{"ferry_dispatch_finish_seconds", "Duration of closing one batch of attempts (with the claim made in the same call, if any)."},
+	{"ferry_dispatch_claim_seconds", "Duration of one claim of ready steps."},
+	{"ferry_dispatch_finish_seconds", "Duration of closing one batch of attempts."},
 	{"ferry_api_request_duration_seconds", "Duration of API requests."},
 };
 

@@ -121,11 +121,13 @@ struct store_claim_ask {
 /*
  * store_finish, then store_claim as ask says, in one transaction and one
  * round trip (ferry_finish_claim): the engine's turn after jobs ended.
- * *out and *nclaimed as store_claim's; on an error nothing was written.
+ * *out and *nclaimed as store_claim's; *claim_us the claim's own time
+ * (-1: no claim was made: nothing was ready and ask->always was 0). On an
+ * error nothing was written.
  */
 int store_finish_claim(PGconn *conn, const char *owner, const struct store_result *v, int n,
 		       int *ready_now, int64_t *next_retry_ms, const struct store_claim_ask *ask,
-		       struct store_claim **out, int *nclaimed);
+		       struct store_claim **out, int *nclaimed, int64_t *claim_us);
 
 /*
  * The step cache: a succeeded attempt kept under key. 1 with *outputs,

@@ -296,7 +296,7 @@ int store_finish(PGconn *conn, const char *owner, const struct store_result *v, 
 
 int store_finish_claim(PGconn *conn, const char *owner, const struct store_result *v, int n,
 		       int *ready_now, int64_t *next_retry_ms, const struct store_claim_ask *ask,
-		       struct store_claim **out, int *nclaimed)
+		       struct store_claim **out, int *nclaimed, int64_t *claim_us)
 {
 	struct finish_params f;
 	char lim[16], lease[32], run[32], step[32];
@@ -310,6 +310,7 @@ int store_finish_claim(PGconn *conn, const char *owner, const struct store_resul
 	*next_retry_ms = 0;
 	*out = NULL;
 	*nclaimed = 0;
+	*claim_us = -1;
 	finish_params(&f, owner, v, n);
 	memcpy(params, f.p, sizeof(f.p));
 	snprintf(lim, sizeof(lim), "%d", ask->limit);
@@ -324,7 +325,7 @@ int store_finish_claim(PGconn *conn, const char *owner, const struct store_resul
 	params[18] = cap;
 	params[19] = ask->always ? "t" : "f";
 	error = store_q(&res, conn,
-		        "SELECT ready_now, (extract(epoch FROM next_retry) * 1000)::bigint, step_id, run_id, name, "
+		        "SELECT ready_now, (extract(epoch FROM next_retry) * 1000)::bigint, claim_us, step_id, run_id, name, "
 		        "       attempt, kind, timeout_ms, spec, workdir, inputs, run, gpus "
 		        "FROM ferry_finish_claim($1, " FINISH_ARGS ", $14, $15, $16, $17, $18, $19, $20)", 20, params);
 	free(cap);
@@ -332,15 +333,16 @@ int store_finish_claim(PGconn *conn, const char *owner, const struct store_resul
 	if (error < 0)
 		return error;
 	rows = PQntuples(res);
-	if (rows > 0) {
-		*ready_now = (int)store_intval(res, 0, 0);
-		*next_retry_ms = store_intval(res, 0, 1);
-	}
 	c = rows ? xcalloc((size_t)rows, sizeof(*c)) : NULL;
 	for (int i = 0; i < rows; i++) {
-		if (PQgetisnull(res, i, 2))
-			continue; /* nothing claimed: the finish's row only */
-		claim_row_text_at(&c[k++], res, i, 2);
+		if (!PQgetisnull(res, i, 3)) {
+			claim_row_text_at(&c[k++], res, i, 3);
+			continue;
+		}
+		/* the last row: the finish's and the claim's figures */
+		*ready_now = (int)store_intval(res, i, 0);
+		*next_retry_ms = store_intval(res, i, 1);
+		*claim_us = PQgetisnull(res, i, 2) ? -1 : store_intval(res, i, 2);
 	}
 	PQclear(res);
 	if (k == 0) {

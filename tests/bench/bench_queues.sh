@@ -12,10 +12,13 @@
 # priority_inversions: pairs where a lower-priority step started before a
 # higher-priority one (all were ready from the start, all ask the same).
 # admit_*: the claim statement's time (ferry_claim: admission included), from
-# the daemon's debug lines "claimed N steps in U us" with N > 0 (a claim made
-# with the finish of the jobs that ended, ferry_finish_claim: that call's time).
+# the daemon's debug lines "claimed N steps in U us" with N > 0 (of a claim
+# made in one call with the finish of the jobs that ended, ferry_finish_claim:
+# the claim's part, timed in the database).
 # gap_*: how long a slot stood idle between one attempt's end and the next
-# start (the end's record, the claim, the fork).
+# start, as the database stamps them (0 where the next was claimed in the
+# transaction that closed the first, ferry_finish_claim: one time stamps both;
+# the fork after the claim is not in it).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 ROOT=$PWD
