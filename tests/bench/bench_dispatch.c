@@ -209,6 +209,25 @@ static void print_statements(int n)
 	PQclear(r);
 }
 
+/*
+ * What a bench that stops early (exit(1): a run it could not create, runs
+ * that did not finish) leaves behind is stopped by this atexit handler:
+ * its daemon, whose inherited stdout otherwise holds a pipe open (`| tail`
+ * waited for ever), and its cluster. The normal end clears both first.
+ */
+static pid_t left_daemon;
+static const char *left_home;
+
+static void stop_left_behind(void)
+{
+	if (left_daemon > 0) {
+		kill(left_daemon, SIGTERM);
+		waitpid(left_daemon, NULL, 0);
+	}
+	if (left_home)
+		db_embedded_stop(left_home);
+}
+
 /* Sequential fork + exec /bin/true + wait, for about a second: spawns per second. */
 static double raw_spawn_rate(void)
 {
@@ -603,6 +622,9 @@ int main(int argc, char **argv)
 		jobs = xstrdup(home);
 	}
 	daemon = start_daemon(home, jobs, conninfo, executor);
+	left_daemon = daemon;
+	left_home = home;
+	atexit(stop_left_behind);
 	usleep(500 * 1000);
 	if (chain_len > 0 || scale || foreach_sizes || warm) {
 		if (warm)
@@ -676,11 +698,13 @@ int main(int argc, char **argv)
 	}
 	printf("}\n");
 out:
+	left_daemon = 0; /* reaped above */
 	if (getenv("BENCH_PG_STATEMENTS"))
 		print_statements((int)strtol(getenv("BENCH_PG_STATEMENTS"), NULL, 10));
 	PQfinish(conn);
 	free(conninfo);
 	db_embedded_stop(home);
+	left_home = NULL;
 	if (getenv("BENCH_KEEP")) return 0;
 	{
 		char *rm = xasprintf("rm -rf %s %s", home, jobs);
