@@ -6,10 +6,14 @@
  *   steps_per_sec      a backlog of runs × steps (fan-out/fan-in), first
  *                      claim to last completion, from the database's clocks
  *   hop_p50/p99_ms     a 200-step sequential chain: a step's completion to
- *                      the start of the next
+ *                      the start of the next, as the database stamps them:
+ *                      0 where the next was claimed in the transaction that
+ *                      closed the first (ferry_finish_claim); the wall time
+ *                      of a hop is --chain's per_step_ms
  *   ready_to_running   runs submitted while the daemon runs: when a step
  *                      became ready (run created / last need finished) to
- *                      when it was claimed
+ *                      when it was claimed (0 likewise for a step made ready
+ *                      and claimed in one transaction)
  *   rss_mb             the daemon's peak resident set (VmHWM)
  *   raw_spawn_per_sec  (local) how many times a second this process forks,
  *                      execs /bin/true and waits for it, one after another,
