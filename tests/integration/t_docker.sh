@@ -500,7 +500,9 @@ test_docker_api_on_podman_service() {
 	n=$(ulimit -Hn)
 	printf '[containers]\ndefault_ulimits = ["nofile=%s:%s", "nproc=32768:32768"]\n[engine]\nruntime = "runc"\n' "$n" "$n" >"$pd/containers.conf"
 	export FERRY_DOCKER_HOST="unix://$pd/api.sock" DOCKER_SOCK="$pd/api.sock"
-	CONTAINERS_CONF="$pd/containers.conf" setsid podman --root "$pd/root" --runroot "$pd/run" \
+	# started in its own directory: the conmon of each container it runs works in the service's,
+	# and creates "oom" there on an out-of-memory kill (it left one in the repository's root)
+	CONTAINERS_CONF="$pd/containers.conf" setsid env -C "$pd" podman --root "$pd/root" --runroot "$pd/run" \
 		system service --time=0 "$FERRY_DOCKER_HOST" >"$pd/service.log" 2>&1 &
 	echo $! >"$pd/pid"
 	PODMAN_DIR=$pd
@@ -560,6 +562,10 @@ Y
 	wait_run "$id" failed 60
 	assert_eq "$(step_col "$id" s reason)" "out of memory (limit 64 MiB)" "the OOM kill named as such on podman"
 	assert_no_container "after the OOM kill"
+	# conmon's record of it went to the service's directory, not the runner's (the repository's root)
+	if [ -n "$(find "$PWD" -maxdepth 1 -name oom -newer "$pd/containers.conf" 2>/dev/null)" ]; then
+		fail "conmon left 'oom' in $PWD"
+	fi
 	# the digits train step, in ferry-python built into podman's storage
 	out=$("$ROOT/deploy/dockerd.sh" python-image 2>&1) || fail "deploy/dockerd.sh python-image: $out"
 	id=$(submit_digits_train)
