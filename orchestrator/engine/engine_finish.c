@@ -176,7 +176,10 @@ int engine_flush_done(struct engine *e)
 		v[i] = e->done[i].r;
 	ask_claim = engine_claim_ask(e, &ask);
 	t0 = clock_mono_us();
-	if (ask_claim)
+	if (ask_claim && EXEC_FAULT("finish-claim")) {
+		ferry_error_set("fault injected: closing results with a claim failed");
+		error = FERRY_EDB;
+	} else if (ask_claim)
 		error = store_finish_claim(e->conn, e->owner, v, e->ndone, &ready, &retry, &ask, &c, &nc, &claim_us);
 	else
 		error = store_finish(e->conn, e->owner, v, e->ndone, &ready, &retry);
@@ -202,6 +205,8 @@ int engine_flush_done(struct engine *e)
 	e->finish_on_loop = 0;
 	if (!ask_claim)
 		return FERRY_OK;
+	if (nc > 0)
+		EXEC_FAULT("claimed"); /* committed: steps claimed, their jobs not started */
 	return engine_claimed(e, c, nc, ask.limit);
 }
 

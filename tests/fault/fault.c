@@ -15,8 +15,11 @@
  * (right after a failed record), "docker-shim-gone" (a docker job's supervisor
  * found dead, its end not recorded), "expanding" (a foreach step's children
  * are being written: one batch is, the next is not), "registering" (a
- * register step's work, on a worker thread) and "finish-pool" (a batch of
- * results being closed on a worker's connection: fail makes it fail). It also registers the "test" executor
+ * register step's work, on a worker thread), "finish-pool" (a batch of
+ * results being closed on a worker's connection: fail makes it fail),
+ * "finish-claim" (a batch closed on the loop with the claim that follows,
+ * ferry_finish_claim: fail makes the call fail) and "claimed" (that call
+ * committed steps claimed in it, their jobs not started yet). It also registers the "test" executor
  * type: the local executor with each hook call appended to
  * $FERRY_HOME/test-executor.log, so a test sees the engine go through the
  * table and nothing else.

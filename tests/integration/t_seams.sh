@@ -307,6 +307,48 @@ Y
 	grep -q 'fault injected: closing results on the pool failed' "$FERRY_HOME/ferryd-a.log" || fail "no batch went to the pool: the fault was not there"
 }
 
+# a batch closed on the loop with the claim that follows (ferry_finish_claim)
+# whose call fails: the results are kept and written again with the next
+# claim; nothing is lost or run twice
+test_fault_finish_claim_fails_results_kept() {
+	FERRYD=ferryd-test start_daemon a FERRY_FAULT=fail:finish-claim FERRY_FAULT_TIMES=2 FERRY_POLL_MS=200
+	id=$(submit "$(wf fcfail <<'Y'
+name: fcfail
+steps:
+  - {name: a, command: [sh, -c, 'echo a']}
+  - {name: b, needs: [a], command: [sh, -c, 'echo b']}
+  - {name: c, needs: [b], command: [sh, -c, 'echo c']}
+Y
+)")
+	wait_run "$id" succeeded 30
+	assert_eq "$(sql "SELECT string_agg(s.name || ':' || s.attempts || ':' || s.state, ',' ORDER BY s.name) FROM steps s WHERE s.run_id = $id")" \
+		"a:1:succeeded,b:1:succeeded,c:1:succeeded" "each step once, each succeeded"
+	assert_eq "$(grep -c 'fault injected: closing results with a claim failed' "$FERRY_HOME/ferryd-a.log")" 2 "the call failed twice"
+}
+
+# the daemon dies right after a call that closed a's attempt and claimed b
+# committed, before b's job started: the daemon back, b's attempt (no job,
+# no handle) is lost and b runs once, in a new attempt that counts no try
+test_fault_killed_after_finish_claim_committed() {
+	FERRYD=ferryd-test start_daemon a FERRY_FAULT=kill:claimed
+	id=$(submit "$(wf fckill <<'Y'
+name: fckill
+steps:
+  - {name: a, command: [sh, -c, 'echo a']}
+  - {name: b, needs: [a], command: [sh, -c, 'echo b']}
+Y
+)")
+	wait_daemon_dead a
+	assert_eq "$(sql "SELECT s.state || ' ' || a.state || ' ' || coalesce(a.handle::text, 'none') FROM steps s JOIN attempts a ON a.step_id = s.id WHERE s.run_id = $id AND s.name = 'b'")" \
+		"running running none" "b claimed in a's closing call, its job not started"
+	assert_eq "$(step_col "$id" a state)" succeeded "a closed in the same call"
+	start_daemon a
+	wait_run "$id" succeeded 60
+	assert_eq "$(sql "SELECT count(*) FILTER (WHERE a.state = 'succeeded') || '/' || count(*) FROM attempts a JOIN steps s ON s.id = a.step_id WHERE s.run_id = $id AND s.name = 'b'")" \
+		"1/2" "one attempt lost, one ran"
+	assert_eq "$(step_col "$id" b tries)" 1 "the lost attempt counted no try"
+}
+
 test_fault_lost_sigchld_job_end_still_seen() {
 	FERRYD=ferryd-test start_daemon a FERRY_FAULT=fail:sigchld FERRY_FAULT_TIMES=1000000
 	id=$(submit "$(wf lost <<'Y'
