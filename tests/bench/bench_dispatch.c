@@ -5,11 +5,13 @@
  * /bin/true. Prints one JSON line:
  *   steps_per_sec      a backlog of runs × steps (fan-out/fan-in), first
  *                      claim to last completion, from the database's clocks
- *   hop_p50/p99_ms     a 200-step sequential chain: a step's completion to
- *                      the start of the next, as the database stamps them:
- *                      0 where the next was claimed in the transaction that
- *                      closed the first (ferry_finish_claim); the wall time
- *                      of a hop is --chain's per_step_ms
+ *   hop_p50/p99_ms     a 200-step sequential chain: one step's start to the
+ *                      next's (the database's stamps): its job (none with
+ *                      noop), its end noticed and the call that closes it
+ *                      and claims the next (ferry_finish_claim: since the
+ *                      two share a transaction, a step's end and the next
+ *                      start carry one stamp, and end-to-start, what this
+ *                      measured before 2026-12-03, is 0)
  *   ready_to_running   runs submitted while the daemon runs: when a step
  *                      became ready (run created / last need finished) to
  *                      when it was claimed (0 likewise for a step made ready
@@ -23,7 +25,7 @@
  *   bench_dispatch [--executor noop|local] [--runs N] [--width W]
  *
  * With --slow-neighbour (local executor) it prints dispatch_slow_neighbour
- * instead: the hops of a 100-step chain on a quiet daemon, then again while
+ * instead: the hops (as above) of a 100-step chain on a quiet daemon, then again while
  * another run registers a 1 GiB artifact (the registry copies and hashes it
  * on the daemon's worker pool), and their ratio.
  *
@@ -267,7 +269,7 @@ static int64_t chain_hops(double *p50, double *p99, int len, const char *cmd)
 		usleep(50 * 1000);
 	}
 	snprintf(sql, sizeof(sql),
-		 "SELECT extract(epoch FROM b.started_at - a.finished_at) * 1000 "
+		 "SELECT extract(epoch FROM b.started_at - a.started_at) * 1000 "
 		 "FROM steps a JOIN steps b ON b.run_id = a.run_id AND b.idx = a.idx + 1 WHERE a.run_id = %lld",
 		 (long long)id);
 	sql_percentiles(p50, p99, sql);
@@ -655,7 +657,7 @@ int main(int argc, char **argv)
 	free(yaml);
 	wait_all_done(120);
 	snprintf(sql, sizeof(sql),
-		 "SELECT extract(epoch FROM b.started_at - a.finished_at) * 1000 "
+		 "SELECT extract(epoch FROM b.started_at - a.started_at) * 1000 "
 		 "FROM steps a JOIN steps b ON b.run_id = a.run_id AND b.idx = a.idx + 1 WHERE a.run_id = %lld",
 		 (long long)chain_id);
 	sql_percentiles(&hop50, &hop99, sql);
