@@ -3,12 +3,15 @@
 # step asking for one (FERRY_CPUS=SLOTS, FERRY_DEFAULT_CPUS=1): JOBS short
 # local jobs (`sleep JOB_S`), each with a random priority (-5…5), all ready
 # at once (one run of JOBS independent steps). Prints one JSON line:
-#   {"bench":"queues","jobs":…,"slots":…,"job_ms":…,"utilization":…,
+#   {"bench":"queues","jobs":…,"slots":…,"job_ms":…,"utilization":…,"command_busy":…,
 #    "priority_inversions":…,"admit_p50_ms":…,"admit_p99_ms":…,
 #    "gap_p50_ms":…,"gap_p99_ms":…,"makespan_s":…}
 #
 # utilization: the attempts' running time (started_at → finished_at, as the
-# database records them) over SLOTS × the makespan (first start → last end).
+# database records them: a slot is held from its claim to its release) over
+# SLOTS × the makespan (first start → last end). command_busy: the commands'
+# own time (JOBS × JOB_S) over the same, the rest being each job's start and
+# end and the call between two. Under TMPDIR (default /tmp).
 # priority_inversions: pairs where a lower-priority step started before a
 # higher-priority one (all were ready from the start, all ask the same).
 # admit_*: the claim statement's time (ferry_claim: admission included), from
@@ -38,7 +41,7 @@ die() {
 }
 
 [ -x bin/ferryd ] || die "bin/ferryd is missing; run make first"
-WORK=$(mktemp -d /tmp/ferry-bench-queues.XXXXXX)
+WORK=$(mktemp -d "${TMPDIR:-/tmp}/ferry-bench-queues.XXXXXX")
 chmod 755 "$WORK" # the embedded PostgreSQL runs as 'postgres' when we are root
 export FERRY_HOME="$WORK/home"
 mkdir -p "$FERRY_HOME"
@@ -140,5 +143,8 @@ if [ -n "${BENCH_PG_STATEMENTS:-}" ]; then
 	FROM pg_stat_statements ORDER BY total_exec_time + total_plan_time DESC LIMIT ${BENCH_PG_STATEMENTS}" >&2
 fi
 job_ms=$(python3 -c "print(int(float('$JOB_S') * 1000))")
-printf '{"bench":"queues","jobs":%d,"slots":%d,"job_ms":%d,"utilization":%s,"priority_inversions":%d,"admit_p50_ms":%s,"admit_p99_ms":%s,"gap_p50_ms":%s,"gap_p99_ms":%s,"makespan_s":%s}\n' \
-	"$JOBS" "$SLOTS" "$job_ms" "$util" "$inversions" "$a50" "$a99" "$gap50" "$gap99" "$makespan"
+# the commands' own time (JOBS x JOB_S) over the slots' time: what is left is each job's start,
+# its end noticed and the call that closes it and claims the next
+cmd_busy=$(python3 -c "print(f'{$JOBS * float(\"$JOB_S\") / ($SLOTS * float(\"$makespan\")):.4f}')")
+printf '{"bench":"queues","jobs":%d,"slots":%d,"job_ms":%d,"utilization":%s,"command_busy":%s,"priority_inversions":%d,"admit_p50_ms":%s,"admit_p99_ms":%s,"gap_p50_ms":%s,"gap_p99_ms":%s,"makespan_s":%s}\n' \
+	"$JOBS" "$SLOTS" "$job_ms" "$util" "$cmd_busy" "$inversions" "$a50" "$a99" "$gap50" "$gap99" "$makespan"
