@@ -83,25 +83,46 @@ static void claim_row(struct store_claim *c, PGresult *res, int i)
 	store_claim_parse(c);
 }
 
+/* ferry_claim's arguments after its owner (host, limit, lease, run, step, capacity) as text. */
+struct claim_params {
+	char lim[16], lease[32], run[32], step[32];
+	char *cap; /* owned: the caller frees it */
+	const char *p[6];
+};
+
+static void claim_params(struct claim_params *cp, const struct store_claim_ask *a)
+{
+	snprintf(cp->lim, sizeof(cp->lim), "%d", a->limit);
+	snprintf(cp->lease, sizeof(cp->lease), "%lld", (long long)a->lease_ms);
+	snprintf(cp->run, sizeof(cp->run), "%lld", (long long)a->run_filter);
+	snprintf(cp->step, sizeof(cp->step), "%lld", (long long)a->step_filter);
+	cp->cap = a->capacity ? json_dumps(a->capacity, JSON_COMPACT) : NULL;
+	cp->p[0] = a->host;
+	cp->p[1] = cp->lim;
+	cp->p[2] = cp->lease;
+	cp->p[3] = a->run_filter > 0 ? cp->run : NULL;
+	cp->p[4] = a->step_filter > 0 ? cp->step : NULL;
+	cp->p[5] = cp->cap;
+}
+
 int store_claim(struct store_claim **out, int *n, PGconn *conn, const char *owner,
 		const char *host, int limit, int64_t lease_ms, int64_t run_filter, int64_t step_filter,
 		const json_t *capacity)
 {
-	char lim[16], lease[32], run[32], step[32];
-	char *cap = capacity ? json_dumps(capacity, JSON_COMPACT) : NULL;
-	const char *params[7] = {owner, host, lim, lease, run_filter > 0 ? run : NULL, step_filter > 0 ? step : NULL, cap};
+	const struct store_claim_ask ask = {host, limit, 1, lease_ms, run_filter, step_filter, capacity};
+	struct claim_params cp;
+	const char *params[7];
 	PGresult *res = NULL;
 	struct store_claim *v;
 	int error, rows;
 
 	*out = NULL;
 	*n = 0;
-	snprintf(lim, sizeof(lim), "%d", limit);
-	snprintf(lease, sizeof(lease), "%lld", (long long)lease_ms);
-	snprintf(run, sizeof(run), "%lld", (long long)run_filter);
-	snprintf(step, sizeof(step), "%lld", (long long)step_filter);
+	claim_params(&cp, &ask);
+	params[0] = owner;
+	memcpy(params + 1, cp.p, sizeof(cp.p));
 	error = store_q(&res, conn, "SELECT * FROM ferry_claim($1, $2, $3, $4, $5, $6, $7)", 7, params);
-	free(cap);
+	free(cp.cap);
 	if (error < 0)
 		return error;
 	rows = PQntuples(res);
@@ -299,8 +320,7 @@ int store_finish_claim(PGconn *conn, const char *owner, const struct store_resul
 		       struct store_claim **out, int *nclaimed, int64_t *claim_us)
 {
 	struct finish_params f;
-	char lim[16], lease[32], run[32], step[32];
-	char *cap = ask->capacity ? json_dumps(ask->capacity, JSON_COMPACT) : NULL;
+	struct claim_params cp;
 	const char *params[20];
 	PGresult *res = NULL;
 	int error, rows, k = 0;
@@ -312,23 +332,15 @@ int store_finish_claim(PGconn *conn, const char *owner, const struct store_resul
 	*nclaimed = 0;
 	*claim_us = -1;
 	finish_params(&f, owner, v, n);
+	claim_params(&cp, ask);
 	memcpy(params, f.p, sizeof(f.p));
-	snprintf(lim, sizeof(lim), "%d", ask->limit);
-	snprintf(lease, sizeof(lease), "%lld", (long long)ask->lease_ms);
-	snprintf(run, sizeof(run), "%lld", (long long)ask->run_filter);
-	snprintf(step, sizeof(step), "%lld", (long long)ask->step_filter);
-	params[13] = ask->host;
-	params[14] = lim;
-	params[15] = lease;
-	params[16] = ask->run_filter > 0 ? run : NULL;
-	params[17] = ask->step_filter > 0 ? step : NULL;
-	params[18] = cap;
+	memcpy(params + 13, cp.p, sizeof(cp.p));
 	params[19] = ask->always ? "t" : "f";
 	error = store_q(&res, conn,
 		        "SELECT ready_now, (extract(epoch FROM next_retry) * 1000)::bigint, claim_us, step_id, run_id, name, "
 		        "       attempt, kind, timeout_ms, spec, workdir, inputs, run, gpus "
 		        "FROM ferry_finish_claim($1, " FINISH_ARGS ", $14, $15, $16, $17, $18, $19, $20)", 20, params);
-	free(cap);
+	free(cp.cap);
 	finish_params_free(&f);
 	if (error < 0)
 		return error;
