@@ -15,7 +15,10 @@
  *
  * Linked statically (the Makefile): it starts as the daemon's user with an
  * environment the workflow chose, which a dynamic loader would obey
- * (LD_PRELOAD, LD_LIBRARY_PATH). It reads nothing else of it.
+ * (LD_PRELOAD, LD_LIBRARY_PATH). It reads nothing else of it. Built with
+ * musl where musl-gcc is installed: one starts with every local job, and
+ * musl's start-up took it from ~450 to ~230 us here (glibc's static
+ * start-up touches 26 pages, each fault costly on this virtual machine).
  */
 #include <stdio.h>
 #include <stdlib.h>

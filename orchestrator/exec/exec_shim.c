@@ -16,6 +16,19 @@
 #include "exec/logmask.h"
 #include "lib/util.h"
 
+/*
+ * close_range(2) by its number: musl (the shim's libc where musl-gcc is
+ * installed, Makefile) has no wrapper; the number is the same on every
+ * architecture (Linux 5.9 and later; on an older kernel nothing is closed).
+ */
+#ifndef SYS_close_range
+#define SYS_close_range 436
+#endif
+static void close_from_3(void)
+{
+	(void)syscall(SYS_close_range, 3U, ~0U, 0U);
+}
+
 size_t exec_shim_fmt(char *buf, long long v)
 {
 	char tmp[24];
@@ -120,7 +133,7 @@ _Noreturn void exec_shim_run(char **argv, char **envp, const char *cwd, const ch
 		signal(s, SIG_DFL);
 	setsid();
 	/* none of the daemon's descriptors (listening socket, database) leak into jobs */
-	close_range(3, ~0U, 0);
+	close_from_3();
 	logfd = open(log, O_WRONLY | O_CREAT | O_APPEND, 0644);
 	nullfd = open("/dev/null", O_RDONLY);
 	/*
@@ -153,7 +166,7 @@ _Noreturn void exec_shim_run(char **argv, char **envp, const char *cwd, const ch
 			dup2(logfd, 1);
 			dup2(logfd, 2);
 		}
-		close_range(3, ~0U, 0); /* the status descriptor too */
+		close_from_3(); /* the status descriptor too */
 		if (exec_shim_drop(u) < 0) {
 			static const char msg[] = "ferry: cannot switch to the job user (FERRY_JOB_USER)\n";
 			(void)fd_write_all(2, msg, sizeof(msg) - 1);

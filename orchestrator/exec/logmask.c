@@ -87,22 +87,6 @@ static struct logmask *ready(struct logmask *m)
 	return m;
 }
 
-struct logmask *logmask_new(const json_t *secrets)
-{
-	struct logmask *m;
-	const char *key;
-	json_t *val;
-
-	if (!json_is_object(secrets) || json_object_size(secrets) == 0)
-		return NULL;
-	m = xcalloc(1, sizeof(*m));
-	json_object_foreach((json_t *)secrets, key, val) {
-		if (json_string_value(val))
-			add_secret(m, json_string_value(val));
-	}
-	return ready(m);
-}
-
 struct logmask *logmask_new_values(const char *const *values, size_t n)
 {
 	struct logmask *m;
@@ -129,13 +113,15 @@ void logmask_free(struct logmask *m)
 	free(m->v), free(m->len), free(m->buf), free(m);
 }
 
-json_t *logmask_values(const struct logmask *m)
+size_t logmask_count(const struct logmask *m)
 {
-	json_t *out = json_array();
+	return m ? m->n : 0;
+}
 
-	for (size_t i = 0; m && i < m->n; i++)
-		json_array_append_new(out, json_stringn(m->v[i], m->len[i]));
-	return out;
+const char *logmask_value(const struct logmask *m, size_t i, size_t *len)
+{
+	*len = m->len[i];
+	return m->v[i];
 }
 
 /* Writes buf up to where a value may still begin (all of it when final), masked; keeps the rest. */

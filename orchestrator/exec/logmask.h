@@ -11,11 +11,13 @@
  *
  * logmask_new allocates everything; the rest runs in a shim (a fork of a
  * threaded daemon): no allocation, only read, write, poll and waitpid.
+ * logmask.c needs no library but libc (bin/ferry-shim links it, built
+ * with musl where it can be: Makefile); the JSON side, logmask_new and
+ * logmask_values, is logmask_json.c's (jansson), the daemon's alone.
  */
 #ifndef FERRY_EXEC_LOGMASK_H
 #define FERRY_EXEC_LOGMASK_H
 
-#include <jansson.h>
 #include <stddef.h>
 #include <sys/types.h>
 
@@ -24,6 +26,7 @@
 #define LOGMASK_MIN_LEN 4
 
 struct logmask;
+typedef struct json_t json_t; /* jansson's: logmask_json.c */
 
 /* A masker for the values of secrets ({"NAME": "value"}); NULL when there is nothing to mask. */
 struct logmask *logmask_new(const json_t *secrets);
@@ -32,6 +35,9 @@ struct logmask *logmask_new_values(const char *const *values, size_t n);
 void logmask_free(struct logmask *m);
 /* The values masked (each secret's, and each line of a multi-line one), longest first: a JSON array of strings. */
 json_t *logmask_values(const struct logmask *m);
+/* How many values m masks (0 for NULL), and the i-th: not NUL-terminated, len bytes. */
+size_t logmask_count(const struct logmask *m);
+const char *logmask_value(const struct logmask *m, size_t i, size_t *len);
 
 /* Copies p (n bytes) to fd, masked; a possible start of a value is held back. */
 void logmask_feed(struct logmask *m, int fd, const char *p, size_t n);
