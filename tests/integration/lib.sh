@@ -363,6 +363,24 @@ json() {
 	esac
 }
 
+# pg_stop_under DIR: every PostgreSQL whose data directory is under DIR (a
+# cluster a test started and left running) stopped at once, SIGQUIT, and
+# waited for (5 s at most). Killed with SIGKILL instead (the runner's
+# pkill -9 of what a test left), a postmaster leaves its dynamic shared
+# memory in /dev/shm for good: nothing removes it once its data directory
+# is gone (run.sh counts what the suite left there).
+pg_stop_under() {
+	local f pid pids=() i
+	while IFS= read -r f; do
+		pid=$(head -1 "$f" 2>/dev/null)
+		[ -n "$pid" ] && kill -QUIT "$pid" 2>/dev/null && pids+=("$pid")
+	done < <(find "$1" -maxdepth 6 -name postmaster.pid 2>/dev/null)
+	for ((i = 0; i < 100 && ${#pids[@]} > 0; i++)); do
+		kill -0 "${pids[@]}" 2>/dev/null || return 0
+		sleep 0.05
+	done
+}
+
 # pg_stop_now HOME: the suite's embedded PostgreSQL under HOME stopped at once
 # (SIGQUIT: an immediate shutdown, no checkpoint: its data is thrown away
 # next). `ferryd db stop` shuts down cleanly, and the checkpoint of the

@@ -30,8 +30,12 @@ soak_start() {
 
 test_fleet_soak_kills_and_postgres_restarts() {
 	command -v haproxy >/dev/null || fail "haproxy is not installed (make deps)"
-	local client=0 rounds=${SOAK_ROUNDS:-4} seed=${SOAK_SEED:-$RANDOM} r victim out i
-	trap 'kill "$client" 2>/dev/null; stop_daemons; for h in a b c; do stop_deployments "$FERRY_HOME/$h"; done; soak_pg stop' EXIT
+	local rounds=${SOAK_ROUNDS:-4} seed=${SOAK_SEED:-$RANDOM} r victim out i
+	# runs when the test's shell exits, after this function's locals are gone: the client's pid is
+	# a global (as a local, set -u stopped the trap at its first word, and the test's PostgreSQL
+	# was left to the runner's kill -9, its shared memory with it)
+	SOAK_CLIENT=
+	trap '[ -z "$SOAK_CLIENT" ] || kill "$SOAK_CLIENT" 2>/dev/null || true; stop_daemons; for h in a b c; do stop_deployments "$FERRY_HOME/$h"; done; soak_pg stop' EXIT
 	echo "# SOAK_SEED=$seed SOAK_ROUNDS=$rounds"
 	RANDOM=$seed
 	SOAK_DB=$(soak_pg start) || fail "the test's PostgreSQL did not start: $(tail -5 "$FERRY_HOME/pg.log")"
@@ -66,7 +70,7 @@ Y
 			sleep 0.05
 		done
 	) &
-	client=$!
+	SOAK_CLIENT=$!
 	for r in $(seq 1 "$rounds"); do
 		case $((RANDOM % 3)) in 0) victim=a ;; 1) victim=b ;; *) victim=c ;; esac
 		echo "# round $r: kill -9 of host-$victim's daemon ($(date +%T.%N))"
@@ -84,7 +88,7 @@ Y
 	# settled: every daemon answers ready again
 	for h in a b c; do await_daemon "$h"; done
 	sleep 6 # two leases: every heartbeat is fresh, every keeper has had rounds
-	kill "$client" 2>/dev/null; wait "$client" 2>/dev/null || true
+	kill "$SOAK_CLIENT" 2>/dev/null; wait "$SOAK_CLIENT" 2>/dev/null || true
 	local sent failed
 	sent=$(wc -l <"$FERRY_HOME/sent"); failed=$(cat "$FERRY_HOME/failed" 2>/dev/null | wc -l)
 	echo "# $failed of $sent requests through B's front failed"
