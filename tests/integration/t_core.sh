@@ -66,6 +66,37 @@ Y
 	assert_eq "$(sql "SELECT count(*) FROM events WHERE run_id = $id AND kind = 'step.retrying'")" 3 "retry events"
 }
 
+# The run's metrics are its steps' merged (name -> metrics.json), a fan-out's items' kept to
+# themselves; a retry of an item and of a step, asking a queue and CPUs, is queued again with them
+# (ferry_finish writes each only for a batch that has one)
+test_run_metrics_merged_and_retries_requeued() {
+	FERRY_CPUS=4 start_daemon a
+	f=$(wf merged <<'Y'
+name: merged
+steps:
+  - name: a
+    command: [sh, -c, 'echo "{\"acc\": 0.5}" >"$FERRY_OUTPUT_DIR/metrics.json"']
+  - name: b
+    resources: {cpus: 2}
+    retry: {limit: 1, backoff: 100ms}
+    command: [sh, -c, 'test "$FERRY_ATTEMPT" -ge 2 && echo "{\"f1\": 0.75}" >"$FERRY_OUTPUT_DIR/metrics.json"']
+  - name: fan
+    needs: [a]
+    foreach: {range: 3}
+    retry: {limit: 1, backoff: 100ms}
+    resources: {cpus: 2}
+    command: [sh, -c, 'test "$FERRY_ITEM_INDEX" != 1 -o "$FERRY_ATTEMPT" -ge 2 && echo "{\"item\": $FERRY_ITEM_INDEX}" >"$FERRY_OUTPUT_DIR/metrics.json"']
+Y
+)
+	id=$(submit "$f")
+	wait_run "$id" succeeded 30
+	assert_eq "$(sql "SELECT metrics FROM runs WHERE id = $id")" '{"a": {"acc": 0.5}, "b": {"f1": 0.75}}' "the steps' metrics, not the items'"
+	assert_eq "$(step_col "$id" b attempts)" 2 "b retried"
+	assert_eq "$(sql "SELECT string_agg(a.cpus::text, ',' ORDER BY a.attempt) FROM attempts a JOIN steps s ON s.id = a.step_id WHERE s.run_id = $id AND s.name = 'b'")" "2,2" "b's retry asked its CPUs again"
+	assert_eq "$(sql "SELECT string_agg(c.attempts || ':' || (c.metrics->>'item')::float::int, ',' ORDER BY c.item_index) FROM steps c JOIN steps p ON p.id = c.parent_id WHERE p.run_id = $id AND p.name = 'fan'")" "1:0,2:1,1:2" "the item retried, with its metrics"
+	assert_eq "$(sql "SELECT string_agg(a.cpus::text, ',' ORDER BY a.attempt) FROM attempts a JOIN steps c ON c.id = a.step_id JOIN steps p ON p.id = c.parent_id WHERE p.run_id = $id AND c.item_index = 1")" "2,2" "the item's retry asked its fan-out's CPUs"
+}
+
 test_retry_limit_exhausted() {
 	start_daemon a
 	f=$(wf exhaust <<'Y'
