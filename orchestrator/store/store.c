@@ -11,6 +11,7 @@
  */
 #include "store/store.h"
 
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -115,17 +116,119 @@ static int retryable(PGconn *conn, PGresult *res)
 
 enum { Q_TRIES = 4 };
 
-/* Runs sql with text params; *out holds the result when it succeeded. */
-static int q(PGresult **out, PGconn *conn, const char *sql, int n, const char *const *params)
+/*
+ * Which connections have which statements prepared, by the connection and
+ * its server process (a connection made again, even at the same address,
+ * has another: it prepares again). Asking the server instead costs a round
+ * trip, and executing blind to learn it (SQLSTATE 26000) puts an ERROR in
+ * the server's log at every connection. Bounded: past PREP_MAX entries the
+ * oldest goes (its statement, if its connection lives, is found prepared:
+ * 42P05, taken as done). names are string literals.
+ */
+enum { PREP_MAX = 64 };
+static struct prep {
+	const PGconn *conn;
+	int pid;
+	const char *name;
+	int unusable; /* executing by name failed after preparing (a pooler): sent with its params */
+} prep[PREP_MAX];
+static int prep_n, prep_next;
+static pthread_mutex_t prep_lock = PTHREAD_MUTEX_INITIALIZER;
+
+/* conn's entry for name (-1: none); under prep_lock. */
+static int prep_find(const PGconn *conn, int pid, const char *name)
 {
-	PGresult *res = PQexecParams(conn, sql, n, NULL, params, NULL, NULL, 0);
+	for (int i = 0; i < prep_n; i++)
+		if (prep[i].conn == conn && prep[i].pid == pid && strcmp(prep[i].name, name) == 0)
+			return i;
+	return -1;
+}
+
+/* 1 prepared, -1 not to be prepared on conn, 0 not yet. */
+static int prep_state(const PGconn *conn, const char *name)
+{
+	int i, st;
+
+	pthread_mutex_lock(&prep_lock);
+	i = prep_find(conn, PQbackendPID(conn), name);
+	st = i < 0 ? 0 : prep[i].unusable ? -1 : 1;
+	pthread_mutex_unlock(&prep_lock);
+	return st;
+}
+
+static void prep_set(const PGconn *conn, const char *name, int unusable)
+{
+	int pid = PQbackendPID(conn), i;
+
+	pthread_mutex_lock(&prep_lock);
+	if ((i = prep_find(conn, pid, name)) < 0) {
+		if (prep_n < PREP_MAX) {
+			i = prep_n++;
+		} else {
+			i = prep_next;
+			prep_next = (prep_next + 1) % PREP_MAX;
+		}
+		prep[i] = (struct prep){conn, pid, name, 0};
+	}
+	prep[i].unusable = unusable;
+	pthread_mutex_unlock(&prep_lock);
+}
+
+static int sqlstate_is(const PGresult *res, const char *code)
+{
+	const char *state = PQresultErrorField(res, PG_DIAG_SQLSTATE);
+
+	return state && strcmp(state, code) == 0;
+}
+
+/*
+ * sql executed as the prepared statement name of conn, prepared first when
+ * it is not yet. Inside a transaction block it is sent as it is (a failed
+ * Parse there would abort the block), and so when preparing fails, or when
+ * the statement prepared is then not found (a pooler that moves sessions
+ * between server connections: from then on, on that connection).
+ */
+static PGresult *exec_prepared(PGconn *conn, const char *name, const char *sql, int n, const char *const *params)
+{
+	PGresult *res;
+	int st;
+
+	if (PQtransactionStatus(conn) != PQTRANS_IDLE || (st = prep_state(conn, name)) < 0)
+		return PQexecParams(conn, sql, n, NULL, params, NULL, NULL, 0);
+	if (st == 0) {
+		res = PQprepare(conn, name, sql, n, NULL);
+		st = PQresultStatus(res) == PGRES_COMMAND_OK || sqlstate_is(res, "42P05");
+		PQclear(res);
+		if (!st)
+			return PQexecParams(conn, sql, n, NULL, params, NULL, NULL, 0);
+		prep_set(conn, name, 0);
+	}
+	res = PQexecPrepared(conn, name, n, params, NULL, NULL, 0);
+	if (PQresultStatus(res) == PGRES_FATAL_ERROR && sqlstate_is(res, "26000")) {
+		PQclear(res);
+		prep_set(conn, name, 1);
+		return PQexecParams(conn, sql, n, NULL, params, NULL, NULL, 0);
+	}
+	return res;
+}
+
+/* sql, prepared under name when name is not NULL (exec_prepared); NULL: sent with its params. */
+static PGresult *run(PGconn *conn, const char *name, const char *sql, int n, const char *const *params)
+{
+	return name ? exec_prepared(conn, name, sql, n, params) : PQexecParams(conn, sql, n, NULL, params, NULL, NULL, 0);
+}
+
+/* Runs sql with text params (prepared as name, when not NULL); *out holds the result when it succeeded. */
+static int q(PGresult **out, PGconn *conn, const char *name, const char *sql, int n, const char *const *params)
+{
+	PGresult *res = run(conn, name, sql, n, params);
 	ExecStatusType st = PQresultStatus(res);
 	int error;
 
 	for (int tries = 1; tries < Q_TRIES && st == PGRES_FATAL_ERROR && retryable(conn, res); tries++) {
 		metrics_add(M_DB_RETRIES, 1);
 		PQclear(res);
-		res = PQexecParams(conn, sql, n, NULL, params, NULL, NULL, 0);
+		res = run(conn, name, sql, n, params);
 		st = PQresultStatus(res);
 	}
 	if (st == PGRES_COMMAND_OK || st == PGRES_TUPLES_OK) {
@@ -144,12 +247,17 @@ static int q(PGresult **out, PGconn *conn, const char *sql, int n, const char *c
 
 int store_q(PGresult **out, PGconn *conn, const char *sql, int n, const char *const *params)
 {
-	return q(out, conn, sql, n, params);
+	return q(out, conn, NULL, sql, n, params);
+}
+
+int store_qp(PGresult **out, PGconn *conn, const char *name, const char *sql, int n, const char *const *params)
+{
+	return q(out, conn, name, sql, n, params);
 }
 
 int store_tx(PGconn *conn, const char *cmd)
 {
-	return q(NULL, conn, cmd, 0, NULL);
+	return q(NULL, conn, NULL, cmd, 0, NULL);
 }
 
 char *store_dupval(PGresult *res, int row, int col)
@@ -187,7 +295,7 @@ int store_metrics(char **buf, size_t *len, size_t *cap, PGconn *conn)
 	int error;
 	const char *last = "";
 
-	if ((error = q(&res, conn,
+	if ((error = q(&res, conn, NULL,
 		       "SELECT 'ferry_runs', state, count(*) FROM runs GROUP BY state "
 		       "UNION ALL SELECT 'ferry_open_steps', s.state, count(*) FROM steps s "
 		       "  JOIN runs r ON r.id = s.run_id WHERE r.state IN ('pending', 'running', 'stopping') "
@@ -219,5 +327,5 @@ int store_metrics(char **buf, size_t *len, size_t *cap, PGconn *conn)
 
 int store_ping(PGconn *conn)
 {
-	return q(NULL, conn, "SELECT 1", 0, NULL);
+	return q(NULL, conn, NULL, "SELECT 1", 0, NULL);
 }

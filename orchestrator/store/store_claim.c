@@ -121,7 +121,7 @@ int store_claim(struct store_claim **out, int *n, PGconn *conn, const char *owne
 	claim_params(&cp, &ask);
 	params[0] = owner;
 	memcpy(params + 1, cp.p, sizeof(cp.p));
-	error = store_q(&res, conn, "SELECT * FROM ferry_claim($1, $2, $3, $4, $5, $6, $7)", 7, params);
+	error = store_qp(&res, conn, "ferry_claim", "SELECT * FROM ferry_claim($1, $2, $3, $4, $5, $6, $7)", 7, params);
 	free(cp.cap);
 	if (error < 0)
 		return error;
@@ -229,8 +229,8 @@ int store_attempts_started(PGconn *conn, const char *owner, const struct store_s
 	params[3] = sbuf_close(&exe, n);
 	params[4] = sbuf_close(&handle, n);
 	params[5] = sbuf_close(&dir, n);
-	error = store_q(NULL, conn,
-		        "SELECT ferry_started($1, $2::bigint[], $3::int[], $4::text[], $5::jsonb[], $6::text[])",
+	error = store_qp(NULL, conn, "ferry_started",
+		         "SELECT ferry_started($1, $2::bigint[], $3::int[], $4::text[], $5::jsonb[], $6::text[])",
 		        6, params);
 	free(ids.p), free(att.p), free(exe.p), free(handle.p), free(dir.p);
 	return error;
@@ -303,9 +303,9 @@ int store_finish(PGconn *conn, const char *owner, const struct store_result *v, 
 	if (n == 0)
 		return FERRY_OK;
 	finish_params(&f, owner, v, n);
-	error = store_q(&res, conn,
-		        "SELECT ready_now, (extract(epoch FROM next_retry) * 1000)::bigint "
-		        "FROM ferry_finish($1, " FINISH_ARGS ")", 13, f.p);
+	error = store_qp(&res, conn, "ferry_finish",
+		         "SELECT ready_now, (extract(epoch FROM next_retry) * 1000)::bigint "
+		         "FROM ferry_finish($1, " FINISH_ARGS ")", 13, f.p);
 	if (error == FERRY_OK) {
 		*ready_now = (int)store_intval(res, 0, 0);
 		*next_retry_ms = store_intval(res, 0, 1);
@@ -336,10 +336,10 @@ int store_finish_claim(PGconn *conn, const char *owner, const struct store_resul
 	memcpy(params, f.p, sizeof(f.p));
 	memcpy(params + 13, cp.p, sizeof(cp.p));
 	params[19] = ask->always ? "t" : "f";
-	error = store_q(&res, conn,
-		        "SELECT ready_now, (extract(epoch FROM next_retry) * 1000)::bigint, claim_us, step_id, run_id, name, "
-		        "       attempt, kind, timeout_ms, spec, workdir, inputs, run, gpus "
-		        "FROM ferry_finish_claim($1, " FINISH_ARGS ", $14, $15, $16, $17, $18, $19, $20)", 20, params);
+	error = store_qp(&res, conn, "ferry_finish_claim",
+		         "SELECT ready_now, (extract(epoch FROM next_retry) * 1000)::bigint, claim_us, step_id, run_id, name, "
+		         "       attempt, kind, timeout_ms, spec, workdir, inputs, run, gpus "
+		         "FROM ferry_finish_claim($1, " FINISH_ARGS ", $14, $15, $16, $17, $18, $19, $20)", 20, params);
 	free(cp.cap);
 	finish_params_free(&f);
 	if (error < 0)

@@ -20,6 +20,12 @@
  * FERRY_EINVALID (22xxx) or FERRY_EDB, with the message set.
  */
 int store_q(PGresult **out, PGconn *conn, const char *sql, int n, const char *const *params);
+/*
+ * As store_q, sql prepared once a connection under name (unique per sql) and
+ * executed by name: no parse and, once PostgreSQL settles on a generic plan,
+ * no planning at each call. For the statements the engine makes per step.
+ */
+int store_qp(PGresult **out, PGconn *conn, const char *name, const char *sql, int n, const char *const *params);
 /* A statement without params or result: BEGIN, COMMIT, SAVEPOINT x, NOTIFY …; as store_q. */
 int store_tx(PGconn *conn, const char *cmd);
 
