@@ -191,10 +191,11 @@ static int sqlstate_is(const PGresult *res, const char *code)
 static PGresult *exec_prepared(PGconn *conn, const char *name, const char *sql, int n, const char *const *params)
 {
 	PGresult *res;
-	int st;
+	int st, fresh = 0;
 
 	if (PQtransactionStatus(conn) != PQTRANS_IDLE || (st = prep_state(conn, name)) < 0)
 		return PQexecParams(conn, sql, n, NULL, params, NULL, NULL, 0);
+again:
 	if (st == 0) {
 		res = PQprepare(conn, name, sql, n, NULL);
 		st = PQresultStatus(res) == PGRES_COMMAND_OK || sqlstate_is(res, "42P05");
@@ -202,10 +203,15 @@ static PGresult *exec_prepared(PGconn *conn, const char *name, const char *sql, 
 		if (!st)
 			return PQexecParams(conn, sql, n, NULL, params, NULL, NULL, 0);
 		prep_set(conn, name, 0);
+		fresh = 1;
 	}
 	res = PQexecPrepared(conn, name, n, params, NULL, NULL, 0);
 	if (PQresultStatus(res) == PGRES_FATAL_ERROR && sqlstate_is(res, "26000")) {
 		PQclear(res);
+		if (!fresh) { /* what the table said is stale (a server pid used again): prepared once more */
+			st = 0;
+			goto again;
+		}
 		prep_set(conn, name, 1);
 		return PQexecParams(conn, sql, n, NULL, params, NULL, NULL, 0);
 	}
