@@ -39,6 +39,11 @@
 # Results print as tests end ("ok N - NAME (Xs)", N in the order they end);
 # a failed test prints its lane, the tail of its output and of its daemons'
 # logs. Before the closing line: each group's and each lane's time.
+# Two checks count as tests of their own: every answer the daemons gave
+# against api/openapi.json (test_api_answers_match_openapi_json), and no
+# PostgreSQL shared memory left in /dev/shm by a cluster a test started
+# (test_no_postgres_shared_memory_left; after each test the runner stops,
+# with SIGQUIT, any cluster left under its home before it kills the rest).
 set -u
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
 export ROOT PATH="$ROOT/bin:$PATH"
