@@ -61,7 +61,32 @@ static int env_hide(const char *entry, int switched)
 			    strncmp(entry, "LOGNAME=", 8) == 0 || strncmp(entry, "PATH=", 5) == 0);
 }
 
-/* Builds envp: the daemon's environment less its FERRY_* settings, Ferry's, then the step's. */
+/*
+ * Keeps the last of the entries of envp (k of them) that name the same
+ * variable: what is added later (Ferry's, then the step's env:, then its
+ * secrets) replaces what came before. Left twice, a program saw either
+ * (getenv the first: a step's PATH did not reach execvp or sh; Python's
+ * os.environ the last). Returns the new count.
+ */
+static size_t env_last_wins(char **envp, size_t k)
+{
+	size_t n = 0;
+
+	for (size_t i = 0; i < k; i++) {
+		size_t len = strcspn(envp[i], "=");
+		int later = 0;
+		for (size_t j = i + 1; j < k && !later; j++)
+			later = strncmp(envp[i], envp[j], len + 1) == 0;
+		if (later)
+			free(envp[i]);
+		else
+			envp[n++] = envp[i];
+	}
+	envp[n] = NULL;
+	return n;
+}
+
+/* Builds envp: the daemon's environment less its FERRY_* settings, Ferry's, then the step's (each over what came before). */
 static char **build_env(const struct exec_spec *c, const char *dir, const char *out,
 			 const char *ckpt)
 {
@@ -102,6 +127,7 @@ static char **build_env(const struct exec_spec *c, const char *dir, const char *
 	json_object_foreach(c->secrets, key, v)
 		envp[k++] = xasprintf("%s=%s", key, json_string_value(v));
 	envp[k] = NULL;
+	env_last_wins(envp, k);
 	return envp;
 }
 

@@ -29,6 +29,90 @@ static void close_from_3(void)
 	(void)syscall(SYS_close_range, 3U, ~0U, 0U);
 }
 
+/* path (which the kernel would not execute: ENOEXEC) run by /bin/sh with argv's arguments, as execvp does. */
+static void exec_as_script(const char *path, char **argv, char **envp)
+{
+	int n = 0;
+
+	while (argv[n])
+		n++;
+	{
+		char *sh[n + 2]; /* on the stack: no allocation in a vfork child */
+		sh[0] = (char *)"sh";
+		sh[1] = (char *)path;
+		for (int i = 1; i <= n; i++) /* argv[1..], and its NULL */
+			sh[i + 1] = argv[i];
+		execve("/bin/sh", sh, envp);
+	}
+}
+
+/*
+ * execvpe as POSIX describes execvp, in a vfork child (no allocation): file
+ * searched in envp's PATH (the job's; "/bin:/usr/bin" without one) unless
+ * it has a slash, and a file the kernel does not execute (ENOEXEC: a script
+ * without a #! line) run by /bin/sh, as a shell runs it. glibc's execvpe
+ * does the same; musl's, the shim's libc where it is built with musl, runs
+ * no sh. Returns on failure, errno set: EACCES if a match was not
+ * executable, else the last error.
+ */
+static void shim_execvpe(const char *file, char **argv, char **envp)
+{
+	const char *path = "/bin:/usr/bin", *p, *end;
+	char buf[4096];
+	size_t flen = strlen(file);
+	int eacces = 0;
+
+	if (strchr(file, '/')) {
+		execve(file, argv, envp);
+		if (errno == ENOEXEC) {
+			exec_as_script(file, argv, envp);
+			errno = ENOEXEC;
+		}
+		return;
+	}
+	for (char **e = envp; *e; e++)
+		if (strncmp(*e, "PATH=", 5) == 0)
+			path = *e + 5;
+	if (*file == '\0' || flen + 2 > sizeof(buf)) {
+		errno = *file ? ENAMETOOLONG : ENOENT;
+		return;
+	}
+	for (p = path;; p = end + 1) {
+		size_t dlen;
+		end = strchrnul(p, ':');
+		dlen = (size_t)(end - p);
+		if (dlen == 0) /* an empty entry is the working directory */
+			p = ".", dlen = 1;
+		if (dlen + 1 + flen + 1 <= sizeof(buf)) {
+			memcpy(buf, p, dlen);
+			buf[dlen] = '/';
+			memcpy(buf + dlen + 1, file, flen + 1);
+			execve(buf, argv, envp);
+			switch (errno) {
+			case ENOEXEC:
+				exec_as_script(buf, argv, envp);
+				errno = ENOEXEC;
+				return;
+			case EACCES:
+				eacces = 1;
+				break;
+			case ENOENT:
+			case ENOTDIR:
+			case ENAMETOOLONG:
+			case ESTALE:
+			case ENODEV:
+			case ETIMEDOUT:
+				break;
+			default:
+				return;
+			}
+		}
+		if (*end == '\0')
+			break;
+	}
+	errno = eacces ? EACCES : ENOENT;
+}
+
 size_t exec_shim_fmt(char *buf, long long v)
 {
 	char tmp[24];
@@ -178,7 +262,7 @@ _Noreturn void exec_shim_run(char **argv, char **envp, const char *cwd, const ch
 			(void)fd_write_all(2, msg, sizeof(msg) - 1);
 			_exit(126);
 		}
-		execvpe(argv[0], argv, envp);
+		shim_execvpe(argv[0], argv, envp);
 		{
 			/* what execve said, in words (no strerror: this is a vfork child) */
 			static const char msg1[] = "ferry: cannot execute ";

@@ -97,6 +97,34 @@ Y
 	assert_eq "$(sql "SELECT string_agg(a.cpus::text, ',' ORDER BY a.attempt) FROM attempts a JOIN steps c ON c.id = a.step_id JOIN steps p ON p.id = c.parent_id WHERE p.run_id = $id AND c.item_index = 1")" "2,2" "the item's retry asked its fan-out's CPUs"
 }
 
+# A command that is a script without a #! line runs under /bin/sh, as a shell (and execvp) would
+# run it, named by its path or found in the job's PATH; and a step's env: replaces what the job
+# would inherit (PATH, HOME), once: before, both were in the environment and the command's search
+# read the inherited PATH (a musl-built shim ran no sh at all: exit 126)
+test_script_without_shebang_runs_under_sh() {
+	start_daemon a
+	mkdir -p "$FERRY_HOME/proj"
+	printf 'echo "ran by sh: $1 $(basename "$0")"\n' >"$FERRY_HOME/proj/noshebang"
+	chmod 755 "$FERRY_HOME/proj/noshebang"
+	f=$(wf noshebang <<Y
+name: noshebang
+steps:
+  - {name: bypath, command: ["$FERRY_HOME/proj/noshebang", one]}
+  - {name: bysearch, env: {PATH: "/usr/bin:/bin:$FERRY_HOME/proj"}, command: [noshebang, two]}
+  - name: sees
+    env: {PATH: "/usr/bin:/bin:$FERRY_HOME/proj", HOME: /nonexistent-home}
+    command: [env]
+Y
+)
+	id=$(submit "$f")
+	wait_run "$id" succeeded 20
+	grep -q "ran by sh: one noshebang" "$FERRY_HOME/runs/$id/bypath/1/log" || fail "by its path: $(cat "$FERRY_HOME/runs/$id/bypath/1/log")"
+	grep -q "ran by sh: two noshebang" "$FERRY_HOME/runs/$id/bysearch/1/log" || fail "found in PATH: $(cat "$FERRY_HOME/runs/$id/bysearch/1/log")"
+	# env(1) prints the environment as the job got it (a shell would tidy it up)
+	assert_eq "$(grep -e '^PATH=' -e '^HOME=' "$FERRY_HOME/runs/$id/sees/1/log" | sort)" "HOME=/nonexistent-home
+PATH=/usr/bin:/bin:$FERRY_HOME/proj" "the step's env:, each variable once"
+}
+
 test_retry_limit_exhausted() {
 	start_daemon a
 	f=$(wf exhaust <<'Y'
