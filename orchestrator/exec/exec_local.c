@@ -62,22 +62,24 @@ static int env_hide(const char *entry, int switched)
 }
 
 /*
- * Keeps the last of the entries of envp (k of them) that name the same
- * variable: what is added later (Ferry's, then the step's env:, then its
- * secrets) replaces what came before. Left twice, a program saw either
- * (getenv the first: a step's PATH did not reach execvp or sh; Python's
- * os.environ the last). Returns the new count.
+ * One entry a variable in envp (k of them): the last of those that name it,
+ * so what is added later (the step's env:, then its secrets) replaces what
+ * it inherited, except Ferry's own, envp[fixed_from, fixed_to) (where its
+ * outputs go, its attempt, …), which nothing replaces. Left twice, a
+ * program saw either (getenv the first: a step's PATH did not reach the
+ * command's lookup; Python's os.environ the last). Returns the new count.
  */
-static size_t env_last_wins(char **envp, size_t k)
+static size_t env_one_each(char **envp, size_t k, size_t fixed_from, size_t fixed_to)
 {
 	size_t n = 0;
 
 	for (size_t i = 0; i < k; i++) {
 		size_t len = strcspn(envp[i], "=");
-		int later = 0;
-		for (size_t j = i + 1; j < k && !later; j++)
-			later = strncmp(envp[i], envp[j], len + 1) == 0;
-		if (later)
+		int fixed = i >= fixed_from && i < fixed_to, drop = 0;
+		for (size_t j = 0; j < k && !fixed && !drop; j++)
+			drop = j != i && (j > i || (j >= fixed_from && j < fixed_to)) &&
+			       strncmp(envp[i], envp[j], len + 1) == 0;
+		if (drop)
 			free(envp[i]);
 		else
 			envp[n++] = envp[i];
@@ -86,12 +88,12 @@ static size_t env_last_wins(char **envp, size_t k)
 	return n;
 }
 
-/* Builds envp: the daemon's environment less its FERRY_* settings, Ferry's, then the step's (each over what came before). */
+/* Builds envp: the daemon's environment less its FERRY_* settings, Ferry's, then the step's (env_one_each). */
 static char **build_env(const struct exec_spec *c, const char *dir, const char *out,
 			 const char *ckpt)
 {
 	json_t *env = c->env, *v;
-	size_t n = 0, k = 0;
+	size_t n = 0, k = 0, fixed, fixed_end;
 	const char *key;
 	const struct exec_user *u = exec_user_get();
 	char **envp;
@@ -111,6 +113,7 @@ static char **build_env(const struct exec_spec *c, const char *dir, const char *
 		if (getenv("PATH"))
 			envp[k++] = xasprintf("PATH=%s", u->path);
 	}
+	fixed = k;
 	envp[k++] = xasprintf("FERRY_RUN_ID=%lld", (long long)c->run_id);
 	envp[k++] = xasprintf("FERRY_STEP=%s", c->name);
 	envp[k++] = xasprintf("FERRY_ATTEMPT=%d", c->attempt);
@@ -121,13 +124,14 @@ static char **build_env(const struct exec_spec *c, const char *dir, const char *
 	envp[k++] = xasprintf("FERRY_HEARTBEAT=%s/heartbeat", dir);
 	envp[k++] = xasprintf("FERRY_PHASE=%s/phase", dir);
 	envp[k++] = xasprintf("FERRY_METRICS_FILE=%s/metrics.jsonl", dir);
+	fixed_end = k;
 	json_object_foreach(env, key, v)
 		envp[k++] = xasprintf("%s=%s", key, json_string_value(v));
 	/* the step's secrets, opened by the engine (never in its spec or env:) */
 	json_object_foreach(c->secrets, key, v)
 		envp[k++] = xasprintf("%s=%s", key, json_string_value(v));
 	envp[k] = NULL;
-	env_last_wins(envp, k);
+	env_one_each(envp, k, fixed, fixed_end);
 	return envp;
 }
 

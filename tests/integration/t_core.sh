@@ -100,7 +100,8 @@ Y
 # A command that is a script without a #! line runs under /bin/sh, as a shell (and execvp) would
 # run it, named by its path or found in the job's PATH; and a step's env: replaces what the job
 # would inherit (PATH, HOME), once: before, both were in the environment and the command's search
-# read the inherited PATH (a musl-built shim ran no sh at all: exit 126)
+# read the inherited PATH (a musl-built shim ran no sh at all: exit 126); Ferry's own variables
+# (where the outputs go) are not the step's to replace
 test_script_without_shebang_runs_under_sh() {
 	start_daemon a
 	mkdir -p "$FERRY_HOME/proj"
@@ -112,7 +113,7 @@ steps:
   - {name: bypath, command: ["$FERRY_HOME/proj/noshebang", one]}
   - {name: bysearch, env: {PATH: "/usr/bin:/bin:$FERRY_HOME/proj"}, command: [noshebang, two]}
   - name: sees
-    env: {PATH: "/usr/bin:/bin:$FERRY_HOME/proj", HOME: /nonexistent-home}
+    env: {PATH: "/usr/bin:/bin:$FERRY_HOME/proj", HOME: /nonexistent-home, FERRY_OUTPUT_DIR: /nonexistent-out}
     command: [env]
 Y
 )
@@ -121,8 +122,9 @@ Y
 	grep -q "ran by sh: one noshebang" "$FERRY_HOME/runs/$id/bypath/1/log" || fail "by its path: $(cat "$FERRY_HOME/runs/$id/bypath/1/log")"
 	grep -q "ran by sh: two noshebang" "$FERRY_HOME/runs/$id/bysearch/1/log" || fail "found in PATH: $(cat "$FERRY_HOME/runs/$id/bysearch/1/log")"
 	# env(1) prints the environment as the job got it (a shell would tidy it up)
-	assert_eq "$(grep -e '^PATH=' -e '^HOME=' "$FERRY_HOME/runs/$id/sees/1/log" | sort)" "HOME=/nonexistent-home
-PATH=/usr/bin:/bin:$FERRY_HOME/proj" "the step's env:, each variable once"
+	assert_eq "$(grep -e '^PATH=' -e '^HOME=' -e '^FERRY_OUTPUT_DIR=' "$FERRY_HOME/runs/$id/sees/1/log" | sort)" "FERRY_OUTPUT_DIR=$FERRY_HOME/runs/$id/sees/1/out
+HOME=/nonexistent-home
+PATH=/usr/bin:/bin:$FERRY_HOME/proj" "the step's env:, each variable once; Ferry's own not replaced"
 }
 
 test_retry_limit_exhausted() {
