@@ -375,8 +375,11 @@ pg_stop_under() {
 		pid=$(head -1 "$f" 2>/dev/null)
 		[ -n "$pid" ] && kill -QUIT "$pid" 2>/dev/null && pids+=("$pid")
 	done < <(find "$1" -maxdepth 6 -name postmaster.pid 2>/dev/null)
-	for ((i = 0; i < 100 && ${#pids[@]} > 0; i++)); do
-		kill -0 "${pids[@]}" 2>/dev/null || return 0
+	[ ${#pids[@]} -gt 0 ] || return 0
+	# each waited for (kill -0 of several fails as soon as one is gone)
+	for ((i = 0; i < 100; i++)); do
+		for pid in "${pids[@]}"; do kill -0 "$pid" 2>/dev/null && break; pid=; done
+		[ -z "${pid:-}" ] && return 0
 		sleep 0.05
 	done
 }
