@@ -84,10 +84,9 @@ BEGIN
 		                          ELSE now() END
 		FROM a, runs r
 		WHERE s.id = a.step_id AND s.attempts = a.attempt AND s.state = 'running' AND r.id = s.run_id
-		RETURNING s.id, s.run_id, s.dev, s.name, s.state, s.not_before, s.timeout_ms, s.spec ->> 'on_timeout' AS on_timeout,
+		RETURNING s.id, s.run_id, s.dev, s.name, s.state, s.not_before, s.timeout_ms,
 		          a.attempt, a.reason, a.exit_code, a.outputs, a.metrics, a.gate, a.cache_key, a.cached_from,
-		          s.parent_id, a.outcome = 'expanded' AND s.state = 'running' AS expanded,
-		          s.spec ->> 'max_parallel' AS max_parallel, s.spec ->> 'min_success' AS min_success
+		          s.parent_id, a.outcome = 'expanded' AND s.state = 'running' AS expanded
 	), q AS (
 		-- a retry: its spec (its fan-out parent's for an item) read as it was before this statement
 		INSERT INTO step_queue (step_id, run_id, dev, not_before, queue, priority, cpus, memory_mb, gpus, named, gpu_shared)

@@ -109,7 +109,8 @@ int store_claim(struct store_claim **out, int *n, PGconn *conn, const char *owne
 		const char *host, int limit, int64_t lease_ms, int64_t run_filter, int64_t step_filter,
 		const json_t *capacity)
 {
-	const struct store_claim_ask ask = {host, limit, 1, lease_ms, run_filter, step_filter, capacity};
+	const struct store_claim_ask ask = {.host = host, .limit = limit, .always = 1, .lease_ms = lease_ms,
+					    .run_filter = run_filter, .step_filter = step_filter, .capacity = capacity};
 	struct claim_params cp;
 	const char *params[7];
 	PGresult *res = NULL;

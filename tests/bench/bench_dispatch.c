@@ -254,6 +254,18 @@ static double raw_spawn_rate(void)
 	return n / ((double)(t - t0) / 1e6);
 }
 
+/* The hops of chain run id, p50 and p99 (ms): one step's start to the next's (see the header). */
+static void hop_percentiles(double *p50, double *p99, int64_t id)
+{
+	char sql[256];
+
+	snprintf(sql, sizeof(sql),
+		 "SELECT extract(epoch FROM b.started_at - a.started_at) * 1000 "
+		 "FROM steps a JOIN steps b ON b.run_id = a.run_id AND b.idx = a.idx + 1 WHERE a.run_id = %lld",
+		 (long long)id);
+	sql_percentiles(p50, p99, sql);
+}
+
 /* Runs a chain of len steps of cmd and waits for it; its hop p50/p99 (ms). */
 static int64_t chain_hops(double *p50, double *p99, int len, const char *cmd)
 {
@@ -268,11 +280,7 @@ static int64_t chain_hops(double *p50, double *p99, int len, const char *cmd)
 			break;
 		usleep(50 * 1000);
 	}
-	snprintf(sql, sizeof(sql),
-		 "SELECT extract(epoch FROM b.started_at - a.started_at) * 1000 "
-		 "FROM steps a JOIN steps b ON b.run_id = a.run_id AND b.idx = a.idx + 1 WHERE a.run_id = %lld",
-		 (long long)id);
-	sql_percentiles(p50, p99, sql);
+	hop_percentiles(p50, p99, id);
 	return id;
 }
 
@@ -656,11 +664,7 @@ int main(int argc, char **argv)
 	chain_id = create_run(yaml);
 	free(yaml);
 	wait_all_done(120);
-	snprintf(sql, sizeof(sql),
-		 "SELECT extract(epoch FROM b.started_at - a.started_at) * 1000 "
-		 "FROM steps a JOIN steps b ON b.run_id = a.run_id AND b.idx = a.idx + 1 WHERE a.run_id = %lld",
-		 (long long)chain_id);
-	sql_percentiles(&hop50, &hop99, sql);
+	hop_percentiles(&hop50, &hop99, chain_id);
 
 	/* phase 2: runs submitted one every 10 ms while the daemon works */
 	yaml = workflow_yaml("bench-live", 8, 0, cmd);
