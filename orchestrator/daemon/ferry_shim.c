@@ -13,6 +13,15 @@
  * value is masked in LOG (the daemon appends the step's secrets after its
  * env; values never go on a command line, which any local user can read).
  *
+ *   ferry-shim --spare PAD
+ *
+ * A spare (exec_spare.c): started before its job is known, it waits on
+ * descriptor 0 for one request that holds the arguments and environment
+ * above (exec_shim.h, "A spare's request"), then goes on exactly as if it
+ * had been started with them, its command line (ps, /proc/PID/cmdline)
+ * rewritten to theirs over PAD's room. It exits at once, having run
+ * nothing, when the request is cut short (the daemon is gone).
+ *
  * Linked statically (the Makefile): it starts as the daemon's user with an
  * environment the workflow chose, which a dynamic loader would obey
  * (LD_PRELOAD, LD_LIBRARY_PATH). It reads nothing else of it. Built with
@@ -20,6 +29,7 @@
  * musl's start-up took it from ~450 to ~230 us here (glibc's static
  * start-up touches 26 pages, each fault costly on this virtual machine).
  */
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -62,13 +72,108 @@ static const char *last_value(const char *name)
 	return v;
 }
 
+/* Reads all of n bytes from fd into buf; 0 when it got them. */
+static int read_all(int fd, char *buf, size_t n)
+{
+	while (n > 0) {
+		ssize_t r = read(fd, buf, n);
+		if (r <= 0)
+			return -1;
+		buf += r, n -= (size_t)r;
+	}
+	return 0;
+}
+
+/* A count ("N\0") at *p, below end; moves *p past it. -1 when there is none. */
+static long take_count(char **p, const char *end)
+{
+	const char *z = memchr(*p, '\0', (size_t)(end - *p));
+	char *stop;
+	long v;
+
+	if (z == NULL || z == *p)
+		return -1;
+	v = strtol(*p, &stop, 10);
+	if (stop != z || v < 0 || v > (long)(end - *p))
+		return -1;
+	*p = (char *)z + 1;
+	return v;
+}
+
+/* n strings ("S\0" each) at *p, below end, into a NULL-terminated vector; NULL when they are not all there. */
+static char **take_strings(char **p, const char *end, long n)
+{
+	char **v = calloc((size_t)n + 1, sizeof(*v));
+
+	for (long i = 0; v && i < n; i++) {
+		const char *z = *p < end ? memchr(*p, '\0', (size_t)(end - *p)) : NULL;
+		if (z == NULL) {
+			free(v);
+			return NULL;
+		}
+		v[i] = *p;
+		*p = (char *)z + 1;
+	}
+	return v;
+}
+
+/*
+ * A spare's request from descriptor 0 (exec_shim.h): its arguments into
+ * *argc and *argv, its environment into environ; the command line shown
+ * for this process becomes the arguments', over the room argv held (room
+ * bytes from title). Exits when the request is cut short or malformed.
+ */
+static void spare_request(int *argc, char ***argv, char *title, size_t room)
+{
+	char head[24], *buf, *p, *end;
+	size_t len = 0, off = 0;
+	long n;
+	int fd;
+
+	exec_shim_detach();
+	for (;;) { /* "LENGTH\n" */
+		if (len == sizeof(head) || read_all(0, head + len, 1) < 0)
+			_exit(0);
+		if (head[len++] == '\n')
+			break;
+	}
+	head[len - 1] = '\0';
+	n = strtol(head, &p, 10);
+	if (*p != '\0' || n <= 0 || n > EXEC_SPARE_MAX || (buf = malloc((size_t)n)) == NULL ||
+	    read_all(0, buf, (size_t)n) < 0)
+		_exit(0);
+	/* descriptor 0 stays taken (by /dev/null), so the log is never opened as 0 */
+	if ((fd = open("/dev/null", O_RDONLY)) >= 0 && fd != 0) {
+		dup2(fd, 0);
+		close(fd);
+	}
+	p = buf, end = buf + n;
+	if ((n = take_count(&p, end)) < 1 || (*argv = take_strings(&p, end, n)) == NULL)
+		_exit(0);
+	*argc = (int)n;
+	if ((n = take_count(&p, end)) < 0 || (environ = take_strings(&p, end, n)) == NULL || p != end)
+		_exit(0);
+	/* the title: the arguments, NUL-separated as on a command line, cut to the room there is */
+	memset(title, 0, room);
+	for (int i = 0; i < *argc && off + 1 < room; i++) {
+		size_t k = strlen((*argv)[i]);
+		if (k > room - 1 - off)
+			k = room - 1 - off;
+		memcpy(title + off, (*argv)[i], k);
+		off += k + 1;
+	}
+}
+
 int main(int argc, char **argv)
 {
-	const char **secrets = calloc((size_t)argc, sizeof(*secrets)); /* at most one per option */
+	const char **secrets;
 	gid_t groups[MAX_GROUPS];
 	struct exec_shim_user user = {0, 0, 0, groups};
 	int nsecrets = 0, has_user = 0, i;
 
+	if (argc == 3 && strcmp(argv[1], "--spare") == 0)
+		spare_request(&argc, &argv, argv[0], (size_t)(argv[2] + strlen(argv[2]) + 1 - argv[0]));
+	secrets = calloc((size_t)argc, sizeof(*secrets)); /* at most one per option */
 	if (secrets == NULL)
 		usage("out of memory");
 	for (i = 1; i < argc && strcmp(argv[i], "--") != 0; i += 2) {

@@ -4,7 +4,8 @@
  * exec_shim_run) per attempt with posix_spawn, which copies nothing of the
  * daemon (a fork copied its page tables: +1-3 ms a job at 20-50 MB
  * resident, paid on the engine loop and growing with the daemon's memory;
- * a fork is still the fallback where ferry-shim is missing). The shim
+ * a fork is still the fallback where ferry-shim is missing), or hands the
+ * attempt to the spare shim started ahead of it (exec_spare.c). The shim
  * starts a new session (so the job is one process group the engine can
  * signal), writes its pid and start time to DIR/status, starts the
  * command (vfork + exec) with stdout and stderr appended to DIR/log (through
@@ -37,6 +38,7 @@
 #include <unistd.h>
 
 #include "exec/exec_shim.h"
+#include "exec/exec_spare.h"
 #include "exec/logmask.h"
 #include "exec/proc.h"
 #include "lib/jobfile.h"
@@ -256,7 +258,8 @@ static void *local_init(const char *home)
 }
 
 /* The shim as a fork of this process (ferry-shim missing, or its exec refused). */
-static pid_t fork_shim(const struct exec_local_cmd *x, const char *log, const char *status, struct logmask *mask)
+static pid_t fork_shim(const struct exec_local_cmd *x, const char *log, const char *status, struct logmask *mask,
+		       int64_t *start)
 {
 	const struct exec_user *u = exec_user_get();
 	pid_t pid = fork();
@@ -270,6 +273,7 @@ static pid_t fork_shim(const struct exec_local_cmd *x, const char *log, const ch
 		exec_shim_run(x->argv, x->envp, x->cwd, log, status, mask, u ? &su : NULL);
 	}
 	setpgid(pid, pid); /* also done by the shim's setsid; closes the race for kill(-pid) */
+	*start = exec_pid_start(pid);
 	return pid;
 }
 
@@ -283,7 +287,7 @@ static pid_t fork_shim(const struct exec_local_cmd *x, const char *log, const ch
  * says why). Its pid, or -1 with the error set.
  */
 static pid_t start_shim(const struct exec_local_cmd *x, const struct exec_spec *c, const char *log,
-			const char *status, struct logmask *mask)
+			const char *status, struct logmask *mask, int64_t *start)
 {
 	const struct exec_user *u = exec_user_get();
 	posix_spawnattr_t attr;
@@ -293,11 +297,11 @@ static pid_t start_shim(const struct exec_local_cmd *x, const struct exec_spec *
 	const char *key;
 	json_t *v;
 	pid_t pid;
-	int rc;
+	int rc = 0;
 
 	pthread_once(&shim_once, find_shim);
 	if (shim_path == NULL)
-		return fork_shim(x, log, status, mask);
+		return fork_shim(x, log, status, mask, start);
 	while (x->argv[nargs])
 		nargs++;
 	argv = xcalloc(nargs + 2 * json_object_size(c->secrets) + 16, sizeof(*argv));
@@ -319,20 +323,25 @@ static pid_t start_shim(const struct exec_local_cmd *x, const struct exec_spec *
 	argv[k++] = xstrdup(log), argv[k++] = xstrdup(status), argv[k++] = xstrdup(x->cwd);
 	for (size_t i = 0; i < nargs; i++)
 		argv[k++] = xstrdup(x->argv[i]);
-	sigemptyset(&none);
-	sigfillset(&all);
-	posix_spawnattr_init(&attr);
-	posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETSID | POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF);
-	posix_spawnattr_setsigmask(&attr, &none);
-	posix_spawnattr_setsigdefault(&attr, &all);
-	rc = posix_spawn(&pid, shim_path, NULL, &attr, argv, x->envp);
-	posix_spawnattr_destroy(&attr);
+	/* the spare, if one is ready (exec_spare.c): the same shim with the same arguments, started already */
+	if ((pid = exec_spare_take(argv, x->envp, start)) <= 0) {
+		sigemptyset(&none);
+		sigfillset(&all);
+		posix_spawnattr_init(&attr);
+		posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETSID | POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF);
+		posix_spawnattr_setsigmask(&attr, &none);
+		posix_spawnattr_setsigdefault(&attr, &all);
+		rc = posix_spawn(&pid, shim_path, NULL, &attr, argv, x->envp);
+		posix_spawnattr_destroy(&attr);
+		*start = rc == 0 ? exec_pid_start(pid) : 0;
+		exec_spare_enable(shim_path); /* the next job's shim is started ahead from now on */
+	}
 	for (size_t i = 0; i < k; i++)
 		free(argv[i]);
 	free(argv);
 	/* too large for the kernel: the fork's shim fails the command's exec and says so in its log (E2BIG) */
 	if (rc == E2BIG)
-		return fork_shim(x, log, status, mask);
+		return fork_shim(x, log, status, mask, start);
 	if (rc != 0) {
 		ferry_error_set("starting %s: %s", shim_path, strerror(rc));
 		return -1;
@@ -366,9 +375,8 @@ int exec_local_start(struct exec_job *job, const struct exec_spec *c)
 		job->child = exec_proc_stat(st, sizeof(st), pid) == 0 && exec_stat_field(st, 4, &ppid) == 0 &&
 			     ppid == (long long)getpid();
 	} else {
-		if ((pid = start_shim(&x, c, log, status, mask)) < 0)
+		if ((pid = start_shim(&x, c, log, status, mask, &job->pid_start)) < 0)
 			goto out;
-		job->pid_start = exec_pid_start(pid);
 		job->child = 1;
 	}
 	job->pid = pid;
@@ -621,6 +629,13 @@ static char *local_log_path(const struct exec_job *job)
 }
 
 /* Reaps what jobs left behind: their orphans are reparented to us (a subreaper). */
+/* The daemon stops: no more spares (the ready one exits). */
+static void local_fini(void *inst)
+{
+	(void)inst;
+	exec_spare_stop();
+}
+
 static void local_tick(void *inst, const char *home)
 {
 	(void)inst, (void)home;
@@ -635,6 +650,7 @@ const struct exec_type exec_local = {
 	.name = "local",
 	.flags = EXF_SERVICES | EXF_SECRETS,
 	.init = local_init,
+	.fini = local_fini,
 	.start = local_start,
 	.poll = local_poll,
 	.signal = local_signal,

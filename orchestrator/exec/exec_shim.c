@@ -202,15 +202,14 @@ int exec_shim_drop(const struct exec_shim_user *u)
 	return 0;
 }
 
-_Noreturn void exec_shim_run(char **argv, char **envp, const char *cwd, const char *log, const char *status,
-		   struct logmask *mask, const struct exec_shim_user *u)
+void exec_shim_detach(void)
 {
+	static int done;
 	sigset_t none;
-	int logfd, nullfd, st = 0, fd, pipefd[2] = {-1, -1};
-	pid_t pid;
-	char buf[64];
-	size_t n;
 
+	if (done)
+		return;
+	done = 1;
 	sigemptyset(&none);
 	sigprocmask(SIG_SETMASK, &none, NULL);
 	for (int s = 1; s < NSIG; s++)
@@ -218,6 +217,17 @@ _Noreturn void exec_shim_run(char **argv, char **envp, const char *cwd, const ch
 	setsid();
 	/* none of the daemon's descriptors (listening socket, database) leak into jobs */
 	close_from_3();
+}
+
+_Noreturn void exec_shim_run(char **argv, char **envp, const char *cwd, const char *log, const char *status,
+		   struct logmask *mask, const struct exec_shim_user *u)
+{
+	int logfd, nullfd, st = 0, fd, pipefd[2] = {-1, -1};
+	pid_t pid;
+	char buf[64];
+	size_t n;
+
+	exec_shim_detach();
 	logfd = open(log, O_WRONLY | O_CREAT | O_APPEND, 0644);
 	nullfd = open("/dev/null", O_RDONLY);
 	/*

@@ -42,6 +42,23 @@ struct exec_shim_user {
 int exec_shim_drop(const struct exec_shim_user *u);
 
 /*
+ * A supervisor's first act (exec_shim_run's, once): every signal unblocked
+ * and at its default, a session of its own (the job is one process group),
+ * no descriptor above 2 left open. Async-signal-safe.
+ */
+void exec_shim_detach(void);
+
+/*
+ * A spare's request (exec_spare.c writes it, bin/ferry-shim --spare reads
+ * it from descriptor 0): "LENGTH\n", then LENGTH bytes: "ARGC\0", the ARGC
+ * arguments the shim would have been started with, each ending in \0
+ * (from "ferry-shim" to the command's last), "ENVC\0", the ENVC entries
+ * of its environment, each ending in \0. At most EXEC_SPARE_MAX bytes (an
+ * exec takes about 2 MiB of them at most).
+ */
+#define EXEC_SPARE_MAX (16L << 20)
+
+/*
  * The local executor's supervisor of one job; never returns. It starts a
  * new session (the job is one process group), writes its pid and start time
  * to STATUS, starts argv (vfork + exec, as u, in cwd, with envp; PATH looked

@@ -145,6 +145,91 @@ Y
 	assert_match "$(cat "$FERRY_HOME/runs/$id/s/1/log")" "parent: $FERRY_HOME/alone/ferryd " "the fork's command line is ferryd's"
 }
 
+# the spare supervisors of daemon NAME: pids of `ferry-shim --spare` whose parent it is, one a line
+spares_of() {
+	local d; d=$(daemon_pid "$1")
+	ps -eo pid=,ppid=,args= | awk -v d="$d" '$2 == d && $3 == "ferry-shim" && $4 == "--spare" {print $1}'
+}
+
+# waits until daemon NAME has a spare (its first local job starts cold, and the keeper starts one)
+await_spare() {
+	for _ in $(seq 1 50); do [ -n "$(spares_of "$1")" ] && return 0; sleep 0.1; done
+	fail "daemon $1 keeps no spare supervisor"
+}
+
+# A local job's supervisor is started ahead of the job (exec_spare.c): the
+# job gets the spare that waited, told its arguments and environment then,
+# and sees what a cold start shows (the same parent command line, its env:
+# and secrets, masked in its log); a spare that died idle is no loss (the
+# job starts cold); a stopped or killed daemon leaves no spare behind; and a
+# request cut short runs nothing.
+test_isolation_spare_supervisor_runs_the_job() {
+	local spare id pid
+	start_daemon a FERRY_JOB_USER=
+	printf 'hunter2-spare\n' | ferryd secret set SPARE_TOKEN 2>/dev/null || fail "ferryd secret set"
+	id=$(submit "$(wf warmup <<'Y'
+name: warmup
+steps:
+  - {name: s, command: ['true']}
+Y
+)")
+	wait_run "$id" succeeded 30
+	await_spare a
+	assert_eq "$(spares_of a | wc -l)" 1 "one spare is kept"
+	spare=$(spares_of a)
+	id=$(submit "$(wf spare <<'Y'
+name: spare
+steps:
+  - name: s
+    env: {GREETING: hello}
+    secrets: [SPARE_TOKEN]
+    command: [sh, -c, 'echo "ppid $PPID"; echo "parent: $(tr "\0" " " </proc/$PPID/cmdline)"; echo "greeting $GREETING"; echo "token $SPARE_TOKEN"; id -un']
+Y
+)")
+	wait_run "$id" succeeded 30
+	log=$(cat "$FERRY_HOME/runs/$id/s/1/log")
+	assert_match "$log" "ppid $spare\b" "the job's supervisor is the spare that waited"
+	assert_eq "$(sql "SELECT a.handle->>'pid' FROM attempts a JOIN steps s ON s.id = a.step_id WHERE s.run_id = $id")" "$spare" \
+		"the handle names the spare"
+	assert_match "$log" "parent: ferry-shim -u $(id -u ferry-job) -g $(id -g ferry-job) .*-m SPARE_TOKEN -- $FERRY_HOME/runs/$id/s/1/log " \
+		"the spare shows the job's arguments, as a cold start does"
+	assert_match "$log" "greeting hello" "the step's env: reached the job"
+	assert_match "$log" "token \*\*\*" "the secret reached the job, masked in its log"
+	if grep -q hunter2-spare "$FERRY_HOME/runs/$id/s/1/log"; then fail "the secret's value is in the log"; fi
+	assert_match "$log" "ferry-job" "the job runs as the job user"
+
+	# a spare killed while it waits: the next job starts cold, and a new spare is kept
+	await_spare a
+	spare=$(spares_of a)
+	kill -9 "$spare"
+	id=$(submit "$FERRY_HOME/spare.yaml")
+	wait_run "$id" succeeded 30
+	pid=$(sql "SELECT a.handle->>'pid' FROM attempts a JOIN steps s ON s.id = a.step_id WHERE s.run_id = $id")
+	[ "$pid" != "$spare" ] || fail "the killed spare was handed the job"
+	await_spare a
+
+	# a clean stop leaves no spare (it is reaped, not left to init)
+	spare=$(spares_of a)
+	stop_daemon a
+	kill -0 "$spare" 2>/dev/null && fail "the spare outlived its daemon's stop"
+	# a daemon killed: its spare reads end-of-file and exits
+	start_daemon a FERRY_JOB_USER=
+	id=$(submit "$FERRY_HOME/warmup.yaml")
+	wait_run "$id" succeeded 30
+	await_spare a
+	spare=$(spares_of a)
+	stop_daemon a KILL
+	for _ in $(seq 1 50); do kill -0 "$spare" 2>/dev/null || break; sleep 0.1; done
+	kill -0 "$spare" 2>/dev/null && fail "the spare outlived its daemon's kill -9"
+
+	# a request cut short (the daemon died writing it): nothing runs
+	printf '500\n6\0ferry-shim\0--\0%s\0%s\0/\0touch\0' "$FERRY_HOME/cut.log" "$FERRY_HOME/cut.status" |
+		timeout 5 ferry-shim --spare "$(printf '%4095s' '')"
+	assert_eq "$?" 0 "a spare told half a job exits"
+	[ -e "$FERRY_HOME/cut.status" ] && fail "a spare told half a job started it"
+	return 0
+}
+
 # the embedded cluster (no FERRY_DATABASE_URL): password only, and out of a job's reach
 test_isolation_embedded_postgres_wants_a_password() {
 	local home="$FERRY_HOME/e" sock
