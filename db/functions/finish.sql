@@ -17,13 +17,16 @@
 -- malformed metrics.json): no retry. Also records what a step produced:
 -- outputs, metrics (merged into the run's too), gate results, the
 -- step-cache key of a job worth caching and, for a step finished from
--- cache, where from. Returns how many steps became ready now and the
--- earliest retry time.
+-- cache, where from, and, for an attempt that ended before its start was
+-- recorded on its own (a short local job: engine.c, "late records"), that
+-- record (p_executor, p_handle, p_dir; NULL where written already).
+-- Returns how many steps became ready now and the earliest retry time.
 
 CREATE OR REPLACE FUNCTION ferry_finish(p_owner text, p_step bigint[], p_attempt int[], p_outcome text[],
                              p_exit int[], p_signal int[], p_reason text[], p_final boolean[],
                              p_outputs jsonb[], p_metrics jsonb[], p_gate jsonb[],
-                             p_cache_key text[], p_cached_from jsonb[])
+                             p_cache_key text[], p_cached_from jsonb[], p_executor text[] DEFAULT NULL,
+                             p_handle jsonb[] DEFAULT NULL, p_dir text[] DEFAULT NULL)
 RETURNS TABLE (ready_now int, next_retry timestamptz)
 -- no sequential scans: every row it touches is found by a key, and the step tables' statistics
 -- mislead a generic plan (a fan-out's items share one parent_id, so an equality on it looks like
@@ -48,14 +51,16 @@ DECLARE
 BEGIN
 	WITH inp AS (
 		SELECT * FROM unnest(p_step, p_attempt, p_outcome, p_exit, p_signal, p_reason, p_final,
-		                     p_outputs, p_metrics, p_gate, p_cache_key, p_cached_from)
+		                     p_outputs, p_metrics, p_gate, p_cache_key, p_cached_from, p_executor, p_handle, p_dir)
 		       AS t(step_id, attempt, outcome, exit_code, signal, reason, final,
-		            outputs, metrics, gate, cache_key, cached_from)
+		            outputs, metrics, gate, cache_key, cached_from, executor, handle, dir)
 	), a AS (
 		UPDATE attempts a SET state = CASE WHEN inp.outcome IN ('succeeded', 'stopped', 'lost') THEN inp.outcome
 		                                   WHEN inp.outcome IN ('waiting', 'skipped', 'expanded') THEN 'succeeded'
 		                                   ELSE 'failed' END,
-		       exit_code = inp.exit_code, signal = inp.signal, reason = inp.reason, finished_at = now()
+		       exit_code = inp.exit_code, signal = inp.signal, reason = inp.reason, finished_at = now(),
+		       executor = coalesce(inp.executor, a.executor), handle = coalesce(inp.handle, a.handle),
+		       dir = coalesce(inp.dir, a.dir)
 		FROM inp
 		WHERE a.step_id = inp.step_id AND a.attempt = inp.attempt AND a.state = 'running'
 		RETURNING a.step_id, a.attempt, inp.outcome, inp.exit_code, inp.reason, inp.final,
@@ -213,7 +218,8 @@ CREATE OR REPLACE FUNCTION ferry_finish_claim(p_owner text, p_step bigint[], p_a
                              p_outputs jsonb[], p_metrics jsonb[], p_gate jsonb[],
                              p_cache_key text[], p_cached_from jsonb[],
                              p_host text, p_limit int, p_lease_ms bigint, p_run bigint, p_claim_step bigint,
-                             p_capacity jsonb, p_always boolean)
+                             p_capacity jsonb, p_always boolean, p_executor text[] DEFAULT NULL,
+                             p_handle jsonb[] DEFAULT NULL, p_dir text[] DEFAULT NULL)
 RETURNS TABLE (ready_now int, next_retry timestamptz, claim_us bigint, step_id bigint, run_id bigint, name text, attempt int,
                kind text, timeout_ms bigint, spec jsonb, workdir text, inputs jsonb, run jsonb, gpus text)
 LANGUAGE plpgsql SET plan_cache_mode = force_generic_plan AS $$
@@ -226,7 +232,7 @@ DECLARE
 BEGIN
 	SELECT f.ready_now, f.next_retry INTO v_ready, v_retry
 	FROM ferry_finish(p_owner, p_step, p_attempt, p_outcome, p_exit, p_signal, p_reason, p_final,
-	                  p_outputs, p_metrics, p_gate, p_cache_key, p_cached_from) f;
+	                  p_outputs, p_metrics, p_gate, p_cache_key, p_cached_from, p_executor, p_handle, p_dir) f;
 	IF p_limit > 0 AND (p_always OR v_ready > 0) THEN
 		v_t0 := clock_timestamp();
 		RETURN QUERY SELECT NULL::int, NULL::timestamptz, NULL::bigint, c.step_id, c.run_id, c.name, c.attempt, c.kind, c.timeout_ms,

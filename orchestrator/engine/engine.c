@@ -7,9 +7,10 @@
  *   - fires step timeouts (SIGTERM) and escalates to SIGKILL after the grace
  *     (engine_kill.c, with the stops a run's stop asks);
  *   - reconnects when the database went away (at most once a second);
- *   - writes the handles of started jobs that are not recorded yet (a failed
- *     record is retried here, never only logged), then closes finished
- *     attempts in one ferry_finish() call (engine_finish.c: a large batch
+ *   - writes the handles of started jobs that are not recorded yet and
+ *     are due (a failed record is retried here, never only logged; a late
+ *     record waits, and rides with its attempt's end if that comes first:
+ *     LATE_RECORD_MS), then closes finished attempts in one ferry_finish() call (engine_finish.c: a large batch
  *     on the worker pool's connection), with the claim that would follow
  *     in the same call when one may be made (ferry_finish_claim: it claims
  *     when a job's end freed room or the finish made steps ready); then what jobs
@@ -279,6 +280,8 @@ void engine_free(struct engine *e)
 		free(e->done[i].reason);
 		step_result_dispose(&e->done[i].res);
 		free(e->done[i].cache_key);
+		free(e->done[i].rec_handle);
+		free(e->done[i].rec_dir);
 	}
 	for (int i = 0; i < e->nrecs; i++) {
 		free(e->recs[i].handle);
@@ -598,61 +601,6 @@ static int prepare_step(struct step_result *res, char **key, PGconn *conn, const
 	return 0;
 }
 
-/* Queues a record of a started attempt; takes handle and dir. */
-void engine_push_record(struct engine *e, int64_t step_id, int attempt, const char *executor,
-			char *handle, char *dir)
-{
-	struct record *r;
-
-	if (e->nrecs == e->caprecs) {
-		e->caprecs = e->caprecs ? e->caprecs * 2 : 64;
-		e->recs = xrealloc(e->recs, (size_t)e->caprecs * sizeof(*e->recs));
-	}
-	r = &e->recs[e->nrecs++];
-	r->step_id = step_id;
-	r->attempt = attempt;
-	r->executor = executor;
-	r->handle = handle;
-	r->dir = dir;
-}
-
-/*
- * Writes the queued records in one statement. On failure they stay queued
- * and the next tick (after a reconnect) writes them again: a handle is never
- * only logged, and recovery can also find it in the attempt directory.
- */
-static int flush_records(struct engine *e)
-{
-	struct store_started *st;
-	int error;
-
-	if (e->nrecs == 0)
-		return FERRY_OK;
-	st = xmalloc((size_t)e->nrecs * sizeof(*st));
-	for (int i = 0; i < e->nrecs; i++)
-		st[i] = (struct store_started){e->recs[i].step_id, e->recs[i].attempt, e->recs[i].executor,
-					       e->recs[i].handle, e->recs[i].dir};
-	if (EXEC_FAULT("record")) {
-		ferry_error_set("fault injected: recording started attempts failed");
-		error = FERRY_EDB;
-	} else {
-		error = store_attempts_started(e->conn, e->owner, st, e->nrecs);
-	}
-	free(st);
-	if (error < 0) {
-		flog_error("recording %d started attempts (kept, written again after the reconnect): %s",
-			   e->nrecs, ferry_error_last());
-		EXEC_FAULT("record-failed");
-		return engine_db_failed(e, error);
-	}
-	for (int i = 0; i < e->nrecs; i++) {
-		free(e->recs[i].handle);
-		free(e->recs[i].dir);
-	}
-	e->nrecs = 0;
-	return FERRY_OK;
-}
-
 struct exec_job *engine_new_job(struct engine *e, const struct exec_type *t)
 {
 	if (e->njobs == e->capjobs) {
@@ -884,6 +832,8 @@ started:
 		engine_push_record(e, j->step_id, j->attempt, t->name,
 			    j->handle ? json_dumps(j->handle, JSON_COMPACT) : NULL,
 			    j->dir ? xstrdup(j->dir) : NULL);
+		if (t->flags & EXF_LATE_RECORD)
+			engine_record_later(e);
 		e->njobs++;
 		{
 			/*
@@ -1017,7 +967,7 @@ int engine_claimed(struct engine *e, struct store_claim *c, int n, int room)
 		submit_work(e, w);
 	}
 	store_claims_free(c, n);
-	return flush_records(e);
+	return engine_flush_records(e, 0);
 }
 
 static int claim(struct engine *e)
@@ -1079,7 +1029,7 @@ int engine_tick(struct engine *e, int64_t max_wait_ms)
 		if (e->deferred == NULL)
 			e->next_deferred = now + 1000; /* a worker that cannot connect: not in a loop */
 	}
-	if (now >= e->db_retry_at && (flush_records(e) < 0 || engine_flush_done(e) < 0))
+	if (now >= e->db_retry_at && (engine_flush_records(e, 0) < 0 || engine_flush_done(e) < 0))
 		goto next;
 	write_notes(e);
 	if (e->retry_wall_ms && clock_wall_ms() >= e->retry_wall_ms) {
@@ -1114,6 +1064,8 @@ next:
 			wait = min64(wait, e->retry_wall_ms - clock_wall_ms() + 1);
 		if (e->deferred)
 			wait = min64(wait, e->next_deferred - now);
+		if (e->nrecs > 0)
+			wait = min64(wait, engine_records_due(e) - now);
 		for (int i = 0; i < e->njobs; i++) {
 			const struct exec_job *j = e->jobs[i];
 			wait = min64(wait, e->next_adopted_poll - now); /* every job looked at every 200 ms */
@@ -1150,7 +1102,7 @@ void engine_release(struct engine *e)
 		usleep(10 * 1000);
 		take_work(e);
 	}
-	flush_records(e);
+	engine_flush_records(e, 1);
 	engine_flush_done(e);
 	if (e->njobs > 0) {
 		flog_info("handing %d running job%s over through their leases", e->njobs,

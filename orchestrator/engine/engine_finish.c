@@ -55,6 +55,8 @@ static void done_dispose(struct done *d, int n)
 		free(d[i].reason);
 		step_result_dispose(&d[i].res);
 		free(d[i].cache_key);
+		free(d[i].rec_handle);
+		free(d[i].rec_dir);
 	}
 }
 
@@ -158,6 +160,8 @@ int engine_flush_done(struct engine *e)
 
 	if (e->ndone == 0 || e->finishing)
 		return FERRY_OK;
+	/* the start records of the attempts closed here that are not written yet: written with them */
+	engine_attach_records(e, e->done, e->ndone);
 	if (e->ndone >= FINISH_ON_POOL && e->workers && !e->draining && !e->finish_on_loop) {
 		struct finish_work *f = xcalloc(1, sizeof(*f));
 		f->w.run = finish_work_run;

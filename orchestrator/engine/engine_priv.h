@@ -25,6 +25,7 @@ struct done {
 	char *reason;           /* owned; r.reason points here */
 	struct step_result res; /* owned: outputs, metrics, gate, cached_from */
 	char *cache_key;        /* owned */
+	char *rec_handle, *rec_dir; /* owned: the start record written with it (r.handle, r.dir) */
 };
 
 /* A started job's handle (or a finished-at-claim attempt's directory) to record. */
@@ -34,6 +35,7 @@ struct record {
 	const char *executor; /* a type's name (static) or NULL */
 	char *handle;         /* JSON text or NULL; owned */
 	char *dir;            /* owned, or NULL */
+	int64_t due_ms;       /* written on its own from then (mono ms; 0: at once), else with its result */
 };
 
 struct engine {
@@ -105,9 +107,27 @@ int engine_finish_work_drop(struct work *w);
 /* A statement failed: counts it, delays the next try by the poll period, notes a lost connection. */
 int engine_db_failed(struct engine *e, int error);
 
-/* Queues a record of a started attempt's handle and directory; takes handle and dir. */
+/* engine_records.c: queues a record of a started attempt's handle and directory; takes handle and dir. */
 void engine_push_record(struct engine *e, int64_t step_id, int attempt, const char *executor,
 			char *handle, char *dir);
+
+/* engine_records.c: the record just pushed is a late one (LATE_RECORD_MS). */
+void engine_record_later(struct engine *e);
+
+/* engine_records.c: the queued start records of results d (n) move into them, to be written with them. */
+void engine_attach_records(struct engine *e, struct done *d, int n);
+
+/* engine_records.c: when the first queued record is due (mono ms; 0: now), INT64_MAX when none is queued. */
+int64_t engine_records_due(const struct engine *e);
+
+/*
+ * engine_records.c: writes the queued records that are due (all of them
+ * with all) in one statement; late records not yet due stay queued. On
+ * failure they stay queued and the next tick (after a reconnect) writes
+ * them again: a handle is never only logged, and recovery can also find it
+ * in the attempt directory.
+ */
+int engine_flush_records(struct engine *e, int all);
 
 /* A new job of type t in e->jobs (counted once the caller increments njobs; else exec_job_free it). */
 struct exec_job *engine_new_job(struct engine *e, const struct exec_type *t);

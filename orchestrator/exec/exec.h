@@ -137,6 +137,13 @@ enum exec_type_flag {
 	EXF_SERVICES = 1u << 3, /* it runs EXEC_SERVICE jobs on this host (deploy replicas) */
 	EXF_SECRETS = 1u << 4,  /* it gives a job its spec's secrets and masks them in DIR/log (logmask.h) */
 	EXF_ADMITS = 1u << 5,   /* its own scheduler admits its jobs (Slurm): no admission by this host's room */
+	/*
+	 * adopt finds a job whose handle was never recorded from its attempt
+	 * directory alone (local: DIR/status names its supervisor before the
+	 * command runs), so the record of its start may wait for its end
+	 * (the engine's late records)
+	 */
+	EXF_LATE_RECORD = 1u << 6,
 };
 
 /* A job's kind of life. */

@@ -648,7 +648,7 @@ static void local_tick(void *inst, const char *home)
 
 const struct exec_type exec_local = {
 	.name = "local",
-	.flags = EXF_SERVICES | EXF_SECRETS,
+	.flags = EXF_SERVICES | EXF_SECRETS | EXF_LATE_RECORD,
 	.init = local_init,
 	.fini = local_fini,
 	.start = local_start,

@@ -99,6 +99,8 @@ struct store_result {
 	const json_t *outputs, *metrics, *gate; /* NULL when none */
 	const char *cache_key;     /* step-cache key to keep this success under, or NULL */
 	const json_t *cached_from; /* {"run","step","attempt"} when it came from cache */
+	/* the attempt's start record (store_attempts_started's) when not written yet, else NULL */
+	const char *executor, *handle, *dir;
 };
 
 /*

@@ -237,14 +237,20 @@ int store_attempts_started(PGconn *conn, const char *owner, const struct store_s
 	return error;
 }
 
-/* ferry_finish's thirteen parameters for results v (n > 0); finish_params_free() after. */
+/*
+ * ferry_finish's sixteen parameters for results v (n > 0): the thirteen of
+ * the results, then the three of their start records (NULL arrays when
+ * none has one); finish_params_free() after.
+ */
 struct finish_params {
-	struct sbuf ids, att, out, code, sig, why, fin, outs, mets, gates, keys, from;
-	const char *p[13];
+	struct sbuf ids, att, out, code, sig, why, fin, outs, mets, gates, keys, from, exe, handle, dir;
+	const char *p[16];
 };
 
 static void finish_params(struct finish_params *f, const char *owner, const struct store_result *v, int n)
 {
+	int recs = 0;
+
 	memset(f, 0, sizeof(*f));
 	for (int i = 0; i < n; i++) {
 		sbuf_sep(&f->ids, i), sbuf_int(&f->ids, v[i].step_id);
@@ -267,6 +273,12 @@ static void finish_params(struct finish_params *f, const char *owner, const stru
 		sbuf_sep(&f->gates, i), sbuf_json(&f->gates, v[i].gate);
 		sbuf_sep(&f->keys, i), sbuf_elem(&f->keys, v[i].cache_key);
 		sbuf_sep(&f->from, i), sbuf_json(&f->from, v[i].cached_from);
+		recs += v[i].executor || v[i].handle || v[i].dir;
+	}
+	for (int i = 0; recs > 0 && i < n; i++) {
+		sbuf_sep(&f->exe, i), sbuf_elem(&f->exe, v[i].executor);
+		sbuf_sep(&f->handle, i), sbuf_elem(&f->handle, v[i].handle);
+		sbuf_sep(&f->dir, i), sbuf_elem(&f->dir, v[i].dir);
 	}
 	f->p[0] = owner;
 	f->p[1] = sbuf_close(&f->ids, n);
@@ -281,12 +293,16 @@ static void finish_params(struct finish_params *f, const char *owner, const stru
 	f->p[10] = sbuf_close(&f->gates, n);
 	f->p[11] = sbuf_close(&f->keys, n);
 	f->p[12] = sbuf_close(&f->from, n);
+	f->p[13] = recs > 0 ? sbuf_close(&f->exe, n) : NULL;
+	f->p[14] = recs > 0 ? sbuf_close(&f->handle, n) : NULL;
+	f->p[15] = recs > 0 ? sbuf_close(&f->dir, n) : NULL;
 }
 
 static void finish_params_free(struct finish_params *f)
 {
 	free(f->ids.p), free(f->att.p), free(f->out.p), free(f->code.p), free(f->sig.p), free(f->why.p);
 	free(f->fin.p), free(f->outs.p), free(f->mets.p), free(f->gates.p), free(f->keys.p), free(f->from.p);
+	free(f->exe.p), free(f->handle.p), free(f->dir.p);
 }
 
 #define FINISH_ARGS "$2::bigint[], $3::int[], $4::text[], $5::int[], $6::int[], $7::text[], " \
@@ -306,7 +322,7 @@ int store_finish(PGconn *conn, const char *owner, const struct store_result *v, 
 	finish_params(&f, owner, v, n);
 	error = store_qp(&res, conn, "ferry_finish",
 		         "SELECT ready_now, (extract(epoch FROM next_retry) * 1000)::bigint "
-		         "FROM ferry_finish($1, " FINISH_ARGS ")", 13, f.p);
+		         "FROM ferry_finish($1, " FINISH_ARGS ", $14::text[], $15::jsonb[], $16::text[])", 16, f.p);
 	if (error == FERRY_OK) {
 		*ready_now = (int)store_intval(res, 0, 0);
 		*next_retry_ms = store_intval(res, 0, 1);
@@ -322,7 +338,7 @@ int store_finish_claim(PGconn *conn, const char *owner, const struct store_resul
 {
 	struct finish_params f;
 	struct claim_params cp;
-	const char *params[20];
+	const char *params[23];
 	PGresult *res = NULL;
 	int error, rows, k = 0;
 	struct store_claim *c = NULL;
@@ -334,13 +350,15 @@ int store_finish_claim(PGconn *conn, const char *owner, const struct store_resul
 	*claim_us = -1;
 	finish_params(&f, owner, v, n);
 	claim_params(&cp, ask);
-	memcpy(params, f.p, sizeof(f.p));
+	memcpy(params, f.p, 13 * sizeof(f.p[0]));
 	memcpy(params + 13, cp.p, sizeof(cp.p));
 	params[19] = ask->always ? "t" : "f";
+	memcpy(params + 20, f.p + 13, 3 * sizeof(f.p[0]));
 	error = store_qp(&res, conn, "ferry_finish_claim",
 		         "SELECT ready_now, (extract(epoch FROM next_retry) * 1000)::bigint, claim_us, step_id, run_id, name, "
 		         "       attempt, kind, timeout_ms, spec, workdir, inputs, run, gpus "
-		         "FROM ferry_finish_claim($1, " FINISH_ARGS ", $14, $15, $16, $17, $18, $19, $20)", 20, params);
+		         "FROM ferry_finish_claim($1, " FINISH_ARGS ", $14, $15, $16, $17, $18, $19, $20, "
+		         "$21::text[], $22::jsonb[], $23::text[])", 23, params);
 	free(cp.cap);
 	finish_params_free(&f);
 	if (error < 0)

@@ -22,7 +22,7 @@ test_functions_applied_once_and_when_changed() {
 		n=$(basename "$f" .sql)
 		assert_eq "$(sql "SELECT sha256 FROM schema_functions WHERE name = '$n'")" "$(fn_sha "$n")" "sha256 of $n.sql"
 	done
-	for p in ferry_claim ferry_release ferry_finish ferry_retry ferry_stop ferry_continue ferry_expire_waits \
+	for p in ferry_claim ferry_release ferry_finish ferry_finish_claim ferry_retry ferry_stop ferry_continue ferry_expire_waits \
 		ferry_ts ferry_run_json ferry_unblock ferry_release_skipped ferry_model_version_json ferry_model_alias_set ferry_model_register \
 		ferry_cache_hit ferry_cache_open ferry_cache_commit ferry_cache_evict ferry_cache_release ferry_run_changed; do
 		assert_eq "$(sql "SELECT count(*) FROM pg_proc WHERE proname = '$p'")" 1 "one $p"

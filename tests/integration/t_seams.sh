@@ -77,6 +77,35 @@ test_fault_killed_after_failed_record_job_runs_once() {
 	assert_ran_once "$id"
 }
 
+# Late records (engine.c): a local job that ends within LATE_RECORD_MS has its
+# start (executor, handle, directory) recorded by the statement that closes
+# it, not by one of its own; one that runs longer has it written on its own
+# while it runs. Here every record written on its own kills the daemon: the
+# two short steps never needed one, the long one did, and a daemon started
+# again finds its job in its directory.
+test_late_record_rides_with_the_finish() {
+	FERRYD=ferryd-test start_daemon a "FERRY_FAULT=fail:record kill:record-failed"
+	id=$(submit "$(wf late <<'Y'
+name: late
+steps:
+  - {name: a, command: ['true']}
+  - {name: b, needs: [a], command: ['true']}
+  - {name: slow, needs: [b], command: [sh, -c, 'echo "ran $FERRY_ATTEMPT" >> "$SHARED/late.$FERRY_RUN_ID"; sleep 2']}
+Y
+)")
+	wait_daemon_dead a
+	for s in a b; do
+		assert_match "$(sql "SELECT a.executor || ' ' || (a.handle->>'pid') || ' ' || a.dir || ' ' || a.state FROM attempts a JOIN steps s ON s.id = a.step_id WHERE s.run_id = $id AND s.name = '$s'")" \
+			"^local [0-9]+ $FERRY_HOME/runs/$id/$s/1 succeeded\$" "step $s: its start recorded with its end"
+	done
+	assert_eq "$(step_col "$id" slow state)" running "the long step's own record was the daemon's end"
+	assert_eq "$(sql "SELECT coalesce(a.handle::text, 'none') FROM attempts a JOIN steps s ON s.id = a.step_id WHERE s.run_id = $id AND s.name = 'slow'")" none "not written"
+	start_daemon a
+	wait_run "$id" succeeded 30
+	assert_eq "$(cat "$FERRY_HOME/shared/late.$id")" "ran 1" "the long step ran once, found in its directory"
+	assert_match "$(sql "SELECT a.handle->>'pid' FROM attempts a JOIN steps s ON s.id = a.step_id WHERE s.run_id = $id AND s.name = 'slow'")" '^[0-9]+$' "its handle recorded by the adopter"
+}
+
 test_fault_failed_record_is_retried() {
 	FERRYD=ferryd-test start_daemon a FERRY_FAULT=fail:record FERRY_FAULT_TIMES=3
 	id=$(submit "$(counted_wf)")
