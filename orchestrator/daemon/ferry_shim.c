@@ -131,6 +131,7 @@ static void spare_request(int *argc, char ***argv, char *title, size_t room)
 	int fd;
 
 	exec_shim_detach();
+	exec_shim_remember_start();
 	for (;;) { /* "LENGTH\n" */
 		if (len == sizeof(head) || read_all(0, head + len, 1) < 0)
 			_exit(0);

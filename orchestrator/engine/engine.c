@@ -1064,8 +1064,8 @@ next:
 			wait = min64(wait, e->retry_wall_ms - clock_wall_ms() + 1);
 		if (e->deferred)
 			wait = min64(wait, e->next_deferred - now);
-		if (e->nrecs > 0)
-			wait = min64(wait, engine_records_due(e) - now);
+		if (e->nrecs > 0) /* a late record's own write, not before a failed write may be tried again */
+			wait = min64(wait, (engine_records_due(e) > e->db_retry_at ? engine_records_due(e) : e->db_retry_at) - now);
 		for (int i = 0; i < e->njobs; i++) {
 			const struct exec_job *j = e->jobs[i];
 			wait = min64(wait, e->next_adopted_poll - now); /* every job looked at every 200 ms */

@@ -161,6 +161,15 @@ size_t exec_shim_self_start(char *out)
 	return len;
 }
 
+/* this process's start time, read ahead (exec_shim_remember_start), or none */
+static char self_start[24];
+static size_t self_start_len;
+
+void exec_shim_remember_start(void)
+{
+	self_start_len = exec_shim_self_start(self_start);
+}
+
 void exec_shim_write_pid(int fd)
 {
 	char buf[64];
@@ -169,7 +178,12 @@ void exec_shim_write_pid(int fd)
 	memcpy(buf, "pid ", 4);
 	n = 4 + exec_shim_fmt(buf + 4, (long long)getpid());
 	buf[n++] = ' ';
-	n += exec_shim_self_start(buf + n);
+	if (self_start_len > 0) {
+		memcpy(buf + n, self_start, self_start_len);
+		n += self_start_len;
+	} else {
+		n += exec_shim_self_start(buf + n);
+	}
 	buf[n++] = '\n';
 	(void)fd_write_all(fd, buf, n);
 }
