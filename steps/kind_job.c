@@ -56,14 +56,19 @@ static int job_prepare(struct step_result *res, json_t **env, const struct step_
 
 #define OUTPUTS_MAX_BYTES (1024 * 1024) /* outputs.json: names and values, not data */
 
-/* Outputs of a job: the files directly in out/ by name less extension, then outputs.json. */
-static int collect_outputs(json_t **out, struct step_result *res, const struct step_run *r, const char *outdir)
+/*
+ * Outputs of a job: the files directly in out/ by name less extension, then
+ * outputs.json. *metrics: whether out/ may hold a metrics.json (0 when its
+ * listing had none: not looked for again, as outputs.json is not).
+ */
+static int collect_outputs(json_t **out, int *metrics, struct step_result *res, const struct step_run *r,
+			   const char *outdir)
 {
 	json_t *o = json_object(), *extra;
 	struct dirent **names = NULL;
 	char *path, *text = NULL;
 	size_t len = 0;
-	int dfd = open(outdir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC), n = -1, error;
+	int dfd = open(outdir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC), n = -1, error, listed_json = 0;
 
 	/* out/ replaced by a link (to /etc, say) would make the files there this step's outputs */
 	if (dfd < 0 && errno != ENOENT) {
@@ -82,6 +87,10 @@ static int collect_outputs(json_t **out, struct step_result *res, const struct s
 		char *stem;
 
 		path = xasprintf("%s/%s", outdir, f);
+		if (strcmp(f, "outputs.json") == 0)
+			listed_json = 1;
+		else if (strcmp(f, "metrics.json") == 0)
+			*metrics = 1;
 		if (f[0] != '.' && strcmp(f, "metrics.json") != 0 && strcmp(f, "outputs.json") != 0 &&
 		    fstatat(dfd, f, &st, 0) == 0 && (S_ISREG(st.st_mode) || S_ISDIR(st.st_mode))) {
 			stem = dot && dot != f ? xstrndup(f, (size_t)(dot - f)) : xstrdup(f);
@@ -98,8 +107,10 @@ static int collect_outputs(json_t **out, struct step_result *res, const struct s
 	free(names);
 	if (dfd >= 0)
 		close(dfd);
+	if (n < 0) /* out/ unlisted: both are looked for */
+		listed_json = *metrics = 1;
 	/* outputs.json, like every file a job leaves, is read as hostile (lib/jobfile.h): never waited on */
-	error = jobfile_read(&text, &len, r->dir, "out/outputs.json", OUTPUTS_MAX_BYTES);
+	error = listed_json ? jobfile_read(&text, &len, r->dir, "out/outputs.json", OUTPUTS_MAX_BYTES) : FERRY_ENOTFOUND;
 	if (error == FERRY_OK) {
 		json_error_t jerr;
 		extra = json_loadb(text, len, 0, &jerr);
@@ -171,11 +182,11 @@ static int job_done(struct step_result *res, const struct step_run *r)
 	const json_t *gate = json_object_get(r->spec, "gate");
 	char *outdir = xasprintf("%s/out", r->dir), *text = NULL;
 	size_t len = 0;
-	int error;
+	int error, metrics = 0;
 
-	if (collect_outputs(&res->outputs, res, r, outdir) < 0)
+	if (collect_outputs(&res->outputs, &metrics, res, r, outdir) < 0)
 		goto out;
-	error = jobfile_read(&text, &len, r->dir, "out/metrics.json", METRICS_MAX_BYTES);
+	error = metrics ? jobfile_read(&text, &len, r->dir, "out/metrics.json", METRICS_MAX_BYTES) : FERRY_ENOTFOUND;
 	if (error == FERRY_OK) {
 		if (metrics_parse(&res->metrics, text, len) < 0) {
 			step_result_fail_final(res, "%s", ferry_error_last());
