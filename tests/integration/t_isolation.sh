@@ -151,6 +151,9 @@ spares_of() {
 	ps -eo pid=,ppid=,args= | awk -v d="$d" '$2 == d && $3 == "ferry-shim" && $4 == "--spare" {print $1}'
 }
 
+# whether process PID runs (a zombie, left to an init that reaps late, does not)
+running_pid() { local st; st=$(ps -o stat= -p "$1" 2>/dev/null) && [ -n "$st" ] && [ "${st#Z}" = "$st" ]; }
+
 # waits until daemon NAME has a spare (its first local job starts cold, and the keeper starts one)
 await_spare() {
 	for _ in $(seq 1 50); do [ -n "$(spares_of "$1")" ] && return 0; sleep 0.1; done
@@ -211,7 +214,7 @@ Y
 	# a clean stop leaves no spare (it is reaped, not left to init)
 	spare=$(spares_of a)
 	stop_daemon a
-	kill -0 "$spare" 2>/dev/null && fail "the spare outlived its daemon's stop"
+	kill -0 "$spare" 2>/dev/null && fail "the spare outlived its daemon's stop (or was left to init, a zombie)"
 	# a daemon killed: its spare reads end-of-file and exits
 	start_daemon a FERRY_JOB_USER=
 	id=$(submit "$FERRY_HOME/warmup.yaml")
@@ -219,8 +222,8 @@ Y
 	await_spare a
 	spare=$(spares_of a)
 	stop_daemon a KILL
-	for _ in $(seq 1 50); do kill -0 "$spare" 2>/dev/null || break; sleep 0.1; done
-	kill -0 "$spare" 2>/dev/null && fail "the spare outlived its daemon's kill -9"
+	for _ in $(seq 1 50); do running_pid "$spare" || break; sleep 0.1; done
+	running_pid "$spare" && fail "the spare outlived its daemon's kill -9"
 
 	# a request cut short (the daemon died writing it): nothing runs
 	printf '500\n6\0ferry-shim\0--\0%s\0%s\0/\0touch\0' "$FERRY_HOME/cut.log" "$FERRY_HOME/cut.status" |
