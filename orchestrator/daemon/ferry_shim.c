@@ -125,20 +125,16 @@ static char **take_strings(char **p, const char *end, long n)
  */
 static void spare_request(int *argc, char ***argv, char *title, size_t room)
 {
-	char head[24], *buf, *p, *end;
-	size_t len = 0, off = 0;
+	char head[EXEC_SPARE_HEAD], *buf, *p, *end;
+	size_t off = 0;
 	long n;
 	int fd;
 
 	exec_shim_detach();
 	exec_shim_remember_start();
-	for (;;) { /* "LENGTH\n" */
-		if (len == sizeof(head) || read_all(0, head + len, 1) < 0)
-			_exit(0);
-		if (head[len++] == '\n')
-			break;
-	}
-	head[len - 1] = '\0';
+	if (read_all(0, head, sizeof(head)) < 0 || head[sizeof(head) - 1] != '\n')
+		_exit(0);
+	head[sizeof(head) - 1] = '\0';
 	n = strtol(head, &p, 10);
 	if (*p != '\0' || n <= 0 || n > EXEC_SPARE_MAX || (buf = malloc((size_t)n)) == NULL ||
 	    read_all(0, buf, (size_t)n) < 0)
@@ -174,7 +170,7 @@ int main(int argc, char **argv)
 
 	if (argc == 3 && strcmp(argv[1], "--spare") == 0)
 		spare_request(&argc, &argv, argv[0], (size_t)(argv[2] + strlen(argv[2]) + 1 - argv[0]));
-	secrets = calloc((size_t)argc, sizeof(*secrets)); /* at most one per option */
+	secrets = calloc(argc > 0 ? (size_t)argc : 1, sizeof(*secrets)); /* at most one per option */
 	if (secrets == NULL)
 		usage("out of memory");
 	for (i = 1; i < argc && strcmp(argv[i], "--") != 0; i += 2) {

@@ -284,6 +284,9 @@ int exec_capture(char *const argv[], char **out, int64_t timeout_ms);
  */
 void exec_spawnattr_child(posix_spawnattr_t *at);
 
+/* The same for a job's supervisor: in a session of its own (so kill(-pid) reaches its job at once). */
+void exec_spawnattr_session(posix_spawnattr_t *at);
+
 /*
  * exec_capture with more said: at most max_out bytes of output kept (the
  * rest read and dropped), stderr captured too when with_stderr, *status

@@ -291,7 +291,6 @@ static pid_t start_shim(const struct exec_local_cmd *x, const struct exec_spec *
 {
 	const struct exec_user *u = exec_user_get();
 	posix_spawnattr_t attr;
-	sigset_t none, all;
 	size_t nargs = 0, k = 0;
 	char **argv;
 	const char *key;
@@ -325,12 +324,7 @@ static pid_t start_shim(const struct exec_local_cmd *x, const struct exec_spec *
 		argv[k++] = xstrdup(x->argv[i]);
 	/* the spare, if one is ready (exec_spare.c): the same shim with the same arguments, started already */
 	if ((pid = exec_spare_take(argv, x->envp, start)) <= 0) {
-		sigemptyset(&none);
-		sigfillset(&all);
-		posix_spawnattr_init(&attr);
-		posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETSID | POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF);
-		posix_spawnattr_setsigmask(&attr, &none);
-		posix_spawnattr_setsigdefault(&attr, &all);
+		exec_spawnattr_session(&attr);
 		rc = posix_spawn(&pid, shim_path, NULL, &attr, argv, x->envp);
 		posix_spawnattr_destroy(&attr);
 		*start = rc == 0 ? exec_pid_start(pid) : 0;
@@ -628,7 +622,6 @@ static char *local_log_path(const struct exec_job *job)
 	return job->dir ? xasprintf("%s/log", job->dir) : NULL;
 }
 
-/* Reaps what jobs left behind: their orphans are reparented to us (a subreaper). */
 /* The daemon stops: no more spares (the ready one exits). */
 static void local_fini(void *inst)
 {
@@ -636,6 +629,7 @@ static void local_fini(void *inst)
 	exec_spare_stop();
 }
 
+/* Reaps what jobs left behind: their orphans are reparented to us (a subreaper). */
 static void local_tick(void *inst, const char *home)
 {
 	(void)inst, (void)home;

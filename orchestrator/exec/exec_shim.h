@@ -57,13 +57,15 @@ void exec_shim_detach(void);
 
 /*
  * A spare's request (exec_spare.c writes it, bin/ferry-shim --spare reads
- * it from descriptor 0): "LENGTH\n", then LENGTH bytes: "ARGC\0", the ARGC
+ * it from descriptor 0): "LENGTH\n" (EXEC_SPARE_HEAD bytes: LENGTH in
+ * decimal, zero-padded), then LENGTH bytes: "ARGC\0", the ARGC
  * arguments the shim would have been started with, each ending in \0
  * (from "ferry-shim" to the command's last), "ENVC\0", the ENVC entries
  * of its environment, each ending in \0. At most EXEC_SPARE_MAX bytes (an
  * exec takes about 2 MiB of them at most).
  */
 #define EXEC_SPARE_MAX (16L << 20)
+#define EXEC_SPARE_HEAD 11
 
 /*
  * The local executor's supervisor of one job; never returns. It starts a

@@ -44,6 +44,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "exec/exec.h"
 #include "exec/exec_shim.h"
 #include "exec/proc.h"
 #include "lib/util.h"
@@ -73,7 +74,6 @@ static pid_t spawn_spare(int *fd, int64_t *start)
 	char *argv[] = {(char *)"ferry-shim", (char *)"--spare", pad, NULL}, *envp[] = {NULL};
 	posix_spawn_file_actions_t fa;
 	posix_spawnattr_t attr;
-	sigset_t none, all;
 	int s[2], rc;
 	pid_t pid;
 
@@ -81,14 +81,9 @@ static pid_t spawn_spare(int *fd, int64_t *start)
 		memset(pad, ' ', sizeof(pad) - 1);
 	if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, s) < 0)
 		return -1;
-	sigemptyset(&none);
-	sigfillset(&all);
 	posix_spawn_file_actions_init(&fa);
 	posix_spawn_file_actions_adddup2(&fa, s[1], 0); /* the dup is not close-on-exec */
-	posix_spawnattr_init(&attr);
-	posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETSID | POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF);
-	posix_spawnattr_setsigmask(&attr, &none);
-	posix_spawnattr_setsigdefault(&attr, &all);
+	exec_spawnattr_session(&attr);
 	rc = posix_spawn(&pid, sp.path, &fa, &attr, argv, envp);
 	posix_spawnattr_destroy(&attr);
 	posix_spawn_file_actions_destroy(&fa);
@@ -198,11 +193,10 @@ void exec_spare_enable(const char *shim_path)
 
 pid_t exec_spare_take(char *const argv[], char *const envp[], int64_t *start)
 {
-	char head[24];
 	size_t len = put_vector(NULL, put_vector(NULL, 0, argv), envp);
-	char *body;
+	char *req;
 	pid_t pid;
-	int fd, ok, k;
+	int fd, ok;
 
 	if (len > (size_t)EXEC_SPARE_MAX)
 		return 0;
@@ -216,13 +210,14 @@ pid_t exec_spare_take(char *const argv[], char *const envp[], int64_t *start)
 	pthread_mutex_unlock(&sp.mu);
 	if (pid <= 0)
 		return 0;
-	body = xmalloc(len);
-	put_vector(body, put_vector(body, 0, argv), envp);
-	k = snprintf(head, sizeof(head), "%zu\n", len);
-	ok = write_bounded(fd, head, (size_t)k) == 0 && write_bounded(fd, body, len) == 0;
+	/* one write: the length (EXEC_SPARE_HEAD bytes), then the vectors */
+	req = xmalloc(EXEC_SPARE_HEAD + 1 + len);
+	snprintf(req, EXEC_SPARE_HEAD + 1, "%0*zu\n", EXEC_SPARE_HEAD - 1, len);
+	put_vector(req, put_vector(req, EXEC_SPARE_HEAD, argv), envp);
+	ok = write_bounded(fd, req, EXEC_SPARE_HEAD + len) == 0;
 	close(fd); /* a request cut short: the spare runs nothing and exits */
-	explicit_bzero(body, len); /* the environment may hold a secret's value */
-	free(body);
+	explicit_bzero(req, EXEC_SPARE_HEAD + len); /* the environment may hold a secret's value */
+	free(req);
 	if (!ok) {
 		kill(pid, SIGKILL);
 		return 0;

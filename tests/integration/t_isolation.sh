@@ -226,7 +226,7 @@ Y
 	running_pid "$spare" && fail "the spare outlived its daemon's kill -9"
 
 	# a request cut short (the daemon died writing it): nothing runs
-	printf '500\n6\0ferry-shim\0--\0%s\0%s\0/\0touch\0' "$FERRY_HOME/cut.log" "$FERRY_HOME/cut.status" |
+	printf '%010d\n6\0ferry-shim\0--\0%s\0%s\0/\0touch\0' 500 "$FERRY_HOME/cut.log" "$FERRY_HOME/cut.status" |
 		timeout 5 ferry-shim --spare "$(printf '%4095s' '')"
 	assert_eq "$?" 0 "a spare told half a job exits"
 	[ -e "$FERRY_HOME/cut.status" ] && fail "a spare told half a job started it"
