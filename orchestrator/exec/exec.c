@@ -362,26 +362,3 @@ void exec_job_note(struct exec_job *job, const char *note)
 	job->note_changed = 1;
 }
 
-/* A child's spawn attributes: signals unblocked and at their default, in a group (SETPGROUP) or session (SETSID). */
-static void spawnattr_own(posix_spawnattr_t *at, short own)
-{
-	sigset_t none, all;
-
-	posix_spawnattr_init(at);
-	sigemptyset(&none);
-	sigfillset(&all);
-	posix_spawnattr_setsigmask(at, &none);
-	posix_spawnattr_setsigdefault(at, &all);
-	posix_spawnattr_setpgroup(at, 0);
-	posix_spawnattr_setflags(at, (short)(POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF | own));
-}
-
-void exec_spawnattr_child(posix_spawnattr_t *at)
-{
-	spawnattr_own(at, POSIX_SPAWN_SETPGROUP);
-}
-
-void exec_spawnattr_session(posix_spawnattr_t *at)
-{
-	spawnattr_own(at, POSIX_SPAWN_SETSID);
-}

@@ -17,7 +17,6 @@
 #define FERRY_EXEC_H
 
 #include <jansson.h>
-#include <spawn.h>
 #include <stdint.h>
 #include <sys/types.h>
 #include <yaml.h>
@@ -276,16 +275,6 @@ void exec_job_note(struct exec_job *job, const char *note);
  */
 int exec_capture(char *const argv[], char **out, int64_t timeout_ms);
 
-/*
- * Sets *at (initialised here; the caller destroys it) for a child tool:
- * no signal blocked or ignored (the daemon's mask and SIG_IGNs are not
- * its), in a process group of its own, so a timeout kills it with its
- * children.
- */
-void exec_spawnattr_child(posix_spawnattr_t *at);
-
-/* The same for a job's supervisor: in a session of its own (so kill(-pid) reaches its job at once). */
-void exec_spawnattr_session(posix_spawnattr_t *at);
 
 /*
  * exec_capture with more said: at most max_out bytes of output kept (the

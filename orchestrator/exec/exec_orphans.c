@@ -20,6 +20,7 @@
  * When the database does not answer, nothing is killed.
  */
 #include "exec/exec.h"
+#include "exec/proc.h"
 
 #include <errno.h>
 #include <fcntl.h>

@@ -44,7 +44,6 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "exec/exec.h"
 #include "exec/exec_shim.h"
 #include "exec/proc.h"
 #include "lib/util.h"

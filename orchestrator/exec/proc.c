@@ -5,6 +5,7 @@
 
 #include <dirent.h>
 #include <fcntl.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -127,4 +128,28 @@ int exec_status_pid(const char *line, pid_t *pid, int64_t *start)
 	*pid = (pid_t)v;
 	*start = t;
 	return 1;
+}
+
+/* A child's spawn attributes: signals unblocked and at their default, in a group (SETPGROUP) or session (SETSID). */
+static void spawnattr_own(posix_spawnattr_t *at, short own)
+{
+	sigset_t none, all;
+
+	posix_spawnattr_init(at);
+	sigemptyset(&none);
+	sigfillset(&all);
+	posix_spawnattr_setsigmask(at, &none);
+	posix_spawnattr_setsigdefault(at, &all);
+	posix_spawnattr_setpgroup(at, 0);
+	posix_spawnattr_setflags(at, (short)(POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF | own));
+}
+
+void exec_spawnattr_child(posix_spawnattr_t *at)
+{
+	spawnattr_own(at, POSIX_SPAWN_SETPGROUP);
+}
+
+void exec_spawnattr_session(posix_spawnattr_t *at)
+{
+	spawnattr_own(at, POSIX_SPAWN_SETSID);
 }

@@ -3,12 +3,14 @@
  * (a process's start time, its state, its group), whether a recorded pid is
  * still the same process, and the processes of a cgroup. Shared by the
  * local, podman and docker rows, the engine's recovery (is a recorded
- * supervisor alive?), the deploy replicas and the monitor's GPU mapping.
- * Nothing here keeps state.
+ * supervisor alive?), the deploy replicas and the monitor's GPU mapping;
+ * and the spawn attributes of the children the executors start. Nothing
+ * here keeps state.
  */
 #ifndef FERRY_EXEC_PROC_H
 #define FERRY_EXEC_PROC_H
 
+#include <spawn.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <sys/types.h>
@@ -43,5 +45,16 @@ int exec_status_pid(const char *line, pid_t *pid, int64_t *start);
  * the monitor. FERRY_ENOTFOUND when dir has no cgroup.procs.
  */
 int exec_cgroup_pids(const char *dir, int **pids, int *n);
+
+/*
+ * Sets *at (initialised here; the caller destroys it) for a child tool:
+ * no signal blocked or ignored (the daemon's mask and SIG_IGNs are not
+ * its), in a process group of its own, so a timeout kills it with its
+ * children.
+ */
+void exec_spawnattr_child(posix_spawnattr_t *at);
+
+/* The same for a job's supervisor: in a session of its own (so kill(-pid) reaches its job at once). */
+void exec_spawnattr_session(posix_spawnattr_t *at);
 
 #endif
