@@ -19,6 +19,7 @@
 #include "deploy/hap_log.h"
 #include "deploy/reconcile_plan.h"
 #include "deploy/replicas.h"
+#include "exec/exec.h"
 #include "store/store_deploy.h"
 #include "store/store.h"
 #include "store/store_reconcile.h"
@@ -206,20 +207,28 @@ static void apply_start(PGconn *conn, json_t *hosts, const char *home, const cha
 		free(err);
 		return;
 	}
-	store_deploy_replica_put(conn, d->id, v->version, rep->idx, s.port, nh, s.generation, "starting", NULL);
-	{
-		char *why = lost ? xasprintf("its host %s was lost", lost) : NULL;
-		int first = stopped || placed;
-		store_deploy_replica_health(conn, d->id, v->version, rep->idx, "starting",
-					    lost ? why : first ? NULL : "its process had exited", first ? 0 : 1,
-					    first ? 0 : backoff_ms(rep->restarts + 1));
-		free(why);
-	}
 	event = lost ? "replica-replaced" : stopped || placed ? "replica-started" : "replica-restarted";
 	det = json_pack("{s:s, s:i, s:i, s:i, s:s, s:s?}", "version", v->version, "replica", rep->idx, "port", s.port,
 			"generation", s.generation, "host", me, "lost_host", lost);
-	store_deploy_event(conn, d->id, actor, event, det);
-	json_decref(det);
+	{
+		/* its row and its event in one transaction (store_deploy_replica_started) */
+		char *why = lost ? xasprintf("its host %s was lost", lost) : NULL;
+		int first = stopped || placed, rc;
+		rc = store_deploy_replica_started(conn, d->id, v->version, rep->idx, s.port, nh, s.generation,
+						  lost ? why : first ? NULL : "its process had exited", first ? 0 : 1,
+						  first ? 0 : backoff_ms(rep->restarts + 1), actor, event, det);
+		free(why);
+		json_decref(det);
+		if (rc < 0) {
+			/* not recorded: not left running untracked either (the next round starts it again) */
+			flog_error("deployment %s: recording %s replica %d: %s; stopping the process started",
+				   d->name, v->version, rep->idx, ferry_error_last());
+			replica_stop(nh, STOP_GRACE_MS);
+			json_decref(nh);
+			return;
+		}
+	}
+	EXEC_FAULT("replica-written"); /* tests/fault: a window right after the writes */
 	if (lost)
 		flog_warn("deployment %s: %s replica %d replaced here on port %d: its host %s is lost", d->name,
 			  v->version, rep->idx, s.port, lost);

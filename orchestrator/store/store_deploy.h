@@ -45,6 +45,17 @@ int store_deploy_replica_put(PGconn *conn, int64_t dep, const char *version, int
 int store_deploy_replica_health(PGconn *conn, int64_t dep, const char *version, int idx, const char *health,
 				const char *error, int restarted, int64_t backoff_ms);
 
+/*
+ * A replica (re)started by the reconcile round: its row (port, handle,
+ * generation, health "starting" with why, restarted and backoff_ms as
+ * store_deploy_replica_health takes them) and its event (kind, detail), in
+ * one transaction: nothing reads the row without the event, and a daemon
+ * that dies between them leaves neither. Nothing written on an error.
+ */
+int store_deploy_replica_started(PGconn *conn, int64_t dep, const char *version, int idx, int port,
+				 const json_t *handle, int generation, const char *why, int restarted,
+				 int64_t backoff_ms, const char *actor, const char *kind, const json_t *detail);
+
 /* Keeps a version's load-test result (loadtest_run's JSON). */
 int store_deploy_version_load_test(PGconn *conn, int64_t dep, const char *version, const json_t *result);
 

@@ -276,6 +276,39 @@ test_deploy_killed_replica_restarted() {
 	haproxy_vs_db || fail "HAProxy differs from the database"
 }
 
+# A replica's restart is one change: its row (generation, port, health) and its event are written in
+# one transaction. The daemon waits 3 s right after writing (FERRY_FAULT=sleep:replica-written): when
+# they were written one by one, the row said generation 2 through that window and no event said why
+# (t_hosts' lost-host test read the row, then the events, and now and then found none), and a daemon
+# killed there left the row without its event.
+test_deploy_replica_restart_written_with_its_event() {
+	deploy_up
+	FERRYD=ferryd-test start_daemon a FERRY_FAULT=sleep:replica-written
+	model_double "$FERRY_HOME/double_serve.py"
+	local f id pid row n0 seen=
+	f=$(deploy_wf 100)
+	sed -i "s|serve: .*|serve: [/usr/bin/python3, $FERRY_HOME/double_serve.py, good]|; /warm:/d" "$f"
+	double_model "$f"
+	id=$(submit "$f")
+	wait_run "$id" succeeded 60
+	pid=$(sql "SELECT handle->>'pid' FROM deployment_replicas")
+	[ -n "$pid" ] || fail "no replica recorded"
+	n0=$(grep -c 'fault injected: sleeping 3 s at "replica-written"' "$FERRY_HOME/ferryd-a.log" || true)
+	kill -KILL -- "-$pid" 2>/dev/null || kill -KILL "$pid"
+	for _ in $(seq 1 300); do
+		row=$(sql "SELECT r.generation || ':' || (SELECT count(*) FROM deployment_events e WHERE e.kind = 'replica-restarted') FROM deployment_replicas r")
+		case $row in
+		1:0) ;;
+		2:1) seen=1; break ;;
+		*) fail "the replica's row and its events disagree (generation:restart events): $row" ;;
+		esac
+		sleep 0.05
+	done
+	[ -n "$seen" ] || fail "the replica was not restarted: $row"
+	[ "$(grep -c 'fault injected: sleeping 3 s at "replica-written"' "$FERRY_HOME/ferryd-a.log")" -gt "$n0" ] ||
+		fail "the restart did not pass the fault point"
+}
+
 # a replica that dies and cannot start again (its model is gone from this host's store, and no
 # other host holds it) is unhealthy: one replica-unhealthy event with the error, not one each try,
 # and its health over time says started, healthy, unhealthy
