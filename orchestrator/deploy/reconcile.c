@@ -86,6 +86,13 @@ static const char *other_host(const json_t *handle, const char *me)
 	return h && strcmp(h, me) != 0 ? h : NULL;
 }
 
+/* What the round writes of replica rep of version v (a store_deploy_replica_change), the rest as given. */
+static struct store_replica_change change_of(enum store_replica_write write, const struct deployment *d,
+					     const struct deploy_version *v, const struct deploy_replica *rep)
+{
+	return (struct store_replica_change){.write = write, .dep = d->id, .version = v->version, .idx = rep->idx};
+}
+
 /* RC_HEALTH: a live replica's health changed (the round's check said so). */
 static void apply_health(PGconn *conn, const char *actor, const struct deployment *d, const struct deploy_version *v,
 			 const struct deploy_replica *rep, enum deploy_health now)
@@ -93,10 +100,11 @@ static void apply_health(PGconn *conn, const char *actor, const struct deploymen
 	int ok = now == DEPLOY_H_HEALTHY;
 	json_t *det = json_pack("{s:s, s:i, s:s, s:s}", "version", v->version, "replica", rep->idx, "from",
 				deploy_health_name(rep->health), "to", deploy_health_name(now));
+	struct store_replica_change c = change_of(REPLICA_HEALTH, d, v, rep);
 
-	store_deploy_replica_health(conn, d->id, v->version, rep->idx, deploy_health_name(now),
-				    ok ? NULL : NOT_READY, 0, 0);
-	store_deploy_event(conn, d->id, actor, ok ? "replica-healthy" : "replica-unhealthy", det);
+	c.health = deploy_health_name(now);
+	c.error = ok ? NULL : NOT_READY;
+	store_deploy_replica_change(conn, &c, actor, ok ? "replica-healthy" : "replica-unhealthy", det);
 	json_decref(det);
 	flog_info("deployment %s: %s replica %d is %s", d->name, v->version, rep->idx, deploy_health_name(now));
 }
@@ -129,24 +137,20 @@ static int place_elsewhere(PGconn *conn, json_t *hosts, const char *actor, const
 	if (strcmp(where, me) == 0)
 		return 0;
 	h = fleet_placed_handle(where);
-	store_deploy_replica_put(conn, d->id, v->version, rep->idx, rep->port, h, rep->generation, "starting", NULL);
-	json_decref(h);
 	det = json_pack("{s:s, s:i, s:s, s:s?}", "version", v->version, "replica", rep->idx, "host", where, "lost_host",
 			lost);
-	store_deploy_event(conn, d->id, actor, "replica-placed", det);
+	{
+		struct store_replica_change c = change_of(REPLICA_PUT, d, v, rep);
+		c.port = rep->port, c.handle = h, c.generation = rep->generation, c.health = "starting";
+		store_deploy_replica_change(conn, &c, actor, "replica-placed", det);
+	}
+	json_decref(h);
 	json_decref(det);
 	flog_info("deployment %s: %s replica %d placed on host %s%s%s", d->name, v->version, rep->idx, where,
 		  lost ? ": its host is lost: " : "", lost ? lost : "");
 	return 1;
 }
 
-/*
- * RC_START: a serving replica whose process is gone (or never started),
- * its backoff passed, or one placed on this host (fleet_placed), starts
- * here — or, when it needs a host (never started, or its host is lost),
- * where placement puts it (hosts: the fleet; NULL on a keeper's round,
- * which only starts its own host's).
- */
 /*
  * A (re)start that failed: unhealthy until the next try (after its
  * backoff), and an event when that is a change (its health over time is
@@ -159,15 +163,24 @@ static int place_elsewhere(PGconn *conn, json_t *hosts, const char *actor, const
 static void start_failed(PGconn *conn, const char *actor, const struct deployment *d, const struct deploy_version *v,
 			 const struct deploy_replica *rep, const char *why)
 {
-	store_deploy_replica_health(conn, d->id, v->version, rep->idx, "unhealthy", why, 1, backoff_ms(rep->restarts));
-	if (rep->health != DEPLOY_H_UNHEALTHY || (rep->last_error && strcmp(rep->last_error, NOT_READY) == 0)) {
-		json_t *det = json_pack("{s:s, s:i, s:s, s:s, s:s}", "version", v->version, "replica", rep->idx, "from",
-					deploy_health_name(rep->health), "to", "unhealthy", "error", why);
-		store_deploy_event(conn, d->id, actor, "replica-unhealthy", det);
-		json_decref(det);
-	}
+	struct store_replica_change c = change_of(REPLICA_HEALTH, d, v, rep);
+	int told = rep->health != DEPLOY_H_UNHEALTHY || (rep->last_error && strcmp(rep->last_error, NOT_READY) == 0);
+	json_t *det = told ? json_pack("{s:s, s:i, s:s, s:s, s:s}", "version", v->version, "replica", rep->idx, "from",
+				       deploy_health_name(rep->health), "to", "unhealthy", "error", why)
+			   : NULL;
+
+	c.health = "unhealthy", c.error = why, c.restarted = 1, c.backoff_ms = backoff_ms(rep->restarts);
+	store_deploy_replica_change(conn, &c, actor, told ? "replica-unhealthy" : NULL, det);
+	json_decref(det);
 }
 
+/*
+ * RC_START: a serving replica whose process is gone (or never started),
+ * its backoff passed, or one placed on this host (fleet_placed), starts
+ * here — or, when it needs a host (never started, or its host is lost),
+ * where placement puts it (hosts: the fleet; NULL on a keeper's round,
+ * which only starts its own host's).
+ */
 static void apply_start(PGconn *conn, json_t *hosts, const char *home, const char *actor,
 			const struct deployment *d, const struct deploy_version *v, const struct deploy_replica *rep)
 {
@@ -211,12 +224,14 @@ static void apply_start(PGconn *conn, json_t *hosts, const char *home, const cha
 	det = json_pack("{s:s, s:i, s:i, s:i, s:s, s:s?}", "version", v->version, "replica", rep->idx, "port", s.port,
 			"generation", s.generation, "host", me, "lost_host", lost);
 	{
-		/* its row and its event in one transaction (store_deploy_replica_started) */
+		struct store_replica_change c = change_of(REPLICA_PUT, d, v, rep);
 		char *why = lost ? xasprintf("its host %s was lost", lost) : NULL;
 		int first = stopped || placed, rc;
-		rc = store_deploy_replica_started(conn, d->id, v->version, rep->idx, s.port, nh, s.generation,
-						  lost ? why : first ? NULL : "its process had exited", first ? 0 : 1,
-						  first ? 0 : backoff_ms(rep->restarts + 1), actor, event, det);
+		c.port = s.port, c.handle = nh, c.generation = s.generation, c.health = "starting";
+		c.error = lost ? why : first ? NULL : "its process had exited";
+		c.restarted = first ? 0 : 1;
+		c.backoff_ms = first ? 0 : backoff_ms(rep->restarts + 1);
+		rc = store_deploy_replica_change(conn, &c, actor, event, det);
 		free(why);
 		json_decref(det);
 		if (rc < 0) {
@@ -257,14 +272,15 @@ static void apply_stop(PGconn *conn, const char *actor, const struct deployment 
 		       const struct deploy_replica *rep)
 {
 	json_t *det = json_pack("{s:s, s:i}", "version", v->version, "replica", rep->idx);
+	struct store_replica_change c = change_of(REPLICA_HEALTH, d, v, rep);
 	char me[256];
 
 	ferry_host_name(me, sizeof(me));
 	/* one of a lost host's: not a process here (its keeper fences it if that host comes back) */
 	if (rep->handle && other_host(rep->handle, me) == NULL)
 		replica_stop(rep->handle, STOP_GRACE_MS);
-	store_deploy_replica_health(conn, d->id, v->version, rep->idx, "stopped", NULL, 0, 0);
-	store_deploy_event(conn, d->id, actor, "replica-stopped", det);
+	c.health = "stopped";
+	store_deploy_replica_change(conn, &c, actor, "replica-stopped", det);
 	json_decref(det);
 }
 
@@ -273,13 +289,13 @@ static void apply_remove(PGconn *conn, const char *actor, const struct deploymen
 			 const struct deploy_version *v, const struct deploy_replica *rep)
 {
 	json_t *det = json_pack("{s:s, s:i}", "version", v->version, "replica", rep->idx);
+	struct store_replica_change c = change_of(REPLICA_DELETE, d, v, rep);
 	char me[256];
 
 	ferry_host_name(me, sizeof(me));
 	if (rep->handle && other_host(rep->handle, me) == NULL)
 		replica_stop(rep->handle, STOP_GRACE_MS);
-	store_deploy_replica_delete(conn, d->id, v->version, rep->idx);
-	store_deploy_event(conn, d->id, actor, "replica-removed", det);
+	store_deploy_replica_change(conn, &c, actor, "replica-removed", det);
 	json_decref(det);
 	flog_info("deployment %s: %s replica %d removed (scaled down)", d->name, v->version, rep->idx);
 }

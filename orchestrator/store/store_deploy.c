@@ -169,17 +169,22 @@ static void rollback(PGconn *conn)
 	store_q(NULL, conn, "ROLLBACK", 0, NULL);
 }
 
-int store_deploy_replica_started(PGconn *conn, int64_t dep, const char *version, int idx, int port,
-				 const json_t *handle, int generation, const char *why, int restarted,
-				 int64_t backoff_ms, const char *actor, const char *kind, const json_t *detail)
+int store_deploy_replica_change(PGconn *conn, const struct store_replica_change *c, const char *actor,
+				const char *kind, const json_t *detail)
 {
 	int error = store_q(NULL, conn, "BEGIN", 0, NULL);
 
 	if (error < 0)
 		return error;
-	if ((error = store_deploy_replica_put(conn, dep, version, idx, port, handle, generation, "starting", NULL)) < 0 ||
-	    (error = store_deploy_replica_health(conn, dep, version, idx, "starting", why, restarted, backoff_ms)) < 0 ||
-	    (error = store_deploy_event(conn, dep, actor, kind, detail)) < 0 ||
+	if (c->write == REPLICA_DELETE)
+		error = store_deploy_replica_delete(conn, c->dep, c->version, c->idx);
+	else if (c->write == REPLICA_PUT)
+		error = store_deploy_replica_put(conn, c->dep, c->version, c->idx, c->port, c->handle, c->generation,
+						 c->health, NULL);
+	if (error >= 0 && c->write != REPLICA_DELETE)
+		error = store_deploy_replica_health(conn, c->dep, c->version, c->idx, c->health, c->error,
+						    c->restarted, c->backoff_ms);
+	if (error < 0 || (kind && (error = store_deploy_event(conn, c->dep, actor, kind, detail)) < 0) ||
 	    (error = store_q(NULL, conn, "COMMIT", 0, NULL)) < 0)
 		rollback(conn);
 	return error;

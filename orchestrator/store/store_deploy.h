@@ -46,15 +46,30 @@ int store_deploy_replica_health(PGconn *conn, int64_t dep, const char *version, 
 				const char *error, int restarted, int64_t backoff_ms);
 
 /*
- * A replica (re)started by the reconcile round: its row (port, handle,
- * generation, health "starting" with why, restarted and backoff_ms as
- * store_deploy_replica_health takes them) and its event (kind, detail), in
- * one transaction: nothing reads the row without the event, and a daemon
- * that dies between them leaves neither. Nothing written on an error.
+ * What the reconcile round writes of one replica, with the event that says
+ * so, in one transaction (store_deploy_replica_change): nothing reads the
+ * row without its event, and a daemon that dies between them leaves
+ * neither. write: REPLICA_PUT records port, handle and generation, then
+ * sets health as REPLICA_HEALTH does (error kept where NULL, restarted
+ * added to the restarts, the next start backoff_ms away when > 0);
+ * REPLICA_DELETE forgets the replica (scaled down).
  */
-int store_deploy_replica_started(PGconn *conn, int64_t dep, const char *version, int idx, int port,
-				 const json_t *handle, int generation, const char *why, int restarted,
-				 int64_t backoff_ms, const char *actor, const char *kind, const json_t *detail);
+enum store_replica_write { REPLICA_PUT, REPLICA_HEALTH, REPLICA_DELETE };
+struct store_replica_change {
+	enum store_replica_write write;
+	int64_t dep;
+	const char *version;
+	int idx;
+	int port, generation;        /* REPLICA_PUT */
+	const json_t *handle;        /* REPLICA_PUT */
+	const char *health, *error;  /* REPLICA_PUT, REPLICA_HEALTH */
+	int restarted;
+	int64_t backoff_ms;
+};
+
+/* c's write and, when kind is not NULL, the event (kind, detail); nothing written on an error. */
+int store_deploy_replica_change(PGconn *conn, const struct store_replica_change *c, const char *actor,
+				const char *kind, const json_t *detail);
 
 /* Keeps a version's load-test result (loadtest_run's JSON). */
 int store_deploy_version_load_test(PGconn *conn, int64_t dep, const char *version, const json_t *result);
