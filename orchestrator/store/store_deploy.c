@@ -172,7 +172,9 @@ static void rollback(PGconn *conn)
 int store_deploy_replica_change(PGconn *conn, const struct store_replica_change *c, const char *actor,
 				const char *kind, const json_t *detail)
 {
-	int error = store_q(NULL, conn, "BEGIN", 0, NULL);
+	/* inside a caller's transaction: part of it (its COMMIT is the caller's) */
+	int own = PQtransactionStatus(conn) == PQTRANS_IDLE;
+	int error = own ? store_q(NULL, conn, "BEGIN", 0, NULL) : FERRY_OK;
 
 	if (error < 0)
 		return error;
@@ -185,8 +187,10 @@ int store_deploy_replica_change(PGconn *conn, const struct store_replica_change 
 		error = store_deploy_replica_health(conn, c->dep, c->version, c->idx, c->health, c->error,
 						    c->restarted, c->backoff_ms);
 	if (error < 0 || (kind && (error = store_deploy_event(conn, c->dep, actor, kind, detail)) < 0) ||
-	    (error = store_q(NULL, conn, "COMMIT", 0, NULL)) < 0)
-		rollback(conn);
+	    (own && (error = store_q(NULL, conn, "COMMIT", 0, NULL)) < 0)) {
+		if (own)
+			rollback(conn);
+	}
 	return error;
 }
 

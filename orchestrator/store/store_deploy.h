@@ -67,7 +67,11 @@ struct store_replica_change {
 	int64_t backoff_ms;
 };
 
-/* c's write and, when kind is not NULL, the event (kind, detail); nothing written on an error. */
+/*
+ * c's write and, when kind is not NULL, the event (kind, detail); nothing
+ * written on an error. Its own transaction, or the caller's when conn is in
+ * one.
+ */
 int store_deploy_replica_change(PGconn *conn, const struct store_replica_change *c, const char *actor,
 				const char *kind, const json_t *detail);
 
