@@ -535,8 +535,10 @@ Y
 		assert_eq "$(echo "$d" | json '[p["state"] for p in j["evidence"]["processes"] if p["comm"] == "sleep"][0]')" S \
 			"$ex: the container's processes (its cgroup) in the evidence"
 		# what its threads ask for, from their schedstat on this host: asleep, nothing (the look
-		# after the evidence's collectors starts afresh, without a demand: their ptrace woke it)
-		assert_eq "$(mon "$id" train 'len([s for s in j["samples"][-5:] if "demand" in s]) >= 3 and max(s.get("demand", 0) for s in j["samples"][-5:]) < 5')" true \
+		# after the evidence's collectors starts afresh, without a demand: their ptrace woke it).
+		# Judged by the median, as the detector judges idleness: one look of a wake-up that
+		# waited for a CPU on a loaded machine (cc2: 5.1 % once among 0.0, 0.6, 0.0, 0.1) is noise
+		assert_eq "$(mon "$id" train '(lambda d: len(d) >= 3 and d[len(d) // 2] < 5 and d[-1] < 50)(sorted(s["demand"] for s in j["samples"][-5:] if "demand" in s))')" true \
 			"$ex: its demand sampled, ~0 while it sleeps (the last samples: $(mon "$id" train '[(s["at_ms"] % 100000, s.get("demand"), s["util"], s["state"]) for s in j["samples"][-8:]]'); the processes: $(echo "$d" | json '[(p["pid"], p["comm"], p["state"]) for p in j["evidence"]["processes"]]'))"
 	else
 		assert_eq "$(mon "$id" train 'len([s for s in j["samples"] if "demand" in s])')" 0 "slurm: no demand (sstat has no run-queue time)"
