@@ -16,6 +16,7 @@
 
 #include "deploy/fleet.h"
 #include "deploy/replicas.h"
+#include "exec/exec.h"
 #include "store/store.h"
 #include "store/store_deploy.h"
 #include "lib/util.h"
@@ -53,17 +54,24 @@ void dr_stop_earlier(struct dr_set *s, const struct step_run *r, int64_t dep, co
 }
 
 /*
- * A replica's start or first health as the reconcile task writes them
- * (version, replica and what det adds; det is taken): its health over time
+ * A replica's start or first health as the reconcile task writes them: its
+ * row (c, for replica idx of w's version) and its event (kind: version,
+ * replica and what det adds; det is taken) in one transaction
+ * (store_deploy_replica_change): its health over time
  * (db/functions/replica_health.sql) begins at the deploy step.
  */
-static void replica_event(const struct step_run *r, const struct dr_what *w, const char *kind, json_t *det, int idx)
+static int replica_change(const struct step_run *r, const struct dr_what *w, struct store_replica_change *c,
+			  const char *kind, json_t *det, int idx)
 {
+	int error;
+
+	c->dep = w->dep, c->version = w->version, c->idx = idx;
 	json_object_set_new(det, "version", json_string(w->version));
 	json_object_set_new(det, "replica", json_integer(idx));
-	if (store_deploy_event(r->conn, w->dep, r->actor, kind, det) < 0)
+	if ((error = store_deploy_replica_change(r->conn, c, r->actor, kind, det)) < 0)
 		flog_warn("run %lld step %s: recording %s: %s", (long long)r->run_id, r->name, kind, ferry_error_last());
 	json_decref(det);
+	return error;
 }
 
 /* Whether all s->n replicas can be placed on the hosts as read (a copy is counted in, not s->hosts). */
@@ -165,15 +173,18 @@ int dr_start(struct dr_set *s, const struct step_run *r, const struct dr_what *w
 						  .serve = w->serve, .env = json_object_get(w->spec, "env"),
 						  .workdir = r->workdir,
 						  .placement = json_object_get(w->spec, "placement"), .conn = r->conn};
-			if ((error = replica_start(&rs, &s->handles[i])) < 0 ||
-			    (error = store_deploy_replica_put(r->conn, w->dep, w->version, i + 1, rs.port, s->handles[i],
-							      rs.generation, "starting", NULL)) < 0)
+			struct store_replica_change c = {.write = REPLICA_PUT, .health = "starting"};
+			if ((error = replica_start(&rs, &s->handles[i])) < 0)
 				return error;
+			c.port = rs.port, c.generation = rs.generation, c.handle = s->handles[i];
+			if ((error = replica_change(r, w, &c, "replica-started",
+						    json_pack("{s:i, s:i, s:s}", "port", s->ports[i], "generation",
+							      rs.generation, "host", where),
+						    i + 1)) < 0)
+				return error;
+			EXEC_FAULT("replica-written"); /* tests/fault: a window right after the writes */
 		}
 		snprintf(s->addr[i], sizeof(s->addr[i]), "%s", replica_address());
-		replica_event(r, w, "replica-started",
-			      json_pack("{s:i, s:i, s:s}", "port", s->ports[i], "generation", s->prev_gen[i] + 1, "host", where),
-			      i + 1);
 		steps_log(r, "replica %d started on port %d on host %s (its log: ferry deployments logs %lld %s %d)",
 			  i + 1, s->ports[i], where, (long long)w->dep, w->version, i + 1);
 	}
@@ -246,8 +257,11 @@ int dr_wait(struct dr_set *s, const struct step_run *r, const struct dr_what *w,
 			free(why);
 			return error;
 		}
-		store_deploy_replica_health(r->conn, w->dep, w->version, i + 1, "healthy", NULL, 0, 0);
-		replica_event(r, w, "replica-healthy", json_pack("{s:s, s:s}", "from", "starting", "to", "healthy"), i + 1);
+		{
+			struct store_replica_change c = {.write = REPLICA_HEALTH, .health = "healthy"};
+			(void)replica_change(r, w, &c, "replica-healthy",
+					     json_pack("{s:s, s:s}", "from", "starting", "to", "healthy"), i + 1);
+		}
 		steps_log(r, "replica %d ready: it answered its health check and the sample request", i + 1);
 	}
 	return FERRY_OK;

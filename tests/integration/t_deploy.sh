@@ -276,6 +276,32 @@ test_deploy_killed_replica_restarted() {
 	haproxy_vs_db || fail "HAProxy differs from the database"
 }
 
+# The deploy step's own start of a replica is one change too: the row that names its process and
+# the replica-started event that begins its health over time (FERRY_FAULT=sleep:replica-written
+# right after the writes; written one by one, the row stood 3 s with no event)
+test_deploy_replica_start_written_with_its_event() {
+	deploy_up
+	FERRYD=ferryd-test start_daemon a FERRY_FAULT=sleep:replica-written
+	model_double "$FERRY_HOME/double_serve.py"
+	local f id row seen=
+	f=$(deploy_wf 100)
+	sed -i "s|serve: .*|serve: [/usr/bin/python3, $FERRY_HOME/double_serve.py, good]|; /warm:/d" "$f"
+	double_model "$f"
+	id=$(submit "$f")
+	for _ in $(seq 1 600); do
+		row=$(sql "SELECT count(*) || ':' || (SELECT count(*) FROM deployment_events e WHERE e.kind = 'replica-started') FROM deployment_replicas r WHERE r.handle ? 'pid'")
+		case $row in
+		0:0) ;;
+		1:1) seen=1; break ;;
+		*) fail "the replica's row and its events disagree (rows with a process:start events): $row" ;;
+		esac
+		sleep 0.05
+	done
+	[ -n "$seen" ] || fail "no replica started: $row"
+	wait_run "$id" succeeded 60
+	logged 'fault injected: sleeping 3 s at "replica-written"' "$FERRY_HOME/ferryd-a.log" 5 || fail "the start did not pass the fault point"
+}
+
 # A replica's restart is one change: its row (generation, port, health) and its event are written in
 # one transaction. The daemon waits 3 s right after writing (FERRY_FAULT=sleep:replica-written): when
 # they were written one by one, the row said generation 2 through that window and no event said why
