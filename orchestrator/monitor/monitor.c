@@ -330,16 +330,22 @@ static void post_alert(struct monitor *m, const struct mon_job *mj, const char *
 }
 
 /* Records event kind of mj with detail (taken) and posts it. */
-static void event(struct monitor *m, PGconn *conn, const struct mon_job *mj, const char *kind, json_t *detail)
+/* An event recorded: said in the log and posted as an alert (detail taken). */
+static void tell(struct monitor *m, const struct mon_job *mj, const char *kind, json_t *detail)
 {
-	if (store_monitor_event(conn, mj->run_id, mj->name, mj->attempt, m->owner, kind, detail) < 0)
-		flog_error("run %lld step %s: recording %s: %s", (long long)mj->run_id, mj->name, kind,
-			   ferry_error_last());
 	flog_info("run %lld step %s attempt %d: %s: %s", (long long)mj->run_id, mj->name, mj->attempt, kind,
 		  json_string_value(json_object_get(detail, "message")) ?
 			  json_string_value(json_object_get(detail, "message")) : "");
 	post_alert(m, mj, kind, detail);
 	json_decref(detail);
+}
+
+static void event(struct monitor *m, PGconn *conn, const struct mon_job *mj, const char *kind, json_t *detail)
+{
+	if (store_monitor_event(conn, mj->run_id, mj->name, mj->attempt, m->owner, kind, detail) < 0)
+		flog_error("run %lld step %s: recording %s: %s", (long long)mj->run_id, mj->name, kind,
+			   ferry_error_last());
+	tell(m, mj, kind, detail);
 }
 
 /* The last n samples of mj (a new array). */
@@ -353,7 +359,9 @@ static json_t *last_samples(const struct mon_job *mj, size_t n)
 	return out;
 }
 
-static void write_row(PGconn *conn, struct mon_job *mj, const json_t *evidence, int64_t now)
+/* mj's row (with its evidence when not NULL) and, kind not NULL, event kind (detail, not taken) with it. */
+static void write_row_event(struct monitor *m, PGconn *conn, struct mon_job *mj, const json_t *evidence, int64_t now,
+			    const char *kind, const json_t *detail)
 {
 	json_t *config = mj->written_once ? NULL : hang_cfg_json(&mj->cfg);
 	json_t *series = mj->watch ? watch_series_json(mj->watch) : NULL;
@@ -365,15 +373,20 @@ static void write_row(PGconn *conn, struct mon_job *mj, const json_t *evidence, 
 		.gpus = mj->gpus_now, .series = series, .watch = watch, .evidence = evidence,
 	};
 
-	if (store_monitor_put(conn, &f) < 0)
-		flog_error("run %lld step %s: writing its monitor row: %s", (long long)mj->run_id, mj->name,
-			   ferry_error_last());
+	if ((kind ? store_monitor_put_event(conn, &f, mj->name, m->owner, kind, detail) : store_monitor_put(conn, &f)) < 0)
+		flog_error("run %lld step %s: writing its monitor row%s%s: %s", (long long)mj->run_id, mj->name,
+			   kind ? " and " : "", kind ? kind : "", ferry_error_last());
 	else
 		mj->written_once = 1;
 	mj->written = mj->det.state;
 	mj->last_write_ms = now;
 	mj->dirty = 0;
 	json_decref(config), json_decref(series), json_decref(watch);
+}
+
+static void write_row(struct monitor *m, PGconn *conn, struct mon_job *mj, const json_t *evidence, int64_t now)
+{
+	write_row_event(m, conn, mj, evidence, now, NULL, NULL);
 }
 
 /* Restart or fail attempt mj for cause prefix ("hung: ", "watchpoint: "), given the restarts in a row before it. */
@@ -594,7 +607,7 @@ static void look(struct monitor *m, PGconn *conn, struct mon_job *mj, const stru
 		watch_fired(m, conn, mj);
 	lowutil(m, conn, mj, now);
 	if (!mj->written_once || mj->dirty || mj->det.state != mj->written || now - mj->last_write_ms >= WRITE_EVERY_MS)
-		write_row(conn, mj, NULL, now);
+		write_row(m, conn, mj, NULL, now);
 }
 
 /* ---- the pool's items ----------------------------------------------------- */
@@ -650,8 +663,10 @@ void monitor_work_done(struct monitor *m, struct work *w)
 		demand_init(&mj->demand);
 		/* still hung? the job may have shown life while its evidence was collected */
 		if (mj->det.state == HS_HUNG && !mj->acted && m->conn) {
-			write_row(m->conn, mj, mw->evidence, clock_mono_ms());
-			event(m, m->conn, mj, "monitor.hung", d);
+			/* the verdict and its event in one transaction: a daemon killed between them lost the event and its alert */
+			write_row_event(m, m->conn, mj, mw->evidence, clock_mono_ms(), "monitor.hung", d);
+			EXEC_FAULT("monitor-hung-written"); /* tests/fault: right after the writes */
+			tell(m, mj, "monitor.hung", d);
 			d = NULL;
 			if (mj->cfg.action != HANG_NOTIFY)
 				act(m, mj, mj->cfg.action == HANG_RESTART, mw->restarts, "hung: ", mj->det.why);
@@ -757,7 +772,7 @@ int64_t monitor_round(struct monitor *m, PGconn *conn, struct exec_job *const *j
 			free(path);
 			watch_fired(m, conn, mj); /* recorded; the job it would act on is gone */
 		}
-		write_row(conn, mj, NULL, now);
+		write_row(m, conn, mj, NULL, now);
 		job_free(mj);
 		m->jobs[i] = m->jobs[--m->njobs];
 		changed = 1;

@@ -61,6 +61,23 @@ int store_monitor_event(PGconn *conn, int64_t run_id, const char *step, int atte
 	return error;
 }
 
+int store_monitor_put_event(PGconn *conn, const struct store_monitor_row *f, const char *step, const char *actor,
+			    const char *kind, const json_t *detail)
+{
+	int own = PQtransactionStatus(conn) == PQTRANS_IDLE;
+	int error = own ? store_q(NULL, conn, "BEGIN", 0, NULL) : FERRY_OK;
+
+	if (error < 0)
+		return error;
+	if ((error = store_monitor_put(conn, f)) < 0 ||
+	    (error = store_monitor_event(conn, f->run_id, step, f->attempt, actor, kind, detail)) < 0 ||
+	    (own && (error = store_q(NULL, conn, "COMMIT", 0, NULL)) < 0)) {
+		if (own)
+			store_q(NULL, conn, "ROLLBACK", 0, NULL);
+	}
+	return error;
+}
+
 int store_monitor_restarts(int *n, PGconn *conn, int64_t step_id, int attempt, const char *prefix)
 {
 	char step[32], att[16];

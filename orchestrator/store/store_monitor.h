@@ -23,6 +23,14 @@ struct store_monitor_row {
 };
 int store_monitor_put(PGconn *conn, const struct store_monitor_row *f);
 
+/*
+ * The row and event kind of its attempt of step (detail, not taken) in one
+ * transaction (its own, or the caller's when conn is in one): a verdict
+ * (monitor.hung) is never in the row without its event, or the other way.
+ */
+int store_monitor_put_event(PGconn *conn, const struct store_monitor_row *f, const char *step, const char *actor,
+			    const char *kind, const json_t *detail);
+
 /* Appends event kind (monitor.suspected, monitor.hung, …) of a step's attempt with detail (not taken). */
 int store_monitor_event(PGconn *conn, int64_t run_id, const char *step, int attempt, const char *actor,
 			const char *kind, const json_t *detail);
