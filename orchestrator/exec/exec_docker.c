@@ -532,46 +532,11 @@ static int64_t dk_blkio(const json_t *list, const char *op)
 }
 
 /*
- * The cgroup directory of pid: its v1 pids hierarchy where there is one
- * (this machine's hybrid layout), else its v2 path (pure v2, or the
- * hybrid's unified mount). NULL when unknown; the caller frees it.
+ * The cgroup path of pid (below a hierarchy's mount) in the v1 hierarchy
+ * whose controllers are one of want (NULL-terminated), else its v2 path;
+ * *v1 says which. NULL when unknown; the caller frees it.
  */
-static char *dk_cgroup_dir(pid_t pid)
-{
-	char path[64], line[1024], *dir = NULL, *v2 = NULL;
-	FILE *f;
-
-	snprintf(path, sizeof(path), "/proc/%d/cgroup", (int)pid);
-	if ((f = fopen(path, "re")) == NULL)
-		return NULL;
-	while (dir == NULL && fgets(line, sizeof(line), f)) {
-		char *a = strchr(line, ':'), *b = a ? strchr(a + 1, ':') : NULL;
-		if (b == NULL)
-			continue;
-		b[strcspn(b, "\n")] = '\0';
-		*b++ = '\0';
-		if (strcmp(a + 1, "pids") == 0)
-			dir = xasprintf("/sys/fs/cgroup/pids%s", b);
-		else if (a[1] == '\0' && v2 == NULL)
-			v2 = xstrdup(b);
-	}
-	fclose(f);
-	if (dir == NULL && v2 != NULL) {
-		struct stat sb;
-		dir = stat("/sys/fs/cgroup/unified", &sb) == 0 ? xasprintf("/sys/fs/cgroup/unified%s", v2)
-							       : xasprintf("/sys/fs/cgroup%s", v2);
-	}
-	free(v2);
-	return dir;
-}
-
-/*
- * The cgroup path of pid below each hierarchy's mount: its v1 cpuacct one
- * where there is one (the engine's cgroupfs and systemd drivers give every
- * controller the same path), else its v2 path. NULL when unknown; the
- * caller frees it.
- */
-static char *dk_cgroup_rel(pid_t pid)
+static char *dk_cgroup_path(pid_t pid, const char *const *want, int *v1)
 {
 	char path[64], line[1024], *rel = NULL, *v2 = NULL;
 	FILE *f;
@@ -585,18 +550,55 @@ static char *dk_cgroup_rel(pid_t pid)
 			continue;
 		b[strcspn(b, "\n")] = '\0';
 		*b++ = '\0';
-		if (strcmp(a + 1, "cpuacct") == 0 || strcmp(a + 1, "cpu,cpuacct") == 0 || strcmp(a + 1, "cpuacct,cpu") == 0)
-			rel = xstrdup(b);
-		else if (a[1] == '\0' && v2 == NULL)
+		for (const char *const *w = want; *w && rel == NULL; w++)
+			if (strcmp(a + 1, *w) == 0)
+				rel = xstrdup(b);
+		if (rel == NULL && a[1] == '\0' && v2 == NULL)
 			v2 = xstrdup(b);
 	}
 	fclose(f);
+	*v1 = rel != NULL;
 	if (rel == NULL) {
 		rel = v2;
 		v2 = NULL;
 	}
 	free(v2);
 	return rel;
+}
+
+/*
+ * The cgroup directory of pid: its v1 pids hierarchy where there is one
+ * (this machine's hybrid layout), else its v2 path (pure v2, or the
+ * hybrid's unified mount). NULL when unknown; the caller frees it.
+ */
+static char *dk_cgroup_dir(pid_t pid)
+{
+	static const char *const pids[] = {"pids", NULL};
+	struct stat sb;
+	int v1;
+	char *rel = dk_cgroup_path(pid, pids, &v1), *dir;
+
+	if (rel == NULL)
+		return NULL;
+	dir = v1 ? xasprintf("/sys/fs/cgroup/pids%s", rel)
+		 : stat("/sys/fs/cgroup/unified", &sb) == 0 ? xasprintf("/sys/fs/cgroup/unified%s", rel)
+							    : xasprintf("/sys/fs/cgroup%s", rel);
+	free(rel);
+	return dir;
+}
+
+/*
+ * The cgroup path of pid below each hierarchy's mount: its v1 cpuacct one
+ * where there is one (the engine's cgroupfs and systemd drivers give every
+ * controller the same path), else its v2 path. NULL when unknown; the
+ * caller frees it.
+ */
+static char *dk_cgroup_rel(pid_t pid)
+{
+	static const char *const cpuacct[] = {"cpuacct", "cpu,cpuacct", "cpuacct,cpu", NULL};
+	int v1;
+
+	return dk_cgroup_path(pid, cpuacct, &v1);
 }
 
 /* Whether cgroup rel's CPU time can be read (where exec_podman_cgroup_sample reads it): else it would read 0. */

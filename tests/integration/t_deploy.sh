@@ -276,28 +276,39 @@ test_deploy_killed_replica_restarted() {
 	haproxy_vs_db || fail "HAProxy differs from the database"
 }
 
+# one_double_version_wf: the deploy pipeline (all traffic) with a stand-in model served by a good
+# test double (model_double, double_model); prints its file
+one_double_version_wf() {
+	local f
+	model_double "$FERRY_HOME/double_serve.py"
+	f=$(deploy_wf 100)
+	sed -i "s|serve: .*|serve: [/usr/bin/python3, $FERRY_HOME/double_serve.py, good]|; /warm:/d" "$f"
+	double_model "$f"
+	echo "$f"
+}
+
+# agree_until QUERY BEFORE AFTER WHAT: polls QUERY (a replica's row and its events, as one value)
+# until it prints AFTER; a value that is neither BEFORE nor AFTER fails (the row without its event)
+agree_until() {
+	local row
+	for _ in $(seq 1 600); do
+		row=$(sql "$1")
+		[ "$row" = "$3" ] && return 0
+		[ "$row" = "$2" ] || fail "$4 disagree: $row"
+		sleep 0.05
+	done
+	fail "$4: never $3 (the last: $row)"
+}
+
 # The deploy step's own start of a replica is one change too: the row that names its process and
 # the replica-started event that begins its health over time (FERRY_FAULT=sleep:replica-written
 # right after the writes; written one by one, the row stood 3 s with no event)
 test_deploy_replica_start_written_with_its_event() {
 	deploy_up
 	FERRYD=ferryd-test start_daemon a FERRY_FAULT=sleep:replica-written
-	model_double "$FERRY_HOME/double_serve.py"
-	local f id row seen=
-	f=$(deploy_wf 100)
-	sed -i "s|serve: .*|serve: [/usr/bin/python3, $FERRY_HOME/double_serve.py, good]|; /warm:/d" "$f"
-	double_model "$f"
-	id=$(submit "$f")
-	for _ in $(seq 1 600); do
-		row=$(sql "SELECT count(*) || ':' || (SELECT count(*) FROM deployment_events e WHERE e.kind = 'replica-started') FROM deployment_replicas r WHERE r.handle ? 'pid'")
-		case $row in
-		0:0) ;;
-		1:1) seen=1; break ;;
-		*) fail "the replica's row and its events disagree (rows with a process:start events): $row" ;;
-		esac
-		sleep 0.05
-	done
-	[ -n "$seen" ] || fail "no replica started: $row"
+	id=$(submit "$(one_double_version_wf)")
+	agree_until "SELECT count(*) || ':' || (SELECT count(*) FROM deployment_events e WHERE e.kind = 'replica-started') FROM deployment_replicas r WHERE r.handle ? 'pid'" \
+		0:0 1:1 "the replica's row and its events (rows with a process:start events)"
 	wait_run "$id" succeeded 60
 	logged 'fault injected: sleeping 3 s at "replica-written"' "$FERRY_HOME/ferryd-a.log" 5 || fail "the start did not pass the fault point"
 }
@@ -310,27 +321,15 @@ test_deploy_replica_start_written_with_its_event() {
 test_deploy_replica_restart_written_with_its_event() {
 	deploy_up
 	FERRYD=ferryd-test start_daemon a FERRY_FAULT=sleep:replica-written
-	model_double "$FERRY_HOME/double_serve.py"
-	local f id pid row n0 seen=
-	f=$(deploy_wf 100)
-	sed -i "s|serve: .*|serve: [/usr/bin/python3, $FERRY_HOME/double_serve.py, good]|; /warm:/d" "$f"
-	double_model "$f"
-	id=$(submit "$f")
+	local id pid n0
+	id=$(submit "$(one_double_version_wf)")
 	wait_run "$id" succeeded 60
 	pid=$(sql "SELECT handle->>'pid' FROM deployment_replicas")
 	[ -n "$pid" ] || fail "no replica recorded"
 	n0=$(grep -c 'fault injected: sleeping 3 s at "replica-written"' "$FERRY_HOME/ferryd-a.log" || true)
 	kill -KILL -- "-$pid" 2>/dev/null || kill -KILL "$pid"
-	for _ in $(seq 1 300); do
-		row=$(sql "SELECT r.generation || ':' || (SELECT count(*) FROM deployment_events e WHERE e.kind = 'replica-restarted') FROM deployment_replicas r")
-		case $row in
-		1:0) ;;
-		2:1) seen=1; break ;;
-		*) fail "the replica's row and its events disagree (generation:restart events): $row" ;;
-		esac
-		sleep 0.05
-	done
-	[ -n "$seen" ] || fail "the replica was not restarted: $row"
+	agree_until "SELECT r.generation || ':' || (SELECT count(*) FROM deployment_events e WHERE e.kind = 'replica-restarted') FROM deployment_replicas r" \
+		1:0 2:1 "the replica's row and its events (generation:restart events)"
 	[ "$(grep -c 'fault injected: sleeping 3 s at "replica-written"' "$FERRY_HOME/ferryd-a.log")" -gt "$n0" ] ||
 		fail "the restart did not pass the fault point"
 }
