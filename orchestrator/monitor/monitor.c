@@ -329,7 +329,6 @@ static void post_alert(struct monitor *m, const struct mon_job *mj, const char *
 	m->host.submit(m->host.arg, &w->w);
 }
 
-/* Records event kind of mj with detail (taken) and posts it. */
 /* An event recorded: said in the log and posted as an alert (detail taken). */
 static void tell(struct monitor *m, const struct mon_job *mj, const char *kind, json_t *detail)
 {
@@ -340,6 +339,7 @@ static void tell(struct monitor *m, const struct mon_job *mj, const char *kind, 
 	json_decref(detail);
 }
 
+/* Records event kind of mj with detail (taken) and posts it. */
 static void event(struct monitor *m, PGconn *conn, const struct mon_job *mj, const char *kind, json_t *detail)
 {
 	if (store_monitor_event(conn, mj->run_id, mj->name, mj->attempt, m->owner, kind, detail) < 0)
