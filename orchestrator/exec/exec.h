@@ -275,7 +275,6 @@ void exec_job_note(struct exec_job *job, const char *note);
  */
 int exec_capture(char *const argv[], char **out, int64_t timeout_ms);
 
-
 /*
  * exec_capture with more said: at most max_out bytes of output kept (the
  * rest read and dropped), stderr captured too when with_stderr, *status

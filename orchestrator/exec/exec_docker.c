@@ -601,24 +601,6 @@ static char *dk_cgroup_rel(pid_t pid)
 	return dk_cgroup_path(pid, cpuacct, &v1);
 }
 
-/* Whether cgroup rel's CPU time can be read (where exec_podman_cgroup_sample reads it): else it would read 0. */
-static int dk_cgroup_cpu(const char *rel)
-{
-	static const char *const where[] = {"cpuacct", "cpu,cpuacct", "cpuacct,cpu"};
-	char path[1200];
-
-	for (size_t i = 0; i < sizeof(where) / sizeof(where[0]); i++) {
-		snprintf(path, sizeof(path), "/sys/fs/cgroup/%s%s/cpuacct.usage", where[i], rel);
-		if (access(path, R_OK) == 0)
-			return 1;
-	}
-	snprintf(path, sizeof(path), "/sys/fs/cgroup/unified%s/cpu.stat", rel);
-	if (access(path, R_OK) == 0)
-		return 1;
-	snprintf(path, sizeof(path), "/sys/fs/cgroup%s/cpu.stat", rel);
-	return access(path, R_OK) == 0;
-}
-
 /* Adds the /proc/PID/io counters of every process in cgroup dir to out (reaped children are in their parents'). */
 static void dk_cgroup_io(const char *dir, struct exec_sample *out)
 {
@@ -706,10 +688,11 @@ static int docker_sample(const struct exec_job *job, struct exec_sample *out)
 	if ((error = dk_main_pid(job, &pid)) < 0)
 		return error;
 	if ((cg = dk_cgroup_rel(pid)) != NULL) {
-		error = dk_cgroup_cpu(cg) ? exec_podman_cgroup_sample("/sys/fs/cgroup", cg, out) : FERRY_ENOTFOUND;
+		int cpu = 0;
+		error = exec_podman_cgroup_sample("/sys/fs/cgroup", cg, out, &cpu);
 		free(cg);
-		if (error == 0)
-			return 0;
+		if (error == 0 && cpu)
+			return 0; /* (without its CPU file the CPU time would read 0: the engine's, below) */
 		memset(out, 0, sizeof(*out));
 	}
 	if ((cg = dk_cgroup_dir(pid)) != NULL)

@@ -997,7 +997,7 @@ static int podman_sample(const struct exec_job *job, struct exec_sample *out)
 		return FERRY_ENOTFOUND;
 	}
 	rel = xasprintf("ferry/%s", name);
-	error = exec_podman_cgroup_sample(CGROUP_ROOT, rel, out);
+	error = exec_podman_cgroup_sample(CGROUP_ROOT, rel, out, NULL);
 	free(rel);
 	return error;
 }

@@ -31,9 +31,10 @@ void exec_podman_vec_free(char **v);
  * or cpu.stat usage_usec (v2, or the hybrid layout's unified/), disk bytes
  * from blkio.throttle.io_service_bytes_recursive (v1) or io.stat (v2),
  * rchar/wchar summed over the processes of its sub-cgroups. 0, or
- * FERRY_ENOTFOUND when no hierarchy holds REL.
+ * FERRY_ENOTFOUND when no hierarchy holds REL. *cpu (when not NULL):
+ * whether the CPU time was read (else out->cpu_ms is 0, not a figure).
  */
-int exec_podman_cgroup_sample(const char *root, const char *rel, struct exec_sample *out);
+int exec_podman_cgroup_sample(const char *root, const char *rel, struct exec_sample *out, int *cpu_read);
 
 /*
  * The row's small readers, async-signal-safe (its shim uses them after

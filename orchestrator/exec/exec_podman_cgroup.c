@@ -84,7 +84,7 @@ static int add_procs(struct exec_sample *out, const char *dir, int depth)
 	return found;
 }
 
-int exec_podman_cgroup_sample(const char *root, const char *rel, struct exec_sample *out)
+int exec_podman_cgroup_sample(const char *root, const char *rel, struct exec_sample *out, int *cpu_read)
 {
 	static const char *const cpuacct[] = {"cpuacct", "cpu,cpuacct", "cpuacct,cpu"};
 	static const char *const v2[] = {"unified/", ""};
@@ -133,6 +133,8 @@ int exec_podman_cgroup_sample(const char *root, const char *rel, struct exec_sam
 			free(p);
 		}
 	}
+	if (cpu_read)
+		*cpu_read = cpu;
 	if (!cpu && !io && !found) {
 		ferry_error_set("no cgroup %s under %s", rel, root);
 		return FERRY_ENOTFOUND;

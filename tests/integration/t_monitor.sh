@@ -407,18 +407,6 @@ PY
 	assert_eq "$(mon_events "$id" train monitor.low_utilization)" 0 "a busy one is not"
 }
 
-# A hung verdict and its event are one transaction: a daemon killed right after writing them (fault
-# point monitor-hung-written, ferryd-test) leaves both; written one after the other, the row said
-# hung and no event (nor its alert) ever came
-test_monitor_hung_row_and_event_together() {
-	FERRYD=ferryd-test start_daemon a FERRY_HANG="$MON_FAST" FERRY_FAULT=kill:monitor-hung-written
-	f=$(one_step rowev 'echo started; exec sleep 1000')
-	id=$(submit "$f")
-	wait_daemon_dead a
-	assert_eq "$(sql "SELECT m.state FROM attempt_monitor m JOIN steps s ON s.id = m.step_id WHERE s.run_id = $id")" hung "the verdict written"
-	assert_eq "$(mon_events "$id" train monitor.hung)" 1 "with its event"
-}
-
 test_monitor_cli_and_metrics_show_the_detector() {
 	mon_daemon "$MON_FAST"
 	f=$(one_step clihang 'echo started; exec sleep 1000')

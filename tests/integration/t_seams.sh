@@ -15,9 +15,9 @@ Y
 }
 
 # waits until daemon NAME has exited (killed by an injected fault)
-wait_daemon_dead() {
+wait_daemon_dead() { # NAME [SECONDS, default 10]
 	local pid; pid=$(daemon_pid "$1")
-	for _ in $(seq 1 100); do kill -0 "$pid" 2>/dev/null || { rm -f "$FERRY_HOME/daemon.$1.pid"; return 0; }; sleep 0.1; done
+	for _ in $(seq 1 $((${2:-10} * 10))); do kill -0 "$pid" 2>/dev/null || { rm -f "$FERRY_HOME/daemon.$1.pid"; return 0; }; sleep 0.1; done
 	fail "daemon $1 did not die at the injected fault"
 }
 
@@ -389,4 +389,15 @@ Y
 )")
 	wait_run "$id" succeeded 15
 	grep -q 'fault injected: failing "sigchld"' "$FERRY_HOME/ferryd-a.log" || fail "no SIGCHLD was dropped: the fault was not there"
+}
+
+# A hung verdict and its event are one transaction: a daemon killed right after writing them (fault
+# point monitor-hung-written) leaves both; written one after the other, the row said hung and no
+# event (nor its alert) ever came. Not in the monitor group: nothing here is timed but the wait.
+test_fault_killed_after_hung_verdict_leaves_its_event() {
+	FERRYD=ferryd-test start_daemon a FERRY_HANG="$MON_FAST" FERRY_FAULT=kill:monitor-hung-written
+	id=$(submit "$(one_step rowev 'echo started; exec sleep 1000')")
+	wait_daemon_dead a 60
+	assert_eq "$(sql "SELECT m.state FROM attempt_monitor m JOIN steps s ON s.id = m.step_id WHERE s.run_id = $id")" hung "the verdict written"
+	assert_eq "$(mon_events "$id" train monitor.hung)" 1 "with its event"
 }

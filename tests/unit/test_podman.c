@@ -230,6 +230,7 @@ static void test_podman__argv_needs_a_command(void **state)
 static void test_podman__cgroup_v1(void **state)
 {
 	struct exec_sample s;
+	int cpu = -1;
 	char *root = xasprintf("%s/v1", tmp), *procs = xasprintf("%d\n", (int)getpid());
 
 	(void)state;
@@ -238,34 +239,40 @@ static void test_podman__cgroup_v1(void **state)
 	    "8:0 Read 4096\n8:0 Write 1024\n8:0 Sync 0\n8:0 Total 5120\n8:16 Read 100\n8:16 Write 0\nTotal 5220\n");
 	put("v1/pids/ferry/c1/libpod-abc/cgroup.procs", procs);
 	put("v1/pids/ferry/c1/cgroup.procs", "");
-	assert_int_equal(exec_podman_cgroup_sample(root, "ferry/c1", &s), 0);
+	assert_int_equal(exec_podman_cgroup_sample(root, "ferry/c1", &s, &cpu), 0);
+	assert_int_equal(cpu, 1);
 	assert_int_equal(s.cpu_ms, 2500);
 	assert_int_equal(s.read_bytes, 4196);
 	assert_int_equal(s.write_bytes, 1024);
 	assert_true(s.rchar > 0); /* this process, found in a sub-cgroup */
-	assert_int_equal(exec_podman_cgroup_sample(root, "ferry/none", &s), FERRY_ENOTFOUND);
+	assert_int_equal(exec_podman_cgroup_sample(root, "ferry/none", &s, NULL), FERRY_ENOTFOUND);
 	free(root), free(procs);
 }
 
 static void test_podman__cgroup_v2_and_hybrid(void **state)
 {
 	struct exec_sample s;
+	int cpu = -1;
 	char *v2 = xasprintf("%s/v2", tmp), *hy = xasprintf("%s/hybrid", tmp);
 
 	(void)state;
 	put("v2/ferry/c2/cpu.stat", "usage_usec 1500000\nuser_usec 1000000\nsystem_usec 500000\n");
 	put("v2/ferry/c2/io.stat", "8:0 rbytes=300 wbytes=200 rios=3 wios=2\n8:16 rbytes=1 wbytes=2 rios=1 wios=1\n");
 	put("v2/ferry/c2/cgroup.procs", "");
-	assert_int_equal(exec_podman_cgroup_sample(v2, "ferry/c2", &s), 0);
+	assert_int_equal(exec_podman_cgroup_sample(v2, "ferry/c2", &s, NULL), 0);
 	assert_int_equal(s.cpu_ms, 1500);
 	assert_int_equal(s.read_bytes, 301);
 	assert_int_equal(s.write_bytes, 202);
 	/* hybrid: CPU from v1 cpuacct when there, else from unified/ */
 	put("hybrid/unified/ferry/c3/cpu.stat", "usage_usec 7000\n");
 	put("hybrid/blkio/ferry/c3/blkio.throttle.io_service_bytes_recursive", "Total 0\n");
-	assert_int_equal(exec_podman_cgroup_sample(hy, "ferry/c3", &s), 0);
+	assert_int_equal(exec_podman_cgroup_sample(hy, "ferry/c3", &s, NULL), 0);
 	assert_int_equal(s.cpu_ms, 7);
 	assert_int_equal(s.read_bytes, 0);
+	/* IO but no CPU file: found, but the CPU time is said not read (docker then asks its engine) */
+	put("hybrid/blkio/ferry/c4/blkio.throttle.io_service_bytes_recursive", "8:0 Read 5\n");
+	assert_int_equal(exec_podman_cgroup_sample(hy, "ferry/c4", &s, &cpu), 0);
+	assert_int_equal(cpu, 0);
 	free(v2), free(hy);
 }
 
