@@ -1,7 +1,8 @@
 /*
- * demand — see demand.h. A look reads one small file per thread (two
- * numbers), each timed on its own (so the reader's being descheduled
- * between threads or before the look costs nothing), builds the new table
+ * demand — see demand.h. A look reads two small files per thread (its
+ * schedstat's two numbers, its stat's state letter), each thread timed on
+ * its own (so the reader's being descheduled between threads or before
+ * the look costs nothing), builds the new table
  * sorted by thread id and finds each thread's previous figure by binary
  * search: O(T log T) for T threads, no allocation. Threads that appeared
  * since the previous look have no interval to judge and are skipped; those
@@ -64,19 +65,43 @@ static int64_t mono_ns(void)
 	return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
 }
 
+/* the thread's state letter from its stat file ("TID (comm) S …"; comm may hold ") "), '?' when unreadable */
+static char read_state(const char *path)
+{
+	char buf[512], *p;
+	ssize_t n;
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+
+	if (fd < 0)
+		return '?';
+	n = read(fd, buf, sizeof(buf) - 1);
+	close(fd);
+	if (n <= 0)
+		return '?';
+	buf[n] = '\0';
+	if ((p = strrchr(buf, ')')) == NULL || p[1] != ' ' || p[2] == '\0')
+		return '?';
+	return p[2];
+}
+
 /*
- * One thread's figure and the time it was read: the clock read just before
- * and after its file, the midpoint kept; a read that took longer than
- * READ_SLOP_NS (this thread was descheduled in between) is done once more.
+ * One thread's figure, its state and the time they were read: the clock
+ * read just before and after its files, the midpoint kept; a read that
+ * took longer than READ_SLOP_NS (this thread was descheduled in between)
+ * is done once more.
  */
 #define READ_SLOP_NS 2000000
-static int64_t read_timed(const char *path, int64_t fixed_ns, int64_t *at)
+static int64_t read_timed(const char *dir, int64_t fixed_ns, int64_t *at, char *state)
 {
+	char path[352];
 	int64_t ns = -1, t0, t1;
 
 	for (int k = 0; k < 2; k++) {
 		t0 = fixed_ns >= 0 ? fixed_ns : mono_ns();
+		snprintf(path, sizeof(path), "%s/schedstat", dir);
 		ns = read_schedstat(path);
+		snprintf(path, sizeof(path), "%s/stat", dir);
+		*state = ns < 0 ? '?' : read_state(path);
 		t1 = fixed_ns >= 0 ? fixed_ns : mono_ns();
 		*at = t0 + (t1 - t0) / 2;
 		if (ns < 0 || t1 - t0 <= READ_SLOP_NS)
@@ -101,16 +126,17 @@ double demand_look(struct demand *d, const char *proc_root, const int *pids, int
 		if ((td = opendir(dir)) == NULL)
 			continue;
 		while ((de = readdir(td)) != NULL && n < DEMAND_THREADS) {
-			char path[320];
+			char tdir[288], state;
 			int64_t tid, ns, at;
 			if (de->d_name[0] < '1' || de->d_name[0] > '9' || parse_int64(de->d_name, &tid) < 0)
 				continue;
-			snprintf(path, sizeof(path), "%s/%lld/schedstat", dir, (long long)tid);
-			if ((ns = read_timed(path, now_ns, &at)) < 0)
+			snprintf(tdir, sizeof(tdir), "%s/%lld", dir, (long long)tid);
+			if ((ns = read_timed(tdir, now_ns, &at, &state)) < 0)
 				continue;
 			d->t[n].tid = (int)tid;
 			d->t[n].ns = ns;
 			d->t[n].at_ns = at;
+			d->t[n].state = state;
 			n++;
 		}
 		closedir(td);
@@ -122,7 +148,10 @@ double demand_look(struct demand *d, const char *proc_root, const int *pids, int
 		if (p == NULL || d->t[i].ns < p->ns || d->t[i].at_ns <= p->at_ns)
 			continue;
 		seen = 1;
-		pct = (double)(d->t[i].ns - p->ns) * 100.0 / (double)(d->t[i].at_ns - p->at_ns);
+		if (d->t[i].ns == p->ns && d->t[i].state == 'R' && p->state == 'R')
+			pct = 100; /* runnable at both looks and never ran: it waited the whole interval */
+		else
+			pct = (double)(d->t[i].ns - p->ns) * 100.0 / (double)(d->t[i].at_ns - p->at_ns);
 		if (pct > best)
 			best = pct;
 	}

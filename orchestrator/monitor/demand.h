@@ -16,7 +16,13 @@
  * run_delay when it ends (the thread runs again): a look taken while the
  * thread waits misses that wait and the next look has it, so single looks
  * of a spinning thread on a crowded machine read 85–100 % and their sum is
- * exact. No state outside struct demand; proc_root is "/proc" (tests give
+ * exact. A wait may span whole looks (a spinner at nice 19 beside a busy
+ * one got no turn for 1.5 s; a CPU quota of 1 ms a second holds its
+ * thread off 999 ms): such a thread's figure does not move, and it read
+ * 0 %, an idle job's figure. Its state tells them apart: a thread
+ * runnable (R in its stat) at both looks whose figure did not move never
+ * ran in between, so it cannot have slept — it waited the whole interval,
+ * 100 %. No state outside struct demand; proc_root is "/proc" (tests give
  * a tree of their own).
  */
 #ifndef FERRY_DEMAND_H
@@ -32,6 +38,7 @@ struct demand {
 		int tid;
 		int64_t ns;    /* on a CPU + waiting for one, since the thread started */
 		int64_t at_ns; /* when that was read (monotonic) */
+		char state;    /* its state letter then (R: running or runnable), '?' unread */
 	} t[DEMAND_THREADS];
 };
 
