@@ -595,13 +595,18 @@ static void look(struct monitor *m, PGconn *conn, struct mon_job *mj, const stru
 		json_array_remove(mj->samples, 0);
 
 	if (!mj->acted && !mj->busy) {
-		if (v == HV_SUSPECTED)
-			event(m, conn, mj, "monitor.suspected",
-			      json_pack("{s:s,s:o}", "message", mj->det.why, "samples", last_samples(mj, EVENT_SAMPLES)));
-		else if (v == HV_CLEARED)
-			event(m, conn, mj, "monitor.cleared", json_pack("{s:s}", "message", mj->det.why));
-		else if (v == HV_HUNG)
+		if (v == HV_SUSPECTED || v == HV_CLEARED) {
+			/* the row's new state and its event in one transaction: the event never shows beside the old state */
+			const char *kind = v == HV_SUSPECTED ? "monitor.suspected" : "monitor.cleared";
+			json_t *d = v == HV_SUSPECTED ? json_pack("{s:s,s:o}", "message", mj->det.why, "samples",
+								  last_samples(mj, EVENT_SAMPLES))
+						      : json_pack("{s:s}", "message", mj->det.why);
+			write_row_event(m, conn, mj, NULL, now, kind, d);
+			EXEC_FAULT("monitor-suspected-written"); /* tests/fault: right after the writes */
+			tell(m, mj, kind, d);
+		} else if (v == HV_HUNG) {
 			hung(m, mj, j);
+		}
 	}
 	if (mj->watch && !mj->acted)
 		watch_fired(m, conn, mj);

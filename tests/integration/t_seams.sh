@@ -401,3 +401,13 @@ test_fault_killed_after_hung_verdict_leaves_its_event() {
 	assert_eq "$(sql "SELECT m.state FROM attempt_monitor m JOIN steps s ON s.id = m.step_id WHERE s.run_id = $id")" hung "the verdict written"
 	assert_eq "$(mon_events "$id" train monitor.hung)" 1 "with its event"
 }
+
+# The same for a suspicion: its event and the row's state are one transaction (the event was
+# written first, and a daemon killed between them left "monitor.suspected" beside a row saying quiet).
+test_fault_killed_after_suspicion_leaves_row_and_event() {
+	FERRYD=ferryd-test start_daemon a FERRY_HANG="$MON_FAST" FERRY_FAULT=kill:monitor-suspected-written
+	id=$(submit "$(one_step rowev 'echo started; exec sleep 1000')")
+	wait_daemon_dead a 60
+	assert_eq "$(sql "SELECT m.state FROM attempt_monitor m JOIN steps s ON s.id = m.step_id WHERE s.run_id = $id")" suspected "the row's state written"
+	assert_eq "$(mon_events "$id" train monitor.suspected)" 1 "with its event"
+}
