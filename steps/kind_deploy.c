@@ -691,6 +691,15 @@ out:
 	return error;
 }
 
+/* Ends the transaction store_deploy_tx(BEGIN) opened: committed when error is FERRY_OK, rolled back (error kept) otherwise. */
+static int tx_end(PGconn *conn, int error)
+{
+	if (error == FERRY_OK)
+		return store_deploy_tx(conn, "COMMIT");
+	store_deploy_tx(conn, "ROLLBACK");
+	return error;
+}
+
 /*
  * An A/B test (canary.match: {header, value}): the new version serves 0%
  * of the traffic, and every request that carries the header (with the
@@ -736,8 +745,11 @@ static int ab_test(const struct step_run *r, int64_t dep, const char *name, cons
 	}
 	why = xasprintf("A/B test: requests with %s%s%s go to %s", header, value ? ": " : "", value ? value : "",
 			version);
-	if ((error = store_deploy_shift(r->conn, dep, version, 0, auto_stop_s, r->actor, why, weights)) == FERRY_OK)
+	/* one transaction: the version at 0% is never seen (or left by a crash) without its routing */
+	if ((error = store_deploy_tx(r->conn, "BEGIN")) == FERRY_OK &&
+	    (error = store_deploy_shift(r->conn, dep, version, 0, auto_stop_s, r->actor, why, weights)) == FERRY_OK)
 		error = store_deploy_match(r->conn, dep, version, header, value, r->actor, why);
+	error = tx_end(r->conn, error);
 	free(why);
 	if (error < 0 || (error = reconcile_request(r->conn, r->home, r->actor, RECONCILE_MAY_RUN)) < 0)
 		goto out;
@@ -803,8 +815,18 @@ static int ab_test(const struct step_run *r, int64_t dep, const char *name, cons
 	json_decref(*weights);
 	*weights = NULL;
 	why = xasprintf("A/B test passed: %s takes all the traffic", version);
-	if ((error = store_deploy_match(r->conn, dep, NULL, NULL, NULL, r->actor, why)) == FERRY_OK)
+	/*
+	 * One transaction: between the routing's end and the 100%, the winner
+	 * would serve 0% with the routing gone, since the test began — a
+	 * leader's round could retire it there (past retire_after), a crash
+	 * leave it so.
+	 */
+	if ((error = store_deploy_tx(r->conn, "BEGIN")) == FERRY_OK &&
+	    (error = store_deploy_match(r->conn, dep, NULL, NULL, NULL, r->actor, why)) == FERRY_OK) {
+		EXEC_FAULT("ab-ended"); /* tests/fault: the routing's end written, the 100% not yet */
 		error = store_deploy_shift(r->conn, dep, version, 100, auto_stop_s, r->actor, why, weights);
+	}
+	error = tx_end(r->conn, error);
 	free(why);
 	if (error < 0 || (error = reconcile_request(r->conn, r->home, r->actor, RECONCILE_MAY_RUN)) < 0)
 		goto out;
@@ -816,8 +838,13 @@ rollback:
 		json_t *det = json_pack("{s:s}", "reason", reason);
 		synth_stop(&synth);
 		steps_log(r, "%s: the header routing ends, %s is retired, the weights stay as they were", reason, version);
-		store_deploy_match(r->conn, dep, NULL, NULL, NULL, r->actor, reason);
-		store_deploy_version_retire(r->conn, dep, version, r->actor, det);
+		/* one transaction; a test that failed before its routing began has none to end */
+		if (store_deploy_tx(r->conn, "BEGIN") == FERRY_OK) {
+			int e = store_deploy_match(r->conn, dep, NULL, NULL, NULL, r->actor, reason);
+			if (e == FERRY_OK || e == FERRY_ENOTFOUND)
+				e = store_deploy_version_retire(r->conn, dep, version, r->actor, det);
+			tx_end(r->conn, e);
+		}
 		reconcile_request(r->conn, r->home, r->actor, RECONCILE_MAY_RUN);
 		flog_warn("run %lld step %s: %s", (long long)r->run_id, r->name, reason);
 		ferry_error_set("%s", reason);

@@ -169,6 +169,11 @@ static void rollback(PGconn *conn)
 	store_q(NULL, conn, "ROLLBACK", 0, NULL);
 }
 
+int store_deploy_tx(PGconn *conn, const char *cmd)
+{
+	return store_tx(conn, cmd);
+}
+
 int store_deploy_replica_change(PGconn *conn, const struct store_replica_change *c, const char *actor,
 				const char *kind, const json_t *detail)
 {
@@ -214,11 +219,13 @@ int store_deploy_shift(PGconn *conn, int64_t dep, const char *version, int traff
 	const char *p1[1] = {I64(d, dep)};
 	PGresult *res = NULL;
 	int cur[DEPLOY_MAX_VERSIONS], out[DEPLOY_MAX_VERSIONS + 1], n = 0, self = -1, error;
+	/* inside a caller's transaction: part of it (its COMMIT, or ROLLBACK on an error, is the caller's) */
+	int own = PQtransactionStatus(conn) == PQTRANS_IDLE;
 	char *names[DEPLOY_MAX_VERSIONS];
 	json_t *before = json_object(), *after = json_object(), *detail;
 
 	*weights = NULL;
-	if ((error = store_q(NULL, conn, "BEGIN", 0, NULL)) < 0)
+	if (own && (error = store_q(NULL, conn, "BEGIN", 0, NULL)) < 0)
 		goto fail;
 	/* the deployment's row locks its weights against a concurrent change */
 	if ((error = store_q(NULL, conn, "SELECT 1 FROM deployments WHERE id = $1::bigint FOR UPDATE", 1, p1)) < 0)
@@ -267,12 +274,13 @@ int store_deploy_shift(PGconn *conn, int64_t dep, const char *version, int traff
 	error = store_deploy_event(conn, dep, actor, "traffic", detail);
 	json_decref(detail);
 	if (error < 0 || (error = alias_follows(conn, d, actor)) < 0 ||
-	    (error = store_q(NULL, conn, "COMMIT", 0, NULL)) < 0)
+	    (own && (error = store_q(NULL, conn, "COMMIT", 0, NULL)) < 0))
 		goto fail;
 	*weights = json_incref(after);
 	goto out;
 fail:
-	rollback(conn);
+	if (own)
+		rollback(conn);
 out:
 	for (int i = 0; i < n; i++)
 		free(names[i]);

@@ -91,7 +91,9 @@ int store_deploy_version_drop(PGconn *conn, int64_t dep, const char *version, co
  * becomes serving, the other serving versions share the rest in
  * proportion (deploy_weights_add/set), the deadline is reset from
  * auto_stop_s (0: never) when it is >= 0, and an event records the
- * weights before and after. *weights: {"VERSION": pct, …} after.
+ * weights before and after. *weights: {"VERSION": pct, …} after. Inside
+ * a caller's transaction (store_deploy_tx) it is part of it: the caller
+ * commits, or rolls back on an error.
  */
 int store_deploy_shift(PGconn *conn, int64_t dep, const char *version, int traffic, int auto_stop_s,
 		       const char *actor, const char *why, json_t **weights);
@@ -156,6 +158,15 @@ struct deployment {
 	struct deploy_version *versions; /* by ord */
 	size_t nversions;
 };
+
+/*
+ * "BEGIN", "COMMIT" or "ROLLBACK" on conn: several of this file's changes
+ * as one — the statements that are one (store_deploy_match,
+ * store_deploy_version_retire) and those that join a caller's
+ * (store_deploy_shift, store_deploy_replica_change). An A/B test's end
+ * (the routing ends, the winner takes 100%) must never be seen half done.
+ */
+int store_deploy_tx(PGconn *conn, const char *cmd);
 
 /*
  * Starts (version not NULL) or ends (NULL) deployment dep's A/B routing:

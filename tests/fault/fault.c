@@ -21,8 +21,9 @@
  * ferry_finish_claim: fail makes the call fail) and "claimed" (that call
  * committed steps claimed in it, their jobs not started yet) and "replica-written" (the
  * reconcile round or a deploy step wrote a replica's start, its row and its event),
- * "monitor-hung-written" (the monitor wrote a hung verdict and its event) and
- * "monitor-suspected-written" (… a suspicion or its clearing, the row's state and its event). It also registers the "test" executor
+ * "monitor-hung-written" (the monitor wrote a hung verdict and its event),
+ * "monitor-suspected-written" (… a suspicion or its clearing, the row's state and its event) and
+ * "ab-ended" (a deploy step's A/B test passed: its routing's end written, the winner's 100% not yet). It also registers the "test" executor
  * type: the local executor with each hook call appended to
  * $FERRY_HOME/test-executor.log, so a test sees the engine go through the
  * table and nothing else.

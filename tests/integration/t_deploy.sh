@@ -334,6 +334,43 @@ test_deploy_replica_restart_written_with_its_event() {
 		fail "the restart did not pass the fault point"
 }
 
+# An A/B test's end is one transaction: the routing ends and the winner
+# takes 100% together. Written apart, the winner served 0% with no routing
+# in between, at 0% since the test began: past retire_after, a leader's
+# round retired it there (and a crash would have left it so). The daemon
+# sleeps 3 s between the two writes (fault point ab-ended): inside that
+# window the routing still shows, and the winner is never retired.
+test_deploy_ab_end_written_as_one() {
+	deploy_up
+	FERRYD=ferryd-test start_daemon a FERRY_FAULT=sleep:ab-ended
+	local f id id2 i
+	model_double "$FERRY_HOME/double_serve.py"
+	f=$(deploy_wf 100)
+	sed -i "s|serve: .*|serve: [/usr/bin/python3, $FERRY_HOME/double_serve.py, good]|" "$f"
+	double_model "$f"
+	id=$(submit "$f")
+	wait_run "$id" succeeded 60
+	api PATCH /api/v1/deployments/1 '{"retire_after": "1s"}'
+	assert_eq "$CODE" 200 "retire_after: $BODY"
+	f=$(deploy_wf 100 "    canary: {match: {header: X-Canary, value: insider}, iterations: 1, interval: 2s, max_error_rate: 5%, min_requests: 5, traffic: {rate: 30/s}}")
+	sed -i "s|serve: .*|serve: [/usr/bin/python3, $FERRY_HOME/double_serve.py, good]|" "$f"
+	double_model "$f"
+	id2=$(submit "$f" '{"C": "5"}')
+	for i in $(seq 1 600); do
+		grep -q 'fault injected: sleeping 3 s at "ab-ended"' "$FERRY_HOME/ferryd-a.log" && break
+		[ "$(sql "SELECT state FROM runs WHERE id = $id2")" = running ] || fail "run $id2 ended before the A/B test's end: $(step_col "$id2" deploy reason)"
+		sleep 0.1
+	done
+	[ "$i" -lt 600 ] || fail "the A/B test never reached its end"
+	assert_eq "$(sql "SELECT coalesce(match_version, 'none') || ' ' || (SELECT string_agg(version || ':' || weight, ' ' ORDER BY version) FROM deployment_versions WHERE state = 'serving') FROM deployments WHERE id = 1")" \
+		"0.0.2 0.0.1:100 0.0.2:0" "inside the end's window: the routing and the weights as during the test"
+	wait_run "$id2" succeeded 60
+	assert_eq "$(dep_json | json '[v["version"] for v in j["versions"] if v["state"] == "serving" and v["weight"] == 100]')" '["0.0.2"]' "the winner takes all the traffic"
+	assert_eq "$(dep_json | json 'j["match"]')" null "the routing ended"
+	assert_eq "$(sql "SELECT count(*) FROM deployment_events WHERE kind = 'version-retired' AND detail->>'version' = '0.0.2'")" 0 \
+		"the winner was never retired: $(sql "SELECT string_agg(kind || coalesce(' ' || (detail->>'version'), ''), ', ' ORDER BY id) FROM deployment_events")"
+}
+
 # a replica that dies and cannot start again (its model is gone from this host's store, and no
 # other host holds it) is unhealthy: one replica-unhealthy event with the error, not one each try,
 # and its health over time says started, healthy, unhealthy
