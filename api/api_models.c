@@ -87,13 +87,13 @@ void api_model_versions(struct api *a, struct reply *r, PGconn *db, struct req *
 	reply_store(r, error, json);
 }
 
-/* {"description": "…", "tags": {K: V|null}, "archived": bool (versions only)}: checked, each optional. */
-static int edit_fields(struct reply *r, json_t *body, int version, const char **desc, json_t **tags, int *archived)
+/* {"description": "…", "tags": {K: V|null}}: checked, each optional (NULL when absent); -1 answered. */
+static int desc_tags(struct reply *r, json_t *body, const char **desc, json_t **tags)
 {
-	json_t *t = json_object_get(body, "tags"), *v, *a = json_object_get(body, "archived");
+	json_t *t = json_object_get(body, "tags"), *v;
 	const char *k;
 
-	*desc = NULL, *tags = NULL, *archived = -1;
+	*desc = NULL, *tags = NULL;
 	if (opt_string(desc, r, body, "description") < 0)
 		return -1;
 	if (*desc && strlen(*desc) > 4096) {
@@ -116,6 +116,17 @@ static int edit_fields(struct reply *r, json_t *body, int version, const char **
 		}
 		*tags = t;
 	}
+	return 0;
+}
+
+/* desc_tags, and "archived": bool (versions only): at least one of them. */
+static int edit_fields(struct reply *r, json_t *body, int version, const char **desc, json_t **tags, int *archived)
+{
+	json_t *a = json_object_get(body, "archived");
+
+	*archived = -1;
+	if (desc_tags(r, body, desc, tags) < 0)
+		return -1;
 	if (a) {
 		if (!version || !json_is_boolean(a)) {
 			reply_error(r, 400, "invalid_field", "archived", version ? "archived must be true or false"
@@ -395,7 +406,7 @@ void api_blob_get(struct api *a, struct reply *r, PGconn *db, struct req *q)
  */
 void api_model_register(struct api *a, struct reply *r, PGconn *db, struct req *q)
 {
-	json_t *body = body_object(r, q), *aliases = NULL, *metrics, *params, *v, *vjson = NULL;
+	json_t *body = body_object(r, q), *aliases = NULL, *metrics, *params, *v, *vjson = NULL, *tags;
 	const char *path = NULL, *bump = NULL, *desc = NULL, *base, *home = a->home ? a->home : ".ferry";
 	struct registry_artifact art = {0};
 	struct store_model_reg reg = {0};
@@ -405,8 +416,9 @@ void api_model_register(struct api *a, struct reply *r, PGconn *db, struct req *
 
 	if (body == NULL)
 		return;
+	/* everything checked before anything is written: the version and its description and tags are one */
 	if (opt_string(&path, r, body, "path") < 0 || opt_string(&bump, r, body, "version") < 0 ||
-	    opt_string(&desc, r, body, "description") < 0)
+	    desc_tags(r, body, &desc, &tags) < 0)
 		goto out;
 	if (path == NULL || path[0] != '/') {
 		reply_error(r, 400, "invalid_field", "path", "field \"path\" (an absolute path on the daemon's machine) "
@@ -480,6 +492,7 @@ void api_model_register(struct api *a, struct reply *r, PGconn *db, struct req *
 		.model = q->caps[0], .bump = bump ? bump : "patch", .sha256 = art.sha256, .kind = art.kind,
 		.bytes = art.bytes, .path = art.path, .name = *base ? base : "artifact", .source = real,
 		.metrics = metrics, .params = params, .aliases = aliases, .actor = actor,
+		.description = desc, .tags = tags,
 	};
 	if ((error = store_model_register(&version, &created, &vjson, db, &reg)) < 0) {
 		if (error == FERRY_EINVALID)
@@ -488,13 +501,7 @@ void api_model_register(struct api *a, struct reply *r, PGconn *db, struct req *
 			reply_store_error(r, error);
 		goto out;
 	}
-	if ((desc || json_object_get(body, "tags")) &&
-	    store_model_edit(&json, db, q->caps[0], version, desc, json_object_get(body, "tags"), -1, actor) == 0) {
-		reply_json(r, 201, json);
-		json = NULL;
-	} else {
-		reply_json(r, 201, json_dumps(vjson, JSON_COMPACT));
-	}
+	reply_json(r, 201, json_dumps(vjson, JSON_COMPACT));
 	flog_info("model %s %s registered from %s by %s", q->caps[0], version, real, actor);
 out:
 	registry_artifact_dispose(&art);

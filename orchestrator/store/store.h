@@ -521,12 +521,15 @@ struct store_model_reg {
 	const char *step, *data_fingerprint; /* NULL when none */
 	const json_t *aliases;        /* array of names to point at the new version, or NULL */
 	const char *actor;
+	const char *description;      /* the version's, or NULL (checked by the caller) */
+	const json_t *tags;           /* {NAME: "value"} for the version, or NULL (checked by the caller) */
 };
 
 /*
  * Registers a version in one transaction (model created on first use,
- * number from the latest by bump, aliases moved, events written). The same
- * run, step and bytes again: *created 0 and the version registered before.
+ * number from the latest by bump, aliases moved, events written, and its
+ * description and tags set as store_model_edit does). The same run, step
+ * and bytes again: *created 0 and the version registered before.
  * *version and *version_json are the caller's.
  */
 int store_model_register(char **version, int *created, json_t **version_json, PGconn *conn,

@@ -44,13 +44,17 @@ int store_model_register(char **version, int *created, json_t **version_json, PG
 			     metrics, params, m->run_id > 0 ? run : NULL, m->step, m->data_fingerprint,
 			     aliases, m->actor};
 	PGresult *res = NULL;
-	int error;
+	char *edited = NULL;
+	/* with a description or tags: the version and its edit are one transaction */
+	int edit = m->description != NULL || m->tags != NULL, error;
 
 	*version = NULL;
 	*created = 0;
 	*version_json = NULL;
 	snprintf(bytes, sizeof(bytes), "%lld", (long long)m->bytes);
 	snprintf(run, sizeof(run), "%lld", (long long)m->run_id);
+	if (edit && (error = store_tx(conn, "BEGIN")) < 0)
+		goto out;
 	error = store_q(&res, conn,
 			"SELECT version, created, version_json FROM ferry_model_register($1, $2, $3, $4, $5::bigint, "
 			"$6, $7, $8, $9::jsonb, $10::jsonb, $11::bigint, $12, $13, "
@@ -60,10 +64,24 @@ int store_model_register(char **version, int *created, json_t **version_json, PG
 		goto out;
 	*version = xstrdup(PQgetvalue(res, 0, 0));
 	*created = strcmp(PQgetvalue(res, 0, 1), "t") == 0;
-	*version_json = json_loads(PQgetvalue(res, 0, 2), 0, NULL);
+	if (edit) {
+		if ((error = store_model_edit(&edited, conn, m->model, *version, m->description, m->tags, -1,
+					      m->actor)) < 0 ||
+		    (error = store_tx(conn, "COMMIT")) < 0)
+			goto out;
+		*version_json = json_loads(edited, 0, NULL);
+	} else {
+		*version_json = json_loads(PQgetvalue(res, 0, 2), 0, NULL);
+	}
 out:
+	if (error < 0) {
+		if (edit)
+			store_tx(conn, "ROLLBACK");
+		free(*version);
+		*version = NULL;
+	}
 	PQclear(res);
-	free(metrics), free(params), free(aliases);
+	free(metrics), free(params), free(aliases), free(edited);
 	return error;
 }
 

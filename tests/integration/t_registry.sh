@@ -415,6 +415,30 @@ Y
 	assert_eq "$(echo "$BODY" | json '[r["dev"] for r in j["runs"]]')" "[true]" "the runs list too"
 }
 
+# A version registered through the API with a description or tags: checked
+# before anything is written, and written with the version in one
+# transaction. A bad tag was found only after the version existed: the
+# answer was 201 and the version stayed, without its tags.
+test_registry_register_with_bad_tags_leaves_nothing() {
+	start_daemon a
+	local d big
+	d=$(mktemp -d /tmp/ferry-reg.XXXXXX); chmod 755 "$d"
+	echo "weights" >"$d/m.bin"; chmod 644 "$d/m.bin"
+	api POST /api/v1/models/mb/versions "{\"path\": \"$d/m.bin\", \"tags\": {\"stage\": 5}}"
+	assert_eq "$CODE $(echo "$BODY" | json 'j["error"]["field"]')" "400 tags" "a tag that is not a string: $BODY"
+	api POST /api/v1/models/mb/versions "{\"path\": \"$d/m.bin\", \"tags\": [\"qa\"]}"
+	assert_eq "$CODE $(echo "$BODY" | json 'j["error"]["field"]')" "400 tags" "tags that are not an object"
+	big=$(head -c 5000 /dev/zero | tr '\0' x)
+	api POST /api/v1/models/mb/versions "{\"path\": \"$d/m.bin\", \"description\": \"$big\"}"
+	assert_eq "$CODE $(echo "$BODY" | json 'j["error"]["field"]')" "400 description" "a description over 4,096 bytes"
+	assert_eq "$(sql "SELECT count(*) FROM model_versions v JOIN models m ON m.id = v.model_id WHERE m.name = 'mb'")" 0 \
+		"no version left by the refused requests"
+	api POST /api/v1/models/mb/versions "{\"path\": \"$d/m.bin\", \"description\": \"by hand\", \"tags\": {\"stage\": \"qa\"}}"
+	assert_eq "$CODE" 201 "a good one: $BODY"
+	assert_eq "$(echo "$BODY" | json '[j["version"], j["description"], j["tags"]]')" '["0.0.1", "by hand", {"stage": "qa"}]' "answered with its description and tags"
+	rm -rf "$d"
+}
+
 # The registry a team expects: descriptions and tags on a model and its
 # versions (versions filtered by a tag), an alias removed, a version
 # archived (never aliased or deployed until restored; refused while an
