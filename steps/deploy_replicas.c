@@ -157,9 +157,11 @@ int dr_start(struct dr_set *s, const struct step_run *r, const struct dr_what *w
 			return FERRY_EINVALID; /* no host fits: the message says why */
 		s->host[i] = xstrdup(where);
 		if (strcmp(where, me) != 0) {
+			/* its row and a replica-placed event (as the leader's placements have) in one transaction */
 			json_t *h = fleet_placed_handle(where);
-			error = store_deploy_replica_put(r->conn, w->dep, w->version, i + 1, s->ports[i], h,
-							 s->prev_gen[i], "starting", NULL);
+			struct store_replica_change c = {.write = REPLICA_PUT, .health = "starting", .handle = h,
+							 .port = s->ports[i], .generation = s->prev_gen[i]};
+			error = replica_change(r, w, &c, "replica-placed", json_pack("{s:s}", "host", where), i + 1);
 			json_decref(h);
 			if (error < 0)
 				return error;

@@ -110,6 +110,30 @@ static void apply_health(PGconn *conn, const char *actor, const struct deploymen
 }
 
 /*
+ * A (re)start that failed, or a replica that fits on no host (restarted
+ * 0: no try was made): unhealthy until the next try (after its
+ * backoff), and an event when that is a change (its health over time is
+ * read from the events: DEPLOY.md), not one each try. A replica its health
+ * check had already called unhealthy (a server that stopped answering,
+ * then died; or one killed between the round's look at its process and
+ * its check) gets the event too, once: the first why that is not the
+ * check's, the one the user needs.
+ */
+static void start_failed(PGconn *conn, const char *actor, const struct deployment *d, const struct deploy_version *v,
+			 const struct deploy_replica *rep, const char *why, int restarted)
+{
+	struct store_replica_change c = change_of(REPLICA_HEALTH, d, v, rep);
+	int told = rep->health != DEPLOY_H_UNHEALTHY || (rep->last_error && strcmp(rep->last_error, NOT_READY) == 0);
+	json_t *det = told ? json_pack("{s:s, s:i, s:s, s:s, s:s}", "version", v->version, "replica", rep->idx, "from",
+				       deploy_health_name(rep->health), "to", "unhealthy", "error", why)
+			   : NULL;
+
+	c.health = "unhealthy", c.error = why, c.restarted = restarted, c.backoff_ms = backoff_ms(rep->restarts);
+	store_deploy_replica_change(conn, &c, actor, told ? "replica-unhealthy" : NULL, det);
+	json_decref(det);
+}
+
+/*
  * A replica that needs a host (never started: a scale-up; or its host is
  * lost) is placed (fleet.c): 1 when that is another host — its row then
  * names that host, whose daemon starts it (fleet_placed) —, 0 when it is
@@ -128,8 +152,7 @@ static int place_elsewhere(PGconn *conn, json_t *hosts, const char *actor, const
 	if (fleet_place(hosts, d->id, v->ord, v, v->serve, where, sizeof(where)) < 0) {
 		/* no host fits (its labels, GPUs, none up): it waits, the next rounds try again */
 		char *err = xstrdup(ferry_error_last());
-		store_deploy_replica_health(conn, d->id, v->version, rep->idx, "unhealthy", err, 0,
-					    backoff_ms(rep->restarts));
+		start_failed(conn, actor, d, v, rep, err, 0);
 		flog_warn("deployment %s: %s replica %d not placed: %s", d->name, v->version, rep->idx, err);
 		free(err);
 		return -1;
@@ -149,29 +172,6 @@ static int place_elsewhere(PGconn *conn, json_t *hosts, const char *actor, const
 	flog_info("deployment %s: %s replica %d placed on host %s%s%s", d->name, v->version, rep->idx, where,
 		  lost ? ": its host is lost: " : "", lost ? lost : "");
 	return 1;
-}
-
-/*
- * A (re)start that failed: unhealthy until the next try (after its
- * backoff), and an event when that is a change (its health over time is
- * read from the events: DEPLOY.md), not one each try. A replica its health
- * check had already called unhealthy (a server that stopped answering,
- * then died; or one killed between the round's look at its process and
- * its check) gets the event too, once: the first why that is not the
- * check's, the one the user needs.
- */
-static void start_failed(PGconn *conn, const char *actor, const struct deployment *d, const struct deploy_version *v,
-			 const struct deploy_replica *rep, const char *why)
-{
-	struct store_replica_change c = change_of(REPLICA_HEALTH, d, v, rep);
-	int told = rep->health != DEPLOY_H_UNHEALTHY || (rep->last_error && strcmp(rep->last_error, NOT_READY) == 0);
-	json_t *det = told ? json_pack("{s:s, s:i, s:s, s:s, s:s}", "version", v->version, "replica", rep->idx, "from",
-				       deploy_health_name(rep->health), "to", "unhealthy", "error", why)
-			   : NULL;
-
-	c.health = "unhealthy", c.error = why, c.restarted = 1, c.backoff_ms = backoff_ms(rep->restarts);
-	store_deploy_replica_change(conn, &c, actor, told ? "replica-unhealthy" : NULL, det);
-	json_decref(det);
 }
 
 /*
@@ -209,12 +209,12 @@ static void apply_start(PGconn *conn, json_t *hosts, const char *home, const cha
 	 * this machine too; a placement's port is the placer's guess)
 	 */
 	if ((lost || placed) && (s.port = replica_free_port()) == 0) {
-		start_failed(conn, actor, d, v, rep, "no free port for a replacement");
+		start_failed(conn, actor, d, v, rep, "no free port for a replacement", 1);
 		return;
 	}
 	if (replica_start(&s, &nh) < 0) {
 		char *err = xstrdup(ferry_error_last());
-		start_failed(conn, actor, d, v, rep, err);
+		start_failed(conn, actor, d, v, rep, err, 1);
 		flog_error("deployment %s: %s %s replica %d: %s", d->name, placed ? "starting" : "restarting",
 			   v->version, rep->idx, err);
 		free(err);

@@ -400,6 +400,8 @@ Y
 	# placed across the hosts: one on each (the step, on B, placed one on A; A's daemon started it)
 	assert_eq "$(sql "SELECT string_agg(handle->>'host', ',' ORDER BY handle->>'host') FROM deployment_replicas")" host-a,host-b "one replica on each host"
 	assert_match "$(ferry logs "$did" deploy)" "replica [12] placed on host host-a: its daemon starts it" "the step's log says where"
+	assert_eq "$(sql "SELECT count(*) FROM deployment_events WHERE kind = 'replica-placed' AND detail->>'host' = 'host-a' AND detail ? 'replica'")" 1 \
+		"… and so does an event (the deployment's history)"
 	logged "keeping the replicas of host host-b" "$FERRY_HOME/ferryd-b.log" 10 || fail "B's daemon does not keep its host's replicas"
 	front=$(sql "SELECT port FROM deployments")
 	local out i rb
@@ -640,6 +642,46 @@ Y
 	api PATCH /api/v1/deployments/1 '{"action": "stop"}'
 	assert_eq "$CODE" 200 "stop the deployment: $BODY"
 	wait_run "$job" succeeded 30
+}
+
+# A lost host's replica that fits nowhere else (each host declares 2 CPUs,
+# each replica asks 2): unhealthy with the placement's why, and one
+# replica-unhealthy event saying it (its health over time is read from the
+# events), not one each round. Before, only its row said so: no event.
+test_hosts_replica_placed_nowhere_says_so_once() {
+	command -v haproxy >/dev/null || fail "haproxy is not installed (make deps)"
+	local did rb pid i
+	trap 'kill -CONT -- "-${pid:-0}" 2>/dev/null; stop_daemons; stop_deployments "$FERRY_HOME"; stop_deployments "$FERRY_HOME/b"' EXIT
+	start_daemon a FERRY_HOST=host-a FERRY_CPUS=2 FERRY_LEASE_MS=3000
+	serve_py
+	mkdir -p "$FERRY_HOME/b"
+	start_another b FERRY_HOST=host-b FERRY_HOME="$FERRY_HOME/b" FERRY_CPUS=2 FERRY_LEASE_MS=3000
+	sql_until "(SELECT count(*) FROM daemons WHERE stopped_at IS NULL) = 2" 20 || fail "both hosts are not up"
+	did=$(submit "$(wf dep <<Y
+name: dep
+steps:
+  - {name: train, kind: train, command: [sh, -c, 'echo "weights N" >"\$FERRY_OUTPUT_DIR/model.bin"']}
+  - {name: register, kind: register, needs: [train], model: m}
+  - {name: deploy, kind: deploy, needs: [register], model: m, serve: [/usr/bin/python3, $FERRY_HOME/serve.py], sample: $FERRY_HOME/sample.json, traffic: 100, replicas: 2, resources: {cpus: 2}}
+Y
+)")
+	wait_run "$did" succeeded 90
+	assert_eq "$(sql "SELECT string_agg(handle->>'host', ',' ORDER BY handle->>'host') FROM deployment_replicas")" host-a,host-b "one replica on each host"
+	rb=$(sql "SELECT idx FROM deployment_replicas WHERE handle->>'host' = 'host-b'")
+	pid=$(sql "SELECT handle->>'pid' FROM deployment_replicas WHERE idx = $rb")
+	# host B is lost (its daemon killed, its replica answering nothing): A has no room for it
+	stop_daemon b KILL
+	kill -STOP -- "-$pid"
+	sql_until "EXISTS (SELECT FROM deployment_events WHERE kind = 'replica-unhealthy' AND (detail->>'replica')::int = $rb)" 60 ||
+		fail "no replica-unhealthy event: $(sql "SELECT string_agg(kind, ' ' ORDER BY id) FROM deployment_events") / $(sql "SELECT health || ': ' || coalesce(last_error, '') FROM deployment_replicas WHERE idx = $rb")"
+	assert_match "$(sql "SELECT detail->>'error' FROM deployment_events WHERE kind = 'replica-unhealthy' AND (detail->>'replica')::int = $rb")" \
+		'no host that is up has room for a replica asking for 2 CPUs' "the event says why"
+	assert_match "$(sql "SELECT health || ': ' || last_error FROM deployment_replicas WHERE idx = $rb")" '^unhealthy: no host that is up has room' "so does its row"
+	# two more rounds (every 2 s) that find no room: no more events
+	sleep 5
+	assert_eq "$(sql "SELECT count(*) FROM deployment_events WHERE kind = 'replica-unhealthy' AND (detail->>'replica')::int = $rb")" 1 "one event, not one each round"
+	assert_eq "$(sql "SELECT count(*) FROM deployment_events WHERE kind IN ('replica-started', 'replica-replaced', 'replica-placed') AND (detail->>'replica')::int = $rb AND detail->>'host' = 'host-a'")" 0 "not started on A"
+	kill -CONT -- "-$pid"
 }
 
 # every replica is placed before any starts: without gang, one that fits
