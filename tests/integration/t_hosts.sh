@@ -543,7 +543,7 @@ Y
 	assert_eq "$CODE" 200 "scale up through B: $BODY"
 	sql_until "(SELECT handle->>'host' = 'host-c' AND health = 'healthy' FROM deployment_replicas WHERE idx = 4)" 60 ||
 		fail "replica 4 is not healthy on C: $(sql "SELECT idx, handle, health, last_error FROM deployment_replicas")"
-	assert_eq "$(sql "SELECT count(*) FROM deployment_events WHERE kind = 'replica-placed' AND detail->>'host' = 'host-c'")" 1 "placed on C by the leader"
+	assert_eq "$(sql "SELECT count(*) FROM deployment_events WHERE kind = 'replica-placed' AND detail->>'host' = 'host-c' AND (detail->>'replica')::int = 4")" 1 "placed on C by the leader"
 	hosts_agree_with_db 4
 	# placement.hosts: only the hosts with the labels; none with them: the step fails saying so, nothing started
 	for want in true h100; do
