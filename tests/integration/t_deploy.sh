@@ -276,12 +276,12 @@ test_deploy_killed_replica_restarted() {
 	haproxy_vs_db || fail "HAProxy differs from the database"
 }
 
-# one_double_version_wf: the deploy pipeline (all traffic) with a stand-in model served by a good
-# test double (model_double, double_model); prints its file
+# one_double_version_wf [EXTRA_DEPLOY_KEYS]: the deploy pipeline (all traffic) with a stand-in model
+# served by a good test double (model_double, double_model); prints its file
 one_double_version_wf() {
 	local f
 	model_double "$FERRY_HOME/double_serve.py"
-	f=$(deploy_wf 100)
+	f=$(deploy_wf 100 "${1:-}")
 	sed -i "s|serve: .*|serve: [/usr/bin/python3, $FERRY_HOME/double_serve.py, good]|; /warm:/d" "$f"
 	double_model "$f"
 	echo "$f"
@@ -343,19 +343,12 @@ test_deploy_replica_restart_written_with_its_event() {
 test_deploy_ab_end_written_as_one() {
 	deploy_up
 	FERRYD=ferryd-test start_daemon a FERRY_FAULT=sleep:ab-ended
-	local f id id2 i
-	model_double "$FERRY_HOME/double_serve.py"
-	f=$(deploy_wf 100)
-	sed -i "s|serve: .*|serve: [/usr/bin/python3, $FERRY_HOME/double_serve.py, good]|" "$f"
-	double_model "$f"
-	id=$(submit "$f")
+	local id id2 i
+	id=$(submit "$(one_double_version_wf)")
 	wait_run "$id" succeeded 60
 	api PATCH /api/v1/deployments/1 '{"retire_after": "1s"}'
 	assert_eq "$CODE" 200 "retire_after: $BODY"
-	f=$(deploy_wf 100 "    canary: {match: {header: X-Canary, value: insider}, iterations: 1, interval: 2s, max_error_rate: 5%, min_requests: 5, traffic: {rate: 30/s}}")
-	sed -i "s|serve: .*|serve: [/usr/bin/python3, $FERRY_HOME/double_serve.py, good]|" "$f"
-	double_model "$f"
-	id2=$(submit "$f" '{"C": "5"}')
+	id2=$(submit "$(one_double_version_wf "    canary: {match: {header: X-Canary, value: insider}, iterations: 1, interval: 2s, max_error_rate: 5%, min_requests: 5, traffic: {rate: 30/s}}")" '{"C": "5"}')
 	for i in $(seq 1 600); do
 		grep -q 'fault injected: sleeping 3 s at "ab-ended"' "$FERRY_HOME/ferryd-a.log" && break
 		[ "$(sql "SELECT state FROM runs WHERE id = $id2")" = running ] || fail "run $id2 ended before the A/B test's end: $(step_col "$id2" deploy reason)"

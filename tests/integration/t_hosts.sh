@@ -584,6 +584,18 @@ hosts_agree_with_db() {
 	done
 }
 
+# two_hosts_by_cpus CPUS_A CPUS_B: host-a and host-b (its home $FERRY_HOME/b) declaring those CPUs,
+# leases of 3 s, serve_py written, both up; their daemons and replicas stopped when the test ends
+two_hosts_by_cpus() {
+	command -v haproxy >/dev/null || fail "haproxy is not installed (make deps)"
+	trap 'stop_daemons; stop_deployments "$FERRY_HOME"; stop_deployments "$FERRY_HOME/b"' EXIT
+	start_daemon a FERRY_HOST=host-a FERRY_CPUS="$1" FERRY_LEASE_MS=3000
+	serve_py
+	mkdir -p "$FERRY_HOME/b"
+	start_another b FERRY_HOST=host-b FERRY_HOME="$FERRY_HOME/b" FERRY_CPUS="$2" FERRY_LEASE_MS=3000
+	sql_until "(SELECT count(*) FROM daemons WHERE stopped_at IS NULL) = 2" 20 || fail "both hosts are not up"
+}
+
 # placement by room (issue 29 item 2's "capacity"), and admission less the
 # replicas (issue 30): host-a declares 2 CPUs, host-b 8; four replicas
 # asking 2 CPUs each go one to A (then full) and three to B, where spread
@@ -592,13 +604,7 @@ hosts_agree_with_db() {
 # CPUs waits while the replicas hold them (its why names the deployment)
 # and runs once they stop
 test_hosts_replicas_placed_by_room_jobs_admitted_beside() {
-	command -v haproxy >/dev/null || fail "haproxy is not installed (make deps)"
-	trap 'stop_daemons; stop_deployments "$FERRY_HOME"; stop_deployments "$FERRY_HOME/b"' EXIT
-	start_daemon a FERRY_HOST=host-a FERRY_CPUS=2 FERRY_LEASE_MS=3000
-	serve_py
-	mkdir -p "$FERRY_HOME/b"
-	start_another b FERRY_HOST=host-b FERRY_HOME="$FERRY_HOME/b" FERRY_CPUS=8 FERRY_LEASE_MS=3000
-	sql_until "(SELECT count(*) FROM daemons WHERE stopped_at IS NULL) = 2" 20 || fail "both hosts are not up"
+	two_hosts_by_cpus 2 8
 	for d in big:4:2 huge:1:3; do
 		IFS=: read -r name n cpus <<<"$d"
 		wf "dep-$name" >/dev/null <<Y
@@ -649,14 +655,9 @@ Y
 # replica-unhealthy event saying it (its health over time is read from the
 # events), not one each round. Before, only its row said so: no event.
 test_hosts_replica_placed_nowhere_says_so_once() {
-	command -v haproxy >/dev/null || fail "haproxy is not installed (make deps)"
-	local did rb pid i
+	local did rb pid
+	two_hosts_by_cpus 2 2
 	trap 'kill -CONT -- "-${pid:-0}" 2>/dev/null; stop_daemons; stop_deployments "$FERRY_HOME"; stop_deployments "$FERRY_HOME/b"' EXIT
-	start_daemon a FERRY_HOST=host-a FERRY_CPUS=2 FERRY_LEASE_MS=3000
-	serve_py
-	mkdir -p "$FERRY_HOME/b"
-	start_another b FERRY_HOST=host-b FERRY_HOME="$FERRY_HOME/b" FERRY_CPUS=2 FERRY_LEASE_MS=3000
-	sql_until "(SELECT count(*) FROM daemons WHERE stopped_at IS NULL) = 2" 20 || fail "both hosts are not up"
 	did=$(submit "$(wf dep <<Y
 name: dep
 steps:

@@ -391,23 +391,25 @@ Y
 	grep -q 'fault injected: failing "sigchld"' "$FERRY_HOME/ferryd-a.log" || fail "no SIGCHLD was dropped: the fault was not there"
 }
 
+# killed_after_monitor_write POINT STATE KIND: a sleeping job's monitor writes its row in STATE and
+# a KIND event; the daemon kills itself right after (fault point POINT): both are there
+killed_after_monitor_write() {
+	FERRYD=ferryd-test start_daemon a FERRY_HANG="$MON_FAST" FERRY_FAULT="kill:$1"
+	id=$(submit "$(one_step rowev 'echo started; exec sleep 1000')")
+	wait_daemon_dead a 60
+	assert_eq "$(sql "SELECT m.state FROM attempt_monitor m JOIN steps s ON s.id = m.step_id WHERE s.run_id = $id")" "$2" "the row's state written"
+	assert_eq "$(mon_events "$id" train "$3")" 1 "with its event"
+}
+
 # A hung verdict and its event are one transaction: a daemon killed right after writing them (fault
 # point monitor-hung-written) leaves both; written one after the other, the row said hung and no
 # event (nor its alert) ever came. Not in the monitor group: nothing here is timed but the wait.
 test_fault_killed_after_hung_verdict_leaves_its_event() {
-	FERRYD=ferryd-test start_daemon a FERRY_HANG="$MON_FAST" FERRY_FAULT=kill:monitor-hung-written
-	id=$(submit "$(one_step rowev 'echo started; exec sleep 1000')")
-	wait_daemon_dead a 60
-	assert_eq "$(sql "SELECT m.state FROM attempt_monitor m JOIN steps s ON s.id = m.step_id WHERE s.run_id = $id")" hung "the verdict written"
-	assert_eq "$(mon_events "$id" train monitor.hung)" 1 "with its event"
+	killed_after_monitor_write monitor-hung-written hung monitor.hung
 }
 
 # The same for a suspicion: its event and the row's state are one transaction (the event was
-# written first, and a daemon killed between them left "monitor.suspected" beside a row saying quiet).
+# written first, and a daemon killed between them left "monitor.suspected" beside a row saying alive).
 test_fault_killed_after_suspicion_leaves_row_and_event() {
-	FERRYD=ferryd-test start_daemon a FERRY_HANG="$MON_FAST" FERRY_FAULT=kill:monitor-suspected-written
-	id=$(submit "$(one_step rowev 'echo started; exec sleep 1000')")
-	wait_daemon_dead a 60
-	assert_eq "$(sql "SELECT m.state FROM attempt_monitor m JOIN steps s ON s.id = m.step_id WHERE s.run_id = $id")" suspected "the row's state written"
-	assert_eq "$(mon_events "$id" train monitor.suspected)" 1 "with its event"
+	killed_after_monitor_write monitor-suspected-written suspected monitor.suspected
 }
