@@ -710,7 +710,7 @@ static void drop_work(struct work *w)
 {
 	if (w->task)
 		w->task->free(w);
-	else if (!engine_finish_work_drop(w))
+	else if (!engine_finish_work_drop(w) && !engine_dirs_ahead_drop(w))
 		step_work_free(w);
 }
 
@@ -745,7 +745,8 @@ static void take_work(struct engine *e)
 	struct work *w, *next;
 
 	/* nothing of ours in the pool: no lock taken (steps and each periodic task count theirs) */
-	if (e->workers == NULL || (e->inflight == 0 && !e->finishing && engine_tasks_inflight(e) == 0))
+	if (e->workers == NULL ||
+	    (e->inflight == 0 && !e->finishing && e->ahead_out == 0 && engine_tasks_inflight(e) == 0))
 		return;
 	for (w = workers_take(e->workers); w; w = next) {
 		next = w->next;
@@ -939,6 +940,7 @@ int engine_claimed(struct engine *e, struct store_claim *c, int n, int room)
 	drain_notifies(e, NOTIFY_AFTER_CLAIM);
 	if (n == room && n >= 50)
 		refresh_statistics(e);
+	engine_dirs_ahead(e, c, n);
 	for (int i = 0; i < n; i++) {
 		struct step_work *w;
 		if (c[i].inputs_text == NULL) {

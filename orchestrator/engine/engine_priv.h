@@ -67,6 +67,10 @@ struct engine {
 	int finishing;         /* a batch of results being closed on the pool (engine_finish.c) */
 	int finish_on_loop;    /* the pool failed a batch: the loop writes the next */
 	struct work *deferred; /* items that found the database unreachable: submitted again */
+	/* dirs_ahead.c: the runs whose steps' directories were made ahead, and its items out */
+#define AHEAD_RUNS 256
+	int64_t ahead_runs[AHEAD_RUNS];
+	int ahead_next, ahead_out;
 	int64_t next_deferred; /* … at most once a second */
 	int claim_now, stop_check, draining;
 	int claim_held;        /* engine_claim_hold: claim nothing… */
@@ -103,6 +107,15 @@ int engine_claim_ask(struct engine *e, struct store_claim_ask *ask);
 int engine_claimed(struct engine *e, struct store_claim *c, int n, int room);
 /* Frees w when it is a batch of results the pool did not hand back; 0 when it is not one. */
 int engine_finish_work_drop(struct work *w);
+
+/*
+ * dirs_ahead.c: for each of the n steps just claimed that is the first of
+ * its run claimed here, the directories of the run's other steps made on
+ * the pool, ahead of their claims.
+ */
+void engine_dirs_ahead(struct engine *e, const struct store_claim *c, int n);
+/* Frees w when it is one of those items the pool did not hand back; 0 when it is not one. */
+int engine_dirs_ahead_drop(struct work *w);
 
 /* A statement failed: counts it, delays the next try by the poll period, notes a lost connection. */
 int engine_db_failed(struct engine *e, int error);

@@ -417,6 +417,13 @@ int store_workflow_latest(json_t **spec, char **hash, char **yaml, char **workdi
 int store_run_events(char **out, PGconn *conn, int64_t id, int64_t after);
 
 /*
+ * The names of run run_id's written-out steps (a fan-out's items are not)
+ * that were never claimed, at most limit of them, in the order they were
+ * written (*names: NULL-terminated, the caller's, each freed with it).
+ */
+int store_run_steps_unstarted(char ***names, int *n, PGconn *conn, int64_t run_id, int limit);
+
+/*
  * Where an attempt's log is: attempt 0 means the latest. *dir is the
  * caller's; NULL (and *running 1) for an attempt claimed whose job has not
  * started yet: its log is empty so far. *host (when host is not NULL; the

@@ -713,6 +713,31 @@ int store_run_events(char **out, PGconn *conn, int64_t id, int64_t after)
 	return run_json_result(out, res, id);
 }
 
+int store_run_steps_unstarted(char ***names, int *n, PGconn *conn, int64_t run_id, int limit)
+{
+	char idbuf[32], limbuf[16];
+	const char *params[2] = {idbuf, limbuf};
+	PGresult *res = NULL;
+	int error;
+
+	*names = NULL;
+	*n = 0;
+	snprintf(idbuf, sizeof(idbuf), "%lld", (long long)run_id);
+	snprintf(limbuf, sizeof(limbuf), "%d", limit);
+	/* a run's written-out steps (not a fan-out's items) never claimed yet, in the order they were written */
+	if ((error = store_q(&res, conn,
+			     "SELECT name FROM steps WHERE run_id = $1::bigint AND parent_id IS NULL AND attempts = 0 "
+			     "AND state IN ('blocked', 'ready') ORDER BY id LIMIT $2::int",
+			     2, params)) < 0)
+		return error;
+	*n = PQntuples(res);
+	*names = xcalloc((size_t)*n + 1, sizeof(**names));
+	for (int i = 0; i < *n; i++)
+		(*names)[i] = xstrdup(PQgetvalue(res, i, 0));
+	PQclear(res);
+	return FERRY_OK;
+}
+
 int store_step_log(char **dir, int *attempt, int *running, char **host, PGconn *conn, int64_t run,
 		   const char *step, int want_attempt)
 {
