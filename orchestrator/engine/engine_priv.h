@@ -67,11 +67,11 @@ struct engine {
 	int finishing;         /* a batch of results being closed on the pool (engine_finish.c) */
 	int finish_on_loop;    /* the pool failed a batch: the loop writes the next */
 	struct work *deferred; /* items that found the database unreachable: submitted again */
+	int64_t next_deferred; /* … at most once a second */
 	/* dirs_ahead.c: the runs whose steps' directories were made ahead, and its items out */
 #define AHEAD_RUNS 256
 	int64_t ahead_runs[AHEAD_RUNS];
 	int ahead_next, ahead_out;
-	int64_t next_deferred; /* … at most once a second */
 	int claim_now, stop_check, draining;
 	int claim_held;        /* engine_claim_hold: claim nothing… */
 	int64_t claim_step;    /* … but this step (> 0), once (ferry dev run --step) */
