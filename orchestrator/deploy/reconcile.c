@@ -253,18 +253,28 @@ static void apply_start(PGconn *conn, json_t *hosts, const char *home, const cha
 	json_decref(nh);
 }
 
-/* RC_VERSION_*: a version with a share has no healthy replica (it gets no traffic), or has one again. */
+/*
+ * RC_VERSION_*: a version with a share has no healthy replica (it gets no
+ * traffic), or has one again, with its event; or what is said of it changes
+ * without one (RC_VERSION_SAID). What is said and the event are one
+ * statement: the next round judges against what was said.
+ */
 static void apply_version(PGconn *conn, const char *actor, const struct deployment *d, const struct deploy_version *v,
-			  int healthy)
+			  const struct rc_action *a)
 {
-	json_t *det = json_pack("{s:s, s:i, s:I}", "version", v->version, "healthy", healthy, "weight",
-				(json_int_t)v->weight);
+	const char *kind = a->what == RC_VERSION_UNSERVED ? "version-no-healthy-replica"
+			   : a->what == RC_VERSION_SERVED ? "version-healthy-again" : NULL;
+	json_t *det = kind ? json_pack("{s:s, s:i, s:I}", "version", v->version, "healthy", a->healthy, "weight",
+				       (json_int_t)v->weight)
+			   : NULL;
 
-	store_deploy_event(conn, d->id, actor, healthy == 0 ? "version-no-healthy-replica" : "version-healthy-again", det);
-	json_decref(det);
-	if (healthy == 0)
+	if (store_deploy_version_said(conn, d->id, v->version, a->said, actor, kind, det) < 0)
+		flog_warn("deployment %s: recording what version %s's health is: %s", d->name, v->version,
+			  ferry_error_last());
+	else if (a->what == RC_VERSION_UNSERVED)
 		flog_warn("deployment %s: version %s has no healthy replica: it gets no traffic until one is",
 			  d->name, v->version);
+	json_decref(det);
 }
 
 /* RC_STOP: a replica of a stopped deployment or a retired version stops, with an event. */
@@ -525,7 +535,9 @@ static int host_round(PGconn *conn, const char *home, const char *actor)
 		const struct rc_action *a = &plan.actions[i];
 		const struct deployment *d = &list[a->dep];
 		const struct deploy_version *v = &d->versions[a->ver];
-		if (a->what == RC_VERSION_UNSERVED || a->what == RC_VERSION_SERVED || seen[seen_at(list, a)].remote)
+		/* (a version's health is the leader's to say) */
+		if (a->what == RC_VERSION_UNSERVED || a->what == RC_VERSION_SERVED || a->what == RC_VERSION_SAID ||
+		    seen[seen_at(list, a)].remote)
 			continue;
 		if (a->what == RC_HEALTH)
 			apply_health(conn, actor, d, v, &v->replicas[a->rep], a->health);
@@ -596,8 +608,8 @@ int reconcile_now(PGconn *conn, const char *home, const char *actor)
 		const struct rc_action *a = &plan.actions[i];
 		const struct deployment *d = &list[a->dep];
 		const struct deploy_version *v = &d->versions[a->ver];
-		if (a->what == RC_VERSION_UNSERVED || a->what == RC_VERSION_SERVED)
-			apply_version(conn, actor, d, v, a->healthy);
+		if (a->what == RC_VERSION_UNSERVED || a->what == RC_VERSION_SERVED || a->what == RC_VERSION_SAID)
+			apply_version(conn, actor, d, v, a);
 		else if (seen[seen_at(list, a)].remote)
 			continue; /* its host's keeper's */
 		else if (a->what == RC_HEALTH)

@@ -11,8 +11,15 @@
  *     placed on a host (fleet_placed) and is not remote: RC_START (that
  *     host's daemon starts it; the leader re-places it when the host is
  *     lost); the step's own replicas are left to it;
- *   - a version with a share (weight > 0) whose healthy count crosses 0
- *     either way: RC_VERSION_UNSERVED / RC_VERSION_SERVED;
+ *   - a version's health against what was last said of it (its row's
+ *     health_said, written with the event), not against its replicas'
+ *     recorded health (a daemon killed between a replica's change and its
+ *     version's event lost the event): said served, no healthy replica
+ *     and a share (weight > 0): RC_VERSION_UNSERVED; said unserved and a
+ *     healthy replica: RC_VERSION_SERVED; said nothing and a healthy
+ *     replica: RC_VERSION_SAID served (its first, no event); not serving
+ *     (its deployment stopped, retired) and something said: RC_VERSION_SAID
+ *     none (so a deployment started again says nothing until it served);
  *   - HAProxy: one frontend per running deployment; each such replica a
  *     server vORD-rIDX weighted deploy_server_weight(share, healthy) when
  *     healthy, else 0; an A/B test's version's healthy replicas also in
@@ -50,6 +57,18 @@ static void add(struct rc_plan *p, size_t *cap, struct rc_action a)
 	p->actions[p->nactions++] = a;
 }
 
+/* An action on replica k of version j of deployment i. */
+static struct rc_action replica_action(enum rc_what what, size_t i, size_t j, size_t k, enum deploy_health health)
+{
+	return (struct rc_action){.what = what, .dep = i, .ver = j, .rep = k, .health = health};
+}
+
+/* An RC_VERSION_* action on version j of deployment i. */
+static struct rc_action version_action(enum rc_what what, size_t i, size_t j, int healthy, enum deploy_said said)
+{
+	return (struct rc_action){.what = what, .dep = i, .ver = j, .healthy = healthy, .said = said};
+}
+
 void reconcile_plan(struct rc_plan *out, const struct deployment *list, size_t n, const struct rc_seen *seen)
 {
 	size_t i, j, k, off, total = 0, cap = 0;
@@ -67,19 +86,20 @@ void reconcile_plan(struct rc_plan *out, const struct deployment *list, size_t n
 		const struct deployment *d = &list[i];
 		for (j = 0; j < d->nversions; off += d->versions[j++].nreplicas) {
 			const struct deploy_version *v = &d->versions[j];
-			int healthy = 0, was = 0;
+			int healthy = 0;
 			if (v->state == DEPLOY_V_STARTING) {
 				/* a deploy step's replicas placed on other hosts: each host's daemon starts its own */
 				for (k = 0; k < v->nreplicas; k++)
 					if (fleet_placed(v->replicas[k].handle) && !seen[off + k].remote &&
 					    !seen[off + k].alive && v->replicas[k].next_start_in_ms <= 0)
-						add(out, &cap, (struct rc_action){RC_START, i, j, k, DEPLOY_H_STARTING, 0});
+						add(out, &cap, replica_action(RC_START, i, j, k, DEPLOY_H_STARTING));
 				continue;
 			}
-			if (!rc_serves(d, v))
+			if (!rc_serves(d, v)) {
+				if (v->said != DEPLOY_SAID_NONE)
+					add(out, &cap, version_action(RC_VERSION_SAID, i, j, 0, DEPLOY_SAID_NONE));
 				continue;
-			for (k = 0; k < v->nreplicas; k++)
-				was += v->replicas[k].health == DEPLOY_H_HEALTHY;
+			}
 			for (k = 0; k < v->nreplicas; k++) {
 				const struct deploy_replica *rep = &v->replicas[k];
 				const struct rc_seen *s = &seen[off + k];
@@ -92,15 +112,18 @@ void reconcile_plan(struct rc_plan *out, const struct deployment *list, size_t n
 					enum deploy_health now = s->ready ? DEPLOY_H_HEALTHY : DEPLOY_H_UNHEALTHY;
 					ok[off + k] = s->ready;
 					if (rep->health != now)
-						add(out, &cap, (struct rc_action){RC_HEALTH, i, j, k, now, 0});
+						add(out, &cap, replica_action(RC_HEALTH, i, j, k, now));
 				} else if (rep->next_start_in_ms <= 0) {
-					add(out, &cap, (struct rc_action){RC_START, i, j, k, DEPLOY_H_STARTING, 0});
+					add(out, &cap, replica_action(RC_START, i, j, k, DEPLOY_H_STARTING));
 				}
 				healthy += ok[off + k];
 			}
-			if ((healthy == 0) != (was == 0) && v->weight > 0)
-				add(out, &cap, (struct rc_action){healthy == 0 ? RC_VERSION_UNSERVED : RC_VERSION_SERVED,
-								  i, j, 0, DEPLOY_H_STARTING, healthy});
+			if (healthy > 0 && v->said != DEPLOY_SAID_SERVED)
+				add(out, &cap, version_action(v->said == DEPLOY_SAID_UNSERVED ? RC_VERSION_SERVED
+											       : RC_VERSION_SAID,
+							      i, j, healthy, DEPLOY_SAID_SERVED));
+			else if (healthy == 0 && v->weight > 0 && v->said == DEPLOY_SAID_SERVED)
+				add(out, &cap, version_action(RC_VERSION_UNSERVED, i, j, 0, DEPLOY_SAID_UNSERVED));
 		}
 	}
 
@@ -168,7 +191,7 @@ void reconcile_plan(struct rc_plan *out, const struct deployment *list, size_t n
 			const struct deploy_version *v = &d->versions[j];
 			for (k = 0; k < v->nreplicas; k++)
 				if (rc_scaled_away(d, v, &v->replicas[k]))
-					add(out, &cap, (struct rc_action){RC_REMOVE, i, j, k, DEPLOY_H_STOPPED, 0});
+					add(out, &cap, replica_action(RC_REMOVE, i, j, k, DEPLOY_H_STOPPED));
 			if (!all && v->state != DEPLOY_V_RETIRED)
 				continue;
 			/*
@@ -184,7 +207,7 @@ void reconcile_plan(struct rc_plan *out, const struct deployment *list, size_t n
 				if (rep->health == DEPLOY_H_STOPPED &&
 				    !(rep->handle && (seen[off + k].alive || seen[off + k].remote)))
 					continue;
-				add(out, &cap, (struct rc_action){RC_STOP, i, j, k, DEPLOY_H_STOPPED, 0});
+				add(out, &cap, replica_action(RC_STOP, i, j, k, DEPLOY_H_STOPPED));
 			}
 		}
 	}

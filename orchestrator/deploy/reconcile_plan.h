@@ -38,7 +38,9 @@ enum rc_what {
 	RC_START,            /* a serving replica's process is gone and its backoff passed, or one placed here */
 			     /* (fleet_placed): start it (generation + 1), placing it first when it needs a host */
 	RC_VERSION_UNSERVED, /* a version with a share lost its last healthy replica: it gets no traffic (event) */
-	RC_VERSION_SERVED,   /* … has a healthy replica again */
+	RC_VERSION_SERVED,   /* … has a healthy replica again (event) */
+	RC_VERSION_SAID,     /* what is said of a version's health is now .said, no event: its first healthy */
+			     /* replica (served), or it no longer serves (none: its deployment stopped, retired) */
 	/* after */
 	RC_REMOVE,           /* a replica past its serving version's count: stop it and forget its row */
 	RC_STOP,             /* a replica of a stopped deployment or a retired version: stop it, health stopped */
@@ -49,6 +51,7 @@ struct rc_action {
 	size_t dep, ver, rep;      /* list[dep].versions[ver].replicas[rep] (rep unused for RC_VERSION_*) */
 	enum deploy_health health; /* RC_HEALTH: the new health */
 	int healthy;               /* RC_VERSION_*: its healthy replicas this round */
+	enum deploy_said said;     /* RC_VERSION_*: what is said of it now */
 };
 
 struct rc_plan {

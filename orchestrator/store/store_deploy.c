@@ -174,6 +174,26 @@ int store_deploy_tx(PGconn *conn, const char *cmd)
 	return store_tx(conn, cmd);
 }
 
+int store_deploy_version_said(PGconn *conn, int64_t dep, const char *version, enum deploy_said said,
+			      const char *actor, const char *kind, const json_t *detail)
+{
+	static const char *const names[] = {[DEPLOY_SAID_NONE] = NULL, [DEPLOY_SAID_SERVED] = "served",
+					    [DEPLOY_SAID_UNSERVED] = "unserved"};
+	char d[32];
+	char *dj = detail ? json_dumps(detail, JSON_COMPACT) : NULL;
+	const char *params[6] = {I64(d, dep), version, names[said], actor, kind, dj};
+	int error = store_q(NULL, conn,
+			    "WITH u AS (UPDATE deployment_versions SET health_said = $3 "
+			    "  WHERE deployment_id = $1::bigint AND version = $2 AND health_said IS DISTINCT FROM $3 "
+			    "  RETURNING 1) "
+			    "INSERT INTO deployment_events (deployment_id, actor, kind, detail) "
+			    "SELECT $1::bigint, $4, $5, coalesce($6::jsonb, '{}'::jsonb) FROM u WHERE $5::text IS NOT NULL",
+			    6, params);
+
+	free(dj);
+	return error;
+}
+
 int store_deploy_replica_change(PGconn *conn, const struct store_replica_change *c, const char *actor,
 				const char *kind, const json_t *detail)
 {
@@ -456,6 +476,11 @@ static int version_from_json(struct deploy_version *v, const json_t *j)
 	    (error = field_str(&v->zero_since, j, "version", "zero_since", 1)) < 0)
 		return error;
 	v->state = (enum deploy_version_state)st;
+	{
+		const char *said = json_string_value(json_object_get(j, "health_said"));
+		v->said = said == NULL ? DEPLOY_SAID_NONE
+			  : strcmp(said, "unserved") == 0 ? DEPLOY_SAID_UNSERVED : DEPLOY_SAID_SERVED;
+	}
 	v->serve = field_json(j, "serve");
 	v->load_test = field_json(j, "load_test");
 	if (reps != NULL && !json_is_array(reps))
@@ -650,6 +675,7 @@ static int deploy_rows(PGconn *conn, int64_t only_id, json_t **out)
 			     "     'version', v.version, 'ord', v.ord, 'weight', v.weight, 'replicas', v.replicas, "
 			     "     'state', v.state, 'artifact', v.artifact, 'serve', v.serve, 'load_test', v.load_test, "
 			     "     'run_id', v.run_id, 'step', v.step, 'zero_since', v.zero_since, "
+			     "     'health_said', v.health_said, "
 			     "     'replica_list', (SELECT coalesce(jsonb_agg(jsonb_build_object("
 			     "        'idx', r.idx, 'port', r.port, 'health', r.health, 'restarts', r.restarts, "
 			     "        'generation', r.generation, 'handle', r.handle, 'last_error', r.last_error, "

@@ -108,6 +108,8 @@ int store_deploy_shift(PGconn *conn, int64_t dep, const char *version, int traff
 enum deploy_state { DEPLOY_RUNNING, DEPLOY_STOPPED };
 enum deploy_version_state { DEPLOY_V_STARTING, DEPLOY_V_SERVING, DEPLOY_V_RETIRED };
 enum deploy_health { DEPLOY_H_STARTING, DEPLOY_H_HEALTHY, DEPLOY_H_UNHEALTHY, DEPLOY_H_STOPPED };
+/* What the leader last said of a version's health (migration 0040): nothing, served, unserved. */
+enum deploy_said { DEPLOY_SAID_NONE, DEPLOY_SAID_SERVED, DEPLOY_SAID_UNSERVED };
 
 /* The names the rows, the events and the API use ("running", "serving", "healthy", …). */
 const char *deploy_state_name(enum deploy_state s);
@@ -137,6 +139,7 @@ struct deploy_version {
 	int64_t run_id;           /* the run that deployed it; 0: none */
 	char *step;               /* that run's step, or NULL */
 	char *zero_since;         /* serving at 0% since (it retires retire_after_s later), or NULL */
+	enum deploy_said said;    /* what the leader last said of its health (its version-* events) */
 	struct deploy_replica *replicas; /* by idx */
 	size_t nreplicas;
 };
@@ -158,6 +161,14 @@ struct deployment {
 	struct deploy_version *versions; /* by ord */
 	size_t nversions;
 };
+
+/*
+ * What is said of version's health now (said), with event kind (detail,
+ * not taken) when kind is not NULL, in one statement; nothing when that
+ * was said already (two leaders in a hand-over say it once).
+ */
+int store_deploy_version_said(PGconn *conn, int64_t dep, const char *version, enum deploy_said said,
+			      const char *actor, const char *kind, const json_t *detail);
 
 /*
  * "BEGIN", "COMMIT" or "ROLLBACK" on conn: several of this file's changes

@@ -334,6 +334,58 @@ test_deploy_replica_restart_written_with_its_event() {
 		fail "the restart did not pass the fault point"
 }
 
+# A version's loss of its last healthy replica is said against what was last said of it (its
+# row's health_said, written with the event), not against its replicas' rows: a daemon killed
+# right after restarting the version's one replica (fault point replica-written), before the
+# round's version event, left the event unsaid for ever — the next daemon found the replica's
+# row starting, no healthy one to lose. Now the next daemon's round says it, once, and says
+# the version healthy again when its replica is ready.
+test_deploy_version_unserved_said_after_a_crash() {
+	deploy_up
+	local id pid
+	# a model server whose readiness follows a file: not ready while $FERRY_HOME/unready exists
+	cat >"$FERRY_HOME/ready_serve.py" <<'PY'
+import http.server, os, socketserver, sys
+flag = sys.argv[1]
+class H(http.server.BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+    def log_message(self, *a): pass
+    def reply(self, code, body):
+        self.send_response(code); self.send_header("Content-Length", str(len(body))); self.end_headers(); self.wfile.write(body)
+    def do_GET(self): self.reply(503 if os.path.exists(flag) else 200, b"{}")
+    def do_POST(self):
+        self.rfile.read(int(self.headers.get("Content-Length", 0)))
+        self.reply(200, b'{"outputs":[]}')
+class S(socketserver.ThreadingMixIn, http.server.HTTPServer):
+    allow_reuse_address = True; daemon_threads = True
+S(("127.0.0.1", int(os.environ["FERRY_PORT"])), H).serve_forever()
+PY
+	start_daemon a
+	id=$(submit "$(one_double_version_wf)")
+	wait_run "$id" succeeded 60
+	sed -i "s|serve: .*|serve: [/usr/bin/python3, $FERRY_HOME/ready_serve.py, $FERRY_HOME/unready]|" "$FERRY_HOME/dep100.yaml"
+	id=$(submit "$FERRY_HOME/dep100.yaml" '{"C": "5"}')
+	wait_run "$id" succeeded 60
+	sql_until "(SELECT health_said FROM deployment_versions WHERE version = '0.0.2') = 'served'" 30 ||
+		fail "0.0.2 was never said served: $(sql "SELECT version, weight, health_said FROM deployment_versions")"
+	# the daemon that restarts 0.0.2's replica dies right after writing the restart
+	stop_daemon a
+	FERRYD=ferryd-test start_daemon a FERRY_FAULT=kill:replica-written
+	touch "$FERRY_HOME/unready"
+	pid=$(sql "SELECT handle->>'pid' FROM deployment_replicas WHERE version = '0.0.2'")
+	kill -KILL -- "-$pid" 2>/dev/null || kill -KILL "$pid"
+	wait_daemon_dead a 60
+	assert_eq "$(sql "SELECT count(*) FROM deployment_events WHERE kind = 'replica-restarted' AND detail->>'version' = '0.0.2'"):$(sql "SELECT count(*) FROM deployment_events WHERE kind = 'version-no-healthy-replica'")" \
+		1:0 "killed after the restart's writes, before the version's event"
+	start_daemon a
+	sql_until "EXISTS (SELECT FROM deployment_events WHERE kind = 'version-no-healthy-replica' AND detail->>'version' = '0.0.2')" 30 ||
+		fail "the next daemon did not say 0.0.2 lost its last healthy replica: $(sql "SELECT string_agg(kind, ' ' ORDER BY id) FROM deployment_events")"
+	rm -f "$FERRY_HOME/unready"
+	sql_until "EXISTS (SELECT FROM deployment_events WHERE kind = 'version-healthy-again' AND detail->>'version' = '0.0.2')" 30 ||
+		fail "0.0.2 was not said healthy again"
+	assert_eq "$(sql "SELECT count(*) FROM deployment_events WHERE kind = 'version-no-healthy-replica'")" 1 "said once"
+}
+
 # An A/B test's end is one transaction: the routing ends and the winner
 # takes 100% together. Written apart, the winner served 0% with no routing
 # in between, at 0% since the test began: past retire_after, a leader's

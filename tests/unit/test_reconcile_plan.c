@@ -40,6 +40,8 @@ static struct deploy_version ver(const char *name, int ord, int weight, int want
 	struct deploy_version v = {
 		.version = xstrdup(name), .ord = ord, .weight = weight, .want_replicas = want, .state = st,
 		.replicas = xcalloc(n + 1, sizeof(*v.replicas)), .nreplicas = n,
+		/* a serving version has served: said so (a test of what is said sets its own) */
+		.said = st == DEPLOY_V_SERVING ? DEPLOY_SAID_SERVED : DEPLOY_SAID_NONE,
 	};
 	if (n > 0) /* reps may be NULL for none: memcpy's source must not be (UBSan) */
 		memcpy(v.replicas, reps, n * sizeof(*reps));
@@ -69,7 +71,8 @@ static void dep_free(struct deployment *d)
 /* The actions as "WHAT:vORD-rIDX" words in order (HEALTH: with the new health). */
 static char *actions(const struct rc_plan *p, const struct deployment *d)
 {
-	static const char *const what[] = {"HEALTH", "START", "UNSERVED", "SERVED", "REMOVE", "STOP"};
+	static const char *const what[] = {"HEALTH", "START", "UNSERVED", "SERVED", "SAID", "REMOVE", "STOP"};
+	static const char *const said[] = {"none", "served", "unserved"};
 	char *s = xstrdup("");
 
 	for (size_t i = 0; i < p->nactions; i++) {
@@ -78,6 +81,8 @@ static char *actions(const struct rc_plan *p, const struct deployment *d)
 		char *t;
 		if (a->what == RC_VERSION_UNSERVED || a->what == RC_VERSION_SERVED)
 			t = xasprintf("%s%s%s:v%d(%d)", s, *s ? " " : "", what[a->what], v->ord, a->healthy);
+		else if (a->what == RC_VERSION_SAID)
+			t = xasprintf("%s%s%s:v%d=%s", s, *s ? " " : "", what[a->what], v->ord, said[a->said]);
 		else if (a->what == RC_HEALTH)
 			t = xasprintf("%s%s%s:v%d-r%d=%s", s, *s ? " " : "", what[a->what], v->ord, v->replicas[a->rep].idx,
 				      deploy_health_name(a->health));
@@ -233,8 +238,8 @@ static void test_reconcile_plan__stopped_deployment(void **state)
 
 	(void)state;
 	reconcile_plan(&p, &d, 1, seen);
-	/* r2 says stopped but its process lives: stopped again */
-	check(actions(&p, &d), "STOP:v1-r1 STOP:v1-r2", xstrdup(""), NULL);
+	/* r2 says stopped but its process lives: stopped again; 1.0 served, nothing is said of it now */
+	check(actions(&p, &d), "SAID:v1=none STOP:v1-r1 STOP:v1-r2", xstrdup(""), NULL);
 	assert_int_equal(p.nfe, 0);
 	rc_plan_free(&p);
 	dep_free(&d);
@@ -248,15 +253,58 @@ static void test_reconcile_plan__version_events(void **state)
 	struct deploy_replica r3[] = {rep(1, 1, DEPLOY_H_HEALTHY, 0)};
 	struct deploy_version v[] = {ver("1.0", 1, 60, 1, DEPLOY_V_SERVING, 1, r1), ver("1.1", 2, 40, 1, DEPLOY_V_SERVING, 1, r2),
 				     ver("1.2", 3, 0, 1, DEPLOY_V_SERVING, 1, r3)};
-	struct deployment d = dep("d", DEPLOY_RUNNING, 3, v);
+	struct deployment d;
 	struct rc_seen seen[] = {{1, 0, 0, NULL}, {1, 1, 0, NULL}, {1, 0, 0, NULL}};
 	struct rc_plan p;
 
 	(void)state;
+	v[1].said = DEPLOY_SAID_UNSERVED; /* 1.1 lost its last replica before */
+	d = dep("d", DEPLOY_RUNNING, 3, v);
 	reconcile_plan(&p, &d, 1, seen);
 	check(actions(&p, &d),
 	      "HEALTH:v1-r1=unhealthy UNSERVED:v1(0) HEALTH:v2-r1=healthy SERVED:v2(1) HEALTH:v3-r1=unhealthy",
 	      servers(&p, 0), NULL);
+	rc_plan_free(&p);
+	dep_free(&d);
+}
+
+/*
+ * what is said of a version is judged against what was said, not against
+ * its replicas' rows: a daemon killed after writing a replica's change and
+ * before its version's event (the row says unhealthy already) says it at
+ * the next round; said once, not again; a version's first healthy replica
+ * is said without an event, one that never served says nothing; a stopped
+ * deployment's versions are said nothing again (its start is no loss)
+ */
+static void test_reconcile_plan__version_said(void **state)
+{
+	struct deploy_replica r1[] = {rep(1, 1, DEPLOY_H_UNHEALTHY, 0)};
+	struct deploy_replica r2[] = {rep(1, 1, DEPLOY_H_STARTING, 0)};
+	struct deploy_replica r3[] = {rep(1, 1, DEPLOY_H_STARTING, 0)};
+	struct deploy_version v[] = {ver("1.0", 1, 50, 1, DEPLOY_V_SERVING, 1, r1), ver("1.1", 2, 50, 1, DEPLOY_V_SERVING, 1, r2),
+				     ver("1.2", 3, 0, 1, DEPLOY_V_SERVING, 1, r3)};
+	struct deployment d;
+	struct rc_seen seen[] = {{1, 0, 0, NULL}, {1, 1, 0, NULL}, {1, 0, 0, NULL}};
+	struct rc_plan p;
+
+	(void)state;
+	v[1].said = DEPLOY_SAID_NONE, v[2].said = DEPLOY_SAID_NONE;
+	d = dep("d", DEPLOY_RUNNING, 3, v);
+	/* 1.0: its row unhealthy already, still not ready, said served: unserved now (its event) */
+	reconcile_plan(&p, &d, 1, seen);
+	check(actions(&p, &d), "UNSERVED:v1(0) HEALTH:v2-r1=healthy SAID:v2=served HEALTH:v3-r1=unhealthy",
+	      servers(&p, 0), NULL);
+	rc_plan_free(&p);
+	/* as written: nothing more to say */
+	d.versions[0].said = DEPLOY_SAID_UNSERVED, d.versions[1].said = DEPLOY_SAID_SERVED;
+	d.versions[1].replicas[0].health = DEPLOY_H_HEALTHY, d.versions[2].replicas[0].health = DEPLOY_H_UNHEALTHY;
+	reconcile_plan(&p, &d, 1, seen);
+	check(actions(&p, &d), "", servers(&p, 0), NULL);
+	rc_plan_free(&p);
+	/* stopped: what was said is forgotten, without an event */
+	d.state = DEPLOY_STOPPED;
+	reconcile_plan(&p, &d, 1, seen);
+	check(actions(&p, &d), "SAID:v1=none SAID:v2=none STOP:v1-r1 STOP:v2-r1 STOP:v3-r1", servers(&p, 0), NULL);
 	rc_plan_free(&p);
 	dep_free(&d);
 }
@@ -299,11 +347,13 @@ static void test_reconcile_plan__two_deployments(void **state)
 	struct deploy_replica r2[] = {rep(1, 0, DEPLOY_H_STARTING, 0)};
 	struct deploy_version v1[] = {ver("1.0", 1, 100, 1, DEPLOY_V_SERVING, 1, r1)};
 	struct deploy_version v2[] = {ver("1.0", 1, 100, 1, DEPLOY_V_SERVING, 1, r2)};
-	struct deployment d[2] = {dep("a", DEPLOY_RUNNING, 1, v1), dep("b", DEPLOY_RUNNING, 1, v2)};
+	struct deployment d[2];
 	struct rc_seen seen[] = {{1, 1, 0, NULL}, {0, 0, 0, NULL}};
 	struct rc_plan p;
 
 	(void)state;
+	v2[0].said = DEPLOY_SAID_NONE; /* never served yet: its replica has not started */
+	d[0] = dep("a", DEPLOY_RUNNING, 1, v1), d[1] = dep("b", DEPLOY_RUNNING, 1, v2);
 	d[1].port = 8081;
 	reconcile_plan(&p, d, 2, seen);
 	assert_int_equal(p.nfe, 2);
@@ -353,7 +403,7 @@ static void test_reconcile_plan__lost_host(void **state)
 	d.state = DEPLOY_STOPPED;
 	seen[1] = (struct rc_seen){0, 0, 1, "10.0.0.2"};
 	reconcile_plan(&p, &d, 1, seen);
-	check(actions(&p, &d), "STOP:v1-r1 STOP:v1-r2 STOP:v1-r3", servers(&p, 0), NULL);
+	check(actions(&p, &d), "SAID:v1=none STOP:v1-r1 STOP:v1-r2 STOP:v1-r3", servers(&p, 0), NULL);
 	assert_int_equal(p.nfe, 0);
 	rc_plan_free(&p);
 	dep_free(&d);
@@ -377,6 +427,7 @@ static void test_reconcile_plan__placed(void **state)
 	struct rc_plan p;
 
 	(void)state;
+	v[0].said = DEPLOY_SAID_NONE; /* no replica: it never served */
 	for (int k = 1; k < 4; k++)
 		v[1].replicas[k].handle = fleet_placed_handle(k == 2 ? "host-c" : "host-b");
 	d = dep("d", DEPLOY_RUNNING, 2, v);
@@ -410,6 +461,7 @@ int main(void)
 		cmocka_unit_test(test_reconcile_plan__draining_version),
 		cmocka_unit_test(test_reconcile_plan__stopped_deployment),
 		cmocka_unit_test(test_reconcile_plan__version_events),
+		cmocka_unit_test(test_reconcile_plan__version_said),
 		cmocka_unit_test(test_reconcile_plan__ab_routing),
 		cmocka_unit_test(test_reconcile_plan__two_deployments),
 		cmocka_unit_test(test_reconcile_plan__lost_host),
