@@ -281,7 +281,8 @@ static void test_reconcile_plan__version_said(void **state)
 	struct deploy_replica r1[] = {rep(1, 1, DEPLOY_H_UNHEALTHY, 0)};
 	struct deploy_replica r2[] = {rep(1, 1, DEPLOY_H_STARTING, 0)};
 	struct deploy_replica r3[] = {rep(1, 1, DEPLOY_H_STARTING, 0)};
-	struct deploy_version v[] = {ver("1.0", 1, 50, 1, DEPLOY_V_SERVING, 1, r1), ver("1.1", 2, 50, 1, DEPLOY_V_SERVING, 1, r2),
+	struct deploy_version v[] = {ver("1.0", 1, 50, 1, DEPLOY_V_SERVING, 1, r1),
+				     ver("1.1", 2, 50, 1, DEPLOY_V_SERVING, 1, r2),
 				     ver("1.2", 3, 0, 1, DEPLOY_V_SERVING, 1, r3)};
 	struct deployment d;
 	struct rc_seen seen[] = {{1, 0, 0, NULL}, {1, 1, 0, NULL}, {1, 0, 0, NULL}};
