@@ -6,7 +6,9 @@
  * shares over healthy replicas (a 0% version and an unhealthy replica
  * weigh 0), a draining (retired) version's replicas stopped, a stopped
  * deployment's stopped but not a version its deploy step is starting,
- * the events of a version losing and regaining its last healthy replica,
+ * the events of a version losing and regaining its last healthy replica
+ * (judged against what was last said of it, so one a crash kept from being
+ * written is said at the next round),
  * an A/B test's header routing only while its version has a healthy
  * replica, and replicas on other hosts (left to a host that is up,
  * started again when their host is lost).
