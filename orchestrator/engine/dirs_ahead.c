@@ -3,18 +3,24 @@
  * worker pool.
  *
  * A job's attempt directory, its out/ and its step's checkpoint/ are made
- * when the step is claimed (exec_attempt_dirs), between the end of the
- * step before it and its own start. On the ext4 of these machines making
- * an inode (a directory, or a file's first open) costs ~0.27 ms, and the
- * four directories were ~1 ms of each hop of a chain (the 40-step chain of
- * bench_dispatch, 7 pairs in one sitting: a median of 163 ms with them on
- * the hop, 137 ms with them made here; 95 ms with the jobs' directories
- * on tmpfs, where the two files the shim makes cost nothing either).
- * So the first time this daemon claims a step of a run, one pool item
- * makes the directories of attempt 1 of the run's steps not claimed yet
- * (the first AHEAD_STEPS, in the order they were written), exactly as
- * exec_attempt_dirs does (the same call: owner, modes, no link followed);
- * each step's own claim then finds them there (EEXIST, a lookup).
+ * when the step is claimed (exec_attempt_dirs), and its log and status
+ * when its shim starts, between the end of the step before it and its own
+ * start. On the ext4 of these machines making an inode (a directory, or a
+ * file's first open) costs ~0.27 ms: the four directories were ~1 ms of
+ * each hop of a chain (the 40-step chain of bench_dispatch, 7 pairs in one
+ * sitting: a median of 163 ms with them on the hop, 137 ms with them made
+ * here), the two files another ~0.4 ms (4 pairs: 131–139 ms, 113–123 ms
+ * with them made here too; 95 ms with the jobs' directories on tmpfs). So
+ * the first time this daemon claims a step of a run, one pool item makes
+ * the directories of attempt 1 of the run's steps not claimed yet (the
+ * first AHEAD_STEPS, in the order they were written), exactly as
+ * exec_attempt_dirs does (the same call: owner, modes, no link followed),
+ * and their empty log and status, the job user's like the directory (a
+ * job could replace either there anyway; its writers — the shim as root,
+ * a warm server or a Slurm script as the job user — append or truncate,
+ * and their readers take an empty status for none). Each step's own
+ * claim then finds them there (EEXIST, a lookup; O_EXCL leaves a file
+ * its writer made first as it is).
  *
  * Nothing depends on it: a directory not made yet (the item still
  * running, a step past AHEAD_STEPS, a retry's attempt 2, a fan-out's
@@ -60,8 +66,15 @@ static void ahead_run(struct work *w, PGconn *conn)
 	for (int i = 0; i < n; i++) {
 		struct exec_spec s = {.run_id = a->run_id, .attempt = 1, .name = names[i], .home = a->home};
 		char *dir = NULL, *out = NULL, *ckpt = NULL;
-		if (exec_attempt_dirs(&s, &dir, &out, &ckpt) < 0)
+		if (exec_attempt_dirs(&s, &dir, &out, &ckpt) < 0) {
 			flog_debug("run %lld step %s: %s", (long long)a->run_id, names[i], ferry_error_last());
+		} else {
+			/* its log and status: the job user's, as the directory (it could replace either there) */
+			char *log = xasprintf("%s/log", dir), *status = xasprintf("%s/status", dir);
+			if (exec_user_give_new_file(log) < 0 || exec_user_give_new_file(status) < 0)
+				flog_debug("run %lld step %s: %s", (long long)a->run_id, names[i], ferry_error_last());
+			free(log), free(status);
+		}
 		free(dir), free(out), free(ckpt);
 		free(names[i]);
 	}

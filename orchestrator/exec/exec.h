@@ -340,6 +340,13 @@ int exec_user_setup(const char *name);
 const struct exec_user *exec_user_get(void);
 /* Hands directory PATH (never through a link) to the job user when there is one, and sets MODE unless 0. */
 int exec_user_give(const char *path, mode_t mode);
+/*
+ * Makes the empty file PATH (0644, never through a link) and hands it to
+ * the job user; one that is there already is left as it is (FERRY_OK). A
+ * job's writers (the shim as root, a warm server or a Slurm script as the
+ * job user) append to it or truncate it.
+ */
+int exec_user_give_new_file(const char *path);
 /* Whether the job user can search every directory down to DIR; the error says which one it cannot. */
 int exec_user_reaches(const char *dir);
 /*

@@ -141,6 +141,25 @@ int exec_user_give(const char *path, mode_t mode)
 	return error;
 }
 
+int exec_user_give_new_file(const char *path)
+{
+	/* never through a link, never over a file that is there (its writer made it first) */
+	int fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644), error = FERRY_OK;
+
+	if (fd < 0) {
+		if (errno == EEXIST)
+			return FERRY_OK;
+		ferry_error_set("cannot make %s: %s", path, strerror(errno));
+		return FERRY_ERROR;
+	}
+	if (job_user.active && fchown(fd, job_user.uid, job_user.gid) < 0) {
+		ferry_error_set("cannot hand %s to %s: %s", path, job_user.name, strerror(errno));
+		error = FERRY_ERROR;
+	}
+	close(fd);
+	return error;
+}
+
 /*
  * The first directory from / down to the absolute PATH (itself included)
  * that the job user cannot search (owner, group or other x bit, by its

@@ -76,9 +76,12 @@ Y
 	assert_eq "$(step_col "$id" b attempts):$(step_col "$id" c attempts)" 0:0 "neither b nor c claimed yet"
 	assert_eq "$(stat -c '%a %U' "$d/b" "$d/b/1" "$d/b/1/out" "$d/b/checkpoint" "$d/c/1" "$d/c/1/out" "$d/c/checkpoint" | paste -sd,)" \
 		"711 root,700 ferry-job,711 ferry-job,700 ferry-job,700 ferry-job,711 ferry-job,700 ferry-job" "made ahead, as a claim makes them"
+	assert_eq "$(stat -c '%a %U %s' "$d/c/1/log" "$d/c/1/status" | paste -sd,)" "644 ferry-job 0,644 ferry-job 0" \
+		"its log and status: empty, the job user's like the directory"
 	wait_run "$id" succeeded 30
 	assert_eq "$(cat "$d/b/1/out/x"):$(cat "$d/b/checkpoint/c")" b:ck "b wrote its output and checkpoint there"
 	assert_eq "$(cat "$d/c/1/log")" c "c ran in its directory"
+	assert_match "$(tr '\n' ' ' <"$d/c/1/status")" '^pid [0-9]+ [0-9]+ exit 0' "… its status written over the empty one"
 }
 
 test_isolation_job_user_settings() {
