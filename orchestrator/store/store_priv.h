@@ -56,4 +56,10 @@ const char *sbuf_close(struct sbuf *b, int n);
 /* Appends a JSON value (or NULL) as an element of a text array literal. */
 void sbuf_json(struct sbuf *b, const json_t *v);
 
+/* ---- store_deploy_json.c ---- */
+
+struct deploy_warning;
+/* The warnings of the JSON aggregate [{"id","deployment","deadline"}]; *out and *n the caller's. */
+int deploy_warnings_from_json(struct deploy_warning **out, size_t *n, const json_t *j);
+
 #endif
