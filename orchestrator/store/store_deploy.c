@@ -88,8 +88,13 @@ int store_deploy_version_add(PGconn *conn, int64_t dep, const char *version, con
 	return FERRY_OK;
 }
 
-int store_deploy_replica_put(PGconn *conn, int64_t dep, const char *version, int idx, int port,
-			     const json_t *handle, int generation, const char *health, const char *error_text)
+/*
+ * A replica's row, its health and its removal: written only with their
+ * event, through store_deploy_replica_change (nothing reads the row
+ * without the event that says why).
+ */
+static int replica_put(PGconn *conn, int64_t dep, const char *version, int idx, int port, const json_t *handle,
+		       int generation, const char *health, const char *error_text)
 {
 	char d[32], i[16], p[16], g[16];
 	char *hj = handle ? json_dumps(handle, JSON_COMPACT) : NULL;
@@ -107,8 +112,8 @@ int store_deploy_replica_put(PGconn *conn, int64_t dep, const char *version, int
 	return error;
 }
 
-int store_deploy_replica_health(PGconn *conn, int64_t dep, const char *version, int idx, const char *health,
-				const char *error_text, int restarted, int64_t backoff_ms)
+static int replica_health(PGconn *conn, int64_t dep, const char *version, int idx, const char *health,
+			  const char *error_text, int restarted, int64_t backoff_ms)
 {
 	char d[32], i[16], r[16], b[32];
 	const char *params[7] = {I64(d, dep), version, I64(i, idx), health, error_text, I64(r, restarted),
@@ -121,6 +126,16 @@ int store_deploy_replica_health(PGconn *conn, int64_t dep, const char *version, 
 		       "                    ELSE next_start END, updated_at = now() "
 		       "WHERE deployment_id = $1::bigint AND version = $2 AND idx = $3::int",
 		       7, params);
+}
+
+static int replica_delete(PGconn *conn, int64_t dep, const char *version, int idx)
+{
+	char d[32], i[16];
+	const char *params[3] = {I64(d, dep), version, I64(i, idx)};
+
+	return store_q(NULL, conn,
+		       "DELETE FROM deployment_replicas WHERE deployment_id = $1::bigint AND version = $2 AND idx = $3::int",
+		       3, params);
 }
 
 int store_deploy_version_drop(PGconn *conn, int64_t dep, const char *version, const char *actor,
@@ -204,13 +219,12 @@ int store_deploy_replica_change(PGconn *conn, const struct store_replica_change 
 	if (error < 0)
 		return error;
 	if (c->write == REPLICA_DELETE)
-		error = store_deploy_replica_delete(conn, c->dep, c->version, c->idx);
+		error = replica_delete(conn, c->dep, c->version, c->idx);
 	else if (c->write == REPLICA_PUT)
-		error = store_deploy_replica_put(conn, c->dep, c->version, c->idx, c->port, c->handle, c->generation,
-						 c->health, NULL);
+		error = replica_put(conn, c->dep, c->version, c->idx, c->port, c->handle, c->generation, c->health, NULL);
 	if (error >= 0 && c->write != REPLICA_DELETE)
-		error = store_deploy_replica_health(conn, c->dep, c->version, c->idx, c->health, c->error,
-						    c->restarted, c->backoff_ms);
+		error = replica_health(conn, c->dep, c->version, c->idx, c->health, c->error, c->restarted,
+				       c->backoff_ms);
 	if (error < 0 || (kind && (error = store_deploy_event(conn, c->dep, actor, kind, detail)) < 0) ||
 	    (own && (error = store_q(NULL, conn, "COMMIT", 0, NULL)) < 0)) {
 		if (own)
@@ -773,16 +787,6 @@ fail:
 		PQclear(res);
 	rollback(conn);
 	return error;
-}
-
-int store_deploy_replica_delete(PGconn *conn, int64_t dep, const char *version, int idx)
-{
-	char d[32], i[16];
-	const char *params[3] = {I64(d, dep), version, I64(i, idx)};
-
-	return store_q(NULL, conn,
-		       "DELETE FROM deployment_replicas WHERE deployment_id = $1::bigint AND version = $2 AND idx = $3::int",
-		       3, params);
 }
 
 json_t *store_step_outputs(PGconn *conn, int64_t step_id)

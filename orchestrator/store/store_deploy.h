@@ -37,14 +37,6 @@ int store_deploy_version_add(PGconn *conn, int64_t dep, const char *version, con
 			     int replicas, const json_t *serve, int64_t run_id, const char *step, int *ord,
 			     char **state);
 
-/* Records replica idx of version: its port, handle, generation and health. */
-int store_deploy_replica_put(PGconn *conn, int64_t dep, const char *version, int idx, int port,
-			     const json_t *handle, int generation, const char *health, const char *error);
-
-/* Sets a replica's health (and error) without touching the rest. */
-int store_deploy_replica_health(PGconn *conn, int64_t dep, const char *version, int idx, const char *health,
-				const char *error, int restarted, int64_t backoff_ms);
-
 /*
  * What the reconcile round writes of one replica, with the event that says
  * so, in one transaction (store_deploy_replica_change): nothing reads the
@@ -299,9 +291,6 @@ int store_deploy_retire_after(PGconn *conn, int64_t dep, int secs, const char *a
  */
 int store_deploy_set_replicas(PGconn *conn, int64_t dep, const char *version, int n, const int *ports,
 			      const char *actor);
-
-/* Forgets replica idx of version (the reconcile task stopped it). */
-int store_deploy_replica_delete(PGconn *conn, int64_t dep, const char *version, int idx);
 
 /* Deletes the deployment's rows (its replicas must be stopped first). */
 int store_deploy_delete(PGconn *conn, int64_t dep);

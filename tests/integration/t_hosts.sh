@@ -655,7 +655,7 @@ Y
 # replica-unhealthy event saying it (its health over time is read from the
 # events), not one each round. Before, only its row said so: no event.
 test_hosts_replica_placed_nowhere_says_so_once() {
-	local did rb pid
+	local did rb pid n0 i
 	two_hosts_by_cpus 2 2
 	trap 'kill -CONT -- "-${pid:-0}" 2>/dev/null; stop_daemons; stop_deployments "$FERRY_HOME"; stop_deployments "$FERRY_HOME/b"' EXIT
 	did=$(submit "$(wf dep <<Y
@@ -678,8 +678,13 @@ Y
 	assert_match "$(sql "SELECT detail->>'error' FROM deployment_events WHERE kind = 'replica-unhealthy' AND (detail->>'replica')::int = $rb")" \
 		'no host that is up has room for a replica asking for 2 CPUs' "the event says why"
 	assert_match "$(sql "SELECT health || ': ' || last_error FROM deployment_replicas WHERE idx = $rb")" '^unhealthy: no host that is up has room' "so does its row"
-	# two more rounds (every 2 s) that find no room: no more events
-	sleep 5
+	# two more rounds that find no room (each logs it): no more events
+	n0=$(grep -c "replica $rb not placed" "$FERRY_HOME/ferryd-a.log" || true)
+	for i in $(seq 1 100); do
+		[ "$(grep -c "replica $rb not placed" "$FERRY_HOME/ferryd-a.log" || true)" -ge $((n0 + 2)) ] && break
+		sleep 0.2
+	done
+	[ "$i" -lt 100 ] || fail "no two more rounds tried to place replica $rb"
 	assert_eq "$(sql "SELECT count(*) FROM deployment_events WHERE kind = 'replica-unhealthy' AND (detail->>'replica')::int = $rb")" 1 "one event, not one each round"
 	assert_eq "$(sql "SELECT count(*) FROM deployment_events WHERE kind IN ('replica-started', 'replica-replaced', 'replica-placed') AND (detail->>'replica')::int = $rb AND detail->>'host' = 'host-a'")" 0 "not started on A"
 	kill -CONT -- "-$pid"
