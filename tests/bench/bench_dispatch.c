@@ -556,6 +556,11 @@ int main(int argc, char **argv)
 		else
 			return 2;
 	}
+	if (access("bin/ferryd", X_OK) < 0) {
+		/* the daemon, the migrations and the shim are found from the repository's root */
+		fprintf(stderr, "bench: no bin/ferryd here: run from the repository's root after make\n");
+		return 2;
+	}
 	cmd = strcmp(executor, "noop") == 0 ? "noop" : "/bin/true";
 	flog_setup(FLOG_WARN, 0);
 	/* under TMPDIR when set (the daemon's home, its database and the jobs' directories), else /tmp */
