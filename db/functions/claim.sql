@@ -127,8 +127,12 @@ CREATE OR REPLACE FUNCTION ferry_claim(p_owner text, p_host text, p_limit int, p
                                        p_step bigint, p_capacity jsonb)
 RETURNS TABLE (step_id bigint, run_id bigint, name text, attempt int, kind text,
                timeout_ms bigint, spec jsonb, workdir text, inputs jsonb, run jsonb, gpus text)
--- generic plans, made once a session, as ferry_claim_candidates's
-LANGUAGE plpgsql SET plan_cache_mode = force_generic_plan AS $$
+-- generic plans, made once a session, as ferry_claim_candidates's, and no sequential scans: made
+-- when the tables were small (a fresh cluster, a quiet queue), a plan scanned the whole of steps
+-- for the claimed step's row and the whole of step_queue for its entry and for the gangs, at every
+-- claim until an ANALYZE replaced it (bench_dispatch --chain: one scan of steps a hop, longer as
+-- the steps table grew)
+LANGUAGE plpgsql SET enable_seqscan = off SET plan_cache_mode = force_generic_plan AS $$
 #variable_conflict use_column
 DECLARE
 	-- what this claim takes, one element per step: its id, queue, the CPUs and memory reserved, its GPUs
