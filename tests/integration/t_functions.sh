@@ -209,6 +209,36 @@ SQL
 	assert_eq "$(sql "SELECT count(*) FROM step_queue WHERE step_id = $sid")" 0 "and left the queue"
 }
 
+# ferry_claim finds its rows by their keys whatever the statistics said when its session made its
+# plans: made while the tables were small (a fresh database, a quiet queue), its generic plans
+# read the whole of steps for the claimed step and the whole of step_queue for its entry and for
+# the gangs, at every claim of that session until an ANALYZE replaced them (bench_dispatch
+# --chain: one scan of steps a hop). One session claims twice: its first claim makes the plans;
+# its second must read neither table through.
+test_functions_claim_plans_find_rows_by_key() {
+	start_daemon a FERRY_MAX_JOBS=1
+	id=$(submit "$(wf queued <<'Y'
+name: queued
+steps:
+  - {name: hold, command: [sleep, "30"]}
+  - {name: q1, command: ["true"]}
+  - {name: q2, command: ["true"]}
+  - {name: q3, command: ["true"]}
+Y
+)")
+	wait_step "$id" hold running
+	sql_until "(SELECT count(*) = 3 FROM step_queue WHERE run_id = $id)" 10 || fail "the three steps never waited in the queue"
+	out=$(psql "$FERRY_DATABASE_URL" -qAt -v ON_ERROR_STOP=1 2>&1 <<SQL
+SELECT name FROM ferry_claim('tester', 'elsewhere', 1, 60000, NULL, NULL, NULL);
+BEGIN;
+SELECT name FROM ferry_claim('tester', 'elsewhere', 1, 60000, NULL, NULL, NULL);
+SELECT relname || ' ' || seq_scan FROM pg_stat_xact_user_tables WHERE relname IN ('steps', 'step_queue') ORDER BY 1;
+COMMIT;
+SQL
+) || fail "the claims failed: $out"
+	assert_eq "$(echo "$out" | tr '\n' ' ')" "q1 q2 step_queue 0 steps 0 " "two claims, the second reading no table through"
+}
+
 # ferry_replica_health (GET /deployments/{id}/traffic's "replicas"): each
 # replica's changes in the window from the deployment's events; one with
 # none there had its health now all along; one whose row is gone has no
