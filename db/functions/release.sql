@@ -10,6 +10,7 @@ RETURNS int
 LANGUAGE plpgsql AS $$
 DECLARE
 	v_ready int := 0;
+	v_waiting bigint[];
 BEGIN
 	WITH d AS (
 		SELECT * FROM unnest(p_steps, p_n) AS t(step_id, n)
@@ -20,23 +21,25 @@ BEGIN
 		       started_at = CASE WHEN s.deps_pending - d.n = 0 AND s.waits THEN now()
 		                         ELSE s.started_at END
 		FROM d WHERE s.id = d.step_id AND s.state = 'blocked'
-		RETURNING s.id, s.run_id, s.dev, s.state, s.name, s.timeout_ms, s.spec ->> 'on_timeout' AS on_timeout,
-		          CASE WHEN s.state = 'ready' THEN s.spec END AS qspec
+		RETURNING s.id, s.run_id, s.dev, s.state, CASE WHEN s.state = 'ready' THEN s.spec END AS qspec
 	), q AS (
 		INSERT INTO step_queue (step_id, run_id, dev, queue, priority, cpus, memory_mb, gpus, named, gpu_shared)
 		SELECT u.id, u.run_id, u.dev, ferry_req_queue(u.qspec), ferry_req_priority(u.qspec), ferry_req_cpus(u.qspec), ferry_req_memory_mb(u.qspec), ferry_req_gpus(u.qspec), ferry_req_named(u.qspec), ferry_req_gpu_shared(u.qspec) FROM u WHERE u.state = 'ready'
 		RETURNING 1
-	), w AS (
-		INSERT INTO events (run_id, step, actor, kind)
-		SELECT u.run_id, u.name, p_actor, 'step.waiting' FROM u WHERE u.state = 'waiting'
-	), dl AS (
-		INSERT INTO step_waits (step_id, run_id, deadline, on_timeout)
-		SELECT u.id, u.run_id, now() + u.timeout_ms * interval '1 millisecond',
-		       coalesce(u.on_timeout, 'fail')
-		FROM u WHERE u.state = 'waiting' AND u.timeout_ms > 0
-		ON CONFLICT (step_id) DO UPDATE SET deadline = excluded.deadline
 	)
-	SELECT count(*) INTO v_ready FROM q;
+	SELECT (SELECT count(*) FROM q), array_agg(u.id ORDER BY u.id) FILTER (WHERE u.state = 'waiting')
+	INTO v_ready, v_waiting FROM u;
+	-- steps that wait for a person (a label step, a gate): their own statements, as only some
+	-- batches have them (as parts of the one above, they cost their setup in every batch)
+	IF v_waiting IS NOT NULL THEN
+		INSERT INTO events (run_id, step, actor, kind)
+		SELECT s.run_id, s.name, p_actor, 'step.waiting' FROM steps s WHERE s.id = ANY (v_waiting) ORDER BY s.id;
+		INSERT INTO step_waits (step_id, run_id, deadline, on_timeout)
+		SELECT s.id, s.run_id, now() + s.timeout_ms * interval '1 millisecond',
+		       coalesce(s.spec ->> 'on_timeout', 'fail')
+		FROM steps s WHERE s.id = ANY (v_waiting) AND s.timeout_ms > 0
+		ON CONFLICT (step_id) DO UPDATE SET deadline = excluded.deadline;
+	END IF;
 	RETURN v_ready;
 END;
 $$;
@@ -58,6 +61,7 @@ DECLARE
 	v_steps bigint[];
 	v_n int[];
 	v_fin bigint[];
+	v_turn bigint[];
 BEGIN
 	IF p_ok IS NOT NULL THEN
 		SELECT array_agg(d.step_id), array_agg(d.n) INTO v_steps, v_n
@@ -85,17 +89,28 @@ BEGIN
 
 	-- runs lose one open step per step closed; with only finally steps left
 	-- they release them; at zero they finish (a fan-out's items that failed
-	-- decided its own state, not the run's)
+	-- decided its own state, not the run's). Two statements: the count, in
+	-- every batch, then the states of the runs it brought to their finally
+	-- steps or to zero, in few (as one, every batch paid the setup of the
+	-- states' five lookups and of their events)
 	IF p_closed IS NOT NULL THEN
 		WITH c AS (
 			SELECT x AS run_id, count(*)::int AS n FROM unnest(p_closed) AS x GROUP BY x
-		), o AS (
-			SELECT r.id, c.n,
-			       r.body_state IS NULL AND r.final_steps > 0 AND r.open_steps - c.n = r.final_steps
-			       AND r.state IN ('pending', 'running', 'stopping') AS enters
-			FROM runs r JOIN c ON c.run_id = r.id
 		), done AS (
-			UPDATE runs r SET open_steps = r.open_steps - o.n,
+			UPDATE runs r SET open_steps = r.open_steps - c.n FROM c WHERE r.id = c.run_id
+			RETURNING r.id, r.open_steps <= 0
+			          OR (r.body_state IS NULL AND r.final_steps > 0 AND r.open_steps = r.final_steps
+			              AND r.state IN ('pending', 'running', 'stopping')) AS turns
+		)
+		SELECT array_agg(done.id ORDER BY done.id) FILTER (WHERE done.turns) INTO v_turn FROM done;
+	END IF;
+	IF v_turn IS NOT NULL THEN
+		WITH o AS (
+			SELECT r.id, r.body_state IS NULL AND r.final_steps > 0 AND r.open_steps = r.final_steps
+			       AND r.state IN ('pending', 'running', 'stopping') AS enters
+			FROM runs r WHERE r.id = ANY (v_turn)
+		), done AS (
+			UPDATE runs r SET
 			       body_state = CASE WHEN NOT o.enters THEN r.body_state
 			                         WHEN r.state = 'stopping' THEN 'stopped'
 			                         WHEN EXISTS (SELECT 1 FROM steps x WHERE x.run_id = r.id AND x.state = 'failed' AND x.parent_id IS NULL) THEN 'failed'
@@ -104,7 +119,7 @@ BEGIN
 			       state = CASE
 			               WHEN r.state NOT IN ('pending', 'running', 'stopping') THEN r.state
 			               WHEN o.enters THEN 'running'
-			               WHEN r.open_steps - o.n > 0 THEN r.state
+			               WHEN r.open_steps > 0 THEN r.state
 			               WHEN r.state = 'stopping' THEN 'stopped'
 			               WHEN r.body_state = 'succeeded' AND EXISTS (
 			                    SELECT 1 FROM steps x WHERE x.run_id = r.id AND x.state = 'failed'
@@ -113,7 +128,7 @@ BEGIN
 			               WHEN EXISTS (SELECT 1 FROM steps x WHERE x.run_id = r.id AND x.state = 'failed' AND x.parent_id IS NULL) THEN 'failed'
 			               WHEN EXISTS (SELECT 1 FROM steps x WHERE x.run_id = r.id AND x.state = 'stopped' AND x.parent_id IS NULL) THEN 'stopped'
 			               ELSE 'succeeded' END,
-			       finished_at = CASE WHEN r.open_steps - o.n > 0 THEN r.finished_at ELSE now() END
+			       finished_at = CASE WHEN r.open_steps > 0 THEN r.finished_at ELSE now() END
 			FROM o WHERE r.id = o.id
 			RETURNING r.id, r.state, r.open_steps, r.body_state, o.enters
 		), ev AS (
