@@ -54,7 +54,7 @@ RETURNS TABLE (pos bigint, step_id bigint, queue text, cpus real, memory_mb bigi
 -- and generic (plan_cache_mode): left to choose, PostgreSQL may plan it afresh at every call for its
 -- parameters, as costly as running it (a session calling only the claim, 1,000 waiting: 1.9 ms a
 -- claim, 0.86 ms generic; the daemon's own sessions had settled on generic plans already).
-LANGUAGE plpgsql SET enable_bitmapscan = off SET enable_seqscan = off SET plan_cache_mode = force_generic_plan AS $$
+LANGUAGE plpgsql SET enable_bitmapscan = off SET enable_seqscan = off SET jit = off SET plan_cache_mode = force_generic_plan AS $$
 #variable_conflict use_column
 BEGIN
 	RETURN QUERY
@@ -131,8 +131,10 @@ RETURNS TABLE (step_id bigint, run_id bigint, name text, attempt int, kind text,
 -- when the tables were small (a fresh cluster, a quiet queue), a plan scanned the whole of steps
 -- for the claimed step's row and the whole of step_queue for its entry and for the gangs, at every
 -- claim until an ANALYZE replaced it (bench_dispatch --chain: one scan of steps a hop, longer as
--- the steps table grew)
-LANGUAGE plpgsql SET enable_seqscan = off SET plan_cache_mode = force_generic_plan AS $$
+-- the steps table grew). And no JIT: a scan that has no index (queues, a handful of rows) costs
+-- 1e10 with sequential scans off, over jit_above_cost, and its plan was compiled at every
+-- execution (18 ms a claim, where 0.1 ms is the rest)
+LANGUAGE plpgsql SET enable_seqscan = off SET jit = off SET plan_cache_mode = force_generic_plan AS $$
 #variable_conflict use_column
 DECLARE
 	-- what this claim takes, one element per step: its id, queue, the CPUs and memory reserved, its GPUs
@@ -180,6 +182,8 @@ DECLARE
 	g_named jsonb[] := '{}';
 	g record;
 	m record;
+	v_quotas boolean;
+	v_gangs boolean;
 BEGIN
 	IF p_capacity IS NOT NULL THEN
 		PERFORM pg_advisory_xact_lock(hashtext('ferry_claim_host'), hashtext(p_host));
@@ -189,12 +193,12 @@ BEGIN
 		                 WITH ORDINALITY AS x(g, i)
 		             WHERE g <> ALL (SELECT unnest(a2.gpu_ids) FROM attempts a2
 		                             WHERE a2.state = 'running' AND a2.host = p_host AND a2.gpu_ids IS NOT NULL)
-		             ORDER BY i)
-		INTO v_free_cpus, v_free_mem, v_free_gpus
+		             ORDER BY i),
+		       (SELECT coalesce(jsonb_object_agg(x.g, x.n), '{}')
+		        FROM (SELECT g, count(*) AS n FROM attempts a3, unnest(a3.gpu_ids) g
+		              WHERE a3.state = 'running' AND a3.host = p_host AND a3.gpu_shared GROUP BY g) x)
+		INTO v_free_cpus, v_free_mem, v_free_gpus, v_share
 		FROM attempts a WHERE a.state = 'running' AND a.host = p_host;
-		SELECT coalesce(jsonb_object_agg(x.g, x.n), '{}') INTO v_share
-		FROM (SELECT g, count(*) AS n FROM attempts a, unnest(a.gpu_ids) g
-		      WHERE a.state = 'running' AND a.host = p_host AND a.gpu_shared GROUP BY g) x;
 		IF p_capacity ? 'resources' THEN
 			SELECT coalesce(jsonb_object_agg(r.key, r.value::bigint - coalesce(u.n, 0)), '{}') INTO v_free_named
 			FROM jsonb_each_text(p_capacity -> 'resources') r
@@ -203,19 +207,27 @@ BEGIN
 			       ON u.key = r.key;
 		END IF;
 	END IF;
+	-- whether any queue has a quota and any gang waits: one probe for the two loops below, which
+	-- most claims skip (each loop's query cost a statement's setup at every claim)
+	SELECT EXISTS (SELECT 1 FROM queues qu
+	               WHERE qu.max_running IS NOT NULL OR qu.max_gpus IS NOT NULL OR qu.max_cpus IS NOT NULL),
+	       p_run IS NULL AND p_step IS NULL AND EXISTS (SELECT 1 FROM step_queue q WHERE q.gang IS NOT NULL AND NOT q.dev)
+	INTO v_quotas, v_gangs;
 	-- the quota'd queues' use over the fleet, read under their locks (two hosts never pass one quota)
-	FOR v_qn IN SELECT qu.name FROM queues qu
-	            WHERE qu.max_running IS NOT NULL OR qu.max_gpus IS NOT NULL OR qu.max_cpus IS NOT NULL ORDER BY qu.name LOOP
-		PERFORM pg_advisory_xact_lock(hashtext('ferry_claim_queue'), hashtext(v_qn));
-		SELECT jsonb_build_object('running', count(*), 'gpus', coalesce(sum(cardinality(a.gpu_ids)), 0),
-		                          'cpus', coalesce(sum(a.cpus), 0))
-		INTO v_q FROM attempts a WHERE a.state = 'running' AND a.queue = v_qn;
-		v_quota := v_quota || jsonb_build_object(v_qn, v_q);
-	END LOOP;
+	IF v_quotas THEN
+		FOR v_qn IN SELECT qu.name FROM queues qu
+		            WHERE qu.max_running IS NOT NULL OR qu.max_gpus IS NOT NULL OR qu.max_cpus IS NOT NULL ORDER BY qu.name LOOP
+			PERFORM pg_advisory_xact_lock(hashtext('ferry_claim_queue'), hashtext(v_qn));
+			SELECT jsonb_build_object('running', count(*), 'gpus', coalesce(sum(cardinality(a.gpu_ids)), 0),
+			                          'cpus', coalesce(sum(a.cpus), 0))
+			INTO v_q FROM attempts a WHERE a.state = 'running' AND a.queue = v_qn;
+			v_quota := v_quota || jsonb_build_object(v_qn, v_q);
+		END LOOP;
+	END IF;
 
 	-- each gang whose members are all ready (its first start: a retried member comes back alone,
 	-- without its gang) and that fits as a whole, in the order it became ready
-	IF p_run IS NULL AND p_step IS NULL THEN
+	IF v_gangs THEN
 		FOR g IN SELECT q.gang, min(q.step_id) AS first FROM step_queue q
 		         WHERE q.gang IS NOT NULL AND NOT q.dev GROUP BY q.gang ORDER BY 2 LOOP
 			SELECT count(*) AS n, sum(coalesce(x.cpus, v_default_cpus)) AS cpus, sum(x.memory_mb) AS mem,

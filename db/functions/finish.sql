@@ -31,8 +31,9 @@ RETURNS TABLE (ready_now int, next_retry timestamptz)
 -- no sequential scans: every row it touches is found by a key, and the step tables' statistics
 -- mislead a generic plan (a fan-out's items share one parent_id, so an equality on it looks like
 -- the whole table; attempts was small when the plan was made). With them, each batch of a
--- fan-out read the whole of steps (the stopped fan-out's late items) and of attempts.
-LANGUAGE plpgsql SET enable_seqscan = off AS $$
+-- fan-out read the whole of steps (the stopped fan-out's late items) and of attempts. No JIT: a
+-- scan left without an index would cost 1e10 so, and be compiled at every execution (ferry_claim).
+LANGUAGE plpgsql SET enable_seqscan = off SET jit = off AS $$
 DECLARE
 	v_ok bigint[];
 	v_failed bigint[];

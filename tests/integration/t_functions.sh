@@ -239,6 +239,20 @@ SQL
 	assert_eq "$(echo "$out" | tr '\n' ' ')" "q1 q2 step_queue 0 steps 0 " "two claims, the second reading no table through"
 }
 
+# A function that turns sequential scans off turns JIT off too: with enable_seqscan off, a scan
+# left without an index costs 1e10, over jit_above_cost, and its cached plan was compiled at every
+# execution (the claim's probe of queues, a table of a handful of rows without an index for it:
+# 18 ms a claim where the rest took 0.1 ms).
+test_functions_seqscan_off_means_jit_off() {
+	local fns
+	fns=$(sql "SELECT count(*) FILTER (WHERE 'enable_seqscan=off' = ANY (proconfig)) || ' ' ||
+	            coalesce(string_agg(proname, ',' ORDER BY proname) FILTER (WHERE 'enable_seqscan=off' = ANY (proconfig)
+	                                                          AND NOT 'jit=off' = ANY (proconfig)), '')
+	           FROM pg_proc WHERE proname LIKE 'ferry%'")
+	[ "${fns%% *}" -ge 3 ] || fail "expected the claim's and the finish's functions to turn sequential scans off: $fns"
+	assert_eq "${fns#* }" "" "functions with sequential scans off and JIT on"
+}
+
 # ferry_replica_health (GET /deployments/{id}/traffic's "replicas"): each
 # replica's changes in the window from the deployment's events; one with
 # none there had its health now all along; one whose row is gone has no
