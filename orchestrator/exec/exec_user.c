@@ -129,9 +129,21 @@ int exec_user_give(const char *path, mode_t mode)
 {
 	/* through a descriptor opened without following a link: a path a job could have swapped */
 	int fd = open(path, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC), error = FERRY_OK;
+	struct stat st;
 
-	if (fd < 0 || (job_user.active && fchown(fd, job_user.uid, job_user.gid) < 0) ||
-	    (mode && fchmod(fd, mode) < 0)) {
+	/*
+	 * Only what differs is changed: a directory made ahead (dirs_ahead.c)
+	 * is the job user's with its mode already, and a chown or chmod that
+	 * changes nothing still writes the inode (its ctime) — three inode
+	 * writes on each hop of a chain, between the claim's answer and the
+	 * job's start, beside the inodes dirs_ahead writes.
+	 */
+	if (fd >= 0 && fstat(fd, &st) < 0)
+		st.st_uid = (uid_t)-1, st.st_mode = 0;
+	if (fd < 0 ||
+	    (job_user.active && (st.st_uid != job_user.uid || st.st_gid != job_user.gid) &&
+	     fchown(fd, job_user.uid, job_user.gid) < 0) ||
+	    (mode && (st.st_mode & 07777) != mode && fchmod(fd, mode) < 0)) {
 		ferry_error_set("cannot hand %s to %s: %s", path, job_user.active ? job_user.name : "the job",
 				strerror(errno));
 		error = FERRY_ERROR;
