@@ -501,8 +501,11 @@ test_docker_api_on_podman_service() {
 	printf '[containers]\ndefault_ulimits = ["nofile=%s:%s", "nproc=32768:32768"]\n[engine]\nruntime = "runc"\n' "$n" "$n" >"$pd/containers.conf"
 	export FERRY_DOCKER_HOST="unix://$pd/api.sock" DOCKER_SOCK="$pd/api.sock"
 	# started in its own directory: the conmon of each container it runs works in the service's,
-	# and creates "oom" there on an out-of-memory kill (it left one in the repository's root)
-	CONTAINERS_CONF="$pd/containers.conf" setsid env -C "$pd" podman --root "$pd/root" --runroot "$pd/run" \
+	# and creates "oom" there on an out-of-memory kill (it left one in the repository's root);
+	# TMPDIR its own too: the images imported (deploy/dockerd.sh) went through a copy it never
+	# removed, /var/tmp/api_load.tarNNN (256 MB a suite, 6 GB in /var/tmp after a day of runs)
+	mkdir "$pd/tmp"
+	CONTAINERS_CONF="$pd/containers.conf" TMPDIR="$pd/tmp" setsid env -C "$pd" podman --root "$pd/root" --runroot "$pd/run" \
 		system service --time=0 "$FERRY_DOCKER_HOST" >"$pd/service.log" 2>&1 &
 	echo $! >"$pd/pid"
 	PODMAN_DIR=$pd
@@ -572,6 +575,10 @@ Y
 	wait_run "$id" succeeded 120
 	[ -s "$FERRY_HOME/runs/$id/train/1/out/model.pkl" ] || fail "no model.pkl: $(cat "$FERRY_HOME/runs/$id/train/1/log")"
 	assert_no_container "after the train step"
+	# the images imported above left no copy in /var/tmp (the service's TMPDIR is its directory)
+	if [ -n "$(find /var/tmp -maxdepth 1 -name 'api_load.tar*' -newer "$pd/containers.conf" 2>/dev/null)" ]; then
+		fail "podman left its copies of the imported images in /var/tmp"
+	fi
 }
 
 # a container that still runs although its attempt is over (reaped as lost
