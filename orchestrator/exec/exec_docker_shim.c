@@ -32,6 +32,7 @@ struct shim {
 	int forwarded; /* the strongest signal sent to the container: 0, SIGTERM, SIGKILL */
 	int kmsgfd;    /* /dev/kmsg from before the start on, or -1 */
 	int64_t heard_ms; /* when the request being followed last brought bytes (clock_mono_ms) */
+	int not_log;      /* the answer being read is no log stream (a frame header no engine writes) */
 };
 
 /*
@@ -96,6 +97,12 @@ static size_t shim_log_write(char *p, size_t size, size_t n, void *arg)
 	while (i < len) {
 		if (s->frame_left == 0) {
 			s->hdr[s->hdr_have++] = (unsigned char)p[i++];
+			/* stdin, stdout, stderr or an engine error (3), three zeros: else no log (an error after a 200) */
+			if ((s->hdr_have == 1 && s->hdr[0] > 3) || (s->hdr_have > 1 && s->hdr_have < 5 &&
+								   s->hdr[s->hdr_have - 1] != 0)) {
+				s->not_log = 1;
+				return 0; /* the transfer stops here */
+			}
 			if (s->hdr_have == 8) {
 				s->frame_left = (size_t)s->hdr[4] << 24 | (size_t)s->hdr[5] << 16 |
 						(size_t)s->hdr[6] << 8 | s->hdr[7];
@@ -193,6 +200,16 @@ static int shim_perform(struct shim *s, CURL *h, long *code)
 }
 
 /*
+ * An answer to a log request that is no log stream is asked again, this
+ * many times, a moment apart: podman's service (4.3) answers 200 and then
+ * writes an error as the body when the container ends as its log is asked
+ * ({"cause":"no such process","message":"failed to obtain logs for
+ * Container '…': read /proc/…/cgroup: no such process","response":500}).
+ * That error is not the job's log; asked again, the log is there.
+ */
+#define SHIM_NOT_LOG_TRIES 5
+
+/*
  * Follows the container's log into DIR/log until the container stops (or
  * the engine goes). Again after a lost stream: from the start, less the
  * bytes DIR/log holds (exact, where a `since` time would repeat or lose
@@ -202,6 +219,7 @@ static void shim_follow(struct shim *s, int again)
 {
 	struct stat sb;
 	long code;
+	int not_log = 0;
 
 	for (int follow = 1; follow >= 0; follow--) {
 		char *path = xasprintf("/containers/%s/logs?follow=%d&stdout=1&stderr=1", s->name, follow);
@@ -215,9 +233,16 @@ static void shim_follow(struct shim *s, int again)
 		curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, shim_log_write);
 		curl_easy_setopt(h, CURLOPT_WRITEDATA, s);
 		s->hdr_have = s->frame_left = 0;
+		s->not_log = 0;
 		s->skip = (again || !follow) && fstat(s->logfd, &sb) == 0 ? (int64_t)sb.st_size : 0;
 		rc = shim_perform(s, h, &code);
 		curl_easy_cleanup(h);
+		if (s->not_log && not_log++ < SHIM_NOT_LOG_TRIES) {
+			usleep(200 * 1000);
+			again = 1; /* past what DIR/log holds */
+			follow++;  /* the same request again */
+			continue;
+		}
 		/* a stream kept open past its container's end: what it had not brought, read whole */
 		if (rc != SHIM_ENDED)
 			return;

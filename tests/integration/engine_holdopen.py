@@ -8,7 +8,12 @@ from the engine, and when the engine ends the stream the proxy keeps the
 client's connection open, sending nothing more, until the client hangs up.
 Each stream so held adds a line to HELD.
 
-Usage: engine_holdopen.py LISTEN_SOCK ENGINE_SOCK HELD
+With MODE error-once, the first followed log is answered as podman's
+service (4.3) answers one asked as its container ends: 200, then an error
+as the body, no log frame; the next are relayed whole. That answer adds a
+line to HELD.
+
+Usage: engine_holdopen.py LISTEN_SOCK ENGINE_SOCK HELD [hold|error-once]
 """
 import os
 import socket
@@ -17,6 +22,10 @@ import sys
 import threading
 
 LISTEN, ENGINE, HELD = sys.argv[1:4]
+MODE = sys.argv[4] if len(sys.argv) > 4 else "hold"
+erred = threading.Lock()  # taken by the one answer that errs (error-once)
+PODMAN_ERROR = (b'{"cause":"no such process","message":"failed to obtain logs for Container \'%s\': '
+                b'read /proc/4242/cgroup: no such process","response":500}\n')
 
 
 def relay(src, dst):
@@ -77,6 +86,22 @@ class Handler(socketserver.BaseRequestHandler):
         up.connect(ENGINE)
         parts = line.split(" ")
         if len(parts) < 2 or "/logs?" not in parts[1] or "follow=1" not in parts[1]:
+            up.sendall(head)
+            t = threading.Thread(target=relay, args=(up, client), daemon=True)
+            t.start()
+            relay(client, up)
+            t.join()
+            up.close()
+            return
+        if MODE == "error-once":
+            if erred.acquire(blocking=False):
+                name = parts[1].split("/containers/")[1].split("/")[0].encode()
+                client.sendall(b"HTTP/1.1 200 OK\r\nContent-Type: application/vnd.docker.raw-stream\r\n"
+                               b"Connection: close\r\n\r\n" + PODMAN_ERROR % name)
+                up.close()
+                with open(HELD, "a") as f:
+                    f.write("error " + parts[1] + "\n")
+                return
             up.sendall(head)
             t = threading.Thread(target=relay, args=(up, client), daemon=True)
             t.start()

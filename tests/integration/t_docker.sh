@@ -614,6 +614,35 @@ Y
 	assert_no_container "after the run"
 }
 
+# An engine that answers a log request 200 and then an error as the body
+# (podman's service, as a container ends while its log is asked: "failed to
+# obtain logs … read /proc/PID/cgroup: no such process"), here a real
+# dockerd behind a proxy that answers the first followed log so: the shim
+# takes no such answer for the job's log (it wrote that error into the log,
+# '":"no such process",…', seen in test_docker_api_on_podman_service) and
+# asks again; the step's log is its own, whole.
+test_docker_log_answered_with_an_error() {
+	docker_up
+	local sock=$FERRY_HOME/erring.sock
+	python3 "$ROOT/tests/integration/engine_holdopen.py" "$sock" "$DOCKER_SOCK" "$FERRY_HOME/held" error-once \
+		>"$FERRY_HOME/erring.log" 2>&1 &
+	local proxy=$!
+	trap 'kill $proxy 2>/dev/null; docker_down' EXIT
+	for _ in $(seq 1 50); do [ -S "$sock" ] && break; sleep 0.1; done
+	export FERRY_DOCKER_HOST="unix://$sock"
+	start_daemon a
+	id=$(submit "$(wf fresh <<'Y'
+name: fresh
+steps:
+  - {name: s, executor: docker, image: ferry-base, command: [sh, -c, 'echo fresh; echo again']}
+Y
+)")
+	wait_run "$id" succeeded 60
+	assert_match "$(cat "$FERRY_HOME/held")" '^error /.*containers/ferry-.*-s-1/logs' "the proxy answered the log with an error"
+	assert_eq "$(cat "$FERRY_HOME/runs/$id/s/1/log")" $'fresh\nagain' "the step's own log, whole, once"
+	assert_no_container "after the run"
+}
+
 test_docker_orphan_of_finished_attempt_removed() {
 	docker_up
 	start_daemon a
