@@ -76,6 +76,16 @@ def read_chunked(up, rest):
         buf = buf[size + 2:]
 
 
+def relay_both(client, up, head):
+    """The request (head, then the rest) to the engine and its answer back, byte for byte."""
+    up.sendall(head)
+    t = threading.Thread(target=relay, args=(up, client), daemon=True)
+    t.start()
+    relay(client, up)
+    t.join()
+    up.close()
+
+
 class Handler(socketserver.BaseRequestHandler):
     def handle(self):
         client = self.request
@@ -86,28 +96,18 @@ class Handler(socketserver.BaseRequestHandler):
         up.connect(ENGINE)
         parts = line.split(" ")
         if len(parts) < 2 or "/logs?" not in parts[1] or "follow=1" not in parts[1]:
-            up.sendall(head)
-            t = threading.Thread(target=relay, args=(up, client), daemon=True)
-            t.start()
-            relay(client, up)
-            t.join()
-            up.close()
+            relay_both(client, up, head)
             return
         if MODE == "error-once":
-            if erred.acquire(blocking=False):
-                name = parts[1].split("/containers/")[1].split("/")[0].encode()
-                client.sendall(b"HTTP/1.1 200 OK\r\nContent-Type: application/vnd.docker.raw-stream\r\n"
-                               b"Connection: close\r\n\r\n" + PODMAN_ERROR % name)
-                up.close()
-                with open(HELD, "a") as f:
-                    f.write("error " + parts[1] + "\n")
+            if not erred.acquire(blocking=False):
+                relay_both(client, up, head)
                 return
-            up.sendall(head)
-            t = threading.Thread(target=relay, args=(up, client), daemon=True)
-            t.start()
-            relay(client, up)
-            t.join()
+            name = parts[1].split("/containers/")[1].split("/")[0].encode()
+            client.sendall(b"HTTP/1.1 200 OK\r\nContent-Type: application/vnd.docker.raw-stream\r\n"
+                           b"Connection: close\r\n\r\n" + PODMAN_ERROR % name)
             up.close()
+            with open(HELD, "a") as f:
+                f.write("error " + parts[1] + "\n")
             return
         # the followed log: one request, relayed; its end withheld
         up.sendall(head)

@@ -581,23 +581,26 @@ Y
 	fi
 }
 
-# a container that still runs although its attempt is over (reaped as lost
-# by another replica while its daemon was away) is killed and removed when
-# the daemon is back; the step's next attempt runs in a new container
+# dockerd behind engine_holdopen.py in MODE (hold, error-once): the daemons started after it
+# talk to the proxy; it records what it did to FERRY_HOME/held, and stops with the test
+engine_proxy_up() { # MODE
+	docker_up
+	local sock=$FERRY_HOME/proxy.sock
+	python3 "$ROOT/tests/integration/engine_holdopen.py" "$sock" "$DOCKER_SOCK" "$FERRY_HOME/held" "$1" \
+		>"$FERRY_HOME/proxy.log" 2>&1 &
+	ENGINE_PROXY=$!
+	trap 'kill $ENGINE_PROXY 2>/dev/null; docker_down' EXIT
+	for _ in $(seq 1 50); do [ -S "$sock" ] && break; sleep 0.1; done
+	export FERRY_DOCKER_HOST="unix://$sock"
+}
+
 # An engine that keeps a finished container's log stream open (podman's
 # service has, podman#6627 and #11461), here a real dockerd behind a proxy
 # that withholds the stream's end: the shim sees the container ended while
 # its stream stayed silent, reads the rest of the log whole, and the run
 # ends with its whole log, not never.
 test_docker_log_stream_left_open_after_exit() {
-	docker_up
-	local sock=$FERRY_HOME/holdopen.sock
-	python3 "$ROOT/tests/integration/engine_holdopen.py" "$sock" "$DOCKER_SOCK" "$FERRY_HOME/held" \
-		>"$FERRY_HOME/holdopen.log" 2>&1 &
-	local proxy=$!
-	trap 'kill $proxy 2>/dev/null; docker_down' EXIT
-	for _ in $(seq 1 50); do [ -S "$sock" ] && break; sleep 0.1; done
-	export FERRY_DOCKER_HOST="unix://$sock"
+	engine_proxy_up hold
 	start_daemon a
 	id=$(submit "$(wf quick <<'Y'
 name: quick
@@ -622,14 +625,7 @@ Y
 # '":"no such process",…', seen in test_docker_api_on_podman_service) and
 # asks again; the step's log is its own, whole.
 test_docker_log_answered_with_an_error() {
-	docker_up
-	local sock=$FERRY_HOME/erring.sock
-	python3 "$ROOT/tests/integration/engine_holdopen.py" "$sock" "$DOCKER_SOCK" "$FERRY_HOME/held" error-once \
-		>"$FERRY_HOME/erring.log" 2>&1 &
-	local proxy=$!
-	trap 'kill $proxy 2>/dev/null; docker_down' EXIT
-	for _ in $(seq 1 50); do [ -S "$sock" ] && break; sleep 0.1; done
-	export FERRY_DOCKER_HOST="unix://$sock"
+	engine_proxy_up error-once
 	start_daemon a
 	id=$(submit "$(wf fresh <<'Y'
 name: fresh
@@ -643,6 +639,9 @@ Y
 	assert_no_container "after the run"
 }
 
+# a container that still runs although its attempt is over (reaped as lost
+# by another replica while its daemon was away) is killed and removed when
+# the daemon is back; the step's next attempt runs in a new container
 test_docker_orphan_of_finished_attempt_removed() {
 	docker_up
 	start_daemon a
