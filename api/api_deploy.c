@@ -456,8 +456,13 @@ void api_deployment_patch(struct api *a, struct reply *r, PGconn *db, struct req
 		const char *ver;
 		json_t *n;
 		json_object_foreach(json_object_get(body, "replicas"), ver, n) {
-			int ports[DEPLOY_MAX_REPLICAS];
-			replica_free_ports(ports, DEPLOY_MAX_REPLICAS);
+			int ports[DEPLOY_MAX_REPLICAS] = {0}, count = (int)json_integer_value(n);
+			/* the new replicas' ports (at most count of them); the count itself is checked by the store */
+			if (count >= 1 && count <= DEPLOY_MAX_REPLICAS && (error = replica_free_ports(db, ports, count)) < 0) {
+				if (error != FERRY_EDB)
+					error = FERRY_ECONFLICT; /* 409: the range is full, the message says so */
+				break;
+			}
 			if ((error = store_deploy_set_replicas(db, q->id, ver, (int)json_integer_value(n), ports, actor)) < 0)
 				break;
 		}

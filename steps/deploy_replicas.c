@@ -147,8 +147,8 @@ int dr_start(struct dr_set *s, const struct step_run *r, const struct dr_what *w
 			  (long long)r->run_id, r->name, ferry_error_last());
 	if (s->hosts && (error = room_for_all(s, r, w, until_ms)) < 0)
 		return error == FERRY_EDB ? error : FERRY_EINVALID; /* the message says why none fits */
-	if ((error = replica_free_ports(s->ports, s->n)) < 0) {
-		ferry_error_set("no free ports for %d replicas", s->n);
+	if ((error = replica_free_ports(r->conn, s->ports, s->n)) < 0) {
+		ferry_error_set("no free ports for %d replicas: %s", s->n, ferry_error_last());
 		return error;
 	}
 	for (int i = 0; i < s->n; i++) {

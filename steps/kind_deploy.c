@@ -952,7 +952,7 @@ static int deploy_prepare(struct step_result *res, json_t **env, const struct st
 			 "warm", json_object_get(r->spec, "warm"),
 			 /* the labels a host must have to run them (fleet.c) */
 			 "hosts", json_object_get(json_object_get(r->spec, "placement"), "hosts"));
-	if ((error = store_deploy_ensure(r->conn, name, model, replica_free_port(), auto_stop_s, r->run_id,
+	if ((error = store_deploy_ensure(r->conn, name, model, replica_free_port(r->conn), auto_stop_s, r->run_id,
 					 r->actor, &dep, &port, &created)) < 0)
 		goto fail;
 	if (json_is_string(json_object_get(r->spec, "retire_after"))) {

@@ -208,7 +208,7 @@ static void apply_start(PGconn *conn, json_t *hosts, const char *home, const cha
 	 * here (the old one may still hold its port on its host, which may be
 	 * this machine too; a placement's port is the placer's guess)
 	 */
-	if ((lost || placed) && (s.port = replica_free_port()) == 0) {
+	if ((lost || placed) && (s.port = replica_free_port(conn)) == 0) {
 		start_failed(conn, actor, d, v, rep, "no free port for a replacement", 1);
 		return;
 	}

@@ -29,6 +29,7 @@
 #include "exec/exec.h"
 #include "exec/proc.h"
 #include "store/store.h"
+#include "store/store_deploy.h"
 #include "lib/blobs.h"
 #include "lib/jobfile.h"
 #include "lib/util.h"
@@ -508,15 +509,35 @@ static int bind_any(int port, int *got)
 	return fd;
 }
 
-int replica_free_ports(int *out, int n)
+static int cmp_int(const void *a, const void *b)
+{
+	int x = *(const int *)a, y = *(const int *)b;
+	return (x > y) - (x < y);
+}
+
+/* port among taken (sorted) */
+static int is_taken(const int *taken, size_t ntaken, int port)
+{
+	return ntaken > 0 && bsearch(&port, taken, ntaken, sizeof(*taken), cmp_int) != NULL;
+}
+
+int replica_free_ports(PGconn *conn, int *out, int n)
 {
 	static atomic_uint next; /* where in the range the next search starts: round the range, not from LO each time */
-	int fds[8], got = 0, lo = 0, hi = 0, ranged = ports_range(&lo, &hi);
+	/* the kernel's picks the database had given away, held open meanwhile so that it picks others */
+	enum { SPARE = 64 };
+	int fds[8], held[SPARE], nheld = 0, got = 0, lo = 0, hi = 0, ranged = ports_range(&lo, &hi);
+	int *taken = NULL;
+	size_t ntaken = 0;
 
 	if (n > 8)
 		n = 8;
 	if (ranged < 0)
 		return FERRY_ERROR;
+	if (conn && store_deploy_ports_taken(conn, &taken, &ntaken) < 0) {
+		ferry_error_set("the ports deployments hold could not be read: %s", ferry_error_last());
+		return FERRY_EDB;
+	}
 	/* held open together, so n different ports */
 	if (ranged) {
 		unsigned span = (unsigned)(hi - lo + 1), start;
@@ -524,24 +545,37 @@ int replica_free_ports(int *out, int n)
 			atomic_store(&next, (unsigned)getpid() * 2654435761u | 1u);
 		start = atomic_fetch_add(&next, (unsigned)n) % span;
 		for (unsigned k = 0; k < span && got < n; k++) {
-			int fd = bind_any(lo + (int)((start + k) % span), &out[got]);
-			if (fd >= 0)
+			int port = lo + (int)((start + k) % span), fd;
+			if (is_taken(taken, ntaken, port))
+				continue;
+			if ((fd = bind_any(port, &out[got])) >= 0)
 				fds[got++] = fd;
 		}
 	} else {
-		for (int i = 0; i < n; i++) {
+		for (int i = 0; i < n + SPARE && got < n; i++) {
 			int fd = bind_any(0, &out[got]);
-			if (fd >= 0)
+			if (fd < 0)
+				continue;
+			if (!is_taken(taken, ntaken, out[got]))
 				fds[got++] = fd;
+			else if (nheld < SPARE)
+				held[nheld++] = fd;
+			else
+				close(fd);
 		}
 	}
 	for (int i = 0; i < got; i++)
 		close(fds[i]);
+	for (int i = 0; i < nheld; i++)
+		close(held[i]);
+	free(taken);
 	for (int i = got; i < n; i++)
 		out[i] = 0;
 	if (got < n) {
 		if (ranged)
-			ferry_error_set("no %d free ports on this machine in FERRY_DEPLOY_PORTS %d-%d", n, lo, hi);
+			ferry_error_set("no %d free ports on this machine in FERRY_DEPLOY_PORTS %d-%d (%zu of them held by "
+					"deployments' fronts and replicas, started or not)",
+					n, lo, hi, ntaken);
 		else
 			ferry_error_set("no %d free ports on this machine", n);
 		return FERRY_ERROR;
@@ -549,9 +583,9 @@ int replica_free_ports(int *out, int n)
 	return FERRY_OK;
 }
 
-int replica_free_port(void)
+int replica_free_port(PGconn *conn)
 {
 	int port = 0;
 
-	return replica_free_ports(&port, 1) == FERRY_OK ? port : 0;
+	return replica_free_ports(conn, &port, 1) == FERRY_OK ? port : 0;
 }

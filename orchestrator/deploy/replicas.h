@@ -94,13 +94,17 @@ int replica_wait_ready(const char *addr, int port, const char *model, const char
 
 /*
  * n (at most 8) different TCP ports that no address of this machine holds
- * now: from FERRY_DEPLOY_PORTS ("LO-HI") when it is set, else the
- * kernel's ephemeral ports (bind port 0); FERRY_ERROR when short.
+ * now and, with conn, that no deployment's row gives to its front or a
+ * replica (store_deploy_ports_taken: a front is bound a round after its
+ * port is picked, and on every host; a stopped replica binds its port
+ * again): from FERRY_DEPLOY_PORTS ("LO-HI") when it is set, else the
+ * kernel's ephemeral ports (bind port 0); FERRY_ERROR when short,
+ * FERRY_EDB when the rows could not be read.
  */
-int replica_free_ports(int *out, int n);
+int replica_free_ports(PGconn *conn, int *out, int n);
 
 /* One such port; 0 on error. */
-int replica_free_port(void);
+int replica_free_port(PGconn *conn);
 
 /*
  * FERRY_DEPLOY_PORTS checked: 0 when unset or "LO-HI" with 1024 <= LO,

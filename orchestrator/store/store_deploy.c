@@ -602,6 +602,27 @@ out:
 	return error;
 }
 
+int store_deploy_ports_taken(PGconn *conn, int **ports, size_t *n)
+{
+	PGresult *res = NULL;
+	int error;
+
+	*ports = NULL, *n = 0;
+	if ((error = store_q(&res, conn,
+			     "SELECT port FROM deployments WHERE port > 0 "
+			     "UNION SELECT port FROM deployment_replicas WHERE port > 0 ORDER BY 1",
+			     0, NULL)) < 0)
+		return error;
+	if (PQntuples(res) > 0) {
+		*ports = xcalloc((size_t)PQntuples(res), sizeof(**ports));
+		for (int i = 0; i < PQntuples(res); i++)
+			(*ports)[i] = (int)strtol(PQgetvalue(res, i, 0), NULL, 10);
+		*n = (size_t)PQntuples(res);
+	}
+	PQclear(res);
+	return FERRY_OK;
+}
+
 int store_deploy_last_weights(PGconn *conn, int64_t dep, json_t **before)
 {
 	char d[32];

@@ -292,6 +292,15 @@ int store_deploy_retire_after(PGconn *conn, int64_t dep, int secs, const char *a
 int store_deploy_set_replicas(PGconn *conn, int64_t dep, const char *version, int n, const int *ports,
 			      const char *actor);
 
+/*
+ * Every port a row gives to a deployment's front or to a replica (any
+ * host's, any state): sorted, in *ports (the caller's, NULL when none).
+ * A port is taken from its row's writing, not from its binding: a front
+ * is bound by each host's HAProxy a round later, a stopped replica binds
+ * its port again when it starts.
+ */
+int store_deploy_ports_taken(PGconn *conn, int **ports, size_t *n);
+
 /* Deletes the deployment's rows (its replicas must be stopped first). */
 int store_deploy_delete(PGconn *conn, int64_t dep);
 

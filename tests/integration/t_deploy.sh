@@ -1244,6 +1244,76 @@ test_deploy_into_stopped_deployment_starts_it() {
 	assert_match "$out" "0.0.2 [0-9]+" "0.0.2 serves: $out"
 }
 
+# ports_wf MODEL: a pipeline that deploys a stand-in model (written, not trained) as deployment MODEL,
+# served by model_double's good mode at $FERRY_HOME/double.py
+ports_wf() {
+	wf "ports-$1" <<Y
+name: ports-$1
+steps:
+  - {name: train, kind: train, command: [sh, -c, 'echo weights >"\$FERRY_OUTPUT_DIR/model.bin"']}
+  - {name: register, kind: register, needs: [train], model: $1}
+  - {name: deploy, kind: deploy, needs: [register], model: $1, serve: [/usr/bin/python3, $FERRY_HOME/double.py, good], sample: $ROOT/workflows/digits/sample.json, traffic: 100}
+Y
+}
+
+# A port a row gives to a front or a replica is not given again, bound or not: a stopped
+# deployment's ports (its replica and front unbound) stay its own, and a new deployment that finds
+# no other free port says so instead of taking them (a fleet soak run in CI: host a's HAProxy could
+# not bind its front, the port picked a moment before had gone to a replica: "port 58435 on
+# 127.0.0.1 is in use by another program"). Only the stopped deployment's two ports and one more
+# are left free in the daemon's FERRY_DEPLOY_PORTS, so a picker that goes by the machine alone
+# must give one of them to the new deployment's front or replica.
+test_deploy_ports_in_rows_are_not_given_again() {
+	local lo=24980 hi=24995 f1 r1 spare id p
+	deploy_up
+	PORT_HOLDER=
+	trap '[ -z "$PORT_HOLDER" ] || kill "$PORT_HOLDER" 2>/dev/null; deploy_down' EXIT
+	model_double "$FERRY_HOME/double.py"
+	start_daemon a FERRY_DEPLOY_PORTS=$lo-$hi
+	wait_run "$(submit "$(ports_wf one)")" succeeded 60
+	f1=$(sql "SELECT port FROM deployments WHERE name = 'one'")
+	r1=$(sql "SELECT port FROM deployment_replicas")
+	api PATCH /api/v1/deployments/1 '{"action": "stop"}'
+	assert_eq "$CODE" 200 "stop: $BODY"
+	sql_until "(SELECT health FROM deployment_replicas) = 'stopped'" 30 || fail "one's replica did not stop"
+	for p in $(seq "$lo" "$hi"); do [ "$p" = "$f1" ] || [ "$p" = "$r1" ] || { spare=$p; break; }; done
+	# every other port of the range held by another program (a wildcard bind, as the picker's)
+	python3 - "$lo" "$hi" "$FERRY_HOME/held" "$f1" "$r1" "$spare" <<'PY' &
+import socket, sys, time
+lo, hi, ready, keep = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3], {int(p) for p in sys.argv[4:]}
+socks = []
+for p in range(lo, hi + 1):
+    if p in keep: continue
+    s = socket.socket()
+    try: s.bind(("0.0.0.0", p)); s.listen(1); socks.append(s)
+    except OSError: pass
+open(ready, "w").write("%d\n" % len(socks))
+time.sleep(300)
+PY
+	PORT_HOLDER=$!
+	for _ in $(seq 1 100); do [ -s "$FERRY_HOME/held" ] && break; sleep 0.1; done
+	assert_eq "$(cat "$FERRY_HOME/held")" 13 "the range's other ports held"
+	id=$(submit "$(ports_wf two)")
+	wait_run "$id" failed 60
+	assert_match "$(step_col "$id" deploy reason)" \
+		"no free ports for 1 replicas: no 1 free ports on this machine in FERRY_DEPLOY_PORTS $lo-$hi \(3 of them held by deployments' fronts and replicas" \
+		"two's deploy says the range is full"
+	assert_eq "$(sql "SELECT port FROM deployments WHERE name = 'two'")" "$spare" "two's front: the one port no row held"
+	# one starts again on its own ports
+	api PATCH /api/v1/deployments/1 '{"action": "start"}'
+	assert_eq "$CODE" 200 "start: $BODY"
+	sql_until "(SELECT health FROM deployment_replicas WHERE deployment_id = 1) = 'healthy'" 30 ||
+		fail "one's replica is not healthy again: $(sql "SELECT health, last_error FROM deployment_replicas")"
+	assert_eq "$(sql "SELECT port FROM deployment_replicas WHERE deployment_id = 1")" "$r1" "one's replica on its port"
+	for _ in $(seq 1 50); do curl -fsS -m 2 -X POST -d '{}' "http://127.0.0.1:$f1/" >/dev/null 2>&1 && break; sleep 0.2; done
+	assert_match "$(curl -sS -m 5 -X POST -d '{}' "http://127.0.0.1:$f1/")" '"model_version":"0.0.1"' "one's front answers"
+	# room again: two deploys on ports of its own
+	kill "$PORT_HOLDER"; wait "$PORT_HOLDER" 2>/dev/null || true; PORT_HOLDER=
+	wait_run "$(submit "$(ports_wf two)")" succeeded 60
+	assert_eq "$(sql "SELECT count(*) = count(DISTINCT port) FROM (SELECT port FROM deployments UNION ALL SELECT port FROM deployment_replicas) p")" \
+		t "no port given twice"
+}
+
 # FERRY_DEPLOY_PORTS that is no range of at least 16 ports stops the start, saying why
 test_deploy_ports_setting_refused() {
 	for v in 20000 100-200 30000-30005 x-y; do
