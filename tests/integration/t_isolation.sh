@@ -55,6 +55,26 @@ test_isolation_job_runs_as_ferry_job_and_finds_no_secret() {
 	assert_eq "$CODE" 200 "the scrubbed token still authenticates"
 }
 
+# runs/ is marked a top of unrelated trees (chattr +T) where the file system keeps the flag
+# (ext2/3/4): each run's directories go to a block group of their own (ferryd.c runs_spread). On
+# a disk's file system, not the suite's tmpfs (which refuses the flag); skipped where that one
+# refuses it too.
+test_isolation_runs_is_a_top_directory() {
+	local h attrs
+	h=$(mktemp -d /var/tmp/ferry-topdir.XXXXXX) && chmod 711 "$h"
+	TOPDIR_HOME=$h # a global: the trap runs when the test's shell exits, after the locals are gone
+	trap 'stop_daemons; rm -rf "$TOPDIR_HOME"' EXIT
+	mkdir "$h/probe" "$h/home"
+	if ! chattr +T "$h/probe" 2>/dev/null; then
+		echo "# skipped: $(stat -f -c %T "$h") keeps no top-directory flag"
+		return 0
+	fi
+	start_daemon a FERRY_HOME="$h/home"
+	attrs=$(lsattr -d "$h/home/runs")
+	assert_match "${attrs%% *}" T "runs/ is a top directory: $attrs"
+	FERRY_HOME="$h/home" wait_run "$(submit "$ROOT/workflows/hello.yaml")" succeeded 30
+}
+
 # A run's step directories are made ahead of the steps' claims, on the worker pool
 # (engine/dirs_ahead.c: on this ext4 each inode was ~0.27 ms of a chain's hop), exactly as a
 # claim makes them: while the first step runs, the later steps' attempt directories, out/ and
