@@ -67,11 +67,12 @@
  * than MS ms to the cluster's log (BENCH_KEEP=1 keeps it); see main.
  */
 #include <getopt.h>
-#include <sys/random.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/random.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -101,13 +102,15 @@ static void sql_percentiles(double *p50, double *p99, const char *sql)
 	free(q);
 }
 
+static volatile sig_atomic_t stopping; /* a signal's stop is under way (signal_stop): its errors are expected */
+
 static double sql_double(const char *sql)
 {
 	PGresult *r = PQexec(conn, sql);
 	double v = -1;
 	if (PQresultStatus(r) == PGRES_TUPLES_OK && PQntuples(r) == 1 && !PQgetisnull(r, 0, 0))
 		v = strtod(PQgetvalue(r, 0, 0), NULL);
-	else if (PQresultStatus(r) != PGRES_TUPLES_OK)
+	else if (PQresultStatus(r) != PGRES_TUPLES_OK && !stopping)
 		fprintf(stderr, "bench: %s: %s", sql, PQerrorMessage(conn));
 	PQclear(r);
 	return v;
@@ -221,18 +224,69 @@ static void print_statements(int n)
  * that did not finish) leaves behind is stopped by this atexit handler:
  * its daemon, whose inherited stdout otherwise holds a pipe open (`| tail`
  * waited for ever), and its cluster. The normal end clears both first.
+ * One stopped by a signal (Ctrl-C, a timeout's TERM, a closed terminal's
+ * HUP) does the same, and removes its home, on a thread that waits for
+ * those signals (stop_on_signal); the mutex keeps the two from stopping
+ * one thing twice.
  */
+static pthread_mutex_t left_mu = PTHREAD_MUTEX_INITIALIZER;
 static pid_t left_daemon;
 static const char *left_home;
+static char *left_rm; /* "rm -rf HOME [JOBS]": what a signal's stop removes (NULL with BENCH_KEEP) */
 
 static void stop_left_behind(void)
 {
+	pthread_mutex_lock(&left_mu);
 	if (left_daemon > 0) {
 		kill(left_daemon, SIGTERM);
 		waitpid(left_daemon, NULL, 0);
+		left_daemon = 0;
 	}
 	if (left_home)
 		db_embedded_stop(left_home);
+	left_home = NULL;
+	pthread_mutex_unlock(&left_mu);
+}
+
+static void *signal_stop(void *arg)
+{
+	sigset_t *set = arg, one;
+	int sig = 0;
+
+	if (sigwait(set, &sig) != 0)
+		return NULL;
+	stopping = 1;
+	fprintf(stderr, "bench: %s: stopping its daemon and its cluster\n", strsignal(sig));
+	stop_left_behind();
+	pthread_mutex_lock(&left_mu);
+	if (left_rm && system(left_rm) != 0)
+		fprintf(stderr, "bench: could not remove its home\n");
+	/* ended as the signal ends a program: the default action, unblocked on this thread */
+	signal(sig, SIG_DFL);
+	sigemptyset(&one);
+	sigaddset(&one, sig);
+	pthread_sigmask(SIG_UNBLOCK, &one, NULL);
+	raise(sig);
+	_exit(128 + sig);
+}
+
+/*
+ * From here on SIGINT, SIGTERM and SIGHUP reach signal_stop only: blocked
+ * in this thread and in what it starts later (a child's mask is its
+ * parent's: the daemon and the cluster, started before, keep theirs).
+ */
+static void stop_on_signal(void)
+{
+	static sigset_t set;
+	pthread_t t;
+
+	sigemptyset(&set);
+	sigaddset(&set, SIGINT);
+	sigaddset(&set, SIGTERM);
+	sigaddset(&set, SIGHUP);
+	pthread_sigmask(SIG_BLOCK, &set, NULL);
+	if (pthread_create(&t, NULL, signal_stop, &set) == 0)
+		pthread_detach(t);
 }
 
 /* Sequential fork + exec /bin/true + wait, for about a second: spawns per second. */
@@ -669,7 +723,10 @@ int main(int argc, char **argv)
 	daemon = start_daemon(home, jobs, conninfo, executor);
 	left_daemon = daemon;
 	left_home = home;
+	if (!getenv("BENCH_KEEP"))
+		left_rm = strcmp(jobs, home) != 0 ? xasprintf("rm -rf %s %s", home, jobs) : xasprintf("rm -rf %s", home);
 	atexit(stop_left_behind);
+	stop_on_signal();
 	usleep(500 * 1000);
 	if (chain_len > 0 || scale || foreach_sizes || warm) {
 		if (warm)
@@ -739,13 +796,18 @@ int main(int argc, char **argv)
 	}
 	printf("}\n");
 out:
+	pthread_mutex_lock(&left_mu);
 	left_daemon = 0; /* reaped above */
+	pthread_mutex_unlock(&left_mu);
 	if (getenv("BENCH_PG_STATEMENTS"))
 		print_statements((int)strtol(getenv("BENCH_PG_STATEMENTS"), NULL, 10));
 	PQfinish(conn);
 	free(conninfo);
+	/* under the mutex: a signal from here on finds nothing left to stop */
+	pthread_mutex_lock(&left_mu);
 	db_embedded_stop(home);
 	left_home = NULL;
+	pthread_mutex_unlock(&left_mu);
 	if (getenv("BENCH_KEEP")) return 0;
 	{
 		char *rm = xasprintf("rm -rf %s %s", home, jobs);

@@ -373,3 +373,25 @@ test_large_run_creation_refreshes_statistics() {
 	api POST "/api/v1/runs/$id/stop"
 	wait_run "$id" stopped 30
 }
+
+# bench_dispatch stopped by a signal stops what it started, as its early exits do: its daemon and
+# its PostgreSQL, and removes its home (a Ctrl-C left a postmaster running, with its shared memory
+# and its files, until someone noticed).
+test_bench_stopped_by_a_signal_leaves_nothing() {
+	local b= f tmp=$FERRY_HOME/bench pid rc=0
+	for f in "$ROOT"/build/*/tests/bench_dispatch; do [ -x "$f" ] && { b=$f; break; }; done
+	[ -n "$b" ] || fail "no bench_dispatch built (make test builds it)"
+	mkdir -p "$tmp"
+	(cd "$ROOT" && TMPDIR=$tmp exec "$b" --foreach 100000 --executor noop) >"$FERRY_HOME/bench.out" 2>&1 &
+	pid=$!
+	# its daemon up (its address file): the cluster and the daemon both run
+	for _ in $(seq 1 300); do compgen -G "$tmp/ferry-bench.*/ferryd.url" >/dev/null && break; sleep 0.1; done
+	compgen -G "$tmp/ferry-bench.*/ferryd.url" >/dev/null || fail "the bench's daemon never started: $(cat "$FERRY_HOME/bench.out")"
+	[ "$(pgrep -f "postgres -D $tmp/" | wc -l)" -ge 1 ] || fail "no PostgreSQL of the bench's runs"
+	kill -TERM "$pid"
+	wait "$pid" || rc=$?
+	assert_eq "$rc" 143 "ended as TERM ends a program"
+	assert_match "$(cat "$FERRY_HOME/bench.out")" "bench: Terminated: stopping its daemon and its cluster" "it says so"
+	assert_eq "$(pgrep -f "$tmp/" | wc -l)" 0 "nothing of it runs: $(pgrep -af "$tmp/")"
+	assert_eq "$(ls -A "$tmp")" "" "its home removed"
+}
