@@ -27,8 +27,11 @@
  * items) is made at the claim as before, and two makers of one directory
  * agree (mkdir_p takes EEXIST, the hand-over is idempotent). What it
  * costs: a step that never runs here (skipped, its run stopped or failed
- * first, claimed by another host) leaves its empty directories, removed
- * with the run's (retention.c). Once per run per daemon (the last
+ * first) leaves its empty directories, removed with the run's
+ * (retention.c). In a fleet (a daemon of another host live) none are
+ * made ahead: any host may claim the run's next step, and every host
+ * that had claimed one of its steps made them all, left empty where
+ * the steps ran elsewhere. Once per run per daemon (the last
  * AHEAD_RUNS runs remembered); none for an executor without directories
  * (noop) or without a worker pool (FERRY_WORKERS=0: never on the loop).
  */
@@ -53,12 +56,13 @@ struct ahead_work {
 static void ahead_run(struct work *w, PGconn *conn)
 {
 	struct ahead_work *a = (struct ahead_work *)w;
-	char **names = NULL;
+	char **names = NULL, me[256];
 	int n = 0;
 
 	if (conn == NULL || PQstatus(conn) != CONNECTION_OK)
 		return; /* an optimisation: not waited for */
-	if (store_run_steps_unstarted(&names, &n, conn, a->run_id, AHEAD_STEPS) < 0) {
+	ferry_host_name(me, sizeof(me));
+	if (store_run_steps_unstarted(&names, &n, conn, a->run_id, me, AHEAD_STEPS) < 0) {
 		flog_debug("run %lld: its steps' directories are made at their claims: %s", (long long)a->run_id,
 			   ferry_error_last());
 		return;

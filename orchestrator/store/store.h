@@ -419,9 +419,11 @@ int store_run_events(char **out, PGconn *conn, int64_t id, int64_t after);
 /*
  * The names of run run_id's written-out steps (a fan-out's items are not)
  * that were never claimed, at most limit of them, in the order they were
- * written (*names: NULL-terminated, the caller's, each freed with it).
+ * written (*names: NULL-terminated, the caller's, each freed with it);
+ * none while a daemon of a host other than host is live (a fleet: any
+ * host may claim them).
  */
-int store_run_steps_unstarted(char ***names, int *n, PGconn *conn, int64_t run_id, int limit);
+int store_run_steps_unstarted(char ***names, int *n, PGconn *conn, int64_t run_id, const char *host, int limit);
 
 /*
  * Where an attempt's log is: attempt 0 means the latest. *dir is the

@@ -713,10 +713,10 @@ int store_run_events(char **out, PGconn *conn, int64_t id, int64_t after)
 	return run_json_result(out, res, id);
 }
 
-int store_run_steps_unstarted(char ***names, int *n, PGconn *conn, int64_t run_id, int limit)
+int store_run_steps_unstarted(char ***names, int *n, PGconn *conn, int64_t run_id, const char *host, int limit)
 {
 	char idbuf[32], limbuf[16];
-	const char *params[2] = {idbuf, limbuf};
+	const char *params[3] = {idbuf, limbuf, host};
 	PGresult *res = NULL;
 	int error;
 
@@ -724,11 +724,17 @@ int store_run_steps_unstarted(char ***names, int *n, PGconn *conn, int64_t run_i
 	*n = 0;
 	snprintf(idbuf, sizeof(idbuf), "%lld", (long long)run_id);
 	snprintf(limbuf, sizeof(limbuf), "%d", limit);
-	/* a run's written-out steps (not a fan-out's items) never claimed yet, in the order they were written */
+	/*
+	 * a run's written-out steps (not a fan-out's items) never claimed yet, in the order they were
+	 * written; none where another host's daemon is live
+	 */
 	if ((error = store_q(&res, conn,
 			     "SELECT name FROM steps WHERE run_id = $1::bigint AND parent_id IS NULL AND attempts = 0 "
-			     "AND state IN ('blocked', 'ready') ORDER BY id LIMIT $2::int",
-			     2, params)) < 0)
+			     "AND state IN ('blocked', 'ready') "
+			     "AND NOT EXISTS (SELECT 1 FROM daemons d WHERE d.host <> $3 AND d.stopped_at IS NULL "
+			     "                AND d.last_seen + d.lease_ms * interval '1 millisecond' > now()) "
+			     "ORDER BY id LIMIT $2::int",
+			     3, params)) < 0)
 		return error;
 	*n = PQntuples(res);
 	*names = xcalloc((size_t)*n + 1, sizeof(**names));

@@ -730,3 +730,33 @@ Y
 	assert_eq "$(sql "SELECT count(*) FROM deployment_replicas r JOIN deployments d ON d.id = r.deployment_id WHERE d.name = 'gang' AND r.health = 'healthy'")" 2 "both replicas of the gang serve"
 	assert_match "$(ferry logs "$id" deploy)" 'gang: room for all 2 replicas: placing them' "said when it went on"
 }
+
+# In a fleet no host makes a run's step directories ahead (engine/dirs_ahead.c): any host may claim
+# the next step, and every host that had claimed one of the run's steps made them all, left empty
+# where the steps ran elsewhere. A host alone again (the other stopped) makes them ahead as before.
+test_hosts_no_step_dirs_ahead_in_a_fleet() {
+	local id y
+	start_daemon a FERRY_HOST=host-a
+	start_another b FERRY_HOST=host-b FERRY_HOME="$FERRY_HOME/b"
+	y=$(wf fleet-ahead <<'Y'
+name: fleet-ahead
+steps:
+  - {name: a, command: [sh, -c, 'sleep 2']}
+  - {name: b, needs: [a], command: ["true"]}
+  - {name: c, needs: [b], command: ["true"]}
+Y
+)
+	id=$(submit "$y")
+	wait_step "$id" a running 20
+	sleep 1 # a claim's directories ahead are made at once, on the worker pool
+	for h in "$FERRY_HOME" "$FERRY_HOME/b"; do
+		[ ! -e "$h/runs/$id/c" ] || fail "step c's directory was made ahead in $h, with two hosts live"
+	done
+	wait_run "$id" succeeded 30
+	stop_daemon b TERM # a clean stop: host-b is no longer live
+	id=$(submit "$y")
+	wait_step "$id" a running 20
+	for _ in $(seq 1 50); do [ -d "$FERRY_HOME/runs/$id/c/1/out" ] && break; sleep 0.1; done
+	[ -d "$FERRY_HOME/runs/$id/c/1/out" ] || fail "host-a alone made no step directories ahead"
+	wait_run "$id" succeeded 30
+}
