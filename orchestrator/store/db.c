@@ -658,6 +658,13 @@ int db_embedded_stop(const char *home)
 		char *argv[] = {pg_ctl, "-D", c.data, "-m", "fast", "-w", "stop", NULL};
 		error = run_tool(&c, argv);
 	}
+	/*
+	 * the short socket directory under /tmp of a home too long for a socket's path: removed once
+	 * empty (the stopped server took its socket and lock with it; another's running there keeps it)
+	 */
+	if (error == FERRY_OK && strncmp(c.sockdir, c.home, strlen(c.home)) != 0 && rmdir(c.sockdir) < 0 &&
+	    errno != ENOENT && errno != ENOTEMPTY)
+		flog_debug("%s: %s", c.sockdir, strerror(errno));
 	free(pg_ctl);
 	free(pid);
 	cluster_dispose(&c);

@@ -48,3 +48,15 @@ Y
 	stop_daemons
 	FERRY_HOME="$pg" ferryd db stop
 }
+
+# A home too long for a socket's path gets its cluster's socket in a short directory under /tmp
+# (store/db.c); `ferryd db stop` removes it (each such cluster left an empty /tmp/ferry-pg-* behind).
+test_db_stop_removes_its_short_socket_directory() {
+	local pg="$FERRY_HOME/a-home-whose-path-is-too-long-for-a-unix-socket-path-in-it-to-fit-in-sun_path" url dir
+	url=$(FERRY_HOME="$pg" ferryd db start 2>"$FERRY_HOME/start.log") || fail "no cluster: $(cat "$FERRY_HOME/start.log")"
+	dir=$(printf '%s\n' "$url" | sed -n 's/.*host=\([^ ]*\).*/\1/p')
+	assert_match "$dir" '^/tmp/ferry-pg-[0-9a-f]+$' "the socket's short directory: $url"
+	[ -S "$dir/.s.PGSQL.5432" ] || [ -n "$(ls -A "$dir")" ] || fail "no socket in $dir"
+	FERRY_HOME="$pg" ferryd db stop >/dev/null 2>&1 || fail "ferryd db stop failed"
+	[ ! -e "$dir" ] || fail "$dir left behind: $(ls -A "$dir")"
+}
