@@ -568,18 +568,22 @@ int replica_free_ports(PGconn *conn, int *out, int n)
 		close(fds[i]);
 	for (int i = 0; i < nheld; i++)
 		close(held[i]);
-	free(taken);
 	for (int i = got; i < n; i++)
 		out[i] = 0;
 	if (got < n) {
+		size_t in_range = 0;
+		for (size_t i = 0; i < ntaken; i++)
+			in_range += taken[i] >= lo && taken[i] <= hi;
 		if (ranged)
 			ferry_error_set("no %d free ports on this machine in FERRY_DEPLOY_PORTS %d-%d (%zu of them held by "
 					"deployments' fronts and replicas, started or not)",
-					n, lo, hi, ntaken);
+					n, lo, hi, in_range);
 		else
 			ferry_error_set("no %d free ports on this machine", n);
+		free(taken);
 		return FERRY_ERROR;
 	}
+	free(taken);
 	return FERRY_OK;
 }
 
