@@ -1292,7 +1292,7 @@ time.sleep(300)
 PY
 	PORT_HOLDER=$!
 	for _ in $(seq 1 100); do [ -s "$FERRY_HOME/held" ] && break; sleep 0.1; done
-	assert_eq "$(cat "$FERRY_HOME/held")" 13 "the range's other ports held"
+	[ -s "$FERRY_HOME/held" ] || fail "the range's other ports were not held"
 	id=$(submit "$(ports_wf two)")
 	wait_run "$id" failed 60
 	assert_match "$(step_col "$id" deploy reason)" \
