@@ -212,6 +212,19 @@ static void apply_start(PGconn *conn, json_t *hosts, const char *home, const cha
 		start_failed(conn, actor, d, v, rep, "no free port for a replacement", 1);
 		return;
 	}
+	/*
+	 * its own port, which another program took meanwhile (while the deployment was stopped, across a
+	 * reboot): a port of its own elsewhere, not starts that cannot bind, restarted for ever
+	 */
+	if (!lost && !placed && !replica_port_free(s.port)) {
+		int was = s.port;
+		if ((s.port = replica_free_port(conn)) == 0) {
+			start_failed(conn, actor, d, v, rep, "its port is held by another program, and no other is free", 1);
+			return;
+		}
+		flog_warn("deployment %s: %s replica %d: its port %d is held by another program: it starts on port %d",
+			  d->name, v->version, rep->idx, was, s.port);
+	}
 	if (replica_start(&s, &nh) < 0) {
 		char *err = xstrdup(ferry_error_last());
 		start_failed(conn, actor, d, v, rep, err, 1);

@@ -587,6 +587,22 @@ int replica_free_ports(PGconn *conn, int *out, int n)
 	return FERRY_OK;
 }
 
+int replica_port_free(int port)
+{
+	struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
+	int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0), one = 1, e, ok;
+
+	if (fd < 0)
+		return 1; /* cannot tell: the start says what it finds */
+	/* as a server binds (SO_REUSEADDR): its last connections' TIME_WAIT is no holder, a listener is */
+	(void)setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+	a.sin_addr.s_addr = htonl(INADDR_ANY);
+	ok = bind(fd, (struct sockaddr *)&a, sizeof(a)) == 0;
+	e = errno;
+	close(fd);
+	return ok || e != EADDRINUSE; /* another error (a privileged port): the start says it */
+}
+
 int replica_free_port(PGconn *conn)
 {
 	int port = 0;

@@ -106,6 +106,9 @@ int replica_free_ports(PGconn *conn, int *out, int n);
 /* One such port; 0 on error. */
 int replica_free_port(PGconn *conn);
 
+/* Whether port can be bound on every address now (0: another program holds it on one). */
+int replica_port_free(int port);
+
 /*
  * FERRY_DEPLOY_PORTS checked: 0 when unset or "LO-HI" with 1024 <= LO,
  * LO + 15 <= HI <= 65535; FERRY_EINVALID with the message otherwise.

@@ -1314,6 +1314,45 @@ PY
 		t "no port given twice"
 }
 
+# A replica whose port another program took while its deployment was stopped starts on a port of its
+# own when the deployment starts again, not in starts that cannot bind, restarted for ever; the
+# front finds it there.
+test_deploy_replica_port_taken_while_stopped_moves() {
+	local r p
+	deploy_up
+	PORT_HOLDER=
+	trap '[ -z "$PORT_HOLDER" ] || kill "$PORT_HOLDER" 2>/dev/null; deploy_down' EXIT
+	model_double "$FERRY_HOME/double.py"
+	start_daemon a
+	wait_run "$(submit "$(ports_wf moved)")" succeeded 60
+	r=$(sql "SELECT port FROM deployment_replicas")
+	api PATCH /api/v1/deployments/1 '{"action": "stop"}'
+	assert_eq "$CODE" 200 "stop: $BODY"
+	sql_until "(SELECT health FROM deployment_replicas) = 'stopped'" 30 || fail "the replica did not stop"
+	python3 - "$r" "$FERRY_HOME/held" <<'PY' &
+import socket, sys, time
+s = socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+for _ in range(100):
+    try: s.bind(("127.0.0.1", int(sys.argv[1]))); break
+    except OSError: time.sleep(0.1)
+s.listen(1); open(sys.argv[2], "w").write("held\n"); time.sleep(300)
+PY
+	PORT_HOLDER=$!
+	for _ in $(seq 1 100); do [ -s "$FERRY_HOME/held" ] && break; sleep 0.1; done
+	[ -s "$FERRY_HOME/held" ] || fail "port $r was not taken"
+	api PATCH /api/v1/deployments/1 '{"action": "start"}'
+	assert_eq "$CODE" 200 "start: $BODY"
+	sql_until "(SELECT health FROM deployment_replicas) = 'healthy'" 30 ||
+		fail "the replica is not healthy: $(sql "SELECT health, port, last_error FROM deployment_replicas")"
+	p=$(sql "SELECT port FROM deployment_replicas")
+	[ "$p" != "$r" ] || fail "the replica is on port $r, which another program holds"
+	assert_eq "$(sql "SELECT detail->>'port' FROM deployment_events WHERE kind = 'replica-started' ORDER BY id DESC LIMIT 1")" \
+		"$p" "its start says where"
+	assert_match "$(cat "$FERRY_HOME/ferryd-a.log")" "its port $r is held by another program: it starts on port $p" "the log says why"
+	for _ in $(seq 1 50); do curl -fsS -m 2 -X POST -d '{}' "http://127.0.0.1:$(front_port)/" >/dev/null 2>&1 && break; sleep 0.2; done
+	assert_match "$(curl -sS -m 5 -X POST -d '{}' "http://127.0.0.1:$(front_port)/")" '"model_version":"0.0.1"' "the front reaches it"
+}
+
 # FERRY_DEPLOY_PORTS that is no range of at least 16 ports stops the start, saying why
 test_deploy_ports_setting_refused() {
 	for v in 20000 100-200 30000-30005 x-y; do
