@@ -18,7 +18,10 @@
  * PostgreSQL the daemon started itself is stopped when it exits, after
  * SIGTERM or a start-up error alike, unless --keep-db was given or other
  * sessions still use it; one that was running already, or a
- * FERRY_DATABASE_URL, is left alone.
+ * FERRY_DATABASE_URL, is left alone. An embedded PostgreSQL killed while
+ * the daemon runs (its postmaster.pid left, its process gone) is started
+ * again, looked at once a second (db_embedded_revive), and is then the
+ * daemon's to stop; a clean `ferryd db stop` is not undone.
  *
  *   ferryd [--log-format text|json] [--log-level LEVEL] [--keep-db]
  *   ferryd db start     start the embedded PostgreSQL of $FERRY_HOME, print its conninfo
@@ -801,6 +804,7 @@ int main(int argc, char **argv)
 	char *conninfo = NULL, *token = NULL, *pidfile = NULL, *urlfile = NULL;
 	int json_logs = 0, level = level_of(getenv("FERRY_LOG_LEVEL")), c, status = 1, embedded = 0;
 	int keep_db = 0, pg_started = 0;
+	int64_t next_pg_look = 0;
 	int64_t grace_ms = 30000, deadline, stmt_ms;
 
 	if (argc >= 2 && strcmp(argv[1], "token") == 0) {
@@ -988,6 +992,18 @@ int main(int argc, char **argv)
 		if (reload_flag) {
 			reload_flag = 0;
 			reload_config(eo.home, json_logs);
+		}
+		/*
+		 * the embedded PostgreSQL killed (kill -9, the OOM killer): started again, once a second at
+		 * most, by whichever daemon of the home looks first (under its lock); then ours to stop at exit
+		 */
+		if (embedded && clock_mono_ms() >= next_pg_look) {
+			int was = pg_started;
+			next_pg_look = clock_mono_ms() + 1000;
+			if (db_embedded_revive(eo.home, &pg_started) < 0)
+				flog_warn("the embedded PostgreSQL: %s", ferry_error_last());
+			else if (pg_started && !was)
+				flog_info("the embedded PostgreSQL was started again by this daemon: it stops it at exit");
 		}
 	}
 	flog_info("shutting down: no new steps; waiting up to %lld ms for %d running job%s",

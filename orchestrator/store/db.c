@@ -600,6 +600,27 @@ int db_embedded_ensure(const char *home, int *started)
 	return embedded_ensure(home, started);
 }
 
+int db_embedded_revive(const char *home, int *started)
+{
+	struct cluster c;
+	char *path;
+	long pid = 0;
+	int died;
+
+	if (cluster_locate(&c, home) < 0)
+		return FERRY_ERROR;
+	path = xasprintf("%s/postmaster.pid", c.data);
+	/* a postmaster removes its postmaster.pid as it exits: one left without its process died */
+	died = access(path, F_OK) == 0 && !postmaster_alive(&c, &pid);
+	free(path);
+	cluster_dispose(&c);
+	if (!died)
+		return 0;
+	flog_warn("the embedded PostgreSQL died (postmaster %ld is gone, its postmaster.pid left): starting it again",
+		  pid);
+	return embedded_ensure(home, started);
+}
+
 int db_conninfo(char **out, const char *home)
 {
 	return db_conninfo_ex(out, NULL, home);

@@ -44,6 +44,17 @@ int db_conninfo_resolve(char **out, int *embedded, const char *home);
  */
 int db_embedded_ensure(const char *home, int *started);
 
+/*
+ * The embedded cluster under home started again after an unclean death of
+ * its postmaster (killed, out of memory: its postmaster.pid left behind,
+ * its process gone); PostgreSQL recovers from its WAL as it starts. A
+ * clean stop (`ferryd db stop`: no postmaster.pid) is not undone. 0 when
+ * there was nothing to do, else db_embedded_ensure's answer (1: started,
+ * not accepting connections yet; <0: it could not be started now, the
+ * message says why; a next look tries again).
+ */
+int db_embedded_revive(const char *home, int *started);
+
 enum db_connect_flags {
 	DB_NO_STATEMENT_TIMEOUT = 1 << 0, /* for migrations and lock waits */
 };

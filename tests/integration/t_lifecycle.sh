@@ -135,3 +135,39 @@ time.sleep(120)' "$FERRY_HOME/busy.port" &
 	check home 'FERRY_HOME' FERRY_HOME="$FERRY_HOME/afile/home"
 	check executor 'FERRY_EXECUTOR "nope" is not an executor \(known: local' FERRY_EXECUTOR=nope
 }
+
+# The embedded PostgreSQL killed under a running daemon (kill -9, the OOM killer: its postmaster.pid
+# left, its process gone) is started again by the daemon, which recovers from its WAL: readyz comes
+# back, a run under way finishes with each step once, and the daemon stops it at exit as before.
+test_lifecycle_embedded_postgres_killed_comes_back() {
+	local id pid st
+	own_home
+	start_daemon a
+	id=$(submit "$(wf killed <<'Y'
+name: killed
+steps:
+  - {name: one, command: [sh, -c, "sleep 2"]}
+  - {name: two, needs: [one], command: ["true"]}
+Y
+)")
+	pid=$(head -1 "$FERRY_HOME/pg/data/postmaster.pid")
+	kill -9 "$pid"
+	for _ in $(seq 1 150); do
+		[ "$(curl -s -o /dev/null -w '%{http_code}' "$FERRY_URL/readyz")" = 200 ] &&
+			[ "$(head -1 "$FERRY_HOME/pg/data/postmaster.pid" 2>/dev/null)" != "$pid" ] && break
+		sleep 0.2
+	done
+	assert_eq "$(curl -s -o /dev/null -w '%{http_code}' "$FERRY_URL/readyz")" 200 "readyz once it is back"
+	assert_match "$(cat "$FERRY_HOME/ferryd-a.log")" "the embedded PostgreSQL died \\(postmaster $pid is gone" "the log says why"
+	for _ in $(seq 1 150); do
+		api GET "/api/v1/runs/$id"
+		st=$(printf '%s' "$BODY" | json 'j["state"]')
+		[ "$st" = succeeded ] && break
+		sleep 0.2
+	done
+	assert_eq "$st" succeeded "the run under way finished"
+	assert_eq "$(printf '%s' "$BODY" | json '" ".join("%s=%s" % (s["name"], s["attempts"]) for s in j["steps"])')" \
+		"one=1 two=1" "each step once"
+	stop_daemon a
+	assert_pg_stopped "$FERRY_HOME" "the daemon stops the PostgreSQL it started again"
+}
