@@ -402,6 +402,14 @@ static void local_ended(const struct exec_job *job, struct exec_status *st)
 		st->exit_code = -1;
 		st->reason = xstrdup("the job's supervisor was killed before it could record the exit "
 				     "status (did the job signal its own process group?)");
+		/*
+		 * and what is left of the job goes with it (its process group, the supervisor's pid, which
+		 * no new process can take while a member lives): an attempt called failed whose command
+		 * runs on would run beside its retry, on the same directories
+		 */
+		if (job->pid > 0 && kill(-job->pid, SIGKILL) == 0)
+			flog_warn("run %lld step %s attempt %d: its supervisor is gone: what was left of its job "
+				  "was killed", (long long)job->run_id, job->name, job->attempt);
 	}
 }
 

@@ -120,3 +120,28 @@ test_concurrent_migrations() {
 	assert_eq "$(sql "SELECT count(*) = count(DISTINCT name) AND count(*) > 0 FROM schema_migrations")" t "each migration once"
 	assert_eq "$(grep -c 'applied migration' "$FERRY_HOME"/ferryd-*.log | awk -F: '{s+=$2} END {print s}')" "$(sql "SELECT count(*) FROM schema_migrations")" "applied once in total"
 }
+
+# A local job's supervisor killed (kill -9) while the job runs: the attempt fails saying so, and
+# what is left of the job is killed with it — a job that ran on after its attempt was called failed
+# would run beside its retry, on the same directories (it wrote "end" 3 s later).
+test_supervisor_killed_takes_its_job_with_it() {
+	local id shim
+	start_daemon a
+	mkdir -m 1777 "$FERRY_HOME/t"
+	id=$(submit "$(wf shk <<Y
+name: shk
+steps:
+  - {name: s, command: [sh, -c, 'echo start >>$FERRY_HOME/t/trace; sleep 3; echo end >>$FERRY_HOME/t/trace']}
+Y
+)")
+	wait_step "$id" s running 10
+	for _ in $(seq 1 50); do [ -s "$FERRY_HOME/t/trace" ] && break; sleep 0.1; done
+	shim=$(pgrep -f "ferry-shim -u .* $FERRY_HOME/runs/$id/s/1/log" | head -1)
+	[ -n "$shim" ] || fail "no supervisor found for the job"
+	kill -9 "$shim"
+	wait_run "$id" failed 10
+	assert_match "$(step_col "$id" s reason)" "the job's supervisor was killed before it could record the exit status" "the reason"
+	assert_match "$(cat "$FERRY_HOME/ferryd-a.log")" "run $id step s attempt 1: its supervisor is gone: what was left of its job was killed" "the log says so"
+	sleep 4 # past the job's own end
+	assert_eq "$(cat "$FERRY_HOME/t/trace")" start "the job did not run on"
+}
