@@ -59,6 +59,15 @@ cleanup() {
 		kill -KILL "${PID[$h]}" 2>/dev/null || true
 		wait "${PID[$h]}" 2>/dev/null || true
 	done
+	# what outlives a daemon by design (its jobs, its replicas, its HAProxy), the killed host's too:
+	# left running after the bench, $WORK gone (a `sleep 600` job, three replicas, six HAProxies)
+	local f p
+	for f in "$WORK"/*/runs/*/*/*/status "$WORK"/*/deployments/*/runs/*/*/*/status; do
+		[ -f "$f" ] || continue
+		p=$(sed -n 's/^pid \([0-9]*\) .*/\1/p' "$f" | tail -n 1)
+		[ -n "$p" ] && { kill -KILL -- "-$p" 2>/dev/null || true; }
+	done
+	pkill -KILL -f "haproxy .*$WORK/" 2>/dev/null || true
 	FERRY_HOME="$WORK/pg" "$ROOT/bin/ferryd" db stop >/dev/null 2>&1 || true
 	if [ $rc -ne 0 ]; then
 		for h in "${!PID[@]}"; do
