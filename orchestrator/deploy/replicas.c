@@ -490,19 +490,25 @@ int replica_ports_check(void)
  * A socket bound to port on every address (0: the kernel's choice), its
  * port in *got; -1 when it cannot be. Every address: the port is free for
  * a front on 127.0.0.1 and for a replica on this host's address alike
- * (a wildcard bind fails while any address holds the port).
+ * (a wildcard bind fails while any address holds the port). as_server:
+ * SO_REUSEADDR, so only a listener holds a port, not TIME_WAIT; -1 keeps
+ * bind's errno.
  */
-static int bind_any(int port, int *got)
+static int bind_any(int port, int as_server, int *got)
 {
 	struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
 	socklen_t len = sizeof(a);
-	int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0), one = 1;
 
 	if (fd < 0)
 		return -1;
+	if (as_server) /* as a server binds (SO_REUSEADDR): its last connections' TIME_WAIT is no holder */
+		(void)setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
 	a.sin_addr.s_addr = htonl(INADDR_ANY);
 	if (bind(fd, (struct sockaddr *)&a, sizeof(a)) < 0 || getsockname(fd, (struct sockaddr *)&a, &len) < 0) {
+		int e = errno;
 		close(fd);
+		errno = e;
 		return -1;
 	}
 	*got = ntohs(a.sin_port);
@@ -548,12 +554,12 @@ int replica_free_ports(PGconn *conn, int *out, int n)
 			int port = lo + (int)((start + k) % span), fd;
 			if (is_taken(taken, ntaken, port))
 				continue;
-			if ((fd = bind_any(port, &out[got])) >= 0)
+			if ((fd = bind_any(port, 0, &out[got])) >= 0)
 				fds[got++] = fd;
 		}
 	} else {
 		for (int i = 0; i < n + SPARE && got < n; i++) {
-			int fd = bind_any(0, &out[got]);
+			int fd = bind_any(0, 0, &out[got]);
 			if (fd < 0)
 				continue;
 			if (!is_taken(taken, ntaken, out[got]))
@@ -589,18 +595,13 @@ int replica_free_ports(PGconn *conn, int *out, int n)
 
 int replica_port_free(int port)
 {
-	struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
-	int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0), one = 1, e, ok;
+	int got = 0, fd = bind_any(port, 1, &got);
 
-	if (fd < 0)
-		return 1; /* cannot tell: the start says what it finds */
-	/* as a server binds (SO_REUSEADDR): its last connections' TIME_WAIT is no holder, a listener is */
-	(void)setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
-	a.sin_addr.s_addr = htonl(INADDR_ANY);
-	ok = bind(fd, (struct sockaddr *)&a, sizeof(a)) == 0;
-	e = errno;
-	close(fd);
-	return ok || e != EADDRINUSE; /* another error (a privileged port): the start says it */
+	if (fd >= 0) {
+		close(fd);
+		return 1;
+	}
+	return errno != EADDRINUSE; /* a listener holds it; another error (a privileged port): the start says it */
 }
 
 int replica_free_port(PGconn *conn)

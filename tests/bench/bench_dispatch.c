@@ -808,12 +808,8 @@ out:
 	db_embedded_stop(home);
 	left_home = NULL;
 	pthread_mutex_unlock(&left_mu);
-	if (getenv("BENCH_KEEP")) return 0;
-	{
-		char *rm = xasprintf("rm -rf %s %s", home, jobs);
-		if (system(rm) != 0)
-			fprintf(stderr, "bench: could not remove %s\n", home);
-		free(rm);
-	}
+	/* left_rm: NULL with BENCH_KEEP */
+	if (left_rm && system(left_rm) != 0)
+		fprintf(stderr, "bench: could not remove %s\n", home);
 	return 0;
 }

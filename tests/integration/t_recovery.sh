@@ -142,6 +142,9 @@ Y
 	wait_run "$id" failed 10
 	assert_match "$(step_col "$id" s reason)" "the job's supervisor was killed before it could record the exit status" "the reason"
 	assert_match "$(cat "$FERRY_HOME/ferryd-a.log")" "run $id step s attempt 1: its supervisor is gone: what was left of its job was killed" "the log says so"
-	sleep 4 # past the job's own end
+	# until nothing of its process group (the supervisor's pid) is left: at once when it was killed,
+	# after the job's own end (and its "end" line) when it ran on
+	for _ in $(seq 1 100); do [ -z "$(pgrep -g "$shim")" ] && break; sleep 0.1; done
+	[ -z "$(pgrep -g "$shim")" ] || fail "the job's processes still run: $(pgrep -a -g "$shim")"
 	assert_eq "$(cat "$FERRY_HOME/t/trace")" start "the job did not run on"
 }
